@@ -1,0 +1,358 @@
+//! Turns the stream of line events into `Safepoint` records.
+//!
+//! Several lines can describe one safepoint: a statistics row and a `Safepoint "…"` line, a
+//! JDK 8 statistics row and a `Total time…` line, `Entering safepoint region` and `Total
+//! time…`, a SafepointTimeout block and the record that follows. The assembler merges them so
+//! each safepoint is counted exactly once.
+//!
+//! Invariant: records come out in the order their closing lines appeared, and memory is bounded
+//! by [`HOLD`] records whatever the input.
+
+use crate::formats::Format;
+use crate::line::{Classified, Event, StatsRow};
+use crate::record::{Culprit, Safepoint, Source};
+use crate::stamps::Stamps;
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+
+/// How many records may wait for a JDK 8 statistics row to name them. JDK 8 prints its rows
+/// in batches of `PrintSafepointStatisticsCount` (default 300) after the pauses themselves.
+pub const HOLD: usize = 1024;
+
+/// Slack when matching a JDK 8 statistics row (begin time, `%.3f`) to a `Total time…` line
+/// (end time minus duration): both are millisecond-rounded and taken a few calls apart.
+const MATCH_SLACK_NS: u64 = 100_000_000;
+
+pub(crate) const UNKNOWN_OP: &str = "unknown";
+
+#[derive(Debug, Clone)]
+struct OwnedRow {
+    op: Arc<str>,
+    start_uptime_ns: Option<u64>,
+    threads_total: u32,
+    initially_running: u32,
+    sync_ns: u64,
+    cleanup_ns: Option<u64>,
+    vmop_ns: u64,
+    total_ns: u64,
+    page_traps: Option<u32>,
+    stamps: Stamps,
+    format: Format,
+    source: Source,
+    seq: u64,
+}
+
+#[derive(Debug)]
+struct Held {
+    rec: Safepoint,
+    /// Waiting for a statistics row to name it.
+    wants_name: bool,
+}
+
+#[derive(Default)]
+struct Interner(HashMap<Box<[u8]>, Arc<str>>);
+
+impl Interner {
+    fn get(&mut self, op: &[u8]) -> Arc<str> {
+        if let Some(a) = self.0.get(op) {
+            return a.clone();
+        }
+        let a: Arc<str> = Arc::from(String::from_utf8_lossy(op).as_ref());
+        // Operation names are a small closed set; a hostile log cannot grow this without bound.
+        if self.0.len() < 4096 {
+            self.0.insert(op.into(), a.clone());
+        }
+        a
+    }
+}
+
+/// Counts the assembler keeps about how lines were combined.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct MergeCounts {
+    /// Statistics rows folded into a `Safepoint "…"` or `Total time…` record.
+    pub rows_merged: u64,
+    /// Statistics rows that stood alone as records (statistics were the only source).
+    pub rows_alone: u64,
+    /// JDK 8 statistics rows that found no pause line to belong to.
+    pub rows_unmatched: u64,
+}
+
+#[derive(Default)]
+pub struct Assembler {
+    ops: Interner,
+    pending_ul_row: Option<OwnedRow>,
+    tty_rows: VecDeque<OwnedRow>,
+    held: VecDeque<Held>,
+    entering: Option<Arc<str>>,
+    app_time: Option<u64>,
+    timeout_open: Vec<Culprit>,
+    /// Culprits from a finished block, with the sequence number after which they apply.
+    timeout_done: Vec<(u64, Culprit)>,
+    seen_stopped: bool,
+    seq: u64,
+    pub counts: MergeCounts,
+}
+
+impl Assembler {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Feeds one classified line. Finished records are passed to `out` in order.
+    pub fn push(&mut self, c: &Classified<'_>, source: Source, out: &mut impl FnMut(Safepoint)) {
+        self.seq += 1;
+        let seq = self.seq;
+        match c.event {
+            Event::Safepoint { op, times } => {
+                let op = self.ops.get(op);
+                let mut rec = Safepoint {
+                    op: op.clone(),
+                    ttsp_ns: Some(times.reaching_ns),
+                    cleanup_ns: times.cleanup_ns,
+                    at_safepoint_ns: Some(times.at_safepoint_ns),
+                    leaving_ns: times.leaving_ns,
+                    total_ns: times.total_ns,
+                    since_last_ns: times.since_last_ns,
+                    threads_total: times.threads_total,
+                    threads_running: times.threads_runnable,
+                    page_traps: None,
+                    end: c.stamps,
+                    format: c.format,
+                    source,
+                    culprits: Vec::new(),
+                };
+                if let Some(row) = self.pending_ul_row.take() {
+                    if row.op == op {
+                        rec.threads_total = rec.threads_total.or(Some(row.threads_total));
+                        rec.threads_running = rec.threads_running.or(Some(row.initially_running));
+                        rec.page_traps = row.page_traps;
+                        rec.cleanup_ns = rec.cleanup_ns.or(row.cleanup_ns);
+                        self.counts.rows_merged += 1;
+                    } else {
+                        self.row_alone(row, out);
+                    }
+                }
+                self.emit(rec, seq, false, out);
+            }
+            Event::StatsRow(r) => {
+                let row = self.own_row(&r, c, source, seq);
+                match c.format {
+                    Format::Jdk13Stats | Format::Jdk25Stats => {
+                        if let Some(prev) = self.pending_ul_row.replace(row) {
+                            self.row_alone(prev, out);
+                        }
+                    }
+                    _ => self.tty_row(row, out),
+                }
+            }
+            Event::Stopped { total_ns, ttsp_ns } => {
+                self.flush_ul_row(out);
+                self.seen_stopped = true;
+                let mut rec = Safepoint {
+                    op: Arc::from(UNKNOWN_OP),
+                    ttsp_ns,
+                    cleanup_ns: None,
+                    at_safepoint_ns: ttsp_ns.map(|t| total_ns.saturating_sub(t)),
+                    leaving_ns: None,
+                    total_ns,
+                    since_last_ns: self.app_time.take(),
+                    threads_total: None,
+                    threads_running: None,
+                    page_traps: None,
+                    end: c.stamps,
+                    format: c.format,
+                    source,
+                    culprits: Vec::new(),
+                };
+                let mut named = false;
+                if let Some(op) = self.entering.take() {
+                    rec.op = op;
+                    named = true;
+                } else if let Some(row) = self.tty_rows.pop_front() {
+                    merge_row(&mut rec, &row);
+                    self.counts.rows_merged += 1;
+                    named = true;
+                }
+                self.emit(rec, seq, !named, out);
+            }
+            Event::ApplicationTime { ns } => self.app_time = Some(ns),
+            Event::Entering { op } => self.entering = Some(self.ops.get(op)),
+            Event::TimeoutBegin => self.timeout_open.clear(),
+            Event::TimeoutThread(t) => {
+                if self.timeout_open.len() < 10_000 {
+                    self.timeout_open.push(Culprit {
+                        name: String::from_utf8_lossy(t.name).into_owned(),
+                        java_id: t.java_id,
+                        os_tid: t.os_tid,
+                        daemon: t.daemon,
+                        state: t.state.map(|s| String::from_utf8_lossy(s).into_owned()),
+                        java_state: None,
+                        source,
+                        stamps: c.stamps,
+                    });
+                }
+            }
+            Event::TimeoutThreadState(s) => {
+                if let Some(last) = self.timeout_open.last_mut() {
+                    last.java_state = Some(String::from_utf8_lossy(s).into_owned());
+                }
+            }
+            Event::TimeoutEnd => {
+                let open = std::mem::take(&mut self.timeout_open);
+                self.timeout_done.extend(open.into_iter().map(|c| (seq, c)));
+            }
+            Event::Leaving
+            | Event::StatsHeader
+            | Event::StatsSummary
+            | Event::TimeoutReason
+            | Event::TimeoutList
+            | Event::Detail => {}
+        }
+    }
+
+    /// Ends the stream: flushes everything held. Returns the culprits of SafepointTimeout blocks
+    /// whose safepoint never completed in the log (the JVM died, or the log was cut).
+    pub fn finish(&mut self, out: &mut impl FnMut(Safepoint)) -> Vec<Culprit> {
+        self.flush_ul_row(out);
+        while let Some(row) = self.tty_rows.pop_front() {
+            if self.seen_stopped {
+                self.counts.rows_unmatched += 1;
+            } else {
+                self.row_alone(row, out);
+            }
+        }
+        while let Some(h) = self.held.pop_front() {
+            out(h.rec);
+        }
+        let mut orphans: Vec<Culprit> = self.timeout_done.drain(..).map(|(_, c)| c).collect();
+        orphans.append(&mut self.timeout_open);
+        orphans
+    }
+
+    fn own_row(&mut self, r: &StatsRow<'_>, c: &Classified<'_>, source: Source, seq: u64) -> OwnedRow {
+        OwnedRow {
+            op: self.ops.get(r.op),
+            start_uptime_ns: r.start_uptime_ns,
+            threads_total: r.threads_total,
+            initially_running: r.initially_running,
+            sync_ns: r.sync_ns,
+            cleanup_ns: r.cleanup_ns,
+            vmop_ns: r.vmop_ns,
+            total_ns: r.total_ns,
+            page_traps: r.page_traps,
+            stamps: c.stamps,
+            format: c.format,
+            source,
+            seq,
+        }
+    }
+
+    fn flush_ul_row(&mut self, out: &mut impl FnMut(Safepoint)) {
+        if let Some(row) = self.pending_ul_row.take() {
+            self.row_alone(row, out);
+        }
+    }
+
+    /// A JDK 8/11 statistics row: name a waiting `Total time…` record, or wait for one.
+    fn tty_row(&mut self, row: OwnedRow, out: &mut impl FnMut(Safepoint)) {
+        let waiting = self.held.iter().position(|h| h.wants_name);
+        if let Some(first) = waiting {
+            let target = match row.start_uptime_ns {
+                Some(row_start) => {
+                    let mut found = None;
+                    for i in first..self.held.len() {
+                        let h = &self.held[i];
+                        if !h.wants_name {
+                            continue;
+                        }
+                        match h.rec.start().uptime_ns {
+                            Some(s) if s + MATCH_SLACK_NS < row_start => {
+                                // Its row was never printed; stop waiting for one.
+                                self.held[i].wants_name = false;
+                            }
+                            Some(s) if s > row_start + MATCH_SLACK_NS + row.total_ns / 100 => break,
+                            _ => {
+                                found = Some(i);
+                                break;
+                            }
+                        }
+                    }
+                    found
+                }
+                None => Some(first),
+            };
+            if let Some(i) = target {
+                merge_row(&mut self.held[i].rec, &row);
+                self.held[i].wants_name = false;
+                self.counts.rows_merged += 1;
+                self.drain(out);
+                return;
+            }
+            self.drain(out);
+        }
+        if self.seen_stopped && waiting.is_some() {
+            self.counts.rows_unmatched += 1;
+            return;
+        }
+        self.tty_rows.push_back(row);
+        if self.tty_rows.len() > HOLD {
+            let old = self.tty_rows.pop_front().expect("non-empty");
+            self.row_alone(old, out);
+        }
+    }
+
+    fn row_alone(&mut self, row: OwnedRow, out: &mut impl FnMut(Safepoint)) {
+        self.counts.rows_alone += 1;
+        // JDK 8/11 rows carry their begin time; JDK 13+ rows are printed at the end.
+        let end = match row.start_uptime_ns {
+            Some(start) => Stamps { uptime_ns: Some(start + row.total_ns), ..row.stamps },
+            None => row.stamps,
+        };
+        let rec = Safepoint {
+            op: row.op.clone(),
+            ttsp_ns: Some(row.sync_ns),
+            cleanup_ns: row.cleanup_ns,
+            at_safepoint_ns: Some(row.vmop_ns),
+            leaving_ns: None,
+            total_ns: row.total_ns,
+            since_last_ns: None,
+            threads_total: Some(row.threads_total),
+            threads_running: Some(row.initially_running),
+            page_traps: row.page_traps,
+            end,
+            format: row.format,
+            source: row.source,
+            culprits: Vec::new(),
+        };
+        self.emit(rec, row.seq, false, out);
+    }
+
+    fn emit(&mut self, mut rec: Safepoint, seq: u64, wants_name: bool, out: &mut impl FnMut(Safepoint)) {
+        if !self.timeout_done.is_empty() {
+            // A timeout block belongs to the safepoint being reached when it was printed, which
+            // is the first record closed after it.
+            let (mine, later): (Vec<_>, Vec<_>) = self.timeout_done.drain(..).partition(|(after, _)| seq > *after);
+            rec.culprits = mine.into_iter().map(|(_, c)| c).collect();
+            self.timeout_done = later;
+        }
+        self.held.push_back(Held { rec, wants_name });
+        self.drain(out);
+    }
+
+    fn drain(&mut self, out: &mut impl FnMut(Safepoint)) {
+        while let Some(front) = self.held.front() {
+            if front.wants_name && self.held.len() <= HOLD {
+                break;
+            }
+            out(self.held.pop_front().expect("non-empty").rec);
+        }
+    }
+}
+
+fn merge_row(rec: &mut Safepoint, row: &OwnedRow) {
+    rec.op = row.op.clone();
+    rec.threads_total = Some(row.threads_total);
+    rec.threads_running = Some(row.initially_running);
+    rec.page_traps = row.page_traps;
+    rec.cleanup_ns = rec.cleanup_ns.or(row.cleanup_ns);
+}

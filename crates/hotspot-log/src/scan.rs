@@ -1,0 +1,334 @@
+//! Streams one or more inputs through the line classifier and the assembler.
+//!
+//! Lines that cannot be safepoint lines are skipped without being parsed: a multi-pattern SIMD
+//! search finds the next line holding any safepoint marker, and the lines before it are only
+//! counted. That is what keeps a 1 GB GC log at memory-bandwidth speed.
+//!
+//! Invariant: memory is bounded by the read buffer (plus at most [`MAX_LINE`] for one
+//! pathological line) and the assembler's bounded queue, whatever the input size.
+
+use crate::assemble::{Assembler, MergeCounts};
+use crate::formats::Format;
+use crate::line::{classify, line_stamps, Outcome};
+use crate::record::{Culprit, Safepoint, Source};
+use crate::stamps::Stamps;
+use aho_corasick::{AhoCorasick, Input};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::io::{self, Read};
+
+const CHUNK: usize = 4 << 20;
+/// Lines longer than this are counted and skipped rather than buffered whole.
+pub const MAX_LINE: usize = 64 << 20;
+
+/// Every substring that can put a line in play. Each safepoint shape contains at least one.
+const NEEDLES: [&str; 9] = [
+    "afepoint",             // Safepoint "…", [safepoint…] tags, SafepointSynchronize, region lines
+    "Total time for which", // JDK 8-12 pauses
+    "Application time:",    // JDK 8-12 application time
+    "page_trap_count",      // every statistics header
+    "][       ",            // JDK 11-25 statistics rows
+    "    ]      [",         // JDK 8 statistics rows
+    "# \"",                 // tty SafepointTimeout thread lines
+    "Maximum ",             // statistics exit summary
+    "Polling page",         // JDK 8 exit summary
+];
+
+#[derive(Debug, thiserror::Error)]
+pub enum ScanError {
+    #[error("{0}")]
+    Io(#[from] io::Error),
+    #[error("binary data at byte {offset} (not a text log)")]
+    Binary { offset: u64 },
+}
+
+/// A line kept to show the user (`--verbose`).
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct LineExample {
+    pub file: u32,
+    pub line: u64,
+    pub text: String,
+}
+
+/// What one input contained.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct InputReport {
+    pub bytes: u64,
+    pub lines: u64,
+    /// The first and last stamps found in the input (for the log's time span).
+    pub first: Option<Stamps>,
+    pub last: Option<Stamps>,
+}
+
+/// Line accounting across all inputs.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct ScanReport {
+    pub lines_total: u64,
+    pub lines_recognised: u64,
+    pub lines_unrecognised: u64,
+    pub lines_other: u64,
+    /// Lines recognised, by shape.
+    pub by_format: BTreeMap<Format, u64>,
+    pub unrecognised_examples: Vec<LineExample>,
+    pub other_examples: Vec<LineExample>,
+    /// The last line of an input was cut off mid-record (the JVM was still writing).
+    pub truncated_last_lines: u64,
+    /// Culprits of SafepointTimeout blocks whose safepoint never completed in the log.
+    pub orphan_culprits: Vec<Culprit>,
+    pub merges: MergeCounts,
+    pub safepoints: u64,
+}
+
+/// Where the scanner delivers what it finds. Any `FnMut(Safepoint)` closure is a sink.
+pub trait Sink {
+    fn safepoint(&mut self, s: Safepoint);
+    /// The stamps of an input's first stamped line, given before any of its safepoints.
+    fn input_start(&mut self, _file: u32, _stamps: &Stamps) {}
+}
+
+impl<F: FnMut(Safepoint)> Sink for F {
+    fn safepoint(&mut self, s: Safepoint) {
+        self(s)
+    }
+}
+
+/// Reads HotSpot logs and yields their safepoints.
+pub struct Scanner {
+    finder: AhoCorasick,
+    asm: Assembler,
+    report: ScanReport,
+    examples: usize,
+    buf: Vec<u8>,
+}
+
+impl Default for Scanner {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Scanner {
+    pub fn new() -> Self {
+        Scanner {
+            finder: AhoCorasick::new(NEEDLES).expect("static patterns"),
+            asm: Assembler::new(),
+            report: ScanReport::default(),
+            examples: 0,
+            buf: Vec::new(),
+        }
+    }
+
+    /// Keep up to `n` unrecognised and `n` other lines to show the user.
+    pub fn keep_examples(mut self, n: usize) -> Self {
+        self.examples = n;
+        self
+    }
+
+    /// Reads one input to its end. Inputs that continue each other (a rotated set) are fed in
+    /// time order through the same scanner, so a record split across files is still joined.
+    pub fn scan<R: Read>(&mut self, file: u32, mut reader: R, out: &mut impl Sink) -> Result<InputReport, ScanError> {
+        if self.buf.len() < CHUNK {
+            self.buf = vec![0u8; CHUNK];
+        }
+        let mut buf = std::mem::take(&mut self.buf);
+        let result = self.scan_with(file, &mut reader, &mut buf, out);
+        buf.truncate(CHUNK);
+        self.buf = buf;
+        result
+    }
+
+    fn scan_with<R: Read>(&mut self, file: u32, reader: &mut R, buf: &mut Vec<u8>, out: &mut impl Sink) -> Result<InputReport, ScanError> {
+        let mut rep = InputReport::default();
+        let mut filled = 0usize;
+        let mut line_no = 0u64;
+        let mut first_chunk = true;
+        let mut skipping_long = false;
+        loop {
+            let mut eof = false;
+            while filled < buf.len() {
+                match reader.read(&mut buf[filled..]) {
+                    Ok(0) => {
+                        eof = true;
+                        break;
+                    }
+                    Ok(n) => filled += n,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(e) => return Err(e.into()),
+                }
+            }
+            if first_chunk && filled > 0 {
+                if let Some(offset) = binary_offset(&buf[..filled]) {
+                    return Err(ScanError::Binary { offset: offset as u64 });
+                }
+                rep.first = first_stamps(&buf[..filled]);
+                if let Some(f) = &rep.first {
+                    out.input_start(file, f);
+                }
+                first_chunk = false;
+            }
+            rep.bytes += filled as u64;
+            let end = if eof {
+                filled
+            } else {
+                match memchr::memrchr(b'\n', &buf[..filled]) {
+                    Some(i) => i + 1,
+                    None if buf.len() < MAX_LINE => {
+                        let n = buf.len() * 2;
+                        buf.resize(n, 0);
+                        rep.bytes -= filled as u64;
+                        continue;
+                    }
+                    None => {
+                        // One line longer than MAX_LINE: count it once, drop its bytes.
+                        if !skipping_long {
+                            line_no += 1;
+                            self.report.lines_other += 1;
+                        }
+                        skipping_long = true;
+                        filled = 0;
+                        continue;
+                    }
+                }
+            };
+            let mut start = 0;
+            if skipping_long {
+                // The rest of the overlong line, up to its newline.
+                start = memchr::memchr(b'\n', &buf[..end]).map_or(end, |i| i + 1);
+                skipping_long = false;
+            }
+            self.region(file, &buf[start..end], eof, &mut line_no, out);
+            if let Some(s) = last_stamps(&buf[start..end]) {
+                rep.last = Some(s);
+            }
+            buf.copy_within(end..filled, 0);
+            filled -= end;
+            if eof {
+                break;
+            }
+        }
+        rep.lines = line_no;
+        self.report.lines_total += line_no;
+        Ok(rep)
+    }
+
+    /// Handles a run of whole lines (the last one may lack its newline at end of input).
+    fn region(&mut self, file: u32, hay: &[u8], eof: bool, line_no: &mut u64, out: &mut impl Sink) {
+        let end = hay.len();
+        let mut pos = 0usize;
+        while pos < end {
+            let Some(m) = self.finder.find(Input::new(hay).span(pos..end)) else { break };
+            let ls = memchr::memrchr(b'\n', &hay[pos..m.start()]).map_or(pos, |i| pos + i + 1);
+            self.skip(file, &hay[pos..ls], line_no);
+            let (le, next) = match memchr::memchr(b'\n', &hay[m.start()..end]) {
+                Some(i) => (m.start() + i, m.start() + i + 1),
+                None => (end, end),
+            };
+            *line_no += 1;
+            let partial = eof && le == end && hay.last() != Some(&b'\n');
+            self.line(file, *line_no, &hay[ls..le], partial, out);
+            pos = next;
+        }
+        if pos < end {
+            let rest = &hay[pos..end];
+            self.skip(file, rest, line_no);
+            if rest.last() != Some(&b'\n') {
+                // The final line without a newline.
+                *line_no += 1;
+                self.report.lines_other += 1;
+                self.other_example(file, *line_no, rest.rsplit(|&b| b == b'\n').next().unwrap_or(rest));
+            }
+        }
+    }
+
+    /// Counts whole lines that hold no marker.
+    fn skip(&mut self, file: u32, lines: &[u8], line_no: &mut u64) {
+        let n = bytecount::count(lines, b'\n') as u64;
+        if self.report.other_examples.len() < self.examples {
+            let mut no = *line_no;
+            for l in lines.split(|&b| b == b'\n').take(n as usize) {
+                no += 1;
+                if !self.other_example(file, no, l) {
+                    break;
+                }
+            }
+        }
+        *line_no += n;
+        self.report.lines_other += n;
+    }
+
+    fn other_example(&mut self, file: u32, line: u64, text: &[u8]) -> bool {
+        if self.report.other_examples.len() >= self.examples {
+            return false;
+        }
+        self.report.other_examples.push(example(file, line, text));
+        true
+    }
+
+    fn line(&mut self, file: u32, line: u64, text: &[u8], partial: bool, out: &mut impl Sink) {
+        match classify(text) {
+            Outcome::Known(c) => {
+                self.report.lines_recognised += 1;
+                *self.report.by_format.entry(c.format).or_default() += 1;
+                let safepoints = &mut self.report.safepoints;
+                self.asm.push(&c, Source { file, line }, &mut |s| {
+                    *safepoints += 1;
+                    out.safepoint(s)
+                });
+            }
+            Outcome::Unrecognised if partial => self.report.truncated_last_lines += 1,
+            Outcome::Unrecognised => {
+                self.report.lines_unrecognised += 1;
+                if self.report.unrecognised_examples.len() < self.examples {
+                    self.report.unrecognised_examples.push(example(file, line, text));
+                }
+            }
+            Outcome::Other => {
+                self.report.lines_other += 1;
+                self.other_example(file, line, text);
+            }
+        }
+    }
+
+    /// Ends the stream and returns the line accounting.
+    pub fn finish(mut self, out: &mut impl Sink) -> ScanReport {
+        let safepoints = &mut self.report.safepoints;
+        let orphans = self.asm.finish(&mut |s| {
+            *safepoints += 1;
+            out.safepoint(s)
+        });
+        self.report.orphan_culprits = orphans;
+        self.report.merges = self.asm.counts;
+        self.report
+    }
+}
+
+fn example(file: u32, line: u64, text: &[u8]) -> LineExample {
+    let cut = &text[..text.len().min(300)];
+    LineExample { file, line, text: String::from_utf8_lossy(cut).into_owned() }
+}
+
+/// A NUL in the first 64 KiB, or more than one byte in ten that is neither text nor UTF-8,
+/// means this is not a log.
+fn binary_offset(head: &[u8]) -> Option<usize> {
+    let head = &head[..head.len().min(64 << 10)];
+    if let Some(i) = memchr::memchr(0, head) {
+        return Some(i);
+    }
+    let ctrl = head.iter().filter(|&&b| b < 0x20 && !matches!(b, b'\n' | b'\r' | b'\t' | 0x1b | 0x0c)).count();
+    let invalid = match std::str::from_utf8(head) {
+        Ok(_) => 0,
+        Err(e) if e.error_len().is_none() => 0, // cut mid-character at the edge of the chunk
+        Err(_) => String::from_utf8_lossy(head).matches('\u{FFFD}').count(),
+    };
+    ((ctrl + invalid) * 10 > head.len()).then(|| {
+        head.iter().position(|&b| b < 0x20 && !matches!(b, b'\n' | b'\r' | b'\t' | 0x1b | 0x0c)).unwrap_or(0)
+    })
+}
+
+fn first_stamps(chunk: &[u8]) -> Option<Stamps> {
+    chunk.split(|&b| b == b'\n').take(64).map(line_stamps).find(|s| !s.is_empty())
+}
+
+fn last_stamps(chunk: &[u8]) -> Option<Stamps> {
+    chunk.rsplit(|&b| b == b'\n').filter(|l| !l.is_empty()).take(64).map(line_stamps).find(|s| !s.is_empty())
+}

@@ -1,0 +1,230 @@
+//! The clocks a HotSpot log line can carry, and exact parsing of the numbers on them.
+//!
+//! Invariant: every duration is converted to integer nanoseconds by exact decimal
+//! arithmetic (never through `f64`), so totals summed from the log agree to the
+//! nanosecond with any other tool that reads the same digits.
+
+use serde::Serialize;
+
+/// A wall-clock instant as HotSpot prints it: milliseconds since the Unix epoch, plus the
+/// UTC offset the line was printed in (kept for display in the log's own time zone).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+pub struct WallTime {
+    pub epoch_ms: i64,
+    pub offset_min: i16,
+}
+
+/// Which clocks a line was stamped with. A field is `None` when the line does not carry it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Stamps {
+    /// Time since JVM start (`uptime`, `uptimemillis`, `uptimenanos` decorators, or the JDK 8
+    /// `12.345:` prefix).
+    pub uptime_ns: Option<u64>,
+    /// Wall-clock time (`time`, `utctime`, `timemillis` decorators, or the JDK 8 date prefix).
+    pub wall: Option<WallTime>,
+    /// CLOCK_MONOTONIC (`timenanos` decorator), which equals `System.nanoTime()` on Linux.
+    pub mono_ns: Option<u64>,
+}
+
+impl Stamps {
+    pub fn is_empty(&self) -> bool {
+        self.uptime_ns.is_none() && self.wall.is_none() && self.mono_ns.is_none()
+    }
+
+    /// The same instant moved back by `ns` on every clock it has (used to turn the end of a
+    /// safepoint into its start).
+    pub fn minus(&self, ns: u64) -> Stamps {
+        Stamps {
+            uptime_ns: self.uptime_ns.map(|u| u.saturating_sub(ns)),
+            wall: self.wall.map(|w| WallTime {
+                epoch_ms: w.epoch_ms - (ns / 1_000_000) as i64,
+                offset_min: w.offset_min,
+            }),
+            mono_ns: self.mono_ns.map(|m| m.saturating_sub(ns)),
+        }
+    }
+
+    /// The same instant moved forward by `ns` on every clock it has.
+    pub fn plus(&self, ns: u64) -> Stamps {
+        Stamps {
+            uptime_ns: self.uptime_ns.map(|u| u.saturating_add(ns)),
+            wall: self.wall.map(|w| WallTime {
+                epoch_ms: w.epoch_ms + (ns / 1_000_000) as i64,
+                offset_min: w.offset_min,
+            }),
+            mono_ns: self.mono_ns.map(|m| m.saturating_add(ns)),
+        }
+    }
+}
+
+/// Parses ASCII digits into a `u64`; `None` for an empty slice, a non-digit or overflow.
+pub(crate) fn parse_u64(s: &[u8]) -> Option<u64> {
+    if s.is_empty() || s.len() > 20 {
+        return None;
+    }
+    let mut v: u64 = 0;
+    for &b in s {
+        let d = b.wrapping_sub(b'0');
+        if d > 9 {
+            return None;
+        }
+        v = v.checked_mul(10)?.checked_add(d as u64)?;
+    }
+    Some(v)
+}
+
+/// Parses a non-negative decimal like `0.0001794` or `12` into an integer count of
+/// `1/10^scale` units, exactly (digits beyond `scale` are truncated, as HotSpot's own
+/// `%3.7f` rounding already happened when it printed them).
+pub(crate) fn parse_decimal_scaled(s: &[u8], scale: u32) -> Option<u64> {
+    let (int, frac) = match memchr::memchr(b'.', s) {
+        Some(i) => (&s[..i], &s[i + 1..]),
+        None => (s, &s[..0]),
+    };
+    if int.is_empty() && frac.is_empty() {
+        return None;
+    }
+    let int_v = if int.is_empty() { 0 } else { parse_u64(int)? };
+    let mut frac_v: u64 = 0;
+    let mut n = 0u32;
+    for &b in frac {
+        let d = b.wrapping_sub(b'0');
+        if d > 9 {
+            return None;
+        }
+        if n < scale {
+            frac_v = frac_v * 10 + d as u64;
+            n += 1;
+        }
+    }
+    while n < scale {
+        frac_v *= 10;
+        n += 1;
+    }
+    int_v.checked_mul(10u64.pow(scale))?.checked_add(frac_v)
+}
+
+/// Seconds with a decimal fraction (`1.215`, `0.0001794`) to nanoseconds.
+pub(crate) fn parse_seconds_ns(s: &[u8]) -> Option<u64> {
+    parse_decimal_scaled(s, 9)
+}
+
+/// Days since 1970-01-01 for a proleptic Gregorian date (Howard Hinnant's `days_from_civil`).
+fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = if y >= 0 { y } else { y - 399 } / 400;
+    let yoe = y - era * 400;
+    let mp = (m as i64 + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d as i64 - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146097 + doe - 719468
+}
+
+fn digits<const N: usize>(s: &[u8], at: usize) -> Option<u32> {
+    let part = s.get(at..at + N)?;
+    parse_u64(part).map(|v| v as u32)
+}
+
+/// Parses HotSpot's ISO-8601 stamp, `2024-01-31T10:00:00.123+0100` (the offset may also be
+/// written `+01:00` or `Z`), as printed by the `time`/`utctime` decorators and JDK 8's
+/// `-XX:+PrintGCDateStamps`.
+pub fn parse_iso_time(s: &[u8]) -> Option<WallTime> {
+    if s.len() < 19 || s[4] != b'-' || s[7] != b'-' || (s[10] != b'T' && s[10] != b' ') {
+        return None;
+    }
+    let y = digits::<4>(s, 0)? as i64;
+    let mo = digits::<2>(s, 5)?;
+    let d = digits::<2>(s, 8)?;
+    let h = digits::<2>(s, 11)?;
+    let mi = digits::<2>(s, 14)?;
+    let se = digits::<2>(s, 17)?;
+    if s[13] != b':' || s[16] != b':' || !(1..=12).contains(&mo) || !(1..=31).contains(&d) || h > 23 || mi > 59 || se > 60 {
+        return None;
+    }
+    let mut i = 19;
+    let mut ms = 0i64;
+    if s.get(i) == Some(&b'.') {
+        i += 1;
+        let start = i;
+        while i < s.len() && s[i].is_ascii_digit() {
+            i += 1;
+        }
+        let frac = &s[start..i];
+        if frac.is_empty() {
+            return None;
+        }
+        ms = parse_decimal_scaled(&[b"0.", frac].concat(), 3)? as i64;
+    }
+    let offset_min: i32 = match s.get(i) {
+        None => 0,
+        Some(b'Z') => {
+            i += 1;
+            0
+        }
+        Some(&sign @ (b'+' | b'-')) => {
+            let oh = digits::<2>(s, i + 1)? as i32;
+            let om_at = if s.get(i + 3) == Some(&b':') { i + 4 } else { i + 3 };
+            let om = digits::<2>(s, om_at)? as i32;
+            i = om_at + 2;
+            let v = oh * 60 + om;
+            if sign == b'-' { -v } else { v }
+        }
+        Some(_) => return None,
+    };
+    if i != s.len() {
+        return None;
+    }
+    let days = days_from_civil(y, mo, d);
+    let local_ms = ((days * 24 + h as i64) * 60 + mi as i64) * 60_000 + se as i64 * 1000 + ms;
+    Some(WallTime { epoch_ms: local_ms - offset_min as i64 * 60_000, offset_min: offset_min as i16 })
+}
+
+/// Formats a wall time in its own offset, `2024-01-31 10:00:00.123`.
+pub fn format_wall(w: WallTime) -> String {
+    let local = w.epoch_ms + w.offset_min as i64 * 60_000;
+    let days = local.div_euclid(86_400_000);
+    let ms_of_day = local.rem_euclid(86_400_000);
+    // civil_from_days (Hinnant)
+    let z = days + 719468;
+    let era = if z >= 0 { z } else { z - 146096 } / 146097;
+    let doe = z - era * 146097;
+    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + if m <= 2 { 1 } else { 0 };
+    let h = ms_of_day / 3_600_000;
+    let mi = ms_of_day / 60_000 % 60;
+    let s = ms_of_day / 1000 % 60;
+    let ms = ms_of_day % 1000;
+    format!("{y:04}-{m:02}-{d:02} {h:02}:{mi:02}:{s:02}.{ms:03}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decimal_seconds_are_exact() {
+        assert_eq!(parse_seconds_ns(b"0.0001794"), Some(179_400));
+        assert_eq!(parse_seconds_ns(b"4.0402532"), Some(4_040_253_200));
+        assert_eq!(parse_seconds_ns(b"12"), Some(12_000_000_000));
+        assert_eq!(parse_seconds_ns(b"1.2345678919"), Some(1_234_567_891));
+        assert_eq!(parse_seconds_ns(b"."), None);
+        assert_eq!(parse_seconds_ns(b"1.2x"), None);
+        assert_eq!(parse_seconds_ns(b"99999999999999999999"), None);
+    }
+
+    #[test]
+    fn iso_time_round_trips_through_display() {
+        let w = parse_iso_time(b"2016-03-01T10:00:00.123+0100").unwrap();
+        assert_eq!(w.offset_min, 60);
+        assert_eq!(w.epoch_ms, 1_456_822_800_123);
+        assert_eq!(format_wall(w), "2016-03-01 10:00:00.123");
+        assert_eq!(parse_iso_time(b"2016-03-01T09:00:00.123Z").unwrap().epoch_ms, w.epoch_ms);
+        assert_eq!(parse_iso_time(b"2016-03-01T04:00:00.123-05:00").unwrap().epoch_ms, w.epoch_ms);
+        assert!(parse_iso_time(b"2016-13-01T10:00:00.123+0100").is_none());
+        assert!(parse_iso_time(b"2016-03-01T10:00:00.123+01").is_none());
+    }
+}

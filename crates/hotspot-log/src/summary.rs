@@ -1,0 +1,492 @@
+//! Aggregates safepoint records into the numbers people ask for: totals, TTSP and
+//! at-safepoint percentiles, per-operation totals, the longest TTSPs, the worst windows and
+//! the threads SafepointTimeout blamed.
+//!
+//! Invariant: one pass, bounded memory. Percentiles come from HdrHistograms (3 significant
+//! digits, as jHiccup and HdrHistogram report them); counts, totals and maxima are exact.
+
+use crate::record::{Culprit, Safepoint, Source};
+use crate::stamps::{Stamps, WallTime};
+use hdrhistogram::Histogram;
+use serde::Serialize;
+use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::sync::Arc;
+
+/// Histogram range: 1 ns to one hour, 3 significant digits.
+pub const HIST_MAX_NS: u64 = 3_600_000_000_000;
+pub const HIST_SIGFIG: u8 = 3;
+
+/// A new empty histogram with the range and precision every stallscope histogram uses.
+pub fn new_histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, HIST_MAX_NS, HIST_SIGFIG).expect("static bounds")
+}
+
+/// How far uptime must go back to count as a new JVM run rather than a reordered line.
+const RUN_BREAK_NS: u64 = 1_000_000_000;
+
+/// The time axis a summary uses for windows and spans.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Clock {
+    /// JVM uptime.
+    Uptime,
+    /// CLOCK_MONOTONIC (`timenanos`).
+    Monotonic,
+    /// Wall clock (milliseconds resolution).
+    Wall,
+}
+
+impl Clock {
+    pub fn pick(s: &Stamps) -> Option<Clock> {
+        if s.uptime_ns.is_some() {
+            Some(Clock::Uptime)
+        } else if s.mono_ns.is_some() {
+            Some(Clock::Monotonic)
+        } else if s.wall.is_some() {
+            Some(Clock::Wall)
+        } else {
+            None
+        }
+    }
+
+    /// The instant on this clock, in ns (wall time: ns since the epoch).
+    pub fn read(self, s: &Stamps) -> Option<u64> {
+        match self {
+            Clock::Uptime => s.uptime_ns,
+            Clock::Monotonic => s.mono_ns,
+            Clock::Wall => s.wall.and_then(|w| u64::try_from(w.epoch_ms).ok()).map(|ms| ms * 1_000_000),
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct Distribution {
+    pub count: u64,
+    pub mean_ns: u64,
+    pub p50_ns: u64,
+    pub p90_ns: u64,
+    pub p99_ns: u64,
+    pub p99_9_ns: u64,
+    /// Exact, not rounded to the histogram's precision.
+    pub max_ns: u64,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Percentiles {
+    pub ttsp: Option<Distribution>,
+    pub at_safepoint: Option<Distribution>,
+    pub total: Option<Distribution>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct OpSummary {
+    pub name: Arc<str>,
+    pub count: u64,
+    pub total_ns: u64,
+    pub ttsp_total_ns: u64,
+    pub ttsp_max_ns: u64,
+    /// The longest time at the safepoint (the operation itself).
+    pub op_max_ns: u64,
+    pub total_max_ns: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct TopSafepoint {
+    pub op: Arc<str>,
+    pub ttsp_ns: u64,
+    pub at_safepoint_ns: Option<u64>,
+    pub total_ns: u64,
+    /// When it began.
+    pub start: Stamps,
+    pub source: Source,
+    pub culprits: Vec<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Window {
+    /// Which JVM run of the log (1-based): uptime restarts when a rotated set spans restarts.
+    pub run: u32,
+    pub clock: Clock,
+    pub start_ns: u64,
+    pub end_ns: u64,
+    pub start_wall: Option<WallTime>,
+    /// The part of the window the log covers (shorter than the window at the log's start).
+    pub covered_ns: u64,
+    pub stopped_ns: u64,
+    pub stopped_pct: f64,
+    pub safepoints: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct CulpritSummary {
+    pub name: String,
+    /// How many SafepointTimeout blocks named it.
+    pub count: u64,
+    pub os_tids: Vec<u64>,
+    /// Blocks whose safepoint never completed in the log.
+    pub unfinished: u64,
+}
+
+/// The result of [`Summary::finish`]. Field names are the documented JSON schema.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct LogSummary {
+    pub safepoints: u64,
+    pub total_stopped_ns: u64,
+    pub ttsp_total_ns: u64,
+    pub ttsp_max_ns: Option<u64>,
+    /// The clock used for the span and the windows.
+    pub clock: Option<Clock>,
+    /// JVM runs seen: uptime going backwards starts a new one (a rotated set across restarts).
+    pub runs: u32,
+    /// Time the log covers, summed over runs.
+    pub span_ns: Option<u64>,
+    pub stopped_pct: Option<f64>,
+    pub percentiles: Percentiles,
+    pub operations: Vec<OpSummary>,
+    pub longest_ttsp: Vec<TopSafepoint>,
+    pub window_ns: u64,
+    pub worst_windows: Vec<Window>,
+    pub timeout_culprits: Vec<CulpritSummary>,
+}
+
+#[derive(Clone, Copy, Debug)]
+pub struct SummaryOptions {
+    pub top: usize,
+    pub window_ns: u64,
+    pub windows: usize,
+}
+
+impl Default for SummaryOptions {
+    fn default() -> Self {
+        SummaryOptions { top: 10, window_ns: 60_000_000_000, windows: 5 }
+    }
+}
+
+struct Dist {
+    hist: Histogram<u64>,
+    max: u64,
+    sum: u128,
+}
+
+impl Dist {
+    fn new() -> Self {
+        Dist { hist: new_histogram(), max: 0, sum: 0 }
+    }
+    fn add(&mut self, v: u64) {
+        self.hist.saturating_record(v);
+        self.max = self.max.max(v);
+        self.sum += v as u128;
+    }
+    fn get(&self) -> Option<Distribution> {
+        let count = self.hist.len();
+        (count > 0).then(|| Distribution {
+            count,
+            mean_ns: (self.sum / count as u128) as u64,
+            // A bucket's top can exceed the exact maximum; never report a percentile above it.
+            p50_ns: self.hist.value_at_quantile(0.50).min(self.max),
+            p90_ns: self.hist.value_at_quantile(0.90).min(self.max),
+            p99_ns: self.hist.value_at_quantile(0.99).min(self.max),
+            p99_9_ns: self.hist.value_at_quantile(0.999).min(self.max),
+            max_ns: self.max,
+        })
+    }
+}
+
+/// Sliding windows ending at each safepoint's end, kept as a set of non-overlapping worst ones.
+struct Windows {
+    len: u64,
+    keep: usize,
+    run: u32,
+    clock: Option<Clock>,
+    log_start: Option<u64>,
+    recent: VecDeque<(u64, u64, u64)>, // start, end, total
+    sum: u64,
+    best: Vec<Window>,
+    first_wall: Option<(u64, WallTime)>,
+}
+
+impl Windows {
+    fn new_run(&mut self, start: u64) {
+        self.run += 1;
+        self.recent.clear();
+        self.sum = 0;
+        self.log_start = Some(start);
+        self.first_wall = None;
+    }
+
+    fn add(&mut self, start: u64, end: u64, total: u64) {
+        let wstart = end.saturating_sub(self.len);
+        self.recent.push_back((start, end, total));
+        self.sum += total;
+        while let Some(&(_, e, t)) = self.recent.front() {
+            if e <= wstart {
+                self.recent.pop_front();
+                self.sum -= t;
+            } else {
+                break;
+            }
+        }
+        // Bound memory for absurd rates: a million safepoints inside one window.
+        if self.recent.len() > 1_000_000 {
+            let (_, _, t) = self.recent.pop_front().expect("non-empty");
+            self.sum -= t;
+        }
+        let &(fs, fe, ft) = self.recent.front().expect("just pushed");
+        let front_overlap = fe - fs.max(wstart).min(fe);
+        let stopped = self.sum - ft + front_overlap.min(ft);
+        let log_start = self.log_start.map_or(start, |l| l.min(start));
+        let covered = end - wstart.max(log_start).min(end);
+        if covered == 0 {
+            return;
+        }
+        let clock = self.clock.expect("set with log_start");
+        let start_wall = self.first_wall.and_then(|(ns, w)| {
+            (clock != Clock::Wall).then_some(()).map(|_| WallTime {
+                epoch_ms: w.epoch_ms + (wstart.max(log_start) as i64 - ns as i64) / 1_000_000,
+                offset_min: w.offset_min,
+            })
+        });
+        let w = Window {
+            run: self.run,
+            clock,
+            start_ns: wstart.max(log_start),
+            end_ns: end,
+            start_wall,
+            covered_ns: covered,
+            stopped_ns: stopped,
+            stopped_pct: stopped as f64 * 100.0 / covered as f64,
+            safepoints: self.recent.len() as u64,
+        };
+        let overlaps = |a: &Window, b: &Window| a.run == b.run && a.start_ns < b.end_ns && b.start_ns < a.end_ns;
+        if self.best.iter().any(|b| overlaps(b, &w) && b.stopped_ns >= w.stopped_ns) {
+            return;
+        }
+        self.best.retain(|b| !overlaps(b, &w));
+        self.best.push(w);
+        if self.best.len() > self.keep * 4 {
+            self.best.sort_by(|a, b| b.stopped_ns.cmp(&a.stopped_ns));
+            self.best.truncate(self.keep * 4);
+        }
+    }
+}
+
+#[derive(Default)]
+struct CulpritTally {
+    count: u64,
+    tids: BTreeSet<u64>,
+    unfinished: u64,
+}
+
+/// Accumulates records one by one.
+pub struct Summary {
+    opts: SummaryOptions,
+    count: u64,
+    total_ns: u64,
+    ttsp_total_ns: u64,
+    ttsp: Dist,
+    at: Dist,
+    total: Dist,
+    ops: HashMap<Arc<str>, OpSummary>,
+    top: Vec<TopSafepoint>,
+    windows: Windows,
+    culprits: HashMap<String, CulpritTally>,
+    /// The current run's extent on the clock, and the summed extent of finished runs.
+    span: Option<(u64, u64)>,
+    closed_span: u64,
+    since_last_sum: u64,
+    since_last_all: bool,
+}
+
+impl Summary {
+    pub fn new(opts: SummaryOptions) -> Self {
+        Summary {
+            opts,
+            count: 0,
+            total_ns: 0,
+            ttsp_total_ns: 0,
+            ttsp: Dist::new(),
+            at: Dist::new(),
+            total: Dist::new(),
+            ops: HashMap::new(),
+            top: Vec::new(),
+            windows: Windows {
+                len: opts.window_ns.max(1),
+                keep: opts.windows,
+                run: 1,
+                clock: None,
+                log_start: None,
+                recent: VecDeque::new(),
+                sum: 0,
+                best: Vec::new(),
+                first_wall: None,
+            },
+            culprits: HashMap::new(),
+            span: None,
+            closed_span: 0,
+            since_last_sum: 0,
+            since_last_all: true,
+        }
+    }
+
+    /// The clock this summary measures time on (fixed by the first stamped record or span).
+    pub fn clock(&self) -> Option<Clock> {
+        self.windows.clock
+    }
+
+    /// Widens the observed span of the log with the stamps of any line (its first and last
+    /// lines, typically), so "percent of time stopped" is over the whole log, not just from
+    /// the first safepoint to the last.
+    pub fn observe_span(&mut self, s: &Stamps) {
+        let clock = match self.windows.clock {
+            Some(c) => c,
+            None => match Clock::pick(s) {
+                Some(c) => {
+                    self.windows.clock = Some(c);
+                    c
+                }
+                None => return,
+            },
+        };
+        if let Some(t) = clock.read(s) {
+            self.span = Some(match self.span {
+                // Uptime going back by more than a second: a new JVM run (a rotated set that
+                // spans a restart). Monotonic and wall clocks never go back.
+                Some((a, b)) if clock == Clock::Uptime && t + RUN_BREAK_NS < b => {
+                    self.closed_span += b - a;
+                    self.windows.new_run(t);
+                    (t, t)
+                }
+                Some((a, b)) => (a.min(t), b.max(t)),
+                None => (t, t),
+            });
+            self.windows.log_start = self.span.map(|(a, _)| a);
+            if let (None, Some(w)) = (self.windows.first_wall, s.wall) {
+                self.windows.first_wall = Some((t, w));
+            }
+        }
+    }
+
+    pub fn add(&mut self, r: &Safepoint) {
+        self.count += 1;
+        self.total_ns += r.total_ns;
+        self.total.add(r.total_ns);
+        if let Some(t) = r.ttsp_ns {
+            self.ttsp_total_ns += t;
+            self.ttsp.add(t);
+        }
+        if let Some(a) = r.at_safepoint_ns {
+            self.at.add(a);
+        }
+        match r.since_last_ns {
+            Some(s) => self.since_last_sum += s + r.total_ns,
+            None => self.since_last_all = false,
+        }
+        let op = self.ops.entry(r.op.clone()).or_insert_with(|| OpSummary {
+            name: r.op.clone(),
+            count: 0,
+            total_ns: 0,
+            ttsp_total_ns: 0,
+            ttsp_max_ns: 0,
+            op_max_ns: 0,
+            total_max_ns: 0,
+        });
+        op.count += 1;
+        op.total_ns += r.total_ns;
+        op.ttsp_total_ns += r.ttsp_or_zero();
+        op.ttsp_max_ns = op.ttsp_max_ns.max(r.ttsp_or_zero());
+        op.op_max_ns = op.op_max_ns.max(r.at_safepoint_ns.unwrap_or(0));
+        op.total_max_ns = op.total_max_ns.max(r.total_ns);
+
+        if let Some(t) = r.ttsp_ns {
+            let min = self.top.iter().enumerate().min_by_key(|(_, x)| x.ttsp_ns).map(|(i, x)| (i, x.ttsp_ns));
+            if self.top.len() < self.opts.top || min.is_some_and(|(_, m)| t > m) {
+                let entry = TopSafepoint {
+                    op: r.op.clone(),
+                    ttsp_ns: t,
+                    at_safepoint_ns: r.at_safepoint_ns,
+                    total_ns: r.total_ns,
+                    start: r.start(),
+                    source: r.source,
+                    culprits: r.culprits.iter().map(|c| c.name.clone()).collect(),
+                };
+                if self.top.len() < self.opts.top {
+                    self.top.push(entry);
+                } else if let Some((i, _)) = min {
+                    self.top[i] = entry;
+                }
+            }
+        }
+
+        for c in &r.culprits {
+            self.tally_culprit(c, false);
+        }
+
+        self.observe_span(&r.start());
+        self.observe_span(&r.end);
+        if let Some(clock) = self.windows.clock {
+            if let (Some(s), Some(e)) = (clock.read(&r.start()), clock.read(&r.end)) {
+                self.windows.add(s, e, r.total_ns);
+            }
+        }
+    }
+
+    /// Counts culprits of timeout blocks whose safepoint never completed.
+    pub fn add_unfinished_culprits(&mut self, cs: &[Culprit]) {
+        for c in cs {
+            self.tally_culprit(c, true);
+        }
+    }
+
+    fn tally_culprit(&mut self, c: &Culprit, unfinished: bool) {
+        if self.culprits.len() >= 10_000 && !self.culprits.contains_key(&c.name) {
+            return;
+        }
+        let t = self.culprits.entry(c.name.clone()).or_default();
+        t.count += 1;
+        if unfinished {
+            t.unfinished += 1;
+        }
+        if let Some(tid) = c.os_tid {
+            if t.tids.len() < 64 {
+                t.tids.insert(tid);
+            }
+        }
+    }
+
+    pub fn finish(self) -> LogSummary {
+        let mut operations: Vec<OpSummary> = self.ops.into_values().collect();
+        operations.sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then_with(|| a.name.cmp(&b.name)));
+        let mut longest_ttsp = self.top;
+        longest_ttsp.sort_by(|a, b| b.ttsp_ns.cmp(&a.ttsp_ns).then_with(|| a.source.line.cmp(&b.source.line)));
+        let mut worst_windows = self.windows.best;
+        worst_windows.sort_by(|a, b| b.stopped_ns.cmp(&a.stopped_ns).then_with(|| a.start_ns.cmp(&b.start_ns)));
+        worst_windows.truncate(self.opts.windows);
+        let mut timeout_culprits: Vec<CulpritSummary> = self
+            .culprits
+            .into_iter()
+            .map(|(name, t)| CulpritSummary { name, count: t.count, os_tids: t.tids.into_iter().collect(), unfinished: t.unfinished })
+            .collect();
+        timeout_culprits.sort_by(|a, b| b.count.cmp(&a.count).then_with(|| a.name.cmp(&b.name)));
+        let span_ns = match self.span {
+            Some((a, b)) if b > a || self.closed_span > 0 => Some(self.closed_span + (b - a)),
+            _ if self.since_last_all && self.count > 0 => Some(self.since_last_sum),
+            _ => None,
+        };
+        LogSummary {
+            safepoints: self.count,
+            total_stopped_ns: self.total_ns,
+            ttsp_total_ns: self.ttsp_total_ns,
+            ttsp_max_ns: (self.ttsp.hist.len() > 0).then_some(self.ttsp.max),
+            clock: self.windows.clock,
+            runs: if self.span.is_some() { self.windows.run } else { 0 },
+            span_ns,
+            stopped_pct: span_ns.filter(|&s| s > 0).map(|s| self.total_ns as f64 * 100.0 / s as f64),
+            percentiles: Percentiles { ttsp: self.ttsp.get(), at_safepoint: self.at.get(), total: self.total.get() },
+            operations,
+            longest_ttsp,
+            window_ns: self.opts.window_ns,
+            worst_windows,
+            timeout_culprits,
+        }
+    }
+}

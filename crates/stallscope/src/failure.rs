@@ -1,0 +1,43 @@
+//! Exit codes, and the error type that carries one to `main`.
+//!
+//! Invariant: each kind of bad input has its own documented exit code, so scripts can tell
+//! "nothing to analyse" from "this is not a log" from a real failure.
+
+use std::fmt;
+
+pub const EXIT_OK: i32 = 0;
+/// Any other failure: I/O, a bad recording, an internal error.
+pub const EXIT_FAILURE: i32 = 1;
+// 2: the command line was wrong (clap's own exit code for usage errors).
+/// Every input was empty.
+pub const EXIT_EMPTY: i32 = 3;
+/// An input is binary data, not a text log.
+pub const EXIT_BINARY: i32 = 4;
+/// The inputs are text but hold no safepoint records.
+pub const EXIT_NO_RECORDS: i32 = 5;
+
+/// An error that ends the program with a specific exit code and a one-line message.
+#[derive(Debug)]
+pub struct Failure {
+    pub code: i32,
+    pub message: String,
+}
+
+impl Failure {
+    pub fn new(code: i32, message: impl Into<String>) -> anyhow::Error {
+        anyhow::Error::new(Failure { code, message: message.into() })
+    }
+}
+
+impl fmt::Display for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for Failure {}
+
+/// The exit code an error should end the program with.
+pub fn exit_code(e: &anyhow::Error) -> i32 {
+    e.chain().find_map(|c| c.downcast_ref::<Failure>()).map_or(EXIT_FAILURE, |f| f.code)
+}

@@ -1,0 +1,197 @@
+//! `stallscope logs`: read safepoint logs, filter, summarise, report.
+//!
+//! Invariant: one streaming pass over the inputs; memory does not grow with their size.
+
+pub mod filter;
+pub mod view;
+
+use crate::cli::LogsArgs;
+use crate::failure::{Failure, EXIT_BINARY, EXIT_EMPTY, EXIT_NO_RECORDS, EXIT_OK};
+use crate::inputs::{self, Input};
+use crate::output::{csv::Csv, json::Json, terminal::Terminal, LogsOutput};
+use crate::units::{fmt_count, parse_duration};
+use anyhow::{Context, Result};
+use filter::{Filter, Verdict};
+use hotspot_log::summary::Clock;
+use hotspot_log::{Safepoint, ScanError, Scanner, Sink, Stamps, Summary, SummaryOptions};
+use std::io;
+use view::{FormatCount, Filtered, InputView, Lines, LogsView, RotatedSet, SCHEMA};
+
+/// Routes each record through the filter into the summary and the output.
+struct LogsSink<'a> {
+    filter: &'a Filter,
+    summary: Summary,
+    output: &'a mut dyn LogsOutput,
+    read: u64,
+    no_clock: u64,
+    write_error: Option<io::Error>,
+}
+
+impl Sink for LogsSink<'_> {
+    fn safepoint(&mut self, s: Safepoint) {
+        self.read += 1;
+        match self.filter.check(&s) {
+            Verdict::Keep => {
+                self.summary.add(&s);
+                if self.write_error.is_none() {
+                    if let Err(e) = self.output.safepoint(&s) {
+                        self.write_error = Some(e);
+                    }
+                }
+            }
+            Verdict::Drop => {}
+            Verdict::NoClock => self.no_clock += 1,
+        }
+    }
+
+    fn input_start(&mut self, _file: u32, stamps: &Stamps) {
+        if !self.filter.is_time_bounded() {
+            self.summary.observe_span(stamps);
+        }
+    }
+}
+
+pub fn run(args: LogsArgs) -> Result<i32> {
+    let filter = Filter::from_args(&args)?;
+    let window_ns = parse_duration(&args.window).context("--window")?;
+    let plan = inputs::plan(&args.files, !args.no_rotation)?;
+    let names: Vec<String> = plan.inputs.iter().map(Input::display).collect();
+
+    let stdout = io::stdout();
+    let lock = io::BufWriter::with_capacity(1 << 16, stdout.lock());
+    let mut output: Box<dyn LogsOutput> = if args.json {
+        Box::new(Json(lock))
+    } else if args.csv {
+        Box::new(Csv::new(lock, names.clone()))
+    } else {
+        Box::new(Terminal { out: lock, verbose: args.verbose })
+    };
+
+    let mut scanner = Scanner::new().keep_examples(if args.verbose { 10 } else { 3 });
+    let mut sink = LogsSink {
+        filter: &filter,
+        summary: Summary::new(SummaryOptions { top: args.top, window_ns, windows: 5 }),
+        output: output.as_mut(),
+        read: 0,
+        no_clock: 0,
+        write_error: None,
+    };
+    let mut input_views = Vec::new();
+    let mut notes = Vec::new();
+    let mut first_stamps = Vec::new();
+    let mut last_stamps = Vec::new();
+    for (i, input) in plan.inputs.iter().enumerate() {
+        let name = input.display();
+        let mut reader = inputs::open(input)?;
+        let rep = match scanner.scan(i as u32, &mut reader, &mut sink) {
+            Ok(r) => r,
+            Err(ScanError::Binary { offset }) => {
+                let hint = if name.ends_with(".hlog") { " (an HdrHistogram log: read it with HistogramLogProcessor)" } else { "" };
+                return Err(Failure::new(
+                    EXIT_BINARY,
+                    format!("{name}: binary data at byte {offset}, not a text log{hint}; pass a HotSpot GC or safepoint log"),
+                ));
+            }
+            Err(ScanError::Io(e)) => return Err(e).with_context(|| format!("{name}: read failed")),
+        };
+        if reader.truncated {
+            notes.push(format!("{name}: the gzip stream ends early; analysed the {} bytes before the cut", fmt_count(rep.bytes)));
+        }
+        first_stamps.extend(rep.first);
+        last_stamps.extend(rep.last);
+        if let (Some(l), false) = (rep.last, filter.is_time_bounded()) {
+            // Each input's end right after its records, so a restart between files is seen.
+            sink.summary.observe_span(&l);
+        }
+        input_views.push(InputView { path: name, bytes: rep.bytes, lines: rep.lines, gzip: reader.gzip, truncated: reader.truncated });
+    }
+    let report = scanner.finish(&mut sink);
+    if let Some(e) = sink.write_error.take() {
+        return Err(e).context("writing output");
+    }
+    if filter.is_time_bounded() {
+        clip_span_to_filter(&mut sink.summary, &filter, &first_stamps, &last_stamps);
+    }
+    sink.summary.add_unfinished_culprits(&report.orphan_culprits);
+
+    if input_views.iter().all(|i| i.bytes == 0) {
+        let which = if input_views.len() == 1 { format!("{} is empty", input_views[0].path) } else { "every input is empty".to_string() };
+        return Err(Failure::new(EXIT_EMPTY, format!("{which}: nothing to analyse (is the JVM still starting, or logging elsewhere?)")));
+    }
+    if sink.read == 0 {
+        let names: Vec<&str> = input_views.iter().map(|i| i.path.as_str()).collect();
+        return Err(Failure::new(
+            EXIT_NO_RECORDS,
+            format!(
+                "{}: no safepoint records in {} lines ({} not recognised); log them with -Xlog:safepoint (JDK 9+) or -XX:+PrintGCApplicationStoppedTime (JDK 8)",
+                names.join(", "),
+                fmt_count(report.lines_total),
+                fmt_count(report.lines_unrecognised)
+            ),
+        ));
+    }
+    for (i, v) in input_views.iter().enumerate() {
+        if v.bytes == 0 {
+            notes.push(format!("{} is empty", plan.inputs[i].display()));
+        }
+    }
+    if sink.no_clock > 0 {
+        notes.push(format!(
+            "{} safepoints had no stamp on the clock --since/--until use and were left out; use an uptime bound (90s) for uptime-stamped logs, or a date for wall-clock ones",
+            fmt_count(sink.no_clock)
+        ));
+    }
+    if report.merges.rows_unmatched > 0 {
+        notes.push(format!("{} statistics rows matched no pause line and were not counted twice", report.merges.rows_unmatched));
+    }
+    let summary = std::mem::replace(&mut sink.summary, Summary::new(SummaryOptions::default())).finish();
+    if summary.safepoints == 0 {
+        notes.push("no safepoints match the filters".to_string());
+    }
+    let mut formats: Vec<FormatCount> = report.by_format.iter().map(|(f, n)| FormatCount::new(*f, *n)).collect();
+    formats.sort_by(|a, b| b.lines.cmp(&a.lines));
+    let view = LogsView {
+        schema: SCHEMA,
+        inputs: input_views,
+        rotated_sets: plan.rotated.into_iter().map(|(base, files)| RotatedSet { base, files }).collect(),
+        lines: Lines {
+            total: report.lines_total,
+            recognised: report.lines_recognised,
+            unrecognised: report.lines_unrecognised,
+            other: report.lines_other,
+            truncated_last: report.truncated_last_lines,
+        },
+        formats,
+        filters: Filtered { filter: filter.clone(), safepoints_read: sink.read, left_out_no_clock: sink.no_clock },
+        summary,
+        unrecognised_examples: report.unrecognised_examples,
+        notes,
+        other_examples: report.other_examples,
+    };
+    drop(sink);
+    output.finish(&view).context("writing output")?;
+    Ok(EXIT_OK)
+}
+
+/// With --since/--until on uptime, "% of time stopped" is over the part of the log the bounds
+/// select, not over the whole log.
+fn clip_span_to_filter(summary: &mut Summary, filter: &Filter, first: &[Stamps], last: &[Stamps]) {
+    let (since, until) = filter.uptime_range();
+    if summary.clock() != Some(Clock::Uptime) && summary.clock().is_some() {
+        return;
+    }
+    let log_start = first.iter().filter_map(|s| s.uptime_ns).min();
+    let log_end = last.iter().filter_map(|s| s.uptime_ns).max();
+    if let Some(s) = since {
+        let s = log_start.map_or(s, |l| s.max(l));
+        summary.observe_span(&Stamps { uptime_ns: Some(s), ..Default::default() });
+    }
+    let end = match (until, log_end) {
+        (Some(u), Some(e)) => Some(u.min(e)),
+        (Some(u), None) => Some(u),
+        (None, e) => e,
+    };
+    if let Some(e) = end {
+        summary.observe_span(&Stamps { uptime_ns: Some(e), ..Default::default() });
+    }
+}

@@ -1,0 +1,29 @@
+//! stallscope: find out why a JVM stopped.
+
+mod cli;
+mod failure;
+mod inputs;
+mod logs;
+mod output;
+mod units;
+
+use clap::Parser;
+
+fn main() {
+    // Behave like other Unix filters when the reader goes away (`stallscope logs … | head`).
+    // SAFETY: resetting a signal disposition to its default before any threads start.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+    let cli = cli::Cli::parse();
+    let result = match cli.command {
+        cli::Command::Logs(a) => logs::run(a),
+    };
+    match result {
+        Ok(code) => std::process::exit(code),
+        Err(e) => {
+            eprintln!("Error: {e:#}");
+            std::process::exit(failure::exit_code(&e));
+        }
+    }
+}
