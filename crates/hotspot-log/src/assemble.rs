@@ -166,6 +166,12 @@ impl Assembler {
                 };
                 let mut named = false;
                 if let Some(op) = self.entering.take() {
+                    // JDK 11/12 also print a statistics row for the region; fold it in.
+                    if self.tty_rows.front().is_some_and(|r| r.op == op) {
+                        let row = self.tty_rows.pop_front().expect("non-empty");
+                        merge_row(&mut rec, &row);
+                        self.counts.rows_merged += 1;
+                    }
                     rec.op = op;
                     named = true;
                 } else if let Some(row) = self.tty_rows.pop_front() {
@@ -227,6 +233,14 @@ impl Assembler {
         let mut orphans: Vec<Culprit> = self.timeout_done.drain(..).map(|(_, c)| c).collect();
         orphans.append(&mut self.timeout_open);
         orphans
+    }
+
+    /// Releases every held record (unnamed if its statistics row has not come), so an input's
+    /// records are all out before the next input begins.
+    pub fn release_held(&mut self, out: &mut impl FnMut(Safepoint)) {
+        while let Some(h) = self.held.pop_front() {
+            out(h.rec);
+        }
     }
 
     fn own_row(&mut self, r: &StatsRow<'_>, c: &Classified<'_>, source: Source, seq: u64) -> OwnedRow {
@@ -355,4 +369,36 @@ fn merge_row(rec: &mut Safepoint, row: &OwnedRow) {
     rec.threads_running = Some(row.initially_running);
     rec.page_traps = row.page_traps;
     rec.cleanup_ns = rec.cleanup_ns.or(row.cleanup_ns);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::line::{classify, Outcome};
+
+    fn run(lines: &[&str]) -> (Vec<Safepoint>, Vec<Culprit>, MergeCounts) {
+        let mut a = Assembler::new();
+        let mut out = Vec::new();
+        for (i, l) in lines.iter().enumerate() {
+            if let Outcome::Known(c) = classify(l.as_bytes()) {
+                a.push(&c, Source { file: 0, line: i as u64 + 1 }, &mut |s| out.push(s));
+            }
+        }
+        let orphans = a.finish(&mut |s| out.push(s));
+        (out, orphans, a.counts)
+    }
+
+    #[test]
+    fn jdk11_region_and_row_fold_into_the_pause() {
+        let (recs, _, counts) = run(&[
+            "[0.100s][info][safepoint] Entering safepoint region: RevokeBias",
+            "  0.100: RevokeBias                      [                17                 0             0 ][             0       0       0       0       3 ]               0 ",
+            "[0.103s][info][safepoint] Leaving safepoint region",
+            "[0.103s][info][safepoint] Total time for which application threads were stopped: 0.0030000 seconds, Stopping threads took: 0.0000100 seconds",
+        ]);
+        assert_eq!(recs.len(), 1);
+        assert_eq!(&*recs[0].op, "RevokeBias");
+        assert_eq!(recs[0].threads_total, Some(17));
+        assert_eq!(counts.rows_merged, 1);
+    }
 }

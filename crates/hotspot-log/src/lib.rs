@@ -26,6 +26,7 @@ pub mod decorators;
 pub mod formats;
 pub mod line;
 pub mod record;
+pub mod render;
 pub mod scan;
 pub mod stamps;
 pub mod summary;

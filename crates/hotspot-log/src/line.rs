@@ -91,7 +91,7 @@ const STOPPED: &[u8] = b"Total time for which application threads were stopped: 
 const TIMEOUT_PREFIX: &[u8] = b"# SafepointSynchronize::begin: ";
 
 /// Lines on the safepoint tags that carry no timings but are HotSpot's own, known output.
-const DETAIL_PREFIXES: [&[u8]; 9] = [
+const DETAIL_PREFIXES: [&[u8]; 10] = [
     b"Safepoint synchronization initiated",
     b"... found polling page",
     b"Setting thread local yield flag",
@@ -101,6 +101,7 @@ const DETAIL_PREFIXES: [&[u8]; 9] = [
     b"lazy partial thread root processing",
     b"Safepoint synchronization begin",
     b"Polling page always armed",
+    b"JavaThread state:",
 ];
 
 fn trim(s: &[u8]) -> &[u8] {

@@ -84,6 +84,8 @@ pub trait Sink {
     fn safepoint(&mut self, s: Safepoint);
     /// The stamps of an input's first stamped line, given before any of its safepoints.
     fn input_start(&mut self, _file: u32, _stamps: &Stamps) {}
+    /// The stamps of an input's last stamped line, given after all of its safepoints.
+    fn input_end(&mut self, _file: u32, _stamps: &Stamps) {}
 }
 
 impl<F: FnMut(Safepoint)> Sink for F {
@@ -208,6 +210,14 @@ impl Scanner {
         }
         rep.lines = line_no;
         self.report.lines_total += line_no;
+        let safepoints = &mut self.report.safepoints;
+        self.asm.release_held(&mut |s| {
+            *safepoints += 1;
+            out.safepoint(s)
+        });
+        if let Some(l) = &rep.last {
+            out.input_end(file, l);
+        }
         Ok(rep)
     }
 

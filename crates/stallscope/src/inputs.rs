@@ -105,41 +105,62 @@ fn rotated_set(p: &Path) -> Result<Vec<PathBuf>> {
     Ok(set)
 }
 
+struct Candidate {
+    path: PathBuf,
+    first: Stamps,
+    last: Stamps,
+    mtime: Option<SystemTime>,
+}
+
 /// Sorts a rotated set oldest first. Wall-clock or monotonic stamps decide when every file has
-/// them; otherwise modification times (rotation writes files strictly in turn), and uptime
-/// only when the modification times cannot tell (files copied without preserving them).
-fn order_by_time(mut set: Vec<PathBuf>) -> Vec<PathBuf> {
+/// them. With uptime only, uptime decides when the files' ranges chain without overlapping
+/// (one JVM run); otherwise the set spans restarts and modification times decide, since
+/// rotation writes files strictly in turn.
+fn order_by_time(set: Vec<PathBuf>) -> Vec<PathBuf> {
     if set.len() < 2 {
         return set;
     }
-    let info: Vec<(PathBuf, Stamps, Option<SystemTime>)> = set
-        .drain(..)
-        .map(|p| {
-            let stamps = first_stamps(&p).unwrap_or_default();
-            let mtime = std::fs::metadata(&p).and_then(|m| m.modified()).ok();
-            (p, stamps, mtime)
+    let mut info: Vec<Candidate> = set
+        .into_iter()
+        .map(|path| {
+            let first = first_stamps(&path).unwrap_or_default();
+            let last = last_stamps(&path).unwrap_or_default();
+            let mtime = std::fs::metadata(&path).and_then(|m| m.modified()).ok();
+            Candidate { path, first, last, mtime }
         })
         .collect();
-    let mut info = info;
-    let all = |f: &dyn Fn(&Stamps) -> bool| info.iter().all(|(_, s, _)| f(s));
-    if all(&|s| s.wall.is_some()) {
-        info.sort_by_key(|(_, s, _)| s.wall.map(|w| w.epoch_ms));
-    } else if all(&|s| s.mono_ns.is_some()) {
-        info.sort_by_key(|(_, s, _)| s.mono_ns);
+    let all = |info: &[Candidate], f: &dyn Fn(&Stamps) -> bool| info.iter().all(|c| f(&c.first));
+    if all(&info, &|s| s.wall.is_some()) {
+        info.sort_by_key(|c| c.first.wall.map(|w| w.epoch_ms));
+    } else if all(&info, &|s| s.mono_ns.is_some()) {
+        info.sort_by_key(|c| c.first.mono_ns);
     } else {
-        let mtimes: Vec<_> = info.iter().filter_map(|(_, _, m)| *m).collect();
-        let distinct = mtimes.len() == info.len() && {
-            let mut m = mtimes.clone();
-            m.sort();
-            m.windows(2).all(|w| w[1].duration_since(w[0]).map(|d| d.as_millis() > 0).unwrap_or(false))
-        };
-        if distinct || !all(&|s| s.uptime_ns.is_some()) {
-            info.sort_by_key(|(_, _, m)| *m);
+        let mut by_uptime: Vec<&Candidate> = info.iter().collect();
+        by_uptime.sort_by_key(|c| c.first.uptime_ns);
+        let chains = by_uptime.iter().all(|c| c.first.uptime_ns.is_some() && c.last.uptime_ns.is_some())
+            && by_uptime.windows(2).all(|w| w[0].last.uptime_ns <= w[1].first.uptime_ns);
+        if chains {
+            info.sort_by_key(|c| c.first.uptime_ns);
         } else {
-            info.sort_by_key(|(_, s, _)| s.uptime_ns);
+            info.sort_by_key(|c| c.mtime);
         }
     }
-    info.into_iter().map(|(p, _, _)| p).collect()
+    info.into_iter().map(|c| c.path).collect()
+}
+
+/// The stamps of the last stamped line in a file's final 64 KiB (plain files only).
+fn last_stamps(p: &Path) -> Option<Stamps> {
+    use std::io::{Seek, SeekFrom};
+    let mut f = File::open(p).ok()?;
+    let mut head = [0u8; 2];
+    if f.read(&mut head).ok()? == 2 && head == [0x1f, 0x8b] {
+        return None;
+    }
+    let len = f.metadata().ok()?.len();
+    f.seek(SeekFrom::Start(len.saturating_sub(64 << 10))).ok()?;
+    let mut tail = Vec::new();
+    f.read_to_end(&mut tail).ok()?;
+    tail.rsplit(|&b| b == b'\n').filter(|l| !l.is_empty()).take(64).map(line_stamps).find(|s| !s.is_empty())
 }
 
 fn first_stamps(p: &Path) -> Option<Stamps> {

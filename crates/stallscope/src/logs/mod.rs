@@ -49,6 +49,13 @@ impl Sink for LogsSink<'_> {
             self.summary.observe_span(stamps);
         }
     }
+
+    fn input_end(&mut self, _file: u32, stamps: &Stamps) {
+        // Right after the input's records, so a JVM restart between rotated files is seen.
+        if !self.filter.is_time_bounded() {
+            self.summary.observe_span(stamps);
+        }
+    }
 }
 
 pub fn run(args: LogsArgs) -> Result<i32> {
@@ -99,10 +106,6 @@ pub fn run(args: LogsArgs) -> Result<i32> {
         }
         first_stamps.extend(rep.first);
         last_stamps.extend(rep.last);
-        if let (Some(l), false) = (rep.last, filter.is_time_bounded()) {
-            // Each input's end right after its records, so a restart between files is seen.
-            sink.summary.observe_span(&l);
-        }
         input_views.push(InputView { path: name, bytes: rep.bytes, lines: rep.lines, gzip: reader.gzip, truncated: reader.truncated });
     }
     let report = scanner.finish(&mut sink);

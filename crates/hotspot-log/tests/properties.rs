@@ -1,0 +1,178 @@
+//! Property tests over the parser: every shape HotSpot prints, with random values and random
+//! decorators, reads back exactly; and no input whatever makes it panic or lose count of lines.
+
+use hotspot_log::formats::Format;
+use hotspot_log::line::{classify, Event, Outcome};
+use hotspot_log::render::{printf, Arg};
+use hotspot_log::{Safepoint, Scanner};
+use proptest::prelude::*;
+
+fn op_name() -> impl Strategy<Value = String> {
+    "[A-Z][A-Za-z0-9]{0,29}"
+}
+
+/// A random UL decorator prefix and the clocks it carries, or a JDK 8 prefix, or nothing.
+#[derive(Debug, Clone)]
+struct Prefix {
+    text: String,
+    uptime_ns: Option<u64>,
+    mono_ns: Option<u64>,
+}
+
+fn ul_prefix() -> impl Strategy<Value = Prefix> {
+    (
+        proptest::option::of(0u64..10_000_000), // uptime in ms
+        proptest::option::of(1_000_000_000u64..10_000_000_000_000), // timenanos
+        any::<bool>(),
+        0usize..3,
+        proptest::sample::select(vec!["safepoint", "safepoint,stats", "safepoint,cleanup"]),
+        0usize..8,
+        any::<bool>(),
+    )
+        .prop_map(|(up, mono, level, lpad, tags, tpad, pid)| {
+            let mut text = String::new();
+            if let Some(ms) = up {
+                text.push_str(&format!("[{}.{:03}s]", ms / 1000, ms % 1000));
+            }
+            if let Some(n) = mono {
+                text.push_str(&format!("[{n}ns]"));
+            }
+            if pid {
+                text.push_str("[4242][4243]");
+            }
+            if level {
+                text.push_str(&format!("[info{}]", " ".repeat(lpad)));
+            }
+            text.push_str(&format!("[{tags}{}] ", " ".repeat(tpad)));
+            Prefix { text, uptime_ns: up.map(|ms| ms * 1_000_000), mono_ns: mono }
+        })
+}
+
+fn ns() -> impl Strategy<Value = u64> {
+    prop_oneof![0u64..10_000, 0u64..10_000_000_000, 0u64..1u64 << 40]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 2000, ..ProptestConfig::default() })]
+
+    #[test]
+    fn safepoint_lines_read_back_exactly(
+        op in op_name(), p in ul_prefix(),
+        since in ns(), reach in ns(), cleanup in ns(), at in ns(), leave in ns(), total in ns(),
+        runnable in 0i64..5000, threads in 0i64..5000, shape in 0usize..4,
+    ) {
+        let (format, args): (Format, Vec<Arg>) = match shape {
+            0 => (Format::Jdk13Safepoint, vec![Arg::Str(&op), Arg::Int(since as i64), Arg::Int(reach as i64), Arg::Int(at as i64), Arg::Int(total as i64)]),
+            1 => (Format::Jdk17Safepoint, vec![Arg::Str(&op), Arg::Int(since as i64), Arg::Int(reach as i64), Arg::Int(cleanup as i64), Arg::Int(at as i64), Arg::Int(total as i64)]),
+            2 => (Format::Jdk21Safepoint, vec![Arg::Str(&op), Arg::Int(since as i64), Arg::Int(reach as i64), Arg::Int(cleanup as i64), Arg::Int(at as i64), Arg::Int(leave as i64), Arg::Int(total as i64)]),
+            _ => (Format::Jdk22Safepoint, vec![Arg::Str(&op), Arg::Int(since as i64), Arg::Int(reach as i64), Arg::Int(at as i64), Arg::Int(leave as i64), Arg::Int(total as i64), Arg::Int(runnable), Arg::Int(threads)]),
+        };
+        let line = format!("{}{}", p.text, printf(format.hotspot_format().unwrap(), &args).unwrap());
+        let Outcome::Known(c) = classify(line.as_bytes()) else { panic!("not recognised: {line}") };
+        prop_assert_eq!(c.format, format);
+        prop_assert_eq!(c.stamps.uptime_ns, p.uptime_ns);
+        prop_assert_eq!(c.stamps.mono_ns, p.mono_ns);
+        let Event::Safepoint { op: got, times } = c.event else { panic!("{line}") };
+        prop_assert_eq!(got, op.as_bytes());
+        prop_assert_eq!((times.since_last_ns, times.reaching_ns, times.at_safepoint_ns, times.total_ns), (Some(since), reach, at, total));
+        if shape == 1 || shape == 2 { prop_assert_eq!(times.cleanup_ns, Some(cleanup)); }
+        if shape >= 2 { prop_assert_eq!(times.leaving_ns, Some(leave)); }
+        if shape == 3 { prop_assert_eq!((times.threads_runnable, times.threads_total), (Some(runnable as u32), Some(threads as u32))); }
+    }
+
+    #[test]
+    fn stopped_time_reads_back_to_the_100ns(
+        total_100ns in 0u64..100_000_000_000, ttsp_100ns in 0u64..100_000_000_000,
+        stamps in 0usize..3, up_ms in 0u64..100_000_000, ul in any::<bool>(),
+    ) {
+        // %3.7f has 100 ns resolution, so values are multiples of 100 ns.
+        let (total, ttsp) = (total_100ns * 100, ttsp_100ns * 100);
+        let msg = printf(Format::Jdk8StoppedTime.hotspot_format().unwrap(),
+            &[Arg::Float(total as f64 / 1e9), Arg::Float(ttsp as f64 / 1e9)]).unwrap();
+        let up = format!("{}.{:03}", up_ms / 1000, up_ms % 1000);
+        let line = match (ul, stamps) {
+            (true, _) => format!("[{up}s][info][safepoint] {msg}"),
+            (false, 0) => msg.clone(),
+            (false, 1) => format!("{up}: {msg}"),
+            (false, _) => format!("2016-03-01T10:00:00.123+0000: {up}: {msg}"),
+        };
+        let Outcome::Known(c) = classify(line.as_bytes()) else { panic!("not recognised: {line}") };
+        prop_assert_eq!(c.format, if ul { Format::UlStoppedTime } else { Format::Jdk8StoppedTime });
+        prop_assert_eq!(c.event, Event::Stopped { total_ns: total, ttsp_ns: Some(ttsp) });
+        if ul || stamps > 0 { prop_assert_eq!(c.stamps.uptime_ns, Some(up_ms * 1_000_000)); }
+    }
+
+    #[test]
+    fn statistics_rows_read_back(
+        op in op_name(), start_ms in 0u64..10_000_000, ints in proptest::collection::vec(0i64..100_000, 9),
+        shape in 0usize..4, decorated in any::<bool>(),
+    ) {
+        let f = [Format::Jdk8Stats, Format::Jdk11Stats, Format::Jdk13Stats, Format::Jdk25Stats][shape];
+        let start = Arg::Float(start_ms as f64 / 1000.0);
+        let i = |k: usize| Arg::Int(ints[k]);
+        let args: Vec<Arg> = match f {
+            Format::Jdk8Stats | Format::Jdk11Stats => vec![start, Arg::Str(&op), i(0), i(1), i(2), i(3), i(4), i(5), i(6), i(7), i(8)],
+            Format::Jdk13Stats => vec![Arg::Str(&op), i(0), i(1), i(3), i(4), i(5), i(6), i(8)],
+            _ => vec![Arg::Str(&op), i(0), i(1), i(3), i(5), i(6), i(8)],
+        };
+        let msg = printf(f.hotspot_format().unwrap(), &args).unwrap();
+        let line = if decorated || shape >= 2 { format!("[1.000s][debug][safepoint,stats] {msg}") } else { msg };
+        let Outcome::Known(c) = classify(line.as_bytes()) else { panic!("not recognised: {line}") };
+        prop_assert_eq!(c.format, f);
+        let Event::StatsRow(r) = c.event else { panic!("{line}") };
+        prop_assert_eq!(r.op, op.as_bytes());
+        prop_assert_eq!(r.threads_total, ints[0] as u32);
+        prop_assert_eq!(r.page_traps, Some(ints[8] as u32));
+        match f {
+            Format::Jdk8Stats | Format::Jdk11Stats => {
+                prop_assert_eq!(r.start_uptime_ns, Some(start_ms * 1_000_000));
+                prop_assert_eq!((r.sync_ns, r.vmop_ns), (ints[5] as u64 * 1_000_000, ints[7] as u64 * 1_000_000));
+            }
+            Format::Jdk13Stats => prop_assert_eq!((r.sync_ns, r.cleanup_ns, r.vmop_ns, r.total_ns), (ints[3] as u64, Some(ints[4] as u64), ints[5] as u64, ints[6] as u64)),
+            _ => prop_assert_eq!((r.sync_ns, r.vmop_ns, r.total_ns), (ints[3] as u64, ints[5] as u64, ints[6] as u64)),
+        }
+    }
+
+    #[test]
+    fn arbitrary_bytes_never_panic_and_lines_add_up(data in proptest::collection::vec(any::<u8>(), 0..4096)) {
+        let _ = classify(&data);
+        let mut scanner = Scanner::new().keep_examples(2);
+        let mut n = 0u64;
+        let ok = scanner.scan(0, &data[..], &mut |_s: Safepoint| n += 1).is_ok();
+        let rep = scanner.finish(&mut |_s: Safepoint| n += 1);
+        if ok {
+            prop_assert_eq!(rep.lines_total, rep.lines_recognised + rep.lines_unrecognised + rep.lines_other + rep.truncated_last_lines);
+            let expected_lines = data.split(|&b| b == b'\n').count() as u64 - u64::from(data.last() == Some(&b'\n') || data.is_empty());
+            prop_assert_eq!(rep.lines_total, expected_lines);
+        }
+        prop_assert_eq!(n, rep.safepoints);
+    }
+
+    #[test]
+    fn mutated_real_lines_never_panic(
+        which in 0usize..REAL.len(), cut in 0usize..400, flip in 0usize..400, byte in any::<u8>(),
+    ) {
+        let mut line = REAL[which].as_bytes().to_vec();
+        if flip < line.len() { line[flip] = byte; }
+        line.truncate(cut.max(1));
+        let _ = classify(&line);
+        let mut text = REAL.join("\n").into_bytes();
+        text.push(b'\n');
+        text.extend_from_slice(&line);
+        let mut scanner = Scanner::new();
+        let _ = scanner.scan(0, &text[..], &mut |_s: Safepoint| {});
+        let rep = scanner.finish(&mut |_s: Safepoint| {});
+        prop_assert_eq!(rep.lines_total, rep.lines_recognised + rep.lines_unrecognised + rep.lines_other + rep.truncated_last_lines);
+    }
+}
+
+const REAL: [&str; 8] = [
+    "[1.379s][131758746765ns][info   ][safepoint        ] Safepoint \"Cleanup\", Time since last: 1000203690 ns, Reaching safepoint: 364760625 ns, Cleanup: 112898 ns, At safepoint: 31637 ns, Total: 364905160 ns",
+    "[1.118s][141477179041ns][info ][safepoint,stats] ParallelGCCollect            [             11               1 ][         69894759    7328575   77223334 ]               1",
+    "[2.598s][132977343405ns][warning][safepoint        ] # \"spinner\" #12 daemon prio=5 os_prio=0 cpu=2528.70ms elapsed=2.55s tid=0x00007fcabc0e99c0 nid=0xa01 runnable  [0x0000000000000000]",
+    "2016-03-01T10:00:00.123+0000: 12.345: Total time for which application threads were stopped: 0.0001794 seconds, Stopping threads took: 0.0000587 seconds",
+    "4.144: EnableBiasedLocking          [      10          1              1    ]      [  2678     0  2678     0     0    ]  0   ",
+    "[0.5s][info][safepoint] Entering safepoint region: RevokeBias",
+    "# SafepointSynchronize::begin: Threads which did not reach the safepoint:",
+    "[1.118s][info ][safepoint      ] Safepoint \"ParallelGCCollect\", Time since last: 1024975978 ns, Reaching safepoint: 69894759 ns, At safepoint: 7309436 ns, Leaving safepoint: 19139 ns, Total: 77223334 ns, Threads: 1 runnable, 11 total",
+];
