@@ -49,12 +49,20 @@ struct Held {
     wants_name: bool,
 }
 
+/// One `Arc<str>` per operation name, so records share names and compare by pointer.
 #[derive(Default)]
-struct Interner(HashMap<Box<[u8]>, Arc<str>>);
+struct Interner(HashMap<Box<[u8]>, Arc<str>>, Option<Arc<str>>);
 
 impl Interner {
     fn get(&mut self, op: &[u8]) -> Arc<str> {
+        // Most logs repeat one operation for long runs; skip the hash for it.
+        if let Some(last) = &self.1 {
+            if last.as_bytes() == op {
+                return last.clone();
+            }
+        }
         if let Some(a) = self.0.get(op) {
+            self.1 = Some(a.clone());
             return a.clone();
         }
         let a: Arc<str> = Arc::from(String::from_utf8_lossy(op).as_ref());
@@ -280,11 +288,11 @@ impl Assembler {
                             continue;
                         }
                         match h.rec.start().uptime_ns {
-                            Some(s) if s + MATCH_SLACK_NS < row_start => {
+                            Some(s) if s.saturating_add(MATCH_SLACK_NS) < row_start => {
                                 // Its row was never printed; stop waiting for one.
                                 self.held[i].wants_name = false;
                             }
-                            Some(s) if s > row_start + MATCH_SLACK_NS + row.total_ns / 100 => break,
+                            Some(s) if s > row_start.saturating_add(MATCH_SLACK_NS + row.total_ns / 100) => break,
                             _ => {
                                 found = Some(i);
                                 break;
@@ -319,7 +327,7 @@ impl Assembler {
         self.counts.rows_alone += 1;
         // JDK 8/11 rows carry their begin time; JDK 13+ rows are printed at the end.
         let end = match row.start_uptime_ns {
-            Some(start) => Stamps { uptime_ns: Some(start + row.total_ns), ..row.stamps },
+            Some(start) => Stamps { uptime_ns: Some(start.saturating_add(row.total_ns)), ..row.stamps },
             None => row.stamps,
         };
         let rec = Safepoint {

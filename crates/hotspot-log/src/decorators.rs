@@ -83,7 +83,7 @@ pub fn split(line: &[u8]) -> Option<Decorated<'_>> {
                     stamps.wall = Some(crate::stamps::WallTime { epoch_ms: n as i64, offset_min: 0 });
                 }
             } else {
-                stamps.uptime_ns.get_or_insert(n * 1_000_000);
+                stamps.uptime_ns.get_or_insert(n.saturating_mul(1_000_000));
             }
         } else if last == b's' && v[0].is_ascii_digit() && memchr::memchr(b'.', v).is_some() {
             // `uptime`: seconds with milliseconds, `1.234s`.

@@ -8,7 +8,6 @@
 use crate::decorators;
 use crate::formats::Format;
 use crate::stamps::{parse_iso_time, parse_seconds_ns, parse_u64, Stamps};
-use memchr::memmem;
 
 /// The timings of a JDK 13+ `Safepoint "…"` line.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -104,6 +103,22 @@ const DETAIL_PREFIXES: [&[u8]; 10] = [
     b"JavaThread state:",
 ];
 
+/// Substring search for short needles in a short line: memchr on the first byte, then compare.
+/// (`memmem::find` builds a searcher per call, which costs more than the search on one line.)
+#[inline]
+fn find(h: &[u8], n: &[u8]) -> Option<usize> {
+    let (&first, rest) = n.split_first()?;
+    let mut i = 0;
+    while let Some(p) = memchr::memchr(first, &h[i..]) {
+        let at = i + p;
+        if h[at + 1..].starts_with(rest) {
+            return Some(at);
+        }
+        i = at + 1;
+    }
+    None
+}
+
 fn trim(s: &[u8]) -> &[u8] {
     let start = s.iter().position(|&b| b != b' ' && b != b'\t' && b != b'\r').unwrap_or(s.len());
     let end = s.iter().rposition(|&b| b != b' ' && b != b'\t' && b != b'\r').map_or(start, |e| e + 1);
@@ -133,7 +148,7 @@ fn classify_message<'a>(mut stamps: Stamps, msg: &'a [u8], ul: Option<&decorator
             None => Outcome::Unrecognised,
         };
     }
-    if let Some(at) = memmem::find(msg, &STOPPED[..40]) {
+    if let Some(at) = find(msg, &STOPPED[..40]) {
         if at > 0 && !decorated {
             // JDK 8 can print the pause after other GC output on the same line.
             let before = jdk8_suffix_stamps(&msg[..at]);
@@ -190,7 +205,7 @@ fn classify_message<'a>(mut stamps: Stamps, msg: &'a [u8], ul: Option<&decorator
             return known(stamps, Format::TimeoutUl, Event::TimeoutThreadState(state));
         }
     }
-    if memmem::find(msg, b"page_trap_count").is_some() {
+    if find(msg, b"page_trap_count").is_some() {
         return known(stamps, Format::StatsHeader, Event::StatsHeader);
     }
     if let Some((row, format)) = parse_stats_row(msg) {
@@ -206,7 +221,7 @@ fn classify_message<'a>(mut stamps: Stamps, msg: &'a [u8], ul: Option<&decorator
         || t.starts_with(b"Maximum vm operation time")
         || t.starts_with(b"Maximum cleanup time")
         || t.starts_with(b"Polling page always armed")
-        || memmem::find(t, b"VM operations coalesced during safepoint").is_some()
+        || find(t, b"VM operations coalesced during safepoint").is_some()
         || (safepoint_tag && ul.is_some_and(|d| d.has_tag(b"stats")) && is_op_count(t))
     {
         return known(stamps, Format::StatsSummary, Event::StatsSummary);
@@ -241,7 +256,7 @@ fn jdk8_prefix(line: &[u8]) -> (Stamps, &[u8]) {
     let mut s = line;
     loop {
         let t = s.iter().position(|&b| b != b' ').unwrap_or(s.len());
-        let Some(colon) = memmem::find(&s[t..], b": ") else { break };
+        let Some(colon) = find(&s[t..], b": ") else { break };
         let token = &s[t..t + colon];
         if let Some(w) = (token.len() >= 19).then(|| parse_iso_time(token)).flatten() {
             stamps.wall.get_or_insert(w);
@@ -283,14 +298,68 @@ fn ns_value(v: &[u8]) -> Option<u64> {
     parse_u64(v.strip_suffix(b" ns")?)
 }
 
+/// Reads `KEY: <digits> ns` at the front of `s`, returning the value and what follows.
+#[inline]
+fn ns_field<'a>(s: &'a [u8], key: &[u8]) -> Option<(u64, &'a [u8])> {
+    let s = s.strip_prefix(key)?;
+    let n = s.iter().position(|b| !b.is_ascii_digit())?;
+    let v = parse_u64(&s[..n])?;
+    Some((v, s[n..].strip_prefix(b" ns")?))
+}
+
+/// The shapes as HotSpot prints them, fields in their fixed order; `None` sends the line to
+/// the general parser, which accepts any order.
+fn parse_safepoint_fast(rest: &[u8]) -> Option<(&[u8], SafepointTimes, Format)> {
+    let close = memchr::memchr(b'"', rest)?;
+    let op = &rest[..close];
+    let s = rest[close..].strip_prefix(b"\", ")?;
+    let mut t = SafepointTimes::default();
+    let (v, s) = ns_field(s, b"Time since last: ")?;
+    t.since_last_ns = Some(v);
+    let (v, mut s) = ns_field(s.strip_prefix(b", ")?, b"Reaching safepoint: ")?;
+    t.reaching_ns = v;
+    s = s.strip_prefix(b", ")?;
+    if let Some((v, r)) = ns_field(s, b"Cleanup: ") {
+        t.cleanup_ns = Some(v);
+        s = r.strip_prefix(b", ")?;
+    }
+    let (v, r) = ns_field(s, b"At safepoint: ")?;
+    t.at_safepoint_ns = v;
+    s = r.strip_prefix(b", ")?;
+    if let Some((v, r)) = ns_field(s, b"Leaving safepoint: ") {
+        t.leaving_ns = Some(v);
+        s = r.strip_prefix(b", ")?;
+    }
+    let (v, mut r) = ns_field(s, b"Total: ")?;
+    t.total_ns = v;
+    if let Some(th) = r.strip_prefix(b", Threads: ") {
+        let sp = memchr::memchr(b' ', th)?;
+        t.threads_runnable = Some(parse_u64(&th[..sp])? as u32);
+        let th = th[sp..].strip_prefix(b" runnable, ")?;
+        let sp = memchr::memchr(b' ', th)?;
+        t.threads_total = Some(parse_u64(&th[..sp])? as u32);
+        r = th[sp..].strip_prefix(b" total")?;
+    }
+    let format = match (t.cleanup_ns.is_some(), t.leaving_ns.is_some(), t.threads_total.is_some()) {
+        (_, _, true) | (false, true, false) => Format::Jdk22Safepoint,
+        (true, true, false) => Format::Jdk21Safepoint,
+        (true, false, false) => Format::Jdk17Safepoint,
+        (false, false, false) => Format::Jdk13Safepoint,
+    };
+    (r.is_empty() || r == b"\r").then_some((op, t, format))
+}
+
 fn parse_safepoint(rest: &[u8]) -> Option<(&[u8], SafepointTimes, Format)> {
-    let close = memmem::find(rest, b"\", ")?;
+    if let Some(r) = parse_safepoint_fast(rest) {
+        return Some(r);
+    }
+    let close = find(rest, b"\", ")?;
     let op = &rest[..close];
     let mut t = SafepointTimes::default();
     let (mut reaching, mut at, mut total) = (None, None, None);
     let mut fields = rest[close + 3..].split(|&b| b == b',').map(|f| f.strip_prefix(b" ").unwrap_or(f));
     while let Some(f) = fields.next() {
-        let colon = memmem::find(f, b": ")?;
+        let colon = find(f, b": ")?;
         let (key, val) = (&f[..colon], &f[colon + 2..]);
         match key {
             b"Time since last" => t.since_last_ns = Some(ns_value(val)?),
@@ -322,13 +391,13 @@ fn parse_safepoint(rest: &[u8]) -> Option<(&[u8], SafepointTimes, Format)> {
 
 fn parse_stopped(s: &[u8]) -> Option<(u64, Option<u64>)> {
     let rest = s.strip_prefix(STOPPED)?;
-    let end = memmem::find(rest, b" seconds")?;
+    let end = find(rest, b" seconds")?;
     let total = parse_seconds_ns(rest[..end].trim_ascii())?;
     let after = &rest[end + 8..];
-    let ttsp = match memmem::find(after, b"Stopping threads took: ") {
+    let ttsp = match find(after, b"Stopping threads took: ") {
         Some(p) => {
             let v = &after[p + 23..];
-            let e = memmem::find(v, b" seconds")?;
+            let e = find(v, b" seconds")?;
             Some(parse_seconds_ns(v[..e].trim_ascii())?)
         }
         None => None,
@@ -365,7 +434,7 @@ fn parse_stats_row(msg: &[u8]) -> Option<(StatsRow<'_>, Format)> {
     let mut s = msg.trim_ascii_start();
     let mut start_uptime_ns = None;
     if s.first().is_some_and(u8::is_ascii_digit) {
-        let colon = memmem::find(s, b": ")?;
+        let colon = find(s, b": ")?;
         start_uptime_ns = Some(parse_seconds_ns(&s[..colon])?);
         s = &s[colon + 2..];
     }
@@ -401,12 +470,12 @@ fn parse_stats_row(msg: &[u8]) -> Option<(StatsRow<'_>, Format)> {
         (3, 5) => (
             StatsRow {
                 wait_to_block: Some(g1[2] as u32),
-                spin_ns: Some(g2[0] * ms),
-                block_ns: Some(g2[1] * ms),
-                sync_ns: g2[2] * ms,
-                cleanup_ns: Some(g2[3] * ms),
-                vmop_ns: g2[4] * ms,
-                total_ns: (g2[2] + g2[3] + g2[4]) * ms,
+                spin_ns: Some(g2[0].saturating_mul(ms)),
+                block_ns: Some(g2[1].saturating_mul(ms)),
+                sync_ns: g2[2].saturating_mul(ms),
+                cleanup_ns: Some(g2[3].saturating_mul(ms)),
+                vmop_ns: g2[4].saturating_mul(ms),
+                total_ns: g2[2].saturating_add(g2[3]).saturating_add(g2[4]).saturating_mul(ms),
                 ..row
             },
             if adjacent { Format::Jdk11Stats } else { Format::Jdk8Stats },
@@ -446,8 +515,8 @@ fn parse_thread_line(rest: &[u8]) -> Option<ThreadLine<'_>> {
                 t.os_tid = v;
             }
             // The state runs from here to the `[0x…]` stack address.
-            let after = &tail[memmem::find(tail, tok)? + tok.len()..];
-            let end = memmem::find(after, b"[0x").unwrap_or(after.len());
+            let after = &tail[find(tail, tok)? + tok.len()..];
+            let end = find(after, b"[0x").unwrap_or(after.len());
             let state = trim(&after[..end]);
             t.state = (!state.is_empty()).then_some(state);
             break;

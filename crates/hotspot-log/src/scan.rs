@@ -21,18 +21,53 @@ const CHUNK: usize = 4 << 20;
 /// Lines longer than this are counted and skipped rather than buffered whole.
 pub const MAX_LINE: usize = 64 << 20;
 
-/// Every substring that can put a line in play. Each safepoint shape contains at least one.
-const NEEDLES: [&str; 9] = [
+/// Substrings that put a line in play. Each is distinctive in its first bytes, so the SIMD
+/// prefilter skips GC lines at memory speed. Shapes without one of these (JDK 8/11 statistics
+/// rows, `none`-decorated JDK 13+ rows, tty SafepointTimeout thread lines) only ever follow a
+/// header or a timeout block that has one; after such a line every line is examined (see
+/// [`Context`]).
+const NEEDLES: [&str; 6] = [
     "afepoint",             // Safepoint "…", [safepoint…] tags, SafepointSynchronize, region lines
     "Total time for which", // JDK 8-12 pauses
     "Application time:",    // JDK 8-12 application time
     "page_trap_count",      // every statistics header
-    "][       ",            // JDK 11-25 statistics rows
-    "    ]      [",         // JDK 8 statistics rows
-    "# \"",                 // tty SafepointTimeout thread lines
-    "Maximum ",             // statistics exit summary
-    "Polling page",         // JDK 8 exit summary
+    "Maximum sync time",    // statistics exit summary
+    "Maximum vm operation", // statistics exit summary
 ];
+
+/// How many lines after a statistics header or row every line is examined for rows (HotSpot
+/// repeats the header every 30 rows; other output can come in between).
+const TABLE_CONTEXT: u32 = 64;
+/// How many lines after "Threads which did not reach the safepoint:" are examined for threads.
+const TIMEOUT_CONTEXT: u32 = 10_000;
+
+/// Whether the scanner is inside a statistics table or a timeout thread list, where lines
+/// carry no needle and so must each be examined.
+#[derive(Debug, Default, Clone, Copy)]
+struct Context {
+    table: u32,
+    timeout: u32,
+}
+
+impl Context {
+    fn every_line(&self) -> bool {
+        self.table > 0 || self.timeout > 0
+    }
+
+    fn after(&mut self, outcome: &Outcome<'_>) {
+        use crate::line::Event;
+        self.table = self.table.saturating_sub(1);
+        self.timeout = self.timeout.saturating_sub(1);
+        if let Outcome::Known(c) = outcome {
+            match c.event {
+                Event::StatsHeader | Event::StatsRow(_) => self.table = TABLE_CONTEXT,
+                Event::TimeoutList => self.timeout = TIMEOUT_CONTEXT,
+                Event::TimeoutEnd => self.timeout = 0,
+                _ => {}
+            }
+        }
+    }
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum ScanError {
@@ -101,6 +136,7 @@ pub struct Scanner {
     report: ScanReport,
     examples: usize,
     buf: Vec<u8>,
+    context: Context,
 }
 
 impl Default for Scanner {
@@ -112,11 +148,13 @@ impl Default for Scanner {
 impl Scanner {
     pub fn new() -> Self {
         Scanner {
-            finder: AhoCorasick::new(NEEDLES).expect("static patterns"),
+            // Leftmost-first enables the packed (Teddy) SIMD prefilter; any match serves to find a line.
+            finder: AhoCorasick::builder().match_kind(aho_corasick::MatchKind::LeftmostFirst).build(NEEDLES).expect("static patterns"),
             asm: Assembler::new(),
             report: ScanReport::default(),
             examples: 0,
             buf: Vec::new(),
+            context: Context::default(),
         }
     }
 
@@ -226,11 +264,16 @@ impl Scanner {
         let end = hay.len();
         let mut pos = 0usize;
         while pos < end {
-            let Some(m) = self.finder.find(Input::new(hay).span(pos..end)) else { break };
-            let ls = memchr::memrchr(b'\n', &hay[pos..m.start()]).map_or(pos, |i| pos + i + 1);
-            self.skip(file, &hay[pos..ls], line_no);
-            let (le, next) = match memchr::memchr(b'\n', &hay[m.start()..end]) {
-                Some(i) => (m.start() + i, m.start() + i + 1),
+            let ls = if self.context.every_line() {
+                pos
+            } else {
+                let Some(m) = self.finder.find(Input::new(hay).span(pos..end)) else { break };
+                let ls = memchr::memrchr(b'\n', &hay[pos..m.start()]).map_or(pos, |i| pos + i + 1);
+                self.skip(file, &hay[pos..ls], line_no);
+                ls
+            };
+            let (le, next) = match memchr::memchr(b'\n', &hay[ls..end]) {
+                Some(i) => (ls + i, ls + i + 1),
                 None => (end, end),
             };
             *line_no += 1;
@@ -275,7 +318,9 @@ impl Scanner {
     }
 
     fn line(&mut self, file: u32, line: u64, text: &[u8], partial: bool, out: &mut impl Sink) {
-        match classify(text) {
+        let outcome = classify(text);
+        self.context.after(&outcome);
+        match outcome {
             Outcome::Known(c) => {
                 self.report.lines_recognised += 1;
                 *self.report.by_format.entry(c.format).or_default() += 1;

@@ -37,7 +37,7 @@ impl Stamps {
         Stamps {
             uptime_ns: self.uptime_ns.map(|u| u.saturating_sub(ns)),
             wall: self.wall.map(|w| WallTime {
-                epoch_ms: w.epoch_ms - (ns / 1_000_000) as i64,
+                epoch_ms: w.epoch_ms.saturating_sub((ns / 1_000_000) as i64),
                 offset_min: w.offset_min,
             }),
             mono_ns: self.mono_ns.map(|m| m.saturating_sub(ns)),
@@ -49,7 +49,7 @@ impl Stamps {
         Stamps {
             uptime_ns: self.uptime_ns.map(|u| u.saturating_add(ns)),
             wall: self.wall.map(|w| WallTime {
-                epoch_ms: w.epoch_ms + (ns / 1_000_000) as i64,
+                epoch_ms: w.epoch_ms.saturating_add((ns / 1_000_000) as i64),
                 offset_min: w.offset_min,
             }),
             mono_ns: self.mono_ns.map(|m| m.saturating_add(ns)),

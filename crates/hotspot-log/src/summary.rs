@@ -54,7 +54,7 @@ impl Clock {
         match self {
             Clock::Uptime => s.uptime_ns,
             Clock::Monotonic => s.mono_ns,
-            Clock::Wall => s.wall.and_then(|w| u64::try_from(w.epoch_ms).ok()).map(|ms| ms * 1_000_000),
+            Clock::Wall => s.wall.and_then(|w| u64::try_from(w.epoch_ms).ok()).map(|ms| ms.saturating_mul(1_000_000)),
         }
     }
 }
@@ -217,23 +217,22 @@ impl Windows {
     fn add(&mut self, start: u64, end: u64, total: u64) {
         let wstart = end.saturating_sub(self.len);
         self.recent.push_back((start, end, total));
-        self.sum += total;
-        while let Some(&(_, e, t)) = self.recent.front() {
-            if e <= wstart {
+        self.sum = self.sum.saturating_add(total);
+        // Drop what ended before the window, but never the record just added (it may end at
+        // the window's start when both are at the clock's zero). A million safepoints inside
+        // one window also drop the oldest, to bound memory.
+        while self.recent.len() > 1 {
+            let &(_, e, t) = &self.recent[0];
+            if e <= wstart || self.recent.len() > 1_000_000 {
                 self.recent.pop_front();
-                self.sum -= t;
+                self.sum = self.sum.saturating_sub(t);
             } else {
                 break;
             }
         }
-        // Bound memory for absurd rates: a million safepoints inside one window.
-        if self.recent.len() > 1_000_000 {
-            let (_, _, t) = self.recent.pop_front().expect("non-empty");
-            self.sum -= t;
-        }
-        let &(fs, fe, ft) = self.recent.front().expect("just pushed");
+        let (fs, fe, ft) = self.recent[0];
         let front_overlap = fe - fs.max(wstart).min(fe);
-        let stopped = self.sum - ft + front_overlap.min(ft);
+        let stopped = self.sum.saturating_sub(ft) + front_overlap.min(ft);
         let log_start = self.log_start.map_or(start, |l| l.min(start));
         let covered = end - wstart.max(log_start).min(end);
         if covered == 0 {
@@ -242,7 +241,7 @@ impl Windows {
         let clock = self.clock.expect("set with log_start");
         let start_wall = self.first_wall.and_then(|(ns, w)| {
             (clock != Clock::Wall).then_some(()).map(|_| WallTime {
-                epoch_ms: w.epoch_ms + (wstart.max(log_start) as i64 - ns as i64) / 1_000_000,
+                epoch_ms: w.epoch_ms.saturating_add((wstart.max(log_start) as i64).saturating_sub(ns as i64) / 1_000_000),
                 offset_min: w.offset_min,
             })
         });
@@ -264,8 +263,9 @@ impl Windows {
         self.best.retain(|b| !overlaps(b, &w));
         self.best.push(w);
         if self.best.len() > self.keep * 4 {
+            // Down to half the cap, so the sort runs once per many windows, not per record.
             self.best.sort_by(|a, b| b.stopped_ns.cmp(&a.stopped_ns));
-            self.best.truncate(self.keep * 4);
+            self.best.truncate(self.keep * 2);
         }
     }
 }
@@ -286,8 +286,11 @@ pub struct Summary {
     ttsp: Dist,
     at: Dist,
     total: Dist,
-    ops: HashMap<Arc<str>, OpSummary>,
+    ops: Vec<OpSummary>,
+    op_index: HashMap<Arc<str>, usize>,
     top: Vec<TopSafepoint>,
+    /// The smallest TTSP in `top` once it is full; shorter ones need not be looked at.
+    top_floor: Option<u64>,
     windows: Windows,
     culprits: HashMap<String, CulpritTally>,
     /// The current run's extent on the clock, and the summed extent of finished runs.
@@ -307,8 +310,10 @@ impl Summary {
             ttsp: Dist::new(),
             at: Dist::new(),
             total: Dist::new(),
-            ops: HashMap::new(),
+            ops: Vec::new(),
+            op_index: HashMap::new(),
             top: Vec::new(),
+            top_floor: None,
             windows: Windows {
                 len: opts.window_ns.max(1),
                 keep: opts.windows,
@@ -351,8 +356,8 @@ impl Summary {
             self.span = Some(match self.span {
                 // Uptime going back by more than a second: a new JVM run (a rotated set that
                 // spans a restart). Monotonic and wall clocks never go back.
-                Some((a, b)) if clock == Clock::Uptime && t + RUN_BREAK_NS < b => {
-                    self.closed_span += b - a;
+                Some((a, b)) if clock == Clock::Uptime && t.saturating_add(RUN_BREAK_NS) < b => {
+                    self.closed_span = self.closed_span.saturating_add(b - a);
                     self.windows.new_run(t);
                     (t, t)
                 }
@@ -368,52 +373,64 @@ impl Summary {
 
     pub fn add(&mut self, r: &Safepoint) {
         self.count += 1;
-        self.total_ns += r.total_ns;
+        self.total_ns = self.total_ns.saturating_add(r.total_ns);
         self.total.add(r.total_ns);
         if let Some(t) = r.ttsp_ns {
-            self.ttsp_total_ns += t;
+            self.ttsp_total_ns = self.ttsp_total_ns.saturating_add(t);
             self.ttsp.add(t);
         }
         if let Some(a) = r.at_safepoint_ns {
             self.at.add(a);
         }
         match r.since_last_ns {
-            Some(s) => self.since_last_sum += s + r.total_ns,
+            Some(s) => self.since_last_sum = self.since_last_sum.saturating_add(s.saturating_add(r.total_ns)),
             None => self.since_last_all = false,
         }
-        let op = self.ops.entry(r.op.clone()).or_insert_with(|| OpSummary {
-            name: r.op.clone(),
-            count: 0,
-            total_ns: 0,
-            ttsp_total_ns: 0,
-            ttsp_max_ns: 0,
-            op_max_ns: 0,
-            total_max_ns: 0,
-        });
+        // Records share one Arc per name (the assembler interns them): try the last first.
+        let i = match self.ops.last_mut() {
+            Some(last) if Arc::ptr_eq(&last.name, &r.op) => self.ops.len() - 1,
+            _ => match self.op_index.get(&r.op) {
+                Some(&i) => i,
+                None => {
+                    self.ops.push(OpSummary {
+                        name: r.op.clone(),
+                        count: 0,
+                        total_ns: 0,
+                        ttsp_total_ns: 0,
+                        ttsp_max_ns: 0,
+                        op_max_ns: 0,
+                        total_max_ns: 0,
+                    });
+                    self.op_index.insert(r.op.clone(), self.ops.len() - 1);
+                    self.ops.len() - 1
+                }
+            },
+        };
+        let op = &mut self.ops[i];
         op.count += 1;
-        op.total_ns += r.total_ns;
-        op.ttsp_total_ns += r.ttsp_or_zero();
+        op.total_ns = op.total_ns.saturating_add(r.total_ns);
+        op.ttsp_total_ns = op.ttsp_total_ns.saturating_add(r.ttsp_or_zero());
         op.ttsp_max_ns = op.ttsp_max_ns.max(r.ttsp_or_zero());
         op.op_max_ns = op.op_max_ns.max(r.at_safepoint_ns.unwrap_or(0));
         op.total_max_ns = op.total_max_ns.max(r.total_ns);
 
-        if let Some(t) = r.ttsp_ns {
-            let min = self.top.iter().enumerate().min_by_key(|(_, x)| x.ttsp_ns).map(|(i, x)| (i, x.ttsp_ns));
-            if self.top.len() < self.opts.top || min.is_some_and(|(_, m)| t > m) {
-                let entry = TopSafepoint {
-                    op: r.op.clone(),
-                    ttsp_ns: t,
-                    at_safepoint_ns: r.at_safepoint_ns,
-                    total_ns: r.total_ns,
-                    start: r.start(),
-                    source: r.source,
-                    culprits: r.culprits.iter().map(|c| c.name.clone()).collect(),
-                };
-                if self.top.len() < self.opts.top {
-                    self.top.push(entry);
-                } else if let Some((i, _)) = min {
-                    self.top[i] = entry;
-                }
+        if let Some(t) = r.ttsp_ns.filter(|&t| self.top_floor.is_none_or(|f| t > f)) {
+            let entry = TopSafepoint {
+                op: r.op.clone(),
+                ttsp_ns: t,
+                at_safepoint_ns: r.at_safepoint_ns,
+                total_ns: r.total_ns,
+                start: r.start(),
+                source: r.source,
+                culprits: r.culprits.iter().map(|c| c.name.clone()).collect(),
+            };
+            if self.top.len() < self.opts.top {
+                self.top.push(entry);
+            } else if let Some((i, _)) = self.top.iter().enumerate().min_by_key(|(_, x)| x.ttsp_ns) {
+                self.top[i] = entry;
+            }
+            if self.top.len() >= self.opts.top {
+                self.top_floor = self.top.iter().map(|x| x.ttsp_ns).min();
             }
         }
 
@@ -454,7 +471,7 @@ impl Summary {
     }
 
     pub fn finish(self) -> LogSummary {
-        let mut operations: Vec<OpSummary> = self.ops.into_values().collect();
+        let mut operations: Vec<OpSummary> = self.ops;
         operations.sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then_with(|| a.name.cmp(&b.name)));
         let mut longest_ttsp = self.top;
         longest_ttsp.sort_by(|a, b| b.ttsp_ns.cmp(&a.ttsp_ns).then_with(|| a.source.line.cmp(&b.source.line)));
@@ -468,7 +485,7 @@ impl Summary {
             .collect();
         timeout_culprits.sort_by(|a, b| b.count.cmp(&a.count).then_with(|| a.name.cmp(&b.name)));
         let span_ns = match self.span {
-            Some((a, b)) if b > a || self.closed_span > 0 => Some(self.closed_span + (b - a)),
+            Some((a, b)) if b > a || self.closed_span > 0 => Some(self.closed_span.saturating_add(b - a)),
             _ if self.since_last_all && self.count > 0 => Some(self.since_last_sum),
             _ => None,
         };

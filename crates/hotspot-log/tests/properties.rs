@@ -176,3 +176,27 @@ const REAL: [&str; 8] = [
     "# SafepointSynchronize::begin: Threads which did not reach the safepoint:",
     "[1.118s][info ][safepoint      ] Safepoint \"ParallelGCCollect\", Time since last: 1024975978 ns, Reaching safepoint: 69894759 ns, At safepoint: 7309436 ns, Leaving safepoint: 19139 ns, Total: 77223334 ns, Threads: 1 runnable, 11 total",
 ];
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 500, ..ProptestConfig::default() })]
+
+    /// Numbers at the edge of u64 anywhere a line has a number: no overflow, no panic, through
+    /// the scanner and the summary.
+    #[test]
+    fn extreme_numbers_never_overflow(vals in proptest::collection::vec(prop_oneof![Just(u64::MAX), Just(u64::MAX / 2), any::<u64>(), 0u64..10], 12), ms in prop_oneof![Just(99_999_999_999u64), any::<u32>().prop_map(u64::from)]) {
+        let v = |i: usize| vals[i];
+        let text = format!(
+            "[{ms}ms][{}ns][info][safepoint] Safepoint \"A\", Time since last: {} ns, Reaching safepoint: {} ns, Cleanup: {} ns, At safepoint: {} ns, Total: {} ns\n\
+             [{}ms][info][safepoint] Safepoint \"A\", Time since last: {} ns, Reaching safepoint: {} ns, At safepoint: {} ns, Total: {} ns\n\
+             9999-12-31T23:59:59.999+1400: {}.999: Total time for which application threads were stopped: {}.9999999 seconds, Stopping threads took: {}.0 seconds\n\
+             {}.999: EnableBiasedLocking          [      10          1              1    ]      [{:6}{:6}{:6}{:6}{:6}    ]  0   \n\
+             [1.0s][info][safepoint,stats] ParallelGCCollect            [             11               1 ][ {} {} {} ]               1\n",
+            v(0), v(1), v(2), v(3), v(4), v(5), v(6), v(7), v(8), v(9), v(10), v(11), v(0), v(1), v(2), v(3) % 1_000_000, v(4) % 1_000_000, v(5) % 1_000_000, v(6) % 1_000_000, v(7) % 1_000_000, v(8), v(9), v(10)
+        );
+        let mut summary = hotspot_log::Summary::new(hotspot_log::SummaryOptions::default());
+        let mut scanner = Scanner::new();
+        scanner.scan(0, text.as_bytes(), &mut |s: Safepoint| summary.add(&s)).unwrap();
+        let _ = scanner.finish(&mut |s: Safepoint| summary.add(&s));
+        let _ = summary.finish();
+    }
+}

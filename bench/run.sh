@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# make bench: every benchmark, each printing its reference measured in the same run.
+set -euo pipefail
+cd "$(dirname "$0")"
+for b in logs_throughput.sh logs_gcviewer.sh; do
+  echo "== $b"
+  "./$b"
+  echo
+done

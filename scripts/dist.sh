@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# make dist: a relocatable tree, dist/stallscope-<version>/{bin,lib,docs}, and its tarball.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+version=$(sed -n 's/^version = "\(.*\)"/\1/p' "$root/crates/stallscope/Cargo.toml" | head -1)
+out="$root/dist/stallscope-$version"
+rm -rf "$out" && mkdir -p "$out/bin" "$out/lib" "$out/docs"
+cp "$root/target/release/stallscope" "$out/bin/"
+for jar in "$root"/java/agent/target/stallscope-agent.jar "$root"/java/workloads/target/stallscope-workloads.jar; do
+  [ -f "$jar" ] && cp "$jar" "$out/lib/"
+done
+cp -r "$root/docs/." "$out/docs/"
+cp "$root/README.md" "$out/"
+tar -C "$root/dist" -czf "$root/dist/stallscope-$version-linux-$(uname -m).tar.gz" "stallscope-$version"
+echo "dist/stallscope-$version-linux-$(uname -m).tar.gz"
