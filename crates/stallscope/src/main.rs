@@ -2,6 +2,7 @@
 
 mod cli;
 mod failure;
+mod inject;
 mod inputs;
 mod logs;
 mod output;
@@ -18,6 +19,7 @@ fn main() {
     let cli = cli::Cli::parse();
     let result = match cli.command {
         cli::Command::Logs(a) => logs::run(a),
+        cli::Command::Inject(c) => inject::run(c),
     };
     match result {
         Ok(code) => std::process::exit(code),

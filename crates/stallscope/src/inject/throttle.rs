@@ -1,0 +1,77 @@
+//! `stallscope inject throttle --riops N [--device DEV] -- CMD…`: run a command in a cgroup
+//! whose reads from a real block device are throttled (cgroup v2 `io.max` or v1
+//! `blkio.throttle.read_iops_device`), for realistic D-state page faults on ext4.
+//!
+//! Invariant: the cgroup is removed afterwards, on every exit path.
+
+use super::cgroup::{block_device, TempCgroup};
+use crate::cli::ThrottleArgs;
+use crate::failure::Failure;
+use anyhow::{Context, Result};
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::sync::atomic::Ordering;
+
+pub fn run(a: ThrottleArgs) -> Result<i32> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return Err(Failure::new(1, "throttle needs root to create a cgroup; run it with sudo"));
+    }
+    let (program, args) = a.command.split_first().context("no command given after --")?;
+    let cwd = std::env::current_dir()?;
+    let dev = block_device(a.device.as_deref(), &cwd)?;
+    let cg = TempCgroup::io_throttled(dev, a.riops)?;
+    eprintln!("throttle: reads from {}:{} limited to {} IOPS in cgroup {} ({:?})", dev.0, dev.1, a.riops, cg.path.display(), cg.version);
+    let procs = std::ffi::CString::new(cg.procs_file().as_os_str().as_encoded_bytes())?;
+    let stop = super::stop_flag()?;
+    let mut cmd = std::process::Command::new(program);
+    cmd.args(args);
+    // SAFETY: between fork and exec only async-signal-safe calls, and no allocation.
+    unsafe {
+        cmd.pre_exec(move || join_cgroup(&procs));
+    }
+    let mut child = cmd.spawn().with_context(|| format!("starting {program}"))?;
+    let status = loop {
+        if let Some(s) = child.try_wait()? {
+            break s;
+        }
+        if stop.load(Ordering::Relaxed) {
+            // SAFETY: plain kill of our child.
+            unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+            break child.wait()?;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    };
+    drop(cg);
+    Ok(status.code().unwrap_or_else(|| 128 + status.signal().unwrap_or(0)))
+}
+
+/// Writes the calling process's pid into a `cgroup.procs` file without allocating (it runs
+/// between fork and exec).
+fn join_cgroup(procs: &std::ffi::CStr) -> std::io::Result<()> {
+    let mut buf = [0u8; 16];
+    // SAFETY: getpid has no preconditions.
+    let mut pid = unsafe { libc::getpid() } as u32;
+    let mut i = buf.len();
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (pid % 10) as u8;
+        pid /= 10;
+        if pid == 0 {
+            break;
+        }
+    }
+    // SAFETY: a valid C string; a buffer we own.
+    unsafe {
+        let fd = libc::open(procs.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        let n = libc::write(fd, buf[i..].as_ptr() as *const libc::c_void, buf.len() - i);
+        let err = std::io::Error::last_os_error();
+        libc::close(fd);
+        if n < 0 {
+            return Err(err);
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,305 @@
+//! The fault injectors against the real kernel. Timings here are correctness checks with wide
+//! margins (a 300 ms delay must make a read take at least 300 ms), never benchmarks. Every
+//! test removes its mounts, cgroups and processes, also when it fails (guards below).
+
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_stallscope")
+}
+
+/// A scratch directory on the real disk (not tmpfs: page-cache eviction must mean something).
+fn scratch(name: &str) -> PathBuf {
+    let d = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn is_mounted(p: &Path) -> bool {
+    let want = std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+    std::fs::read_to_string("/proc/self/mountinfo").unwrap().lines().any(|l| l.split(' ').nth(4) == Some(want.to_str().unwrap()))
+}
+
+/// A running `stallscope inject slowfs`; dropping it kills it and makes sure the mount is gone.
+struct Slowfs {
+    child: Child,
+    mount: PathBuf,
+}
+
+impl Slowfs {
+    fn start(backing: &Path, mount: &Path, extra: &[&str]) -> Slowfs {
+        assert!(Path::new("/dev/fuse").exists(), "these tests need /dev/fuse (and fusermount3: apt-get install fuse3)");
+        let child = Command::new(bin())
+            .args(["inject", "slowfs"])
+            .arg(backing)
+            .arg(mount)
+            .args(extra)
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let s = Slowfs { child, mount: mount.to_path_buf() };
+        let t0 = Instant::now();
+        while !is_mounted(mount) {
+            assert!(t0.elapsed() < Duration::from_secs(10), "slowfs did not mount");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        s
+    }
+
+    fn terminate(&mut self) -> std::process::ExitStatus {
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        self.child.wait().unwrap()
+    }
+}
+
+impl Drop for Slowfs {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        if is_mounted(&self.mount) {
+            let _ = Command::new("umount").arg("-l").arg(&self.mount).status();
+        }
+    }
+}
+
+fn write_file(p: &Path, pages: usize) {
+    let mut f = std::fs::File::create(p).unwrap();
+    for i in 0..pages {
+        let mut page = vec![(i % 251) as u8; 4096];
+        page[..8].copy_from_slice(&(i as u64).to_le_bytes());
+        f.write_all(&page).unwrap();
+    }
+    f.sync_all().unwrap();
+}
+
+fn evict(p: &Path) {
+    let o = Command::new(bin()).args(["inject", "evict"]).arg(p).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+}
+
+fn resident(p: &Path) -> (u64, u64) {
+    let o = Command::new(bin()).args(["inject", "resident", "--json"]).arg(p).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    (v["resident_pages"].as_u64().unwrap(), v["total_pages"].as_u64().unwrap())
+}
+
+fn timed_page_read(p: &Path, page: u64) -> (Duration, u64) {
+    let f = std::fs::File::open(p).unwrap();
+    let mut buf = [0u8; 4096];
+    let t = Instant::now();
+    f.read_exact_at(&mut buf, page * 4096).unwrap();
+    (t.elapsed(), u64::from_le_bytes(buf[..8].try_into().unwrap()))
+}
+
+#[test]
+fn slowfs_delays_reads_and_mmap_faults_of_a_known_page() {
+    let d = scratch("slowfs-delay");
+    let (back, mnt) = (d.join("back"), d.join("mnt"));
+    std::fs::create_dir_all(&back).unwrap();
+    write_file(&back.join("test.dat"), 512);
+    let _fs = Slowfs::start(&back, &mnt, &["--read-delay", "300ms"]);
+    let file = mnt.join("test.dat");
+    evict(&file);
+    assert_eq!(resident(&file).0, 0, "evicted through the mount");
+    let (cold, content) = timed_page_read(&file, 100);
+    assert_eq!(content, 100, "the passthrough returns the backing file's bytes");
+    assert!(cold >= Duration::from_millis(300), "a cold read waits for the delay: {cold:?}");
+    assert!(resident(&file).0 > 0, "the read brought pages into the cache");
+    let (warm, _) = timed_page_read(&file, 100);
+    assert!(warm < Duration::from_millis(250), "a cached page is not delayed: {warm:?}");
+
+    // A page fault on a mapping of the file is a FUSE read too.
+    let f = std::fs::File::open(&file).unwrap();
+    let len = 512 * 4096;
+    let addr = unsafe { libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ, libc::MAP_SHARED, std::os::fd::AsRawFd::as_raw_fd(&f), 0) };
+    assert_ne!(addr, libc::MAP_FAILED);
+    let t = Instant::now();
+    let v = unsafe { std::ptr::read_volatile((addr as *const u8).add(400 * 4096) as *const u64) };
+    let fault = t.elapsed();
+    unsafe { libc::munmap(addr, len) };
+    assert_eq!(v, 400);
+    assert!(fault >= Duration::from_millis(300), "a major fault on the mapping waits for the delay: {fault:?}");
+}
+
+#[test]
+fn slowfs_readers_wait_in_parallel_not_in_turn() {
+    let d = scratch("slowfs-parallel");
+    let (back, mnt) = (d.join("back"), d.join("mnt"));
+    std::fs::create_dir_all(&back).unwrap();
+    for i in 0..8 {
+        write_file(&back.join(format!("f{i}.dat")), 8);
+    }
+    // One FUSE worker: delayed reads must not occupy it.
+    let _fs = Slowfs::start(&back, &mnt, &["--read-delay", "400ms", "--threads", "1"]);
+    let t = Instant::now();
+    let readers: Vec<_> = (0..8)
+        .map(|i| {
+            let p = mnt.join(format!("f{i}.dat"));
+            std::thread::spawn(move || timed_page_read(&p, 1))
+        })
+        .collect();
+    for r in readers {
+        let (took, _) = r.join().unwrap();
+        assert!(took >= Duration::from_millis(400));
+    }
+    // In turn, eight 400 ms reads would take 3.2 s; in parallel about 0.4 s.
+    assert!(t.elapsed() < Duration::from_millis(2000), "readers serialised: {:?}", t.elapsed());
+}
+
+#[test]
+fn slowfs_errors_reach_the_reader_and_settings_change_live() {
+    let d = scratch("slowfs-eio");
+    let (back, mnt) = (d.join("back"), d.join("mnt"));
+    std::fs::create_dir_all(&back).unwrap();
+    write_file(&back.join("a.dat"), 16);
+    write_file(&back.join("b.log"), 16);
+    let mut fs = Slowfs::start(&back, &mnt, &["--read-delay", "0ms", "--error-rate", "1", "--glob", "*.dat", "--max-delay", "2s"]);
+    let mut buf = [0u8; 4096];
+    let e = std::fs::File::open(mnt.join("a.dat")).unwrap().read_exact_at(&mut buf, 0).unwrap_err();
+    assert_eq!(e.raw_os_error(), Some(libc::EIO), "{e}");
+    std::fs::File::open(mnt.join("b.log")).unwrap().read_exact_at(&mut buf, 0).expect("files outside the glob are untouched");
+
+    let set = |args: &[&str]| Command::new(bin()).args(["inject", "slowfs-set"]).arg(&mnt).args(args).output().unwrap();
+    let o = set(&["--error-rate", "0", "--read-delay", "500ms"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("read_delay=500000000ns"));
+    let p = mnt.join("a.dat");
+    evict(&p);
+    let (took, _) = timed_page_read(&p, 3);
+    assert!(took >= Duration::from_millis(500), "the new delay applies without a remount: {took:?}");
+    let o = set(&["--read-delay", "5s"]);
+    assert!(!o.status.success(), "above --max-delay is refused");
+    assert!(String::from_utf8_lossy(&o.stderr).contains("refused"));
+
+    let status = fs.terminate();
+    assert!(status.success(), "{status:?}");
+    assert!(!is_mounted(&mnt), "the mount is gone after SIGTERM");
+    let mut err = String::new();
+    fs.child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+    assert!(err.contains("unmounted"), "{err}");
+}
+
+#[test]
+fn slowfs_leaves_no_mount_when_killed() {
+    let d = scratch("slowfs-kill");
+    let (back, mnt) = (d.join("back"), d.join("mnt"));
+    std::fs::create_dir_all(&back).unwrap();
+    let mut fs = Slowfs::start(&back, &mnt, &[]);
+    fs.child.kill().unwrap();
+    fs.child.wait().unwrap();
+    let t0 = Instant::now();
+    while is_mounted(&mnt) && t0.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(!is_mounted(&mnt), "SIGKILL left the mount behind");
+}
+
+#[test]
+fn evict_and_resident_agree() {
+    let d = scratch("pagecache");
+    let p = d.join("data.bin");
+    write_file(&p, 256);
+    let mut f = std::fs::File::open(&p).unwrap();
+    let mut all = Vec::new();
+    f.read_to_end(&mut all).unwrap();
+    assert_eq!(resident(&p), (256, 256));
+    evict(&p);
+    assert_eq!(resident(&p), (0, 256));
+    f.seek(SeekFrom::Start(10 * 4096)).unwrap();
+    let mut page = [0u8; 4096];
+    f.read_exact(&mut page).unwrap();
+    let (r, _) = resident(&p);
+    assert!((1..=64).contains(&r), "one read brings back that page and its readahead: {r}");
+}
+
+struct Sleeper(Child);
+impl Drop for Sleeper {
+    fn drop(&mut self) {
+        unsafe { libc::kill(self.0.id() as i32, libc::SIGCONT) };
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn state(pid: u32) -> char {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    s.rsplit_once(')').unwrap().1.trim_start().chars().next().unwrap()
+}
+
+#[test]
+fn freeze_stops_then_always_continues() {
+    let target = Sleeper(Command::new("sleep").arg("60").spawn().unwrap());
+    let pid = target.0.id();
+    let o = Command::new(bin()).args(["inject", "freeze", &pid.to_string(), "--for", "300ms"]).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(v["stopped_ns"].as_u64().unwrap() >= 300_000_000);
+    assert_ne!(state(pid), 'T');
+
+    // Ended early by SIGTERM, and killed outright: the target is continued either way.
+    for sig in [libc::SIGTERM, libc::SIGKILL] {
+        let mut f = Command::new(bin()).args(["inject", "freeze", &pid.to_string(), "--for", "30s"]).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+        let t0 = Instant::now();
+        while state(pid) != 'T' {
+            assert!(t0.elapsed() < Duration::from_secs(5), "never stopped");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        unsafe { libc::kill(f.id() as i32, sig) };
+        f.wait().unwrap();
+        let t0 = Instant::now();
+        while state(pid) == 'T' {
+            assert!(t0.elapsed() < Duration::from_secs(5), "signal {sig} left the target stopped");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+    let o = Command::new(bin()).args(["inject", "freeze", "999999999", "--for", "1s"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("pid 999999999"), "{}", String::from_utf8_lossy(&o.stderr));
+}
+
+#[test]
+fn throttle_slows_direct_reads_and_removes_its_cgroup() {
+    assert_eq!(unsafe { libc::geteuid() }, 0, "this test needs root (CI runs as root)");
+    let d = scratch("throttle");
+    let p = d.join("data.bin");
+    write_file(&p, 64);
+    let dd = |throttled: bool| {
+        let mut c = Command::new(bin());
+        if throttled {
+            c.args(["inject", "throttle", "--riops", "20", "--"]);
+        } else {
+            c = Command::new("env");
+        }
+        let t = Instant::now();
+        let o = c.args(["dd", &format!("if={}", p.display()), "of=/dev/null", "bs=4096", "count=40", "iflag=direct"]).current_dir(&d).output().unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        (t.elapsed(), String::from_utf8_lossy(&o.stderr).into_owned())
+    };
+    let (free, _) = dd(false);
+    let (slow, err) = dd(true);
+    // 40 reads at 20 per second take about 2 s; unthrottled, milliseconds.
+    assert!(slow >= Duration::from_millis(1000), "throttled dd took {slow:?} (free: {free:?})\n{err}");
+    assert!(err.contains("limited to 20 IOPS"), "{err}");
+    let leftovers: Vec<_> = ["/sys/fs/cgroup/blkio", "/sys/fs/cgroup/unified", "/sys/fs/cgroup"]
+        .iter()
+        .filter_map(|r| std::fs::read_dir(r).ok())
+        .flat_map(|e| e.flatten())
+        .filter(|e| e.file_name().to_string_lossy().starts_with("stallscope-throttle-"))
+        .collect();
+    assert!(leftovers.is_empty(), "cgroups left behind: {:?}", leftovers.iter().map(|e| e.path()).collect::<Vec<_>>());
+}
+
+#[test]
+fn cpu_hog_spins_for_the_time_asked() {
+    let o = Command::new(bin()).args(["inject", "cpu-hog", "--threads", "2", "--for", "300ms", "--nice", "5"]).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(v["work_units"].as_u64().unwrap() > 0);
+    assert!(v["elapsed_ns"].as_u64().unwrap() >= 300_000_000);
+}
