@@ -23,6 +23,45 @@ pub enum Command {
     /// contention, a frozen process. Every injector undoes itself.
     #[command(subcommand)]
     Inject(InjectCommand),
+    /// Native workloads of the lab (see `stallscope lab`); each runs alone, prints a summary
+    /// and one JSON line.
+    #[command(subcommand, hide = true)]
+    Workload(WorkloadCommand),
+}
+
+#[derive(Subcommand, Debug)]
+pub enum WorkloadCommand {
+    /// Seed 001: timed condition-variable waits beside a thread that maps and unmaps large
+    /// regions; private vs shared futexes, mlockall, churn vs a reused mapping.
+    FutexMmap(FutexMmapArgs),
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct FutexMmapArgs {
+    /// `private` (glibc's default) or `shared` (pthread_*attr_setpshared).
+    #[arg(long, default_value = "private")]
+    pub futex: String,
+    /// mlockall(MCL_CURRENT|MCL_FUTURE) during the run.
+    #[arg(long)]
+    pub mlock: bool,
+    /// `churn` (mmap/touch/munmap), `reuse` (one mapping, MADV_DONTNEED) or `none`.
+    #[arg(long, default_value = "churn")]
+    pub churn: String,
+    /// Size of each mapping.
+    #[arg(long, default_value_t = 100)]
+    pub region_mb: usize,
+    /// How often the latency-critical thread wakes.
+    #[arg(long, default_value = "1ms")]
+    pub period: String,
+    /// How long each variant runs.
+    #[arg(long, default_value = "5s")]
+    pub duration: String,
+    /// Run the latency-critical thread SCHED_FIFO where permitted.
+    #[arg(long)]
+    pub fifo: bool,
+    /// Run the standard set of variants one after another.
+    #[arg(long)]
+    pub matrix: bool,
 }
 
 #[derive(Subcommand, Debug)]

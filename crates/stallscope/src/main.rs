@@ -7,6 +7,7 @@ mod inputs;
 mod logs;
 mod output;
 mod units;
+mod workload;
 
 use clap::Parser;
 
@@ -20,6 +21,7 @@ fn main() {
     let result = match cli.command {
         cli::Command::Logs(a) => logs::run(a),
         cli::Command::Inject(c) => inject::run(c),
+        cli::Command::Workload(c) => workload::run(c),
     };
     match result {
         Ok(code) => std::process::exit(code),

@@ -1,0 +1,326 @@
+//! The futex-mmap workload (seed 001, Java RTS on Linux): a latency-critical thread waits on a
+//! condition variable with an absolute timeout every period and records how late it woke,
+//! while another thread maps, touches and unmaps large regions. Shared (process-shared)
+//! futexes and mlock make the waker contend with mmap_lock.
+//!
+//! Invariant: the measuring thread allocates nothing in its loop; every variant restores the
+//! process (munlockall, scheduling policy) before the next begins.
+
+use crate::cli::FutexMmapArgs;
+use crate::units::{fmt_ns, parse_duration};
+use anyhow::{bail, Context, Result};
+use hdrhistogram::Histogram;
+use serde::Serialize;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum Churn {
+    /// mmap, touch every page, munmap, again: mmap_lock taken for write each cycle.
+    Churn,
+    /// One mapping, touched and MADV_DONTNEEDed again and again: faults, no mmap/munmap.
+    Reuse,
+    /// No second thread: the baseline.
+    None,
+}
+
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct Variant {
+    pub shared: bool,
+    pub mlock: bool,
+    pub churn: Churn,
+    pub fifo: bool,
+}
+
+impl Variant {
+    pub fn name(&self) -> String {
+        format!(
+            "{} futex, {}{}{}",
+            if self.shared { "shared" } else { "private" },
+            match self.churn {
+                Churn::Churn => "mmap churn",
+                Churn::Reuse => "reused mapping",
+                Churn::None => "no churn",
+            },
+            if self.mlock { ", mlockall" } else { "" },
+            if self.fifo { ", SCHED_FIFO" } else { "" }
+        )
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Outcome {
+    pub variant: Variant,
+    pub name: String,
+    pub wakeups: u64,
+    pub p50_ns: u64,
+    pub p99_ns: u64,
+    pub p99_9_ns: u64,
+    pub max_ns: u64,
+    pub churn_cycles: u64,
+    /// How long each mmap and munmap call of the churning thread took: the time it held
+    /// mmap_lock for write (mlockall makes mmap populate and lock the region inside the call).
+    pub mmap_p50_ns: u64,
+    pub mmap_max_ns: u64,
+    pub munmap_p50_ns: u64,
+    pub munmap_max_ns: u64,
+    /// What could not be applied (SCHED_FIFO or mlockall without privilege).
+    pub notes: Vec<String>,
+}
+
+/// A mutex and condition variable, process-private or process-shared, in memory that never
+/// moves (a shared anonymous page for the shared variant, as a real shared futex lives).
+struct Sync {
+    mutex: *mut libc::pthread_mutex_t,
+    cond: *mut libc::pthread_cond_t,
+    page: *mut libc::c_void,
+}
+
+unsafe impl Send for Sync {}
+unsafe impl std::marker::Sync for Sync {}
+
+impl Sync {
+    fn new(shared: bool) -> Result<Sync> {
+        let flags = if shared { libc::MAP_SHARED } else { libc::MAP_PRIVATE } | libc::MAP_ANONYMOUS;
+        // SAFETY: an anonymous mapping of one page, unmapped in Drop.
+        let page = unsafe { libc::mmap(std::ptr::null_mut(), 4096, libc::PROT_READ | libc::PROT_WRITE, flags, -1, 0) };
+        if page == libc::MAP_FAILED {
+            return Err(std::io::Error::last_os_error()).context("mapping the futex page");
+        }
+        let mutex = page as *mut libc::pthread_mutex_t;
+        // SAFETY: both objects fit in the page (64 + 48 bytes), suitably aligned.
+        let cond = unsafe { (page as *mut u8).add(256) } as *mut libc::pthread_cond_t;
+        let pshared = if shared { libc::PTHREAD_PROCESS_SHARED } else { libc::PTHREAD_PROCESS_PRIVATE };
+        // SAFETY: initialising pthread objects in place with their attributes.
+        unsafe {
+            let mut ma: libc::pthread_mutexattr_t = std::mem::zeroed();
+            libc::pthread_mutexattr_init(&mut ma);
+            libc::pthread_mutexattr_setpshared(&mut ma, pshared);
+            libc::pthread_mutex_init(mutex, &ma);
+            libc::pthread_mutexattr_destroy(&mut ma);
+            let mut ca: libc::pthread_condattr_t = std::mem::zeroed();
+            libc::pthread_condattr_init(&mut ca);
+            libc::pthread_condattr_setpshared(&mut ca, pshared);
+            libc::pthread_condattr_setclock(&mut ca, libc::CLOCK_MONOTONIC);
+            libc::pthread_cond_init(cond, &ca);
+            libc::pthread_condattr_destroy(&mut ca);
+        }
+        Ok(Sync { mutex, cond, page })
+    }
+}
+
+impl Drop for Sync {
+    fn drop(&mut self) {
+        // SAFETY: no thread uses the objects any more; then the page goes.
+        unsafe {
+            libc::pthread_cond_destroy(self.cond);
+            libc::pthread_mutex_destroy(self.mutex);
+            libc::munmap(self.page, 4096);
+        }
+    }
+}
+
+fn mono_ns() -> u64 {
+    let mut ts: libc::timespec = unsafe { std::mem::zeroed() };
+    // SAFETY: an out-parameter.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// Times of the churning thread's mmap and munmap calls.
+struct ChurnTimes {
+    mmap: Histogram<u64>,
+    munmap: Histogram<u64>,
+}
+
+fn churn_loop(kind: Churn, region: usize, stop: &AtomicBool, cycles: &AtomicU64) -> ChurnTimes {
+    let mut t = ChurnTimes {
+        mmap: Histogram::new_with_bounds(1, 60_000_000_000, 3).expect("static bounds"),
+        munmap: Histogram::new_with_bounds(1, 60_000_000_000, 3).expect("static bounds"),
+    };
+    let touch = |p: *mut u8| {
+        for off in (0..region).step_by(4096) {
+            // SAFETY: inside the mapping.
+            unsafe { std::ptr::write_volatile(p.add(off), 1) };
+        }
+    };
+    let map = |t: &mut ChurnTimes| {
+        let t0 = mono_ns();
+        // SAFETY: anonymous private mapping; null check below.
+        let p = unsafe { libc::mmap(std::ptr::null_mut(), region, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1, 0) };
+        t.mmap.saturating_record(mono_ns() - t0);
+        (p != libc::MAP_FAILED).then_some(p as *mut u8)
+    };
+    let unmap = |t: &mut ChurnTimes, p: *mut u8| {
+        let t0 = mono_ns();
+        // SAFETY: a mapping made by `map`.
+        unsafe { libc::munmap(p as *mut libc::c_void, region) };
+        t.munmap.saturating_record(mono_ns() - t0);
+    };
+    match kind {
+        Churn::None => {}
+        Churn::Churn => {
+            while !stop.load(Ordering::Relaxed) {
+                let Some(p) = map(&mut t) else { break };
+                touch(p);
+                unmap(&mut t, p);
+                cycles.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        Churn::Reuse => {
+            let Some(p) = map(&mut t) else { return t };
+            while !stop.load(Ordering::Relaxed) {
+                touch(p);
+                // SAFETY: the same mapping; DONTNEED makes the next touch fault again.
+                unsafe { libc::madvise(p as *mut libc::c_void, region, libc::MADV_DONTNEED) };
+                cycles.fetch_add(1, Ordering::Relaxed);
+            }
+            unmap(&mut t, p);
+        }
+    }
+    t
+}
+
+/// Runs one variant for `duration`, waking every `period`.
+pub fn run_variant(v: Variant, period: Duration, duration: Duration, region: usize) -> Result<Outcome> {
+    let mut notes = Vec::new();
+    if v.mlock {
+        // SAFETY: mlockall has no memory-safety preconditions.
+        if unsafe { libc::mlockall(libc::MCL_CURRENT | libc::MCL_FUTURE) } != 0 {
+            notes.push(format!("mlockall failed: {} (needs CAP_IPC_LOCK or a higher RLIMIT_MEMLOCK)", std::io::Error::last_os_error()));
+        }
+    }
+    let sync = Arc::new(Sync::new(v.shared)?);
+    let stop = Arc::new(AtomicBool::new(false));
+    let cycles = Arc::new(AtomicU64::new(0));
+    let churner = {
+        let (stop, cycles) = (Arc::clone(&stop), Arc::clone(&cycles));
+        std::thread::Builder::new().name("mmap-churn".into()).spawn(move || churn_loop(v.churn, region, &stop, &cycles))?
+    };
+    let measurer = {
+        let sync = Arc::clone(&sync);
+        std::thread::Builder::new().name("latency-critical".into()).spawn(move || -> (Histogram<u64>, Option<String>) {
+            let mut note = None;
+            if v.fifo {
+                let param = libc::sched_param { sched_priority: 10 };
+                // SAFETY: our own thread.
+                if unsafe { libc::pthread_setschedparam(libc::pthread_self(), libc::SCHED_FIFO, &param) } != 0 {
+                    note = Some("SCHED_FIFO not permitted (needs CAP_SYS_NICE); ran at normal priority".to_string());
+                }
+            }
+            let mut hist = Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3).expect("static bounds");
+            let period_ns = period.as_nanos() as u64;
+            let end = mono_ns() + duration.as_nanos() as u64;
+            let mut deadline = mono_ns();
+            while deadline < end {
+                deadline += period_ns;
+                let ts = libc::timespec { tv_sec: (deadline / 1_000_000_000) as libc::time_t, tv_nsec: (deadline % 1_000_000_000) as libc::c_long };
+                // SAFETY: initialised objects that outlive this thread; nobody signals, so
+                // the wait always ends by timeout at the deadline.
+                unsafe {
+                    libc::pthread_mutex_lock(sync.mutex);
+                    while libc::pthread_cond_timedwait(sync.cond, sync.mutex, &ts) != libc::ETIMEDOUT {}
+                    libc::pthread_mutex_unlock(sync.mutex);
+                }
+                let late = mono_ns().saturating_sub(deadline);
+                hist.saturating_record(late);
+                // After a long stall, wait for the next period rather than bursting.
+                let now = mono_ns();
+                if now > deadline + period_ns {
+                    deadline = now;
+                }
+            }
+            (hist, note)
+        })?
+    };
+    let (hist, note) = measurer.join().map_err(|_| anyhow::anyhow!("the latency thread panicked"))?;
+    stop.store(true, Ordering::Relaxed);
+    let times = churner.join().map_err(|_| anyhow::anyhow!("the churning thread panicked"))?;
+    if v.mlock {
+        // SAFETY: undoes mlockall.
+        unsafe { libc::munlockall() };
+    }
+    notes.extend(note);
+    Ok(Outcome {
+        variant: v,
+        name: v.name(),
+        wakeups: hist.len(),
+        p50_ns: hist.value_at_quantile(0.5),
+        p99_ns: hist.value_at_quantile(0.99),
+        p99_9_ns: hist.value_at_quantile(0.999),
+        max_ns: hist.max(),
+        churn_cycles: cycles.load(Ordering::Relaxed),
+        mmap_p50_ns: times.mmap.value_at_quantile(0.5),
+        mmap_max_ns: times.mmap.max(),
+        munmap_p50_ns: times.munmap.value_at_quantile(0.5),
+        munmap_max_ns: times.munmap.max(),
+        notes,
+    })
+}
+
+/// The variants `--matrix` runs, baseline first.
+pub fn matrix(fifo: bool) -> Vec<Variant> {
+    let v = |shared, mlock, churn| Variant { shared, mlock, churn, fifo };
+    vec![
+        v(false, false, Churn::None),
+        v(false, false, Churn::Reuse),
+        v(false, false, Churn::Churn),
+        v(true, false, Churn::Churn),
+        v(false, true, Churn::Churn),
+        v(true, true, Churn::Churn),
+    ]
+}
+
+pub fn run(a: FutexMmapArgs) -> Result<i32> {
+    let period = Duration::from_nanos(parse_duration(&a.period).context("--period")?);
+    let duration = Duration::from_nanos(parse_duration(&a.duration).context("--duration")?);
+    if period.is_zero() || period > duration {
+        bail!("--period must be positive and shorter than --duration");
+    }
+    let region = a.region_mb.max(1) * 1024 * 1024;
+    let variants = if a.matrix {
+        matrix(a.fifo)
+    } else {
+        let churn = match a.churn.as_str() {
+            "churn" => Churn::Churn,
+            "reuse" => Churn::Reuse,
+            "none" => Churn::None,
+            o => bail!("--churn {o}: use churn, reuse or none"),
+        };
+        let shared = match a.futex.as_str() {
+            "private" => false,
+            "shared" => true,
+            o => bail!("--futex {o}: use private or shared"),
+        };
+        vec![Variant { shared, mlock: a.mlock, churn, fifo: a.fifo }]
+    };
+    let started = Instant::now();
+    let mut outcomes = Vec::new();
+    println!("futex-mmap: a thread waits {} at a time on a condition variable; another churns {} MB mappings", fmt_ns(period.as_nanos() as u64), a.region_mb);
+    println!("  {:<47} {:>8} {:>9} {:>9} {:>9} {:>9} {:>7} {:>11}", "variant", "wakeups", "p50", "p99", "p99.9", "max", "cycles", "mmap p50");
+    for v in variants {
+        let o = run_variant(v, period, duration, region)?;
+        println!(
+            "  {:<47} {:>8} {:>9} {:>9} {:>9} {:>9} {:>7} {:>11}",
+            o.name,
+            o.wakeups,
+            fmt_ns(o.p50_ns),
+            fmt_ns(o.p99_ns),
+            fmt_ns(o.p99_9_ns),
+            fmt_ns(o.max_ns),
+            o.churn_cycles,
+            if o.churn_cycles > 0 { fmt_ns(o.mmap_p50_ns) } else { "-".into() }
+        );
+        for n in &o.notes {
+            println!("    note: {n}");
+        }
+        outcomes.push(o);
+    }
+    println!(
+        "{}",
+        serde_json::json!({"workload": "futex-mmap", "period_ns": period.as_nanos() as u64, "duration_ns": duration.as_nanos() as u64, "region_mb": a.region_mb, "elapsed_ns": started.elapsed().as_nanos() as u64, "variants": outcomes})
+    );
+    Ok(0)
+}
