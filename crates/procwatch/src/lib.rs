@@ -1,8 +1,12 @@
-//! Linux observation for stallscope, from `/proc` and friends: which pages of a file are in the
-//! page cache, and (as the project grows) per-thread samples, memory maps, interrupts, the
-//! stallscope agent's heartbeat, and tracepoints.
+//! Linux observation for stallscope, from `/proc` and friends: per-thread samples, memory maps,
+//! machine-wide signals (TLB shootdowns, steal, pressure, cgroup throttling), page-cache
+//! residency, and the stallscope agent's heartbeat.
 //!
 //! Each module reads one kind of kernel state into plain data and keeps no policy: what to
 //! sample, when, and what it means belong to the caller.
 
+pub mod heartbeat;
+pub mod maps;
 pub mod pagecache;
+pub mod system;
+pub mod task;

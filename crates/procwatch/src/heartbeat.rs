@@ -1,0 +1,258 @@
+//! The stallscope agent's heartbeat, read from shared memory without system calls, and its
+//! table of Java thread names. The layout is documented in `docs/heartbeat.md`.
+//!
+//! Invariant: `read` is a handful of memory loads (acquire on `tick_count`, read twice so the
+//! tick and its time are a consistent pair); only `liveness` touches `/proc`.
+
+use std::fs::File;
+use std::io;
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+
+pub const MAGIC: &[u8; 8] = b"STSCPHB1";
+pub const VERSION: u32 = 1;
+const SIZE: usize = 4096;
+
+/// The heartbeat's state word.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum MeterState {
+    Starting,
+    Running,
+    /// The meter was stopped on request (the sidecar detached).
+    Stopped,
+    /// The JVM is exiting normally.
+    Exited,
+    Unknown(u32),
+}
+
+impl From<u32> for MeterState {
+    fn from(v: u32) -> Self {
+        match v {
+            0 => MeterState::Starting,
+            1 => MeterState::Running,
+            2 => MeterState::Stopped,
+            3 => MeterState::Exited,
+            o => MeterState::Unknown(o),
+        }
+    }
+}
+
+/// One consistent reading of the heartbeat.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Beat {
+    pub pid: u32,
+    pub proc_starttime: u64,
+    pub resolution_ns: u64,
+    /// `System.nanoTime()` (CLOCK_MONOTONIC) when the meter last woke.
+    pub last_tick_ns: u64,
+    pub tick_count: u64,
+    pub state: MeterState,
+    pub meter_tid: u32,
+    pub start_ns: u64,
+    pub start_epoch_ms: u64,
+    pub interval_ns: u64,
+    pub delay_ns: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Liveness {
+    Alive,
+    /// The pid no longer exists: the file is stale.
+    Dead,
+    /// The pid exists but is another process (its start time differs): stale.
+    Reused,
+}
+
+#[derive(Debug)]
+pub struct Heartbeat {
+    base: *const u8,
+    pub path: PathBuf,
+}
+
+// The mapping is read-only and only read through atomics.
+unsafe impl Send for Heartbeat {}
+unsafe impl Sync for Heartbeat {}
+
+/// Where the agent of `pid` puts its heartbeat: `$XDG_RUNTIME_DIR` when set, else `/dev/shm`.
+pub fn default_path(pid: i32) -> PathBuf {
+    let name = format!("stallscope-{pid}.heartbeat");
+    match std::env::var_os("XDG_RUNTIME_DIR") {
+        Some(d) if Path::new(&d).is_dir() => PathBuf::from(d).join(name),
+        _ => PathBuf::from("/dev/shm").join(name),
+    }
+}
+
+/// The thread table beside a heartbeat file.
+pub fn threads_path(heartbeat: &Path) -> PathBuf {
+    heartbeat.with_extension("threads")
+}
+
+impl Heartbeat {
+    pub fn open(path: &Path) -> io::Result<Heartbeat> {
+        let f = File::open(path)?;
+        if f.metadata()?.len() < SIZE as u64 {
+            return Err(io::Error::new(io::ErrorKind::InvalidData, format!("{}: shorter than a heartbeat ({SIZE} bytes)", path.display())));
+        }
+        // SAFETY: a read-only shared mapping of an open file, unmapped in Drop.
+        let p = unsafe { libc::mmap(std::ptr::null_mut(), SIZE, libc::PROT_READ, libc::MAP_SHARED, f.as_raw_fd(), 0) };
+        if p == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        let hb = Heartbeat { base: p as *const u8, path: path.to_path_buf() };
+        // SAFETY: within the mapping.
+        let magic = unsafe { std::slice::from_raw_parts(hb.base, 8) };
+        if magic != MAGIC {
+            return Err(io::Error::new(io::ErrorKind::InvalidData, format!("{}: not a stallscope heartbeat (bad magic)", path.display())));
+        }
+        if hb.u32(8) != VERSION {
+            return Err(io::Error::new(io::ErrorKind::InvalidData, format!("{}: heartbeat version {} (this stallscope reads {VERSION})", path.display(), hb.u32(8))));
+        }
+        Ok(hb)
+    }
+
+    fn u64(&self, off: usize) -> u64 {
+        // SAFETY: 8-aligned offsets inside the page; the writer uses atomic stores.
+        u64::from_le(unsafe { &*(self.base.add(off) as *const AtomicU64) }.load(Ordering::Acquire))
+    }
+
+    fn u32(&self, off: usize) -> u32 {
+        // SAFETY: 4-aligned offsets inside the page.
+        u32::from_le(unsafe { &*(self.base.add(off) as *const AtomicU32) }.load(Ordering::Acquire))
+    }
+
+    /// A consistent reading: `tick_count` is read before and after `last_tick_ns`; the writer
+    /// stores the time first and the count after it with release semantics.
+    pub fn read(&self) -> Beat {
+        let (mut count, mut last) = (self.u64(40), self.u64(32));
+        for _ in 0..8 {
+            let again = self.u64(40);
+            if again == count {
+                break;
+            }
+            count = again;
+            last = self.u64(32);
+        }
+        Beat {
+            pid: self.u32(12),
+            proc_starttime: self.u64(16),
+            resolution_ns: self.u64(24),
+            last_tick_ns: last,
+            tick_count: count,
+            state: MeterState::from(self.u32(48)),
+            meter_tid: self.u32(52),
+            start_ns: self.u64(56),
+            start_epoch_ms: self.u64(64),
+            interval_ns: self.u64(72),
+            delay_ns: self.u64(80),
+        }
+    }
+
+    /// Whether the JVM that wrote this file is still the process behind its pid.
+    pub fn liveness(&self) -> Liveness {
+        let b = self.read();
+        match crate::task::process_starttime(b.pid as i32) {
+            None => Liveness::Dead,
+            Some(s) if b.proc_starttime != 0 && s != b.proc_starttime => Liveness::Reused,
+            Some(_) => Liveness::Alive,
+        }
+    }
+}
+
+impl Drop for Heartbeat {
+    fn drop(&mut self) {
+        // SAFETY: the mapping made in `open`.
+        unsafe { libc::munmap(self.base as *mut libc::c_void, SIZE) };
+    }
+}
+
+/// One row of the agent's thread table.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct JavaThread {
+    pub tid: i32,
+    pub java_id: u64,
+    /// How the agent matched it to a native thread: `self`, `comm`, `cputime`, `ambiguous`.
+    pub matched: String,
+    pub daemon: bool,
+    pub name: String,
+}
+
+fn unescape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut it = s.chars();
+    while let Some(c) = it.next() {
+        if c == '\\' {
+            match it.next() {
+                Some('t') => out.push('\t'),
+                Some('n') => out.push('\n'),
+                Some('\\') => out.push('\\'),
+                Some(o) => {
+                    out.push('\\');
+                    out.push(o);
+                }
+                None => out.push('\\'),
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// Parses the thread table (`# stallscope threads v1 <pid> <nanotime>`, then
+/// `tid<TAB>java id<TAB>match<TAB>daemon<TAB>name` lines). Malformed lines are skipped.
+pub fn parse_threads(text: &str) -> Vec<JavaThread> {
+    text.lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+        .filter_map(|l| {
+            let mut f = l.splitn(5, '\t');
+            Some(JavaThread {
+                tid: f.next()?.parse().ok()?,
+                java_id: f.next()?.parse().ok()?,
+                matched: f.next()?.to_string(),
+                daemon: f.next()? == "1",
+                name: unescape(f.next()?),
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn thread_table_lines() {
+        let t = parse_threads("# stallscope threads v1 42 123\n7\t1\tcomm\t0\tmain\n9\t14\tcputime\t1\tpool-1-thread-1\\tx\\\\y\nbroken\n");
+        assert_eq!(t.len(), 2);
+        assert_eq!(t[1].name, "pool-1-thread-1\tx\\y");
+        assert!(t[1].daemon);
+    }
+
+    #[test]
+    fn reads_a_heartbeat_written_to_the_documented_layout() {
+        let p = std::env::temp_dir().join(format!("stallscope-hb-test-{}.heartbeat", std::process::id()));
+        let mut page = vec![0u8; SIZE];
+        page[..8].copy_from_slice(MAGIC);
+        page[8..12].copy_from_slice(&1u32.to_le_bytes());
+        page[12..16].copy_from_slice(&std::process::id().to_le_bytes());
+        page[16..24].copy_from_slice(&crate::task::process_starttime(std::process::id() as i32).unwrap().to_le_bytes());
+        page[24..32].copy_from_slice(&1_000_000u64.to_le_bytes());
+        page[32..40].copy_from_slice(&555u64.to_le_bytes());
+        page[40..48].copy_from_slice(&7u64.to_le_bytes());
+        page[48..52].copy_from_slice(&1u32.to_le_bytes());
+        std::fs::write(&p, &page).unwrap();
+        let hb = Heartbeat::open(&p).unwrap();
+        let b = hb.read();
+        assert_eq!((b.last_tick_ns, b.tick_count, b.state, b.resolution_ns), (555, 7, MeterState::Running, 1_000_000));
+        assert_eq!(hb.liveness(), Liveness::Alive);
+        page[16..24].copy_from_slice(&1u64.to_le_bytes());
+        std::fs::write(&p, &page).unwrap();
+        assert_eq!(hb.liveness(), Liveness::Reused, "a different start time means another process");
+        page[0] = b'X';
+        std::fs::write(&p, &page).unwrap();
+        assert!(Heartbeat::open(&p).unwrap_err().to_string().contains("bad magic"));
+        std::fs::remove_file(&p).unwrap();
+    }
+}

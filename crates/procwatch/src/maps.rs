@@ -1,0 +1,76 @@
+//! `/proc/<pid>/maps`: which mapping (module, file, or anonymous region) an address is in.
+//!
+//! Invariant: a snapshot; lookups are binary searches over it, so a culprit's pc is resolved
+//! without reading `/proc` again.
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Mapping {
+    pub start: u64,
+    pub end: u64,
+    pub perms: String,
+    pub offset: u64,
+    /// `major:minor` of the backing device.
+    pub dev: String,
+    pub inode: u64,
+    /// The file, `[heap]`, `[stack]`, `[vdso]`…, or empty for anonymous memory.
+    pub path: String,
+}
+
+impl Mapping {
+    pub fn is_file(&self) -> bool {
+        self.inode != 0 && self.path.starts_with('/')
+    }
+}
+
+/// Parses the text of a maps file. Malformed lines are skipped.
+pub fn parse(text: &str) -> Vec<Mapping> {
+    let mut v: Vec<Mapping> = text
+        .lines()
+        .filter_map(|l| {
+            let mut f = l.splitn(6, ' ');
+            let range = f.next()?;
+            let perms = f.next()?.to_string();
+            let offset = u64::from_str_radix(f.next()?, 16).ok()?;
+            let dev = f.next()?.to_string();
+            let inode = f.next()?.parse().ok()?;
+            let path = f.next().unwrap_or("").trim_start().to_string();
+            let (a, b) = range.split_once('-')?;
+            Some(Mapping { start: u64::from_str_radix(a, 16).ok()?, end: u64::from_str_radix(b, 16).ok()?, perms, offset, dev, inode, path })
+        })
+        .collect();
+    v.sort_by_key(|m| m.start);
+    v
+}
+
+pub fn read(pid: i32) -> std::io::Result<Vec<Mapping>> {
+    Ok(parse(&std::fs::read_to_string(format!("/proc/{pid}/maps"))?))
+}
+
+/// The mapping holding `addr`.
+pub fn lookup(maps: &[Mapping], addr: u64) -> Option<&Mapping> {
+    let i = maps.partition_point(|m| m.start <= addr);
+    maps.get(i.checked_sub(1)?).filter(|m| addr < m.end)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_the_mapping_of_an_address() {
+        let text = "00400000-00452000 r-xp 00000000 08:02 173521      /usr/bin/java\n\
+                    7f0000000000-7f0000100000 r--s 00001000 fe:00 1234        /data/test dat.bin\n\
+                    7f0000200000-7f0000300000 rw-p 00000000 00:00 0 \n\
+                    garbage line\n";
+        let m = parse(text);
+        assert_eq!(m.len(), 3);
+        assert_eq!(lookup(&m, 0x7f0000000800).unwrap().path, "/data/test dat.bin");
+        assert!(lookup(&m, 0x7f0000000800).unwrap().is_file());
+        assert!(!lookup(&m, 0x7f0000200010).unwrap().is_file());
+        assert!(lookup(&m, 0x7f0000150000).is_none());
+        assert!(lookup(&m, 0x10).is_none());
+        assert!(!read(std::process::id() as i32).unwrap().is_empty());
+    }
+}

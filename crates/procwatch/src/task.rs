@@ -1,0 +1,293 @@
+//! One sample of every thread of a process, from `/proc/<pid>/task/<tid>/{stat,schedstat,
+//! wchan,syscall}`.
+//!
+//! Invariant: files stay open between samples and are re-read with `pread` at offset 0, so a
+//! sample costs one syscall per file; `syscall` (the most expensive, and only interesting for a
+//! thread not parked in a known wait) is read only when `wchan` does not already say where the
+//! thread waits.
+
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+use std::fs::File;
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::path::PathBuf;
+
+/// Where a thread is with respect to system calls (`/proc/<pid>/task/<tid>/syscall`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum Syscall {
+    /// On a CPU right now; the kernel cannot say.
+    Running,
+    /// Blocked inside system call `nr`.
+    In { nr: i64, sp: u64, pc: u64 },
+    /// Blocked, but not in a system call: in a page fault or similar (`-1 sp pc`).
+    NotInSyscall { sp: u64, pc: u64 },
+    /// Not read (the thread was parked in a known wait, or the file was unreadable).
+    Unknown,
+}
+
+/// One thread at one instant.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TaskSample {
+    pub tid: i32,
+    pub comm: String,
+    /// `R`, `S`, `D`, `T`, `t`, `Z`, `X`, `I`.
+    pub state: char,
+    pub utime_ticks: u64,
+    pub stime_ticks: u64,
+    pub minflt: u64,
+    pub majflt: u64,
+    /// CPU it last ran on.
+    pub processor: i32,
+    /// schedstat: time on CPU, time waiting on a run queue, timeslices.
+    pub exec_ns: u64,
+    pub run_delay_ns: u64,
+    pub timeslices: u64,
+    /// Kernel function it sleeps in (`0` when running).
+    pub wchan: String,
+    pub syscall: Syscall,
+}
+
+/// Parses a `stat` line: `pid (comm) S ppid …`. The comm can hold spaces and parentheses,
+/// so the fields are split after the last `)`.
+pub fn parse_stat(s: &str) -> Option<(String, char, u64, u64, u64, u64, i32, u64)> {
+    let open = s.find('(')?;
+    let close = s.rfind(')')?;
+    let comm = s.get(open + 1..close)?.to_string();
+    let f: Vec<&str> = s.get(close + 2..)?.split(' ').collect();
+    // Fields after comm, 0-based: state 0, minflt 7, majflt 9, utime 11, stime 12,
+    // starttime 19, processor 36.
+    let num = |i: usize| f.get(i).and_then(|v| v.parse::<u64>().ok());
+    Some((
+        comm,
+        f.first()?.chars().next()?,
+        num(7)?,
+        num(9)?,
+        num(11)?,
+        num(12)?,
+        f.get(36).and_then(|v| v.parse().ok()).unwrap_or(-1),
+        num(19)?,
+    ))
+}
+
+/// Parses `syscall`: `running`, `-1 sp pc`, or `nr a1 … a6 sp pc`.
+pub fn parse_syscall(s: &str) -> Syscall {
+    let s = s.trim();
+    if s == "running" {
+        return Syscall::Running;
+    }
+    let hex = |v: &str| u64::from_str_radix(v.trim_start_matches("0x"), 16).ok();
+    let f: Vec<&str> = s.split_whitespace().collect();
+    match f.as_slice() {
+        ["-1", sp, pc] => match (hex(sp), hex(pc)) {
+            (Some(sp), Some(pc)) => Syscall::NotInSyscall { sp, pc },
+            _ => Syscall::Unknown,
+        },
+        [nr, .., sp, pc] if f.len() == 9 => match (nr.parse::<i64>(), hex(sp), hex(pc)) {
+            (Ok(nr), Some(sp), Some(pc)) => Syscall::In { nr, sp, pc },
+            _ => Syscall::Unknown,
+        },
+        _ => Syscall::Unknown,
+    }
+}
+
+/// Kernel functions where a thread waits inside a system call it made on purpose (parked on a
+/// futex, polling, sleeping). For these the `syscall` file adds nothing worth its cost.
+pub fn parked_wchan(w: &str) -> bool {
+    w.starts_with("futex_")
+        || w.starts_with("do_epoll_wait")
+        || w.starts_with("ep_poll")
+        || w.starts_with("do_nanosleep")
+        || w.starts_with("hrtimer_nanosleep")
+        || w.starts_with("do_select")
+        || w.starts_with("do_sys_poll")
+        || w.starts_with("pipe_read")
+        || w.starts_with("unix_stream_read")
+        || w.starts_with("inet_csk_accept")
+        || w.starts_with("wait_woken")
+        || w.starts_with("do_wait")
+        || w.starts_with("do_sigtimedwait")
+}
+
+struct TaskFiles {
+    stat: File,
+    schedstat: Option<File>,
+    wchan: Option<File>,
+    syscall: Option<File>,
+}
+
+/// Samples every thread of one process, keeping each thread's files open.
+pub struct TaskSampler {
+    pid: i32,
+    tasks: HashMap<i32, TaskFiles>,
+    buf: Vec<u8>,
+    samples_since_scan: u32,
+    /// Re-list the task directory every this many samples (threads come and go).
+    pub rescan_every: u32,
+}
+
+fn read_at0(f: &File, buf: &mut Vec<u8>) -> io::Result<usize> {
+    buf.resize(4096, 0);
+    let n = f.read_at(buf, 0)?;
+    Ok(n)
+}
+
+impl TaskSampler {
+    pub fn new(pid: i32) -> io::Result<TaskSampler> {
+        let mut s = TaskSampler { pid, tasks: HashMap::new(), buf: vec![0; 4096], samples_since_scan: 0, rescan_every: 50 };
+        s.rescan()?;
+        Ok(s)
+    }
+
+    fn task_dir(&self, tid: i32) -> PathBuf {
+        PathBuf::from(format!("/proc/{}/task/{tid}", self.pid))
+    }
+
+    /// Lists the process's threads, opening files for new ones and forgetting gone ones.
+    pub fn rescan(&mut self) -> io::Result<()> {
+        let mut seen = Vec::new();
+        for e in std::fs::read_dir(format!("/proc/{}/task", self.pid))? {
+            let Ok(e) = e else { continue };
+            let Some(tid) = e.file_name().to_str().and_then(|t| t.parse::<i32>().ok()) else { continue };
+            seen.push(tid);
+            if self.tasks.contains_key(&tid) {
+                continue;
+            }
+            let d = self.task_dir(tid);
+            let Ok(stat) = File::open(d.join("stat")) else { continue };
+            self.tasks.insert(
+                tid,
+                TaskFiles { stat, schedstat: File::open(d.join("schedstat")).ok(), wchan: File::open(d.join("wchan")).ok(), syscall: File::open(d.join("syscall")).ok() },
+            );
+        }
+        self.tasks.retain(|t, _| seen.contains(t));
+        self.samples_since_scan = 0;
+        Ok(())
+    }
+
+    pub fn threads(&self) -> usize {
+        self.tasks.len()
+    }
+
+    /// Samples every thread. A process that has exited gives an error; threads that exited
+    /// since the last sample are dropped silently.
+    pub fn sample(&mut self, out: &mut Vec<TaskSample>) -> io::Result<()> {
+        self.samples_since_scan += 1;
+        if self.samples_since_scan >= self.rescan_every {
+            self.rescan()?;
+        }
+        out.clear();
+        let mut gone = Vec::new();
+        let mut buf = std::mem::take(&mut self.buf);
+        for (&tid, files) in &self.tasks {
+            let Ok(n) = read_at0(&files.stat, &mut buf) else {
+                gone.push(tid);
+                continue;
+            };
+            let line = String::from_utf8_lossy(&buf[..n]);
+            let Some((comm, state, minflt, majflt, utime, stime, processor, _start)) = parse_stat(line.trim_end()) else { continue };
+            let (mut exec_ns, mut run_delay_ns, mut timeslices) = (0, 0, 0);
+            if let Some(f) = &files.schedstat {
+                if let Ok(n) = read_at0(f, &mut buf) {
+                    let s = String::from_utf8_lossy(&buf[..n]);
+                    let mut it = s.split_whitespace().map(|v| v.parse::<u64>().unwrap_or(0));
+                    exec_ns = it.next().unwrap_or(0);
+                    run_delay_ns = it.next().unwrap_or(0);
+                    timeslices = it.next().unwrap_or(0);
+                }
+            }
+            let wchan = match (&files.wchan, state) {
+                (Some(f), s) if s != 'R' => read_at0(f, &mut buf).map(|n| String::from_utf8_lossy(&buf[..n]).trim().to_string()).unwrap_or_default(),
+                _ => String::new(),
+            };
+            let syscall = match &files.syscall {
+                Some(f) if state != 'R' && !parked_wchan(&wchan) => read_at0(f, &mut buf).map(|n| parse_syscall(&String::from_utf8_lossy(&buf[..n]))).unwrap_or(Syscall::Unknown),
+                _ if state == 'R' => Syscall::Running,
+                _ => Syscall::Unknown,
+            };
+            out.push(TaskSample {
+                tid,
+                comm,
+                state,
+                utime_ticks: utime,
+                stime_ticks: stime,
+                minflt,
+                majflt,
+                processor,
+                exec_ns,
+                run_delay_ns,
+                timeslices,
+                wchan,
+                syscall,
+            });
+        }
+        self.buf = buf;
+        for t in gone {
+            self.tasks.remove(&t);
+        }
+        if out.is_empty() && !std::path::Path::new(&format!("/proc/{}", self.pid)).exists() {
+            return Err(io::Error::new(io::ErrorKind::NotFound, format!("pid {} has exited", self.pid)));
+        }
+        Ok(())
+    }
+}
+
+/// `/proc/<pid>/status` context-switch counters of one thread (voluntary, involuntary).
+pub fn context_switches(pid: i32, tid: i32) -> Option<(u64, u64)> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/status")).ok()?;
+    let get = |k: &str| s.lines().find_map(|l| l.strip_prefix(k)).and_then(|v| v.trim().parse().ok());
+    Some((get("voluntary_ctxt_switches:")?, get("nonvoluntary_ctxt_switches:")?))
+}
+
+/// Field 22 of `/proc/<pid>/stat`: when the process started, in clock ticks since boot. With
+/// the pid, it names a process across pid reuse.
+pub fn process_starttime(pid: i32) -> Option<u64> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    parse_stat(s.trim_end()).map(|p| p.7)
+}
+
+/// Clock ticks per second (for utime/stime).
+pub fn clock_ticks() -> u64 {
+    // SAFETY: sysconf has no preconditions.
+    let t = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    if t > 0 { t as u64 } else { 100 }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stat_with_a_hostile_comm() {
+        let line = "4242 (a) b) S (c) R 1 4242 4242 0 -1 4194560 100 0 3 0 57 12 0 0 20 0 1 0 9876 0 0 18446744073709551615 0 0 0 0 0 0 0 0 0 0 0 0 17 1 0 0 0 0 0";
+        let (comm, state, minflt, majflt, utime, stime, cpu, start) = parse_stat(line).unwrap();
+        assert_eq!(comm, "a) b) S (c");
+        assert_eq!((state, minflt, majflt, utime, stime, cpu, start), ('R', 100, 3, 57, 12, 1, 9876));
+        assert!(parse_stat("garbage").is_none());
+    }
+
+    #[test]
+    fn syscall_shapes() {
+        assert_eq!(parse_syscall("running\n"), Syscall::Running);
+        assert_eq!(parse_syscall("-1 0x7ffd1234 0x7f00abcd\n"), Syscall::NotInSyscall { sp: 0x7ffd1234, pc: 0x7f00abcd });
+        assert_eq!(parse_syscall("202 0x7f 0x80 0x0 0x0 0x0 0x0 0x7ffd0 0x7f001\n"), Syscall::In { nr: 202, sp: 0x7ffd0, pc: 0x7f001 });
+        assert_eq!(parse_syscall(""), Syscall::Unknown);
+    }
+
+    #[test]
+    fn samples_this_process() {
+        let pid = std::process::id() as i32;
+        let h = std::thread::Builder::new().name("sleepy-sampled".into()).spawn(|| std::thread::sleep(std::time::Duration::from_millis(500))).unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        let mut s = TaskSampler::new(pid).unwrap();
+        let mut v = Vec::new();
+        s.sample(&mut v).unwrap();
+        let sleepy = v.iter().find(|t| t.comm == "sleepy-sampled").expect("the named thread is sampled");
+        assert_eq!(sleepy.state, 'S');
+        assert!(sleepy.wchan.contains("nanosleep") || sleepy.wchan.contains("hrtimer") || !sleepy.wchan.is_empty(), "{sleepy:?}");
+        assert!(v.iter().any(|t| t.tid == pid && t.exec_ns > 0));
+        h.join().unwrap();
+        assert!(process_starttime(pid).unwrap() > 0);
+    }
+}
