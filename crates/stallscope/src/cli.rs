@@ -23,6 +23,12 @@ pub enum Command {
     /// contention, a frozen process. Every injector undoes itself.
     #[command(subcommand)]
     Inject(InjectCommand),
+    /// Launch a JVM with the agent and safepoint logging, watch it, and explain every stall.
+    Run(RunArgs),
+    /// Watch a running JVM (native attach: loads the agent, switches safepoint logging on).
+    Attach(AttachArgs),
+    /// Print the diagnosis of a finished recording, exactly as the live run printed it.
+    Report(ReportArgs),
     /// Native workloads of the lab (see `stallscope lab`); each runs alone, prints a summary
     /// and one JSON line.
     #[command(subcommand, hide = true)]
@@ -240,4 +246,61 @@ pub struct LogsArgs {
     /// Show the first lines that were not recognised, with file and line number.
     #[arg(short, long)]
     pub verbose: bool,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct RecordOptions {
+    /// The recording directory (default: ./stallscope-<date>-<time>).
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// A heartbeat late by this much is a stall.
+    #[arg(long, default_value = "5ms", value_name = "DURATION")]
+    pub threshold: String,
+    /// How often every thread is sampled during a stall (2ms = 500 Hz).
+    #[arg(long, default_value = "2ms", value_name = "DURATION")]
+    pub sample_interval: String,
+    /// The agent jar (default: found beside the binary or in the build tree).
+    #[arg(long, value_name = "PATH")]
+    pub agent: Option<PathBuf>,
+    /// Print the diagnosis as JSON (schema: docs/formats/report-json.md).
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args, Debug, Clone)]
+#[command(after_help = "\
+The JVM gets the stallscope agent (hiccup meter and heartbeat), -Xlog:safepoint*=debug with
+the timenanos decorator, and -XX:+SafepointTimeout at the stall threshold. Its stdout, stderr
+and exit code pass through; Ctrl-C reaches it, then the recording is finished and diagnosed.
+
+Example:
+  stallscope run -- java -XX:+UseParallelGC -jar app.jar")]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub record: RecordOptions,
+    /// Do not add -XX:+SafepointTimeout (it names the threads late to a safepoint).
+    #[arg(long)]
+    pub no_safepoint_timeout: bool,
+    /// The java command line, after `--`.
+    #[arg(last = true, required = true, value_name = "JAVA")]
+    pub command: Vec<String>,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct AttachArgs {
+    pub pid: i32,
+    /// Detach after this long (default: at Ctrl-C or when the JVM exits).
+    #[arg(long = "for", value_name = "DURATION")]
+    pub run_for: Option<String>,
+    #[command(flatten)]
+    pub record: RecordOptions,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct ReportArgs {
+    /// A recording directory made by `run` or `attach`.
+    pub dir: PathBuf,
+    /// The diagnosis as JSON.
+    #[arg(long)]
+    pub json: bool,
 }

@@ -1,11 +1,15 @@
 //! stallscope: find out why a JVM stopped.
 
+mod attach;
 mod cli;
+mod diagnose;
 mod failure;
 mod inject;
 mod inputs;
 mod logs;
 mod output;
+mod record;
+mod recording;
 mod units;
 mod workload;
 
@@ -22,6 +26,9 @@ fn main() {
         cli::Command::Logs(a) => logs::run(a),
         cli::Command::Inject(c) => inject::run(c),
         cli::Command::Workload(c) => workload::run(c),
+        cli::Command::Run(a) => record::run(a),
+        cli::Command::Attach(a) => record::attach(a),
+        cli::Command::Report(a) => record::report(&a.dir, a.json),
     };
     match result {
         Ok(code) => std::process::exit(code),

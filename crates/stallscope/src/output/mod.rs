@@ -3,6 +3,7 @@
 //! Invariant: renderers only read the plain view types; they never compute analysis.
 
 pub mod csv;
+pub mod doctor;
 pub mod json;
 pub mod terminal;
 

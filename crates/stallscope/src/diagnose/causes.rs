@@ -1,0 +1,93 @@
+//! The stall causes stallscope tells apart (see `../shared/CAUSES.md`): each one's name, its
+//! fix, and its documentation page, in one place.
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Cause {
+    NoSafepointPoll,
+    MajorFault,
+    SwapIn,
+    MmapLock,
+    CpuStarvation,
+    CgroupThrottling,
+    Frozen,
+    MachinePause,
+    LongVmOperation,
+    VmThreadIo,
+    TlbShootdown,
+    Unknown,
+}
+
+impl Cause {
+    pub const ALL: [Cause; 12] = [
+        Cause::NoSafepointPoll,
+        Cause::MajorFault,
+        Cause::SwapIn,
+        Cause::MmapLock,
+        Cause::CpuStarvation,
+        Cause::CgroupThrottling,
+        Cause::Frozen,
+        Cause::MachinePause,
+        Cause::LongVmOperation,
+        Cause::VmThreadIo,
+        Cause::TlbShootdown,
+        Cause::Unknown,
+    ];
+
+    pub fn id(self) -> &'static str {
+        match self {
+            Cause::NoSafepointPoll => "no-safepoint-poll",
+            Cause::MajorFault => "major-fault",
+            Cause::SwapIn => "swap-in",
+            Cause::MmapLock => "mmap-lock",
+            Cause::CpuStarvation => "cpu-starvation",
+            Cause::CgroupThrottling => "cgroup-throttling",
+            Cause::Frozen => "frozen",
+            Cause::MachinePause => "machine-pause",
+            Cause::LongVmOperation => "long-vm-operation",
+            Cause::VmThreadIo => "vm-thread-io",
+            Cause::TlbShootdown => "tlb-shootdown",
+            Cause::Unknown => "unknown",
+        }
+    }
+
+    pub fn title(self) -> &'static str {
+        match self {
+            Cause::NoSafepointPoll => "running without a safepoint poll",
+            Cause::MajorFault => "major page fault on a file mapping",
+            Cause::SwapIn => "swap-in of anonymous memory",
+            Cause::MmapLock => "mmap_lock wait",
+            Cause::CpuStarvation => "CPU starvation",
+            Cause::CgroupThrottling => "cgroup CPU throttling",
+            Cause::Frozen => "process frozen or stopped",
+            Cause::MachinePause => "whole machine paused",
+            Cause::LongVmOperation => "long VM operation at the safepoint",
+            Cause::VmThreadIo => "VM thread blocked in I/O at a safepoint",
+            Cause::TlbShootdown => "TLB shootdown storm",
+            Cause::Unknown => "unknown",
+        }
+    }
+
+    pub fn fix(self) -> &'static str {
+        match self {
+            Cause::NoSafepointPoll => "the thread runs a loop (or a huge copy) that never polls for safepoints: keep loop strip mining on (G1, ZGC and Shenandoah do by default; -XX:+UseCountedLoopSafepoints elsewhere), or give the loop a long index or a call out",
+            Cause::MajorFault => "read with FileChannel.read (native, safepoint-safe) or pre-fault the mapping off the critical path; MappedByteBuffer.load() does not help",
+            Cause::SwapIn => "keep the JVM's memory resident: no swap for its cgroup (memory.swap.max=0), -XX:+AlwaysPreTouch, or a smaller heap",
+            Cause::MmapLock => "stop mapping, unmapping and mprotecting large regions beside latency-critical threads: reuse mappings and direct buffers, fix the heap size (-Xms = -Xmx), avoid mlock/MAP_POPULATE at run time",
+            Cause::CpuStarvation => "give the JVM the CPUs it needs: fewer runnable threads than cores, isolate noisy neighbours (cpusets, cgroup weights), or raise its priority while it reaches a safepoint (stallscope run --boost)",
+            Cause::CgroupThrottling => "raise the cgroup's CPU quota above the JVM's demand, or size GC and compiler threads to fit it (-XX:ParallelGCThreads, -XX:CICompilerCount)",
+            Cause::Frozen => "something stopped the process (SIGSTOP, a debugger, a paused container or frozen cgroup): find what sent it",
+            Cause::MachinePause => "the whole machine stopped (VM steal, live migration, an overloaded host): look at the hypervisor, or move to dedicated hosts",
+            Cause::LongVmOperation => "the operation run at the safepoint was long itself: tune or avoid it (see its name: a full GC, a heap dump, class redefinition)",
+            Cause::VmThreadIo => "the VM thread waited on a slow disk inside the safepoint: put GC and safepoint logs on a fast local disk, use -Xlog:async (JDK 17+), -XX:+PerfDisableSharedMem",
+            Cause::TlbShootdown => "stop mapping and unmapping small files or regions in hot paths: read with pread into pooled buffers, or keep the mappings open",
+            Cause::Unknown => "the evidence is thin; the raw samples below show what each thread was doing",
+        }
+    }
+
+    pub fn doc(self) -> String {
+        format!("docs/causes/{}.md", self.id())
+    }
+}

@@ -1,0 +1,304 @@
+//! From one stall's evidence to findings: which causes, with what confidence and share, which
+//! threads held the world, and why we think so.
+//!
+//! Invariant: every finding lists the evidence it rests on; with no evidence the answer is
+//! `unknown`, never a guess.
+
+use super::causes::Cause;
+use super::evidence::{fault_wait, jvm_internal, mmap_lock_wait, StallEvidence, ThreadEvidence};
+use super::{Confidence, CulpritView, Finding, SafepointView};
+use crate::units::fmt_ns;
+use procwatch::maps::Mapping;
+use std::collections::HashMap;
+
+/// What a thread was doing that could hold a safepoint (or the meter) up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Behaviour {
+    /// On CPU and burning it: no safepoint poll reached.
+    Spinning,
+    /// Blocked outside a system call on a page coming in (a major fault).
+    Faulting,
+    /// Blocked on mmap_lock.
+    MmapLock,
+    /// Runnable but not running: waiting for a CPU.
+    Starved,
+    /// Stopped (SIGSTOP, freezer).
+    Stopped,
+    /// Parked in a system call or asleep: safe.
+    Parked,
+}
+
+pub struct Inputs<'a> {
+    pub duration_ns: u64,
+    pub evidence: &'a StallEvidence,
+    pub safepoint: Option<&'a SafepointView>,
+    pub control_max_late_ns: u64,
+    pub steal_ns: Option<u64>,
+    pub tlb_rate_during: Option<f64>,
+    pub tlb_rate_before: Option<f64>,
+    pub throttled_ns: Option<u64>,
+    pub names: &'a HashMap<i32, String>,
+    pub maps: &'a [Mapping],
+    pub mapped_files: &'a [(String, u64, u64)],
+    pub meter_tid: Option<i32>,
+}
+
+pub fn behaviour(t: &ThreadEvidence) -> Behaviour {
+    let n = t.samples.max(1) as f64;
+    let span = t.span_ns.max(1) as f64;
+    if t.share('T') + t.share('t') >= 0.5 {
+        return Behaviour::Stopped;
+    }
+    let faulting = t.not_in_syscall as f64 / n >= 0.3 && t.wchans.keys().any(|w| fault_wait(w)) || (t.share('D') >= 0.3 && fault_wait(&t.wchan) && t.syscall_nr.is_none());
+    if faulting {
+        return Behaviour::Faulting;
+    }
+    if t.wchans.iter().any(|(w, c)| mmap_lock_wait(w) && *c as f64 / n >= 0.3) {
+        return Behaviour::MmapLock;
+    }
+    if t.share('R') >= 0.6 {
+        if t.cpu_ns as f64 >= 0.5 * span {
+            return Behaviour::Spinning;
+        }
+        if t.run_delay_ns as f64 >= 0.3 * span {
+            return Behaviour::Starved;
+        }
+    }
+    if t.run_delay_ns as f64 >= 0.5 * span && t.cpu_ns as f64 <= 0.3 * span {
+        return Behaviour::Starved;
+    }
+    Behaviour::Parked
+}
+
+fn name_of(t: &ThreadEvidence, names: &HashMap<i32, String>) -> String {
+    names.get(&t.tid).cloned().unwrap_or_else(|| t.comm.clone())
+}
+
+/// Where an address is: `JIT-compiled code`, `libjvm.so`, a file.
+fn module_of(pc: u64, maps: &[Mapping]) -> Option<String> {
+    let m = procwatch::maps::lookup(maps, pc)?;
+    Some(if m.path.is_empty() && m.perms.contains('x') {
+        "JIT-compiled code (anonymous executable memory)".to_string()
+    } else if m.path.is_empty() {
+        "anonymous memory".to_string()
+    } else {
+        m.path.rsplit('/').next().unwrap_or(&m.path).to_string()
+    })
+}
+
+fn describe(t: &ThreadEvidence, b: Behaviour, duration_ns: u64) -> String {
+    let in_state = |s: char| fmt_ns((t.share(s) * duration_ns as f64) as u64);
+    let mut parts = Vec::new();
+    match b {
+        Behaviour::Spinning => {
+            parts.push(format!("state R, on CPU {} of the {} stall", fmt_ns(t.cpu_ns), fmt_ns(duration_ns)));
+            parts.push("never in a system call".to_string());
+        }
+        Behaviour::Faulting => {
+            parts.push("not in a syscall".to_string());
+            let st = t.dominant_state();
+            parts.push(format!("state {st} for {} in {}", in_state(st), t.wchan));
+            if t.majflt_since_baseline > 0 {
+                parts.push(format!("+{} major fault{}", t.majflt_since_baseline, if t.majflt_since_baseline == 1 { "" } else { "s" }));
+            }
+        }
+        Behaviour::MmapLock => parts.push(format!("state {} in {} for {}", t.dominant_state(), t.wchan, in_state(t.dominant_state()))),
+        Behaviour::Starved => parts.push(format!("runnable but waited {} for a CPU, ran {}", fmt_ns(t.run_delay_ns), fmt_ns(t.cpu_ns))),
+        Behaviour::Stopped => parts.push("state T (stopped)".to_string()),
+        Behaviour::Parked => parts.push(format!("state {} in {}", t.dominant_state(), if t.wchan.is_empty() { "-" } else { &t.wchan })),
+    }
+    parts.join(", ")
+}
+
+fn culprit(t: &ThreadEvidence, b: Behaviour, inp: &Inputs, named_by_timeout: bool, files: Vec<String>) -> CulpritView {
+    CulpritView {
+        tid: t.tid,
+        name: name_of(t, inp.names),
+        description: describe(t, b, inp.duration_ns),
+        module: t.fault_pc.and_then(|pc| module_of(pc, inp.maps)),
+        files,
+        named_by_safepoint_timeout: named_by_timeout,
+    }
+}
+
+fn finding(cause: Cause, confidence: Confidence, share: f64, culprits: Vec<CulpritView>, evidence: Vec<String>) -> Finding {
+    Finding { cause, title: cause.title().to_string(), confidence, share: share.clamp(0.0, 1.0), culprits, evidence, fix: cause.fix().to_string(), doc: cause.doc() }
+}
+
+/// Data files mapped and (mostly) not in the page cache: where a major fault reads from.
+fn cold_files(inp: &Inputs) -> Vec<String> {
+    inp.mapped_files
+        .iter()
+        .filter(|(_, resident, total)| *total > 0 && (*resident as f64) < 0.9 * *total as f64)
+        .map(|(p, r, t)| format!("{p} ({:.0}% in page cache)", *r as f64 * 100.0 / *t as f64))
+        .collect()
+}
+
+pub fn classify(inp: &Inputs) -> Vec<Finding> {
+    let d = inp.duration_ns.max(1);
+    let ev = inp.evidence;
+    let mut out = Vec::new();
+
+    // Everything stopped: a freeze, whatever else the safepoint log says.
+    let stopped_samples = ev.stopped_share.iter().filter(|s| **s >= 0.9).count();
+    if !ev.stopped_share.is_empty() && stopped_samples as f64 / ev.stopped_share.len() as f64 >= 0.5 {
+        let share = stopped_samples as f64 / ev.stopped_share.len() as f64;
+        let mut evid = vec![format!("every thread in state T in {stopped_samples} of {} samples", ev.stopped_share.len())];
+        if inp.control_max_late_ns < d / 4 {
+            evid.push(format!("stallscope's own control meter ran on (worst lateness {})", fmt_ns(inp.control_max_late_ns)));
+        }
+        out.push(finding(Cause::Frozen, Confidence::High, share, vec![], evid));
+        return out;
+    }
+
+    // The machine (or the recorder with it) paused.
+    if inp.control_max_late_ns >= (d / 2).max(20_000_000) {
+        let mut evid = vec![format!("stallscope's own control meter was late by {} too", fmt_ns(inp.control_max_late_ns))];
+        let mut conf = Confidence::Medium;
+        if let Some(steal) = inp.steal_ns.filter(|s| *s > d / 5) {
+            evid.push(format!("{} of CPU time stolen by the hypervisor", fmt_ns(steal)));
+            conf = Confidence::High;
+        }
+        out.push(finding(Cause::MachinePause, conf, inp.control_max_late_ns as f64 / d as f64, vec![], evid));
+        return out;
+    }
+
+    let behaviours: Vec<(&ThreadEvidence, Behaviour)> = ev.threads.iter().map(|t| (t, behaviour(t))).collect();
+    let timeout_tids: Vec<i32> = inp.safepoint.map(|s| s.timeout_culprits.iter().filter_map(|c| c.tid).collect()).unwrap_or_default();
+
+    if let Some(sp) = inp.safepoint {
+        let total = sp.total_ns.max(1);
+        let at_share = sp.at_safepoint_ns as f64 / total as f64;
+        let ttsp_share = sp.ttsp_ns as f64 / total as f64;
+        if at_share >= 0.2 && sp.at_safepoint_ns >= 5_000_000 {
+            // The operation itself: was the VM thread waiting on I/O, or working?
+            let vm = behaviours.iter().find(|(t, _)| t.comm == "VM Thread");
+            match vm {
+                Some((t, _)) if t.share('D') >= 0.3 => out.push(finding(
+                    Cause::VmThreadIo,
+                    Confidence::Medium,
+                    at_share,
+                    vec![culprit(t, Behaviour::Parked, inp, false, vec![])],
+                    vec![format!("the VM Thread was in state D ({}) during the safepoint", t.wchan), format!("at safepoint {}", fmt_ns(sp.at_safepoint_ns))],
+                )),
+                _ => {
+                    let busy: Vec<String> = behaviours.iter().filter(|(t, _)| jvm_internal(&t.comm) && t.cpu_ns > sp.at_safepoint_ns / 10).map(|(t, _)| format!("{} ran {}", t.comm, fmt_ns(t.cpu_ns))).take(4).collect();
+                    let mut evid = vec![format!("at safepoint {} of {}: the operation \"{}\" itself", fmt_ns(sp.at_safepoint_ns), fmt_ns(total), sp.op)];
+                    evid.extend(busy);
+                    out.push(finding(Cause::LongVmOperation, Confidence::High, at_share, vec![], evid));
+                }
+            }
+        }
+        if ttsp_share >= 0.2 && sp.ttsp_ns >= 1_000_000 {
+            ttsp_findings(inp, &behaviours, &timeout_tids, ttsp_share, &mut out);
+        }
+    } else if let Some(meter) = inp.meter_tid.and_then(|m| ev.threads.iter().find(|t| t.tid == m)) {
+        // No safepoint: a hiccup of some threads only. Why was the meter late?
+        match behaviour(meter) {
+            Behaviour::Starved => {
+                let others = behaviours.iter().filter(|(t, b)| *b == Behaviour::Starved && t.tid != meter.tid).count();
+                let mut evid = vec![format!("the hiccup meter thread waited {} for a CPU", fmt_ns(meter.run_delay_ns))];
+                if others > 0 {
+                    evid.push(format!("{others} other threads of the JVM waited for a CPU too"));
+                }
+                out.push(finding(Cause::CpuStarvation, Confidence::Medium, meter.run_delay_ns as f64 / d as f64, vec![culprit(meter, Behaviour::Starved, inp, false, vec![])], evid));
+            }
+            Behaviour::Faulting => out.push(finding(
+                Cause::MajorFault,
+                Confidence::Medium,
+                1.0,
+                vec![culprit(meter, Behaviour::Faulting, inp, false, cold_files(inp))],
+                vec!["the hiccup meter thread itself was in a page fault".into()],
+            )),
+            Behaviour::MmapLock => out.push(finding(
+                Cause::MmapLock,
+                Confidence::Medium,
+                1.0,
+                vec![culprit(meter, Behaviour::MmapLock, inp, false, vec![])],
+                vec![format!("the hiccup meter thread waited in {}", meter.wchan)],
+            )),
+            _ => {}
+        }
+    }
+
+    // Machine-wide contributors.
+    if let (Some(during), before) = (inp.tlb_rate_during, inp.tlb_rate_before) {
+        if during >= 5_000.0 && before.is_none_or(|b| during >= 3.0 * b) {
+            let mut evid = vec![format!("{:.0} TLB shootdowns per second during the stall", during)];
+            if let Some(b) = before {
+                evid.push(format!("{:.0} per second just before", b));
+            }
+            out.push(finding(Cause::TlbShootdown, Confidence::Medium, 0.0, vec![], evid));
+        }
+    }
+    if let Some(th) = inp.throttled_ns.filter(|t| *t > 0) {
+        out.push(finding(Cause::CgroupThrottling, Confidence::High, th as f64 / d as f64, vec![], vec![format!("the cgroup was throttled for {} during the stall", fmt_ns(th))]));
+    }
+    if out.iter().all(|f| f.share < 0.1) && !out.iter().any(|f| f.cause == Cause::TlbShootdown) {
+        out.retain(|f| f.share >= 0.1);
+    }
+    out.sort_by(|a, b| b.share.partial_cmp(&a.share).unwrap_or(std::cmp::Ordering::Equal));
+    out
+}
+
+fn ttsp_findings(inp: &Inputs, behaviours: &[(&ThreadEvidence, Behaviour)], timeout_tids: &[i32], ttsp_share: f64, out: &mut Vec<Finding>) {
+    let suspicious = |b: Behaviour| matches!(b, Behaviour::Spinning | Behaviour::Faulting | Behaviour::MmapLock | Behaviour::Starved);
+    let mut culprits: Vec<(&ThreadEvidence, Behaviour, bool)> = behaviours
+        .iter()
+        .filter(|(t, b)| {
+            let named = timeout_tids.contains(&t.tid);
+            named || (suspicious(*b) && !jvm_internal(&t.comm))
+        })
+        .map(|(t, b)| (*t, *b, timeout_tids.contains(&t.tid)))
+        .collect();
+    // When SafepointTimeout named threads, trust its list over our guesses.
+    if culprits.iter().any(|c| c.2) {
+        culprits.retain(|c| c.2);
+    }
+    let mut by_cause: HashMap<Cause, Vec<(&ThreadEvidence, Behaviour, bool)>> = HashMap::new();
+    for c in culprits {
+        let cause = match c.1 {
+            Behaviour::Spinning => Cause::NoSafepointPoll,
+            Behaviour::Faulting => Cause::MajorFault,
+            Behaviour::MmapLock => Cause::MmapLock,
+            Behaviour::Starved => Cause::CpuStarvation,
+            // Named by SafepointTimeout, but /proc saw nothing unusual.
+            Behaviour::Parked | Behaviour::Stopped => Cause::Unknown,
+        };
+        by_cause.entry(cause).or_default().push(c);
+    }
+    let n_causes = by_cause.len().max(1) as f64;
+    for (cause, cs) in by_cause {
+        let named = cs.iter().any(|c| c.2);
+        let mut evid = Vec::new();
+        if named {
+            evid.push("SafepointTimeout named the thread as not reaching the safepoint".to_string());
+        }
+        let confidence = match cause {
+            Cause::NoSafepointPoll => {
+                evid.push("it ran on a CPU through the stall without entering the kernel".into());
+                if named { Confidence::High } else { Confidence::Medium }
+            }
+            Cause::MajorFault => {
+                let completed = cs.iter().any(|c| c.0.majflt_since_baseline > 0);
+                evid.push("it was blocked outside any system call, waiting for a page".into());
+                if completed {
+                    evid.push("its major-fault count rose when the wait ended".into());
+                }
+                if completed || named { Confidence::High } else { Confidence::Medium }
+            }
+            Cause::MmapLock => Confidence::Medium,
+            Cause::CpuStarvation => {
+                evid.push("it was runnable but waited on a run queue".into());
+                Confidence::Medium
+            }
+            _ => {
+                evid.push("but /proc showed it parked in the kernel; the evidence is thin".into());
+                Confidence::Low
+            }
+        };
+        let files = if cause == Cause::MajorFault { cold_files(inp) } else { vec![] };
+        let views = cs.iter().map(|(t, b, named)| culprit(t, *b, inp, *named, files.clone())).collect();
+        out.push(finding(cause, confidence, ttsp_share / n_causes, views, evid));
+    }
+}

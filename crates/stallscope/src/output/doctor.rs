@@ -1,0 +1,127 @@
+//! The human report of a recording (`run`, `attach`, `report`): one block per stall, then a
+//! summary. The same function renders the live run and `report DIR`, so they match byte for
+//! byte.
+
+use crate::diagnose::{Report, StallReport};
+use crate::units::{fmt_count, fmt_ns};
+use std::fmt::Write as _;
+
+fn wrap(out: &mut String, label: &str, text: &str) {
+    // Continuation lines line up under the text, as in the cause pages.
+    let indent = " ".repeat(11);
+    let mut line = format!("  {label:<8} ");
+    let mut len = line.len();
+    for word in text.split(' ') {
+        if len + word.len() > 100 && len > indent.len() {
+            let _ = writeln!(out, "{}", line.trim_end());
+            line = indent.clone();
+            len = indent.len();
+        }
+        line.push_str(word);
+        line.push(' ');
+        len += word.len() + 1;
+    }
+    let _ = writeln!(out, "{}", line.trim_end());
+}
+
+fn stall_block(out: &mut String, s: &StallReport) {
+    let head = match &s.safepoint {
+        Some(sp) if sp.unfinished => format!(" — inside a safepoint that never completed (the JVM exited): reaching it {}", fmt_ns(sp.ttsp_ns)),
+        Some(sp) => format!(" — safepoint \"{}\": reaching {} (TTSP), at safepoint {}", sp.op, fmt_ns(sp.ttsp_ns), fmt_ns(sp.at_safepoint_ns)),
+        None => " — a hiccup outside any safepoint".to_string(),
+    };
+    let _ = writeln!(out, "STALL {} at {}{head}", fmt_ns(s.duration_ns), s.start_wall);
+    for (i, f) in s.findings.iter().enumerate() {
+        let share = if s.findings.len() > 1 && f.share > 0.0 { format!(", {:.0}% of the stall", f.share * 100.0) } else { String::new() };
+        let label = if i == 0 { "cause" } else { "also" };
+        wrap(out, label, &format!("{} ({} confidence{share})", f.title, f.confidence.word()));
+        for c in &f.culprits {
+            let mut t = format!("\"{}\" (tid {}): {}", c.name, c.tid, c.description);
+            if let Some(m) = &c.module {
+                t.push_str(&format!("; pc in {m}"));
+            }
+            for file in &c.files {
+                t.push_str(&format!("; mapped file {file}"));
+            }
+            wrap(out, "culprit", &t);
+        }
+        for e in &f.evidence {
+            wrap(out, "evidence", e);
+        }
+        if f.cause != crate::diagnose::causes::Cause::Unknown || s.findings.len() == 1 {
+            wrap(out, "fix", &format!("{} (see {})", f.fix, f.doc));
+        }
+    }
+    if let Some(sp) = &s.safepoint {
+        let named: Vec<String> = sp.timeout_culprits.iter().map(|c| format!("\"{}\"", c.name)).collect();
+        if !named.is_empty() && !s.findings.iter().any(|f| f.culprits.iter().any(|c| c.named_by_safepoint_timeout)) {
+            wrap(out, "timeout", &format!("SafepointTimeout named {}", named.join(", ")));
+        }
+    }
+    if s.threads > 0 {
+        wrap(out, "others", &format!("{} of {} threads were parked in the kernel throughout ({} samples)", s.parked_threads, s.threads, s.samples));
+    }
+    for r in &s.raw {
+        wrap(out, "sample", &format!("\"{}\" (tid {}): {} {} cpu {} run-queue {} +{} major faults", r.name, r.tid, r.states, if r.wchan.is_empty() { "-" } else { &r.wchan }, fmt_ns(r.cpu_ns), fmt_ns(r.run_delay_ns), r.majflt));
+    }
+    if s.target_exited {
+        wrap(out, "note", "the target exited before this stall ended");
+    }
+    let _ = writeln!(out);
+}
+
+pub fn render(r: &Report) -> String {
+    let mut out = String::new();
+    let m = &r.meta;
+    let cmd = if m.command.is_empty() { format!("pid {}", m.pid) } else { m.command.join(" ") };
+    let _ = writeln!(
+        out,
+        "stallscope {}: {} (pid {}), {} on Linux {} ({} CPUs), threshold {}",
+        m.mode,
+        cmd,
+        m.pid,
+        m.java_version.as_deref().map(|v| format!("JDK {v}")).unwrap_or_else(|| "JDK unknown".into()),
+        m.kernel,
+        m.cpus,
+        fmt_ns(m.threshold_ns)
+    );
+    for n in &r.notes {
+        let _ = writeln!(out, "note: {n}");
+    }
+    let _ = writeln!(out);
+    for s in &r.stalls {
+        stall_block(&mut out, s);
+    }
+    let sm = &r.summary;
+    let _ = writeln!(out, "Summary ({} recorded)", fmt_ns(sm.recorded_ns));
+    if sm.stalls == 0 {
+        let _ = writeln!(out, "  stalls      none of {} or more", fmt_ns(m.threshold_ns));
+    } else {
+        let causes: Vec<String> = sm.by_cause.iter().map(|(c, n)| format!("{n} {c}")).collect();
+        let _ = writeln!(out, "  stalls      {} (longest {}): {}", sm.stalls, fmt_ns(sm.longest_stall_ns), causes.join(", "));
+    }
+    let _ = writeln!(
+        out,
+        "  safepoints  {}, stopped {} in all{}",
+        fmt_count(sm.safepoints),
+        fmt_ns(sm.total_stopped_ns),
+        sm.ttsp_max_ns.map(|t| format!(", longest TTSP {}", fmt_ns(t))).unwrap_or_default()
+    );
+    match &sm.hiccups {
+        Some(h) => {
+            let _ = writeln!(
+                out,
+                "  hiccups     p50 {}, p99 {}, p99.9 {}, max {} ({} intervals of the agent's meter)",
+                fmt_ns(h.p50_ns),
+                fmt_ns(h.p99_ns),
+                fmt_ns(h.p99_9_ns),
+                fmt_ns(h.max_ns),
+                h.intervals
+            );
+        }
+        None => {
+            let _ = writeln!(out, "  hiccups     no interval log from the agent");
+        }
+    }
+    out
+}

@@ -1,0 +1,248 @@
+//! `stallscope run` and `stallscope attach`: put the agent and safepoint logging into a JVM,
+//! watch it, write the recording, and print the diagnosis of it.
+//!
+//! Invariant: the target's stdout, stderr and exit code pass through untouched (`run`), and
+//! whatever ends the recording, the JVM is left as it was found (`attach` switches its logging
+//! off and stops the agent's meter).
+
+pub mod agent_jar;
+pub mod watch;
+
+use crate::attach::Jvm;
+use crate::cli::{AttachArgs, RecordOptions, RunArgs};
+use crate::diagnose;
+use crate::failure::Failure;
+use crate::recording::{files, Event, Meta, Writer};
+use crate::units::{fmt_ns, parse_duration};
+use anyhow::{bail, Context, Result};
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+use watch::{mono_ns, Ending, WatchOptions};
+
+struct Settings {
+    jar: PathBuf,
+    dir: PathBuf,
+    threshold_ns: u64,
+    sample_interval_ns: u64,
+}
+
+fn settings(o: &RecordOptions) -> Result<Settings> {
+    let threshold_ns = parse_duration(&o.threshold).context("--threshold")?;
+    let sample_interval_ns = parse_duration(&o.sample_interval).context("--sample-interval")?;
+    if threshold_ns < 1_000_000 {
+        bail!("--threshold {} is below the agent's 1 ms resolution", o.threshold);
+    }
+    let jar = agent_jar::find(o.agent.as_deref())?;
+    let dir = match &o.out {
+        Some(d) => d.clone(),
+        None => {
+            let base = format!("stallscope-{}", chrono::Local::now().format("%Y%m%d-%H%M%S"));
+            let mut d = PathBuf::from(&base);
+            let mut i = 2;
+            while d.exists() {
+                d = PathBuf::from(format!("{base}-{i}"));
+                i += 1;
+            }
+            d
+        }
+    };
+    if dir.exists() && std::fs::read_dir(&dir)?.next().is_some() {
+        bail!("{}: the recording directory exists and is not empty; choose another with --out", dir.display());
+    }
+    let s = dir.to_string_lossy();
+    if s.contains([',', ':', '=', '"', ' ']) {
+        bail!("{s}: the recording directory's path cannot hold ',', ':', '=', quotes or spaces (the JVM's -Xlog and agent options would split it)");
+    }
+    std::fs::create_dir_all(&dir).with_context(|| format!("{}: cannot create the recording directory", dir.display()))?;
+    let dir = std::fs::canonicalize(&dir)?;
+    Ok(Settings { jar, dir, threshold_ns, sample_interval_ns })
+}
+
+fn java_version(home: &Path) -> Option<String> {
+    let r = std::fs::read_to_string(home.join("release")).ok()?;
+    r.lines().find_map(|l| l.strip_prefix("JAVA_VERSION=")).map(|v| v.trim_matches('"').to_string())
+}
+
+fn kernel() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/osrelease").map(|s| s.trim().to_string()).unwrap_or_default()
+}
+
+fn meta(mode: &str, command: Vec<String>, pid: i32, java_home: Option<&Path>, s: &Settings, timeout_ms: Option<u64>) -> Meta {
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    Meta {
+        stallscope_version: env!("CARGO_PKG_VERSION").to_string(),
+        mode: mode.to_string(),
+        command,
+        pid,
+        java_home: java_home.map(|h| h.display().to_string()),
+        java_version: java_home.and_then(java_version),
+        kernel: kernel(),
+        cpus: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
+        root,
+        tracepoints: false,
+        privileges_note: Some(if root {
+            "running as root, but tracepoint evidence (fault addresses, mmap_lock wait times) is not collected yet: culprits come from /proc alone".to_string()
+        } else {
+            "not root: no tracepoints (fault addresses, mmap_lock wait times); rerun with sudo or CAP_PERFMON for them".to_string()
+        }),
+        start_mono_ns: mono_ns(),
+        start_epoch_ms: chrono::Utc::now().timestamp_millis(),
+        utc_offset_min: (chrono::Local::now().offset().local_minus_utc() / 60) as i16,
+        clock_ticks: procwatch::task::clock_ticks(),
+        threshold_ns: s.threshold_ns,
+        sample_interval_ns: s.sample_interval_ns,
+        safepoint_timeout_ms: timeout_ms,
+    }
+}
+
+fn watch_options(s: &Settings) -> WatchOptions {
+    WatchOptions { threshold_ns: s.threshold_ns, sample_interval_ns: s.sample_interval_ns, system_interval_ns: 50_000_000 }
+}
+
+/// Prints the diagnosis of a finished recording, as `report` would.
+fn print_report(dir: &Path, json: bool) -> Result<()> {
+    let r = diagnose::diagnose(dir)?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&r)?);
+    } else {
+        print!("{}", crate::output::doctor::render(&r));
+    }
+    Ok(())
+}
+
+fn find_java(program: &str) -> Option<PathBuf> {
+    let p = Path::new(program);
+    if p.components().count() > 1 {
+        return std::fs::canonicalize(p).ok();
+    }
+    std::env::var_os("PATH").and_then(|path| std::env::split_paths(&path).map(|d| d.join(program)).find(|c| c.is_file())).and_then(|c| std::fs::canonicalize(c).ok())
+}
+
+pub fn run(a: RunArgs) -> Result<i32> {
+    let (program, rest) = a.command.split_first().context("no command after --; e.g. stallscope run -- java -jar app.jar")?;
+    let s = settings(&a.record)?;
+    let java = find_java(program).with_context(|| format!("{program}: not found on PATH"))?;
+    let java_home = java.parent().and_then(Path::parent).map(Path::to_path_buf);
+    let timeout_ms = (!a.no_safepoint_timeout).then(|| s.threshold_ns.div_ceil(1_000_000).max(1));
+    let mut args = vec![
+        format!("-javaagent:{}=log={}/{},interval=1s", s.jar.display(), s.dir.display(), files::HICCUPS),
+        format!("-Xlog:safepoint*=debug:file={}/{}:uptime,timenanos,level,tags:filecount=0", s.dir.display(), files::SAFEPOINT_LOG),
+    ];
+    if let Some(ms) = timeout_ms {
+        args.push("-XX:+SafepointTimeout".into());
+        args.push(format!("-XX:SafepointTimeoutDelay={ms}"));
+        // Its warnings belong in the recording, not in the application's stdout. The user's own
+        // -Xlog options come after this one, so theirs still win.
+        args.push("-Xlog:safepoint=off:stdout".into());
+    }
+    let stop = crate::inject::stop_flag()?;
+    let mut child = std::process::Command::new(&java).args(&args).args(rest).spawn().with_context(|| format!("starting {}", java.display()))?;
+    let pid = child.id() as i32;
+    let command: Vec<String> = a.command.clone();
+    let mut w = Writer::open(&s.dir, &meta("run", command, pid, java_home.as_deref(), &s, timeout_ms))?;
+    eprintln!("stallscope: recording pid {pid} into {} (stalls ≥ {})", s.dir.display(), fmt_ns(s.threshold_ns));
+
+    let mut exit: Option<std::process::ExitStatus> = None;
+    let alive = |exit: &mut Option<std::process::ExitStatus>, child: &mut std::process::Child| -> bool {
+        if exit.is_none() {
+            *exit = child.try_wait().ok().flatten();
+        }
+        exit.is_none()
+    };
+    let hb = match watch::wait_for_heartbeat(pid, Duration::from_secs(60), &mut || alive(&mut exit, &mut child), &stop) {
+        Ok(h) => h,
+        Err(e) => {
+            eprintln!("stallscope: {e:#}; recording without stall detection");
+            None
+        }
+    };
+    let mut ending = Ending::TargetExited;
+    if let Some(hb) = &hb {
+        ending = watch::watch(&mut w, pid, hb, watch_options(&s), &stop, None, &mut || alive(&mut exit, &mut child))?;
+    }
+    if let Ending::Stopped(reason) = &ending {
+        // Ctrl-C in a terminal reaches the JVM too; forward it only if it did not.
+        let t0 = Instant::now();
+        while alive(&mut exit, &mut child) && t0.elapsed() < Duration::from_millis(300) {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        if alive(&mut exit, &mut child) {
+            // SAFETY: plain kill of our child.
+            unsafe { libc::kill(pid, libc::SIGINT) };
+        }
+        w.events.line(&Event::Detach { t: mono_ns(), reason: reason.clone() })?;
+    }
+    stop.store(false, Ordering::Relaxed);
+    let status = match exit {
+        Some(s) => s,
+        None => loop {
+            if let Some(st) = child.try_wait()? {
+                break st;
+            }
+            if stop.swap(false, Ordering::Relaxed) {
+                // A second interrupt: the JVM is not stopping on its own.
+                let _ = child.kill();
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        },
+    };
+    w.events.line(&Event::TargetExit { t: mono_ns(), code: status.code(), signal: status.signal() })?;
+    print_report(&s.dir, a.record.json)?;
+    eprintln!("stallscope: recording in {} (stallscope report {} shows it again)", s.dir.display(), s.dir.display());
+    Ok(status.code().unwrap_or_else(|| 128 + status.signal().unwrap_or(0)))
+}
+
+pub fn attach(a: AttachArgs) -> Result<i32> {
+    let jvm = Jvm::find(a.pid)?;
+    let s = settings(&a.record)?;
+    let run_for = a.run_for.as_deref().map(parse_duration).transpose().context("--for")?;
+    let cmdline = std::fs::read(format!("/proc/{}/cmdline", a.pid)).unwrap_or_default();
+    let command: Vec<String> = cmdline.split(|b| *b == 0).filter(|p| !p.is_empty()).map(|p| String::from_utf8_lossy(p).into_owned()).collect();
+    let mut w = Writer::open(&s.dir, &meta("attach", command, a.pid, jvm.java_home.as_deref(), &s, None))?;
+    let log = format!("file={}/{}", s.dir.display(), files::SAFEPOINT_LOG);
+    jvm.load_agent(&s.jar, &format!("log={}/{},interval=1s", s.dir.display(), files::HICCUPS))?;
+    jvm.jcmd(&format!("VM.log output={log} output_options=filecount=0 what=safepoint*=debug decorators=uptime,timenanos,level,tags"))?;
+    eprintln!(
+        "stallscope: attached to JVM pid {}, recording into {} (stalls ≥ {}){}",
+        a.pid,
+        s.dir.display(),
+        fmt_ns(s.threshold_ns),
+        run_for.map(|d| format!(" for {}", fmt_ns(d))).unwrap_or_else(|| "; Ctrl-C detaches".into())
+    );
+    let stop = crate::inject::stop_flag()?;
+    let pid = a.pid;
+    let alive = &mut || Path::new(&format!("/proc/{pid}")).exists();
+    let deadline = run_for.map(|d| Instant::now() + Duration::from_nanos(d));
+    let ending = match watch::wait_for_heartbeat(pid, Duration::from_secs(15), alive, &stop)? {
+        Some(hb) => watch::watch(&mut w, pid, &hb, watch_options(&s), &stop, deadline, alive)?,
+        None => Ending::Stopped("interrupted before the agent started".into()),
+    };
+    match &ending {
+        Ending::TargetExited => w.events.line(&Event::TargetExit { t: mono_ns(), code: None, signal: None })?,
+        Ending::Stopped(reason) => {
+            // Leave the JVM as we found it: its logging off, the meter stopped.
+            let off = jvm.jcmd(&format!("VM.log output={log} what=all=off"));
+            let stopped = jvm.load_agent(&s.jar, "stop");
+            for r in [off.map(|_| ()), stopped] {
+                if let Err(e) = r {
+                    eprintln!("stallscope: detaching: {e:#}");
+                }
+            }
+            w.events.line(&Event::Detach { t: mono_ns(), reason: reason.clone() })?;
+        }
+    }
+    print_report(&s.dir, a.record.json)?;
+    eprintln!("stallscope: recording in {}", s.dir.display());
+    Ok(0)
+}
+
+pub fn report(dir: &Path, json: bool) -> Result<i32> {
+    if !dir.join(files::META).exists() {
+        return Err(Failure::new(1, format!("{}: not a stallscope recording (no {})", dir.display(), files::META)));
+    }
+    print_report(dir, json)?;
+    Ok(0)
+}

@@ -1,0 +1,298 @@
+//! The watch loop: poll the agent's heartbeat; when it goes stale, sample every thread of the
+//! target at the sampling rate (and the machine less often) until it resumes; write it all to
+//! the recording.
+//!
+//! Invariant: the target is only read (never signalled or traced), and nothing here can stop
+//! it: if the recorder dies, the target runs on. Idle, the loop costs a few hundred wakeups a
+//! second; samples are taken only during stalls (plus one baseline a second, kept in memory).
+
+use crate::recording::{Event, Sample, StallContext, SystemSample, Writer};
+use anyhow::Result;
+use procwatch::heartbeat::{self, Heartbeat, Liveness, MeterState};
+use procwatch::task::{TaskSample, TaskSampler};
+use procwatch::{maps, pagecache, system};
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+pub fn mono_ns() -> u64 {
+    let mut ts: libc::timespec = unsafe { std::mem::zeroed() };
+    // SAFETY: an out-parameter.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// Sleeps until CLOCK_MONOTONIC reaches `deadline_ns`.
+fn sleep_until(deadline_ns: u64) {
+    let ts = libc::timespec { tv_sec: (deadline_ns / 1_000_000_000) as libc::time_t, tv_nsec: (deadline_ns % 1_000_000_000) as libc::c_long };
+    // SAFETY: a valid timespec; EINTR just ends the sleep early.
+    unsafe { libc::clock_nanosleep(libc::CLOCK_MONOTONIC, libc::TIMER_ABSTIME, &ts, std::ptr::null_mut()) };
+}
+
+/// The recorder's own hiccup meter: if it stalls together with the target, the machine (or the
+/// recorder) paused, not the JVM.
+pub struct ControlMeter {
+    /// The largest lateness since `take_window` was last called.
+    window_max: Arc<AtomicU64>,
+    /// The largest lateness since `take_outside` was last called.
+    outside_max: Arc<AtomicU64>,
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl ControlMeter {
+    pub fn start(resolution: Duration) -> Result<ControlMeter> {
+        let (window_max, outside_max, stop) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)), Arc::new(AtomicBool::new(false)));
+        let (w, o, s) = (Arc::clone(&window_max), Arc::clone(&outside_max), Arc::clone(&stop));
+        let thread = std::thread::Builder::new().name("control-meter".into()).spawn(move || {
+            let res = resolution.as_nanos() as u64;
+            let mut shortest = u64::MAX;
+            while !s.load(Ordering::Relaxed) {
+                let t0 = mono_ns();
+                std::thread::sleep(resolution);
+                let d = mono_ns() - t0;
+                shortest = shortest.min(d);
+                // As jHiccup: lateness beyond the shortest sleep ever seen.
+                let late = d - shortest.min(d);
+                let _ = res;
+                w.fetch_max(late, Ordering::Relaxed);
+                o.fetch_max(late, Ordering::Relaxed);
+            }
+        })?;
+        Ok(ControlMeter { window_max, outside_max, stop, thread: Some(thread) })
+    }
+
+    pub fn reset_window(&self) {
+        self.window_max.store(0, Ordering::Relaxed);
+    }
+
+    pub fn take_window(&self) -> u64 {
+        self.window_max.swap(0, Ordering::Relaxed)
+    }
+
+    pub fn take_outside(&self) -> u64 {
+        self.outside_max.swap(0, Ordering::Relaxed)
+    }
+}
+
+impl Drop for ControlMeter {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct WatchOptions {
+    pub threshold_ns: u64,
+    pub sample_interval_ns: u64,
+    /// How often machine-wide counters are read during a stall.
+    pub system_interval_ns: u64,
+}
+
+/// Why watching ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Ending {
+    TargetExited,
+    Stopped(String),
+}
+
+/// Waits for the agent of `pid` to publish a running heartbeat.
+pub fn wait_for_heartbeat(pid: i32, timeout: Duration, alive: &mut dyn FnMut() -> bool, stop: &AtomicBool) -> Result<Option<Heartbeat>> {
+    let path = heartbeat::default_path(pid);
+    let t0 = Instant::now();
+    loop {
+        if let Ok(hb) = Heartbeat::open(&path) {
+            if hb.read().state == MeterState::Running {
+                return Ok(Some(hb));
+            }
+        }
+        if !alive() || stop.load(Ordering::Relaxed) {
+            return Ok(None);
+        }
+        if t0.elapsed() > timeout {
+            anyhow::bail!(
+                "pid {pid}: the stallscope agent published no heartbeat at {} within {} s (was it started with a delay, or did it fail to load? see the JVM's stderr)",
+                path.display(),
+                timeout.as_secs()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Data files a process maps (not code, not the JDK's own files), with page-cache residency.
+fn mapped_data_files(m: &[maps::Mapping]) -> Vec<(String, u64, u64)> {
+    let mut seen = Vec::new();
+    for x in m.iter().filter(|x| x.is_file() && !x.perms.contains('x')) {
+        let p = &x.path;
+        if p.ends_with(".so") || p.contains(".so.") || p.ends_with(".jar") || p.ends_with(".jsa") || p.ends_with("/modules") || p.starts_with("/usr/lib/jvm") || p.contains("/hsperfdata_") || p.ends_with(".heartbeat") {
+            continue;
+        }
+        if seen.iter().any(|(s, _, _): &(String, u64, u64)| s == p) || seen.len() >= 16 {
+            continue;
+        }
+        if let Ok(r) = pagecache::residency(Path::new(p)) {
+            seen.push((p.clone(), r.resident_pages, r.total_pages));
+        }
+    }
+    seen
+}
+
+fn system_sample(t: u64, stall: u32, baseline: bool, cpu_stat: Option<&Path>) -> SystemSample {
+    SystemSample {
+        t,
+        stall,
+        baseline,
+        tlb: system::read_tlb_shootdowns(),
+        cpu: system::read_cpu_times(),
+        psi_cpu_us: system::read_psi_some_total_us("cpu"),
+        psi_io_us: system::read_psi_some_total_us("io"),
+        psi_memory_us: system::read_psi_some_total_us("memory"),
+        throttling: cpu_stat.and_then(|p| std::fs::read_to_string(p).ok()).map(|s| system::throttling(&s)),
+    }
+}
+
+/// Threads whose sample differs from the previous one (what a delta sample lists).
+fn changed(prev: &HashMap<i32, TaskSample>, now: &[TaskSample]) -> Vec<TaskSample> {
+    now.iter().filter(|t| prev.get(&t.tid) != Some(*t)).cloned().collect()
+}
+
+/// Watches until the target exits, `stop` is set, or `deadline` passes.
+pub fn watch(
+    w: &mut Writer,
+    pid: i32,
+    hb: &Heartbeat,
+    opts: WatchOptions,
+    stop: &AtomicBool,
+    deadline: Option<Instant>,
+    alive: &mut dyn FnMut() -> bool,
+) -> Result<Ending> {
+    let mut sampler = TaskSampler::new(pid)?;
+    let control = ControlMeter::start(Duration::from_millis(1))?;
+    let cpu_stat = system::cpu_stat_path(pid);
+    let threads_file = heartbeat::threads_path(&hb.path);
+    let beat = hb.read();
+    let resolution = beat.resolution_ns.max(1);
+    w.events.line(&Event::MeterRunning { t: mono_ns(), resolution_ns: resolution, meter_tid: beat.meter_tid })?;
+    let poll = Duration::from_nanos((opts.threshold_ns / 2).clamp(1_000_000, 10_000_000));
+    let mut stall: u32 = 0;
+    let mut cur = Vec::new();
+    let mut idle: Vec<TaskSample> = Vec::new();
+    let mut idle_system = system_sample(mono_ns(), 0, true, cpu_stat.as_deref());
+    let mut last_idle = Instant::now() - Duration::from_secs(2);
+    let mut last_alive_check = Instant::now();
+    loop {
+        if stop.load(Ordering::Relaxed) {
+            return Ok(Ending::Stopped("interrupted".into()));
+        }
+        if deadline.is_some_and(|d| Instant::now() >= d) {
+            return Ok(Ending::Stopped("--for elapsed".into()));
+        }
+        if last_alive_check.elapsed() > Duration::from_millis(100) {
+            last_alive_check = Instant::now();
+            if !alive() || hb.liveness() != Liveness::Alive {
+                return Ok(Ending::TargetExited);
+            }
+        }
+        let b = hb.read();
+        if matches!(b.state, MeterState::Exited | MeterState::Stopped) {
+            return Ok(if b.state == MeterState::Exited { Ending::TargetExited } else { Ending::Stopped("the agent's meter was stopped".into()) });
+        }
+        let now = mono_ns();
+        let expected = b.last_tick_ns + resolution;
+        if now < expected + opts.threshold_ns {
+            // Healthy. Keep a fresh baseline, report the control meter's own hiccups.
+            if last_idle.elapsed() > Duration::from_secs(1) {
+                last_idle = Instant::now();
+                if sampler.sample(&mut idle).is_err() {
+                    return Ok(Ending::TargetExited);
+                }
+                idle_system = system_sample(mono_ns(), 0, true, cpu_stat.as_deref());
+                let late = control.take_outside();
+                if late > opts.threshold_ns {
+                    w.events.line(&Event::ControlHiccup { t: mono_ns(), late_ns: late })?;
+                }
+            }
+            std::thread::sleep(poll);
+            continue;
+        }
+
+        // The heartbeat is stale: a stall.
+        stall += 1;
+        control.reset_window();
+        w.events.line(&Event::StallBegin { t: now, stall, last_tick_ns: b.last_tick_ns, expected_ns: expected })?;
+        if !idle.is_empty() {
+            w.samples.line(&Sample { t: idle_system.t, stall, full: true, baseline: true, threads: idle.clone(), gone: vec![] })?;
+        }
+        w.system.line(&SystemSample { stall, ..idle_system.clone() })?;
+        let java_threads = std::fs::read_to_string(&threads_file).map(|s| heartbeat::parse_threads(&s)).unwrap_or_default();
+        let m = maps::read(pid).unwrap_or_default();
+        let mapped_files = mapped_data_files(&m);
+        let interesting: Vec<_> = m.into_iter().filter(|x| x.perms.contains('x') || x.is_file()).collect();
+        w.context.line(&StallContext { t: mono_ns(), stall, java_threads, maps: interesting, mapped_files })?;
+
+        let mut prev: HashMap<i32, TaskSample> = HashMap::new();
+        let mut next_due = 0u64;
+        let mut first = true;
+        let mut last_system = 0u64;
+        let start_ticks = b.tick_count;
+        let mut exited = false;
+        loop {
+            let t = mono_ns();
+            if sampler.sample(&mut cur).is_err() {
+                exited = true;
+                break;
+            }
+            let gone: Vec<i32> = prev.keys().filter(|k| !cur.iter().any(|c| c.tid == **k)).copied().collect();
+            let threads = if first { cur.clone() } else { changed(&prev, &cur) };
+            w.samples.line(&Sample { t, stall, full: first, baseline: false, threads, gone })?;
+            first = false;
+            prev = cur.iter().map(|s| (s.tid, s.clone())).collect();
+            if t - last_system >= opts.system_interval_ns {
+                last_system = t;
+                w.system.line(&system_sample(t, stall, false, cpu_stat.as_deref()))?;
+            }
+            let b2 = hb.read();
+            if b2.tick_count != start_ticks || matches!(b2.state, MeterState::Exited | MeterState::Stopped) || stop.load(Ordering::Relaxed) {
+                break;
+            }
+            if deadline.is_some_and(|d| Instant::now() >= d) {
+                break;
+            }
+            if last_alive_check.elapsed() > Duration::from_millis(100) {
+                last_alive_check = Instant::now();
+                if !alive() {
+                    exited = true;
+                    break;
+                }
+            }
+            // Fixed rate on absolute deadlines; when behind, sample again at once.
+            next_due = if next_due == 0 || t > next_due + opts.sample_interval_ns { t } else { next_due } + opts.sample_interval_ns;
+            if mono_ns() < next_due {
+                sleep_until(next_due);
+            }
+        }
+        // The last look, at the moment of resumption.
+        let t = mono_ns();
+        if sampler.sample(&mut cur).is_ok() && !cur.is_empty() {
+            w.samples.line(&Sample { t, stall, full: true, baseline: false, threads: cur.clone(), gone: vec![] })?;
+        }
+        w.system.line(&system_sample(t, stall, false, cpu_stat.as_deref()))?;
+        let b2 = hb.read();
+        let ticked = b2.tick_count != start_ticks;
+        let resumed = if ticked { b2.last_tick_ns } else { t };
+        w.events.line(&Event::StallEnd { t, stall, resumed_ns: resumed, control_max_late_ns: control.take_window(), resumed: ticked })?;
+        if !ticked && matches!(b2.state, MeterState::Exited) {
+            exited = true;
+        }
+        control.take_outside();
+        if exited {
+            return Ok(Ending::TargetExited);
+        }
+    }
+}

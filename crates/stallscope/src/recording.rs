@@ -1,0 +1,222 @@
+//! The recording directory: one append-only file per source, and the plain types its lines
+//! hold. The recorder writes them; the diagnosis reads them; nothing else meets in between.
+//!
+//! Invariant: every line is written with a single `write` on an `O_APPEND` file, so a killed
+//! recorder or target leaves complete lines followed by at most one partial line, which
+//! readers skip.
+
+use anyhow::{Context, Result};
+use procwatch::heartbeat::JavaThread;
+use procwatch::maps::Mapping;
+use procwatch::system::{CpuTimes, Throttling};
+use procwatch::task::TaskSample;
+use serde::{de::DeserializeOwned, Deserialize, Serialize};
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::path::Path;
+
+/// The files of a recording directory.
+pub mod files {
+    pub const META: &str = "meta.json";
+    /// The JVM's own account: `-Xlog:safepoint*=debug` with the `timenanos` decorator.
+    pub const SAFEPOINT_LOG: &str = "safepoint.log";
+    /// The agent's hiccup meter, an HdrHistogram interval log.
+    pub const HICCUPS: &str = "hiccups.hlog";
+    pub const EVENTS: &str = "events.jsonl";
+    pub const SAMPLES: &str = "samples.jsonl";
+    pub const SYSTEM: &str = "system.jsonl";
+    /// Java thread names and memory maps, captured when a stall begins.
+    pub const CONTEXT: &str = "context.jsonl";
+}
+
+/// What was recorded, how, and on what.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Meta {
+    pub stallscope_version: String,
+    /// `run` or `attach`.
+    pub mode: String,
+    pub command: Vec<String>,
+    pub pid: i32,
+    pub java_home: Option<String>,
+    pub java_version: Option<String>,
+    pub kernel: String,
+    pub cpus: usize,
+    pub root: bool,
+    pub tracepoints: bool,
+    /// Why privileged evidence is missing, if it is (one line for the report).
+    pub privileges_note: Option<String>,
+    pub start_mono_ns: u64,
+    pub start_epoch_ms: i64,
+    /// The local time zone's offset at the start, for displaying wall times.
+    pub utc_offset_min: i16,
+    /// Clock ticks per second (`utime`/`stime` units).
+    pub clock_ticks: u64,
+    pub threshold_ns: u64,
+    pub sample_interval_ns: u64,
+    pub safepoint_timeout_ms: Option<u64>,
+}
+
+/// What the recorder saw happen, on CLOCK_MONOTONIC.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(tag = "event", rename_all = "kebab-case")]
+pub enum Event {
+    /// The agent's meter is ticking.
+    MeterRunning { t: u64, resolution_ns: u64, meter_tid: u32 },
+    /// The heartbeat went stale: the meter should have ticked at `expected_ns` and did not.
+    StallBegin { t: u64, stall: u32, last_tick_ns: u64, expected_ns: u64 },
+    /// The heartbeat resumed with a tick at `resumed_ns`, or (`resumed` false) watching ended
+    /// first: the JVM exited or the meter stopped, and `resumed_ns` is when that was seen.
+    StallEnd { t: u64, stall: u32, resumed_ns: u64, control_max_late_ns: u64, #[serde(default = "yes")] resumed: bool },
+    /// The recorder's own control meter woke late, outside any stall of the target.
+    ControlHiccup { t: u64, late_ns: u64 },
+    /// The target exited (code, or signal).
+    TargetExit { t: u64, code: Option<i32>, signal: Option<i32> },
+    /// The recorder stopped watching (detach, Ctrl-C, --for).
+    Detach { t: u64, reason: String },
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// All threads of the target at one instant. Only threads that changed since the previous
+/// sample of the same stall are listed, except in `full` samples (the first and last of a
+/// stall, and the last idle sample before it).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Sample {
+    pub t: u64,
+    pub stall: u32,
+    pub full: bool,
+    /// Taken before the stall began (the newest idle sample): the baseline.
+    #[serde(default)]
+    pub baseline: bool,
+    pub threads: Vec<TaskSample>,
+    /// Threads gone since the previous sample.
+    #[serde(default)]
+    pub gone: Vec<i32>,
+}
+
+/// Machine-wide counters at one instant.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct SystemSample {
+    pub t: u64,
+    pub stall: u32,
+    #[serde(default)]
+    pub baseline: bool,
+    pub tlb: Option<Vec<u64>>,
+    pub cpu: Option<CpuTimes>,
+    pub psi_cpu_us: Option<u64>,
+    pub psi_io_us: Option<u64>,
+    pub psi_memory_us: Option<u64>,
+    pub throttling: Option<Throttling>,
+}
+
+/// Who the threads are and what is mapped, when a stall began.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct StallContext {
+    pub t: u64,
+    pub stall: u32,
+    pub java_threads: Vec<JavaThread>,
+    /// File-backed and executable mappings (anonymous data regions are left out).
+    pub maps: Vec<Mapping>,
+    /// Page-cache residency of data files the target maps: (path, resident pages, pages).
+    pub mapped_files: Vec<(String, u64, u64)>,
+}
+
+/// An append-only JSON Lines file.
+pub struct Appender {
+    file: File,
+    buf: Vec<u8>,
+}
+
+impl Appender {
+    pub fn open(path: &Path) -> Result<Appender> {
+        let file = OpenOptions::new().create(true).append(true).open(path).with_context(|| format!("{}: cannot open it for appending", path.display()))?;
+        Ok(Appender { file, buf: Vec::with_capacity(1 << 16) })
+    }
+
+    /// Appends one value as one line, in one write.
+    pub fn line<T: Serialize>(&mut self, v: &T) -> Result<()> {
+        self.buf.clear();
+        serde_json::to_writer(&mut self.buf, v)?;
+        self.buf.push(b'\n');
+        self.file.write_all(&self.buf)?;
+        Ok(())
+    }
+}
+
+/// The writer side of a recording directory.
+pub struct Writer {
+    pub events: Appender,
+    pub samples: Appender,
+    pub system: Appender,
+    pub context: Appender,
+}
+
+impl Writer {
+    /// Opens the recording in `dir` (created by the caller) and writes its header.
+    pub fn open(dir: &Path, meta: &Meta) -> Result<Writer> {
+        std::fs::create_dir_all(dir).with_context(|| format!("{}: cannot create the recording directory", dir.display()))?;
+        std::fs::write(dir.join(files::META), serde_json::to_vec_pretty(meta)?)?;
+        Ok(Writer {
+            events: Appender::open(&dir.join(files::EVENTS))?,
+            samples: Appender::open(&dir.join(files::SAMPLES))?,
+            system: Appender::open(&dir.join(files::SYSTEM))?,
+            context: Appender::open(&dir.join(files::CONTEXT))?,
+        })
+    }
+}
+
+/// Reads a JSON Lines file, skipping a final partial line; a malformed line elsewhere is an
+/// error naming the file and the line.
+pub fn read_lines<T: DeserializeOwned>(path: &Path) -> Result<Vec<T>> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(e).with_context(|| format!("{}: cannot read it", path.display())),
+    };
+    let complete = text.ends_with('\n');
+    let lines: Vec<&str> = text.lines().collect();
+    let mut out = Vec::with_capacity(lines.len());
+    for (i, l) in lines.iter().enumerate() {
+        if l.trim().is_empty() {
+            continue;
+        }
+        match serde_json::from_str(l) {
+            Ok(v) => out.push(v),
+            // The recorder was killed mid-write: the last line may be cut.
+            Err(_) if i + 1 == lines.len() && !complete => break,
+            Err(e) => anyhow::bail!("{}:{}: not a valid record ({e}); the recording is damaged", path.display(), i + 1),
+        }
+    }
+    Ok(out)
+}
+
+pub fn read_meta(dir: &Path) -> Result<Meta> {
+    let p = dir.join(files::META);
+    let text = std::fs::read_to_string(&p).with_context(|| format!("{}: no {} here; is this a stallscope recording directory?", dir.display(), files::META))?;
+    serde_json::from_str(&text).with_context(|| format!("{}: not a valid recording header", p.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cut_last_line_is_skipped_but_damage_elsewhere_is_reported() {
+        let d = std::env::temp_dir().join(format!("stallscope-rec-{}", std::process::id()));
+        std::fs::create_dir_all(&d).unwrap();
+        let p = d.join("e.jsonl");
+        let mut a = Appender::open(&p).unwrap();
+        a.line(&Event::Detach { t: 1, reason: "x".into() }).unwrap();
+        a.line(&Event::TargetExit { t: 2, code: Some(0), signal: None }).unwrap();
+        let mut f = OpenOptions::new().append(true).open(&p).unwrap();
+        f.write_all(b"{\"event\":\"detach\",\"t\":3,\"rea").unwrap();
+        let v: Vec<Event> = read_lines(&p).unwrap();
+        assert_eq!(v.len(), 2);
+        std::fs::write(&p, "{\"event\":\"detach\"\nnot json\n").unwrap();
+        let e = read_lines::<Event>(&p).unwrap_err().to_string();
+        assert!(e.contains("e.jsonl:1"), "{e}");
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+}
