@@ -2,70 +2,14 @@
 //! margins (a 300 ms delay must make a read take at least 300 ms), never benchmarks. Every
 //! test removes its mounts, cgroups and processes, also when it fails (guards below).
 
+mod common;
+
+use common::*;
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::FileExt;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-
-fn bin() -> &'static str {
-    env!("CARGO_BIN_EXE_stallscope")
-}
-
-/// A scratch directory on the real disk (not tmpfs: page-cache eviction must mean something).
-fn scratch(name: &str) -> PathBuf {
-    let d = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
-fn is_mounted(p: &Path) -> bool {
-    let want = std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
-    std::fs::read_to_string("/proc/self/mountinfo").unwrap().lines().any(|l| l.split(' ').nth(4) == Some(want.to_str().unwrap()))
-}
-
-/// A running `stallscope inject slowfs`; dropping it kills it and makes sure the mount is gone.
-struct Slowfs {
-    child: Child,
-    mount: PathBuf,
-}
-
-impl Slowfs {
-    fn start(backing: &Path, mount: &Path, extra: &[&str]) -> Slowfs {
-        assert!(Path::new("/dev/fuse").exists(), "these tests need /dev/fuse (and fusermount3: apt-get install fuse3)");
-        let child = Command::new(bin())
-            .args(["inject", "slowfs"])
-            .arg(backing)
-            .arg(mount)
-            .args(extra)
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let s = Slowfs { child, mount: mount.to_path_buf() };
-        let t0 = Instant::now();
-        while !is_mounted(mount) {
-            assert!(t0.elapsed() < Duration::from_secs(10), "slowfs did not mount");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        s
-    }
-
-    fn terminate(&mut self) -> std::process::ExitStatus {
-        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
-        self.child.wait().unwrap()
-    }
-}
-
-impl Drop for Slowfs {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        if is_mounted(&self.mount) {
-            let _ = Command::new("umount").arg("-l").arg(&self.mount).status();
-        }
-    }
-}
 
 fn write_file(p: &Path, pages: usize) {
     let mut f = std::fs::File::create(p).unwrap();
@@ -75,11 +19,6 @@ fn write_file(p: &Path, pages: usize) {
         f.write_all(&page).unwrap();
     }
     f.sync_all().unwrap();
-}
-
-fn evict(p: &Path) {
-    let o = Command::new(bin()).args(["inject", "evict"]).arg(p).output().unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
 }
 
 fn resident(p: &Path) -> (u64, u64) {
@@ -218,15 +157,6 @@ fn evict_and_resident_agree() {
     assert!((1..=64).contains(&r), "one read brings back that page and its readahead: {r}");
 }
 
-struct Sleeper(Child);
-impl Drop for Sleeper {
-    fn drop(&mut self) {
-        unsafe { libc::kill(self.0.id() as i32, libc::SIGCONT) };
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 fn state(pid: u32) -> char {
     let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
     s.rsplit_once(')').unwrap().1.trim_start().chars().next().unwrap()
@@ -234,7 +164,7 @@ fn state(pid: u32) -> char {
 
 #[test]
 fn freeze_stops_then_always_continues() {
-    let target = Sleeper(Command::new("sleep").arg("60").spawn().unwrap());
+    let target = Reaper(Command::new("sleep").arg("60").spawn().unwrap());
     let pid = target.0.id();
     let o = Command::new(bin()).args(["inject", "freeze", &pid.to_string(), "--for", "300ms"]).output().unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));

@@ -37,13 +37,17 @@ pub struct Inputs<'a> {
     pub tlb_rate_during: Option<f64>,
     pub tlb_rate_before: Option<f64>,
     pub throttled_ns: Option<u64>,
+    /// PSI `cpu some` during the stall and just before it: the share of time any task waited.
+    pub psi_cpu_during: Option<f64>,
+    pub psi_cpu_before: Option<f64>,
     pub names: &'a HashMap<i32, String>,
     pub maps: &'a [Mapping],
     pub mapped_files: &'a [(String, u64, u64)],
     pub meter_tid: Option<i32>,
 }
 
-pub fn behaviour(t: &ThreadEvidence) -> Behaviour {
+/// What a thread did over a stall of `stall_ns`.
+pub fn behaviour(t: &ThreadEvidence, stall_ns: u64) -> Behaviour {
     let n = t.samples.max(1) as f64;
     let span = t.span_ns.max(1) as f64;
     if t.share('T') + t.share('t') >= 0.5 {
@@ -57,7 +61,12 @@ pub fn behaviour(t: &ThreadEvidence) -> Behaviour {
         return Behaviour::MmapLock;
     }
     if t.share('R') >= 0.6 {
-        if t.cpu_ns as f64 >= 0.5 * span {
+        // `R` is running or waiting to run: which one decides the cause.
+        if t.run_delay_ns > t.cpu_ns && t.run_delay_ns as f64 >= 0.3 * span {
+            return Behaviour::Starved;
+        }
+        // A thread without a poll burns CPU for most of the stall, not just between samples.
+        if t.cpu_ns as f64 >= 0.5 * span && t.cpu_ns as f64 >= 0.25 * stall_ns as f64 {
             return Behaviour::Spinning;
         }
         if t.run_delay_ns as f64 >= 0.3 * span {
@@ -78,7 +87,7 @@ fn name_of(t: &ThreadEvidence, names: &HashMap<i32, String>) -> String {
 fn module_of(pc: u64, maps: &[Mapping]) -> Option<String> {
     let m = procwatch::maps::lookup(maps, pc)?;
     Some(if m.path.is_empty() && m.perms.contains('x') {
-        "JIT-compiled code (anonymous executable memory)".to_string()
+        "code the JVM generated (JIT-compiled code or a stub)".to_string()
     } else if m.path.is_empty() {
         "anonymous memory".to_string()
     } else {
@@ -163,7 +172,7 @@ pub fn classify(inp: &Inputs) -> Vec<Finding> {
         return out;
     }
 
-    let behaviours: Vec<(&ThreadEvidence, Behaviour)> = ev.threads.iter().map(|t| (t, behaviour(t))).collect();
+    let behaviours: Vec<(&ThreadEvidence, Behaviour)> = ev.threads.iter().map(|t| (t, behaviour(t, d))).collect();
     let timeout_tids: Vec<i32> = inp.safepoint.map(|s| s.timeout_culprits.iter().filter_map(|c| c.tid).collect()).unwrap_or_default();
 
     if let Some(sp) = inp.safepoint {
@@ -194,7 +203,7 @@ pub fn classify(inp: &Inputs) -> Vec<Finding> {
         }
     } else if let Some(meter) = inp.meter_tid.and_then(|m| ev.threads.iter().find(|t| t.tid == m)) {
         // No safepoint: a hiccup of some threads only. Why was the meter late?
-        match behaviour(meter) {
+        match behaviour(meter, d) {
             Behaviour::Starved => {
                 let others = behaviours.iter().filter(|(t, b)| *b == Behaviour::Starved && t.tid != meter.tid).count();
                 let mut evid = vec![format!("the hiccup meter thread waited {} for a CPU", fmt_ns(meter.run_delay_ns))];
@@ -217,7 +226,14 @@ pub fn classify(inp: &Inputs) -> Vec<Finding> {
                 vec![culprit(meter, Behaviour::MmapLock, inp, false, vec![])],
                 vec![format!("the hiccup meter thread waited in {}", meter.wchan)],
             )),
-            _ => {}
+            _ => {
+                let (contended, psi_evidence) = cpu_pressure(inp);
+                if contended {
+                    let mut evid: Vec<String> = psi_evidence.into_iter().collect();
+                    evid.push("the hiccup meter thread was running again by the first sample".into());
+                    out.push(finding(Cause::CpuStarvation, Confidence::Low, 1.0, vec![], evid));
+                }
+            }
         }
     }
 
@@ -241,6 +257,18 @@ pub fn classify(inp: &Inputs) -> Vec<Finding> {
     out
 }
 
+/// Whether the machine's CPUs were saturated around the stall (PSI `cpu some` ≥ 50%), and
+/// the evidence line saying so.
+fn cpu_pressure(inp: &Inputs) -> (bool, Option<String>) {
+    let psi = inp.psi_cpu_during.or(inp.psi_cpu_before);
+    let line = match (inp.psi_cpu_during, inp.psi_cpu_before) {
+        (Some(p), _) => Some(format!("some task waited for a CPU during {:.0}% of the stall (PSI cpu)", p.min(1.0) * 100.0)),
+        (None, Some(p)) => Some(format!("some task waited for a CPU during {:.0}% of the time just before the stall (PSI cpu)", p.min(1.0) * 100.0)),
+        _ => None,
+    };
+    (psi.is_some_and(|p| p >= 0.5), line)
+}
+
 fn ttsp_findings(inp: &Inputs, behaviours: &[(&ThreadEvidence, Behaviour)], timeout_tids: &[i32], ttsp_share: f64, out: &mut Vec<Finding>) {
     let suspicious = |b: Behaviour| matches!(b, Behaviour::Spinning | Behaviour::Faulting | Behaviour::MmapLock | Behaviour::Starved);
     let mut culprits: Vec<(&ThreadEvidence, Behaviour, bool)> = behaviours
@@ -255,6 +283,21 @@ fn ttsp_findings(inp: &Inputs, behaviours: &[(&ThreadEvidence, Behaviour)], time
     if culprits.iter().any(|c| c.2) {
         culprits.retain(|c| c.2);
     }
+    // A short stall can be over before the first sample: the late threads have reached the
+    // safepoint by then and look parked. If the machine's CPUs were saturated meanwhile, and
+    // HotSpot saw the named threads runnable, they were waiting for a CPU.
+    let (contended, psi_evidence) = cpu_pressure(inp);
+    let timeout_states: HashMap<i32, &str> = inp
+        .safepoint
+        .map(|s| s.timeout_culprits.iter().filter_map(|c| Some((c.tid?, c.state.as_deref().unwrap_or("")))).collect())
+        .unwrap_or_default();
+    if contended {
+        for c in culprits.iter_mut() {
+            if matches!(c.1, Behaviour::Parked) && timeout_states.get(&c.0.tid).is_some_and(|s| s.starts_with("runnable")) {
+                c.1 = Behaviour::Starved;
+            }
+        }
+    }
     let mut by_cause: HashMap<Cause, Vec<(&ThreadEvidence, Behaviour, bool)>> = HashMap::new();
     for c in culprits {
         let cause = match c.1 {
@@ -266,6 +309,12 @@ fn ttsp_findings(inp: &Inputs, behaviours: &[(&ThreadEvidence, Behaviour)], time
             Behaviour::Parked | Behaviour::Stopped => Cause::Unknown,
         };
         by_cause.entry(cause).or_default().push(c);
+    }
+    if by_cause.is_empty() && contended {
+        let mut evid: Vec<String> = psi_evidence.into_iter().collect();
+        evid.push("no thread of the JVM was seen holding the safepoint; the late ones had reached it by the first sample".into());
+        out.push(finding(Cause::CpuStarvation, Confidence::Low, ttsp_share, vec![], evid));
+        return;
     }
     let n_causes = by_cause.len().max(1) as f64;
     for (cause, cs) in by_cause {
@@ -290,7 +339,8 @@ fn ttsp_findings(inp: &Inputs, behaviours: &[(&ThreadEvidence, Behaviour)], time
             Cause::MmapLock => Confidence::Medium,
             Cause::CpuStarvation => {
                 evid.push("it was runnable but waited on a run queue".into());
-                Confidence::Medium
+                evid.extend(psi_evidence.clone());
+                if named && contended { Confidence::High } else { Confidence::Medium }
             }
             _ => {
                 evid.push("but /proc showed it parked in the kernel; the evidence is thin".into());

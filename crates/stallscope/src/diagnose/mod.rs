@@ -40,6 +40,8 @@ impl Confidence {
 pub struct TimeoutCulprit {
     pub name: String,
     pub tid: Option<i32>,
+    /// HotSpot's word for it at the timeout (`runnable`, `waiting on condition` …).
+    pub state: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -133,6 +135,10 @@ pub struct Summary {
     pub ttsp_max_ns: Option<u64>,
     pub hiccups: Option<HiccupSummary>,
     pub recorded_ns: u64,
+    /// Times stallscope's own control meter woke late outside the target's stalls: the machine
+    /// or the recorder itself was held up, and stalls in that time may be missing.
+    pub recorder_pauses: usize,
+    pub recorder_pause_max_ns: u64,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -232,7 +238,7 @@ fn safepoint_view(s: &Safepoint, names: &HashMap<i32, String>) -> SafepointView 
             .iter()
             .map(|c| {
                 let tid = c.os_tid.map(|t| t as i32);
-                TimeoutCulprit { name: tid.and_then(|t| names.get(&t).cloned()).unwrap_or_else(|| c.name.clone()), tid }
+                TimeoutCulprit { name: tid.and_then(|t| names.get(&t).cloned()).unwrap_or_else(|| c.name.clone()), tid, state: c.state.clone() }
             })
             .collect(),
         unfinished: false,
@@ -281,11 +287,12 @@ pub fn diagnose(dir: &Path) -> Result<Report> {
             let b = e.saturating_sub(s.total_ns);
             e.min(end_ns + 2_000_000).saturating_sub(b.max(start.saturating_sub(2_000_000)))
         };
-        // A real match covers at least half of the shorter of the two, not just the slack.
+        // The safepoint must cover at least half of the stall: a short one that merely falls
+        // inside a freeze is not what held the world.
         let mut safepoint = l
             .safepoints
             .iter()
-            .filter(|s| overlap(s) > 0 && overlap(s) * 2 >= duration.min(s.total_ns).max(1))
+            .filter(|s| overlap(s) > 0 && overlap(s) * 2 >= duration.max(1))
             .max_by_key(|s| overlap(s))
             .map(|s| safepoint_view(s, &names));
         if safepoint.is_none() && exited_during && !l.unfinished_culprits.is_empty() {
@@ -300,7 +307,7 @@ pub fn diagnose(dir: &Path) -> Result<Report> {
                     start_mono_ns: start,
                     threads_total: None,
                     threads_running: None,
-                    timeout_culprits: inside.iter().map(|c| TimeoutCulprit { name: c.name.clone(), tid: c.os_tid.map(|t| t as i32) }).collect(),
+                    timeout_culprits: inside.iter().map(|c| TimeoutCulprit { name: c.name.clone(), tid: c.os_tid.map(|t| t as i32), state: c.state.clone() }).collect(),
                     unfinished: true,
                 });
             }
@@ -327,6 +334,14 @@ pub fn diagnose(dir: &Path) -> Result<Report> {
         let tick_ns = 1_000_000_000 / meta.clock_ticks.max(1);
         let steal_ns = first.zip(last).and_then(|(a, b)| Some(b.cpu?.steal.saturating_sub(a.cpu?.steal) * tick_ns / meta.cpus.max(1) as u64));
         let throttled_ns = first.zip(last).and_then(|(a, b)| Some(b.throttling?.throttled_ns.saturating_sub(a.throttling?.throttled_ns)));
+        // PSI `cpu some`: the share of the time some task waited for a CPU.
+        let psi_share = |a: &SystemSample, b: &SystemSample| -> Option<f64> {
+            // PSI totals move in coarse steps: a window under 20 ms says nothing.
+            let dt = b.t.checked_sub(a.t).filter(|d| *d >= 20_000_000)?;
+            Some((b.psi_cpu_us?.saturating_sub(a.psi_cpu_us?) * 1000) as f64 / dt as f64)
+        };
+        let psi_cpu_during = first.zip(last).and_then(|(a, b)| psi_share(a, b));
+        let psi_cpu_before = base.zip(first).and_then(|(a, b)| psi_share(a, b));
         let empty_maps = Vec::new();
         let empty_files = Vec::new();
         let inputs = classify::Inputs {
@@ -338,6 +353,8 @@ pub fn diagnose(dir: &Path) -> Result<Report> {
             tlb_rate_during,
             tlb_rate_before,
             throttled_ns,
+            psi_cpu_during,
+            psi_cpu_before,
             names: &names,
             maps: ctx.map_or(&empty_maps, |c| &c.maps),
             mapped_files: ctx.map_or(&empty_files, |c| &c.mapped_files),
@@ -345,7 +362,7 @@ pub fn diagnose(dir: &Path) -> Result<Report> {
         };
         let mut findings = classify::classify(&inputs);
         let culprit_tids: Vec<i32> = findings.iter().flat_map(|f| f.culprits.iter().map(|c| c.tid)).collect();
-        let parked = ev.threads.iter().filter(|t| !culprit_tids.contains(&t.tid) && classify::behaviour(t) == classify::Behaviour::Parked).count();
+        let parked = ev.threads.iter().filter(|t| !culprit_tids.contains(&t.tid) && classify::behaviour(t, duration) == classify::Behaviour::Parked).count();
         let mut raw = Vec::new();
         if findings.is_empty() {
             findings.push(Finding {
@@ -409,6 +426,16 @@ pub fn diagnose(dir: &Path) -> Result<Report> {
         ttsp_max_ns: l.safepoints.iter().filter_map(|s| s.ttsp_ns).max(),
         hiccups: l.hiccups.clone(),
         recorded_ns,
+        recorder_pauses: l.events.iter().filter(|e| matches!(e, Event::ControlHiccup { .. })).count(),
+        recorder_pause_max_ns: l
+            .events
+            .iter()
+            .filter_map(|e| match e {
+                Event::ControlHiccup { late_ns, .. } => Some(*late_ns),
+                _ => None,
+            })
+            .max()
+            .unwrap_or(0),
     };
     if !dir.join(files::SAFEPOINT_LOG).exists() {
         notes.push("no safepoint log in the recording: stalls cannot be joined with safepoints".into());

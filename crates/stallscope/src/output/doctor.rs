@@ -107,6 +107,15 @@ pub fn render(r: &Report) -> String {
         fmt_ns(sm.total_stopped_ns),
         sm.ttsp_max_ns.map(|t| format!(", longest TTSP {}", fmt_ns(t))).unwrap_or_default()
     );
+    if sm.recorder_pauses > 0 {
+        let _ = writeln!(
+            out,
+            "  recorder    stallscope's own control meter was late {} time{} (worst {}) outside the target's stalls: the machine or the recorder was held up",
+            sm.recorder_pauses,
+            if sm.recorder_pauses == 1 { "" } else { "s" },
+            fmt_ns(sm.recorder_pause_max_ns)
+        );
+    }
     match &sm.hiccups {
         Some(h) => {
             let _ = writeln!(

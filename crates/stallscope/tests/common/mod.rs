@@ -1,0 +1,152 @@
+//! What the integration tests share: the binary, scratch space on a real disk, the JDKs (a
+//! missing one fails the test, never skips it), the jars `make build` produces, and guards that
+//! clean up mounts and processes even when a test fails.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_stallscope")
+}
+
+pub fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// A scratch directory on the real disk (not tmpfs: page-cache eviction must mean something).
+pub fn scratch(name: &str) -> PathBuf {
+    let d = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+pub fn java17() -> PathBuf {
+    let p = PathBuf::from("/usr/lib/jvm/java-17-openjdk-amd64/bin/java");
+    if p.exists() {
+        return p;
+    }
+    PathBuf::from("java")
+}
+
+/// Temurin 25. Its absence fails the test: both JDKs are part of what is tested.
+pub fn java25() -> PathBuf {
+    let found = std::fs::read_dir("/usr/lib/jvm")
+        .ok()
+        .and_then(|d| d.flatten().map(|e| e.path()).find(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("temurin-25"))));
+    let p = found.expect("Temurin 25 is not under /usr/lib/jvm; these tests run on JDK 17 and 25").join("bin/java");
+    assert!(p.exists(), "{} is missing", p.display());
+    p
+}
+
+fn built(rel: &str) -> PathBuf {
+    let p = root().join(rel);
+    assert!(p.exists(), "{} is missing: run `make build` first (make test does)", p.display());
+    p.canonicalize().unwrap()
+}
+
+pub fn workloads_jar() -> PathBuf {
+    built("java/workloads/target/stallscope-workloads.jar")
+}
+
+pub fn agent_jar() -> PathBuf {
+    built("java/agent/target/stallscope-agent.jar")
+}
+
+pub fn is_mounted(p: &Path) -> bool {
+    let want = std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+    std::fs::read_to_string("/proc/self/mountinfo").unwrap().lines().any(|l| l.split(' ').nth(4) == Some(want.to_str().unwrap()))
+}
+
+/// A running `stallscope inject slowfs`; dropping it kills it and makes sure the mount is gone.
+pub struct Slowfs {
+    pub child: Child,
+    pub mount: PathBuf,
+}
+
+impl Slowfs {
+    pub fn start(backing: &Path, mount: &Path, extra: &[&str]) -> Slowfs {
+        assert!(Path::new("/dev/fuse").exists(), "these tests need /dev/fuse (and fusermount3: apt-get install fuse3)");
+        let child = Command::new(bin()).args(["inject", "slowfs"]).arg(backing).arg(mount).args(extra).stderr(Stdio::piped()).spawn().unwrap();
+        let s = Slowfs { child, mount: mount.to_path_buf() };
+        let t0 = Instant::now();
+        while !is_mounted(mount) {
+            assert!(t0.elapsed() < Duration::from_secs(10), "slowfs did not mount");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        s
+    }
+
+    pub fn terminate(&mut self) -> std::process::ExitStatus {
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        self.child.wait().unwrap()
+    }
+}
+
+impl Drop for Slowfs {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        if is_mounted(&self.mount) {
+            let _ = Command::new("umount").arg("-l").arg(&self.mount).status();
+        }
+    }
+}
+
+/// Kills a child process (continuing it first, in case it was stopped) when dropped.
+pub struct Reaper(pub Child);
+
+impl Drop for Reaper {
+    fn drop(&mut self) {
+        unsafe { libc::kill(self.0.id() as i32, libc::SIGCONT) };
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+pub fn write_random(p: &Path, bytes: usize) {
+    let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+    let mut buf = vec![0u8; bytes];
+    for chunk in buf.chunks_mut(8) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        chunk.copy_from_slice(&x.to_le_bytes()[..chunk.len()]);
+    }
+    std::fs::write(p, &buf).unwrap();
+    std::fs::File::open(p).unwrap().sync_all().unwrap();
+}
+
+pub fn evict(p: &Path) {
+    let o = Command::new(bin()).args(["inject", "evict"]).arg(p).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+}
+
+/// Runs a workload on `java` and returns its JSON line (the last line of its output).
+pub fn run_workload(java: &Path, jvm_args: &[&str], args: &[&str]) -> serde_json::Value {
+    let o = Command::new(java).args(jvm_args).arg("-jar").arg(workloads_jar()).args(args).output().unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{java:?} {args:?}: {}\n{out}", String::from_utf8_lossy(&o.stderr));
+    let last = out.lines().last().unwrap_or("");
+    serde_json::from_str(last).unwrap_or_else(|e| panic!("{args:?}: no JSON line ({e}):\n{out}"))
+}
+
+/// The longest "Reaching safepoint: N ns" in a JVM safepoint log, read without the parser.
+pub fn max_reaching_ns(log: &Path) -> u64 {
+    std::fs::read_to_string(log)
+        .unwrap()
+        .lines()
+        .filter_map(|l| l.split("Reaching safepoint: ").nth(1))
+        .filter_map(|r| r.split(' ').next()?.parse::<u64>().ok())
+        .max()
+        .unwrap_or(0)
+}
+
+/// Tests that measure an effect take this lock, so they do not disturb one another (cargo runs
+/// the tests of one binary on parallel threads).
+pub fn exclusive() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock().unwrap_or_else(|p| p.into_inner())
+}

@@ -1,0 +1,108 @@
+//! The JVM workloads of the lab in their quick profiles, on real JVMs (JDK 17 and Temurin 25):
+//! each shows its seed's effect, baseline against mitigation, by a margin of at least 5×.
+
+mod common;
+
+use common::*;
+use std::process::Command;
+use std::time::Duration;
+
+#[test]
+fn every_workload_explains_itself() {
+    for w in ["counted-loop", "mapped-read", "tlb-readers", "safepoint-storm"] {
+        let o = Command::new(java17()).args(["-jar", workloads_jar().to_str().unwrap(), w, "--help"]).output().unwrap();
+        assert!(o.status.success(), "{w}: {}", String::from_utf8_lossy(&o.stderr));
+        assert!(String::from_utf8_lossy(&o.stdout).contains("usage:"), "{w}");
+    }
+    let o = Command::new(java17()).args(["-jar", workloads_jar().to_str().unwrap(), "counted-loop", "--rounds", "many"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--rounds many is not a whole number"));
+}
+
+#[test]
+fn counted_loop_stalls_without_strip_mining_on_both_jdks() {
+    let _x = exclusive();
+    // A thread dump is a cheap safepoint: what the jitter thread feels is the time to reach it.
+    let args = ["counted-loop", "--duration", "4s", "--rounds", "300", "--trigger", "threaddump"];
+    for java in [java17(), java25()] {
+        let stalled = run_workload(&java, &["-XX:+UseParallelGC", "-XX:-UseCountedLoopSafepoints"], &args);
+        let mitigated = run_workload(&java, &[], &args);
+        let (a, b) = (stalled["jitter"]["max_ns"].as_u64().unwrap(), mitigated["jitter"]["max_ns"].as_u64().unwrap());
+        assert!(a >= 5 * b, "{java:?}: jitter max {a} ns without a poll vs {b} ns with strip mining");
+        assert!(a >= 50_000_000, "{java:?}: a counted loop should hold the jitter thread for tens of ms at least: {a} ns");
+        assert!(mitigated["gc"].as_str().unwrap().contains("G1"), "{mitigated}");
+    }
+}
+
+#[test]
+fn mapped_read_holds_the_safepoint_while_pread_does_not() {
+    let _x = exclusive();
+    let d = scratch("mapped-read");
+    let (back, mnt) = (d.join("back"), d.join("mnt"));
+    std::fs::create_dir_all(&back).unwrap();
+    write_random(&back.join("test.dat"), 16 << 20);
+    let _fs = Slowfs::start(&back, &mnt, &["--read-delay", "300ms"]);
+    let file = mnt.join("test.dat");
+    let mut ttsp = Vec::new();
+    for mode in ["mmap", "pread"] {
+        evict(&file);
+        let log = d.join(format!("{mode}.log"));
+        let v = run_workload(
+            &java17(),
+            &[&format!("-Xlog:safepoint:file={}", log.display())],
+            &["mapped-read", "--file", file.to_str().unwrap(), "--mode", mode, "--reads", "2", "--stride", "4m", "--chunk", "512k"],
+        );
+        assert!(v["reads"]["max_ns"].as_u64().unwrap() >= 300_000_000, "{mode}: the reads themselves were slow: {v}");
+        ttsp.push(max_reaching_ns(&log));
+    }
+    assert!(ttsp[0] >= 300_000_000, "mmap: the JVM's log shows TTSP >= the delay: {} ns", ttsp[0]);
+    assert!(ttsp[0] >= 5 * ttsp[1].max(1), "mmap {} ns vs pread {} ns", ttsp[0], ttsp[1]);
+}
+
+#[test]
+fn tlb_readers_mmap_shoots_down_tlbs_the_pool_does_not() {
+    let _x = exclusive();
+    let d = scratch("tlb");
+    let dir = d.join("data");
+    let jar = workloads_jar();
+    let o = Command::new(java17()).args(["-jar", jar.to_str().unwrap(), "tlb-readers", "create", "--dir", dir.to_str().unwrap(), "--files", "20000"]).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let read = |mode: &str| run_workload(&java17(), &[], &["tlb-readers", "read", "--dir", dir.to_str().unwrap(), "--files", "20000", "--threads", "2", "--reads", "100", "--mode", mode]);
+    let (mut mmap, mut pool) = (0, u64::MAX);
+    for _ in 0..2 {
+        let m = read("mmap");
+        let p = read("pool");
+        for v in [&m, &p] {
+            assert_eq!(v["verified"], 2_000_000, "every read is real and verified: {v}");
+            assert_eq!(v["failed"], 0);
+        }
+        mmap = mmap.max(m["tlb_shootdowns_total"].as_u64().unwrap());
+        pool = pool.min(p["tlb_shootdowns_total"].as_u64().unwrap());
+    }
+    assert!(mmap >= 5 * pool.max(20), "TLB shootdowns: mmap {mmap} vs pool {pool}");
+}
+
+#[test]
+fn safepoint_storm_reaches_safepoints_slowly_beside_cpu_hogs() {
+    let _x = exclusive();
+    let d = scratch("storm");
+    let ttsp_p50 = |hog: bool| {
+        let log = d.join(format!("storm-{hog}.log"));
+        let mut h = hog.then(|| Command::new(bin()).args(["inject", "cpu-hog", "--threads", "4", "--for", "9s"]).stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null()).spawn().unwrap());
+        let v = run_workload(
+            &java17(),
+            &[&format!("-Xlog:safepoint:file={}", log.display())],
+            &["safepoint-storm", "--threads", "2", "--duration", "4s", "--every", "10ms", "--log", log.to_str().unwrap()],
+        );
+        if let Some(h) = h.as_mut() {
+            let _ = h.kill();
+            let _ = h.wait();
+        }
+        assert!(v["ttsp"]["count"].as_u64().unwrap() > 100, "{v}");
+        v["ttsp"]["p50_ns"].as_u64().unwrap()
+    };
+    let alone = ttsp_p50(false);
+    std::thread::sleep(Duration::from_millis(200));
+    let contended = ttsp_p50(true);
+    assert!(contended >= 5 * alone, "TTSP p50 {contended} ns beside cpu-hogs vs {alone} ns alone");
+}

@@ -1,0 +1,31 @@
+package io.stallscope.workloads;
+
+import java.util.Arrays;
+
+/** Dispatches {@code java -jar stallscope-workloads.jar <workload> [options]} to a workload. */
+public final class Main {
+    private Main() {}
+
+    public static void main(String[] args) throws Exception {
+        if (args.length == 0 || args[0].equals("-help") || args[0].equals("--help")) {
+            System.out.println("usage: java -jar stallscope-workloads.jar <workload> [options]   (each takes --help)");
+            System.out.println("  counted-loop    seed 004: a nested int counted loop beside a 1 ms jitter thread");
+            System.out.println("  mapped-read     seed 000: MappedByteBuffer reads while safepoints are requested");
+            System.out.println("  tlb-readers     seed 002: many small files read by mmap or into pooled buffers");
+            System.out.println("  safepoint-storm seed 003: busy threads and frequent safepoints");
+            System.out.println("  idle            a quiet JVM (threads that sleep)");
+            return;
+        }
+        String[] rest = Arrays.copyOfRange(args, 1, args.length);
+        switch (args[0]) {
+            case "counted-loop": CountedLoop.main(rest); break;
+            case "mapped-read": MappedRead.main(rest); break;
+            case "tlb-readers": TlbReaders.main(rest); break;
+            case "safepoint-storm": SafepointStorm.main(rest); break;
+            case "idle": Idle.main(rest); break;
+            default:
+                System.err.println("unknown workload '" + args[0] + "' (counted-loop, mapped-read, tlb-readers, safepoint-storm, idle)");
+                System.exit(2);
+        }
+    }
+}
