@@ -1,0 +1,290 @@
+//! The doctor against real JVMs on this machine: each pathology is made to happen, recorded
+//! by `stallscope run` or `attach`, and the diagnosed cause and culprit are checked.
+
+mod common;
+
+use common::*;
+use serde_json::Value;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+fn run_recorded(dir: &Path, java: &Path, jvm_args: &[&str], workload: &[&str]) -> Output {
+    Command::new(bin())
+        .args(["run", "--out", dir.to_str().unwrap(), "--"])
+        .arg(java)
+        .args(jvm_args)
+        .arg("-jar")
+        .arg(workloads_jar())
+        .args(workload)
+        .output()
+        .unwrap()
+}
+
+fn report_json(dir: &Path) -> Value {
+    let o = Command::new(bin()).args(["report", "--json", dir.to_str().unwrap()]).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
+fn causes(r: &Value) -> Vec<String> {
+    r["stalls"].as_array().unwrap().iter().map(|s| s["findings"][0]["cause"].as_str().unwrap().to_string()).collect()
+}
+
+/// The stalls whose first finding is `cause`.
+fn stalls_with<'a>(r: &'a Value, cause: &str) -> Vec<&'a Value> {
+    r["stalls"].as_array().unwrap().iter().filter(|s| s["findings"][0]["cause"] == cause).collect()
+}
+
+fn culprit_names(s: &Value) -> Vec<String> {
+    s["findings"][0]["culprits"].as_array().unwrap().iter().map(|c| c["name"].as_str().unwrap().to_string()).collect()
+}
+
+#[test]
+fn counted_loop_runs_without_a_safepoint_poll_on_both_jdks() {
+    let _x = exclusive();
+    for (i, java) in [java17(), java25()].into_iter().enumerate() {
+        let dir = scratch(&format!("doctor-loop-{i}")).join("rec");
+        let o = run_recorded(&dir, &java, &["-XX:+UseParallelGC", "-XX:-UseCountedLoopSafepoints"], &["counted-loop", "--duration", "4s", "--rounds", "300", "--trigger", "threaddump"]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let live = String::from_utf8_lossy(&o.stdout).into_owned();
+        assert!(live.contains("\"workload\":\"counted-loop\""), "the JVM's stdout passes through");
+        assert!(!live.contains("SafepointSynchronize"), "SafepointTimeout's warnings stay out of the application's stdout");
+        let r = report_json(&dir);
+        let hits = stalls_with(&r, "no-safepoint-poll");
+        assert!(!hits.is_empty(), "{java:?}: {:?}", causes(&r));
+        for s in &hits {
+            assert_eq!(culprit_names(s), vec!["counted-loop".to_string()], "{java:?}: the culprit by its full Java name: {s}");
+            assert!(s["safepoint"]["ttsp_ns"].as_u64().unwrap() > s["safepoint"]["at_safepoint_ns"].as_u64().unwrap());
+        }
+        assert!(hits.iter().any(|s| s["findings"][0]["confidence"] == "high"), "SafepointTimeout and /proc agree: high confidence");
+
+        // `report` prints exactly what the live run printed.
+        let again = Command::new(bin()).args(["report", dir.to_str().unwrap()]).output().unwrap();
+        let report = String::from_utf8_lossy(&again.stdout).into_owned();
+        assert!(report.starts_with("stallscope run: "), "{report}");
+        assert!(live.ends_with(&report), "live output and report differ:\n--- live\n{live}\n--- report\n{report}");
+    }
+}
+
+#[test]
+fn mapped_read_on_a_slow_disk_is_a_major_fault_on_the_named_file() {
+    let _x = exclusive();
+    let d = scratch("doctor-mmap");
+    let (back, mnt) = (d.join("back"), d.join("mnt"));
+    std::fs::create_dir_all(&back).unwrap();
+    write_random(&back.join("test.dat"), 16 << 20);
+    let _fs = Slowfs::start(&back, &mnt, &["--read-delay", "300ms"]);
+    let file = mnt.join("test.dat");
+    evict(&file);
+    let dir = d.join("rec");
+    let o = run_recorded(&dir, &java17(), &[], &["mapped-read", "--file", file.to_str().unwrap(), "--mode", "mmap", "--reads", "2", "--stride", "4m", "--chunk", "512k"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let r = report_json(&dir);
+    let hits = stalls_with(&r, "major-fault");
+    assert!(!hits.is_empty(), "{:?}", causes(&r));
+    let s = hits[0];
+    assert!(s["duration_ns"].as_u64().unwrap() >= 300_000_000, "{s}");
+    let c = &s["findings"][0]["culprits"][0];
+    assert_eq!(c["name"], "reader-thread", "{s}");
+    assert!(c["description"].as_str().unwrap().contains("not in a syscall"), "{c}");
+    assert!(c["files"].as_array().unwrap().iter().any(|f| f.as_str().unwrap().contains("test.dat")), "the mapped file is named: {c}");
+    assert_eq!(s["findings"][0]["confidence"], "high");
+}
+
+/// Reads the workload's "idle: pid N" line from a recorded run's stdout.
+fn spawn_recorded_idle(dir: &Path, secs: u32) -> (Reaper, i32, BufReader<std::process::ChildStdout>) {
+    let mut child = Command::new(bin())
+        .args(["run", "--out", dir.to_str().unwrap(), "--"])
+        .arg(java17())
+        .arg("-jar")
+        .arg(workloads_jar())
+        .args(["idle", "--duration", &format!("{secs}s")])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    let pid: i32 = line.trim().strip_prefix("idle: pid ").unwrap_or_else(|| panic!("{line}")).parse().unwrap();
+    wait_for_heartbeat(pid);
+    (Reaper(child), pid, out)
+}
+
+fn heartbeat(pid: i32) -> PathBuf {
+    PathBuf::from(format!("/dev/shm/stallscope-{pid}.heartbeat"))
+}
+
+fn wait_for_heartbeat(pid: i32) {
+    let t0 = Instant::now();
+    while !heartbeat(pid).exists() {
+        assert!(t0.elapsed() < Duration::from_secs(20), "no heartbeat for pid {pid}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+}
+
+/// Waits for a recorded run to end; its stdout is what is left in `out`.
+fn finish(mut child: Reaper, mut out: BufReader<std::process::ChildStdout>) -> Output {
+    let mut stdout = String::new();
+    let _ = std::io::Read::read_to_string(&mut out, &mut stdout);
+    let c: &mut Child = &mut child.0;
+    let status = c.wait().unwrap();
+    Output { status, stdout: stdout.into_bytes(), stderr: vec![] }
+}
+
+#[test]
+fn a_frozen_jvm_is_a_frozen_process_and_a_quiet_one_has_no_stalls() {
+    let _x = exclusive();
+    let d = scratch("doctor-freeze");
+    let (child, pid, out) = spawn_recorded_idle(&d.join("rec"), 4);
+    let f = Command::new(bin()).args(["inject", "freeze", &pid.to_string(), "--for", "500ms"]).output().unwrap();
+    assert!(f.status.success());
+    let o = finish(child, out);
+    assert!(o.status.success());
+    let r = report_json(&d.join("rec"));
+    let frozen = stalls_with(&r, "frozen");
+    assert_eq!(frozen.len(), 1, "{:?}", causes(&r));
+    assert!(frozen[0]["duration_ns"].as_u64().unwrap() >= 450_000_000);
+    assert!(frozen[0]["safepoint"].is_null(), "a freeze is not a safepoint: {}", frozen[0]);
+
+    // The same JVM left alone: nothing to report.
+    let quiet = d.join("quiet");
+    let o = run_recorded(&quiet, &java17(), &[], &["idle", "--duration", "4s"]);
+    assert!(o.status.success());
+    let r = report_json(&quiet);
+    assert_eq!(r["summary"]["stalls"], 0, "a quiet JVM: {:?}", causes(&r));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("stalls      none of 5.00 ms or more"));
+    assert!(r["summary"]["hiccups"]["intervals"].as_u64().unwrap() >= 3, "the agent's interval log is in the recording");
+}
+
+#[test]
+fn safepoints_under_cpu_contention_are_cpu_starvation() {
+    let _x = exclusive();
+    let d = scratch("doctor-storm");
+    let _hog = Reaper(Command::new(bin()).args(["inject", "cpu-hog", "--threads", "4", "--for", "20s"]).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap());
+    let o = run_recorded(&d.join("rec"), &java17(), &[], &["safepoint-storm", "--threads", "2", "--duration", "4s", "--every", "10ms"]);
+    assert!(o.status.success());
+    let r = report_json(&d.join("rec"));
+    let all = causes(&r);
+    let starved = stalls_with(&r, "cpu-starvation");
+    assert!(all.len() >= 3, "contention makes stalls: {all:?}");
+    assert!(starved.len() * 2 > all.len(), "most stalls are CPU starvation: {all:?}");
+    assert!(!all.iter().any(|c| c == "no-safepoint-poll" || c == "major-fault" || c == "frozen"), "{all:?}");
+    let evidence: Vec<String> = starved.iter().flat_map(|s| s["findings"][0]["evidence"].as_array().unwrap().iter().map(|e| e.as_str().unwrap().to_string())).collect();
+    assert!(evidence.iter().any(|e| e.contains("for a CPU") || e.contains("run queue")), "run-queue evidence: {evidence:?}");
+}
+
+#[test]
+fn a_target_that_dies_mid_stall_still_gets_its_diagnosis() {
+    let _x = exclusive();
+    let dir = scratch("doctor-dies").join("rec");
+    let mut child = Command::new(bin())
+        .args(["run", "--out", dir.to_str().unwrap(), "--"])
+        .arg(java17())
+        .args(["-XX:+UseParallelGC", "-XX:-UseCountedLoopSafepoints", "-jar"])
+        .arg(workloads_jar())
+        .args(["counted-loop", "--duration", "30s", "--rounds", "2000", "--trigger", "threaddump"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let events = dir.join("events.jsonl");
+    let t0 = Instant::now();
+    loop {
+        assert!(t0.elapsed() < Duration::from_secs(30), "no stall began");
+        if std::fs::read_to_string(&events).unwrap_or_default().contains("stall-begin") {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let meta: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("meta.json")).unwrap()).unwrap();
+    let jvm = meta["pid"].as_i64().unwrap() as i32;
+    unsafe { libc::kill(jvm, libc::SIGKILL) };
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(137), "the JVM's fate is the exit code");
+    let r = report_json(&dir);
+    let last = r["stalls"].as_array().unwrap().last().unwrap().clone();
+    assert_eq!(last["target_exited"], true, "{last}");
+    assert_eq!(last["findings"][0]["cause"], "no-safepoint-poll", "{last}");
+    assert!(!heartbeat(jvm).exists() || std::fs::metadata(heartbeat(jvm)).is_ok(), "a stale heartbeat may remain; the reader checks liveness");
+}
+
+#[test]
+fn ctrl_c_reaches_the_jvm_and_the_recording_is_finished() {
+    let _x = exclusive();
+    let dir = scratch("doctor-ctrlc").join("rec");
+    let (child, pid, out) = spawn_recorded_idle(&dir, 60);
+    unsafe { libc::kill(child.0.id() as i32, libc::SIGINT) };
+    let o = finish(child, out);
+    assert_eq!(o.status.code(), Some(130), "the JVM ended by SIGINT: {:?}", o.status);
+    assert!(String::from_utf8_lossy(&o.stdout).contains("Summary ("), "the report was printed");
+    let events = std::fs::read_to_string(dir.join("events.jsonl")).unwrap();
+    assert!(events.contains("\"detach\"") && events.contains("\"target-exit\""), "{events}");
+    assert!(!Path::new(&format!("/proc/{pid}")).exists(), "the JVM is gone");
+}
+
+fn idle_jvm(extra: &[&str]) -> (Reaper, i32) {
+    let mut child = Command::new(java17()).args(extra).arg("-jar").arg(workloads_jar()).args(["idle", "--duration", "60s"]).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    let pid = line.trim().strip_prefix("idle: pid ").unwrap().parse().unwrap();
+    (Reaper(child), pid)
+}
+
+#[test]
+fn attach_watches_a_running_jvm_and_leaves_it_as_it_was() {
+    let _x = exclusive();
+    let d = scratch("doctor-attach");
+    let (jvm, pid) = idle_jvm(&[]);
+    let dir = d.join("rec");
+    let att = Command::new(bin()).args(["attach", &pid.to_string(), "--for", "4s", "--out", dir.to_str().unwrap()]).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    wait_for_heartbeat(pid);
+    let f = Command::new(bin()).args(["inject", "freeze", &pid.to_string(), "--for", "400ms"]).output().unwrap();
+    assert!(f.status.success());
+    let o = att.wait_with_output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let live = String::from_utf8_lossy(&o.stdout);
+    assert!(live.starts_with("stallscope attach: "), "{live}");
+    let r = report_json(&dir);
+    assert_eq!(r["meta"]["mode"], "attach");
+    assert_eq!(stalls_with(&r, "frozen").len(), 1, "{:?}", causes(&r));
+    assert!(std::fs::metadata(dir.join("safepoint.log")).unwrap().len() > 0, "VM.log wrote into the recording");
+
+    // Detached: the meter is stopped, its files are gone, the log output is off, the JVM runs.
+    assert!(!heartbeat(pid).exists(), "the agent removed its heartbeat on stop");
+    let jcmd = java17().parent().unwrap().join("jcmd");
+    let list = Command::new(jcmd).args([&pid.to_string(), "VM.log", "list"]).output().unwrap();
+    let list = String::from_utf8_lossy(&list.stdout);
+    let ours = list.lines().find(|l| l.contains("safepoint.log")).unwrap_or("");
+    assert!(ours.is_empty() || ours.contains("all=off"), "our log output is switched off: {list}");
+    assert!(Path::new(&format!("/proc/{pid}")).exists(), "the JVM keeps running");
+    drop(jvm);
+}
+
+#[test]
+fn attach_refusals_are_one_clear_line() {
+    let _x = exclusive();
+    let attach = |pid: String, as_nobody: bool| {
+        let dir = scratch("doctor-refuse").join("rec");
+        let mut c = if as_nobody { Command::new("setpriv") } else { Command::new(bin()) };
+        if as_nobody {
+            c.args(["--reuid=65534", "--regid=65534", "--clear-groups", bin()]);
+        }
+        let o = c.args(["attach", &pid, "--for", "1s", "--out", dir.to_str().unwrap()]).output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr).into_owned();
+        assert_eq!(o.status.code(), Some(1), "{err}");
+        assert_eq!(err.lines().count(), 1, "one line: {err}");
+        err
+    };
+    assert!(attach("999999999".into(), false).contains("pid 999999999: no such process"));
+    let sleeper = Reaper(Command::new("sleep").arg("30").spawn().unwrap());
+    assert!(attach(sleeper.0.id().to_string(), false).contains("is not a JVM"));
+    let (_jvm, pid) = idle_jvm(&[]);
+    assert!(attach(pid.to_string(), true).contains("belongs to uid 0"), "another user's JVM");
+    let (_locked, locked_pid) = idle_jvm(&["-XX:+DisableAttachMechanism"]);
+    assert!(attach(locked_pid.to_string(), false).contains("did not open its attach socket"));
+}
