@@ -91,3 +91,19 @@ impl Cause {
         format!("docs/causes/{}.md", self.id())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_cause_has_its_page_and_a_fix() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        for c in Cause::ALL {
+            let page = root.join(c.doc());
+            let text = std::fs::read_to_string(&page).unwrap_or_else(|_| panic!("{} is missing", page.display()));
+            assert!(text.to_lowercase().contains(&c.title().to_lowercase()), "{} does not name '{}'", page.display(), c.title());
+            assert!(!c.fix().is_empty());
+        }
+    }
+}

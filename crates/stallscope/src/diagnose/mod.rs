@@ -442,3 +442,20 @@ pub fn diagnose(dir: &Path) -> Result<Report> {
     }
     Ok(Report { schema: SCHEMA, recording: dir.display().to_string(), meta: l.meta.clone(), stalls, summary, notes })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn raw_sample_lines_match_the_documented_schema() {
+        let doc = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/formats/report-json.md")).unwrap();
+        let line = ThreadLine { tid: 1, name: "x".into(), states: "R×1".into(), wchan: String::new(), cpu_ns: 0, run_delay_ns: 0, majflt: 0 };
+        let v = serde_json::to_value(&line).unwrap();
+        for k in v.as_object().unwrap().keys() {
+            assert!(doc.contains(&format!("| `stalls[].raw[].{k}`")), "stalls[].raw[].{k} is not documented");
+        }
+        let documented = doc.lines().filter(|l| l.starts_with("| `stalls[].raw[].")).count();
+        assert_eq!(documented, v.as_object().unwrap().len(), "the document lists fields the type does not have");
+    }
+}
