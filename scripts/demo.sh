@@ -1,18 +1,14 @@
 #!/usr/bin/env bash
-# make demo: start a real JVM whose counted loop holds every other thread out of a safepoint,
-# record its safepoint log, and show stallscope's analysis of it.
+# make demo: the lab's quick counted-loop scenario (seed 004: a counted int loop holds every
+# thread out of a safepoint), baseline beside mitigation, each run recorded by the doctor; then
+# the doctor's diagnosis of one baseline run. Needs no root. About 20 seconds after the build.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 bin="$root/target/release/stallscope"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-javac --release 11 -d "$work" "$root/tests/fixtures/logs/src/FixtureWorkload.java"
-echo "== A JVM (JDK $(java -version 2>&1 | awk -F'"' '/version/ {print $2}')) sums a byte array in a counted int loop"
-echo "   under -XX:+UseParallelGC -XX:-UseCountedLoopSafepoints, while main asks for a GC every second."
-echo "   Safepoint logging and SafepointTimeout (200 ms) are on. This takes about 6 seconds."
-java -XX:+UseParallelGC -XX:-UseCountedLoopSafepoints -XX:+SafepointTimeout -XX:SafepointTimeoutDelay=200 \
-     "-Xlog:safepoint*=debug:file=$work/safepoint.log:uptime,timenanos,level,tags" \
-     -cp "$work" FixtureWorkload counted-loop 6 > /dev/null 2>&1 || true
-echo "== stallscope logs $work/safepoint.log"
+"$bin" lab run counted-loop --profile quick --out "$work/lab"
 echo
-"$bin" logs "$work/safepoint.log"
+echo "== The doctor's diagnosis of the first baseline run (stallscope report $work/lab/counted-loop/no-poll-1):"
+echo
+"$bin" report "$work/lab/counted-loop/no-poll-1"

@@ -167,6 +167,79 @@ impl Drop for Heartbeat {
     }
 }
 
+/// Publishes a heartbeat in the same layout, for native programs (the lab's native workloads)
+/// so that the recorder can watch them as it watches a JVM.
+pub struct HeartbeatWriter {
+    base: *mut u8,
+    pub path: PathBuf,
+    ticks: u64,
+}
+
+unsafe impl Send for HeartbeatWriter {}
+
+fn mono_now() -> u64 {
+    let mut ts: libc::timespec = unsafe { std::mem::zeroed() };
+    // SAFETY: an out-parameter.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+impl HeartbeatWriter {
+    /// Creates `default_path(own pid)` (mode 0600) and marks the meter running.
+    pub fn create(resolution_ns: u64) -> io::Result<HeartbeatWriter> {
+        use std::os::unix::fs::OpenOptionsExt;
+        let pid = std::process::id();
+        let path = default_path(pid as i32);
+        let f = std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(true).mode(0o600).open(&path)?;
+        f.set_len(SIZE as u64)?;
+        // SAFETY: a shared read-write mapping of the file, unmapped in Drop.
+        let p = unsafe { libc::mmap(std::ptr::null_mut(), SIZE, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, f.as_raw_fd(), 0) };
+        if p == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        let w = HeartbeatWriter { base: p as *mut u8, path, ticks: 0 };
+        // SAFETY: header bytes inside the page, written before anyone reads state.
+        unsafe { std::ptr::copy_nonoverlapping(MAGIC.as_ptr(), w.base, 8) };
+        w.store32(8, VERSION);
+        w.store32(12, pid);
+        w.store64(16, crate::task::process_starttime(pid as i32).unwrap_or(0));
+        w.store64(24, resolution_ns);
+        w.store32(52, unsafe { libc::gettid() } as u32);
+        let now = mono_now();
+        w.store64(56, now);
+        w.store64(64, std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0));
+        w.store64(32, now);
+        w.store32(48, 1);
+        Ok(w)
+    }
+
+    fn store64(&self, off: usize, v: u64) {
+        // SAFETY: 8-aligned offsets inside the page.
+        unsafe { &*(self.base.add(off) as *const AtomicU64) }.store(v.to_le(), Ordering::Release);
+    }
+
+    fn store32(&self, off: usize, v: u32) {
+        // SAFETY: 4-aligned offsets inside the page.
+        unsafe { &*(self.base.add(off) as *const AtomicU32) }.store(v.to_le(), Ordering::Release);
+    }
+
+    /// One tick: the time first, then the count (release), as readers expect.
+    pub fn tick(&mut self) {
+        self.store64(32, mono_now());
+        self.ticks += 1;
+        self.store64(40, self.ticks);
+    }
+}
+
+impl Drop for HeartbeatWriter {
+    fn drop(&mut self) {
+        self.store32(48, 3);
+        // SAFETY: the mapping made in `create`.
+        unsafe { libc::munmap(self.base as *mut libc::c_void, SIZE) };
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
 /// One row of the agent's thread table.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct JavaThread {
@@ -228,6 +301,23 @@ mod tests {
         assert_eq!(t.len(), 2);
         assert_eq!(t[1].name, "pool-1-thread-1\tx\\y");
         assert!(t[1].daemon);
+    }
+
+    #[test]
+    fn the_writer_and_the_reader_agree() {
+        let mut w = HeartbeatWriter::create(1_000_000).unwrap();
+        let r = Heartbeat::open(&w.path).unwrap();
+        let before = r.read();
+        w.tick();
+        w.tick();
+        let after = r.read();
+        assert_eq!(after.tick_count, before.tick_count + 2);
+        assert!(after.last_tick_ns >= before.last_tick_ns);
+        assert_eq!(after.state, MeterState::Running);
+        assert_eq!(r.liveness(), Liveness::Alive);
+        let path = w.path.clone();
+        drop(w);
+        assert!(!path.exists(), "removed on drop");
     }
 
     #[test]

@@ -29,6 +29,9 @@ pub enum Command {
     Attach(AttachArgs),
     /// Print the diagnosis of a finished recording, exactly as the live run printed it.
     Report(ReportArgs),
+    /// Rerun each seed's experiment, baseline beside mitigation, and grade the doctor.
+    #[command(subcommand)]
+    Lab(LabCommand),
     /// Native workloads of the lab (see `stallscope lab`); each runs alone, prints a summary
     /// and one JSON line.
     #[command(subcommand, hide = true)]
@@ -68,6 +71,9 @@ pub struct FutexMmapArgs {
     /// Run the standard set of variants one after another.
     #[arg(long)]
     pub matrix: bool,
+    /// Publish a stallscope heartbeat from the waiting thread, so the recorder can watch it.
+    #[arg(long)]
+    pub heartbeat: bool,
 }
 
 #[derive(Subcommand, Debug)]
@@ -281,6 +287,13 @@ pub struct RunArgs {
     /// Do not add -XX:+SafepointTimeout (it names the threads late to a safepoint).
     #[arg(long)]
     pub no_safepoint_timeout: bool,
+    /// While the heartbeat is stale, raise the JVM's threads (`nice:-10`, `fifo:1`), then
+    /// restore them exactly: seed 003's priority boost, from outside. Needs CAP_SYS_NICE.
+    #[arg(long, num_args = 0..=1, default_missing_value = "nice:-10", value_name = "LEVEL")]
+    pub boost: Option<String>,
+    /// How stale the heartbeat must be before boosting.
+    #[arg(long, default_value = "2ms", value_name = "DURATION")]
+    pub boost_after: String,
     /// The java command line, after `--`.
     #[arg(last = true, required = true, value_name = "JAVA")]
     pub command: Vec<String>,
@@ -303,4 +316,57 @@ pub struct ReportArgs {
     /// The diagnosis as JSON.
     #[arg(long)]
     pub json: bool,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum LabCommand {
+    /// The scenarios, each with its seed, variants and ground-truth cause.
+    List(LabListArgs),
+    /// Run scenarios (all by default), every variant repeated, each run recorded and diagnosed.
+    Run(LabRunArgs),
+    /// Compare two lab results (two kernels, two JDKs).
+    Compare(LabCompareArgs),
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct LabListArgs {
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args, Debug, Clone)]
+#[command(after_help = "\
+The quick profile finishes each scenario in seconds (for tests and CI); the full profile keeps
+the seeds' proportions, scaled to the machine. Results go to DIR/lab.json and DIR/summary.txt,
+with one recording per run beside them (stallscope report DIR/<scenario>/<variant>-<n>).
+
+Examples:
+  stallscope lab run counted-loop --profile quick
+  stallscope lab run --profile full --java /usr/lib/jvm/temurin-25-jdk-amd64/bin/java --out lab-jdk25")]
+pub struct LabRunArgs {
+    /// Scenarios to run (default: all).
+    #[arg(value_name = "SCENARIO")]
+    pub scenarios: Vec<String>,
+    /// `quick` (seconds per run) or `full` (the seeds' proportions).
+    #[arg(long, default_value = "quick")]
+    pub profile: String,
+    /// Repetitions of each variant (default: 2 quick, 5 full).
+    #[arg(long)]
+    pub reps: Option<usize>,
+    /// Where the results and recordings go (default: ./stallscope-lab-<date>-<time>).
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// The java to run the JVM workloads with (default: java on PATH).
+    #[arg(long, value_name = "PATH")]
+    pub java: Option<PathBuf>,
+    /// Print lab.json instead of the summary.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct LabCompareArgs {
+    /// A lab result directory (or its lab.json).
+    pub a: PathBuf,
+    pub b: PathBuf,
 }

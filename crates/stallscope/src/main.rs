@@ -6,6 +6,7 @@ mod diagnose;
 mod failure;
 mod inject;
 mod inputs;
+mod lab;
 mod logs;
 mod output;
 mod record;
@@ -29,6 +30,9 @@ fn main() {
         cli::Command::Run(a) => record::run(a),
         cli::Command::Attach(a) => record::attach(a),
         cli::Command::Report(a) => record::report(&a.dir, a.json),
+        cli::Command::Lab(cli::LabCommand::List(a)) => lab::list(a),
+        cli::Command::Lab(cli::LabCommand::Run(a)) => lab::run(a),
+        cli::Command::Lab(cli::LabCommand::Compare(a)) => lab::compare(a),
     };
     match result {
         Ok(code) => std::process::exit(code),

@@ -73,6 +73,9 @@ pub enum Event {
     TargetExit { t: u64, code: Option<i32>, signal: Option<i32> },
     /// The recorder stopped watching (detach, Ctrl-C, --for).
     Detach { t: u64, reason: String },
+    /// `--boost` raised the target's threads (`raised` false: none could be; `refused` counts
+    /// threads the kernel refused, for lack of CAP_SYS_NICE).
+    Boost { t: u64, raised: bool, refused: u64 },
 }
 
 fn yes() -> bool {

@@ -21,6 +21,7 @@ pub enum Cause {
 }
 
 impl Cause {
+    #[cfg(test)]
     pub const ALL: [Cause; 12] = [
         Cause::NoSafepointPoll,
         Cause::MajorFault,

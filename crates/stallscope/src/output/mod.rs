@@ -5,6 +5,7 @@
 pub mod csv;
 pub mod doctor;
 pub mod json;
+pub mod lab;
 pub mod terminal;
 
 use crate::logs::view::LogsView;

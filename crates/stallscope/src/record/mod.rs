@@ -6,6 +6,7 @@
 //! off and stops the agent's meter).
 
 pub mod agent_jar;
+pub mod boost;
 pub mod watch;
 
 use crate::attach::Jvm;
@@ -21,11 +22,23 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 use watch::{mono_ns, Ending, WatchOptions};
 
-struct Settings {
-    jar: PathBuf,
-    dir: PathBuf,
-    threshold_ns: u64,
-    sample_interval_ns: u64,
+/// What a recording needs: the agent, the directory, the thresholds.
+pub struct Settings {
+    pub jar: PathBuf,
+    pub dir: PathBuf,
+    pub threshold_ns: u64,
+    pub sample_interval_ns: u64,
+}
+
+impl Settings {
+    /// Settings for a recording into `dir` (created, empty), with default thresholds.
+    pub fn new(jar: PathBuf, dir: &Path) -> Result<Settings> {
+        if dir.exists() && std::fs::read_dir(dir)?.next().is_some() {
+            bail!("{}: the recording directory exists and is not empty", dir.display());
+        }
+        std::fs::create_dir_all(dir)?;
+        Ok(Settings { jar, dir: std::fs::canonicalize(dir)?, threshold_ns: 5_000_000, sample_interval_ns: 2_000_000 })
+    }
 }
 
 fn settings(o: &RecordOptions) -> Result<Settings> {
@@ -99,7 +112,7 @@ fn meta(mode: &str, command: Vec<String>, pid: i32, java_home: Option<&Path>, s:
 }
 
 fn watch_options(s: &Settings) -> WatchOptions {
-    WatchOptions { threshold_ns: s.threshold_ns, sample_interval_ns: s.sample_interval_ns, system_interval_ns: 50_000_000 }
+    WatchOptions { threshold_ns: s.threshold_ns, sample_interval_ns: s.sample_interval_ns, system_interval_ns: 50_000_000, boost: None }
 }
 
 /// Prints the diagnosis of a finished recording, as `report` would.
@@ -121,12 +134,32 @@ fn find_java(program: &str) -> Option<PathBuf> {
     std::env::var_os("PATH").and_then(|path| std::env::split_paths(&path).map(|d| d.join(program)).find(|c| c.is_file())).and_then(|c| std::fs::canonicalize(c).ok())
 }
 
-pub fn run(a: RunArgs) -> Result<i32> {
-    let (program, rest) = a.command.split_first().context("no command after --; e.g. stallscope run -- java -jar app.jar")?;
-    let s = settings(&a.record)?;
+/// How to launch a recorded JVM.
+pub struct Launch {
+    pub safepoint_timeout: bool,
+    pub boost: Option<(boost::BoostLevel, u64)>,
+    /// Keep the JVM's stdout (the lab reads its workload's JSON line) instead of passing it on.
+    pub capture_stdout: bool,
+    /// Tell the user what is happening on stderr.
+    pub chatty: bool,
+    /// Start the target at this nice value (a static priority, for comparison with --boost).
+    pub nice: Option<i32>,
+}
+
+/// A finished recorded run.
+pub struct Recorded {
+    pub status: std::process::ExitStatus,
+    pub stdout: String,
+}
+
+/// Launches `command` (a java command line) with the agent and safepoint logging, records it
+/// into `s.dir` until it exits, and returns how it ended. `stop` ends the recording early (the
+/// JVM gets SIGINT).
+pub fn record_jvm(s: &Settings, command: &[String], l: &Launch, stop: &std::sync::atomic::AtomicBool) -> Result<Recorded> {
+    let (program, rest) = command.split_first().context("no command after --; e.g. stallscope run -- java -jar app.jar")?;
     let java = find_java(program).with_context(|| format!("{program}: not found on PATH"))?;
     let java_home = java.parent().and_then(Path::parent).map(Path::to_path_buf);
-    let timeout_ms = (!a.no_safepoint_timeout).then(|| s.threshold_ns.div_ceil(1_000_000).max(1));
+    let timeout_ms = l.safepoint_timeout.then(|| s.threshold_ns.div_ceil(1_000_000).max(1));
     let mut args = vec![
         format!("-javaagent:{}=log={}/{},interval=1s", s.jar.display(), s.dir.display(), files::HICCUPS),
         format!("-Xlog:safepoint*=debug:file={}/{}:uptime,timenanos,level,tags:filecount=0", s.dir.display(), files::SAFEPOINT_LOG),
@@ -138,12 +171,54 @@ pub fn run(a: RunArgs) -> Result<i32> {
         // -Xlog options come after this one, so theirs still win.
         args.push("-Xlog:safepoint=off:stdout".into());
     }
-    let stop = crate::inject::stop_flag()?;
-    let mut child = std::process::Command::new(&java).args(&args).args(rest).spawn().with_context(|| format!("starting {}", java.display()))?;
+    let mut cmd = std::process::Command::new(&java);
+    cmd.args(&args).args(rest);
+    record_child(s, cmd, command, java_home.as_deref(), timeout_ms, l, stop)
+}
+
+/// Records a native program that publishes a stallscope heartbeat itself (the lab's native
+/// workloads): the same watching and recording, without the JVM's logs.
+pub fn record_native(s: &Settings, command: &[String], l: &Launch, stop: &std::sync::atomic::AtomicBool) -> Result<Recorded> {
+    let (program, rest) = command.split_first().context("no command")?;
+    let mut cmd = std::process::Command::new(program);
+    cmd.args(rest);
+    record_child(s, cmd, command, None, None, l, stop)
+}
+
+fn record_child(
+    s: &Settings,
+    mut cmd: std::process::Command,
+    command: &[String],
+    java_home: Option<&Path>,
+    timeout_ms: Option<u64>,
+    l: &Launch,
+    stop: &std::sync::atomic::AtomicBool,
+) -> Result<Recorded> {
+    if l.capture_stdout {
+        cmd.stdout(std::process::Stdio::piped());
+    }
+    if let Some(n) = l.nice {
+        // SAFETY: between fork and exec, one async-signal-safe call on ourselves.
+        unsafe {
+            std::os::unix::process::CommandExt::pre_exec(&mut cmd, move || {
+                libc::setpriority(libc::PRIO_PROCESS, 0, n);
+                Ok(())
+            });
+        }
+    }
+    let mut child = cmd.spawn().with_context(|| format!("starting {}", command.first().map_or("", String::as_str)))?;
+    let reader = child.stdout.take().map(|mut out| {
+        std::thread::spawn(move || {
+            let mut text = String::new();
+            let _ = std::io::Read::read_to_string(&mut out, &mut text);
+            text
+        })
+    });
     let pid = child.id() as i32;
-    let command: Vec<String> = a.command.clone();
-    let mut w = Writer::open(&s.dir, &meta("run", command, pid, java_home.as_deref(), &s, timeout_ms))?;
-    eprintln!("stallscope: recording pid {pid} into {} (stalls ≥ {})", s.dir.display(), fmt_ns(s.threshold_ns));
+    let mut w = Writer::open(&s.dir, &meta("run", command.to_vec(), pid, java_home, s, timeout_ms))?;
+    if l.chatty {
+        eprintln!("stallscope: recording pid {pid} into {} (stalls ≥ {})", s.dir.display(), fmt_ns(s.threshold_ns));
+    }
 
     let mut exit: Option<std::process::ExitStatus> = None;
     let alive = |exit: &mut Option<std::process::ExitStatus>, child: &mut std::process::Child| -> bool {
@@ -152,7 +227,7 @@ pub fn run(a: RunArgs) -> Result<i32> {
         }
         exit.is_none()
     };
-    let hb = match watch::wait_for_heartbeat(pid, Duration::from_secs(60), &mut || alive(&mut exit, &mut child), &stop) {
+    let hb = match watch::wait_for_heartbeat(pid, Duration::from_secs(60), &mut || alive(&mut exit, &mut child), stop) {
         Ok(h) => h,
         Err(e) => {
             eprintln!("stallscope: {e:#}; recording without stall detection");
@@ -161,7 +236,8 @@ pub fn run(a: RunArgs) -> Result<i32> {
     };
     let mut ending = Ending::TargetExited;
     if let Some(hb) = &hb {
-        ending = watch::watch(&mut w, pid, hb, watch_options(&s), &stop, None, &mut || alive(&mut exit, &mut child))?;
+        let opts = WatchOptions { boost: l.boost, ..watch_options(s) };
+        ending = watch::watch(&mut w, pid, hb, opts, stop, None, &mut || alive(&mut exit, &mut child))?;
     }
     if let Ending::Stopped(reason) = &ending {
         // Ctrl-C in a terminal reaches the JVM too; forward it only if it did not.
@@ -190,9 +266,22 @@ pub fn run(a: RunArgs) -> Result<i32> {
         },
     };
     w.events.line(&Event::TargetExit { t: mono_ns(), code: status.code(), signal: status.signal() })?;
+    let stdout = reader.map(|r| r.join().unwrap_or_default()).unwrap_or_default();
+    Ok(Recorded { status, stdout })
+}
+
+pub fn run(a: RunArgs) -> Result<i32> {
+    let s = settings(&a.record)?;
+    let boost = match &a.boost {
+        Some(b) => Some((boost::parse(b).map_err(|e| Failure::new(2, e))?, parse_duration(&a.boost_after).context("--boost-after")?)),
+        None => None,
+    };
+    let stop = crate::inject::stop_flag()?;
+    let launch = Launch { safepoint_timeout: !a.no_safepoint_timeout, boost, capture_stdout: false, chatty: true, nice: None };
+    let r = record_jvm(&s, &a.command, &launch, &stop)?;
     print_report(&s.dir, a.record.json)?;
     eprintln!("stallscope: recording in {} (stallscope report {} shows it again)", s.dir.display(), s.dir.display());
-    Ok(status.code().unwrap_or_else(|| 128 + status.signal().unwrap_or(0)))
+    Ok(r.status.code().unwrap_or_else(|| 128 + r.status.signal().unwrap_or(0)))
 }
 
 pub fn attach(a: AttachArgs) -> Result<i32> {

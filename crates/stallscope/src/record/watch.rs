@@ -92,6 +92,8 @@ pub struct WatchOptions {
     pub sample_interval_ns: u64,
     /// How often machine-wide counters are read during a stall.
     pub system_interval_ns: u64,
+    /// `--boost`: raise the target's threads once the heartbeat is this stale.
+    pub boost: Option<(super::boost::BoostLevel, u64)>,
 }
 
 /// Why watching ended.
@@ -179,7 +181,12 @@ pub fn watch(
     let beat = hb.read();
     let resolution = beat.resolution_ns.max(1);
     w.events.line(&Event::MeterRunning { t: mono_ns(), resolution_ns: resolution, meter_tid: beat.meter_tid })?;
-    let poll = Duration::from_nanos((opts.threshold_ns / 2).clamp(1_000_000, 10_000_000));
+    let mut poll_ns = (opts.threshold_ns / 2).clamp(1_000_000, 10_000_000);
+    if let Some((_, after)) = opts.boost {
+        poll_ns = poll_ns.min((after / 2).max(250_000));
+    }
+    let poll = Duration::from_nanos(poll_ns);
+    let mut boost = super::boost::Boost::default();
     let mut stall: u32 = 0;
     let mut cur = Vec::new();
     let mut idle: Vec<TaskSample> = Vec::new();
@@ -205,6 +212,16 @@ pub fn watch(
         }
         let now = mono_ns();
         let expected = b.last_tick_ns + resolution;
+        if let Some((level, after)) = opts.boost {
+            if now >= expected + after {
+                if !boost.active() {
+                    boost.raise(pid, level);
+                    w.events.line(&Event::Boost { t: mono_ns(), raised: boost.active(), refused: boost.refused })?;
+                }
+            } else if boost.active() {
+                boost.restore();
+            }
+        }
         if now < expected + opts.threshold_ns {
             // Healthy. Keep a fresh baseline, report the control meter's own hiccups.
             if last_idle.elapsed() > Duration::from_secs(1) {
@@ -286,6 +303,7 @@ pub fn watch(
         let b2 = hb.read();
         let ticked = b2.tick_count != start_ticks;
         let resumed = if ticked { b2.last_tick_ns } else { t };
+        boost.restore();
         w.events.line(&Event::StallEnd { t, stall, resumed_ns: resumed, control_max_late_ns: control.take_window(), resumed: ticked })?;
         if !ticked && matches!(b2.state, MeterState::Exited) {
             exited = true;

@@ -184,7 +184,7 @@ fn churn_loop(kind: Churn, region: usize, stop: &AtomicBool, cycles: &AtomicU64)
 }
 
 /// Runs one variant for `duration`, waking every `period`.
-pub fn run_variant(v: Variant, period: Duration, duration: Duration, region: usize) -> Result<Outcome> {
+pub fn run_variant(v: Variant, period: Duration, duration: Duration, region: usize, heartbeat: bool) -> Result<Outcome> {
     let mut notes = Vec::new();
     if v.mlock {
         // SAFETY: mlockall has no memory-safety preconditions.
@@ -211,6 +211,8 @@ pub fn run_variant(v: Variant, period: Duration, duration: Duration, region: usi
                 }
             }
             let mut hist = Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3).expect("static bounds");
+            // The recorder watches this thread as it watches a JVM's hiccup meter.
+            let mut beat = if heartbeat { procwatch::heartbeat::HeartbeatWriter::create(period.as_nanos() as u64).ok() } else { None };
             let period_ns = period.as_nanos() as u64;
             let end = mono_ns() + duration.as_nanos() as u64;
             let mut deadline = mono_ns();
@@ -226,6 +228,9 @@ pub fn run_variant(v: Variant, period: Duration, duration: Duration, region: usi
                 }
                 let late = mono_ns().saturating_sub(deadline);
                 hist.saturating_record(late);
+                if let Some(b) = beat.as_mut() {
+                    b.tick();
+                }
                 // After a long stall, wait for the next period rather than bursting.
                 let now = mono_ns();
                 if now > deadline + period_ns {
@@ -280,6 +285,9 @@ pub fn run(a: FutexMmapArgs) -> Result<i32> {
         bail!("--period must be positive and shorter than --duration");
     }
     let region = a.region_mb.max(1) * 1024 * 1024;
+    if a.heartbeat && a.matrix {
+        bail!("--heartbeat watches one variant: drop --matrix");
+    }
     let variants = if a.matrix {
         matrix(a.fifo)
     } else {
@@ -301,7 +309,7 @@ pub fn run(a: FutexMmapArgs) -> Result<i32> {
     println!("futex-mmap: a thread waits {} at a time on a condition variable; another churns {} MB mappings", fmt_ns(period.as_nanos() as u64), a.region_mb);
     println!("  {:<47} {:>8} {:>9} {:>9} {:>9} {:>9} {:>7} {:>11}", "variant", "wakeups", "p50", "p99", "p99.9", "max", "cycles", "mmap p50");
     for v in variants {
-        let o = run_variant(v, period, duration, region)?;
+        let o = run_variant(v, period, duration, region, a.heartbeat)?;
         println!(
             "  {:<47} {:>8} {:>9} {:>9} {:>9} {:>9} {:>7} {:>11}",
             o.name,

@@ -25,9 +25,9 @@ public final class MappedRead {
             "                   [--safepoint threaddump|gc] [--every 50ms]",
             "  A reader thread reads --chunk bytes (1, as the seed; a bulk get of e.g. 512k is one copy that faults",
             "  once per readahead window, with no safepoint poll inside) every --stride bytes, --reads times, from",
-            "  --file; meanwhile the main",
-            "  thread requests a safepoint every --every and times it. Evict the file first (stallscope inject evict)",
-            "  and put it on a slow disk (stallscope inject slowfs) to see the seed's stall in mmap mode.",
+            "  --file; meanwhile the main thread requests a safepoint every --every and times it. --mode prefault",
+            "  first warms the regions to be read with native reads, off the critical path. Evict the file first",
+            "  (stallscope inject evict) and put it on a slow disk (stallscope inject slowfs) to see the seed's stall.",
             "  Prints a summary, then one JSON line.");
 
     static volatile long sink;
@@ -44,6 +44,7 @@ public final class MappedRead {
         }
         long stride = parseSize(o, o.string("stride", "1m"));
         int chunk = (int) parseSize(o, o.string("chunk", "1"));
+        // (prefault warms chunk bytes at each read position, before the reads begin)
         if (chunk < 1 || chunk > stride) {
             o.fail("--chunk must be between 1 and --stride");
         }
@@ -59,15 +60,14 @@ public final class MappedRead {
                 o.fail(file + " has " + size + " bytes, fewer than --reads × --stride = " + stride * reads);
             }
             if (mode.equals("prefault")) {
-                // Warm the page cache off the critical path, with native (safepoint-safe) reads.
-                ByteBuffer warm = ByteBuffer.allocateDirect(1 << 20);
-                for (long pos = 0; pos < size; ) {
+                // Warm the page cache off the critical path, with native (safepoint-safe) reads
+                // of exactly the regions the reader will touch.
+                ByteBuffer warm = ByteBuffer.allocateDirect(chunk);
+                for (int i = 0; i < reads; i++) {
                     warm.clear();
-                    int n = ch.read(warm, pos);
-                    if (n <= 0) {
-                        break;
+                    while (warm.hasRemaining() && ch.read(warm, i * stride + warm.position()) > 0) {
+                        // fill it
                     }
-                    pos += n;
                 }
             }
             MappedByteBuffer map = ch.map(FileChannel.MapMode.READ_ONLY, 0, size);

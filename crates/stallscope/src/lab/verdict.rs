@@ -1,0 +1,104 @@
+//! From repeated runs to numbers and words: medians and spread, the effect of a mitigation, the
+//! verdict, and how each run's diagnosis compares with the known cause.
+//!
+//! Invariant: a verdict of *reproduced* needs the effect in our own numbers with a clear margin
+//! (every baseline run worse than every mitigated run, and at least twice as bad at the
+//! median); a spread that overlaps is *inconclusive*, never rounded up.
+
+use super::model::{Grade, Run, Stats, Verdict};
+use crate::diagnose::Report;
+use std::collections::BTreeMap;
+
+pub fn stats(values: &[f64]) -> Option<Stats> {
+    if values.is_empty() {
+        return None;
+    }
+    let mut v = values.to_vec();
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
+    let n = v.len();
+    let median = if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 };
+    Some(Stats { n, median, min: v[0], max: v[n - 1] })
+}
+
+/// The verdict for a metric where larger is worse, baseline against its best mitigation.
+pub fn verdict(baseline: &Stats, best: &Stats) -> (Verdict, Option<f64>, &'static str) {
+    let effect = if best.median > 0.0 { Some(baseline.median / best.median) } else if baseline.median > 0.0 { Some(f64::INFINITY) } else { None };
+    let ratio = effect.unwrap_or(1.0);
+    if ratio >= 2.0 && baseline.min > best.max {
+        (Verdict::Reproduced, effect, "every baseline run was worse than every mitigated run, by at least 2x at the median")
+    } else if ratio < 1.25 {
+        (Verdict::NotReproduced, effect, "the baseline is not clearly worse than the mitigation")
+    } else {
+        (Verdict::Inconclusive, effect, "an effect at the median, but the runs overlap: the spread is too wide to call it")
+    }
+}
+
+/// What a run's diagnosis should say.
+#[derive(Debug, Clone, Copy)]
+pub enum Expect {
+    /// A stall of this cause must happen.
+    Cause(&'static str),
+    /// No significant stall should happen.
+    NoStall,
+    /// If a significant stall happens, it should be of this cause.
+    IfStall(&'static str),
+}
+
+/// Grades a run's report: the longest stall of at least `min_stall_ns` decides.
+pub fn grade(report: &Report, expect: Expect, culprit: Option<&str>, min_stall_ns: u64) -> Option<Grade> {
+    let significant: Vec<_> = report.stalls.iter().filter(|s| s.duration_ns >= min_stall_ns).collect();
+    let longest = significant.iter().max_by_key(|s| s.duration_ns);
+    let diagnosed = longest.and_then(|s| s.findings.first()).map_or("none".to_string(), |f| f.cause.id().to_string());
+    let in_any = |cause: &str| significant.iter().any(|s| s.findings.iter().any(|f| f.cause.id() == cause));
+    let (expected, matched) = match expect {
+        Expect::Cause(c) => (c.to_string(), diagnosed == c),
+        Expect::NoStall => ("none".to_string(), significant.is_empty()),
+        // A stall there may or may not be; when it is, the cause should be among its findings.
+        Expect::IfStall(c) => {
+            if significant.is_empty() {
+                return Some(Grade { expected: "none".into(), diagnosed, matched: true, culprit_named: None, stalls: 0, longest_stall_ns: 0 });
+            }
+            (c.to_string(), in_any(c))
+        }
+    };
+    let culprit_named = match (expect, culprit) {
+        (Expect::Cause(c), Some(name)) => Some(
+            significant
+                .iter()
+                .filter(|s| s.findings.first().is_some_and(|f| f.cause.id() == c))
+                .any(|s| s.findings.iter().any(|f| f.culprits.iter().any(|x| x.name == name))),
+        ),
+        _ => None,
+    };
+    Some(Grade {
+        expected,
+        diagnosed,
+        matched,
+        culprit_named,
+        stalls: significant.len(),
+        longest_stall_ns: longest.map_or(0, |s| s.duration_ns),
+    })
+}
+
+/// Adds each graded run to the confusion matrix.
+pub fn confusion<'a>(runs: impl Iterator<Item = &'a Run>, into: &mut BTreeMap<String, BTreeMap<String, usize>>) {
+    for g in runs.filter_map(|r| r.grade.as_ref()) {
+        *into.entry(g.expected.clone()).or_default().entry(g.diagnosed.clone()).or_default() += 1;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn verdicts_need_a_clear_margin() {
+        let s = |v: &[f64]| stats(v).unwrap();
+        assert_eq!(s(&[3.0, 1.0, 2.0]).median, 2.0);
+        assert_eq!(s(&[4.0, 1.0, 2.0, 3.0]).median, 2.5);
+        assert_eq!(verdict(&s(&[2500.0, 2400.0]), &s(&[5.0, 7.0])).0, Verdict::Reproduced);
+        assert_eq!(verdict(&s(&[10.0, 11.0]), &s(&[10.0, 9.5])).0, Verdict::NotReproduced);
+        assert_eq!(verdict(&s(&[40.0, 3.0, 30.0]), &s(&[4.0, 5.0, 6.0])).0, Verdict::Inconclusive, "overlapping runs");
+        assert!(stats(&[]).is_none());
+    }
+}

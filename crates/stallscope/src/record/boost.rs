@@ -1,0 +1,153 @@
+//! `stallscope run --boost`: seed 003's proposed mitigation, done from outside on Linux. While
+//! the target's heartbeat is stale (a safepoint being reached, most likely), its threads run at
+//! a higher priority, so that threads starved of a CPU reach the safepoint sooner.
+//!
+//! Invariant: every thread's priority is restored exactly (its own nice value, or its own
+//! scheduling policy and priority) when the heartbeat resumes, and on every exit path: `Boost`
+//! restores on drop.
+
+use serde::{Deserialize, Serialize};
+
+/// How to boost: a nice value, or `SCHED_FIFO` at a priority.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum BoostLevel {
+    Nice(i32),
+    Fifo(i32),
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Saved {
+    tid: i32,
+    nice: i32,
+    policy: i32,
+    rt_priority: i32,
+}
+
+/// The threads currently boosted, with what they had before.
+#[derive(Debug, Default)]
+pub struct Boost {
+    saved: Vec<Saved>,
+    /// Boost attempts refused for lack of privilege (CAP_SYS_NICE).
+    pub refused: u64,
+    pub boosts: u64,
+}
+
+fn nice_of(tid: i32) -> Option<i32> {
+    // SAFETY: getpriority reports errors through errno, which we reset first.
+    unsafe {
+        *libc::__errno_location() = 0;
+        let n = libc::getpriority(libc::PRIO_PROCESS, tid as libc::id_t);
+        (*libc::__errno_location() == 0).then_some(n)
+    }
+}
+
+impl Boost {
+    pub fn active(&self) -> bool {
+        !self.saved.is_empty()
+    }
+
+    /// Raises every thread of `pid`. Does nothing if already boosted.
+    pub fn raise(&mut self, pid: i32, level: BoostLevel) {
+        if self.active() {
+            return;
+        }
+        let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return };
+        self.boosts += 1;
+        for e in dir.flatten() {
+            let Some(tid) = e.file_name().to_str().and_then(|t| t.parse::<i32>().ok()) else { continue };
+            let Some(nice) = nice_of(tid) else { continue };
+            // SAFETY: plain queries of another thread's scheduling attributes.
+            let policy = unsafe { libc::sched_getscheduler(tid) };
+            let mut param = libc::sched_param { sched_priority: 0 };
+            // SAFETY: as above, with an out-parameter.
+            unsafe { libc::sched_getparam(tid, &mut param) };
+            let ok = match level {
+                BoostLevel::Nice(n) => {
+                    // SAFETY: as above.
+                    let rc = unsafe { libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, n) };
+                    rc == 0
+                }
+                BoostLevel::Fifo(p) => {
+                    let param = libc::sched_param { sched_priority: p };
+                    // SAFETY: as above.
+                    let rc = unsafe { libc::sched_setscheduler(tid, libc::SCHED_FIFO, &param) };
+                    rc == 0
+                }
+            };
+            if ok {
+                self.saved.push(Saved { tid, nice, policy, rt_priority: param.sched_priority });
+            } else {
+                self.refused += 1;
+            }
+        }
+    }
+
+    /// Puts every boosted thread back exactly as it was.
+    pub fn restore(&mut self) {
+        for s in self.saved.drain(..) {
+            let param = libc::sched_param { sched_priority: s.rt_priority };
+            // SAFETY: restoring the attributes read before; a thread gone meanwhile fails
+            // harmlessly.
+            unsafe {
+                libc::sched_setscheduler(s.tid, s.policy, &param);
+                libc::setpriority(libc::PRIO_PROCESS, s.tid as libc::id_t, s.nice);
+            }
+        }
+    }
+}
+
+impl Drop for Boost {
+    fn drop(&mut self) {
+        self.restore();
+    }
+}
+
+/// Parses `--boost` values: `nice:-10` (default) or `fifo:1`.
+pub fn parse(s: &str) -> Result<BoostLevel, String> {
+    let (kind, v) = s.split_once(':').unwrap_or((s, ""));
+    match kind {
+        "nice" => {
+            let n = if v.is_empty() { -10 } else { v.parse().map_err(|_| format!("--boost {s}: nice needs a number, e.g. nice:-10"))? };
+            if !(-20..=19).contains(&n) {
+                return Err(format!("--boost {s}: nice values run from -20 to 19"));
+            }
+            Ok(BoostLevel::Nice(n))
+        }
+        "fifo" => {
+            let p = if v.is_empty() { 1 } else { v.parse().map_err(|_| format!("--boost {s}: fifo needs a priority, e.g. fifo:1"))? };
+            if !(1..=99).contains(&p) {
+                return Err(format!("--boost {s}: SCHED_FIFO priorities run from 1 to 99"));
+            }
+            Ok(BoostLevel::Fifo(p))
+        }
+        _ => Err(format!("--boost {s}: use nice:N or fifo:N")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn boosts_and_restores_exactly() {
+        assert_eq!(parse("nice:-5"), Ok(BoostLevel::Nice(-5)));
+        assert_eq!(parse("nice"), Ok(BoostLevel::Nice(-10)));
+        assert_eq!(parse("fifo:2"), Ok(BoostLevel::Fifo(2)));
+        assert!(parse("nice:-30").is_err() && parse("rt").is_err());
+        // A child process with one thread at nice 3; boost it and put it back.
+        let mut child = std::process::Command::new("nice").args(["-n", "3", "sleep", "30"]).spawn().unwrap();
+        let pid = child.id() as i32;
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        assert_eq!(nice_of(pid), Some(3));
+        let mut b = Boost::default();
+        b.raise(pid, BoostLevel::Nice(-5));
+        if unsafe { libc::geteuid() } == 0 {
+            assert_eq!(nice_of(pid), Some(-5));
+            assert!(b.active());
+        }
+        drop(b);
+        assert_eq!(nice_of(pid), Some(3), "restored on drop");
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+}
