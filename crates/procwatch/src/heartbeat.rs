@@ -184,6 +184,11 @@ fn mono_now() -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
+#[cfg(test)]
+pub(crate) fn mono_now_for_tests() -> u64 {
+    mono_now()
+}
+
 impl HeartbeatWriter {
     /// Creates `default_path(own pid)` (mode 0600) and marks the meter running.
     pub fn create(resolution_ns: u64) -> io::Result<HeartbeatWriter> {

@@ -1,6 +1,6 @@
 //! Linux observation for stallscope, from `/proc` and friends: per-thread samples, memory maps,
 //! machine-wide signals (TLB shootdowns, steal, pressure, cgroup throttling), page-cache
-//! residency, and the stallscope agent's heartbeat.
+//! residency, the stallscope agent's heartbeat, and (with privilege) tracepoint evidence.
 //!
 //! Each module reads one kind of kernel state into plain data and keeps no policy: what to
 //! sample, when, and what it means belong to the caller.
@@ -10,3 +10,4 @@ pub mod maps;
 pub mod pagecache;
 pub mod system;
 pub mod task;
+pub mod trace;

@@ -25,8 +25,10 @@ pub mod files {
     pub const EVENTS: &str = "events.jsonl";
     pub const SAMPLES: &str = "samples.jsonl";
     pub const SYSTEM: &str = "system.jsonl";
-    /// Java thread names and memory maps, captured when a stall begins.
+    /// Java thread names and memory maps, captured when a stall began.
     pub const CONTEXT: &str = "context.jsonl";
+    /// Tracepoint events of the target's threads around each stall (root only).
+    pub const TRACE: &str = "trace.jsonl";
 }
 
 /// What was recorded, how, and on what.
@@ -126,6 +128,14 @@ pub struct StallContext {
     pub mapped_files: Vec<(String, u64, u64)>,
 }
 
+/// Tracepoint events around one stall: each thread's last few page faults and its mmap_lock
+/// waits.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct StallTrace {
+    pub stall: u32,
+    pub events: Vec<procwatch::trace::TraceEvent>,
+}
+
 /// An append-only JSON Lines file.
 pub struct Appender {
     file: File,
@@ -154,6 +164,7 @@ pub struct Writer {
     pub samples: Appender,
     pub system: Appender,
     pub context: Appender,
+    pub trace: Appender,
 }
 
 impl Writer {
@@ -166,6 +177,7 @@ impl Writer {
             samples: Appender::open(&dir.join(files::SAMPLES))?,
             system: Appender::open(&dir.join(files::SYSTEM))?,
             context: Appender::open(&dir.join(files::CONTEXT))?,
+            trace: Appender::open(&dir.join(files::TRACE))?,
         })
     }
 }

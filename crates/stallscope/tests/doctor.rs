@@ -91,6 +91,11 @@ fn mapped_read_on_a_slow_disk_is_a_major_fault_on_the_named_file() {
     assert!(c["description"].as_str().unwrap().contains("not in a syscall"), "{c}");
     assert!(c["files"].as_array().unwrap().iter().any(|f| f.as_str().unwrap().contains("test.dat")), "the mapped file is named: {c}");
     assert_eq!(s["findings"][0]["confidence"], "high");
+    // With root, the page-fault tracepoint turns the fault into a file and an offset.
+    assert_eq!(unsafe { libc::geteuid() }, 0, "this test needs root for tracepoints (CI runs as root)");
+    assert_eq!(r["meta"]["tracepoints"], true, "{}", r["meta"]);
+    let offsets: Vec<&str> = hits.iter().flat_map(|s| s["findings"][0]["culprits"][0]["files"].as_array().unwrap().iter().filter_map(|f| f.as_str())).filter(|f| f.contains("page-fault tracepoint")).collect();
+    assert!(offsets.iter().any(|f| f.starts_with("offset 0x0 of ") && f.contains("test.dat")), "the first read faults at offset 0: {offsets:?}");
 }
 
 /// Reads the workload's "idle: pid N" line from a recorded run's stdout.

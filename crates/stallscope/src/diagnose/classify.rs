@@ -31,6 +31,8 @@ pub enum Behaviour {
 pub struct Inputs<'a> {
     pub duration_ns: u64,
     pub evidence: &'a StallEvidence,
+    /// The same, over the safepoint's time to safepoint only, when it has samples.
+    pub ttsp_evidence: Option<&'a StallEvidence>,
     pub safepoint: Option<&'a SafepointView>,
     pub control_max_late_ns: u64,
     pub steal_ns: Option<u64>,
@@ -44,6 +46,9 @@ pub struct Inputs<'a> {
     pub maps: &'a [Mapping],
     pub mapped_files: &'a [(String, u64, u64)],
     pub meter_tid: Option<i32>,
+    /// Tracepoint events around the stall (root only), and when it ended.
+    pub trace: &'a [procwatch::trace::TraceEvent],
+    pub end_ns: u64,
 }
 
 /// What a thread did over a stall of `stall_ns`.
@@ -119,13 +124,58 @@ fn describe(t: &ThreadEvidence, b: Behaviour, duration_ns: u64) -> String {
     parts.join(", ")
 }
 
+/// What the tracepoints say about a thread: where its last page fault was, and how long its
+/// longest mmap_lock wait lasted.
+fn traced(tid: i32, blocked_at: Option<u64>, inp: &Inputs) -> (Option<String>, Option<u64>, Option<u64>) {
+    use procwatch::trace::TraceEvent;
+    // The fault behind the stall is the last one begun before the thread was seen blocked;
+    // later ones came after it resumed.
+    let until = blocked_at.unwrap_or(inp.end_ns);
+    let fault = inp.trace.iter().rev().find_map(|e| match e {
+        TraceEvent::PageFault { tid: t, t: at, address, ip } if *t == tid && *at <= until => Some((*address, *ip)),
+        _ => None,
+    });
+    let place = fault.and_then(|(addr, _)| {
+        let m = procwatch::maps::lookup(inp.maps, addr)?;
+        m.is_file().then(|| format!("offset {:#x} of {} (page-fault tracepoint)", addr - m.start + m.offset, m.path))
+    });
+    let mut longest = None;
+    let mut started = None;
+    for e in inp.trace {
+        match e {
+            TraceEvent::MmapLockStart { tid: t, t: at, .. } if *t == tid => started = Some(*at),
+            TraceEvent::MmapLockAcquired { tid: t, t: at, .. } if *t == tid => {
+                if let Some(s) = started.take() {
+                    longest = Some(longest.unwrap_or(0).max(at - s));
+                }
+            }
+            _ => {}
+        }
+    }
+    // A wait still open at the end of the stall lasted at least until then.
+    if let Some(s) = started {
+        longest = Some(longest.unwrap_or(0).max(inp.end_ns.saturating_sub(s)));
+    }
+    (place, fault.map(|f| f.1), longest)
+}
+
 fn culprit(t: &ThreadEvidence, b: Behaviour, inp: &Inputs, named_by_timeout: bool, files: Vec<String>) -> CulpritView {
+    let (place, ip, lock_wait) = traced(t.tid, t.first_blocked_t, inp);
+    let mut description = describe(t, b, inp.duration_ns);
+    if let (Behaviour::MmapLock, Some(w)) = (b, lock_wait) {
+        description.push_str(&format!(", waited {} for mmap_lock (tracepoints)", fmt_ns(w)));
+    }
+    // The tracepoint's file and offset, when there is one, says it all; else the candidates.
+    let all_files = match place.filter(|_| b == Behaviour::Faulting) {
+        Some(p) => vec![p],
+        None => files,
+    };
     CulpritView {
         tid: t.tid,
         name: name_of(t, inp.names),
-        description: describe(t, b, inp.duration_ns),
-        module: t.fault_pc.and_then(|pc| module_of(pc, inp.maps)),
-        files,
+        description,
+        module: t.fault_pc.or(ip.filter(|_| b == Behaviour::Faulting)).and_then(|pc| module_of(pc, inp.maps)),
+        files: all_files,
         named_by_safepoint_timeout: named_by_timeout,
     }
 }
@@ -138,6 +188,7 @@ fn finding(cause: Cause, confidence: Confidence, share: f64, culprits: Vec<Culpr
 fn cold_files(inp: &Inputs) -> Vec<String> {
     inp.mapped_files
         .iter()
+        .filter(|(p, _, _)| !["/usr/", "/lib", "/etc/", "/proc/", "/sys/", "/dev/"].iter().any(|sys| p.starts_with(sys)))
         .filter(|(_, resident, total)| *total > 0 && (*resident as f64) < 0.9 * *total as f64)
         .map(|(p, r, t)| format!("{p} ({:.0}% in page cache)", *r as f64 * 100.0 / *t as f64))
         .collect()
@@ -199,7 +250,11 @@ pub fn classify(inp: &Inputs) -> Vec<Finding> {
             }
         }
         if ttsp_share >= 0.2 && sp.ttsp_ns >= 1_000_000 {
-            ttsp_findings(inp, &behaviours, &timeout_tids, ttsp_share, &mut out);
+            let judged: Vec<(&ThreadEvidence, Behaviour)> = match inp.ttsp_evidence {
+                Some(te) => te.threads.iter().map(|t| (t, behaviour(t, sp.ttsp_ns))).collect(),
+                None => behaviours.clone(),
+            };
+            ttsp_findings(inp, &judged, &timeout_tids, ttsp_share, &mut out);
         }
     } else if let Some(meter) = inp.meter_tid.and_then(|m| ev.threads.iter().find(|t| t.tid == m)) {
         // No safepoint: a hiccup of some threads only. Why was the meter late?

@@ -58,6 +58,8 @@ pub struct ThreadEvidence {
     /// Samples that found it blocked outside any system call (a page fault), and the last pc.
     pub not_in_syscall: usize,
     pub fault_pc: Option<u64>,
+    /// When it was first seen blocked outside a system call (the fault was under way by then).
+    pub first_blocked_t: Option<u64>,
     /// The system call it was blocked in most often, if any.
     pub syscall_nr: Option<i64>,
     /// Counter movements from its first to its last sample in the stall.
@@ -101,8 +103,11 @@ pub struct StallEvidence {
     pub stopped_share: Vec<f64>,
 }
 
-/// Rebuilds the per-thread picture of a stall from its samples (baseline first, if any).
-pub fn rebuild(samples: &[&Sample], clock_ticks: u64) -> StallEvidence {
+/// Rebuilds the per-thread picture of a stall from its samples (baseline first, if any). Only
+/// samples up to `end_ns` (when the stall ended) describe what threads did during it; the
+/// sample taken just after, once threads run again, counts only for major faults, which the
+/// kernel counts when the fault completes.
+pub fn rebuild(samples: &[&Sample], clock_ticks: u64, start_ns: u64, end_ns: u64) -> StallEvidence {
     let tick_ns = 1_000_000_000 / clock_ticks.max(1);
     let baseline: HashMap<i32, &TaskSample> = samples.iter().filter(|s| s.baseline).flat_map(|s| s.threads.iter().map(|t| (t.tid, t))).collect();
     let mut current: HashMap<i32, TaskSample> = HashMap::new();
@@ -111,11 +116,14 @@ pub fn rebuild(samples: &[&Sample], clock_ticks: u64) -> StallEvidence {
         first_t: u64,
         last: TaskSample,
         last_t: u64,
+        /// The last sample of all, after the stall too.
+        latest: TaskSample,
         states: BTreeMap<char, usize>,
         wchans: BTreeMap<String, usize>,
         syscalls: BTreeMap<i64, usize>,
         not_in: usize,
         pc: Option<u64>,
+        first_blocked: Option<u64>,
         n: usize,
     }
     let mut acc: HashMap<i32, Acc> = HashMap::new();
@@ -130,6 +138,17 @@ pub fn rebuild(samples: &[&Sample], clock_ticks: u64) -> StallEvidence {
         for t in &s.threads {
             current.insert(t.tid, t.clone());
         }
+        if s.t < start_ns {
+            continue;
+        }
+        if s.t > end_ns {
+            for t in current.values() {
+                if let Some(a) = acc.get_mut(&t.tid) {
+                    a.latest = t.clone();
+                }
+            }
+            continue;
+        }
         ev.sample_times.push(s.t);
         let stopped = current.values().filter(|t| matches!(t.state, 'T' | 't')).count();
         ev.stopped_share.push(if current.is_empty() { 0.0 } else { stopped as f64 / current.len() as f64 });
@@ -139,15 +158,18 @@ pub fn rebuild(samples: &[&Sample], clock_ticks: u64) -> StallEvidence {
                 first_t: s.t,
                 last: t.clone(),
                 last_t: s.t,
+                latest: t.clone(),
                 states: BTreeMap::new(),
                 wchans: BTreeMap::new(),
                 syscalls: BTreeMap::new(),
                 not_in: 0,
                 pc: None,
+                first_blocked: None,
                 n: 0,
             });
             a.last = t.clone();
             a.last_t = s.t;
+            a.latest = t.clone();
             a.n += 1;
             *a.states.entry(t.state).or_default() += 1;
             if !t.wchan.is_empty() && t.wchan != "0" {
@@ -157,6 +179,7 @@ pub fn rebuild(samples: &[&Sample], clock_ticks: u64) -> StallEvidence {
                 Syscall::NotInSyscall { pc, .. } => {
                     a.not_in += 1;
                     a.pc = Some(pc);
+                    a.first_blocked.get_or_insert(s.t);
                 }
                 Syscall::In { nr, .. } => *a.syscalls.entry(nr).or_default() += 1,
                 _ => {}
@@ -175,12 +198,13 @@ pub fn rebuild(samples: &[&Sample], clock_ticks: u64) -> StallEvidence {
             states: a.states,
             not_in_syscall: a.not_in,
             fault_pc: a.pc,
+            first_blocked_t: a.first_blocked,
             syscall_nr: a.syscalls.iter().max_by_key(|(_, n)| **n).map(|(nr, _)| *nr),
             cpu_ns: cpu(&a.last).saturating_sub(cpu(&a.first)),
             run_delay_ns: a.last.run_delay_ns.saturating_sub(a.first.run_delay_ns),
             majflt: a.last.majflt.saturating_sub(a.first.majflt),
             minflt: a.last.minflt.saturating_sub(a.first.minflt),
-            majflt_since_baseline: a.last.majflt.saturating_sub(base_majflt),
+            majflt_since_baseline: a.latest.majflt.saturating_sub(base_majflt),
             span_ns: a.last_t.saturating_sub(a.first_t),
         });
     }

@@ -8,7 +8,7 @@ pub mod causes;
 pub mod classify;
 pub mod evidence;
 
-use crate::recording::{self, files, Event, Meta, Sample, StallContext, SystemSample};
+use crate::recording::{self, files, Event, Meta, Sample, StallContext, StallTrace, SystemSample};
 use anyhow::{Context as _, Result};
 use causes::Cause;
 use hotspot_log::{Safepoint, Scanner};
@@ -158,6 +158,7 @@ pub struct Loaded {
     pub samples: Vec<Sample>,
     pub system: Vec<SystemSample>,
     pub context: Vec<StallContext>,
+    pub trace: Vec<StallTrace>,
     pub safepoints: Vec<Safepoint>,
     pub unfinished_culprits: Vec<hotspot_log::Culprit>,
     pub hiccups: Option<HiccupSummary>,
@@ -180,6 +181,7 @@ pub fn load(dir: &Path) -> Result<Loaded> {
         samples: recording::read_lines(&dir.join(files::SAMPLES))?,
         system: recording::read_lines(&dir.join(files::SYSTEM))?,
         context: recording::read_lines(&dir.join(files::CONTEXT))?,
+        trace: recording::read_lines(&dir.join(files::TRACE))?,
         hiccups: read_hiccups(&dir.join(files::HICCUPS)),
         meta,
         safepoints,
@@ -313,7 +315,11 @@ pub fn diagnose(dir: &Path) -> Result<Report> {
             }
         }
         let samples: Vec<&Sample> = l.samples.iter().filter(|s| s.stall == *stall).collect();
-        let ev = evidence::rebuild(&samples, meta.clock_ticks);
+        let until = if exited_during { u64::MAX } else { end_ns };
+        let ev = evidence::rebuild(&samples, meta.clock_ticks, 0, until);
+        // What threads did while the safepoint was being reached: the window TTSP culprits are
+        // judged on (before it, a starved meter can start the stall early).
+        let ttsp_ev = safepoint.as_ref().map(|sp| evidence::rebuild(&samples, meta.clock_ticks, sp.start_mono_ns, (sp.start_mono_ns + sp.ttsp_ns).min(until)));
         let sys: Vec<&SystemSample> = l.system.iter().filter(|s| s.stall == *stall).collect();
         let base = sys.iter().find(|s| s.baseline);
         let during: Vec<&&SystemSample> = sys.iter().filter(|s| !s.baseline).collect();
@@ -342,11 +348,13 @@ pub fn diagnose(dir: &Path) -> Result<Report> {
         };
         let psi_cpu_during = first.zip(last).and_then(|(a, b)| psi_share(a, b));
         let psi_cpu_before = base.zip(first).and_then(|(a, b)| psi_share(a, b));
+        let trace = l.trace.iter().find(|t| t.stall == *stall).map_or(&[][..], |t| &t.events[..]);
         let empty_maps = Vec::new();
         let empty_files = Vec::new();
         let inputs = classify::Inputs {
             duration_ns: duration,
             evidence: &ev,
+            ttsp_evidence: ttsp_ev.as_ref().filter(|e| !e.sample_times.is_empty()),
             safepoint: safepoint.as_ref(),
             control_max_late_ns: control,
             steal_ns,
@@ -359,6 +367,8 @@ pub fn diagnose(dir: &Path) -> Result<Report> {
             maps: ctx.map_or(&empty_maps, |c| &c.maps),
             mapped_files: ctx.map_or(&empty_files, |c| &c.mapped_files),
             meter_tid,
+            trace,
+            end_ns,
         };
         let mut findings = classify::classify(&inputs);
         let culprit_tids: Vec<i32> = findings.iter().flat_map(|f| f.culprits.iter().map(|c| c.tid)).collect();

@@ -82,7 +82,19 @@ fn kernel() -> String {
     std::fs::read_to_string("/proc/sys/kernel/osrelease").map(|s| s.trim().to_string()).unwrap_or_default()
 }
 
-fn meta(mode: &str, command: Vec<String>, pid: i32, java_home: Option<&Path>, s: &Settings, timeout_ms: Option<u64>) -> Meta {
+/// Starts tracepoint evidence for `pid` when privileged, and says in one line what is missing.
+fn start_tracer(pid: i32) -> (Option<procwatch::trace::Tracer>, Option<String>) {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return (None, Some("not root: no tracepoint evidence (fault addresses, mmap_lock wait times); rerun with sudo or CAP_PERFMON for it".into()));
+    }
+    match procwatch::trace::Tracer::start(pid) {
+        Ok(t) => (Some(t), None),
+        Err(e) => (None, Some(format!("no tracepoint evidence: {e}"))),
+    }
+}
+
+fn meta(mode: &str, command: Vec<String>, pid: i32, java_home: Option<&Path>, s: &Settings, timeout_ms: Option<u64>, tracing: &(Option<procwatch::trace::Tracer>, Option<String>)) -> Meta {
     // SAFETY: geteuid has no preconditions.
     let root = unsafe { libc::geteuid() } == 0;
     Meta {
@@ -95,12 +107,8 @@ fn meta(mode: &str, command: Vec<String>, pid: i32, java_home: Option<&Path>, s:
         kernel: kernel(),
         cpus: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
         root,
-        tracepoints: false,
-        privileges_note: Some(if root {
-            "running as root, but tracepoint evidence (fault addresses, mmap_lock wait times) is not collected yet: culprits come from /proc alone".to_string()
-        } else {
-            "not root: no tracepoints (fault addresses, mmap_lock wait times); rerun with sudo or CAP_PERFMON for them".to_string()
-        }),
+        tracepoints: tracing.0.is_some(),
+        privileges_note: tracing.1.clone(),
         start_mono_ns: mono_ns(),
         start_epoch_ms: chrono::Utc::now().timestamp_millis(),
         utc_offset_min: (chrono::Local::now().offset().local_minus_utc() / 60) as i16,
@@ -215,7 +223,8 @@ fn record_child(
         })
     });
     let pid = child.id() as i32;
-    let mut w = Writer::open(&s.dir, &meta("run", command.to_vec(), pid, java_home, s, timeout_ms))?;
+    let tracing = start_tracer(pid);
+    let mut w = Writer::open(&s.dir, &meta("run", command.to_vec(), pid, java_home, s, timeout_ms, &tracing))?;
     if l.chatty {
         eprintln!("stallscope: recording pid {pid} into {} (stalls ≥ {})", s.dir.display(), fmt_ns(s.threshold_ns));
     }
@@ -237,7 +246,7 @@ fn record_child(
     let mut ending = Ending::TargetExited;
     if let Some(hb) = &hb {
         let opts = WatchOptions { boost: l.boost, ..watch_options(s) };
-        ending = watch::watch(&mut w, pid, hb, opts, stop, None, &mut || alive(&mut exit, &mut child))?;
+        ending = watch::watch(&mut w, pid, hb, tracing.0.as_ref(), opts, stop, None, &mut || alive(&mut exit, &mut child))?;
     }
     if let Ending::Stopped(reason) = &ending {
         // Ctrl-C in a terminal reaches the JVM too; forward it only if it did not.
@@ -290,7 +299,8 @@ pub fn attach(a: AttachArgs) -> Result<i32> {
     let run_for = a.run_for.as_deref().map(parse_duration).transpose().context("--for")?;
     let cmdline = std::fs::read(format!("/proc/{}/cmdline", a.pid)).unwrap_or_default();
     let command: Vec<String> = cmdline.split(|b| *b == 0).filter(|p| !p.is_empty()).map(|p| String::from_utf8_lossy(p).into_owned()).collect();
-    let mut w = Writer::open(&s.dir, &meta("attach", command, a.pid, jvm.java_home.as_deref(), &s, None))?;
+    let tracing = start_tracer(a.pid);
+    let mut w = Writer::open(&s.dir, &meta("attach", command, a.pid, jvm.java_home.as_deref(), &s, None, &tracing))?;
     let log = format!("file={}/{}", s.dir.display(), files::SAFEPOINT_LOG);
     jvm.load_agent(&s.jar, &format!("log={}/{},interval=1s", s.dir.display(), files::HICCUPS))?;
     jvm.jcmd(&format!("VM.log output={log} output_options=filecount=0 what=safepoint*=debug decorators=uptime,timenanos,level,tags"))?;
@@ -306,7 +316,7 @@ pub fn attach(a: AttachArgs) -> Result<i32> {
     let alive = &mut || Path::new(&format!("/proc/{pid}")).exists();
     let deadline = run_for.map(|d| Instant::now() + Duration::from_nanos(d));
     let ending = match watch::wait_for_heartbeat(pid, Duration::from_secs(15), alive, &stop)? {
-        Some(hb) => watch::watch(&mut w, pid, &hb, watch_options(&s), &stop, deadline, alive)?,
+        Some(hb) => watch::watch(&mut w, pid, &hb, tracing.0.as_ref(), watch_options(&s), &stop, deadline, alive)?,
         None => Ending::Stopped("interrupted before the agent started".into()),
     };
     match &ending {

@@ -6,7 +6,7 @@
 //! it: if the recorder dies, the target runs on. Idle, the loop costs a few hundred wakeups a
 //! second; samples are taken only during stalls (plus one baseline a second, kept in memory).
 
-use crate::recording::{Event, Sample, StallContext, SystemSample, Writer};
+use crate::recording::{Event, Sample, StallContext, StallTrace, SystemSample, Writer};
 use anyhow::Result;
 use procwatch::heartbeat::{self, Heartbeat, Liveness, MeterState};
 use procwatch::task::{TaskSample, TaskSampler};
@@ -164,11 +164,35 @@ fn changed(prev: &HashMap<i32, TaskSample>, now: &[TaskSample]) -> Vec<TaskSampl
     now.iter().filter(|t| prev.get(&t.tid) != Some(*t)).cloned().collect()
 }
 
+/// The last 64 page faults of each thread seen blocked during the stall (however long ago: a
+/// fault can outlast a stall, and a resumed thread faults again), and mmap_lock events since
+/// `lock_from`, oldest first.
+fn keep_recent(ev: Vec<procwatch::trace::TraceEvent>, blocked: &std::collections::HashSet<i32>, lock_from: u64) -> Vec<procwatch::trace::TraceEvent> {
+    use procwatch::trace::TraceEvent;
+    let mut faults: HashMap<i32, usize> = HashMap::new();
+    let mut kept: Vec<TraceEvent> = ev
+        .into_iter()
+        .rev()
+        .filter(|e| match e {
+            TraceEvent::PageFault { tid, .. } => {
+                let n = faults.entry(*tid).or_default();
+                *n += 1;
+                blocked.contains(tid) && *n <= 64
+            }
+            _ => e.t() >= lock_from,
+        })
+        .take(10_000)
+        .collect();
+    kept.reverse();
+    kept
+}
+
 /// Watches until the target exits, `stop` is set, or `deadline` passes.
 pub fn watch(
     w: &mut Writer,
     pid: i32,
     hb: &Heartbeat,
+    tracer: Option<&procwatch::trace::Tracer>,
     opts: WatchOptions,
     stop: &AtomicBool,
     deadline: Option<Instant>,
@@ -254,6 +278,8 @@ pub fn watch(
         w.context.line(&StallContext { t: mono_ns(), stall, java_threads, maps: interesting, mapped_files })?;
 
         let mut prev: HashMap<i32, TaskSample> = HashMap::new();
+        // Threads seen blocked in the kernel outside a system call, or in D: whose faults matter.
+        let mut blocked: std::collections::HashSet<i32> = std::collections::HashSet::new();
         let mut next_due = 0u64;
         let mut first = true;
         let mut last_system = 0u64;
@@ -265,6 +291,7 @@ pub fn watch(
                 exited = true;
                 break;
             }
+            blocked.extend(cur.iter().filter(|c| c.state == 'D' || matches!(c.syscall, procwatch::task::Syscall::NotInSyscall { .. })).map(|c| c.tid));
             let gone: Vec<i32> = prev.keys().filter(|k| !cur.iter().any(|c| c.tid == **k)).copied().collect();
             let threads = if first { cur.clone() } else { changed(&prev, &cur) };
             w.samples.line(&Sample { t, stall, full: first, baseline: false, threads, gone })?;
@@ -304,6 +331,12 @@ pub fn watch(
         let ticked = b2.tick_count != start_ticks;
         let resumed = if ticked { b2.last_tick_ns } else { t };
         boost.restore();
+        if let Some(tr) = tracer {
+            // The fault or lock wait behind a stall began before it was noticed: look back.
+            if let Ok(ev) = tr.read(&[], b.last_tick_ns.saturating_sub(30_000_000_000), t) {
+                w.trace.line(&StallTrace { stall, events: keep_recent(ev, &blocked, b.last_tick_ns.saturating_sub(1_000_000_000)) })?;
+            }
+        }
         w.events.line(&Event::StallEnd { t, stall, resumed_ns: resumed, control_max_late_ns: control.take_window(), resumed: ticked })?;
         if !ticked && matches!(b2.state, MeterState::Exited) {
             exited = true;

@@ -1,0 +1,158 @@
+//! Tracepoint evidence (root or CAP_PERFMON): a private tracefs instance that records the
+//! target's user page faults (address and pc) and mmap_lock waits on CLOCK_MONOTONIC, in an
+//! overwrite ring buffer that is read only when a stall ends.
+//!
+//! Invariant: the instance is removed when the `Tracer` is dropped; only tracepoints are used
+//! (kprobes may be missing), and only the target's threads are traced.
+
+use serde::{Deserialize, Serialize};
+use std::io;
+use std::path::{Path, PathBuf};
+
+/// One traced event of a target thread.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "event", rename_all = "kebab-case")]
+pub enum TraceEvent {
+    /// A user page fault began at `address`, at instruction `ip`.
+    PageFault { t: u64, tid: i32, address: u64, ip: u64 },
+    /// The thread started waiting for mmap_lock.
+    MmapLockStart { t: u64, tid: i32, write: bool },
+    /// … and got it (or gave up).
+    MmapLockAcquired { t: u64, tid: i32, write: bool, success: bool },
+}
+
+impl TraceEvent {
+    pub fn t(&self) -> u64 {
+        match self {
+            TraceEvent::PageFault { t, .. } | TraceEvent::MmapLockStart { t, .. } | TraceEvent::MmapLockAcquired { t, .. } => *t,
+        }
+    }
+    pub fn tid(&self) -> i32 {
+        match self {
+            TraceEvent::PageFault { tid, .. } | TraceEvent::MmapLockStart { tid, .. } | TraceEvent::MmapLockAcquired { tid, .. } => *tid,
+        }
+    }
+}
+
+const EVENTS: [&str; 3] = ["exceptions/page_fault_user", "mmap_lock/mmap_lock_start_locking", "mmap_lock/mmap_lock_acquire_returned"];
+
+pub struct Tracer {
+    dir: PathBuf,
+}
+
+fn tracefs() -> Option<PathBuf> {
+    for p in ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"] {
+        if Path::new(p).join("instances").is_dir() {
+            return Some(PathBuf::from(p));
+        }
+    }
+    // Mounting it is allowed to whoever may trace at all.
+    let _ = std::process::Command::new("mount").args(["-t", "tracefs", "nodev", "/sys/kernel/tracing"]).status();
+    Path::new("/sys/kernel/tracing/instances").is_dir().then(|| PathBuf::from("/sys/kernel/tracing"))
+}
+
+fn write(p: &Path, v: &str) -> io::Result<()> {
+    std::fs::write(p, v).map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", p.display())))
+}
+
+impl Tracer {
+    /// Starts tracing the threads of `pid` (and threads it starts later). Errors say what is
+    /// missing (no tracefs, no privilege, an event this kernel lacks).
+    pub fn start(pid: i32) -> io::Result<Tracer> {
+        let root = tracefs().ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, "tracefs is not mounted and cannot be"))?;
+        for e in EVENTS {
+            if !root.join("events").join(e).is_dir() {
+                return Err(io::Error::new(io::ErrorKind::NotFound, format!("this kernel has no {e} tracepoint")));
+            }
+        }
+        let dir = root.join("instances").join(format!("stallscope-{pid}-{}", std::process::id()));
+        std::fs::create_dir(&dir).map_err(|e| io::Error::new(e.kind(), format!("creating {}: {e}", dir.display())))?;
+        let t = Tracer { dir };
+        write(&t.dir.join("trace_clock"), "mono")?;
+        write(&t.dir.join("buffer_size_kb"), "4096")?;
+        write(&t.dir.join("options/overwrite"), "1")?;
+        write(&t.dir.join("options/event-fork"), "1")?;
+        let tids: Vec<String> = std::fs::read_dir(format!("/proc/{pid}/task"))?.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect();
+        write(&t.dir.join("set_event_pid"), &tids.join(" "))?;
+        for e in EVENTS {
+            write(&t.dir.join("events").join(e).join("enable"), "1")?;
+        }
+        write(&t.dir.join("tracing_on"), "1")?;
+        Ok(t)
+    }
+
+    /// Events of `tids` between `from` and `to` (CLOCK_MONOTONIC ns), from the ring buffer.
+    pub fn read(&self, tids: &[i32], from: u64, to: u64) -> io::Result<Vec<TraceEvent>> {
+        let text = std::fs::read_to_string(self.dir.join("trace"))?;
+        Ok(text.lines().filter_map(parse_line).filter(|e| e.t() >= from && e.t() <= to && (tids.is_empty() || tids.contains(&e.tid()))).collect())
+    }
+}
+
+impl Drop for Tracer {
+    fn drop(&mut self) {
+        let _ = std::fs::write(self.dir.join("tracing_on"), "0");
+        for e in EVENTS {
+            let _ = std::fs::write(self.dir.join("events").join(e).join("enable"), "0");
+        }
+        let _ = std::fs::remove_dir(&self.dir);
+    }
+}
+
+fn hex(v: &str) -> Option<u64> {
+    u64::from_str_radix(v.trim_start_matches("0x"), 16).ok()
+}
+
+/// Parses one line of the `trace` file, e.g.
+/// `java-4242 [001] d..1. 4300.123456: page_fault_user: address=0x7f00 ip=0x7f01 error_code=0x4`.
+pub fn parse_line(l: &str) -> Option<TraceEvent> {
+    if l.starts_with('#') {
+        return None;
+    }
+    let (head, rest) = l.split_once(": ")?;
+    let (name, fields) = rest.split_once(": ")?;
+    let mut h = head.split_whitespace();
+    let task = h.next()?;
+    let tid: i32 = task.rsplit_once('-')?.1.parse().ok()?;
+    let ts = h.last()?;
+    let (s, us) = ts.split_once('.')?;
+    let t = s.parse::<u64>().ok()? * 1_000_000_000 + format!("{us:0<9}")[..9].parse::<u64>().ok()?;
+    let field = |k: &str| fields.split_whitespace().find_map(|f| f.strip_prefix(k)?.strip_prefix('='));
+    Some(match name {
+        "page_fault_user" => TraceEvent::PageFault { t, tid, address: hex(field("address")?)?, ip: hex(field("ip")?)? },
+        "mmap_lock_start_locking" => TraceEvent::MmapLockStart { t, tid, write: field("write")? == "true" },
+        "mmap_lock_acquire_returned" => TraceEvent::MmapLockAcquired { t, tid, write: field("write")? == "true", success: field("success")? == "true" },
+        _ => return None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn trace_lines() {
+        let e = parse_line("           java-4242    [001] d..1.  4300.123456: page_fault_user: address=0x7f0000001000 ip=0x7f0000a00010 error_code=0x4").unwrap();
+        assert_eq!(e, TraceEvent::PageFault { t: 4_300_123_456_000, tid: 4242, address: 0x7f0000001000, ip: 0x7f0000a00010 });
+        let e = parse_line(" reader-thread-77 [000] ..... 12.000001: mmap_lock_acquire_returned: mm=00000000abcd memcg_id=1 write=false success=true").unwrap();
+        assert_eq!(e, TraceEvent::MmapLockAcquired { t: 12_000_001_000, tid: 77, write: false, success: true });
+        assert!(parse_line("# tracer: nop").is_none());
+        assert!(parse_line("garbage").is_none());
+    }
+
+    #[test]
+    fn traces_our_own_faults_when_root() {
+        if unsafe { libc::geteuid() } != 0 {
+            return;
+        }
+        let t = Tracer::start(std::process::id() as i32).expect("root can trace");
+        let from = crate::heartbeat::mono_now_for_tests();
+        let v = vec![1u8; 64 << 20];
+        std::hint::black_box(&v);
+        let to = crate::heartbeat::mono_now_for_tests();
+        let ev = t.read(&[], from, to).unwrap();
+        assert!(ev.iter().any(|e| matches!(e, TraceEvent::PageFault { .. })), "touching 64 MB faults");
+        let dir = t.dir.clone();
+        drop(t);
+        assert!(!dir.exists(), "the instance is removed");
+    }
+}
