@@ -7,3 +7,8 @@ for b in logs_throughput.sh logs_gcviewer.sh; do
   "./$b"
   echo
 done
+echo "== agent overhead and noise floor (java/agent/bench/overhead.sh)"
+../java/agent/bench/overhead.sh
+echo
+echo "== doctor_overhead.sh"
+./doctor_overhead.sh

@@ -75,13 +75,21 @@ pub struct Heartbeat {
 unsafe impl Send for Heartbeat {}
 unsafe impl Sync for Heartbeat {}
 
-/// Where the agent of `pid` puts its heartbeat: `$XDG_RUNTIME_DIR` when set, else `/dev/shm`.
+/// Where the agent of `pid` puts its heartbeat: the JVM's own `$XDG_RUNTIME_DIR` (read from
+/// its environment, which may differ from ours) when that is an absolute directory and the file
+/// is there, else `/dev/shm`.
 pub fn default_path(pid: i32) -> PathBuf {
     let name = format!("stallscope-{pid}.heartbeat");
-    match std::env::var_os("XDG_RUNTIME_DIR") {
-        Some(d) if Path::new(&d).is_dir() => PathBuf::from(d).join(name),
-        _ => PathBuf::from("/dev/shm").join(name),
+    let theirs = std::fs::read(format!("/proc/{pid}/environ"))
+        .ok()
+        .and_then(|env| env.split(|b| *b == 0).find_map(|kv| kv.strip_prefix(b"XDG_RUNTIME_DIR=").map(|v| PathBuf::from(String::from_utf8_lossy(v).into_owned()))));
+    let ours = std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from);
+    for dir in [theirs, ours].into_iter().flatten() {
+        if dir.is_absolute() && dir.is_dir() && dir.join(&name).exists() {
+            return dir.join(name);
+        }
     }
+    PathBuf::from("/dev/shm").join(name)
 }
 
 /// The thread table beside a heartbeat file.

@@ -105,9 +105,10 @@ pub enum Ending {
 
 /// Waits for the agent of `pid` to publish a running heartbeat.
 pub fn wait_for_heartbeat(pid: i32, timeout: Duration, alive: &mut dyn FnMut() -> bool, stop: &AtomicBool) -> Result<Option<Heartbeat>> {
-    let path = heartbeat::default_path(pid);
     let t0 = Instant::now();
     loop {
+        // Re-resolved each time: where it is depends on where the agent managed to create it.
+        let path = heartbeat::default_path(pid);
         if let Ok(hb) = Heartbeat::open(&path) {
             if hb.read().state == MeterState::Running {
                 return Ok(Some(hb));
@@ -119,7 +120,7 @@ pub fn wait_for_heartbeat(pid: i32, timeout: Duration, alive: &mut dyn FnMut() -
         if t0.elapsed() > timeout {
             anyhow::bail!(
                 "pid {pid}: the stallscope agent published no heartbeat at {} within {} s (was it started with a delay, or did it fail to load? see the JVM's stderr)",
-                path.display(),
+                heartbeat::default_path(pid).display(),
                 timeout.as_secs()
             );
         }

@@ -1,0 +1,138 @@
+package io.stallscope.agent.core;
+
+import org.HdrHistogram.Histogram;
+import org.HdrHistogram.HistogramLogWriter;
+import org.HdrHistogram.SingleWriterRecorder;
+
+import java.io.PrintStream;
+import java.nio.file.Path;
+import java.util.concurrent.TimeUnit;
+
+/**
+ * The HdrHistogram interval log (.hlog) of the hiccup meter, in the format jHiccup writes: a header
+ * (StartTime, BaseTime, legend), then one compressed interval histogram per interval, values in
+ * nanoseconds, the max column in milliseconds. Interval timestamps are seconds since the meter's start
+ * (BaseTime = StartTime = start_epoch_ms of the heartbeat), taken from System.nanoTime(), so
+ * {@code start_ns + t * 1e9} is an interval edge on CLOCK_MONOTONIC.
+ * Invariants: every interval is flushed when written, so a killed JVM leaves a readable log; after
+ * {@link #finish} nothing more is written; intervals tile the time from start to finish without gaps.
+ */
+final class HiccupLog implements Runnable {
+    static final String THREAD_NAME = "stallscope-hiccup-log";
+    /** jHiccup's choice: histogram values in ns, the interval max shown in ms. */
+    private static final double MAX_VALUE_UNIT_RATIO = 1e6;
+
+    private final Path path;
+    private final PrintStream out;
+    private final HistogramLogWriter writer;
+    private final SingleWriterRecorder recorder;
+    private final MeterStart start;
+    private final long intervalNs;
+    private final String loggedWith;
+    private final String identity;
+    private final SelfTids selfTids;
+
+    // Guarded by this: the log thread and finish() (shutdown hook or stop) both write.
+    private boolean headerWritten;
+    private boolean closed;
+    private long intervalStartNs;
+    private Histogram recycled;
+
+    HiccupLog(Path path, PrintStream out, SingleWriterRecorder recorder, MeterStart start, long intervalNs,
+            String loggedWith, String identity, SelfTids selfTids) {
+        this.path = path;
+        this.out = out;
+        this.writer = new HistogramLogWriter(out);
+        this.recorder = recorder;
+        this.start = start;
+        this.intervalNs = intervalNs;
+        this.loggedWith = loggedWith;
+        this.identity = identity;
+        this.selfTids = selfTids;
+    }
+
+    @Override
+    public void run() {
+        try {
+            selfTids.registerCurrentThread();
+            if (!start.await()) {
+                return;
+            }
+            long next = start.startNs() + intervalNs;
+            while (true) {
+                long now = System.nanoTime();
+                if (now < next) {
+                    TimeUnit.NANOSECONDS.sleep(next - now);
+                    continue;
+                }
+                if (!writeInterval(now)) {
+                    return;
+                }
+                // Boundaries stay on start + k * interval; one missed during a long stall is skipped.
+                next += intervalNs * (1 + (now - next) / intervalNs);
+            }
+        } catch (InterruptedException e) {
+            // finish() interrupts: it writes the last interval itself.
+        } catch (Throwable t) {
+            AgentLog.failure("the hiccup log " + path + " stopped", t);
+        } finally {
+            selfTids.unregisterCurrentThread();
+        }
+    }
+
+    /** Writes the last, partial interval and closes the log. Safe to call more than once. */
+    synchronized void finish() {
+        if (closed) {
+            return;
+        }
+        try {
+            if (start.started()) {
+                writeInterval(System.nanoTime());
+            }
+        } finally {
+            close();
+        }
+    }
+
+    /** False once the log is closed or has failed. */
+    private synchronized boolean writeInterval(long endNs) {
+        if (closed) {
+            return false;
+        }
+        writeHeaderOnce();
+        recycled = recorder.getIntervalHistogram(recycled);
+        long startNs = start.startNs();
+        writer.outputIntervalHistogram((intervalStartNs - startNs) / 1e9, (endNs - startNs) / 1e9, recycled,
+                MAX_VALUE_UNIT_RATIO);
+        intervalStartNs = endNs;
+        out.flush();
+        if (out.checkError()) {
+            AgentLog.line("writing " + path + " failed; the hiccup log stops here (the meter and heartbeat go on)");
+            close();
+            return false;
+        }
+        return true;
+    }
+
+    private void writeHeaderOnce() {
+        if (headerWritten) {
+            return;
+        }
+        headerWritten = true;
+        intervalStartNs = start.startNs();
+        writer.outputComment("[Logged with " + loggedWith + "]");
+        writer.outputLogFormatVersion();
+        writer.outputStartTime(start.startEpochMs());
+        writer.setBaseTime(start.startEpochMs());
+        writer.outputBaseTime(start.startEpochMs());
+        // Ties this log to the heartbeat and to CLOCK_MONOTONIC; HdrHistogram readers skip comments.
+        writer.outputComment("[stallscope " + identity + " start_ns=" + start.startNs() + " start_epoch_ms="
+                + start.startEpochMs() + "]");
+        writer.outputLegend();
+    }
+
+    private void close() {
+        closed = true;
+        out.close();
+    }
+}
