@@ -4,6 +4,7 @@ mod attach;
 mod cli;
 mod diagnose;
 mod failure;
+mod hlog;
 mod inject;
 mod inputs;
 mod lab;

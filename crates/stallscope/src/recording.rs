@@ -13,7 +13,7 @@ use procwatch::task::TaskSample;
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
 use std::fs::{File, OpenOptions};
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// The files of a recording directory.
 pub mod files {
@@ -29,6 +29,8 @@ pub mod files {
     pub const CONTEXT: &str = "context.jsonl";
     /// Tracepoint events of the target's threads around each stall (root only).
     pub const TRACE: &str = "trace.jsonl";
+    /// The recorder's control meter, an HdrHistogram interval log like the agent's.
+    pub const CONTROL: &str = "control.hlog";
 }
 
 /// What was recorded, how, and on what.
@@ -114,6 +116,21 @@ pub struct SystemSample {
     pub psi_io_us: Option<u64>,
     pub psi_memory_us: Option<u64>,
     pub throttling: Option<Throttling>,
+    /// The target's threads summed (from the once-a-second idle sample): the timeline's run
+    /// delay. Absent during stalls and in older recordings.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub jvm: Option<JvmTotals>,
+}
+
+/// The target's threads at one instant, summed.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]
+pub struct JvmTotals {
+    pub threads: usize,
+    /// schedstat time on a CPU, summed over live threads.
+    pub exec_ns: u64,
+    /// schedstat time waiting on a run queue, summed over live threads.
+    pub run_delay_ns: u64,
+    pub majflt: u64,
 }
 
 /// Who the threads are and what is mapped, when a stall began.
@@ -160,6 +177,10 @@ impl Appender {
 
 /// The writer side of a recording directory.
 pub struct Writer {
+    pub dir: PathBuf,
+    /// The recording's start on CLOCK_MONOTONIC and the wall clock (from the meta).
+    pub start_mono_ns: u64,
+    pub start_epoch_ms: i64,
     pub events: Appender,
     pub samples: Appender,
     pub system: Appender,
@@ -173,6 +194,9 @@ impl Writer {
         std::fs::create_dir_all(dir).with_context(|| format!("{}: cannot create the recording directory", dir.display()))?;
         std::fs::write(dir.join(files::META), serde_json::to_vec_pretty(meta)?)?;
         Ok(Writer {
+            dir: dir.to_path_buf(),
+            start_mono_ns: meta.start_mono_ns,
+            start_epoch_ms: meta.start_epoch_ms,
             events: Appender::open(&dir.join(files::EVENTS))?,
             samples: Appender::open(&dir.join(files::SAMPLES))?,
             system: Appender::open(&dir.join(files::SYSTEM))?,

@@ -154,6 +154,8 @@ fn a_frozen_jvm_is_a_frozen_process_and_a_quiet_one_has_no_stalls() {
     assert_eq!(frozen.len(), 1, "{:?}", causes(&r));
     assert!(frozen[0]["duration_ns"].as_u64().unwrap() >= 450_000_000);
     assert!(frozen[0]["safepoint"].is_null(), "a freeze is not a safepoint: {}", frozen[0]);
+    let control = frozen[0]["control_max_late_ns"].as_u64().unwrap();
+    assert!(control < 100_000_000, "the recorder kept time while the JVM was frozen (control meter {control} ns late)");
 
     // The same JVM left alone: nothing to report.
     let quiet = d.join("quiet");
@@ -163,6 +165,8 @@ fn a_frozen_jvm_is_a_frozen_process_and_a_quiet_one_has_no_stalls() {
     assert_eq!(r["summary"]["stalls"], 0, "a quiet JVM: {:?}", causes(&r));
     assert!(String::from_utf8_lossy(&o.stdout).contains("stalls      none of 5.00 ms or more"));
     assert!(r["summary"]["hiccups"]["intervals"].as_u64().unwrap() >= 3, "the agent's interval log is in the recording");
+    let control = &r["summary"]["control"];
+    assert!(control["intervals"].as_u64().unwrap() >= 3 && control["count"].as_u64().unwrap() > 400, "the control meter's log: {control}");
 }
 
 #[test]
@@ -198,14 +202,23 @@ fn a_target_that_dies_mid_stall_still_gets_its_diagnosis() {
         .unwrap();
     let events = dir.join("events.jsonl");
     let t0 = Instant::now();
+    // Kill it inside a long stall (the counted loop's), not a short one at start-up: wait for a
+    // stall that is still going on 300 ms after it began.
+    let open_stall = || -> Option<String> {
+        let text = std::fs::read_to_string(&events).unwrap_or_default();
+        let n = text.lines().filter(|l| l.contains("\"stall-begin\"")).last()?.split("\"stall\":").nth(1)?.split([',', '}']).next()?.to_string();
+        (!text.lines().any(|l| l.contains("\"stall-end\"") && l.contains(&format!("\"stall\":{n},")))).then_some(n)
+    };
     loop {
-        assert!(t0.elapsed() < Duration::from_secs(30), "no stall began");
-        if std::fs::read_to_string(&events).unwrap_or_default().contains("stall-begin") {
-            break;
+        assert!(t0.elapsed() < Duration::from_secs(30), "no long stall began");
+        if let Some(n) = open_stall() {
+            std::thread::sleep(Duration::from_millis(300));
+            if open_stall() == Some(n) {
+                break;
+            }
         }
-        std::thread::sleep(Duration::from_millis(50));
+        std::thread::sleep(Duration::from_millis(20));
     }
-    std::thread::sleep(Duration::from_millis(300));
     let meta: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("meta.json")).unwrap()).unwrap();
     let jvm = meta["pid"].as_i64().unwrap() as i32;
     unsafe { libc::kill(jvm, libc::SIGKILL) };

@@ -33,16 +33,21 @@ fn main_causes(dir: &Path) -> Vec<String> {
 
 #[test]
 fn stored_recordings_get_their_known_diagnosis() {
-    let expect: [(&str, &str); 4] = [
+    let expect: [(&str, &str); 3] = [
         ("jdk25-counted-loop-parallel-no-cls", "no-safepoint-poll"),
         ("jdk17-mapped-read-mmap-slowfs-300ms", "major-fault"),
         ("jdk17-idle-frozen-500ms", "frozen"),
-        ("jdk17-safepoint-storm-cpu-hog4", "cpu-starvation"),
     ];
     for (name, cause) in expect {
         let causes = main_causes(&fixture(name));
         assert!(!causes.is_empty() && causes.iter().all(|c| c == cause), "{name}: {causes:?}");
     }
+    // Under contention every stall is short and some are honestly unknown (or a VM operation
+    // slowed by the same starvation); most must be CPU starvation, none a single-thread cause.
+    let storm = main_causes(&fixture("jdk17-safepoint-storm-cpu-hog4"));
+    let starved = storm.iter().filter(|c| *c == "cpu-starvation").count();
+    assert!(storm.len() >= 3 && starved * 4 >= storm.len() * 3, "{storm:?}");
+    assert!(!storm.iter().any(|c| c == "no-safepoint-poll" || c == "major-fault" || c == "frozen"), "{storm:?}");
     assert!(main_causes(&fixture("jdk17-idle-quiet")).is_empty());
 }
 

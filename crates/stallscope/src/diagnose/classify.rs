@@ -283,7 +283,14 @@ pub fn classify(inp: &Inputs) -> Vec<Finding> {
             )),
             _ => {
                 let (contended, psi_evidence) = cpu_pressure(inp);
-                if contended {
+                if meter.share('R') >= 0.5 {
+                    // Runnable, yet its tick overdue: woken, not running. (Running, it would have
+                    // ticked; blocked, it would not be R.) Too short a stall for run_delay to show it.
+                    let mut evid = vec![format!("the hiccup meter thread was runnable (R) in {} of {} samples but did not tick: it was waiting for a CPU", meter.count('R'), meter.samples)];
+                    evid.extend(psi_evidence);
+                    let confidence = if contended { Confidence::Medium } else { Confidence::Low };
+                    out.push(finding(Cause::CpuStarvation, confidence, 1.0, vec![], evid));
+                } else if contended {
                     let mut evid: Vec<String> = psi_evidence.into_iter().collect();
                     evid.push("the hiccup meter thread was running again by the first sample".into());
                     out.push(finding(Cause::CpuStarvation, Confidence::Low, 1.0, vec![], evid));
@@ -308,7 +315,7 @@ pub fn classify(inp: &Inputs) -> Vec<Finding> {
     if out.iter().all(|f| f.share < 0.1) && !out.iter().any(|f| f.cause == Cause::TlbShootdown) {
         out.retain(|f| f.share >= 0.1);
     }
-    out.sort_by(|a, b| b.share.partial_cmp(&a.share).unwrap_or(std::cmp::Ordering::Equal));
+    out.sort_by(|a, b| b.share.partial_cmp(&a.share).unwrap_or(std::cmp::Ordering::Equal).then(a.cause.cmp(&b.cause)));
     out
 }
 
@@ -353,7 +360,9 @@ fn ttsp_findings(inp: &Inputs, behaviours: &[(&ThreadEvidence, Behaviour)], time
             }
         }
     }
-    let mut by_cause: HashMap<Cause, Vec<(&ThreadEvidence, Behaviour, bool)>> = HashMap::new();
+    // Ordered, so that equal shares come out the same way in every run (`report` must repeat
+    // the live output byte for byte).
+    let mut by_cause: std::collections::BTreeMap<Cause, Vec<(&ThreadEvidence, Behaviour, bool)>> = std::collections::BTreeMap::new();
     for c in culprits {
         let cause = match c.1 {
             Behaviour::Spinning => Cause::NoSafepointPoll,
@@ -364,6 +373,11 @@ fn ttsp_findings(inp: &Inputs, behaviours: &[(&ThreadEvidence, Behaviour)], time
             Behaviour::Parked | Behaviour::Stopped => Cause::Unknown,
         };
         by_cause.entry(cause).or_default().push(c);
+    }
+    // A named thread that /proc saw parked (often one caught in a state transition) is no
+    // rival to a thread with real evidence: keep the thin "unknown" only when nothing else.
+    if by_cause.keys().any(|c| *c != Cause::Unknown) {
+        by_cause.remove(&Cause::Unknown);
     }
     if by_cause.is_empty() && contended {
         let mut evid: Vec<String> = psi_evidence.into_iter().collect();

@@ -74,6 +74,11 @@ pub struct ThreadEvidence {
 }
 
 impl ThreadEvidence {
+    /// Samples in which it was in `state`.
+    pub fn count(&self, state: char) -> usize {
+        *self.states.get(&state).unwrap_or(&0)
+    }
+
     pub fn share(&self, state: char) -> f64 {
         if self.samples == 0 {
             0.0

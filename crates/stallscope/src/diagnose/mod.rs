@@ -115,15 +115,7 @@ pub struct StallReport {
     pub raw: Vec<ThreadLine>,
 }
 
-#[derive(Debug, Clone, Serialize)]
-pub struct HiccupSummary {
-    pub intervals: usize,
-    pub count: u64,
-    pub p50_ns: u64,
-    pub p99_ns: u64,
-    pub p99_9_ns: u64,
-    pub max_ns: u64,
-}
+pub use crate::hlog::HiccupSummary;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Summary {
@@ -134,6 +126,9 @@ pub struct Summary {
     pub total_stopped_ns: u64,
     pub ttsp_max_ns: Option<u64>,
     pub hiccups: Option<HiccupSummary>,
+    /// stallscope's own control meter over the whole recording (null in recordings made
+    /// before it was logged).
+    pub control: Option<HiccupSummary>,
     pub recorded_ns: u64,
     /// Times stallscope's own control meter woke late outside the target's stalls: the machine
     /// or the recorder itself was held up, and stalls in that time may be missing.
@@ -161,7 +156,8 @@ pub struct Loaded {
     pub trace: Vec<StallTrace>,
     pub safepoints: Vec<Safepoint>,
     pub unfinished_culprits: Vec<hotspot_log::Culprit>,
-    pub hiccups: Option<HiccupSummary>,
+    pub hiccups: Option<crate::hlog::IntervalLog>,
+    pub control: Option<crate::hlog::IntervalLog>,
 }
 
 pub fn load(dir: &Path) -> Result<Loaded> {
@@ -182,41 +178,12 @@ pub fn load(dir: &Path) -> Result<Loaded> {
         system: recording::read_lines(&dir.join(files::SYSTEM))?,
         context: recording::read_lines(&dir.join(files::CONTEXT))?,
         trace: recording::read_lines(&dir.join(files::TRACE))?,
-        hiccups: read_hiccups(&dir.join(files::HICCUPS)),
+        hiccups: crate::hlog::read(&dir.join(files::HICCUPS)),
+        control: crate::hlog::read(&dir.join(files::CONTROL)),
         meta,
         safepoints,
         unfinished_culprits,
     })
-}
-
-/// The agent's interval log, summed into one histogram (values in ns).
-fn read_hiccups(path: &Path) -> Option<HiccupSummary> {
-    use hdrhistogram::serialization::interval_log::{IntervalLogIterator, LogEntry};
-    use hdrhistogram::serialization::Deserializer;
-    let text = std::fs::read(path).ok()?;
-    let mut total = hotspot_log::summary::new_histogram();
-    let mut de = Deserializer::new();
-    let mut intervals = 0;
-    for entry in IntervalLogIterator::new(&text) {
-        let Ok(LogEntry::Interval(h)) = entry else { continue };
-        let Ok(bytes) = base64_decode(h.encoded_histogram()) else { continue };
-        let Ok(hist) = de.deserialize::<u64, _>(&mut std::io::Cursor::new(bytes)) else { continue };
-        let _ = total.add(&hist);
-        intervals += 1;
-    }
-    (intervals > 0).then(|| HiccupSummary {
-        intervals,
-        count: total.len(),
-        p50_ns: total.value_at_quantile(0.5),
-        p99_ns: total.value_at_quantile(0.99),
-        p99_9_ns: total.value_at_quantile(0.999),
-        max_ns: total.max(),
-    })
-}
-
-fn base64_decode(s: &str) -> Result<Vec<u8>, ()> {
-    use base64::Engine;
-    base64::engine::general_purpose::STANDARD.decode(s.trim()).map_err(|_| ())
 }
 
 /// Local wall time of a monotonic instant, through the recording's start on both clocks.
@@ -434,7 +401,8 @@ pub fn diagnose(dir: &Path) -> Result<Report> {
         safepoints: l.safepoints.len() as u64,
         total_stopped_ns: l.safepoints.iter().map(|s| s.total_ns).sum(),
         ttsp_max_ns: l.safepoints.iter().filter_map(|s| s.ttsp_ns).max(),
-        hiccups: l.hiccups.clone(),
+        hiccups: l.hiccups.as_ref().and_then(|h| h.summary()),
+        control: l.control.as_ref().and_then(|h| h.summary()),
         recorded_ns,
         recorder_pauses: l.events.iter().filter(|e| matches!(e, Event::ControlHiccup { .. })).count(),
         recorder_pause_max_ns: l

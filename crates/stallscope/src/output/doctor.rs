@@ -132,5 +132,14 @@ pub fn render(r: &Report) -> String {
             let _ = writeln!(out, "  hiccups     no interval log from the agent");
         }
     }
+    if let Some(c) = &sm.control {
+        let _ = writeln!(
+            out,
+            "  control     p50 {}, p99 {}, max {} (stallscope's own wake-ups: the floor the hiccups stand on)",
+            fmt_ns(c.p50_ns),
+            fmt_ns(c.p99_ns),
+            fmt_ns(c.max_ns)
+        );
+    }
     out
 }

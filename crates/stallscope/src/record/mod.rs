@@ -7,6 +7,7 @@
 
 pub mod agent_jar;
 pub mod boost;
+pub mod control;
 pub mod watch;
 
 use crate::attach::Jvm;

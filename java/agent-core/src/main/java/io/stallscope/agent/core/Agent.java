@@ -166,8 +166,15 @@ public final class Agent {
         }
     }
 
-    /** Stops the meter first so the log's last interval holds every recorded tick. */
+    /**
+     * Publishes the final state first, so a sidecar never mistakes the meter's last silence for a
+     * stall; then stops the meter, so the log's last interval holds every recorded tick; removes the
+     * heartbeat file last, which tells a reader that the logs are complete.
+     */
     private void shutDown(int finalState) {
+        if (heartbeat != null) {
+            heartbeat.state(finalState);
+        }
         meter.requestStop();
         meterThread.interrupt();
         try {
