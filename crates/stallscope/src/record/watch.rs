@@ -243,7 +243,11 @@ pub fn watch(
         // The first look comes before anything else: a short stall under CPU contention may be
         // over by the time the maps are read, and this sample is often the only evidence.
         let t_first = mono_ns();
-        let mut first_taken = sampler.sample(&mut cur).is_ok().then_some(t_first);
+        if sampler.sample(&mut cur).is_err() {
+            // Gone before the first look: it exited, it did not stall.
+            return Ok(Ending::TargetExited);
+        }
+        let mut first_taken = Some(t_first);
         w.events.line(&Event::StallBegin { t: now, stall, last_tick_ns: b.last_tick_ns, expected_ns: expected })?;
         if !idle.is_empty() {
             w.samples.line(&Sample { t: idle_system.t, stall, full: true, baseline: true, threads: idle.clone(), gone: vec![] })?;
