@@ -27,7 +27,8 @@ pub enum Command {
     Run(RunArgs),
     /// Watch a running JVM (native attach: loads the agent, switches safepoint logging on).
     Attach(AttachArgs),
-    /// Print the diagnosis of a finished recording, exactly as the live run printed it.
+    /// Print the diagnosis of a finished recording, exactly as the live run printed it; or
+    /// write it as an HTML page (a lab directory too).
     Report(ReportArgs),
     /// Rerun each seed's experiment, baseline beside mitigation, and grade the doctor.
     #[command(subcommand)]
@@ -311,11 +312,15 @@ pub struct AttachArgs {
 
 #[derive(Args, Debug, Clone)]
 pub struct ReportArgs {
-    /// A recording directory made by `run` or `attach`.
+    /// A recording directory made by `run` or `attach`, or a lab directory made by `lab run`.
     pub dir: PathBuf,
     /// The diagnosis as JSON.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "html")]
     pub json: bool,
+    /// Write a self-contained HTML report (default: DIR/report.html): timeline, percentiles,
+    /// per-stall thread states, per-operation table; for a lab directory, box plots and verdicts.
+    #[arg(long, value_name = "OUT.html", num_args = 0..=1)]
+    pub html: Option<Option<PathBuf>>,
 }
 
 #[derive(Subcommand, Debug)]
@@ -362,6 +367,9 @@ pub struct LabRunArgs {
     /// Print lab.json instead of the summary.
     #[arg(long)]
     pub json: bool,
+    /// Also write a self-contained HTML report of the lab run (default: OUT/lab.html).
+    #[arg(long, value_name = "OUT.html", num_args = 0..=1)]
+    pub html: Option<Option<PathBuf>>,
 }
 
 #[derive(Args, Debug, Clone)]

@@ -73,7 +73,10 @@ pub fn read(path: &Path) -> Option<IntervalLog> {
         };
         let Ok(bytes) = base64_decode(h.encoded_histogram()) else { continue };
         let Ok(hist) = de.deserialize::<u64, _>(&mut std::io::Cursor::new(bytes)) else { continue };
-        let _ = total.add(&hist);
+        // Only the recorded buckets: `add` walks every bucket of the interval's histogram.
+        for v in hist.iter_recorded() {
+            let _ = total.record_n(v.value_iterated_to(), v.count_at_value());
+        }
         intervals.push(Interval { start_s: h.start_timestamp().as_secs_f64(), length_s: h.duration().as_secs_f64(), max_ns: hist.max(), count: hist.len() });
     }
     (!intervals.is_empty()).then_some(IntervalLog { start_epoch_ms, intervals, total })

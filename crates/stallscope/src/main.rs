@@ -30,7 +30,7 @@ fn main() {
         cli::Command::Workload(c) => workload::run(c),
         cli::Command::Run(a) => record::run(a),
         cli::Command::Attach(a) => record::attach(a),
-        cli::Command::Report(a) => record::report(&a.dir, a.json),
+        cli::Command::Report(a) => record::report(&a.dir, a.json, a.html.as_ref().map(|h| h.as_deref())),
         cli::Command::Lab(cli::LabCommand::List(a)) => lab::list(a),
         cli::Command::Lab(cli::LabCommand::Run(a)) => lab::run(a),
         cli::Command::Lab(cli::LabCommand::Compare(a)) => lab::compare(a),

@@ -2,6 +2,8 @@
 //! behind, and records the doctor's grade; the robust ones are reproduced.
 
 mod common;
+#[path = "common/browser.rs"]
+mod browser;
 
 use common::*;
 use serde_json::Value;
@@ -49,8 +51,12 @@ fn the_quick_lab_runs_every_scenario_and_cleans_up() {
     let _x = exclusive();
     assert!(leftovers().is_empty(), "dirty before the test: {:?}", leftovers());
     let out = scratch("lab-quick").join("lab");
-    let o = Command::new(bin()).args(["lab", "run", "--profile", "quick", "--out", out.to_str().unwrap()]).stderr(Stdio::inherit()).output().unwrap();
+    let o = Command::new(bin()).args(["lab", "run", "--profile", "quick", "--out", out.to_str().unwrap(), "--html"]).stderr(Stdio::inherit()).output().unwrap();
     assert!(o.status.success());
+    // Its HTML report draws in a real browser (html_report.rs tests the page in depth).
+    let dom = browser::dump_dom(&out.join("lab.html"), &[]);
+    assert_eq!(browser::attr(&dom, "<body", "data-rendered").as_deref(), Some("ok"), "{dom}");
+    assert_eq!(browser::attr(&dom, "<body", "data-errors").as_deref(), Some("0"));
     let summary = String::from_utf8_lossy(&o.stdout);
     let lab: Value = serde_json::from_str(&std::fs::read_to_string(out.join("lab.json")).unwrap()).unwrap();
     assert_eq!(std::fs::read_to_string(out.join("summary.txt")).unwrap(), summary, "summary.txt is what was printed");

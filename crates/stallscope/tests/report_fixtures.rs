@@ -25,10 +25,15 @@ fn report(dir: &Path, json: bool) -> (i32, String, String) {
 }
 
 fn main_causes(dir: &Path) -> Vec<String> {
+    causes_of(dir, 0)
+}
+
+/// The main cause of each stall of at least `min_ns`.
+fn causes_of(dir: &Path, min_ns: u64) -> Vec<String> {
     let (code, out, err) = report(dir, true);
     assert_eq!(code, 0, "{err}");
     let v: Value = serde_json::from_str(&out).unwrap();
-    v["stalls"].as_array().unwrap().iter().map(|s| s["findings"][0]["cause"].as_str().unwrap().to_string()).collect()
+    v["stalls"].as_array().unwrap().iter().filter(|s| s["duration_ns"].as_u64().unwrap() >= min_ns).map(|s| s["findings"][0]["cause"].as_str().unwrap().to_string()).collect()
 }
 
 #[test]
@@ -38,8 +43,10 @@ fn stored_recordings_get_their_known_diagnosis() {
         ("jdk17-mapped-read-mmap-slowfs-300ms", "major-fault"),
         ("jdk17-idle-frozen-500ms", "frozen"),
     ];
+    // The injected fault explains every long stall (a JVM also hiccups briefly on its own, at
+    // start-up and exit: those may be anything, honestly labelled).
     for (name, cause) in expect {
-        let causes = main_causes(&fixture(name));
+        let causes = causes_of(&fixture(name), 50_000_000);
         assert!(!causes.is_empty() && causes.iter().all(|c| c == cause), "{name}: {causes:?}");
     }
     // Under contention every stall is short and some are honestly unknown (or a VM operation
@@ -87,7 +94,7 @@ fn a_recording_cut_mid_line_still_reads() {
     assert!(err.contains("events.jsonl:1") && !err.contains("panicked"), "{err}");
     let (code, _, err) = report(&root().join("docs"), false);
     assert_eq!(code, 1);
-    assert!(err.contains("not a stallscope recording"), "{err}");
+    assert!(err.contains("neither a stallscope recording") && err.lines().count() == 1, "{err}");
 }
 
 fn leaves(v: &Value, prefix: &str, out: &mut BTreeSet<String>, all: &mut BTreeSet<String>) {

@@ -7,6 +7,7 @@
 pub mod causes;
 pub mod classify;
 pub mod evidence;
+pub mod view;
 
 use crate::recording::{self, files, Event, Meta, Sample, StallContext, StallTrace, SystemSample};
 use anyhow::{Context as _, Result};
@@ -162,6 +163,21 @@ pub struct Loaded {
 
 pub fn load(dir: &Path) -> Result<Loaded> {
     let meta = recording::read_meta(dir)?;
+    // The two interval logs decode on their own threads (a day of 1 s intervals is 172,800
+    // compressed histograms) while this one reads the rest.
+    let (hiccups, control, rest) = std::thread::scope(|sc| {
+        let h = sc.spawn(|| crate::hlog::read(&dir.join(files::HICCUPS)));
+        let c = sc.spawn(|| crate::hlog::read(&dir.join(files::CONTROL)));
+        let rest = load_lines(dir, meta.clone());
+        (h.join().ok().flatten(), c.join().ok().flatten(), rest)
+    });
+    let mut l = rest?;
+    l.hiccups = hiccups;
+    l.control = control;
+    Ok(l)
+}
+
+fn load_lines(dir: &Path, meta: Meta) -> Result<Loaded> {
     let mut safepoints = Vec::new();
     let mut unfinished_culprits = Vec::new();
     let sp = dir.join(files::SAFEPOINT_LOG);
@@ -178,8 +194,8 @@ pub fn load(dir: &Path) -> Result<Loaded> {
         system: recording::read_lines(&dir.join(files::SYSTEM))?,
         context: recording::read_lines(&dir.join(files::CONTEXT))?,
         trace: recording::read_lines(&dir.join(files::TRACE))?,
-        hiccups: crate::hlog::read(&dir.join(files::HICCUPS)),
-        control: crate::hlog::read(&dir.join(files::CONTROL)),
+        hiccups: None,
+        control: None,
         meta,
         safepoints,
         unfinished_culprits,
@@ -216,6 +232,11 @@ fn safepoint_view(s: &Safepoint, names: &HashMap<i32, String>) -> SafepointView 
 
 pub fn diagnose(dir: &Path) -> Result<Report> {
     let l = load(dir)?;
+    analyse(dir, &l)
+}
+
+/// The diagnosis of a loaded recording (a pure function of it).
+pub fn analyse(dir: &Path, l: &Loaded) -> Result<Report> {
     let meta = &l.meta;
     let mut notes = Vec::new();
     if let Some(n) = &meta.privileges_note {

@@ -165,6 +165,9 @@ pub fn run(a: LabRunArgs) -> Result<i32> {
     std::fs::write(out.join("lab.json"), serde_json::to_vec_pretty(&lab)?)?;
     let text = crate::output::lab::render(&lab);
     std::fs::write(out.join("summary.txt"), &text)?;
+    if let Some(h) = &a.html {
+        crate::record::write_html(&crate::record::html_path(h.as_deref(), &out, "lab.html"), &crate::output::html::lab_page(&lab)?)?;
+    }
     if a.json {
         println!("{}", serde_json::to_string_pretty(&lab)?);
     } else {
@@ -196,7 +199,8 @@ fn which(p: &Path) -> Option<PathBuf> {
     std::env::var_os("PATH").and_then(|path| std::env::split_paths(&path).map(|d| d.join(p)).find(|c| c.is_file()))
 }
 
-fn load(p: &Path) -> Result<LabResult> {
+/// Reads a lab result (a lab directory or its lab.json).
+pub fn read_result(p: &Path) -> Result<LabResult> {
     let f = if p.is_dir() { p.join("lab.json") } else { p.to_path_buf() };
     let text = std::fs::read_to_string(&f).with_context(|| format!("{}: no lab results there", f.display()))?;
     let v: LabResult = serde_json::from_str(&text).with_context(|| format!("{}: not a lab result", f.display()))?;
@@ -207,7 +211,7 @@ fn load(p: &Path) -> Result<LabResult> {
 }
 
 pub fn compare(a: LabCompareArgs) -> Result<i32> {
-    let (x, y) = (load(&a.a)?, load(&a.b)?);
+    let (x, y) = (read_result(&a.a)?, read_result(&a.b)?);
     print!("{}", crate::output::lab::render_compare(&x, &y, &a.a.display().to_string(), &a.b.display().to_string()));
     Ok(0)
 }

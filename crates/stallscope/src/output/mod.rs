@@ -4,6 +4,7 @@
 
 pub mod csv;
 pub mod doctor;
+pub mod html;
 pub mod json;
 pub mod lab;
 pub mod terminal;

@@ -339,10 +339,42 @@ pub fn attach(a: AttachArgs) -> Result<i32> {
     Ok(0)
 }
 
-pub fn report(dir: &Path, json: bool) -> Result<i32> {
-    if !dir.join(files::META).exists() {
-        return Err(Failure::new(1, format!("{}: not a stallscope recording (no {})", dir.display(), files::META)));
+pub fn report(dir: &Path, json: bool, html: Option<Option<&Path>>) -> Result<i32> {
+    let lab = dir.join("lab.json");
+    if !dir.join(files::META).exists() && !lab.exists() {
+        return Err(Failure::new(1, format!("{}: neither a stallscope recording (no {}) nor a lab run (no lab.json)", dir.display(), files::META)));
     }
-    print_report(dir, json)?;
+    if !dir.join(files::META).exists() {
+        let l = crate::lab::read_result(&lab)?;
+        match html {
+            Some(out) => write_html(&html_path(out, dir, "lab.html"), &crate::output::html::lab_page(&l)?)?,
+            None if json => println!("{}", serde_json::to_string_pretty(&l)?),
+            None => print!("{}", crate::output::lab::render(&l)),
+        }
+        return Ok(0);
+    }
+    match html {
+        Some(out) => {
+            let l = diagnose::load(dir)?;
+            let r = diagnose::analyse(dir, &l)?;
+            let view = diagnose::view::recording_view(&l, &r);
+            write_html(&html_path(out, dir, "report.html"), &crate::output::html::recording_page(&view)?)?;
+        }
+        None => print_report(dir, json)?,
+    }
     Ok(0)
+}
+
+/// `--html` with no value means `<dir>/<default>`.
+pub fn html_path(out: Option<&Path>, dir: &Path, default: &str) -> PathBuf {
+    out.map_or_else(|| dir.join(default), Path::to_path_buf)
+}
+
+/// Writes the page whole (through a temporary file, so a reader never sees half of it).
+pub fn write_html(path: &Path, page: &str) -> Result<()> {
+    let tmp = path.with_extension("html.tmp");
+    std::fs::write(&tmp, page).with_context(|| format!("{}: cannot write the report", tmp.display()))?;
+    std::fs::rename(&tmp, path).with_context(|| format!("{}: cannot write the report", path.display()))?;
+    eprintln!("stallscope: wrote {} ({} KB); open it in a browser, it needs no network", path.display(), page.len().div_ceil(1024));
+    Ok(())
 }

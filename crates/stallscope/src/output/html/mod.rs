@@ -1,0 +1,102 @@
+//! The HTML report: one self-contained file (no network, no CDN) with the page's style, script
+//! and data inlined. The script draws everything on canvases from the data; the same script
+//! serves a recording and a lab run.
+//!
+//! The page records its own health in the DOM for tests and for people: `body[data-rendered]`
+//! is `ok` once everything is drawn, and any script error, console error or unhandled
+//! rejection is appended to `#errors` (and counted in `body[data-errors]`).
+
+use crate::diagnose::view::RecordingView;
+use crate::lab::model::LabResult;
+use serde::Serialize;
+
+const TEMPLATE: &str = include_str!("page.html");
+const STYLE: &str = include_str!("report.css");
+const SCRIPT: &str = include_str!("report.js");
+
+pub const SCHEMA: &str = "stallscope.html/1";
+
+#[derive(Serialize)]
+struct Page<'a> {
+    schema: &'static str,
+    kind: &'static str,
+    title: String,
+    generated: String,
+    version: &'static str,
+    recording: Option<&'a RecordingView>,
+    lab: Option<&'a LabResult>,
+}
+
+/// Escapes text for an HTML text node or attribute.
+fn escape(s: &str) -> String {
+    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
+}
+
+fn render(page: &Page) -> anyhow::Result<String> {
+    // Inside <script>, "</script" would close the element and "<!--" changes how it is parsed.
+    // In JSON, "<" appears only inside strings, where "\u003c" means the same character.
+    let json = serde_json::to_string(page)?.replace('<', "\\u003c");
+    fill(TEMPLATE, &[("{{TITLE}}", &escape(&page.title)), ("/*{{STYLE}}*/", STYLE), ("{{DATA}}", &json), ("/*{{SCRIPT}}*/", SCRIPT)])
+}
+
+/// Fills each marker of the template once, in one pass, so that filled-in text (a command line,
+/// a title) is never searched for later markers.
+fn fill(template: &str, parts: &[(&str, &str)]) -> anyhow::Result<String> {
+    let mut out = String::with_capacity(template.len() + parts.iter().map(|(_, v)| v.len()).sum::<usize>());
+    let mut rest = template;
+    for (marker, value) in parts {
+        let Some(at) = rest.find(marker) else { anyhow::bail!("the page template lacks {marker} (a build defect)") };
+        out.push_str(&rest[..at]);
+        out.push_str(value);
+        rest = &rest[at + marker.len()..];
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+fn now() -> String {
+    chrono::Local::now().format("%Y-%m-%d %H:%M:%S").to_string()
+}
+
+pub fn recording_page(view: &RecordingView) -> anyhow::Result<String> {
+    let title = format!("stallscope: pid {} — {}", view.header.pid, view.header.start_wall);
+    render(&Page { schema: SCHEMA, kind: "recording", title, generated: now(), version: env!("CARGO_PKG_VERSION"), recording: Some(view), lab: None })
+}
+
+pub fn lab_page(lab: &LabResult) -> anyhow::Result<String> {
+    let title = format!("stallscope lab — {} profile, {}", lab.profile, lab.started);
+    render(&Page { schema: SCHEMA, kind: "lab", title, generated: now(), version: env!("CARGO_PKG_VERSION"), recording: None, lab: Some(lab) })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn data_cannot_close_its_script_element() {
+        let view = crate::lab::model::LabResult {
+            schema: "x".into(),
+            started: "</script><script>alert(1)</script><!-- {{DATA}} /*{{SCRIPT}}*/".into(),
+            profile: "quick".into(),
+            reps: 1,
+            environment: crate::lab::model::Environment {
+                kernel: "k".into(),
+                cpus: 2,
+                java: "j".into(),
+                java_version: "17".into(),
+                root: true,
+                fuse: true,
+                stallscope_version: "0".into(),
+            },
+            scenarios: vec![],
+            confusion: Default::default(),
+            elapsed_ms: 0,
+        };
+        let html = lab_page(&view).unwrap();
+        assert_eq!(html.matches("</script>").count(), html.matches("<script").count(), "every script element closes once, where it should");
+        assert!(html.contains("&lt;/script&gt;"), "the title is escaped");
+        assert!(!html.contains("<!--"), "no comment opener from the data");
+        assert_eq!(html.matches("alert(1)").count(), 3, "the text is kept: in <title>, and in the data as title and as started");
+        assert!(!html.contains("http://") && !html.contains("https://") && !html.contains("//cdn"), "no network references");
+    }
+}
