@@ -242,10 +242,32 @@ pub fn classify(inp: &Inputs) -> Vec<Finding> {
                     vec![format!("the VM Thread was in state D ({}) during the safepoint", t.wchan), format!("at safepoint {}", fmt_ns(sp.at_safepoint_ns))],
                 )),
                 _ => {
-                    let busy: Vec<String> = behaviours.iter().filter(|(t, _)| jvm_internal(&t.comm) && t.cpu_ns > sp.at_safepoint_ns / 10).map(|(t, _)| format!("{} ran {}", t.comm, fmt_ns(t.cpu_ns))).take(4).collect();
-                    let mut evid = vec![format!("at safepoint {} of {}: the operation \"{}\" itself", fmt_ns(sp.at_safepoint_ns), fmt_ns(total), sp.op)];
-                    evid.extend(busy);
-                    out.push(finding(Cause::LongVmOperation, Confidence::High, at_share, vec![], evid));
+                    // The threads that do the operation (the VM Thread, GC workers) may have spent it
+                    // waiting for a CPU: then the operation was starved, not long.
+                    let workers = || behaviours.iter().filter(|(t, _)| t.comm == "VM Thread" || t.comm.starts_with("GC Thread") || t.comm.starts_with("G1 ") || t.comm.starts_with("ZWorker") || t.comm.starts_with("Shenandoah"));
+                    // They hand the work to one another (VM Thread to GC workers and back), so their
+                    // waits mostly add up along the operation's path; capped at its length.
+                    let waited = workers().map(|(t, _)| t.run_delay_ns).sum::<u64>().min(sp.at_safepoint_ns);
+                    if waited >= 3 * sp.at_safepoint_ns / 10 {
+                        let mut starved: Vec<&ThreadEvidence> = workers().filter(|(t, _)| t.run_delay_ns > sp.at_safepoint_ns / 10).map(|(t, _)| *t).collect();
+                        starved.sort_by_key(|t| std::cmp::Reverse(t.run_delay_ns));
+                        let mut evid = vec![format!("at safepoint {} of {}: the operation \"{}\", whose threads waited for a CPU", fmt_ns(sp.at_safepoint_ns), fmt_ns(total), sp.op)];
+                        evid.extend(starved.iter().take(4).map(|t| format!("{} waited {} for a CPU, ran {}", t.comm, fmt_ns(t.run_delay_ns), fmt_ns(t.cpu_ns))));
+                        let (contended, psi) = cpu_pressure(inp);
+                        evid.extend(psi);
+                        let confidence = if contended { Confidence::High } else { Confidence::Medium };
+                        let culprits = starved.iter().take(4).map(|t| culprit(t, Behaviour::Starved, inp, false, vec![])).collect();
+                        out.push(finding(Cause::CpuStarvation, confidence, at_share * (waited as f64 / sp.at_safepoint_ns as f64).min(1.0), culprits, evid));
+                        if waited < 7 * sp.at_safepoint_ns / 10 {
+                            // Partly starved: the rest was the operation's own work.
+                            out.push(finding(Cause::LongVmOperation, Confidence::Medium, at_share * (1.0 - waited as f64 / sp.at_safepoint_ns as f64), vec![], vec![format!("the operation \"{}\" ran the rest of its {}", sp.op, fmt_ns(sp.at_safepoint_ns))]));
+                        }
+                    } else {
+                        let busy: Vec<String> = behaviours.iter().filter(|(t, _)| jvm_internal(&t.comm) && t.cpu_ns > sp.at_safepoint_ns / 10).map(|(t, _)| format!("{} ran {}", t.comm, fmt_ns(t.cpu_ns))).take(4).collect();
+                        let mut evid = vec![format!("at safepoint {} of {}: the operation \"{}\" itself", fmt_ns(sp.at_safepoint_ns), fmt_ns(total), sp.op)];
+                        evid.extend(busy);
+                        out.push(finding(Cause::LongVmOperation, Confidence::High, at_share, vec![], evid));
+                    }
                 }
             }
         }
@@ -419,5 +441,85 @@ fn ttsp_findings(inp: &Inputs, behaviours: &[(&ThreadEvidence, Behaviour)], time
         let files = if cause == Cause::MajorFault { cold_files(inp) } else { vec![] };
         let views = cs.iter().map(|(t, b, named)| culprit(t, *b, inp, *named, files.clone())).collect();
         out.push(finding(cause, confidence, ttsp_share / n_causes, views, evid));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    const MS: u64 = 1_000_000;
+
+    fn thread(tid: i32, comm: &str, state: char, cpu_ns: u64, run_delay_ns: u64) -> ThreadEvidence {
+        ThreadEvidence {
+            tid,
+            comm: comm.into(),
+            samples: 10,
+            states: BTreeMap::from([(state, 10)]),
+            wchan: String::new(),
+            wchans: BTreeMap::new(),
+            not_in_syscall: 0,
+            fault_pc: None,
+            first_blocked_t: None,
+            syscall_nr: None,
+            cpu_ns,
+            run_delay_ns,
+            majflt: 0,
+            minflt: 0,
+            majflt_since_baseline: 0,
+            span_ns: 22 * MS,
+        }
+    }
+
+    /// A 22 ms G1 pause, almost all of it at the safepoint, with the VM Thread and a GC worker as given.
+    fn gc_pause(vm: ThreadEvidence, gc: ThreadEvidence, psi: f64) -> Vec<Finding> {
+        let ev = StallEvidence { threads: vec![vm, gc], sample_times: vec![], stopped_share: vec![] };
+        let sp = SafepointView { op: "G1CollectForAllocation".into(), ttsp_ns: 36_000, at_safepoint_ns: 22 * MS, total_ns: 22 * MS + 36_000, start_mono_ns: 0, threads_total: Some(14), threads_running: Some(0), timeout_culprits: vec![], unfinished: false };
+        let names = HashMap::new();
+        classify(&Inputs {
+            duration_ns: 23 * MS,
+            evidence: &ev,
+            ttsp_evidence: None,
+            safepoint: Some(&sp),
+            control_max_late_ns: 0,
+            steal_ns: None,
+            tlb_rate_during: None,
+            tlb_rate_before: None,
+            throttled_ns: None,
+            psi_cpu_during: Some(psi),
+            psi_cpu_before: None,
+            names: &names,
+            maps: &[],
+            mapped_files: &[],
+            meter_tid: None,
+            trace: &[],
+            end_ns: 23 * MS,
+        })
+    }
+
+    #[test]
+    fn an_operation_that_ran_is_a_long_vm_operation() {
+        let f = gc_pause(thread(1, "VM Thread", 'S', 100_000, 20_000), thread(2, "GC Thread#0", 'R', 20 * MS, 200_000), 0.1);
+        assert_eq!(f[0].cause, Cause::LongVmOperation, "{f:?}");
+        assert_eq!(f.len(), 1, "{f:?}");
+    }
+
+    #[test]
+    fn an_operation_whose_threads_waited_for_a_cpu_is_starved() {
+        let f = gc_pause(thread(1, "VM Thread", 'S', 25_000, 6 * MS), thread(2, "GC Thread#0", 'R', 3 * MS, 11 * MS), 0.97);
+        assert_eq!(f[0].cause, Cause::CpuStarvation, "{f:?}");
+        assert_eq!(f[0].confidence, Confidence::High, "PSI says the CPUs were saturated");
+        let names: Vec<&str> = f[0].culprits.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(names, ["GC Thread#0", "VM Thread"], "the longest wait first");
+        assert!(f.iter().all(|x| x.cause != Cause::LongVmOperation), "17 of 22 ms waiting: no long operation left to blame: {f:?}");
+    }
+
+    #[test]
+    fn a_partly_starved_operation_gets_both_causes_by_share() {
+        let f = gc_pause(thread(1, "VM Thread", 'S', 25_000, 2 * MS), thread(2, "GC Thread#0", 'R', 12 * MS, 8 * MS), 0.6);
+        let causes: Vec<Cause> = f.iter().map(|x| x.cause).collect();
+        assert_eq!(causes, [Cause::LongVmOperation, Cause::CpuStarvation], "12 of 22 ms ran, 10 waited: {f:?}");
+        assert!((f[0].share + f[1].share - 1.0).abs() < 0.01, "the shares add up to the safepoint's: {f:?}");
     }
 }
