@@ -41,6 +41,10 @@ trap 'exit 130' INT TERM
 cpu_ns() {
   cat /proc/"$1"/task/*/schedstat 2> /dev/null | awk '{ s += $1 } END { printf "%d\n", s }'
 }
+# wakeups PID: times any thread of PID was switched in (schedstat's third field).
+wakeups() {
+  cat /proc/"$1"/task/*/schedstat 2> /dev/null | awk '{ s += $3 } END { printf "%d\n", s }'
+}
 # wait_for FILE PATTERN: until a line of FILE matches.
 wait_for() {
   until grep -q "$2" "$1" 2> /dev/null; do sleep 0.05; done
@@ -73,14 +77,14 @@ idle_run() {
   fi
   pids+=("$!")
   wait_for "$log" '^start'
-  local s0=0 j0; j0=$(cpu_ns "$jvm"); [[ -n $ss ]] && s0=$(cpu_ns "$ss")
+  local s0=0 j0 w0=0; j0=$(cpu_ns "$jvm"); [[ -n $ss ]] && s0=$(cpu_ns "$ss") && w0=$(wakeups "$ss")
   local t0; t0=$(date +%s%N)
   wait_for "$log" '^end'
-  local s1=0 j1; j1=$(cpu_ns "$jvm"); [[ -n $ss ]] && s1=$(cpu_ns "$ss")
+  local s1=0 j1 w1=0; j1=$(cpu_ns "$jvm"); [[ -n $ss ]] && s1=$(cpu_ns "$ss") && w1=$(wakeups "$ss")
   local t1; t1=$(date +%s%N)
   exec 7>&-
   wait "$!" || true
-  echo "$(pct $((s1 - s0)) $((t1 - t0))) $(pct $((j1 - j0)) $((t1 - t0)))"
+  echo "$(pct $((s1 - s0)) $((t1 - t0))) $(pct $((j1 - j0)) $((t1 - t0))) $(( (w1 - w0) * 1000000000 / (t1 - t0) ))"
 }
 
 echo "window ${window}s, ${runs} runs, $("$java" -version 2>&1 | head -n 1)"
@@ -98,6 +102,24 @@ printf '  %-44s %7s%%  (%s-%s)\n' "stallscope sidecar (threshold 5ms)" "$sc_med"
 printf '  %-44s %7s%%  (%s-%s)\n' "the JVM under stallscope (with the agent)" "$jw_med" "$jw_min" "$jw_max"
 printf '  %-44s %7s%%  (%s-%s)\n' "reference: the same JVM alone" "$jo_med" "$jo_min" "$jo_max"
 echo "  sidecar / JVM alone: $(ratio "$sc_med" "$jo_med")x   goal: sidecar <= 0.5%"
+# The floor for any watcher that wakes this often: cyclictest (SCHED_OTHER, one thread) at the
+# sidecar's own wake-up rate, on this machine, now. On a VM each timer wake-up is costly.
+read -r hz_idle _ _ < <(awk '{ print $3 }' "$work/idle-with" | median_spread)
+if command -v cyclictest > /dev/null && (( hz_idle > 0 )); then
+  : > "$work/cyclic"
+  for _ in $(seq "$runs"); do
+    cyclictest -q -n -t1 -i $(( 1000000 / hz_idle )) -D "$((window + 2))s" > /dev/null 2>&1 &
+    cpid=$!; pids+=("$cpid"); sleep 1
+    c0=$(cpu_ns "$cpid"); t0=$(date +%s%N); sleep "$window"; c1=$(cpu_ns "$cpid"); t1=$(date +%s%N)
+    wait "$cpid" || true
+    pct $((c1 - c0)) $((t1 - t0)) >> "$work/cyclic"; echo >> "$work/cyclic"
+  done
+  read -r cy_med cy_min cy_max < <(grep . "$work/cyclic" | median_spread)
+  printf '  %-44s %7s%%  (%s-%s)\n' "reference: cyclictest at the same ${hz_idle} Hz" "$cy_med" "$cy_min" "$cy_max"
+  echo "  sidecar / cyclictest at its wake-up rate: $(ratio "$sc_med" "$cy_med")x"
+else
+  echo "  (cyclictest not found: apt-get install rt-tests for the wake-up floor reference)"
+fi
 echo
 
 echo "-- 2. a JVM with 200 threads frozen for 5 s"
