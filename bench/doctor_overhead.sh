@@ -52,7 +52,10 @@ wait_for() {
 # child_of PID: the java process under the sidecar.
 child_of() {
   local c=""
-  until [[ -n "$c" ]]; do c=$(pgrep -P "$1" | head -n 1 || true); sleep 0.05; done
+  until [[ -n "$c" ]]; do
+    kill -0 "$1" 2> /dev/null || { echo "doctor_overhead.sh: stallscope (pid $1) exited before starting its JVM; see $work" >&2; return 1; }
+    c=$(pgrep -P "$1" | head -n 1 || true); sleep 0.05
+  done
   echo "$c"
 }
 # median_spread: "median min max" of the numbers on stdin.
@@ -69,6 +72,7 @@ idle_run() {
   exec 7<> "$fifo" # held open here (not in the child) until the window is over
   local cmd=("$java" -cp "$work/classes" Workload idle "$warmup" "$window")
   if [[ $mode == with ]]; then
+    rm -rf "$work/rec-idle"
     "$bin" run --out "$work/rec-idle" -- "${cmd[@]}" < "$fifo" > "$log" 2>&1 7>&- &
     ss=$!; jvm=$(child_of "$ss")
   else
@@ -108,7 +112,7 @@ read -r hz_idle _ _ < <(awk '{ print $3 }' "$work/idle-with" | median_spread)
 if command -v cyclictest > /dev/null && (( hz_idle > 0 )); then
   : > "$work/cyclic"
   for _ in $(seq "$runs"); do
-    cyclictest -q -n -t1 -i $(( 1000000 / hz_idle )) -D "$((window + 2))s" > /dev/null 2>&1 &
+    cyclictest -q --default-system -t1 -i $(( 1000000 / hz_idle )) -D "$((window + 2))s" > /dev/null 2>&1 &
     cpid=$!; pids+=("$cpid"); sleep 1
     c0=$(cpu_ns "$cpid"); t0=$(date +%s%N); sleep "$window"; c1=$(cpu_ns "$cpid"); t1=$(date +%s%N)
     wait "$cpid" || true
