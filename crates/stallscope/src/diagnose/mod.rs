@@ -256,7 +256,7 @@ pub fn analyse(dir: &Path, l: &Loaded) -> Result<Report> {
     });
     let mut stalls = Vec::new();
     for e in &l.events {
-        let Event::StallBegin { stall, expected_ns, .. } = e else { continue };
+        let Event::StallBegin { t: noticed, stall, expected_ns, .. } = e else { continue };
         let end = l.events.iter().find_map(|x| match x {
             Event::StallEnd { stall: s, resumed_ns, control_max_late_ns, resumed, .. } if s == stall => Some((*resumed_ns, *control_max_late_ns, *resumed)),
             _ => None,
@@ -266,6 +266,9 @@ pub fn analyse(dir: &Path, l: &Loaded) -> Result<Report> {
             Some((_, _, resumed)) => !resumed && l.events.iter().any(|x| matches!(x, Event::TargetExit { .. })),
         };
         let (end_ns, control, _) = end.unwrap_or((end_of_recording.unwrap_or(*expected_ns), 0, false));
+        // It was still stalled when noticed. (Earlier recorders could write a resumption from
+        // before that: the meter's tick time, read before a safepoint held up its publication.)
+        let end_ns = end_ns.max(*noticed);
         // The meter's stall: from when it should have ticked to its next tick.
         let start = *expected_ns;
         let duration = end_ns.saturating_sub(start);

@@ -266,6 +266,8 @@ pub fn watch(
         let mut first = true;
         let mut last_system = 0u64;
         let start_ticks = b.tick_count;
+        // The last time the heartbeat was seen not to have moved: it resumed after that.
+        let mut unchanged_at = now;
         let mut exited = false;
         loop {
             let t = match first_taken.take() {
@@ -290,10 +292,12 @@ pub fn watch(
                 last_system = t;
                 w.system.line(&system_sample(t, stall, false, cpu_stat.as_deref()))?;
             }
+            let looked = mono_ns();
             let b2 = hb.read();
             if b2.tick_count != start_ticks || matches!(b2.state, MeterState::Exited | MeterState::Stopped) || stop.load(Ordering::Relaxed) {
                 break;
             }
+            unchanged_at = looked;
             if deadline.is_some_and(|d| Instant::now() >= d) {
                 break;
             }
@@ -304,8 +308,11 @@ pub fn watch(
                     break;
                 }
             }
-            // Fixed rate on absolute deadlines; when behind, sample again at once.
-            next_due = if next_due == 0 || t > next_due + opts.sample_interval_ns { t } else { next_due } + opts.sample_interval_ns;
+            // Fixed rate on absolute deadlines. When behind (a slow /proc read, the once-a-second
+            // system sample), sample again at once until caught up, so the rate holds; when far
+            // behind (the sidecar itself was descheduled), start afresh rather than burst.
+            const MAX_BACKLOG: u64 = 5;
+            next_due = if next_due == 0 || t > next_due + MAX_BACKLOG * opts.sample_interval_ns { t } else { next_due } + opts.sample_interval_ns;
             if mono_ns() < next_due {
                 control.sleep_until(next_due);
             }
@@ -318,7 +325,10 @@ pub fn watch(
         w.system.line(&system_sample(t, stall, false, cpu_stat.as_deref()))?;
         let b2 = hb.read();
         let ticked = b2.tick_count != start_ticks;
-        let resumed = if ticked { b2.last_tick_ns } else { t };
+        // A tick's time is read before it is published; a safepoint between the two (the meter
+        // is a Java thread) publishes a time from before the stall. The stall cannot have ended
+        // before the heartbeat was last seen unmoved.
+        let resumed = if ticked { b2.last_tick_ns.max(unchanged_at) } else { t };
         boost.restore();
         if let Some(tr) = tracer {
             // The fault or lock wait behind a stall began before it was noticed: look back.
