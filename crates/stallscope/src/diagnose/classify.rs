@@ -274,7 +274,10 @@ pub fn classify(inp: &Inputs) -> Vec<Finding> {
         if ttsp_share >= 0.2 && sp.ttsp_ns >= 1_000_000 {
             let judged: Vec<(&ThreadEvidence, Behaviour)> = match inp.ttsp_evidence {
                 Some(te) => te.threads.iter().map(|t| (t, behaviour(t, sp.ttsp_ns))).collect(),
-                None => behaviours.clone(),
+                // No samples inside the TTSP: CPU time over the whole stall may have been spent
+                // before the safepoint began (under contention the meter stalls first). It shows a
+                // thread running without a poll only when the TTSP is most of the stall.
+                None => behaviours.iter().map(|(t, b)| (*t, if *b == Behaviour::Spinning && sp.ttsp_ns.saturating_mul(4) < d.saturating_mul(3) { Behaviour::Parked } else { *b })).collect(),
             };
             ttsp_findings(inp, &judged, &timeout_tids, ttsp_share, &mut out);
         }
@@ -496,6 +499,48 @@ mod tests {
             trace: &[],
             end_ns: 23 * MS,
         })
+    }
+
+    /// A stall of `stall_ms` whose safepoint spent `ttsp_ms` reaching it, one worker thread as
+    /// given, no samples inside the TTSP, CPUs saturated.
+    fn ttsp_stall(stall_ms: u64, ttsp_ms: u64, worker: ThreadEvidence) -> Vec<Finding> {
+        let ev = StallEvidence { threads: vec![worker], sample_times: vec![], stopped_share: vec![] };
+        let sp = SafepointView { op: "ThreadDump".into(), ttsp_ns: ttsp_ms * MS, at_safepoint_ns: 60_000, total_ns: ttsp_ms * MS + 60_000, start_mono_ns: 0, threads_total: Some(14), threads_running: Some(1), timeout_culprits: vec![], unfinished: false };
+        let names = HashMap::new();
+        classify(&Inputs {
+            duration_ns: stall_ms * MS,
+            evidence: &ev,
+            ttsp_evidence: None,
+            safepoint: Some(&sp),
+            control_max_late_ns: 0,
+            steal_ns: None,
+            tlb_rate_during: None,
+            tlb_rate_before: None,
+            throttled_ns: None,
+            psi_cpu_during: None,
+            psi_cpu_before: Some(0.8),
+            names: &names,
+            maps: &[],
+            mapped_files: &[],
+            meter_tid: None,
+            trace: &[],
+            end_ns: stall_ms * MS,
+        })
+    }
+
+    #[test]
+    fn cpu_time_from_before_the_safepoint_is_no_evidence_of_a_missing_poll() {
+        // From a doctor test under 4 CPU hogs: 5.35 ms of CPU in a 21.3 ms stall whose TTSP was
+        // 10.8 ms, no sample inside the TTSP. It may all have run before the safepoint began.
+        let mut w = thread(7, "storm-worker-0", 'R', 5_350_000, 121_000);
+        w.span_ns = 8 * MS;
+        let f = ttsp_stall(21, 11, w.clone());
+        assert!(f.iter().all(|x| x.cause != Cause::NoSafepointPoll), "{f:?}");
+        // When the TTSP is the stall, running through it is what a missing poll looks like.
+        w.cpu_ns = 20 * MS;
+        w.span_ns = 21 * MS;
+        let f = ttsp_stall(21, 21, w);
+        assert_eq!(f[0].cause, Cause::NoSafepointPoll, "{f:?}");
     }
 
     #[test]
