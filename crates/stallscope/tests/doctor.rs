@@ -162,8 +162,16 @@ fn a_frozen_jvm_is_a_frozen_process_and_a_quiet_one_has_no_stalls() {
     let o = run_recorded(&quiet, &java17(), &[], &["idle", "--duration", "4s"]);
     assert!(o.status.success());
     let r = report_json(&quiet);
-    assert_eq!(r["summary"]["stalls"], 0, "a quiet JVM: {:?}", causes(&r));
-    assert!(String::from_utf8_lossy(&o.stdout).contains("stalls      none of 5.00 ms or more"));
+    // On 2 CPUs the JIT's start-up burst can keep the meter thread off a CPU for a few ms in the
+    // first moments; the doctor must call that what it is. After start-up, nothing at all.
+    let started = std::fs::read_to_string(quiet.join("events.jsonl")).unwrap().lines().find(|l| l.contains("meter-running")).and_then(|l| serde_json::from_str::<serde_json::Value>(l).ok()).and_then(|v| v["t"].as_u64()).unwrap();
+    for s in r["stalls"].as_array().unwrap() {
+        assert!(s["start_mono_ns"].as_u64().unwrap() < started + 1_000_000_000, "a quiet JVM after start-up: {s}");
+        assert_eq!(s["findings"][0]["cause"], "cpu-starvation", "a start-up hiccup of a quiet JVM: {s}");
+    }
+    if r["summary"]["stalls"] == 0 {
+        assert!(String::from_utf8_lossy(&o.stdout).contains("stalls      none of 5.00 ms or more"));
+    }
     assert!(r["summary"]["hiccups"]["intervals"].as_u64().unwrap() >= 3, "the agent's interval log is in the recording");
     let control = &r["summary"]["control"];
     assert!(control["intervals"].as_u64().unwrap() >= 3 && control["count"].as_u64().unwrap() > 400, "the control meter's log: {control}");
