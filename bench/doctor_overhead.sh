@@ -140,10 +140,13 @@ for r in $(seq "$runs"); do
   sleep 0.2
   s1=$(cpu_ns "$ss"); t1=$(date +%s%N)
   wait "$ss" || true
-  longest=$("$bin" report "$work/rec-freeze-$r" --json | jq -c '[.stalls[] | select(.duration_ns > 1000000000)] | max_by(.duration_ns) // empty | {samples, duration_ns}')
-  if [[ -z "$longest" ]]; then echo "  run $r: no stall recorded (see $log)" >&2; continue; fi
-  samples=$(jq .samples <<< "$longest"); dur=$(jq .duration_ns <<< "$longest")
-  echo "$(awk -v s="$samples" -v d="$dur" 'BEGIN { printf "%.0f", s / (d / 1e9) }') $(pct $((s1 - s0)) $((t1 - t0))) $threads" >> "$work/freeze"
+  stall=$("$bin" report "$work/rec-freeze-$r" --json | jq -c '[.stalls[] | select(.duration_ns > 1000000000)] | max_by(.duration_ns) // empty | .stall')
+  if [[ -z "$stall" ]]; then echo "  run $r: no stall recorded (see $log)" >&2; continue; fi
+  # The rate while sampling: intervals between the stall's samples over their span (the stall
+  # itself began a threshold before the first look).
+  hz=$(jq -c --argjson s "$stall" 'select(.stall == $s and .baseline != true) | .t' "$work/rec-freeze-$r/samples.jsonl" |
+    awk 'NR == 1 { a = $1 } { b = $1; n++ } END { if (n > 1) printf "%.0f", (n - 1) / ((b - a) / 1e9) }')
+  echo "$hz $(pct $((s1 - s0)) $((t1 - t0))) $threads" >> "$work/freeze"
 done
 read -r hz_med hz_min hz_max < <(awk '{ print $1 }' "$work/freeze" | median_spread)
 read -r fc_med fc_min fc_max < <(awk '{ print $2 }' "$work/freeze" | median_spread)
