@@ -475,57 +475,44 @@ mod tests {
         }
     }
 
-    /// A 22 ms G1 pause, almost all of it at the safepoint, with the VM Thread and a GC worker as given.
-    fn gc_pause(vm: ThreadEvidence, gc: ThreadEvidence, psi: f64) -> Vec<Finding> {
-        let ev = StallEvidence { threads: vec![vm, gc], sample_times: vec![], stopped_share: vec![] };
-        let sp = SafepointView { op: "G1CollectForAllocation".into(), ttsp_ns: 36_000, at_safepoint_ns: 22 * MS, total_ns: 22 * MS + 36_000, start_mono_ns: 0, threads_total: Some(14), threads_running: Some(0), timeout_culprits: vec![], unfinished: false };
+    /// Classifies one stall of `duration_ns` with the given threads and safepoint, nothing traced.
+    fn run(threads: Vec<ThreadEvidence>, sp: &SafepointView, duration_ns: u64, psi_during: Option<f64>, psi_before: Option<f64>) -> Vec<Finding> {
+        let ev = StallEvidence { threads, sample_times: vec![], stopped_share: vec![] };
         let names = HashMap::new();
         classify(&Inputs {
-            duration_ns: 23 * MS,
+            duration_ns,
             evidence: &ev,
             ttsp_evidence: None,
-            safepoint: Some(&sp),
+            safepoint: Some(sp),
             control_max_late_ns: 0,
             steal_ns: None,
             tlb_rate_during: None,
             tlb_rate_before: None,
             throttled_ns: None,
-            psi_cpu_during: Some(psi),
-            psi_cpu_before: None,
+            psi_cpu_during: psi_during,
+            psi_cpu_before: psi_before,
             names: &names,
             maps: &[],
             mapped_files: &[],
             meter_tid: None,
             trace: &[],
-            end_ns: 23 * MS,
+            end_ns: duration_ns,
         })
     }
 
+    fn safepoint(op: &str, ttsp_ns: u64, at_safepoint_ns: u64) -> SafepointView {
+        SafepointView { op: op.into(), ttsp_ns, at_safepoint_ns, total_ns: ttsp_ns + at_safepoint_ns, start_mono_ns: 0, threads_total: Some(14), threads_running: Some(0), timeout_culprits: vec![], unfinished: false }
+    }
+
+    /// A 22 ms G1 pause, almost all of it at the safepoint, with the VM Thread and a GC worker as given.
+    fn gc_pause(vm: ThreadEvidence, gc: ThreadEvidence, psi: f64) -> Vec<Finding> {
+        run(vec![vm, gc], &safepoint("G1CollectForAllocation", 36_000, 22 * MS), 23 * MS, Some(psi), None)
+    }
+
     /// A stall of `stall_ms` whose safepoint spent `ttsp_ms` reaching it, one worker thread as
-    /// given, no samples inside the TTSP, CPUs saturated.
+    /// given, no samples inside the TTSP, CPUs saturated just before.
     fn ttsp_stall(stall_ms: u64, ttsp_ms: u64, worker: ThreadEvidence) -> Vec<Finding> {
-        let ev = StallEvidence { threads: vec![worker], sample_times: vec![], stopped_share: vec![] };
-        let sp = SafepointView { op: "ThreadDump".into(), ttsp_ns: ttsp_ms * MS, at_safepoint_ns: 60_000, total_ns: ttsp_ms * MS + 60_000, start_mono_ns: 0, threads_total: Some(14), threads_running: Some(1), timeout_culprits: vec![], unfinished: false };
-        let names = HashMap::new();
-        classify(&Inputs {
-            duration_ns: stall_ms * MS,
-            evidence: &ev,
-            ttsp_evidence: None,
-            safepoint: Some(&sp),
-            control_max_late_ns: 0,
-            steal_ns: None,
-            tlb_rate_during: None,
-            tlb_rate_before: None,
-            throttled_ns: None,
-            psi_cpu_during: None,
-            psi_cpu_before: Some(0.8),
-            names: &names,
-            maps: &[],
-            mapped_files: &[],
-            meter_tid: None,
-            trace: &[],
-            end_ns: stall_ms * MS,
-        })
+        run(vec![worker], &safepoint("ThreadDump", ttsp_ms * MS, 60_000), stall_ms * MS, None, Some(0.8))
     }
 
     #[test]
