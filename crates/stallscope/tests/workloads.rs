@@ -9,6 +9,8 @@ use std::time::Duration;
 
 #[test]
 fn every_workload_explains_itself() {
+    // Five JVM starts would disturb the measuring tests beside it.
+    let _x = exclusive();
     for w in ["counted-loop", "mapped-read", "tlb-readers", "safepoint-storm"] {
         let o = Command::new(java17()).args(["-jar", workloads_jar().to_str().unwrap(), w, "--help"]).output().unwrap();
         assert!(o.status.success(), "{w}: {}", String::from_utf8_lossy(&o.stderr));
@@ -86,9 +88,15 @@ fn tlb_readers_mmap_shoots_down_tlbs_the_pool_does_not() {
 fn safepoint_storm_reaches_safepoints_slowly_beside_cpu_hogs() {
     let _x = exclusive();
     let d = scratch("storm");
-    let ttsp_p50 = |hog: bool| {
+    // TTSP p50 and p90 (seed 003 quoted p90: 140 µs alone, 40 ms with busy neighbours).
+    let ttsp = |hog: bool| {
         let log = d.join(format!("storm-{hog}.log"));
         let mut h = hog.then(|| Command::new(bin()).args(["inject", "cpu-hog", "--threads", "4", "--for", "9s"]).stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null()).spawn().unwrap());
+        if let Some(h) = h.as_mut() {
+            // The hogs must be burning CPU before the JVM starts.
+            std::thread::sleep(Duration::from_millis(300));
+            assert!(h.try_wait().unwrap().is_none(), "cpu-hog ended early");
+        }
         let v = run_workload(
             &java17(),
             &[&format!("-Xlog:safepoint:file={}", log.display())],
@@ -99,10 +107,12 @@ fn safepoint_storm_reaches_safepoints_slowly_beside_cpu_hogs() {
             let _ = h.wait();
         }
         assert!(v["ttsp"]["count"].as_u64().unwrap() > 100, "{v}");
-        v["ttsp"]["p50_ns"].as_u64().unwrap()
+        (v["ttsp"]["p50_ns"].as_u64().unwrap(), v["ttsp"]["p90_ns"].as_u64().unwrap())
     };
-    let alone = ttsp_p50(false);
+    let alone = ttsp(false);
     std::thread::sleep(Duration::from_millis(200));
-    let contended = ttsp_p50(true);
-    assert!(contended >= 5 * alone, "TTSP p50 {contended} ns beside cpu-hogs vs {alone} ns alone");
+    let contended = ttsp(true);
+    // p90, not p50: the median moved only 3.8x in one CI run of many (usually 20-40x); the tail
+    // is what starvation makes and what the seed measured.
+    assert!(contended.1 >= 5 * alone.1, "TTSP p90 {} ns beside cpu-hogs vs {} ns alone (p50 {} vs {})", contended.1, alone.1, contended.0, alone.0);
 }
