@@ -146,8 +146,16 @@ mod tests {
     fn the_log_reads_back_with_hdrhistogram() {
         use hdrhistogram::serialization::interval_log::{IntervalLogIterator, LogEntry};
         use hdrhistogram::serialization::Deserializer;
-        let dir = std::env::temp_dir().join(format!("stallscope-control-test-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        // Removed on every exit of the test, failing ones too.
+        struct Scratch(std::path::PathBuf);
+        impl Drop for Scratch {
+            fn drop(&mut self) {
+                let _ = std::fs::remove_dir_all(&self.0);
+            }
+        }
+        let scratch = Scratch(std::env::temp_dir().join(format!("stallscope-control-test-{}", std::process::id())));
+        let dir = &scratch.0;
+        std::fs::create_dir_all(dir).unwrap();
         let p = dir.join("control.hlog");
         let t0 = super::super::watch::mono_ns();
         {
@@ -183,6 +191,5 @@ mod tests {
         let p50 = hs[0].2.value_at_quantile(0.5);
         assert!((500_000..=502_000).contains(&p50), "p50 {p50}");
         assert_eq!(hs[1].2.len(), 1);
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 }
