@@ -5,7 +5,7 @@
 //! `unknown`, never a guess.
 
 use super::causes::Cause;
-use super::evidence::{fault_wait, jvm_internal, mmap_lock_wait, StallEvidence, ThreadEvidence};
+use super::evidence::{fault_wait, jvm_internal, mmap_lock_wait, vm_operation_thread, StallEvidence, ThreadEvidence};
 use super::{Confidence, CulpritView, Finding, SafepointView};
 use crate::units::fmt_ns;
 use procwatch::maps::Mapping;
@@ -244,7 +244,7 @@ pub fn classify(inp: &Inputs) -> Vec<Finding> {
                 _ => {
                     // The threads that do the operation (the VM Thread, GC workers) may have spent it
                     // waiting for a CPU: then the operation was starved, not long.
-                    let workers = || behaviours.iter().filter(|(t, _)| t.comm == "VM Thread" || t.comm.starts_with("GC Thread") || t.comm.starts_with("G1 ") || t.comm.starts_with("ZWorker") || t.comm.starts_with("Shenandoah"));
+                    let workers = || behaviours.iter().filter(|(t, _)| vm_operation_thread(&t.comm));
                     // They hand the work to one another (VM Thread to GC workers and back), so their
                     // waits mostly add up along the operation's path; capped at its length.
                     let waited = workers().map(|(t, _)| t.run_delay_ns).sum::<u64>().min(sp.at_safepoint_ns);

@@ -44,6 +44,11 @@ pub fn jvm_internal(comm: &str) -> bool {
         .any(|p| comm.starts_with(p))
 }
 
+/// The JVM threads that run a safepoint's operation: the VM Thread and the GC workers.
+pub fn vm_operation_thread(comm: &str) -> bool {
+    comm == "VM Thread" || ["GC Thread", "G1 ", "ZWorker", "Shenandoah"].iter().any(|p| comm.starts_with(p))
+}
+
 /// One thread over one stall.
 #[derive(Debug, Clone, Serialize)]
 pub struct ThreadEvidence {
