@@ -4,7 +4,12 @@ CARGO ?= cargo
 MVN   ?= mvn
 JAVA_POM := $(wildcard java/pom.xml)
 
-.PHONY: build test demo bench dist clean
+.PHONY: setup build test demo bench dist clean
+
+# What the tests and the demo need from the machine (fuse3, chromium, …): installed when
+# missing as root, else the one apt command to run is printed.
+setup:
+	scripts/setup.sh
 
 build:
 	$(CARGO) build --release --workspace
@@ -12,16 +17,16 @@ ifneq ($(JAVA_POM),)
 	$(MVN) -q -B -f java/pom.xml -DskipTests install
 endif
 
-test: build
+test: setup build
 	$(CARGO) test --workspace
 ifneq ($(JAVA_POM),)
 	$(MVN) -q -B -f java/pom.xml verify
 endif
 
-demo: build
+demo: setup build
 	scripts/demo.sh
 
-bench: build
+bench: setup build
 	bench/run.sh
 
 dist: build

@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# What stallscope's tests and demo need from the machine, installed when missing.
+#
+# `make test`, `make demo` and `.ci/run` all call this first, so the README's two commands are
+# all a user runs. As root it installs Debian packages with apt; as anyone else it prints the one
+# apt command to run and stops. Tools that apt cannot provide (Rust, a JDK, Temurin 25) are
+# checked and named, never skipped.
+#
+# Usage: scripts/setup.sh [--check]   (--check: say what is missing, install nothing)
+set -euo pipefail
+
+check_only=false
+[ "${1:-}" = "--check" ] && check_only=true
+
+# package → the command (or file) that shows it is installed, and why stallscope needs it.
+packages=(
+  "fuse3|fusermount3|the slow-disk injector (inject slowfs) and the tests that use it"
+  "rt-tests|cyclictest|the timer-loop reference in make bench"
+  "chromium|/usr/bin/chromium|the HTML report's browser tests"
+  "prometheus|prometheus|the watch command's metrics tests (a real Prometheus scrapes it)"
+  "util-linux|setpriv|the tests that run as another user"
+  "jq|jq|the benchmarks' JSON"
+)
+
+have() {
+  case "$1" in
+    /*) [ -x "$1" ] ;;
+    *) command -v "$1" >/dev/null 2>&1 || [ -x "/usr/sbin/$1" ] || [ -x "/sbin/$1" ] ;;
+  esac
+}
+
+missing=()
+for p in "${packages[@]}"; do
+  IFS='|' read -r pkg probe why <<<"$p"
+  if ! have "$probe"; then
+    missing+=("$pkg")
+    echo "setup: $probe not found ($pkg: $why)" >&2
+  fi
+done
+
+if [ ${#missing[@]} -gt 0 ]; then
+  if $check_only; then
+    echo "setup: run scripts/setup.sh (as root) to install: ${missing[*]}" >&2
+    exit 1
+  fi
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "setup: stallscope's tests need packages this machine lacks. As root, run:" >&2
+    echo "  apt-get update && apt-get install -y ${missing[*]}" >&2
+    exit 1
+  fi
+  echo "setup: installing ${missing[*]} with apt" >&2
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  # Prometheus is a tool here, not a service: a test starts its own on loopback.
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  if [ -x /usr/bin/prometheus ] && command -v systemctl >/dev/null 2>&1; then
+    systemctl disable --now prometheus >/dev/null 2>&1 || true
+  fi
+  for p in "${packages[@]}"; do
+    IFS='|' read -r pkg probe _ <<<"$p"
+    have "$probe" || { echo "setup: $pkg was installed but $probe is still missing" >&2; exit 1; }
+  done
+fi
+
+# What apt does not provide: say what is missing and where it comes from.
+fail=0
+for tool in cargo java javac mvn; do
+  if ! command -v "$tool" >/dev/null 2>&1; then
+    echo "setup: $tool is missing: stallscope builds with Rust (rustup) and a JDK 17 with Maven" >&2
+    fail=1
+  fi
+done
+if ! ls -d /usr/lib/jvm/temurin-25-jdk* >/dev/null 2>&1; then
+  echo "setup: Temurin 25 is missing under /usr/lib/jvm: the tests run on JDK 17 and 25 (install temurin-25-jdk)" >&2
+  fail=1
+fi
+if [ ! -e /dev/fuse ]; then
+  echo "setup: /dev/fuse is missing: load the fuse module (modprobe fuse) or give the container --device /dev/fuse" >&2
+  fail=1
+fi
+exit $fail
