@@ -185,18 +185,6 @@ pub struct HeartbeatWriter {
 
 unsafe impl Send for HeartbeatWriter {}
 
-fn mono_now() -> u64 {
-    let mut ts: libc::timespec = unsafe { std::mem::zeroed() };
-    // SAFETY: an out-parameter.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
-
-#[cfg(test)]
-pub(crate) fn mono_now_for_tests() -> u64 {
-    mono_now()
-}
-
 impl HeartbeatWriter {
     /// Creates `default_path(own pid)` (mode 0600) and marks the meter running.
     pub fn create(resolution_ns: u64) -> io::Result<HeartbeatWriter> {
@@ -218,7 +206,7 @@ impl HeartbeatWriter {
         w.store64(16, crate::task::process_starttime(pid as i32).unwrap_or(0));
         w.store64(24, resolution_ns);
         w.store32(52, unsafe { libc::gettid() } as u32);
-        let now = mono_now();
+        let now = crate::clock::mono_ns();
         w.store64(56, now);
         w.store64(64, std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0));
         w.store64(32, now);
@@ -238,7 +226,7 @@ impl HeartbeatWriter {
 
     /// One tick: the time first, then the count (release), as readers expect.
     pub fn tick(&mut self) {
-        self.store64(32, mono_now());
+        self.store64(32, crate::clock::mono_ns());
         self.ticks += 1;
         self.store64(40, self.ticks);
     }

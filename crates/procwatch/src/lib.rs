@@ -1,10 +1,12 @@
 //! Linux observation for stallscope, from `/proc` and friends: per-thread samples, memory maps,
 //! machine-wide signals (TLB shootdowns, steal, pressure, cgroup throttling), page-cache
-//! residency, the stallscope agent's heartbeat, and (with privilege) tracepoint evidence.
+//! residency, the stallscope agent's heartbeat, (with privilege) tracepoint evidence, and the
+//! monotonic clock they are all stamped with.
 //!
 //! Each module reads one kind of kernel state into plain data and keeps no policy: what to
 //! sample, when, and what it means belong to the caller.
 
+pub mod clock;
 pub mod heartbeat;
 pub mod maps;
 pub mod pagecache;

@@ -145,10 +145,10 @@ mod tests {
             return;
         }
         let t = Tracer::start(std::process::id() as i32).expect("root can trace");
-        let from = crate::heartbeat::mono_now_for_tests();
+        let from = crate::clock::mono_ns();
         let v = vec![1u8; 64 << 20];
         std::hint::black_box(&v);
-        let to = crate::heartbeat::mono_now_for_tests();
+        let to = crate::clock::mono_ns();
         let ev = t.read(&[], from, to).unwrap();
         assert!(ev.iter().any(|e| matches!(e, TraceEvent::PageFault { .. })), "touching 64 MB faults");
         let dir = t.dir.clone();

@@ -13,6 +13,7 @@
 
 use hdrhistogram::serialization::{Serializer, V2DeflateSerializer};
 use hdrhistogram::Histogram;
+use procwatch::clock::mono_ns;
 use std::fs::File;
 use std::io::Write;
 use std::path::Path;
@@ -42,7 +43,7 @@ pub fn sleep_until(deadline_ns: u64) -> u64 {
     let ts = libc::timespec { tv_sec: (deadline_ns / 1_000_000_000) as libc::time_t, tv_nsec: (deadline_ns % 1_000_000_000) as libc::c_long };
     // SAFETY: a valid timespec; EINTR just ends the sleep early (and counts as on time).
     unsafe { libc::clock_nanosleep(libc::CLOCK_MONOTONIC, libc::TIMER_ABSTIME, &ts, std::ptr::null_mut()) };
-    super::watch::mono_ns().saturating_sub(deadline_ns)
+    mono_ns().saturating_sub(deadline_ns)
 }
 
 impl Control {
@@ -72,7 +73,7 @@ impl Control {
             outside_max: 0,
             last: 0,
             interval: hotspot_log::summary::new_histogram(),
-            interval_start_ns: super::watch::mono_ns(),
+            interval_start_ns: mono_ns(),
             interval_ns: interval_ns.max(1),
             log,
         })
@@ -134,7 +135,7 @@ impl Control {
 
 impl Drop for Control {
     fn drop(&mut self) {
-        self.flush(super::watch::mono_ns());
+        self.flush(mono_ns());
     }
 }
 
@@ -157,7 +158,7 @@ mod tests {
         let dir = &scratch.0;
         std::fs::create_dir_all(dir).unwrap();
         let p = dir.join("control.hlog");
-        let t0 = super::super::watch::mono_ns();
+        let t0 = super::mono_ns();
         {
             let mut c = Control::open(Some(&p), 1_795_320_912_759, t0, 1_000_000_000).unwrap();
             for i in 1..=1000u64 {

@@ -21,7 +21,8 @@ use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
-use watch::{mono_ns, Ending, WatchOptions};
+use procwatch::clock::mono_ns;
+use watch::{Ending, WatchOptions};
 
 /// What a recording needs: the agent, the directory, the thresholds.
 pub struct Settings {

@@ -12,6 +12,7 @@
 use super::control::Control;
 use crate::recording::{files, Event, JvmTotals, Sample, StallContext, StallTrace, SystemSample, Writer};
 use anyhow::Result;
+use procwatch::clock::mono_ns;
 use procwatch::heartbeat::{self, Heartbeat, Liveness, MeterState};
 use procwatch::task::{TaskSample, TaskSampler};
 use procwatch::{maps, pagecache, system};
@@ -19,13 +20,6 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
-
-pub fn mono_ns() -> u64 {
-    let mut ts: libc::timespec = unsafe { std::mem::zeroed() };
-    // SAFETY: an out-parameter.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
 
 #[derive(Debug, Clone, Copy)]
 pub struct WatchOptions {

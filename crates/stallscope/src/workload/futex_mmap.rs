@@ -9,6 +9,7 @@
 use crate::cli::FutexMmapArgs;
 use crate::units::{fmt_ns, parse_duration};
 use anyhow::{bail, Context, Result};
+use procwatch::clock::mono_ns;
 use hdrhistogram::Histogram;
 use serde::Serialize;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -120,13 +121,6 @@ impl Drop for Sync {
             libc::munmap(self.page, 4096);
         }
     }
-}
-
-fn mono_ns() -> u64 {
-    let mut ts: libc::timespec = unsafe { std::mem::zeroed() };
-    // SAFETY: an out-parameter.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 /// Times of the churning thread's mmap and munmap calls.
