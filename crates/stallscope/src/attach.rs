@@ -5,7 +5,7 @@
 //! Invariant: every refusal becomes one line naming the pid and what to do: no such process,
 //! not a JVM, another user's JVM, a JVM that will not open its attach socket.
 
-use crate::failure::Failure;
+use crate::failure::{Failure, EXIT_FAILURE};
 use anyhow::{Context, Result};
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
@@ -36,7 +36,7 @@ impl Jvm {
     pub fn find(pid: i32) -> Result<Jvm> {
         let proc = PathBuf::from(format!("/proc/{pid}"));
         if pid <= 0 || !proc.exists() {
-            return Err(Failure::new(1, format!("pid {pid}: no such process")));
+            return Err(Failure::new(EXIT_FAILURE, format!("pid {pid}: no such process")));
         }
         let uid: u32 = status_field(pid, "Uid:")
             .and_then(|u| u.split_whitespace().nth(1).and_then(|e| e.parse().ok()))
@@ -44,13 +44,13 @@ impl Jvm {
         // SAFETY: geteuid has no preconditions.
         let me = unsafe { libc::geteuid() };
         if me != 0 && me != uid {
-            return Err(Failure::new(1, format!("pid {pid} belongs to uid {uid}, not you (uid {me}): run stallscope as that user, or as root")));
+            return Err(Failure::new(EXIT_FAILURE, format!("pid {pid} belongs to uid {uid}, not you (uid {me}): run stallscope as that user, or as root")));
         }
-        let maps = std::fs::read_to_string(proc.join("maps")).map_err(|e| Failure::new(1, format!("pid {pid}: cannot read its memory map ({e}); is it yours?")))?;
+        let maps = std::fs::read_to_string(proc.join("maps")).map_err(|e| Failure::new(EXIT_FAILURE, format!("pid {pid}: cannot read its memory map ({e}); is it yours?")))?;
         let libjvm = maps.lines().filter_map(|l| l.split_whitespace().nth(5)).find(|p| p.ends_with("/libjvm.so"));
         let Some(libjvm) = libjvm else {
             let comm = std::fs::read_to_string(proc.join("comm")).unwrap_or_default();
-            return Err(Failure::new(1, format!("pid {pid} ({}) is not a JVM: no libjvm.so is mapped", comm.trim())));
+            return Err(Failure::new(EXIT_FAILURE, format!("pid {pid} ({}) is not a JVM: no libjvm.so is mapped", comm.trim())));
         };
         // …/lib/server/libjvm.so → the JDK home is three levels up.
         let java_home = Path::new(libjvm).parent().and_then(Path::parent).and_then(Path::parent).map(Path::to_path_buf);
@@ -106,7 +106,7 @@ impl Jvm {
     /// carrying the JVM's own message.
     pub fn execute(&self, cmd: &str, args: &[&str]) -> Result<String> {
         let sock = self.ensure_listener(Duration::from_secs(10))?;
-        let mut s = UnixStream::connect(&sock).map_err(|e| Failure::new(1, format!("JVM pid {}: the attach socket refused us ({e})", self.pid)))?;
+        let mut s = UnixStream::connect(&sock).map_err(|e| Failure::new(EXIT_FAILURE, format!("JVM pid {}: the attach socket refused us ({e})", self.pid)))?;
         s.set_read_timeout(Some(Duration::from_secs(60)))?;
         let mut req = Vec::new();
         req.extend_from_slice(b"1\0");
@@ -123,8 +123,8 @@ impl Jvm {
         let (code, rest) = out.split_once('\n').unwrap_or((out.as_str(), ""));
         match code.trim().parse::<i32>() {
             Ok(0) => Ok(rest.to_string()),
-            Ok(c) => Err(Failure::new(1, format!("JVM pid {} refused '{cmd}' (code {c}): {}", self.pid, rest.trim()))),
-            Err(_) => Err(Failure::new(1, format!("JVM pid {}: unexpected answer to '{cmd}': {}", self.pid, out.trim()))),
+            Ok(c) => Err(Failure::new(EXIT_FAILURE, format!("JVM pid {} refused '{cmd}' (code {c}): {}", self.pid, rest.trim()))),
+            Err(_) => Err(Failure::new(EXIT_FAILURE, format!("JVM pid {}: unexpected answer to '{cmd}': {}", self.pid, out.trim()))),
         }
     }
 
@@ -136,7 +136,7 @@ impl Jvm {
         // JDK 9+ report the agent's own result as `return code: N`.
         if let Some(rc) = out.lines().find_map(|l| l.trim().strip_prefix("return code: ")) {
             if rc.trim() != "0" {
-                return Err(Failure::new(1, format!("JVM pid {}: the agent failed to start (return code {rc}); see the JVM's stderr", self.pid)));
+                return Err(Failure::new(EXIT_FAILURE, format!("JVM pid {}: the agent failed to start (return code {rc}); see the JVM's stderr", self.pid)));
             }
         }
         Ok(())

@@ -1,6 +1,12 @@
-//! The command line: every subcommand, option and help text, and nothing else.
+//! The command line: every subcommand, option and help text, and nothing else. Options are
+//! parsed into their types here (durations, enums, boost levels), so a command never sees a
+//! string it must parse again. The hidden `workload` command's options live with it.
 
+use crate::lab::catalog::ScenarioId;
+use crate::lab::scenario::Profile;
+use crate::record::boost::BoostLevel;
 use clap::{Args, Parser, Subcommand};
+use doctor::units::Duration;
 use std::path::PathBuf;
 
 #[derive(Parser, Debug)]
@@ -36,45 +42,7 @@ pub enum Command {
     /// Native workloads of the lab (see `stallscope lab`); each runs alone, prints a summary
     /// and one JSON line.
     #[command(subcommand, hide = true)]
-    Workload(WorkloadCommand),
-}
-
-#[derive(Subcommand, Debug)]
-pub enum WorkloadCommand {
-    /// Seed 001: timed condition-variable waits beside a thread that maps and unmaps large
-    /// regions; private vs shared futexes, mlockall, churn vs a reused mapping.
-    FutexMmap(FutexMmapArgs),
-}
-
-#[derive(Args, Debug, Clone)]
-pub struct FutexMmapArgs {
-    /// `private` (glibc's default) or `shared` (pthread_*attr_setpshared).
-    #[arg(long, default_value = "private")]
-    pub futex: String,
-    /// mlockall(MCL_CURRENT|MCL_FUTURE) during the run.
-    #[arg(long)]
-    pub mlock: bool,
-    /// `churn` (mmap/touch/munmap), `reuse` (one mapping, MADV_DONTNEED) or `none`.
-    #[arg(long, default_value = "churn")]
-    pub churn: String,
-    /// Size of each mapping.
-    #[arg(long, default_value_t = 100)]
-    pub region_mb: usize,
-    /// How often the latency-critical thread wakes.
-    #[arg(long, default_value = "1ms")]
-    pub period: String,
-    /// How long each variant runs.
-    #[arg(long, default_value = "5s")]
-    pub duration: String,
-    /// Run the latency-critical thread SCHED_FIFO where permitted.
-    #[arg(long)]
-    pub fifo: bool,
-    /// Run the standard set of variants one after another.
-    #[arg(long)]
-    pub matrix: bool,
-    /// Publish a stallscope heartbeat from the waiting thread, so the recorder can watch it.
-    #[arg(long)]
-    pub heartbeat: bool,
+    Workload(crate::workload::WorkloadCommand),
 }
 
 #[derive(Subcommand, Debug)]
@@ -112,10 +80,10 @@ pub struct SlowfsArgs {
     pub mount: PathBuf,
     /// Delay of each read that reaches the file system (page-cache hits are not delayed).
     #[arg(long, default_value = "300ms")]
-    pub read_delay: String,
+    pub read_delay: Duration,
     /// A random extra delay, uniform between 0 and this.
     #[arg(long, default_value = "0ms")]
-    pub jitter: String,
+    pub jitter: Duration,
     /// Only files whose path in the mount matches this glob are slow (e.g. `*.dat`).
     #[arg(long, default_value = "**")]
     pub glob: String,
@@ -124,10 +92,10 @@ pub struct SlowfsArgs {
     pub error_rate: f64,
     /// Upper bound on any delay, now or set later.
     #[arg(long, default_value = "10s")]
-    pub max_delay: String,
+    pub max_delay: Duration,
     /// Unmount after this long (default: until Ctrl-C or SIGTERM).
     #[arg(long = "for", value_name = "DURATION")]
-    pub run_for: Option<String>,
+    pub run_for: Option<Duration>,
     /// FUSE worker threads (delayed reads do not occupy them).
     #[arg(long, default_value_t = 4)]
     pub threads: usize,
@@ -138,9 +106,9 @@ pub struct SlowfsSetArgs {
     /// The slowfs mount point.
     pub mount: PathBuf,
     #[arg(long)]
-    pub read_delay: Option<String>,
+    pub read_delay: Option<Duration>,
     #[arg(long)]
-    pub jitter: Option<String>,
+    pub jitter: Option<Duration>,
     #[arg(long)]
     pub error_rate: Option<f64>,
     #[arg(long)]
@@ -182,7 +150,7 @@ pub struct CpuHogArgs {
     pub threads: usize,
     /// How long.
     #[arg(long = "for", value_name = "DURATION")]
-    pub run_for: String,
+    pub run_for: Duration,
     /// Nice value for the spinning threads (negative needs root).
     #[arg(long, allow_hyphen_values = true)]
     pub nice: Option<i32>,
@@ -193,7 +161,7 @@ pub struct FreezeArgs {
     pub pid: i32,
     /// How long to keep it stopped.
     #[arg(long = "for", value_name = "DURATION")]
-    pub run_for: String,
+    pub run_for: Duration,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -236,7 +204,7 @@ pub struct LogsArgs {
 
     /// Only safepoints whose time to safepoint is at least this, e.g. `10ms`.
     #[arg(long, value_name = "DURATION")]
-    pub min_ttsp: Option<String>,
+    pub min_ttsp: Option<Duration>,
 
     /// How many of the longest TTSPs to list.
     #[arg(long, default_value_t = 10, value_name = "N")]
@@ -244,7 +212,7 @@ pub struct LogsArgs {
 
     /// Length of the worst-window analysis.
     #[arg(long, default_value = "1m", value_name = "DURATION")]
-    pub window: String,
+    pub window: Duration,
 
     /// Read only the files named, not their rotation siblings.
     #[arg(long)]
@@ -262,10 +230,10 @@ pub struct RecordOptions {
     pub out: Option<PathBuf>,
     /// A heartbeat late by this much is a stall.
     #[arg(long, default_value = "5ms", value_name = "DURATION")]
-    pub threshold: String,
+    pub threshold: Duration,
     /// How often every thread is sampled during a stall (2ms = 500 Hz).
     #[arg(long, default_value = "2ms", value_name = "DURATION")]
-    pub sample_interval: String,
+    pub sample_interval: Duration,
     /// The agent jar (default: found beside the binary or in the build tree).
     #[arg(long, value_name = "PATH")]
     pub agent: Option<PathBuf>,
@@ -291,10 +259,10 @@ pub struct RunArgs {
     /// While the heartbeat is stale, raise the JVM's threads (`nice:-10`, `fifo:1`), then
     /// restore them exactly: seed 003's priority boost, from outside. Needs CAP_SYS_NICE.
     #[arg(long, num_args = 0..=1, default_missing_value = "nice:-10", value_name = "LEVEL")]
-    pub boost: Option<String>,
+    pub boost: Option<BoostLevel>,
     /// How stale the heartbeat must be before boosting.
     #[arg(long, default_value = "2ms", value_name = "DURATION")]
-    pub boost_after: String,
+    pub boost_after: Duration,
     /// The java command line, after `--`.
     #[arg(last = true, required = true, value_name = "JAVA")]
     pub command: Vec<String>,
@@ -305,7 +273,7 @@ pub struct AttachArgs {
     pub pid: i32,
     /// Detach after this long (default: at Ctrl-C or when the JVM exits).
     #[arg(long = "for", value_name = "DURATION")]
-    pub run_for: Option<String>,
+    pub run_for: Option<Duration>,
     #[command(flatten)]
     pub record: RecordOptions,
 }
@@ -350,11 +318,11 @@ Examples:
   stallscope lab run --profile full --java /usr/lib/jvm/temurin-25-jdk-amd64/bin/java --out lab-jdk25")]
 pub struct LabRunArgs {
     /// Scenarios to run (default: all).
-    #[arg(value_name = "SCENARIO")]
-    pub scenarios: Vec<String>,
+    #[arg(value_name = "SCENARIO", value_parser = ScenarioId::parse)]
+    pub scenarios: Vec<ScenarioId>,
     /// `quick` (seconds per run) or `full` (the seeds' proportions).
-    #[arg(long, default_value = "quick")]
-    pub profile: String,
+    #[arg(long, value_enum, default_value_t = Profile::Quick)]
+    pub profile: Profile,
     /// Repetitions of each variant (default: 2 quick, 5 full).
     #[arg(long)]
     pub reps: Option<usize>,

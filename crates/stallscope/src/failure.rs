@@ -8,7 +8,8 @@ use std::fmt;
 pub const EXIT_OK: i32 = 0;
 /// Any other failure: I/O, a bad recording, an internal error.
 pub const EXIT_FAILURE: i32 = 1;
-// 2: the command line was wrong (clap's own exit code for usage errors).
+// 2: the command line was wrong. clap exits with it for every usage error, and every option is
+// parsed into its type by clap (cli.rs), so no command returns it itself.
 /// Every input was empty.
 pub const EXIT_EMPTY: i32 = 3;
 /// An input is binary data, not a text log.

@@ -1,18 +1,16 @@
-//! stallscope: find out why a JVM stopped.
+//! stallscope: find out why a JVM stopped. This file only parses the command line and
+//! dispatches; each command lives in `commands/` (or, for the injectors and the native
+//! workloads, with what it runs).
 
 mod attach;
 mod cli;
-mod diagnose;
+mod commands;
 mod failure;
-mod hlog;
 mod inject;
-mod inputs;
 mod lab;
 mod logs;
 mod output;
 mod record;
-mod recording;
-mod units;
 mod workload;
 
 use clap::Parser;
@@ -23,17 +21,16 @@ fn main() {
     unsafe {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
-    let cli = cli::Cli::parse();
-    let result = match cli.command {
-        cli::Command::Logs(a) => logs::run(a),
+    let result = match cli::Cli::parse().command {
+        cli::Command::Logs(a) => commands::logs::run(a),
         cli::Command::Inject(c) => inject::run(c),
         cli::Command::Workload(c) => workload::run(c),
-        cli::Command::Run(a) => record::run(a),
-        cli::Command::Attach(a) => record::attach(a),
-        cli::Command::Report(a) => record::report(&a.dir, a.json, a.html.as_ref().map(|h| h.as_deref())),
-        cli::Command::Lab(cli::LabCommand::List(a)) => lab::list(a),
-        cli::Command::Lab(cli::LabCommand::Run(a)) => lab::run(a),
-        cli::Command::Lab(cli::LabCommand::Compare(a)) => lab::compare(a),
+        cli::Command::Run(a) => commands::record::run(a),
+        cli::Command::Attach(a) => commands::record::attach(a),
+        cli::Command::Report(a) => commands::report::run(a),
+        cli::Command::Lab(cli::LabCommand::List(a)) => commands::lab::list(a),
+        cli::Command::Lab(cli::LabCommand::Run(a)) => commands::lab::run(a),
+        cli::Command::Lab(cli::LabCommand::Compare(a)) => commands::lab::compare(a),
     };
     match result {
         Ok(code) => std::process::exit(code),

@@ -1,14 +1,15 @@
 //! `stallscope inject cpu-hog`: competing CPU load, N spinning threads at a chosen nice value.
 
+use crate::failure::EXIT_OK;
 use crate::cli::CpuHogArgs;
-use crate::units::{fmt_ns, parse_duration};
-use anyhow::{Context, Result};
+use doctor::units::fmt_ns;
+use anyhow::Result;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 pub fn run(a: CpuHogArgs) -> Result<i32> {
-    let dur = parse_duration(&a.run_for).context("--for")?;
+    let dur = a.run_for.ns();
     let stop = super::stop_flag()?;
     let done = Arc::new(AtomicBool::new(false));
     let work = Arc::new(AtomicU64::new(0));
@@ -47,5 +48,5 @@ pub fn run(a: CpuHogArgs) -> Result<i32> {
         "{}",
         serde_json::json!({"injector": "cpu-hog", "threads": a.threads, "nice": a.nice, "elapsed_ns": elapsed.as_nanos() as u64, "work_units": work.load(Ordering::Relaxed)})
     );
-    Ok(0)
+    Ok(EXIT_OK)
 }

@@ -4,8 +4,8 @@
 //! and sends SIGCONT when the pipe closes, which happens even if this process is SIGKILLed.
 
 use crate::cli::FreezeArgs;
-use crate::failure::Failure;
-use crate::units::{fmt_ns, parse_duration};
+use crate::failure::{Failure, EXIT_FAILURE, EXIT_OK};
+use doctor::units::fmt_ns;
 use anyhow::{Context, Result};
 use std::time::{Duration, Instant};
 
@@ -18,12 +18,12 @@ pub fn process_state(pid: i32) -> Option<char> {
 /// Freezes `pid` for `dur` or until a stop signal arrives; returns how long it was stopped.
 pub fn freeze(pid: i32, dur: Duration, stop: &std::sync::atomic::AtomicBool) -> Result<Duration> {
     if pid <= 1 || pid == std::process::id() as i32 {
-        return Err(Failure::new(1, format!("refusing to freeze pid {pid}")));
+        return Err(Failure::new(EXIT_FAILURE, format!("refusing to freeze pid {pid}")));
     }
     // SAFETY: signal 0 only checks existence and permission.
     if unsafe { libc::kill(pid, 0) } != 0 {
         let e = std::io::Error::last_os_error();
-        return Err(Failure::new(1, format!("pid {pid}: cannot signal it ({e}); is it running, and yours?")));
+        return Err(Failure::new(EXIT_FAILURE, format!("pid {pid}: cannot signal it ({e}); is it running, and yours?")));
     }
     let mut fds = [0i32; 2];
     // SAFETY: an out-array of two descriptors.
@@ -75,7 +75,7 @@ pub fn freeze(pid: i32, dur: Duration, stop: &std::sync::atomic::AtomicBool) -> 
 }
 
 pub fn run(a: FreezeArgs) -> Result<i32> {
-    let dur = parse_duration(&a.run_for).context("--for")?;
+    let dur = a.run_for.ns();
     let stop = super::stop_flag()?;
     let stopped = freeze(a.pid, Duration::from_nanos(dur), &stop)?;
     println!(
@@ -83,5 +83,5 @@ pub fn run(a: FreezeArgs) -> Result<i32> {
         serde_json::json!({"injector": "freeze", "pid": a.pid, "requested_ns": dur, "stopped_ns": stopped.as_nanos() as u64, "state_after": process_state(a.pid).map(String::from)})
     );
     eprintln!("freeze: pid {} stopped for {}", a.pid, fmt_ns(stopped.as_nanos() as u64));
-    Ok(0)
+    Ok(EXIT_OK)
 }

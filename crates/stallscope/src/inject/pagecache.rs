@@ -1,6 +1,7 @@
 //! `stallscope inject evict FILE…` and `resident FILE…`: drop files from the page cache, and
 //! report how much of them is there.
 
+use crate::failure::EXIT_OK;
 use crate::cli::{EvictArgs, ResidentArgs};
 use anyhow::{Context, Result};
 use procwatch::pagecache;
@@ -11,7 +12,7 @@ pub fn evict(a: EvictArgs) -> Result<i32> {
         let r = pagecache::residency(f).with_context(|| format!("{}: cannot read its residency", f.display()))?;
         println!("{}: evicted; {}/{} pages resident now", f.display(), r.resident_pages, r.total_pages);
     }
-    Ok(0)
+    Ok(EXIT_OK)
 }
 
 pub fn resident(a: ResidentArgs) -> Result<i32> {
@@ -26,5 +27,5 @@ pub fn resident(a: ResidentArgs) -> Result<i32> {
             println!("{}: {}/{} pages resident ({:.1}%)", f.display(), r.resident_pages, r.total_pages, r.percent());
         }
     }
-    Ok(0)
+    Ok(EXIT_OK)
 }

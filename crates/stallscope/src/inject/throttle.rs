@@ -6,7 +6,7 @@
 
 use super::cgroup::{block_device, TempCgroup};
 use crate::cli::ThrottleArgs;
-use crate::failure::Failure;
+use crate::failure::{Failure, EXIT_FAILURE};
 use anyhow::{Context, Result};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::sync::atomic::Ordering;
@@ -14,7 +14,7 @@ use std::sync::atomic::Ordering;
 pub fn run(a: ThrottleArgs) -> Result<i32> {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
-        return Err(Failure::new(1, "throttle needs root to create a cgroup; run it with sudo"));
+        return Err(Failure::new(EXIT_FAILURE, "throttle needs root to create a cgroup; run it with sudo"));
     }
     let (program, args) = a.command.split_first().context("no command given after --")?;
     let cwd = std::env::current_dir()?;

@@ -1,7 +1,9 @@
 //! The lab's results as plain data: what `lab.json` holds, what `lab compare` reads back.
 
+use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+use std::path::Path;
 
 pub const SCHEMA: &str = "stallscope.lab/1";
 
@@ -25,6 +27,12 @@ pub struct Published {
     /// The seed's baseline and mitigation in the metric's unit, where it gave them.
     pub baseline: Option<f64>,
     pub mitigation: Option<f64>,
+}
+
+impl Published {
+    pub fn new(text: &str, machine: &str, baseline: Option<f64>, mitigation: Option<f64>) -> Published {
+        Published { text: text.into(), machine: machine.into(), baseline, mitigation }
+    }
 }
 
 /// How one run's diagnosis compares with the scenario's known cause.
@@ -122,4 +130,15 @@ pub struct LabResult {
     /// expected cause → diagnosed cause → runs, over every graded run.
     pub confusion: BTreeMap<String, BTreeMap<String, usize>>,
     pub elapsed_ms: u64,
+}
+
+/// Reads a lab result (a lab directory or its lab.json).
+pub fn read_result(p: &Path) -> Result<LabResult> {
+    let f = if p.is_dir() { p.join("lab.json") } else { p.to_path_buf() };
+    let text = std::fs::read_to_string(&f).with_context(|| format!("{}: no lab results there", f.display()))?;
+    let v: LabResult = serde_json::from_str(&text).with_context(|| format!("{}: not a lab result", f.display()))?;
+    if v.schema != SCHEMA {
+        bail!("{}: schema {} (this stallscope reads {SCHEMA})", f.display(), v.schema);
+    }
+    Ok(v)
 }

@@ -8,7 +8,7 @@
 //! buffer pool was 1.27x faster than mmap).
 
 use super::model::{Grade, Run, Stats, Verdict};
-use crate::diagnose::Report;
+use doctor::{Cause, Report};
 use std::collections::BTreeMap;
 
 pub fn stats(values: &[f64]) -> Option<Stats> {
@@ -47,11 +47,11 @@ pub const NOT_REPRODUCED_BELOW: f64 = 1.25;
 #[derive(Debug, Clone, Copy)]
 pub enum Expect {
     /// A stall of this cause must happen.
-    Cause(&'static str),
+    Cause(Cause),
     /// No significant stall should happen.
     NoStall,
     /// If a significant stall happens, it should be of this cause.
-    IfStall(&'static str),
+    IfStall(Cause),
 }
 
 /// Grades a run's report: the longest stall of at least `min_stall_ns` decides.
@@ -61,7 +61,7 @@ pub fn grade(report: &Report, expect: Expect, culprit: Option<&str>, min_stall_n
     // The longest stall's main cause, or for IfStall the expected cause when the doctor named it.
     let mut diagnosed = longest.and_then(|s| s.findings.first()).map_or("none".to_string(), |f| f.cause.id().to_string());
     let (expected, matched) = match expect {
-        Expect::Cause(c) => (c.to_string(), diagnosed == c),
+        Expect::Cause(c) => (c.id().to_string(), diagnosed == c.id()),
         Expect::NoStall => ("none".to_string(), significant.is_empty()),
         // A stall there may or may not be; when it is, the longest one's findings should include
         // the cause (stalls under contention can mix causes: the doctor gives each its share).
@@ -69,19 +69,19 @@ pub fn grade(report: &Report, expect: Expect, culprit: Option<&str>, min_stall_n
             if significant.is_empty() {
                 return Some(Grade { expected: "none".into(), diagnosed, matched: true, culprit_named: None, stalls: 0, longest_stall_ns: 0 });
             }
-            let named = longest.is_some_and(|s| s.findings.iter().any(|f| f.cause.id() == c));
+            let named = longest.is_some_and(|s| s.findings.iter().any(|f| f.cause == c));
             // So that the confusion matrix counts what was graded.
             if named {
-                diagnosed = c.to_string();
+                diagnosed = c.id().to_string();
             }
-            (c.to_string(), named)
+            (c.id().to_string(), named)
         }
     };
     let culprit_named = match (expect, culprit) {
         (Expect::Cause(c), Some(name)) => Some(
             significant
                 .iter()
-                .filter(|s| s.findings.first().is_some_and(|f| f.cause.id() == c))
+                .filter(|s| s.findings.first().is_some_and(|f| f.cause == c))
                 .any(|s| s.findings.iter().any(|f| f.culprits.iter().any(|x| x.name == name))),
         ),
         _ => None,

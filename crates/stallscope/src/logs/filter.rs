@@ -3,8 +3,7 @@
 //! Invariant: a record that lacks the clock a bound needs is neither silently kept nor
 //! silently dropped: it is counted, and the user is told.
 
-use crate::cli::LogsArgs;
-use crate::units::{fmt_ns, fmt_uptime, parse_duration};
+use doctor::units::{fmt_ns, fmt_uptime, parse_duration};
 use anyhow::{bail, Result};
 use hotspot_log::{format_wall, parse_iso_time, Safepoint, Stamps, WallTime};
 use serde::Serialize;
@@ -79,13 +78,8 @@ pub enum Verdict {
 }
 
 impl Filter {
-    pub fn from_args(a: &LogsArgs) -> Result<Filter> {
-        Ok(Filter {
-            since: a.since.as_deref().map(TimeBound::parse).transpose()?,
-            until: a.until.as_deref().map(TimeBound::parse).transpose()?,
-            ops: a.ops.iter().map(|o| o.to_ascii_lowercase()).collect(),
-            min_ttsp_ns: a.min_ttsp.as_deref().map(parse_duration).transpose()?,
-        })
+    pub fn new(since: Option<TimeBound>, until: Option<TimeBound>, ops: &[String], min_ttsp_ns: Option<u64>) -> Filter {
+        Filter { since, until, ops: ops.iter().map(|o| o.to_ascii_lowercase()).collect(), min_ttsp_ns }
     }
 
     pub fn is_time_bounded(&self) -> bool {

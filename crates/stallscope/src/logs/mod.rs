@@ -1,27 +1,36 @@
-//! `stallscope logs`: read safepoint logs, filter, summarise, report.
+//! The analysis behind `stallscope logs`: read safepoint logs, filter, summarise, into one
+//! [`view::LogsView`]; each kept record is also handed to the caller as it is read.
 //!
 //! Invariant: one streaming pass over the inputs; memory does not grow with their size.
 
 pub mod filter;
+pub mod inputs;
 pub mod view;
 
-use crate::cli::LogsArgs;
-use crate::failure::{Failure, EXIT_BINARY, EXIT_EMPTY, EXIT_NO_RECORDS, EXIT_OK};
-use crate::inputs::{self, Input};
-use crate::output::{csv::Csv, json::Json, terminal::Terminal, LogsOutput};
-use crate::units::{fmt_count, parse_duration};
+use crate::failure::{Failure, EXIT_BINARY, EXIT_EMPTY, EXIT_NO_RECORDS};
 use anyhow::{Context, Result};
+use doctor::units::fmt_count;
 use filter::{Filter, Verdict};
 use hotspot_log::summary::Clock;
 use hotspot_log::{Safepoint, ScanError, Scanner, Sink, Stamps, Summary, SummaryOptions};
+use inputs::Plan;
 use std::io;
 use view::{FormatCount, Filtered, InputView, Lines, LogsView, RotatedSet, SCHEMA};
 
-/// Routes each record through the filter into the summary and the output.
+/// How to analyse: which records, how many longest TTSPs, the worst-window length, how many
+/// unrecognised lines to keep as examples.
+pub struct LogsOptions {
+    pub filter: Filter,
+    pub top: usize,
+    pub window_ns: u64,
+    pub verbose: bool,
+}
+
+/// Routes each record through the filter into the summary and to the caller.
 struct LogsSink<'a> {
     filter: &'a Filter,
     summary: Summary,
-    output: &'a mut dyn LogsOutput,
+    each: &'a mut dyn FnMut(&Safepoint) -> io::Result<()>,
     read: u64,
     no_clock: u64,
     write_error: Option<io::Error>,
@@ -34,7 +43,7 @@ impl Sink for LogsSink<'_> {
             Verdict::Keep => {
                 self.summary.add(&s);
                 if self.write_error.is_none() {
-                    if let Err(e) = self.output.safepoint(&s) {
+                    if let Err(e) = (self.each)(&s) {
                         self.write_error = Some(e);
                     }
                 }
@@ -58,27 +67,16 @@ impl Sink for LogsSink<'_> {
     }
 }
 
-pub fn run(args: LogsArgs) -> Result<i32> {
-    let filter = Filter::from_args(&args)?;
-    let window_ns = parse_duration(&args.window).context("--window")?;
-    let plan = inputs::plan(&args.files, !args.no_rotation)?;
-    let names: Vec<String> = plan.inputs.iter().map(Input::display).collect();
-
-    let stdout = io::stdout();
-    let lock = io::BufWriter::with_capacity(1 << 16, stdout.lock());
-    let mut output: Box<dyn LogsOutput> = if args.json {
-        Box::new(Json(lock))
-    } else if args.csv {
-        Box::new(Csv::new(lock, names.clone()))
-    } else {
-        Box::new(Terminal { out: lock, verbose: args.verbose })
-    };
-
-    let mut scanner = Scanner::new().keep_examples(if args.verbose { 10 } else { 3 });
+/// Reads every input of `plan` once, in order, hands each record the filter keeps to `each`,
+/// and returns the analysis. Inputs that cannot be analysed are errors with their own exit
+/// codes (empty, binary, no safepoint records).
+pub fn analyse(plan: Plan, o: &LogsOptions, each: &mut dyn FnMut(&Safepoint) -> io::Result<()>) -> Result<LogsView> {
+    let filter = &o.filter;
+    let mut scanner = Scanner::new().keep_examples(if o.verbose { 10 } else { 3 });
     let mut sink = LogsSink {
-        filter: &filter,
-        summary: Summary::new(SummaryOptions { top: args.top, window_ns, windows: 5 }),
-        output: output.as_mut(),
+        filter,
+        summary: Summary::new(SummaryOptions { top: o.top, window_ns: o.window_ns, windows: 5 }),
+        each,
         read: 0,
         no_clock: 0,
         write_error: None,
@@ -113,7 +111,7 @@ pub fn run(args: LogsArgs) -> Result<i32> {
         return Err(e).context("writing output");
     }
     if filter.is_time_bounded() {
-        clip_span_to_filter(&mut sink.summary, &filter, &first_stamps, &last_stamps);
+        clip_span_to_filter(&mut sink.summary, filter, &first_stamps, &last_stamps);
     }
     sink.summary.add_unfinished_culprits(&report.orphan_culprits);
 
@@ -171,9 +169,7 @@ pub fn run(args: LogsArgs) -> Result<i32> {
         notes,
         other_examples: report.other_examples,
     };
-    drop(sink);
-    output.finish(&view).context("writing output")?;
-    Ok(EXIT_OK)
+    Ok(view)
 }
 
 /// With --since/--until on uptime, "% of time stopped" is over the part of the log the bounds

@@ -1,6 +1,6 @@
 //! CSV output: one row per safepoint, streamed as the log is read.
 
-use super::LogsOutput;
+use super::Render;
 use crate::logs::view::LogsView;
 use hotspot_log::{format_wall, Safepoint};
 use std::io::{self, Write};
@@ -32,8 +32,8 @@ fn opt<T: ToString>(v: Option<T>) -> String {
     v.map(|x| x.to_string()).unwrap_or_default()
 }
 
-impl<W: Write> LogsOutput for Csv<W> {
-    fn safepoint(&mut self, s: &Safepoint) -> io::Result<()> {
+impl<W: Write> Render<LogsView, Safepoint> for Csv<W> {
+    fn item(&mut self, s: &Safepoint) -> io::Result<()> {
         if !self.header_done {
             writeln!(self.out, "{HEADER}")?;
             self.header_done = true;

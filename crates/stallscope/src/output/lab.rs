@@ -1,8 +1,38 @@
 //! The lab's human summary and its comparison of two lab runs.
 
-use crate::lab::model::{LabResult, ScenarioResult, Verdict};
-use crate::lab::scenarios::fmt_num;
+use super::Render;
+use crate::lab::model::{LabResult, ScenarioResult, Stats, Verdict};
+use doctor::units::fmt_num;
 use std::fmt::Write as _;
+use std::io;
+
+/// A lab run as text: each scenario's figures, verdict and grades, then the confusion matrix.
+pub struct LabText<W: io::Write>(pub W);
+
+impl<W: io::Write> Render<LabResult> for LabText<W> {
+    fn finish(&mut self, l: &LabResult) -> io::Result<()> {
+        self.0.write_all(render(l).as_bytes())?;
+        self.0.flush()
+    }
+}
+
+/// Two lab runs side by side (two kernels, two JDKs), each with the name it was read from.
+pub struct Comparison<'a> {
+    pub a: &'a LabResult,
+    pub b: &'a LabResult,
+    pub a_name: String,
+    pub b_name: String,
+}
+
+/// The comparison as text.
+pub struct ComparisonText<W: io::Write>(pub W);
+
+impl<W: io::Write> Render<Comparison<'_>> for ComparisonText<W> {
+    fn finish(&mut self, c: &Comparison) -> io::Result<()> {
+        self.0.write_all(render_compare(c.a, c.b, &c.a_name, &c.b_name).as_bytes())?;
+        self.0.flush()
+    }
+}
 
 fn scenario(out: &mut String, s: &ScenarioResult) {
     let _ = writeln!(out, "{} — seed {}: {}", s.id, s.seed, s.title);
@@ -49,7 +79,7 @@ fn scenario(out: &mut String, s: &ScenarioResult) {
     let _ = writeln!(out);
 }
 
-pub fn render(l: &LabResult) -> String {
+fn render(l: &LabResult) -> String {
     let mut out = String::new();
     let e = &l.environment;
     let _ = writeln!(out, "stallscope lab: {} profile, {} repetitions, {:.0} s", l.profile, l.reps, l.elapsed_ms as f64 / 1000.0);
@@ -79,7 +109,7 @@ pub fn render(l: &LabResult) -> String {
     out
 }
 
-pub fn render_compare(a: &LabResult, b: &LabResult, an: &str, bn: &str) -> String {
+fn render_compare(a: &LabResult, b: &LabResult, an: &str, bn: &str) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "stallscope lab compare\n  A  {an}: Linux {}, {}\n  B  {bn}: Linux {}, {}", a.environment.kernel, a.environment.java_version, b.environment.kernel, b.environment.java_version);
     let _ = writeln!(out);
@@ -91,7 +121,7 @@ pub fn render_compare(a: &LabResult, b: &LabResult, an: &str, bn: &str) -> Strin
         let _ = writeln!(out, "{} ({}, {})", sa.id, sa.metric, sa.unit);
         for va in &sa.variants {
             let vb = sb.variants.iter().find(|v| v.id == va.id);
-            let med = |s: Option<&crate::lab::model::Stats>| s.map_or("-".to_string(), |s| fmt_num(s.median));
+            let med = |s: Option<&Stats>| s.map_or("-".to_string(), |s| fmt_num(s.median));
             let (ma, mb) = (va.stats.as_ref(), vb.and_then(|v| v.stats.as_ref()));
             let change = match (ma, mb) {
                 (Some(x), Some(y)) if x.median > 0.0 => format!("  B/A {}×", fmt_num(y.median / x.median)),

@@ -1,24 +1,28 @@
-//! Output formats, one file each behind one trait (as hyperfine's `export`).
+//! Output formats, one file each, behind one trait ([`Render`]), as hyperfine's `export`: a log
+//! analysis as text ([`terminal`]), JSON or CSV; a recording's report as text ([`report`]), JSON
+//! or HTML; a lab run as text ([`lab`]), JSON or HTML ([`html`]).
 //!
-//! Invariant: renderers only read the plain view types; they never compute analysis.
+//! Invariant: renderers only read the plain view types ([`doctor::Report`],
+//! [`crate::lab::model::LabResult`], [`crate::logs::view::LogsView`], [`html::view::RecordingView`]);
+//! they never compute analysis.
 
 pub mod csv;
-pub mod doctor;
 pub mod html;
 pub mod json;
 pub mod lab;
+pub mod report;
 pub mod terminal;
 
-use crate::logs::view::LogsView;
-use hotspot_log::Safepoint;
 use std::io;
 
-/// How `stallscope logs` reports. Streaming formats write per safepoint; the others at the end.
-pub trait LogsOutput {
-    /// Called for each safepoint that passes the filters, in log order.
-    fn safepoint(&mut self, _s: &Safepoint) -> io::Result<()> {
+/// One format of one kind of result `V`. A streamed result (a log analysis) also hands each
+/// record `I` to the format as it is read, so a format that writes per record (CSV) needs no
+/// memory for them; the others wait for `finish`.
+pub trait Render<V: ?Sized, I = ()> {
+    /// One record, in the order read.
+    fn item(&mut self, _item: &I) -> io::Result<()> {
         Ok(())
     }
-    /// Called once, after the last safepoint.
-    fn finish(&mut self, view: &LogsView) -> io::Result<()>;
+    /// The whole result, once, after the last record.
+    fn finish(&mut self, view: &V) -> io::Result<()>;
 }

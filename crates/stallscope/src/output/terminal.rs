@@ -1,9 +1,9 @@
 //! The human report of `stallscope logs`: summary, percentiles, operations, longest TTSPs,
 //! worst windows, timeout culprits, and what was read.
 
-use super::LogsOutput;
+use super::Render;
 use crate::logs::view::LogsView;
-use crate::units::{fmt_count, fmt_ns, fmt_uptime};
+use doctor::units::{fmt_count, fmt_ns, fmt_uptime};
 use hotspot_log::summary::{Clock, Distribution, Window};
 use hotspot_log::{format_wall, Stamps};
 use std::io::{self, Write};
@@ -58,7 +58,7 @@ fn span_text(ns: u64) -> String {
     }
 }
 
-impl<W: Write> LogsOutput for Terminal<W> {
+impl<W: Write> Render<LogsView, hotspot_log::Safepoint> for Terminal<W> {
     fn finish(&mut self, v: &LogsView) -> io::Result<()> {
         let o = &mut self.out;
         let s = &v.summary;

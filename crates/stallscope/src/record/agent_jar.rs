@@ -3,7 +3,7 @@
 //!
 //! Invariant: when nothing is found, the error lists every place that was looked in.
 
-use crate::failure::Failure;
+use crate::failure::{Failure, EXIT_FAILURE};
 use anyhow::Result;
 use std::path::{Path, PathBuf};
 
@@ -33,7 +33,7 @@ pub fn find(flag: Option<&Path>) -> Result<PathBuf> {
     let c = candidates(flag);
     // An explicit path that is wrong is an error of its own, not a reason to look elsewhere.
     if let Some((p, why)) = c.first().filter(|(_, w)| *w == "--agent" || *w == "$STALLSCOPE_AGENT") {
-        return if p.is_file() { Ok(p.canonicalize()?) } else { Err(Failure::new(1, format!("{}: no agent jar there (from {why})", p.display()))) };
+        return if p.is_file() { Ok(p.canonicalize()?) } else { Err(Failure::new(EXIT_FAILURE, format!("{}: no agent jar there (from {why})", p.display()))) };
     }
     for (p, _) in &c {
         if p.is_file() {
@@ -41,5 +41,5 @@ pub fn find(flag: Option<&Path>) -> Result<PathBuf> {
         }
     }
     let looked: Vec<String> = c.iter().map(|(p, why)| format!("{} ({why})", p.display())).collect();
-    Err(Failure::new(1, format!("{JAR} not found; looked in: {}. Build it with `make build`, or pass --agent PATH", looked.join(", "))))
+    Err(Failure::new(EXIT_FAILURE, format!("{JAR} not found; looked in: {}. Build it with `make build`, or pass --agent PATH", looked.join(", "))))
 }

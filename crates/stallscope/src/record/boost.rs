@@ -102,6 +102,13 @@ impl Drop for Boost {
     }
 }
 
+impl std::str::FromStr for BoostLevel {
+    type Err = String;
+    fn from_str(s: &str) -> Result<BoostLevel, String> {
+        parse(s)
+    }
+}
+
 /// Parses `--boost` values: `nice:-10` (default) or `fifo:1`.
 pub fn parse(s: &str) -> Result<BoostLevel, String> {
     let (kind, v) = s.split_once(':').unwrap_or((s, ""));

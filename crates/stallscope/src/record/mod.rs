@@ -1,5 +1,5 @@
-//! `stallscope run` and `stallscope attach`: put the agent and safepoint logging into a JVM,
-//! watch it, write the recording, and print the diagnosis of it.
+//! The recorder behind `stallscope run` and `stallscope attach`: put the agent and safepoint
+//! logging into a JVM, watch it, and write the recording (the format is `doctor::recording`).
 //!
 //! Invariant: the target's stdout, stderr and exit code pass through untouched (`run`), and
 //! whatever ends the recording, the JVM is left as it was found (`attach` switches its logging
@@ -11,15 +11,12 @@ pub mod control;
 pub mod watch;
 
 use crate::attach::Jvm;
-use crate::cli::{AttachArgs, RecordOptions, RunArgs};
-use crate::diagnose;
-use crate::failure::Failure;
-use crate::recording::{files, Event, Meta, Writer};
-use crate::units::{fmt_ns, parse_duration};
 use anyhow::{bail, Context, Result};
+use doctor::recording::{files, Event, Meta, Writer};
+use doctor::units::fmt_ns;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 use procwatch::clock::mono_ns;
 use watch::{Ending, WatchOptions};
@@ -43,15 +40,25 @@ impl Settings {
     }
 }
 
-fn settings(o: &RecordOptions) -> Result<Settings> {
-    let threshold_ns = parse_duration(&o.threshold).context("--threshold")?;
-    let sample_interval_ns = parse_duration(&o.sample_interval).context("--sample-interval")?;
+/// What `run` and `attach` are asked for: where, the stall threshold, the sampling interval, the
+/// agent jar.
+pub struct RecordRequest<'a> {
+    pub out: Option<&'a Path>,
+    pub threshold_ns: u64,
+    pub sample_interval_ns: u64,
+    pub agent: Option<&'a Path>,
+}
+
+/// Settings for a user's recording: checks the request, finds the agent, creates the directory
+/// (`./stallscope-<date>-<time>` by default).
+pub fn settings(o: &RecordRequest) -> Result<Settings> {
+    let (threshold_ns, sample_interval_ns) = (o.threshold_ns, o.sample_interval_ns);
     if threshold_ns < 1_000_000 {
-        bail!("--threshold {} is below the agent's 1 ms resolution", o.threshold);
+        bail!("--threshold {} is below the agent's 1 ms resolution", fmt_ns(threshold_ns));
     }
-    let jar = agent_jar::find(o.agent.as_deref())?;
-    let dir = match &o.out {
-        Some(d) => d.clone(),
+    let jar = agent_jar::find(o.agent)?;
+    let dir = match o.out {
+        Some(d) => d.to_path_buf(),
         None => {
             let base = format!("stallscope-{}", chrono::Local::now().format("%Y%m%d-%H%M%S"));
             let mut d = PathBuf::from(&base);
@@ -125,17 +132,6 @@ fn watch_options(s: &Settings) -> WatchOptions {
     WatchOptions { threshold_ns: s.threshold_ns, sample_interval_ns: s.sample_interval_ns, system_interval_ns: 50_000_000, boost: None }
 }
 
-/// Prints the diagnosis of a finished recording, as `report` would.
-fn print_report(dir: &Path, json: bool) -> Result<()> {
-    let r = diagnose::diagnose(dir)?;
-    if json {
-        println!("{}", serde_json::to_string_pretty(&r)?);
-    } else {
-        print!("{}", crate::output::doctor::render(&r));
-    }
-    Ok(())
-}
-
 fn find_java(program: &str) -> Option<PathBuf> {
     let p = Path::new(program);
     if p.components().count() > 1 {
@@ -165,7 +161,7 @@ pub struct Recorded {
 /// Launches `command` (a java command line) with the agent and safepoint logging, records it
 /// into `s.dir` until it exits, and returns how it ended. `stop` ends the recording early (the
 /// JVM gets SIGINT).
-pub fn record_jvm(s: &Settings, command: &[String], l: &Launch, stop: &std::sync::atomic::AtomicBool) -> Result<Recorded> {
+pub fn record_jvm(s: &Settings, command: &[String], l: &Launch, stop: &AtomicBool) -> Result<Recorded> {
     let (program, rest) = command.split_first().context("no command after --; e.g. stallscope run -- java -jar app.jar")?;
     let java = find_java(program).with_context(|| format!("{program}: not found on PATH"))?;
     let java_home = java.parent().and_then(Path::parent).map(Path::to_path_buf);
@@ -188,7 +184,7 @@ pub fn record_jvm(s: &Settings, command: &[String], l: &Launch, stop: &std::sync
 
 /// Records a native program that publishes a stallscope heartbeat itself (the lab's native
 /// workloads): the same watching and recording, without the JVM's logs.
-pub fn record_native(s: &Settings, command: &[String], l: &Launch, stop: &std::sync::atomic::AtomicBool) -> Result<Recorded> {
+pub fn record_native(s: &Settings, command: &[String], l: &Launch, stop: &AtomicBool) -> Result<Recorded> {
     let (program, rest) = command.split_first().context("no command")?;
     let mut cmd = std::process::Command::new(program);
     cmd.args(rest);
@@ -202,7 +198,7 @@ fn record_child(
     java_home: Option<&Path>,
     timeout_ms: Option<u64>,
     l: &Launch,
-    stop: &std::sync::atomic::AtomicBool,
+    stop: &AtomicBool,
 ) -> Result<Recorded> {
     if l.capture_stdout {
         cmd.stdout(std::process::Stdio::piped());
@@ -281,44 +277,27 @@ fn record_child(
     Ok(Recorded { status, stdout })
 }
 
-pub fn run(a: RunArgs) -> Result<i32> {
-    let s = settings(&a.record)?;
-    let boost = match &a.boost {
-        Some(b) => Some((boost::parse(b).map_err(|e| Failure::new(2, e))?, parse_duration(&a.boost_after).context("--boost-after")?)),
-        None => None,
-    };
-    let stop = crate::inject::stop_flag()?;
-    let launch = Launch { safepoint_timeout: !a.no_safepoint_timeout, boost, capture_stdout: false, chatty: true, nice: None };
-    let r = record_jvm(&s, &a.command, &launch, &stop)?;
-    print_report(&s.dir, a.record.json)?;
-    eprintln!("stallscope: recording in {} (stallscope report {} shows it again)", s.dir.display(), s.dir.display());
-    Ok(r.status.code().unwrap_or_else(|| 128 + r.status.signal().unwrap_or(0)))
-}
-
-pub fn attach(a: AttachArgs) -> Result<i32> {
-    let jvm = Jvm::find(a.pid)?;
-    let s = settings(&a.record)?;
-    let run_for = a.run_for.as_deref().map(parse_duration).transpose().context("--for")?;
-    let cmdline = std::fs::read(format!("/proc/{}/cmdline", a.pid)).unwrap_or_default();
+/// Attaches to a running JVM (`jvm`), records it into `s.dir` until `run_for` elapses, `stop`
+/// is set or the JVM exits, and leaves it as it was found.
+pub fn record_attached(s: &Settings, jvm: &Jvm, run_for: Option<Duration>, stop: &AtomicBool) -> Result<()> {
+    let pid = jvm.pid;
+    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
     let command: Vec<String> = cmdline.split(|b| *b == 0).filter(|p| !p.is_empty()).map(|p| String::from_utf8_lossy(p).into_owned()).collect();
-    let tracing = start_tracer(a.pid);
-    let mut w = Writer::open(&s.dir, &meta("attach", command, a.pid, jvm.java_home.as_deref(), &s, None, &tracing))?;
+    let tracing = start_tracer(pid);
+    let mut w = Writer::open(&s.dir, &meta("attach", command, pid, jvm.java_home.as_deref(), s, None, &tracing))?;
     let log = format!("file={}/{}", s.dir.display(), files::SAFEPOINT_LOG);
     jvm.load_agent(&s.jar, &format!("log={}/{},interval=1s", s.dir.display(), files::HICCUPS))?;
     jvm.jcmd(&format!("VM.log output={log} output_options=filecount=0 what=safepoint*=debug decorators=uptime,timenanos,level,tags"))?;
     eprintln!(
-        "stallscope: attached to JVM pid {}, recording into {} (stalls ≥ {}){}",
-        a.pid,
+        "stallscope: attached to JVM pid {pid}, recording into {} (stalls ≥ {}){}",
         s.dir.display(),
         fmt_ns(s.threshold_ns),
-        run_for.map(|d| format!(" for {}", fmt_ns(d))).unwrap_or_else(|| "; Ctrl-C detaches".into())
+        run_for.map(|d| format!(" for {}", fmt_ns(d.as_nanos() as u64))).unwrap_or_else(|| "; Ctrl-C detaches".into())
     );
-    let stop = crate::inject::stop_flag()?;
-    let pid = a.pid;
     let alive = &mut || Path::new(&format!("/proc/{pid}")).exists();
-    let deadline = run_for.map(|d| Instant::now() + Duration::from_nanos(d));
-    let ending = match watch::wait_for_heartbeat(pid, Duration::from_secs(15), alive, &stop)? {
-        Some(hb) => watch::watch(&mut w, pid, &hb, tracing.0.as_ref(), watch_options(&s), &stop, deadline, alive)?,
+    let deadline = run_for.map(|d| Instant::now() + d);
+    let ending = match watch::wait_for_heartbeat(pid, Duration::from_secs(15), alive, stop)? {
+        Some(hb) => watch::watch(&mut w, pid, &hb, tracing.0.as_ref(), watch_options(s), stop, deadline, alive)?,
         None => Ending::Stopped("interrupted before the agent started".into()),
     };
     match &ending {
@@ -335,47 +314,5 @@ pub fn attach(a: AttachArgs) -> Result<i32> {
             w.events.line(&Event::Detach { t: mono_ns(), reason: reason.clone() })?;
         }
     }
-    print_report(&s.dir, a.record.json)?;
-    eprintln!("stallscope: recording in {}", s.dir.display());
-    Ok(0)
-}
-
-pub fn report(dir: &Path, json: bool, html: Option<Option<&Path>>) -> Result<i32> {
-    let lab = dir.join("lab.json");
-    if !dir.join(files::META).exists() && !lab.exists() {
-        return Err(Failure::new(1, format!("{}: neither a stallscope recording (no {}) nor a lab run (no lab.json)", dir.display(), files::META)));
-    }
-    if !dir.join(files::META).exists() {
-        let l = crate::lab::read_result(&lab)?;
-        match html {
-            Some(out) => write_html(&html_path(out, dir, "lab.html"), &crate::output::html::lab_page(&l)?)?,
-            None if json => println!("{}", serde_json::to_string_pretty(&l)?),
-            None => print!("{}", crate::output::lab::render(&l)),
-        }
-        return Ok(0);
-    }
-    match html {
-        Some(out) => {
-            let l = diagnose::load(dir)?;
-            let r = diagnose::analyse(dir, &l)?;
-            let view = diagnose::view::recording_view(&l, &r);
-            write_html(&html_path(out, dir, "report.html"), &crate::output::html::recording_page(&view)?)?;
-        }
-        None => print_report(dir, json)?,
-    }
-    Ok(0)
-}
-
-/// `--html` with no value means `<dir>/<default>`.
-pub fn html_path(out: Option<&Path>, dir: &Path, default: &str) -> PathBuf {
-    out.map_or_else(|| dir.join(default), Path::to_path_buf)
-}
-
-/// Writes the page whole (through a temporary file, so a reader never sees half of it).
-pub fn write_html(path: &Path, page: &str) -> Result<()> {
-    let tmp = path.with_extension("html.tmp");
-    std::fs::write(&tmp, page).with_context(|| format!("{}: cannot write the report", tmp.display()))?;
-    std::fs::rename(&tmp, path).with_context(|| format!("{}: cannot write the report", path.display()))?;
-    eprintln!("stallscope: wrote {} ({} KB); open it in a browser, it needs no network", path.display(), page.len().div_ceil(1024));
     Ok(())
 }

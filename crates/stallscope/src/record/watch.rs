@@ -10,7 +10,7 @@
 //! wake-up lateness is the control meter (see control.rs).
 
 use super::control::Control;
-use crate::recording::{files, Event, JvmTotals, Sample, StallContext, StallTrace, SystemSample, Writer};
+use doctor::recording::{files, Event, JvmTotals, Sample, StallContext, StallTrace, SystemSample, Writer};
 use anyhow::Result;
 use procwatch::clock::mono_ns;
 use procwatch::heartbeat::{self, Heartbeat, Liveness, MeterState};

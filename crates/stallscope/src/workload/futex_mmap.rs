@@ -6,8 +6,8 @@
 //! Invariant: the measuring thread allocates nothing in its loop; every variant restores the
 //! process (munlockall, scheduling policy) before the next begins.
 
-use crate::cli::FutexMmapArgs;
-use crate::units::{fmt_ns, parse_duration};
+use crate::failure::EXIT_OK;
+use doctor::units::fmt_ns;
 use anyhow::{bail, Context, Result};
 use procwatch::clock::mono_ns;
 use hdrhistogram::Histogram;
@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq, clap::ValueEnum)]
 #[serde(rename_all = "kebab-case")]
 pub enum Churn {
     /// mmap, touch every page, munmap, again: mmap_lock taken for write each cycle.
@@ -25,6 +25,46 @@ pub enum Churn {
     Reuse,
     /// No second thread: the baseline.
     None,
+}
+
+/// Which futex the waiter sleeps on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Futex {
+    /// glibc's default: never takes mmap_lock.
+    Private,
+    /// pthread_*attr_setpshared: its wake-up looks the address up under mmap_lock.
+    Shared,
+}
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct FutexMmapArgs {
+    /// The futex the waiter sleeps on.
+    #[arg(long, value_enum, default_value_t = Futex::Private)]
+    pub futex: Futex,
+    /// mlockall(MCL_CURRENT|MCL_FUTURE) during the run.
+    #[arg(long)]
+    pub mlock: bool,
+    /// What the second thread does: mmap/touch/munmap, one mapping MADV_DONTNEEDed, or nothing.
+    #[arg(long, value_enum, default_value_t = Churn::Churn)]
+    pub churn: Churn,
+    /// Size of each mapping.
+    #[arg(long, default_value_t = 100)]
+    pub region_mb: usize,
+    /// How often the latency-critical thread wakes.
+    #[arg(long, default_value = "1ms")]
+    pub period: doctor::units::Duration,
+    /// How long each variant runs.
+    #[arg(long, default_value = "5s")]
+    pub duration: doctor::units::Duration,
+    /// Run the latency-critical thread SCHED_FIFO where permitted.
+    #[arg(long)]
+    pub fifo: bool,
+    /// Run the standard set of variants one after another.
+    #[arg(long)]
+    pub matrix: bool,
+    /// Publish a stallscope heartbeat from the waiting thread, so the recorder can watch it.
+    #[arg(long)]
+    pub heartbeat: bool,
 }
 
 #[derive(Debug, Clone, Copy, Serialize)]
@@ -273,8 +313,7 @@ pub fn matrix(fifo: bool) -> Vec<Variant> {
 }
 
 pub fn run(a: FutexMmapArgs) -> Result<i32> {
-    let period = Duration::from_nanos(parse_duration(&a.period).context("--period")?);
-    let duration = Duration::from_nanos(parse_duration(&a.duration).context("--duration")?);
+    let (period, duration) = (a.period.std(), a.duration.std());
     if period.is_zero() || period > duration {
         bail!("--period must be positive and shorter than --duration");
     }
@@ -285,18 +324,7 @@ pub fn run(a: FutexMmapArgs) -> Result<i32> {
     let variants = if a.matrix {
         matrix(a.fifo)
     } else {
-        let churn = match a.churn.as_str() {
-            "churn" => Churn::Churn,
-            "reuse" => Churn::Reuse,
-            "none" => Churn::None,
-            o => bail!("--churn {o}: use churn, reuse or none"),
-        };
-        let shared = match a.futex.as_str() {
-            "private" => false,
-            "shared" => true,
-            o => bail!("--futex {o}: use private or shared"),
-        };
-        vec![Variant { shared, mlock: a.mlock, churn, fifo: a.fifo }]
+        vec![Variant { shared: a.futex == Futex::Shared, mlock: a.mlock, churn: a.churn, fifo: a.fifo }]
     };
     let started = Instant::now();
     let mut outcomes = Vec::new();
@@ -324,5 +352,5 @@ pub fn run(a: FutexMmapArgs) -> Result<i32> {
         "{}",
         serde_json::json!({"workload": "futex-mmap", "period_ns": period.as_nanos() as u64, "duration_ns": duration.as_nanos() as u64, "region_mb": a.region_mb, "elapsed_ns": started.elapsed().as_nanos() as u64, "variants": outcomes})
     );
-    Ok(0)
+    Ok(EXIT_OK)
 }

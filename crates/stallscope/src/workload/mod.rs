@@ -3,8 +3,14 @@
 
 pub mod futex_mmap;
 
-use crate::cli::WorkloadCommand;
 use anyhow::Result;
+
+#[derive(clap::Subcommand, Debug)]
+pub enum WorkloadCommand {
+    /// Seed 001: timed condition-variable waits beside a thread that maps and unmaps large
+    /// regions; private vs shared futexes, mlockall, churn vs a reused mapping.
+    FutexMmap(futex_mmap::FutexMmapArgs),
+}
 
 pub fn run(cmd: WorkloadCommand) -> Result<i32> {
     match cmd {

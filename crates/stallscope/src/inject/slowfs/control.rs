@@ -4,7 +4,7 @@
 //! Invariant: every delay is bounded by `max_delay`, fixed at mount time; a setting that would
 //! exceed it is refused, never clamped silently.
 
-use crate::units::{fmt_ns, parse_duration};
+use doctor::units::{fmt_ns, parse_duration};
 use globset::{Glob, GlobMatcher};
 use std::fmt::Write as _;
 use std::path::Path;

@@ -9,8 +9,8 @@ pub mod control;
 mod fs;
 
 use crate::cli::{SlowfsArgs, SlowfsSetArgs};
-use crate::failure::Failure;
-use crate::units::{fmt_ns, parse_duration};
+use crate::failure::{Failure, EXIT_FAILURE, EXIT_OK};
+use doctor::units::fmt_ns;
 use anyhow::{bail, Context, Result};
 use control::{Settings, CONTROL_NAME};
 use std::path::{Path, PathBuf};
@@ -21,16 +21,16 @@ use std::time::{Duration, Instant};
 /// What the host must provide for FUSE, with what to do when it does not.
 pub fn check_fuse() -> Result<()> {
     if !Path::new("/dev/fuse").exists() {
-        return Err(Failure::new(1, "slowfs needs FUSE, and /dev/fuse is missing: load the module (modprobe fuse), or run the container with --device /dev/fuse"));
+        return Err(Failure::new(EXIT_FAILURE, "slowfs needs FUSE, and /dev/fuse is missing: load the module (modprobe fuse), or run the container with --device /dev/fuse"));
     }
     if std::fs::OpenOptions::new().read(true).write(true).open("/dev/fuse").is_err() {
-        return Err(Failure::new(1, "slowfs cannot open /dev/fuse: run as root, or give your user access to it"));
+        return Err(Failure::new(EXIT_FAILURE, "slowfs cannot open /dev/fuse: run as root, or give your user access to it"));
     }
     let found = std::env::var_os("PATH")
         .map(|p| std::env::split_paths(&p).any(|d| d.join("fusermount3").is_file()))
         .unwrap_or(false);
     if !found {
-        return Err(Failure::new(1, "slowfs needs fusermount3, which is not on PATH: apt-get install fuse3"));
+        return Err(Failure::new(EXIT_FAILURE, "slowfs needs fusermount3, which is not on PATH: apt-get install fuse3"));
     }
     Ok(())
 }
@@ -118,17 +118,17 @@ pub fn run(a: SlowfsArgs) -> Result<i32> {
     if !backing.is_dir() {
         bail!("{}: the backing path is not a directory", backing.display());
     }
-    let max_delay = parse_duration(&a.max_delay).context("--max-delay")?;
+    let max_delay = a.max_delay.ns();
     let settings = Settings::new(
-        parse_duration(&a.read_delay).context("--read-delay")?,
-        parse_duration(&a.jitter).context("--jitter")?,
+        a.read_delay.ns(),
+        a.jitter.ns(),
         a.error_rate,
         &a.glob,
         max_delay,
     )
     .map_err(|e| anyhow::anyhow!(e))?;
     let settings = Arc::new(settings);
-    let run_for = a.run_for.as_deref().map(parse_duration).transpose().context("--for")?;
+    let run_for = a.run_for.map(|d| d.ns());
 
     let created = if a.mount.exists() {
         false
@@ -212,21 +212,21 @@ pub fn run(a: SlowfsArgs) -> Result<i32> {
             return Err(e).context("unmounting slowfs");
         }
     }
-    Ok(0)
+    Ok(EXIT_OK)
 }
 
 /// `stallscope inject slowfs-set MOUNT …`: writes the control file.
 pub fn set(a: SlowfsSetArgs) -> Result<i32> {
     let control: PathBuf = a.mount.join(CONTROL_NAME);
     if !control.exists() {
-        return Err(Failure::new(1, format!("{}: no slowfs is mounted there (no {CONTROL_NAME})", a.mount.display())));
+        return Err(Failure::new(EXIT_FAILURE, format!("{}: no slowfs is mounted there (no {CONTROL_NAME})", a.mount.display())));
     }
     let mut lines = Vec::new();
-    if let Some(d) = &a.read_delay {
-        lines.push(format!("read_delay={d}"));
+    if let Some(d) = a.read_delay {
+        lines.push(format!("read_delay={}ns", d.ns()));
     }
-    if let Some(j) = &a.jitter {
-        lines.push(format!("jitter={j}"));
+    if let Some(j) = a.jitter {
+        lines.push(format!("jitter={}ns", j.ns()));
     }
     if let Some(r) = a.error_rate {
         lines.push(format!("error_rate={r}"));
@@ -235,16 +235,10 @@ pub fn set(a: SlowfsSetArgs) -> Result<i32> {
         lines.push(format!("glob={g}"));
     }
     if !lines.is_empty() {
-        // Validate here too, for an error message the kernel's EINVAL cannot carry.
-        for l in &lines {
-            if let Some(v) = l.strip_prefix("read_delay=").or_else(|| l.strip_prefix("jitter=")) {
-                parse_duration(v)?;
-            }
-        }
         std::fs::write(&control, lines.join("\n") + "\n").map_err(|e| {
             anyhow::anyhow!("{}: the settings were refused ({e}); the slowfs process printed why (e.g. a delay above its --max-delay)", control.display())
         })?;
     }
     print!("{}", std::fs::read_to_string(&control)?);
-    Ok(0)
+    Ok(EXIT_OK)
 }

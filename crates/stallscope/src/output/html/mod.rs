@@ -6,9 +6,15 @@
 //! is `ok` once everything is drawn, and any script error, console error or unhandled
 //! rejection is appended to `#errors` (and counted in `body[data-errors]`).
 
-use crate::diagnose::view::RecordingView;
+pub mod view;
+
+use super::Render;
 use crate::lab::model::LabResult;
+use anyhow::Context as _;
 use serde::Serialize;
+use std::io;
+use std::path::{Path, PathBuf};
+use view::RecordingView;
 
 const TEMPLATE: &str = include_str!("page.html");
 const STYLE: &str = include_str!("report.css");
@@ -58,14 +64,53 @@ fn now() -> String {
     chrono::Local::now().format("%Y-%m-%d %H:%M:%S").to_string()
 }
 
-pub fn recording_page(view: &RecordingView) -> anyhow::Result<String> {
+fn recording_page(view: &RecordingView) -> anyhow::Result<String> {
     let title = format!("stallscope: pid {} — {}", view.header.pid, view.header.start_wall);
     render(&Page { schema: SCHEMA, kind: "recording", title, generated: now(), version: env!("CARGO_PKG_VERSION"), recording: Some(view), lab: None })
 }
 
-pub fn lab_page(lab: &LabResult) -> anyhow::Result<String> {
+fn lab_page(lab: &LabResult) -> anyhow::Result<String> {
     let title = format!("stallscope lab — {} profile, {}", lab.profile, lab.started);
     render(&Page { schema: SCHEMA, kind: "lab", title, generated: now(), version: env!("CARGO_PKG_VERSION"), recording: None, lab: Some(lab) })
+}
+
+/// The self-contained page of a recording or a lab run.
+pub struct Html<W: io::Write>(pub W);
+
+fn page_error(e: anyhow::Error) -> io::Error {
+    io::Error::other(format!("{e:#}"))
+}
+
+impl<W: io::Write> Render<RecordingView> for Html<W> {
+    fn finish(&mut self, view: &RecordingView) -> io::Result<()> {
+        self.0.write_all(recording_page(view).map_err(page_error)?.as_bytes())
+    }
+}
+
+impl<W: io::Write> Render<LabResult> for Html<W> {
+    fn finish(&mut self, lab: &LabResult) -> io::Result<()> {
+        self.0.write_all(lab_page(lab).map_err(page_error)?.as_bytes())
+    }
+}
+
+/// `--html` with no value means `<dir>/<default>`.
+pub fn html_path(out: Option<&Path>, dir: &Path, default: &str) -> PathBuf {
+    out.map_or_else(|| dir.join(default), Path::to_path_buf)
+}
+
+/// Writes `view`'s page to `path` whole (through a temporary file, so a reader never sees half
+/// of it) and says where it is.
+pub fn write_page<V>(path: &Path, view: &V) -> anyhow::Result<()>
+where
+    for<'a> Html<&'a mut Vec<u8>>: Render<V>,
+{
+    let mut page = Vec::new();
+    Html(&mut page).finish(view).with_context(|| format!("{}: cannot render the report", path.display()))?;
+    let tmp = path.with_extension("html.tmp");
+    std::fs::write(&tmp, &page).with_context(|| format!("{}: cannot write the report", tmp.display()))?;
+    std::fs::rename(&tmp, path).with_context(|| format!("{}: cannot write the report", path.display()))?;
+    eprintln!("stallscope: wrote {} ({} KB); open it in a browser, it needs no network", path.display(), page.len().div_ceil(1024));
+    Ok(())
 }
 
 #[cfg(test)]

@@ -1,17 +1,24 @@
-//! Durations as people type them (`300ms`, `1.5s`, `2m`) and as people read them (`2.80 s`).
+//! Durations as people type them (`300ms`, `1.5s`, `2m`) and as people read them (`2.80 s`),
+//! counts with thousands separators, and the lab's plain numbers.
 //!
 //! Invariant: parsing is exact (integer nanoseconds, no floats), and formatting keeps three
 //! significant digits so columns stay narrow and comparable.
 
-use anyhow::{bail, Context, Result};
+use std::fmt;
+
+/// Why a duration did not parse, in words for the user.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct DurationError(String);
 
 /// Parses `250ns`, `10us`/`10µs`, `300ms`, `1.5s`, `2m`, `1h`, `1d` into nanoseconds.
-pub fn parse_duration(s: &str) -> Result<u64> {
+pub fn parse_duration(s: &str) -> Result<u64, DurationError> {
     let t = s.trim();
     let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
     let (num, unit) = t.split_at(split);
+    let bad = |m: String| Err(DurationError(m));
     if num.is_empty() {
-        bail!("'{s}' is not a duration: expected a number with a unit, like 300ms, 1.5s, 2m");
+        return bad(format!("'{s}' is not a duration: expected a number with a unit, like 300ms, 1.5s, 2m"));
     }
     let scale: u32 = match unit.trim() {
         "ns" => 0,
@@ -21,18 +28,46 @@ pub fn parse_duration(s: &str) -> Result<u64> {
         "m" | "min" => return scaled(num, 9, 60, s),
         "h" => return scaled(num, 9, 3600, s),
         "d" => return scaled(num, 9, 86_400, s),
-        "" => bail!("'{s}' has no unit: write 300ms, 1.5s, 2m or 1h"),
-        u => bail!("'{s}' has an unknown unit '{u}': use ns, us, ms, s, m, h or d"),
+        "" => return bad(format!("'{s}' has no unit: write 300ms, 1.5s, 2m or 1h")),
+        u => return bad(format!("'{s}' has an unknown unit '{u}': use ns, us, ms, s, m, h or d")),
     };
     scaled(num, scale, 1, s)
 }
 
-fn scaled(num: &str, scale: u32, mult: u64, orig: &str) -> Result<u64> {
+/// A duration on the command line (`--threshold 10ms`): parsed where it is read, kept in ns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Duration(pub u64);
+
+impl Duration {
+    pub fn ns(self) -> u64 {
+        self.0
+    }
+
+    pub fn std(self) -> std::time::Duration {
+        std::time::Duration::from_nanos(self.0)
+    }
+}
+
+impl std::str::FromStr for Duration {
+    type Err = DurationError;
+    fn from_str(s: &str) -> Result<Duration, DurationError> {
+        parse_duration(s).map(Duration)
+    }
+}
+
+impl fmt::Display for Duration {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&fmt_ns(self.0))
+    }
+}
+
+fn scaled(num: &str, scale: u32, mult: u64, orig: &str) -> Result<u64, DurationError> {
     let (int, frac) = num.split_once('.').unwrap_or((num, ""));
     if frac.contains('.') || (int.is_empty() && frac.is_empty()) {
-        bail!("'{orig}' is not a number with a unit");
+        return Err(DurationError(format!("'{orig}' is not a number with a unit")));
     }
-    let int_v: u64 = if int.is_empty() { 0 } else { int.parse().with_context(|| format!("'{orig}' is too large"))? };
+    let too_large = || DurationError(format!("'{orig}' is too large"));
+    let int_v: u64 = if int.is_empty() { 0 } else { int.parse().map_err(|_| too_large())? };
     let mut frac_v: u64 = 0;
     let mut digits = 0;
     for c in frac.chars().take(scale as usize + 6) {
@@ -41,7 +76,7 @@ fn scaled(num: &str, scale: u32, mult: u64, orig: &str) -> Result<u64> {
     }
     let base = 10u128.pow(scale);
     let total = (int_v as u128 * base + frac_v as u128 * base / 10u128.pow(digits)) * mult as u128;
-    u64::try_from(total).with_context(|| format!("'{orig}' is too large"))
+    u64::try_from(total).map_err(|_| too_large())
 }
 
 /// Three significant digits and a unit: `850 ns`, `12.3 µs`, `364 ms`, `2.80 s`, `12.3 min`.
@@ -88,6 +123,21 @@ pub fn fmt_count(n: u64) -> String {
     out
 }
 
+/// A measurement in the lab's own unit, to three significant digits (`2825`, `4.76`, `0.140`).
+pub fn fmt_num(v: f64) -> String {
+    if v.is_infinite() {
+        "∞".into()
+    } else if v >= 100.0 {
+        format!("{v:.0}")
+    } else if v >= 10.0 {
+        format!("{v:.1}")
+    } else if v >= 1.0 {
+        format!("{v:.2}")
+    } else {
+        format!("{v:.3}")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -117,5 +167,7 @@ mod tests {
         assert_eq!(fmt_uptime(5_118_000_000), "5.118s");
         assert_eq!(fmt_count(1_234_567), "1,234,567");
         assert_eq!(fmt_count(12), "12");
+        assert_eq!((fmt_num(2825.4), fmt_num(4.756), fmt_num(0.14), fmt_num(f64::INFINITY)), ("2825".into(), "4.76".into(), "0.140".into(), "∞".into()));
+        assert_eq!("1.5s".parse::<Duration>().unwrap().to_string(), "1.50 s");
     }
 }

@@ -1,10 +1,22 @@
 //! The human report of a recording (`run`, `attach`, `report`): one block per stall, then a
-//! summary. The same function renders the live run and `report DIR`, so they match byte for
+//! summary. The same renderer serves the live run and `report DIR`, so they match byte for
 //! byte.
 
-use crate::diagnose::{Report, StallReport};
-use crate::units::{fmt_count, fmt_ns};
+use super::Render;
+use doctor::units::{fmt_count, fmt_ns};
+use doctor::{Cause, Report, StallReport};
 use std::fmt::Write as _;
+use std::io;
+
+/// The report as text, for a terminal or a file.
+pub struct ReportText<W: io::Write>(pub W);
+
+impl<W: io::Write> Render<Report> for ReportText<W> {
+    fn finish(&mut self, r: &Report) -> io::Result<()> {
+        self.0.write_all(render(r).as_bytes())?;
+        self.0.flush()
+    }
+}
 
 fn wrap(out: &mut String, label: &str, text: &str) {
     // Continuation lines line up under the text, as in the cause pages.
@@ -48,7 +60,7 @@ fn stall_block(out: &mut String, s: &StallReport) {
         for e in &f.evidence {
             wrap(out, "evidence", e);
         }
-        if f.cause != crate::diagnose::causes::Cause::Unknown || s.findings.len() == 1 {
+        if f.cause != Cause::Unknown || s.findings.len() == 1 {
             wrap(out, "fix", &format!("{} (see {})", f.fix, f.doc));
         }
     }
@@ -70,7 +82,7 @@ fn stall_block(out: &mut String, s: &StallReport) {
     let _ = writeln!(out);
 }
 
-pub fn render(r: &Report) -> String {
+fn render(r: &Report) -> String {
     let mut out = String::new();
     let m = &r.meta;
     let cmd = if m.command.is_empty() { format!("pid {}", m.pid) } else { m.command.join(" ") };

@@ -4,9 +4,9 @@
 //! Invariant: every finding lists the evidence it rests on; with no evidence the answer is
 //! `unknown`, never a guess.
 
-use super::causes::Cause;
-use super::evidence::{fault_wait, jvm_internal, mmap_lock_wait, vm_operation_thread, StallEvidence, ThreadEvidence};
-use super::{Confidence, CulpritView, Finding, SafepointView};
+use crate::causes::Cause;
+use crate::evidence::{fault_wait, jvm_internal, mmap_lock_wait, vm_operation_thread, StallEvidence, ThreadEvidence};
+use crate::report::{Confidence, CulpritView, Finding, SafepointView};
 use crate::units::fmt_ns;
 use procwatch::maps::Mapping;
 use std::collections::HashMap;

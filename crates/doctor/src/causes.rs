@@ -1,4 +1,4 @@
-//! The stall causes stallscope tells apart (see `../shared/CAUSES.md`): each one's name, its
+//! The stall causes stallscope tells apart (see `docs/causes/`): each one's name, its
 //! fix, and its documentation page, in one place.
 
 use serde::{Deserialize, Serialize};

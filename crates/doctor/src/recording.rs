@@ -1,11 +1,12 @@
 //! The recording directory: one append-only file per source, and the plain types its lines
 //! hold. The recorder writes them; the diagnosis reads them; nothing else meets in between.
+//! The format is documented in `docs/formats/recording.md`.
 //!
 //! Invariant: every line is written with a single `write` on an `O_APPEND` file, so a killed
 //! recorder or target leaves complete lines followed by at most one partial line, which
 //! readers skip.
 
-use anyhow::{Context, Result};
+use crate::Error;
 use procwatch::heartbeat::JavaThread;
 use procwatch::maps::Mapping;
 use procwatch::system::{CpuTimes, Throttling};
@@ -156,22 +157,22 @@ pub struct StallTrace {
 /// An append-only JSON Lines file.
 pub struct Appender {
     file: File,
+    path: PathBuf,
     buf: Vec<u8>,
 }
 
 impl Appender {
-    pub fn open(path: &Path) -> Result<Appender> {
-        let file = OpenOptions::new().create(true).append(true).open(path).with_context(|| format!("{}: cannot open it for appending", path.display()))?;
-        Ok(Appender { file, buf: Vec::with_capacity(1 << 16) })
+    pub fn open(path: &Path) -> Result<Appender, Error> {
+        let file = OpenOptions::new().create(true).append(true).open(path).map_err(|e| Error::io(path, "cannot open it for appending", e))?;
+        Ok(Appender { file, path: path.to_path_buf(), buf: Vec::with_capacity(1 << 16) })
     }
 
     /// Appends one value as one line, in one write.
-    pub fn line<T: Serialize>(&mut self, v: &T) -> Result<()> {
+    pub fn line<T: Serialize>(&mut self, v: &T) -> Result<(), Error> {
         self.buf.clear();
-        serde_json::to_writer(&mut self.buf, v)?;
+        serde_json::to_writer(&mut self.buf, v).map_err(|e| Error::io(&self.path, "cannot encode a record", e.into()))?;
         self.buf.push(b'\n');
-        self.file.write_all(&self.buf)?;
-        Ok(())
+        self.file.write_all(&self.buf).map_err(|e| Error::io(&self.path, "cannot append to it", e))
     }
 }
 
@@ -190,9 +191,10 @@ pub struct Writer {
 
 impl Writer {
     /// Opens the recording in `dir` (created by the caller) and writes its header.
-    pub fn open(dir: &Path, meta: &Meta) -> Result<Writer> {
-        std::fs::create_dir_all(dir).with_context(|| format!("{}: cannot create the recording directory", dir.display()))?;
-        std::fs::write(dir.join(files::META), serde_json::to_vec_pretty(meta)?)?;
+    pub fn open(dir: &Path, meta: &Meta) -> Result<Writer, Error> {
+        std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, "cannot create the recording directory", e))?;
+        let header = serde_json::to_vec_pretty(meta).map_err(|e| Error::io(dir, "cannot encode the header", e.into()))?;
+        std::fs::write(dir.join(files::META), header).map_err(|e| Error::io(&dir.join(files::META), "cannot write it", e))?;
         Ok(Writer {
             dir: dir.to_path_buf(),
             start_mono_ns: meta.start_mono_ns,
@@ -208,11 +210,11 @@ impl Writer {
 
 /// Reads a JSON Lines file, skipping a final partial line; a malformed line elsewhere is an
 /// error naming the file and the line.
-pub fn read_lines<T: DeserializeOwned>(path: &Path) -> Result<Vec<T>> {
+pub fn read_lines<T: DeserializeOwned>(path: &Path) -> Result<Vec<T>, Error> {
     let text = match std::fs::read_to_string(path) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(e).with_context(|| format!("{}: cannot read it", path.display())),
+        Err(e) => return Err(Error::io(path, "cannot read it", e)),
     };
     let complete = text.ends_with('\n');
     let lines: Vec<&str> = text.lines().collect();
@@ -225,16 +227,84 @@ pub fn read_lines<T: DeserializeOwned>(path: &Path) -> Result<Vec<T>> {
             Ok(v) => out.push(v),
             // The recorder was killed mid-write: the last line may be cut.
             Err(_) if i + 1 == lines.len() && !complete => break,
-            Err(e) => anyhow::bail!("{}:{}: not a valid record ({e}); the recording is damaged", path.display(), i + 1),
+            Err(e) => return Err(Error::Damaged { path: path.to_path_buf(), line: i + 1, reason: e.to_string() }),
         }
     }
     Ok(out)
 }
 
-pub fn read_meta(dir: &Path) -> Result<Meta> {
+pub fn read_meta(dir: &Path) -> Result<Meta, Error> {
     let p = dir.join(files::META);
-    let text = std::fs::read_to_string(&p).with_context(|| format!("{}: no {} here; is this a stallscope recording directory?", dir.display(), files::META))?;
-    serde_json::from_str(&text).with_context(|| format!("{}: not a valid recording header", p.display()))
+    let text = std::fs::read_to_string(&p).map_err(|e| Error::NotARecording { dir: dir.to_path_buf(), source: e })?;
+    serde_json::from_str(&text).map_err(|e| Error::BadHeader { path: p, reason: e.to_string() })
+}
+
+/// A whole recording, read into memory: the input of [`crate::diagnose`].
+pub struct Recording {
+    /// Where it was read from (the report names it).
+    pub dir: PathBuf,
+    pub meta: Meta,
+    pub events: Vec<Event>,
+    pub samples: Vec<Sample>,
+    pub system: Vec<SystemSample>,
+    pub context: Vec<StallContext>,
+    pub trace: Vec<StallTrace>,
+    /// Whether the recording holds the JVM's safepoint log at all.
+    pub has_safepoint_log: bool,
+    pub safepoints: Vec<hotspot_log::Safepoint>,
+    /// SafepointTimeout culprits of a safepoint whose record never completed.
+    pub unfinished_culprits: Vec<hotspot_log::Culprit>,
+    pub hiccups: Option<crate::hlog::IntervalLog>,
+    pub control: Option<crate::hlog::IntervalLog>,
+}
+
+impl Recording {
+    /// Reads every file of the recording in `dir`. A missing source is empty; a damaged one is
+    /// an error naming the file and line.
+    pub fn read(dir: impl AsRef<Path>) -> Result<Recording, Error> {
+        let dir = dir.as_ref();
+        let meta = read_meta(dir)?;
+        // The two interval logs decode on their own threads (a day of 1 s intervals is 172,800
+        // compressed histograms) while this one reads the rest.
+        let (hiccups, control, rest) = std::thread::scope(|sc| {
+            let h = sc.spawn(|| crate::hlog::read(&dir.join(files::HICCUPS)));
+            let c = sc.spawn(|| crate::hlog::read(&dir.join(files::CONTROL)));
+            let rest = Recording::read_lines_of(dir, meta);
+            (h.join().ok().flatten(), c.join().ok().flatten(), rest)
+        });
+        let mut r = rest?;
+        r.hiccups = hiccups;
+        r.control = control;
+        Ok(r)
+    }
+
+    fn read_lines_of(dir: &Path, meta: Meta) -> Result<Recording, Error> {
+        let mut safepoints = Vec::new();
+        let mut unfinished_culprits = Vec::new();
+        let sp = dir.join(files::SAFEPOINT_LOG);
+        let has_safepoint_log = sp.exists();
+        if has_safepoint_log {
+            let mut scanner = hotspot_log::Scanner::new();
+            let f = File::open(&sp).map_err(|e| Error::io(&sp, "cannot read it", e))?;
+            scanner.scan(0, f, &mut |s: hotspot_log::Safepoint| safepoints.push(s)).map_err(|e| Error::SafepointLog { path: sp.clone(), reason: e.to_string() })?;
+            let rep = scanner.finish(&mut |s: hotspot_log::Safepoint| safepoints.push(s));
+            unfinished_culprits = rep.orphan_culprits;
+        }
+        Ok(Recording {
+            dir: dir.to_path_buf(),
+            events: read_lines(&dir.join(files::EVENTS))?,
+            samples: read_lines(&dir.join(files::SAMPLES))?,
+            system: read_lines(&dir.join(files::SYSTEM))?,
+            context: read_lines(&dir.join(files::CONTEXT))?,
+            trace: read_lines(&dir.join(files::TRACE))?,
+            hiccups: None,
+            control: None,
+            meta,
+            has_safepoint_log,
+            safepoints,
+            unfinished_culprits,
+        })
+    }
 }
 
 #[cfg(test)]

@@ -6,8 +6,9 @@
 //! Invariant: nothing here decides anything; every figure comes from the diagnosis or is
 //! arithmetic over the recording's own files.
 
-use super::{wall_of, Finding, Loaded, Report, SafepointView, Summary};
-use crate::recording::{Meta, Sample, SystemSample};
+use doctor::hlog::IntervalLog;
+use doctor::recording::{Meta, Recording, Sample, SystemSample};
+use doctor::{wall_of, Finding, Report, SafepointView, Summary};
 use hdrhistogram::Histogram;
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -174,7 +175,7 @@ pub fn percentiles(h: &Histogram<u64>) -> Vec<(f64, u64)> {
     out
 }
 
-fn interval_series(meta: &Meta, log: Option<&crate::hlog::IntervalLog>) -> IntervalSeries {
+fn interval_series(meta: &Meta, log: Option<&IntervalLog>) -> IntervalSeries {
     let mut s = IntervalSeries::default();
     let Some(log) = log else { return s };
     // Interval stamps count from the log's own StartTime; align them through the wall clock.
@@ -294,7 +295,7 @@ fn strips(samples: &[&Sample], stall_start: u64, culprits: &HashSet<i32>, names:
     Strips { t_ms: times, rows, parked_not_drawn }
 }
 
-pub fn recording_view(l: &Loaded, report: &Report) -> RecordingView {
+pub fn recording_view(l: &Recording, report: &Report) -> RecordingView {
     let meta = &l.meta;
     // Safepoints, columnar, in time order.
     let mut sp = Safepoints::default();

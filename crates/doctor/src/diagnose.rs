@@ -1,0 +1,469 @@
+//! The doctor's analysis: a pure function from a recording, already read, to a [`Report`]. The
+//! live run prints exactly what `stallscope report DIR` prints, because both call [`diagnose`].
+//!
+//! Invariant: reads only the [`Recording`] (no `/proc`, no clock, no file system), so the same
+//! recording always gives the same report.
+//!
+//! The steps, each a function with its own test: [`stall_spans`] (when each stall began and
+//! ended, from the recorder's events), [`match_safepoint`] (the safepoint that held the world
+//! then), [`system_signals`] (machine-wide counters around it), then per stall the evidence
+//! ([`crate::evidence`]) and its classification ([`crate::classify`]), an honest `unknown` with
+//! the busiest threads when nothing explains it, and finally [`summarise`].
+
+use crate::causes::Cause;
+use crate::classify;
+use crate::evidence::{self, StallEvidence};
+use crate::recording::{Event, Meta, Recording, Sample, SystemSample};
+use crate::report::{Confidence, Finding, Report, SafepointView, StallReport, Summary, ThreadLine, TimeoutCulprit, SCHEMA};
+use hotspot_log::Safepoint;
+use std::collections::{BTreeMap, HashMap};
+
+/// A safepoint counts as what held the world only if it overlaps at least this share of the stall
+/// (a short one that merely falls inside a freeze is not the cause).
+const SAFEPOINT_MIN_OVERLAP: f64 = 0.5;
+/// Slack on each side when overlapping a stall with a safepoint: the meter's stall starts when a
+/// tick was due, not when the safepoint began.
+const OVERLAP_SLACK_NS: u64 = 2_000_000;
+/// PSI totals move in coarse steps: a window shorter than this says nothing.
+const PSI_MIN_WINDOW_NS: u64 = 20_000_000;
+/// TLB-shootdown rates need at least this much time between two readings.
+const RATE_MIN_WINDOW_NS: u64 = 1_000_000;
+/// Threads listed as raw samples when a stall's cause is unknown.
+const RAW_THREADS: usize = 8;
+
+/// Local wall time of a monotonic instant, through the recording's start on both clocks.
+pub fn wall_of(meta: &Meta, mono_ns: u64) -> String {
+    let ms = meta.start_epoch_ms + ((mono_ns as i128 - meta.start_mono_ns as i128) / 1_000_000) as i64;
+    hotspot_log::format_wall(hotspot_log::WallTime { epoch_ms: ms, offset_min: meta.utc_offset_min })
+}
+
+/// One stall as the recorder saw it: from when the meter should have ticked to its next tick.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StallSpan {
+    pub stall: u32,
+    /// When the recorder noticed the heartbeat was stale.
+    pub noticed_ns: u64,
+    pub start_ns: u64,
+    pub end_ns: u64,
+    /// The recorder's own worst lateness during it.
+    pub control_max_late_ns: u64,
+    /// Watching ended (the JVM exited) before the stall did.
+    pub exited_during: bool,
+}
+
+impl StallSpan {
+    pub fn duration_ns(&self) -> u64 {
+        self.end_ns.saturating_sub(self.start_ns)
+    }
+}
+
+/// When the recording ended: the target's exit or the recorder's detach.
+fn end_of_recording(events: &[Event]) -> Option<u64> {
+    events.iter().rev().find_map(|e| match e {
+        Event::TargetExit { t, .. } | Event::Detach { t, .. } => Some(*t),
+        _ => None,
+    })
+}
+
+/// Every stall the recorder saw, with its start and end.
+pub fn stall_spans(events: &[Event]) -> Vec<StallSpan> {
+    let end_of_recording = end_of_recording(events);
+    let target_exited = events.iter().any(|x| matches!(x, Event::TargetExit { .. }));
+    let mut out = Vec::new();
+    for e in events {
+        let Event::StallBegin { t: noticed, stall, expected_ns, .. } = e else { continue };
+        let end = events.iter().find_map(|x| match x {
+            Event::StallEnd { stall: s, resumed_ns, control_max_late_ns, resumed, .. } if s == stall => Some((*resumed_ns, *control_max_late_ns, *resumed)),
+            _ => None,
+        });
+        let exited_during = match end {
+            None => true,
+            Some((_, _, resumed)) => !resumed && target_exited,
+        };
+        let (end_ns, control, _) = end.unwrap_or((end_of_recording.unwrap_or(*expected_ns), 0, false));
+        // It was still stalled when noticed. (Earlier recorders could write a resumption from
+        // before that: the meter's tick time, read before a safepoint held up its publication.)
+        out.push(StallSpan { stall: *stall, noticed_ns: *noticed, start_ns: *expected_ns, end_ns: end_ns.max(*noticed), control_max_late_ns: control, exited_during });
+    }
+    out
+}
+
+fn safepoint_view(s: &Safepoint, names: &HashMap<i32, String>) -> SafepointView {
+    let end = s.end.mono_ns.unwrap_or(0);
+    SafepointView {
+        op: s.op.to_string(),
+        ttsp_ns: s.ttsp_ns.unwrap_or(0),
+        at_safepoint_ns: s.at_safepoint_ns.unwrap_or(0),
+        total_ns: s.total_ns,
+        start_mono_ns: end.saturating_sub(s.total_ns),
+        threads_total: s.threads_total,
+        threads_running: s.threads_running,
+        timeout_culprits: s
+            .culprits
+            .iter()
+            .map(|c| {
+                let tid = c.os_tid.map(|t| t as i32);
+                TimeoutCulprit { name: tid.and_then(|t| names.get(&t).cloned()).unwrap_or_else(|| c.name.clone()), tid, state: c.state.clone() }
+            })
+            .collect(),
+        unfinished: false,
+    }
+}
+
+/// The safepoint this stall falls in: the one with the largest overlap on CLOCK_MONOTONIC,
+/// covering at least half of it; or, when the JVM died inside a safepoint whose record was never
+/// written, that unfinished one (from its SafepointTimeout culprits).
+pub fn match_safepoint(span: &StallSpan, safepoints: &[Safepoint], unfinished: &[hotspot_log::Culprit], names: &HashMap<i32, String>) -> Option<SafepointView> {
+    let (start, end_ns, duration) = (span.start_ns, span.end_ns, span.duration_ns());
+    let overlap = |s: &Safepoint| -> u64 {
+        let Some(e) = s.end.mono_ns else { return 0 };
+        let b = e.saturating_sub(s.total_ns);
+        e.min(end_ns + OVERLAP_SLACK_NS).saturating_sub(b.max(start.saturating_sub(OVERLAP_SLACK_NS)))
+    };
+    let found = safepoints
+        .iter()
+        .filter(|s| overlap(s) > 0 && overlap(s) as f64 >= SAFEPOINT_MIN_OVERLAP * duration.max(1) as f64)
+        .max_by_key(|s| overlap(s))
+        .map(|s| safepoint_view(s, names));
+    if found.is_some() || !span.exited_during || unfinished.is_empty() {
+        return found;
+    }
+    let inside: Vec<_> = unfinished.iter().filter(|c| c.stamps.mono_ns.is_some_and(|t| t >= start)).collect();
+    (!inside.is_empty()).then(|| SafepointView {
+        op: "unknown (never completed)".into(),
+        ttsp_ns: duration,
+        at_safepoint_ns: 0,
+        total_ns: duration,
+        start_mono_ns: start,
+        threads_total: None,
+        threads_running: None,
+        timeout_culprits: inside.iter().map(|c| TimeoutCulprit { name: c.name.clone(), tid: c.os_tid.map(|t| t as i32), state: c.state.clone() }).collect(),
+        unfinished: true,
+    })
+}
+
+/// Machine-wide signals around one stall, from the recorder's system samples.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SystemSignals {
+    /// TLB shootdowns per second during the stall and just before it.
+    pub tlb_rate_during: Option<f64>,
+    pub tlb_rate_before: Option<f64>,
+    /// CPU time the hypervisor stole, per CPU.
+    pub steal_ns: Option<u64>,
+    /// Time the target's CPU cgroup was throttled.
+    pub throttled_ns: Option<u64>,
+    /// PSI `cpu some`: the share of the time some task waited for a CPU.
+    pub psi_cpu_during: Option<f64>,
+    pub psi_cpu_before: Option<f64>,
+}
+
+/// The system samples of one stall (its baseline and those taken during it) as signals.
+pub fn system_signals(meta: &Meta, sys: &[&SystemSample]) -> SystemSignals {
+    let base = sys.iter().find(|s| s.baseline);
+    let during: Vec<&&SystemSample> = sys.iter().filter(|s| !s.baseline).collect();
+    let (first, last) = (during.first(), during.last());
+    let tlb_sum = |s: &SystemSample| s.tlb.as_ref().map(|v| v.iter().sum::<u64>());
+    let rate = |a: &SystemSample, b: &SystemSample| -> Option<f64> {
+        let dt = b.t.checked_sub(a.t).filter(|d| *d >= RATE_MIN_WINDOW_NS)? as f64 / 1e9;
+        Some(tlb_sum(b)?.saturating_sub(tlb_sum(a)?) as f64 / dt)
+    };
+    let psi_share = |a: &SystemSample, b: &SystemSample| -> Option<f64> {
+        let dt = b.t.checked_sub(a.t).filter(|d| *d >= PSI_MIN_WINDOW_NS)?;
+        Some((b.psi_cpu_us?.saturating_sub(a.psi_cpu_us?) * 1000) as f64 / dt as f64)
+    };
+    let tick_ns = 1_000_000_000 / meta.clock_ticks.max(1);
+    SystemSignals {
+        tlb_rate_during: first.zip(last).and_then(|(a, b)| rate(a, b)),
+        tlb_rate_before: base.zip(first).and_then(|(a, b)| rate(a, b)),
+        steal_ns: first.zip(last).and_then(|(a, b)| Some(b.cpu?.steal.saturating_sub(a.cpu?.steal) * tick_ns / meta.cpus.max(1) as u64)),
+        throttled_ns: first.zip(last).and_then(|(a, b)| Some(b.throttling?.throttled_ns.saturating_sub(a.throttling?.throttled_ns))),
+        psi_cpu_during: first.zip(last).and_then(|(a, b)| psi_share(a, b)),
+        psi_cpu_before: base.zip(first).and_then(|(a, b)| psi_share(a, b)),
+    }
+}
+
+/// The answer when nothing explains a stall: `unknown`, saying what was (not) seen.
+fn unknown_finding(ev: &StallEvidence) -> Finding {
+    let said = if ev.sample_times.is_empty() {
+        "no thread samples were taken during the stall".to_string()
+    } else {
+        format!("{} samples of {} threads show no thread holding things up", ev.sample_times.len(), ev.threads.len())
+    };
+    Finding { cause: Cause::Unknown, title: Cause::Unknown.title().into(), confidence: Confidence::Low, share: 0.0, culprits: vec![], evidence: vec![said], fix: Cause::Unknown.fix().into(), doc: Cause::Unknown.doc() }
+}
+
+/// The busiest threads of a stall (CPU and run-queue time, then samples not asleep), as raw
+/// sample lines for the user to judge.
+fn busiest_threads(ev: &StallEvidence, names: &HashMap<i32, String>) -> Vec<ThreadLine> {
+    let mut busiest: Vec<_> = ev.threads.iter().collect();
+    busiest.sort_by_key(|t| std::cmp::Reverse((t.cpu_ns + t.run_delay_ns, t.samples - t.states.get(&'S').copied().unwrap_or(0))));
+    busiest
+        .into_iter()
+        .take(RAW_THREADS)
+        .map(|t| ThreadLine {
+            tid: t.tid,
+            name: names.get(&t.tid).cloned().unwrap_or_else(|| t.comm.clone()),
+            states: t.state_line(),
+            wchan: t.wchan.clone(),
+            cpu_ns: t.cpu_ns,
+            run_delay_ns: t.run_delay_ns,
+            majflt: t.majflt_since_baseline,
+        })
+        .collect()
+}
+
+/// The whole diagnosis of one stall.
+fn diagnose_stall(rec: &Recording, span: &StallSpan, meter_tid: Option<i32>) -> StallReport {
+    let meta = &rec.meta;
+    let stall = span.stall;
+    let ctx = rec.context.iter().find(|c| c.stall == stall);
+    let names: HashMap<i32, String> = ctx.map(|c| c.java_threads.iter().filter(|j| j.tid > 0).map(|j| (j.tid, j.name.clone())).collect()).unwrap_or_default();
+    let safepoint = match_safepoint(span, &rec.safepoints, &rec.unfinished_culprits, &names);
+    let samples: Vec<&Sample> = rec.samples.iter().filter(|s| s.stall == stall).collect();
+    let until = if span.exited_during { u64::MAX } else { span.end_ns };
+    let ev = evidence::rebuild(&samples, meta.clock_ticks, 0, until);
+    // What threads did while the safepoint was being reached: the window TTSP culprits are
+    // judged on (before it, a starved meter can start the stall early).
+    let ttsp_ev = safepoint.as_ref().map(|sp| evidence::rebuild(&samples, meta.clock_ticks, sp.start_mono_ns, (sp.start_mono_ns + sp.ttsp_ns).min(until)));
+    let sys: Vec<&SystemSample> = rec.system.iter().filter(|s| s.stall == stall).collect();
+    let signals = system_signals(meta, &sys);
+    let trace = rec.trace.iter().find(|t| t.stall == stall).map_or(&[][..], |t| &t.events[..]);
+    let duration = span.duration_ns();
+    let inputs = classify::Inputs {
+        duration_ns: duration,
+        evidence: &ev,
+        ttsp_evidence: ttsp_ev.as_ref().filter(|e| !e.sample_times.is_empty()),
+        safepoint: safepoint.as_ref(),
+        control_max_late_ns: span.control_max_late_ns,
+        steal_ns: signals.steal_ns,
+        tlb_rate_during: signals.tlb_rate_during,
+        tlb_rate_before: signals.tlb_rate_before,
+        throttled_ns: signals.throttled_ns,
+        psi_cpu_during: signals.psi_cpu_during,
+        psi_cpu_before: signals.psi_cpu_before,
+        names: &names,
+        maps: ctx.map_or(&[][..], |c| &c.maps),
+        mapped_files: ctx.map_or(&[][..], |c| &c.mapped_files),
+        meter_tid,
+        trace,
+        end_ns: span.end_ns,
+    };
+    let mut findings = classify::classify(&inputs);
+    let culprit_tids: Vec<i32> = findings.iter().flat_map(|f| f.culprits.iter().map(|c| c.tid)).collect();
+    let parked = ev.threads.iter().filter(|t| !culprit_tids.contains(&t.tid) && classify::behaviour(t, duration) == classify::Behaviour::Parked).count();
+    let mut raw = Vec::new();
+    if findings.is_empty() {
+        findings.push(unknown_finding(&ev));
+        raw = busiest_threads(&ev, &names);
+    }
+    StallReport {
+        stall,
+        start_mono_ns: span.start_ns,
+        duration_ns: duration,
+        start_wall: wall_of(meta, span.start_ns),
+        safepoint,
+        findings,
+        parked_threads: parked,
+        threads: ev.threads.len(),
+        samples: ev.sample_times.len(),
+        control_max_late_ns: span.control_max_late_ns,
+        target_exited: span.exited_during,
+        raw,
+    }
+}
+
+/// The recording as a whole: stalls by their main cause, safepoints, the hiccup and control
+/// meters, the recorder's own pauses.
+pub fn summarise(rec: &Recording, stalls: &[StallReport]) -> Summary {
+    let mut by_cause: BTreeMap<String, usize> = BTreeMap::new();
+    for s in stalls {
+        if let Some(f) = s.findings.first() {
+            *by_cause.entry(f.cause.title().to_string()).or_default() += 1;
+        }
+    }
+    let meta = &rec.meta;
+    let recorder_pauses: Vec<u64> = rec
+        .events
+        .iter()
+        .filter_map(|e| match e {
+            Event::ControlHiccup { late_ns, .. } => Some(*late_ns),
+            _ => None,
+        })
+        .collect();
+    Summary {
+        stalls: stalls.len(),
+        by_cause,
+        longest_stall_ns: stalls.iter().map(|s| s.duration_ns).max().unwrap_or(0),
+        safepoints: rec.safepoints.len() as u64,
+        total_stopped_ns: rec.safepoints.iter().map(|s| s.total_ns).sum(),
+        ttsp_max_ns: rec.safepoints.iter().filter_map(|s| s.ttsp_ns).max(),
+        hiccups: rec.hiccups.as_ref().and_then(|h| h.summary()),
+        control: rec.control.as_ref().and_then(|h| h.summary()),
+        recorded_ns: end_of_recording(&rec.events).unwrap_or(meta.start_mono_ns).saturating_sub(meta.start_mono_ns),
+        recorder_pauses: recorder_pauses.len(),
+        recorder_pause_max_ns: recorder_pauses.iter().copied().max().unwrap_or(0),
+    }
+}
+
+/// The diagnosis of a recording: every stall, its causes and culprits, and a summary.
+pub fn diagnose(rec: &Recording) -> Report {
+    let meta = &rec.meta;
+    let meter_tid = rec.events.iter().find_map(|e| match e {
+        Event::MeterRunning { meter_tid, .. } => Some(*meter_tid as i32),
+        _ => None,
+    });
+    let mut stalls: Vec<StallReport> = stall_spans(&rec.events).iter().map(|span| diagnose_stall(rec, span, meter_tid)).collect();
+    // Stalls shorter than the threshold can be recorded at its edge; they are not stalls.
+    stalls.retain(|s| s.duration_ns >= meta.threshold_ns || s.target_exited);
+    let summary = summarise(rec, &stalls);
+    let mut notes: Vec<String> = meta.privileges_note.iter().cloned().collect();
+    if !rec.has_safepoint_log {
+        notes.push("no safepoint log in the recording: stalls cannot be joined with safepoints".into());
+    }
+    Report { schema: SCHEMA, recording: rec.dir.display().to_string(), meta: meta.clone(), stalls, summary, notes }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::recording::StallContext;
+    use procwatch::system::CpuTimes;
+
+    const MS: u64 = 1_000_000;
+
+    fn meta() -> Meta {
+        Meta {
+            stallscope_version: "test".into(),
+            mode: "run".into(),
+            command: vec![],
+            pid: 1,
+            java_home: None,
+            java_version: None,
+            kernel: "6.18".into(),
+            cpus: 2,
+            root: false,
+            tracepoints: false,
+            privileges_note: None,
+            start_mono_ns: 1_000 * MS,
+            start_epoch_ms: 1_795_320_912_759,
+            utc_offset_min: 0,
+            clock_ticks: 100,
+            threshold_ns: 5 * MS,
+            sample_interval_ns: 2 * MS,
+            safepoint_timeout_ms: None,
+        }
+    }
+
+    fn begin(stall: u32, expected_ms: u64, noticed_ms: u64) -> Event {
+        Event::StallBegin { t: noticed_ms * MS, stall, last_tick_ns: (expected_ms - 1) * MS, expected_ns: expected_ms * MS }
+    }
+
+    fn end(stall: u32, resumed_ms: u64, resumed: bool) -> Event {
+        Event::StallEnd { t: resumed_ms * MS + 1, stall, resumed_ns: resumed_ms * MS, control_max_late_ns: 7, resumed }
+    }
+
+    #[test]
+    fn stall_spans_run_from_the_missed_tick_to_the_next() {
+        let ev = vec![begin(1, 2000, 2005), end(1, 2300, true), begin(2, 3000, 3005), Event::TargetExit { t: 3500 * MS, code: Some(0), signal: None }];
+        let s = stall_spans(&ev);
+        assert_eq!(s.len(), 2);
+        assert_eq!((s[0].start_ns, s[0].end_ns, s[0].control_max_late_ns, s[0].exited_during), (2000 * MS, 2300 * MS, 7, false));
+        assert_eq!(s[0].duration_ns(), 300 * MS);
+        // Never ended: it lasted until the target exited.
+        assert_eq!((s[1].end_ns, s[1].exited_during), (3500 * MS, true));
+    }
+
+    #[test]
+    fn a_stall_cannot_end_before_it_was_noticed() {
+        let s = stall_spans(&[begin(1, 2000, 2010), end(1, 2004, true)]);
+        assert_eq!(s[0].end_ns, 2010 * MS, "an early resumption time is clamped to when it was seen");
+        // Watching ended with the meter silent but the JVM alive (detach): not an exit.
+        let s = stall_spans(&[begin(1, 2000, 2005), end(1, 2100, false), Event::Detach { t: 2200 * MS, reason: "x".into() }]);
+        assert!(!s[0].exited_during);
+    }
+
+    fn safepoint(line: &str) -> Safepoint {
+        let mut out = Vec::new();
+        let mut sc = hotspot_log::Scanner::new();
+        sc.scan(0, line.as_bytes(), &mut |s: Safepoint| out.push(s)).unwrap();
+        sc.finish(&mut |s: Safepoint| out.push(s));
+        out.pop().expect("a safepoint record")
+    }
+
+    #[test]
+    fn the_safepoint_that_held_the_world_covers_most_of_the_stall() {
+        // Ends at 2.300 s monotonic; 290 ms reaching it, 10 ms at it.
+        let long = safepoint("[1.0s][2300000000ns][info][safepoint] Safepoint \"ThreadDump\", Time since last: 1 ns, Reaching safepoint: 290000000 ns, Cleanup: 0 ns, At safepoint: 10000000 ns, Total: 300000000 ns\n");
+        let short = safepoint("[1.0s][2150000000ns][info][safepoint] Safepoint \"Cleanup\", Time since last: 1 ns, Reaching safepoint: 10000 ns, Cleanup: 0 ns, At safepoint: 10000 ns, Total: 20000 ns\n");
+        let span = StallSpan { stall: 1, noticed_ns: 2005 * MS, start_ns: 2000 * MS, end_ns: 2300 * MS, control_max_late_ns: 0, exited_during: false };
+        let names = HashMap::from([(7, "reader-thread".to_string())]);
+        let sp = match_safepoint(&span, &[short.clone(), long], &[], &names).unwrap();
+        assert_eq!((sp.op.as_str(), sp.ttsp_ns, sp.start_mono_ns), ("ThreadDump", 290 * MS, 2000 * MS));
+        // A short safepoint inside a longer stall (a freeze) is not what held it.
+        assert!(match_safepoint(&span, &[short], &[], &names).is_none());
+    }
+
+    fn sys(t_ms: u64, baseline: bool, tlb: u64, steal: u64, psi_us: u64) -> SystemSample {
+        SystemSample {
+            t: t_ms * MS,
+            stall: 1,
+            baseline,
+            tlb: Some(vec![tlb, 0]),
+            cpu: Some(CpuTimes { steal, ..CpuTimes::default() }),
+            psi_cpu_us: Some(psi_us),
+            psi_io_us: None,
+            psi_memory_us: None,
+            throttling: None,
+            jvm: None,
+        }
+    }
+
+    #[test]
+    fn system_signals_are_rates_over_the_stall_and_before_it() {
+        let (a, b, c) = (sys(1000, true, 100, 0, 0), sys(2000, false, 200, 0, 100_000), sys(2100, false, 1200, 10, 180_000));
+        let s = system_signals(&meta(), &[&a, &b, &c]);
+        assert_eq!(s.tlb_rate_before, Some(100.0));
+        assert_eq!(s.tlb_rate_during, Some(10_000.0), "1000 shootdowns in 100 ms");
+        assert_eq!(s.steal_ns, Some(50 * MS), "10 ticks of 10 ms over 2 CPUs");
+        assert_eq!(s.psi_cpu_during, Some(0.8));
+        assert_eq!(s.throttled_ns, None, "no cgroup counters, no throttling claim");
+    }
+
+    #[test]
+    fn the_summary_counts_stalls_by_their_main_cause_and_the_recorder_pauses() {
+        let rec = Recording {
+            dir: "x".into(),
+            meta: meta(),
+            events: vec![Event::ControlHiccup { t: 1, late_ns: 9 * MS }, Event::ControlHiccup { t: 2, late_ns: 6 * MS }, Event::Detach { t: 4000 * MS, reason: "x".into() }],
+            samples: vec![],
+            system: vec![],
+            context: Vec::<StallContext>::new(),
+            trace: vec![],
+            has_safepoint_log: false,
+            safepoints: vec![],
+            unfinished_culprits: vec![],
+            hiccups: None,
+            control: None,
+        };
+        let mut r = StallReport {
+            stall: 1,
+            start_mono_ns: 0,
+            duration_ns: 7 * MS,
+            start_wall: String::new(),
+            safepoint: None,
+            findings: vec![unknown_finding(&StallEvidence::default())],
+            parked_threads: 0,
+            threads: 0,
+            samples: 0,
+            control_max_late_ns: 0,
+            target_exited: false,
+            raw: vec![],
+        };
+        let s = summarise(&rec, &[r.clone(), { r.duration_ns = 9 * MS; r }]);
+        assert_eq!((s.stalls, s.longest_stall_ns, s.by_cause.get("unknown").copied()), (2, 9 * MS, Some(2)));
+        assert_eq!((s.recorder_pauses, s.recorder_pause_max_ns, s.recorded_ns), (2, 9 * MS, 3000 * MS));
+        // With no stalls and no log at all, the report says what is missing.
+        let rep = diagnose(&rec);
+        assert!(rep.stalls.is_empty() && rep.notes.iter().any(|n| n.contains("no safepoint log")), "{:?}", rep.notes);
+    }
+}

@@ -1,0 +1,156 @@
+//! The report: what the doctor concluded about a recording, as plain data. Every renderer (text,
+//! JSON, HTML) reads these types; the JSON form is documented in `docs/formats/report-json.md`.
+//!
+//! Invariant: nothing here decides anything; the types only carry the diagnosis.
+
+use crate::causes::Cause;
+use crate::hlog::HiccupSummary;
+use crate::recording::Meta;
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// The report's JSON schema name.
+pub const SCHEMA: &str = "stallscope.report/1";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, PartialOrd, Ord)]
+#[serde(rename_all = "kebab-case")]
+pub enum Confidence {
+    Low,
+    Medium,
+    High,
+}
+
+impl Confidence {
+    pub fn word(self) -> &'static str {
+        match self {
+            Confidence::Low => "low",
+            Confidence::Medium => "medium",
+            Confidence::High => "high",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct TimeoutCulprit {
+    pub name: String,
+    pub tid: Option<i32>,
+    /// HotSpot's word for it at the timeout (`runnable`, `waiting on condition` …).
+    pub state: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct SafepointView {
+    pub op: String,
+    pub ttsp_ns: u64,
+    pub at_safepoint_ns: u64,
+    pub total_ns: u64,
+    pub start_mono_ns: u64,
+    pub threads_total: Option<u32>,
+    pub threads_running: Option<u32>,
+    pub timeout_culprits: Vec<TimeoutCulprit>,
+    /// The record never completed: the JVM ended inside this safepoint.
+    pub unfinished: bool,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct CulpritView {
+    pub tid: i32,
+    /// The full Java thread name when the agent or SafepointTimeout gave it, else `comm`.
+    pub name: String,
+    pub description: String,
+    /// Where its pc was, when it was blocked outside a system call.
+    pub module: Option<String>,
+    /// Mapped files it may have been reading (not in the page cache).
+    pub files: Vec<String>,
+    pub named_by_safepoint_timeout: bool,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Finding {
+    pub cause: Cause,
+    pub title: String,
+    pub confidence: Confidence,
+    /// The part of the stall this cause explains (0–1); 0 for a contributor without a share.
+    pub share: f64,
+    pub culprits: Vec<CulpritView>,
+    pub evidence: Vec<String>,
+    pub fix: String,
+    pub doc: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ThreadLine {
+    pub tid: i32,
+    pub name: String,
+    pub states: String,
+    pub wchan: String,
+    pub cpu_ns: u64,
+    pub run_delay_ns: u64,
+    pub majflt: u64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct StallReport {
+    pub stall: u32,
+    pub start_mono_ns: u64,
+    pub duration_ns: u64,
+    /// Local wall time of the start, `2026-11-22 14:02:11.204`.
+    pub start_wall: String,
+    pub safepoint: Option<SafepointView>,
+    pub findings: Vec<Finding>,
+    /// Threads parked in the kernel throughout (they were not holding anything up).
+    pub parked_threads: usize,
+    pub threads: usize,
+    pub samples: usize,
+    pub control_max_late_ns: u64,
+    /// The target exited before the stall ended.
+    pub target_exited: bool,
+    /// The busiest threads, shown when the cause is unknown.
+    pub raw: Vec<ThreadLine>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Summary {
+    pub stalls: usize,
+    pub by_cause: BTreeMap<String, usize>,
+    pub longest_stall_ns: u64,
+    pub safepoints: u64,
+    pub total_stopped_ns: u64,
+    pub ttsp_max_ns: Option<u64>,
+    pub hiccups: Option<HiccupSummary>,
+    /// stallscope's own control meter over the whole recording (null in recordings made
+    /// before it was logged).
+    pub control: Option<HiccupSummary>,
+    pub recorded_ns: u64,
+    /// Times stallscope's own control meter woke late outside the target's stalls: the machine
+    /// or the recorder itself was held up, and stalls in that time may be missing.
+    pub recorder_pauses: usize,
+    pub recorder_pause_max_ns: u64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    pub schema: &'static str,
+    pub recording: String,
+    pub meta: Meta,
+    pub stalls: Vec<StallReport>,
+    pub summary: Summary,
+    pub notes: Vec<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn raw_sample_lines_match_the_documented_schema() {
+        let doc = std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/formats/report-json.md")).unwrap();
+        let line = ThreadLine { tid: 1, name: "x".into(), states: "R×1".into(), wchan: String::new(), cpu_ns: 0, run_delay_ns: 0, majflt: 0 };
+        let v = serde_json::to_value(&line).unwrap();
+        for k in v.as_object().unwrap().keys() {
+            assert!(doc.contains(&format!("| `stalls[].raw[].{k}`")), "stalls[].raw[].{k} is not documented");
+        }
+        let documented = doc.lines().filter(|l| l.starts_with("| `stalls[].raw[].")).count();
+        assert_eq!(documented, v.as_object().unwrap().len(), "the document lists fields the type does not have");
+    }
+}

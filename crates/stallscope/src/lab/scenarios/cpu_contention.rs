@@ -1,0 +1,74 @@
+//! Seed 003 (SetPriorityClass): threads starved of a CPU reach the safepoint late. Baseline
+//! beside `run --boost` (the seed's priority boost, from outside) and a static nice value.
+
+use super::common::{args, me, ms, quiet_launch, run_jvm, Helper};
+use crate::lab::model::Published;
+use crate::lab::scenario::{Ctx, Measured, Scenario, Spec, VariantSpec};
+use crate::lab::verdict::Expect;
+use crate::record::boost::BoostLevel;
+use anyhow::{Context, Result};
+use doctor::Cause;
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+pub struct CpuContention;
+
+#[derive(Debug, Clone, Copy)]
+pub enum Variant {
+    NoBoost,
+    Boost,
+    StaticNice,
+}
+
+impl Scenario for CpuContention {
+    type Variant = Variant;
+    type Setup = ();
+    const SPEC: Spec = Spec {
+        id: "cpu-contention",
+        seed: "003 (SetPriorityClass)",
+        title: "threads starved of a CPU reach the safepoint late",
+        cause: Cause::CpuStarvation,
+        published: || Published::new("TTSP p50 125 → 100 µs and p90 40 ms → 140 µs when boosted, with two or more busy JVMs", "Windows, G1, several JVMs on one host (2020)", Some(40.0), Some(0.14)),
+        metric: "TTSP p90",
+        unit: "ms",
+        needs_fuse: false,
+        needs_root: false,
+        why_not: "the run queue was not long enough to delay the threads",
+        run_secs: (5, 17),
+        side_metrics: &[("ttsp_p50_ms", "TTSP p50 (ms)"), ("ttsp_max_ms", "TTSP max (ms)")],
+    };
+    const VARIANTS: &'static [(Variant, VariantSpec)] = &[
+        (Variant::NoBoost, VariantSpec { id: "no-boost", label: "beside 4 CPU-bound threads", expect: Expect::IfStall(Cause::CpuStarvation), culprit: None }),
+        (Variant::Boost, VariantSpec { id: "boost", label: "stallscope run --boost (nice -10 while reaching a safepoint)", expect: Expect::IfStall(Cause::CpuStarvation), culprit: None }),
+        (Variant::StaticNice, VariantSpec { id: "static-nice", label: "the JVM at nice -5 throughout", expect: Expect::IfStall(Cause::CpuStarvation), culprit: None }),
+    ];
+
+    fn setup(_: &Ctx, _: &Path, _: &mut Vec<String>) -> Result<()> {
+        Ok(())
+    }
+
+    fn run(_: &mut (), v: Variant, ctx: &Ctx, rec: &Path) -> Result<Measured> {
+        let secs = ctx.profile.pick(3, 15);
+        let hog = Command::new(me()?).args(["inject", "cpu-hog", "--threads", "4", "--for", &format!("{}s", secs + 20)]).stdout(Stdio::null()).stderr(Stdio::null()).spawn()?;
+        let _hog = Helper(hog);
+        std::thread::sleep(Duration::from_millis(300));
+        std::fs::create_dir_all(rec)?;
+        let log = std::fs::canonicalize(rec)?.join("safepoint.log");
+        let workload = args(&["safepoint-storm", "--threads", "2", "--duration", &format!("{secs}s"), "--every", "10ms", "--log", log.to_str().unwrap_or("")]);
+        let mut launch = quiet_launch();
+        match v {
+            Variant::NoBoost => {}
+            Variant::Boost => launch.boost = Some((BoostLevel::Nice(-10), 2_000_000)),
+            Variant::StaticNice => launch.nice = Some(-5),
+        }
+        let (j, r) = run_jvm(ctx, rec, &[], &workload, launch)?;
+        let metrics = BTreeMap::from([
+            ("metric".to_string(), ms(&j["ttsp"]["p90_ns"]).context("ttsp")?),
+            ("ttsp_p50_ms".to_string(), ms(&j["ttsp"]["p50_ns"]).unwrap_or(0.0)),
+            ("ttsp_max_ms".to_string(), ms(&j["ttsp"]["max_ns"]).unwrap_or(0.0)),
+        ]);
+        Ok(Measured { metrics, report: Some(r), min_stall_ns: 5_000_000 })
+    }
+}
