@@ -1,0 +1,134 @@
+//! The diagnosis of stored real recordings (tests/fixtures/recordings, made by
+//! make-recordings.sh), through the library: the known cause of each, the JSON schema
+//! document, and robustness to a recording cut short.
+
+use doctor::{Cause, Recording, Report};
+use serde_json::Value;
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn fixture(name: &str) -> PathBuf {
+    root().join("tests/fixtures/recordings").join(name)
+}
+
+fn diagnose(dir: &Path) -> Report {
+    doctor::diagnose(&Recording::read(dir).unwrap_or_else(|e| panic!("{e}")))
+}
+
+/// The main cause of each stall of at least `min_ns`.
+fn causes_of(dir: &Path, min_ns: u64) -> Vec<Cause> {
+    diagnose(dir).stalls.iter().filter(|s| s.duration_ns >= min_ns).map(|s| s.findings[0].cause).collect()
+}
+
+#[test]
+fn stored_recordings_get_their_known_diagnosis() {
+    let expect = [
+        ("jdk25-counted-loop-parallel-no-cls", Cause::NoSafepointPoll),
+        ("jdk17-mapped-read-mmap-slowfs-300ms", Cause::MajorFault),
+        ("jdk17-idle-frozen-500ms", Cause::Frozen),
+    ];
+    // The injected fault explains every long stall (a JVM also hiccups briefly on its own, at
+    // start-up and exit: those may be anything, honestly labelled).
+    for (name, cause) in expect {
+        let causes = causes_of(&fixture(name), 50_000_000);
+        assert!(!causes.is_empty() && causes.iter().all(|c| *c == cause), "{name}: {causes:?}");
+    }
+    // Under contention every stall is short and some are honestly unknown (or a VM operation
+    // slowed by the same starvation); most must be CPU starvation, none a single-thread cause.
+    let storm = causes_of(&fixture("jdk17-safepoint-storm-cpu-hog4"), 0);
+    let starved = storm.iter().filter(|c| **c == Cause::CpuStarvation).count();
+    assert!(storm.len() >= 3 && starved * 4 >= storm.len() * 3, "{storm:?}");
+    assert!(!storm.iter().any(|c| matches!(c, Cause::NoSafepointPoll | Cause::MajorFault | Cause::Frozen)), "{storm:?}");
+    assert!(causes_of(&fixture("jdk17-idle-quiet"), 0).is_empty());
+}
+
+#[test]
+fn the_diagnosis_is_a_pure_function_of_the_recording() {
+    let d = fixture("jdk17-mapped-read-mmap-slowfs-300ms");
+    let (a, b) = (serde_json::to_string(&diagnose(&d)).unwrap(), serde_json::to_string(&diagnose(&d)).unwrap());
+    assert_eq!(a, b);
+    assert!(a.contains("\"reader-thread\""), "{a}");
+}
+
+fn copy_fixture(name: &str, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(fixture(name)).unwrap() {
+        let e = e.unwrap();
+        std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
+    }
+}
+
+#[test]
+fn a_recording_cut_mid_line_still_reads() {
+    let d = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("cut-recording-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    copy_fixture("jdk17-mapped-read-mmap-slowfs-300ms", &d);
+    // Kill -9 leaves at most a partial last line in any file.
+    for f in ["samples.jsonl", "events.jsonl", "system.jsonl", "context.jsonl"] {
+        let p = d.join(f);
+        let text = std::fs::read(&p).unwrap();
+        std::fs::write(&p, &text[..text.len() - 7]).unwrap();
+    }
+    let r = diagnose(&d);
+    assert!(!r.stalls.is_empty(), "the stalls before the cut are still there");
+    // Damage in the middle is an error naming the file and line.
+    let p = d.join("events.jsonl");
+    let mut text = std::fs::read_to_string(&p).unwrap();
+    text.insert_str(0, "{not json\n");
+    std::fs::write(&p, text).unwrap();
+    let e = Recording::read(&d).err().expect("damage is an error");
+    assert!(matches!(&e, doctor::Error::Damaged { line: 1, .. }), "{e:?}");
+    assert!(e.to_string().contains("events.jsonl:1"), "{e}");
+    // A directory that is not a recording says so.
+    let e = Recording::read(root().join("docs")).err().expect("not a recording");
+    assert!(e.to_string().contains("no meta.json here"), "{e}");
+    std::fs::remove_dir_all(&d).unwrap();
+}
+
+fn leaves(v: &Value, prefix: &str, out: &mut BTreeSet<String>, all: &mut BTreeSet<String>) {
+    all.insert(prefix.to_string());
+    match v {
+        Value::Object(_) if prefix == "summary.by_cause" => {
+            out.insert(prefix.to_string());
+        }
+        Value::Object(m) => {
+            for (k, x) in m {
+                let p = if prefix.is_empty() { k.clone() } else { format!("{prefix}.{k}") };
+                leaves(x, &p, out, all);
+            }
+        }
+        Value::Array(a) if a.is_empty() => {}
+        Value::Array(a) if a.iter().any(Value::is_object) => {
+            out.insert(format!("{prefix}[]"));
+            for x in a {
+                leaves(x, &format!("{prefix}[]"), out, all);
+            }
+        }
+        _ => {
+            out.insert(prefix.to_string());
+        }
+    }
+}
+
+#[test]
+fn documented_report_fields_are_exactly_the_output_fields() {
+    let doc = std::fs::read_to_string(root().join("docs/formats/report-json.md")).unwrap();
+    let documented: BTreeSet<String> = doc.lines().filter_map(|l| l.strip_prefix("| `")).filter_map(|l| l.split('`').next()).map(String::from).collect();
+    let (mut seen, mut all) = (BTreeSet::new(), BTreeSet::new());
+    for e in std::fs::read_dir(root().join("tests/fixtures/recordings")).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            leaves(&serde_json::to_value(diagnose(&p)).unwrap(), "", &mut seen, &mut all);
+        }
+    }
+    let undocumented: Vec<_> = seen.difference(&documented).collect();
+    // `raw` appears only for stalls of unknown cause, which none of the recordings has; its
+    // fields are checked against the document by a unit test of the serialised type.
+    let unseen: Vec<_> = documented.difference(&all).filter(|p| !p.starts_with("stalls[].raw[]")).collect();
+    assert!(undocumented.is_empty(), "in the output but not documented: {undocumented:?}");
+    assert!(unseen.is_empty(), "documented but never in the output: {unseen:?}");
+}
