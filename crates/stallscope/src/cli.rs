@@ -1,6 +1,7 @@
 //! The command line: every subcommand, option and help text, and nothing else. Options are
 //! parsed into their types here (durations, enums, boost levels), so a command never sees a
-//! string it must parse again. The hidden `workload` command's options live with it.
+//! string it must parse again. The injectors' options live with them (`inject/`), as do the
+//! hidden `workload` command's.
 
 use crate::lab::catalog::ScenarioId;
 use crate::lab::scenario::Profile;
@@ -28,7 +29,7 @@ pub enum Command {
     /// Make a pathology happen on demand: a slow disk, an evicted file, throttled I/O, CPU
     /// contention, a frozen process. Every injector undoes itself.
     #[command(subcommand)]
-    Inject(InjectCommand),
+    Inject(crate::inject::InjectCommand),
     /// Launch a JVM with the agent and safepoint logging, watch it, and explain every stall.
     Run(RunArgs),
     /// Watch a running JVM (native attach: loads the agent, switches safepoint logging on).
@@ -43,125 +44,6 @@ pub enum Command {
     /// and one JSON line.
     #[command(subcommand, hide = true)]
     Workload(crate::workload::WorkloadCommand),
-}
-
-#[derive(Subcommand, Debug)]
-pub enum InjectCommand {
-    /// Mount a FUSE passthrough of BACKING at MOUNT whose reads (and mmap page-ins) are slow.
-    Slowfs(SlowfsArgs),
-    /// Change a mounted slowfs's settings without remounting; prints the settings.
-    SlowfsSet(SlowfsSetArgs),
-    /// Drop files from the page cache (posix_fadvise DONTNEED, like vmtouch -e).
-    Evict(EvictArgs),
-    /// Report how much of each file is in the page cache (mincore).
-    Resident(ResidentArgs),
-    /// Run a command in a cgroup whose reads from a block device are throttled (root).
-    Throttle(ThrottleArgs),
-    /// Generate competing CPU load.
-    CpuHog(CpuHogArgs),
-    /// Stop a process with SIGSTOP, then continue it with SIGCONT, guaranteed.
-    Freeze(FreezeArgs),
-}
-
-#[derive(Args, Debug, Clone)]
-#[command(after_help = "\
-While mounted, `MOUNT/.stallscope-slowfs` shows the settings and counters; writing
-`read_delay=5s` (or jitter=, error_rate=, glob=) to it changes them, as
-`stallscope inject slowfs-set MOUNT --read-delay 5s` does.
-
-Example, the seed's experiment with a 300 ms disk:
-  stallscope inject slowfs /data /mnt/slow --read-delay 300ms &
-  stallscope inject evict /mnt/slow/test.dat
-  java LongTTSP /mnt/slow/test.dat")]
-pub struct SlowfsArgs {
-    /// The directory whose files the mount shows.
-    pub backing: PathBuf,
-    /// Where to mount (created if missing, and then removed afterwards).
-    pub mount: PathBuf,
-    /// Delay of each read that reaches the file system (page-cache hits are not delayed).
-    #[arg(long, default_value = "300ms")]
-    pub read_delay: Duration,
-    /// A random extra delay, uniform between 0 and this.
-    #[arg(long, default_value = "0ms")]
-    pub jitter: Duration,
-    /// Only files whose path in the mount matches this glob are slow (e.g. `*.dat`).
-    #[arg(long, default_value = "**")]
-    pub glob: String,
-    /// Fraction of matching reads that fail with EIO, between 0 and 1.
-    #[arg(long, default_value_t = 0.0)]
-    pub error_rate: f64,
-    /// Upper bound on any delay, now or set later.
-    #[arg(long, default_value = "10s")]
-    pub max_delay: Duration,
-    /// Unmount after this long (default: until Ctrl-C or SIGTERM).
-    #[arg(long = "for", value_name = "DURATION")]
-    pub run_for: Option<Duration>,
-    /// FUSE worker threads (delayed reads do not occupy them).
-    #[arg(long, default_value_t = 4)]
-    pub threads: usize,
-}
-
-#[derive(Args, Debug, Clone)]
-pub struct SlowfsSetArgs {
-    /// The slowfs mount point.
-    pub mount: PathBuf,
-    #[arg(long)]
-    pub read_delay: Option<Duration>,
-    #[arg(long)]
-    pub jitter: Option<Duration>,
-    #[arg(long)]
-    pub error_rate: Option<f64>,
-    #[arg(long)]
-    pub glob: Option<String>,
-}
-
-#[derive(Args, Debug, Clone)]
-pub struct EvictArgs {
-    #[arg(required = true, value_name = "FILE")]
-    pub files: Vec<PathBuf>,
-}
-
-#[derive(Args, Debug, Clone)]
-pub struct ResidentArgs {
-    #[arg(required = true, value_name = "FILE")]
-    pub files: Vec<PathBuf>,
-    /// One JSON object per file.
-    #[arg(long)]
-    pub json: bool,
-}
-
-#[derive(Args, Debug, Clone)]
-pub struct ThrottleArgs {
-    /// Read operations per second allowed from the device.
-    #[arg(long)]
-    pub riops: u64,
-    /// The block device (`/dev/vda`, `254:0`); default: the disk holding the working directory.
-    #[arg(long)]
-    pub device: Option<String>,
-    /// The command to run, after `--`.
-    #[arg(last = true, required = true, value_name = "CMD")]
-    pub command: Vec<String>,
-}
-
-#[derive(Args, Debug, Clone)]
-pub struct CpuHogArgs {
-    /// Spinning threads.
-    #[arg(long, default_value_t = 2)]
-    pub threads: usize,
-    /// How long.
-    #[arg(long = "for", value_name = "DURATION")]
-    pub run_for: Duration,
-    /// Nice value for the spinning threads (negative needs root).
-    #[arg(long, allow_hyphen_values = true)]
-    pub nice: Option<i32>,
-}
-
-#[derive(Args, Debug, Clone)]
-pub struct FreezeArgs {
-    pub pid: i32,
-    /// How long to keep it stopped.
-    #[arg(long = "for", value_name = "DURATION")]
-    pub run_for: Duration,
 }
 
 #[derive(Args, Debug, Clone)]

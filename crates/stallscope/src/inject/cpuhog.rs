@@ -1,12 +1,25 @@
 //! `stallscope inject cpu-hog`: competing CPU load, N spinning threads at a chosen nice value.
 
 use crate::failure::EXIT_OK;
-use crate::cli::CpuHogArgs;
 use doctor::units::fmt_ns;
 use anyhow::Result;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct CpuHogArgs {
+    /// Spinning threads.
+    #[arg(long, default_value_t = 2)]
+    pub threads: usize,
+    /// How long.
+    #[arg(long = "for", value_name = "DURATION")]
+    pub run_for: doctor::units::Duration,
+    /// Nice value for the spinning threads (negative needs root).
+    #[arg(long, allow_hyphen_values = true)]
+    pub nice: Option<i32>,
+}
+
 
 pub fn run(a: CpuHogArgs) -> Result<i32> {
     let dur = a.run_for.ns();

@@ -3,11 +3,19 @@
 //! Invariant: the process is continued on every exit path. A forked guardian waits on a pipe
 //! and sends SIGCONT when the pipe closes, which happens even if this process is SIGKILLed.
 
-use crate::cli::FreezeArgs;
 use crate::failure::{Failure, EXIT_FAILURE, EXIT_OK};
 use doctor::units::fmt_ns;
 use anyhow::{Context, Result};
 use std::time::{Duration, Instant};
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct FreezeArgs {
+    pub pid: i32,
+    /// How long to keep it stopped.
+    #[arg(long = "for", value_name = "DURATION")]
+    pub run_for: doctor::units::Duration,
+}
+
 
 /// The process state letter from `/proc/<pid>/stat` (after the `comm` field).
 pub fn process_state(pid: i32) -> Option<char> {

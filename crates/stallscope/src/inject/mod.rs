@@ -1,5 +1,7 @@
 //! `stallscope inject …`: make each pathology happen on demand, and always undo it.
 //!
+//! Each injector's options live in its file.
+//!
 //! Invariant: every injector restores what it changed (mounts, cgroups, stopped processes,
 //! priorities) on success, on error, on Ctrl-C and on SIGTERM.
 
@@ -10,8 +12,25 @@ pub mod pagecache;
 pub mod slowfs;
 pub mod throttle;
 
-use crate::cli::InjectCommand;
 use anyhow::Result;
+
+#[derive(clap::Subcommand, Debug)]
+pub enum InjectCommand {
+    /// Mount a FUSE passthrough of BACKING at MOUNT whose reads (and mmap page-ins) are slow.
+    Slowfs(slowfs::SlowfsArgs),
+    /// Change a mounted slowfs's settings without remounting; prints the settings.
+    SlowfsSet(slowfs::SlowfsSetArgs),
+    /// Drop files from the page cache (posix_fadvise DONTNEED, like vmtouch -e).
+    Evict(pagecache::EvictArgs),
+    /// Report how much of each file is in the page cache (mincore).
+    Resident(pagecache::ResidentArgs),
+    /// Run a command in a cgroup whose reads from a block device are throttled (root).
+    Throttle(throttle::ThrottleArgs),
+    /// Generate competing CPU load.
+    CpuHog(cpuhog::CpuHogArgs),
+    /// Stop a process with SIGSTOP, then continue it with SIGCONT, guaranteed.
+    Freeze(freeze::FreezeArgs),
+}
 
 pub fn run(cmd: InjectCommand) -> Result<i32> {
     match cmd {

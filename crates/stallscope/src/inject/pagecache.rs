@@ -2,9 +2,26 @@
 //! report how much of them is there.
 
 use crate::failure::EXIT_OK;
-use crate::cli::{EvictArgs, ResidentArgs};
+use std::path::PathBuf;
 use anyhow::{Context, Result};
 use procwatch::pagecache;
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct EvictArgs {
+    #[arg(required = true, value_name = "FILE")]
+    pub files: Vec<PathBuf>,
+}
+
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct ResidentArgs {
+    #[arg(required = true, value_name = "FILE")]
+    pub files: Vec<PathBuf>,
+    /// One JSON object per file.
+    #[arg(long)]
+    pub json: bool,
+}
+
 
 pub fn evict(a: EvictArgs) -> Result<i32> {
     for f in &a.files {

@@ -5,11 +5,24 @@
 //! Invariant: the cgroup is removed afterwards, on every exit path.
 
 use super::cgroup::{block_device, TempCgroup};
-use crate::cli::ThrottleArgs;
 use crate::failure::{Failure, EXIT_FAILURE};
 use anyhow::{Context, Result};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::sync::atomic::Ordering;
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct ThrottleArgs {
+    /// Read operations per second allowed from the device.
+    #[arg(long)]
+    pub riops: u64,
+    /// The block device (`/dev/vda`, `254:0`); default: the disk holding the working directory.
+    #[arg(long)]
+    pub device: Option<String>,
+    /// The command to run, after `--`.
+    #[arg(last = true, required = true, value_name = "CMD")]
+    pub command: Vec<String>,
+}
+
 
 pub fn run(a: ThrottleArgs) -> Result<i32> {
     // SAFETY: geteuid has no preconditions.

@@ -13,10 +13,10 @@ use super::control::Control;
 use doctor::recording::{files, Event, JvmTotals, Sample, StallContext, StallTrace, SystemSample, Writer};
 use anyhow::Result;
 use procwatch::clock::mono_ns;
-use procwatch::heartbeat::{self, Heartbeat, Liveness, MeterState};
+use procwatch::heartbeat::{self, Beat, Heartbeat, Liveness, MeterState};
 use procwatch::task::{TaskSample, TaskSampler};
 use procwatch::{maps, pagecache, system};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -113,7 +113,7 @@ fn changed(prev: &HashMap<i32, TaskSample>, now: &[TaskSample]) -> Vec<TaskSampl
 /// The last 64 page faults of each thread seen blocked during the stall (however long ago: a
 /// fault can outlast a stall, and a resumed thread faults again), and mmap_lock events since
 /// `lock_from`, oldest first.
-fn keep_recent(ev: Vec<procwatch::trace::TraceEvent>, blocked: &std::collections::HashSet<i32>, lock_from: u64) -> Vec<procwatch::trace::TraceEvent> {
+fn keep_recent(ev: Vec<procwatch::trace::TraceEvent>, blocked: &HashSet<i32>, lock_from: u64) -> Vec<procwatch::trace::TraceEvent> {
     use procwatch::trace::TraceEvent;
     let mut faults: HashMap<i32, usize> = HashMap::new();
     let mut kept: Vec<TraceEvent> = ev
@@ -142,6 +142,263 @@ fn settle(hb: &Heartbeat) {
     }
 }
 
+/// Where the loop stands between stalls.
+struct Idle {
+    /// The newest idle sample of every thread: the next stall's baseline.
+    threads: Vec<TaskSample>,
+    system: SystemSample,
+    last: Instant,
+}
+
+/// The watch loop's state: what it reads, writes and remembers between looks.
+struct Watcher<'a> {
+    w: &'a mut Writer,
+    pid: i32,
+    hb: &'a Heartbeat,
+    tracer: Option<&'a procwatch::trace::Tracer>,
+    opts: WatchOptions,
+    sampler: TaskSampler,
+    control: Control,
+    cpu_stat: Option<std::path::PathBuf>,
+    threads_file: std::path::PathBuf,
+    resolution: u64,
+    boost: super::boost::Boost,
+    stall: u32,
+    idle: Idle,
+    last_alive_check: Instant,
+}
+
+/// Never sleep so little that the loop spins, nor so long that Ctrl-C, --for or the target's
+/// exit go unnoticed.
+const MIN_SLEEP_NS: u64 = 250_000;
+const MAX_SLEEP_NS: u64 = 50_000_000;
+/// How often the loop checks that the target is still there.
+const ALIVE_CHECK: Duration = Duration::from_millis(100);
+/// How often, between stalls, the baseline sample and the system timeline are taken.
+const IDLE_SAMPLE: Duration = Duration::from_secs(1);
+/// When sampling falls this many intervals behind, it starts afresh rather than burst.
+const MAX_BACKLOG: u64 = 5;
+
+impl<'a> Watcher<'a> {
+    fn new(w: &'a mut Writer, pid: i32, hb: &'a Heartbeat, tracer: Option<&'a procwatch::trace::Tracer>, opts: WatchOptions) -> Result<Watcher<'a>> {
+        let sampler = TaskSampler::new(pid)?;
+        // A sidecar starved of CPU sees nothing of the starvation it is there to explain: when
+        // allowed (root, CAP_SYS_NICE), this thread runs at nice -10. It sleeps between looks, so
+        // it takes no more CPU than before, only gets it sooner.
+        // SAFETY: setpriority on this thread's own tid; failure (EPERM) leaves it as it was.
+        unsafe { libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, -10) };
+        let control = Control::open(Some(&w.dir.join(files::CONTROL)), w.start_epoch_ms, w.start_mono_ns, 1_000_000_000)?;
+        let cpu_stat = system::cpu_stat_path(pid);
+        let beat = hb.read();
+        let resolution = beat.resolution_ns.max(1);
+        w.events.line(&Event::MeterRunning { t: mono_ns(), resolution_ns: resolution, meter_tid: beat.meter_tid })?;
+        let system = system_sample(mono_ns(), 0, true, cpu_stat.as_deref());
+        Ok(Watcher {
+            w,
+            pid,
+            hb,
+            tracer,
+            opts,
+            sampler,
+            control,
+            threads_file: heartbeat::threads_path(&hb.path),
+            cpu_stat,
+            resolution,
+            boost: super::boost::Boost::default(),
+            stall: 0,
+            idle: Idle { threads: Vec::new(), system, last: Instant::now() - 2 * IDLE_SAMPLE },
+            last_alive_check: Instant::now(),
+        })
+    }
+
+    /// Whether watching should end now, and why: Ctrl-C, --for, or the target gone.
+    fn ending(&mut self, stop: &AtomicBool, deadline: Option<Instant>, alive: &mut dyn FnMut() -> bool) -> Option<Ending> {
+        if stop.load(Ordering::Relaxed) {
+            return Some(Ending::Stopped("interrupted".into()));
+        }
+        if deadline.is_some_and(|d| Instant::now() >= d) {
+            return Some(Ending::Stopped("--for elapsed".into()));
+        }
+        if self.last_alive_check.elapsed() > ALIVE_CHECK {
+            self.last_alive_check = Instant::now();
+            if !alive() || self.hb.liveness() != Liveness::Alive {
+                return Some(Ending::TargetExited);
+            }
+        }
+        None
+    }
+
+    /// `--boost`: raises the target's threads once the heartbeat is stale enough, restores them
+    /// once it moves again.
+    fn apply_boost(&mut self, now: u64, expected: u64) -> Result<()> {
+        let Some((level, after)) = self.opts.boost else { return Ok(()) };
+        if now >= expected + after {
+            if !self.boost.active() {
+                self.boost.raise(self.pid, level);
+                self.w.events.line(&Event::Boost { t: mono_ns(), raised: self.boost.active(), refused: self.boost.refused })?;
+            }
+        } else if self.boost.active() {
+            self.boost.restore();
+        }
+        Ok(())
+    }
+
+    /// Between stalls: keep a fresh baseline and the once-a-second timeline, report the control
+    /// meter's own hiccups, and sleep until the heartbeat would first be stale (or a boost is
+    /// due). `Some` when the target is gone.
+    fn idle_tick(&mut self, now: u64, expected: u64) -> Result<Option<Ending>> {
+        if self.idle.last.elapsed() > IDLE_SAMPLE {
+            self.idle.last = Instant::now();
+            if self.sampler.sample(&mut self.idle.threads).is_err() {
+                return Ok(Some(Ending::TargetExited));
+            }
+            self.idle.system = system_sample(mono_ns(), 0, true, self.cpu_stat.as_deref());
+            self.w.system.line(&SystemSample { jvm: Some(totals(&self.idle.threads)), ..self.idle.system.clone() })?;
+            let late = self.control.take_outside();
+            if late > self.opts.threshold_ns {
+                self.w.events.line(&Event::ControlHiccup { t: mono_ns(), late_ns: late })?;
+            }
+        }
+        let mut due = expected + self.opts.threshold_ns;
+        if let Some((_, after)) = self.opts.boost {
+            due = if self.boost.active() { now + (after / 2).max(MIN_SLEEP_NS) } else { due.min(expected + after) };
+        }
+        let t = mono_ns();
+        self.control.sleep_until(due.clamp(t + MIN_SLEEP_NS, t + MAX_SLEEP_NS));
+        Ok(None)
+    }
+
+    /// The heartbeat went stale: the first look (before anything else, since a short stall
+    /// under CPU contention may be over by the time the maps are read, and this sample is often
+    /// the only evidence), then the stall's header: its begin event, baseline and context.
+    /// `None` when the target was already gone: it exited, it did not stall.
+    fn begin_stall(&mut self, b: &Beat, now: u64, cur: &mut Vec<TaskSample>) -> Result<Option<u64>> {
+        self.stall += 1;
+        let stall = self.stall;
+        self.control.open_window();
+        let t_first = mono_ns();
+        if self.sampler.sample(cur).is_err() {
+            return Ok(None);
+        }
+        self.w.events.line(&Event::StallBegin { t: now, stall, last_tick_ns: b.last_tick_ns, expected_ns: b.last_tick_ns + self.resolution })?;
+        if !self.idle.threads.is_empty() {
+            self.w.samples.line(&Sample { t: self.idle.system.t, stall, full: true, baseline: true, threads: self.idle.threads.clone(), gone: vec![] })?;
+        }
+        self.w.system.line(&SystemSample { stall, ..self.idle.system.clone() })?;
+        let java_threads = std::fs::read_to_string(&self.threads_file).map(|s| heartbeat::parse_threads(&s)).unwrap_or_default();
+        let m = maps::read(self.pid).unwrap_or_default();
+        let mapped_files = mapped_data_files(&m);
+        let interesting: Vec<_> = m.into_iter().filter(|x| x.perms.contains('x') || x.is_file()).collect();
+        self.w.context.line(&StallContext { t: mono_ns(), stall, java_threads, maps: interesting, mapped_files })?;
+        Ok(Some(t_first))
+    }
+
+    /// Samples every thread at the sampling rate (the machine every `system_interval_ns`) until
+    /// the heartbeat moves, the meter stops, watching ends or the target exits.
+    fn sample_stall(&mut self, b: &Beat, now: u64, t_first: u64, cur: &mut Vec<TaskSample>, stop: &AtomicBool, deadline: Option<Instant>, alive: &mut dyn FnMut() -> bool) -> Result<Sampled> {
+        let stall = self.stall;
+        let mut prev: HashMap<i32, TaskSample> = HashMap::new();
+        let mut out = Sampled { unchanged_at: now, exited: false, blocked: HashSet::new() };
+        let mut first_taken = Some(t_first);
+        let mut next_due = 0u64;
+        let mut first = true;
+        let mut last_system = 0u64;
+        loop {
+            let t = match first_taken.take() {
+                Some(t) => t,
+                None => {
+                    let t = mono_ns();
+                    if self.sampler.sample(cur).is_err() {
+                        out.exited = true;
+                        return Ok(out);
+                    }
+                    t
+                }
+            };
+            out.blocked.extend(cur.iter().filter(|c| c.state == 'D' || matches!(c.syscall, procwatch::task::Syscall::NotInSyscall { .. })).map(|c| c.tid));
+            let now_tids: HashSet<i32> = cur.iter().map(|c| c.tid).collect();
+            let gone: Vec<i32> = prev.keys().filter(|k| !now_tids.contains(k)).copied().collect();
+            let threads = if first { cur.clone() } else { changed(&prev, cur) };
+            self.w.samples.line(&Sample { t, stall, full: first, baseline: false, threads, gone })?;
+            first = false;
+            prev = cur.iter().map(|s| (s.tid, s.clone())).collect();
+            if t - last_system >= self.opts.system_interval_ns {
+                last_system = t;
+                self.w.system.line(&system_sample(t, stall, false, self.cpu_stat.as_deref()))?;
+            }
+            let looked = mono_ns();
+            let b2 = self.hb.read();
+            if b2.tick_count != b.tick_count || matches!(b2.state, MeterState::Exited | MeterState::Stopped) || stop.load(Ordering::Relaxed) {
+                return Ok(out);
+            }
+            out.unchanged_at = looked;
+            if deadline.is_some_and(|d| Instant::now() >= d) {
+                return Ok(out);
+            }
+            if self.last_alive_check.elapsed() > ALIVE_CHECK {
+                self.last_alive_check = Instant::now();
+                if !alive() {
+                    out.exited = true;
+                    return Ok(out);
+                }
+            }
+            next_due = next_sample_due(next_due, t, self.opts.sample_interval_ns);
+            if mono_ns() < next_due {
+                self.control.sleep_until(next_due);
+            }
+        }
+    }
+
+    /// The last look, at the moment of resumption; tracepoint evidence; the stall's end event.
+    /// True when the target exited.
+    fn end_stall(&mut self, b: &Beat, sampled: Sampled, cur: &mut Vec<TaskSample>) -> Result<bool> {
+        let stall = self.stall;
+        let t = mono_ns();
+        if self.sampler.sample(cur).is_ok() && !cur.is_empty() {
+            self.w.samples.line(&Sample { t, stall, full: true, baseline: false, threads: cur.clone(), gone: vec![] })?;
+        }
+        self.w.system.line(&system_sample(t, stall, false, self.cpu_stat.as_deref()))?;
+        let b2 = self.hb.read();
+        let ticked = b2.tick_count != b.tick_count;
+        // A tick's time is read before it is published; a safepoint between the two (the meter
+        // is a Java thread) publishes a time from before the stall. The stall cannot have ended
+        // before the heartbeat was last seen unmoved.
+        let resumed = if ticked { b2.last_tick_ns.max(sampled.unchanged_at) } else { t };
+        self.boost.restore();
+        if let Some(tr) = self.tracer {
+            // The fault or lock wait behind a stall began before it was noticed: look back.
+            if let Ok(ev) = tr.read(&[], b.last_tick_ns.saturating_sub(30_000_000_000), t) {
+                self.w.trace.line(&StallTrace { stall, events: keep_recent(ev, &sampled.blocked, b.last_tick_ns.saturating_sub(1_000_000_000)) })?;
+            }
+        }
+        self.w.events.line(&Event::StallEnd { t, stall, resumed_ns: resumed, control_max_late_ns: self.control.take_window(), resumed: ticked })?;
+        let mut exited = sampled.exited;
+        if !ticked && matches!(b2.state, MeterState::Exited) {
+            settle(self.hb);
+            exited = true;
+        }
+        self.control.take_outside();
+        Ok(exited)
+    }
+}
+
+/// What sampling one stall found out.
+struct Sampled {
+    /// The last time the heartbeat was seen not to have moved: it resumed after that.
+    unchanged_at: u64,
+    exited: bool,
+    /// Threads seen blocked in the kernel outside a system call, or in D: whose faults matter.
+    blocked: HashSet<i32>,
+}
+
+/// When the next sample is due: a fixed rate on absolute deadlines. When behind (a slow /proc
+/// read, a system sample), sample again at once until caught up, so the rate holds; when far
+/// behind (the sidecar itself was descheduled), start afresh rather than burst.
+fn next_sample_due(prev_due: u64, t: u64, interval_ns: u64) -> u64 {
+    let base = if prev_due == 0 || t > prev_due + MAX_BACKLOG * interval_ns { t } else { prev_due };
+    base + interval_ns
+}
+
 /// Watches until the target exits, `stop` is set, or `deadline` passes.
 pub fn watch(
     w: &mut Writer,
@@ -153,41 +410,11 @@ pub fn watch(
     deadline: Option<Instant>,
     alive: &mut dyn FnMut() -> bool,
 ) -> Result<Ending> {
-    let mut sampler = TaskSampler::new(pid)?;
-    // A sidecar starved of CPU sees nothing of the starvation it is there to explain: when
-    // allowed (root, CAP_SYS_NICE), this thread runs at nice -10. It sleeps between looks, so
-    // it takes no more CPU than before, only gets it sooner.
-    // SAFETY: setpriority on this thread's own tid; failure (EPERM) leaves it as it was.
-    unsafe { libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, -10) };
-    let mut control = Control::open(Some(&w.dir.join(files::CONTROL)), w.start_epoch_ms, w.start_mono_ns, 1_000_000_000)?;
-    let cpu_stat = system::cpu_stat_path(pid);
-    let threads_file = heartbeat::threads_path(&hb.path);
-    let beat = hb.read();
-    let resolution = beat.resolution_ns.max(1);
-    w.events.line(&Event::MeterRunning { t: mono_ns(), resolution_ns: resolution, meter_tid: beat.meter_tid })?;
-    // Never sleep so little that the loop spins, nor so long that Ctrl-C, --for or the
-    // target's exit go unnoticed.
-    const MIN_SLEEP_NS: u64 = 250_000;
-    const MAX_SLEEP_NS: u64 = 50_000_000;
-    let mut boost = super::boost::Boost::default();
-    let mut stall: u32 = 0;
+    let mut wt = Watcher::new(w, pid, hb, tracer, opts)?;
     let mut cur = Vec::new();
-    let mut idle: Vec<TaskSample> = Vec::new();
-    let mut idle_system = system_sample(mono_ns(), 0, true, cpu_stat.as_deref());
-    let mut last_idle = Instant::now() - Duration::from_secs(2);
-    let mut last_alive_check = Instant::now();
     loop {
-        if stop.load(Ordering::Relaxed) {
-            return Ok(Ending::Stopped("interrupted".into()));
-        }
-        if deadline.is_some_and(|d| Instant::now() >= d) {
-            return Ok(Ending::Stopped("--for elapsed".into()));
-        }
-        if last_alive_check.elapsed() > Duration::from_millis(100) {
-            last_alive_check = Instant::now();
-            if !alive() || hb.liveness() != Liveness::Alive {
-                return Ok(Ending::TargetExited);
-            }
+        if let Some(end) = wt.ending(stop, deadline, alive) {
+            return Ok(end);
         }
         let b = hb.read();
         if matches!(b.state, MeterState::Exited | MeterState::Stopped) {
@@ -195,149 +422,169 @@ pub fn watch(
             return Ok(if b.state == MeterState::Exited { Ending::TargetExited } else { Ending::Stopped("the agent's meter was stopped".into()) });
         }
         let now = mono_ns();
-        let expected = b.last_tick_ns + resolution;
-        if let Some((level, after)) = opts.boost {
-            if now >= expected + after {
-                if !boost.active() {
-                    boost.raise(pid, level);
-                    w.events.line(&Event::Boost { t: mono_ns(), raised: boost.active(), refused: boost.refused })?;
-                }
-            } else if boost.active() {
-                boost.restore();
-            }
-        }
+        let expected = b.last_tick_ns + wt.resolution;
+        wt.apply_boost(now, expected)?;
         if now < expected + opts.threshold_ns {
-            // Healthy. Keep a fresh baseline, report the control meter's own hiccups.
-            if last_idle.elapsed() > Duration::from_secs(1) {
-                last_idle = Instant::now();
-                if sampler.sample(&mut idle).is_err() {
-                    return Ok(Ending::TargetExited);
-                }
-                idle_system = system_sample(mono_ns(), 0, true, cpu_stat.as_deref());
-                // Once a second, outside stalls: the timeline of the machine and the JVM.
-                w.system.line(&SystemSample { jvm: Some(totals(&idle)), ..idle_system.clone() })?;
-                let late = control.take_outside();
-                if late > opts.threshold_ns {
-                    w.events.line(&Event::ControlHiccup { t: mono_ns(), late_ns: late })?;
-                }
+            if let Some(end) = wt.idle_tick(now, expected)? {
+                return Ok(end);
             }
-            // Wake when the heartbeat would first be stale (or due a boost), unless it ticks first.
-            let mut due = expected + opts.threshold_ns;
-            if let Some((_, after)) = opts.boost {
-                due = if boost.active() { now + (after / 2).max(MIN_SLEEP_NS) } else { due.min(expected + after) };
-            }
-            let t = mono_ns();
-            control.sleep_until(due.clamp(t + MIN_SLEEP_NS, t + MAX_SLEEP_NS));
             continue;
         }
-
         // The heartbeat is stale: a stall.
-        stall += 1;
-        control.open_window();
-        // The first look comes before anything else: a short stall under CPU contention may be
-        // over by the time the maps are read, and this sample is often the only evidence.
-        let t_first = mono_ns();
-        if sampler.sample(&mut cur).is_err() {
-            // Gone before the first look: it exited, it did not stall.
+        let Some(t_first) = wt.begin_stall(&b, now, &mut cur)? else { return Ok(Ending::TargetExited) };
+        let sampled = wt.sample_stall(&b, now, t_first, &mut cur, stop, deadline, alive)?;
+        if wt.end_stall(&b, sampled, &mut cur)? {
             return Ok(Ending::TargetExited);
         }
-        let mut first_taken = Some(t_first);
-        w.events.line(&Event::StallBegin { t: now, stall, last_tick_ns: b.last_tick_ns, expected_ns: expected })?;
-        if !idle.is_empty() {
-            w.samples.line(&Sample { t: idle_system.t, stall, full: true, baseline: true, threads: idle.clone(), gone: vec![] })?;
-        }
-        w.system.line(&SystemSample { stall, ..idle_system.clone() })?;
-        let java_threads = std::fs::read_to_string(&threads_file).map(|s| heartbeat::parse_threads(&s)).unwrap_or_default();
-        let m = maps::read(pid).unwrap_or_default();
-        let mapped_files = mapped_data_files(&m);
-        let interesting: Vec<_> = m.into_iter().filter(|x| x.perms.contains('x') || x.is_file()).collect();
-        w.context.line(&StallContext { t: mono_ns(), stall, java_threads, maps: interesting, mapped_files })?;
+    }
+}
 
-        let mut prev: HashMap<i32, TaskSample> = HashMap::new();
-        // Threads seen blocked in the kernel outside a system call, or in D: whose faults matter.
-        let mut blocked: std::collections::HashSet<i32> = std::collections::HashSet::new();
-        let mut next_due = 0u64;
-        let mut first = true;
-        let mut last_system = 0u64;
-        let start_ticks = b.tick_count;
-        // The last time the heartbeat was seen not to have moved: it resumed after that.
-        let mut unchanged_at = now;
-        let mut exited = false;
-        loop {
-            let t = match first_taken.take() {
-                Some(t) => t,
-                None => {
-                    let t = mono_ns();
-                    if sampler.sample(&mut cur).is_err() {
-                        exited = true;
-                        break;
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use doctor::recording::{read_lines, Meta};
+    use procwatch::heartbeat::HeartbeatWriter;
+
+    const MS: u64 = 1_000_000;
+
+    fn opts() -> WatchOptions {
+        WatchOptions { threshold_ns: 5 * MS, sample_interval_ns: 2 * MS, system_interval_ns: 50 * MS, boost: None }
+    }
+
+    fn recording(name: &str) -> (std::path::PathBuf, Writer) {
+        let dir = std::env::temp_dir().join(format!("stallscope-watch-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let meta = Meta {
+            stallscope_version: "test".into(),
+            mode: "run".into(),
+            command: vec![],
+            pid: std::process::id() as i32,
+            java_home: None,
+            java_version: None,
+            kernel: String::new(),
+            cpus: 2,
+            root: false,
+            tracepoints: false,
+            privileges_note: None,
+            start_mono_ns: mono_ns(),
+            start_epoch_ms: 0,
+            utc_offset_min: 0,
+            clock_ticks: 100,
+            threshold_ns: 5 * MS,
+            sample_interval_ns: 2 * MS,
+            safepoint_timeout_ms: None,
+        };
+        let w = Writer::open(&dir, &meta).unwrap();
+        (dir, w)
+    }
+
+    /// One heartbeat per process (its file is named by the pid): the tests that publish one take
+    /// turns.
+    fn one_heartbeat() -> std::sync::MutexGuard<'static, ()> {
+        static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+        LOCK.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Publishes this process's heartbeat from a thread named `ticker`: `before` ticks of 1 ms,
+    /// then silence for `pause`, then `after` ticks, then the meter's exit.
+    fn ticker(before: u32, pause: Duration, after: u32) -> (std::thread::JoinHandle<()>, Heartbeat) {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let h = std::thread::Builder::new()
+            .name("ticker".into())
+            .spawn(move || {
+                let mut hb = HeartbeatWriter::create(MS).unwrap();
+                tx.send(hb.path.clone()).unwrap();
+                for i in 0..before + after {
+                    if i == before {
+                        std::thread::sleep(pause);
                     }
-                    t
+                    std::thread::sleep(Duration::from_millis(1));
+                    hb.tick();
                 }
-            };
-            blocked.extend(cur.iter().filter(|c| c.state == 'D' || matches!(c.syscall, procwatch::task::Syscall::NotInSyscall { .. })).map(|c| c.tid));
-            let now_tids: std::collections::HashSet<i32> = cur.iter().map(|c| c.tid).collect();
-            let gone: Vec<i32> = prev.keys().filter(|k| !now_tids.contains(k)).copied().collect();
-            let threads = if first { cur.clone() } else { changed(&prev, &cur) };
-            w.samples.line(&Sample { t, stall, full: first, baseline: false, threads, gone })?;
-            first = false;
-            prev = cur.iter().map(|s| (s.tid, s.clone())).collect();
-            if t - last_system >= opts.system_interval_ns {
-                last_system = t;
-                w.system.line(&system_sample(t, stall, false, cpu_stat.as_deref()))?;
-            }
-            let looked = mono_ns();
-            let b2 = hb.read();
-            if b2.tick_count != start_ticks || matches!(b2.state, MeterState::Exited | MeterState::Stopped) || stop.load(Ordering::Relaxed) {
-                break;
-            }
-            unchanged_at = looked;
-            if deadline.is_some_and(|d| Instant::now() >= d) {
-                break;
-            }
-            if last_alive_check.elapsed() > Duration::from_millis(100) {
-                last_alive_check = Instant::now();
-                if !alive() {
-                    exited = true;
-                    break;
-                }
-            }
-            // Fixed rate on absolute deadlines. When behind (a slow /proc read, the once-a-second
-            // system sample), sample again at once until caught up, so the rate holds; when far
-            // behind (the sidecar itself was descheduled), start afresh rather than burst.
-            const MAX_BACKLOG: u64 = 5;
-            next_due = if next_due == 0 || t > next_due + MAX_BACKLOG * opts.sample_interval_ns { t } else { next_due } + opts.sample_interval_ns;
-            if mono_ns() < next_due {
-                control.sleep_until(next_due);
-            }
-        }
-        // The last look, at the moment of resumption.
-        let t = mono_ns();
-        if sampler.sample(&mut cur).is_ok() && !cur.is_empty() {
-            w.samples.line(&Sample { t, stall, full: true, baseline: false, threads: cur.clone(), gone: vec![] })?;
-        }
-        w.system.line(&system_sample(t, stall, false, cpu_stat.as_deref()))?;
-        let b2 = hb.read();
-        let ticked = b2.tick_count != start_ticks;
-        // A tick's time is read before it is published; a safepoint between the two (the meter
-        // is a Java thread) publishes a time from before the stall. The stall cannot have ended
-        // before the heartbeat was last seen unmoved.
-        let resumed = if ticked { b2.last_tick_ns.max(unchanged_at) } else { t };
-        boost.restore();
-        if let Some(tr) = tracer {
-            // The fault or lock wait behind a stall began before it was noticed: look back.
-            if let Ok(ev) = tr.read(&[], b.last_tick_ns.saturating_sub(30_000_000_000), t) {
-                w.trace.line(&StallTrace { stall, events: keep_recent(ev, &blocked, b.last_tick_ns.saturating_sub(1_000_000_000)) })?;
-            }
-        }
-        w.events.line(&Event::StallEnd { t, stall, resumed_ns: resumed, control_max_late_ns: control.take_window(), resumed: ticked })?;
-        if !ticked && matches!(b2.state, MeterState::Exited) {
-            settle(hb);
-            exited = true;
-        }
-        control.take_outside();
-        if exited {
-            return Ok(Ending::TargetExited);
-        }
+            })
+            .unwrap();
+        let path = rx.recv().unwrap();
+        (h, Heartbeat::open(&path).unwrap())
+    }
+
+    #[test]
+    fn watching_a_heartbeat_that_pauses_records_one_stall_and_ends_with_it() {
+        let _one = one_heartbeat();
+        let pid = std::process::id() as i32;
+        // A heartbeat that goes silent for 80 ms, then ticks again and exits.
+        let (dir, mut w) = recording("pause");
+        let (h, hb) = ticker(150, Duration::from_millis(80), 150);
+        let stop = AtomicBool::new(false);
+        let ending = watch(&mut w, pid, &hb, None, opts(), &stop, None, &mut || true).unwrap();
+        h.join().unwrap();
+        assert_eq!(ending, Ending::TargetExited, "the meter's exit ends watching");
+        let events: Vec<Event> = read_lines(&dir.join(files::EVENTS)).unwrap();
+        let begins: Vec<(u32, u64)> = events.iter().filter_map(|e| if let Event::StallBegin { stall, expected_ns, .. } = e { Some((*stall, *expected_ns)) } else { None }).collect();
+        let ends: Vec<(u32, u64)> = events.iter().filter_map(|e| if let Event::StallEnd { stall, resumed_ns, .. } = e { Some((*stall, *resumed_ns)) } else { None }).collect();
+        assert_eq!(begins.len(), ends.len(), "every stall that began ended: {events:?}");
+        // Scheduling noise may add short stalls; the pause is among them, whole.
+        let long: Vec<u32> = begins.iter().zip(&ends).filter(|(b, e)| e.1.saturating_sub(b.1) >= 80 * MS).map(|(b, _)| b.0).collect();
+        assert_eq!(long.len(), 1, "{begins:?} {ends:?}");
+        let samples: Vec<Sample> = read_lines(&dir.join(files::SAMPLES)).unwrap();
+        let of_pause: Vec<&Sample> = samples.iter().filter(|s| s.stall == long[0] && !s.baseline).collect();
+        assert!(of_pause.len() >= 3 && of_pause[0].full && of_pause.last().unwrap().full, "a full first and last look, deltas between: {}", of_pause.len());
+        let seen_asleep = of_pause.iter().flat_map(|s| &s.threads).any(|t| t.comm == "ticker" && t.state == 'S');
+        assert!(seen_asleep, "the silent thread was sampled asleep");
+        let contexts: Vec<StallContext> = read_lines(&dir.join(files::CONTEXT)).unwrap();
+        assert!(contexts.iter().any(|c| c.stall == long[0] && !c.maps.is_empty()), "the stall's context holds the maps");
+        assert!(events.iter().any(|e| matches!(e, Event::MeterRunning { resolution_ns, .. } if *resolution_ns == MS)));
+        drop(w);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn watching_ends_at_the_deadline_or_when_interrupted() {
+        let _one = one_heartbeat();
+        let pid = std::process::id() as i32;
+        let (dir, mut w) = recording("ends");
+        let (h, hb) = ticker(400, Duration::ZERO, 0);
+        let stop = AtomicBool::new(false);
+        let deadline = Some(Instant::now() + Duration::from_millis(50));
+        assert_eq!(watch(&mut w, pid, &hb, None, opts(), &stop, deadline, &mut || true).unwrap(), Ending::Stopped("--for elapsed".into()));
+        stop.store(true, Ordering::Relaxed);
+        assert_eq!(watch(&mut w, pid, &hb, None, opts(), &stop, None, &mut || true).unwrap(), Ending::Stopped("interrupted".into()));
+        h.join().unwrap();
+        drop(w);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn sampling_keeps_its_rate_and_starts_afresh_when_far_behind() {
+        assert_eq!(next_sample_due(0, 1000, 10), 1010, "the first sample sets the pace");
+        assert_eq!(next_sample_due(1010, 1013, 10), 1020, "on time: the next deadline");
+        assert_eq!(next_sample_due(1020, 1045, 10), 1030, "a little behind: catch up at once");
+        assert_eq!(next_sample_due(1020, 1100, 10), 1110, "far behind: start afresh, no burst");
+    }
+
+    fn task(tid: i32, state: char) -> TaskSample {
+        TaskSample { tid, comm: "t".into(), state, utime_ticks: 0, stime_ticks: 0, minflt: 0, majflt: 0, processor: 0, exec_ns: 0, run_delay_ns: 0, timeslices: 0, wchan: String::new(), syscall: procwatch::task::Syscall::Unknown }
+    }
+
+    #[test]
+    fn a_delta_sample_lists_only_threads_that_changed() {
+        let prev: HashMap<i32, TaskSample> = [(1, task(1, 'S')), (2, task(2, 'R'))].into_iter().collect();
+        let now = vec![task(1, 'S'), task(2, 'D'), task(3, 'R')];
+        let tids: Vec<i32> = changed(&prev, &now).iter().map(|t| t.tid).collect();
+        assert_eq!(tids, [2, 3]);
+    }
+
+    #[test]
+    fn mapped_data_files_leave_out_code_and_the_jdk() {
+        let m = procwatch::maps::parse(
+            "7f00-7f10 r--s 00000000 fe:00 11 /data/test.dat\n7f10-7f20 r-xp 00000000 fe:00 12 /usr/lib/jvm/x/lib/libjvm.so\n7f20-7f30 r--p 00000000 fe:00 13 /usr/lib/jvm/x/lib/modules\n7f30-7f40 rw-s 00000000 00:1a 14 /dev/shm/stallscope-1.heartbeat\n",
+        );
+        // Only existing files get a residency; none of these paths exist, so nothing is kept, and
+        // a real file that does is.
+        assert!(mapped_data_files(&m).is_empty());
+        let real = std::env::current_exe().unwrap();
+        let line = format!("7f00-7f10 r--p 00000000 fe:00 11 {}\n", real.display());
+        let kept = mapped_data_files(&procwatch::maps::parse(&line));
+        assert_eq!(kept.len(), 1);
+        assert_eq!(kept[0].0, real.display().to_string());
     }
 }

@@ -8,7 +8,6 @@
 pub mod control;
 mod fs;
 
-use crate::cli::{SlowfsArgs, SlowfsSetArgs};
 use crate::failure::{Failure, EXIT_FAILURE, EXIT_OK};
 use doctor::units::fmt_ns;
 use anyhow::{bail, Context, Result};
@@ -17,6 +16,60 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+#[derive(clap::Args, Debug, Clone)]
+#[command(after_help = "\
+While mounted, `MOUNT/.stallscope-slowfs` shows the settings and counters; writing
+`read_delay=5s` (or jitter=, error_rate=, glob=) to it changes them, as
+`stallscope inject slowfs-set MOUNT --read-delay 5s` does.
+
+Example, the seed's experiment with a 300 ms disk:
+  stallscope inject slowfs /data /mnt/slow --read-delay 300ms &
+  stallscope inject evict /mnt/slow/test.dat
+  java LongTTSP /mnt/slow/test.dat")]
+pub struct SlowfsArgs {
+    /// The directory whose files the mount shows.
+    pub backing: PathBuf,
+    /// Where to mount (created if missing, and then removed afterwards).
+    pub mount: PathBuf,
+    /// Delay of each read that reaches the file system (page-cache hits are not delayed).
+    #[arg(long, default_value = "300ms")]
+    pub read_delay: doctor::units::Duration,
+    /// A random extra delay, uniform between 0 and this.
+    #[arg(long, default_value = "0ms")]
+    pub jitter: doctor::units::Duration,
+    /// Only files whose path in the mount matches this glob are slow (e.g. `*.dat`).
+    #[arg(long, default_value = "**")]
+    pub glob: String,
+    /// Fraction of matching reads that fail with EIO, between 0 and 1.
+    #[arg(long, default_value_t = 0.0)]
+    pub error_rate: f64,
+    /// Upper bound on any delay, now or set later.
+    #[arg(long, default_value = "10s")]
+    pub max_delay: doctor::units::Duration,
+    /// Unmount after this long (default: until Ctrl-C or SIGTERM).
+    #[arg(long = "for", value_name = "DURATION")]
+    pub run_for: Option<doctor::units::Duration>,
+    /// FUSE worker threads (delayed reads do not occupy them).
+    #[arg(long, default_value_t = 4)]
+    pub threads: usize,
+}
+
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct SlowfsSetArgs {
+    /// The slowfs mount point.
+    pub mount: PathBuf,
+    #[arg(long)]
+    pub read_delay: Option<doctor::units::Duration>,
+    #[arg(long)]
+    pub jitter: Option<doctor::units::Duration>,
+    #[arg(long)]
+    pub error_rate: Option<f64>,
+    #[arg(long)]
+    pub glob: Option<String>,
+}
+
 
 /// What the host must provide for FUSE, with what to do when it does not.
 pub fn check_fuse() -> Result<()> {
