@@ -14,6 +14,27 @@ pub const MAGIC: &[u8; 8] = b"STSCPHB1";
 pub const VERSION: u32 = 1;
 const SIZE: usize = 4096;
 
+/// Where each field lives in the page, named as the agent's writer (`Heartbeat.java`) names them.
+mod off {
+    pub const MAGIC: usize = 0;
+    pub const VERSION: usize = 8;
+    pub const PID: usize = 12;
+    pub const PROC_STARTTIME: usize = 16;
+    pub const RESOLUTION_NS: usize = 24;
+    pub const LAST_TICK_NS: usize = 32;
+    pub const TICK_COUNT: usize = 40;
+    pub const STATE: usize = 48;
+    pub const METER_TID: usize = 52;
+    pub const START_NS: usize = 56;
+    pub const START_EPOCH_MS: usize = 64;
+    pub const INTERVAL_NS: usize = 72;
+    pub const DELAY_NS: usize = 80;
+}
+
+/// State words, as the writer's `STATE_*` constants.
+const STATE_RUNNING: u32 = 1;
+const STATE_EXITED: u32 = 3;
+
 /// The heartbeat's state word.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -110,12 +131,12 @@ impl Heartbeat {
         }
         let hb = Heartbeat { base: p as *const u8, path: path.to_path_buf() };
         // SAFETY: within the mapping.
-        let magic = unsafe { std::slice::from_raw_parts(hb.base, 8) };
+        let magic = unsafe { std::slice::from_raw_parts(hb.base.add(off::MAGIC), MAGIC.len()) };
         if magic != MAGIC {
             return Err(io::Error::new(io::ErrorKind::InvalidData, format!("{}: not a stallscope heartbeat (bad magic)", path.display())));
         }
-        if hb.u32(8) != VERSION {
-            return Err(io::Error::new(io::ErrorKind::InvalidData, format!("{}: heartbeat version {} (this stallscope reads {VERSION})", path.display(), hb.u32(8))));
+        if hb.u32(off::VERSION) != VERSION {
+            return Err(io::Error::new(io::ErrorKind::InvalidData, format!("{}: heartbeat version {} (this stallscope reads {VERSION})", path.display(), hb.u32(off::VERSION))));
         }
         Ok(hb)
     }
@@ -133,27 +154,27 @@ impl Heartbeat {
     /// A consistent reading: `tick_count` is read before and after `last_tick_ns`; the writer
     /// stores the time first and the count after it with release semantics.
     pub fn read(&self) -> Beat {
-        let (mut count, mut last) = (self.u64(40), self.u64(32));
+        let (mut count, mut last) = (self.u64(off::TICK_COUNT), self.u64(off::LAST_TICK_NS));
         for _ in 0..8 {
-            let again = self.u64(40);
+            let again = self.u64(off::TICK_COUNT);
             if again == count {
                 break;
             }
             count = again;
-            last = self.u64(32);
+            last = self.u64(off::LAST_TICK_NS);
         }
         Beat {
-            pid: self.u32(12),
-            proc_starttime: self.u64(16),
-            resolution_ns: self.u64(24),
+            pid: self.u32(off::PID),
+            proc_starttime: self.u64(off::PROC_STARTTIME),
+            resolution_ns: self.u64(off::RESOLUTION_NS),
             last_tick_ns: last,
             tick_count: count,
-            state: MeterState::from(self.u32(48)),
-            meter_tid: self.u32(52),
-            start_ns: self.u64(56),
-            start_epoch_ms: self.u64(64),
-            interval_ns: self.u64(72),
-            delay_ns: self.u64(80),
+            state: MeterState::from(self.u32(off::STATE)),
+            meter_tid: self.u32(off::METER_TID),
+            start_ns: self.u64(off::START_NS),
+            start_epoch_ms: self.u64(off::START_EPOCH_MS),
+            interval_ns: self.u64(off::INTERVAL_NS),
+            delay_ns: self.u64(off::DELAY_NS),
         }
     }
 
@@ -200,17 +221,17 @@ impl HeartbeatWriter {
         }
         let w = HeartbeatWriter { base: p as *mut u8, path, ticks: 0 };
         // SAFETY: header bytes inside the page, written before anyone reads state.
-        unsafe { std::ptr::copy_nonoverlapping(MAGIC.as_ptr(), w.base, 8) };
-        w.store32(8, VERSION);
-        w.store32(12, pid);
-        w.store64(16, crate::task::process_starttime(pid as i32).unwrap_or(0));
-        w.store64(24, resolution_ns);
-        w.store32(52, unsafe { libc::gettid() } as u32);
+        unsafe { std::ptr::copy_nonoverlapping(MAGIC.as_ptr(), w.base.add(off::MAGIC), MAGIC.len()) };
+        w.store32(off::VERSION, VERSION);
+        w.store32(off::PID, pid);
+        w.store64(off::PROC_STARTTIME, crate::task::process_starttime(pid as i32).unwrap_or(0));
+        w.store64(off::RESOLUTION_NS, resolution_ns);
+        w.store32(off::METER_TID, unsafe { libc::gettid() } as u32);
         let now = crate::clock::mono_ns();
-        w.store64(56, now);
-        w.store64(64, std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0));
-        w.store64(32, now);
-        w.store32(48, 1);
+        w.store64(off::START_NS, now);
+        w.store64(off::START_EPOCH_MS, std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0));
+        w.store64(off::LAST_TICK_NS, now);
+        w.store32(off::STATE, STATE_RUNNING);
         Ok(w)
     }
 
@@ -226,15 +247,15 @@ impl HeartbeatWriter {
 
     /// One tick: the time first, then the count (release), as readers expect.
     pub fn tick(&mut self) {
-        self.store64(32, crate::clock::mono_ns());
+        self.store64(off::LAST_TICK_NS, crate::clock::mono_ns());
         self.ticks += 1;
-        self.store64(40, self.ticks);
+        self.store64(off::TICK_COUNT, self.ticks);
     }
 }
 
 impl Drop for HeartbeatWriter {
     fn drop(&mut self) {
-        self.store32(48, 3);
+        self.store32(off::STATE, STATE_EXITED);
         // SAFETY: the mapping made in `create`.
         unsafe { libc::munmap(self.base as *mut libc::c_void, SIZE) };
         let _ = std::fs::remove_file(&self.path);
@@ -302,6 +323,36 @@ mod tests {
         assert_eq!(t.len(), 2);
         assert_eq!(t[1].name, "pool-1-thread-1\tx\\y");
         assert!(t[1].daemon);
+    }
+
+    #[test]
+    fn the_offsets_are_the_agents() {
+        let java = std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../java/agent-core/src/main/java/io/stallscope/agent/core/Heartbeat.java")).unwrap();
+        let named = |name: &str| -> usize {
+            let l = java.lines().find(|l| l.contains(&format!(" {name} = "))).unwrap_or_else(|| panic!("{name} is not in Heartbeat.java"));
+            l.split('=').nth(1).unwrap().trim().trim_end_matches(';').parse().unwrap()
+        };
+        let ours = [
+            ("OFF_MAGIC", off::MAGIC),
+            ("OFF_VERSION", off::VERSION),
+            ("OFF_PID", off::PID),
+            ("OFF_PROC_STARTTIME", off::PROC_STARTTIME),
+            ("OFF_RESOLUTION_NS", off::RESOLUTION_NS),
+            ("OFF_LAST_TICK_NS", off::LAST_TICK_NS),
+            ("OFF_TICK_COUNT", off::TICK_COUNT),
+            ("OFF_STATE", off::STATE),
+            ("OFF_METER_TID", off::METER_TID),
+            ("OFF_START_NS", off::START_NS),
+            ("OFF_START_EPOCH_MS", off::START_EPOCH_MS),
+            ("OFF_INTERVAL_NS", off::INTERVAL_NS),
+            ("OFF_DELAY_NS", off::DELAY_NS),
+            ("STATE_RUNNING", STATE_RUNNING as usize),
+            ("STATE_EXITED", STATE_EXITED as usize),
+            ("VERSION", VERSION as usize),
+        ];
+        for (name, v) in ours {
+            assert_eq!(named(name), v, "{name}");
+        }
     }
 
     #[test]
