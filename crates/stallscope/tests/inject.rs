@@ -125,6 +125,35 @@ fn slowfs_errors_reach_the_reader_and_settings_change_live() {
 }
 
 #[test]
+fn slowfs_delays_writes_and_fsyncs_of_matching_files_live() {
+    let d = scratch("slowfs-write");
+    let (back, mnt) = (d.join("back"), d.join("mnt"));
+    std::fs::create_dir_all(&back).unwrap();
+    let _fs = Slowfs::start(&back, &mnt, &["--read-delay", "0ms", "--write-delay", "200ms", "--glob", "*.log"]);
+    // Each write(2) of a matching file waits: nothing is cached on the way.
+    let mut f = std::fs::File::create(mnt.join("gc.log")).unwrap();
+    let t = Instant::now();
+    f.write_all(b"[0.001s][info][gc] one line\n").unwrap();
+    f.write_all(b"[0.002s][info][gc] another\n").unwrap();
+    assert!(t.elapsed() >= Duration::from_millis(400), "two writes wait twice: {:?}", t.elapsed());
+    let t = Instant::now();
+    f.sync_all().unwrap();
+    assert!(t.elapsed() >= Duration::from_millis(200), "an fsync waits too: {:?}", t.elapsed());
+    drop(f);
+    assert!(std::fs::read_to_string(back.join("gc.log")).unwrap().ends_with("another\n"), "the data reached the backing file");
+    std::fs::File::create(mnt.join("data.bin")).unwrap().write_all(b"x").unwrap();
+    let set = |args: &[&str]| Command::new(bin()).args(["inject", "slowfs-set"]).arg(&mnt).args(args).output().unwrap();
+    let o = set(&["--write-delay", "300ms"]);
+    let text = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(text.contains("write_delay=300000000ns"), "{text}");
+    assert!(text.contains("delayed_writes=2\n"), "only the matching file's writes were delayed: {text}");
+    let mut f = std::fs::OpenOptions::new().append(true).open(mnt.join("gc.log")).unwrap();
+    let t = Instant::now();
+    f.write_all(b"x").unwrap();
+    assert!(t.elapsed() >= Duration::from_millis(300), "the new delay applies without a remount: {:?}", t.elapsed());
+}
+
+#[test]
 fn slowfs_leaves_no_mount_when_killed() {
     let d = scratch("slowfs-kill");
     let (back, mnt) = (d.join("back"), d.join("mnt"));

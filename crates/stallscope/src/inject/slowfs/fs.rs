@@ -1,8 +1,8 @@
 //! The FUSE passthrough filesystem: every operation goes to the backing directory; reads of
 //! matching files (including page-ins of mmapped files, which arrive as FUSE reads) are delayed
-//! or fail with EIO.
+//! or fail with EIO, and writes and fsyncs of them are delayed.
 //!
-//! Invariant: a delayed read never holds a lock or a FUSE worker while it sleeps. It is
+//! Invariant: a delayed read or write never holds a lock or a FUSE worker while it sleeps. It is
 //! answered from its own thread, so any number of readers wait in parallel (unreliablefs
 //! serialises them on one global lock; this does not).
 
@@ -148,6 +148,17 @@ impl SlowFs {
 
     fn handle(&self, fh: FileHandle) -> Option<Arc<File>> {
         self.handles.read().ok()?.get(&fh.0).cloned()
+    }
+
+    /// How long a write or fsync of `ino` waits: the write delay and jitter, for matching files.
+    fn write_delay(&self, ino: INodeNo) -> u64 {
+        let st = &self.settings;
+        let base = st.write_delay_ns.load(Ordering::Relaxed);
+        if base == 0 || !self.rel(ino).is_some_and(|r| st.matches(&r)) {
+            return 0;
+        }
+        let jitter = st.jitter_ns.load(Ordering::Relaxed);
+        (base + if jitter > 0 { self.random() % (jitter + 1) } else { 0 }).min(st.max_delay_ns)
     }
 }
 
@@ -334,9 +345,24 @@ impl Filesystem for SlowFs {
             };
         }
         let Some(file) = self.handle(fh) else { return reply.error(Errno::EBADF) };
-        match file.write_all_at(data, offset) {
+        let st = &self.settings;
+        st.stats.writes.fetch_add(1, Ordering::Relaxed);
+        let write = move |reply: ReplyWrite, data: &[u8]| match file.write_all_at(data, offset) {
             Ok(()) => reply.written(data.len() as u32),
             Err(e) => reply.error(errno(e)),
+        };
+        let delay = self.write_delay(ino);
+        if delay == 0 {
+            return write(reply, data);
+        }
+        st.stats.delayed_writes.fetch_add(1, Ordering::Relaxed);
+        let data = data.to_vec();
+        let spawned = std::thread::Builder::new().name("slowfs-delay".into()).spawn(move || {
+            std::thread::sleep(Duration::from_nanos(delay));
+            write(reply, &data);
+        });
+        if let Err(e) = spawned {
+            eprintln!("slowfs: cannot start a delay thread ({e}); this write fails with EAGAIN");
         }
     }
 
@@ -344,11 +370,22 @@ impl Filesystem for SlowFs {
         reply.ok();
     }
 
-    fn fsync(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, datasync: bool, reply: ReplyEmpty) {
+    fn fsync(&self, _req: &Request, ino: INodeNo, fh: FileHandle, datasync: bool, reply: ReplyEmpty) {
         let Some(file) = self.handle(fh) else { return reply.ok() };
-        match if datasync { file.sync_data() } else { file.sync_all() } {
+        let sync = move |reply: ReplyEmpty| match if datasync { file.sync_data() } else { file.sync_all() } {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(errno(e)),
+        };
+        let delay = self.write_delay(ino);
+        if delay == 0 {
+            return sync(reply);
+        }
+        let spawned = std::thread::Builder::new().name("slowfs-delay".into()).spawn(move || {
+            std::thread::sleep(Duration::from_nanos(delay));
+            sync(reply);
+        });
+        if let Err(e) = spawned {
+            eprintln!("slowfs: cannot start a delay thread ({e}); this fsync fails with EAGAIN");
         }
     }
 

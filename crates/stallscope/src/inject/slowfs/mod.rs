@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 #[derive(clap::Args, Debug, Clone)]
 #[command(after_help = "\
 While mounted, `MOUNT/.stallscope-slowfs` shows the settings and counters; writing
-`read_delay=5s` (or jitter=, error_rate=, glob=) to it changes them, as
+`read_delay=5s` (or write_delay=, jitter=, error_rate=, glob=) to it changes them, as
 `stallscope inject slowfs-set MOUNT --read-delay 5s` does.
 
 Example, the seed's experiment with a 300 ms disk:
@@ -35,6 +35,10 @@ pub struct SlowfsArgs {
     /// Delay of each read that reaches the file system (page-cache hits are not delayed).
     #[arg(long, default_value = "300ms")]
     pub read_delay: doctor::units::Duration,
+    /// Delay of each write and fsync (writes are not cached: every write(2) waits, as on a slow
+    /// network file system; a JVM's GC log written here slows whatever writes it).
+    #[arg(long, default_value = "0ms")]
+    pub write_delay: doctor::units::Duration,
     /// A random extra delay, uniform between 0 and this.
     #[arg(long, default_value = "0ms")]
     pub jitter: doctor::units::Duration,
@@ -62,6 +66,8 @@ pub struct SlowfsSetArgs {
     pub mount: PathBuf,
     #[arg(long)]
     pub read_delay: Option<doctor::units::Duration>,
+    #[arg(long)]
+    pub write_delay: Option<doctor::units::Duration>,
     #[arg(long)]
     pub jitter: Option<doctor::units::Duration>,
     #[arg(long)]
@@ -174,6 +180,7 @@ pub fn run(a: SlowfsArgs) -> Result<i32> {
     let max_delay = a.max_delay.ns();
     let settings = Settings::new(
         a.read_delay.ns(),
+        a.write_delay.ns(),
         a.jitter.ns(),
         a.error_rate,
         &a.glob,
@@ -218,11 +225,12 @@ pub fn run(a: SlowfsArgs) -> Result<i32> {
 
     let started = Instant::now();
     eprintln!(
-        "slowfs: {} mirrors {}; reads of '{}' delayed {} (jitter {}), error rate {}, max delay {}",
+        "slowfs: {} mirrors {}; reads of '{}' delayed {}, writes {} (jitter {}), error rate {}, max delay {}",
         mount.display(),
         backing.display(),
         a.glob,
         fmt_ns(settings.read_delay_ns.load(Ordering::Relaxed)),
+        fmt_ns(settings.write_delay_ns.load(Ordering::Relaxed)),
         fmt_ns(settings.jitter_ns.load(Ordering::Relaxed)),
         a.error_rate,
         fmt_ns(max_delay)
@@ -277,6 +285,9 @@ pub fn set(a: SlowfsSetArgs) -> Result<i32> {
     let mut lines = Vec::new();
     if let Some(d) = a.read_delay {
         lines.push(format!("read_delay={}ns", d.ns()));
+    }
+    if let Some(d) = a.write_delay {
+        lines.push(format!("write_delay={}ns", d.ns()));
     }
     if let Some(j) = a.jitter {
         lines.push(format!("jitter={}ns", j.ns()));
