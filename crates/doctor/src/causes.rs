@@ -16,13 +16,14 @@ pub enum Cause {
     MachinePause,
     LongVmOperation,
     VmThreadIo,
+    MemoryReclaim,
+    MemcgHigh,
     TlbShootdown,
     Unknown,
 }
 
 impl Cause {
-    #[cfg(test)]
-    pub const ALL: [Cause; 12] = [
+    pub const ALL: [Cause; 14] = [
         Cause::NoSafepointPoll,
         Cause::MajorFault,
         Cause::SwapIn,
@@ -33,6 +34,8 @@ impl Cause {
         Cause::MachinePause,
         Cause::LongVmOperation,
         Cause::VmThreadIo,
+        Cause::MemoryReclaim,
+        Cause::MemcgHigh,
         Cause::TlbShootdown,
         Cause::Unknown,
     ];
@@ -49,6 +52,8 @@ impl Cause {
             Cause::MachinePause => "machine-pause",
             Cause::LongVmOperation => "long-vm-operation",
             Cause::VmThreadIo => "vm-thread-io",
+            Cause::MemoryReclaim => "memory-reclaim",
+            Cause::MemcgHigh => "memcg-high",
             Cause::TlbShootdown => "tlb-shootdown",
             Cause::Unknown => "unknown",
         }
@@ -65,7 +70,9 @@ impl Cause {
             Cause::Frozen => "process frozen or stopped",
             Cause::MachinePause => "whole machine paused",
             Cause::LongVmOperation => "long VM operation at the safepoint",
-            Cause::VmThreadIo => "VM thread blocked in I/O at a safepoint",
+            Cause::VmThreadIo => "VM or GC thread blocked in I/O at a safepoint",
+            Cause::MemoryReclaim => "memory reclaim or compaction",
+            Cause::MemcgHigh => "memory cgroup over its high limit",
             Cause::TlbShootdown => "TLB shootdown storm",
             Cause::Unknown => "unknown",
         }
@@ -75,17 +82,24 @@ impl Cause {
         match self {
             Cause::NoSafepointPoll => "the thread runs a loop (or a huge copy) that never polls for safepoints: keep loop strip mining on (G1, ZGC and Shenandoah do by default; -XX:+UseCountedLoopSafepoints elsewhere), or give the loop a long index or a call out",
             Cause::MajorFault => "read with FileChannel.read (native, safepoint-safe) or pre-fault the mapping off the critical path; MappedByteBuffer.load() does not help",
-            Cause::SwapIn => "keep the JVM's memory resident: no swap for its cgroup (memory.swap.max=0), -XX:+AlwaysPreTouch, or a smaller heap",
+            Cause::SwapIn => "keep the JVM's memory resident: no swap for its cgroup (memory.swap.max=0 on cgroup v2, memory.swappiness=0 or memory.memsw.limit_in_bytes = memory.limit_in_bytes on v1) with -XX:+AlwaysPreTouch, more headroom in its memory limit, or a smaller heap",
             Cause::MmapLock => "stop mapping, unmapping and mprotecting large regions beside latency-critical threads: reuse mappings and direct buffers, fix the heap size (-Xms = -Xmx), avoid mlock/MAP_POPULATE at run time",
             Cause::CpuStarvation => "give the JVM the CPUs it needs: fewer runnable threads than cores, isolate noisy neighbours (cpusets, cgroup weights), or raise its priority while it reaches a safepoint (stallscope run --boost)",
             Cause::CgroupThrottling => "raise the cgroup's CPU quota above the JVM's demand, or size GC and compiler threads to fit it (-XX:ParallelGCThreads, -XX:CICompilerCount)",
             Cause::Frozen => "something stopped the process (SIGSTOP, a debugger, a paused container or frozen cgroup): find what sent it",
             Cause::MachinePause => "the whole machine stopped (VM steal, live migration, an overloaded host): look at the hypervisor, or move to dedicated hosts",
             Cause::LongVmOperation => "the operation run at the safepoint was long itself: tune or avoid it (see its name: a full GC, a heap dump, class redefinition)",
-            Cause::VmThreadIo => "the VM thread waited on a slow disk inside the safepoint: put GC and safepoint logs on a fast local disk, use -Xlog:async (JDK 17+), -XX:+PerfDisableSharedMem",
+            Cause::VmThreadIo => "the VM or GC thread waited on storage while the application was stopped: log asynchronously (-Xlog:async, JDK 17+), put GC and safepoint logs on a fast local disk or tmpfs, and -XX:+PerfDisableSharedMem for hsperfdata",
+            Cause::MemoryReclaim => "give the JVM's memory cgroup headroom above its working set (heap, metaspace, code, direct buffers, and the page cache of what it writes), pre-touch the heap at start (-XX:+AlwaysPreTouch), and keep bulk file writes out of its cgroup or write them with O_DIRECT",
+            Cause::MemcgHigh => "raise the cgroup's memory.high above the JVM's working set (or remove it and keep memory.max), or shrink the heap and direct memory to fit under it",
             Cause::TlbShootdown => "stop mapping and unmapping small files or regions in hot paths: read with pread into pooled buffers, or keep the mappings open",
             Cause::Unknown => "the evidence is thin; the raw samples below show what each thread was doing",
         }
+    }
+
+    /// Parses a cause's id (`swap-in`).
+    pub fn from_id(id: &str) -> Option<Cause> {
+        Cause::ALL.into_iter().find(|c| c.id() == id)
     }
 
     pub fn doc(self) -> String {

@@ -6,15 +6,19 @@
 //!
 //! The steps, each a function with its own test: [`stall_spans`] (when each stall began and
 //! ended, from the recorder's events), [`match_safepoint`] (the safepoint that held the world
-//! then), [`system_signals`] (machine-wide counters around it), then per stall the evidence
-//! ([`crate::evidence`]) and its classification ([`crate::classify`]), an honest `unknown` with
-//! the busiest threads when nothing explains it, and finally [`summarise`].
+//! then) and [`spanned_safepoints`] (every one the stall spans), [`segments`] (the stall cut
+//! into reaching each safepoint, at it, and outside any; in `classify`), [`crate::signals`] (machine-wide
+//! counters around it), then per stall the evidence ([`crate::evidence`]) and its
+//! classification ([`crate::classify`]), an honest `unknown` with the busiest threads when
+//! nothing explains it, and finally [`summarise`].
 
 use crate::causes::Cause;
-use crate::classify;
+use crate::classify::{self, segments, Segment};
 use crate::evidence::{self, StallEvidence};
 use crate::recording::{Event, Meta, Recording, Sample, SystemSample};
 use crate::report::{Confidence, Finding, Report, SafepointView, StallReport, Summary, ThreadLine, TimeoutCulprit, SCHEMA};
+use crate::signals::system_signals;
+use crate::wait::Wait;
 use hotspot_log::Safepoint;
 use std::collections::{BTreeMap, HashMap};
 
@@ -24,10 +28,12 @@ const SAFEPOINT_MIN_OVERLAP: f64 = 0.5;
 /// Slack on each side when overlapping a stall with a safepoint: the meter's stall starts when a
 /// tick was due, not when the safepoint began.
 const OVERLAP_SLACK_NS: u64 = 2_000_000;
-/// PSI totals move in coarse steps: a window shorter than this says nothing.
-const PSI_MIN_WINDOW_NS: u64 = 20_000_000;
-/// TLB-shootdown rates need at least this much time between two readings.
-const RATE_MIN_WINDOW_NS: u64 = 1_000_000;
+/// Another safepoint the stall spans is shown beside the main one when it overlaps the stall by
+/// at least this share of it (or this long).
+const SPANNED_MIN_SHARE: f64 = 0.1;
+const SPANNED_MIN_NS: u64 = 5_000_000;
+/// A thread parked this share of a stall was holding nothing up.
+const PARKED_THROUGHOUT: f64 = 0.9;
 /// Threads listed as raw samples when a stall's cause is unknown.
 const RAW_THREADS: usize = 8;
 
@@ -110,16 +116,39 @@ fn safepoint_view(s: &Safepoint, names: &HashMap<i32, String>) -> SafepointView 
     }
 }
 
+/// How long safepoint `s` overlaps [start, end], with slack on each side (0 without a stamp).
+fn overlap_ns(s: &Safepoint, start: u64, end: u64) -> u64 {
+    let Some(e) = s.end.mono_ns else { return 0 };
+    let b = e.saturating_sub(s.total_ns);
+    e.min(end + OVERLAP_SLACK_NS).saturating_sub(b.max(start.saturating_sub(OVERLAP_SLACK_NS)))
+}
+
+/// Every safepoint the stall spans, in time order: the main one, and any other that overlaps it
+/// by a tenth (or 5 ms) — a stall over back-to-back safepoints shows each of them.
+pub fn spanned_safepoints(span: &StallSpan, safepoints: &[Safepoint], main: Option<&SafepointView>, names: &HashMap<i32, String>) -> Vec<SafepointView> {
+    let d = span.duration_ns();
+    let min = ((SPANNED_MIN_SHARE * d as f64) as u64).max(SPANNED_MIN_NS.min(d / 2));
+    let mut v: Vec<SafepointView> = safepoints
+        .iter()
+        .filter(|s| {
+            let o = overlap_ns(s, span.start_ns, span.end_ns);
+            o > 0 && o >= min
+        })
+        .map(|s| safepoint_view(s, names))
+        .collect();
+    if let Some(m) = main.filter(|m| !v.iter().any(|x| x.start_mono_ns == m.start_mono_ns && x.op == m.op)) {
+        v.push(m.clone());
+    }
+    v.sort_by_key(|s| s.start_mono_ns);
+    v
+}
+
 /// The safepoint this stall falls in: the one with the largest overlap on CLOCK_MONOTONIC,
 /// covering at least half of it; or, when the JVM died inside a safepoint whose record was never
 /// written, that unfinished one (from its SafepointTimeout culprits).
 pub fn match_safepoint(span: &StallSpan, safepoints: &[Safepoint], unfinished: &[hotspot_log::Culprit], names: &HashMap<i32, String>) -> Option<SafepointView> {
     let (start, end_ns, duration) = (span.start_ns, span.end_ns, span.duration_ns());
-    let overlap = |s: &Safepoint| -> u64 {
-        let Some(e) = s.end.mono_ns else { return 0 };
-        let b = e.saturating_sub(s.total_ns);
-        e.min(end_ns + OVERLAP_SLACK_NS).saturating_sub(b.max(start.saturating_sub(OVERLAP_SLACK_NS)))
-    };
+    let overlap = |s: &Safepoint| overlap_ns(s, start, end_ns);
     let found = safepoints
         .iter()
         .filter(|s| overlap(s) > 0 && overlap(s) as f64 >= SAFEPOINT_MIN_OVERLAP * duration.max(1) as f64)
@@ -140,46 +169,6 @@ pub fn match_safepoint(span: &StallSpan, safepoints: &[Safepoint], unfinished: &
         timeout_culprits: inside.iter().map(|c| TimeoutCulprit { name: c.name.clone(), tid: c.os_tid.map(|t| t as i32), state: c.state.clone() }).collect(),
         unfinished: true,
     })
-}
-
-/// Machine-wide signals around one stall, from the recorder's system samples.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct SystemSignals {
-    /// TLB shootdowns per second during the stall and just before it.
-    pub tlb_rate_during: Option<f64>,
-    pub tlb_rate_before: Option<f64>,
-    /// CPU time the hypervisor stole, per CPU.
-    pub steal_ns: Option<u64>,
-    /// Time the target's CPU cgroup was throttled.
-    pub throttled_ns: Option<u64>,
-    /// PSI `cpu some`: the share of the time some task waited for a CPU.
-    pub psi_cpu_during: Option<f64>,
-    pub psi_cpu_before: Option<f64>,
-}
-
-/// The system samples of one stall (its baseline and those taken during it) as signals.
-pub fn system_signals(meta: &Meta, sys: &[&SystemSample]) -> SystemSignals {
-    let base = sys.iter().find(|s| s.baseline);
-    let during: Vec<&&SystemSample> = sys.iter().filter(|s| !s.baseline).collect();
-    let (first, last) = (during.first(), during.last());
-    let tlb_sum = |s: &SystemSample| s.tlb.as_ref().map(|v| v.iter().sum::<u64>());
-    let rate = |a: &SystemSample, b: &SystemSample| -> Option<f64> {
-        let dt = b.t.checked_sub(a.t).filter(|d| *d >= RATE_MIN_WINDOW_NS)? as f64 / 1e9;
-        Some(tlb_sum(b)?.saturating_sub(tlb_sum(a)?) as f64 / dt)
-    };
-    let psi_share = |a: &SystemSample, b: &SystemSample| -> Option<f64> {
-        let dt = b.t.checked_sub(a.t).filter(|d| *d >= PSI_MIN_WINDOW_NS)?;
-        Some((b.psi_cpu_us?.saturating_sub(a.psi_cpu_us?) * 1000) as f64 / dt as f64)
-    };
-    let tick_ns = 1_000_000_000 / meta.clock_ticks.max(1);
-    SystemSignals {
-        tlb_rate_during: first.zip(last).and_then(|(a, b)| rate(a, b)),
-        tlb_rate_before: base.zip(first).and_then(|(a, b)| rate(a, b)),
-        steal_ns: first.zip(last).and_then(|(a, b)| Some(b.cpu?.steal.saturating_sub(a.cpu?.steal) * tick_ns / meta.cpus.max(1) as u64)),
-        throttled_ns: first.zip(last).and_then(|(a, b)| Some(b.throttling?.throttled_ns.saturating_sub(a.throttling?.throttled_ns))),
-        psi_cpu_during: first.zip(last).and_then(|(a, b)| psi_share(a, b)),
-        psi_cpu_before: base.zip(first).and_then(|(a, b)| psi_share(a, b)),
-    }
 }
 
 /// The answer when nothing explains a stall: `unknown`, saying what was (not) seen.
@@ -212,48 +201,63 @@ fn busiest_threads(ev: &StallEvidence, names: &HashMap<i32, String>) -> Vec<Thre
         .collect()
 }
 
+/// Whether a thread spent a stall parked: holding nothing up.
+fn parked_throughout(t: &evidence::ThreadEvidence, tick_ns: u64) -> bool {
+    let a = t.account(tick_ns);
+    a.span_ns > 0 && a.wait_ns(Wait::Parked) as f64 >= PARKED_THROUGHOUT * a.span_ns as f64
+}
+
 /// The whole diagnosis of one stall.
-fn diagnose_stall(rec: &Recording, span: &StallSpan, meter_tid: Option<i32>) -> StallReport {
+fn diagnose_stall(rec: &Recording, span: &StallSpan, samples: &[&Sample], meter_tid: Option<i32>) -> StallReport {
     let meta = &rec.meta;
     let stall = span.stall;
     let ctx = rec.context.iter().find(|c| c.stall == stall);
     let names: HashMap<i32, String> = ctx.map(|c| c.java_threads.iter().filter(|j| j.tid > 0).map(|j| (j.tid, j.name.clone())).collect()).unwrap_or_default();
     let safepoint = match_safepoint(span, &rec.safepoints, &rec.unfinished_culprits, &names);
-    let samples: Vec<&Sample> = rec.samples.iter().filter(|s| s.stall == stall).collect();
+    let spanned = if safepoint.as_ref().is_some_and(|s| s.unfinished) { safepoint.iter().cloned().collect() } else { spanned_safepoints(span, &rec.safepoints, safepoint.as_ref(), &names) };
+    // The world stopped when the safepoint began, even if the meter noticed later (it was
+    // asleep, or the recorder itself was held up): the stall starts there.
+    let mut span = span.clone();
+    if let Some(first) = spanned.first().filter(|s| s.start_mono_ns < span.start_ns && s.start_mono_ns + s.total_ns > span.start_ns) {
+        span.start_ns = first.start_mono_ns;
+    }
+    let span = &span;
     let until = if span.exited_during { u64::MAX } else { span.end_ns };
-    let ev = evidence::rebuild(&samples, meta.clock_ticks, 0, until);
-    // What threads did while the safepoint was being reached: the window TTSP culprits are
-    // judged on (before it, a starved meter can start the stall early).
-    let ttsp_ev = safepoint.as_ref().map(|sp| evidence::rebuild(&samples, meta.clock_ticks, sp.start_mono_ns, (sp.start_mono_ns + sp.ttsp_ns).min(until)));
+    let ev = evidence::rebuild(samples, meta.clock_ticks, 0, until);
+    let segs: Vec<Segment> = segments(span.start_ns, span.end_ns.max(span.start_ns), &spanned)
+        .into_iter()
+        .map(|(kind, start, end)| Segment { kind, start_ns: start, end_ns: end, evidence: evidence::rebuild(samples, meta.clock_ticks, start, end.min(until)) })
+        .collect();
     let sys: Vec<&SystemSample> = rec.system.iter().filter(|s| s.stall == stall).collect();
     let signals = system_signals(meta, &sys);
     let trace = rec.trace.iter().find(|t| t.stall == stall).map_or(&[][..], |t| &t.events[..]);
     let duration = span.duration_ns();
     let inputs = classify::Inputs {
         duration_ns: duration,
+        start_ns: span.start_ns,
+        end_ns: span.end_ns,
         evidence: &ev,
-        ttsp_evidence: ttsp_ev.as_ref().filter(|e| !e.sample_times.is_empty()),
-        safepoint: safepoint.as_ref(),
+        segments: &segs,
+        safepoints: &spanned,
         control_max_late_ns: span.control_max_late_ns,
-        steal_ns: signals.steal_ns,
-        tlb_rate_during: signals.tlb_rate_during,
-        tlb_rate_before: signals.tlb_rate_before,
-        throttled_ns: signals.throttled_ns,
-        psi_cpu_during: signals.psi_cpu_during,
-        psi_cpu_before: signals.psi_cpu_before,
+        signals: &signals,
+        shares: meta.recorder_shares.unwrap_or_default(),
         names: &names,
         maps: ctx.map_or(&[][..], |c| &c.maps),
         mapped_files: ctx.map_or(&[][..], |c| &c.mapped_files),
         meter_tid,
         trace,
-        end_ns: span.end_ns,
+        clock_ticks: meta.clock_ticks,
     };
     let mut findings = classify::classify(&inputs);
     let culprit_tids: Vec<i32> = findings.iter().flat_map(|f| f.culprits.iter().map(|c| c.tid)).collect();
-    let parked = ev.threads.iter().filter(|t| !culprit_tids.contains(&t.tid) && classify::behaviour(t, duration) == classify::Behaviour::Parked).count();
+    let tick_ns = 1_000_000_000 / meta.clock_ticks.max(1);
+    let parked = ev.threads.iter().filter(|t| !culprit_tids.contains(&t.tid) && parked_throughout(t, tick_ns)).count();
     let mut raw = Vec::new();
     if findings.is_empty() {
         findings.push(unknown_finding(&ev));
+    }
+    if findings.iter().any(|f| f.cause == Cause::Unknown) {
         raw = busiest_threads(&ev, &names);
     }
     StallReport {
@@ -262,6 +266,7 @@ fn diagnose_stall(rec: &Recording, span: &StallSpan, meter_tid: Option<i32>) -> 
         duration_ns: duration,
         start_wall: wall_of(meta, span.start_ns),
         safepoint,
+        safepoints: spanned,
         findings,
         parked_threads: parked,
         threads: ev.threads.len(),
@@ -312,13 +317,29 @@ pub fn diagnose(rec: &Recording) -> Report {
         Event::MeterRunning { meter_tid, .. } => Some(*meter_tid as i32),
         _ => None,
     });
-    let mut stalls: Vec<StallReport> = stall_spans(&rec.events).iter().map(|span| diagnose_stall(rec, span, meter_tid)).collect();
+    let mut by_stall: HashMap<u32, Vec<&Sample>> = HashMap::new();
+    for s in &rec.samples {
+        by_stall.entry(s.stall).or_default().push(s);
+    }
+    let mut stalls: Vec<StallReport> = stall_spans(&rec.events).iter().map(|span| diagnose_stall(rec, span, by_stall.get(&span.stall).map_or(&[][..], |v| &v[..]), meter_tid)).collect();
     // Stalls shorter than the threshold can be recorded at its edge; they are not stalls.
     stalls.retain(|s| s.duration_ns >= meta.threshold_ns || s.target_exited);
     let summary = summarise(rec, &stalls);
     let mut notes: Vec<String> = meta.privileges_note.iter().cloned().collect();
     if !rec.has_safepoint_log {
         notes.push("no safepoint log in the recording: stalls cannot be joined with safepoints".into());
+    }
+    // The agent logs its hiccups from inside the JVM: a stall the JVM never came back from (it
+    // was killed, or the recording ended first) is not in its log.
+    if let (Some(h), Some(longest)) = (&summary.hiccups, stalls.iter().max_by_key(|s| s.duration_ns)) {
+        if longest.duration_ns > h.max_ns.saturating_mul(3) / 2 && longest.duration_ns > meta.threshold_ns * 2 {
+            notes.push(format!(
+                "the agent's hiccup log peaks at {} but the longest stall lasted {}: {}",
+                crate::units::fmt_ns(h.max_ns),
+                crate::units::fmt_ns(longest.duration_ns),
+                if longest.target_exited { "the JVM ended inside it, before its meter could log it" } else { "the meter logs an interval only once the JVM runs again" }
+            ));
+        }
     }
     Report { schema: SCHEMA, recording: rec.dir.display().to_string(), meta: meta.clone(), stalls, summary, notes }
 }
@@ -327,7 +348,6 @@ pub fn diagnose(rec: &Recording) -> Report {
 mod tests {
     use super::*;
     use crate::recording::StallContext;
-    use procwatch::system::CpuTimes;
 
     const MS: u64 = 1_000_000;
 
@@ -351,6 +371,7 @@ mod tests {
             threshold_ns: 5 * MS,
             sample_interval_ns: 2 * MS,
             safepoint_timeout_ms: None,
+            ..Meta::default()
         }
     }
 
@@ -403,32 +424,6 @@ mod tests {
         assert!(match_safepoint(&span, &[short], &[], &names).is_none());
     }
 
-    fn sys(t_ms: u64, baseline: bool, tlb: u64, steal: u64, psi_us: u64) -> SystemSample {
-        SystemSample {
-            t: t_ms * MS,
-            stall: 1,
-            baseline,
-            tlb: Some(vec![tlb, 0]),
-            cpu: Some(CpuTimes { steal, ..CpuTimes::default() }),
-            psi_cpu_us: Some(psi_us),
-            psi_io_us: None,
-            psi_memory_us: None,
-            throttling: None,
-            jvm: None,
-        }
-    }
-
-    #[test]
-    fn system_signals_are_rates_over_the_stall_and_before_it() {
-        let (a, b, c) = (sys(1000, true, 100, 0, 0), sys(2000, false, 200, 0, 100_000), sys(2100, false, 1200, 10, 180_000));
-        let s = system_signals(&meta(), &[&a, &b, &c]);
-        assert_eq!(s.tlb_rate_before, Some(100.0));
-        assert_eq!(s.tlb_rate_during, Some(10_000.0), "1000 shootdowns in 100 ms");
-        assert_eq!(s.steal_ns, Some(50 * MS), "10 ticks of 10 ms over 2 CPUs");
-        assert_eq!(s.psi_cpu_during, Some(0.8));
-        assert_eq!(s.throttled_ns, None, "no cgroup counters, no throttling claim");
-    }
-
     #[test]
     fn the_summary_counts_stalls_by_their_main_cause_and_the_recorder_pauses() {
         let rec = Recording {
@@ -451,6 +446,7 @@ mod tests {
             duration_ns: 7 * MS,
             start_wall: String::new(),
             safepoint: None,
+            safepoints: vec![],
             findings: vec![unknown_finding(&StallEvidence::default())],
             parked_threads: 0,
             threads: 0,

@@ -1,40 +1,22 @@
-//! What each thread did during one stall, rebuilt from the delta-encoded samples: time in each
-//! state, where it slept, whether it was inside a system call, and how its counters moved.
+//! What each thread did during one stall, rebuilt from the delta-encoded samples: its time by
+//! what it was doing (on a CPU in user or kernel mode, waiting for one, stopped, or waiting in
+//! the kernel, by what for), where it slept, whether it was inside a system call, and how its
+//! counters moved.
 //!
 //! Invariant: pure arithmetic over recorded samples; a thread absent from a delta sample keeps
-//! its previous values, exactly as the recorder meant.
+//! its previous values, exactly as the recorder meant. Time on a CPU and on a run queue comes
+//! from the thread's own counters (schedstat), which are exact; the samples split the rest.
 
 use crate::recording::Sample;
+use crate::wait::{seen, Seen, Wait};
 use procwatch::task::{Syscall, TaskSample};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
 
-/// Kernel sleeps that mean "waiting for a page to come in from a file or the disk".
-pub fn fault_wait(wchan: &str) -> bool {
-    const W: [&str; 16] = [
-        "folio_wait",
-        "__folio_lock",
-        "wait_on_page",
-        "__lock_page",
-        "request_wait_answer",
-        "fuse_",
-        "filemap_",
-        "do_read_cache",
-        "read_pages",
-        "io_schedule",
-        "submit_bio_wait",
-        "blk_mq_",
-        "swap_read",
-        "swap_readpage",
-        "__wait_on_bit",
-        "do_swap_page",
-    ];
-    W.iter().any(|p| wchan.starts_with(p))
-}
-
-/// Kernel sleeps on the mmap read-write semaphore.
-pub fn mmap_lock_wait(wchan: &str) -> bool {
-    wchan.starts_with("rwsem_down") || wchan.starts_with("down_read") || wchan.starts_with("down_write") || wchan.contains("mmap_lock") || wchan.starts_with("lock_mm_and_find_vma")
+/// stallscope's own threads in the target (the agent's meter, log and thread-table threads):
+/// never culprits, whatever they did.
+pub fn stallscope_own(name: &str) -> bool {
+    name.starts_with("stallscope-")
 }
 
 /// JVM-internal threads that run (or look busy) during safepoints without holding them up.
@@ -76,6 +58,46 @@ pub struct ThreadEvidence {
     pub majflt_since_baseline: u64,
     /// The span between its first and last sample.
     pub span_ns: u64,
+    /// Clock ticks of user and kernel CPU time, from its first to its last sample.
+    pub utime_ticks: u64,
+    pub stime_ticks: u64,
+    /// Sampled time by what the samples showed (each sample stands for the time to the next).
+    pub seen_ns: BTreeMap<Seen, u64>,
+    /// The files of the reads and writes it was seen blocked in, with how many samples.
+    pub files: BTreeMap<String, usize>,
+}
+
+/// A thread's time over a window, by what it was doing. On-CPU and run-queue time come from
+/// its counters; the samples split the rest by what it waited for.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Account {
+    pub span_ns: u64,
+    /// On a CPU in user mode, and in kernel mode (from the tick counters' split).
+    pub user_ns: u64,
+    pub kernel_ns: u64,
+    /// On a CPU, when the window was too short for the tick counters to split it.
+    pub cpu_ns: u64,
+    /// Runnable, waiting on a run queue (schedstat run delay).
+    pub run_queue_ns: u64,
+    /// Seen runnable, but its counters did not move enough to say whether it ran or waited.
+    pub runnable_ns: u64,
+    pub stopped_ns: u64,
+    pub waits: BTreeMap<Wait, u64>,
+}
+
+impl Account {
+    /// All of its time but what it spent parked.
+    pub fn active_ns(&self) -> u64 {
+        self.span_ns.saturating_sub(self.waits.get(&Wait::Parked).copied().unwrap_or(0))
+    }
+
+    pub fn on_cpu_ns(&self) -> u64 {
+        self.user_ns + self.kernel_ns + self.cpu_ns
+    }
+
+    pub fn wait_ns(&self, w: Wait) -> u64 {
+        self.waits.get(&w).copied().unwrap_or(0)
+    }
 }
 
 impl ThreadEvidence {
@@ -94,6 +116,60 @@ impl ThreadEvidence {
 
     pub fn dominant_state(&self) -> char {
         self.states.iter().max_by_key(|(_, n)| **n).map_or('?', |(s, _)| *s)
+    }
+
+    /// Its time by what it was doing (see [`Account`]).
+    pub fn account(&self, tick_ns: u64) -> Account {
+        let span: u64 = self.seen_ns.values().sum();
+        let runnable = self.seen_ns.get(&Seen::Runnable).copied().unwrap_or(0);
+        let stopped = self.seen_ns.get(&Seen::Stopped).copied().unwrap_or(0);
+        let cpu = self.cpu_ns.min(span);
+        let rq = self.run_delay_ns.min(span - cpu);
+        // Samples see R for time the counters do not fully cover (sampling is coarse): the
+        // rest of the R time goes to CPU and queue in their proportion, when the counters moved
+        // enough to give one; otherwise it stays unresolved.
+        let (cpu, rq, unresolved) = if cpu + rq < runnable {
+            let extra = runnable - cpu - rq;
+            if (cpu + rq) * 4 < runnable { (cpu, rq, extra) } else { (cpu + extra * cpu / (cpu + rq), rq + extra * rq / (cpu + rq), 0) }
+        } else {
+            (cpu, rq, 0)
+        };
+        let off = span.saturating_sub(cpu + rq + unresolved);
+        // Off-CPU time, split by what the samples saw the thread wait for.
+        let mut off_seen: Vec<(Option<Wait>, u64)> = self.seen_ns.iter().filter_map(|(s, ns)| match s {
+            Seen::Waiting(w) => Some((Some(*w), *ns)),
+            Seen::Stopped => Some((None, *ns)),
+            Seen::Runnable => None,
+        }).collect();
+        let sampled_off: u64 = off_seen.iter().map(|x| x.1).sum();
+        let mut a = Account { span_ns: span, run_queue_ns: rq, runnable_ns: unresolved, ..Account::default() };
+        if sampled_off == 0 && off > 0 {
+            // Off the CPU between samples that all saw it runnable: not known what for.
+            off_seen.push((Some(Wait::Other), off));
+        }
+        let sampled_off = off_seen.iter().map(|x| x.1).sum::<u64>().max(1);
+        for (w, ns) in off_seen {
+            let share = (ns as u128 * off as u128 / sampled_off as u128) as u64;
+            match w {
+                Some(w) => *a.waits.entry(w).or_default() += share,
+                None => a.stopped_ns += share,
+            }
+        }
+        let _ = stopped;
+        // User or kernel: the tick counters, when they moved enough to tell.
+        let ticks = self.utime_ticks + self.stime_ticks;
+        if ticks >= 2 && ticks * tick_ns >= cpu / 4 {
+            a.user_ns = (cpu as u128 * self.utime_ticks as u128 / ticks as u128) as u64;
+            a.kernel_ns = cpu - a.user_ns;
+        } else {
+            a.cpu_ns = cpu;
+        }
+        a
+    }
+
+    /// The file it was seen reading or writing most.
+    pub fn file(&self) -> Option<&str> {
+        self.files.iter().max_by_key(|(_, n)| **n).map(|(f, _)| f.as_str())
     }
 
     /// A compact picture of its states, `R×120 D×3`.
@@ -135,9 +211,15 @@ pub fn rebuild(samples: &[&Sample], clock_ticks: u64, start_ns: u64, end_ns: u64
         pc: Option<u64>,
         first_blocked: Option<u64>,
         n: usize,
+        /// The previous sample in the window: when, and what it showed.
+        prev: Option<(u64, Seen)>,
+        seen_ns: BTreeMap<Seen, u64>,
+        files: BTreeMap<String, usize>,
     }
     let mut acc: HashMap<i32, Acc> = HashMap::new();
     let mut ev = StallEvidence::default();
+    // Each sample's picture of a thread stands for the time until the next sample.
+    let mut close_at: Option<u64> = None;
     for s in samples.iter().filter(|s| !s.baseline) {
         if s.full {
             current.clear();
@@ -152,6 +234,7 @@ pub fn rebuild(samples: &[&Sample], clock_ticks: u64, start_ns: u64, end_ns: u64
             continue;
         }
         if s.t > end_ns {
+            close_at.get_or_insert(s.t.min(end_ns));
             for t in current.values() {
                 if let Some(a) = acc.get_mut(&t.tid) {
                     a.latest = t.clone();
@@ -176,7 +259,17 @@ pub fn rebuild(samples: &[&Sample], clock_ticks: u64, start_ns: u64, end_ns: u64
                 pc: None,
                 first_blocked: None,
                 n: 0,
+                prev: None,
+                seen_ns: BTreeMap::new(),
+                files: BTreeMap::new(),
             });
+            if let Some((pt, ps)) = a.prev {
+                *a.seen_ns.entry(ps).or_default() += s.t.saturating_sub(pt);
+            }
+            a.prev = Some((s.t, seen(t)));
+            if let Some(f) = &t.file {
+                *a.files.entry(f.clone()).or_default() += 1;
+            }
             a.last = t.clone();
             a.last_t = s.t;
             a.latest = t.clone();
@@ -194,6 +287,14 @@ pub fn rebuild(samples: &[&Sample], clock_ticks: u64, start_ns: u64, end_ns: u64
                 Syscall::In { nr, .. } => *a.syscalls.entry(nr).or_default() += 1,
                 _ => {}
             }
+        }
+    }
+    // The last picture of each thread lasts until the stall ended (or the next look after it).
+    let last_t = ev.sample_times.last().copied().unwrap_or(0);
+    let close = close_at.unwrap_or(if end_ns == u64::MAX { last_t } else { end_ns.max(last_t) }).max(last_t);
+    for a in acc.values_mut() {
+        if let Some((pt, ps)) = a.prev.take() {
+            *a.seen_ns.entry(ps).or_default() += close.saturating_sub(pt);
         }
     }
     for (tid, a) in acc {
@@ -216,6 +317,10 @@ pub fn rebuild(samples: &[&Sample], clock_ticks: u64, start_ns: u64, end_ns: u64
             minflt: a.last.minflt.saturating_sub(a.first.minflt),
             majflt_since_baseline: a.latest.majflt.saturating_sub(base_majflt),
             span_ns: a.last_t.saturating_sub(a.first_t),
+            utime_ticks: a.last.utime_ticks.saturating_sub(a.first.utime_ticks),
+            stime_ticks: a.last.stime_ticks.saturating_sub(a.first.stime_ticks),
+            seen_ns: a.seen_ns,
+            files: a.files,
         });
     }
     ev.threads.sort_by_key(|t| t.tid);

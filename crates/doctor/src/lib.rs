@@ -19,9 +19,11 @@
 //!
 //! Layers, each usable alone: [`recording`] (the directory's files and the plain types their
 //! lines hold, with the writer the recorder uses), [`hlog`] (HdrHistogram interval logs),
-//! [`evidence`] (one stall's samples rebuilt into what each thread did), [`classify`] (evidence
-//! to causes), [`causes`] (each cause's name, fix and page), [`report`] (the result), and
-//! [`units`] (durations as people type and read them).
+//! [`wait`] (what a thread waited in, from one sample), [`evidence`] (one stall's samples
+//! rebuilt into each thread's time by what it did), [`signals`] (what the machine, the cgroups
+//! and the recorder did meanwhile), [`classify`] (evidence to causes and shares), [`causes`]
+//! (each cause's name, fix and page), [`report`] (the result), and [`units`] (durations as
+//! people type and read them).
 
 pub mod causes;
 pub mod classify;
@@ -30,9 +32,12 @@ pub mod evidence;
 pub mod hlog;
 pub mod recording;
 pub mod report;
+pub mod signals;
 pub mod units;
+pub mod wait;
 
 pub use causes::Cause;
+pub use classify::segments;
 pub use diagnose::{diagnose, wall_of};
 pub use recording::Recording;
 pub use report::{Confidence, CulpritView, Finding, Report, SafepointView, StallReport, Summary, ThreadLine, TimeoutCulprit};

@@ -9,8 +9,9 @@
 use crate::Error;
 use procwatch::heartbeat::JavaThread;
 use procwatch::maps::Mapping;
-use procwatch::system::{CpuTimes, Throttling};
-use procwatch::task::TaskSample;
+use procwatch::cgroup::{Cgroups, Memory, Pressure, Throttling};
+use procwatch::system::{CpuTimes, VmStat};
+use procwatch::task::{ProcessMemory, TaskSample};
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
 use std::fs::{File, OpenOptions};
 use std::io::Write;
@@ -35,7 +36,7 @@ pub mod files {
 }
 
 /// What was recorded, how, and on what.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct Meta {
     pub stallscope_version: String,
     /// `run` or `attach`.
@@ -59,6 +60,20 @@ pub struct Meta {
     pub threshold_ns: u64,
     pub sample_interval_ns: u64,
     pub safepoint_timeout_ms: Option<u64>,
+    /// The target's cgroups (CPU, memory, and its v2 group for pressure), when found.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cgroups: Option<Cgroups>,
+    /// Whether the recorder itself is under the same CPU or memory limits as the target: then
+    /// its own lateness is that limit's doing, not the machine's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recorder_shares: Option<Shares>,
+}
+
+/// Which of the target's limits also bind the recorder.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Shares {
+    pub cpu_cgroup: bool,
+    pub memory_cgroup: bool,
 }
 
 /// What the recorder saw happen, on CLOCK_MONOTONIC.
@@ -105,7 +120,7 @@ pub struct Sample {
 }
 
 /// Machine-wide counters at one instant.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct SystemSample {
     pub t: u64,
     pub stall: u32,
@@ -117,10 +132,38 @@ pub struct SystemSample {
     pub psi_io_us: Option<u64>,
     pub psi_memory_us: Option<u64>,
     pub throttling: Option<Throttling>,
+    /// The memory manager's counters: swap, direct reclaim, compaction, dirty pages.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vmstat: Option<VmStat>,
+    /// PSI `memory full`, machine-wide: every non-idle task waited for memory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub psi_memory_full_us: Option<u64>,
+    /// The target's resident and swapped-out memory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub process: Option<ProcessMemory>,
+    /// The target's memory cgroup: use, limits, and what hitting them cost.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memcg: Option<Memory>,
+    /// Pressure of the target's own v2 cgroup (absent when it is the root).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cgroup_pressure: Option<Pressure>,
+    /// The recorder's own watch thread and CPU cgroup, to tell its lateness apart.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recorder: Option<RecorderSelf>,
     /// The target's threads summed (from the once-a-second idle sample): the timeline's run
     /// delay. Absent during stalls and in older recordings.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub jvm: Option<JvmTotals>,
+}
+
+/// The recorder's watch thread at one instant.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq)]
+pub struct RecorderSelf {
+    /// schedstat of the watch thread: on a CPU, and waiting on a run queue.
+    pub exec_ns: u64,
+    pub run_delay_ns: u64,
+    /// Throttling of the recorder's own CPU cgroup, when it has a quota.
+    pub throttled_ns: Option<u64>,
 }
 
 /// The target's threads at one instant, summed.
@@ -176,7 +219,8 @@ impl Appender {
     }
 }
 
-/// The writer side of a recording directory.
+/// The writer side of a recording directory (tracepoint evidence, `trace.jsonl`, is appended
+/// by its own writer, off the watch loop).
 pub struct Writer {
     pub dir: PathBuf,
     /// The recording's start on CLOCK_MONOTONIC and the wall clock (from the meta).
@@ -186,7 +230,6 @@ pub struct Writer {
     pub samples: Appender,
     pub system: Appender,
     pub context: Appender,
-    pub trace: Appender,
 }
 
 impl Writer {
@@ -203,7 +246,6 @@ impl Writer {
             samples: Appender::open(&dir.join(files::SAMPLES))?,
             system: Appender::open(&dir.join(files::SYSTEM))?,
             context: Appender::open(&dir.join(files::CONTEXT))?,
-            trace: Appender::open(&dir.join(files::TRACE))?,
         })
     }
 }

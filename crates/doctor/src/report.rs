@@ -96,7 +96,10 @@ pub struct StallReport {
     pub duration_ns: u64,
     /// Local wall time of the start, `2026-11-22 14:02:11.204`.
     pub start_wall: String,
+    /// The safepoint that held the world for most of the stall.
     pub safepoint: Option<SafepointView>,
+    /// Every safepoint the stall spans, in time order (the main one among them).
+    pub safepoints: Vec<SafepointView>,
     pub findings: Vec<Finding>,
     /// Threads parked in the kernel throughout (they were not holding anything up).
     pub parked_threads: usize,

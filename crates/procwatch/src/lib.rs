@@ -1,15 +1,18 @@
 //! Linux observation for stallscope, from `/proc` and friends: per-thread samples, memory maps,
-//! machine-wide signals (TLB shootdowns, steal, pressure, cgroup throttling), page-cache
+//! machine-wide signals (TLB shootdowns, steal, pressure, swap and reclaim), a process's cgroups
+//! (throttling, memory limits, pressure), page-cache
 //! residency, the stallscope agent's heartbeat, (with privilege) tracepoint evidence, and the
 //! monotonic clock they are all stamped with.
 //!
 //! Each module reads one kind of kernel state into plain data and keeps no policy: what to
 //! sample, when, and what it means belong to the caller.
 
+pub mod cgroup;
 pub mod clock;
 pub mod heartbeat;
 pub mod maps;
 pub mod pagecache;
+pub mod syscalls;
 pub mod system;
 pub mod task;
 pub mod trace;

@@ -1,6 +1,6 @@
 //! Machine-wide signals around a stall: TLB shootdown interrupts per CPU, CPU time split
-//! (steal above all) from `/proc/stat`, pressure stall information, and a cgroup's CPU
-//! throttling counters.
+//! (steal above all) from `/proc/stat`, pressure stall information, and the memory manager's
+//! counters (swap, reclaim, dirty pages). A cgroup's own signals are in `cgroup`.
 //!
 //! Invariant: each reader returns plain counters; rates and deltas are the caller's.
 
@@ -58,60 +58,54 @@ pub fn read_psi_some_total_us(resource: &str) -> Option<u64> {
     psi_some_total_us(&std::fs::read_to_string(format!("/proc/pressure/{resource}")).ok()?)
 }
 
-/// CPU throttling of a cgroup (`cpu.stat`: v1 `nr_throttled`/`throttled_time` ns, v2
-/// `nr_throttled`/`throttled_usec`), normalised to nanoseconds.
+/// Memory-management counters from `/proc/vmstat` that say what the kernel did to make room:
+/// swapping, direct reclaim and compaction (machine-wide; a memory cgroup's own reclaim shows in
+/// its own stats instead), and how much is dirty or under writeback now.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Throttling {
-    pub nr_periods: u64,
-    pub nr_throttled: u64,
-    pub throttled_ns: u64,
+pub struct VmStat {
+    pub pswpin: u64,
+    pub pswpout: u64,
+    pub pgmajfault: u64,
+    /// Direct reclaim entries, summed over zones (`allocstall_*`).
+    pub allocstall: u64,
+    pub pgscan_direct: u64,
+    pub compact_stall: u64,
+    pub refault_anon: u64,
+    pub refault_file: u64,
+    /// Pages dirty and under writeback now (gauges, not counters).
+    pub nr_dirty: u64,
+    pub nr_writeback: u64,
 }
 
-pub fn throttling(cpu_stat: &str) -> Throttling {
-    let get = |k: &str| cpu_stat.lines().find_map(|l| l.strip_prefix(k)?.strip_prefix(' ')?.trim().parse::<u64>().ok());
-    Throttling {
-        nr_periods: get("nr_periods").unwrap_or(0),
-        nr_throttled: get("nr_throttled").unwrap_or(0),
-        throttled_ns: get("throttled_usec").map(|u| u * 1000).or_else(|| get("throttled_time")).unwrap_or(0),
+pub fn vmstat(text: &str) -> VmStat {
+    let mut v = VmStat::default();
+    for l in text.lines() {
+        let Some((k, n)) = l.split_once(' ') else { continue };
+        let Ok(n) = n.trim().parse::<u64>() else { continue };
+        match k {
+            "pswpin" => v.pswpin = n,
+            "pswpout" => v.pswpout = n,
+            "pgmajfault" => v.pgmajfault = n,
+            "pgscan_direct" => v.pgscan_direct = n,
+            "compact_stall" => v.compact_stall = n,
+            "workingset_refault_anon" => v.refault_anon = n,
+            "workingset_refault_file" => v.refault_file = n,
+            "nr_dirty" => v.nr_dirty = n,
+            "nr_writeback" => v.nr_writeback = n,
+            k if k.starts_with("allocstall_") => v.allocstall += n,
+            _ => {}
+        }
     }
+    v
 }
 
-/// The `cpu.stat` file of the CPU cgroup a process is in (v2 unified, or v1 `cpu`).
-pub fn cpu_stat_path(pid: i32) -> Option<std::path::PathBuf> {
-    let cg = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
-    let mounts = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
-    let mount_of = |want_v2: bool, controller: &str| -> Option<String> {
-        mounts.lines().find_map(|l| {
-            let (pre, post) = l.split_once(" - ")?;
-            let mp = pre.split(' ').nth(4)?;
-            let mut p = post.split(' ');
-            let fstype = p.next()?;
-            let opts = p.nth(1).unwrap_or("");
-            let ok = if want_v2 { fstype == "cgroup2" } else { fstype == "cgroup" && opts.split(',').any(|o| o == controller) };
-            ok.then(|| mp.to_string())
-        })
-    };
-    for line in cg.lines() {
-        let mut f = line.splitn(3, ':');
-        let (_, ctrls, path) = (f.next()?, f.next()?, f.next()?);
-        if ctrls.split(',').any(|c| c == "cpu") {
-            if let Some(mp) = mount_of(false, "cpu") {
-                let p = std::path::PathBuf::from(mp).join(path.trim_start_matches('/')).join("cpu.stat");
-                if p.exists() {
-                    return Some(p);
-                }
-            }
-        }
-        if ctrls.is_empty() {
-            if let Some(mp) = mount_of(true, "") {
-                let p = std::path::PathBuf::from(mp).join(path.trim_start_matches('/')).join("cpu.stat");
-                if p.exists() {
-                    return Some(p);
-                }
-            }
-        }
-    }
-    None
+pub fn read_vmstat() -> Option<VmStat> {
+    Some(vmstat(&std::fs::read_to_string("/proc/vmstat").ok()?))
+}
+
+/// PSI `full` of memory, machine-wide: the time every non-idle task waited for memory, µs.
+pub fn read_psi_memory_full_us() -> Option<u64> {
+    crate::cgroup::psi_total_us(&std::fs::read_to_string("/proc/pressure/memory").ok()?, "full")
 }
 
 #[cfg(test)]
@@ -126,10 +120,8 @@ mod tests {
         let c = cpu_times("cpu  10 1 20 300 4 0 2 7 0 0\ncpu0 1 2 3\n").unwrap();
         assert_eq!((c.steal, c.total()), (7, 344));
         assert_eq!(psi_some_total_us("some avg10=3.19 avg60=2.42 avg300=0.68 total=2381711\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=0\n"), Some(2381711));
-        let t = throttling("nr_periods 10\nnr_throttled 3\nthrottled_usec 1500\n");
-        assert_eq!(t, Throttling { nr_periods: 10, nr_throttled: 3, throttled_ns: 1_500_000 });
-        let t = throttling("nr_periods 10\nnr_throttled 3\nthrottled_time 999\n");
-        assert_eq!(t.throttled_ns, 999);
-        assert!(cpu_stat_path(std::process::id() as i32).is_some());
+        let v = vmstat("pswpin 5\nallocstall_dma 1\nallocstall_normal 2\nnr_dirty 7\nbogus x\n");
+        assert_eq!((v.pswpin, v.allocstall, v.nr_dirty), (5, 3, 7));
+        assert!(read_vmstat().is_some());
     }
 }

@@ -22,12 +22,23 @@ use std::path::PathBuf;
 pub enum Syscall {
     /// On a CPU right now; the kernel cannot say.
     Running,
-    /// Blocked inside system call `nr`.
-    In { nr: i64, sp: u64, pc: u64 },
+    /// Blocked inside system call `nr`, whose first argument is `arg0` (a file descriptor, for
+    /// the calls `syscalls::takes_fd` names).
+    In {
+        nr: i64,
+        #[serde(default, skip_serializing_if = "is_zero")]
+        arg0: u64,
+        sp: u64,
+        pc: u64,
+    },
     /// Blocked, but not in a system call: in a page fault or similar (`-1 sp pc`).
     NotInSyscall { sp: u64, pc: u64 },
     /// Not read (the thread was parked in a known wait, or the file was unreadable).
     Unknown,
+}
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
 }
 
 /// One thread at one instant.
@@ -50,6 +61,9 @@ pub struct TaskSample {
     /// Kernel function it sleeps in (`0` when running).
     pub wchan: String,
     pub syscall: Syscall,
+    /// The file behind the descriptor of a file read, write or flush it is blocked in.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file: Option<String>,
 }
 
 /// Parses a `stat` line: `pid (comm) S ppid …`. The comm can hold spaces and parentheses,
@@ -87,8 +101,8 @@ pub fn parse_syscall(s: &str) -> Syscall {
             (Some(sp), Some(pc)) => Syscall::NotInSyscall { sp, pc },
             _ => Syscall::Unknown,
         },
-        [nr, .., sp, pc] if f.len() == 9 => match (nr.parse::<i64>(), hex(sp), hex(pc)) {
-            (Ok(nr), Some(sp), Some(pc)) => Syscall::In { nr, sp, pc },
+        [nr, a0, .., sp, pc] if f.len() == 9 => match (nr.parse::<i64>(), hex(a0), hex(sp), hex(pc)) {
+            (Ok(nr), Some(arg0), Some(sp), Some(pc)) => Syscall::In { nr, arg0, sp, pc },
             _ => Syscall::Unknown,
         },
         _ => Syscall::Unknown,
@@ -118,8 +132,8 @@ struct TaskFiles {
     schedstat: Option<File>,
     wchan: Option<File>,
     syscall: Option<File>,
-    /// What the previous sample saw: (state, exec_ns, timeslices, wchan, syscall).
-    last: Option<(char, u64, u64, String, Syscall)>,
+    /// What the previous sample saw: (state, exec_ns, timeslices, wchan, syscall, file).
+    last: Option<(char, u64, u64, String, Syscall, Option<String>)>,
 }
 
 /// Samples every thread of one process, keeping each thread's files open.
@@ -211,12 +225,12 @@ impl TaskSampler {
                 }
             }
             let unmoved = match &files.last {
-                Some((st, ex, ts, _, _)) => have_schedstat && state != 'R' && *st == state && *ex == exec_ns && *ts == timeslices,
+                Some((st, ex, ts, _, _, _)) => have_schedstat && state != 'R' && *st == state && *ex == exec_ns && *ts == timeslices,
                 None => false,
             };
-            let (wchan, syscall) = if unmoved {
-                let (_, _, _, w, sc) = files.last.as_ref().expect("checked above");
-                (w.clone(), *sc)
+            let (wchan, syscall, file) = if unmoved {
+                let (_, _, _, w, sc, f) = files.last.as_ref().expect("checked above");
+                (w.clone(), *sc, f.clone())
             } else {
                 let wchan = match (&files.wchan, state) {
                     (Some(f), s) if s != 'R' => read_at0(f, &mut buf).map(|n| String::from_utf8_lossy(&buf[..n]).trim().to_string()).unwrap_or_default(),
@@ -229,9 +243,17 @@ impl TaskSampler {
                     _ if state == 'R' => Syscall::Running,
                     _ => Syscall::Unknown,
                 };
-                (wchan, syscall)
+                // Which file a blocked read, write or flush is about: one readlink, only for a
+                // thread that has just entered such a call.
+                let file = match syscall {
+                    Syscall::In { nr, arg0, .. } if crate::syscalls::takes_fd(nr) && arg0 < (1 << 31) => {
+                        std::fs::read_link(format!("/proc/{}/fd/{arg0}", self.pid)).ok().map(|p| p.to_string_lossy().into_owned())
+                    }
+                    _ => None,
+                };
+                (wchan, syscall, file)
             };
-            files.last = Some((state, exec_ns, timeslices, wchan.clone(), syscall));
+            files.last = Some((state, exec_ns, timeslices, wchan.clone(), syscall, file.clone()));
             out.push(TaskSample {
                 tid,
                 comm,
@@ -246,6 +268,7 @@ impl TaskSampler {
                 timeslices,
                 wchan,
                 syscall,
+                file,
             });
         }
         self.buf = buf;
@@ -261,6 +284,20 @@ impl TaskSampler {
         }
         Ok(())
     }
+}
+
+/// How much of a process's memory is resident and how much is in swap (`VmRSS`, `VmSwap` of
+/// `/proc/<pid>/status`), in KiB.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProcessMemory {
+    pub rss_kb: u64,
+    pub swap_kb: u64,
+}
+
+pub fn process_memory(pid: i32) -> Option<ProcessMemory> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let kb = |k: &str| s.lines().find_map(|l| l.strip_prefix(k)).and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok());
+    Some(ProcessMemory { rss_kb: kb("VmRSS:")?, swap_kb: kb("VmSwap:").unwrap_or(0) })
 }
 
 /// `/proc/<pid>/status` context-switch counters of one thread (voluntary, involuntary).
@@ -301,7 +338,7 @@ mod tests {
     fn syscall_shapes() {
         assert_eq!(parse_syscall("running\n"), Syscall::Running);
         assert_eq!(parse_syscall("-1 0x7ffd1234 0x7f00abcd\n"), Syscall::NotInSyscall { sp: 0x7ffd1234, pc: 0x7f00abcd });
-        assert_eq!(parse_syscall("202 0x7f 0x80 0x0 0x0 0x0 0x0 0x7ffd0 0x7f001\n"), Syscall::In { nr: 202, sp: 0x7ffd0, pc: 0x7f001 });
+        assert_eq!(parse_syscall("202 0x7f 0x80 0x0 0x0 0x0 0x0 0x7ffd0 0x7f001\n"), Syscall::In { nr: 202, arg0: 0x7f, sp: 0x7ffd0, pc: 0x7f001 });
         assert_eq!(parse_syscall(""), Syscall::Unknown);
     }
 
@@ -319,5 +356,42 @@ mod tests {
         assert!(v.iter().any(|t| t.tid == pid && t.exec_ns > 0));
         h.join().unwrap();
         assert!(process_starttime(pid).unwrap() > 0);
+        assert!(process_memory(pid).unwrap().rss_kb > 0);
+    }
+
+    #[test]
+    fn a_thread_blocked_in_write_shows_the_call_and_its_descriptor() {
+        // A thread blocked in write(2) on a pipe nobody reads shows the write's number and fd.
+        let mut fds = [0i32; 2];
+        assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+        // Fill the pipe so the next write blocks.
+        unsafe { libc::fcntl(fds[1], libc::F_SETFL, libc::O_NONBLOCK) };
+        let buf = [0u8; 4096];
+        while unsafe { libc::write(fds[1], buf.as_ptr() as *const libc::c_void, buf.len()) } > 0 {}
+        unsafe { libc::fcntl(fds[1], libc::F_SETFL, 0) };
+        let w = fds[1];
+        let (tx, rx) = std::sync::mpsc::channel();
+        let h = std::thread::spawn(move || {
+            tx.send(unsafe { libc::gettid() }).unwrap();
+            let b = [1u8; 1];
+            unsafe { libc::write(w, b.as_ptr() as *const libc::c_void, 1) };
+        });
+        let tid = rx.recv().unwrap();
+        let mut seen = None;
+        for _ in 0..200 {
+            let s = std::fs::read_to_string(format!("/proc/self/task/{tid}/syscall")).unwrap_or_default();
+            if let Syscall::In { nr, arg0, .. } = parse_syscall(&s) {
+                seen = Some((nr, arg0));
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        let (nr, arg0) = seen.expect("the writer blocks in a system call");
+        assert_eq!(crate::syscalls::name(nr), Some("write"));
+        assert!(crate::syscalls::takes_fd(nr));
+        assert_eq!(arg0, w as u64);
+        unsafe { libc::close(fds[0]) };
+        h.join().unwrap();
+        unsafe { libc::close(fds[1]) };
     }
 }

@@ -37,10 +37,14 @@ fn wrap(out: &mut String, label: &str, text: &str) {
 }
 
 fn stall_block(out: &mut String, s: &StallReport) {
-    let head = match &s.safepoint {
-        Some(sp) if sp.unfinished => format!(" — inside a safepoint that never completed (the JVM exited): reaching it {}", fmt_ns(sp.ttsp_ns)),
-        Some(sp) => format!(" — safepoint \"{}\": reaching {} (TTSP), at safepoint {}", sp.op, fmt_ns(sp.ttsp_ns), fmt_ns(sp.at_safepoint_ns)),
-        None => " — a hiccup outside any safepoint".to_string(),
+    let head = match (&s.safepoint, s.safepoints.len()) {
+        (Some(sp), _) if sp.unfinished => format!(" — inside a safepoint that never completed (the JVM exited): reaching it {}", fmt_ns(sp.ttsp_ns)),
+        (Some(sp), 0 | 1) => format!(" — safepoint \"{}\": reaching {} (TTSP), at safepoint {}", sp.op, fmt_ns(sp.ttsp_ns), fmt_ns(sp.at_safepoint_ns)),
+        (_, n) if n > 1 => {
+            let each: Vec<String> = s.safepoints.iter().map(|sp| format!("\"{}\" (reaching {}, at safepoint {})", sp.op, fmt_ns(sp.ttsp_ns), fmt_ns(sp.at_safepoint_ns))).collect();
+            format!(" — {n} safepoints: {}", each.join(", then "))
+        }
+        _ => " — a hiccup outside any safepoint".to_string(),
     };
     let _ = writeln!(out, "STALL {} at {}{head}", fmt_ns(s.duration_ns), s.start_wall);
     for (i, f) in s.findings.iter().enumerate() {

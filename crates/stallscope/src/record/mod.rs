@@ -125,6 +125,8 @@ fn meta(mode: &str, command: Vec<String>, pid: i32, java_home: Option<&Path>, s:
         threshold_ns: s.threshold_ns,
         sample_interval_ns: s.sample_interval_ns,
         safepoint_timeout_ms: timeout_ms,
+        cgroups: Some(procwatch::cgroup::of(pid)),
+        recorder_shares: Some(watch::shares(&procwatch::cgroup::of(pid), &procwatch::cgroup::of(0))),
     }
 }
 

@@ -10,11 +10,12 @@
 //! wake-up lateness is the control meter (see control.rs).
 
 use super::control::Control;
-use doctor::recording::{files, Event, JvmTotals, Sample, StallContext, StallTrace, SystemSample, Writer};
+use doctor::recording::{files, Event, JvmTotals, RecorderSelf, Sample, Shares, StallContext, StallTrace, SystemSample, Writer};
 use anyhow::Result;
 use procwatch::clock::mono_ns;
 use procwatch::heartbeat::{self, Beat, Heartbeat, Liveness, MeterState};
 use procwatch::task::{TaskSample, TaskSampler};
+use procwatch::cgroup::{self, Cgroups};
 use procwatch::{maps, pagecache, system};
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
@@ -81,7 +82,44 @@ fn mapped_data_files(m: &[maps::Mapping]) -> Vec<(String, u64, u64)> {
     seen
 }
 
-fn system_sample(t: u64, stall: u32, baseline: bool, cpu_stat: Option<&Path>) -> SystemSample {
+/// Where the machine-wide, per-process and per-cgroup signals of one target are read.
+pub struct Sources {
+    pid: i32,
+    target: Cgroups,
+    /// The recorder's own CPU cgroup, when it is not the root (a quota may bind it).
+    own_cpu: Option<cgroup::Group>,
+    /// The watch thread's schedstat.
+    own_schedstat: Option<std::path::PathBuf>,
+}
+
+impl Sources {
+    /// For the calling thread (the watch loop) watching `pid`.
+    pub fn new(pid: i32) -> Sources {
+        let own_cpu = cgroup::of(0).cpu.filter(|g| g.path != "/");
+        // SAFETY: gettid has no preconditions.
+        let tid = unsafe { libc::gettid() };
+        Sources { pid, target: cgroup::of(pid), own_cpu, own_schedstat: Some(format!("/proc/self/task/{tid}/schedstat").into()) }
+    }
+
+    fn recorder(&self) -> Option<RecorderSelf> {
+        let text = std::fs::read_to_string(self.own_schedstat.as_ref()?).ok()?;
+        let mut it = text.split_whitespace().map(|v| v.parse::<u64>().unwrap_or(0));
+        Some(RecorderSelf { exec_ns: it.next()?, run_delay_ns: it.next()?, throttled_ns: self.own_cpu.as_ref().and_then(|g| g.throttling()).map(|t| t.throttled_ns) })
+    }
+}
+
+/// Which of the target's limits bind the recorder too: it is inside the target's (limited)
+/// cgroup, or the target is inside the recorder's.
+pub fn shares(target: &Cgroups, own: &Cgroups) -> Shares {
+    let binds = |t: Option<&cgroup::Group>, o: Option<&cgroup::Group>| match (t, o) {
+        (Some(t), Some(o)) => (o.dir.starts_with(&t.dir) && t.path != "/") || (t.dir.starts_with(&o.dir) && o.path != "/"),
+        _ => false,
+    };
+    Shares { cpu_cgroup: binds(target.cpu.as_ref(), own.cpu.as_ref()), memory_cgroup: binds(target.memory.as_ref(), own.memory.as_ref()) }
+}
+
+fn system_sample(t: u64, stall: u32, baseline: bool, src: &Sources) -> SystemSample {
+    let unified = src.target.unified.as_ref().filter(|g| g.path != "/");
     SystemSample {
         t,
         stall,
@@ -91,7 +129,13 @@ fn system_sample(t: u64, stall: u32, baseline: bool, cpu_stat: Option<&Path>) ->
         psi_cpu_us: system::read_psi_some_total_us("cpu"),
         psi_io_us: system::read_psi_some_total_us("io"),
         psi_memory_us: system::read_psi_some_total_us("memory"),
-        throttling: cpu_stat.and_then(|p| std::fs::read_to_string(p).ok()).map(|s| system::throttling(&s)),
+        throttling: src.target.cpu.as_ref().and_then(|g| g.throttling()),
+        vmstat: system::read_vmstat(),
+        psi_memory_full_us: system::read_psi_memory_full_us(),
+        process: procwatch::task::process_memory(src.pid),
+        memcg: src.target.memory.as_ref().filter(|g| g.path != "/").and_then(|g| g.memory()),
+        cgroup_pressure: unified.and_then(|g| g.pressure()),
+        recorder: src.recorder(),
         jvm: None,
     }
 }
@@ -155,11 +199,13 @@ struct Watcher<'a> {
     w: &'a mut Writer,
     pid: i32,
     hb: &'a Heartbeat,
-    tracer: Option<&'a procwatch::trace::Tracer>,
+    /// Reads tracepoint evidence off the watch loop, which must not miss the next stall while
+    /// the ring buffer is formatted.
+    traces: Option<TraceWriter>,
     opts: WatchOptions,
     sampler: TaskSampler,
     control: Control,
-    cpu_stat: Option<std::path::PathBuf>,
+    sources: Sources,
     threads_file: std::path::PathBuf,
     resolution: u64,
     boost: super::boost::Boost,
@@ -188,21 +234,22 @@ impl<'a> Watcher<'a> {
         // SAFETY: setpriority on this thread's own tid; failure (EPERM) leaves it as it was.
         unsafe { libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, -10) };
         let control = Control::open(Some(&w.dir.join(files::CONTROL)), w.start_epoch_ms, w.start_mono_ns, 1_000_000_000)?;
-        let cpu_stat = system::cpu_stat_path(pid);
+        let sources = Sources::new(pid);
         let beat = hb.read();
         let resolution = beat.resolution_ns.max(1);
         w.events.line(&Event::MeterRunning { t: mono_ns(), resolution_ns: resolution, meter_tid: beat.meter_tid })?;
-        let system = system_sample(mono_ns(), 0, true, cpu_stat.as_deref());
+        let system = system_sample(mono_ns(), 0, true, &sources);
+        let traces = tracer.map(|t| TraceWriter::start(t.reader(), &w.dir.join(files::TRACE))).transpose()?;
         Ok(Watcher {
             w,
             pid,
             hb,
-            tracer,
+            traces,
             opts,
             sampler,
             control,
             threads_file: heartbeat::threads_path(&hb.path),
-            cpu_stat,
+            sources,
             resolution,
             boost: super::boost::Boost::default(),
             stall: 0,
@@ -249,10 +296,11 @@ impl<'a> Watcher<'a> {
     fn idle_tick(&mut self, now: u64, expected: u64) -> Result<Option<Ending>> {
         if self.idle.last.elapsed() > IDLE_SAMPLE {
             self.idle.last = Instant::now();
-            if self.sampler.sample(&mut self.idle.threads).is_err() {
+            // Threads come and go: the list is refreshed with every baseline.
+            if self.sampler.rescan().is_err() || self.sampler.sample(&mut self.idle.threads).is_err() {
                 return Ok(Some(Ending::TargetExited));
             }
-            self.idle.system = system_sample(mono_ns(), 0, true, self.cpu_stat.as_deref());
+            self.idle.system = system_sample(mono_ns(), 0, true, &self.sources);
             self.w.system.line(&SystemSample { jvm: Some(totals(&self.idle.threads)), ..self.idle.system.clone() })?;
             let late = self.control.take_outside();
             if late > self.opts.threshold_ns {
@@ -277,7 +325,10 @@ impl<'a> Watcher<'a> {
         let stall = self.stall;
         self.control.open_window();
         let t_first = mono_ns();
-        if self.sampler.sample(cur).is_err() {
+        // A thread started since the last baseline must be in the first look: it is often the
+        // one the stall is about (measured: a reader thread started 100 ms before its fault was
+        // missing from the first 48 samples). Listing the task directory costs tens of µs.
+        if self.sampler.rescan().is_err() || self.sampler.sample(cur).is_err() {
             return Ok(None);
         }
         self.w.events.line(&Event::StallBegin { t: now, stall, last_tick_ns: b.last_tick_ns, expected_ns: b.last_tick_ns + self.resolution })?;
@@ -322,9 +373,10 @@ impl<'a> Watcher<'a> {
             self.w.samples.line(&Sample { t, stall, full: first, baseline: false, threads, gone })?;
             first = false;
             prev = cur.iter().map(|s| (s.tid, s.clone())).collect();
-            if t - last_system >= self.opts.system_interval_ns {
+            let interval = backoff(self.opts.sample_interval_ns, t.saturating_sub(now));
+            if t - last_system >= self.opts.system_interval_ns.max(interval) {
                 last_system = t;
-                self.w.system.line(&system_sample(t, stall, false, self.cpu_stat.as_deref()))?;
+                self.w.system.line(&system_sample(t, stall, false, &self.sources))?;
             }
             let looked = mono_ns();
             let b2 = self.hb.read();
@@ -342,7 +394,7 @@ impl<'a> Watcher<'a> {
                     return Ok(out);
                 }
             }
-            next_due = next_sample_due(next_due, t, self.opts.sample_interval_ns);
+            next_due = next_sample_due(next_due, t, interval);
             if mono_ns() < next_due {
                 self.control.sleep_until(next_due);
             }
@@ -357,7 +409,7 @@ impl<'a> Watcher<'a> {
         if self.sampler.sample(cur).is_ok() && !cur.is_empty() {
             self.w.samples.line(&Sample { t, stall, full: true, baseline: false, threads: cur.clone(), gone: vec![] })?;
         }
-        self.w.system.line(&system_sample(t, stall, false, self.cpu_stat.as_deref()))?;
+        self.w.system.line(&system_sample(t, stall, false, &self.sources))?;
         let b2 = self.hb.read();
         let ticked = b2.tick_count != b.tick_count;
         // A tick's time is read before it is published; a safepoint between the two (the meter
@@ -365,11 +417,9 @@ impl<'a> Watcher<'a> {
         // before the heartbeat was last seen unmoved.
         let resumed = if ticked { b2.last_tick_ns.max(sampled.unchanged_at) } else { t };
         self.boost.restore();
-        if let Some(tr) = self.tracer {
+        if let Some(tr) = &self.traces {
             // The fault or lock wait behind a stall began before it was noticed: look back.
-            if let Ok(ev) = tr.read(&[], b.last_tick_ns.saturating_sub(30_000_000_000), t) {
-                self.w.trace.line(&StallTrace { stall, events: keep_recent(ev, &sampled.blocked, b.last_tick_ns.saturating_sub(1_000_000_000)) })?;
-            }
+            tr.request(TraceRequest { stall, from: b.last_tick_ns.saturating_sub(30_000_000_000), to: t, blocked: sampled.blocked.clone(), lock_from: b.last_tick_ns.saturating_sub(1_000_000_000) });
         }
         self.w.events.line(&Event::StallEnd { t, stall, resumed_ns: resumed, control_max_late_ns: self.control.take_window(), resumed: ticked })?;
         let mut exited = sampled.exited;
@@ -382,6 +432,69 @@ impl<'a> Watcher<'a> {
     }
 }
 
+/// What to read from the ring buffer for one stall.
+struct TraceRequest {
+    stall: u32,
+    from: u64,
+    to: u64,
+    blocked: HashSet<i32>,
+    lock_from: u64,
+}
+
+/// A thread that reads tracepoint evidence for each stall as it ends and appends it to the
+/// recording; finished (and joined) when dropped, so the recording is complete once watching
+/// returns.
+struct TraceWriter {
+    tx: Option<std::sync::mpsc::Sender<TraceRequest>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl TraceWriter {
+    fn start(reader: procwatch::trace::TraceReader, path: &Path) -> Result<TraceWriter> {
+        let mut out = doctor::recording::Appender::open(path)?;
+        let (tx, rx) = std::sync::mpsc::channel::<TraceRequest>();
+        let thread = std::thread::Builder::new().name("stallscope-trace".into()).spawn(move || {
+            // A stall in which no thread was seen blocked has no fault or lock wait to place.
+            // Stalls that end close together are served by one read of the buffer, and reads
+            // are at least MIN_TRACE_READ apart, so a storm of stalls costs a bounded share of a
+            // CPU (the buffer's events are formatted by the kernel on every read).
+            const MIN_TRACE_READ: Duration = Duration::from_millis(250);
+            let mut last_read: Option<Instant> = None;
+            while let Ok(first) = rx.recv() {
+                if let Some(l) = last_read {
+                    std::thread::sleep(MIN_TRACE_READ.saturating_sub(l.elapsed()));
+                }
+                let mut batch = vec![first];
+                batch.extend(rx.try_iter());
+                batch.retain(|r| !r.blocked.is_empty());
+                let (Some(from), Some(to)) = (batch.iter().map(|r| r.from).min(), batch.iter().map(|r| r.to).max()) else { continue };
+                last_read = Some(Instant::now());
+                let Ok(ev) = reader.read(&[], from, to) else { continue };
+                for r in batch {
+                    let mine: Vec<_> = ev.iter().filter(|e| e.t() >= r.from && e.t() <= r.to).cloned().collect();
+                    let _ = out.line(&StallTrace { stall: r.stall, events: keep_recent(mine, &r.blocked, r.lock_from) });
+                }
+            }
+        })?;
+        Ok(TraceWriter { tx: Some(tx), thread: Some(thread) })
+    }
+
+    fn request(&self, r: TraceRequest) {
+        if let Some(tx) = &self.tx {
+            let _ = tx.send(r);
+        }
+    }
+}
+
+impl Drop for TraceWriter {
+    fn drop(&mut self) {
+        drop(self.tx.take());
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
 /// What sampling one stall found out.
 struct Sampled {
     /// The last time the heartbeat was seen not to have moved: it resumed after that.
@@ -389,6 +502,20 @@ struct Sampled {
     exited: bool,
     /// Threads seen blocked in the kernel outside a system call, or in D: whose faults matter.
     blocked: HashSet<i32>,
+}
+
+/// How far apart samples of a stall are once it has lasted `age_ns`: the full rate for its first
+/// 2 s, then 10 ms until 10 s, 100 ms until a minute, then once a second, the floor. A stall
+/// that lasts an hour costs about 6,000 samples, not 1.8 million (docs/formats/recording.md).
+pub fn backoff(base_ns: u64, age_ns: u64) -> u64 {
+    const S: u64 = 1_000_000_000;
+    let stage = match age_ns {
+        a if a < 2 * S => base_ns,
+        a if a < 10 * S => 10_000_000,
+        a if a < 60 * S => 100_000_000,
+        _ => S,
+    };
+    stage.max(base_ns)
 }
 
 /// When the next sample is due: a fixed rate on absolute deadlines. When behind (a slow /proc
@@ -473,6 +600,8 @@ mod tests {
             threshold_ns: 5 * MS,
             sample_interval_ns: 2 * MS,
             safepoint_timeout_ms: None,
+            cgroups: None,
+            recorder_shares: None,
         };
         let w = Writer::open(&dir, &meta).unwrap();
         (dir, w)
@@ -554,6 +683,23 @@ mod tests {
     }
 
     #[test]
+    fn a_long_stall_is_sampled_less_and_less_often_down_to_a_floor() {
+        const S: u64 = 1_000_000_000;
+        assert_eq!(backoff(2 * MS, 0), 2 * MS, "the first two seconds at full rate");
+        assert_eq!(backoff(2 * MS, 3 * S), 10 * MS);
+        assert_eq!(backoff(2 * MS, 30 * S), 100 * MS);
+        assert_eq!(backoff(2 * MS, 3600 * S), S, "the floor: once a second");
+        assert_eq!(backoff(50 * MS, 3 * S), 50 * MS, "never faster than asked");
+        // How many samples an hour-long stall takes, as the docs say.
+        let (mut t, mut n) = (0u64, 0u64);
+        while t < 3600 * S {
+            t += backoff(2 * MS, t);
+            n += 1;
+        }
+        assert!((5_000..7_000).contains(&n), "{n} samples");
+    }
+
+    #[test]
     fn sampling_keeps_its_rate_and_starts_afresh_when_far_behind() {
         assert_eq!(next_sample_due(0, 1000, 10), 1010, "the first sample sets the pace");
         assert_eq!(next_sample_due(1010, 1013, 10), 1020, "on time: the next deadline");
@@ -562,7 +708,7 @@ mod tests {
     }
 
     fn task(tid: i32, state: char) -> TaskSample {
-        TaskSample { tid, comm: "t".into(), state, utime_ticks: 0, stime_ticks: 0, minflt: 0, majflt: 0, processor: 0, exec_ns: 0, run_delay_ns: 0, timeslices: 0, wchan: String::new(), syscall: procwatch::task::Syscall::Unknown }
+        TaskSample { tid, comm: "t".into(), state, utime_ticks: 0, stime_ticks: 0, minflt: 0, majflt: 0, processor: 0, exec_ns: 0, run_delay_ns: 0, timeslices: 0, wchan: String::new(), syscall: procwatch::task::Syscall::Unknown, file: None }
     }
 
     #[test]
