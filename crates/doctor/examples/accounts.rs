@@ -28,7 +28,7 @@ fn main() {
             for t in &ev.threads {
                 let acc = t.account(tick);
                 let parked = acc.wait_ns(doctor::wait::Wait::Parked);
-                if acc.span_ns > 0 && parked * 10 >= acc.span_ns * 9 {
+                if std::env::var_os("ALL").is_none() && acc.span_ns > 0 && parked * 10 >= acc.span_ns * 9 {
                     continue;
                 }
                 let parts: Vec<String> = doctor::classify::breakdown(&acc).iter().map(|(act, ns)| format!("{act:?} {:.1}", *ns as f64 / 1e6)).collect();

@@ -69,6 +69,8 @@ pub struct Inputs<'a> {
     /// The safepoints the stall overlaps, in time order (segments index into this).
     pub safepoints: &'a [SafepointView],
     pub control_max_late_ns: u64,
+    /// How much of its worst late wake-up the recorder spent on a run queue, when measured.
+    pub control_queued_ns: Option<u64>,
     pub signals: &'a SystemSignals,
     /// Which of the target's limits bind the recorder too.
     pub shares: Shares,
@@ -751,7 +753,7 @@ fn recorder_held(inp: &Inputs, d: u64) -> Option<Finding> {
         let share = own_throttled.max(shared_throttled) as f64 / d as f64;
         return Some(finding(Cause::CgroupThrottling, confidence(share.max(late as f64 / d as f64), true), share.min(1.0), vec![], evid));
     }
-    if let Some(rd) = s.recorder.run_delay_ns.filter(|rd| *rd >= late / 2) {
+    if let Some(rd) = inp.control_queued_ns.or(s.recorder.run_delay_ns).filter(|rd| *rd >= late / 2) {
         evid.push(format!("stallscope's watch thread itself waited {} for a CPU: the machine's CPUs were saturated, not paused", fmt_ns(rd)));
         let (contended, psi) = cpu_pressure(inp);
         evid.extend(psi);
@@ -886,11 +888,17 @@ pub fn classify(inp: &Inputs) -> Vec<Finding> {
             out.push(finding(Cause::CgroupThrottling, confidence(share, true), share, vec![], vec![format!("the cgroup was throttled for {} during the stall", fmt_ns(th))]));
         }
     }
-    // What no evidence covers is unknown, beside the causes (or alone).
+    // What no evidence covers is unknown, beside the causes (or alone): all of it, not only the
+    // parts a thread was seen doing something unexplained.
     let unexplained = d.saturating_sub(explained);
     let has_cause = out.iter().any(|f| f.cause != Cause::Unknown && f.share > 0.0);
-    if has_cause && unexplained as f64 >= UNKNOWN_SHARE * d as f64 && !out.iter().any(|f| f.cause == Cause::Unknown) {
-        out.push(finding(Cause::Unknown, Confidence::Low, unexplained as f64 / d as f64, vec![], vec![format!("{} of the {} stall is not explained by the evidence above", fmt_ns(unexplained), fmt_ns(d))]));
+    let remainder = unexplained as f64 / d as f64;
+    match out.iter_mut().find(|f| f.cause == Cause::Unknown) {
+        Some(u) => u.share = u.share.max(remainder),
+        None if has_cause && remainder >= UNKNOWN_SHARE => {
+            out.push(finding(Cause::Unknown, Confidence::Low, remainder, vec![], vec![format!("{} of the {} stall is not explained by the evidence above", fmt_ns(unexplained), fmt_ns(d))]));
+        }
+        None => {}
     }
     if out.iter().any(|f| f.share >= NEGLIGIBLE_SHARE || f.cause == Cause::TlbShootdown) {
         out.retain(|f| f.share >= NEGLIGIBLE_SHARE || f.cause == Cause::TlbShootdown);
@@ -985,6 +993,7 @@ mod tests {
             segments: &segments,
             safepoints: &sps,
             control_max_late_ns: 0,
+            control_queued_ns: None,
             signals: &signals,
             shares: Shares::default(),
             names: &names,
@@ -1092,6 +1101,64 @@ mod tests {
         assert_eq!(f[0].culprits[0].name, "VM Thread");
         assert!(f[0].culprits[0].description.contains("write(2) to /mnt/slow/gc.log"), "{}", f[0].culprits[0].description);
         assert!(f.iter().all(|x| x.cause != Cause::LongVmOperation), "{f:?}");
+    }
+
+    #[test]
+    fn a_thread_asleep_over_memory_high_is_memcg_high() {
+        // A stand-in built from samples, named so: this project's machines have the memory
+        // controller on cgroup v1 only, where memory.high does not exist, so no real JVM can be
+        // throttled by it here. The thread slept in mem_cgroup_handle_over_high after a fault in
+        // Java code, and the cgroup's memory.events high count rose.
+        let mut t = thread(9, "worker", 'S', MS, 0);
+        t.span_ns = 300 * MS;
+        t.wchan = "mem_cgroup_handle_over_high".into();
+        t.seen_ns = BTreeMap::from([(Seen::Waiting(Wait::MemcgHigh), 300 * MS)]);
+        let mut sig = SystemSignals::default();
+        sig.memory.memcg_high_events = Some(40);
+        let mut sp = safepoint("G1CollectForAllocation", 300 * MS, 2 * MS);
+        sp.timeout_culprits = vec![crate::report::TimeoutCulprit { name: "worker".into(), tid: Some(9), state: Some("runnable".into()) }];
+        let f = run(Some(vec![t.clone()]), None, vec![t], sp, 302 * MS, sig);
+        assert_eq!(f[0].cause, Cause::MemcgHigh, "{f:?}");
+        assert_eq!(f[0].confidence, Confidence::High);
+        assert!(f[0].evidence.iter().any(|e| e.contains("over memory.high 40 times")), "{f:?}");
+    }
+
+    /// The recorder's own control meter late by most of a stall outside any safepoint.
+    fn recorder_late(queued_ns: Option<u64>, shares: Shares, signals: SystemSignals) -> Vec<Finding> {
+        let names = HashMap::new();
+        let ev = StallEvidence::default();
+        classify(&Inputs {
+            duration_ns: 100 * MS,
+            start_ns: 0,
+            end_ns: 100 * MS,
+            evidence: &ev,
+            segments: &[],
+            safepoints: &[],
+            control_max_late_ns: 90 * MS,
+            control_queued_ns: queued_ns,
+            signals: &signals,
+            shares,
+            names: &names,
+            maps: &[],
+            mapped_files: &[],
+            meter_tid: None,
+            trace: &[],
+            clock_ticks: 100,
+        })
+    }
+
+    #[test]
+    fn a_late_recorder_is_a_machine_pause_only_when_nothing_else_held_it() {
+        // It ran, but not for 90 ms, and nothing queued or throttled it: the machine stopped.
+        assert_eq!(recorder_late(Some(0), Shares::default(), SystemSignals::default())[0].cause, Cause::MachinePause);
+        // It waited on a run queue for most of that: the CPUs were busy, not stopped.
+        let f = recorder_late(Some(80 * MS), Shares::default(), SystemSignals::default());
+        assert_eq!(f[0].cause, Cause::CpuStarvation, "{f:?}");
+        // It runs under the JVM's CPU quota, and that cgroup was throttled.
+        let sig = SystemSignals { throttled_ns: Some(85 * MS), ..SystemSignals::default() };
+        let f = recorder_late(Some(0), Shares { cpu_cgroup: true, memory_cgroup: false }, sig);
+        assert_eq!(f[0].cause, Cause::CgroupThrottling, "{f:?}");
+        assert!(f[0].evidence.iter().any(|e| e.contains("same CPU quota")), "{f:?}");
     }
 
     #[test]

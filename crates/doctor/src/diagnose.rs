@@ -51,8 +51,10 @@ pub struct StallSpan {
     pub noticed_ns: u64,
     pub start_ns: u64,
     pub end_ns: u64,
-    /// The recorder's own worst lateness during it.
+    /// The recorder's own worst lateness during it, and how much of that wake-up it spent on a
+    /// run queue (waiting for a CPU rather than not running at all).
     pub control_max_late_ns: u64,
+    pub control_queued_ns: Option<u64>,
     /// Watching ended (the JVM exited) before the stall did.
     pub exited_during: bool,
 }
@@ -79,17 +81,17 @@ pub fn stall_spans(events: &[Event]) -> Vec<StallSpan> {
     for e in events {
         let Event::StallBegin { t: noticed, stall, expected_ns, .. } = e else { continue };
         let end = events.iter().find_map(|x| match x {
-            Event::StallEnd { stall: s, resumed_ns, control_max_late_ns, resumed, .. } if s == stall => Some((*resumed_ns, *control_max_late_ns, *resumed)),
+            Event::StallEnd { stall: s, resumed_ns, control_max_late_ns, control_queued_ns, resumed, .. } if s == stall => Some((*resumed_ns, *control_max_late_ns, *control_queued_ns, *resumed)),
             _ => None,
         });
         let exited_during = match end {
             None => true,
-            Some((_, _, resumed)) => !resumed && target_exited,
+            Some((_, _, _, resumed)) => !resumed && target_exited,
         };
-        let (end_ns, control, _) = end.unwrap_or((end_of_recording.unwrap_or(*expected_ns), 0, false));
+        let (end_ns, control, queued, _) = end.unwrap_or((end_of_recording.unwrap_or(*expected_ns), 0, None, false));
         // It was still stalled when noticed. (Earlier recorders could write a resumption from
         // before that: the meter's tick time, read before a safepoint held up its publication.)
-        out.push(StallSpan { stall: *stall, noticed_ns: *noticed, start_ns: *expected_ns, end_ns: end_ns.max(*noticed), control_max_late_ns: control, exited_during });
+        out.push(StallSpan { stall: *stall, noticed_ns: *noticed, start_ns: *expected_ns, end_ns: end_ns.max(*noticed), control_max_late_ns: control, control_queued_ns: queued, exited_during });
     }
     out
 }
@@ -178,7 +180,7 @@ fn unknown_finding(ev: &StallEvidence) -> Finding {
     } else {
         format!("{} samples of {} threads show no thread holding things up", ev.sample_times.len(), ev.threads.len())
     };
-    Finding { cause: Cause::Unknown, title: Cause::Unknown.title().into(), confidence: Confidence::Low, share: 0.0, culprits: vec![], evidence: vec![said], fix: Cause::Unknown.fix().into(), doc: Cause::Unknown.doc() }
+    Finding { cause: Cause::Unknown, title: Cause::Unknown.title().into(), confidence: Confidence::Low, share: 1.0, culprits: vec![], evidence: vec![said], fix: Cause::Unknown.fix().into(), doc: Cause::Unknown.doc() }
 }
 
 /// The busiest threads of a stall (CPU and run-queue time, then samples not asleep), as raw
@@ -240,6 +242,7 @@ fn diagnose_stall(rec: &Recording, span: &StallSpan, samples: &[&Sample], meter_
         segments: &segs,
         safepoints: &spanned,
         control_max_late_ns: span.control_max_late_ns,
+        control_queued_ns: span.control_queued_ns,
         signals: &signals,
         shares: meta.recorder_shares.unwrap_or_default(),
         names: &names,
@@ -380,7 +383,7 @@ mod tests {
     }
 
     fn end(stall: u32, resumed_ms: u64, resumed: bool) -> Event {
-        Event::StallEnd { t: resumed_ms * MS + 1, stall, resumed_ns: resumed_ms * MS, control_max_late_ns: 7, resumed }
+        Event::StallEnd { t: resumed_ms * MS + 1, stall, resumed_ns: resumed_ms * MS, control_max_late_ns: 7, control_queued_ns: None, resumed, dropped_samples: 0 }
     }
 
     #[test]
@@ -416,7 +419,7 @@ mod tests {
         // Ends at 2.300 s monotonic; 290 ms reaching it, 10 ms at it.
         let long = safepoint("[1.0s][2300000000ns][info][safepoint] Safepoint \"ThreadDump\", Time since last: 1 ns, Reaching safepoint: 290000000 ns, Cleanup: 0 ns, At safepoint: 10000000 ns, Total: 300000000 ns\n");
         let short = safepoint("[1.0s][2150000000ns][info][safepoint] Safepoint \"Cleanup\", Time since last: 1 ns, Reaching safepoint: 10000 ns, Cleanup: 0 ns, At safepoint: 10000 ns, Total: 20000 ns\n");
-        let span = StallSpan { stall: 1, noticed_ns: 2005 * MS, start_ns: 2000 * MS, end_ns: 2300 * MS, control_max_late_ns: 0, exited_during: false };
+        let span = StallSpan { stall: 1, noticed_ns: 2005 * MS, start_ns: 2000 * MS, end_ns: 2300 * MS, control_max_late_ns: 0, control_queued_ns: None, exited_during: false };
         let names = HashMap::from([(7, "reader-thread".to_string())]);
         let sp = match_safepoint(&span, &[short.clone(), long], &[], &names).unwrap();
         assert_eq!((sp.op.as_str(), sp.ttsp_ns, sp.start_mono_ns), ("ThreadDump", 290 * MS, 2000 * MS));

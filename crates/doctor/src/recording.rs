@@ -86,7 +86,21 @@ pub enum Event {
     StallBegin { t: u64, stall: u32, last_tick_ns: u64, expected_ns: u64 },
     /// The heartbeat resumed with a tick at `resumed_ns`, or (`resumed` false) watching ended
     /// first: the JVM exited or the meter stopped, and `resumed_ns` is when that was seen.
-    StallEnd { t: u64, stall: u32, resumed_ns: u64, control_max_late_ns: u64, #[serde(default = "yes")] resumed: bool },
+    StallEnd {
+        t: u64,
+        stall: u32,
+        resumed_ns: u64,
+        control_max_late_ns: u64,
+        /// How long the recorder's worst late wake-up waited on a run queue (absent in
+        /// recordings made before it was measured).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        control_queued_ns: Option<u64>,
+        #[serde(default = "yes")]
+        resumed: bool,
+        /// Samples of this stall dropped because the disk did not take them in time.
+        #[serde(default, skip_serializing_if = "is_zero")]
+        dropped_samples: u64,
+    },
     /// The recorder's own control meter woke late, outside any stall of the target.
     ControlHiccup { t: u64, late_ns: u64 },
     /// The target exited (code, or signal).
@@ -100,6 +114,10 @@ pub enum Event {
 
 fn yes() -> bool {
     true
+}
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
 }
 
 /// All threads of the target at one instant. Only threads that changed since the previous
@@ -197,17 +215,49 @@ pub struct StallTrace {
     pub events: Vec<procwatch::trace::TraceEvent>,
 }
 
-/// An append-only JSON Lines file.
+/// An append-only JSON Lines file. Written directly, or (for the recorder) from a thread of its
+/// own, so that a disk that blocks writes (dirty-page throttling, a slow device) never holds up
+/// the caller: lines queue, and past the queue's bound the lossy ones are counted, not written.
 pub struct Appender {
-    file: File,
     path: PathBuf,
     buf: Vec<u8>,
+    to: Sink,
+}
+
+enum Sink {
+    File(File),
+    Queue {
+        tx: Option<std::sync::mpsc::SyncSender<Vec<u8>>>,
+        thread: Option<std::thread::JoinHandle<()>>,
+        /// Lines dropped because the queue was full.
+        dropped: u64,
+        /// Whether lines may be dropped (samples) or must wait for room (events).
+        lossy: bool,
+    },
 }
 
 impl Appender {
     pub fn open(path: &Path) -> Result<Appender, Error> {
         let file = OpenOptions::new().create(true).append(true).open(path).map_err(|e| Error::io(path, "cannot open it for appending", e))?;
-        Ok(Appender { file, path: path.to_path_buf(), buf: Vec::with_capacity(1 << 16) })
+        Ok(Appender { path: path.to_path_buf(), buf: Vec::with_capacity(1 << 16), to: Sink::File(file) })
+    }
+
+    /// An appender whose lines are written by a thread of its own, holding at most `capacity`
+    /// lines queued; when full, `lossy` ones are dropped (and counted), others wait.
+    pub fn background(path: &Path, capacity: usize, lossy: bool) -> Result<Appender, Error> {
+        let mut file = OpenOptions::new().create(true).append(true).open(path).map_err(|e| Error::io(path, "cannot open it for appending", e))?;
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<u8>>(capacity);
+        let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let thread = std::thread::Builder::new()
+            .name(format!("stallscope-write-{name}"))
+            .spawn(move || {
+                for line in rx {
+                    // One write per line: a killed writer leaves at most one partial line.
+                    let _ = file.write_all(&line);
+                }
+            })
+            .map_err(|e| Error::io(path, "cannot start its writer thread", e))?;
+        Ok(Appender { path: path.to_path_buf(), buf: Vec::new(), to: Sink::Queue { tx: Some(tx), thread: Some(thread), dropped: 0, lossy } })
     }
 
     /// Appends one value as one line, in one write.
@@ -215,7 +265,45 @@ impl Appender {
         self.buf.clear();
         serde_json::to_writer(&mut self.buf, v).map_err(|e| Error::io(&self.path, "cannot encode a record", e.into()))?;
         self.buf.push(b'\n');
-        self.file.write_all(&self.buf).map_err(|e| Error::io(&self.path, "cannot append to it", e))
+        match &mut self.to {
+            Sink::File(f) => f.write_all(&self.buf).map_err(|e| Error::io(&self.path, "cannot append to it", e)),
+            Sink::Queue { tx, dropped, lossy, .. } => {
+                let tx = tx.as_ref().expect("open until dropped");
+                let line = std::mem::take(&mut self.buf);
+                let sent = if *lossy {
+                    match tx.try_send(line) {
+                        Ok(()) => Ok(()),
+                        Err(std::sync::mpsc::TrySendError::Full(_)) => {
+                            *dropped += 1;
+                            Ok(())
+                        }
+                        Err(std::sync::mpsc::TrySendError::Disconnected(_)) => Err(()),
+                    }
+                } else {
+                    tx.send(line).map_err(|_| ())
+                };
+                sent.map_err(|_| Error::io(&self.path, "its writer thread is gone", std::io::Error::other("writer stopped")))
+            }
+        }
+    }
+
+    /// Lines dropped so far because the disk did not keep up.
+    pub fn dropped(&self) -> u64 {
+        match &self.to {
+            Sink::Queue { dropped, .. } => *dropped,
+            Sink::File(_) => 0,
+        }
+    }
+}
+
+impl Drop for Appender {
+    fn drop(&mut self) {
+        if let Sink::Queue { tx, thread, .. } = &mut self.to {
+            drop(tx.take());
+            if let Some(t) = thread.take() {
+                let _ = t.join();
+            }
+        }
     }
 }
 
@@ -233,8 +321,23 @@ pub struct Writer {
 }
 
 impl Writer {
-    /// Opens the recording in `dir` (created by the caller) and writes its header.
+    /// Opens the recording in `dir` (created by the caller) and writes its header; its lines are
+    /// written directly.
     pub fn open(dir: &Path, meta: &Meta) -> Result<Writer, Error> {
+        Writer::open_with(dir, meta, Appender::open)
+    }
+
+    /// The same, with every file written by a thread of its own: the recorder's watch loop then
+    /// never waits on the disk. Samples and system samples are dropped (and counted) past a
+    /// queue of 4096 lines; events and contexts wait for room.
+    pub fn open_background(dir: &Path, meta: &Meta) -> Result<Writer, Error> {
+        Writer::open_with(dir, meta, |p| {
+            let lossy = p.ends_with(files::SAMPLES) || p.ends_with(files::SYSTEM);
+            Appender::background(p, 4096, lossy)
+        })
+    }
+
+    fn open_with(dir: &Path, meta: &Meta, open: impl Fn(&Path) -> Result<Appender, Error>) -> Result<Writer, Error> {
         std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, "cannot create the recording directory", e))?;
         let header = serde_json::to_vec_pretty(meta).map_err(|e| Error::io(dir, "cannot encode the header", e.into()))?;
         std::fs::write(dir.join(files::META), header).map_err(|e| Error::io(&dir.join(files::META), "cannot write it", e))?;
@@ -242,10 +345,10 @@ impl Writer {
             dir: dir.to_path_buf(),
             start_mono_ns: meta.start_mono_ns,
             start_epoch_ms: meta.start_epoch_ms,
-            events: Appender::open(&dir.join(files::EVENTS))?,
-            samples: Appender::open(&dir.join(files::SAMPLES))?,
-            system: Appender::open(&dir.join(files::SYSTEM))?,
-            context: Appender::open(&dir.join(files::CONTEXT))?,
+            events: open(&dir.join(files::EVENTS))?,
+            samples: open(&dir.join(files::SAMPLES))?,
+            system: open(&dir.join(files::SYSTEM))?,
+            context: open(&dir.join(files::CONTEXT))?,
         })
     }
 }

@@ -144,15 +144,17 @@ pub fn system_signals(meta: &Meta, sys: &[&SystemSample]) -> SystemSignals {
         psi_some: psi_over(&mem_some),
         psi_io_some: psi_over(&io_some),
     };
+    // Throttling (of the JVM's cgroup, or the recorder's own) mostly happens before the first
+    // look: a throttled recorder cannot look. Counted from the baseline, like memory.
     let recorder = RecorderSignals {
         run_delay_ns: delta(first, last, |s| s.recorder.map(|r| r.run_delay_ns), sub),
-        throttled_ns: delta(first, last, |s| s.recorder.and_then(|r| r.throttled_ns), sub),
+        throttled_ns: delta(from, last, |s| s.recorder.and_then(|r| r.throttled_ns), sub),
     };
     SystemSignals {
         tlb_rate_during: first.zip(last).and_then(|(a, b)| rate(a, b)),
         tlb_rate_before: base.zip(first).and_then(|(a, b)| rate(a, b)),
         steal_ns: first.zip(last).and_then(|(a, b)| Some(b.cpu?.steal.saturating_sub(a.cpu?.steal) * tick_ns / meta.cpus.max(1) as u64)),
-        throttled_ns: first.zip(last).and_then(|(a, b)| Some(b.throttling?.throttled_ns.saturating_sub(a.throttling?.throttled_ns))),
+        throttled_ns: from.zip(last).and_then(|(a, b)| Some(b.throttling?.throttled_ns.saturating_sub(a.throttling?.throttled_ns))),
         psi_cpu_during: first.zip(last).and_then(|(a, b)| psi_share(a, b, &|s: &SystemSample| s.psi_cpu_us)),
         psi_cpu_before: base.zip(first).and_then(|(a, b)| psi_share(a, b, &|s: &SystemSample| s.psi_cpu_us)),
         memory,

@@ -44,6 +44,9 @@ pub enum Command {
     /// and one JSON line.
     #[command(subcommand, hide = true)]
     Workload(crate::workload::WorkloadCommand),
+    /// The guardian that undoes stallscope's changes if it dies (started by stallscope itself).
+    #[command(hide = true)]
+    Guard,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -208,6 +211,10 @@ pub struct LabRunArgs {
     /// Repetitions of each variant (default: 2 quick, 5 full).
     #[arg(long)]
     pub reps: Option<usize>,
+    /// Run only these variants (repeatable, e.g. `--variant no-poll`); a scenario with none of
+    /// them runs all of its own.
+    #[arg(long = "variant", value_name = "VARIANT")]
+    pub variants: Vec<String>,
     /// Where the results and recordings go (default: ./stallscope-lab-<date>-<time>).
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,

@@ -8,8 +8,9 @@ use std::fmt;
 pub const EXIT_OK: i32 = 0;
 /// Any other failure: I/O, a bad recording, an internal error.
 pub const EXIT_FAILURE: i32 = 1;
-// 2: the command line was wrong. clap exits with it for every usage error, and every option is
-// parsed into its type by clap (cli.rs), so no command returns it itself.
+/// The command line was wrong: clap exits with it for every usage error; a command returns it
+/// for the few checks that need more than one option (a variant of a scenario not chosen).
+pub const EXIT_USAGE: i32 = 2;
 /// Every input was empty.
 pub const EXIT_EMPTY: i32 = 3;
 /// An input is binary data, not a text log.

@@ -6,6 +6,7 @@ mod attach;
 mod cli;
 mod commands;
 mod failure;
+mod guard;
 mod inject;
 mod lab;
 mod logs;
@@ -25,6 +26,7 @@ fn main() {
         cli::Command::Logs(a) => commands::logs::run(a),
         cli::Command::Inject(c) => inject::run(c),
         cli::Command::Workload(c) => workload::run(c),
+        cli::Command::Guard => guard::run_guardian(),
         cli::Command::Run(a) => commands::record::run(a),
         cli::Command::Attach(a) => commands::record::attach(a),
         cli::Command::Report(a) => commands::report::run(a),

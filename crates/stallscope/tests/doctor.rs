@@ -315,3 +315,42 @@ fn attach_refusals_are_one_clear_line() {
     let (_locked, locked_pid) = idle_jvm(&["-XX:+DisableAttachMechanism"]);
     assert!(attach(locked_pid.to_string(), false).contains("did not open its attach socket"));
 }
+
+#[test]
+fn stalls_at_the_safepoint_swap_slow_writes_and_reclaim_are_named_on_both_jdks() {
+    let _x = exclusive();
+    assert_eq!(unsafe { libc::geteuid() }, 0, "this test needs root: a swap file and memory cgroups (CI runs as root)");
+    // The lab's own scenarios make each happen, baseline only: a heap swapped out then paged in by
+    // full GCs, a GC log on a disk whose writes are slow, a JVM touching fresh memory in a full
+    // memory cgroup.
+    let cases = [("swap", "swappable", "swap-in"), ("slow-log", "slow-disk", "vm-thread-io"), ("memory-pressure", "squeezed", "memory-reclaim")];
+    for (i, java) in [java17(), java25()].into_iter().enumerate() {
+        let out = scratch(&format!("doctor-memory-{i}")).join("lab");
+        let mut c = Command::new(bin());
+        c.args(["lab", "run", "--reps", "1", "--out", out.to_str().unwrap(), "--java", java.to_str().unwrap()]);
+        for (scenario, variant, _) in cases {
+            c.arg(scenario).args(["--variant", variant]);
+        }
+        let o = c.output().unwrap();
+        assert!(o.status.success(), "{java:?}: {}", String::from_utf8_lossy(&o.stderr));
+        for (scenario, variant, cause) in cases {
+            let r = report_json(&out.join(scenario).join(format!("{variant}-1")));
+            let stalls = r["stalls"].as_array().unwrap();
+            // The stall the fault made: the one holding the longest safepoint (a busy two-CPU
+            // machine makes stalls of its own, at start-up above all), named with confidence.
+            let sp_total = |s: &Value| s["safepoint"]["total_ns"].as_u64().unwrap_or(0);
+            let longest = stalls.iter().max_by_key(|s| sp_total(s)).expect("the fault made a stall");
+            assert_eq!(longest["findings"][0]["cause"], cause, "{java:?} {scenario}: {longest}");
+            assert_eq!(longest["findings"][0]["confidence"], "high", "{java:?} {scenario}: {longest}");
+            for s in stalls {
+                let findings = s["findings"].as_array().unwrap();
+                for f in findings.iter().filter(|f| f["confidence"] == "high") {
+                    // Nothing else is named with confidence beside it; elsewhere only CPU
+                    // starvation may be, in a workload that keeps both of this machine's CPUs busy.
+                    let ok = f["cause"] == cause || (f["cause"] == "cpu-starvation" && findings[0]["cause"] != cause);
+                    assert!(ok, "{java:?} {scenario}: {} with high confidence: {s}", f["cause"]);
+                }
+            }
+        }
+    }
+}

@@ -21,7 +21,7 @@ fn leftovers() -> Vec<String> {
     let mut v = Vec::new();
     let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
     v.extend(mounts.lines().filter(|l| is_slowfs(l)).map(|l| format!("mount: {l}")));
-    for root in ["/sys/fs/cgroup/blkio", "/sys/fs/cgroup/unified", "/sys/fs/cgroup"] {
+    for root in ["/sys/fs/cgroup/blkio", "/sys/fs/cgroup/memory", "/sys/fs/cgroup/cpu", "/sys/fs/cgroup/unified", "/sys/fs/cgroup"] {
         if let Ok(d) = std::fs::read_dir(root) {
             v.extend(d.flatten().filter(|e| e.file_name().to_string_lossy().starts_with("stallscope-")).map(|e| format!("cgroup: {}", e.path().display())));
         }
@@ -33,6 +33,8 @@ fn leftovers() -> Vec<String> {
             v.push(format!("process {}: {cmd}", p.file_name().to_string_lossy()));
         }
     }
+    let swaps = std::fs::read_to_string("/proc/swaps").unwrap_or_default();
+    v.extend(swaps.lines().skip(1).map(|l| format!("swap: {l}")));
     if let Ok(d) = std::fs::read_dir("/dev/shm") {
         for e in d.flatten() {
             let n = e.file_name().to_string_lossy().into_owned();
@@ -64,7 +66,7 @@ fn the_quick_lab_runs_every_scenario_and_cleans_up() {
 
     let scenarios = lab["scenarios"].as_array().unwrap();
     let ids: Vec<&str> = scenarios.iter().map(|s| s["id"].as_str().unwrap()).collect();
-    assert_eq!(ids, ["counted-loop", "mmap-fault", "tlb-shootdown", "mmap-lock", "cpu-contention", "frozen"]);
+    assert_eq!(ids, ["counted-loop", "mmap-fault", "tlb-shootdown", "mmap-lock", "cpu-contention", "frozen", "swap", "slow-log", "memory-pressure", "cpu-quota", "long-gc"]);
     for s in scenarios {
         let id = s["id"].as_str().unwrap();
         assert_ne!(s["verdict"], "skipped", "{id} could not run on this machine: {}", s["reason"]);
@@ -81,7 +83,7 @@ fn the_quick_lab_runs_every_scenario_and_cleans_up() {
         println!("{id}: {} ({})", s["verdict"], s["reason"]);
     }
     // The robust ones: the effect must show on any machine of this kind.
-    for id in ["counted-loop", "mmap-fault", "frozen"] {
+    for id in ["counted-loop", "mmap-fault", "frozen", "swap", "slow-log", "cpu-quota", "long-gc"] {
         let s = scenarios.iter().find(|s| s["id"] == id).unwrap();
         assert_eq!(s["verdict"], "reproduced", "{id}: {}", s["reason"]);
         for v in s["variants"].as_array().unwrap().iter().filter(|v| v["baseline"] == true) {
@@ -131,7 +133,7 @@ fn an_interrupted_lab_still_tears_down() {
 fn lab_list_and_bad_names() {
     let o = Command::new(bin()).args(["lab", "list", "--json"]).output().unwrap();
     let v: Value = serde_json::from_slice(&o.stdout).unwrap();
-    assert_eq!(v.as_array().unwrap().len(), 6);
+    assert_eq!(v.as_array().unwrap().len(), 11);
     for s in v.as_array().unwrap() {
         let cause = s["cause"].as_str().unwrap();
         assert!(root().join(format!("docs/causes/{cause}.md")).exists(), "{cause} has a cause page");

@@ -17,7 +17,7 @@ pub fn run(a: RunArgs) -> Result<i32> {
     let s = record::settings(&request(&a.record))?;
     let boost = a.boost.map(|level| (level, a.boost_after.ns()));
     let stop = crate::inject::stop_flag()?;
-    let launch = Launch { safepoint_timeout: !a.no_safepoint_timeout, boost, capture_stdout: false, chatty: true, nice: None };
+    let launch = Launch { safepoint_timeout: !a.no_safepoint_timeout, boost, capture_stdout: false, chatty: true, nice: None, cgroups: vec![], timeout: None };
     let r = record::record_jvm(&s, &a.command, &launch, &stop)?;
     print_report(&s.dir, a.record.json)?;
     eprintln!("stallscope: recording in {} (stallscope report {} shows it again)", s.dir.display(), s.dir.display());

@@ -1,4 +1,6 @@
-//! Temporary cgroups for the injectors: created with a limit, removed when dropped.
+//! Temporary cgroups for the injectors and the lab: created with a limit (I/O, memory) or none
+//! (a v2 group of its own, for its pressure), removed when dropped; with a guardian, removed even
+//! if stallscope is killed.
 //!
 //! Invariant: a `TempCgroup` is removed on drop even if processes are still in it (they are
 //! moved to the parent first), so no run leaves a cgroup behind.
@@ -12,27 +14,14 @@ pub enum Version {
     V2,
 }
 
-#[derive(Debug)]
 pub struct TempCgroup {
     pub path: PathBuf,
     pub version: Version,
+    /// The guardian that removes it if stallscope is killed, and the change it holds.
+    guard: Option<(std::sync::Arc<std::sync::Mutex<crate::guard::Guard>>, crate::guard::Token)>,
 }
 
-/// Mount points of cgroup hierarchies: (fstype, super options, mount point).
-fn cgroup_mounts() -> Vec<(String, String, PathBuf)> {
-    let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
-    info.lines()
-        .filter_map(|l| {
-            let (pre, post) = l.split_once(" - ")?;
-            let mp = pre.split(' ').nth(4)?;
-            let mut p = post.split(' ');
-            let fstype = p.next()?;
-            let _src = p.next()?;
-            let opts = p.next().unwrap_or("");
-            fstype.starts_with("cgroup").then(|| (fstype.to_string(), opts.to_string(), PathBuf::from(mp.replace("\\040", " "))))
-        })
-        .collect()
-}
+use procwatch::cgroup::mounts as cgroup_mounts;
 
 /// Where an I/O-limited cgroup can be made: the cgroup v2 root with the io controller, or the
 /// v1 blkio hierarchy.
@@ -52,16 +41,150 @@ pub fn io_hierarchy() -> Option<(Version, PathBuf)> {
         .map(|(_, _, mp)| (Version::V1, mp))
 }
 
+/// Where a memory-limited cgroup can be made: the cgroup v2 root with the memory controller,
+/// or the v1 memory hierarchy.
+pub fn memory_hierarchy() -> Option<(Version, PathBuf)> {
+    let mounts = cgroup_mounts();
+    for (fstype, _, mp) in &mounts {
+        if fstype == "cgroup2" && std::fs::read_to_string(mp.join("cgroup.controllers")).unwrap_or_default().split_whitespace().any(|c| c == "memory") {
+            return Some((Version::V2, mp.clone()));
+        }
+    }
+    mounts.into_iter().find(|(fstype, opts, _)| fstype == "cgroup" && opts.split(',').any(|o| o == "memory")).map(|(_, _, mp)| (Version::V1, mp))
+}
+
+/// Where a CPU-limited cgroup can be made: the cgroup v2 root with the cpu controller, or the v1
+/// cpu hierarchy.
+pub fn cpu_hierarchy() -> Option<(Version, PathBuf)> {
+    let mounts = cgroup_mounts();
+    for (fstype, _, mp) in &mounts {
+        if fstype == "cgroup2" && std::fs::read_to_string(mp.join("cgroup.controllers")).unwrap_or_default().split_whitespace().any(|c| c == "cpu") {
+            return Some((Version::V2, mp.clone()));
+        }
+    }
+    mounts.into_iter().find(|(fstype, opts, _)| fstype == "cgroup" && opts.split(',').any(|o| o == "cpu")).map(|(_, _, mp)| (Version::V1, mp))
+}
+
+/// The cgroup v2 hierarchy, where a group of its own gives a process its own pressure (PSI)
+/// files, whatever controllers it has.
+pub fn unified_root() -> Option<PathBuf> {
+    cgroup_mounts().into_iter().find(|(t, _, _)| t == "cgroup2").map(|m| m.2)
+}
+
+/// Kills whatever is left in a cgroup (it held only what stallscope put there) and removes it;
+/// nothing when it is gone already.
+pub fn kill_and_remove(dir: &Path) {
+    for _ in 0..100 {
+        if !dir.exists() || std::fs::remove_dir(dir).is_ok() {
+            return;
+        }
+        for pid in std::fs::read_to_string(dir.join("cgroup.procs")).unwrap_or_default().lines().filter_map(|p| p.trim().parse::<i32>().ok()) {
+            // SAFETY: a plain signal to a process of a cgroup stallscope made.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    eprintln!("stallscope: could not remove cgroup {}; remove it with rmdir", dir.display());
+}
+
+/// Writes the calling process's pid into a `cgroup.procs` file without allocating (it runs
+/// between fork and exec).
+pub fn join(procs: &std::ffi::CStr) -> std::io::Result<()> {
+    let mut buf = [0u8; 16];
+    // SAFETY: getpid has no preconditions.
+    let mut pid = unsafe { libc::getpid() } as u32;
+    let mut i = buf.len();
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (pid % 10) as u8;
+        pid /= 10;
+        if pid == 0 {
+            break;
+        }
+    }
+    // SAFETY: a valid C string; a buffer we own.
+    unsafe {
+        let fd = libc::open(procs.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        let n = libc::write(fd, buf[i..].as_ptr() as *const libc::c_void, buf.len() - i);
+        let err = std::io::Error::last_os_error();
+        libc::close(fd);
+        if n < 0 {
+            return Err(err);
+        }
+    }
+    Ok(())
+}
+
 impl TempCgroup {
+    /// A memory cgroup with a hard limit of `limit` bytes; `swap` false keeps its anonymous
+    /// memory out of swap (v2 `memory.swap.max=0`, v1 `memory.swappiness=0`), true lets it go
+    /// there readily (v1 `memory.swappiness=100`).
+    pub fn memory(name: &str, limit: u64, swap: bool) -> Result<TempCgroup> {
+        let Some((version, root)) = memory_hierarchy() else {
+            bail!("no cgroup hierarchy with the memory controller is mounted");
+        };
+        let cg = TempCgroup::make(&root, version, name)?;
+        match version {
+            Version::V1 => cg.write("memory.swappiness", if swap { "100" } else { "0" })?,
+            Version::V2 => cg.write("memory.swap.max", if swap { "max" } else { "0" })?,
+        }
+        cg.set_memory_limit(Some(limit))?;
+        Ok(cg)
+    }
+
+    /// A CPU cgroup whose tasks may use `quota_us` of CPU time every `period_us` (v2 `cpu.max`,
+    /// v1 `cpu.cfs_quota_us`).
+    pub fn cpu(name: &str, quota_us: u64, period_us: u64) -> Result<TempCgroup> {
+        let Some((version, root)) = cpu_hierarchy() else {
+            bail!("no cgroup hierarchy with the cpu controller is mounted");
+        };
+        let cg = TempCgroup::make(&root, version, name)?;
+        match version {
+            Version::V1 => {
+                cg.write("cpu.cfs_period_us", &period_us.to_string())?;
+                cg.write("cpu.cfs_quota_us", &quota_us.to_string())?;
+            }
+            Version::V2 => cg.write("cpu.max", &format!("{quota_us} {period_us}"))?,
+        }
+        Ok(cg)
+    }
+
+    /// A cgroup v2 group with no limit: its own pressure files.
+    pub fn unified(name: &str) -> Result<TempCgroup> {
+        let root = unified_root().context("cgroup v2 is not mounted")?;
+        TempCgroup::make(&root, Version::V2, name)
+    }
+
+    fn make(root: &Path, version: Version, name: &str) -> Result<TempCgroup> {
+        let path = root.join(format!("stallscope-{name}-{}", std::process::id()));
+        std::fs::create_dir(&path).with_context(|| format!("creating cgroup {}", path.display()))?;
+        Ok(TempCgroup { path, version, guard: None })
+    }
+
+    /// Has `guard` remove it (killing what is in it) if stallscope dies first.
+    pub fn guarded(mut self, guard: std::sync::Arc<std::sync::Mutex<crate::guard::Guard>>) -> Result<TempCgroup> {
+        let token = guard.lock().map_err(|_| anyhow::anyhow!("the guardian lock is poisoned"))?.add(crate::guard::Undo::RemoveCgroup { dir: self.path.clone() })?;
+        self.guard = Some((guard, token));
+        Ok(self)
+    }
+
+    /// Sets (or, with `None`, lifts) the memory limit. Lowering it below what is in use makes
+    /// the kernel reclaim down to it first; v1 refuses (EBUSY) when it cannot.
+    pub fn set_memory_limit(&self, limit: Option<u64>) -> Result<()> {
+        let v = limit.map_or_else(|| if self.version == Version::V2 { "max".to_string() } else { "-1".to_string() }, |b| b.to_string());
+        self.write(if self.version == Version::V2 { "memory.max" } else { "memory.limit_in_bytes" }, &v)
+    }
+
     /// A cgroup whose reads from block device `dev` (major, minor) are limited to `riops` per
     /// second.
     pub fn io_throttled(dev: (u32, u32), riops: u64) -> Result<TempCgroup> {
         let Some((version, root)) = io_hierarchy() else {
             bail!("no cgroup hierarchy with I/O control here (neither cgroup v2 'io' nor v1 'blkio' is mounted)");
         };
-        let path = root.join(format!("stallscope-throttle-{}", std::process::id()));
-        std::fs::create_dir(&path).with_context(|| format!("creating cgroup {}", path.display()))?;
-        let cg = TempCgroup { path, version };
+        let cg = TempCgroup::make(&root, version, "throttle")?;
         let (maj, min) = dev;
         match version {
             Version::V1 => cg.write("blkio.throttle.read_iops_device", &format!("{maj}:{min} {riops}"))?,
@@ -73,7 +196,7 @@ impl TempCgroup {
         Ok(cg)
     }
 
-    fn write(&self, file: &str, value: &str) -> Result<()> {
+    pub fn write(&self, file: &str, value: &str) -> Result<()> {
         std::fs::write(self.path.join(file), value).with_context(|| format!("writing '{value}' to {}", self.path.join(file).display()))
     }
 
@@ -89,16 +212,25 @@ impl TempCgroup {
 impl Drop for TempCgroup {
     fn drop(&mut self) {
         let parent = self.path.parent().map(Path::to_path_buf).unwrap_or_default();
+        let mut removed = false;
         for _ in 0..50 {
             for pid in self.members() {
                 let _ = std::fs::write(parent.join("cgroup.procs"), &pid);
             }
             if std::fs::remove_dir(&self.path).is_ok() || !self.path.exists() {
-                return;
+                removed = true;
+                break;
             }
             std::thread::sleep(std::time::Duration::from_millis(20));
         }
-        eprintln!("stallscope: could not remove cgroup {}; remove it with rmdir", self.path.display());
+        if !removed {
+            eprintln!("stallscope: could not remove cgroup {}; remove it with rmdir", self.path.display());
+        }
+        if let Some((g, t)) = self.guard.take() {
+            if let Ok(mut g) = g.lock() {
+                g.forget(t);
+            }
+        }
     }
 }
 

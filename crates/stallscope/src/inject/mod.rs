@@ -10,6 +10,7 @@ pub mod cpuhog;
 pub mod freeze;
 pub mod pagecache;
 pub mod slowfs;
+pub mod swap;
 pub mod throttle;
 
 use anyhow::Result;

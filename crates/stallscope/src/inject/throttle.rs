@@ -40,7 +40,7 @@ pub fn run(a: ThrottleArgs) -> Result<i32> {
     cmd.args(args);
     // SAFETY: between fork and exec only async-signal-safe calls, and no allocation.
     unsafe {
-        cmd.pre_exec(move || join_cgroup(&procs));
+        cmd.pre_exec(move || super::cgroup::join(&procs));
     }
     let mut child = cmd.spawn().with_context(|| format!("starting {program}"))?;
     let status = loop {
@@ -56,35 +56,4 @@ pub fn run(a: ThrottleArgs) -> Result<i32> {
     };
     drop(cg);
     Ok(status.code().unwrap_or_else(|| 128 + status.signal().unwrap_or(0)))
-}
-
-/// Writes the calling process's pid into a `cgroup.procs` file without allocating (it runs
-/// between fork and exec).
-fn join_cgroup(procs: &std::ffi::CStr) -> std::io::Result<()> {
-    let mut buf = [0u8; 16];
-    // SAFETY: getpid has no preconditions.
-    let mut pid = unsafe { libc::getpid() } as u32;
-    let mut i = buf.len();
-    loop {
-        i -= 1;
-        buf[i] = b'0' + (pid % 10) as u8;
-        pid /= 10;
-        if pid == 0 {
-            break;
-        }
-    }
-    // SAFETY: a valid C string; a buffer we own.
-    unsafe {
-        let fd = libc::open(procs.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
-        if fd < 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        let n = libc::write(fd, buf[i..].as_ptr() as *const libc::c_void, buf.len() - i);
-        let err = std::io::Error::last_os_error();
-        libc::close(fd);
-        if n < 0 {
-            return Err(err);
-        }
-    }
-    Ok(())
 }

@@ -4,7 +4,10 @@
 use super::model::ScenarioResult;
 use super::runner;
 use super::scenario::{Ctx, Scenario, Spec, VariantSpec};
-use super::scenarios::{counted_loop::CountedLoop, cpu_contention::CpuContention, frozen::Frozen, mmap_fault::MmapFault, mmap_lock::MmapLock, tlb_shootdown::TlbShootdown};
+use super::scenarios::{
+    counted_loop::CountedLoop, cpu_contention::CpuContention, cpu_quota::CpuQuota, frozen::Frozen, long_gc::LongGc, memory_pressure::MemoryPressure, mmap_fault::MmapFault, mmap_lock::MmapLock, slow_log::SlowLog, swap::Swap,
+    tlb_shootdown::TlbShootdown,
+};
 use anyhow::Result;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -15,11 +18,28 @@ pub enum ScenarioId {
     MmapLock,
     CpuContention,
     Frozen,
+    Swap,
+    SlowLog,
+    MemoryPressure,
+    CpuQuota,
+    LongGc,
 }
 
 impl ScenarioId {
     /// Every scenario, in the order the lab runs them.
-    pub const ALL: [ScenarioId; 6] = [ScenarioId::CountedLoop, ScenarioId::MmapFault, ScenarioId::TlbShootdown, ScenarioId::MmapLock, ScenarioId::CpuContention, ScenarioId::Frozen];
+    pub const ALL: [ScenarioId; 11] = [
+        ScenarioId::CountedLoop,
+        ScenarioId::MmapFault,
+        ScenarioId::TlbShootdown,
+        ScenarioId::MmapLock,
+        ScenarioId::CpuContention,
+        ScenarioId::Frozen,
+        ScenarioId::Swap,
+        ScenarioId::SlowLog,
+        ScenarioId::MemoryPressure,
+        ScenarioId::CpuQuota,
+        ScenarioId::LongGc,
+    ];
 
     pub fn spec(self) -> &'static Spec {
         match self {
@@ -29,6 +49,11 @@ impl ScenarioId {
             ScenarioId::MmapLock => &MmapLock::SPEC,
             ScenarioId::CpuContention => &CpuContention::SPEC,
             ScenarioId::Frozen => &Frozen::SPEC,
+            ScenarioId::Swap => &Swap::SPEC,
+            ScenarioId::SlowLog => &SlowLog::SPEC,
+            ScenarioId::MemoryPressure => &MemoryPressure::SPEC,
+            ScenarioId::CpuQuota => &CpuQuota::SPEC,
+            ScenarioId::LongGc => &LongGc::SPEC,
         }
     }
 
@@ -43,6 +68,11 @@ impl ScenarioId {
             ScenarioId::MmapLock => specs::<MmapLock>(),
             ScenarioId::CpuContention => specs::<CpuContention>(),
             ScenarioId::Frozen => specs::<Frozen>(),
+            ScenarioId::Swap => specs::<Swap>(),
+            ScenarioId::SlowLog => specs::<SlowLog>(),
+            ScenarioId::MemoryPressure => specs::<MemoryPressure>(),
+            ScenarioId::CpuQuota => specs::<CpuQuota>(),
+            ScenarioId::LongGc => specs::<LongGc>(),
         }
     }
 
@@ -55,6 +85,11 @@ impl ScenarioId {
             ScenarioId::MmapLock => runner::execute::<MmapLock>(ctx),
             ScenarioId::CpuContention => runner::execute::<CpuContention>(ctx),
             ScenarioId::Frozen => runner::execute::<Frozen>(ctx),
+            ScenarioId::Swap => runner::execute::<Swap>(ctx),
+            ScenarioId::SlowLog => runner::execute::<SlowLog>(ctx),
+            ScenarioId::MemoryPressure => runner::execute::<MemoryPressure>(ctx),
+            ScenarioId::CpuQuota => runner::execute::<CpuQuota>(ctx),
+            ScenarioId::LongGc => runner::execute::<LongGc>(ctx),
         }
     }
 

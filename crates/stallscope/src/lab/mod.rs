@@ -33,6 +33,8 @@ pub struct LabOptions {
     /// The results directory (created, empty).
     pub out: PathBuf,
     pub java: PathBuf,
+    /// Only these variants, by id (in the scenarios that have them).
+    pub variants: Vec<String>,
 }
 
 /// Where the lab reports its progress (a progress bar, or nothing).
@@ -80,19 +82,33 @@ fn workloads_jar() -> Result<PathBuf> {
     Err(Failure::new(EXIT_FAILURE, format!("{name} not found (looked in {}); build it with `make build`", places.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "))))
 }
 
+/// Whether variant `v` of scenario `id` runs, given `--variant`s: all when none is asked for,
+/// or when the scenario has none of those asked for.
+pub fn runs_variant(asked: &[String], id: &ScenarioId, v: &str) -> bool {
+    asked.is_empty() || asked.iter().any(|a| a == v) || !id.variants().iter().any(|x| asked.iter().any(|a| a == x.id))
+}
+
 /// Runs the chosen scenarios and returns the whole result. `stop` ends it early, keeping what
 /// ran.
 pub fn run(o: &LabOptions, progress: &dyn Progress, stop: &AtomicBool) -> Result<LabResult> {
     let chosen: Vec<ScenarioId> = if o.scenarios.is_empty() { ScenarioId::ALL.to_vec() } else { ScenarioId::ALL.into_iter().filter(|id| o.scenarios.contains(id)).collect() };
+    for v in &o.variants {
+        if !chosen.iter().any(|id| id.variants().iter().any(|x| x.id == v)) {
+            let known: Vec<String> = chosen.iter().flat_map(|id| id.variants().into_iter().map(|x| format!("{}/{}", id.spec().id, x.id))).collect();
+            return Err(Failure::new(crate::failure::EXIT_USAGE, format!("--variant {v}: no such variant in the scenarios chosen ({})", known.join(", "))));
+        }
+    }
+    let runs_of = |id: &ScenarioId| id.variants().iter().filter(|x| runs_variant(&o.variants, id, x.id)).count();
     let env = environment(&o.java);
     let agent = crate::record::agent_jar::find(None)?;
     let workloads = workloads_jar()?;
     let reps = o.reps;
-    let total: u64 = chosen.iter().map(|s| (s.variants().len() * reps) as u64).sum();
-    let est: u64 = chosen.iter().map(|s| (s.variants().len() * reps) as u64 * o.profile.pick(s.spec().run_secs.0, s.spec().run_secs.1)).sum();
+    let total: u64 = chosen.iter().map(|s| (runs_of(s) * reps) as u64).sum();
+    let est: u64 = chosen.iter().map(|s| (runs_of(s) * reps) as u64 * o.profile.pick(s.spec().run_secs.0, s.spec().run_secs.1)).sum();
     progress.begin(total, &format!("lab: {} scenario(s), {} profile, {reps} repetitions; about {} s; results in {}", chosen.len(), o.profile.name(), est, o.out.display()));
     let started = Instant::now();
     let tick = |msg: &str| progress.runs_done(1, msg);
+    let guard = std::sync::Arc::new(std::sync::Mutex::new(crate::guard::Guard::start()?));
     let mut results = Vec::new();
     let mut confusion = BTreeMap::new();
     for id in chosen {
@@ -105,10 +121,10 @@ pub fn run(o: &LabOptions, progress: &dyn Progress, stop: &AtomicBool) -> Result
         } else {
             None
         };
-        let ctx = Ctx { profile: o.profile, reps, out: o.out.clone(), java: o.java.clone(), workloads: workloads.clone(), agent: agent.clone(), stop, tick: &tick };
+        let ctx = Ctx { profile: o.profile, reps, out: o.out.clone(), java: o.java.clone(), workloads: workloads.clone(), agent: agent.clone(), stop, tick: &tick, variants: &o.variants, guard: std::sync::Arc::clone(&guard) };
         let r = match skip {
             Some(why) => {
-                progress.runs_done((id.variants().len() * reps) as u64, spec.id);
+                progress.runs_done((runs_of(&id) * reps) as u64, spec.id);
                 runner::result(spec, Verdict::Skipped, &why)
             }
             None => match id.execute(&ctx) {

@@ -25,6 +25,9 @@ pub fn execute<S: Scenario>(ctx: &Ctx) -> Result<ScenarioResult> {
             if ctx.stop.load(std::sync::atomic::Ordering::Relaxed) {
                 break 'reps;
             }
+            if !ctx.variants.is_empty() && !ctx.variants.iter().any(|v| v == vs.id) && S::VARIANTS.iter().any(|(_, x)| ctx.variants.iter().any(|v| v == x.id)) {
+                continue;
+            }
             let rec = dir.join(format!("{}-{}", vs.id, rep + 1));
             let t0 = Instant::now();
             let mut run = Run { rep: rep + 1, metrics: BTreeMap::new(), recording: Some(rec.display().to_string()), grade: None, error: None, elapsed_ms: 0 };
@@ -41,6 +44,7 @@ pub fn execute<S: Scenario>(ctx: &Ctx) -> Result<ScenarioResult> {
         }
     }
     drop(setup);
+    variants.retain(|v| !v.runs.is_empty());
     for v in &mut variants {
         let vals: Vec<f64> = v.runs.iter().filter_map(|r| r.metrics.get("metric").copied()).collect();
         v.stats = verdict::stats(&vals);

@@ -76,6 +76,10 @@ pub struct Ctx<'a> {
     pub stop: &'a AtomicBool,
     /// Called after each run, for progress.
     pub tick: &'a dyn Fn(&str),
+    /// Only these variants, by id, of a scenario that has any of them.
+    pub variants: &'a [String],
+    /// Undoes what scenarios change on the machine (swap, cgroups) if stallscope is killed.
+    pub guard: std::sync::Arc<std::sync::Mutex<crate::guard::Guard>>,
 }
 
 /// One run's measurements: the scenario's `metric` among them; the doctor's report of the run
@@ -118,8 +122,8 @@ pub trait Scenario {
 /// worse (see `verdict::verdict`).
 pub fn judge_effect(spec: &Spec, variants: &[VariantResult]) -> Judged {
     let judged = |verdict, effect, reason: &str| Judged { verdict, effect, reason: reason.to_string() };
-    let Some(base) = variants.first().and_then(|v| v.stats) else { return judged(Verdict::Inconclusive, None, "no baseline measurement") };
-    let best = variants.iter().skip(1).filter_map(|v| v.stats).min_by(|a, b| a.median.partial_cmp(&b.median).unwrap_or(std::cmp::Ordering::Equal));
+    let Some(base) = variants.iter().find(|v| v.baseline).and_then(|v| v.stats) else { return judged(Verdict::Inconclusive, None, "no baseline measurement") };
+    let best = variants.iter().filter(|v| !v.baseline).filter_map(|v| v.stats).min_by(|a, b| a.median.partial_cmp(&b.median).unwrap_or(std::cmp::Ordering::Equal));
     let Some(best) = best else { return judged(Verdict::Inconclusive, None, "no mitigation measurement") };
     let (v, effect, why) = verdict::verdict(&base, &best);
     let reason = if v == Verdict::NotReproduced && !spec.why_not.is_empty() { format!("{why}: {}", spec.why_not) } else { why.to_string() };

@@ -52,12 +52,20 @@ pub enum Expect {
     NoStall,
     /// If a significant stall happens, it should be of this cause.
     IfStall(Cause),
+    /// No significant stall may be of this cause (a mitigation of it; other stalls may remain).
+    Without(Cause),
 }
 
 /// Grades a run's report: the longest stall of at least `min_stall_ns` decides.
 pub fn grade(report: &Report, expect: Expect, culprit: Option<&str>, min_stall_ns: u64) -> Option<Grade> {
     let significant: Vec<_> = report.stalls.iter().filter(|s| s.duration_ns >= min_stall_ns).collect();
     let longest = significant.iter().max_by_key(|s| s.duration_ns);
+    if let Expect::Without(c) = expect {
+        let expected = format!("not {}", c.id());
+        let named = significant.iter().any(|s| s.findings.iter().any(|f| f.cause == c && f.share >= 0.5));
+        let diagnosed = if named { c.id().to_string() } else { expected.clone() };
+        return Some(Grade { expected, diagnosed, matched: !named, culprit_named: None, stalls: significant.len(), longest_stall_ns: longest.map_or(0, |s| s.duration_ns) });
+    }
     // The longest stall's main cause, or for IfStall the expected cause when the doctor named it.
     let mut diagnosed = longest.and_then(|s| s.findings.first()).map_or("none".to_string(), |f| f.cause.id().to_string());
     let (expected, matched) = match expect {
@@ -65,6 +73,7 @@ pub fn grade(report: &Report, expect: Expect, culprit: Option<&str>, min_stall_n
         Expect::NoStall => ("none".to_string(), significant.is_empty()),
         // A stall there may or may not be; when it is, the longest one's findings should include
         // the cause (stalls under contention can mix causes: the doctor gives each its share).
+        Expect::Without(c) => (format!("not {}", c.id()), true),
         Expect::IfStall(c) => {
             if significant.is_empty() {
                 return Some(Grade { expected: "none".into(), diagnosed, matched: true, culprit_named: None, stalls: 0, longest_stall_ns: 0 });

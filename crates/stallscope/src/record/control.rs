@@ -7,6 +7,11 @@
 //! kind of VM, three times the sidecar's whole idle budget. Work the loop does between sleeps is
 //! not lateness (reading `/proc/<pid>/maps` may wait on the very mmap_lock that stalls the JVM).
 //!
+//! Each wake-up also reads the watch thread's own run-queue time (schedstat) before and after the
+//! sleep: a wake-up late because the recorder waited for a CPU shows that time growing; a wake-up
+//! late with no such growth means the whole machine (the virtual CPU) did not run, or the clock
+//! jumped. That is what tells "the machine paused" from "every CPU was busy".
+//!
 //! Every interval the lateness histogram goes to `control.hlog`, an HdrHistogram interval log
 //! in the agent's format (values in ns, `Interval_Max` in ms), so the JVM's hiccups and the
 //! control can be plotted on the same axes.
@@ -21,10 +26,15 @@ use std::path::Path;
 pub struct Control {
     /// The largest lateness since the stall window was opened.
     window_max: u64,
+    /// How long the worst wake-up of the window waited on a run queue.
+    window_max_queued: u64,
     /// The largest lateness since `take_outside` was last called.
     outside_max: u64,
     /// The lateness of the latest wake-up (the one that found the heartbeat stale, at a stall's start).
     last: u64,
+    last_queued: u64,
+    /// The calling (watch) thread's schedstat, read around each sleep.
+    schedstat: Option<File>,
     interval: Histogram<u64>,
     interval_start_ns: u64,
     interval_ns: u64,
@@ -70,13 +80,35 @@ impl Control {
         };
         Ok(Control {
             window_max: 0,
+            window_max_queued: 0,
             outside_max: 0,
             last: 0,
+            last_queued: 0,
+            // SAFETY: gettid has no preconditions.
+            schedstat: File::open(format!("/proc/self/task/{}/schedstat", unsafe { libc::gettid() })).ok(),
             interval: hotspot_log::summary::new_histogram(),
             interval_start_ns: mono_ns(),
             interval_ns: interval_ns.max(1),
             log,
         })
+    }
+
+    /// The watch thread's run-queue time so far.
+    fn run_delay(&self) -> Option<u64> {
+        use std::os::unix::fs::FileExt;
+        let mut buf = [0u8; 64];
+        let n = self.schedstat.as_ref()?.read_at(&mut buf, 0).ok()?;
+        std::str::from_utf8(&buf[..n]).ok()?.split_whitespace().nth(1)?.parse().ok()
+    }
+
+    /// Records one wake-up's lateness, and how much of it the recorder spent on a run queue; at
+    /// the end of an interval, writes it out.
+    pub fn note_queued(&mut self, late_ns: u64, queued_ns: u64, now_ns: u64) {
+        if late_ns >= self.window_max {
+            self.window_max_queued = queued_ns;
+        }
+        self.last_queued = queued_ns;
+        self.note(late_ns, now_ns);
     }
 
     /// Records one wake-up's lateness; at the end of an interval, writes it out.
@@ -92,17 +124,21 @@ impl Control {
 
     /// Sleeps until `deadline_ns` and records how late it woke.
     pub fn sleep_until(&mut self, deadline_ns: u64) {
+        let before = self.run_delay();
         let late = sleep_until(deadline_ns);
-        self.note(late, deadline_ns + late);
+        let queued = before.zip(self.run_delay()).map_or(0, |(b, a)| a.saturating_sub(b));
+        self.note_queued(late, queued, deadline_ns + late);
     }
 
     /// Opens a stall's window; the wake-up that noticed the stall belongs to it.
     pub fn open_window(&mut self) {
         self.window_max = self.last;
+        self.window_max_queued = self.last_queued;
     }
 
-    pub fn take_window(&mut self) -> u64 {
-        std::mem::take(&mut self.window_max)
+    /// The window's worst lateness, and how long that wake-up waited on a run queue.
+    pub fn take_window(&mut self) -> (u64, u64) {
+        (std::mem::take(&mut self.window_max), std::mem::take(&mut self.window_max_queued))
     }
 
     pub fn take_outside(&mut self) -> u64 {
@@ -168,7 +204,7 @@ mod tests {
             c.note(3_000, t0 + 1_600_000_000);
             assert_eq!(c.take_outside(), 7_000_000);
             c.open_window();
-            assert_eq!(c.take_window(), 3_000);
+            assert_eq!(c.take_window(), (3_000, 0));
         }
         let text = std::fs::read(&p).unwrap();
         let mut de = Deserializer::new();

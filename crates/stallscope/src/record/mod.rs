@@ -152,6 +152,45 @@ pub struct Launch {
     pub chatty: bool,
     /// Start the target at this nice value (a static priority, for comparison with --boost).
     pub nice: Option<i32>,
+    /// Put the target in these cgroups (their `cgroup.procs` files) before it starts: the lab's
+    /// memory limits apply to the JVM alone, never to the recorder.
+    pub cgroups: Vec<PathBuf>,
+    /// Kill the target (SIGKILL) if it runs longer than this: a scenario that squeezes memory
+    /// must end whatever happens.
+    pub timeout: Option<Duration>,
+}
+
+/// Kills a process with SIGKILL when a time limit passes, unless disarmed (dropped) first.
+struct Deadline {
+    done: std::sync::Arc<AtomicBool>,
+}
+
+impl Deadline {
+    fn arm(pid: i32, after: Duration) -> Deadline {
+        let done = std::sync::Arc::new(AtomicBool::new(false));
+        let d = std::sync::Arc::clone(&done);
+        std::thread::spawn(move || {
+            let t0 = Instant::now();
+            while t0.elapsed() < after {
+                if d.load(Ordering::Relaxed) {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            if !d.load(Ordering::Relaxed) {
+                eprintln!("stallscope: pid {pid} ran past its {} limit; killing it", fmt_ns(after.as_nanos() as u64));
+                // SAFETY: a signal to our own child, still running.
+                unsafe { libc::kill(pid, libc::SIGKILL) };
+            }
+        });
+        Deadline { done }
+    }
+}
+
+impl Drop for Deadline {
+    fn drop(&mut self) {
+        self.done.store(true, Ordering::Relaxed);
+    }
 }
 
 /// A finished recorded run.
@@ -214,7 +253,15 @@ fn record_child(
             });
         }
     }
+    for procs in &l.cgroups {
+        let procs = std::ffi::CString::new(procs.as_os_str().as_encoded_bytes())?;
+        // SAFETY: between fork and exec only async-signal-safe calls on memory made before.
+        unsafe {
+            std::os::unix::process::CommandExt::pre_exec(&mut cmd, move || crate::inject::cgroup::join(&procs));
+        }
+    }
     let mut child = cmd.spawn().with_context(|| format!("starting {}", command.first().map_or("", String::as_str)))?;
+    let _deadline = l.timeout.map(|t| Deadline::arm(child.id() as i32, t));
     let reader = child.stdout.take().map(|mut out| {
         std::thread::spawn(move || {
             let mut text = String::new();
@@ -224,7 +271,7 @@ fn record_child(
     });
     let pid = child.id() as i32;
     let tracing = start_tracer(pid);
-    let mut w = Writer::open(&s.dir, &meta("run", command.to_vec(), pid, java_home, s, timeout_ms, &tracing))?;
+    let mut w = Writer::open_background(&s.dir, &meta("run", command.to_vec(), pid, java_home, s, timeout_ms, &tracing))?;
     if l.chatty {
         eprintln!("stallscope: recording pid {pid} into {} (stalls ≥ {})", s.dir.display(), fmt_ns(s.threshold_ns));
     }
@@ -286,7 +333,7 @@ pub fn record_attached(s: &Settings, jvm: &Jvm, run_for: Option<Duration>, stop:
     let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
     let command: Vec<String> = cmdline.split(|b| *b == 0).filter(|p| !p.is_empty()).map(|p| String::from_utf8_lossy(p).into_owned()).collect();
     let tracing = start_tracer(pid);
-    let mut w = Writer::open(&s.dir, &meta("attach", command, pid, jvm.java_home.as_deref(), s, None, &tracing))?;
+    let mut w = Writer::open_background(&s.dir, &meta("attach", command, pid, jvm.java_home.as_deref(), s, None, &tracing))?;
     let log = format!("file={}/{}", s.dir.display(), files::SAFEPOINT_LOG);
     jvm.load_agent(&s.jar, &format!("log={}/{},interval=1s", s.dir.display(), files::HICCUPS))?;
     jvm.jcmd(&format!("VM.log output={log} output_options=filecount=0 what=safepoint*=debug decorators=uptime,timenanos,level,tags"))?;

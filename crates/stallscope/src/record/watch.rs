@@ -349,7 +349,7 @@ impl<'a> Watcher<'a> {
     fn sample_stall(&mut self, b: &Beat, now: u64, t_first: u64, cur: &mut Vec<TaskSample>, stop: &AtomicBool, deadline: Option<Instant>, alive: &mut dyn FnMut() -> bool) -> Result<Sampled> {
         let stall = self.stall;
         let mut prev: HashMap<i32, TaskSample> = HashMap::new();
-        let mut out = Sampled { unchanged_at: now, exited: false, blocked: HashSet::new() };
+        let mut out = Sampled { unchanged_at: now, exited: false, blocked: HashSet::new(), dropped_before: self.w.samples.dropped() };
         let mut first_taken = Some(t_first);
         let mut next_due = 0u64;
         let mut first = true;
@@ -421,7 +421,9 @@ impl<'a> Watcher<'a> {
             // The fault or lock wait behind a stall began before it was noticed: look back.
             tr.request(TraceRequest { stall, from: b.last_tick_ns.saturating_sub(30_000_000_000), to: t, blocked: sampled.blocked.clone(), lock_from: b.last_tick_ns.saturating_sub(1_000_000_000) });
         }
-        self.w.events.line(&Event::StallEnd { t, stall, resumed_ns: resumed, control_max_late_ns: self.control.take_window(), resumed: ticked })?;
+        let dropped_samples = self.w.samples.dropped() - sampled.dropped_before;
+        let (control_max_late_ns, queued) = self.control.take_window();
+        self.w.events.line(&Event::StallEnd { t, stall, resumed_ns: resumed, control_max_late_ns, control_queued_ns: Some(queued), resumed: ticked, dropped_samples })?;
         let mut exited = sampled.exited;
         if !ticked && matches!(b2.state, MeterState::Exited) {
             settle(self.hb);
@@ -502,6 +504,8 @@ struct Sampled {
     exited: bool,
     /// Threads seen blocked in the kernel outside a system call, or in D: whose faults matter.
     blocked: HashSet<i32>,
+    /// Samples the writer had dropped before this stall (a disk that did not keep up).
+    dropped_before: u64,
 }
 
 /// How far apart samples of a stall are once it has lasted `age_ns`: the full rate for its first

@@ -67,7 +67,7 @@ pub fn run_jvm(ctx: &Ctx, dir: &Path, jvm_args: &[&str], workload: &[String], la
 
 /// How the lab launches a recorded workload: SafepointTimeout on, its stdout kept, no chatter.
 pub fn quiet_launch() -> Launch {
-    Launch { safepoint_timeout: true, boost: None, capture_stdout: true, chatty: false, nice: None }
+    Launch { safepoint_timeout: true, boost: None, capture_stdout: true, chatty: false, nice: None, cgroups: vec![], timeout: Some(Duration::from_secs(300)) }
 }
 
 /// Arguments as owned strings.

@@ -14,6 +14,8 @@ public final class Main {
             System.out.println("  tlb-readers     seed 002: many small files read by mmap or into pooled buffers");
             System.out.println("  safepoint-storm seed 003: busy threads and frequent safepoints");
             System.out.println("  idle            a quiet JVM (threads that sleep)");
+            System.out.println("  heap-gc         timed full GCs of a live heap (the swap and slow-log scenarios)");
+            System.out.println("  memory-squeeze  fresh memory needed while the page cache fills (the memory-pressure scenario)");
             return;
         }
         String[] rest = Arrays.copyOfRange(args, 1, args.length);
@@ -23,8 +25,10 @@ public final class Main {
             case "tlb-readers": TlbReaders.main(rest); break;
             case "safepoint-storm": SafepointStorm.main(rest); break;
             case "idle": Idle.main(rest); break;
+            case "heap-gc": HeapGc.main(rest); break;
+            case "memory-squeeze": MemorySqueeze.main(rest); break;
             default:
-                System.err.println("unknown workload '" + args[0] + "' (counted-loop, mapped-read, tlb-readers, safepoint-storm, idle)");
+                System.err.println("unknown workload '" + args[0] + "' (counted-loop, mapped-read, tlb-readers, safepoint-storm, idle, heap-gc, memory-squeeze)");
                 System.exit(2);
         }
     }

@@ -1,0 +1,190 @@
+//! Undo that survives SIGKILL. Whatever stallscope changes outside itself (a swap file turned on,
+//! a cgroup made, a JVM's threads reniced, a process stopped, a JVM's logging switched on) is
+//! registered with a guardian: a small process of its own (`stallscope guard`, hidden) that holds
+//! the read end of a pipe from its owner. When the owner undoes a change itself, it tells the
+//! guardian to forget it; when the owner dies by any means, SIGKILL included, the pipe closes and
+//! the guardian undoes what is left, newest first.
+//!
+//! Invariant: the guardian outlives its owner by the time the undo takes, and no longer; it
+//! ignores the terminal's signals (Ctrl-C reaches the owner, which cleans up itself), and every
+//! undo step is one that is harmless when already done.
+
+use anyhow::{Context, Result};
+use serde::{Deserialize, Serialize};
+use std::io::{BufRead, Write};
+use std::path::PathBuf;
+use std::process::{Child, ChildStdin, Command, Stdio};
+
+/// One change to undo.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "undo", rename_all = "kebab-case")]
+pub enum Undo {
+    /// Turn a swap file off, then remove it.
+    Swapoff { path: PathBuf },
+    /// Kill what is left in a cgroup (it held only what we put there), then remove it.
+    RemoveCgroup { dir: PathBuf },
+    /// Put a thread back at its nice value and scheduling policy.
+    Reschedule { tid: i32, nice: i32, policy: i32, rt_priority: i32 },
+    /// Continue a process we stopped.
+    Continue { pid: i32 },
+    /// Detach a mount.
+    Unmount { path: PathBuf },
+    /// Remove a file (a heartbeat, a trigger file).
+    RemoveFile { path: PathBuf },
+    /// Send a JVM attach-protocol command (switch its logging off, stop the agent).
+    JvmCommand { pid: i32, command: String, args: Vec<String> },
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+enum Message {
+    Add { id: u64, change: Undo },
+    Forget { id: u64 },
+}
+
+/// The owner's side: registers changes with its guardian.
+pub struct Guard {
+    child: Child,
+    pipe: Option<ChildStdin>,
+    next: u64,
+}
+
+/// A registered change; hand it back to [`Guard::forget`] once undone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Token(u64);
+
+impl Guard {
+    /// Starts a guardian (this executable, `guard`).
+    pub fn start() -> Result<Guard> {
+        let me = std::env::current_exe().context("finding stallscope's own executable for its guardian")?;
+        let mut cmd = Command::new(me);
+        cmd.arg("guard").stdin(Stdio::piped()).stdout(Stdio::null());
+        // Its own process group: Ctrl-C in a terminal reaches the owner, not the guardian.
+        std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+        let mut child = cmd.spawn().context("starting the guardian that undoes changes if stallscope dies")?;
+        let pipe = child.stdin.take();
+        Ok(Guard { child, pipe, next: 1 })
+    }
+
+    fn send(&mut self, m: &Message) -> Result<()> {
+        let pipe = self.pipe.as_mut().context("the guardian is gone")?;
+        let mut line = serde_json::to_vec(m)?;
+        line.push(b'\n');
+        pipe.write_all(&line).context("telling the guardian")?;
+        pipe.flush()?;
+        Ok(())
+    }
+
+    /// Registers a change made (or about to be made): undone if this process dies first.
+    pub fn add(&mut self, change: Undo) -> Result<Token> {
+        let id = self.next;
+        self.next += 1;
+        self.send(&Message::Add { id, change })?;
+        Ok(Token(id))
+    }
+
+    /// The owner undid the change itself.
+    pub fn forget(&mut self, t: Token) {
+        let _ = self.send(&Message::Forget { id: t.0 });
+    }
+}
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        // Closing the pipe ends the guardian: it undoes whatever was not forgotten.
+        drop(self.pipe.take());
+        let _ = self.child.wait();
+    }
+}
+
+/// The guardian: reads changes until its owner closes the pipe (or dies), then undoes the ones
+/// left, newest first. `stallscope guard`, started by [`Guard::start`].
+pub fn run_guardian() -> Result<i32> {
+    // SAFETY: ignoring the terminal's signals in this process only.
+    unsafe {
+        libc::signal(libc::SIGINT, libc::SIG_IGN);
+        libc::signal(libc::SIGHUP, libc::SIG_IGN);
+        libc::signal(libc::SIGTERM, libc::SIG_IGN);
+    }
+    let mut pending: Vec<(u64, Undo)> = Vec::new();
+    for line in std::io::stdin().lock().lines() {
+        let Ok(line) = line else { break };
+        match serde_json::from_str::<Message>(&line) {
+            Ok(Message::Add { id, change }) => pending.push((id, change)),
+            Ok(Message::Forget { id }) => pending.retain(|(i, _)| *i != id),
+            Err(e) => eprintln!("stallscope guard: ignoring '{line}': {e}"),
+        }
+    }
+    for (_, change) in pending.into_iter().rev() {
+        if let Err(e) = undo(&change) {
+            eprintln!("stallscope guard: could not undo {change:?}: {e:#}");
+        }
+    }
+    Ok(crate::failure::EXIT_OK)
+}
+
+/// Undoes one change. Each is harmless when already undone.
+pub fn undo(change: &Undo) -> Result<()> {
+    match change {
+        Undo::Swapoff { path } => {
+            let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes())?;
+            // SAFETY: a valid C string; EINVAL when it is not on (already off) is fine.
+            unsafe { libc::swapoff(c.as_ptr()) };
+            let _ = std::fs::remove_file(path);
+        }
+        Undo::RemoveCgroup { dir } => crate::inject::cgroup::kill_and_remove(dir),
+        Undo::Reschedule { tid, nice, policy, rt_priority } => {
+            let param = libc::sched_param { sched_priority: *rt_priority };
+            // SAFETY: restoring attributes read before; a thread gone meanwhile fails harmlessly.
+            unsafe {
+                libc::sched_setscheduler(*tid, *policy, &param);
+                libc::setpriority(libc::PRIO_PROCESS, *tid as libc::id_t, *nice);
+            }
+        }
+        Undo::Continue { pid } => {
+            // SAFETY: a plain signal.
+            unsafe { libc::kill(*pid, libc::SIGCONT) };
+        }
+        Undo::Unmount { path } => {
+            let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes())?;
+            // SAFETY: a valid C string.
+            if unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) } != 0 {
+                let _ = Command::new("fusermount3").args(["-u", "-z", "-q", "--"]).arg(path).status();
+            }
+        }
+        Undo::RemoveFile { path } => {
+            let _ = std::fs::remove_file(path);
+        }
+        Undo::JvmCommand { pid, command, args } => {
+            if std::path::Path::new(&format!("/proc/{pid}")).exists() {
+                let jvm = crate::attach::Jvm::find(*pid)?;
+                let a: Vec<&str> = args.iter().map(String::as_str).collect();
+                jvm.execute(command, &a)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_round_trip() {
+        let m = Message::Add { id: 3, change: Undo::Reschedule { tid: 7, nice: 0, policy: 0, rt_priority: 0 } };
+        let text = serde_json::to_string(&m).unwrap();
+        match serde_json::from_str::<Message>(&text).unwrap() {
+            Message::Add { id: 3, change: Undo::Reschedule { tid: 7, .. } } => {}
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn undo_is_harmless_when_already_done() {
+        let gone = std::env::temp_dir().join(format!("stallscope-guard-nothing-{}", std::process::id()));
+        undo(&Undo::RemoveFile { path: gone.clone() }).unwrap();
+        undo(&Undo::Swapoff { path: gone.clone() }).unwrap();
+        undo(&Undo::RemoveCgroup { dir: gone }).unwrap();
+    }
+}
