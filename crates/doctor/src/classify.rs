@@ -430,6 +430,13 @@ fn cause_of(t: &ThreadEvidence, act: Activity, role: Role, inp: &Inputs) -> (Cau
                 }
                 (Cause::MemcgHigh, true, ev)
             }
+            // Waiting for writeback while memory is being reclaimed: reclaim waiting for dirty
+            // pages, not a write of the thread's own.
+            Wait::Writeback if mem.reclaiming() => {
+                let mut ev = vec![format!("{} waited for dirty pages to be written back while memory was being reclaimed", sj.who)];
+                ev.extend(reclaim_lines(inp));
+                (Cause::MemoryReclaim, true, ev)
+            }
             Wait::FileWrite | Wait::Writeback | Wait::FileRead if role == Role::Operation => {
                 let what = match (w, t.file()) {
                     (Wait::Writeback, _) => "waiting for writeback of a file written through a shared mapping (hsperfdata)".to_string(),
@@ -539,6 +546,12 @@ fn parts_of(threads: &[(&ThreadEvidence, bool)], role: Role, len_ns: u64, cpu_is
             let (cause, strong, ev) = cause_of(t, act, role, inp);
             raw.push((cause, ns, strong, Held { tid: t.tid, activity: act, ns, named: *named }, ev));
         }
+    }
+    // A named late thread that /proc saw safe (in a system call, parked: often one caught in a
+    // state transition) is no rival to a late thread with real evidence: its time is left out,
+    // not called unknown, when another thread explains the segment.
+    if role == Role::Late && raw.iter().any(|r| r.0 != Cause::Unknown) {
+        raw.retain(|r| r.0 != Cause::Unknown || unsafe_activity(r.3.activity));
     }
     let total: u64 = raw.iter().map(|r| r.1).sum();
     if total == 0 {

@@ -17,8 +17,9 @@ pub enum Wait {
     /// In a page fault, outside any system call, waiting for the page to come in (from a file,
     /// or from swap: which one, the counters around it say).
     PageIn,
-    /// Waiting for writeback or throttled for dirty pages (a write to a shared file mapping,
-    /// such as hsperfdata, or a write that dirtied too much).
+    /// Waiting for writeback or throttled for dirty pages outside a write of its own: a write
+    /// fault on a shared file mapping (hsperfdata), or reclaim waiting for dirty pages to be
+    /// written back.
     Writeback,
     /// Reclaiming memory itself: direct reclaim, compaction, or throttled by reclaim.
     Reclaim,
@@ -156,11 +157,14 @@ pub fn wait_of(t: &TaskSample) -> Wait {
         Syscall::In { nr, .. } => {
             let name = procwatch::syscalls::name(nr).unwrap_or("");
             let storage = t.file.as_deref().is_some_and(is_storage);
-            if write_call(name) && (storage || t.file.is_none()) && name != "close" || (name == "close" && storage) {
+            let writing = write_call(name) && (storage || t.file.is_none()) && name != "close" || (name == "close" && storage);
+            if writing {
                 return Wait::FileWrite;
             }
             if known && writeback_wait(w) {
-                return Wait::FileWrite;
+                // Waiting for writeback inside some other call (mmap, munmap, madvise): reclaim
+                // waiting for dirty pages, most often; the counters around it tell.
+                return Wait::Writeback;
             }
             if read_call(name) && storage {
                 return Wait::FileRead;
@@ -245,6 +249,8 @@ mod tests {
         // A write fault on a shared file mapping (hsperfdata) waits for its writeback.
         assert_eq!(wait_of(&t('D', "folio_wait_writeback", NOT_IN, None)), Wait::Writeback);
         assert_eq!(wait_of(&t('D', "rwsem_down_read_slowpath", NOT_IN, None)), Wait::MmapLock);
+        // Inside a call that writes no file (munmap): reclaim waiting for dirty pages.
+        assert_eq!(wait_of(&t('D', "folio_wait_writeback", call("munmap"), None)), Wait::Writeback);
         // Parked: futexes, sockets, pipes, sleeps.
         assert_eq!(wait_of(&t('S', "futex_do_wait", Syscall::Unknown, None)), Wait::Parked);
         assert_eq!(wait_of(&t('S', "__skb_wait_for_more_packets", call("read"), Some("socket:[123]"))), Wait::Parked);

@@ -12,7 +12,7 @@
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 use std::io::{BufRead, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
 
 /// One change to undo.
@@ -132,7 +132,7 @@ pub fn undo(change: &Undo) -> Result<()> {
             unsafe { libc::swapoff(c.as_ptr()) };
             let _ = std::fs::remove_file(path);
         }
-        Undo::RemoveCgroup { dir } => crate::inject::cgroup::kill_and_remove(dir),
+        Undo::RemoveCgroup { dir } => kill_and_remove(dir),
         Undo::Reschedule { tid, nice, policy, rt_priority } => {
             let param = libc::sched_param { sched_priority: *rt_priority };
             // SAFETY: restoring attributes read before; a thread gone meanwhile fails harmlessly.
@@ -156,7 +156,7 @@ pub fn undo(change: &Undo) -> Result<()> {
             let _ = std::fs::remove_file(path);
         }
         Undo::JvmCommand { pid, command, args } => {
-            if std::path::Path::new(&format!("/proc/{pid}")).exists() {
+            if Path::new(&format!("/proc/{pid}")).exists() {
                 let jvm = crate::attach::Jvm::find(*pid)?;
                 let a: Vec<&str> = args.iter().map(String::as_str).collect();
                 jvm.execute(command, &a)?;
@@ -164,6 +164,22 @@ pub fn undo(change: &Undo) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// Kills whatever is left in a cgroup (it held only what stallscope put there) and removes it;
+/// nothing when it is gone already.
+fn kill_and_remove(dir: &Path) {
+    for _ in 0..100 {
+        if !dir.exists() || std::fs::remove_dir(dir).is_ok() {
+            return;
+        }
+        for pid in std::fs::read_to_string(dir.join("cgroup.procs")).unwrap_or_default().lines().filter_map(|p| p.trim().parse::<i32>().ok()) {
+            // SAFETY: a plain signal to a process of a cgroup stallscope made.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    eprintln!("stallscope: could not remove cgroup {}; remove it with rmdir", dir.display());
 }
 
 #[cfg(test)]

@@ -341,7 +341,14 @@ fn stalls_at_the_safepoint_swap_slow_writes_and_reclaim_are_named_on_both_jdks()
             let sp_total = |s: &Value| s["safepoint"]["total_ns"].as_u64().unwrap_or(0);
             let longest = stalls.iter().max_by_key(|s| sp_total(s)).expect("the fault made a stall");
             assert_eq!(longest["findings"][0]["cause"], cause, "{java:?} {scenario}: {longest}");
-            assert_eq!(longest["findings"][0]["confidence"], "high", "{java:?} {scenario}: {longest}");
+            // Reclaim is seen directly (reclaim_throttle, shrink_*) only while a thread is inside
+            // it; the JVM's own log writes in the squeezed cgroup wait in the filesystem meanwhile,
+            // and /proc cannot say that reclaim holds them. The doctor then covers less than two
+            // thirds of the stall and says "medium", which is the honest answer: right cause,
+            // lower confidence. Swap-in and the slow disk are seen for all of their stalls.
+            let confident: &[&str] = if scenario == "memory-pressure" { &["high", "medium"] } else { &["high"] };
+            let conf = longest["findings"][0]["confidence"].as_str().unwrap_or("");
+            assert!(confident.contains(&conf), "{java:?} {scenario}: confidence {conf}: {longest}");
             for s in stalls {
                 let findings = s["findings"].as_array().unwrap();
                 for f in findings.iter().filter(|f| f["confidence"] == "high") {

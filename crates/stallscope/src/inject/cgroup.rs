@@ -71,22 +71,6 @@ pub fn unified_root() -> Option<PathBuf> {
     cgroup_mounts().into_iter().find(|(t, _, _)| t == "cgroup2").map(|m| m.2)
 }
 
-/// Kills whatever is left in a cgroup (it held only what stallscope put there) and removes it;
-/// nothing when it is gone already.
-pub fn kill_and_remove(dir: &Path) {
-    for _ in 0..100 {
-        if !dir.exists() || std::fs::remove_dir(dir).is_ok() {
-            return;
-        }
-        for pid in std::fs::read_to_string(dir.join("cgroup.procs")).unwrap_or_default().lines().filter_map(|p| p.trim().parse::<i32>().ok()) {
-            // SAFETY: a plain signal to a process of a cgroup stallscope made.
-            unsafe { libc::kill(pid, libc::SIGKILL) };
-        }
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
-    eprintln!("stallscope: could not remove cgroup {}; remove it with rmdir", dir.display());
-}
-
 /// Writes the calling process's pid into a `cgroup.procs` file without allocating (it runs
 /// between fork and exec).
 pub fn join(procs: &std::ffi::CStr) -> std::io::Result<()> {
