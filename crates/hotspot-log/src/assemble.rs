@@ -244,8 +244,16 @@ impl Assembler {
     }
 
     /// Releases every held record (unnamed if its statistics row has not come), so an input's
-    /// records are all out before the next input begins.
+    /// records are all out before the next input begins, and before its last stamp widens the
+    /// summary's span: a record coming after that stamp would look like uptime going back.
+    /// Statistics rows that stand alone (no pause line seen to merge them into) go out too.
     pub fn release_held(&mut self, out: &mut impl FnMut(Safepoint)) {
+        self.flush_ul_row(out);
+        if !self.seen_stopped {
+            while let Some(row) = self.tty_rows.pop_front() {
+                self.row_alone(row, out);
+            }
+        }
         while let Some(h) = self.held.pop_front() {
             out(h.rec);
         }

@@ -5,7 +5,7 @@
 //! mistaken for one. Decorators are recognised by their shape, in any order and with any
 //! padding, because users pick any subset.
 
-use crate::stamps::{parse_decimal_scaled, parse_iso_time, parse_u64, Stamps};
+use crate::stamps::{has_fraction, parse_decimal_scaled, parse_iso_time, parse_u64, Stamps};
 
 /// The decorator prefix of a line, split from its message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -85,7 +85,7 @@ pub fn split(line: &[u8]) -> Option<Decorated<'_>> {
             } else {
                 stamps.uptime_ns.get_or_insert(n.saturating_mul(1_000_000));
             }
-        } else if last == b's' && v[0].is_ascii_digit() && memchr::memchr(b'.', v).is_some() {
+        } else if last == b's' && v[0].is_ascii_digit() && has_fraction(v) {
             // `uptime`: seconds with milliseconds, `1.234s`.
             let ns = parse_decimal_scaled(&v[..v.len() - 1], 9)?;
             stamps.uptime_ns = Some(ns);

@@ -7,7 +7,7 @@
 
 use crate::decorators;
 use crate::formats::Format;
-use crate::stamps::{parse_iso_time, parse_seconds_ns, parse_u64, Stamps};
+use crate::stamps::{has_fraction, parse_iso_time, parse_seconds_ns, parse_u64, Stamps};
 
 /// The timings of a JDK 13+ `Safepoint "…"` line.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -260,7 +260,7 @@ fn jdk8_prefix(line: &[u8]) -> (Stamps, &[u8]) {
         let token = &s[t..t + colon];
         if let Some(w) = (token.len() >= 19).then(|| parse_iso_time(token)).flatten() {
             stamps.wall.get_or_insert(w);
-        } else if token.first().is_some_and(u8::is_ascii_digit) && memchr::memchr(b'.', token).is_some() {
+        } else if token.first().is_some_and(u8::is_ascii_digit) && has_fraction(token) {
             match parse_seconds_ns(token) {
                 Some(ns) => {
                     stamps.uptime_ns.get_or_insert(ns);
@@ -284,7 +284,7 @@ fn jdk8_suffix_stamps(s: &[u8]) -> Stamps {
         let token = &body[start..];
         if let Some(w) = (token.len() >= 19).then(|| parse_iso_time(token)).flatten() {
             stamps.wall = Some(w);
-        } else if let Some(ns) = parse_seconds_ns(token).filter(|_| memchr::memchr(b'.', token).is_some()) {
+        } else if let Some(ns) = parse_seconds_ns(token).filter(|_| has_fraction(token)) {
             stamps.uptime_ns = Some(ns);
         } else {
             break;

@@ -76,8 +76,11 @@ pub(crate) fn parse_u64(s: &[u8]) -> Option<u64> {
 /// Parses a non-negative decimal like `0.0001794` or `12` into an integer count of
 /// `1/10^scale` units, exactly (digits beyond `scale` are truncated, as HotSpot's own
 /// `%3.7f` rounding already happened when it printed them).
+///
+/// The decimal separator may be a comma: a JVM running in a locale that writes one (de_DE,
+/// fr_FR, ru_RU) prints `0,0004130 seconds` and `[1,210s]`, as GCViewer and gctoolkit accept.
 pub(crate) fn parse_decimal_scaled(s: &[u8], scale: u32) -> Option<u64> {
-    let (int, frac) = match memchr::memchr(b'.', s) {
+    let (int, frac) = match memchr::memchr2(b'.', b',', s) {
         Some(i) => (&s[..i], &s[i + 1..]),
         None => (s, &s[..0]),
     };
@@ -104,7 +107,12 @@ pub(crate) fn parse_decimal_scaled(s: &[u8], scale: u32) -> Option<u64> {
     int_v.checked_mul(10u64.pow(scale))?.checked_add(frac_v)
 }
 
-/// Seconds with a decimal fraction (`1.215`, `0.0001794`) to nanoseconds.
+/// Whether `s` holds a decimal separator, point or comma.
+pub(crate) fn has_fraction(s: &[u8]) -> bool {
+    memchr::memchr2(b'.', b',', s).is_some()
+}
+
+/// Seconds with a decimal fraction (`1.215`, `0.0001794`, `0,0001794`) to nanoseconds.
 pub(crate) fn parse_seconds_ns(s: &[u8]) -> Option<u64> {
     parse_decimal_scaled(s, 9)
 }
@@ -213,6 +221,8 @@ mod tests {
         assert_eq!(parse_seconds_ns(b"1.2345678919"), Some(1_234_567_891));
         assert_eq!(parse_seconds_ns(b"."), None);
         assert_eq!(parse_seconds_ns(b"1.2x"), None);
+        assert_eq!(parse_seconds_ns(b"0,0004130"), Some(413_000), "a decimal comma");
+        assert_eq!(parse_seconds_ns(b"1,2.3"), None, "one separator only");
         assert_eq!(parse_seconds_ns(b"99999999999999999999"), None);
     }
 

@@ -83,10 +83,12 @@ pub struct OpSummary {
     pub name: Arc<str>,
     pub count: u64,
     pub total_ns: u64,
-    pub ttsp_total_ns: u64,
-    pub ttsp_max_ns: u64,
-    /// The longest time at the safepoint (the operation itself).
-    pub op_max_ns: u64,
+    /// `None` when no record of this operation gave its time to safepoint (JDK 8 without
+    /// `Stopping threads took`): unknown, not zero.
+    pub ttsp_total_ns: Option<u64>,
+    pub ttsp_max_ns: Option<u64>,
+    /// The longest time at the safepoint (the operation itself), where the log gives it.
+    pub op_max_ns: Option<u64>,
     pub total_max_ns: u64,
 }
 
@@ -132,12 +134,14 @@ pub struct CulpritSummary {
 pub struct LogSummary {
     pub safepoints: u64,
     pub total_stopped_ns: u64,
-    pub ttsp_total_ns: u64,
+    /// `None` when the log gives no time to safepoint at all.
+    pub ttsp_total_ns: Option<u64>,
     pub ttsp_max_ns: Option<u64>,
     /// The clock used for the span and the windows.
     pub clock: Option<Clock>,
     /// JVM runs seen: uptime going backwards starts a new one (a rotated set across restarts).
-    pub runs: u32,
+    /// `None` when no line has a stamp to tell runs apart.
+    pub runs: Option<u32>,
     /// Time the log covers, summed over runs.
     pub span_ns: Option<u64>,
     pub stopped_pct: Option<f64>,
@@ -342,6 +346,13 @@ impl Summary {
     /// lines, typically), so "percent of time stopped" is over the whole log, not just from
     /// the first safepoint to the last.
     pub fn observe_span(&mut self, s: &Stamps) {
+        self.observe(s, true)
+    }
+
+    /// `printed`: the stamp is one HotSpot printed, so uptime going back means a restart. A
+    /// record's start (its end less its length) is computed: it may lie before the previous
+    /// line's stamp without uptime ever going back, and only widens the span.
+    fn observe(&mut self, s: &Stamps, printed: bool) {
         let clock = match self.windows.clock {
             Some(c) => c,
             None => match Clock::pick(s) {
@@ -356,7 +367,7 @@ impl Summary {
             self.span = Some(match self.span {
                 // Uptime going back by more than a second: a new JVM run (a rotated set that
                 // spans a restart). Monotonic and wall clocks never go back.
-                Some((a, b)) if clock == Clock::Uptime && t.saturating_add(RUN_BREAK_NS) < b => {
+                Some((a, b)) if printed && clock == Clock::Uptime && t.saturating_add(RUN_BREAK_NS) < b => {
                     self.closed_span = self.closed_span.saturating_add(b - a);
                     self.windows.new_run(t);
                     (t, t)
@@ -396,9 +407,9 @@ impl Summary {
                         name: r.op.clone(),
                         count: 0,
                         total_ns: 0,
-                        ttsp_total_ns: 0,
-                        ttsp_max_ns: 0,
-                        op_max_ns: 0,
+                        ttsp_total_ns: None,
+                        ttsp_max_ns: None,
+                        op_max_ns: None,
                         total_max_ns: 0,
                     });
                     self.op_index.insert(r.op.clone(), self.ops.len() - 1);
@@ -409,9 +420,13 @@ impl Summary {
         let op = &mut self.ops[i];
         op.count += 1;
         op.total_ns = op.total_ns.saturating_add(r.total_ns);
-        op.ttsp_total_ns = op.ttsp_total_ns.saturating_add(r.ttsp_or_zero());
-        op.ttsp_max_ns = op.ttsp_max_ns.max(r.ttsp_or_zero());
-        op.op_max_ns = op.op_max_ns.max(r.at_safepoint_ns.unwrap_or(0));
+        if let Some(t) = r.ttsp_ns {
+            op.ttsp_total_ns = Some(op.ttsp_total_ns.unwrap_or(0).saturating_add(t));
+            op.ttsp_max_ns = Some(op.ttsp_max_ns.unwrap_or(0).max(t));
+        }
+        if let Some(a) = r.at_safepoint_ns {
+            op.op_max_ns = Some(op.op_max_ns.unwrap_or(0).max(a));
+        }
         op.total_max_ns = op.total_max_ns.max(r.total_ns);
 
         if let Some(t) = r.ttsp_ns.filter(|&t| self.top_floor.is_none_or(|f| t > f)) {
@@ -438,8 +453,8 @@ impl Summary {
             self.tally_culprit(c, false);
         }
 
-        self.observe_span(&r.start());
-        self.observe_span(&r.end);
+        self.observe(&r.end, true);
+        self.observe(&r.start(), false);
         if let Some(clock) = self.windows.clock {
             if let (Some(s), Some(e)) = (clock.read(&r.start()), clock.read(&r.end)) {
                 self.windows.add(s, e, r.total_ns);
@@ -492,10 +507,10 @@ impl Summary {
         LogSummary {
             safepoints: self.count,
             total_stopped_ns: self.total_ns,
-            ttsp_total_ns: self.ttsp_total_ns,
+            ttsp_total_ns: (self.ttsp.hist.len() > 0).then_some(self.ttsp_total_ns),
             ttsp_max_ns: (self.ttsp.hist.len() > 0).then_some(self.ttsp.max),
             clock: self.windows.clock,
-            runs: if self.span.is_some() { self.windows.run } else { 0 },
+            runs: self.span.is_some().then_some(self.windows.run),
             span_ns,
             stopped_pct: span_ns.filter(|&s| s > 0).map(|s| self.total_ns as f64 * 100.0 / s as f64),
             percentiles: Percentiles { ttsp: self.ttsp.get(), at_safepoint: self.at.get(), total: self.total.get() },

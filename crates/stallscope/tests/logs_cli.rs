@@ -88,6 +88,15 @@ fn empty_binary_and_recordless_inputs_get_distinct_exit_codes() {
     assert_eq!(o.code, 5, "{}", o.stderr);
     assert!(o.stderr.contains("no safepoint records in 2 lines") && o.stderr.contains("-Xlog:safepoint"), "{}", o.stderr);
 
+    // Record-like lines that do not parse are shown, with file and line, instead of the advice
+    // to turn on a flag that is evidently on.
+    let odd = dir.path().join("odd.log");
+    std::fs::write(&odd, "[0.1s][info][gc] Using G1\n[1.2s][info][safepoint] Safepoint \"G1\", Time since last: soon\n").unwrap();
+    let o = run(&["logs", odd.to_str().unwrap()], None);
+    assert_eq!(o.code, 5, "{}", o.stderr);
+    assert!(o.stderr.contains("odd.log:2: [1.2s][info][safepoint] Safepoint \"G1\", Time since last: soon"), "{}", o.stderr);
+    assert!(!o.stderr.contains("-Xlog:safepoint ("), "{}", o.stderr);
+
     let o = run(&["logs", dir.path().join("missing.log").to_str().unwrap()], None);
     assert_eq!(o.code, 1);
     assert!(o.stderr.contains("missing.log: cannot read it"), "{}", o.stderr);

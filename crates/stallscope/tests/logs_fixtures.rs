@@ -222,3 +222,102 @@ fn decorators_give_every_clock() {
     assert!(s["uptime_ns"].as_u64().is_some() && s["mono_ns"].as_u64().is_some() && s["wall"]["epoch_ms"].as_i64().is_some(), "{s}");
     assert!(s["mono_ns"].as_u64() > s["uptime_ns"].as_u64(), "timenanos is the machine's monotonic clock: {s}");
 }
+
+/// A scratch directory under target/, removed by the caller's last line.
+fn scratch(name: &str) -> PathBuf {
+    let d = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// A JVM in a locale with a decimal comma prints its seconds with one. The oracle reads the
+/// same log as printed with points; the parser must read the comma copy to the same figures,
+/// whole or mixed line by line with the original.
+#[test]
+fn decimal_commas_read_as_the_same_log_with_points() {
+    let dir = scratch("decimal-commas");
+    let seconds = Regex::new(r"(\d+)\.(\d+)( seconds|s\]|: )").unwrap();
+    for name in ["synthetic-jdk8-stoppedtime-bare.log", "synthetic-jdk8-parallel-gcdetails-stoppedtime-concurrenttime-datestamps.log", "jdk17-g1-churn-gc_all+safepoint-default_decorators.log"] {
+        let text = std::fs::read_to_string(fixtures().join(name)).unwrap();
+        let points = json(&fixtures().join(name));
+        for mixed in [false, true] {
+            let mut comma: String = text
+                .lines()
+                .enumerate()
+                .map(|(i, l)| if mixed && i % 2 == 0 { l.to_string() } else { seconds.replace_all(l, "$1,$2$3").into_owned() })
+                .collect::<Vec<_>>()
+                .join("\n");
+            if text.ends_with('\n') {
+                comma.push('\n');
+            }
+            assert_ne!(comma, text, "{name}: the copy has commas");
+            let p = dir.join(format!("{}{name}", if mixed { "mixed-" } else { "" }));
+            std::fs::write(&p, &comma).unwrap();
+            let v = json(&p);
+            check(&format!("{name} with commas (mixed: {mixed})"), &text, &v);
+            for key in ["span_ns", "runs", "clock", "total_stopped_ns"] {
+                assert_eq!(v[key], points[key], "{name} (mixed: {mixed}): {key}");
+            }
+        }
+    }
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+/// Uptime never goes back in these logs: there is one JVM run, and the span is what the records
+/// say, from the first pause's start (its end stamp less its length) to the last stamp.
+#[test]
+fn a_record_that_began_before_the_first_stamp_is_not_a_second_run() {
+    let dir = scratch("phantom-runs");
+    let one = dir.join("one.log");
+    std::fs::write(&one, "101.000: Total time for which application threads were stopped: 1.0010000 seconds, Stopping threads took: 0.0000100 seconds\n").unwrap();
+    let v = json(&one);
+    assert_eq!(v["runs"], 1, "{v}");
+    assert_eq!(v["span_ns"], 1_001_000_000u64, "{v}");
+    // JDK 8 statistics rows print when the safepoint began; two rows 1.5 s apart.
+    let rows = dir.join("rows.log");
+    std::fs::write(
+        &rows,
+        "         vmop                    [threads: total initially_running wait_to_block]    [time: spin block sync cleanup vmop] page_trap_count\n\
+         10.118: ParallelGCFailedAllocation       [      10          0              0    ]      [     0     0     2     0   100    ]  0\n\
+         11.618: ParallelGCFailedAllocation       [      10          0              0    ]      [     0     0     3     0   100    ]  0\n",
+    )
+    .unwrap();
+    let v = json(&rows);
+    assert_eq!(v["runs"], 1, "{v}");
+    let (first, last_end) = (10_118_000_000u64, 11_618_000_000u64 + 3_000_000 + 100_000_000);
+    assert_eq!(v["span_ns"], last_end - first, "{v}");
+    let pct = v["stopped_pct"].as_f64().unwrap();
+    assert!((pct - 205e6 * 100.0 / (last_end - first) as f64).abs() < 1e-9, "{pct}");
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+/// What the log does not say is null, never zero; a lone record at the end with no newline is
+/// a record.
+#[test]
+fn unknown_is_null_and_a_last_line_without_newline_counts() {
+    let dir = scratch("null-not-zero");
+    let bare = dir.join("bare.log");
+    std::fs::write(&bare, "Total time for which application threads were stopped: 0.0010000 seconds\nTotal time for which application threads were stopped: 0.0020000 seconds\n").unwrap();
+    let v = json(&bare);
+    assert_eq!(v["safepoints"], 2);
+    for key in ["ttsp_total_ns", "ttsp_max_ns", "clock", "runs", "span_ns"] {
+        assert!(v[key].is_null(), "{key} is unknown here: {v}");
+    }
+    assert!(v["operations"][0]["ttsp_max_ns"].is_null() && v["operations"][0]["ttsp_total_ns"].is_null(), "{v}");
+    let (code, text, err) = stallscope(&["logs", bare.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    let row = text.lines().find(|l| l.trim_start().starts_with("unknown")).expect("the operations table");
+    assert!(!row.contains("0 ns"), "TTSP max is not known, not zero: {row}");
+    for (name, body) in [
+        ("jdk8.log", "5.000: Total time for which application threads were stopped: 0.0010000 seconds, Stopping threads took: 0.0001000 seconds"),
+        ("ul.log", "[0.500s][info][safepoint] Safepoint \"G1CollectForAllocation\", Time since last: 1000 ns, Reaching safepoint: 2000 ns, At safepoint: 3000 ns, Total: 5000 ns"),
+    ] {
+        let p = dir.join(name);
+        std::fs::write(&p, body).unwrap();
+        let v = json(&p);
+        assert_eq!(v["safepoints"], 1, "{name}: {v}");
+        assert_eq!(v["lines"]["truncated_last"], 0, "{name}");
+    }
+    std::fs::remove_dir_all(dir).unwrap();
+}

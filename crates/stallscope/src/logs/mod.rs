@@ -121,15 +121,28 @@ pub fn analyse(plan: Plan, o: &LogsOptions, each: &mut dyn FnMut(&Safepoint) -> 
     }
     if sink.read == 0 {
         let names: Vec<&str> = input_views.iter().map(|i| i.path.as_str()).collect();
-        return Err(Failure::new(
-            EXIT_NO_RECORDS,
-            format!(
-                "{}: no safepoint records in {} lines ({} not recognised); log them with -Xlog:safepoint (JDK 9+) or -XX:+PrintGCApplicationStoppedTime (JDK 8)",
-                names.join(", "),
-                fmt_count(report.lines_total),
-                fmt_count(report.lines_unrecognised)
-            ),
-        ));
+        let mut msg = format!(
+            "{}: no safepoint records in {} lines ({} not recognised",
+            names.join(", "),
+            fmt_count(report.lines_total),
+            fmt_count(report.lines_unrecognised)
+        );
+        if report.truncated_last_lines > 0 {
+            msg.push_str(&format!(", {} cut off at the end of the input", fmt_count(report.truncated_last_lines)));
+        }
+        msg.push(')');
+        if report.unrecognised_examples.is_empty() {
+            msg.push_str("; log them with -Xlog:safepoint (JDK 9+) or -XX:+PrintGCApplicationStoppedTime (JDK 8)");
+        } else {
+            // Lines that look like records but did not parse: the user needs to see them, not
+            // the advice to turn on a flag that is already on.
+            msg.push_str("; these look like safepoint records but were not understood (please report them):");
+            for e in report.unrecognised_examples.iter().take(3) {
+                let path = input_views.get(e.file as usize).map_or("?", |i| i.path.as_str());
+                msg.push_str(&format!("\n  {path}:{}: {}", e.line, e.text));
+            }
+        }
+        return Err(Failure::new(EXIT_NO_RECORDS, msg));
     }
     for (i, v) in input_views.iter().enumerate() {
         if v.bytes == 0 {

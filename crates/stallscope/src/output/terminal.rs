@@ -75,7 +75,7 @@ impl<W: Write> Render<LogsView, hotspot_log::Safepoint> for Terminal<W> {
         writeln!(o)?;
 
         writeln!(o, "Summary")?;
-        let runs = if s.runs > 1 { format!(" across {} JVM runs (uptime restarts)", s.runs) } else { String::new() };
+        let runs = if s.runs > Some(1) { format!(" across {} JVM runs (uptime restarts)", s.runs.unwrap_or(0)) } else { String::new() };
         let span = match s.span_ns {
             Some(sp) => format!(" in {} of log{runs}", span_text(sp)),
             None => String::new(),
@@ -83,9 +83,9 @@ impl<W: Write> Render<LogsView, hotspot_log::Safepoint> for Terminal<W> {
         writeln!(o, "  safepoints      {}{span}", fmt_count(s.safepoints))?;
         let pct = s.stopped_pct.map(|p| format!(", {p:.2}% of the time")).unwrap_or_else(|| ", share of time unknown (no timestamps)".into());
         writeln!(o, "  stopped         {}{pct}", fmt_ns(s.total_stopped_ns))?;
-        if let Some(max) = s.ttsp_max_ns {
-            let share = if s.total_stopped_ns > 0 { s.ttsp_total_ns as f64 * 100.0 / s.total_stopped_ns as f64 } else { 0.0 };
-            writeln!(o, "  reaching (TTSP) {} in all, {share:.1}% of the stopped time; longest {}", fmt_ns(s.ttsp_total_ns), fmt_ns(max))?;
+        if let (Some(max), Some(all)) = (s.ttsp_max_ns, s.ttsp_total_ns) {
+            let share = if s.total_stopped_ns > 0 { all as f64 * 100.0 / s.total_stopped_ns as f64 } else { 0.0 };
+            writeln!(o, "  reaching (TTSP) {} in all, {share:.1}% of the stopped time; longest {}", fmt_ns(all), fmt_ns(max))?;
         }
         writeln!(o)?;
 
@@ -106,8 +106,8 @@ impl<W: Write> Render<LogsView, hotspot_log::Safepoint> for Terminal<W> {
                     op.name,
                     fmt_count(op.count),
                     fmt_ns(op.total_ns),
-                    fmt_ns(op.ttsp_max_ns),
-                    fmt_ns(op.op_max_ns)
+                    op.ttsp_max_ns.map_or_else(|| "—".to_string(), fmt_ns),
+                    op.op_max_ns.map_or_else(|| "—".to_string(), fmt_ns)
                 )?;
             }
             writeln!(o)?;
@@ -140,7 +140,7 @@ impl<W: Write> Render<LogsView, hotspot_log::Safepoint> for Terminal<W> {
                     Some(wall) => format!("{} ({})", window_edge(w, w.start_ns), &format_wall(wall)[11..19]),
                     None => window_edge(w, w.start_ns),
                 };
-                if s.runs > 1 {
+                if s.runs > Some(1) {
                     from = format!("run {}: {from}", w.run);
                 }
                 writeln!(

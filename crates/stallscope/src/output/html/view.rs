@@ -136,9 +136,9 @@ pub struct OpRow {
     pub op: String,
     pub count: u64,
     pub total_ns: u64,
-    pub ttsp_total_ns: u64,
-    pub ttsp_max_ns: u64,
-    pub op_max_ns: u64,
+    pub ttsp_total_ns: Option<u64>,
+    pub ttsp_max_ns: Option<u64>,
+    pub op_max_ns: Option<u64>,
     pub max_ns: u64,
 }
 
