@@ -329,6 +329,10 @@ pub fn diagnose(rec: &Recording) -> Report {
     stalls.retain(|s| s.duration_ns >= meta.threshold_ns || s.target_exited);
     let summary = summarise(rec, &stalls);
     let mut notes: Vec<String> = meta.privileges_note.iter().cloned().collect();
+    notes.extend(rec.damage.iter().cloned());
+    if end_of_recording(&rec.events).is_none() {
+        notes.push("the recording has no end record: the recorder was killed or crashed (or is still recording), so it was cut short; a stall open at its end ends there".into());
+    }
     if !rec.has_safepoint_log {
         notes.push("no safepoint log in the recording: stalls cannot be joined with safepoints".into());
     }
@@ -442,6 +446,7 @@ mod tests {
             unfinished_culprits: vec![],
             hiccups: None,
             control: None,
+            damage: vec![],
         };
         let mut r = StallReport {
             stall: 1,

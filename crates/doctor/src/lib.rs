@@ -57,6 +57,8 @@ pub enum Error {
     Io { path: PathBuf, what: &'static str, source: std::io::Error },
     #[error("{}: {reason}", path.display())]
     SafepointLog { path: PathBuf, reason: String },
+    #[error("{}: not a regular file (a FIFO, socket or device?); a recording holds plain files only", path.display())]
+    NotAFile { path: PathBuf },
 }
 
 impl Error {

@@ -33,6 +33,21 @@ pub mod files {
     pub const TRACE: &str = "trace.jsonl";
     /// The recorder's control meter, an HdrHistogram interval log like the agent's.
     pub const CONTROL: &str = "control.hlog";
+    /// Every file a recording may hold.
+    pub const ALL: [&str; 9] = [META, SAFEPOINT_LOG, HICCUPS, EVENTS, SAMPLES, SYSTEM, CONTEXT, TRACE, CONTROL];
+}
+
+/// A recording holds plain files only: a FIFO or socket in its place would block the reader
+/// forever, waiting for a writer, and a device is nothing stallscope wrote.
+fn check_plain_files(dir: &Path) -> Result<(), Error> {
+    for name in files::ALL {
+        let p = dir.join(name);
+        match std::fs::metadata(&p) {
+            Ok(m) if !m.is_file() => return Err(Error::NotAFile { path: p }),
+            _ => {}
+        }
+    }
+    Ok(())
 }
 
 /// What was recorded, how, and on what.
@@ -238,14 +253,14 @@ enum Sink {
 
 impl Appender {
     pub fn open(path: &Path) -> Result<Appender, Error> {
-        let file = OpenOptions::new().create(true).append(true).open(path).map_err(|e| Error::io(path, "cannot open it for appending", e))?;
+        let file = create_new(path)?;
         Ok(Appender { path: path.to_path_buf(), buf: Vec::with_capacity(1 << 16), to: Sink::File(file) })
     }
 
     /// An appender whose lines are written by a thread of its own, holding at most `capacity`
     /// lines queued; when full, `lossy` ones are dropped (and counted), others wait.
     pub fn background(path: &Path, capacity: usize, lossy: bool) -> Result<Appender, Error> {
-        let mut file = OpenOptions::new().create(true).append(true).open(path).map_err(|e| Error::io(path, "cannot open it for appending", e))?;
+        let mut file = create_new(path)?;
         let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<u8>>(capacity);
         let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         let thread = std::thread::Builder::new()
@@ -340,7 +355,8 @@ impl Writer {
     fn open_with(dir: &Path, meta: &Meta, open: impl Fn(&Path) -> Result<Appender, Error>) -> Result<Writer, Error> {
         std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, "cannot create the recording directory", e))?;
         let header = serde_json::to_vec_pretty(meta).map_err(|e| Error::io(dir, "cannot encode the header", e.into()))?;
-        std::fs::write(dir.join(files::META), header).map_err(|e| Error::io(&dir.join(files::META), "cannot write it", e))?;
+        let meta_path = dir.join(files::META);
+        create_new(&meta_path)?.write_all(&header).map_err(|e| Error::io(&meta_path, "cannot write it", e))?;
         Ok(Writer {
             dir: dir.to_path_buf(),
             start_mono_ns: meta.start_mono_ns,
@@ -353,11 +369,30 @@ impl Writer {
     }
 }
 
+/// Creates a recording file that must not exist yet, never through a symbolic link
+/// (`O_CREAT | O_EXCL | O_NOFOLLOW`): a file planted in the directory beforehand is refused, not
+/// followed or overwritten.
+pub fn create_new(path: &Path) -> Result<File, Error> {
+    use std::os::unix::fs::OpenOptionsExt;
+    OpenOptions::new()
+        .create_new(true)
+        .append(true)
+        .mode(0o644)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)
+        .map_err(|e| Error::io(path, if e.kind() == std::io::ErrorKind::AlreadyExists { "already exists (a recording file is only ever created new)" } else { "cannot create it" }, e))
+}
+
 /// Reads a JSON Lines file, skipping a final partial line; a malformed line elsewhere is an
 /// error naming the file and the line.
 pub fn read_lines<T: DeserializeOwned>(path: &Path) -> Result<Vec<T>, Error> {
-    let text = match std::fs::read_to_string(path) {
-        Ok(t) => t,
+    read_lines_noting(path, &mut Vec::new())
+}
+
+/// [`read_lines`], adding to `damage` a line about a cut-off last line it left out.
+pub fn read_lines_noting<T: DeserializeOwned>(path: &Path, damage: &mut Vec<String>) -> Result<Vec<T>, Error> {
+    let text = match std::fs::read(path) {
+        Ok(t) => String::from_utf8(t).map_err(|e| Error::Damaged { path: path.to_path_buf(), line: line_of(e.as_bytes(), e.utf8_error().valid_up_to()), reason: "not UTF-8 text".into() })?,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
         Err(e) => return Err(Error::io(path, "cannot read it", e)),
     };
@@ -371,16 +406,28 @@ pub fn read_lines<T: DeserializeOwned>(path: &Path) -> Result<Vec<T>, Error> {
         match serde_json::from_str(l) {
             Ok(v) => out.push(v),
             // The recorder was killed mid-write: the last line may be cut.
-            Err(_) if i + 1 == lines.len() && !complete => break,
+            Err(_) if i + 1 == lines.len() && !complete => {
+                damage.push(format!("{}:{}: the last line is cut off (the recorder was killed mid-write?); left out", path.display(), i + 1));
+                break;
+            }
             Err(e) => return Err(Error::Damaged { path: path.to_path_buf(), line: i + 1, reason: e.to_string() }),
         }
     }
     Ok(out)
 }
 
+/// The 1-based line holding byte `at`.
+fn line_of(bytes: &[u8], at: usize) -> usize {
+    bytes[..at.min(bytes.len())].iter().filter(|&&b| b == b'\n').count() + 1
+}
+
 pub fn read_meta(dir: &Path) -> Result<Meta, Error> {
     let p = dir.join(files::META);
-    let text = std::fs::read_to_string(&p).map_err(|e| Error::NotARecording { dir: dir.to_path_buf(), source: e })?;
+    let text = match std::fs::read(&p) {
+        Ok(b) => String::from_utf8(b).map_err(|_| Error::BadHeader { path: p.clone(), reason: "not UTF-8 text".into() })?,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(Error::NotARecording { dir: dir.to_path_buf(), source: e }),
+        Err(e) => return Err(Error::io(&p, "cannot read it", e)),
+    };
     serde_json::from_str(&text).map_err(|e| Error::BadHeader { path: p, reason: e.to_string() })
 }
 
@@ -401,6 +448,8 @@ pub struct Recording {
     pub unfinished_culprits: Vec<hotspot_log::Culprit>,
     pub hiccups: Option<crate::hlog::IntervalLog>,
     pub control: Option<crate::hlog::IntervalLog>,
+    /// What was found damaged and left out while reading, each with its file and line.
+    pub damage: Vec<String>,
 }
 
 impl Recording {
@@ -408,6 +457,7 @@ impl Recording {
     /// an error naming the file and line.
     pub fn read(dir: impl AsRef<Path>) -> Result<Recording, Error> {
         let dir = dir.as_ref();
+        check_plain_files(dir)?;
         let meta = read_meta(dir)?;
         // The two interval logs decode on their own threads (a day of 1 s intervals is 172,800
         // compressed histograms) while this one reads the rest.
@@ -426,6 +476,7 @@ impl Recording {
     fn read_lines_of(dir: &Path, meta: Meta) -> Result<Recording, Error> {
         let mut safepoints = Vec::new();
         let mut unfinished_culprits = Vec::new();
+        let mut damage = Vec::new();
         let sp = dir.join(files::SAFEPOINT_LOG);
         let has_safepoint_log = sp.exists();
         if has_safepoint_log {
@@ -434,14 +485,19 @@ impl Recording {
             scanner.scan(0, f, &mut |s: hotspot_log::Safepoint| safepoints.push(s)).map_err(|e| Error::SafepointLog { path: sp.clone(), reason: e.to_string() })?;
             let rep = scanner.finish(&mut |s: hotspot_log::Safepoint| safepoints.push(s));
             unfinished_culprits = rep.orphan_culprits;
+            if rep.lines_unrecognised > 0 {
+                let first = rep.unrecognised_examples.first().map(|e| format!("; the first, line {}: {}", e.line, e.text)).unwrap_or_default();
+                damage.push(format!("{}: {} line(s) that look like safepoint records were not understood and are not counted{first}", sp.display(), rep.lines_unrecognised));
+            }
         }
         Ok(Recording {
             dir: dir.to_path_buf(),
-            events: read_lines(&dir.join(files::EVENTS))?,
-            samples: read_lines(&dir.join(files::SAMPLES))?,
-            system: read_lines(&dir.join(files::SYSTEM))?,
-            context: read_lines(&dir.join(files::CONTEXT))?,
-            trace: read_lines(&dir.join(files::TRACE))?,
+            events: read_lines_noting(&dir.join(files::EVENTS), &mut damage)?,
+            samples: read_lines_noting(&dir.join(files::SAMPLES), &mut damage)?,
+            system: read_lines_noting(&dir.join(files::SYSTEM), &mut damage)?,
+            context: read_lines_noting(&dir.join(files::CONTEXT), &mut damage)?,
+            trace: read_lines_noting(&dir.join(files::TRACE), &mut damage)?,
+            damage,
             hiccups: None,
             control: None,
             meta,

@@ -25,6 +25,10 @@ pub enum Undo {
     RemoveCgroup { dir: PathBuf },
     /// Put a thread back at its nice value and scheduling policy.
     Reschedule { tid: i32, nice: i32, policy: i32, rt_priority: i32 },
+    /// Put any thread of `pid` still at the boosted level (`boosted_nice`, or SCHED_FIFO when
+    /// `None`) at the process's own nice value and policy: threads the JVM started while
+    /// boosted inherited the boost, and no per-thread change names them.
+    Unboost { pid: i32, boosted_nice: Option<i32>, nice: i32, policy: i32, rt_priority: i32 },
     /// Continue a process we stopped.
     Continue { pid: i32 },
     /// Detach a mount.
@@ -141,6 +145,7 @@ pub fn undo(change: &Undo) -> Result<()> {
                 libc::setpriority(libc::PRIO_PROCESS, *tid as libc::id_t, *nice);
             }
         }
+        Undo::Unboost { pid, boosted_nice, nice, policy, rt_priority } => unboost_born(*pid, *boosted_nice, *nice, *policy, *rt_priority, &[]),
         Undo::Continue { pid } => {
             // SAFETY: a plain signal.
             unsafe { libc::kill(*pid, libc::SIGCONT) };
@@ -164,6 +169,35 @@ pub fn undo(change: &Undo) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// Puts the threads of `pid` other than `skip` that are still at the boosted level back at
+/// (`nice`, `policy`, `rt_priority`). See [`Undo::Unboost`].
+pub fn unboost_born(pid: i32, boosted_nice: Option<i32>, nice: i32, policy: i32, rt_priority: i32, skip: &[i32]) {
+    let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return };
+    for e in dir.flatten() {
+        let Some(tid) = e.file_name().to_str().and_then(|t| t.parse::<i32>().ok()) else { continue };
+        if skip.contains(&tid) {
+            continue;
+        }
+        // SAFETY: plain queries and settings of another thread's scheduling attributes; errno
+        // is reset before getpriority, whose -1 can be a value.
+        unsafe {
+            let boosted = match boosted_nice {
+                Some(n) => {
+                    *libc::__errno_location() = 0;
+                    let cur = libc::getpriority(libc::PRIO_PROCESS, tid as libc::id_t);
+                    *libc::__errno_location() == 0 && cur == n
+                }
+                None => libc::sched_getscheduler(tid) == libc::SCHED_FIFO,
+            };
+            if boosted {
+                let param = libc::sched_param { sched_priority: rt_priority };
+                libc::sched_setscheduler(tid, policy, &param);
+                libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, nice);
+            }
+        }
+    }
 }
 
 /// Kills whatever is left in a cgroup (it held only what stallscope put there) and removes it;

@@ -292,6 +292,67 @@ fn attach_watches_a_running_jvm_and_leaves_it_as_it_was() {
     drop(jvm);
 }
 
+/// `attach` killed outright (SIGKILL) runs no cleanup of its own: its guardian switches the
+/// JVM's log output off and stops the agent's meter.
+#[test]
+fn a_killed_attach_leaves_the_jvm_as_it_was() {
+    let _x = exclusive();
+    let d = scratch("doctor-attach-kill");
+    let (jvm, pid) = idle_jvm(&[]);
+    let dir = d.join("rec");
+    let mut att = Command::new(bin()).args(["attach", &pid.to_string(), "--for", "60s", "--out", dir.to_str().unwrap()]).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+    wait_for_heartbeat(pid);
+    att.kill().unwrap();
+    att.wait().unwrap();
+    let jcmd = java17().parent().unwrap().join("jcmd");
+    let t0 = std::time::Instant::now();
+    let off = loop {
+        let list = Command::new(&jcmd).args([&pid.to_string(), "VM.log", "list"]).output().unwrap();
+        let list = String::from_utf8_lossy(&list.stdout).into_owned();
+        let ours = list.lines().find(|l| l.contains("safepoint.log")).unwrap_or("").to_string();
+        if (ours.is_empty() || ours.contains("all=off")) && !heartbeat(pid).exists() {
+            break None;
+        }
+        if t0.elapsed() > std::time::Duration::from_secs(20) {
+            break Some(format!("{list}\nheartbeat there: {}", heartbeat(pid).exists()));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    assert!(off.is_none(), "the JVM was left logging or metering: {}", off.unwrap_or_default());
+    assert!(Path::new(&format!("/proc/{pid}")).exists(), "the JVM keeps running");
+    drop(jvm);
+}
+
+/// Root attaching to another user's JVM: the JVM writes its logs into the recording as that
+/// user. It used to fail after 15 s, blaming the heartbeat.
+#[test]
+fn root_attaches_to_another_users_jvm() {
+    let _x = exclusive();
+    assert_eq!(unsafe { libc::geteuid() }, 0, "this test needs root: it runs a JVM as nobody");
+    let d = scratch("doctor-attach-nobody");
+    let mut child = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(java17())
+        .arg("-jar")
+        .arg(workloads_jar())
+        .args(["idle", "--duration", "60s"])
+        .current_dir("/tmp")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    let jvm = Reaper(child);
+    let pid: i32 = line.trim().strip_prefix("idle: pid ").unwrap().parse().unwrap();
+    let dir = d.join("rec");
+    let o = Command::new(bin()).args(["attach", &pid.to_string(), "--for", "2s", "--out", dir.to_str().unwrap()]).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(std::fs::metadata(dir.join("hiccups.hlog")).map(|m| m.len() > 0).unwrap_or(false), "the JVM wrote its hiccup log");
+    assert!(std::fs::metadata(dir.join("safepoint.log")).is_ok(), "HotSpot opened its safepoint log");
+    drop(jvm);
+}
+
 #[test]
 fn attach_refusals_are_one_clear_line() {
     let _x = exclusive();

@@ -254,6 +254,42 @@ fn throttle_slows_direct_reads_and_removes_its_cgroup() {
     assert!(leftovers.is_empty(), "cgroups left behind: {:?}", leftovers.iter().map(|e| e.path()).collect::<Vec<_>>());
 }
 
+fn throttle_cgroups() -> Vec<std::path::PathBuf> {
+    ["/sys/fs/cgroup/blkio", "/sys/fs/cgroup/unified", "/sys/fs/cgroup"]
+        .iter()
+        .filter_map(|r| std::fs::read_dir(r).ok())
+        .flat_map(|e| e.flatten())
+        .filter(|e| e.file_name().to_string_lossy().starts_with("stallscope-throttle-"))
+        .map(|e| e.path())
+        .collect()
+}
+
+#[test]
+fn throttle_killed_with_sigkill_leaves_no_cgroup_and_no_command() {
+    use std::io::BufRead;
+    assert_eq!(unsafe { libc::geteuid() }, 0, "this test needs root (CI runs as root)");
+    let d = scratch("throttle-kill");
+    let mut t = Command::new(bin()).args(["inject", "throttle", "--riops", "20", "--", "sleep", "30"]).current_dir(&d).stderr(Stdio::piped()).spawn().unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(t.stderr.take().unwrap()).read_line(&mut line).unwrap();
+    assert!(line.contains("limited to 20 IOPS"), "{line}");
+    let sleeper = Command::new("pgrep").args(["-P", &t.id().to_string(), "-x", "sleep"]).output().unwrap();
+    let sleeper: i32 = String::from_utf8_lossy(&sleeper.stdout).trim().parse().expect("the command runs");
+    t.kill().unwrap();
+    t.wait().unwrap();
+    let t0 = Instant::now();
+    let alive = |pid: i32| std::fs::read_to_string(format!("/proc/{pid}/stat")).ok().and_then(|s| s.rsplit_once(')')?.1.trim_start().chars().next()).is_some_and(|c| c != 'Z');
+    while (!throttle_cgroups().is_empty() || alive(sleeper)) && t0.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(throttle_cgroups().is_empty(), "cgroups left behind: {:?}", throttle_cgroups());
+    let left = alive(sleeper);
+    if left {
+        unsafe { libc::kill(sleeper, libc::SIGKILL) };
+    }
+    assert!(!left, "the throttled command was left running");
+}
+
 #[test]
 fn cpu_hog_spins_for_the_time_asked() {
     let o = Command::new(bin()).args(["inject", "cpu-hog", "--threads", "2", "--for", "300ms", "--nice", "5"]).output().unwrap();

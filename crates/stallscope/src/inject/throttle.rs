@@ -32,7 +32,9 @@ pub fn run(a: ThrottleArgs) -> Result<i32> {
     let (program, args) = a.command.split_first().context("no command given after --")?;
     let cwd = std::env::current_dir()?;
     let dev = block_device(a.device.as_deref(), &cwd)?;
-    let cg = TempCgroup::io_throttled(dev, a.riops)?;
+    // A guardian removes the cgroup, and ends the command in it, if throttle is killed outright.
+    let guard = std::sync::Arc::new(std::sync::Mutex::new(crate::guard::Guard::start()?));
+    let cg = TempCgroup::io_throttled(dev, a.riops)?.guarded(guard)?;
     eprintln!("throttle: reads from {}:{} limited to {} IOPS in cgroup {} ({:?})", dev.0, dev.1, a.riops, cg.path.display(), cg.version);
     let procs = std::ffi::CString::new(cg.procs_file().as_os_str().as_encoded_bytes())?;
     let stop = super::stop_flag()?;

@@ -49,6 +49,10 @@ pub fn plan(args: &[String], expand_rotated: bool) -> Result<Plan> {
         if meta.is_dir() {
             anyhow::bail!("{a}: is a directory; name the log files in it (for a recording directory use `stallscope report {a}`)");
         }
+        if !meta.is_file() {
+            // A FIFO or socket would block the open (or the read) forever, waiting for a writer.
+            anyhow::bail!("{a}: is not a regular file ({}); to read a pipe, feed it to stdin: `stallscope logs - < {a}`", file_kind(&meta));
+        }
         let set = if expand_rotated { rotated_set(&p)? } else { vec![p.clone()] };
         if set.len() > 1 {
             plan.rotated.push((base_of(&p).display().to_string(), set.len()));
@@ -61,6 +65,23 @@ pub fn plan(args: &[String], expand_rotated: bool) -> Result<Plan> {
         }
     }
     Ok(plan)
+}
+
+/// What a non-regular file is, in words.
+pub fn file_kind(meta: &std::fs::Metadata) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    let t = meta.file_type();
+    if t.is_fifo() {
+        "a FIFO"
+    } else if t.is_socket() {
+        "a socket"
+    } else if t.is_char_device() {
+        "a character device"
+    } else if t.is_block_device() {
+        "a block device"
+    } else {
+        "not a plain file"
+    }
 }
 
 /// `gc.log.3` and `gc.log.2.current` belong to the set named `gc.log`.

@@ -4,8 +4,10 @@
 //!
 //! Invariant: every thread's priority is restored exactly (its own nice value, or its own
 //! scheduling policy and priority) when the heartbeat resumes, and on every exit path: `Boost`
-//! restores on drop.
+//! restores on drop, and a guarded `Boost` registers each change with a guardian process first,
+//! so a stallscope killed outright (SIGKILL) still leaves no thread raised.
 
+use crate::guard::{Guard, Token, Undo};
 use serde::{Deserialize, Serialize};
 
 /// How to boost: a nice value, or `SCHED_FIFO` at a priority.
@@ -24,12 +26,17 @@ struct Saved {
 }
 
 /// The threads currently boosted, with what they had before.
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub struct Boost {
     saved: Vec<Saved>,
     /// Boost attempts refused for lack of privilege (CAP_SYS_NICE).
     pub refused: u64,
     pub boosts: u64,
+    guard: Option<Guard>,
+    tokens: Vec<Token>,
+    /// The boosted process, its level, and its main thread's own attributes: threads started
+    /// during the boost inherit it and are put back at these.
+    born: Option<(i32, BoostLevel, Saved)>,
 }
 
 fn nice_of(tid: i32) -> Option<i32> {
@@ -42,6 +49,13 @@ fn nice_of(tid: i32) -> Option<i32> {
 }
 
 impl Boost {
+    /// A boost whose every change is also registered with a guardian (`crate::guard`).
+    pub fn guarded() -> anyhow::Result<Boost> {
+        let mut b = Boost::default();
+        b.guard = Some(Guard::start()?);
+        Ok(b)
+    }
+
     pub fn active(&self) -> bool {
         !self.saved.is_empty()
     }
@@ -52,6 +66,18 @@ impl Boost {
             return;
         }
         let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return };
+        let Some(own) = saved_of(pid) else { return };
+        let boosted_nice = match level {
+            BoostLevel::Nice(n) => Some(n),
+            BoostLevel::Fifo(_) => None,
+        };
+        if let Some(g) = &mut self.guard {
+            match g.add(Undo::Unboost { pid, boosted_nice, nice: own.nice, policy: own.policy, rt_priority: own.rt_priority }) {
+                Ok(t) => self.tokens.push(t),
+                Err(_) => return,
+            }
+        }
+        self.born = Some((pid, level, own));
         self.boosts += 1;
         for e in dir.flatten() {
             let Some(tid) = e.file_name().to_str().and_then(|t| t.parse::<i32>().ok()) else { continue };
@@ -61,6 +87,15 @@ impl Boost {
             let mut param = libc::sched_param { sched_priority: 0 };
             // SAFETY: as above, with an out-parameter.
             unsafe { libc::sched_getparam(tid, &mut param) };
+            // Registered before it is made: a kill between the two cannot leave it unknown.
+            let token = match &mut self.guard {
+                Some(g) => match g.add(Undo::Reschedule { tid, nice, policy, rt_priority: param.sched_priority }) {
+                    Ok(t) => Some(t),
+                    // No guardian, no boost: an unguarded change could outlive us.
+                    Err(_) => break,
+                },
+                None => None,
+            };
             let ok = match level {
                 BoostLevel::Nice(n) => {
                     // SAFETY: as above.
@@ -76,14 +111,19 @@ impl Boost {
             };
             if ok {
                 self.saved.push(Saved { tid, nice, policy, rt_priority: param.sched_priority });
+                self.tokens.extend(token);
             } else {
                 self.refused += 1;
+                if let (Some(g), Some(t)) = (&mut self.guard, token) {
+                    g.forget(t);
+                }
             }
         }
     }
 
     /// Puts every boosted thread back exactly as it was.
     pub fn restore(&mut self) {
+        let restored: Vec<i32> = self.saved.iter().map(|s| s.tid).collect();
         for s in self.saved.drain(..) {
             let param = libc::sched_param { sched_priority: s.rt_priority };
             // SAFETY: restoring the attributes read before; a thread gone meanwhile fails
@@ -93,7 +133,30 @@ impl Boost {
                 libc::setpriority(libc::PRIO_PROCESS, s.tid as libc::id_t, s.nice);
             }
         }
+        if let Some((pid, level, own)) = self.born.take() {
+            let boosted_nice = match level {
+                BoostLevel::Nice(n) => Some(n),
+                BoostLevel::Fifo(_) => None,
+            };
+            crate::guard::unboost_born(pid, boosted_nice, own.nice, own.policy, own.rt_priority, &restored);
+        }
+        if let Some(g) = &mut self.guard {
+            for t in self.tokens.drain(..) {
+                g.forget(t);
+            }
+        }
     }
+}
+
+/// A thread's own nice value, policy and real-time priority.
+fn saved_of(tid: i32) -> Option<Saved> {
+    let nice = nice_of(tid)?;
+    // SAFETY: plain queries of another thread's scheduling attributes.
+    let policy = unsafe { libc::sched_getscheduler(tid) };
+    let mut param = libc::sched_param { sched_priority: 0 };
+    // SAFETY: as above, with an out-parameter.
+    unsafe { libc::sched_getparam(tid, &mut param) };
+    Some(Saved { tid, nice, policy, rt_priority: param.sched_priority })
 }
 
 impl Drop for Boost {

@@ -62,7 +62,7 @@ impl Control {
     pub fn open(path: Option<&Path>, start_epoch_ms: i64, start_mono_ns: u64, interval_ns: u64) -> std::io::Result<Control> {
         let log = match path {
             Some(p) => {
-                let mut file = File::create(p)?;
+                let mut file = doctor::recording::create_new(p).map_err(|e| std::io::Error::other(e.to_string()))?;
                 let secs = start_epoch_ms as f64 / 1000.0;
                 let date = chrono::DateTime::from_timestamp_millis(start_epoch_ms).map(|d| d.format("%a %b %d %H:%M:%S UTC %Y").to_string()).unwrap_or_default();
                 write!(

@@ -32,10 +32,7 @@ pub struct Settings {
 impl Settings {
     /// Settings for a recording into `dir` (created, empty), with default thresholds.
     pub fn new(jar: PathBuf, dir: &Path) -> Result<Settings> {
-        if dir.exists() && std::fs::read_dir(dir)?.next().is_some() {
-            bail!("{}: the recording directory exists and is not empty", dir.display());
-        }
-        std::fs::create_dir_all(dir)?;
+        own_empty_dir(dir)?;
         Ok(Settings { jar, dir: std::fs::canonicalize(dir)?, threshold_ns: 5_000_000, sample_interval_ns: 2_000_000 })
     }
 }
@@ -70,16 +67,48 @@ pub fn settings(o: &RecordRequest) -> Result<Settings> {
             d
         }
     };
-    if dir.exists() && std::fs::read_dir(&dir)?.next().is_some() {
-        bail!("{}: the recording directory exists and is not empty; choose another with --out", dir.display());
-    }
     let s = dir.to_string_lossy();
     if s.contains([',', ':', '=', '"', ' ']) {
         bail!("{s}: the recording directory's path cannot hold ',', ':', '=', quotes or spaces (the JVM's -Xlog and agent options would split it)");
     }
-    std::fs::create_dir_all(&dir).with_context(|| format!("{}: cannot create the recording directory", dir.display()))?;
+    own_empty_dir(&dir)?;
     let dir = std::fs::canonicalize(&dir)?;
     Ok(Settings { jar, dir, threshold_ns, sample_interval_ns })
+}
+
+/// Makes `dir` the recording directory: created here (mode 0755), or an existing empty one that
+/// is this user's own and that no one else can write to. The JVM (often root's) writes the
+/// recording's files by name in it; in a directory another user can write to, that user could
+/// plant `hiccups.hlog -> /etc/…` and have it overwritten. A symbolic link is refused too.
+pub fn own_empty_dir(dir: &Path) -> Result<()> {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+    if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent).with_context(|| format!("{}: cannot create the recording directory's parent", parent.display()))?;
+    }
+    match std::fs::DirBuilder::new().mode(0o755).create(dir) {
+        Ok(()) => return Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(e).with_context(|| format!("{}: cannot create the recording directory", dir.display())),
+    }
+    let m = std::fs::symlink_metadata(dir).with_context(|| format!("{}: cannot read it", dir.display()))?;
+    if m.file_type().is_symlink() {
+        bail!("{}: is a symbolic link; name the directory itself with --out (a link could be pointed elsewhere while the JVM writes)", dir.display());
+    }
+    if !m.is_dir() {
+        bail!("{}: exists and is not a directory; choose another with --out", dir.display());
+    }
+    // SAFETY: geteuid has no preconditions.
+    let me = unsafe { libc::geteuid() };
+    if m.uid() != me {
+        bail!("{}: belongs to uid {}, not to you (uid {me}); another user's directory could redirect the recording's files. Choose another with --out, or let stallscope create it", dir.display(), m.uid());
+    }
+    if m.mode() & 0o022 != 0 {
+        bail!("{}: others can write to it (mode {:o}); another user could plant links in it. `chmod go-w` it or choose another with --out", dir.display(), m.mode() & 0o7777);
+    }
+    if std::fs::read_dir(dir)?.next().is_some() {
+        bail!("{}: the recording directory exists and is not empty; choose another with --out", dir.display());
+    }
+    Ok(())
 }
 
 fn java_version(home: &Path) -> Option<String> {
@@ -335,8 +364,22 @@ pub fn record_attached(s: &Settings, jvm: &Jvm, run_for: Option<Duration>, stop:
     let tracing = start_tracer(pid);
     let mut w = Writer::open_background(&s.dir, &meta("attach", command, pid, jvm.java_home.as_deref(), s, None, &tracing))?;
     let log = format!("file={}/{}", s.dir.display(), files::SAFEPOINT_LOG);
-    jvm.load_agent(&s.jar, &format!("log={}/{},interval=1s", s.dir.display(), files::HICCUPS))?;
-    jvm.jcmd(&format!("VM.log output={log} output_options=filecount=0 what=safepoint*=debug decorators=uptime,timenanos,level,tags"))?;
+    // Each change to the JVM is registered with a guardian before it is made: if this attach
+    // fails, or is killed outright, the JVM is left as found (its logging off, the meter stopped).
+    let mut guard = crate::guard::Guard::start()?;
+    let jar = std::fs::canonicalize(&s.jar).with_context(|| format!("{}: the agent jar is not there", s.jar.display()))?;
+    let agent_stop = guard.add(crate::guard::Undo::JvmCommand { pid, command: "load".into(), args: vec!["instrument".into(), "false".into(), format!("{}=stop", jar.display())] })?;
+    if let Err(e) = jvm.load_agent(&s.jar, &format!("log={}/{},interval=1s", s.dir.display(), files::HICCUPS)) {
+        // Refused (no attach socket, the agent failed to start): nothing to undo.
+        guard.forget(agent_stop);
+        return Err(e);
+    }
+    let log_off = guard.add(crate::guard::Undo::JvmCommand { pid, command: "jcmd".into(), args: vec![format!("VM.log output={log} what=all=off")] })?;
+    if let Err(e) = jvm.jcmd(&format!("VM.log output={log} output_options=filecount=0 what=safepoint*=debug decorators=uptime,timenanos,level,tags")) {
+        // The agent is running: the guardian stops it when `guard` is dropped on return.
+        guard.forget(log_off);
+        return Err(e);
+    }
     eprintln!(
         "stallscope: attached to JVM pid {pid}, recording into {} (stalls ≥ {}){}",
         s.dir.display(),
@@ -363,5 +406,8 @@ pub fn record_attached(s: &Settings, jvm: &Jvm, run_for: Option<Duration>, stop:
             w.events.line(&Event::Detach { t: mono_ns(), reason: reason.clone() })?;
         }
     }
+    // Undone above, or the JVM is gone: nothing for the guardian to do.
+    guard.forget(log_off);
+    guard.forget(agent_stop);
     Ok(())
 }

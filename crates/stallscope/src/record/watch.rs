@@ -251,7 +251,8 @@ impl<'a> Watcher<'a> {
             threads_file: heartbeat::threads_path(&hb.path),
             sources,
             resolution,
-            boost: super::boost::Boost::default(),
+            // A guardian only when boosting: it restores the threads if stallscope is killed.
+            boost: if opts.boost.is_some() { super::boost::Boost::guarded()? } else { super::boost::Boost::default() },
             stall: 0,
             idle: Idle { threads: Vec::new(), system, last: Instant::now() - 2 * IDLE_SAMPLE },
             last_alive_check: Instant::now(),
@@ -542,30 +543,44 @@ pub fn watch(
     alive: &mut dyn FnMut() -> bool,
 ) -> Result<Ending> {
     let mut wt = Watcher::new(w, pid, hb, tracer, opts)?;
-    let mut cur = Vec::new();
-    loop {
-        if let Some(end) = wt.ending(stop, deadline, alive) {
-            return Ok(end);
-        }
-        let b = hb.read();
-        if matches!(b.state, MeterState::Exited | MeterState::Stopped) {
-            settle(hb);
-            return Ok(if b.state == MeterState::Exited { Ending::TargetExited } else { Ending::Stopped("the agent's meter was stopped".into()) });
-        }
-        let now = mono_ns();
-        let expected = b.last_tick_ns + wt.resolution;
-        wt.apply_boost(now, expected)?;
-        if now < expected + opts.threshold_ns {
-            if let Some(end) = wt.idle_tick(now, expected)? {
+    let end = wt.until_end(hb, opts, stop, deadline, alive)?;
+    if end == Ending::TargetExited && !alive() {
+        // A JVM that died without its shutdown hooks (SIGKILL, the OOM killer, a crash) leaves
+        // its heartbeat files behind: nobody else will remove them.
+        let _ = std::fs::remove_file(procwatch::heartbeat::threads_path(&hb.path));
+        let _ = std::fs::remove_file(&hb.path);
+    }
+    Ok(end)
+}
+
+impl Watcher<'_> {
+    /// The watch loop: idle ticks between stalls, each stall begun, sampled and ended.
+    fn until_end(&mut self, hb: &Heartbeat, opts: WatchOptions, stop: &AtomicBool, deadline: Option<Instant>, alive: &mut dyn FnMut() -> bool) -> Result<Ending> {
+        let mut cur = Vec::new();
+        loop {
+            if let Some(end) = self.ending(stop, deadline, alive) {
                 return Ok(end);
             }
-            continue;
-        }
-        // The heartbeat is stale: a stall.
-        let Some(t_first) = wt.begin_stall(&b, now, &mut cur)? else { return Ok(Ending::TargetExited) };
-        let sampled = wt.sample_stall(&b, now, t_first, &mut cur, stop, deadline, alive)?;
-        if wt.end_stall(&b, sampled, &mut cur)? {
-            return Ok(Ending::TargetExited);
+            let b = hb.read();
+            if matches!(b.state, MeterState::Exited | MeterState::Stopped) {
+                settle(hb);
+                return Ok(if b.state == MeterState::Exited { Ending::TargetExited } else { Ending::Stopped("the agent's meter was stopped".into()) });
+            }
+            let now = mono_ns();
+            let expected = b.last_tick_ns + self.resolution;
+            self.apply_boost(now, expected)?;
+            if now < expected + opts.threshold_ns {
+                if let Some(end) = self.idle_tick(now, expected)? {
+                    return Ok(end);
+                }
+                continue;
+            }
+            // The heartbeat is stale: a stall.
+            let Some(t_first) = self.begin_stall(&b, now, &mut cur)? else { return Ok(Ending::TargetExited) };
+            let sampled = self.sample_stall(&b, now, t_first, &mut cur, stop, deadline, alive)?;
+            if self.end_stall(&b, sampled, &mut cur)? {
+                return Ok(Ending::TargetExited);
+            }
         }
     }
 }
@@ -680,10 +695,14 @@ mod tests {
         let deadline = Some(Instant::now() + Duration::from_millis(50));
         assert_eq!(watch(&mut w, pid, &hb, None, opts(), &stop, deadline, &mut || true).unwrap(), Ending::Stopped("--for elapsed".into()));
         stop.store(true, Ordering::Relaxed);
-        assert_eq!(watch(&mut w, pid, &hb, None, opts(), &stop, None, &mut || true).unwrap(), Ending::Stopped("interrupted".into()));
+        // A recording is watched once: its files are created new (O_EXCL).
+        let (dir2, mut w2) = recording("ends-again");
+        assert_eq!(watch(&mut w2, pid, &hb, None, opts(), &stop, None, &mut || true).unwrap(), Ending::Stopped("interrupted".into()));
         h.join().unwrap();
         drop(w);
+        drop(w2);
         std::fs::remove_dir_all(&dir).unwrap();
+        std::fs::remove_dir_all(&dir2).unwrap();
     }
 
     #[test]

@@ -57,6 +57,11 @@ pub struct SlowfsArgs {
     /// FUSE worker threads (delayed reads do not occupy them).
     #[arg(long, default_value_t = 4)]
     pub threads: usize,
+    /// Let other users use the mount too (FUSE `allow_other`; needs root or `user_allow_other`
+    /// in /etc/fuse.conf). Off by default: only the user who mounted it can use it, and the
+    /// kernel checks every file's mode for them either way (`default_permissions`).
+    #[arg(long)]
+    pub allow_other: bool,
 }
 
 
@@ -89,7 +94,7 @@ pub fn check_fuse() -> Result<()> {
         .map(|p| std::env::split_paths(&p).any(|d| d.join("fusermount3").is_file()))
         .unwrap_or(false);
     if !found {
-        return Err(Failure::new(EXIT_FAILURE, "slowfs needs fusermount3, which is not on PATH: apt-get install fuse3"));
+        return Err(Failure::new(EXIT_FAILURE, "slowfs needs fusermount3, which is not on PATH: run scripts/setup.sh (or apt-get install fuse3)"));
     }
     Ok(())
 }
@@ -210,14 +215,16 @@ pub fn run(a: SlowfsArgs) -> Result<i32> {
         signal_hook::flag::register(sig, Arc::clone(&stop))?;
     }
 
-    let root = unsafe { libc::geteuid() } == 0;
     let guardian = UnmountGuardian::spawn(&mount)?;
     let mut config = fuser::Config::default();
     config.mount_options = vec![
         fuser::MountOption::FSName(format!("slowfs:{}", backing.display())),
         fuser::MountOption::Subtype("stallscope-slowfs".into()),
+        // The kernel checks modes and owners as on the backing directory: without it, anyone
+        // who can reach the mount acts with slowfs's rights (root's, when root mounted it).
+        fuser::MountOption::DefaultPermissions,
     ];
-    config.acl = if root { fuser::SessionACL::All } else { fuser::SessionACL::Owner };
+    config.acl = if a.allow_other { fuser::SessionACL::All } else { fuser::SessionACL::Owner };
     config.n_threads = Some(a.threads.max(1));
     config.clone_fd = true;
     let session = fuser::spawn_mount(fs::SlowFs::new(backing.clone(), Arc::clone(&settings)), &mount, &config)

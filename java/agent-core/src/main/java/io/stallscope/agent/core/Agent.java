@@ -3,13 +3,14 @@ package io.stallscope.agent.core;
 import org.HdrHistogram.SingleWriterRecorder;
 
 import java.io.BufferedOutputStream;
-import java.io.FileOutputStream;
 import java.io.IOException;
 import java.io.PrintStream;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
+import java.nio.file.LinkOption;
 import java.nio.file.Path;
 import java.nio.file.Paths;
+import java.nio.file.StandardOpenOption;
 import java.time.LocalDateTime;
 
 /**
@@ -87,7 +88,10 @@ public final class Agent {
             try {
                 // Larger than any interval line, so each flush is one write(2): a killed JVM cannot
                 // leave half a line.
-                out = new PrintStream(new BufferedOutputStream(new FileOutputStream(logPath.toFile()), 1 << 16),
+                // Never through a symbolic link (O_NOFOLLOW): a link planted where the log goes
+                // must not make the JVM, often root's, overwrite what it points to.
+                out = new PrintStream(new BufferedOutputStream(Files.newOutputStream(logPath, StandardOpenOption.CREATE,
+                        StandardOpenOption.TRUNCATE_EXISTING, StandardOpenOption.WRITE, LinkOption.NOFOLLOW_LINKS), 1 << 16),
                         false, StandardCharsets.US_ASCII);
             } catch (IOException | RuntimeException e) {
                 throw new InvalidOption("log=" + options.logTemplate + " cannot be written (" + whyUnwritable(logPath, e)
