@@ -225,6 +225,8 @@ fn freeze_stops_then_always_continues() {
 #[test]
 fn throttle_slows_direct_reads_and_removes_its_cgroup() {
     assert_eq!(unsafe { libc::geteuid() }, 0, "this test needs root (CI runs as root)");
+    // One throttle test at a time: each checks that no throttle cgroup is left.
+    let _x = exclusive();
     let d = scratch("throttle");
     let p = d.join("data.bin");
     write_file(&p, 64);
@@ -268,13 +270,22 @@ fn throttle_cgroups() -> Vec<std::path::PathBuf> {
 fn throttle_killed_with_sigkill_leaves_no_cgroup_and_no_command() {
     use std::io::BufRead;
     assert_eq!(unsafe { libc::geteuid() }, 0, "this test needs root (CI runs as root)");
+    let _x = exclusive();
     let d = scratch("throttle-kill");
     let mut t = Command::new(bin()).args(["inject", "throttle", "--riops", "20", "--", "sleep", "30"]).current_dir(&d).stderr(Stdio::piped()).spawn().unwrap();
     let mut line = String::new();
     std::io::BufReader::new(t.stderr.take().unwrap()).read_line(&mut line).unwrap();
     assert!(line.contains("limited to 20 IOPS"), "{line}");
-    let sleeper = Command::new("pgrep").args(["-P", &t.id().to_string(), "-x", "sleep"]).output().unwrap();
-    let sleeper: i32 = String::from_utf8_lossy(&sleeper.stdout).trim().parse().expect("the command runs");
+    // The line comes just before the command is started: wait for it to be there.
+    let t0 = Instant::now();
+    let sleeper: i32 = loop {
+        let o = Command::new("pgrep").args(["-P", &t.id().to_string(), "-x", "sleep"]).output().unwrap();
+        if let Ok(pid) = String::from_utf8_lossy(&o.stdout).trim().parse() {
+            break pid;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(10), "the throttled command never started");
+        std::thread::sleep(Duration::from_millis(20));
+    };
     t.kill().unwrap();
     t.wait().unwrap();
     let t0 = Instant::now();
