@@ -916,7 +916,17 @@ pub fn classify(inp: &Inputs) -> Vec<Finding> {
     if out.iter().any(|f| f.share >= NEGLIGIBLE_SHARE || f.cause == Cause::TlbShootdown) {
         out.retain(|f| f.share >= NEGLIGIBLE_SHARE || f.cause == Cause::TlbShootdown);
     }
-    out.sort_by(|a, b| b.share.partial_cmp(&a.share).unwrap_or(std::cmp::Ordering::Equal).then(a.cause.cmp(&b.cause)));
+    // Largest share first; shares within the same twentieth (two readings of the same time,
+    // such as a throttled cgroup's threads waiting on a run queue) go by confidence, so the
+    // cause with the stronger evidence leads.
+    let bucket = |f: &Finding| (f.share * 20.0).round() as i64;
+    out.sort_by(|a, b| {
+        bucket(b)
+            .cmp(&bucket(a))
+            .then(b.confidence.cmp(&a.confidence))
+            .then(b.share.partial_cmp(&a.share).unwrap_or(std::cmp::Ordering::Equal))
+            .then(a.cause.cmp(&b.cause))
+    });
     // A lone unknown explains nothing: nothing to report but the raw samples.
     if out.len() == 1 && out[0].cause == Cause::Unknown && out[0].evidence.is_empty() {
         out.clear();
