@@ -137,14 +137,7 @@ pub fn undo(change: &Undo) -> Result<()> {
             let _ = std::fs::remove_file(path);
         }
         Undo::RemoveCgroup { dir } => kill_and_remove(dir),
-        Undo::Reschedule { tid, nice, policy, rt_priority } => {
-            let param = libc::sched_param { sched_priority: *rt_priority };
-            // SAFETY: restoring attributes read before; a thread gone meanwhile fails harmlessly.
-            unsafe {
-                libc::sched_setscheduler(*tid, *policy, &param);
-                libc::setpriority(libc::PRIO_PROCESS, *tid as libc::id_t, *nice);
-            }
-        }
+        Undo::Reschedule { tid, nice, policy, rt_priority } => reschedule(*tid, *nice, *policy, *rt_priority),
         Undo::Unboost { pid, boosted_nice, nice, policy, rt_priority } => unboost_born(*pid, *boosted_nice, *nice, *policy, *rt_priority, &[]),
         Undo::Continue { pid } => {
             // SAFETY: a plain signal.
@@ -180,23 +173,35 @@ pub fn unboost_born(pid: i32, boosted_nice: Option<i32>, nice: i32, policy: i32,
         if skip.contains(&tid) {
             continue;
         }
-        // SAFETY: plain queries and settings of another thread's scheduling attributes; errno
-        // is reset before getpriority, whose -1 can be a value.
-        unsafe {
-            let boosted = match boosted_nice {
-                Some(n) => {
-                    *libc::__errno_location() = 0;
-                    let cur = libc::getpriority(libc::PRIO_PROCESS, tid as libc::id_t);
-                    *libc::__errno_location() == 0 && cur == n
-                }
-                None => libc::sched_getscheduler(tid) == libc::SCHED_FIFO,
-            };
-            if boosted {
-                let param = libc::sched_param { sched_priority: rt_priority };
-                libc::sched_setscheduler(tid, policy, &param);
-                libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, nice);
-            }
+        let boosted = match boosted_nice {
+            Some(n) => nice_of(tid) == Some(n),
+            // SAFETY: a plain query of another thread's policy.
+            None => (unsafe { libc::sched_getscheduler(tid) }) == libc::SCHED_FIFO,
+        };
+        if boosted {
+            reschedule(tid, nice, policy, rt_priority);
         }
+    }
+}
+
+/// Thread `tid`'s nice value, if it can be read.
+pub fn nice_of(tid: i32) -> Option<i32> {
+    // SAFETY: getpriority reports errors through errno, which we reset first (-1 can be a value).
+    unsafe {
+        *libc::__errno_location() = 0;
+        let n = libc::getpriority(libc::PRIO_PROCESS, tid as libc::id_t);
+        (*libc::__errno_location() == 0).then_some(n)
+    }
+}
+
+/// Puts thread `tid` at (`nice`, `policy`, `rt_priority`); a thread gone meanwhile fails
+/// harmlessly.
+pub fn reschedule(tid: i32, nice: i32, policy: i32, rt_priority: i32) {
+    let param = libc::sched_param { sched_priority: rt_priority };
+    // SAFETY: setting another thread's scheduling attributes; errors are returned, not raised.
+    unsafe {
+        libc::sched_setscheduler(tid, policy, &param);
+        libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, nice);
     }
 }
 

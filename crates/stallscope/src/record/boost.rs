@@ -7,7 +7,7 @@
 //! restores on drop, and a guarded `Boost` registers each change with a guardian process first,
 //! so a stallscope killed outright (SIGKILL) still leaves no thread raised.
 
-use crate::guard::{Guard, Token, Undo};
+use crate::guard::{nice_of, Guard, Token, Undo};
 use serde::{Deserialize, Serialize};
 
 /// How to boost: a nice value, or `SCHED_FIFO` at a priority.
@@ -39,14 +39,6 @@ pub struct Boost {
     born: Option<(i32, BoostLevel, Saved)>,
 }
 
-fn nice_of(tid: i32) -> Option<i32> {
-    // SAFETY: getpriority reports errors through errno, which we reset first.
-    unsafe {
-        *libc::__errno_location() = 0;
-        let n = libc::getpriority(libc::PRIO_PROCESS, tid as libc::id_t);
-        (*libc::__errno_location() == 0).then_some(n)
-    }
-}
 
 impl Boost {
     /// A boost whose every change is also registered with a guardian (`crate::guard`).
@@ -81,15 +73,10 @@ impl Boost {
         self.boosts += 1;
         for e in dir.flatten() {
             let Some(tid) = e.file_name().to_str().and_then(|t| t.parse::<i32>().ok()) else { continue };
-            let Some(nice) = nice_of(tid) else { continue };
-            // SAFETY: plain queries of another thread's scheduling attributes.
-            let policy = unsafe { libc::sched_getscheduler(tid) };
-            let mut param = libc::sched_param { sched_priority: 0 };
-            // SAFETY: as above, with an out-parameter.
-            unsafe { libc::sched_getparam(tid, &mut param) };
+            let Some(was) = saved_of(tid) else { continue };
             // Registered before it is made: a kill between the two cannot leave it unknown.
             let token = match &mut self.guard {
-                Some(g) => match g.add(Undo::Reschedule { tid, nice, policy, rt_priority: param.sched_priority }) {
+                Some(g) => match g.add(Undo::Reschedule { tid, nice: was.nice, policy: was.policy, rt_priority: was.rt_priority }) {
                     Ok(t) => Some(t),
                     // No guardian, no boost: an unguarded change could outlive us.
                     Err(_) => break,
@@ -98,19 +85,19 @@ impl Boost {
             };
             let ok = match level {
                 BoostLevel::Nice(n) => {
-                    // SAFETY: as above.
+                    // SAFETY: setting another thread's nice value; an error is returned.
                     let rc = unsafe { libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, n) };
                     rc == 0
                 }
                 BoostLevel::Fifo(p) => {
                     let param = libc::sched_param { sched_priority: p };
-                    // SAFETY: as above.
+                    // SAFETY: setting another thread's policy; an error is returned.
                     let rc = unsafe { libc::sched_setscheduler(tid, libc::SCHED_FIFO, &param) };
                     rc == 0
                 }
             };
             if ok {
-                self.saved.push(Saved { tid, nice, policy, rt_priority: param.sched_priority });
+                self.saved.push(was);
                 self.tokens.extend(token);
             } else {
                 self.refused += 1;
@@ -125,13 +112,7 @@ impl Boost {
     pub fn restore(&mut self) {
         let restored: Vec<i32> = self.saved.iter().map(|s| s.tid).collect();
         for s in self.saved.drain(..) {
-            let param = libc::sched_param { sched_priority: s.rt_priority };
-            // SAFETY: restoring the attributes read before; a thread gone meanwhile fails
-            // harmlessly.
-            unsafe {
-                libc::sched_setscheduler(s.tid, s.policy, &param);
-                libc::setpriority(libc::PRIO_PROCESS, s.tid as libc::id_t, s.nice);
-            }
+            crate::guard::reschedule(s.tid, s.nice, s.policy, s.rt_priority);
         }
         if let Some((pid, level, own)) = self.born.take() {
             let boosted_nice = match level {

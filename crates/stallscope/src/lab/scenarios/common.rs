@@ -34,6 +34,23 @@ pub fn me() -> Result<PathBuf> {
     std::env::current_exe().context("finding stallscope's own executable")
 }
 
+/// Mounts slowfs over `back` at `mnt` (`inject slowfs`, a helper process of this executable,
+/// with `args`) and waits for the mount; unmounted when the helper is dropped.
+pub fn mount_slowfs(back: &Path, mnt: &Path, args: &[&str]) -> Result<Helper> {
+    crate::inject::slowfs::check_fuse()?;
+    std::fs::create_dir_all(back)?;
+    let child = std::process::Command::new(me()?).args(["inject", "slowfs"]).arg(back).arg(mnt).args(args).stderr(std::process::Stdio::null()).spawn()?;
+    let slowfs = Helper(child);
+    let t0 = Instant::now();
+    while !crate::inject::slowfs::is_mounted(mnt) {
+        if t0.elapsed() > Duration::from_secs(10) {
+            bail!("slowfs did not mount at {}", mnt.display());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Ok(slowfs)
+}
+
 /// The last JSON line a workload printed.
 pub fn json_line(stdout: &str) -> Result<Value> {
     let last = stdout.lines().rev().find(|l| l.trim_start().starts_with('{')).context("the workload printed no JSON line")?;

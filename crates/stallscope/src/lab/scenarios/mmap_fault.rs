@@ -1,7 +1,7 @@
 //! Seed 000 (LongTTSP): a MappedByteBuffer read on a slow disk holds the safepoint, because a
 //! page fault cannot be interrupted to reach it. The slow disk is slowfs, built into stallscope.
 
-use super::common::{args, me, ms, quiet_launch, run_jvm, write_file, Helper};
+use super::common::{args, me, mount_slowfs, ms, quiet_launch, run_jvm, write_file, Helper};
 use crate::lab::model::Published;
 use crate::lab::scenario::{Ctx, Measured, Scenario, Spec, VariantSpec};
 use crate::lab::verdict::Expect;
@@ -9,8 +9,7 @@ use anyhow::{bail, Context, Result};
 use doctor::Cause;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
 
 pub struct MmapFault;
 
@@ -63,26 +62,11 @@ impl Scenario for MmapFault {
     ];
 
     fn setup(ctx: &Ctx, dir: &Path, notes: &mut Vec<String>) -> Result<Setup> {
-        crate::inject::slowfs::check_fuse()?;
         let (back, mnt) = (dir.join("slowfs-backing"), dir.join("slowfs-mount"));
         std::fs::create_dir_all(&back)?;
         write_file(&back.join("test.dat"), 32 << 20)?;
         let delay_ms = ctx.profile.pick(300, 1000);
-        let child = Command::new(me()?)
-            .args(["inject", "slowfs"])
-            .arg(&back)
-            .arg(&mnt)
-            .args(["--read-delay", &format!("{delay_ms}ms"), "--max-delay", "10s"])
-            .stderr(Stdio::null())
-            .spawn()?;
-        let slowfs = Helper(child);
-        let t0 = Instant::now();
-        while !crate::inject::slowfs::is_mounted(&mnt) {
-            if t0.elapsed() > Duration::from_secs(10) {
-                bail!("slowfs did not mount at {}", mnt.display());
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        let slowfs = mount_slowfs(&back, &mnt, &["--read-delay", &format!("{delay_ms}ms"), "--max-delay", "10s"])?;
         notes.push(format!("slow disk: slowfs with a {delay_ms} ms read delay (the seed injected 5 s with ddi)"));
         Ok(Setup { _slowfs: slowfs, file: mnt.join("test.dat"), delay_ms })
     }

@@ -3,16 +3,14 @@
 //! (docs/causes/vm-thread-io.md). Baseline: `-Xlog:gc*` to a file on slowfs with a write delay;
 //! mitigations: the same file with `-Xlog:async`, and the log on a local disk.
 
-use super::common::{args, me, ms, quiet_launch, run_jvm, Helper};
+use super::common::{args, mount_slowfs, ms, quiet_launch, run_jvm, Helper};
 use crate::lab::model::Published;
 use crate::lab::scenario::{Ctx, Measured, Scenario, Spec, VariantSpec};
 use crate::lab::verdict::Expect;
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use doctor::Cause;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
 
 pub struct SlowLog;
 
@@ -53,25 +51,9 @@ impl Scenario for SlowLog {
     ];
 
     fn setup(ctx: &Ctx, dir: &Path, notes: &mut Vec<String>) -> Result<Setup> {
-        crate::inject::slowfs::check_fuse()?;
         let (back, mnt) = (dir.join("slowfs-backing"), dir.join("slowfs-mount"));
-        std::fs::create_dir_all(&back)?;
         let delay_ms = ctx.profile.pick(50, 300);
-        let child = Command::new(me()?)
-            .args(["inject", "slowfs"])
-            .arg(&back)
-            .arg(&mnt)
-            .args(["--read-delay", "0ms", "--write-delay", &format!("{delay_ms}ms"), "--glob", "*.log", "--max-delay", "10s"])
-            .stderr(Stdio::null())
-            .spawn()?;
-        let slowfs = Helper(child);
-        let t0 = Instant::now();
-        while !crate::inject::slowfs::is_mounted(&mnt) {
-            if t0.elapsed() > Duration::from_secs(10) {
-                bail!("slowfs did not mount at {}", mnt.display());
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        let slowfs = mount_slowfs(&back, &mnt, &["--read-delay", "0ms", "--write-delay", &format!("{delay_ms}ms"), "--glob", "*.log", "--max-delay", "10s"])?;
         notes.push(format!("slow disk: slowfs with a {delay_ms} ms delay on every write of *.log"));
         Ok(Setup { _slowfs: slowfs, mount: mnt })
     }
