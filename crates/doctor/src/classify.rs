@@ -474,10 +474,15 @@ fn kernel_cpu_cause(t: &ThreadEvidence, role: Role, inp: &Inputs) -> (Cause, boo
         ev.extend(reclaim_lines(inp));
         return (Cause::MemoryReclaim, false, ev);
     }
-    // Minor faults: first touches of fresh memory, inside a fill or copy (a huge
-    // Unsafe.setMemory, allocateDirect) that polls for no safepoint.
+    // Minor faults: first touches of fresh memory. A thread late to a safepoint does them inside
+    // a fill or copy (a huge Unsafe.setMemory, allocateDirect) that polls for no safepoint; the
+    // operation's own threads (a GC) do them as the heap grows into pages never touched.
     if t.minflt >= FRESH_MEMORY_FAULTS {
-        let ev = vec![format!("{} ran mostly in the kernel, taking {}: first touches of fresh memory, inside a fill or copy that never polls (a huge allocateDirect or Unsafe.setMemory)", sj.who, plural(t.minflt, "minor fault"))];
+        let where_ = match role {
+            Role::Operation => "the operation itself touching memory it had never used (a heap growing, a young generation first filled)",
+            Role::Late | Role::Meter => "inside a fill or copy that never polls (a huge allocateDirect or Unsafe.setMemory)",
+        };
+        let ev = vec![format!("{} ran mostly in the kernel, taking {}: first touches of fresh memory, {where_}", sj.who, plural(t.minflt, "minor fault"))];
         return match role {
             Role::Late => (Cause::NoSafepointPoll, false, ev),
             Role::Operation => (Cause::LongVmOperation, false, ev),

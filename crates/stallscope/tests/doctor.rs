@@ -28,6 +28,26 @@ fn report_json(dir: &Path) -> Value {
     serde_json::from_slice(&o.stdout).unwrap()
 }
 
+/// Major faults the threads `tids` took during stall `n`: each thread's highest count sampled in
+/// the stall less its count in the stall's baseline (a thread born in the stall counts from zero).
+/// Read from the recorder's raw samples, apart from the doctor's reading of them.
+fn major_faults_in_stall(rec: &doctor::Recording, n: u32, tids: &[i64]) -> u64 {
+    use std::collections::HashMap;
+    let mut base: HashMap<i32, u64> = HashMap::new();
+    let mut top: HashMap<i32, u64> = HashMap::new();
+    for s in rec.samples.iter().filter(|s| s.stall == n) {
+        for t in s.threads.iter().filter(|t| tids.contains(&(t.tid as i64))) {
+            if s.baseline {
+                base.insert(t.tid, t.majflt);
+            } else {
+                let m = top.entry(t.tid).or_default();
+                *m = (*m).max(t.majflt);
+            }
+        }
+    }
+    top.iter().map(|(tid, m)| m.saturating_sub(base.get(tid).copied().unwrap_or(0))).sum()
+}
+
 fn causes(r: &Value) -> Vec<String> {
     r["stalls"].as_array().unwrap().iter().map(|s| s["findings"][0]["cause"].as_str().unwrap().to_string()).collect()
 }
@@ -410,13 +430,23 @@ fn stalls_at_the_safepoint_swap_slow_writes_and_reclaim_are_named_on_both_jdks()
             let confident: &[&str] = if scenario == "memory-pressure" { &["high", "medium"] } else { &["high"] };
             let conf = longest["findings"][0]["confidence"].as_str().unwrap_or("");
             assert!(confident.contains(&conf), "{java:?} {scenario}: confidence {conf}: {longest}");
+            let rec = doctor::Recording::read(out.join(scenario).join(format!("{variant}-1"))).unwrap();
             for s in stalls {
                 let findings = s["findings"].as_array().unwrap();
+                let n = s["stall"].as_u64().unwrap() as u32;
                 for f in findings.iter().filter(|f| f["confidence"] == "high") {
-                    // Nothing else is named with confidence beside it; elsewhere only CPU
-                    // starvation may be, in a workload that keeps both of this machine's CPUs busy.
-                    let ok = f["cause"] == cause || (f["cause"] == "cpu-starvation" && findings[0]["cause"] != cause);
-                    assert!(ok, "{java:?} {scenario}: {} with high confidence: {s}", f["cause"]);
+                    // Nothing else is named with confidence beside it. Elsewhere CPU starvation
+                    // may be, in a workload that keeps both of this machine's CPUs busy; and a
+                    // long VM operation may be, for a GC whose threads paged little in (the
+                    // recorder's raw samples are the judge): a GC first touching a growing heap,
+                    // or computing while others page, is slow on its own.
+                    let other = findings[0]["cause"] != cause;
+                    let culprits: Vec<i64> = f["culprits"].as_array().unwrap().iter().filter_map(|c| c["tid"].as_i64()).collect();
+                    let paged = major_faults_in_stall(&rec, n, &culprits);
+                    // Paging GC threads take tens of thousands of major faults each (issue 12
+                    // measured 36,000 to 71,000); a GC that computes takes a few dozen.
+                    let ok = f["cause"] == cause || (other && f["cause"] == "cpu-starvation") || (other && paged < 1000 && f["cause"] == "long-vm-operation");
+                    assert!(ok, "{java:?} {scenario}: {} with high confidence (its threads took {paged} major faults): {s}", f["cause"]);
                 }
             }
         }
