@@ -100,7 +100,38 @@ unsafe impl Sync for Heartbeat {}
 /// its environment, which may differ from ours) when that is an absolute directory and the file
 /// is there, else `/dev/shm`.
 pub fn default_path(pid: i32) -> PathBuf {
-    let name = format!("stallscope-{pid}.heartbeat");
+    beside_heartbeat(pid, "heartbeat")
+}
+
+/// Where an agent loaded into `pid` by a tool leaves the one line saying why it did not start
+/// (docs/heartbeat.md): beside where its heartbeat would be.
+pub fn failure_note_path(pid: i32) -> PathBuf {
+    beside_heartbeat(pid, "failed")
+}
+
+/// Takes (reads and removes) the agent's failure note for `pid`, if one is there and is the JVM's
+/// own: a regular file (not a link) owned by the JVM's user, its first line, at most 1 KiB.
+pub fn take_failure_note(pid: i32) -> Option<String> {
+    use std::io::Read;
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+    let path = failure_note_path(pid);
+    let owner = std::fs::metadata(format!("/proc/{pid}")).ok()?.uid();
+    let f = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK).open(&path).ok()?;
+    let m = f.metadata().ok()?;
+    if !m.is_file() || m.uid() != owner {
+        return None;
+    }
+    let mut text = String::new();
+    f.take(1024).read_to_string(&mut text).ok()?;
+    let _ = std::fs::remove_file(&path);
+    let line = text.lines().next().unwrap_or("").trim().chars().filter(|c| !c.is_control()).collect::<String>();
+    (!line.is_empty()).then_some(line)
+}
+
+/// A file of the agent's for `pid` with extension `ext`: in the JVM's $XDG_RUNTIME_DIR or ours
+/// when it is there, else in /dev/shm.
+fn beside_heartbeat(pid: i32, ext: &str) -> PathBuf {
+    let name = format!("stallscope-{pid}.{ext}");
     let theirs = std::fs::read(format!("/proc/{pid}/environ"))
         .ok()
         .and_then(|env| env.split(|b| *b == 0).find_map(|kv| kv.strip_prefix(b"XDG_RUNTIME_DIR=").map(|v| PathBuf::from(String::from_utf8_lossy(v).into_owned()))));

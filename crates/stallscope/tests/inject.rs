@@ -154,21 +154,6 @@ fn slowfs_delays_writes_and_fsyncs_of_matching_files_live() {
 }
 
 #[test]
-fn slowfs_leaves_no_mount_when_killed() {
-    let d = scratch("slowfs-kill");
-    let (back, mnt) = (d.join("back"), d.join("mnt"));
-    std::fs::create_dir_all(&back).unwrap();
-    let mut fs = Slowfs::start(&back, &mnt, &[]);
-    fs.child.kill().unwrap();
-    fs.child.wait().unwrap();
-    let t0 = Instant::now();
-    while is_mounted(&mnt) && t0.elapsed() < Duration::from_secs(5) {
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    assert!(!is_mounted(&mnt), "SIGKILL left the mount behind");
-}
-
-#[test]
 fn evict_and_resident_agree() {
     let d = scratch("pagecache");
     let p = d.join("data.bin");
@@ -247,13 +232,7 @@ fn throttle_slows_direct_reads_and_removes_its_cgroup() {
     // 40 reads at 20 per second take about 2 s; unthrottled, milliseconds.
     assert!(slow >= Duration::from_millis(1000), "throttled dd took {slow:?} (free: {free:?})\n{err}");
     assert!(err.contains("limited to 20 IOPS"), "{err}");
-    let leftovers: Vec<_> = ["/sys/fs/cgroup/blkio", "/sys/fs/cgroup/unified", "/sys/fs/cgroup"]
-        .iter()
-        .filter_map(|r| std::fs::read_dir(r).ok())
-        .flat_map(|e| e.flatten())
-        .filter(|e| e.file_name().to_string_lossy().starts_with("stallscope-throttle-"))
-        .collect();
-    assert!(leftovers.is_empty(), "cgroups left behind: {:?}", leftovers.iter().map(|e| e.path()).collect::<Vec<_>>());
+    assert!(throttle_cgroups().is_empty(), "cgroups left behind: {:?}", throttle_cgroups());
 }
 
 fn throttle_cgroups() -> Vec<std::path::PathBuf> {
@@ -264,41 +243,6 @@ fn throttle_cgroups() -> Vec<std::path::PathBuf> {
         .filter(|e| e.file_name().to_string_lossy().starts_with("stallscope-throttle-"))
         .map(|e| e.path())
         .collect()
-}
-
-#[test]
-fn throttle_killed_with_sigkill_leaves_no_cgroup_and_no_command() {
-    use std::io::BufRead;
-    assert_eq!(unsafe { libc::geteuid() }, 0, "this test needs root (CI runs as root)");
-    let _x = exclusive();
-    let d = scratch("throttle-kill");
-    let mut t = Command::new(bin()).args(["inject", "throttle", "--riops", "20", "--", "sleep", "30"]).current_dir(&d).stderr(Stdio::piped()).spawn().unwrap();
-    let mut line = String::new();
-    std::io::BufReader::new(t.stderr.take().unwrap()).read_line(&mut line).unwrap();
-    assert!(line.contains("limited to 20 IOPS"), "{line}");
-    // The line comes just before the command is started: wait for it to be there.
-    let t0 = Instant::now();
-    let sleeper: i32 = loop {
-        let o = Command::new("pgrep").args(["-P", &t.id().to_string(), "-x", "sleep"]).output().unwrap();
-        if let Ok(pid) = String::from_utf8_lossy(&o.stdout).trim().parse() {
-            break pid;
-        }
-        assert!(t0.elapsed() < Duration::from_secs(10), "the throttled command never started");
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    t.kill().unwrap();
-    t.wait().unwrap();
-    let t0 = Instant::now();
-    let alive = |pid: i32| std::fs::read_to_string(format!("/proc/{pid}/stat")).ok().and_then(|s| s.rsplit_once(')')?.1.trim_start().chars().next()).is_some_and(|c| c != 'Z');
-    while (!throttle_cgroups().is_empty() || alive(sleeper)) && t0.elapsed() < Duration::from_secs(10) {
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    assert!(throttle_cgroups().is_empty(), "cgroups left behind: {:?}", throttle_cgroups());
-    let left = alive(sleeper);
-    if left {
-        unsafe { libc::kill(sleeper, libc::SIGKILL) };
-    }
-    assert!(!left, "the throttled command was left running");
 }
 
 #[test]

@@ -150,3 +150,68 @@ pub fn exclusive() -> std::sync::MutexGuard<'static, ()> {
     static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
     LOCK.lock().unwrap_or_else(|p| p.into_inner())
 }
+
+/// A user account made for one test and removed when dropped: the hostile local user of the
+/// security tests, an account nothing else on the machine uses or owns files as. Needs root.
+/// Accounts a killed test run left behind (their test process gone) are removed by the next one.
+pub struct ThrowawayUser {
+    pub name: String,
+    pub uid: u32,
+    pub gid: u32,
+}
+
+const THROWAWAY_PREFIX: &str = "stallscope-t";
+
+/// useradd and userdel take a lock on /etc/passwd; parallel tests wait for it (exit 10: "cannot
+/// lock").
+fn account_tool(tool: &str, args: &[&str]) -> std::process::Output {
+    let mut tries = 0;
+    loop {
+        let o = Command::new(tool).args(args).output().unwrap_or_else(|e| panic!("{tool}: {e} (it comes with the passwd package)"));
+        if o.status.code() != Some(10) || tries == 100 {
+            return o;
+        }
+        tries += 1;
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+impl ThrowawayUser {
+    pub fn new() -> ThrowawayUser {
+        assert_eq!(unsafe { libc::geteuid() }, 0, "this test needs root: it makes a throwaway user account");
+        static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        for stale in std::fs::read_to_string("/etc/passwd").unwrap_or_default().lines().filter_map(|l| l.split(':').next()).filter(|n| n.starts_with(THROWAWAY_PREFIX)) {
+            let owner: Option<u32> = stale[THROWAWAY_PREFIX.len()..].split('-').next().and_then(|p| p.parse().ok());
+            if owner.is_some_and(|p| !Path::new(&format!("/proc/{p}")).exists()) {
+                account_tool("userdel", &[stale]);
+            }
+        }
+        let name = format!("{THROWAWAY_PREFIX}{}-{}", std::process::id(), N.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
+        let o = account_tool("useradd", &["--system", "--no-create-home", "--user-group", "--shell", "/usr/sbin/nologin", &name]);
+        assert!(o.status.success(), "useradd {name}: {}", String::from_utf8_lossy(&o.stderr));
+        let line = std::fs::read_to_string("/etc/passwd").unwrap().lines().find(|l| l.split(':').next() == Some(&name)).map(str::to_string).expect("the new account is in /etc/passwd");
+        let f: Vec<&str> = line.split(':').collect();
+        ThrowawayUser { uid: f[2].parse().unwrap(), gid: f[3].parse().unwrap(), name }
+    }
+
+    /// `setpriv` set to run what follows as this user, with no supplementary groups.
+    pub fn setpriv(&self) -> Command {
+        let mut c = Command::new("setpriv");
+        c.args([format!("--reuid={}", self.uid), format!("--regid={}", self.gid), "--clear-groups".to_string()]);
+        c
+    }
+}
+
+impl Drop for ThrowawayUser {
+    fn drop(&mut self) {
+        // Its processes first (userdel refuses a user still running), then what a JVM of its made
+        // in /tmp, then the account and its group.
+        let _ = Command::new("pkill").args(["-KILL", "-u", &self.uid.to_string()]).status();
+        let _ = std::fs::remove_dir_all(format!("/tmp/hsperfdata_{}", self.name));
+        let o = account_tool("userdel", &[&self.name]);
+        if !o.status.success() {
+            std::thread::sleep(Duration::from_millis(200));
+            account_tool("userdel", &[&self.name]);
+        }
+    }
+}

@@ -5,13 +5,18 @@ import org.HdrHistogram.SingleWriterRecorder;
 import java.io.BufferedOutputStream;
 import java.io.IOException;
 import java.io.PrintStream;
+import java.nio.ByteBuffer;
+import java.nio.channels.SeekableByteChannel;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.LinkOption;
+import java.nio.file.OpenOption;
 import java.nio.file.Path;
 import java.nio.file.Paths;
 import java.nio.file.StandardOpenOption;
+import java.nio.file.attribute.PosixFilePermissions;
 import java.time.LocalDateTime;
+import java.util.Set;
 
 /**
  * The agent's life in one JVM: start the meter, its log, its heartbeat and the thread table; stop them
@@ -64,8 +69,34 @@ public final class Agent {
             }
         } catch (InvalidOption e) {
             AgentLog.line(e.getMessage() + "; the agent is not started");
+            if (attached) {
+                leaveFailureNote(e.getMessage());
+            }
         } catch (Throwable t) {
             AgentLog.failure("the agent is not started", t);
+            if (attached) {
+                leaveFailureNote("the agent is not started: " + t);
+            }
+        }
+    }
+
+    /**
+     * Loaded by a tool ({@code stallscope attach}), the agent's stderr is the application's, which the
+     * tool cannot see: why it did not start is also left, one line, in
+     * {@code stallscope-PID.failed} beside where the heartbeat would be, for the tool to read and
+     * remove. Created new (never through a link, never over a file), mode 0600; when that fails the
+     * stderr line above is all there is.
+     */
+    private static void leaveFailureNote(String why) {
+        try {
+            Path note = defaultHeartbeatDirectory().resolve("stallscope-" + ProcSelf.pid() + ".failed");
+            Set<OpenOption> how = Set.of(StandardOpenOption.CREATE_NEW, StandardOpenOption.WRITE, LinkOption.NOFOLLOW_LINKS);
+            try (SeekableByteChannel c = Files.newByteChannel(note, how,
+                    PosixFilePermissions.asFileAttribute(PosixFilePermissions.fromString("rw-------")))) {
+                c.write(ByteBuffer.wrap((why.replace('\n', ' ').replace('\r', ' ') + "\n").getBytes(StandardCharsets.UTF_8)));
+            }
+        } catch (Throwable ignored) {
+            // The stderr line stands alone.
         }
     }
 
