@@ -48,10 +48,13 @@ pub enum Format {
     TimeoutUl,
     /// Other lines on the `safepoint` tags that carry no record (sync started, cleanup phases).
     SafepointDetail,
+    /// JDK Flight Recorder safepoint events (`jdk.SafepointBegin` and its companions), JDK 11-25;
+    /// counted per safepoint, not per line ([`crate::jfr`]).
+    Jfr,
 }
 
 impl Format {
-    pub const ALL: [Format; 18] = [
+    pub const ALL: [Format; 19] = [
         Format::Jdk8StoppedTime,
         Format::Jdk8ApplicationTime,
         Format::UlStoppedTime,
@@ -70,6 +73,7 @@ impl Format {
         Format::TimeoutTty,
         Format::TimeoutUl,
         Format::SafepointDetail,
+        Format::Jfr,
     ];
 
     /// A stable identifier for machine output.
@@ -93,6 +97,7 @@ impl Format {
             Format::TimeoutTty => "timeout-tty",
             Format::TimeoutUl => "timeout-ul",
             Format::SafepointDetail => "safepoint-detail",
+            Format::Jfr => "jfr",
         }
     }
 
@@ -117,6 +122,7 @@ impl Format {
             Format::TimeoutTty => "SafepointTimeout (tty)",
             Format::TimeoutUl => "SafepointTimeout (unified logging)",
             Format::SafepointDetail => "safepoint detail lines",
+            Format::Jfr => "JDK Flight Recorder safepoint events",
         }
     }
 
@@ -134,6 +140,7 @@ impl Format {
                 | Format::Jdk11Stats
                 | Format::Jdk13Stats
                 | Format::Jdk25Stats
+                | Format::Jfr
         )
     }
 

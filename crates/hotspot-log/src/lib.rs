@@ -24,6 +24,7 @@
 pub mod assemble;
 pub mod decorators;
 pub mod formats;
+pub mod jfr;
 pub mod line;
 pub mod record;
 pub mod render;

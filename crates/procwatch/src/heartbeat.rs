@@ -111,12 +111,20 @@ pub fn failure_note_path(pid: i32) -> PathBuf {
 
 /// Takes (reads and removes) the agent's failure note for `pid`, if one is there and is the JVM's
 /// own: a regular file (not a link) owned by the JVM's user, its first line, at most 1 KiB.
+/// A JVM in a container writes it in its own /dev/shm, named by its pid inside its namespace:
+/// that place is looked at too, through /proc/PID/root.
 pub fn take_failure_note(pid: i32) -> Option<String> {
     use std::io::Read;
     use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
-    let path = failure_note_path(pid);
     let owner = std::fs::metadata(format!("/proc/{pid}")).ok()?.uid();
-    let f = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK).open(&path).ok()?;
+    let nspid = std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| s.lines().find_map(|l| l.strip_prefix("NSpid:").and_then(|v| v.split_whitespace().last()?.parse::<i32>().ok())))
+        .unwrap_or(pid);
+    let inside = PathBuf::from(format!("/proc/{pid}/root/dev/shm/stallscope-{nspid}.failed"));
+    let (path, f) = [failure_note_path(pid), inside]
+        .into_iter()
+        .find_map(|p| std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK).open(&p).ok().map(|f| (p, f)))?;
     let m = f.metadata().ok()?;
     if !m.is_file() || m.uid() != owner {
         return None;

@@ -47,12 +47,17 @@ pub enum Command {
     /// The guardian that undoes stallscope's changes if it dies (started by stallscope itself).
     #[command(hide = true)]
     Guard,
+    /// Reads a JFR file's chunks into safepoints, one JSON line per chunk (run by `logs` in a
+    /// process of its own, which a damaged file cannot take down).
+    #[command(hide = true)]
+    JfrChunks { file: std::path::PathBuf },
 }
 
 #[derive(Args, Debug, Clone)]
 #[command(after_help = "\
 Inputs can be plain or gzip-compressed; `-` reads stdin. Naming one file of a rotated set
-(gc.log, gc.log.0, gc.log.1, …) reads the whole set in time order.
+(gc.log, gc.log.0, gc.log.1, …) reads the whole set in time order. A JDK Flight Recorder file
+(.jfr) is read for its safepoint events (docs/formats/jfr.md).
 
 Exit codes: 0 ok, 1 failure, 2 usage, 3 empty input, 4 binary input, 5 no safepoint records.
 
@@ -60,7 +65,8 @@ Examples:
   stallscope logs gc.log
   stallscope logs --since 10m --until 20m --op G1CollectFull gc.log
   stallscope logs --json gc.log.gz | jq .total_stopped_ns
-  java -Xlog:safepoint:stdout … | stallscope logs -")]
+  java -Xlog:safepoint:stdout … | stallscope logs -
+  stallscope logs app.jfr")]
 pub struct LogsArgs {
     /// Log files to read (`-` for stdin).
     #[arg(required = true, value_name = "FILE")]

@@ -27,6 +27,7 @@ fn main() {
         cli::Command::Inject(c) => inject::run(c),
         cli::Command::Workload(c) => workload::run(c),
         cli::Command::Guard => guard::run_guardian(),
+        cli::Command::JfrChunks { file } => logs::jfr::reader_main(&file),
         cli::Command::Run(a) => commands::record::run(a),
         cli::Command::Attach(a) => commands::record::attach(a),
         cli::Command::Report(a) => commands::report::run(a),

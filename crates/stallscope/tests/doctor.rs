@@ -315,22 +315,30 @@ fn attach_watches_a_running_jvm_and_leaves_it_as_it_was() {
 /// `attach` killed outright (SIGKILL) runs no cleanup of its own: its guardian switches the
 /// JVM's log output off and stops the agent's meter.
 /// An agent that cannot start inside the JVM says why, at once, and the JVM is left as found.
-/// Here the recording directory does not exist in the JVM's own mount namespace (a private tmpfs
-/// covers its parent, as a container's filesystem would): it used to be a 15 s wait blaming the
-/// heartbeat, with the reason only on the JVM's stderr.
+/// Here the JVM is in a pid and mount namespace of its own, as in a container: its own /dev/shm,
+/// and a private tmpfs over the recording directory's parent. It used to be a 15 s wait blaming
+/// the heartbeat, with the reason only on the JVM's stderr.
 #[test]
 fn an_agent_that_cannot_start_inside_the_jvm_says_why() {
     let _x = exclusive();
-    assert_eq!(unsafe { libc::geteuid() }, 0, "this test needs root: it runs a JVM in a mount namespace of its own");
+    assert_eq!(unsafe { libc::geteuid() }, 0, "this test needs root: it runs a JVM in a pid and mount namespace of its own");
     let d = scratch("doctor-attach-unseen");
     let hidden = d.join("hidden");
     std::fs::create_dir(&hidden).unwrap();
-    let script = format!("mount -t tmpfs stallscope-test {} && exec {} -jar {} idle --duration 60s", hidden.display(), java17().display(), workloads_jar().display());
-    let mut child = Command::new("unshare").args(["--mount", "--propagation", "private", "sh", "-c", &script]).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().unwrap();
+    let script = format!(
+        "mount -t tmpfs stallscope-test /dev/shm && mount -t tmpfs stallscope-test {} && exec {} -jar {} idle --duration 60s",
+        hidden.display(),
+        java17().display(),
+        workloads_jar().display()
+    );
+    let mut child = Command::new("unshare").args(["--pid", "--fork", "--kill-child", "--mount", "--propagation", "private", "sh", "-c", &script]).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().unwrap();
     let mut line = String::new();
     BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    assert!(line.starts_with("idle: pid "), "the JVM did not start: {line:?}");
+    // The JVM's pid on this side: unshare's child (pid 1 inside, where it prints its own).
+    let unshare = child.id();
     let jvm = Reaper(child);
-    let pid: i32 = line.trim().strip_prefix("idle: pid ").unwrap_or_else(|| panic!("the JVM did not start: {line:?}")).parse().unwrap();
+    let pid: i32 = std::fs::read_to_string(format!("/proc/{unshare}/task/{unshare}/children")).unwrap().split_whitespace().next().expect("unshare's child").parse().unwrap();
     let dir = hidden.join("rec");
     let o = Command::new(bin()).args(["attach", &pid.to_string(), "--for", "5s", "--out", dir.to_str().unwrap()]).output().unwrap();
     let err = String::from_utf8_lossy(&o.stderr).into_owned();
@@ -342,13 +350,10 @@ fn an_agent_that_cannot_start_inside_the_jvm_says_why() {
     let list = Command::new(&jcmd).args([&pid.to_string(), "VM.log", "list"]).output().unwrap();
     let list = String::from_utf8_lossy(&list.stdout).into_owned();
     assert!(!list.lines().any(|l| l.contains(dir.to_str().unwrap()) && !l.contains("all=off")), "logging left on: {list}");
-    assert!(!heartbeat(pid).exists(), "no meter runs");
-    assert!(!procwatch_failure_note(pid).exists(), "the note was taken");
+    let inside = PathBuf::from(format!("/proc/{pid}/root/dev/shm"));
+    let left: Vec<_> = std::fs::read_dir(&inside).unwrap().flatten().map(|e| e.file_name()).collect();
+    assert!(left.is_empty(), "no meter runs and the note was taken: {left:?} in the JVM's /dev/shm");
     drop(jvm);
-}
-
-fn procwatch_failure_note(pid: i32) -> PathBuf {
-    PathBuf::from(format!("/dev/shm/stallscope-{pid}.failed"))
 }
 
 /// Root attaching to another user's JVM: the JVM writes its logs into the recording as that

@@ -5,6 +5,7 @@
 
 pub mod filter;
 pub mod inputs;
+pub mod jfr;
 pub mod view;
 
 use crate::failure::{Failure, EXIT_BINARY, EXIT_EMPTY, EXIT_NO_RECORDS};
@@ -85,8 +86,22 @@ pub fn analyse(plan: Plan, o: &LogsOptions, each: &mut dyn FnMut(&Safepoint) -> 
     let mut notes = Vec::new();
     let mut first_stamps = Vec::new();
     let mut last_stamps = Vec::new();
+    let (mut jfr_inputs, mut jfr_events, mut jfr_safepoints) = (0usize, 0u64, 0u64);
     for (i, input) in plan.inputs.iter().enumerate() {
         let name = input.display();
+        if let inputs::Input::File(p) = input {
+            if jfr::is_jfr(p) {
+                let got = jfr::read(p, i as u32, &mut sink).with_context(|| format!("{name}: reading it as a JFR recording"))?;
+                for lost in &got.lost {
+                    notes.push(format!("{name}: {lost}"));
+                }
+                jfr_inputs += 1;
+                jfr_events += got.events;
+                jfr_safepoints += got.safepoints;
+                input_views.push(InputView { path: name, bytes: got.bytes, lines: 0, gzip: false, truncated: !got.lost.is_empty() });
+                continue;
+            }
+        }
         let mut reader = inputs::open(input)?;
         let rep = match scanner.scan(i as u32, &mut reader, &mut sink) {
             Ok(r) => r,
@@ -118,6 +133,22 @@ pub fn analyse(plan: Plan, o: &LogsOptions, each: &mut dyn FnMut(&Safepoint) -> 
     if input_views.iter().all(|i| i.bytes == 0) {
         let which = if input_views.len() == 1 { format!("{} is empty", input_views[0].path) } else { "every input is empty".to_string() };
         return Err(Failure::new(EXIT_EMPTY, format!("{which}: nothing to analyse (is the JVM still starting, or logging elsewhere?)")));
+    }
+    if sink.read == 0 && jfr_inputs == plan.inputs.len() {
+        let names: Vec<&str> = input_views.iter().map(|i| i.path.as_str()).collect();
+        return Err(Failure::new(
+            EXIT_NO_RECORDS,
+            format!(
+                "{}: no safepoint events in {} JFR events{}",
+                names.join(", "),
+                fmt_count(jfr_events),
+                if notes.is_empty() {
+                    "; JFR's own settings leave them off: record with jdk.SafepointBegin and its companions on (docs/formats/jfr.md gives a settings file)".to_string()
+                } else {
+                    format!(" that could be read: {}", notes.join("; "))
+                }
+            ),
+        ));
     }
     if sink.read == 0 {
         let names: Vec<&str> = input_views.iter().map(|i| i.path.as_str()).collect();
@@ -163,6 +194,9 @@ pub fn analyse(plan: Plan, o: &LogsOptions, each: &mut dyn FnMut(&Safepoint) -> 
         notes.push("no safepoints match the filters".to_string());
     }
     let mut formats: Vec<FormatCount> = report.by_format.iter().map(|(f, n)| FormatCount::new(*f, *n)).collect();
+    if jfr_safepoints > 0 {
+        formats.push(FormatCount::new(hotspot_log::Format::Jfr, jfr_safepoints));
+    }
     formats.sort_by(|a, b| b.lines.cmp(&a.lines));
     let view = LogsView {
         schema: SCHEMA,

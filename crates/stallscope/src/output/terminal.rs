@@ -120,13 +120,14 @@ impl<W: Write> Render<LogsView, hotspot_log::Safepoint> for Terminal<W> {
                 let culprits = if t.culprits.is_empty() { String::new() } else { format!("  blocked by \"{}\"", t.culprits.join("\", \"")) };
                 writeln!(
                     o,
-                    "  {:>9} {:>9}  {:<24} {:<34} {}:{}{culprits}",
+                    "  {:>9} {:>9}  {:<24} {:<34} {}{}{culprits}",
                     fmt_ns(t.ttsp_ns),
                     fmt_ns(t.total_ns),
                     t.op,
                     when(&t.start),
                     v.input_name(t.source.file),
-                    t.source.line
+                    // Line 0: a record with no line (JFR events).
+                    if t.source.line > 0 { format!(":{}", t.source.line) } else { String::new() }
                 )?;
             }
             writeln!(o)?;
