@@ -73,7 +73,18 @@ impl Boost {
         self.boosts += 1;
         for e in dir.flatten() {
             let Some(tid) = e.file_name().to_str().and_then(|t| t.parse::<i32>().ok()) else { continue };
-            let Some(was) = saved_of(tid) else { continue };
+            let Some(mut was) = saved_of(tid) else { continue };
+            // A thread already at the boosted level was born boosted (started by a thread raised
+            // a moment ago, in this pass or before): its own level is the process's, not the
+            // boost. Saving the boost as its level would have the restore put the boost back,
+            // for good (the kill test found threads left at nice -10 so).
+            let at_boost = match level {
+                BoostLevel::Nice(n) => was.nice == n,
+                BoostLevel::Fifo(_) => was.policy == libc::SCHED_FIFO,
+            };
+            if at_boost {
+                was = Saved { tid, ..own };
+            }
             // Registered before it is made: a kill between the two cannot leave it unknown.
             let token = match &mut self.guard {
                 Some(g) => match g.add(Undo::Reschedule { tid, nice: was.nice, policy: was.policy, rt_priority: was.rt_priority }) {
@@ -119,7 +130,7 @@ impl Boost {
                 BoostLevel::Nice(n) => Some(n),
                 BoostLevel::Fifo(_) => None,
             };
-            crate::guard::unboost_born(pid, boosted_nice, own.nice, own.policy, own.rt_priority, &restored);
+            crate::guard::unboost_born(pid, boosted_nice, own.nice, own.policy, own.rt_priority, &restored, false);
         }
         if let Some(g) = &mut self.guard {
             for t in self.tokens.drain(..) {
