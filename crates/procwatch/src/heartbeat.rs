@@ -111,16 +111,12 @@ pub fn failure_note_path(pid: i32) -> PathBuf {
 
 /// Takes (reads and removes) the agent's failure note for `pid`, if one is there and is the JVM's
 /// own: a regular file (not a link) owned by the JVM's user, its first line, at most 1 KiB.
-/// A JVM in a container writes it in its own /dev/shm, named by its pid inside its namespace:
-/// that place is looked at too, through /proc/PID/root.
-pub fn take_failure_note(pid: i32) -> Option<String> {
+/// A JVM in a container writes it in its own /dev/shm, named by its pid inside its namespace
+/// (`nspid`; `pid` itself outside any): that place is looked at too, through /proc/PID/root.
+pub fn take_failure_note(pid: i32, nspid: i32) -> Option<String> {
     use std::io::Read;
     use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
     let owner = std::fs::metadata(format!("/proc/{pid}")).ok()?.uid();
-    let nspid = std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|s| s.lines().find_map(|l| l.strip_prefix("NSpid:").and_then(|v| v.split_whitespace().last()?.parse::<i32>().ok())))
-        .unwrap_or(pid);
     let inside = PathBuf::from(format!("/proc/{pid}/root/dev/shm/stallscope-{nspid}.failed"));
     let (path, f) = [failure_note_path(pid), inside]
         .into_iter()

@@ -235,16 +235,6 @@ fn throttle_slows_direct_reads_and_removes_its_cgroup() {
     assert!(throttle_cgroups().is_empty(), "cgroups left behind: {:?}", throttle_cgroups());
 }
 
-fn throttle_cgroups() -> Vec<std::path::PathBuf> {
-    ["/sys/fs/cgroup/blkio", "/sys/fs/cgroup/unified", "/sys/fs/cgroup"]
-        .iter()
-        .filter_map(|r| std::fs::read_dir(r).ok())
-        .flat_map(|e| e.flatten())
-        .filter(|e| e.file_name().to_string_lossy().starts_with("stallscope-throttle-"))
-        .map(|e| e.path())
-        .collect()
-}
-
 #[test]
 fn cpu_hog_spins_for_the_time_asked() {
     let o = Command::new(bin()).args(["inject", "cpu-hog", "--threads", "2", "--for", "300ms", "--nice", "5"]).output().unwrap();

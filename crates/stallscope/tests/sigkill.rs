@@ -59,18 +59,6 @@ fn pid_with(comm: &str, marker: &str) -> Option<i32> {
         .find(|&p: &i32| std::fs::read_to_string(format!("/proc/{p}/comm")).is_ok_and(|c| c.trim() == comm))
 }
 
-const CGROUP_ROOTS: [&str; 4] = ["/sys/fs/cgroup/blkio", "/sys/fs/cgroup/unified", "/sys/fs/cgroup", "/sys/fs/cgroup/cpu"];
-
-fn our_cgroups() -> Vec<PathBuf> {
-    CGROUP_ROOTS
-        .iter()
-        .filter_map(|r| std::fs::read_dir(r).ok())
-        .flat_map(|e| e.flatten())
-        .filter(|e| e.file_name().to_string_lossy().starts_with("stallscope-throttle-"))
-        .map(|e| e.path())
-        .collect()
-}
-
 /// What a kill must not leave behind, for the processes and mount a test made.
 struct Watched<'a> {
     jvm: Option<i32>,
@@ -86,7 +74,7 @@ fn left_behind(w: &Watched) -> Vec<String> {
     if let Some(m) = w.mount.filter(|m| is_mounted(m)) {
         left.push(format!("mounted: {}", m.display()));
     }
-    let cg = our_cgroups();
+    let cg = throttle_cgroups();
     if !cg.is_empty() {
         left.push(format!("cgroups: {cg:?}"));
     }
@@ -150,7 +138,7 @@ fn repair(w: &Watched) {
             }
         }
     }
-    for cg in our_cgroups() {
+    for cg in throttle_cgroups() {
         if let Ok(procs) = std::fs::read_to_string(cg.join("cgroup.procs")) {
             for p in procs.lines().filter_map(|l| l.parse::<i32>().ok()) {
                 unsafe { libc::kill(p, libc::SIGKILL) };

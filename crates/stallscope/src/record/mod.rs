@@ -370,7 +370,7 @@ pub fn record_attached(s: &Settings, jvm: &Jvm, run_for: Option<Duration>, stop:
     let jar = std::fs::canonicalize(&s.jar).with_context(|| format!("{}: the agent jar is not there", s.jar.display()))?;
     let agent_stop = guard.add(crate::guard::Undo::JvmCommand { pid, command: "load".into(), args: vec!["instrument".into(), "false".into(), format!("{}=stop", jar.display())] })?;
     // A note left by an earlier attach that died before reading it would be taken for this one's.
-    let _ = procwatch::heartbeat::take_failure_note(pid);
+    let _ = procwatch::heartbeat::take_failure_note(pid, jvm.nspid);
     if let Err(e) = jvm.load_agent(&s.jar, &format!("log={}/{},interval=1s", s.dir.display(), files::HICCUPS)) {
         // Refused (no attach socket, the agent failed to start): nothing to undo.
         guard.forget(agent_stop);
@@ -379,7 +379,7 @@ pub fn record_attached(s: &Settings, jvm: &Jvm, run_for: Option<Duration>, stop:
     // The agent starts inside the load command: when it could not, its note is there now, with
     // the reason the JVM's stderr got (a recording directory the JVM cannot write or does not
     // see, as in another mount namespace).
-    if let Some(why) = procwatch::heartbeat::take_failure_note(pid) {
+    if let Some(why) = procwatch::heartbeat::take_failure_note(pid, jvm.nspid) {
         guard.forget(agent_stop);
         let ns = |p: &str| std::fs::read_link(format!("/proc/{p}/ns/mnt")).ok();
         let elsewhere = ns("self") != ns(&pid.to_string());

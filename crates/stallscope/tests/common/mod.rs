@@ -215,3 +215,15 @@ impl Drop for ThrowawayUser {
         }
     }
 }
+
+/// The cgroups `inject throttle` made that are still there, under every root it may use (v1
+/// blkio and cpu, the v2 unified tree).
+pub fn throttle_cgroups() -> Vec<PathBuf> {
+    ["/sys/fs/cgroup/blkio", "/sys/fs/cgroup/unified", "/sys/fs/cgroup", "/sys/fs/cgroup/cpu"]
+        .iter()
+        .filter_map(|r| std::fs::read_dir(r).ok())
+        .flat_map(|e| e.flatten())
+        .filter(|e| e.file_name().to_string_lossy().starts_with("stallscope-throttle-"))
+        .map(|e| e.path())
+        .collect()
+}
