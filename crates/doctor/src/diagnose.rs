@@ -18,6 +18,7 @@ use crate::evidence::{self, StallEvidence};
 use crate::recording::{Event, Meta, Recording, Sample, SystemSample};
 use crate::report::{Confidence, Finding, Report, SafepointView, StallReport, Summary, ThreadLine, TimeoutCulprit, SCHEMA};
 use crate::signals::system_signals;
+use crate::units::fmt_ns;
 use crate::wait::Wait;
 use hotspot_log::Safepoint;
 use std::collections::{BTreeMap, HashMap};
@@ -183,6 +184,36 @@ fn unknown_finding(ev: &StallEvidence) -> Finding {
     Finding { cause: Cause::Unknown, title: Cause::Unknown.title().into(), confidence: Confidence::Low, share: 1.0, culprits: vec![], evidence: vec![said], fix: Cause::Unknown.fix().into(), doc: Cause::Unknown.doc() }
 }
 
+/// What kept the recorder from looking during a stall, when it missed a tenth of it or more:
+/// steps of its own loop that took long (`RecorderHeld`), or noticing the stall late. Said
+/// beside `unknown`, since a stall nobody looked at is not one in which nothing happened.
+fn recorder_blind(events: &[Event], span: &StallSpan, threshold_ns: u64) -> Option<String> {
+    let (start, end) = (span.start_ns, span.end_ns);
+    let mut held = 0;
+    let mut steps: Vec<&str> = Vec::new();
+    for e in events {
+        let Event::RecorderHeld { t, held_ns, step, .. } = e else { continue };
+        let covered = (t + held_ns).min(end).saturating_sub((*t).max(start));
+        if covered > 0 {
+            held += covered;
+            if !steps.contains(&step.as_str()) {
+                steps.push(step);
+            }
+        }
+    }
+    // A stall is due to be noticed a threshold after it began.
+    let late = span.noticed_ns.saturating_sub(start + threshold_ns);
+    let d = span.duration_ns().max(1);
+    if held.max(late) * 10 < d {
+        return None;
+    }
+    Some(if held >= late {
+        format!("the recorder itself was held {} of the {} stall ({}), and took no look at the JVM meanwhile: what held the JVM then was not seen", fmt_ns(held), fmt_ns(d), steps.join(", "))
+    } else {
+        format!("the recorder noticed the stall {} later than its threshold (of {}): what held the JVM before then was not seen", fmt_ns(late), fmt_ns(d))
+    })
+}
+
 /// The busiest threads of a stall (CPU and run-queue time, then samples not asleep), as raw
 /// sample lines for the user to judge.
 fn busiest_threads(ev: &StallEvidence, names: &HashMap<i32, String>) -> Vec<ThreadLine> {
@@ -260,6 +291,11 @@ fn diagnose_stall(rec: &Recording, span: &StallSpan, samples: &[&Sample], meter_
     if findings.is_empty() {
         findings.push(unknown_finding(&ev));
     }
+    if let Some(said) = recorder_blind(&rec.events, span, meta.threshold_ns) {
+        for f in findings.iter_mut().filter(|f| f.cause == Cause::Unknown) {
+            f.evidence.push(said.clone());
+        }
+    }
     if findings.iter().any(|f| f.cause == Cause::Unknown) {
         raw = busiest_threads(&ev, &names);
     }
@@ -295,6 +331,7 @@ pub fn summarise(rec: &Recording, stalls: &[StallReport]) -> Summary {
         .iter()
         .filter_map(|e| match e {
             Event::ControlHiccup { late_ns, .. } => Some(*late_ns),
+            Event::RecorderHeld { held_ns, .. } => Some(*held_ns),
             _ => None,
         })
         .collect();
@@ -388,6 +425,25 @@ mod tests {
 
     fn end(stall: u32, resumed_ms: u64, resumed: bool) -> Event {
         Event::StallEnd { t: resumed_ms * MS + 1, stall, resumed_ns: resumed_ms * MS, control_max_late_ns: 7, control_queued_ns: None, resumed, dropped_samples: 0 }
+    }
+
+    #[test]
+    fn a_stall_the_recorder_did_not_look_at_says_so() {
+        let held = |t_ms: u64, held_ms: u64| Event::RecorderHeld { t: t_ms * MS, stall: 1, held_ns: held_ms * MS, step: "the first look".into() };
+        // Held 990 ms of a 1 s stall: said, with the step.
+        let ev = vec![begin(1, 2000, 2006), held(2006, 990), end(1, 3000, true)];
+        let said = recorder_blind(&ev, &stall_spans(&ev)[0], 5 * MS).expect("said");
+        assert!(said.contains("held 990 ms of the 1.00 s stall (the first look)"), "{said}");
+        // Held before the stall began: only the part inside counts (50 of 1000 ms): not said.
+        let ev = vec![held(1900, 150), begin(1, 2000, 2006), end(1, 3000, true)];
+        assert_eq!(recorder_blind(&ev, &stall_spans(&ev)[0], 5 * MS), None);
+        // Noticed on time (a threshold after it began): nothing to say.
+        let ev = vec![begin(1, 2000, 2006), end(1, 2030, true)];
+        assert_eq!(recorder_blind(&ev, &stall_spans(&ev)[0], 5 * MS), None);
+        // Noticed 500 ms late.
+        let ev = vec![begin(1, 2000, 2505), end(1, 3000, true)];
+        let said = recorder_blind(&ev, &stall_spans(&ev)[0], 5 * MS).expect("said");
+        assert!(said.contains("noticed the stall 500 ms later than its threshold"), "{said}");
     }
 
     #[test]

@@ -118,6 +118,10 @@ pub enum Event {
     },
     /// The recorder's own control meter woke late, outside any stall of the target.
     ControlHiccup { t: u64, late_ns: u64 },
+    /// One step of the recorder's watch loop took `held_ns` from `t` (a `/proc` read waiting on
+    /// a kernel lock, a write to a slow recording disk, the recorder descheduled mid-read): it
+    /// took no look at the target meanwhile. `stall` is 0 between stalls.
+    RecorderHeld { t: u64, stall: u32, held_ns: u64, step: String },
     /// The target exited (code, or signal).
     TargetExit { t: u64, code: Option<i32>, signal: Option<i32> },
     /// The recorder stopped watching (detach, Ctrl-C, --for).

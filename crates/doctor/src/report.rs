@@ -125,8 +125,9 @@ pub struct Summary {
     /// before it was logged).
     pub control: Option<HiccupSummary>,
     pub recorded_ns: u64,
-    /// Times stallscope's own control meter woke late outside the target's stalls: the machine
-    /// or the recorder itself was held up, and stalls in that time may be missing.
+    /// Times stallscope itself was held up: its control meter woke late outside the target's
+    /// stalls, or one step of its loop (a `/proc` read, a write) took long. Stalls in that time
+    /// may be missing or unseen.
     pub recorder_pauses: usize,
     pub recorder_pause_max_ns: u64,
 }

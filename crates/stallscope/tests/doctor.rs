@@ -419,8 +419,7 @@ fn stalls_at_the_safepoint_swap_slow_writes_and_reclaim_are_named_on_both_jdks()
     // full GCs, a GC log on a disk whose writes are slow, a JVM touching fresh memory in a full
     // memory cgroup.
     let cases = [("swap", "swappable", "swap-in"), ("slow-log", "slow-disk", "vm-thread-io"), ("memory-pressure", "squeezed", "memory-reclaim")];
-    for (i, java) in [java17(), java25()].into_iter().enumerate() {
-        let out = scratch(&format!("doctor-memory-{i}")).join("lab");
+    let lab = |java: &Path, out: &Path, cases: &[(&str, &str, &str)]| {
         let mut c = Command::new(bin());
         c.args(["lab", "run", "--reps", "1", "--out", out.to_str().unwrap(), "--java", java.to_str().unwrap()]);
         for (scenario, variant, _) in cases {
@@ -428,14 +427,34 @@ fn stalls_at_the_safepoint_swap_slow_writes_and_reclaim_are_named_on_both_jdks()
         }
         let o = c.output().unwrap();
         assert!(o.status.success(), "{java:?}: {}", String::from_utf8_lossy(&o.stderr));
+    };
+    // The stall the fault made: the one holding the longest safepoint (a busy two-CPU machine
+    // makes stalls of its own, at start-up above all).
+    let sp_total = |s: &Value| s["safepoint"]["total_ns"].as_u64().unwrap_or(0);
+    let longest = |r: &Value| r["stalls"].as_array().unwrap().iter().max_by_key(|s| sp_total(s)).cloned().expect("the fault made a stall");
+    for (i, java) in [java17(), java25()].into_iter().enumerate() {
+        let out = scratch(&format!("doctor-memory-{i}")).join("lab");
+        lab(&java, &out, &cases);
         for (scenario, variant, cause) in cases {
-            let r = report_json(&out.join(scenario).join(format!("{variant}-1")));
+            let mut dir = out.join(scenario).join(format!("{variant}-1"));
+            // A stall the recorder itself did not look at (one of its /proc reads was held for
+            // most of it, seen once in a CI run: one look in a 1 s stall) is rightly unknown,
+            // and the recording says why; it says nothing of the doctor. That scenario runs
+            // once more, and the second run is judged.
+            let first = longest(&report_json(&dir));
+            let said = first["findings"][0]["evidence"].to_string();
+            if first["findings"][0]["cause"] == "unknown" && (said.contains("the recorder itself was held") || said.contains("the recorder noticed the stall")) {
+                eprintln!("{java:?} {scenario}: the recorder did not see the stall, once more: {said}");
+                let again = scratch(&format!("doctor-memory-{i}-{scenario}")).join("lab");
+                lab(&java, &again, &[(scenario, variant, cause)]);
+                dir = again.join(scenario).join(format!("{variant}-1"));
+            }
+            let r = report_json(&dir);
             let stalls = r["stalls"].as_array().unwrap();
-            // The stall the fault made: the one holding the longest safepoint (a busy two-CPU
-            // machine makes stalls of its own, at start-up above all), named with confidence.
-            let sp_total = |s: &Value| s["safepoint"]["total_ns"].as_u64().unwrap_or(0);
-            let longest = stalls.iter().max_by_key(|s| sp_total(s)).expect("the fault made a stall");
-            assert_eq!(longest["findings"][0]["cause"], cause, "{java:?} {scenario}: {longest}");
+            // Named with confidence.
+            let longest = longest(&r);
+            let events = std::fs::read_to_string(dir.join("events.jsonl")).unwrap_or_default();
+            assert_eq!(longest["findings"][0]["cause"], cause, "{java:?} {scenario}: {longest}\nthe recorder's events: {events}");
             // Reclaim is seen directly (reclaim_throttle, shrink_*) only while a thread is inside
             // it; the JVM's own log writes in the squeezed cgroup wait in the filesystem meanwhile,
             // and /proc cannot say that reclaim holds them. The doctor then covers less than two
@@ -448,7 +467,7 @@ fn stalls_at_the_safepoint_swap_slow_writes_and_reclaim_are_named_on_both_jdks()
             let confident: &[&str] = if scenario == "slow-log" { &["high"] } else { &["high", "medium"] };
             let conf = longest["findings"][0]["confidence"].as_str().unwrap_or("");
             assert!(confident.contains(&conf), "{java:?} {scenario}: confidence {conf}: {longest}");
-            let rec = doctor::Recording::read(out.join(scenario).join(format!("{variant}-1"))).unwrap();
+            let rec = doctor::Recording::read(&dir).unwrap();
             for s in stalls {
                 let findings = s["findings"].as_array().unwrap();
                 let n = s["stall"].as_u64().unwrap() as u32;

@@ -126,7 +126,7 @@ fn render(r: &Report) -> String {
     if sm.recorder_pauses > 0 {
         let _ = writeln!(
             out,
-            "  recorder    stallscope's own control meter was late {} time{} (worst {}) outside the target's stalls: the machine or the recorder was held up",
+            "  recorder    stallscope itself was held up {} time{} (worst {}): its control meter woke late, or a /proc read or a write took long; stalls then may be missing or unseen",
             sm.recorder_pauses,
             if sm.recorder_pauses == 1 { "" } else { "s" },
             fmt_ns(sm.recorder_pause_max_ns)

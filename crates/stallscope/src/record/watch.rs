@@ -212,6 +212,8 @@ struct Watcher<'a> {
     stall: u32,
     idle: Idle,
     last_alive_check: Instant,
+    /// A step of the loop taking longer than this is written down as the recorder held.
+    held_after_ns: u64,
 }
 
 /// Never sleep so little that the loop spins, nor so long that Ctrl-C, --for or the target's
@@ -224,6 +226,9 @@ const ALIVE_CHECK: Duration = Duration::from_millis(100);
 const IDLE_SAMPLE: Duration = Duration::from_secs(1);
 /// When sampling falls this many intervals behind, it starts afresh rather than burst.
 const MAX_BACKLOG: u64 = 5;
+/// A step of the loop (one look at every thread, the maps, a system sample) that takes this many
+/// sampling intervals (or a whole threshold) is written down: the recorder saw nothing meanwhile.
+const HELD_INTERVALS: u64 = 10;
 
 impl<'a> Watcher<'a> {
     fn new(w: &'a mut Writer, pid: i32, hb: &'a Heartbeat, tracer: Option<&'a procwatch::trace::Tracer>, opts: WatchOptions) -> Result<Watcher<'a>> {
@@ -256,7 +261,18 @@ impl<'a> Watcher<'a> {
             stall: 0,
             idle: Idle { threads: Vec::new(), system, last: Instant::now() - 2 * IDLE_SAMPLE },
             last_alive_check: Instant::now(),
+            held_after_ns: opts.threshold_ns.max(HELD_INTERVALS * opts.sample_interval_ns),
         })
+    }
+
+    /// Writes the step begun at `from` down as the recorder held when it took too long: a stall
+    /// the recorder did not look at must not read as one in which nothing happened.
+    fn held(&mut self, step: &str, from: u64, stall: u32) -> Result<()> {
+        let took = mono_ns().saturating_sub(from);
+        if took > self.held_after_ns {
+            self.w.events.line(&Event::RecorderHeld { t: from, stall, held_ns: took, step: step.into() })?;
+        }
+        Ok(())
     }
 
     /// Whether watching should end now, and why: Ctrl-C, --for, or the target gone.
@@ -297,12 +313,14 @@ impl<'a> Watcher<'a> {
     fn idle_tick(&mut self, now: u64, expected: u64) -> Result<Option<Ending>> {
         if self.idle.last.elapsed() > IDLE_SAMPLE {
             self.idle.last = Instant::now();
+            let from = mono_ns();
             // Threads come and go: the list is refreshed with every baseline.
             if self.sampler.rescan().is_err() || self.sampler.sample(&mut self.idle.threads).is_err() {
                 return Ok(Some(Ending::TargetExited));
             }
             self.idle.system = system_sample(mono_ns(), 0, true, &self.sources);
             self.w.system.line(&SystemSample { jvm: Some(totals(&self.idle.threads)), ..self.idle.system.clone() })?;
+            self.held("the baseline look", from, 0)?;
             let late = self.control.take_outside();
             if late > self.opts.threshold_ns {
                 self.w.events.line(&Event::ControlHiccup { t: mono_ns(), late_ns: late })?;
@@ -333,6 +351,8 @@ impl<'a> Watcher<'a> {
             return Ok(None);
         }
         self.w.events.line(&Event::StallBegin { t: now, stall, last_tick_ns: b.last_tick_ns, expected_ns: b.last_tick_ns + self.resolution })?;
+        self.held("the first look", t_first, stall)?;
+        let from = mono_ns();
         if !self.idle.threads.is_empty() {
             self.w.samples.line(&Sample { t: self.idle.system.t, stall, full: true, baseline: true, threads: self.idle.threads.clone(), gone: vec![] })?;
         }
@@ -342,6 +362,7 @@ impl<'a> Watcher<'a> {
         let mapped_files = mapped_data_files(&m);
         let interesting: Vec<_> = m.into_iter().filter(|x| x.perms.contains('x') || x.is_file()).collect();
         self.w.context.line(&StallContext { t: mono_ns(), stall, java_threads, maps: interesting, mapped_files })?;
+        self.held("reading the maps", from, stall)?;
         Ok(Some(t_first))
     }
 
@@ -379,6 +400,9 @@ impl<'a> Watcher<'a> {
                 last_system = t;
                 self.w.system.line(&system_sample(t, stall, false, &self.sources))?;
             }
+            if t != t_first {
+                self.held("a look", t, stall)?;
+            }
             let looked = mono_ns();
             let b2 = self.hb.read();
             if b2.tick_count != b.tick_count || matches!(b2.state, MeterState::Exited | MeterState::Stopped) || stop.load(Ordering::Relaxed) {
@@ -411,6 +435,7 @@ impl<'a> Watcher<'a> {
             self.w.samples.line(&Sample { t, stall, full: true, baseline: false, threads: cur.clone(), gone: vec![] })?;
         }
         self.w.system.line(&system_sample(t, stall, false, &self.sources))?;
+        self.held("the last look", t, stall)?;
         let b2 = self.hb.read();
         let ticked = b2.tick_count != b.tick_count;
         // A tick's time is read before it is published; a safepoint between the two (the meter
