@@ -187,7 +187,8 @@ fn unknown_finding(ev: &StallEvidence) -> Finding {
 /// What kept the recorder from looking during a stall, when it missed a tenth of it or more:
 /// steps of its own loop that took long (`RecorderHeld`), or noticing the stall late. Said
 /// beside `unknown`, since a stall nobody looked at is not one in which nothing happened.
-fn recorder_blind(events: &[Event], span: &StallSpan, threshold_ns: u64) -> Option<String> {
+/// `span` is the stall as diagnosed, `noticed` as the recorder saw it (from the missed tick).
+fn recorder_blind(events: &[Event], span: &StallSpan, noticed: &StallSpan, threshold_ns: u64) -> Option<String> {
     let (start, end) = (span.start_ns, span.end_ns);
     let mut held = 0;
     let mut steps: Vec<&str> = Vec::new();
@@ -202,7 +203,7 @@ fn recorder_blind(events: &[Event], span: &StallSpan, threshold_ns: u64) -> Opti
         }
     }
     // A stall is due to be noticed a threshold after it began.
-    let late = span.noticed_ns.saturating_sub(start + threshold_ns);
+    let late = noticed.noticed_ns.saturating_sub(noticed.start_ns + threshold_ns);
     let d = span.duration_ns().max(1);
     if held.max(late) * 10 < d {
         return None;
@@ -241,7 +242,8 @@ fn parked_throughout(t: &evidence::ThreadEvidence, tick_ns: u64) -> bool {
 }
 
 /// The whole diagnosis of one stall.
-fn diagnose_stall(rec: &Recording, span: &StallSpan, samples: &[&Sample], meter_tid: Option<i32>) -> StallReport {
+/// `floor`: where the previous stall ended; a stall is never moved back into it.
+fn diagnose_stall(rec: &Recording, span: &StallSpan, floor: u64, samples: &[&Sample], meter_tid: Option<i32>) -> StallReport {
     let meta = &rec.meta;
     let stall = span.stall;
     let ctx = rec.context.iter().find(|c| c.stall == stall);
@@ -250,9 +252,13 @@ fn diagnose_stall(rec: &Recording, span: &StallSpan, samples: &[&Sample], meter_
     let spanned = if safepoint.as_ref().is_some_and(|s| s.unfinished) { safepoint.iter().cloned().collect() } else { spanned_safepoints(span, &rec.safepoints, safepoint.as_ref(), &names) };
     // The world stopped when the safepoint began, even if the meter noticed later (it was
     // asleep, or the recorder itself was held up): the stall starts there.
+    // Not, though, into the previous stall: when the heartbeat resumed inside a safepoint (its
+    // tick held up, then published) and stalled again, that safepoint is already explained there
+    // (seen in a lab run: a second 1.6 s "unknown" stall made of the first one's safepoint).
+    let noticed = span.clone();
     let mut span = span.clone();
     if let Some(first) = spanned.first().filter(|s| s.start_mono_ns < span.start_ns && s.start_mono_ns + s.total_ns > span.start_ns) {
-        span.start_ns = first.start_mono_ns;
+        span.start_ns = first.start_mono_ns.max(floor).min(span.start_ns);
     }
     let span = &span;
     let until = if span.exited_during { u64::MAX } else { span.end_ns };
@@ -291,7 +297,7 @@ fn diagnose_stall(rec: &Recording, span: &StallSpan, samples: &[&Sample], meter_
     if findings.is_empty() {
         findings.push(unknown_finding(&ev));
     }
-    if let Some(said) = recorder_blind(&rec.events, span, meta.threshold_ns) {
+    if let Some(said) = recorder_blind(&rec.events, span, &noticed, meta.threshold_ns) {
         for f in findings.iter_mut().filter(|f| f.cause == Cause::Unknown) {
             f.evidence.push(said.clone());
         }
@@ -361,7 +367,15 @@ pub fn diagnose(rec: &Recording) -> Report {
     for s in &rec.samples {
         by_stall.entry(s.stall).or_default().push(s);
     }
-    let mut stalls: Vec<StallReport> = stall_spans(&rec.events).iter().map(|span| diagnose_stall(rec, span, by_stall.get(&span.stall).map_or(&[][..], |v| &v[..]), meter_tid)).collect();
+    let spans = stall_spans(&rec.events);
+    let mut stalls: Vec<StallReport> = spans
+        .iter()
+        .enumerate()
+        .map(|(i, span)| {
+            let floor = i.checked_sub(1).map_or(0, |p| spans[p].end_ns);
+            diagnose_stall(rec, span, floor, by_stall.get(&span.stall).map_or(&[][..], |v| &v[..]), meter_tid)
+        })
+        .collect();
     // Stalls shorter than the threshold can be recorded at its edge; they are not stalls.
     stalls.retain(|s| s.duration_ns >= meta.threshold_ns || s.target_exited);
     let summary = summarise(rec, &stalls);
@@ -432,17 +446,17 @@ mod tests {
         let held = |t_ms: u64, held_ms: u64| Event::RecorderHeld { t: t_ms * MS, stall: 1, held_ns: held_ms * MS, step: "the first look".into() };
         // Held 990 ms of a 1 s stall: said, with the step.
         let ev = vec![begin(1, 2000, 2006), held(2006, 990), end(1, 3000, true)];
-        let said = recorder_blind(&ev, &stall_spans(&ev)[0], 5 * MS).expect("said");
+        let said = recorder_blind(&ev, &stall_spans(&ev)[0], &stall_spans(&ev)[0], 5 * MS).expect("said");
         assert!(said.contains("held 990 ms of the 1.00 s stall (the first look)"), "{said}");
         // Held before the stall began: only the part inside counts (50 of 1000 ms): not said.
         let ev = vec![held(1900, 150), begin(1, 2000, 2006), end(1, 3000, true)];
-        assert_eq!(recorder_blind(&ev, &stall_spans(&ev)[0], 5 * MS), None);
+        assert_eq!(recorder_blind(&ev, &stall_spans(&ev)[0], &stall_spans(&ev)[0], 5 * MS), None);
         // Noticed on time (a threshold after it began): nothing to say.
         let ev = vec![begin(1, 2000, 2006), end(1, 2030, true)];
-        assert_eq!(recorder_blind(&ev, &stall_spans(&ev)[0], 5 * MS), None);
+        assert_eq!(recorder_blind(&ev, &stall_spans(&ev)[0], &stall_spans(&ev)[0], 5 * MS), None);
         // Noticed 500 ms late.
         let ev = vec![begin(1, 2000, 2505), end(1, 3000, true)];
-        let said = recorder_blind(&ev, &stall_spans(&ev)[0], 5 * MS).expect("said");
+        let said = recorder_blind(&ev, &stall_spans(&ev)[0], &stall_spans(&ev)[0], 5 * MS).expect("said");
         assert!(said.contains("noticed the stall 500 ms later than its threshold"), "{said}");
     }
 
@@ -485,6 +499,31 @@ mod tests {
         assert_eq!((sp.op.as_str(), sp.ttsp_ns, sp.start_mono_ns), ("ThreadDump", 290 * MS, 2000 * MS));
         // A short safepoint inside a longer stall (a freeze) is not what held it.
         assert!(match_safepoint(&span, &[short], &[], &names).is_none());
+    }
+
+    #[test]
+    fn a_stall_is_not_moved_back_into_the_one_before_it() {
+        // A 1.6 s safepoint (2.0-3.6 s); the heartbeat resumed at 3.59 s, inside it, and stalled
+        // again until 3.61 s: the second stall begins where the first ended, not at 2.0 s.
+        let long = safepoint("[1.0s][3600000000ns][info][safepoint] Safepoint \"ThreadDump\", Time since last: 1 ns, Reaching safepoint: 1590000000 ns, Cleanup: 0 ns, At safepoint: 10000000 ns, Total: 1600000000 ns\n");
+        let rec = Recording {
+            dir: "x".into(),
+            meta: meta(),
+            events: vec![begin(1, 2001, 2006), end(1, 3590, true), begin(2, 3591, 3596), end(2, 3610, true), Event::Detach { t: 4000 * MS, reason: "x".into() }],
+            samples: vec![],
+            system: vec![],
+            context: Vec::<StallContext>::new(),
+            trace: vec![],
+            has_safepoint_log: true,
+            safepoints: vec![long],
+            unfinished_culprits: vec![],
+            hiccups: None,
+            control: None,
+            damage: vec![],
+        };
+        let r = diagnose(&rec);
+        let spans: Vec<(u64, u64)> = r.stalls.iter().map(|s| (s.start_mono_ns / MS, s.duration_ns / MS)).collect();
+        assert_eq!(spans, vec![(2000, 1590), (3590, 20)], "the first moved back to the safepoint's start, the second only to the first's end");
     }
 
     #[test]
