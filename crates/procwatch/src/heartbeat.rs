@@ -90,6 +90,8 @@ pub enum Liveness {
 pub struct Heartbeat {
     base: *const u8,
     pub path: PathBuf,
+    /// The JVM's pid here, when known: the heartbeat holds its pid inside its own namespace.
+    pid: Option<i32>,
 }
 
 // The mapping is read-only and only read through atomics.
@@ -98,7 +100,8 @@ unsafe impl Sync for Heartbeat {}
 
 /// Where the agent of `pid` puts its heartbeat: the JVM's own `$XDG_RUNTIME_DIR` (read from
 /// its environment, which may differ from ours) when that is an absolute directory and the file
-/// is there, else `/dev/shm`.
+/// is there, else `/dev/shm`. A JVM in a container names it by its pid inside its namespace, in
+/// its own filesystem: that place is reached through `/proc/<pid>/root`.
 pub fn default_path(pid: i32) -> PathBuf {
     beside_heartbeat(pid, "heartbeat")
 }
@@ -111,16 +114,12 @@ pub fn failure_note_path(pid: i32) -> PathBuf {
 
 /// Takes (reads and removes) the agent's failure note for `pid`, if one is there and is the JVM's
 /// own: a regular file (not a link) owned by the JVM's user, its first line, at most 1 KiB.
-/// A JVM in a container writes it in its own /dev/shm, named by its pid inside its namespace
-/// (`nspid`; `pid` itself outside any): that place is looked at too, through /proc/PID/root.
-pub fn take_failure_note(pid: i32, nspid: i32) -> Option<String> {
+pub fn take_failure_note(pid: i32) -> Option<String> {
     use std::io::Read;
     use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
     let owner = std::fs::metadata(format!("/proc/{pid}")).ok()?.uid();
-    let inside = PathBuf::from(format!("/proc/{pid}/root/dev/shm/stallscope-{nspid}.failed"));
-    let (path, f) = [failure_note_path(pid), inside]
-        .into_iter()
-        .find_map(|p| std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK).open(&p).ok().map(|f| (p, f)))?;
+    let path = failure_note_path(pid);
+    let f = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK).open(&path).ok()?;
     let m = f.metadata().ok()?;
     if !m.is_file() || m.uid() != owner {
         return None;
@@ -132,20 +131,23 @@ pub fn take_failure_note(pid: i32, nspid: i32) -> Option<String> {
     (!line.is_empty()).then_some(line)
 }
 
-/// A file of the agent's for `pid` with extension `ext`: in the JVM's $XDG_RUNTIME_DIR or ours
-/// when it is there, else in /dev/shm.
+/// A file of the agent's for `pid` with extension `ext`: in the JVM's $XDG_RUNTIME_DIR (or ours,
+/// when we share its filesystem) when it is there, else in its /dev/shm.
 fn beside_heartbeat(pid: i32, ext: &str) -> PathBuf {
-    let name = format!("stallscope-{pid}.{ext}");
+    let name = format!("stallscope-{}.{ext}", crate::ns::nspid(pid));
+    let root = crate::ns::root(pid);
     let theirs = std::fs::read(format!("/proc/{pid}/environ"))
         .ok()
-        .and_then(|env| env.split(|b| *b == 0).find_map(|kv| kv.strip_prefix(b"XDG_RUNTIME_DIR=").map(|v| PathBuf::from(String::from_utf8_lossy(v).into_owned()))));
-    let ours = std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from);
+        .and_then(|env| env.split(|b| *b == 0).find_map(|kv| kv.strip_prefix(b"XDG_RUNTIME_DIR=").map(|v| PathBuf::from(String::from_utf8_lossy(v).into_owned()))))
+        .filter(|d| d.is_absolute())
+        .map(|d| crate::ns::reach(&root, &d));
+    let ours = std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from).filter(|_| root == Path::new("/"));
     for dir in [theirs, ours].into_iter().flatten() {
         if dir.is_absolute() && dir.is_dir() && dir.join(&name).exists() {
             return dir.join(name);
         }
     }
-    PathBuf::from("/dev/shm").join(name)
+    crate::ns::reach(&root, Path::new("/dev/shm")).join(name)
 }
 
 /// The thread table beside a heartbeat file.
@@ -164,7 +166,7 @@ impl Heartbeat {
         if p == libc::MAP_FAILED {
             return Err(io::Error::last_os_error());
         }
-        let hb = Heartbeat { base: p as *const u8, path: path.to_path_buf() };
+        let hb = Heartbeat { base: p as *const u8, path: path.to_path_buf(), pid: None };
         // SAFETY: within the mapping.
         let magic = unsafe { std::slice::from_raw_parts(hb.base.add(off::MAGIC), MAGIC.len()) };
         if magic != MAGIC {
@@ -213,10 +215,17 @@ impl Heartbeat {
         }
     }
 
+    /// The heartbeat of the JVM that is `pid` here (in a container, the heartbeat holds its pid
+    /// there): its liveness is judged by `pid`.
+    pub fn of_pid(mut self, pid: i32) -> Heartbeat {
+        self.pid = Some(pid);
+        self
+    }
+
     /// Whether the JVM that wrote this file is still the process behind its pid.
     pub fn liveness(&self) -> Liveness {
         let b = self.read();
-        match crate::task::process_starttime(b.pid as i32) {
+        match crate::task::process_starttime(self.pid.unwrap_or(b.pid as i32)) {
             None => Liveness::Dead,
             Some(s) if b.proc_starttime != 0 && s != b.proc_starttime => Liveness::Reused,
             Some(_) => Liveness::Alive,

@@ -22,6 +22,7 @@ pub struct Jvm {
     tmp: PathBuf,
     cwd: PathBuf,
     pub uid: u32,
+    pub gid: u32,
     /// The JDK's home (from the mapped libjvm.so), when found.
     pub java_home: Option<PathBuf>,
 }
@@ -54,8 +55,9 @@ impl Jvm {
         };
         // …/lib/server/libjvm.so → the JDK home is three levels up.
         let java_home = Path::new(libjvm).parent().and_then(Path::parent).and_then(Path::parent).map(Path::to_path_buf);
-        let nspid = status_field(pid, "NSpid:").and_then(|v| v.split_whitespace().last().and_then(|n| n.parse().ok())).unwrap_or(pid);
-        Ok(Jvm { pid, nspid, tmp: proc.join("root/tmp"), cwd: proc.join("cwd"), uid, java_home })
+        let gid: u32 = status_field(pid, "Gid:").and_then(|g| g.split_whitespace().nth(1).and_then(|e| e.parse().ok())).unwrap_or(uid);
+        let nspid = procwatch::ns::nspid(pid);
+        Ok(Jvm { pid, nspid, tmp: proc.join("root/tmp"), cwd: proc.join("cwd"), uid, gid, java_home })
     }
 
     fn socket_path(&self) -> PathBuf {
@@ -129,8 +131,8 @@ impl Jvm {
     }
 
     /// Loads a Java agent (`agentmain`) with options.
+    /// Loads the agent `jar`, named as the JVM sees it (absolute), with `options`.
     pub fn load_agent(&self, jar: &Path, options: &str) -> Result<()> {
-        let jar = std::fs::canonicalize(jar).with_context(|| format!("{}: the agent jar is not there", jar.display()))?;
         let arg = if options.is_empty() { jar.display().to_string() } else { format!("{}={options}", jar.display()) };
         let out = self.execute("load", &["instrument", "false", &arg])?;
         // JDK 9+ report the agent's own result as `return code: N`.

@@ -35,6 +35,8 @@ pub enum Undo {
     Unmount { path: PathBuf },
     /// Remove a file (a heartbeat, a trigger file).
     RemoveFile { path: PathBuf },
+    /// Remove a directory of ours and what is in it (the agent staged in a container's /tmp).
+    RemoveDir { path: PathBuf },
     /// Send a JVM attach-protocol command (switch its logging off, stop the agent).
     JvmCommand { pid: i32, command: String, args: Vec<String> },
 }
@@ -152,6 +154,12 @@ pub fn undo(change: &Undo) -> Result<()> {
         }
         Undo::RemoveFile { path } => {
             let _ = std::fs::remove_file(path);
+        }
+        Undo::RemoveDir { path } => {
+            // Never through a link planted in its place (remove_dir_all does not follow them).
+            if std::fs::symlink_metadata(path).is_ok_and(|m| m.is_dir()) {
+                let _ = std::fs::remove_dir_all(path);
+            }
         }
         Undo::JvmCommand { pid, command, args } => {
             if Path::new(&format!("/proc/{pid}")).exists() {

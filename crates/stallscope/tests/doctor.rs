@@ -315,44 +315,78 @@ fn attach_watches_a_running_jvm_and_leaves_it_as_it_was() {
 /// `attach` killed outright (SIGKILL) runs no cleanup of its own: its guardian switches the
 /// JVM's log output off and stops the agent's meter.
 /// An agent that cannot start inside the JVM says why, at once, and the JVM is left as found.
-/// Here the JVM is in a pid and mount namespace of its own, as in a container: its own /dev/shm,
-/// and a private tmpfs over the recording directory's parent. It used to be a 15 s wait blaming
-/// the heartbeat, with the reason only on the JVM's stderr.
+/// Here root attaches to another user's JVM with `--out` under a directory that user cannot
+/// enter. It used to be a 15 s wait blaming the heartbeat, with the reason only on the JVM's
+/// stderr.
 #[test]
 fn an_agent_that_cannot_start_inside_the_jvm_says_why() {
     let _x = exclusive();
-    assert_eq!(unsafe { libc::geteuid() }, 0, "this test needs root: it runs a JVM in a pid and mount namespace of its own");
+    assert_eq!(unsafe { libc::geteuid() }, 0, "this test needs root: it attaches to another user's JVM");
+    let them = ThrowawayUser::new();
     let d = scratch("doctor-attach-unseen");
-    let hidden = d.join("hidden");
-    std::fs::create_dir(&hidden).unwrap();
-    let script = format!(
-        "mount -t tmpfs stallscope-test /dev/shm && mount -t tmpfs stallscope-test {} && exec {} -jar {} idle --duration 60s",
-        hidden.display(),
-        java17().display(),
-        workloads_jar().display()
-    );
-    let mut child = Command::new("unshare").args(["--pid", "--fork", "--kill-child", "--mount", "--propagation", "private", "sh", "-c", &script]).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().unwrap();
+    let private = d.join("private");
+    std::fs::create_dir(&private).unwrap();
+    std::fs::set_permissions(&private, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
+    let mut child = them.setpriv().arg(java17()).arg("-jar").arg(workloads_jar()).args(["idle", "--duration", "60s"]).current_dir("/tmp").stdout(Stdio::piped()).stderr(Stdio::null()).spawn().unwrap();
     let mut line = String::new();
     BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
-    assert!(line.starts_with("idle: pid "), "the JVM did not start: {line:?}");
-    // The JVM's pid on this side: unshare's child (pid 1 inside, where it prints its own).
-    let unshare = child.id();
     let jvm = Reaper(child);
-    let pid: i32 = std::fs::read_to_string(format!("/proc/{unshare}/task/{unshare}/children")).unwrap().split_whitespace().next().expect("unshare's child").parse().unwrap();
-    let dir = hidden.join("rec");
+    let pid: i32 = line.trim().strip_prefix("idle: pid ").unwrap().parse().unwrap();
+    let dir = private.join("rec");
     let o = Command::new(bin()).args(["attach", &pid.to_string(), "--for", "5s", "--out", dir.to_str().unwrap()]).output().unwrap();
     let err = String::from_utf8_lossy(&o.stderr).into_owned();
     assert_eq!(o.status.code(), Some(1), "{err}");
     assert_eq!(err.lines().count(), 1, "one line: {err}");
     assert!(err.contains("did not start inside it") && err.contains("cannot be written") && err.contains(dir.to_str().unwrap()), "the agent's own reason: {err}");
-    assert!(err.contains("another mount namespace"), "and what it means: {err}");
+    assert!(err.contains(&format!("the JVM's user (uid {})", them.uid)), "and what to do: {err}");
     let jcmd = java17().parent().unwrap().join("jcmd");
     let list = Command::new(&jcmd).args([&pid.to_string(), "VM.log", "list"]).output().unwrap();
     let list = String::from_utf8_lossy(&list.stdout).into_owned();
     assert!(!list.lines().any(|l| l.contains(dir.to_str().unwrap()) && !l.contains("all=off")), "logging left on: {list}");
-    let inside = PathBuf::from(format!("/proc/{pid}/root/dev/shm"));
-    let left: Vec<_> = std::fs::read_dir(&inside).unwrap().flatten().map(|e| e.file_name()).collect();
-    assert!(left.is_empty(), "no meter runs and the note was taken: {left:?} in the JVM's /dev/shm");
+    let left: Vec<_> = std::fs::read_dir("/dev/shm").unwrap().flatten().map(|e| e.file_name().to_string_lossy().into_owned()).filter(|n| n.starts_with(&format!("stallscope-{pid}."))).collect();
+    assert!(left.is_empty(), "no meter runs and the note was taken: {left:?}");
+    drop(jvm);
+}
+
+/// A JVM in a container (its own pid and mount namespaces, /proc, /tmp and /dev/shm): attach
+/// stages the agent in its /tmp, finds its heartbeat in its /dev/shm under its pid there, names
+/// its Java threads by their ids here, copies its logs into the recording, and leaves nothing
+/// behind. It used to fail every time, after 15 s, blaming the heartbeat.
+#[test]
+fn attach_reaches_a_jvm_in_a_container() {
+    let _x = exclusive();
+    assert_eq!(unsafe { libc::geteuid() }, 0, "this test needs root: it runs a JVM in a pid and mount namespace of its own");
+    let d = scratch("doctor-attach-container");
+    let (jvm, pid) = contained_jvm();
+    let inside = |p: &str| PathBuf::from(format!("/proc/{pid}/root{p}"));
+    let ours = |p: &str| std::fs::read_dir(inside(p)).unwrap().flatten().map(|e| e.file_name().to_string_lossy().into_owned()).filter(|n| n.starts_with("stallscope-")).collect::<Vec<_>>();
+    let dir = d.join("rec");
+    let att = Command::new(bin()).args(["attach", &pid.to_string(), "--for", "4s", "--out", dir.to_str().unwrap()]).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let t0 = Instant::now();
+    while !ours("/dev/shm").iter().any(|n| n.ends_with(".heartbeat")) {
+        assert!(t0.elapsed() < Duration::from_secs(20), "no heartbeat in the JVM's /dev/shm");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let f = Command::new(bin()).args(["inject", "freeze", &pid.to_string(), "--for", "400ms"]).output().unwrap();
+    assert!(f.status.success());
+    let o = att.wait_with_output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let r = report_json(&dir);
+    assert_eq!(stalls_with(&r, "frozen").len(), 1, "{:?}", causes(&r));
+    for f in ["safepoint.log", "hiccups.hlog"] {
+        assert!(std::fs::metadata(dir.join(f)).map(|m| m.len() > 0).unwrap_or(false), "the JVM's {f} was copied into the recording");
+    }
+    // Java thread names carry this side's thread ids: the task here by that id has that name.
+    let rec = doctor::Recording::read(&dir).unwrap();
+    let named = rec.context.iter().flat_map(|c| c.java_threads.iter()).find(|j| j.name == "Reference Handler").expect("a JVM thread is named");
+    let comm = std::fs::read_to_string(format!("/proc/{pid}/task/{}/comm", named.tid)).unwrap_or_default();
+    assert_eq!(comm.trim(), "Reference Handl", "tid {} here is not the JVM's Reference Handler", named.tid);
+    assert!(ours("/tmp").is_empty() && ours("/dev/shm").is_empty(), "left in the container: {:?} {:?}", ours("/tmp"), ours("/dev/shm"));
+    let jcmd = java17().parent().unwrap().join("jcmd");
+    let list = Command::new(&jcmd).args([&pid.to_string(), "VM.log", "list"]).output().unwrap();
+    let list = String::from_utf8_lossy(&list.stdout).into_owned();
+    assert!(!list.lines().any(|l| l.contains("safepoint.log") && !l.contains("all=off")), "logging left on: {list}");
     drop(jvm);
 }
 

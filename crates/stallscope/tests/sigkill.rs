@@ -93,14 +93,26 @@ fn left_behind(w: &Watched) -> Vec<String> {
             }
         }
         if let Some(dir) = w.logging_into {
-            let hb = format!("/dev/shm/stallscope-{jvm}.heartbeat");
+            // A JVM in a container: its files are in its own /dev/shm and /tmp, named by its pid
+            // there, and it logs into a staging directory of attach's in its /tmp.
+            let root = format!("/proc/{jvm}/root");
+            let ns = |p: &str| std::fs::read_link(format!("/proc/{p}/ns/mnt")).ok();
+            let contained = ns(&jvm.to_string()) != ns("self");
+            let (shm, inner) = if contained { (format!("{root}/dev/shm"), 1) } else { ("/dev/shm".to_string(), jvm) };
+            let hb = format!("{shm}/stallscope-{inner}.heartbeat");
             if Path::new(&hb).exists() {
                 left.push(format!("{hb}: the agent is still metering"));
+            }
+            if contained {
+                let staged: Vec<_> = std::fs::read_dir(format!("{root}/tmp")).unwrap().flatten().map(|e| e.file_name().to_string_lossy().into_owned()).filter(|n| n.starts_with("stallscope-")).collect();
+                if !staged.is_empty() {
+                    left.push(format!("in the container's /tmp: {staged:?}"));
+                }
             }
             let jcmd = java17().parent().unwrap().join("jcmd");
             let o = Command::new(jcmd).args([&jvm.to_string(), "VM.log", "list"]).output().unwrap();
             let list = String::from_utf8_lossy(&o.stdout).into_owned();
-            for l in list.lines().filter(|l| l.contains(dir.to_str().unwrap()) && !l.contains("all=off")) {
+            for l in list.lines().filter(|l| (l.contains(dir.to_str().unwrap()) || l.contains("/tmp/stallscope-")) && !l.contains("all=off")) {
                 left.push(format!("JVM still logging: {l}"));
             }
         }
@@ -339,14 +351,27 @@ fn freeze_killed_at_any_moment_leaves_nothing_stopped() {
 #[test]
 fn attach_killed_at_any_moment_leaves_the_jvm_as_it_was() {
     let _x = exclusive();
-    let mut rng = moments("attach");
-    let d = scratch("sigkill-attach");
     let mut child = Command::new(java17()).arg("-jar").arg(workloads_jar()).args(["idle", "--duration", "600s"]).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().unwrap();
     let mut line = String::new();
     BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
     let jvm = Reaper(child);
     let pid: i32 = line.trim().strip_prefix("idle: pid ").unwrap().parse().unwrap();
-    let heartbeat = PathBuf::from(format!("/dev/shm/stallscope-{pid}.heartbeat"));
+    attach_kills("attach", jvm, pid, PathBuf::from(format!("/dev/shm/stallscope-{pid}.heartbeat")));
+}
+
+/// The same against a JVM in a container: nothing is left in its /tmp either (attach stages the
+/// agent and the JVM's logs there).
+#[test]
+fn attach_killed_at_any_moment_leaves_a_contained_jvm_as_it_was() {
+    let _x = exclusive();
+    assert_eq!(unsafe { libc::geteuid() }, 0, "this test needs root: it runs a JVM in a pid and mount namespace of its own");
+    let (jvm, pid) = contained_jvm();
+    attach_kills("attach-contained", jvm, pid, PathBuf::from(format!("/proc/{pid}/root/dev/shm/stallscope-1.heartbeat")));
+}
+
+fn attach_kills(name: &str, jvm: Reaper, pid: i32, heartbeat: PathBuf) {
+    let mut rng = moments(name);
+    let d = scratch(&format!("sigkill-{name}"));
     let mut failures = Vec::new();
     for rep in 0..reps() {
         let dir = d.join(format!("rec-{rep}"));

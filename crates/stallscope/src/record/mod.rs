@@ -8,6 +8,7 @@
 pub mod agent_jar;
 pub mod boost;
 pub mod control;
+pub mod staging;
 pub mod watch;
 
 use crate::attach::Jvm;
@@ -363,28 +364,39 @@ pub fn record_attached(s: &Settings, jvm: &Jvm, run_for: Option<Duration>, stop:
     let command: Vec<String> = cmdline.split(|b| *b == 0).filter(|p| !p.is_empty()).map(|p| String::from_utf8_lossy(p).into_owned()).collect();
     let tracing = start_tracer(pid);
     let mut w = Writer::open_background(&s.dir, &meta("attach", command, pid, jvm.java_home.as_deref(), s, None, &tracing))?;
-    let log = format!("file={}/{}", s.dir.display(), files::SAFEPOINT_LOG);
     // Each change to the JVM is registered with a guardian before it is made: if this attach
-    // fails, or is killed outright, the JVM is left as found (its logging off, the meter stopped).
+    // fails, or is killed outright, the JVM is left as found (its logging off, the meter stopped,
+    // no directory of ours in its /tmp). The guardian undoes the newest change first.
     let mut guard = crate::guard::Guard::start()?;
     let jar = std::fs::canonicalize(&s.jar).with_context(|| format!("{}: the agent jar is not there", s.jar.display()))?;
-    let agent_stop = guard.add(crate::guard::Undo::JvmCommand { pid, command: "load".into(), args: vec!["instrument".into(), "false".into(), format!("{}=stop", jar.display())] })?;
+    // A JVM in a container sees neither the recording directory nor the jar: both are staged in
+    // its own /tmp, and the logs copied out at the end.
+    let staging = if procwatch::ns::other_mount_ns(pid) {
+        let st = staging::Staging::make(pid, &procwatch::ns::root(pid))?;
+        let _ = guard.add(crate::guard::Undo::RemoveDir { path: st.here.clone() })?;
+        st.fill(jvm.uid, jvm.gid, &jar)?;
+        Some(st)
+    } else {
+        None
+    };
+    let (jvm_dir, jvm_jar) = match &staging {
+        Some(st) => (st.inside.clone(), st.jar()),
+        None => (s.dir.clone(), jar),
+    };
+    let log = format!("file={}/{}", jvm_dir.display(), files::SAFEPOINT_LOG);
+    let agent_stop = guard.add(crate::guard::Undo::JvmCommand { pid, command: "load".into(), args: vec!["instrument".into(), "false".into(), format!("{}=stop", jvm_jar.display())] })?;
     // A note left by an earlier attach that died before reading it would be taken for this one's.
-    let _ = procwatch::heartbeat::take_failure_note(pid, jvm.nspid);
-    if let Err(e) = jvm.load_agent(&s.jar, &format!("log={}/{},interval=1s", s.dir.display(), files::HICCUPS)) {
+    let _ = procwatch::heartbeat::take_failure_note(pid);
+    if let Err(e) = jvm.load_agent(&jvm_jar, &format!("log={}/{},interval=1s", jvm_dir.display(), files::HICCUPS)) {
         // Refused (no attach socket, the agent failed to start): nothing to undo.
         guard.forget(agent_stop);
         return Err(e);
     }
     // The agent starts inside the load command: when it could not, its note is there now, with
-    // the reason the JVM's stderr got (a recording directory the JVM cannot write or does not
-    // see, as in another mount namespace).
-    if let Some(why) = procwatch::heartbeat::take_failure_note(pid, jvm.nspid) {
+    // the reason the JVM's stderr got (a recording directory the JVM cannot write).
+    if let Some(why) = procwatch::heartbeat::take_failure_note(pid) {
         guard.forget(agent_stop);
-        let ns = |p: &str| std::fs::read_link(format!("/proc/{p}/ns/mnt")).ok();
-        let elsewhere = ns("self") != ns(&pid.to_string());
-        let hint = if elsewhere { "; the JVM is in another mount namespace (a container): give --out a directory it sees at the same path, e.g. one mounted into it" } else { "" };
-        return Err(crate::failure::Failure::new(crate::failure::EXIT_FAILURE, format!("JVM pid {pid}: the stallscope agent did not start inside it: {why}{hint}")));
+        return Err(crate::failure::Failure::new(crate::failure::EXIT_FAILURE, format!("JVM pid {pid}: the stallscope agent did not start inside it: {why}; give --out a directory the JVM's user (uid {}) can reach and write", jvm.uid)));
     }
     let log_off = guard.add(crate::guard::Undo::JvmCommand { pid, command: "jcmd".into(), args: vec![format!("VM.log output={log} what=all=off")] })?;
     if let Err(e) = jvm.jcmd(&format!("VM.log output={log} output_options=filecount=0 what=safepoint*=debug decorators=uptime,timenanos,level,tags")) {
@@ -409,7 +421,7 @@ pub fn record_attached(s: &Settings, jvm: &Jvm, run_for: Option<Duration>, stop:
         Ending::Stopped(reason) => {
             // Leave the JVM as we found it: its logging off, the meter stopped.
             let off = jvm.jcmd(&format!("VM.log output={log} what=all=off"));
-            let stopped = jvm.load_agent(&s.jar, "stop");
+            let stopped = jvm.load_agent(&jvm_jar, "stop");
             for r in [off.map(|_| ()), stopped] {
                 if let Err(e) = r {
                     eprintln!("stallscope: detaching: {e:#}");
@@ -421,5 +433,14 @@ pub fn record_attached(s: &Settings, jvm: &Jvm, run_for: Option<Duration>, stop:
     // Undone above, or the JVM is gone: nothing for the guardian to do.
     guard.forget(log_off);
     guard.forget(agent_stop);
+    if let Some(st) = staging {
+        // The stopped agent finishes its hiccup log, then removes its heartbeat: wait for that.
+        let hb = procwatch::heartbeat::default_path(pid);
+        let t0 = Instant::now();
+        while hb.exists() && t0.elapsed() < Duration::from_secs(2) {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        st.finish(&s.dir, &[files::SAFEPOINT_LOG, files::HICCUPS])?;
+    }
     Ok(())
 }

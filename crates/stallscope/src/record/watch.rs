@@ -47,7 +47,7 @@ pub fn wait_for_heartbeat(pid: i32, timeout: Duration, alive: &mut dyn FnMut() -
         let path = heartbeat::default_path(pid);
         if let Ok(hb) = Heartbeat::open(&path) {
             if hb.read().state == MeterState::Running {
-                return Ok(Some(hb));
+                return Ok(Some(hb.of_pid(pid)));
             }
         }
         if !alive() || stop.load(Ordering::Relaxed) {
@@ -242,7 +242,9 @@ impl<'a> Watcher<'a> {
         let sources = Sources::new(pid);
         let beat = hb.read();
         let resolution = beat.resolution_ns.max(1);
-        w.events.line(&Event::MeterRunning { t: mono_ns(), resolution_ns: resolution, meter_tid: beat.meter_tid })?;
+        // The agent names threads as the JVM's own pid namespace numbers them (a container's).
+        let meter_tid = procwatch::ns::host_tids(pid).get(&(beat.meter_tid as i32)).map_or(beat.meter_tid, |t| *t as u32);
+        w.events.line(&Event::MeterRunning { t: mono_ns(), resolution_ns: resolution, meter_tid })?;
         let system = system_sample(mono_ns(), 0, true, &sources);
         let traces = tracer.map(|t| TraceWriter::start(t.reader(), &w.dir.join(files::TRACE))).transpose()?;
         Ok(Watcher {
@@ -357,7 +359,14 @@ impl<'a> Watcher<'a> {
             self.w.samples.line(&Sample { t: self.idle.system.t, stall, full: true, baseline: true, threads: self.idle.threads.clone(), gone: vec![] })?;
         }
         self.w.system.line(&SystemSample { stall, ..self.idle.system.clone() })?;
-        let java_threads = std::fs::read_to_string(&self.threads_file).map(|s| heartbeat::parse_threads(&s)).unwrap_or_default();
+        let mut java_threads = std::fs::read_to_string(&self.threads_file).map(|s| heartbeat::parse_threads(&s)).unwrap_or_default();
+        let host = procwatch::ns::host_tids(self.pid);
+        if !host.is_empty() {
+            for j in java_threads.iter_mut() {
+                // A thread gone since (or not yet listed) keeps no id: a wrong name is worse.
+                j.tid = host.get(&j.tid).copied().unwrap_or(0);
+            }
+        }
         let m = maps::read(self.pid).unwrap_or_default();
         let mapped_files = mapped_data_files(&m);
         let interesting: Vec<_> = m.into_iter().filter(|x| x.perms.contains('x') || x.is_file()).collect();

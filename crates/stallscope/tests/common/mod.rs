@@ -227,3 +227,29 @@ pub fn throttle_cgroups() -> Vec<PathBuf> {
         .map(|e| e.path())
         .collect()
 }
+
+/// The JVM's pid on this side of a namespace: unshare's child (pid 1 inside).
+pub fn child_of(unshare: u32) -> i32 {
+    std::fs::read_to_string(format!("/proc/{unshare}/task/{unshare}/children")).unwrap().split_whitespace().next().expect("unshare's child").parse().unwrap()
+}
+
+/// A JVM in a pid and mount namespace of its own with its own /proc, /tmp and /dev/shm, as in a
+/// container; its pid here.
+pub fn contained_jvm() -> (Reaper, i32) {
+    let script = format!(
+        "mount -t tmpfs stallscope-test /dev/shm && mount -t tmpfs stallscope-test /tmp && exec {} -jar {} idle --duration 600s",
+        java17().display(),
+        workloads_jar().display()
+    );
+    let mut child = Command::new("unshare")
+        .args(["--pid", "--fork", "--kill-child", "--mount", "--propagation", "private", "--mount-proc", "sh", "-c", &script])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut std::io::BufReader::new(child.stdout.take().unwrap()), &mut line).unwrap();
+    assert!(line.starts_with("idle: pid "), "the JVM did not start: {line:?}");
+    let unshare = child.id();
+    (Reaper(child), child_of(unshare))
+}
