@@ -205,14 +205,17 @@ fn recorder_blind(events: &[Event], span: &StallSpan, noticed: &StallSpan, thres
     // A stall is due to be noticed a threshold after it began.
     let late = noticed.noticed_ns.saturating_sub(noticed.start_ns + threshold_ns);
     let d = span.duration_ns().max(1);
-    if held.max(late) * 10 < d {
+    if (held + late) * 10 < d {
         return None;
     }
-    Some(if held >= late {
-        format!("the recorder itself was held {} of the {} stall ({}), and took no look at the JVM meanwhile: what held the JVM then was not seen", fmt_ns(held), fmt_ns(d), steps.join(", "))
-    } else {
-        format!("the recorder noticed the stall {} later than its threshold (of {}): what held the JVM before then was not seen", fmt_ns(late), fmt_ns(d))
-    })
+    let mut said = Vec::new();
+    if held > 0 {
+        said.push(format!("the recorder itself was held {} of the {} stall ({}), and took no look at the JVM meanwhile", fmt_ns(held), fmt_ns(d), steps.join(", ")));
+    }
+    if late > 0 {
+        said.push(format!("the recorder noticed the stall {} later than its threshold (of {})", fmt_ns(late), fmt_ns(d)));
+    }
+    Some(format!("{}: what held the JVM then was not seen", said.join("; ")))
 }
 
 /// The busiest threads of a stall (CPU and run-queue time, then samples not asleep), as raw
@@ -248,8 +251,11 @@ fn diagnose_stall(rec: &Recording, span: &StallSpan, floor: u64, samples: &[&Sam
     let stall = span.stall;
     let ctx = rec.context.iter().find(|c| c.stall == stall);
     let names: HashMap<i32, String> = ctx.map(|c| c.java_threads.iter().filter(|j| j.tid > 0).map(|j| (j.tid, j.name.clone())).collect()).unwrap_or_default();
-    let safepoint = match_safepoint(span, &rec.safepoints, &rec.unfinished_culprits, &names);
-    let spanned = if safepoint.as_ref().is_some_and(|s| s.unfinished) { safepoint.iter().cloned().collect() } else { spanned_safepoints(span, &rec.safepoints, safepoint.as_ref(), &names) };
+    // A safepoint that began before the previous stall ended is that stall's (see below).
+    let own = |s: &SafepointView| floor == 0 || s.start_mono_ns >= floor;
+    let safepoint = match_safepoint(span, &rec.safepoints, &rec.unfinished_culprits, &names).filter(own);
+    let spanned: Vec<SafepointView> = if safepoint.as_ref().is_some_and(|s| s.unfinished) { safepoint.iter().cloned().collect() } else { spanned_safepoints(span, &rec.safepoints, safepoint.as_ref(), &names) };
+    let spanned: Vec<SafepointView> = spanned.into_iter().filter(own).collect();
     // The world stopped when the safepoint began, even if the meter noticed later (it was
     // asleep, or the recorder itself was held up): the stall starts there.
     // Not, though, into the previous stall: when the heartbeat resumed inside a safepoint (its
@@ -523,7 +529,8 @@ mod tests {
         };
         let r = diagnose(&rec);
         let spans: Vec<(u64, u64)> = r.stalls.iter().map(|s| (s.start_mono_ns / MS, s.duration_ns / MS)).collect();
-        assert_eq!(spans, vec![(2000, 1590), (3590, 20)], "the first moved back to the safepoint's start, the second only to the first's end");
+        assert_eq!(spans, vec![(2000, 1590), (3591, 19)], "the first moved back to the safepoint's start, the second not at all");
+        assert!(r.stalls[0].safepoint.is_some() && r.stalls[1].safepoint.is_none() && r.stalls[1].safepoints.is_empty(), "the safepoint is the first stall's only");
     }
 
     #[test]

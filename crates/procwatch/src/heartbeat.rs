@@ -4,7 +4,6 @@
 //! Invariant: `read` is a handful of memory loads (acquire on `tick_count`, read twice so the
 //! tick and its time are a consistent pair); only `liveness` touches `/proc`.
 
-use std::fs::File;
 use std::io;
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
@@ -116,10 +115,10 @@ pub fn failure_note_path(pid: i32) -> PathBuf {
 /// own: a regular file (not a link) owned by the JVM's user, its first line, at most 1 KiB.
 pub fn take_failure_note(pid: i32) -> Option<String> {
     use std::io::Read;
-    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+    use std::os::unix::fs::MetadataExt;
     let owner = std::fs::metadata(format!("/proc/{pid}")).ok()?.uid();
     let path = failure_note_path(pid);
-    let f = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK).open(&path).ok()?;
+    let f = crate::ns::open_reached(&path, libc::O_RDONLY | libc::O_NONBLOCK).ok()?;
     let m = f.metadata().ok()?;
     if !m.is_file() || m.uid() != owner {
         return None;
@@ -150,15 +149,34 @@ fn beside_heartbeat(pid: i32, ext: &str) -> PathBuf {
     crate::ns::reach(&root, Path::new("/dev/shm")).join(name)
 }
 
+/// Reads the thread table at `path` (see [`threads_path`]) as [`Heartbeat::open`] opens the
+/// heartbeat, at most 4 MiB of it.
+pub fn read_threads(path: &Path) -> io::Result<Vec<JavaThread>> {
+    use std::io::Read;
+    let f = crate::ns::open_reached(path, libc::O_RDONLY | libc::O_NONBLOCK)?;
+    if !f.metadata()?.is_file() {
+        return Err(io::Error::new(io::ErrorKind::InvalidData, format!("{}: not a regular file", path.display())));
+    }
+    let mut text = String::new();
+    f.take(4 << 20).read_to_string(&mut text)?;
+    Ok(parse_threads(&text))
+}
+
 /// The thread table beside a heartbeat file.
 pub fn threads_path(heartbeat: &Path) -> PathBuf {
     heartbeat.with_extension("threads")
 }
 
 impl Heartbeat {
+    /// Opens the heartbeat at `path`: a regular file, never through a link at its last component
+    /// nor (under `/proc/<pid>/root`) out of the JVM's filesystem.
     pub fn open(path: &Path) -> io::Result<Heartbeat> {
-        let f = File::open(path)?;
-        if f.metadata()?.len() < SIZE as u64 {
+        let f = crate::ns::open_reached(path, libc::O_RDONLY | libc::O_NONBLOCK)?;
+        let m = f.metadata()?;
+        if !m.is_file() {
+            return Err(io::Error::new(io::ErrorKind::InvalidData, format!("{}: not a regular file", path.display())));
+        }
+        if m.len() < SIZE as u64 {
             return Err(io::Error::new(io::ErrorKind::InvalidData, format!("{}: shorter than a heartbeat ({SIZE} bytes)", path.display())));
         }
         // SAFETY: a read-only shared mapping of an open file, unmapped in Drop.

@@ -6,6 +6,8 @@
 //! `/`, no thread to translate), so callers need no second code path.
 
 use std::collections::HashMap;
+use std::fs::File;
+use std::os::fd::{AsRawFd, FromRawFd};
 use std::path::{Path, PathBuf};
 
 /// The last `NSpid` field of a `status` file: the id in the innermost pid namespace.
@@ -35,11 +37,53 @@ pub fn reach(root: &Path, path: &Path) -> PathBuf {
     root.join(path.strip_prefix("/").unwrap_or(path))
 }
 
+/// Opens `path`, never leaving the filesystem it names: a path under `/proc/<pid>/root/` is
+/// resolved inside that process's root (`openat2` with `RESOLVE_IN_ROOT`), so a link a container
+/// planted (`/dev/shm -> /etc`) stays in the container instead of reaching ours; and the last
+/// component is never followed (`O_NOFOLLOW`). `flags` are `open(2)` flags.
+pub fn open_reached(path: &Path, flags: i32) -> std::io::Result<File> {
+    use std::os::unix::ffi::OsStrExt;
+    let text = path.as_os_str().as_bytes();
+    let inside = text.strip_prefix(b"/proc/").and_then(|rest| {
+        let slash = rest.iter().position(|b| *b == b'/')?;
+        let (pid, after) = rest.split_at(slash);
+        let rel = after.strip_prefix(b"/root/")?;
+        (pid.iter().all(u8::is_ascii_digit) && !pid.is_empty()).then(|| (std::str::from_utf8(pid).unwrap_or("0").to_string(), rel.to_vec()))
+    });
+    let cstr = |b: &[u8]| std::ffi::CString::new(b).map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidInput));
+    let flags = flags | libc::O_NOFOLLOW | libc::O_CLOEXEC;
+    let fd = match inside {
+        None => {
+            let c = cstr(text)?;
+            // SAFETY: a valid C string; the result is checked.
+            unsafe { libc::open(c.as_ptr(), flags) }
+        }
+        Some((pid, rel)) => {
+            use std::os::unix::fs::OpenOptionsExt;
+            let root = File::options().read(true).custom_flags(libc::O_PATH | libc::O_DIRECTORY).open(format!("/proc/{pid}/root"))?;
+            let c = cstr(&rel)?;
+            // SAFETY: open_how is plain data; zeroed is a valid value, then filled in.
+            let mut how: libc::open_how = unsafe { std::mem::zeroed() };
+            how.flags = flags as u64;
+            how.resolve = libc::RESOLVE_IN_ROOT | libc::RESOLVE_NO_MAGICLINKS;
+            // SAFETY: a directory descriptor we own, a valid C string and open_how of its size.
+            unsafe { libc::syscall(libc::SYS_openat2, root.as_raw_fd(), c.as_ptr(), &how as *const libc::open_how, std::mem::size_of::<libc::open_how>()) as i32 }
+        }
+    };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: a descriptor just opened, owned by nobody else.
+    Ok(unsafe { File::from_raw_fd(fd) })
+}
+
 /// Thread ids of `pid` as its own namespace numbers them, mapped to ours. Empty when `pid` is
 /// in our pid namespace (nothing to translate).
 pub fn host_tids(pid: i32) -> HashMap<i32, i32> {
     let mut out = HashMap::new();
-    if nspid(pid) == pid {
+    // In our pid namespace NSpid has one entry; the inner id can equal ours by chance.
+    let nested = std::fs::read_to_string(format!("/proc/{pid}/status")).ok().and_then(|s| s.lines().find_map(|l| l.strip_prefix("NSpid:")).map(|v| v.split_whitespace().count() > 1));
+    if nested != Some(true) {
         return out;
     }
     let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return out };
@@ -65,6 +109,23 @@ mod tests {
         assert!(host_tids(me).is_empty());
         assert_eq!(reach(Path::new("/"), Path::new("/dev/shm/x")), PathBuf::from("/dev/shm/x"));
         assert_eq!(reach(Path::new("/proc/7/root"), Path::new("/dev/shm/x")), PathBuf::from("/proc/7/root/dev/shm/x"));
+    }
+
+    #[test]
+    fn a_path_reached_through_a_root_stays_inside_it() {
+        let d = std::env::temp_dir().join(format!("procwatch-ns-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::write(d.join("file"), b"x").unwrap();
+        std::os::unix::fs::symlink(d.join("file"), d.join("link")).unwrap();
+        let me = std::process::id();
+        // Our own root is / : the file opens, the link (last component) does not.
+        let via_root = |name: &str| PathBuf::from(format!("/proc/{me}/root{}", d.join(name).display()));
+        assert!(open_reached(&via_root("file"), libc::O_RDONLY).is_ok());
+        assert!(open_reached(&via_root("link"), libc::O_RDONLY).is_err(), "the last component is not followed");
+        assert!(open_reached(&d.join("file"), libc::O_RDONLY).is_ok());
+        assert!(open_reached(&d.join("link"), libc::O_RDONLY).is_err());
+        let _ = std::fs::remove_dir_all(&d);
     }
 
     #[test]

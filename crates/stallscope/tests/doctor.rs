@@ -375,7 +375,7 @@ fn attach_reaches_a_jvm_in_a_container() {
     let r = report_json(&dir);
     assert_eq!(stalls_with(&r, "frozen").len(), 1, "{:?}", causes(&r));
     for f in ["safepoint.log", "hiccups.hlog"] {
-        assert!(std::fs::metadata(dir.join(f)).map(|m| m.len() > 0).unwrap_or(false), "the JVM's {f} was copied into the recording");
+        assert!(std::fs::metadata(dir.join(f)).map(|m| m.len() > 0).unwrap_or(false), "the JVM's {f} was copied into the recording: {}", String::from_utf8_lossy(&o.stderr));
     }
     // Java thread names carry this side's thread ids: the task here by that id has that name.
     let rec = doctor::Recording::read(&dir).unwrap();

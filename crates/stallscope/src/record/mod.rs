@@ -372,15 +372,17 @@ pub fn record_attached(s: &Settings, jvm: &Jvm, run_for: Option<Duration>, stop:
     // A JVM in a container sees neither the recording directory nor the jar: both are staged in
     // its own /tmp, and the logs copied out at the end.
     let staging = if procwatch::ns::other_mount_ns(pid) {
-        let st = staging::Staging::make(pid, &procwatch::ns::root(pid))?;
-        let _ = guard.add(crate::guard::Undo::RemoveDir { path: st.here.clone() })?;
+        // Its removal registered before it exists: a kill in between leaves nothing.
+        let name = staging::fresh_name();
+        let token = guard.add(crate::guard::Undo::RemoveDir { path: staging::reached(pid, &name) })?;
+        let mut st = staging::Staging::make(pid, &name)?;
         st.fill(jvm.uid, jvm.gid, &jar)?;
-        Some(st)
+        Some((st, token))
     } else {
         None
     };
     let (jvm_dir, jvm_jar) = match &staging {
-        Some(st) => (st.inside.clone(), st.jar()),
+        Some((st, _)) => (st.inside.clone(), st.jar()),
         None => (s.dir.clone(), jar),
     };
     let log = format!("file={}/{}", jvm_dir.display(), files::SAFEPOINT_LOG);
@@ -412,35 +414,43 @@ pub fn record_attached(s: &Settings, jvm: &Jvm, run_for: Option<Duration>, stop:
     );
     let alive = &mut || Path::new(&format!("/proc/{pid}")).exists();
     let deadline = run_for.map(|d| Instant::now() + d);
-    let ending = match watch::wait_for_heartbeat(pid, Duration::from_secs(15), alive, stop)? {
-        Some(hb) => watch::watch(&mut w, pid, &hb, tracing.0.as_ref(), watch_options(s), stop, deadline, alive)?,
-        None => Ending::Stopped("interrupted before the agent started".into()),
+    let watched = match watch::wait_for_heartbeat(pid, Duration::from_secs(15), alive, stop) {
+        Ok(Some(hb)) => watch::watch(&mut w, pid, &hb, tracing.0.as_ref(), watch_options(s), stop, deadline, alive),
+        Ok(None) => Ok(Ending::Stopped("interrupted before the agent started".into())),
+        Err(e) => Err(e),
     };
-    match &ending {
-        Ending::TargetExited => w.events.line(&Event::TargetExit { t: mono_ns(), code: None, signal: None })?,
-        Ending::Stopped(reason) => {
-            // Leave the JVM as we found it: its logging off, the meter stopped.
-            let off = jvm.jcmd(&format!("VM.log output={log} what=all=off"));
-            let stopped = jvm.load_agent(&jvm_jar, "stop");
-            for r in [off.map(|_| ()), stopped] {
-                if let Err(e) = r {
-                    eprintln!("stallscope: detaching: {e:#}");
-                }
+    // Leave the JVM as we found it, whatever ended watching (an error too, so that the staged
+    // logs can be copied out after): its logging off, the meter stopped.
+    if !matches!(watched, Ok(Ending::TargetExited)) {
+        let off = jvm.jcmd(&format!("VM.log output={log} what=all=off"));
+        let stopped = jvm.load_agent(&jvm_jar, "stop");
+        for r in [off.map(|_| ()), stopped] {
+            if let Err(e) = r {
+                eprintln!("stallscope: detaching: {e:#}");
             }
-            w.events.line(&Event::Detach { t: mono_ns(), reason: reason.clone() })?;
         }
     }
     // Undone above, or the JVM is gone: nothing for the guardian to do.
     guard.forget(log_off);
     guard.forget(agent_stop);
-    if let Some(st) = staging {
+    if let Some((st, token)) = staging {
         // The stopped agent finishes its hiccup log, then removes its heartbeat: wait for that.
         let hb = procwatch::heartbeat::default_path(pid);
         let t0 = Instant::now();
         while hb.exists() && t0.elapsed() < Duration::from_secs(2) {
             std::thread::sleep(Duration::from_millis(10));
         }
-        st.finish(&s.dir, &[files::SAFEPOINT_LOG, files::HICCUPS])?;
+        let (removed, problem) = st.finish(&s.dir, &[files::SAFEPOINT_LOG, files::HICCUPS]);
+        if removed {
+            guard.forget(token);
+        }
+        if let Some(p) = problem {
+            eprintln!("stallscope: {p}");
+        }
+    }
+    match watched? {
+        Ending::TargetExited => w.events.line(&Event::TargetExit { t: mono_ns(), code: None, signal: None })?,
+        Ending::Stopped(reason) => w.events.line(&Event::Detach { t: mono_ns(), reason })?,
     }
     Ok(())
 }

@@ -243,7 +243,9 @@ impl<'a> Watcher<'a> {
         let beat = hb.read();
         let resolution = beat.resolution_ns.max(1);
         // The agent names threads as the JVM's own pid namespace numbers them (a container's).
-        let meter_tid = procwatch::ns::host_tids(pid).get(&(beat.meter_tid as i32)).map_or(beat.meter_tid, |t| *t as u32);
+        // Not found here (gone, or not yet listed): no id rather than another thread's.
+        let host = procwatch::ns::host_tids(pid);
+        let meter_tid = if host.is_empty() { beat.meter_tid } else { host.get(&(beat.meter_tid as i32)).map_or(0, |t| *t as u32) };
         w.events.line(&Event::MeterRunning { t: mono_ns(), resolution_ns: resolution, meter_tid })?;
         let system = system_sample(mono_ns(), 0, true, &sources);
         let traces = tracer.map(|t| TraceWriter::start(t.reader(), &w.dir.join(files::TRACE))).transpose()?;
@@ -359,7 +361,7 @@ impl<'a> Watcher<'a> {
             self.w.samples.line(&Sample { t: self.idle.system.t, stall, full: true, baseline: true, threads: self.idle.threads.clone(), gone: vec![] })?;
         }
         self.w.system.line(&SystemSample { stall, ..self.idle.system.clone() })?;
-        let mut java_threads = std::fs::read_to_string(&self.threads_file).map(|s| heartbeat::parse_threads(&s)).unwrap_or_default();
+        let mut java_threads = heartbeat::read_threads(&self.threads_file).unwrap_or_default();
         let host = procwatch::ns::host_tids(self.pid);
         if !host.is_empty() {
             for j in java_threads.iter_mut() {

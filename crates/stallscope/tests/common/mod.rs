@@ -236,8 +236,9 @@ pub fn child_of(unshare: u32) -> i32 {
 /// A JVM in a pid and mount namespace of its own with its own /proc, /tmp and /dev/shm, as in a
 /// container; its pid here.
 pub fn contained_jvm() -> (Reaper, i32) {
+    // The jar is opened before /tmp is covered: a checkout under /tmp (as CI's) would vanish.
     let script = format!(
-        "mount -t tmpfs stallscope-test /dev/shm && mount -t tmpfs stallscope-test /tmp && exec {} -jar {} idle --duration 600s",
+        "exec 3<{1} && mount -t tmpfs stallscope-test /dev/shm && mount -t tmpfs stallscope-test /tmp && exec {0} -jar /dev/fd/3 idle --duration 600s",
         java17().display(),
         workloads_jar().display()
     );
