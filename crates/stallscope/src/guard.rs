@@ -35,8 +35,10 @@ pub enum Undo {
     Unmount { path: PathBuf },
     /// Remove a file (a heartbeat, a trigger file).
     RemoveFile { path: PathBuf },
-    /// Remove a directory of ours and what is in it (the agent staged in a container's /tmp).
-    RemoveDir { path: PathBuf },
+    /// Remove a directory of ours and what is in it (the agent staged in a container's /tmp,
+    /// reached through `/proc/<pid>/root`): only while `pid` is still the process that started at
+    /// `starttime` (clock ticks since boot), so a reused pid's root is never touched.
+    RemoveDir { path: PathBuf, pid: i32, starttime: u64 },
     /// Send a JVM attach-protocol command (switch its logging off, stop the agent).
     JvmCommand { pid: i32, command: String, args: Vec<String> },
 }
@@ -155,9 +157,10 @@ pub fn undo(change: &Undo) -> Result<()> {
         Undo::RemoveFile { path } => {
             let _ = std::fs::remove_file(path);
         }
-        Undo::RemoveDir { path } => {
+        Undo::RemoveDir { path, pid, starttime } => {
             // Never through a link planted in its place (remove_dir_all does not follow them).
-            if std::fs::symlink_metadata(path).is_ok_and(|m| m.is_dir()) {
+            let same = procwatch::task::process_starttime(*pid) == Some(*starttime);
+            if same && std::fs::symlink_metadata(path).is_ok_and(|m| m.is_dir()) {
                 let _ = std::fs::remove_dir_all(path);
             }
         }
@@ -260,6 +263,19 @@ mod tests {
             Message::Add { id: 3, change: Undo::Reschedule { tid: 7, .. } } => {}
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn a_staging_directory_is_removed_only_while_its_process_is_the_same() {
+        let me = std::process::id() as i32;
+        let starttime = procwatch::task::process_starttime(me).unwrap();
+        let dir = std::env::temp_dir().join(format!("stallscope-guard-staged-{me}"));
+        std::fs::create_dir_all(dir.join("sub")).unwrap();
+        // Another process behind the pid (its start time differs): left alone.
+        undo(&Undo::RemoveDir { path: dir.clone(), pid: me, starttime: starttime + 1 }).unwrap();
+        assert!(dir.exists());
+        undo(&Undo::RemoveDir { path: dir.clone(), pid: me, starttime }).unwrap();
+        assert!(!dir.exists());
     }
 
     #[test]

@@ -374,7 +374,8 @@ pub fn record_attached(s: &Settings, jvm: &Jvm, run_for: Option<Duration>, stop:
     let staging = if procwatch::ns::other_mount_ns(pid) {
         // Its removal registered before it exists: a kill in between leaves nothing.
         let name = staging::fresh_name();
-        let token = guard.add(crate::guard::Undo::RemoveDir { path: staging::reached(pid, &name) })?;
+        let starttime = procwatch::task::process_starttime(pid).with_context(|| format!("JVM pid {pid}: gone"))?;
+        let token = guard.add(crate::guard::Undo::RemoveDir { path: staging::reached(pid, &name), pid, starttime })?;
         let mut st = staging::Staging::make(pid, &name)?;
         st.fill(jvm.uid, jvm.gid, &jar)?;
         Some((st, token))
