@@ -245,26 +245,26 @@ fn parked_throughout(t: &evidence::ThreadEvidence, tick_ns: u64) -> bool {
 }
 
 /// The whole diagnosis of one stall.
-/// `floor`: where the previous stall ended; a stall is never moved back into it.
-fn diagnose_stall(rec: &Recording, span: &StallSpan, floor: u64, samples: &[&Sample], meter_tid: Option<i32>) -> StallReport {
+/// `seen`: the stall as the recorder saw it; `floor`: where the previous stall ended.
+fn diagnose_stall(rec: &Recording, seen: &StallSpan, floor: u64, samples: &[&Sample], meter_tid: Option<i32>) -> StallReport {
     let meta = &rec.meta;
-    let stall = span.stall;
+    let stall = seen.stall;
     let ctx = rec.context.iter().find(|c| c.stall == stall);
     let names: HashMap<i32, String> = ctx.map(|c| c.java_threads.iter().filter(|j| j.tid > 0).map(|j| (j.tid, j.name.clone())).collect()).unwrap_or_default();
     // A safepoint that began before the previous stall ended is that stall's (see below).
     let own = |s: &SafepointView| floor == 0 || s.start_mono_ns >= floor;
-    let safepoint = match_safepoint(span, &rec.safepoints, &rec.unfinished_culprits, &names).filter(own);
-    let spanned: Vec<SafepointView> = if safepoint.as_ref().is_some_and(|s| s.unfinished) { safepoint.iter().cloned().collect() } else { spanned_safepoints(span, &rec.safepoints, safepoint.as_ref(), &names) };
+    let safepoint = match_safepoint(seen, &rec.safepoints, &rec.unfinished_culprits, &names).filter(own);
+    let spanned: Vec<SafepointView> = if safepoint.as_ref().is_some_and(|s| s.unfinished) { safepoint.iter().cloned().collect() } else { spanned_safepoints(seen, &rec.safepoints, safepoint.as_ref(), &names) };
     let spanned: Vec<SafepointView> = spanned.into_iter().filter(own).collect();
     // The world stopped when the safepoint began, even if the meter noticed later (it was
     // asleep, or the recorder itself was held up): the stall starts there.
     // Not, though, into the previous stall: when the heartbeat resumed inside a safepoint (its
     // tick held up, then published) and stalled again, that safepoint is already explained there
-    // (seen in a lab run: a second 1.6 s "unknown" stall made of the first one's safepoint).
-    let noticed = span.clone();
-    let mut span = span.clone();
+    // (seen in a lab run: a second 1.6 s "unknown" stall made of the first one's safepoint), and
+    // `own` left it out above.
+    let mut span = seen.clone();
     if let Some(first) = spanned.first().filter(|s| s.start_mono_ns < span.start_ns && s.start_mono_ns + s.total_ns > span.start_ns) {
-        span.start_ns = first.start_mono_ns.max(floor).min(span.start_ns);
+        span.start_ns = first.start_mono_ns;
     }
     let span = &span;
     let until = if span.exited_during { u64::MAX } else { span.end_ns };
@@ -303,7 +303,7 @@ fn diagnose_stall(rec: &Recording, span: &StallSpan, floor: u64, samples: &[&Sam
     if findings.is_empty() {
         findings.push(unknown_finding(&ev));
     }
-    if let Some(said) = recorder_blind(&rec.events, span, &noticed, meta.threshold_ns) {
+    if let Some(said) = recorder_blind(&rec.events, span, seen, meta.threshold_ns) {
         for f in findings.iter_mut().filter(|f| f.cause == Cause::Unknown) {
             f.evidence.push(said.clone());
         }

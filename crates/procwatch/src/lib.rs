@@ -1,7 +1,7 @@
 //! Linux observation for stallscope, from `/proc` and friends: per-thread samples, memory maps,
 //! machine-wide signals (TLB shootdowns, steal, pressure, swap and reclaim), a process's cgroups
-//! (throttling, memory limits, pressure), page-cache
-//! residency, the stallscope agent's heartbeat (in containers too, through their namespaces), (with privilege) tracepoint evidence, and the
+//! (throttling, memory limits, pressure), page-cache residency, the stallscope agent's heartbeat
+//! (in containers too, through their namespaces), (with privilege) tracepoint evidence, and the
 //! monotonic clock they are all stamped with.
 //!
 //! Each module reads one kind of kernel state into plain data and keeps no policy: what to

@@ -10,9 +10,14 @@ use std::fs::File;
 use std::os::fd::{AsRawFd, FromRawFd};
 use std::path::{Path, PathBuf};
 
+/// The `NSpid` ids of a `status` file, outermost (ours) first: one in our pid namespace.
+fn nspids(status: &str) -> Vec<i32> {
+    status.lines().find_map(|l| l.strip_prefix("NSpid:")).map(|v| v.split_whitespace().filter_map(|n| n.parse().ok()).collect()).unwrap_or_default()
+}
+
 /// The last `NSpid` field of a `status` file: the id in the innermost pid namespace.
 fn innermost(status: &str) -> Option<i32> {
-    status.lines().find_map(|l| l.strip_prefix("NSpid:")).and_then(|v| v.split_whitespace().last()).and_then(|n| n.parse().ok())
+    nspids(status).last().copied()
 }
 
 /// `pid`'s own pid inside its pid namespace (`pid` itself in ours, or when it cannot be read).
@@ -82,8 +87,7 @@ pub fn open_reached(path: &Path, flags: i32) -> std::io::Result<File> {
 pub fn host_tids(pid: i32) -> HashMap<i32, i32> {
     let mut out = HashMap::new();
     // In our pid namespace NSpid has one entry; the inner id can equal ours by chance.
-    let nested = std::fs::read_to_string(format!("/proc/{pid}/status")).ok().and_then(|s| s.lines().find_map(|l| l.strip_prefix("NSpid:")).map(|v| v.split_whitespace().count() > 1));
-    if nested != Some(true) {
+    if std::fs::read_to_string(format!("/proc/{pid}/status")).map_or(true, |s| nspids(&s).len() < 2) {
         return out;
     }
     let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return out };
@@ -94,6 +98,13 @@ pub fn host_tids(pid: i32) -> HashMap<i32, i32> {
         }
     }
     out
+}
+
+/// Our id of the thread `inner` names in its own pid namespace, by `host_tids`' map: itself when
+/// the map is empty (our namespace), 0 when the thread is not there (gone, or not yet listed),
+/// rather than another thread's id.
+pub fn host_tid(map: &HashMap<i32, i32>, inner: i32) -> i32 {
+    if map.is_empty() { inner } else { map.get(&inner).copied().unwrap_or(0) }
 }
 
 #[cfg(test)]
@@ -107,6 +118,9 @@ mod tests {
         assert!(!other_mount_ns(me));
         assert_eq!(root(me), PathBuf::from("/"));
         assert!(host_tids(me).is_empty());
+        assert_eq!(host_tid(&HashMap::new(), 42), 42);
+        assert_eq!(host_tid(&HashMap::from([(8, 4242)]), 8), 4242);
+        assert_eq!(host_tid(&HashMap::from([(8, 4242)]), 9), 0);
         assert_eq!(reach(Path::new("/"), Path::new("/dev/shm/x")), PathBuf::from("/dev/shm/x"));
         assert_eq!(reach(Path::new("/proc/7/root"), Path::new("/dev/shm/x")), PathBuf::from("/proc/7/root/dev/shm/x"));
     }

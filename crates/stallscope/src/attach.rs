@@ -130,8 +130,7 @@ impl Jvm {
         }
     }
 
-    /// Loads a Java agent (`agentmain`) with options.
-    /// Loads the agent `jar`, named as the JVM sees it (absolute), with `options`.
+    /// Loads a Java agent (`agentmain`): `jar` named as the JVM sees it (absolute), with `options`.
     pub fn load_agent(&self, jar: &Path, options: &str) -> Result<()> {
         let arg = if options.is_empty() { jar.display().to_string() } else { format!("{}={options}", jar.display()) };
         let out = self.execute("load", &["instrument", "false", &arg])?;

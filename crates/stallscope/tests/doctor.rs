@@ -275,7 +275,15 @@ fn ctrl_c_reaches_the_jvm_and_the_recording_is_finished() {
 }
 
 fn idle_jvm(extra: &[&str]) -> (Reaper, i32) {
-    let mut child = Command::new(java17()).args(extra).arg("-jar").arg(workloads_jar()).args(["idle", "--duration", "60s"]).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().unwrap();
+    let mut c = Command::new(java17());
+    c.args(extra);
+    idle_jvm_from(c)
+}
+
+/// The idle workload started by `c` (a `java` command, or one that runs it: `setpriv … java`),
+/// and its pid.
+fn idle_jvm_from(mut c: Command) -> (Reaper, i32) {
+    let mut child = c.arg("-jar").arg(workloads_jar()).args(["idle", "--duration", "60s"]).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().unwrap();
     let mut line = String::new();
     BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
     let pid = line.trim().strip_prefix("idle: pid ").unwrap().parse().unwrap();
@@ -314,6 +322,13 @@ fn attach_watches_a_running_jvm_and_leaves_it_as_it_was() {
 
 /// `attach` killed outright (SIGKILL) runs no cleanup of its own: its guardian switches the
 /// JVM's log output off and stops the agent's meter.
+/// The idle workload run as the throwaway user `them` (from /tmp, which they can enter).
+fn their_idle_jvm(them: &ThrowawayUser) -> (Reaper, i32) {
+    let mut c = them.setpriv();
+    c.arg(java17()).current_dir("/tmp");
+    idle_jvm_from(c)
+}
+
 /// An agent that cannot start inside the JVM says why, at once, and the JVM is left as found.
 /// Here root attaches to another user's JVM with `--out` under a directory that user cannot
 /// enter. It used to be a 15 s wait blaming the heartbeat, with the reason only on the JVM's
@@ -327,11 +342,7 @@ fn an_agent_that_cannot_start_inside_the_jvm_says_why() {
     let private = d.join("private");
     std::fs::create_dir(&private).unwrap();
     std::fs::set_permissions(&private, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
-    let mut child = them.setpriv().arg(java17()).arg("-jar").arg(workloads_jar()).args(["idle", "--duration", "60s"]).current_dir("/tmp").stdout(Stdio::piped()).stderr(Stdio::null()).spawn().unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
-    let jvm = Reaper(child);
-    let pid: i32 = line.trim().strip_prefix("idle: pid ").unwrap().parse().unwrap();
+    let (jvm, pid) = their_idle_jvm(&them);
     let dir = private.join("rec");
     let o = Command::new(bin()).args(["attach", &pid.to_string(), "--for", "5s", "--out", dir.to_str().unwrap()]).output().unwrap();
     let err = String::from_utf8_lossy(&o.stderr).into_owned();
@@ -397,21 +408,7 @@ fn root_attaches_to_another_users_jvm() {
     let _x = exclusive();
     let them = ThrowawayUser::new();
     let d = scratch("doctor-attach-other-user");
-    let mut child = them
-        .setpriv()
-        .arg(java17())
-        .arg("-jar")
-        .arg(workloads_jar())
-        .args(["idle", "--duration", "60s"])
-        .current_dir("/tmp")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
-    let jvm = Reaper(child);
-    let pid: i32 = line.trim().strip_prefix("idle: pid ").unwrap().parse().unwrap();
+    let (jvm, pid) = their_idle_jvm(&them);
     let dir = d.join("rec");
     let o = Command::new(bin()).args(["attach", &pid.to_string(), "--for", "2s", "--out", dir.to_str().unwrap()]).output().unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));

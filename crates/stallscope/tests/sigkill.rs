@@ -96,10 +96,9 @@ fn left_behind(w: &Watched) -> Vec<String> {
             // A JVM in a container: its files are in its own /dev/shm and /tmp, named by its pid
             // there, and it logs into a staging directory of attach's in its /tmp.
             let root = format!("/proc/{jvm}/root");
-            let ns = |p: &str| std::fs::read_link(format!("/proc/{p}/ns/mnt")).ok();
-            let contained = ns(&jvm.to_string()) != ns("self");
-            let (shm, inner) = if contained { (format!("{root}/dev/shm"), 1) } else { ("/dev/shm".to_string(), jvm) };
-            let hb = format!("{shm}/stallscope-{inner}.heartbeat");
+            let contained = procwatch::ns::other_mount_ns(jvm);
+            let shm = if contained { format!("{root}/dev/shm") } else { "/dev/shm".to_string() };
+            let hb = format!("{shm}/stallscope-{}.heartbeat", procwatch::ns::nspid(jvm));
             if Path::new(&hb).exists() {
                 left.push(format!("{hb}: the agent is still metering"));
             }

@@ -48,16 +48,12 @@ pub fn reached(pid: i32, name: &str) -> PathBuf {
     PathBuf::from(format!("/proc/{pid}/root/tmp")).join(name)
 }
 
-fn os_err(what: String) -> impl FnOnce(std::io::Error) -> anyhow::Error {
-    move |e| anyhow::anyhow!("{what}: {e}")
-}
-
 impl Staging {
     /// Makes the directory `name` in the `/tmp` of `pid`, empty: the caller registers its removal
     /// (at [`reached`]) before, and [`Staging::fill`] puts the agent in.
     pub fn make(pid: i32, name: &str) -> Result<Staging> {
         let tmp_path = PathBuf::from(format!("/proc/{pid}/root/tmp"));
-        let tmp = procwatch::ns::open_reached(&tmp_path, libc::O_RDONLY | libc::O_DIRECTORY).map_err(os_err(format!("JVM pid {pid}: its /tmp is not a directory stallscope can stage the agent in")))?;
+        let tmp = procwatch::ns::open_reached(&tmp_path, libc::O_RDONLY | libc::O_DIRECTORY).with_context(|| format!("JVM pid {pid}: its /tmp is not a directory stallscope can stage the agent in"))?;
         let c = CString::new(name)?;
         // SAFETY: a directory descriptor we own and a valid C string; relative to the descriptor,
         // so no link in the container's /tmp path is followed.

@@ -243,9 +243,7 @@ impl<'a> Watcher<'a> {
         let beat = hb.read();
         let resolution = beat.resolution_ns.max(1);
         // The agent names threads as the JVM's own pid namespace numbers them (a container's).
-        // Not found here (gone, or not yet listed): no id rather than another thread's.
-        let host = procwatch::ns::host_tids(pid);
-        let meter_tid = if host.is_empty() { beat.meter_tid } else { host.get(&(beat.meter_tid as i32)).map_or(0, |t| *t as u32) };
+        let meter_tid = procwatch::ns::host_tid(&procwatch::ns::host_tids(pid), beat.meter_tid as i32) as u32;
         w.events.line(&Event::MeterRunning { t: mono_ns(), resolution_ns: resolution, meter_tid })?;
         let system = system_sample(mono_ns(), 0, true, &sources);
         let traces = tracer.map(|t| TraceWriter::start(t.reader(), &w.dir.join(files::TRACE))).transpose()?;
@@ -363,11 +361,8 @@ impl<'a> Watcher<'a> {
         self.w.system.line(&SystemSample { stall, ..self.idle.system.clone() })?;
         let mut java_threads = heartbeat::read_threads(&self.threads_file).unwrap_or_default();
         let host = procwatch::ns::host_tids(self.pid);
-        if !host.is_empty() {
-            for j in java_threads.iter_mut() {
-                // A thread gone since (or not yet listed) keeps no id: a wrong name is worse.
-                j.tid = host.get(&j.tid).copied().unwrap_or(0);
-            }
+        for j in java_threads.iter_mut() {
+            j.tid = procwatch::ns::host_tid(&host, j.tid);
         }
         let m = maps::read(self.pid).unwrap_or_default();
         let mapped_files = mapped_data_files(&m);
