@@ -13,8 +13,9 @@
 //! synchronization event, the operation's name, leaving from the end event, and "at safepoint" as
 //! what lies between the end of `begin()` and the start of `end()`. Times are the chunk's ticks
 //! turned into nanoseconds with its `ticksPerSecond`, stamped on the wall clock (JFR has no JVM
-//! uptime on its events). The events are off in JFR's `default` settings and on (threshold 0) in
-//! none of the JDK's own; `docs/formats/jfr.md` gives settings that turn them on.
+//! uptime on its events). JFR's `default` settings record only `jdk.SafepointBegin` and
+//! `jdk.ExecuteVMOperation`, above 10 ms; none of the JDK's own settings records all four at
+//! threshold 0; `docs/formats/jfr.md` gives settings that turn them on.
 //!
 //! Chunk headers are checked here before `jfrs` sees a chunk (magic, version, a size that fits
 //! the file), and each chunk is parsed on its own, so a damaged or still-growing last chunk costs

@@ -150,8 +150,13 @@ fn jfr_recordings_of_jdk17_and_25_agree_with_jfr_print() {
 fn a_jfr_without_safepoint_events_says_how_to_record_them() {
     let _x = exclusive();
     let d = scratch("logs-jfr-default");
-    let f = d.join("default.jfr");
-    record(&java17(), &f, "default", 1);
+    // Not JFR's `default`: it records jdk.SafepointBegin above 10 ms, which a slow machine
+    // reaches (a CI run did). Settings with the safepoint events off and one event on.
+    let jfc = d.join("no-safepoints.jfc");
+    let off = ["jdk.SafepointBegin", "jdk.SafepointStateSynchronization", "jdk.ExecuteVMOperation", "jdk.SafepointEnd"].map(|e| format!("<event name=\"{e}\"><setting name=\"enabled\">false</setting></event>")).join("");
+    std::fs::write(&jfc, format!("<?xml version=\"1.0\" encoding=\"UTF-8\"?><configuration version=\"2.0\">{off}<event name=\"jdk.CPULoad\"><setting name=\"enabled\">true</setting><setting name=\"period\">100 ms</setting></event></configuration>")).unwrap();
+    let f = d.join("no-safepoints.jfr");
+    record(&java17(), &f, jfc.to_str().unwrap(), 1);
     let (code, _, err) = logs(&[f.to_str().unwrap()]);
     assert_eq!(code, 5, "{err}");
     assert!(err.contains("no safepoint events") && err.contains("docs/formats/jfr.md"), "{err}");
