@@ -20,8 +20,13 @@
 //! Chunk headers are checked here before `jfrs` sees a chunk (magic, version, a size that fits
 //! the file), and each chunk is parsed on its own, so a damaged or still-growing last chunk costs
 //! only itself. `jfrs` can panic, or ask for an allocation the size of a damaged count, on bad
-//! input: callers that must survive any file run [`read_chunks`] in a process of its own
-//! (`stallscope logs` does).
+//! input: callers that must survive any file run [`read_chunk`] and [`read_chunk_samples`] in a
+//! process of their own (`stallscope logs` and the recorder do).
+//!
+//! Besides safepoints, [`read_chunk_samples`] reads the stacks JFR sampled: `jdk.ExecutionSample`
+//! (a thread running Java code), `jdk.NativeMethodSample` (a thread in a native method) and, on
+//! JDK 25, `jdk.SafepointLatency` (how long a sampled thread took to reach its next safepoint
+//! poll, with its stack there). The doctor uses them to name a culprit thread's code.
 
 use crate::formats::Format;
 use crate::record::{Safepoint, Source};
@@ -147,6 +152,183 @@ pub fn chunk_spans<R: Read + Seek>(r: &mut R, len: u64) -> Result<(Vec<ChunkSpan
     Ok((spans, None))
 }
 
+/// One chunk's clock: its ticks in nanoseconds, and on the wall clock.
+#[derive(Debug, Clone, Copy)]
+struct ChunkClock {
+    tps: i128,
+    start_ticks: i128,
+    start_ns: i128,
+}
+
+impl ChunkClock {
+    fn of(h: &jfrs::reader::ChunkHeader) -> ChunkClock {
+        ChunkClock { tps: h.ticks_per_second.max(1) as i128, start_ticks: h.start_ticks as i128, start_ns: h.start_time_nanos as i128 }
+    }
+
+    fn to_ns(self, ticks: i64) -> i64 {
+        (ticks as i128 * 1_000_000_000 / self.tps) as i64
+    }
+
+    fn to_epoch(self, ticks: i64) -> i64 {
+        (self.start_ns + (ticks as i128 - self.start_ticks) * 1_000_000_000 / self.tps) as i64
+    }
+}
+
+/// Walks the events of one chunk (its bytes, checked by [`chunk_spans`]), handing `each` the
+/// events whose type is in `wanted`. Returns the count of events read and the damage that ended
+/// the walk early, if any; a chunk whose metadata or constant pools cannot be parsed is an error.
+fn walk_chunk(offset: u64, bytes: Vec<u8>, wanted: &[&str], out: &mut JfrChunk, each: &mut dyn FnMut(&str, jfrs::reader::event::Accessor<'_>, ChunkClock)) -> Result<(Option<ChunkClock>, Option<JfrError>), JfrError> {
+    let bad = |e: jfrs::reader::Error| JfrError::Bad { offset, reason: format!("this chunk cannot be parsed ({e})") };
+    let mut reader = jfrs::reader::JfrReader::new(io::Cursor::new(bytes));
+    out.offset = offset;
+    let mut damage = None;
+    let mut chunk_clock = None;
+    if let Some(chunk) = reader.chunks().next() {
+        // One chunk per buffer: whatever follows it is not another chunk of this file.
+        let (mut cr, chunk) = chunk.map_err(bad)?;
+        let clock = ChunkClock::of(&chunk.header);
+        chunk_clock = Some(clock);
+        out.start_epoch_ns = chunk.header.start_time_nanos;
+        out.end_epoch_ns = chunk.header.start_time_nanos.saturating_add(chunk.header.duration_nanos);
+        for event in cr.events(&chunk) {
+            let event = match event {
+                Ok(e) => e,
+                Err(e) => {
+                    damage = Some(JfrError::Bad { offset, reason: format!("this chunk's event {} cannot be parsed ({e}); its events before it are read", out.events + 1) });
+                    break;
+                }
+            };
+            out.events += 1;
+            let name = event.class.name();
+            if wanted.contains(&name) {
+                each(name, event.value(), clock);
+            }
+        }
+    }
+    Ok((chunk_clock, damage))
+}
+
+fn long_of(v: &jfrs::reader::event::Accessor<'_>, f: &str) -> Option<i64> {
+    v.get_field(f).and_then(|x| i64::try_from(x.value).ok().or_else(|| i32::try_from(x.value).ok().map(i64::from)))
+}
+
+/// A string field, written inline or through the constant pool (a `jdk.types.Symbol` holds
+/// its text in `string`).
+fn text_of(v: &jfrs::reader::event::Accessor<'_>, f: &str) -> Option<String> {
+    let x = v.get_field(f)?;
+    if let Ok(s) = <&str>::try_from(x.value) {
+        return Some(s.to_string());
+    }
+    x.get_field("string").and_then(|s| <&str>::try_from(s.value).ok()).map(str::to_string)
+}
+
+/// The JFR events that carry a thread's stack at an instant.
+pub const SAMPLE_EVENTS: [&str; 3] = ["jdk.ExecutionSample", "jdk.NativeMethodSample", "jdk.SafepointLatency"];
+
+/// At most this many frames are kept per stack, from the top.
+pub const MAX_FRAMES: usize = 16;
+
+/// One Java frame: `method` is `package.Class.method`, as a stack trace prints it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JavaFrame {
+    pub method: String,
+    /// The source line, when the class has line numbers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub line: Option<u32>,
+    /// `Interpreted`, `JIT compiled`, `Inlined` or `Native`, as JFR says.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub kind: String,
+}
+
+/// A thread's stack as JFR sampled it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JfrStackSample {
+    /// The JFR event it came from (one of [`SAMPLE_EVENTS`]).
+    pub event: String,
+    /// When, ns since the epoch; and on the JVM's tick clock, in ns.
+    pub epoch_ns: i64,
+    pub ticks_ns: i64,
+    /// For `jdk.SafepointLatency`: how long the thread took to reach its poll.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration_ns: Option<i64>,
+    /// The thread's id in the JVM's pid namespace (`osThreadId`), and its Java name when the
+    /// thread was first seen by JFR.
+    pub os_tid: i64,
+    #[serde(default)]
+    pub java_name: String,
+    /// Top first, at most [`MAX_FRAMES`]; `truncated` when the stack had more.
+    pub frames: Vec<JavaFrame>,
+    #[serde(default)]
+    pub truncated: bool,
+}
+
+/// The stack samples of one chunk, and its tick clock's anchor (`start_ticks_ns` on the tick
+/// clock is `start_epoch_ns` on the wall clock).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JfrSampleChunk {
+    pub offset: u64,
+    pub start_epoch_ns: i64,
+    pub start_ticks_ns: i64,
+    pub events: u64,
+    pub samples: Vec<JfrStackSample>,
+}
+
+fn frame_of(f: &jfrs::reader::event::Accessor<'_>) -> Option<JavaFrame> {
+    let m = f.get_field("method")?;
+    let class = m.get_field("type").and_then(|t| text_of(&t, "name")).unwrap_or_else(|| "?".into());
+    let name = text_of(&m, "name").unwrap_or_else(|| "?".into());
+    let line = long_of(f, "lineNumber").filter(|l| *l > 0).and_then(|l| u32::try_from(l).ok());
+    let kind = f.get_field("type").and_then(|t| text_of(&t, "description")).unwrap_or_default();
+    // Class names are in the JVM's internal form (`java/lang/String`).
+    Some(JavaFrame { method: format!("{}.{name}", class.replace('/', ".")), line, kind })
+}
+
+/// Reads one chunk's stack samples ([`SAMPLE_EVENTS`]) whose thread is in `tids` (all, when
+/// `tids` is empty). Damage is handled as by [`read_chunk`]. May panic or abort on a damaged
+/// chunk (see the module doc).
+pub fn read_chunk_samples(offset: u64, bytes: Vec<u8>, tids: &[i64]) -> Result<(JfrSampleChunk, Option<JfrError>), JfrError> {
+    let mut counts = JfrChunk::default();
+    let mut samples = Vec::new();
+    let (clock, damage) = walk_chunk(offset, bytes, &SAMPLE_EVENTS, &mut counts, &mut |name, v, clock| {
+        let thread = if name == "jdk.SafepointLatency" { v.get_field("eventThread") } else { v.get_field("sampledThread") };
+        let Some(thread) = thread else { return };
+        let Some(os_tid) = long_of(&thread, "osThreadId") else { return };
+        if !tids.is_empty() && !tids.contains(&os_tid) {
+            return;
+        }
+        let Some(start) = long_of(&v, "startTime") else { return };
+        let mut frames = Vec::new();
+        let mut truncated = false;
+        if let Some(st) = v.get_field("stackTrace") {
+            truncated = st.get_field("truncated").and_then(|t| bool::try_from(t.value).ok()).unwrap_or(false);
+            if let Some(fs) = st.get_field("frames").and_then(|f| f.as_iter()) {
+                for f in fs {
+                    if frames.len() == MAX_FRAMES {
+                        truncated = true;
+                        break;
+                    }
+                    if let Some(fr) = frame_of(&f) {
+                        frames.push(fr);
+                    }
+                }
+            }
+        }
+        samples.push(JfrStackSample {
+            event: name.to_string(),
+            epoch_ns: clock.to_epoch(start),
+            ticks_ns: clock.to_ns(start),
+            duration_ns: (name == "jdk.SafepointLatency").then(|| long_of(&v, "duration").map(|d| clock.to_ns(d))).flatten(),
+            os_tid,
+            java_name: text_of(&thread, "javaName").unwrap_or_default(),
+            frames,
+            truncated,
+        });
+    })?;
+    samples.sort_by_key(|s| s.ticks_ns);
+    let start_ticks_ns = clock.map_or(0, |c| c.to_ns(c.start_ticks as i64));
+    Ok((JfrSampleChunk { offset, start_epoch_ns: counts.start_epoch_ns, start_ticks_ns, events: counts.events, samples }, damage))
+}
+
 #[derive(Default)]
 struct Partial {
     begin: Option<(i64, i64, Option<u32>)>,
@@ -160,60 +342,34 @@ struct Partial {
 /// reading of the chunk, and the safepoints before them are kept, with the reason beside them.
 /// May panic or abort on a damaged chunk (see the module doc).
 pub fn read_chunk(offset: u64, bytes: Vec<u8>) -> Result<(JfrChunk, Option<JfrError>), JfrError> {
-    let bad = |e: jfrs::reader::Error| JfrError::Bad { offset, reason: format!("this chunk cannot be parsed ({e})") };
-    let mut reader = jfrs::reader::JfrReader::new(io::Cursor::new(bytes));
+    const SAFEPOINT_EVENTS: [&str; 4] = ["jdk.SafepointBegin", "jdk.SafepointStateSynchronization", "jdk.ExecuteVMOperation", "jdk.SafepointEnd"];
     let mut out = JfrChunk { offset, ..Default::default() };
     let mut by_id: HashMap<i64, Partial> = HashMap::new();
     let mut order: Vec<i64> = Vec::new();
-    let mut damage = None;
-    for chunk in reader.chunks() {
-        let (mut cr, chunk) = chunk.map_err(bad)?;
-        let h = &chunk.header;
-        let tps = h.ticks_per_second.max(1) as i128;
-        let (start_ticks, start_ns) = (h.start_ticks as i128, h.start_time_nanos as i128);
-        let to_ns = |ticks: i64| (ticks as i128 * 1_000_000_000 / tps) as i64;
-        let to_epoch = |ticks: i64| (start_ns + (ticks as i128 - start_ticks) * 1_000_000_000 / tps) as i64;
-        out.start_epoch_ns = h.start_time_nanos;
-        out.end_epoch_ns = h.start_time_nanos.saturating_add(h.duration_nanos);
-        for event in cr.events(&chunk) {
-            let event = match event {
-                Ok(e) => e,
-                Err(e) => {
-                    let at = out.events;
-                    damage = Some(JfrError::Bad { offset, reason: format!("this chunk's event {} cannot be parsed ({e}); its events before it are read", at + 1) });
-                    break;
-                }
-            };
-            out.events += 1;
-            let name = event.class.name();
-            if !matches!(name, "jdk.SafepointBegin" | "jdk.SafepointStateSynchronization" | "jdk.ExecuteVMOperation" | "jdk.SafepointEnd") {
-                continue;
-            }
-            let v = event.value();
-            let long = |f: &str| v.get_field(f).and_then(|x| i64::try_from(x.value).ok().or_else(|| i32::try_from(x.value).ok().map(i64::from)));
-            let count = |f: &str| v.get_field(f).and_then(|x| i32::try_from(x.value).ok()).and_then(|n| u32::try_from(n).ok());
-            let (Some(id), Some(start), Some(dur)) = (long("safepointId"), long("startTime"), long("duration")) else { continue };
-            if name == "jdk.ExecuteVMOperation" && !v.get_field("safepoint").and_then(|x| bool::try_from(x.value).ok()).unwrap_or(false) {
-                continue;
-            }
-            out.safepoint_events += 1;
-            let p = by_id.entry(id).or_insert_with(|| {
-                order.push(id);
-                Partial::default()
-            });
-            match name {
-                "jdk.SafepointBegin" => p.begin = Some((to_epoch(start), to_ns(dur), count("totalThreadCount"))),
-                "jdk.SafepointStateSynchronization" => p.sync = Some((to_ns(dur), count("initialThreadCount"))),
-                "jdk.ExecuteVMOperation" => {
-                    let op = v.get_field("operation").and_then(|o| o.get_field("type")).and_then(|t| <&str>::try_from(t.value).ok()).unwrap_or("unknown");
-                    p.op = Some((op.to_string(), to_epoch(start), to_ns(dur)));
-                }
-                _ => p.end = Some((to_epoch(start), to_ns(dur))),
-            }
+    let mut safepoint_events = 0;
+    let (_, damage) = walk_chunk(offset, bytes, &SAFEPOINT_EVENTS, &mut out, &mut |name, v, clock| {
+        let count = |f: &str| v.get_field(f).and_then(|x| i32::try_from(x.value).ok()).and_then(|n| u32::try_from(n).ok());
+        let (Some(id), Some(start), Some(dur)) = (long_of(&v, "safepointId"), long_of(&v, "startTime"), long_of(&v, "duration")) else { return };
+        if name == "jdk.ExecuteVMOperation" && !v.get_field("safepoint").and_then(|x| bool::try_from(x.value).ok()).unwrap_or(false) {
+            return;
         }
-        // One chunk per buffer: whatever follows it is not another chunk of this file.
-        break;
-    }
+        safepoint_events += 1;
+        let p = by_id.entry(id).or_insert_with(|| {
+            order.push(id);
+            Partial::default()
+        });
+        let (to_epoch, to_ns) = (|t| clock.to_epoch(t), |t| clock.to_ns(t));
+        match name {
+            "jdk.SafepointBegin" => p.begin = Some((to_epoch(start), to_ns(dur), count("totalThreadCount"))),
+            "jdk.SafepointStateSynchronization" => p.sync = Some((to_ns(dur), count("initialThreadCount"))),
+            "jdk.ExecuteVMOperation" => {
+                let op = v.get_field("operation").and_then(|o| o.get_field("type")).and_then(|t| <&str>::try_from(t.value).ok()).unwrap_or("unknown");
+                p.op = Some((op.to_string(), to_epoch(start), to_ns(dur)));
+            }
+            _ => p.end = Some((to_epoch(start), to_ns(dur))),
+        }
+    })?;
+    out.safepoint_events = safepoint_events;
     for id in order {
         let p = by_id.remove(&id).expect("every id in order is in the map");
         // A safepoint is the one jdk.SafepointBegin says it is; the other events only add to it.

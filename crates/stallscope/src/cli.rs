@@ -50,7 +50,13 @@ pub enum Command {
     /// Reads a JFR file's chunks into safepoints, one JSON line per chunk (run by `logs` in a
     /// process of its own, which a damaged file cannot take down).
     #[command(hide = true)]
-    JfrChunks { file: std::path::PathBuf },
+    JfrChunks {
+        /// Stack samples of these threads (comma-separated os thread ids; empty: all) instead of
+        /// safepoints.
+        #[arg(long)]
+        samples: Option<String>,
+        file: std::path::PathBuf,
+    },
 }
 
 #[derive(Args, Debug, Clone)]
@@ -131,12 +137,17 @@ pub struct RecordOptions {
     /// Print the diagnosis as JSON (schema: docs/formats/report-json.md).
     #[arg(long)]
     pub json: bool,
+    /// Do not have the JVM's flight recorder sample its threads' stacks (JDK 11+; about 1% of
+    /// a core, docs/frames.md): culprits are then named without their Java code.
+    #[arg(long)]
+    pub no_frames: bool,
 }
 
 #[derive(Args, Debug, Clone)]
 #[command(after_help = "\
 The JVM gets the stallscope agent (hiccup meter and heartbeat), -Xlog:safepoint*=debug with
-the timenanos decorator, and -XX:+SafepointTimeout at the stall threshold. Its stdout, stderr
+the timenanos decorator, -XX:+SafepointTimeout at the stall threshold, and a flight recording
+of its threads' stacks (frames.jfr, unless --no-frames) that names each culprit's code. Its stdout, stderr
 and exit code pass through; Ctrl-C reaches it, then the recording is finished and diagnosed.
 
 Example:

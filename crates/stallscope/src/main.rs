@@ -8,6 +8,7 @@ mod commands;
 mod failure;
 mod guard;
 mod inject;
+mod jfr;
 mod lab;
 mod logs;
 mod output;
@@ -27,7 +28,7 @@ fn main() {
         cli::Command::Inject(c) => inject::run(c),
         cli::Command::Workload(c) => workload::run(c),
         cli::Command::Guard => guard::run_guardian(),
-        cli::Command::JfrChunks { file } => logs::jfr::reader_main(&file),
+        cli::Command::JfrChunks { file, samples } => jfr::reader_main(&file, samples.as_deref()),
         cli::Command::Run(a) => commands::record::run(a),
         cli::Command::Attach(a) => commands::record::attach(a),
         cli::Command::Report(a) => commands::report::run(a),
