@@ -742,6 +742,7 @@ fn culprit_view(t: &ThreadEvidence, held: &[&Held], cause: Cause, inp: &Inputs) 
         module: t.fault_pc.or(ip).filter(|_| faulting).and_then(|pc| module_of(pc, inp.maps)),
         files,
         named_by_safepoint_timeout: named,
+        code: None,
     }
 }
 

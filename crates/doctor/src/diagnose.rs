@@ -311,6 +311,13 @@ fn diagnose_stall(rec: &Recording, seen: &StallSpan, floor: u64, samples: &[&Sam
     if findings.iter().any(|f| f.cause == Cause::Unknown) {
         raw = busiest_threads(&ev, &names);
     }
+    // A thread late to the safepoint was late while it was being reached: that is when its code
+    // held the world (after it, the thread runs on elsewhere while the operation runs).
+    let (code_from, code_to) = match safepoint.as_ref().filter(|sp| !sp.unfinished && sp.ttsp_ns > 0) {
+        Some(sp) => (sp.start_mono_ns, sp.start_mono_ns + sp.ttsp_ns),
+        None => (span.start_ns, span.start_ns + duration),
+    };
+    name_the_code(&mut findings, &rec.frames, code_from, code_to);
     StallReport {
         stall,
         start_mono_ns: span.start_ns,
@@ -325,6 +332,36 @@ fn diagnose_stall(rec: &Recording, seen: &StallSpan, floor: u64, samples: &[&Sam
         control_max_late_ns: span.control_max_late_ns,
         target_exited: span.exited_during,
         raw,
+    }
+}
+
+/// Gives each culprit its code (the JVM's stack sample nearest the stall, see [`crate::code`]),
+/// and names the code in the fix of each finding whose first culprit has one.
+fn name_the_code(findings: &mut [Finding], frames: &[crate::recording::FrameSample], start: u64, end: u64) {
+    if frames.is_empty() {
+        return;
+    }
+    for f in findings.iter_mut() {
+        for c in f.culprits.iter_mut() {
+            c.code = crate::code::for_thread(frames, c.tid, start, end);
+        }
+        let unsampled: Vec<String> = f.culprits.iter().filter(|c| c.code.is_none() && !evidence::jvm_internal(&c.name)).map(|c| format!("\"{}\"", c.name)).collect();
+        if !unsampled.is_empty() && f.cause != Cause::Unknown {
+            f.evidence.push(format!(
+                "the JVM's flight recorder took no stack of {} within {} of the stall: it samples a thread only when it can interrupt it in Java code or a native method, and a thread blocked in a page fault or working inside the VM (a bulk copy from a mapping, Unsafe.copyMemory or setMemory) cannot be (docs/frames.md)",
+                unsampled.join(", "),
+                fmt_ns(crate::code::NEAR_NS)
+            ));
+        }
+        // Only where the fix is a change to that code: not for CPU starvation, say, whose fix is
+        // the machine's.
+        let lead = match f.cause {
+            Cause::NoSafepointPoll => "the loop in",
+            Cause::MajorFault => "the read in",
+            _ => continue,
+        };
+        let Some(frame) = f.culprits.first().and_then(|c| c.code.as_ref()).and_then(|c| c.fix_frame()) else { continue };
+        f.fix = format!("{lead} {}: {}", crate::code::describe_frame(frame), f.fix);
     }
 }
 
@@ -390,6 +427,7 @@ pub fn diagnose(rec: &Recording) -> Report {
     if end_of_recording(&rec.events).is_none() {
         notes.push("the recording has no end record: the recorder was killed or crashed (or is still recording), so it was cut short; a stall open at its end ends there".into());
     }
+    notes.extend(rec.frames_notes.iter().cloned());
     if !rec.has_safepoint_log {
         notes.push("no safepoint log in the recording: stalls cannot be joined with safepoints".into());
     }
@@ -520,6 +558,8 @@ mod tests {
             system: vec![],
             context: Vec::<StallContext>::new(),
             trace: vec![],
+            frames: vec![],
+            frames_notes: vec![],
             has_safepoint_log: true,
             safepoints: vec![long],
             unfinished_culprits: vec![],
@@ -543,6 +583,8 @@ mod tests {
             system: vec![],
             context: Vec::<StallContext>::new(),
             trace: vec![],
+            frames: vec![],
+            frames_notes: vec![],
             has_safepoint_log: false,
             safepoints: vec![],
             unfinished_culprits: vec![],

@@ -22,11 +22,12 @@
 //! [`wait`] (what a thread waited in, from one sample), [`evidence`] (one stall's samples
 //! rebuilt into each thread's time by what it did), [`signals`] (what the machine, the cgroups
 //! and the recorder did meanwhile), [`classify`] (evidence to causes and shares), [`causes`]
-//! (each cause's name, fix and page), [`report`] (the result), and [`units`] (durations as
+//! (each cause's name, fix and page), [`code`] (a culprit's Java code, from the JVM's own stack samples), [`report`] (the result), and [`units`] (durations as
 //! people type and read them).
 
 pub mod causes;
 pub mod classify;
+pub mod code;
 mod diagnose;
 pub mod evidence;
 pub mod hlog;

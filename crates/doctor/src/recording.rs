@@ -33,8 +33,15 @@ pub mod files {
     pub const TRACE: &str = "trace.jsonl";
     /// The recorder's control meter, an HdrHistogram interval log like the agent's.
     pub const CONTROL: &str = "control.hlog";
+    /// The JVM's own flight recording of its threads' stacks (JFR execution samples), with the
+    /// settings it was made with; it opens in JDK Mission Control.
+    pub const FRAMES_JFR: &str = "frames.jfr";
+    pub const FRAMES_JFC: &str = "frames.jfc";
+    /// The stacks of `frames.jfr` around each stall, on the recording's clock: what the doctor
+    /// reads to name a culprit's code.
+    pub const FRAMES: &str = "frames.jsonl";
     /// Every file a recording may hold.
-    pub const ALL: [&str; 9] = [META, SAFEPOINT_LOG, HICCUPS, EVENTS, SAMPLES, SYSTEM, CONTEXT, TRACE, CONTROL];
+    pub const ALL: [&str; 12] = [META, SAFEPOINT_LOG, HICCUPS, EVENTS, SAMPLES, SYSTEM, CONTEXT, TRACE, CONTROL, FRAMES_JFR, FRAMES_JFC, FRAMES];
 }
 
 /// A recording holds plain files only: a FIFO or socket in its place would block the reader
@@ -224,6 +231,43 @@ pub struct StallContext {
     pub maps: Vec<Mapping>,
     /// Page-cache residency of data files the target maps: (path, resident pages, pages).
     pub mapped_files: Vec<(String, u64, u64)>,
+}
+
+/// One stack of one thread as the JVM's flight recorder sampled it, near a stall.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct FrameSample {
+    /// When, on CLOCK_MONOTONIC (from JFR's wall-clock stamp: good to about a millisecond).
+    pub t: u64,
+    /// The thread's id on the host (as `/proc` and the samples name it), and its Java name as
+    /// JFR first saw it.
+    pub tid: i32,
+    #[serde(default)]
+    pub name: String,
+    /// `jdk.ExecutionSample`, `jdk.NativeMethodSample` or `jdk.SafepointLatency`.
+    pub event: String,
+    /// For `jdk.SafepointLatency`: how long the thread took, from `t`, to reach its next
+    /// safepoint poll (where `frames` were taken).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency_ns: Option<u64>,
+    /// Top first.
+    pub frames: Vec<hotspot_log::jfr::JavaFrame>,
+    #[serde(default)]
+    pub truncated: bool,
+}
+
+/// A line of `frames.jsonl`: a stack, or a note.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(untagged)]
+pub enum FramesLine {
+    Sample(FrameSample),
+    Note(FramesNote),
+}
+
+/// What became of the JVM's flight recording of stacks, when it was asked for (the first line
+/// of `frames.jsonl` when it is not a sample).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct FramesNote {
+    pub note: String,
 }
 
 /// Tracepoint events around one stall: each thread's last few page faults and its mmap_lock
@@ -445,6 +489,10 @@ pub struct Recording {
     pub system: Vec<SystemSample>,
     pub context: Vec<StallContext>,
     pub trace: Vec<StallTrace>,
+    /// The JVM's stack samples near stalls (empty when none were recorded), and what the
+    /// recorder said of them (why they are missing).
+    pub frames: Vec<FrameSample>,
+    pub frames_notes: Vec<String>,
     /// Whether the recording holds the JVM's safepoint log at all.
     pub has_safepoint_log: bool,
     pub safepoints: Vec<hotspot_log::Safepoint>,
@@ -494,6 +542,13 @@ impl Recording {
                 damage.push(format!("{}: {} line(s) that look like safepoint records were not understood and are not counted{first}", sp.display(), rep.lines_unrecognised));
             }
         }
+        let (mut frames, mut frames_notes) = (Vec::new(), Vec::new());
+        for l in read_lines_noting::<FramesLine>(&dir.join(files::FRAMES), &mut damage)? {
+            match l {
+                FramesLine::Sample(s) => frames.push(s),
+                FramesLine::Note(n) => frames_notes.push(n.note),
+            }
+        }
         Ok(Recording {
             dir: dir.to_path_buf(),
             events: read_lines_noting(&dir.join(files::EVENTS), &mut damage)?,
@@ -501,6 +556,8 @@ impl Recording {
             system: read_lines_noting(&dir.join(files::SYSTEM), &mut damage)?,
             context: read_lines_noting(&dir.join(files::CONTEXT), &mut damage)?,
             trace: read_lines_noting(&dir.join(files::TRACE), &mut damage)?,
+            frames,
+            frames_notes,
             damage,
             hiccups: None,
             control: None,

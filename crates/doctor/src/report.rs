@@ -63,6 +63,9 @@ pub struct CulpritView {
     /// Mapped files it may have been reading (not in the page cache).
     pub files: Vec<String>,
     pub named_by_safepoint_timeout: bool,
+    /// Its Java code: the JVM's own stack sample nearest the stall (null when the JVM recorded
+    /// none of this thread near it; see docs/frames.md).
+    pub code: Option<crate::code::CulpritCode>,
 }
 
 #[derive(Debug, Clone, Serialize)]

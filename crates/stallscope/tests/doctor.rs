@@ -77,6 +77,15 @@ fn counted_loop_runs_without_a_safepoint_poll_on_both_jdks() {
         for s in &hits {
             assert_eq!(culprit_names(s), vec!["counted-loop".to_string()], "{java:?}: the culprit by its full Java name: {s}");
             assert!(s["safepoint"]["ttsp_ns"].as_u64().unwrap() > s["safepoint"]["at_safepoint_ns"].as_u64().unwrap());
+            // Its code, from the JVM's own stack samples: the workload's loop, named in the fix.
+            let code = &s["findings"][0]["culprits"][0]["code"];
+            let top = code["frames"][code["app_frame"].as_u64().unwrap_or(0) as usize]["method"].as_str().unwrap_or_default();
+            assert_eq!(top, "io.stallscope.workloads.CountedLoop.invoke", "{java:?}: the culprit's code: {code}");
+            let fix = s["findings"][0]["fix"].as_str().unwrap();
+            assert!(fix.starts_with("the loop in CountedLoop.invoke (line "), "{java:?}: {fix}");
+        }
+        if java == java25() {
+            assert!(hits.iter().any(|s| s["findings"][0]["culprits"][0]["code"]["event"] == "jdk.SafepointLatency"), "JDK 25 says how long the loop held the thread from its poll: {hits:?}");
         }
         assert!(hits.iter().any(|s| s["findings"][0]["confidence"] == "high"), "SafepointTimeout and /proc agree: high confidence");
 
@@ -111,6 +120,13 @@ fn mapped_read_on_a_slow_disk_is_a_major_fault_on_the_named_file() {
     assert!(c["description"].as_str().unwrap().contains("not in a syscall"), "{c}");
     assert!(c["files"].as_array().unwrap().iter().any(|f| f.as_str().unwrap().contains("test.dat")), "the mapped file is named: {c}");
     assert_eq!(s["findings"][0]["confidence"], "high");
+    // Its code is named when the JVM sampled it near the stall; when it could not (a thread
+    // blocked in a page fault cannot be interrupted to be sampled), the report says so rather
+    // than showing another thread's code or an old one.
+    match c["code"]["frames"].as_array() {
+        Some(frames) => assert!(frames.iter().any(|f| f["method"].as_str().unwrap().starts_with("io.stallscope.workloads.MappedRead")), "{c}"),
+        None => assert!(s["findings"][0]["evidence"].as_array().unwrap().iter().any(|e| e.as_str().unwrap().contains("flight recorder took no stack of \"reader-thread\"")), "{s}"),
+    }
     // With root, the page-fault tracepoint turns the fault into a file and an offset.
     assert_eq!(unsafe { libc::geteuid() }, 0, "this test needs root for tracepoints (CI runs as root)");
     assert_eq!(r["meta"]["tracepoints"], true, "{}", r["meta"]);

@@ -10,7 +10,7 @@ use anyhow::Result;
 use std::os::unix::process::ExitStatusExt;
 
 fn request(o: &RecordOptions) -> RecordRequest<'_> {
-    RecordRequest { out: o.out.as_deref(), threshold_ns: o.threshold.ns(), sample_interval_ns: o.sample_interval.ns(), agent: o.agent.as_deref() }
+    RecordRequest { out: o.out.as_deref(), threshold_ns: o.threshold.ns(), sample_interval_ns: o.sample_interval.ns(), agent: o.agent.as_deref(), frames: !o.no_frames }
 }
 
 pub fn run(a: RunArgs) -> Result<i32> {

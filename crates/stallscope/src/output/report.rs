@@ -36,6 +36,28 @@ fn wrap(out: &mut String, label: &str, text: &str) {
     let _ = writeln!(out, "{}", line.trim_end());
 }
 
+/// A culprit's Java stack, as a stack trace prints it: where it came from, then its top frames.
+fn code_block(out: &mut String, code: &doctor::code::CulpritCode) {
+    const SHOWN: usize = 6;
+    wrap(out, "code", &format!("{}:", code.source));
+    for (i, f) in code.frames.iter().take(SHOWN).enumerate() {
+        let mut at = format!("{:11}at {}", "", f.method);
+        match (f.line, f.kind.is_empty()) {
+            (Some(l), false) => at.push_str(&format!(" (line {l}, {})", f.kind)),
+            (Some(l), true) => at.push_str(&format!(" (line {l})")),
+            (None, false) => at.push_str(&format!(" ({})", f.kind)),
+            (None, true) => {}
+        }
+        if Some(i) == code.app_frame && i > 0 {
+            at.push_str("   <- its code");
+        }
+        let _ = writeln!(out, "{at}");
+    }
+    if code.frames.len() > SHOWN || code.truncated {
+        let _ = writeln!(out, "{:11}…", "");
+    }
+}
+
 fn stall_block(out: &mut String, s: &StallReport) {
     let head = match (&s.safepoint, s.safepoints.len()) {
         (Some(sp), _) if sp.unfinished => format!(" — inside a safepoint that never completed (the JVM exited): reaching it {}", fmt_ns(sp.ttsp_ns)),
@@ -60,6 +82,11 @@ fn stall_block(out: &mut String, s: &StallReport) {
                 t.push_str(&format!("; mapped file {file}"));
             }
             wrap(out, "culprit", &t);
+            // Once per thread and stall: a second finding about the same thread has the same code.
+            let shown = s.findings[..i].iter().any(|g| g.culprits.iter().any(|o| o.tid == c.tid));
+            if let Some(code) = c.code.as_ref().filter(|_| !shown) {
+                code_block(out, code);
+            }
         }
         for e in &f.evidence {
             wrap(out, "evidence", e);

@@ -8,6 +8,7 @@
 pub mod agent_jar;
 pub mod boost;
 pub mod control;
+pub mod frames;
 pub mod staging;
 pub mod watch;
 
@@ -28,13 +29,15 @@ pub struct Settings {
     pub dir: PathBuf,
     pub threshold_ns: u64,
     pub sample_interval_ns: u64,
+    /// Have the JVM's flight recorder sample its threads' stacks (`frames`).
+    pub frames: bool,
 }
 
 impl Settings {
     /// Settings for a recording into `dir` (created, empty), with default thresholds.
     pub fn new(jar: PathBuf, dir: &Path) -> Result<Settings> {
         own_empty_dir(dir)?;
-        Ok(Settings { jar, dir: std::fs::canonicalize(dir)?, threshold_ns: 5_000_000, sample_interval_ns: 2_000_000 })
+        Ok(Settings { jar, dir: std::fs::canonicalize(dir)?, threshold_ns: 5_000_000, sample_interval_ns: 2_000_000, frames: false })
     }
 }
 
@@ -45,6 +48,7 @@ pub struct RecordRequest<'a> {
     pub threshold_ns: u64,
     pub sample_interval_ns: u64,
     pub agent: Option<&'a Path>,
+    pub frames: bool,
 }
 
 /// Settings for a user's recording: checks the request, finds the agent, creates the directory
@@ -74,7 +78,7 @@ pub fn settings(o: &RecordRequest) -> Result<Settings> {
     }
     own_empty_dir(&dir)?;
     let dir = std::fs::canonicalize(&dir)?;
-    Ok(Settings { jar, dir, threshold_ns, sample_interval_ns })
+    Ok(Settings { jar, dir, threshold_ns, sample_interval_ns, frames: o.frames })
 }
 
 /// Makes `dir` the recording directory: created here (mode 0755), or an existing empty one that
@@ -241,6 +245,16 @@ pub fn record_jvm(s: &Settings, command: &[String], l: &Launch, stop: &AtomicBoo
         format!("-javaagent:{}=log={}/{},interval=1s", s.jar.display(), s.dir.display(), files::HICCUPS),
         format!("-Xlog:safepoint*=debug:file={}/{}:uptime,timenanos,level,tags:filecount=0", s.dir.display(), files::SAFEPOINT_LOG),
     ];
+    let frames = s.frames && java_home.as_deref().and_then(java_version).is_some_and(|v| has_jfr(&v));
+    if frames {
+        frames::write_settings(&s.dir)?;
+        args.push(frames::launch_option(&s.dir));
+        // JFR says it started on stdout, which is the application's; only `off` silences it (a
+        // JFR that cannot start still fails the JVM's start with "Failure when starting JFR").
+        args.push("-Xlog:jfr+startup=off".into());
+    } else if s.frames {
+        frames::note(&s.dir, "no stacks: the JVM has no flight recorder stallscope can start (JDK 11 or later has)")?;
+    }
     if let Some(ms) = timeout_ms {
         args.push("-XX:+SafepointTimeout".into());
         args.push(format!("-XX:SafepointTimeoutDelay={ms}"));
@@ -250,7 +264,19 @@ pub fn record_jvm(s: &Settings, command: &[String], l: &Launch, stop: &AtomicBoo
     }
     let mut cmd = std::process::Command::new(&java);
     cmd.args(&args).args(rest);
-    record_child(s, cmd, command, java_home.as_deref(), timeout_ms, l, stop)
+    let r = record_child(s, cmd, command, java_home.as_deref(), timeout_ms, l, stop)?;
+    if frames {
+        // A child of ours in our pid namespace: its thread ids are ours.
+        frames::extract_or_note(&s.dir, &|t| t as i32);
+    }
+    Ok(r)
+}
+
+/// Whether a JDK of this `JAVA_VERSION` has a flight recorder started by
+/// `-XX:StartFlightRecording` with a settings file (11 and later; 1.8 has it only from update
+/// 262, where stallscope does not use it).
+fn has_jfr(version: &str) -> bool {
+    version.split(['.', '-', '+']).next().and_then(|m| m.parse::<u32>().ok()).is_some_and(|m| (11..100).contains(&m))
 }
 
 /// Records a native program that publishes a stallscope heartbeat itself (the lab's native
@@ -386,6 +412,19 @@ pub fn record_attached(s: &Settings, jvm: &Jvm, run_for: Option<Duration>, stop:
         Some((st, _)) => (st.inside.clone(), st.jar()),
         None => (s.dir.clone(), jar),
     };
+    // The JVM's own stack samples: a flight recording, ended (and written) at detach. Started
+    // first: JFR takes a while to start, and the agent's heartbeat says the recording is ready.
+    // Not yet in a container: JFR keeps a repository in the JVM's own /tmp until it exits,
+    // which would be left behind there.
+    let frames_stop = match (s.frames, &staging) {
+        (true, None) => start_frames(s, jvm, &jvm_dir, &mut guard)?,
+        (true, Some(_)) => {
+            let _ = frames::note(&s.dir, "no stacks: not yet for a JVM in a container (JFR would leave its repository in the container's /tmp)");
+            None
+        }
+        (false, _) => None,
+    };
+    let frames_on = frames_stop.is_some();
     let log = format!("file={}/{}", jvm_dir.display(), files::SAFEPOINT_LOG);
     let agent_stop = guard.add(crate::guard::Undo::JvmCommand { pid, command: "load".into(), args: vec!["instrument".into(), "false".into(), format!("{}=stop", jvm_jar.display())] })?;
     // A note left by an earlier attach that died before reading it would be taken for this one's.
@@ -407,6 +446,7 @@ pub fn record_attached(s: &Settings, jvm: &Jvm, run_for: Option<Duration>, stop:
         guard.forget(log_off);
         return Err(e);
     }
+    let in_container = procwatch::ns::nspid(pid) != pid;
     eprintln!(
         "stallscope: attached to JVM pid {pid}, recording into {} (stalls ≥ {}){}",
         s.dir.display(),
@@ -422,6 +462,13 @@ pub fn record_attached(s: &Settings, jvm: &Jvm, run_for: Option<Duration>, stop:
     };
     // Leave the JVM as we found it, whatever ended watching (an error too, so that the staged
     // logs can be copied out after): its logging off, the meter stopped.
+    if !matches!(watched, Ok(Ending::TargetExited)) && frames_on {
+        if let Err(e) = jvm.jcmd(&frames::jcmd_stop()) {
+            eprintln!("stallscope: detaching: {e:#}");
+        }
+    }
+    // The JVM's thread ids as the host numbers them, while it is still there to ask.
+    let host_tids = procwatch::ns::host_tids(pid);
     if !matches!(watched, Ok(Ending::TargetExited)) {
         let off = jvm.jcmd(&format!("VM.log output={log} what=all=off"));
         let stopped = jvm.load_agent(&jvm_jar, "stop");
@@ -434,6 +481,9 @@ pub fn record_attached(s: &Settings, jvm: &Jvm, run_for: Option<Duration>, stop:
     // Undone above, or the JVM is gone: nothing for the guardian to do.
     guard.forget(log_off);
     guard.forget(agent_stop);
+    if let Some(t) = frames_stop {
+        guard.forget(t);
+    }
     if let Some((st, token)) = staging {
         // The stopped agent finishes its hiccup log, then removes its heartbeat: wait for that.
         let hb = procwatch::heartbeat::default_path(pid);
@@ -449,9 +499,45 @@ pub fn record_attached(s: &Settings, jvm: &Jvm, run_for: Option<Duration>, stop:
             eprintln!("stallscope: {p}");
         }
     }
-    match watched? {
+    let watched = watched?;
+    match &watched {
         Ending::TargetExited => w.events.line(&Event::TargetExit { t: mono_ns(), code: None, signal: None })?,
-        Ending::Stopped(reason) => w.events.line(&Event::Detach { t: mono_ns(), reason })?,
+        Ending::Stopped(reason) => w.events.line(&Event::Detach { t: mono_ns(), reason: reason.clone() })?,
+    }
+    if frames_on {
+        // In a container, a thread the JVM numbers is only known on the host while the JVM
+        // runs; after it exited, its stacks cannot be placed and are left out.
+        frames::extract_or_note(&s.dir, &|t| if in_container { host_tids.get(&(t as i32)).copied().unwrap_or(0) } else { t as i32 });
     }
     Ok(())
+}
+
+/// Starts the JVM's flight recording of stacks, with its stop registered with the guardian
+/// first. Returns the guardian's token for that stop when it runs; when JFR cannot start, the
+/// recording goes on without stacks and `frames.jsonl` says why. An attach that fails (no
+/// socket, refused) is an error: the agent could not be loaded either.
+fn start_frames(s: &Settings, jvm: &Jvm, jvm_dir: &Path, guard: &mut crate::guard::Guard) -> Result<Option<crate::guard::Token>> {
+    let pid = jvm.pid;
+    let no_stacks = |why: String| {
+        let text = format!("no stacks: {why}");
+        eprintln!("stallscope: JVM pid {pid}: {text}");
+        let _ = frames::note(&s.dir, &text);
+        None
+    };
+    if !jvm.java_home.as_deref().and_then(java_version).is_some_and(|v| has_jfr(&v)) {
+        return Ok(no_stacks("the JVM has no flight recorder stallscope can start (JDK 11 or later has)".into()));
+    }
+    frames::write_settings(&s.dir)?;
+    let stop = guard.add(crate::guard::Undo::JvmCommand { pid, command: "jcmd".into(), args: vec![frames::jcmd_stop()] })?;
+    match jvm.jcmd(&frames::jcmd_start(jvm_dir)) {
+        Ok(out) if out.contains("Started recording") => Ok(Some(stop)),
+        Ok(out) => {
+            guard.forget(stop);
+            Ok(no_stacks(format!("JFR.start failed: {}", out.trim())))
+        }
+        Err(e) => {
+            guard.forget(stop);
+            Err(e)
+        }
+    }
 }

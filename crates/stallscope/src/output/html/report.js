@@ -715,8 +715,17 @@
         ]);
         if (f.culprits.length) {
           box.appendChild(el("ul", null, f.culprits.map(function (c) {
+            var code = null;
+            if (c.code) {
+              // Its Java stack as a stack trace prints it, the application's frame in bold.
+              code = el("div", { cls: "code" }, [el("div", { cls: "muted", text: "code: " + c.code.source }),
+                el("pre", { cls: "mono stack" }, c.code.frames.slice(0, 8).map(function (fr, k) {
+                  var line = "at " + fr.method + (fr.line ? " (line " + fr.line + (fr.kind ? ", " + fr.kind : "") + ")" : (fr.kind ? " (" + fr.kind + ")" : "")) + "\n";
+                  return k === c.code.app_frame ? el("strong", { text: line }) : el("span", { text: line });
+                }))]);
+            }
             return el("li", null, [el("span", { cls: "culprit", text: "culprit \"" + c.name + "\" (tid " + c.tid + ")" }), ": " + c.description +
-              (c.module ? "; pc in " + c.module : "") + (c.files.length ? "; files " + c.files.join(", ") : "") + (c.named_by_safepoint_timeout ? "; named by SafepointTimeout" : "")]);
+              (c.module ? "; pc in " + c.module : "") + (c.files.length ? "; files " + c.files.join(", ") : "") + (c.named_by_safepoint_timeout ? "; named by SafepointTimeout" : ""), code]);
           })));
         }
         box.appendChild(el("ul", null, f.evidence.map(function (e) { return el("li", { text: e }); })));

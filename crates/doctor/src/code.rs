@@ -1,0 +1,199 @@
+//! Which code a culprit thread was running: the one stack, of the JVM's own flight-recorder
+//! samples (`frames.jsonl`), that best shows what the thread did in a stall.
+//!
+//! Invariant: a stack is only ever shown with when it was taken against the stall (inside it,
+//! or so long before or after), and none taken further than [`NEAR_NS`] from the stall is used:
+//! an old stack of a thread that has moved on would name the wrong code with confidence.
+//!
+//! What the JVM can give differs (docs/frames.md): JFR samples threads running Java code
+//! (`jdk.ExecutionSample`) or in a native method (`jdk.NativeMethodSample`), not threads inside
+//! the VM itself (a bulk `Unsafe.copyMemory`, a MappedByteBuffer bulk get); on JDK 17 not while a
+//! safepoint is being reached either, so the stack comes from just before or after the stall.
+//! JDK 25's `jdk.SafepointLatency` gives the stack where a sampled thread reached its next
+//! safepoint poll, and how long that took: the best evidence for a thread late to a safepoint.
+
+use crate::recording::FrameSample;
+use hotspot_log::jfr::JavaFrame;
+use serde::Serialize;
+
+/// The furthest from a stall a stack may have been taken and still be shown for it. JFR takes
+/// no stack of a thread that is parked, or (JDK 17) late to a safepoint: a thread held in one
+/// loop through two safepoints back to back is last sampled well over a second before the
+/// second began (seen: 1.24 s), and that sample is still its code. Always shown with its age.
+pub const NEAR_NS: u64 = 5_000_000_000;
+
+/// A culprit's code, as one stack.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CulpritCode {
+    /// The JFR event the stack came from.
+    pub event: String,
+    /// When the stack was taken, against the stall's start (negative: before it).
+    pub offset_ns: i64,
+    /// For `jdk.SafepointLatency`: how long the thread took to reach the poll where the stack
+    /// was taken.
+    pub latency_ns: Option<u64>,
+    /// Top first.
+    pub frames: Vec<JavaFrame>,
+    pub truncated: bool,
+    /// The first frame outside the JDK: where a fix would go.
+    pub app_frame: Option<usize>,
+    /// Where the stack came from and when, in words.
+    pub source: String,
+}
+
+impl CulpritCode {
+    /// The frame a fix names: the first outside the JDK, else the top one.
+    pub fn fix_frame(&self) -> Option<&JavaFrame> {
+        self.app_frame.and_then(|i| self.frames.get(i)).or_else(|| self.frames.first())
+    }
+}
+
+/// Whether a method belongs to the JDK itself rather than to the application.
+pub fn jdk_method(method: &str) -> bool {
+    ["java.", "javax.", "jdk.", "sun.", "com.sun."].iter().any(|p| method.starts_with(p))
+}
+
+/// `io.x.Ledger.fold` → `Ledger.fold`: the class's simple name and the method, as a person says
+/// it.
+pub fn short_method(method: &str) -> &str {
+    let mut dots = method.rmatch_indices('.');
+    match (dots.next(), dots.next()) {
+        (Some(_), Some((i, _))) => &method[i + 1..],
+        _ => method,
+    }
+}
+
+/// `Ledger.fold (line 88)`.
+pub fn describe_frame(f: &JavaFrame) -> String {
+    match f.line {
+        Some(l) => format!("{} (line {l})", short_method(&f.method)),
+        None => short_method(&f.method).to_string(),
+    }
+}
+
+fn words(event: &str) -> &str {
+    match event {
+        "jdk.ExecutionSample" => "JFR execution sample",
+        "jdk.NativeMethodSample" => "JFR native-method sample",
+        "jdk.SafepointLatency" => "JFR safepoint-latency sample",
+        other => other,
+    }
+}
+
+/// How far inside a stall a sample must be to count as taken in it: stall edges are known to
+/// the meter's tick and JFR's stamps to about a millisecond, and a thread late to a safepoint is
+/// not sampled while the safepoint is reached (JDK 17), so a sample at an edge is the thread
+/// before or after, often in other code.
+const WELL_INSIDE_NS: u64 = 10_000_000;
+
+/// The stack that best shows what thread `tid` did in the stall from `start` to `end` (both
+/// CLOCK_MONOTONIC), from `frames` (in any order), in this order: a safepoint-latency sample
+/// whose wait overlaps the stall (the longest); a sample well inside the stall; the last sample
+/// before it; one at its edge; the first after it; none further than [`NEAR_NS`].
+pub fn for_thread(frames: &[FrameSample], tid: i32, start: u64, end: u64) -> Option<CulpritCode> {
+    let mine = || frames.iter().filter(move |f| f.tid == tid && !f.frames.is_empty());
+    let latency = mine()
+        .filter(|f| f.event == "jdk.SafepointLatency")
+        .filter(|f| f.t < end && f.t.saturating_add(f.latency_ns.unwrap_or(0)) > start)
+        .max_by_key(|f| f.latency_ns.unwrap_or(0));
+    let plain = || mine().filter(|f| f.event != "jdk.SafepointLatency");
+    let well_inside = plain().filter(|f| f.t >= start + WELL_INSIDE_NS && f.t + WELL_INSIDE_NS <= end).min_by_key(|f| f.t);
+    let before = plain().filter(|f| f.t < start && start - f.t <= NEAR_NS).max_by_key(|f| f.t);
+    let edge = plain().filter(|f| f.t >= start && f.t <= end).min_by_key(|f| f.t);
+    let after = plain().filter(|f| f.t > end && f.t - end <= NEAR_NS).min_by_key(|f| f.t);
+    let f = latency.or(well_inside).or(before).or(edge).or(after)?;
+    let offset_ns = f.t as i64 - start as i64;
+    let when = if f.t < start {
+        format!("{} before the stall", crate::units::fmt_ns(start - f.t))
+    } else if f.t > end {
+        format!("{} after the stall", crate::units::fmt_ns(f.t - end))
+    } else {
+        format!("{} into the stall", crate::units::fmt_ns(f.t - start))
+    };
+    let source = match (f.event.as_str(), f.latency_ns) {
+        ("jdk.SafepointLatency", Some(l)) => format!("{}: asked to stop {when}, it reached a safepoint poll {} later, here", words(&f.event), crate::units::fmt_ns(l)),
+        _ => format!("{}, {when}", words(&f.event)),
+    };
+    Some(CulpritCode {
+        event: f.event.clone(),
+        offset_ns,
+        latency_ns: f.latency_ns,
+        app_frame: f.frames.iter().position(|fr| !jdk_method(&fr.method)),
+        frames: f.frames.clone(),
+        truncated: f.truncated,
+        source,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: u64 = 1_000_000;
+
+    fn sample(event: &str, t_ms: u64, tid: i32, methods: &[&str]) -> FrameSample {
+        FrameSample {
+            t: t_ms * MS,
+            tid,
+            name: String::new(),
+            event: event.into(),
+            latency_ns: None,
+            frames: methods.iter().map(|m| JavaFrame { method: m.to_string(), line: Some(7), kind: "JIT compiled".into() }).collect(),
+            truncated: false,
+        }
+    }
+
+    #[test]
+    fn the_nearest_stack_of_the_thread_is_chosen_and_its_time_said() {
+        let fs = vec![
+            sample("jdk.ExecutionSample", 900, 7, &["a.Old.run"]),
+            sample("jdk.ExecutionSample", 995, 7, &["java.util.Arrays.fill", "io.x.Ledger.fold", "io.x.Main.main"]),
+            sample("jdk.ExecutionSample", 999, 8, &["other.Thread.run"]),
+            sample("jdk.ExecutionSample", 2100, 7, &["a.After.run"]),
+        ];
+        let c = for_thread(&fs, 7, 1000 * MS, 2000 * MS).expect("a stack");
+        assert_eq!(c.offset_ns, -5 * MS as i64);
+        assert_eq!(c.app_frame, Some(1), "the first frame outside the JDK");
+        assert_eq!(describe_frame(c.fix_frame().unwrap()), "Ledger.fold (line 7)");
+        assert!(c.source.contains("5.00 ms before the stall"), "{}", c.source);
+        // Nothing of thread 9: nothing is shown rather than another thread's stack.
+        assert_eq!(for_thread(&fs, 9, 1000 * MS, 2000 * MS), None);
+    }
+
+    #[test]
+    fn a_stack_further_than_five_seconds_from_the_stall_is_not_used() {
+        let fs = vec![sample("jdk.ExecutionSample", 100, 7, &["a.Old.run"]), sample("jdk.ExecutionSample", 11_500, 7, &["a.Late.run"])];
+        assert_eq!(for_thread(&fs, 7, 5200 * MS, 6400 * MS), None);
+    }
+
+    #[test]
+    fn a_safepoint_latency_over_the_stall_wins_over_nearer_samples() {
+        let mut lat = sample("jdk.SafepointLatency", 990, 7, &["io.x.Ledger.fold"]);
+    // (and over a sample taken well inside the stall)
+        lat.latency_ns = Some(1_200 * MS);
+        let fs = vec![sample("jdk.ExecutionSample", 999, 7, &["io.x.Near.run"]), lat];
+        let c = for_thread(&fs, 7, 1000 * MS, 2200 * MS).unwrap();
+        assert_eq!(c.frames[0].method, "io.x.Ledger.fold");
+        let fs = vec![sample("jdk.ExecutionSample", 1500, 7, &["io.x.Inside.run"]), fs[1].clone()];
+        assert_eq!(for_thread(&fs, 7, 1000 * MS, 2200 * MS).unwrap().frames[0].method, "io.x.Ledger.fold");
+        assert!(c.source.contains("reached a safepoint poll 1.20 s later"), "{}", c.source);
+    }
+
+    #[test]
+    fn a_sample_well_inside_wins_then_before_then_the_edge_then_after() {
+        let before = sample("jdk.ExecutionSample", 500, 7, &["a.Before.run"]);
+        let fs = vec![before.clone(), sample("jdk.ExecutionSample", 1500, 7, &["a.Inside.run"])];
+        assert_eq!(for_thread(&fs, 7, 1000 * MS, 2000 * MS).unwrap().frames[0].method, "a.Inside.run");
+        // At the stall's last millisecond the thread has already moved on: the sample before wins.
+        let fs = vec![before.clone(), sample("jdk.ExecutionSample", 1999, 7, &["a.Edge.run"]), sample("jdk.ExecutionSample", 2003, 7, &["a.After.run"])];
+        assert_eq!(for_thread(&fs, 7, 1000 * MS, 2000 * MS).unwrap().frames[0].method, "a.Before.run");
+        let fs = vec![sample("jdk.ExecutionSample", 1999, 7, &["a.Edge.run"]), sample("jdk.ExecutionSample", 2003, 7, &["a.After.run"])];
+        assert_eq!(for_thread(&fs, 7, 1000 * MS, 2000 * MS).unwrap().frames[0].method, "a.Edge.run");
+        let fs = vec![sample("jdk.ExecutionSample", 2003, 7, &["a.After.run"])];
+        let c = for_thread(&fs, 7, 1000 * MS, 2000 * MS).unwrap();
+        assert_eq!(c.frames[0].method, "a.After.run");
+        assert!(c.source.contains("3.00 ms after the stall"), "{}", c.source);
+        assert_eq!(short_method("Top"), "Top");
+        assert_eq!(short_method("a.B.c"), "B.c");
+    }
+}

@@ -1,0 +1,190 @@
+//! The JVM's own stack samples, for naming a culprit's code: the recorder has the JVM keep a
+//! flight recording (JFR) of its threads' stacks while it is recorded, and at the end reads the
+//! stacks taken near each stall into `frames.jsonl` (`doctor::recording::FrameSample`), on the
+//! recording's clock and with the host's thread ids.
+//!
+//! Invariant: asking for stacks never stops the JVM from starting or the recording from
+//! finishing: when JFR cannot start or its file cannot be read, `frames.jsonl` says why in a
+//! note, and the doctor names culprits without code.
+//!
+//! Cost (docs/frames.md): JFR's execution sampler at [`PERIOD`], the same period as JFR's own
+//! `default` settings, which the JDK documents as meant to be left on in production.
+
+use anyhow::{Context, Result};
+use doctor::recording::{files, Appender, Event, FrameSample, FramesLine, FramesNote, Meta};
+use std::collections::HashMap;
+use std::path::Path;
+
+/// How often JFR samples the stacks of threads running Java code (and of threads in native
+/// methods).
+pub const PERIOD: &str = "20 ms";
+
+/// The name of the recording in the JVM (`JFR.stop name=…` ends it).
+pub const NAME: &str = "stallscope";
+
+/// Stacks further than this from a stall are not kept (the doctor uses none further than a
+/// second; a safepoint can begin before the stall the meter saw).
+const KEEP_AROUND_NS: u64 = 2_000_000_000;
+
+/// The settings the JVM records with: stacks only. `jdk.SafepointLatency` (JDK 25) records how
+/// long a sampled thread took to reach its next safepoint poll; older JDKs ignore the name.
+pub fn settings() -> String {
+    format!(
+        r#"<?xml version="1.0" encoding="UTF-8"?>
+<!-- stallscope: the stacks of the recorded JVM's threads, for naming a stalled thread's code
+     (docs/frames.md). -->
+<configuration version="2.0" label="stallscope frames" description="Thread stacks sampled every {PERIOD}, for stallscope's doctor">
+  <event name="jdk.ExecutionSample"><setting name="enabled">true</setting><setting name="period">{PERIOD}</setting></event>
+  <event name="jdk.NativeMethodSample"><setting name="enabled">true</setting><setting name="period">{PERIOD}</setting></event>
+  <event name="jdk.SafepointLatency"><setting name="enabled">true</setting><setting name="threshold">1 ms</setting><setting name="stackTrace">true</setting></event>
+</configuration>
+"#
+    )
+}
+
+/// Writes the settings into the recording directory `dir`; returns their path.
+pub fn write_settings(dir: &Path) -> Result<std::path::PathBuf> {
+    let p = dir.join(files::FRAMES_JFC);
+    std::fs::write(&p, settings()).with_context(|| format!("{}: cannot write the JFR settings", p.display()))?;
+    Ok(p)
+}
+
+/// The JFR options that start the recording, with `dir` the recording directory as the JVM
+/// names it: `name=…,settings=…,filename=…,dumponexit=true`.
+fn options(dir: &Path, sep: char) -> String {
+    let settings = dir.join(files::FRAMES_JFC);
+    let file = dir.join(files::FRAMES_JFR);
+    [format!("name={NAME}"), format!("settings={}", settings.display()), format!("filename={}", file.display()), "dumponexit=true".to_string()].join(&sep.to_string())
+}
+
+/// The launch option for `run`.
+pub fn launch_option(dir: &Path) -> String {
+    format!("-XX:StartFlightRecording={}", options(dir, ','))
+}
+
+/// The `jcmd` line for `attach`.
+pub fn jcmd_start(dir: &Path) -> String {
+    format!("JFR.start {}", options(dir, ' '))
+}
+
+/// The `jcmd` line that ends the recording (and writes its file).
+pub fn jcmd_stop() -> String {
+    format!("JFR.stop name={NAME}")
+}
+
+/// Writes a note into `frames.jsonl`, for the report to say why there are no stacks.
+pub fn note(dir: &Path, text: &str) -> Result<()> {
+    Appender::open(&dir.join(files::FRAMES))?.line(&FramesLine::Note(FramesNote { note: text.to_string() }))?;
+    Ok(())
+}
+
+/// When each stall was, from the recorder's events: (from, to) on CLOCK_MONOTONIC, widened by
+/// [`KEEP_AROUND_NS`].
+fn stall_windows(events: &[Event]) -> Vec<(u64, u64)> {
+    let mut open: HashMap<u32, u64> = HashMap::new();
+    let mut out = Vec::new();
+    for e in events {
+        match e {
+            Event::StallBegin { stall, expected_ns, .. } => {
+                open.insert(*stall, *expected_ns);
+            }
+            Event::StallEnd { stall, resumed_ns, .. } => {
+                if let Some(from) = open.remove(stall) {
+                    out.push((from.saturating_sub(KEEP_AROUND_NS), resumed_ns.saturating_add(KEEP_AROUND_NS)));
+                }
+            }
+            _ => {}
+        }
+    }
+    // A stall the recording ended in.
+    out.extend(open.values().map(|from| (from.saturating_sub(KEEP_AROUND_NS), u64::MAX)));
+    out
+}
+
+/// Reads `frames.jfr` of the recording in `dir` into `frames.jsonl`: the stacks taken near a
+/// stall. `host_tid` turns a thread id as the JVM knows it into the host's (they differ in a
+/// container). Returns how many stacks were kept.
+pub fn extract(dir: &Path, host_tid: &dyn Fn(i64) -> i32) -> Result<usize> {
+    let jfr = dir.join(files::FRAMES_JFR);
+    if !jfr.exists() {
+        note(dir, "the JVM wrote no flight recording (frames.jfr): it was killed, or ended before JFR could write it; culprits are named without their code")?;
+        return Ok(0);
+    }
+    let meta: Meta = doctor::recording::read_meta(dir)?;
+    let events: Vec<Event> = doctor::recording::read_lines(&dir.join(files::EVENTS))?;
+    let windows = stall_windows(&events);
+    let mut out = Appender::open(&dir.join(files::FRAMES))?;
+    if windows.is_empty() {
+        return Ok(0);
+    }
+    // JFR stamps events on the JVM's tick clock, anchored to the wall clock per chunk; the
+    // recording's meta anchors the wall clock to CLOCK_MONOTONIC (to the millisecond).
+    let wall_to_mono = |epoch_ns: i64| -> Option<u64> {
+        let mono = epoch_ns as i128 - meta.start_epoch_ms as i128 * 1_000_000 + meta.start_mono_ns as i128;
+        u64::try_from(mono).ok()
+    };
+    let mut kept = 0;
+    let mut lost = Vec::new();
+    let died = crate::jfr::read(&jfr, &crate::jfr::Want::Samples(Vec::new()), &mut |line| {
+        match line {
+            crate::jfr::Line::Samples(c) => {
+                for s in c.samples {
+                    let Some(t) = wall_to_mono(s.epoch_ns) else { continue };
+                    if !windows.iter().any(|(from, to)| t >= *from && t <= *to) {
+                        continue;
+                    }
+                    let tid = host_tid(s.os_tid);
+                    if tid == 0 {
+                        continue;
+                    }
+                    let latency_ns = s.duration_ns.and_then(|d| u64::try_from(d).ok());
+                    out.line(&FramesLine::Sample(FrameSample { t, tid, name: s.java_name, event: s.event, latency_ns, frames: s.frames, truncated: s.truncated }))?;
+                    kept += 1;
+                }
+            }
+            crate::jfr::Line::Lost { offset, reason } => lost.push(format!("byte {offset}: {reason}")),
+            crate::jfr::Line::Chunk(_) => anyhow::bail!("the JFR reader gave safepoints where stacks were asked for"),
+        }
+        Ok(())
+    })?;
+    if let Some(why) = died {
+        lost.push(format!("the reader stopped: {why}"));
+    }
+    if !lost.is_empty() {
+        out.line(&FramesLine::Note(FramesNote { note: format!("{}: part of the flight recording could not be read ({}); stacks from it are missing", jfr.display(), lost.join("; ")) }))?;
+    }
+    Ok(kept)
+}
+
+/// [`extract`], with what goes wrong said as a note in `frames.jsonl` and on stderr, never an
+/// error: the recording is complete without stacks.
+pub fn extract_or_note(dir: &Path, host_tid: &dyn Fn(i64) -> i32) {
+    if let Err(e) = extract(dir, host_tid) {
+        let text = format!("the JVM's stack samples could not be read: {e:#}");
+        eprintln!("stallscope: {text}");
+        let _ = note(dir, &text);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_options_name_the_recording_directory_as_the_jvm_sees_it() {
+        let d = Path::new("/tmp/stallscope-x");
+        assert_eq!(launch_option(d), "-XX:StartFlightRecording=name=stallscope,settings=/tmp/stallscope-x/frames.jfc,filename=/tmp/stallscope-x/frames.jfr,dumponexit=true");
+        assert_eq!(jcmd_start(d), "JFR.start name=stallscope settings=/tmp/stallscope-x/frames.jfc filename=/tmp/stallscope-x/frames.jfr dumponexit=true");
+        assert!(settings().contains("<setting name=\"period\">20 ms</setting>"));
+    }
+
+    #[test]
+    fn windows_cover_each_stall_and_one_the_recording_ended_in() {
+        let ev = vec![
+            Event::StallBegin { t: 0, stall: 1, last_tick_ns: 0, expected_ns: 5_000_000_000 },
+            Event::StallEnd { t: 0, stall: 1, resumed_ns: 6_000_000_000, control_max_late_ns: 0, control_queued_ns: None, resumed: true, dropped_samples: 0 },
+            Event::StallBegin { t: 0, stall: 2, last_tick_ns: 0, expected_ns: 9_000_000_000 },
+        ];
+        assert_eq!(stall_windows(&ev), vec![(3_000_000_000, 8_000_000_000), (7_000_000_000, u64::MAX)]);
+    }
+}
