@@ -28,6 +28,7 @@ fn causes_of(dir: &Path, min_ns: u64) -> Vec<Cause> {
 fn stored_recordings_get_their_known_diagnosis() {
     let expect = [
         ("jdk25-counted-loop-parallel-no-cls", Cause::NoSafepointPoll),
+        ("jdk17-counted-loop-parallel-no-cls-frames", Cause::NoSafepointPoll),
         ("jdk17-mapped-read-mmap-slowfs-300ms", Cause::MajorFault),
         ("jdk17-idle-frozen-500ms", Cause::Frozen),
     ];
@@ -44,6 +45,23 @@ fn stored_recordings_get_their_known_diagnosis() {
     assert!(storm.len() >= 3 && starved * 4 >= storm.len() * 3, "{storm:?}");
     assert!(!storm.iter().any(|c| matches!(c, Cause::NoSafepointPoll | Cause::MajorFault | Cause::Frozen)), "{storm:?}");
     assert!(causes_of(&fixture("jdk17-idle-quiet"), 0).is_empty());
+}
+
+#[test]
+fn the_culprit_s_code_comes_from_the_jvm_s_own_stack_samples() {
+    // Recorded with JFR's stacks (frames.jsonl): the loop's method names the culprit's code and
+    // its fix; a recording made before stacks were kept still reads, with no code.
+    let r = diagnose(&fixture("jdk17-counted-loop-parallel-no-cls-frames"));
+    let longest = r.stalls.iter().max_by_key(|s| s.duration_ns).unwrap();
+    let f = &longest.findings[0];
+    assert_eq!(f.cause, Cause::NoSafepointPoll);
+    let code = f.culprits[0].code.as_ref().expect("the culprit's code");
+    assert_eq!(code.fix_frame().unwrap().method, "io.stallscope.workloads.CountedLoop.invoke", "{code:?}");
+    assert_eq!(code.event, "jdk.ExecutionSample");
+    assert!(code.offset_ns < 0, "on JDK 17 the last sample before the safepoint: {code:?}");
+    assert!(f.fix.starts_with("the loop in CountedLoop.invoke (line "), "{}", f.fix);
+    let old = diagnose(&fixture("jdk25-counted-loop-parallel-no-cls"));
+    assert!(old.stalls.iter().flat_map(|s| &s.findings).flat_map(|f| &f.culprits).all(|c| c.code.is_none()));
 }
 
 #[test]
