@@ -16,6 +16,7 @@ public final class Main {
             System.out.println("  idle            a quiet JVM (threads that sleep)");
             System.out.println("  heap-gc         timed full GCs of a live heap (the swap and slow-log scenarios)");
             System.out.println("  memory-squeeze  fresh memory needed while the page cache fills (the memory-pressure scenario)");
+            System.out.println("  set-memory      a huge Unsafe.setMemory that holds every safepoint (the frames benchmark)");
             return;
         }
         String[] rest = Arrays.copyOfRange(args, 1, args.length);
@@ -27,8 +28,9 @@ public final class Main {
             case "idle": Idle.main(rest); break;
             case "heap-gc": HeapGc.main(rest); break;
             case "memory-squeeze": MemorySqueeze.main(rest); break;
+            case "set-memory": SetMemory.main(rest); break;
             default:
-                System.err.println("unknown workload '" + args[0] + "' (counted-loop, mapped-read, tlb-readers, safepoint-storm, idle, heap-gc, memory-squeeze)");
+                System.err.println("unknown workload '" + args[0] + "' (counted-loop, mapped-read, tlb-readers, safepoint-storm, idle, heap-gc, memory-squeeze, set-memory)");
                 System.exit(2);
         }
     }
