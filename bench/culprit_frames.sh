@@ -50,7 +50,8 @@ declare -A scenario=(
 run() {
   local tool=$1 java=$2 name=$3 n=$4
   IFS='|' read -r flags wargs method <<<"${scenario[$name]}"
-  local d="$work/$tool-$name-$n"
+  local d
+  d="$work/$(basename "$(dirname "$(dirname "$java")")")-$tool-$name-$n"
   mkdir -p "$d"
   [ "$name" = mmap-fault ] && "$bin" inject evict "$work/mnt/test.dat" > /dev/null
   local named=0
