@@ -60,7 +60,8 @@ pub fn split(line: &[u8]) -> Option<Decorated<'_>> {
     let mut groups = 0usize;
     let mut i = 0usize;
     while line.get(i) == Some(&b'[') {
-        let close = i + 1 + memchr::memchr(b']', &line[i + 1..])?;
+        // A decorator is a few bytes long: a plain loop beats memchr's setup.
+        let close = i + 1 + line[i + 1..].iter().position(|&b| b == b']')?;
         let raw = &line[i + 1..close];
         let v = trim(raw);
         i = close + 1;

@@ -302,15 +302,28 @@ fn ns_value(v: &[u8]) -> Option<u64> {
 #[inline]
 fn ns_field<'a>(s: &'a [u8], key: &[u8]) -> Option<(u64, &'a [u8])> {
     let s = s.strip_prefix(key)?;
-    let n = s.iter().position(|b| !b.is_ascii_digit())?;
-    let v = parse_u64(&s[..n])?;
+    // Digits read in the same pass that finds their end; the same limits as `parse_u64`
+    // (at most 20 digits, no overflow), and something must follow them.
+    let mut v: u64 = 0;
+    let mut n = 0;
+    while let Some(&b) = s.get(n) {
+        let d = b.wrapping_sub(b'0');
+        if d > 9 {
+            break;
+        }
+        v = v.checked_mul(10)?.checked_add(d as u64)?;
+        n += 1;
+    }
+    if n == 0 || n > 20 || n == s.len() {
+        return None;
+    }
     Some((v, s[n..].strip_prefix(b" ns")?))
 }
 
 /// The shapes as HotSpot prints them, fields in their fixed order; `None` sends the line to
 /// the general parser, which accepts any order.
 fn parse_safepoint_fast(rest: &[u8]) -> Option<(&[u8], SafepointTimes, Format)> {
-    let close = memchr::memchr(b'"', rest)?;
+    let close = rest.iter().position(|&b| b == b'"')?;
     let op = &rest[..close];
     let s = rest[close..].strip_prefix(b"\", ")?;
     let mut t = SafepointTimes::default();

@@ -80,7 +80,7 @@ pub(crate) fn parse_u64(s: &[u8]) -> Option<u64> {
 /// The decimal separator may be a comma: a JVM running in a locale that writes one (de_DE,
 /// fr_FR, ru_RU) prints `0,0004130 seconds` and `[1,210s]`, as GCViewer and gctoolkit accept.
 pub(crate) fn parse_decimal_scaled(s: &[u8], scale: u32) -> Option<u64> {
-    let (int, frac) = match memchr::memchr2(b'.', b',', s) {
+    let (int, frac) = match decimal_separator(s) {
         Some(i) => (&s[..i], &s[i + 1..]),
         None => (s, &s[..0]),
     };
@@ -88,28 +88,36 @@ pub(crate) fn parse_decimal_scaled(s: &[u8], scale: u32) -> Option<u64> {
         return None;
     }
     let int_v = if int.is_empty() { 0 } else { parse_u64(int)? };
-    let mut frac_v: u64 = 0;
-    let mut n = 0u32;
-    for &b in frac {
-        let d = b.wrapping_sub(b'0');
-        if d > 9 {
-            return None;
-        }
-        if n < scale {
-            frac_v = frac_v * 10 + d as u64;
-            n += 1;
-        }
+    if !frac.iter().all(u8::is_ascii_digit) {
+        return None;
     }
-    while n < scale {
-        frac_v *= 10;
-        n += 1;
-    }
-    int_v.checked_mul(10u64.pow(scale))?.checked_add(frac_v)
+    // Digits beyond the scale are dropped (truncation, as before); fewer are padded with zeros.
+    let kept = &frac[..frac.len().min(scale as usize)];
+    let frac_v = kept.iter().fold(0u64, |v, &b| v * 10 + (b - b'0') as u64);
+    let pad = *POW10.get(scale as usize - kept.len())?;
+    int_v.checked_mul(*POW10.get(scale as usize)?)?.checked_add(frac_v * pad)
 }
+
+/// 10^0 to 10^19, every power of ten a u64 holds.
+const POW10: [u64; 20] = {
+    let mut t = [1u64; 20];
+    let mut i = 1;
+    while i < 20 {
+        t[i] = t[i - 1] * 10;
+        i += 1;
+    }
+    t
+};
 
 /// Whether `s` holds a decimal separator, point or comma.
 pub(crate) fn has_fraction(s: &[u8]) -> bool {
-    memchr::memchr2(b'.', b',', s).is_some()
+    decimal_separator(s).is_some()
+}
+
+/// The first `.` or `,` (decimal commas come from non-English locales). The numbers are a few
+/// bytes long: a plain loop beats memchr's setup.
+fn decimal_separator(s: &[u8]) -> Option<usize> {
+    s.iter().position(|&b| b == b'.' || b == b',')
 }
 
 /// Seconds with a decimal fraction (`1.215`, `0.0001794`, `0,0001794`) to nanoseconds.
