@@ -39,10 +39,21 @@ fn trim(s: &[u8]) -> &[u8] {
     &s[start..end]
 }
 
+/// The bytes a tag set is made of (`a-z`, `0-9`, `_`, `,`), as a table: checked once per
+/// byte of every decorated safepoint line, where four comparisons a byte showed in profiles.
+const TAG_BYTES: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut b = 0;
+    while b < 256 {
+        let c = b as u8;
+        t[b] = c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'_' || c == b',';
+        b += 1;
+    }
+    t
+};
+
 fn is_tags(s: &[u8]) -> bool {
-    !s.is_empty()
-        && s[0].is_ascii_lowercase()
-        && s.iter().all(|&b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b',')
+    !s.is_empty() && s[0].is_ascii_lowercase() && s.iter().all(|&b| TAG_BYTES[b as usize])
 }
 
 fn is_hostname(s: &[u8]) -> bool {
