@@ -242,17 +242,25 @@ impl Windows {
         if covered == 0 {
             return;
         }
+        let start_ns = wstart.max(log_start);
+        // Most records make a window that a kept, overlapping one beats; the kept windows that
+        // overlap it are the latest, so look from the end, before building the window.
+        let run = self.run;
+        let overlaps = |b: &Window| b.run == run && b.start_ns < end && start_ns < b.end_ns;
+        if self.best.iter().rev().any(|b| overlaps(b) && b.stopped_ns >= stopped) {
+            return;
+        }
         let clock = self.clock.expect("set with log_start");
         let start_wall = self.first_wall.and_then(|(ns, w)| {
             (clock != Clock::Wall).then_some(()).map(|_| WallTime {
-                epoch_ms: w.epoch_ms.saturating_add((wstart.max(log_start) as i64).saturating_sub(ns as i64) / 1_000_000),
+                epoch_ms: w.epoch_ms.saturating_add((start_ns as i64).saturating_sub(ns as i64) / 1_000_000),
                 offset_min: w.offset_min,
             })
         });
         let w = Window {
-            run: self.run,
+            run,
             clock,
-            start_ns: wstart.max(log_start),
+            start_ns,
             end_ns: end,
             start_wall,
             covered_ns: covered,
@@ -260,11 +268,7 @@ impl Windows {
             stopped_pct: stopped as f64 * 100.0 / covered as f64,
             safepoints: self.recent.len() as u64,
         };
-        let overlaps = |a: &Window, b: &Window| a.run == b.run && a.start_ns < b.end_ns && b.start_ns < a.end_ns;
-        if self.best.iter().any(|b| overlaps(b, &w) && b.stopped_ns >= w.stopped_ns) {
-            return;
-        }
-        self.best.retain(|b| !overlaps(b, &w));
+        self.best.retain(|b| !overlaps(b));
         self.best.push(w);
         if self.best.len() > self.keep * 4 {
             // Down to half the cap, so the sort runs once per many windows, not per record.
