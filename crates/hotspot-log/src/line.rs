@@ -303,7 +303,8 @@ fn ns_value(v: &[u8]) -> Option<u64> {
 fn ns_field<'a>(s: &'a [u8], key: &[u8]) -> Option<(u64, &'a [u8])> {
     let s = s.strip_prefix(key)?;
     // Digits read in the same pass that finds their end; the same limits as `parse_u64`
-    // (at most 20 digits, no overflow), and something must follow them.
+    // (at most 20 digits, no overflow), and something must follow them. Nineteen digits
+    // cannot overflow a u64, so only the twentieth is checked.
     let mut v: u64 = 0;
     let mut n = 0;
     while let Some(&b) = s.get(n) {
@@ -311,7 +312,7 @@ fn ns_field<'a>(s: &'a [u8], key: &[u8]) -> Option<(u64, &'a [u8])> {
         if d > 9 {
             break;
         }
-        v = v.checked_mul(10)?.checked_add(d as u64)?;
+        v = if n < 19 { v * 10 + d as u64 } else { v.checked_mul(10)?.checked_add(d as u64)? };
         n += 1;
     }
     if n == 0 || n > 20 || n == s.len() {
