@@ -112,9 +112,10 @@ impl Assembler {
         let seq = self.seq;
         match c.event {
             Event::Safepoint { op, times } => {
-                let op = self.ops.get(op);
+                // The record owns the interned name: one reference count update, not three
+                // (they are atomic, so they show in wall time more than in instructions).
                 let mut rec = Safepoint {
-                    op: op.clone(),
+                    op: self.ops.get(op),
                     ttsp_ns: Some(times.reaching_ns),
                     cleanup_ns: times.cleanup_ns,
                     at_safepoint_ns: Some(times.at_safepoint_ns),
@@ -130,7 +131,7 @@ impl Assembler {
                     culprits: Vec::new(),
                 };
                 if let Some(row) = self.pending_ul_row.take() {
-                    if row.op == op {
+                    if row.op == rec.op {
                         rec.threads_total = rec.threads_total.or(Some(row.threads_total));
                         rec.threads_running = rec.threads_running.or(Some(row.initially_running));
                         rec.page_traps = row.page_traps;
