@@ -317,7 +317,9 @@ fn diagnose_stall(rec: &Recording, seen: &StallSpan, floor: u64, samples: &[&Sam
         Some(sp) => (sp.start_mono_ns, sp.start_mono_ns + sp.ttsp_ns),
         None => (span.start_ns, span.start_ns + duration),
     };
-    name_the_code(&mut findings, &rec.frames, code_from, code_to);
+    if rec.frames_recorded {
+        name_the_code(&mut findings, &rec.frames, code_from, code_to);
+    }
     StallReport {
         stall,
         start_mono_ns: span.start_ns,
@@ -338,9 +340,6 @@ fn diagnose_stall(rec: &Recording, seen: &StallSpan, floor: u64, samples: &[&Sam
 /// Gives each culprit its code (the JVM's stack sample nearest the stall, see [`crate::code`]),
 /// and names the code in the fix of each finding whose first culprit has one.
 fn name_the_code(findings: &mut [Finding], frames: &[crate::recording::FrameSample], start: u64, end: u64) {
-    if frames.is_empty() {
-        return;
-    }
     for f in findings.iter_mut() {
         for c in f.culprits.iter_mut() {
             c.code = crate::code::for_thread(frames, c.tid, start, end);
@@ -560,6 +559,7 @@ mod tests {
             trace: vec![],
             frames: vec![],
             frames_notes: vec![],
+            frames_recorded: false,
             has_safepoint_log: true,
             safepoints: vec![long],
             unfinished_culprits: vec![],
@@ -585,6 +585,7 @@ mod tests {
             trace: vec![],
             frames: vec![],
             frames_notes: vec![],
+            frames_recorded: false,
             has_safepoint_log: false,
             safepoints: vec![],
             unfinished_culprits: vec![],

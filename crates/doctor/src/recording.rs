@@ -493,6 +493,9 @@ pub struct Recording {
     /// recorder said of them (why they are missing).
     pub frames: Vec<FrameSample>,
     pub frames_notes: Vec<String>,
+    /// Whether the JVM's stacks were recorded and read (`frames.jsonl` is there and says of no
+    /// failure): then a culprit without a stack near its stall had none taken.
+    pub frames_recorded: bool,
     /// Whether the recording holds the JVM's safepoint log at all.
     pub has_safepoint_log: bool,
     pub safepoints: Vec<hotspot_log::Safepoint>,
@@ -543,6 +546,7 @@ impl Recording {
             }
         }
         let (mut frames, mut frames_notes) = (Vec::new(), Vec::new());
+        let frames_file = dir.join(files::FRAMES).exists();
         for l in read_lines_noting::<FramesLine>(&dir.join(files::FRAMES), &mut damage)? {
             match l {
                 FramesLine::Sample(s) => frames.push(s),
@@ -556,6 +560,7 @@ impl Recording {
             system: read_lines_noting(&dir.join(files::SYSTEM), &mut damage)?,
             context: read_lines_noting(&dir.join(files::CONTEXT), &mut damage)?,
             trace: read_lines_noting(&dir.join(files::TRACE), &mut damage)?,
+            frames_recorded: frames_file && frames_notes.is_empty(),
             frames,
             frames_notes,
             damage,
