@@ -412,19 +412,6 @@ pub fn record_attached(s: &Settings, jvm: &Jvm, run_for: Option<Duration>, stop:
         Some((st, _)) => (st.inside.clone(), st.jar()),
         None => (s.dir.clone(), jar),
     };
-    // The JVM's own stack samples: a flight recording, ended (and written) at detach. Started
-    // first: JFR takes a while to start, and the agent's heartbeat says the recording is ready.
-    // Not yet in a container: JFR keeps a repository in the JVM's own /tmp until it exits,
-    // which would be left behind there.
-    let frames_stop = match (s.frames, &staging) {
-        (true, None) => start_frames(s, jvm, &jvm_dir, &mut guard)?,
-        (true, Some(_)) => {
-            let _ = frames::note(&s.dir, "no stacks: not yet for a JVM in a container (JFR would leave its repository in the container's /tmp)");
-            None
-        }
-        (false, _) => None,
-    };
-    let frames_on = frames_stop.is_some();
     let log = format!("file={}/{}", jvm_dir.display(), files::SAFEPOINT_LOG);
     let agent_stop = guard.add(crate::guard::Undo::JvmCommand { pid, command: "load".into(), args: vec!["instrument".into(), "false".into(), format!("{}=stop", jvm_jar.display())] })?;
     // A note left by an earlier attach that died before reading it would be taken for this one's.
@@ -447,6 +434,18 @@ pub fn record_attached(s: &Settings, jvm: &Jvm, run_for: Option<Duration>, stop:
         return Err(e);
     }
     let in_container = procwatch::ns::nspid(pid) != pid;
+    // The JVM's own stack samples: a flight recording, ended (and written) at detach. JFR takes
+    // a while to start (half a second and more): it starts beside the watching, not before it,
+    // so no stall is missed meanwhile. Not yet in a container: JFR keeps a repository in the
+    // JVM's own /tmp until it exits, which would be left behind there.
+    let frames_start = match (s.frames, &staging) {
+        (true, None) => start_frames(s, jvm, &jvm_dir, &mut guard)?,
+        (true, Some(_)) => {
+            let _ = frames::note(&s.dir, "no stacks: not yet for a JVM in a container (JFR would leave its repository in the container's /tmp)");
+            None
+        }
+        (false, _) => None,
+    };
     eprintln!(
         "stallscope: attached to JVM pid {pid}, recording into {} (stalls ≥ {}){}",
         s.dir.display(),
@@ -460,6 +459,22 @@ pub fn record_attached(s: &Settings, jvm: &Jvm, run_for: Option<Duration>, stop:
         Ok(None) => Ok(Ending::Stopped("interrupted before the agent started".into())),
         Err(e) => Err(e),
     };
+    let frames_stop = frames_start.and_then(|(token, started)| match started.join() {
+        Ok(Ok(out)) if out.contains("Started recording") => Some(token),
+        other => {
+            guard.forget(token);
+            let said = match other {
+                Ok(Ok(out)) => out.trim().to_string(),
+                Ok(Err(e)) => format!("{e:#}"),
+                Err(_) => "the attach thread failed".to_string(),
+            };
+            let text = format!("no stacks: JFR.start failed: {said}");
+            eprintln!("stallscope: JVM pid {pid}: {text}");
+            let _ = frames::note(&s.dir, &text);
+            None
+        }
+    });
+    let frames_on = frames_stop.is_some();
     // Leave the JVM as we found it, whatever ended watching (an error too, so that the staged
     // logs can be copied out after): its logging off, the meter stopped.
     if !matches!(watched, Ok(Ending::TargetExited)) && frames_on {
@@ -513,31 +528,19 @@ pub fn record_attached(s: &Settings, jvm: &Jvm, run_for: Option<Duration>, stop:
 }
 
 /// Starts the JVM's flight recording of stacks, with its stop registered with the guardian
-/// first. Returns the guardian's token for that stop when it runs; when JFR cannot start, the
-/// recording goes on without stacks and `frames.jsonl` says why. An attach that fails (no
-/// socket, refused) is an error: the agent could not be loaded either.
-fn start_frames(s: &Settings, jvm: &Jvm, jvm_dir: &Path, guard: &mut crate::guard::Guard) -> Result<Option<crate::guard::Token>> {
-    let pid = jvm.pid;
-    let no_stacks = |why: String| {
-        let text = format!("no stacks: {why}");
-        eprintln!("stallscope: JVM pid {pid}: {text}");
-        let _ = frames::note(&s.dir, &text);
-        None
-    };
+/// first, on a thread of its own (JFR takes a while to start): returns the guardian's token for
+/// that stop and the thread, whose answer says whether JFR started. A JVM without a flight
+/// recorder gets a note in `frames.jsonl` instead.
+#[allow(clippy::type_complexity)]
+fn start_frames(s: &Settings, jvm: &Jvm, jvm_dir: &Path, guard: &mut crate::guard::Guard) -> Result<Option<(crate::guard::Token, std::thread::JoinHandle<Result<String>>)>> {
     if !jvm.java_home.as_deref().and_then(java_version).is_some_and(|v| has_jfr(&v)) {
-        return Ok(no_stacks("the JVM has no flight recorder stallscope can start (JDK 11 or later has)".into()));
+        let text = "no stacks: the JVM has no flight recorder stallscope can start (JDK 11 or later has)";
+        eprintln!("stallscope: JVM pid {}: {text}", jvm.pid);
+        frames::note(&s.dir, text)?;
+        return Ok(None);
     }
     frames::write_settings(&s.dir)?;
-    let stop = guard.add(crate::guard::Undo::JvmCommand { pid, command: "jcmd".into(), args: vec![frames::jcmd_stop()] })?;
-    match jvm.jcmd(&frames::jcmd_start(jvm_dir)) {
-        Ok(out) if out.contains("Started recording") => Ok(Some(stop)),
-        Ok(out) => {
-            guard.forget(stop);
-            Ok(no_stacks(format!("JFR.start failed: {}", out.trim())))
-        }
-        Err(e) => {
-            guard.forget(stop);
-            Err(e)
-        }
-    }
+    let stop = guard.add(crate::guard::Undo::JvmCommand { pid: jvm.pid, command: "jcmd".into(), args: vec![frames::jcmd_stop()] })?;
+    let (jvm, line) = (jvm.clone(), frames::jcmd_start(jvm_dir));
+    Ok(Some((stop, std::thread::spawn(move || jvm.jcmd(&line)))))
 }
