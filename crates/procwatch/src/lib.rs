@@ -1,4 +1,5 @@
-//! Linux observation for stallscope, from `/proc` and friends: per-thread samples, memory maps,
+//! Linux observation for stallscope, from `/proc` and friends: the JVMs on the host (in
+//! containers too), per-thread samples, memory maps,
 //! machine-wide signals (TLB shootdowns, steal, pressure, swap and reclaim), a process's cgroups
 //! (throttling, memory limits, pressure), page-cache residency, the stallscope agent's heartbeat
 //! (in containers too, through their namespaces), (with privilege) tracepoint evidence, and the
@@ -10,6 +11,7 @@
 pub mod cgroup;
 pub mod clock;
 pub mod heartbeat;
+pub mod jvms;
 pub mod maps;
 pub mod ns;
 pub mod pagecache;

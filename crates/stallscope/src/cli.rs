@@ -37,6 +37,9 @@ pub enum Command {
     /// Print the diagnosis of a finished recording, exactly as the live run printed it; or
     /// write it as an HTML page (a lab directory too).
     Report(ReportArgs),
+    /// List the JVMs on this host (in containers too), as `jcmd -l` does: pid, pid in its own
+    /// namespace, user, JDK, main class or jar, container (its cgroup).
+    Jvms(JvmsArgs),
     /// Rerun each seed's experiment, baseline beside mitigation, and grade the doctor.
     #[command(subcommand)]
     Lab(LabCommand),
@@ -178,6 +181,23 @@ pub struct AttachArgs {
     pub run_for: Option<Duration>,
     #[command(flatten)]
     pub record: RecordOptions,
+}
+
+#[derive(Args, Debug, Clone)]
+#[command(after_help = "\
+A JVM is a process that maps libjvm.so; JVMs of other users are listed when run as root.
+
+Examples:
+  stallscope jvms
+  stallscope jvms --match 'com\\.acme\\.|orders\\.jar' --json")]
+pub struct JvmsArgs {
+    /// Only JVMs whose main class, jar or command line matches this regular expression.
+    #[arg(long = "match", value_name = "REGEX")]
+    pub matches: Option<String>,
+    /// As JSON (`schema` stallscope.jvms/1: the fields of each JVM, and the processes that
+    /// could not be read).
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Args, Debug, Clone)]

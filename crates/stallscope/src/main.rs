@@ -32,6 +32,7 @@ fn main() {
         cli::Command::Run(a) => commands::record::run(a),
         cli::Command::Attach(a) => commands::record::attach(a),
         cli::Command::Report(a) => commands::report::run(a),
+        cli::Command::Jvms(a) => commands::jvms::run(a),
         cli::Command::Lab(cli::LabCommand::List(a)) => commands::lab::list(a),
         cli::Command::Lab(cli::LabCommand::Run(a)) => commands::lab::run(a),
         cli::Command::Lab(cli::LabCommand::Compare(a)) => commands::lab::compare(a),

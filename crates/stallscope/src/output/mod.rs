@@ -1,14 +1,17 @@
 //! Output formats, one file each, behind one trait ([`Render`]), as hyperfine's `export`: a log
 //! analysis as text ([`terminal`]), JSON or CSV; a recording's report as text ([`report`]), JSON
-//! or HTML; a lab run as text ([`lab`]), JSON or HTML ([`html`]).
+//! or HTML; a lab run as text ([`lab`]), JSON or HTML ([`html`]); the JVMs on the host as text
+//! ([`jvms`]) or JSON.
 //!
 //! Invariant: renderers only read the plain view types ([`doctor::Report`],
-//! [`crate::lab::model::LabResult`], [`crate::logs::view::LogsView`], [`html::view::RecordingView`]);
+//! [`crate::lab::model::LabResult`], [`crate::logs::view::LogsView`], [`html::view::RecordingView`],
+//! [`jvms::JvmList`]);
 //! they never compute analysis.
 
 pub mod csv;
 pub mod html;
 pub mod json;
+pub mod jvms;
 pub mod lab;
 pub mod report;
 pub mod terminal;
