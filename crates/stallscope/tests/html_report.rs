@@ -45,7 +45,12 @@ fn self_contained(html: &str) {
 #[test]
 fn a_recording_renders_with_timeline_percentiles_and_drilldown() {
     let d = scratch("html-recording");
-    for (name, culprit) in [("jdk17-mapped-read-mmap-slowfs-300ms", Some("reader-thread")), ("jdk25-counted-loop-parallel-no-cls", Some("counted-loop")), ("jdk17-safepoint-storm-cpu-hog4", None)] {
+    for (name, culprit) in [
+        ("jdk17-mapped-read-mmap-slowfs-300ms", Some("reader-thread")),
+        ("jdk25-counted-loop-parallel-no-cls", Some("counted-loop")),
+        ("jdk17-counted-loop-parallel-no-cls-frames", Some("counted-loop")),
+        ("jdk17-safepoint-storm-cpu-hog4", None),
+    ] {
         let rec = fixture(&format!("recordings/{name}"));
         let page = d.join(format!("{name}.html"));
         html_of(&rec, &page);
@@ -83,6 +88,10 @@ fn a_recording_renders_with_timeline_percentiles_and_drilldown() {
         }
         let cause = longest["findings"][0]["title"].as_str().unwrap();
         assert!(dom.contains(&format!("cause: {cause}")), "{name}: the cause in words");
+        // The culprit's code, as a stack trace, when the JVM's stacks were recorded.
+        if let Some(top) = longest["findings"][0]["culprits"][0]["code"]["frames"][0]["method"].as_str() {
+            assert!(dom.contains(&format!("at {top}")), "{name}: the culprit's code is shown");
+        }
         assert!(dom.contains("fix: "), "{name}: and the fix");
 
         // The per-operation table.
