@@ -114,6 +114,12 @@ fn left_behind(w: &Watched) -> Vec<String> {
             for l in list.lines().filter(|l| (l.contains(dir.to_str().unwrap()) || l.contains("/tmp/stallscope-")) && !l.contains("all=off")) {
                 left.push(format!("JVM still logging: {l}"));
             }
+            // Nor a flight recording of ours (attach starts one for the culprits' stacks).
+            let o = Command::new(java17().parent().unwrap().join("jcmd")).args([&jvm.to_string(), "JFR.check"]).output().unwrap();
+            let jfr = String::from_utf8_lossy(&o.stdout).into_owned();
+            if jfr.contains("name=stallscope") {
+                left.push(format!("JVM still recording stacks for stallscope: {}", jfr.trim()));
+            }
         }
     }
     left
