@@ -24,7 +24,9 @@ import org.HdrHistogram.HistogramLogReader;
  * <ul>
  * <li>CPU used by the agent's threads (comm {@code stallscope-*}) in an idle and in a busy JVM, as a
  * percentage of one core, from /proc/&lt;pid&gt;/task/&lt;tid&gt;/stat utime+stime (schedstat, in ns, beside it),
- * against a bare 1 ms sleep loop in an idle JVM without the agent (the floor of any sleep-based meter);</li>
+ * against a bare 1 ms sleep loop in an idle JVM without the agent (the floor of any sleep-based meter),
+ * and against jHiccup at the same 1 ms resolution in the same idle JVM (its {@code Hiccup*} threads),
+ * when its jar is given;</li>
  * <li>the busy JVM's throughput with the agent divided by its throughput without, run in pairs, with
  * the load the rest of the machine put on the CPUs meanwhile (from /proc/stat, less the JVM's own CPU,
  * hypervisor steal included), so a run disturbed by something else shows as such;</li>
@@ -34,7 +36,7 @@ import org.HdrHistogram.HistogramLogReader;
  * Every figure is the median over the runs, with the runs listed.
  *
  * <p>Usage: {@code java -cp <classes>:HdrHistogram.jar Overhead <agent.jar> <java> <clk_tck> <window s>
- * <warm-up s> <runs> <work dir>}
+ * <warm-up s> <runs> <work dir> [<jHiccup.jar>]}
  */
 public final class Overhead {
     /** Below this much load from the rest of the machine, a busy pair's ratio is the agent's alone. */
@@ -48,6 +50,8 @@ public final class Overhead {
     private final int runs;
     private final Path work;
     private final String classPath;
+    /** jHiccup's jar, the peer the agent's idle cost is measured against; null when not given. */
+    private final Path jHiccupJar;
 
     private Overhead(String[] a) {
         agentJar = Paths.get(a[0]).toAbsolutePath();
@@ -57,6 +61,7 @@ public final class Overhead {
         warmupSec = Double.parseDouble(a[4]);
         runs = Integer.parseInt(a[5]);
         work = Paths.get(a[6]);
+        jHiccupJar = a.length > 7 ? Paths.get(a[7]).toAbsolutePath() : null;
         classPath = System.getProperty("java.class.path");
     }
 
@@ -75,6 +80,8 @@ public final class Overhead {
         List<Double> idleSched = new ArrayList<>();
         List<Double> floorCpu = new ArrayList<>();
         List<Double> floorSched = new ArrayList<>();
+        List<Double> peerCpu = new ArrayList<>();
+        List<Double> peerSched = new ArrayList<>();
         for (int r = 0; r < runs; r++) {
             Run idle = launch("idle", agent + work.resolve("idle-" + r + ".hlog"), "stallscope-");
             idleCpu.add(idle.cpuPercent);
@@ -82,11 +89,22 @@ public final class Overhead {
             Run floor = launch("sleeper", null, "bare-sleep-loop");
             floorCpu.add(floor.cpuPercent);
             floorSched.add(floor.schedPercent);
+            if (jHiccupJar != null) {
+                // jHiccup's own defaults but its log: 1 ms resolution (-r 1), an interval log.
+                Run peer = launch("idle", "-javaagent:" + jHiccupJar + "=-l," + work.resolve("jhiccup-" + r + ".hlog") + ",-r,1", "Hiccup");
+                peerCpu.add(peer.cpuPercent);
+                peerSched.add(peer.schedPercent);
+            }
         }
         System.out.printf(Locale.ROOT, "idle JVM:  agent threads use %s%% of one core (schedstat %s%%) %s%n",
                 f2(median(idleCpu)), f2(median(idleSched)), list(idleCpu));
         System.out.printf(Locale.ROOT, "  reference: a bare 1 ms sleep loop uses %s%% (schedstat %s%%) %s%n",
                 f2(median(floorCpu)), f2(median(floorSched)), list(floorCpu));
+        if (jHiccupJar != null) {
+            System.out.printf(Locale.ROOT, "  peer: jHiccup at 1 ms (%s, its Hiccup* threads) uses %s%% (schedstat %s%%) %s; agent / jHiccup: %s (schedstat %s)%n",
+                    jHiccupJar.getFileName(), f2(median(peerCpu)), f2(median(peerSched)), list(peerCpu),
+                    f2(median(idleCpu) / median(peerCpu)), f2(median(idleSched) / median(peerSched)));
+        }
 
         List<Double> busyCpu = new ArrayList<>();
         List<Double> ratios = new ArrayList<>();

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Overhead and accuracy of stallscope-agent.jar, each figure beside its reference from the same run:
-# agent CPU in an idle and a busy JVM, the busy JVM's throughput with/without the agent, and the
+# agent CPU in an idle and a busy JVM (beside jHiccup at the same 1 ms resolution), the busy JVM's throughput with/without the agent, and the
 # agent's p99/max hiccup beside cyclictest's next to an idle JVM. Prints medians over the runs.
 #
 #   java/agent/bench/overhead.sh            # the real benchmark: 60 s windows, 3 runs (about 14 minutes)
@@ -35,4 +35,10 @@ fi
 work=$(mktemp -d "${TMPDIR:-/tmp}/stallscope-overhead.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 "$javac" -nowarn --release 11 -cp "$hdr" -d "$work/classes" "$here/Workload.java" "$here/Overhead.java"
-"$java" -cp "$work/classes:$hdr" Overhead "$jar" "$java" "$(getconf CLK_TCK)" "$window" "$warmup" "$runs" "$work"
+# jHiccup, the peer: built from its published source into shared/peers (see its README there).
+jhiccup=$(ls "$agent_dir"/../../../shared/peers/jHiccup-*.jar 2>/dev/null | head -n 1 || true)
+if [[ -z "$jhiccup" ]]; then
+  echo "overhead.sh: no jHiccup jar in shared/peers beside the checkout: the agent's idle cost is measured against it" >&2
+  exit 1
+fi
+"$java" -cp "$work/classes:$hdr" Overhead "$jar" "$java" "$(getconf CLK_TCK)" "$window" "$warmup" "$runs" "$work" "$jhiccup"
