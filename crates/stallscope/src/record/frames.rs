@@ -26,6 +26,34 @@ pub const NAME: &str = "stallscope";
 /// second; a safepoint can begin before the stall the meter saw).
 const KEEP_AROUND_NS: u64 = 2_000_000_000;
 
+/// Away from a stall's edges one stack per thread per this long is kept: the doctor wants the
+/// stack nearest an edge, or the first well inside; a storm of stalls, whose windows cover the
+/// whole recording, would otherwise keep every sample of every thread.
+const THIN_NS: u64 = 100_000_000;
+/// Every stack this close to a stall's start or end is kept.
+const EDGE_NS: u64 = 50_000_000;
+
+/// Which stacks `frames.jsonl` keeps: every one near a stall's edge and every safepoint-latency
+/// one; elsewhere in a stall's window one per thread per [`THIN_NS`].
+struct Thinning {
+    edges: Vec<u64>,
+    last: HashMap<i32, u64>,
+}
+
+impl Thinning {
+    fn keep(&mut self, t: u64, tid: i32, latency: bool) -> bool {
+        let near_edge = self.edges.iter().any(|e| t.abs_diff(*e) <= EDGE_NS);
+        let spaced = self.last.get(&tid).is_none_or(|l| t.saturating_sub(*l) >= THIN_NS);
+        if latency || near_edge || spaced {
+            if !latency {
+                self.last.insert(tid, t);
+            }
+            return true;
+        }
+        false
+    }
+}
+
 /// The settings the JVM records with: stacks only. `jdk.SafepointLatency` (JDK 25) records how
 /// long a sampled thread took to reach its next safepoint poll; older JDKs ignore the name.
 pub fn settings() -> String {
@@ -78,6 +106,18 @@ pub fn note(dir: &Path, text: &str) -> Result<()> {
     Ok(())
 }
 
+/// When each stall began (was due) and ended, from the recorder's events.
+fn stall_edges(events: &[Event]) -> Vec<u64> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            Event::StallBegin { expected_ns, .. } => Some(*expected_ns),
+            Event::StallEnd { resumed_ns, .. } => Some(*resumed_ns),
+            _ => None,
+        })
+        .collect()
+}
+
 /// When each stall was, from the recorder's events: (from, to) on CLOCK_MONOTONIC, widened by
 /// [`KEEP_AROUND_NS`].
 fn stall_windows(events: &[Event]) -> Vec<(u64, u64)> {
@@ -125,6 +165,7 @@ pub fn extract(dir: &Path, host_tid: &dyn Fn(i64) -> i32) -> Result<usize> {
     };
     let mut kept = 0;
     let mut lost = Vec::new();
+    let mut thinning = Thinning { edges: stall_edges(&events), last: HashMap::new() };
     let died = crate::jfr::read(&jfr, &crate::jfr::Want::Samples(Vec::new()), &mut |line| {
         match line {
             crate::jfr::Line::Samples(c) => {
@@ -134,7 +175,7 @@ pub fn extract(dir: &Path, host_tid: &dyn Fn(i64) -> i32) -> Result<usize> {
                         continue;
                     }
                     let tid = host_tid(s.os_tid);
-                    if tid == 0 {
+                    if tid == 0 || !thinning.keep(t, tid, s.duration_ns.is_some()) {
                         continue;
                     }
                     let latency_ns = s.duration_ns.and_then(|d| u64::try_from(d).ok());
@@ -176,6 +217,19 @@ mod tests {
         assert_eq!(launch_option(d), "-XX:StartFlightRecording=name=stallscope,settings=/tmp/stallscope-x/frames.jfc,filename=/tmp/stallscope-x/frames.jfr,dumponexit=true");
         assert_eq!(jcmd_start(d), "JFR.start name=stallscope settings=/tmp/stallscope-x/frames.jfc filename=/tmp/stallscope-x/frames.jfr dumponexit=true");
         assert!(settings().contains("<setting name=\"period\">20 ms</setting>"));
+    }
+
+    #[test]
+    fn stacks_are_thinned_away_from_stall_edges_only() {
+        const MS: u64 = 1_000_000;
+        let mut th = Thinning { edges: vec![1000 * MS, 3000 * MS], last: HashMap::new() };
+        // Every 20 ms from 1.5 s to 2.5 s: one per 100 ms is kept, per thread.
+        let kept: Vec<u64> = (0..50).map(|i| 1500 + i * 20).filter(|t| th.keep(t * MS, 7, false)).collect();
+        assert_eq!(kept, vec![1500, 1600, 1700, 1800, 1900, 2000, 2100, 2200, 2300, 2400]);
+        assert!(th.keep(1520 * MS, 8, false), "another thread has its own spacing");
+        // Near an edge, all; a safepoint-latency stack always.
+        assert!((0..5).all(|i| th.keep((2960 + i * 20) * MS, 7, false)));
+        assert!(th.keep(2430 * MS, 7, true));
     }
 
     #[test]
