@@ -27,7 +27,8 @@ ap_dir="$out/async-profiler-4.1"
 if [ ! -s "$ap_dir/linux-x64/libasyncProfiler.so" ]; then
   mkdir -p "$ap_dir"
   mvn -q -B dependency:copy -Dartifact=tools.profiler:async-profiler:4.1 -DoutputDirectory="$ap_dir" >/dev/null
-  (cd "$ap_dir" && unzip -o -q async-profiler-4.1.jar linux-x64/libasyncProfiler.so)
+  # The JDK's own jar tool: unzip is not on every machine.
+  (cd "$ap_dir" && jar xf async-profiler-4.1.jar linux-x64/libasyncProfiler.so)
 fi
 ap_so="$ap_dir/linux-x64/libasyncProfiler.so"
 
