@@ -70,10 +70,13 @@ pub fn settings() -> String {
     )
 }
 
-/// Writes the settings into the recording directory `dir`; returns their path.
+/// Writes the settings into the recording directory `dir`; returns their path. Created new and
+/// never through a link: `attach` has handed the directory to the JVM's user by now, who could
+/// have planted `frames.jfc -> /etc/…` for root to overwrite.
 pub fn write_settings(dir: &Path) -> Result<std::path::PathBuf> {
     let p = dir.join(files::FRAMES_JFC);
-    std::fs::write(&p, settings()).with_context(|| format!("{}: cannot write the JFR settings", p.display()))?;
+    let mut f = doctor::recording::create_new(&p)?;
+    std::io::Write::write_all(&mut f, settings().as_bytes()).with_context(|| format!("{}: cannot write the JFR settings", p.display()))?;
     Ok(p)
 }
 
@@ -163,10 +166,29 @@ pub fn extract(dir: &Path, host_tid: &dyn Fn(i64) -> i32) -> Result<usize> {
         let mono = epoch_ns as i128 - meta.start_epoch_ms as i128 * 1_000_000 + meta.start_mono_ns as i128;
         u64::try_from(mono).ok()
     };
+    // The JVM wrote the file, in a directory that may be its user's (`attach` as root): it is
+    // opened here without following a link and without blocking on a FIFO, checked to be a
+    // regular file, and the reader is handed this very file (`/proc/self/fd/N` in the child,
+    // which inherits it), so nothing planted in its place is read.
+    let file = {
+        use std::os::unix::fs::OpenOptionsExt;
+        std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK).open(&jfr)
+    };
+    let file = match file {
+        Ok(f) if f.metadata().is_ok_and(|m| m.is_file()) => f,
+        _ => {
+            out.line(&FramesLine::Note(FramesNote { note: format!("{}: not a regular file the JVM wrote; its stacks are not read", jfr.display()) }))?;
+            return Ok(0);
+        }
+    };
+    let fd = std::os::fd::AsRawFd::as_raw_fd(&file);
+    // SAFETY: clearing close-on-exec on a descriptor we own, so the reader inherits it.
+    unsafe { libc::fcntl(fd, libc::F_SETFD, 0) };
+    let handed = std::path::PathBuf::from(format!("/proc/self/fd/{fd}"));
     let mut kept = 0;
     let mut lost = Vec::new();
     let mut thinning = Thinning { edges: stall_edges(&events), last: HashMap::new() };
-    let died = crate::jfr::read(&jfr, &crate::jfr::Want::Samples(Vec::new()), &mut |line| {
+    let died = crate::jfr::read(&handed, &crate::jfr::Want::Samples(Vec::new()), &mut |line| {
         match line {
             crate::jfr::Line::Samples(c) => {
                 for s in c.samples {
@@ -188,6 +210,7 @@ pub fn extract(dir: &Path, host_tid: &dyn Fn(i64) -> i32) -> Result<usize> {
         }
         Ok(())
     })?;
+    drop(file);
     if let Some(why) = died {
         lost.push(format!("the reader stopped: {why}"));
     }
