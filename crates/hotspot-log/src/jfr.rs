@@ -175,19 +175,18 @@ impl ChunkClock {
 }
 
 /// Walks the events of one chunk (its bytes, checked by [`chunk_spans`]), handing `each` the
-/// events whose type is in `wanted`. Returns the count of events read and the damage that ended
-/// the walk early, if any; a chunk whose metadata or constant pools cannot be parsed is an error.
-fn walk_chunk(offset: u64, bytes: Vec<u8>, wanted: &[&str], out: &mut JfrChunk, each: &mut dyn FnMut(&str, jfrs::reader::event::Accessor<'_>, ChunkClock)) -> Result<(Option<ChunkClock>, Option<JfrError>), JfrError> {
+/// events whose type is in `wanted`, and counting all of them and the chunk's span into `out`.
+/// Returns the damage that ended the walk early, if any; a chunk whose metadata or constant
+/// pools cannot be parsed is an error.
+fn walk_chunk(offset: u64, bytes: Vec<u8>, wanted: &[&str], out: &mut JfrChunk, each: &mut dyn FnMut(&str, jfrs::reader::event::Accessor<'_>, ChunkClock)) -> Result<Option<JfrError>, JfrError> {
     let bad = |e: jfrs::reader::Error| JfrError::Bad { offset, reason: format!("this chunk cannot be parsed ({e})") };
     let mut reader = jfrs::reader::JfrReader::new(io::Cursor::new(bytes));
     out.offset = offset;
     let mut damage = None;
-    let mut chunk_clock = None;
     if let Some(chunk) = reader.chunks().next() {
         // One chunk per buffer: whatever follows it is not another chunk of this file.
         let (mut cr, chunk) = chunk.map_err(bad)?;
         let clock = ChunkClock::of(&chunk.header);
-        chunk_clock = Some(clock);
         out.start_epoch_ns = chunk.header.start_time_nanos;
         out.end_epoch_ns = chunk.header.start_time_nanos.saturating_add(chunk.header.duration_nanos);
         for event in cr.events(&chunk) {
@@ -205,7 +204,7 @@ fn walk_chunk(offset: u64, bytes: Vec<u8>, wanted: &[&str], out: &mut JfrChunk, 
             }
         }
     }
-    Ok((chunk_clock, damage))
+    Ok(damage)
 }
 
 fn long_of(v: &jfrs::reader::event::Accessor<'_>, f: &str) -> Option<i64> {
@@ -245,9 +244,8 @@ pub struct JavaFrame {
 pub struct JfrStackSample {
     /// The JFR event it came from (one of [`SAMPLE_EVENTS`]).
     pub event: String,
-    /// When, ns since the epoch; and on the JVM's tick clock, in ns.
+    /// When, ns since the epoch.
     pub epoch_ns: i64,
-    pub ticks_ns: i64,
     /// For `jdk.SafepointLatency`: how long the thread took to reach its poll.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub duration_ns: Option<i64>,
@@ -262,14 +260,10 @@ pub struct JfrStackSample {
     pub truncated: bool,
 }
 
-/// The stack samples of one chunk, and its tick clock's anchor (`start_ticks_ns` on the tick
-/// clock is `start_epoch_ns` on the wall clock).
+/// The stack samples of one chunk (at `offset` in its file), in time order.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct JfrSampleChunk {
     pub offset: u64,
-    pub start_epoch_ns: i64,
-    pub start_ticks_ns: i64,
-    pub events: u64,
     pub samples: Vec<JfrStackSample>,
 }
 
@@ -289,7 +283,7 @@ fn frame_of(f: &jfrs::reader::event::Accessor<'_>) -> Option<JavaFrame> {
 pub fn read_chunk_samples(offset: u64, bytes: Vec<u8>, tids: &[i64]) -> Result<(JfrSampleChunk, Option<JfrError>), JfrError> {
     let mut counts = JfrChunk::default();
     let mut samples = Vec::new();
-    let (clock, damage) = walk_chunk(offset, bytes, &SAMPLE_EVENTS, &mut counts, &mut |name, v, clock| {
+    let damage = walk_chunk(offset, bytes, &SAMPLE_EVENTS, &mut counts, &mut |name, v, clock| {
         let thread = if name == "jdk.SafepointLatency" { v.get_field("eventThread") } else { v.get_field("sampledThread") };
         let Some(thread) = thread else { return };
         let Some(os_tid) = long_of(&thread, "osThreadId") else { return };
@@ -316,7 +310,6 @@ pub fn read_chunk_samples(offset: u64, bytes: Vec<u8>, tids: &[i64]) -> Result<(
         samples.push(JfrStackSample {
             event: name.to_string(),
             epoch_ns: clock.to_epoch(start),
-            ticks_ns: clock.to_ns(start),
             duration_ns: (name == "jdk.SafepointLatency").then(|| long_of(&v, "duration").map(|d| clock.to_ns(d))).flatten(),
             os_tid,
             java_name: text_of(&thread, "javaName").unwrap_or_default(),
@@ -324,9 +317,8 @@ pub fn read_chunk_samples(offset: u64, bytes: Vec<u8>, tids: &[i64]) -> Result<(
             truncated,
         });
     })?;
-    samples.sort_by_key(|s| s.ticks_ns);
-    let start_ticks_ns = clock.map_or(0, |c| c.to_ns(c.start_ticks as i64));
-    Ok((JfrSampleChunk { offset, start_epoch_ns: counts.start_epoch_ns, start_ticks_ns, events: counts.events, samples }, damage))
+    samples.sort_by_key(|s| s.epoch_ns);
+    Ok((JfrSampleChunk { offset, samples }, damage))
 }
 
 #[derive(Default)]
@@ -347,7 +339,7 @@ pub fn read_chunk(offset: u64, bytes: Vec<u8>) -> Result<(JfrChunk, Option<JfrEr
     let mut by_id: HashMap<i64, Partial> = HashMap::new();
     let mut order: Vec<i64> = Vec::new();
     let mut safepoint_events = 0;
-    let (_, damage) = walk_chunk(offset, bytes, &SAFEPOINT_EVENTS, &mut out, &mut |name, v, clock| {
+    let damage = walk_chunk(offset, bytes, &SAFEPOINT_EVENTS, &mut out, &mut |name, v, clock| {
         let count = |f: &str| v.get_field(f).and_then(|x| i32::try_from(x.value).ok()).and_then(|n| u32::try_from(n).ok());
         let (Some(id), Some(start), Some(dur)) = (long_of(&v, "safepointId"), long_of(&v, "startTime"), long_of(&v, "duration")) else { return };
         if name == "jdk.ExecuteVMOperation" && !v.get_field("safepoint").and_then(|x| bool::try_from(x.value).ok()).unwrap_or(false) {

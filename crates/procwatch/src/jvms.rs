@@ -84,11 +84,6 @@ pub fn jvm(pid: i32) -> Result<Option<JvmProcess>, Unreadable> {
     let uid = status.lines().find_map(|l| l.strip_prefix("Uid:")).and_then(|u| u.split_whitespace().nth(1)).and_then(|u| u.parse().ok()).unwrap_or(u32::MAX);
     let cmdline: Vec<String> = std::fs::read(proc.join("cmdline")).unwrap_or_default().split(|b| *b == 0).filter(|p| !p.is_empty()).map(|p| String::from_utf8_lossy(p).into_owned()).collect();
     let nspid = crate::ns::nspid(pid);
-    let other_pid_ns = {
-        let ns = |p: &str| std::fs::read_link(format!("/proc/{p}/ns/pid")).ok();
-        let theirs = ns(&pid.to_string());
-        theirs.is_some() && theirs != ns("self")
-    };
     let java_version = java_home.as_ref().and_then(|h| {
         // Inside a container's root: resolved there (a planted link stays in the container), a
         // regular file only (a planted FIFO would hang the listing).
@@ -110,7 +105,7 @@ pub fn jvm(pid: i32) -> Result<Option<JvmProcess>, Unreadable> {
         cmdline,
         java_home,
         java_version,
-        contained: other_pid_ns || crate::ns::other_mount_ns(pid),
+        contained: crate::ns::other_pid_ns(pid) || crate::ns::other_mount_ns(pid),
         cgroup,
         starttime: crate::task::process_starttime(pid).unwrap_or(0),
     }))

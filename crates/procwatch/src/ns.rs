@@ -25,11 +25,21 @@ pub fn nspid(pid: i32) -> i32 {
     std::fs::read_to_string(format!("/proc/{pid}/status")).ok().and_then(|s| innermost(&s)).unwrap_or(pid)
 }
 
-/// Whether `pid` sees another filesystem than ours (another mount namespace).
-pub fn other_mount_ns(pid: i32) -> bool {
-    let ns = |p: &str| std::fs::read_link(format!("/proc/{p}/ns/mnt")).ok();
+/// Whether `pid` is in another namespace of this kind (`mnt`, `pid`) than ours.
+fn other_ns(pid: i32, kind: &str) -> bool {
+    let ns = |p: &str| std::fs::read_link(format!("/proc/{p}/ns/{kind}")).ok();
     let theirs = ns(&pid.to_string());
     theirs.is_some() && theirs != ns("self")
+}
+
+/// Whether `pid` sees another filesystem than ours (another mount namespace).
+pub fn other_mount_ns(pid: i32) -> bool {
+    other_ns(pid, "mnt")
+}
+
+/// Whether `pid` numbers processes otherwise than we do (another pid namespace).
+pub fn other_pid_ns(pid: i32) -> bool {
+    other_ns(pid, "pid")
 }
 
 /// Where `pid`'s `/` is reached from here: `/` in our mount namespace, else `/proc/<pid>/root`.

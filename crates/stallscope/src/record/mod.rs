@@ -245,7 +245,7 @@ pub fn record_jvm(s: &Settings, command: &[String], l: &Launch, stop: &AtomicBoo
         format!("-javaagent:{}=log={}/{},interval=1s", s.jar.display(), s.dir.display(), files::HICCUPS),
         format!("-Xlog:safepoint*=debug:file={}/{}:uptime,timenanos,level,tags:filecount=0", s.dir.display(), files::SAFEPOINT_LOG),
     ];
-    let frames = s.frames && java_home.as_deref().and_then(java_version).is_some_and(|v| has_jfr(&v));
+    let frames = s.frames && has_jfr(java_home.as_deref());
     if frames {
         frames::write_settings(&s.dir)?;
         args.push(frames::launch_option(&s.dir));
@@ -253,7 +253,7 @@ pub fn record_jvm(s: &Settings, command: &[String], l: &Launch, stop: &AtomicBoo
         // JFR that cannot start still fails the JVM's start with "Failure when starting JFR").
         args.push("-Xlog:jfr+startup=off".into());
     } else if s.frames {
-        frames::note(&s.dir, "no stacks: the JVM has no flight recorder stallscope can start (JDK 11 or later has)")?;
+        frames::note(&s.dir, NO_JFR)?;
     }
     if let Some(ms) = timeout_ms {
         args.push("-XX:+SafepointTimeout".into());
@@ -272,12 +272,16 @@ pub fn record_jvm(s: &Settings, command: &[String], l: &Launch, stop: &AtomicBoo
     Ok(r)
 }
 
-/// Whether a JDK of this `JAVA_VERSION` has a flight recorder started by
-/// `-XX:StartFlightRecording` with a settings file (11 and later; 1.8 has it only from update
-/// 262, where stallscope does not use it).
-fn has_jfr(version: &str) -> bool {
-    version.split(['.', '-', '+']).next().and_then(|m| m.parse::<u32>().ok()).is_some_and(|m| (11..100).contains(&m))
+/// Whether the JDK at `home` has a flight recorder started by `-XX:StartFlightRecording` or
+/// `JFR.start` with a settings file (11 and later by its `JAVA_VERSION`; 1.8 has it only from
+/// update 262, where stallscope does not use it).
+fn has_jfr(home: Option<&Path>) -> bool {
+    let major = home.and_then(java_version).and_then(|v| v.split(['.', '-', '+']).next().and_then(|m| m.parse::<u32>().ok()));
+    major.is_some_and(|m| (11..100).contains(&m))
 }
+
+/// What `frames.jsonl` says when [`has_jfr`] does not hold.
+const NO_JFR: &str = "no stacks: the JVM has no flight recorder stallscope can start (JDK 11 or later has)";
 
 /// Records a native program that publishes a stallscope heartbeat itself (the lab's native
 /// workloads): the same watching and recording, without the JVM's logs.
@@ -433,7 +437,7 @@ pub fn record_attached(s: &Settings, jvm: &Jvm, run_for: Option<Duration>, stop:
         guard.forget(log_off);
         return Err(e);
     }
-    let in_container = procwatch::ns::nspid(pid) != pid;
+    let in_container = procwatch::ns::other_pid_ns(pid);
     // The JVM's own stack samples: a flight recording, ended (and written) at detach. JFR takes
     // a while to start (half a second and more): it starts beside the watching, not before it,
     // so no stall is missed meanwhile. Not yet in a container: JFR keeps a repository in the
@@ -522,7 +526,7 @@ pub fn record_attached(s: &Settings, jvm: &Jvm, run_for: Option<Duration>, stop:
     if frames_on {
         // In a container, a thread the JVM numbers is only known on the host while the JVM
         // runs; after it exited, its stacks cannot be placed and are left out.
-        frames::extract_or_note(&s.dir, &|t| if in_container { host_tids.get(&(t as i32)).copied().unwrap_or(0) } else { t as i32 });
+        frames::extract_or_note(&s.dir, &|t| if in_container && host_tids.is_empty() { 0 } else { procwatch::ns::host_tid(&host_tids, t as i32) });
     }
     Ok(())
 }
@@ -533,10 +537,9 @@ pub fn record_attached(s: &Settings, jvm: &Jvm, run_for: Option<Duration>, stop:
 /// recorder gets a note in `frames.jsonl` instead.
 #[allow(clippy::type_complexity)]
 fn start_frames(s: &Settings, jvm: &Jvm, jvm_dir: &Path, guard: &mut crate::guard::Guard) -> Result<Option<(crate::guard::Token, std::thread::JoinHandle<Result<String>>)>> {
-    if !jvm.java_home.as_deref().and_then(java_version).is_some_and(|v| has_jfr(&v)) {
-        let text = "no stacks: the JVM has no flight recorder stallscope can start (JDK 11 or later has)";
-        eprintln!("stallscope: JVM pid {}: {text}", jvm.pid);
-        frames::note(&s.dir, text)?;
+    if !has_jfr(jvm.java_home.as_deref()) {
+        eprintln!("stallscope: JVM pid {}: {NO_JFR}", jvm.pid);
+        frames::note(&s.dir, NO_JFR)?;
         return Ok(None);
     }
     frames::write_settings(&s.dir)?;
