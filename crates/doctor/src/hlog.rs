@@ -82,6 +82,28 @@ pub fn read(path: &Path) -> Option<IntervalLog> {
     (!intervals.is_empty()).then_some(IntervalLog { start_epoch_ms, intervals, total })
 }
 
+/// Reads an interval log on as it grows (`stallscope watch` feeds it the whole lines appended
+/// since the last call): each interval's recorded values, with their counts.
+#[derive(Default)]
+pub struct Reader {
+    de: Option<Deserializer>,
+}
+
+impl Reader {
+    /// Hands `out` each value (ns) recorded in the intervals of `lines`, with its count.
+    pub fn feed(&mut self, lines: &[u8], out: &mut dyn FnMut(u64, u64)) {
+        let de = self.de.get_or_insert_with(Deserializer::new);
+        for entry in IntervalLogIterator::new(lines) {
+            let Ok(LogEntry::Interval(h)) = entry else { continue };
+            let Ok(bytes) = base64_decode(h.encoded_histogram()) else { continue };
+            let Ok(hist) = de.deserialize::<u64, _>(&mut std::io::Cursor::new(bytes)) else { continue };
+            for v in hist.iter_recorded() {
+                out(v.value_iterated_to(), v.count_at_value());
+            }
+        }
+    }
+}
+
 fn base64_decode(s: &str) -> Result<Vec<u8>, ()> {
     use base64::Engine;
     base64::engine::general_purpose::STANDARD.decode(s.trim()).map_err(|_| ())

@@ -290,7 +290,7 @@ pub struct Appender {
 enum Sink {
     File(File),
     Queue {
-        tx: Option<std::sync::mpsc::SyncSender<Vec<u8>>>,
+        tx: Option<std::sync::mpsc::SyncSender<Queued>>,
         thread: Option<std::thread::JoinHandle<()>>,
         /// Lines dropped because the queue was full.
         dropped: u64,
@@ -305,18 +305,34 @@ impl Appender {
         Ok(Appender { path: path.to_path_buf(), buf: Vec::with_capacity(1 << 16), to: Sink::File(file) })
     }
 
+    /// A barrier for the lines appended so far (see [`Barrier`]); None for a direct appender,
+    /// whose lines are written when `line` returns.
+    pub fn barrier(&self) -> Option<Barrier> {
+        match &self.to {
+            Sink::Queue { tx: Some(tx), .. } => Some(Barrier { queues: vec![tx.clone()] }),
+            _ => None,
+        }
+    }
+
     /// An appender whose lines are written by a thread of its own, holding at most `capacity`
     /// lines queued; when full, `lossy` ones are dropped (and counted), others wait.
     pub fn background(path: &Path, capacity: usize, lossy: bool) -> Result<Appender, Error> {
         let mut file = create_new(path)?;
-        let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<u8>>(capacity);
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Queued>(capacity);
         let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         let thread = std::thread::Builder::new()
             .name(format!("stallscope-write-{name}"))
             .spawn(move || {
-                for line in rx {
-                    // One write per line: a killed writer leaves at most one partial line.
-                    let _ = file.write_all(&line);
+                for q in rx {
+                    match q {
+                        // One write per line: a killed writer leaves at most one partial line.
+                        Queued::Line(line) => {
+                            let _ = file.write_all(&line);
+                        }
+                        Queued::Barrier(done) => {
+                            let _ = done.send(());
+                        }
+                    }
                 }
             })
             .map_err(|e| Error::io(path, "cannot start its writer thread", e))?;
@@ -334,7 +350,7 @@ impl Appender {
                 let tx = tx.as_ref().expect("open until dropped");
                 let line = std::mem::take(&mut self.buf);
                 let sent = if *lossy {
-                    match tx.try_send(line) {
+                    match tx.try_send(Queued::Line(line)) {
                         Ok(()) => Ok(()),
                         Err(std::sync::mpsc::TrySendError::Full(_)) => {
                             *dropped += 1;
@@ -343,7 +359,7 @@ impl Appender {
                         Err(std::sync::mpsc::TrySendError::Disconnected(_)) => Err(()),
                     }
                 } else {
-                    tx.send(line).map_err(|_| ())
+                    tx.send(Queued::Line(line)).map_err(|_| ())
                 };
                 sent.map_err(|_| Error::io(&self.path, "its writer thread is gone", std::io::Error::other("writer stopped")))
             }
@@ -370,6 +386,33 @@ impl Drop for Appender {
     }
 }
 
+/// What a background appender's thread is handed: a line, or a barrier to answer once every
+/// line before it is written.
+enum Queued {
+    Line(Vec<u8>),
+    Barrier(std::sync::mpsc::SyncSender<()>),
+}
+
+/// Waits, on another thread than the writer's, until the lines appended before it was taken are
+/// in their files: `stallscope watch` diagnoses a stall from the files once its end is written,
+/// without its watch loop ever waiting on the disk itself.
+pub struct Barrier {
+    queues: Vec<std::sync::mpsc::SyncSender<Queued>>,
+}
+
+impl Barrier {
+    /// Blocks until every line appended before the barrier was taken is written (or its writer
+    /// is gone). The barrier waits behind those lines, so a disk that blocks writes blocks it.
+    pub fn wait(self) {
+        for q in self.queues {
+            let (done, answered) = std::sync::mpsc::sync_channel(1);
+            if q.send(Queued::Barrier(done)).is_ok() {
+                let _ = answered.recv();
+            }
+        }
+    }
+}
+
 /// The writer side of a recording directory (tracepoint evidence, `trace.jsonl`, is appended
 /// by its own writer, off the watch loop).
 pub struct Writer {
@@ -384,6 +427,12 @@ pub struct Writer {
 }
 
 impl Writer {
+    /// A barrier for every line written so far to each of the recording's files.
+    pub fn barrier(&self) -> Barrier {
+        let queues = [&self.events, &self.samples, &self.system, &self.context].into_iter().filter_map(|a| a.barrier()).flat_map(|b| b.queues).collect();
+        Barrier { queues }
+    }
+
     /// Opens the recording in `dir` (created by the caller) and writes its header; its lines are
     /// written directly.
     pub fn open(dir: &Path, meta: &Meta) -> Result<Writer, Error> {

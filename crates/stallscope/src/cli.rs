@@ -40,6 +40,10 @@ pub enum Command {
     /// List the JVMs on this host (in containers too), as `jcmd -l` does: pid, pid in its own
     /// namespace, user, JDK, main class or jar, container (its cgroup).
     Jvms(JvmsArgs),
+    /// Guard every JVM of this host (or those chosen), always on: attach to each as it starts,
+    /// diagnose each stall as it ends, keep the evidence within a bound, and export metrics
+    /// (OpenMetrics) and events (JSON lines).
+    Watch(WatchArgs),
     /// Rerun each seed's experiment, baseline beside mitigation, and grade the doctor.
     #[command(subcommand)]
     Lab(LabCommand),
@@ -198,6 +202,57 @@ pub struct JvmsArgs {
     /// could not be read).
     #[arg(long)]
     pub json: bool,
+}
+
+#[derive(Args, Debug, Clone)]
+#[command(after_help = "\
+Each JVM gets the agent and safepoint logging as `attach` gives them, and is watched by one
+loop for the whole host; its recordings go under --out (one directory per JVM and segment,
+which `stallscope report` reads). SIGTERM or Ctrl-C detaches from every JVM (logging off,
+meter stopped); a JVM that exits is closed; one started later is attached. Metrics and
+events are documented in docs/watch.md.
+
+Examples:
+  stallscope watch --all --metrics 127.0.0.1:9464
+  stallscope watch --match 'orders\\.jar' --events /var/log/stallscope/events.jsonl
+  stallscope watch 4242 4343 --out /var/lib/stallscope")]
+pub struct WatchArgs {
+    /// The JVMs to guard (default with none named: --all).
+    #[arg(value_name = "PID", conflicts_with_all = ["all", "matches"])]
+    pub pids: Vec<i32>,
+    /// Every JVM this user may attach to (every JVM, as root).
+    #[arg(long)]
+    pub all: bool,
+    /// Only JVMs whose main class, jar or command line matches this regular expression.
+    #[arg(long = "match", value_name = "REGEX", conflicts_with = "all", allow_hyphen_values = true)]
+    pub matches: Option<String>,
+    /// Where the recordings go (default: $STATE_DIRECTORY under systemd, else ./stallscope-watch).
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Serve OpenMetrics at http://ADDR/metrics, e.g. 127.0.0.1:9464 (off by default).
+    #[arg(long, value_name = "ADDR")]
+    pub metrics: Option<std::net::SocketAddr>,
+    /// Append one JSON line per diagnosed stall to FILE (`-`: stdout).
+    #[arg(long, value_name = "FILE|-")]
+    pub events: Option<String>,
+    /// Keep at most this much evidence on disk, e.g. 500M, 2G.
+    #[arg(long, default_value = "1G", value_name = "SIZE")]
+    pub retain: String,
+    /// Remove evidence older than this, e.g. 12h, 7d.
+    #[arg(long, default_value = "7d", value_name = "DURATION")]
+    pub retain_age: Duration,
+    /// A heartbeat late by this much is a stall.
+    #[arg(long, default_value = "5ms", value_name = "DURATION")]
+    pub threshold: Duration,
+    /// How often every thread of a stalled JVM is sampled.
+    #[arg(long, default_value = "2ms", value_name = "DURATION")]
+    pub sample_interval: Duration,
+    /// The agent jar (default: found beside the binary or in the build tree).
+    #[arg(long, value_name = "PATH")]
+    pub agent: Option<PathBuf>,
+    /// Stop after this long (default: at SIGTERM or Ctrl-C).
+    #[arg(long = "for", value_name = "DURATION")]
+    pub run_for: Option<Duration>,
 }
 
 #[derive(Args, Debug, Clone)]

@@ -6,6 +6,7 @@ mod attach;
 mod cli;
 mod commands;
 mod failure;
+mod fleet;
 mod guard;
 mod inject;
 mod jfr;
@@ -33,6 +34,7 @@ fn main() {
         cli::Command::Attach(a) => commands::record::attach(a),
         cli::Command::Report(a) => commands::report::run(a),
         cli::Command::Jvms(a) => commands::jvms::run(a),
+        cli::Command::Watch(a) => commands::watch::run(a),
         cli::Command::Lab(cli::LabCommand::List(a)) => commands::lab::list(a),
         cli::Command::Lab(cli::LabCommand::Run(a)) => commands::lab::run(a),
         cli::Command::Lab(cli::LabCommand::Compare(a)) => commands::lab::compare(a),

@@ -7,3 +7,4 @@ pub mod lab;
 pub mod logs;
 pub mod record;
 pub mod report;
+pub mod watch;

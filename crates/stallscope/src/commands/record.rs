@@ -27,17 +27,9 @@ pub fn run(a: RunArgs) -> Result<i32> {
 pub fn attach(a: AttachArgs) -> Result<i32> {
     let jvm = Jvm::find(a.pid)?;
     let s = record::settings(&request(&a.record))?;
-    // Root attaching to another user's JVM: the agent, in that JVM, writes the hiccup log and
-    // HotSpot the safepoint log into the directory, as that user. Hand the fresh directory to
-    // them; stallscope's own files in it are created O_EXCL|O_NOFOLLOW, so nothing they plant
-    // can redirect a write of root's.
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } == 0 && jvm.uid != 0 {
-        std::os::unix::fs::chown(&s.dir, Some(jvm.uid), None)
-            .map_err(|e| anyhow::anyhow!("{}: cannot hand the recording directory to uid {} (the JVM's user): {e}", s.dir.display(), jvm.uid))?;
-    }
+    record::hand_to(&s.dir, jvm.uid)?;
     let stop = crate::inject::stop_flag()?;
-    record::record_attached(&s, &jvm, a.run_for.map(|d| d.std()), &stop)?;
+    record::record_attached(&s, &jvm, a.run_for.map(|d| d.std()), &stop, None)?;
     print_report(&s.dir, a.record.json)?;
     eprintln!("stallscope: recording in {}", s.dir.display());
     Ok(EXIT_OK)

@@ -116,6 +116,18 @@ pub fn own_empty_dir(dir: &Path) -> Result<()> {
     Ok(())
 }
 
+/// Root attaching to another user's JVM: the agent, in that JVM, writes the hiccup log and
+/// HotSpot the safepoint log into the directory, as that user. Hand the fresh directory to them;
+/// stallscope's own files in it are created O_EXCL|O_NOFOLLOW, so nothing they plant can
+/// redirect a write of root's.
+pub fn hand_to(dir: &Path, uid: u32) -> Result<()> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 && uid != 0 {
+        std::os::unix::fs::chown(dir, Some(uid), None).map_err(|e| anyhow::anyhow!("{}: cannot hand the recording directory to uid {uid} (the JVM's user): {e}", dir.display()))?;
+    }
+    Ok(())
+}
+
 fn java_version(home: &Path) -> Option<String> {
     let r = std::fs::read_to_string(home.join("release")).ok()?;
     r.lines().find_map(|l| l.strip_prefix("JAVA_VERSION=")).map(|v| v.trim_matches('"').to_string())
@@ -353,7 +365,7 @@ fn record_child(
     let mut ending = Ending::TargetExited;
     if let Some(hb) = &hb {
         let opts = WatchOptions { boost: l.boost, ..watch_options(s) };
-        ending = watch::watch(&mut w, pid, hb, tracing.0.as_ref(), opts, stop, None, &mut || alive(&mut exit, &mut child))?;
+        ending = watch::watch(&mut w, pid, hb, tracing.0.as_ref(), opts, stop, None, &mut || alive(&mut exit, &mut child), None)?;
     }
     if let Ending::Stopped(reason) = &ending {
         // Ctrl-C in a terminal reaches the JVM too; forward it only if it did not.
@@ -386,9 +398,14 @@ fn record_child(
     Ok(Recorded { status, stdout })
 }
 
+/// Makes the [`watch::Driven`] for a JVM whose heartbeat is found: `stallscope watch` hands its
+/// heartbeat to its one loop.
+pub type Drive<'a> = &'a (dyn Fn(i32, &procwatch::heartbeat::Heartbeat) -> watch::Driven + Sync);
+
 /// Attaches to a running JVM (`jvm`), records it into `s.dir` until `run_for` elapses, `stop`
-/// is set or the JVM exits, and leaves it as it was found.
-pub fn record_attached(s: &Settings, jvm: &Jvm, run_for: Option<Duration>, stop: &AtomicBool) -> Result<()> {
+/// is set or the JVM exits, and leaves it as it was found. `drive`: watched by `stallscope
+/// watch`'s heartbeat loop rather than by a loop of its own.
+pub fn record_attached(s: &Settings, jvm: &Jvm, run_for: Option<Duration>, stop: &AtomicBool, drive: Option<Drive>) -> Result<()> {
     let pid = jvm.pid;
     let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
     let command: Vec<String> = cmdline.split(|b| *b == 0).filter(|p| !p.is_empty()).map(|p| String::from_utf8_lossy(p).into_owned()).collect();
@@ -454,12 +471,19 @@ pub fn record_attached(s: &Settings, jvm: &Jvm, run_for: Option<Duration>, stop:
         "stallscope: attached to JVM pid {pid}, recording into {} (stalls ≥ {}){}",
         s.dir.display(),
         fmt_ns(s.threshold_ns),
-        run_for.map(|d| format!(" for {}", fmt_ns(d.as_nanos() as u64))).unwrap_or_else(|| "; Ctrl-C detaches".into())
+        match (run_for, drive) {
+            (Some(d), _) => format!(" for {}", fmt_ns(d.as_nanos() as u64)),
+            (None, None) => "; Ctrl-C detaches".into(),
+            (None, Some(_)) => String::new(),
+        }
     );
     let alive = &mut || Path::new(&format!("/proc/{pid}")).exists();
     let deadline = run_for.map(|d| Instant::now() + d);
     let watched = match watch::wait_for_heartbeat(pid, Duration::from_secs(15), alive, stop) {
-        Ok(Some(hb)) => watch::watch(&mut w, pid, &hb, tracing.0.as_ref(), watch_options(s), stop, deadline, alive),
+        Ok(Some(hb)) => {
+            let driven = drive.map(|d| d(pid, &hb));
+            watch::watch(&mut w, pid, &hb, tracing.0.as_ref(), watch_options(s), stop, deadline, alive, driven)
+        }
         Ok(None) => Ok(Ending::Stopped("interrupted before the agent started".into())),
         Err(e) => Err(e),
     };

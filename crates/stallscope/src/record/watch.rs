@@ -32,6 +32,23 @@ pub struct WatchOptions {
     pub boost: Option<(super::boost::BoostLevel, u64)>,
 }
 
+/// Watching driven by `stallscope watch`'s one heartbeat loop (fleet/beats.rs) instead of by
+/// this watcher's own sleeps: between stalls the watcher blocks until the loop wakes it (the
+/// heartbeat went stale, or watching should end), or until its next baseline look is due. So
+/// many idle JVMs cost one loop's wake-ups, not one per JVM per threshold.
+pub struct Driven {
+    /// A message here: look at the heartbeat now.
+    pub wake: std::sync::mpsc::Receiver<()>,
+    /// Set by the loop when it wakes this watcher for a stale heartbeat (it then leaves the
+    /// heartbeat alone); cleared here once the stall is over, or was none.
+    pub busy: std::sync::Arc<AtomicBool>,
+    /// How often between stalls the baseline look (every thread, and the machine) is taken.
+    pub idle_sample: Duration,
+    /// Told each stall's number once its end is written, with a barrier for the recording's
+    /// lines so far (the diagnosis waits on it, never the watcher).
+    pub ended: Box<dyn FnMut(u32, doctor::recording::Barrier) + Send>,
+}
+
 /// Why watching ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Ending {
@@ -214,12 +231,16 @@ struct Watcher<'a> {
     last_alive_check: Instant,
     /// A step of the loop taking longer than this is written down as the recorder held.
     held_after_ns: u64,
+    driven: Option<Driven>,
 }
 
 /// Never sleep so little that the loop spins, nor so long that Ctrl-C, --for or the target's
 /// exit go unnoticed.
 const MIN_SLEEP_NS: u64 = 250_000;
 const MAX_SLEEP_NS: u64 = 50_000_000;
+/// The longest a driven watcher waits for its loop before it looks for itself whether watching
+/// should end (the target gone).
+const DRIVEN_MAX_WAIT: Duration = Duration::from_secs(1);
 /// How often the loop checks that the target is still there.
 const ALIVE_CHECK: Duration = Duration::from_millis(100);
 /// How often, between stalls, the baseline sample and the system timeline are taken.
@@ -231,7 +252,7 @@ const MAX_BACKLOG: u64 = 5;
 const HELD_INTERVALS: u64 = 10;
 
 impl<'a> Watcher<'a> {
-    fn new(w: &'a mut Writer, pid: i32, hb: &'a Heartbeat, tracer: Option<&'a procwatch::trace::Tracer>, opts: WatchOptions) -> Result<Watcher<'a>> {
+    fn new(w: &'a mut Writer, pid: i32, hb: &'a Heartbeat, tracer: Option<&'a procwatch::trace::Tracer>, opts: WatchOptions, driven: Option<Driven>) -> Result<Watcher<'a>> {
         let sampler = TaskSampler::new(pid)?;
         // A sidecar starved of CPU sees nothing of the starvation it is there to explain: when
         // allowed (root, CAP_SYS_NICE), this thread runs at nice -10. It sleeps between looks, so
@@ -264,6 +285,7 @@ impl<'a> Watcher<'a> {
             idle: Idle { threads: Vec::new(), system, last: Instant::now() - 2 * IDLE_SAMPLE },
             last_alive_check: Instant::now(),
             held_after_ns: opts.threshold_ns.max(HELD_INTERVALS * opts.sample_interval_ns),
+            driven,
         })
     }
 
@@ -313,7 +335,8 @@ impl<'a> Watcher<'a> {
     /// meter's own hiccups, and sleep until the heartbeat would first be stale (or a boost is
     /// due). `Some` when the target is gone.
     fn idle_tick(&mut self, now: u64, expected: u64) -> Result<Option<Ending>> {
-        if self.idle.last.elapsed() > IDLE_SAMPLE {
+        let idle_sample = self.driven.as_ref().map_or(IDLE_SAMPLE, |d| d.idle_sample);
+        if self.idle.last.elapsed() > idle_sample {
             self.idle.last = Instant::now();
             let from = mono_ns();
             // Threads come and go: the list is refreshed with every baseline.
@@ -323,10 +346,25 @@ impl<'a> Watcher<'a> {
             self.idle.system = system_sample(mono_ns(), 0, true, &self.sources);
             self.w.system.line(&SystemSample { jvm: Some(totals(&self.idle.threads)), ..self.idle.system.clone() })?;
             self.held("the baseline look", from, 0)?;
+            if self.driven.is_some() {
+                // The heartbeat loop's own sleeps are the control meter between stalls.
+                return Ok(None);
+            }
             let late = self.control.take_outside();
             if late > self.opts.threshold_ns {
                 self.w.events.line(&Event::ControlHiccup { t: mono_ns(), late_ns: late })?;
             }
+        }
+        if let Some(d) = &self.driven {
+            d.busy.store(false, Ordering::Release);
+            // The loop may have found the heartbeat stale while it was still marked busy, and so
+            // left it alone: look once more before waiting.
+            if mono_ns() >= self.hb.read().last_tick_ns + self.resolution + self.opts.threshold_ns {
+                return Ok(None);
+            }
+            let wait = idle_sample.saturating_sub(self.idle.last.elapsed()).clamp(Duration::from_millis(1), DRIVEN_MAX_WAIT);
+            let _ = d.wake.recv_timeout(wait);
+            return Ok(None);
         }
         let mut due = expected + self.opts.threshold_ns;
         if let Some((_, after)) = self.opts.boost {
@@ -456,6 +494,9 @@ impl<'a> Watcher<'a> {
         let dropped_samples = self.w.samples.dropped() - sampled.dropped_before;
         let (control_max_late_ns, queued) = self.control.take_window();
         self.w.events.line(&Event::StallEnd { t, stall, resumed_ns: resumed, control_max_late_ns, control_queued_ns: Some(queued), resumed: ticked, dropped_samples })?;
+        if let Some(d) = &mut self.driven {
+            (d.ended)(stall, self.w.barrier());
+        }
         let mut exited = sampled.exited;
         if !ticked && matches!(b2.state, MeterState::Exited) {
             settle(self.hb);
@@ -572,8 +613,9 @@ pub fn watch(
     stop: &AtomicBool,
     deadline: Option<Instant>,
     alive: &mut dyn FnMut() -> bool,
+    driven: Option<Driven>,
 ) -> Result<Ending> {
-    let mut wt = Watcher::new(w, pid, hb, tracer, opts)?;
+    let mut wt = Watcher::new(w, pid, hb, tracer, opts, driven)?;
     let end = wt.until_end(hb, opts, stop, deadline, alive)?;
     if end == Ending::TargetExited && !alive() {
         // A JVM that died without its shutdown hooks (SIGKILL, the OOM killer, a crash) leaves
@@ -694,7 +736,7 @@ mod tests {
         let (dir, mut w) = recording("pause");
         let (h, hb) = ticker(150, Duration::from_millis(80), 150);
         let stop = AtomicBool::new(false);
-        let ending = watch(&mut w, pid, &hb, None, opts(), &stop, None, &mut || true).unwrap();
+        let ending = watch(&mut w, pid, &hb, None, opts(), &stop, None, &mut || true, None).unwrap();
         h.join().unwrap();
         assert_eq!(ending, Ending::TargetExited, "the meter's exit ends watching");
         let events: Vec<Event> = read_lines(&dir.join(files::EVENTS)).unwrap();
@@ -724,11 +766,11 @@ mod tests {
         let (h, hb) = ticker(400, Duration::ZERO, 0);
         let stop = AtomicBool::new(false);
         let deadline = Some(Instant::now() + Duration::from_millis(50));
-        assert_eq!(watch(&mut w, pid, &hb, None, opts(), &stop, deadline, &mut || true).unwrap(), Ending::Stopped("--for elapsed".into()));
+        assert_eq!(watch(&mut w, pid, &hb, None, opts(), &stop, deadline, &mut || true, None).unwrap(), Ending::Stopped("--for elapsed".into()));
         stop.store(true, Ordering::Relaxed);
         // A recording is watched once: its files are created new (O_EXCL).
         let (dir2, mut w2) = recording("ends-again");
-        assert_eq!(watch(&mut w2, pid, &hb, None, opts(), &stop, None, &mut || true).unwrap(), Ending::Stopped("interrupted".into()));
+        assert_eq!(watch(&mut w2, pid, &hb, None, opts(), &stop, None, &mut || true, None).unwrap(), Ending::Stopped("interrupted".into()));
         h.join().unwrap();
         drop(w);
         drop(w2);

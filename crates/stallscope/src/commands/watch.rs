@@ -1,0 +1,39 @@
+//! `stallscope watch`: checks its arguments into a `fleet::Config` and runs it until SIGTERM,
+//! Ctrl-C or `--for`.
+
+use crate::cli::WatchArgs;
+use crate::failure::{Failure, EXIT_OK, EXIT_USAGE};
+use crate::fleet::{self, discover::Selection, retain};
+use anyhow::Result;
+use std::path::PathBuf;
+
+pub fn run(a: WatchArgs) -> Result<i32> {
+    let selection = match (&a.matches, a.pids.is_empty()) {
+        (Some(p), _) => Selection::Matching(regex::Regex::new(p).map_err(|e| Failure::new(EXIT_USAGE, format!("--match '{p}': not a regular expression ({})", e.to_string().lines().last().unwrap_or("").trim_start_matches("error: "))))?),
+        (None, false) => Selection::Pids(a.pids.clone()),
+        (None, true) => Selection::All,
+    };
+    let bytes = retain::parse_size(&a.retain).map_err(|e| Failure::new(EXIT_USAGE, format!("--retain {e}")))?;
+    if a.threshold.ns() < 1_000_000 {
+        return Err(Failure::new(EXIT_USAGE, "--threshold is below the agent's 1 ms resolution".to_string()));
+    }
+    let out = a.out.clone().unwrap_or_else(|| std::env::var_os("STATE_DIRECTORY").map(|d| PathBuf::from(d.to_string_lossy().split(':').next().unwrap_or_default())).unwrap_or_else(|| PathBuf::from("stallscope-watch")));
+    // Events to a pipe that goes away are an error to handle, not a signal that kills watch
+    // before it detaches.
+    // SAFETY: changing a signal's disposition before any thread of ours writes.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_IGN) };
+    let stop = crate::inject::stop_flag()?;
+    let cfg = fleet::Config {
+        selection,
+        out,
+        metrics: a.metrics,
+        events: a.events.clone(),
+        retain: retain::Limits { bytes, age: a.retain_age.std() },
+        threshold_ns: a.threshold.ns(),
+        sample_interval_ns: a.sample_interval.ns(),
+        agent: a.agent.clone(),
+        run_for: a.run_for.map(|d| d.std()),
+    };
+    fleet::run(cfg, &stop)?;
+    Ok(EXIT_OK)
+}

@@ -1,0 +1,178 @@
+//! `watch --events FILE|-`: one JSON line per diagnosed stall, for whatever log pipeline a team
+//! already runs (schema `stallscope.watch-event/1`, docs/formats/watch-events.md).
+//!
+//! Invariant: one write per line, so a reader never sees half an event; a pipeline that goes
+//! away (EPIPE, a full disk) costs the events, never the watching.
+
+use doctor::report::{Report, StallReport};
+use serde::Serialize;
+use std::io::Write;
+
+pub const SCHEMA: &str = "stallscope.watch-event/1";
+
+/// The JVM an event is about.
+#[derive(Debug, Clone, Serialize)]
+pub struct EventJvm {
+    pub pid: i32,
+    /// Its pid inside its own namespace (a container's).
+    pub nspid: i32,
+    pub main: String,
+    /// Its cgroup path when in a container, else empty.
+    pub container: String,
+    pub jdk: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct EventSafepoint {
+    pub op: String,
+    pub ttsp_ns: u64,
+    pub total_ns: u64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct EventCulprit {
+    pub tid: i32,
+    pub name: String,
+    pub description: String,
+    /// Its Java method where the JVM sampled it (`Class.method (File.java:88)`), when known.
+    pub code: Option<String>,
+}
+
+/// One diagnosed stall.
+#[derive(Debug, Clone, Serialize)]
+pub struct StallEvent {
+    pub schema: &'static str,
+    /// When it began, local wall time with its offset (RFC 3339).
+    pub time: String,
+    pub host: String,
+    pub jvm: EventJvm,
+    /// Its number in the recording.
+    pub stall: u32,
+    pub duration_ns: u64,
+    pub safepoint: Option<EventSafepoint>,
+    /// The main cause's id (docs/causes/ID.md), `unknown` when none was found.
+    pub cause: String,
+    pub title: String,
+    pub confidence: String,
+    /// The part of the stall the cause explains (0–1).
+    pub share: f64,
+    pub culprit: Option<EventCulprit>,
+    pub fix: String,
+    /// The recording holding the evidence (`stallscope report` reads it).
+    pub recording: String,
+}
+
+fn host() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname").map(|h| h.trim().to_string()).unwrap_or_default()
+}
+
+impl StallEvent {
+    pub fn of(jvm: &EventJvm, r: &Report, s: &StallReport) -> StallEvent {
+        let f = s.findings.first();
+        let start_ms = r.meta.start_epoch_ms + (s.start_mono_ns as i64 - r.meta.start_mono_ns as i64) / 1_000_000;
+        let time = chrono::DateTime::from_timestamp_millis(start_ms).map(|d| d.with_timezone(&chrono::Local).to_rfc3339_opts(chrono::SecondsFormat::Millis, false)).unwrap_or_default();
+        StallEvent {
+            schema: SCHEMA,
+            time,
+            host: host(),
+            jvm: jvm.clone(),
+            stall: s.stall,
+            duration_ns: s.duration_ns,
+            safepoint: s.safepoint.as_ref().map(|p| EventSafepoint { op: p.op.clone(), ttsp_ns: p.ttsp_ns, total_ns: p.total_ns }),
+            cause: f.map_or("unknown", |f| f.cause.id()).to_string(),
+            title: f.map_or_else(|| "no cause found".to_string(), |f| f.title.clone()),
+            confidence: f.map_or("low", |f| f.confidence.word()).to_string(),
+            share: f.map_or(0.0, |f| f.share),
+            culprit: f.and_then(|f| f.culprits.first()).map(|c| EventCulprit {
+                tid: c.tid,
+                name: c.name.clone(),
+                description: c.description.clone(),
+                code: c.code.as_ref().and_then(|k| k.fix_frame()).map(doctor::code::describe_frame),
+            }),
+            fix: f.map(|f| f.fix.clone()).unwrap_or_default(),
+            recording: r.recording.clone(),
+        }
+    }
+}
+
+/// Where events go: a file (appended), stdout, or nowhere.
+pub struct Events {
+    out: Option<Box<dyn Write + Send>>,
+    what: String,
+}
+
+impl Events {
+    pub fn none() -> Events {
+        Events { out: None, what: String::new() }
+    }
+
+    /// `-` is stdout; a path is appended to (created 0640 when missing).
+    pub fn open(target: &str) -> anyhow::Result<Events> {
+        use anyhow::Context;
+        use std::os::unix::fs::OpenOptionsExt;
+        if target == "-" {
+            return Ok(Events { out: Some(Box::new(std::io::stdout())), what: "stdout".into() });
+        }
+        let f = std::fs::OpenOptions::new().create(true).append(true).mode(0o640).custom_flags(libc::O_NOFOLLOW).open(target).with_context(|| format!("--events {target}: cannot append to it"))?;
+        Ok(Events { out: Some(Box::new(f)), what: target.to_string() })
+    }
+
+    pub fn write(&mut self, e: &StallEvent) {
+        let Some(out) = &mut self.out else { return };
+        let mut line = serde_json::to_vec(e).unwrap_or_default();
+        line.push(b'\n');
+        if let Err(err) = out.write_all(&line).and_then(|_| out.flush()) {
+            eprintln!("stallscope: --events {}: {err}; no more events are written", self.what);
+            self.out = None;
+        }
+    }
+
+    pub fn flush(&mut self) {
+        if let Some(o) = &mut self.out {
+            let _ = o.flush();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn paths(v: &serde_json::Value, prefix: &str, out: &mut Vec<String>) {
+        if let Some(o) = v.as_object() {
+            for (k, x) in o {
+                let p = if prefix.is_empty() { k.clone() } else { format!("{prefix}.{k}") };
+                out.push(p.clone());
+                paths(x, &p, out);
+            }
+        }
+    }
+
+    #[test]
+    fn every_field_of_an_event_is_documented_and_the_document_lists_no_other() {
+        let doc = std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/formats/watch-events.md")).unwrap();
+        let e = StallEvent {
+            schema: SCHEMA,
+            time: String::new(),
+            host: String::new(),
+            jvm: EventJvm { pid: 1, nspid: 1, main: String::new(), container: String::new(), jdk: None },
+            stall: 1,
+            duration_ns: 0,
+            safepoint: Some(EventSafepoint { op: String::new(), ttsp_ns: 0, total_ns: 0 }),
+            cause: String::new(),
+            title: String::new(),
+            confidence: String::new(),
+            share: 0.0,
+            culprit: Some(EventCulprit { tid: 1, name: String::new(), description: String::new(), code: None }),
+            fix: String::new(),
+            recording: String::new(),
+        };
+        let mut fields = Vec::new();
+        paths(&serde_json::to_value(&e).unwrap(), "", &mut fields);
+        for f in &fields {
+            assert!(doc.contains(&format!("| `{f}` |")), "{f} is not in docs/formats/watch-events.md");
+        }
+        let listed = doc.lines().filter(|l| l.starts_with("| `")).count();
+        assert_eq!(listed, fields.len(), "the document lists fields an event does not have");
+    }
+}

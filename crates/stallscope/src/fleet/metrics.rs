@@ -1,0 +1,217 @@
+//! `watch --metrics ADDR`: the watched JVMs, their stalls by cause, stall durations, TTSP and
+//! hiccups, and the recorder's own health, as OpenMetrics (the `prometheus-client` crate) on
+//! `http://ADDR/metrics`. Names and labels are documented in docs/watch.md.
+//!
+//! Invariant: no listener unless asked; the server answers one request at a time, reads at most
+//! a few kilobytes of a request, and gives up on a client that stalls, so a scraper (or anyone
+//! else on the port) cannot hold up the watching.
+
+use anyhow::{Context, Result};
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::registry::{Registry, Unit};
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// What names a watched JVM in every series.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct JvmLabels {
+    pub pid: String,
+    /// Its main class or jar (as `jps -l` names it).
+    pub main: String,
+    /// Its cgroup path when it runs in a container (another pid or mount namespace), else empty.
+    pub container: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct JvmInfoLabels {
+    pub pid: String,
+    pub main: String,
+    pub container: String,
+    pub jdk: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct CauseLabels {
+    pub pid: String,
+    pub main: String,
+    pub container: String,
+    /// The stall's main cause (docs/causes), `unknown` when the doctor could not tell.
+    pub cause: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct SkipLabels {
+    /// Why a JVM was not watched: `refused` (attach failed), `recorded` (another stallscope
+    /// records it), `unreadable` (another user's, without privilege).
+    pub reason: String,
+}
+
+type Hist = Family<JvmLabels, Histogram, fn() -> Histogram>;
+
+fn seconds_buckets() -> Histogram {
+    // 100 µs to about 52 s, doubling: TTSP and hiccups are sub-millisecond, stalls seconds.
+    Histogram::new(exponential_buckets(0.0001, 2.0, 20))
+}
+
+/// Every series `watch` exports.
+#[derive(Clone)]
+pub struct Metrics {
+    pub jvms: Family<JvmInfoLabels, Gauge>,
+    pub stalls: Family<CauseLabels, Counter>,
+    pub stall_seconds: Hist,
+    pub ttsp_seconds: Hist,
+    pub safepoint_seconds: Hist,
+    pub hiccup_seconds: Hist,
+    pub dropped_samples: Family<JvmLabels, Counter>,
+    pub control_lateness_seconds: Histogram,
+    pub skipped: Family<SkipLabels, Counter>,
+    pub retained_bytes: Gauge,
+    pub retention_removed: Counter,
+    /// The causes each JVM (by pid) has a stall counter for: what `forget` removes.
+    causes: Arc<std::sync::Mutex<std::collections::HashMap<String, std::collections::BTreeSet<String>>>>,
+    registry: Arc<Registry>,
+}
+
+impl Metrics {
+    pub fn new() -> Metrics {
+        let mut r = Registry::with_prefix("stallscope");
+        let jvms = Family::<JvmInfoLabels, Gauge>::default();
+        let stalls = Family::<CauseLabels, Counter>::default();
+        let stall_seconds: Hist = Family::new_with_constructor(seconds_buckets);
+        let ttsp_seconds: Hist = Family::new_with_constructor(seconds_buckets);
+        let safepoint_seconds: Hist = Family::new_with_constructor(seconds_buckets);
+        let hiccup_seconds: Hist = Family::new_with_constructor(seconds_buckets);
+        let dropped_samples = Family::<JvmLabels, Counter>::default();
+        let control_lateness_seconds = seconds_buckets();
+        let skipped = Family::<SkipLabels, Counter>::default();
+        let retained_bytes = Gauge::default();
+        let retention_removed = Counter::default();
+        r.register("watched_jvm", "A JVM stallscope watch guards (1 while watched)", jvms.clone());
+        r.register("stalls", "Stalls diagnosed, by main cause", stalls.clone());
+        r.register_with_unit("stall_duration", "How long each diagnosed stall lasted", Unit::Seconds, stall_seconds.clone());
+        r.register_with_unit("ttsp", "Time to safepoint of every safepoint in the JVM's log", Unit::Seconds, ttsp_seconds.clone());
+        r.register_with_unit("safepoint_total", "Total time of every safepoint in the JVM's log", Unit::Seconds, safepoint_seconds.clone());
+        r.register_with_unit("hiccup", "The agent's hiccup meter: how late each of its 1 ms wake-ups came", Unit::Seconds, hiccup_seconds.clone());
+        r.register("dropped_samples", "Thread samples the recorder dropped (its disk did not keep up)", dropped_samples.clone());
+        r.register_with_unit("control_lateness", "The recorder's own control meter: how late its watch loop woke", Unit::Seconds, control_lateness_seconds.clone());
+        r.register("skipped_jvms", "JVMs watch did not guard, by reason", skipped.clone());
+        r.register_with_unit("retained", "Disk used by the recordings watch keeps", Unit::Bytes, retained_bytes.clone());
+        r.register("retention_removed_recordings", "Recordings removed to keep within --retain and --retain-age", retention_removed.clone());
+        Metrics { jvms, stalls, stall_seconds, ttsp_seconds, safepoint_seconds, hiccup_seconds, dropped_samples, control_lateness_seconds, skipped, retained_bytes, retention_removed, causes: Arc::default(), registry: Arc::new(r) }
+    }
+
+    /// Forgets every series of a JVM that is no longer watched.
+    pub fn forget(&self, jvm: &JvmLabels, jdk: &str) {
+        self.jvms.remove(&JvmInfoLabels { pid: jvm.pid.clone(), main: jvm.main.clone(), container: jvm.container.clone(), jdk: jdk.to_string() });
+        for h in [&self.stall_seconds, &self.ttsp_seconds, &self.safepoint_seconds, &self.hiccup_seconds] {
+            h.remove(jvm);
+        }
+        self.dropped_samples.remove(jvm);
+        let causes = self.causes.lock().unwrap_or_else(|p| p.into_inner()).remove(&jvm.pid).unwrap_or_default();
+        for cause in causes {
+            self.stalls.remove(&CauseLabels { pid: jvm.pid.clone(), main: jvm.main.clone(), container: jvm.container.clone(), cause });
+        }
+    }
+
+    /// One diagnosed stall of `jvm`: its cause counted, its duration observed.
+    pub fn stall(&self, jvm: &JvmLabels, cause: &str, duration_ns: u64) {
+        self.causes.lock().unwrap_or_else(|p| p.into_inner()).entry(jvm.pid.clone()).or_default().insert(cause.to_string());
+        self.stalls.get_or_create(&CauseLabels { pid: jvm.pid.clone(), main: jvm.main.clone(), container: jvm.container.clone(), cause: cause.to_string() }).inc();
+        self.stall_seconds.get_or_create(jvm).observe(duration_ns as f64 / 1e9);
+    }
+
+    /// The OpenMetrics text of every series.
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
+        out
+    }
+
+    /// Serves `/metrics` on `addr` from a thread of its own; the address it bound (port 0 picks
+    /// one) is returned.
+    pub fn serve(&self, addr: SocketAddr) -> Result<SocketAddr> {
+        let listener = TcpListener::bind(addr).with_context(|| format!("--metrics {addr}: cannot listen there (in use, or not an address of this host?)"))?;
+        let bound = listener.local_addr()?;
+        let me = self.clone();
+        std::thread::Builder::new().name("stallscope-metrics".into()).spawn(move || {
+            for conn in listener.incoming().flatten() {
+                let _ = me.answer(conn);
+            }
+        })?;
+        Ok(bound)
+    }
+
+    fn answer(&self, mut conn: std::net::TcpStream) -> std::io::Result<()> {
+        conn.set_read_timeout(Some(Duration::from_secs(5)))?;
+        conn.set_write_timeout(Some(Duration::from_secs(5)))?;
+        let mut req = Vec::with_capacity(1024);
+        let mut buf = [0u8; 1024];
+        while !req.windows(4).any(|w| w == b"\r\n\r\n") && req.len() < 8192 {
+            let n = conn.read(&mut buf)?;
+            if n == 0 {
+                break;
+            }
+            req.extend_from_slice(&buf[..n]);
+        }
+        let head = String::from_utf8_lossy(&req);
+        let first = head.lines().next().unwrap_or("");
+        let mut parts = first.split_whitespace();
+        let (method, path) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+        let path = path.split('?').next().unwrap_or("");
+        let (status, ctype, body) = match (method, path) {
+            ("GET", "/metrics") => ("200 OK", "application/openmetrics-text; version=1.0.0; charset=utf-8", self.encode()),
+            ("GET", "/") => ("200 OK", "text/plain; charset=utf-8", "stallscope watch: metrics at /metrics\n".to_string()),
+            ("GET", _) => ("404 Not Found", "text/plain; charset=utf-8", "not found: try /metrics\n".to_string()),
+            _ => ("405 Method Not Allowed", "text/plain; charset=utf-8", "only GET\n".to_string()),
+        };
+        write!(conn, "HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len())?;
+        conn.flush()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn labels(pid: &str) -> JvmLabels {
+        JvmLabels { pid: pid.into(), main: "Main".into(), container: String::new() }
+    }
+
+    #[test]
+    fn a_forgotten_jvm_leaves_no_series_and_others_keep_theirs() {
+        let m = Metrics::new();
+        for pid in ["1", "2"] {
+            let l = labels(pid);
+            m.jvms.get_or_create(&JvmInfoLabels { pid: pid.into(), main: "Main".into(), container: String::new(), jdk: "17".into() }).set(1);
+            m.stall(&l, "no-safepoint-poll", 500_000_000);
+        }
+        m.forget(&labels("1"), "17");
+        let text = m.encode();
+        assert!(!text.contains("pid=\"1\""), "{text}");
+        assert!(text.contains("stallscope_stalls_total{pid=\"2\",main=\"Main\",container=\"\",cause=\"no-safepoint-poll\"} 1"), "{text}");
+        assert!(text.contains("stallscope_stall_duration_seconds_bucket{"), "{text}");
+        assert!(text.ends_with("# EOF\n"), "OpenMetrics text ends with EOF");
+    }
+
+    #[test]
+    fn the_server_answers_metrics_and_refuses_the_rest() {
+        let m = Metrics::new();
+        let addr = m.serve("127.0.0.1:0".parse().unwrap()).unwrap();
+        let get = |path: &str| {
+            let mut c = std::net::TcpStream::connect(addr).unwrap();
+            write!(c, "GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+            let mut s = String::new();
+            c.read_to_string(&mut s).unwrap();
+            s
+        };
+        let ok = get("/metrics");
+        assert!(ok.starts_with("HTTP/1.1 200 OK") && ok.contains("application/openmetrics-text") && ok.contains("# EOF"), "{ok}");
+        assert!(get("/nope").starts_with("HTTP/1.1 404"));
+    }
+}

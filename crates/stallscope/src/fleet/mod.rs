@@ -1,0 +1,328 @@
+//! `stallscope watch`: always on, for every JVM of a host. It finds JVMs as they start
+//! (discover.rs), attaches to each as `attach` does (the agent, safepoint logging; through
+//! `/proc/PID/root` for a JVM in a container), watches every heartbeat from one loop
+//! (beats.rs), diagnoses each stall as it ends (analyse.rs), keeps the evidence within its
+//! bounds (retain.rs), and exports metrics (metrics.rs) and events (events.rs).
+//!
+//! Invariant: whatever ends `watch` (SIGTERM, Ctrl-C, `--for`, an error), every JVM is detached
+//! (its logging off, the meter stopped) before it exits; if `watch` is killed outright, each
+//! JVM's guardian does the same (guard.rs). A JVM that exits is closed; its recording stays for
+//! `report` until retention removes it.
+
+pub mod analyse;
+pub mod beats;
+pub mod discover;
+pub mod events;
+pub mod metrics;
+pub mod retain;
+
+use crate::attach::Jvm;
+use crate::record::{self, Settings};
+use analyse::Note;
+use anyhow::{bail, Context, Result};
+use discover::{Discovery, Selection};
+use events::{EventJvm, Events};
+use metrics::{JvmInfoLabels, JvmLabels, Metrics, SkipLabels};
+use procwatch::jvms::JvmProcess;
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::Sender;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+
+/// What `watch` was asked for.
+pub struct Config {
+    pub selection: Selection,
+    pub out: PathBuf,
+    pub metrics: Option<SocketAddr>,
+    pub events: Option<String>,
+    pub retain: retain::Limits,
+    pub threshold_ns: u64,
+    pub sample_interval_ns: u64,
+    pub agent: Option<PathBuf>,
+    pub run_for: Option<Duration>,
+}
+
+/// How often new JVMs are looked for, exited ones closed and retention applied.
+const PASS_EVERY: Duration = Duration::from_secs(2);
+/// How often a watched JVM's threads are looked at between stalls (the next stall's baseline).
+const IDLE_SAMPLE: Duration = Duration::from_secs(2);
+
+/// What every JVM's guarding thread shares.
+struct Shared {
+    out: PathBuf,
+    jar: PathBuf,
+    threshold_ns: u64,
+    sample_interval_ns: u64,
+    beats: beats::Beats,
+    notes: Mutex<Sender<Note>>,
+    metrics: Metrics,
+    /// Set before every JVM's `stop` when watch ends: a roll then attaches no more.
+    ending: AtomicBool,
+}
+
+/// One JVM being guarded.
+struct Guarded {
+    labels: JvmLabels,
+    jdk: String,
+    /// Set to detach (watch ends, or the recording is rolled).
+    stop: Arc<AtomicBool>,
+    /// Set with `stop` to attach again into a fresh recording.
+    roll: Arc<AtomicBool>,
+    /// The recording being written.
+    current: Arc<Mutex<Option<PathBuf>>>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+/// A JVM's name in labels and directory names: its main class, or its jar's file name.
+fn short_main(j: &JvmProcess) -> String {
+    let m = if j.main.ends_with(".jar") { Path::new(&j.main).file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default() } else { j.main.clone() };
+    if m.is_empty() { "unknown".into() } else { m }
+}
+
+fn labels_of(j: &JvmProcess) -> JvmLabels {
+    JvmLabels { pid: j.pid.to_string(), main: short_main(j), container: if j.contained { j.cgroup.clone() } else { String::new() } }
+}
+
+/// `DIR/<pid>-<main>-<date>-<time>`, with only characters the JVM's options can carry.
+fn recording_dir(out: &Path, j: &JvmProcess) -> PathBuf {
+    let main: String = short_main(j).chars().map(|c| if c.is_ascii_alphanumeric() || "._-".contains(c) { c } else { '_' }).take(48).collect();
+    let base = format!("{}-{main}-{}", j.pid, chrono::Local::now().format("%Y%m%d-%H%M%S"));
+    let mut d = out.join(&base);
+    let mut i = 2;
+    while d.exists() {
+        d = out.join(format!("{base}-{i}"));
+        i += 1;
+    }
+    d
+}
+
+/// The directory the recordings go in: created 0755, or an existing one that is this user's and
+/// that no one else can write to (the JVMs' own users write into the recordings in it).
+fn own_out_dir(out: &Path) -> Result<PathBuf> {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+    let s = out.to_string_lossy();
+    if s.contains([',', ':', '=', '"', ' ']) {
+        bail!("{s}: the recordings' directory cannot hold ',', ':', '=', quotes or spaces (the JVM's -Xlog and agent options would split it)");
+    }
+    std::fs::DirBuilder::new().recursive(true).mode(0o755).create(out).with_context(|| format!("{}: cannot create the recordings' directory", out.display()))?;
+    let m = std::fs::symlink_metadata(out)?;
+    // SAFETY: geteuid has no preconditions.
+    let me = unsafe { libc::geteuid() };
+    if m.file_type().is_symlink() || !m.is_dir() {
+        bail!("{}: not a directory (a link is refused too); choose another with --out", out.display());
+    }
+    if m.uid() != me || m.mode() & 0o022 != 0 {
+        bail!("{}: must be yours (uid {me}) and writable by no one else (it is uid {}, mode {:o}); choose another with --out", out.display(), m.uid(), m.mode() & 0o7777);
+    }
+    Ok(std::fs::canonicalize(out)?)
+}
+
+/// Whether another stallscope (`run`, `attach`, another `watch`) already records this JVM: its
+/// agent's heartbeat is there and running.
+fn recorded_elsewhere(pid: i32) -> Option<PathBuf> {
+    let path = procwatch::heartbeat::default_path(pid);
+    let hb = procwatch::heartbeat::Heartbeat::open(&path).ok()?;
+    (hb.read().state == procwatch::heartbeat::MeterState::Running && hb.of_pid(pid).liveness() == procwatch::heartbeat::Liveness::Alive).then_some(path)
+}
+
+/// Guards one JVM until it exits or `stop` is set without `roll`: one recording after another.
+fn guard_jvm(sh: Arc<Shared>, j: JvmProcess, stop: Arc<AtomicBool>, roll: Arc<AtomicBool>, current: Arc<Mutex<Option<PathBuf>>>) {
+    let (pid, labels) = (j.pid, labels_of(&j));
+    let skip = |reason: &str, why: String| {
+        eprintln!("stallscope: JVM pid {pid} ({}): not watched: {why}", labels.main);
+        sh.metrics.skipped.get_or_create(&SkipLabels { reason: reason.into() }).inc();
+    };
+    if let Some(hb) = recorded_elsewhere(pid) {
+        return skip("recorded", format!("another stallscope records it (its heartbeat {} is running)", hb.display()));
+    }
+    let jvm = match Jvm::find(pid) {
+        Ok(jvm) => jvm,
+        Err(e) => return skip("refused", format!("{e:#}")),
+    };
+    let info = EventJvm { pid, nspid: j.nspid, main: labels.main.clone(), container: labels.container.clone(), jdk: j.java_version.clone() };
+    let mut first = true;
+    loop {
+        let dir = recording_dir(&sh.out, &j);
+        let made = record::own_empty_dir(&dir).and_then(|_| record::hand_to(&dir, jvm.uid));
+        if let Err(e) = made {
+            return skip("refused", format!("{e:#}"));
+        }
+        let s = Settings { jar: sh.jar.clone(), dir: dir.clone(), threshold_ns: sh.threshold_ns, sample_interval_ns: sh.sample_interval_ns, frames: false };
+        let notes = sh.notes.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let _ = notes.send(Note::Opened { dir: dir.clone(), jvm: info.clone(), labels: labels.clone() });
+        *current.lock().unwrap_or_else(|p| p.into_inner()) = Some(dir.clone());
+        let ended_to = Mutex::new(notes.clone());
+        let drive = |p: i32, hb: &procwatch::heartbeat::Heartbeat| {
+            let (tx, d) = (ended_to.lock().unwrap_or_else(|p| p.into_inner()).clone(), dir.clone());
+            sh.beats.join(p, hb, IDLE_SAMPLE, Box::new(move |stall, barrier| {
+                let _ = tx.send(Note::Ended { dir: d.clone(), stall, barrier });
+            }))
+        };
+        let r = record::record_attached(&s, &jvm, None, &stop, Some(&drive));
+        *current.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        let _ = notes.send(Note::Closed { dir: dir.clone() });
+        if let Err(e) = r {
+            if first {
+                let _ = std::fs::remove_dir_all(&dir);
+                return skip("refused", format!("{e:#}"));
+            }
+            eprintln!("stallscope: JVM pid {pid}: watching ended: {e:#}");
+            return;
+        }
+        first = false;
+        let alive = procwatch::task::process_starttime(pid) == Some(j.starttime);
+        if !(roll.swap(false, Ordering::SeqCst) && alive) {
+            return;
+        }
+        // Rolled: a fresh recording, the finished one left to retention. `stop` is cleared
+        // before `ending` is read, and watch sets `ending` before `stop`: either this sees the
+        // end, or the end's `stop` comes after this clearing and ends the next recording.
+        stop.store(false, Ordering::SeqCst);
+        if sh.ending.load(Ordering::SeqCst) {
+            return;
+        }
+    }
+}
+
+/// Runs `watch` until `stop` is set (SIGTERM, Ctrl-C), `--for` elapses, or (with pids named)
+/// every JVM named has exited.
+pub fn run(cfg: Config, stop: &AtomicBool) -> Result<()> {
+    let jar = record::agent_jar::find(cfg.agent.as_deref())?;
+    let out = own_out_dir(&cfg.out)?;
+    if let Selection::Pids(pids) = &cfg.selection {
+        for &pid in pids {
+            match procwatch::jvms::jvm(pid) {
+                Ok(Some(_)) => {}
+                Ok(None) => bail!("pid {pid}: no such process, or not a JVM (no libjvm.so is mapped); `stallscope jvms` lists the JVMs"),
+                Err(u) => bail!("pid {pid}: {}", u.reason),
+            }
+        }
+    }
+    let metrics = Metrics::new();
+    if let Some(a) = cfg.metrics {
+        let bound = metrics.serve(a)?;
+        eprintln!("stallscope: metrics at http://{bound}/metrics");
+    }
+    let events = match &cfg.events {
+        Some(t) => Events::open(t)?,
+        None => Events::none(),
+    };
+    let (notes_tx, notes_rx) = std::sync::mpsc::channel();
+    let analysis = {
+        let m = metrics.clone();
+        std::thread::Builder::new().name("stallscope-analyse".into()).spawn(move || analyse::run(notes_rx, m, events))?
+    };
+    let beats = beats::Beats::new(cfg.threshold_ns);
+    let loop_stop = Arc::new(AtomicBool::new(false));
+    let beat_loop = {
+        let (b, ls, h) = (beats.clone(), Arc::clone(&loop_stop), metrics.control_lateness_seconds.clone());
+        std::thread::Builder::new().name("stallscope-beats".into()).spawn(move || b.run(&ls, &|late| h.observe(late as f64 / 1e9)))?
+    };
+    let shared = Arc::new(Shared { out: out.clone(), jar, threshold_ns: cfg.threshold_ns, sample_interval_ns: cfg.sample_interval_ns, beats: beats.clone(), notes: Mutex::new(notes_tx), metrics: metrics.clone(), ending: AtomicBool::new(false) });
+    eprintln!("stallscope: watching {} (stalls ≥ {}); recordings in {}", match &cfg.selection {
+        Selection::All => "every JVM".to_string(),
+        Selection::Matching(m) => format!("JVMs matching '{m}'"),
+        Selection::Pids(p) => format!("pid {}", p.iter().map(|p| p.to_string()).collect::<Vec<_>>().join(", ")),
+    }, doctor::units::fmt_ns(cfg.threshold_ns), out.display());
+
+    let mut guarded: HashMap<(i32, u64), Guarded> = HashMap::new();
+    let mut discovery = Discovery::default();
+    let deadline = cfg.run_for.map(|d| Instant::now() + d);
+    let mut ever = false;
+    loop {
+        if stop.load(Ordering::Relaxed) || deadline.is_some_and(|d| Instant::now() >= d) {
+            break;
+        }
+        let (found, unreadable) = discovery.pass(&cfg.selection);
+        for u in unreadable {
+            eprintln!("stallscope: pid {}: not watched: {}", u.pid, u.reason);
+            metrics.skipped.get_or_create(&SkipLabels { reason: "unreadable".into() }).inc();
+        }
+        for j in found {
+            let key = (j.pid, j.starttime);
+            let (st, roll, current) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicBool::new(false)), Arc::new(Mutex::new(None)));
+            let labels = labels_of(&j);
+            let jdk = j.java_version.clone().unwrap_or_default();
+            metrics.jvms.get_or_create(&JvmInfoLabels { pid: labels.pid.clone(), main: labels.main.clone(), container: labels.container.clone(), jdk: jdk.clone() }).set(1);
+            let thread = {
+                let (sh, st, roll, current) = (Arc::clone(&shared), Arc::clone(&st), Arc::clone(&roll), Arc::clone(&current));
+                std::thread::Builder::new().name(format!("stallscope-jvm-{}", j.pid)).spawn(move || guard_jvm(sh, j, st, roll, current))?
+            };
+            guarded.insert(key, Guarded { labels, jdk, stop: st, roll, current, thread });
+            ever = true;
+        }
+        // Closed: the JVM exited, or could not be watched.
+        let done: Vec<(i32, u64)> = guarded.iter().filter(|(_, g)| g.thread.is_finished()).map(|(k, _)| *k).collect();
+        for k in done {
+            if let Some(g) = guarded.remove(&k) {
+                let _ = g.thread.join();
+                // After what its recording's end still brings (the same queue, in order).
+                let _ = shared.notes.lock().unwrap_or_else(|p| p.into_inner()).send(Note::Gone { labels: g.labels, jdk: g.jdk });
+            }
+        }
+        apply_retention(&out, cfg.retain, &guarded, &metrics, &beats);
+        if matches!(cfg.selection, Selection::Pids(_)) && ever && guarded.is_empty() {
+            eprintln!("stallscope: every JVM named has exited");
+            break;
+        }
+        let t0 = Instant::now();
+        while t0.elapsed() < PASS_EVERY && !stop.load(Ordering::Relaxed) && !deadline.is_some_and(|d| Instant::now() >= d) {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    // Detach from every JVM, then let the analysis finish what they wrote.
+    eprintln!("stallscope: detaching from {} JVM(s)", guarded.len());
+    shared.ending.store(true, Ordering::SeqCst);
+    for g in guarded.values() {
+        g.stop.store(true, Ordering::SeqCst);
+    }
+    beats.wake_all();
+    for (_, g) in guarded.drain() {
+        let _ = g.thread.join();
+        let _ = shared.notes.lock().unwrap_or_else(|p| p.into_inner()).send(Note::Gone { labels: g.labels, jdk: g.jdk });
+    }
+    loop_stop.store(true, Ordering::SeqCst);
+    let _ = beat_loop.join();
+    drop(shared);
+    let _ = analysis.join();
+    apply_retention(&out, cfg.retain, &guarded, &metrics, &beats);
+    Ok(())
+}
+
+/// One pass of retention over `out`: removes finished recordings and rolls live ones as
+/// [`retain::plan`] says.
+fn apply_retention(out: &Path, limits: retain::Limits, guarded: &HashMap<(i32, u64), Guarded>, metrics: &Metrics, beats: &beats::Beats) {
+    let live: HashMap<PathBuf, i32> = guarded.iter().filter_map(|((pid, _), g)| g.current.lock().unwrap_or_else(|p| p.into_inner()).clone().map(|d| (d, *pid))).collect();
+    let mut kept = Vec::new();
+    for e in std::fs::read_dir(out).into_iter().flatten().flatten() {
+        let dir = e.path();
+        // Only what watch made: a recording (its meta.json) in a directory of its own.
+        let Ok(m) = std::fs::symlink_metadata(dir.join(doctor::recording::files::META)) else { continue };
+        if !e.file_type().is_ok_and(|t| t.is_dir()) {
+            continue;
+        }
+        let start = m.modified().unwrap_or(SystemTime::now());
+        kept.push(retain::Kept { bytes: retain::du(&dir), start, live: live.get(&dir).copied(), dir });
+    }
+    let (free, reserve) = retain::free_space(out);
+    let p = retain::plan(&kept, limits, SystemTime::now(), free, reserve);
+    for d in &p.remove {
+        if std::fs::remove_dir_all(d).is_ok() {
+            metrics.retention_removed.inc();
+        }
+    }
+    for pid in &p.roll {
+        if let Some(g) = guarded.iter().find(|((p, _), _)| p == pid).map(|(_, g)| g) {
+            if !g.stop.load(Ordering::SeqCst) {
+                g.roll.store(true, Ordering::SeqCst);
+                g.stop.store(true, Ordering::SeqCst);
+                beats.wake_all();
+            }
+        }
+    }
+    let removed: std::collections::HashSet<&PathBuf> = p.remove.iter().collect();
+    metrics.retained_bytes.set(kept.iter().filter(|k| !removed.contains(&k.dir)).map(|k| k.bytes as i64).sum());
+}

@@ -1,0 +1,295 @@
+//! `stallscope watch` against real JVMs and a real Prometheus: three JVMs are watched (one in a
+//! pid and mount namespace of its own, as in a container); a counted-loop stall in one shows up
+//! in Prometheus under its pid and cause and under no other; a JVM that exits disappears; one
+//! started later is picked up; after SIGTERM no JVM is left metering or logging. And retention
+//! holds its bound while stalls come faster than it allows.
+
+mod common;
+
+use common::*;
+use serde_json::Value;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A marker in the command lines of this test's JVMs, so that `--match` takes them and no other.
+const MARK: &str = "61s";
+
+fn poll<T>(limit: Duration, mut f: impl FnMut() -> Option<T>) -> Option<T> {
+    let t0 = Instant::now();
+    loop {
+        if let Some(v) = f() {
+            return Some(v);
+        }
+        if t0.elapsed() > limit {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+}
+
+fn idle_jvm(java: &Path) -> (Reaper, i32) {
+    let mut child = Command::new(java).args(["-Xmx64m", "-jar"]).arg(workloads_jar()).args(["idle", "--duration", MARK]).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    let pid = line.trim().strip_prefix("idle: pid ").unwrap_or_else(|| panic!("{line:?}")).parse().unwrap();
+    (Reaper(child), pid)
+}
+
+fn counted_loop_jvm(rounds: &str) -> (Reaper, i32) {
+    let child = Command::new(java17())
+        .args(["-Xmx64m", "-XX:+UseParallelGC", "-XX:-UseCountedLoopSafepoints", "-jar"])
+        .arg(workloads_jar())
+        .args(["counted-loop", "--duration", MARK, "--rounds", rounds, "--trigger", "threaddump"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = child.id() as i32;
+    (Reaper(child), pid)
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// Starts `watch` with `args`; returns it and (with --metrics) the address it serves.
+fn start_watch(args: &[&str]) -> (Child, Option<String>, std::sync::mpsc::Receiver<String>) {
+    let mut w = Command::new(bin()).arg("watch").args(args).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let err = w.stderr.take().unwrap();
+    std::thread::spawn(move || {
+        for l in BufReader::new(err).lines().map_while(Result::ok) {
+            let _ = tx.send(l);
+        }
+    });
+    let mut addr = None;
+    if args.contains(&"--metrics") {
+        let t0 = Instant::now();
+        while addr.is_none() && t0.elapsed() < Duration::from_secs(20) {
+            if let Ok(l) = rx.recv_timeout(Duration::from_secs(1)) {
+                addr = l.strip_prefix("stallscope: metrics at http://").map(|a| a.trim_end_matches("/metrics").to_string());
+            }
+        }
+        assert!(addr.is_some(), "watch said nowhere where its metrics are");
+    }
+    (w, addr, rx)
+}
+
+struct Prometheus {
+    _child: Reaper,
+    port: u16,
+}
+
+fn prometheus(target: &str, dir: &Path) -> Prometheus {
+    let bin = Path::new("/usr/bin/prometheus");
+    assert!(bin.exists(), "Debian's prometheus is needed (make test's setup installs it: apt-get install prometheus)");
+    std::fs::create_dir_all(dir).unwrap();
+    let cfg = dir.join("prometheus.yml");
+    std::fs::write(&cfg, format!("global:\n  scrape_interval: 1s\n  scrape_timeout: 900ms\nscrape_configs:\n  - job_name: stallscope\n    static_configs:\n      - targets: ['{target}']\n")).unwrap();
+    let port = free_port();
+    let child = Command::new(bin)
+        .arg(format!("--config.file={}", cfg.display()))
+        .arg(format!("--storage.tsdb.path={}", dir.join("data").display()))
+        .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let p = Prometheus { _child: Reaper(child), port };
+    assert!(poll(Duration::from_secs(30), || p.get("/-/ready").filter(|r| r.contains("Ready")).map(|_| ())).is_some(), "prometheus did not become ready");
+    p
+}
+
+impl Prometheus {
+    fn get(&self, path: &str) -> Option<String> {
+        let mut c = std::net::TcpStream::connect(("127.0.0.1", self.port)).ok()?;
+        c.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
+        write!(c, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").ok()?;
+        let mut s = String::new();
+        c.read_to_string(&mut s).ok()?;
+        s.split_once("\r\n\r\n").map(|(_, b)| b.to_string())
+    }
+
+    /// The series of an instant query: each one's labels.
+    fn query(&self, q: &str) -> Vec<Value> {
+        let enc: String = q.bytes().map(|b| if b.is_ascii_alphanumeric() || b"_.-".contains(&b) { (b as char).to_string() } else { format!("%{b:02X}") }).collect();
+        let body = self.get(&format!("/api/v1/query?query={enc}")).unwrap_or_default();
+        let v: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
+        v["data"]["result"].as_array().cloned().unwrap_or_default().into_iter().map(|r| r["metric"].clone()).collect()
+    }
+
+    fn pids(&self, q: &str) -> Vec<i64> {
+        let mut p: Vec<i64> = self.query(q).iter().filter_map(|m| m["pid"].as_str().and_then(|p| p.parse().ok())).collect();
+        p.sort_unstable();
+        p
+    }
+}
+
+fn heartbeat_of(pid: i32) -> PathBuf {
+    if procwatch::ns::other_mount_ns(pid) {
+        PathBuf::from(format!("/proc/{pid}/root/dev/shm/stallscope-{}.heartbeat", procwatch::ns::nspid(pid)))
+    } else {
+        PathBuf::from(format!("/dev/shm/stallscope-{pid}.heartbeat"))
+    }
+}
+
+/// What watch left in a JVM: its meter running, its logging on.
+fn left_in(pid: i32) -> Vec<String> {
+    let mut left = Vec::new();
+    if heartbeat_of(pid).exists() {
+        left.push(format!("pid {pid}: the agent is still metering"));
+    }
+    let o = Command::new(java17().parent().unwrap().join("jcmd")).args([&pid.to_string(), "VM.log", "list"]).output().unwrap();
+    for l in String::from_utf8_lossy(&o.stdout).lines().filter(|l| l.contains("stallscope") && !l.contains("all=off")) {
+        left.push(format!("pid {pid}: still logging: {l}"));
+    }
+    left
+}
+
+fn wait_exit(w: &mut Child, limit: Duration) -> Option<std::process::ExitStatus> {
+    poll(limit, || w.try_wait().ok().flatten())
+}
+
+#[test]
+fn watch_guards_three_jvms_one_contained_and_prometheus_sees_the_stall_under_its_pid_only() {
+    let _x = exclusive();
+    assert_eq!(unsafe { libc::geteuid() }, 0, "this test needs root: one JVM runs in a pid and mount namespace of its own (CI runs as root)");
+    let d = scratch("watch-prometheus");
+    let (looping, loop_pid) = counted_loop_jvm("300");
+    let (quiet, quiet_pid) = idle_jvm(&java25());
+    let (contained, contained_pid) = contained_jvm();
+    let out = d.join("rec");
+    let events = d.join("events.jsonl");
+    // The contained JVM runs `-jar /dev/fd/3 idle --duration 600s`.
+    let pattern = format!("--duration ({MARK}|600s)");
+    let (mut w, addr, said) = start_watch(&["--match", &pattern, "--out", out.to_str().unwrap(), "--metrics", "127.0.0.1:0", "--events", events.to_str().unwrap(), "--for", "170s"]);
+    let prom = prometheus(addr.as_deref().unwrap(), &d.join("prometheus"));
+
+    let three = poll(Duration::from_secs(60), || {
+        let p = prom.pids("stallscope_watched_jvm");
+        (p.len() == 3).then_some(p)
+    });
+    let mut want = vec![loop_pid as i64, quiet_pid as i64, contained_pid as i64];
+    want.sort_unstable();
+    let said_so_far: Vec<String> = said.try_iter().collect();
+    assert_eq!(three, Some(want), "the three JVMs are watched: {said_so_far:#?}");
+    let c = prom.query(&format!("stallscope_watched_jvm{{pid=\"{contained_pid}\"}}"));
+    assert!(c[0]["container"].as_str().is_some_and(|c| !c.is_empty()), "the contained JVM is labelled with its container: {c:?}");
+    assert!(prom.query(&format!("stallscope_watched_jvm{{pid=\"{loop_pid}\"}}"))[0]["container"].as_str().unwrap_or("").is_empty());
+
+    // The counted loop's stalls, under its pid and cause only.
+    let stalled = poll(Duration::from_secs(60), || {
+        let p = prom.pids("stallscope_stalls_total{cause=\"no-safepoint-poll\"} > 0");
+        (!p.is_empty()).then_some(p)
+    });
+    assert_eq!(stalled, Some(vec![loop_pid as i64]), "a loop without a safepoint poll, in the looping JVM only");
+    let ttsp = poll(Duration::from_secs(20), || (!prom.query(&format!("stallscope_ttsp_seconds_count{{pid=\"{loop_pid}\"}} > 0")).is_empty()).then_some(()));
+    assert!(ttsp.is_some(), "its safepoints' TTSP is exported");
+
+    // A JVM started later is picked up; one that exits disappears.
+    let (late, late_pid) = idle_jvm(&java17());
+    let picked = poll(Duration::from_secs(40), || prom.pids("stallscope_watched_jvm").contains(&(late_pid as i64)).then_some(()));
+    assert!(picked.is_some(), "the JVM started later is watched: {:?}", prom.pids("stallscope_watched_jvm"));
+    drop(quiet);
+    let gone = poll(Duration::from_secs(40), || (!prom.pids("stallscope_watched_jvm").contains(&(quiet_pid as i64))).then_some(()));
+    assert!(gone.is_some(), "the JVM that exited is no longer watched");
+
+    // The events: one line per diagnosed stall, the loop's named with its culprit and fix.
+    let text = std::fs::read_to_string(&events).unwrap();
+    let lines: Vec<Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let e = lines.iter().find(|e| e["cause"] == "no-safepoint-poll").unwrap_or_else(|| panic!("{text}"));
+    assert_eq!(e["schema"], "stallscope.watch-event/1");
+    assert_eq!(e["jvm"]["pid"], loop_pid);
+    assert_eq!(e["culprit"]["name"], "counted-loop", "{e}");
+    assert!(Path::new(e["recording"].as_str().unwrap()).join("meta.json").exists());
+    assert!(lines.iter().all(|e| e["cause"] != "no-safepoint-poll" || e["jvm"]["pid"] == loop_pid), "{text}");
+
+    // SIGTERM: every JVM detached, watch gone.
+    unsafe { libc::kill(w.id() as i32, libc::SIGTERM) };
+    let st = wait_exit(&mut w, Duration::from_secs(60));
+    let rest: Vec<String> = said.try_iter().collect();
+    assert!(st.is_some_and(|s| s.success()), "watch ends cleanly at SIGTERM: {st:?} {rest:#?}");
+    let mut left = Vec::new();
+    for pid in [loop_pid, contained_pid, late_pid] {
+        left.extend(left_in(pid));
+    }
+    assert!(left.is_empty(), "left behind: {left:#?}");
+    // What it kept, `report` reads.
+    let rec = e["recording"].as_str().unwrap();
+    let o = Command::new(bin()).args(["report", "--json", rec]).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let r: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(r["stalls"].as_array().unwrap().iter().any(|s| s["findings"][0]["cause"] == "no-safepoint-poll"));
+    // And the directory of them all: one line per recording.
+    let o = Command::new(bin()).args(["report", out.to_str().unwrap()]).output().unwrap();
+    let listing = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success() && listing.lines().any(|l| l.contains(&format!("pid {loop_pid} ")) && l.contains("no-safepoint-poll")), "{listing}");
+    drop((looping, contained, late, prom));
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+#[test]
+fn retention_holds_its_bound_while_stalls_come_faster_than_it_allows() {
+    let _x = exclusive();
+    let d = scratch("watch-retention");
+    let (looping, loop_pid) = counted_loop_jvm("150");
+    let out = d.join("rec");
+    const BOUND: u64 = 3 << 20;
+    let (mut w, _, said) = start_watch(&[&loop_pid.to_string(), "--out", out.to_str().unwrap(), "--retain", "3M", "--for", "40s"]);
+    let (mut max, mut dirs_seen) = (0u64, std::collections::HashSet::new());
+    let t0 = Instant::now();
+    while t0.elapsed() < Duration::from_secs(35) && w.try_wait().unwrap().is_none() {
+        let mut used = 0;
+        for e in std::fs::read_dir(&out).into_iter().flatten().flatten() {
+            dirs_seen.insert(e.file_name());
+            used += du(&e.path());
+        }
+        max = max.max(used);
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    unsafe { libc::kill(w.id() as i32, libc::SIGTERM) };
+    let st = wait_exit(&mut w, Duration::from_secs(60));
+    let said: Vec<String> = said.try_iter().collect();
+    assert!(st.is_some_and(|s| s.success()), "{st:?} {said:#?}");
+    let now: Vec<PathBuf> = std::fs::read_dir(&out).unwrap().flatten().map(|e| e.path()).collect();
+    assert!(dirs_seen.len() > now.len(), "recordings were rolled and the oldest removed ({} seen, {} kept): the stalls came faster than 3M allows", dirs_seen.len(), now.len());
+    assert!(max <= BOUND, "{max} bytes used at the most, over the 3M bound");
+    for r in &now {
+        let o = Command::new(bin()).args(["report", "--json", r.to_str().unwrap()]).output().unwrap();
+        assert!(o.status.success(), "{}: {}", r.display(), String::from_utf8_lossy(&o.stderr));
+    }
+    assert!(left_in(loop_pid).is_empty(), "{:?}", left_in(loop_pid));
+    drop(looping);
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+fn du(p: &Path) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(m) = std::fs::symlink_metadata(p) else { return 0 };
+    if m.is_dir() {
+        std::fs::read_dir(p).into_iter().flatten().flatten().map(|e| du(&e.path())).sum()
+    } else {
+        m.blocks() * 512
+    }
+}
+
+#[test]
+fn watch_killed_outright_leaves_every_jvm_running_and_as_it_was() {
+    let _x = exclusive();
+    let d = scratch("watch-sigkill");
+    let (jvm, pid) = idle_jvm(&java17());
+    let (mut w, _, said) = start_watch(&[&pid.to_string(), "--out", d.join("rec").to_str().unwrap(), "--for", "120s"]);
+    let metering = poll(Duration::from_secs(30), || heartbeat_of(pid).exists().then_some(()));
+    assert!(metering.is_some(), "watch never got the agent going: {:#?}", said.try_iter().collect::<Vec<_>>());
+    std::thread::sleep(Duration::from_secs(1));
+    w.kill().unwrap();
+    let _ = w.wait();
+    // Each JVM's guardian undoes what watch did once watch is gone.
+    let undone = poll(Duration::from_secs(20), || left_in(pid).is_empty().then_some(()));
+    assert!(undone.is_some(), "left behind: {:?}", left_in(pid));
+    assert!(Path::new(&format!("/proc/{pid}")).exists(), "the JVM runs on");
+    drop(jvm);
+    let _ = std::fs::remove_dir_all(&d);
+}
