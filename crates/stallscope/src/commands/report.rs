@@ -15,6 +15,18 @@ use doctor::Recording;
 use std::io;
 use std::path::Path;
 
+/// The recordings directly in `dir` (what `watch` keeps), oldest first.
+fn recordings_in(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut v: Vec<(std::time::SystemTime, std::path::PathBuf)> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| std::fs::symlink_metadata(e.path().join(files::META)).ok().map(|m| (m.modified().unwrap_or(std::time::UNIX_EPOCH), e.path())))
+        .collect();
+    v.sort();
+    v.into_iter().map(|(_, p)| p).collect()
+}
+
 /// Prints the diagnosis of a finished recording: what `run` and `attach` print at the end, and
 /// `report` prints again.
 pub fn print_report(dir: &Path, json: bool) -> Result<()> {
@@ -29,6 +41,26 @@ pub fn run(a: ReportArgs) -> Result<i32> {
     let html = a.html.as_ref().map(|h| h.as_deref());
     let lab = dir.join("lab.json");
     if !dir.join(files::META).exists() && !lab.exists() {
+        let kept = recordings_in(dir);
+        if !kept.is_empty() {
+            // A `watch` directory: one recording per JVM and segment.
+            let mut out = io::stdout().lock();
+            use std::io::Write;
+            writeln!(out, "{}: {} recordings (kept by stallscope watch); `stallscope report` one of them for its diagnosis:", dir.display(), kept.len())?;
+            for k in &kept {
+                let line = match Recording::read(k) {
+                    Ok(rec) => {
+                        let r = doctor::diagnose(&rec);
+                        let main = procwatch::jvms::main_of(&r.meta.command);
+                        let worst = r.stalls.iter().max_by_key(|s| s.duration_ns).map(|s| format!(", longest {} ({})", doctor::units::fmt_ns(s.duration_ns), s.findings.first().map_or("unknown", |f| f.cause.id()))).unwrap_or_default();
+                        format!("pid {} {main}: {} stalls{worst}", r.meta.pid, r.stalls.len())
+                    }
+                    Err(e) => format!("cannot be read: {e}"),
+                };
+                writeln!(out, "  {}  {line}", k.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default())?;
+            }
+            return Ok(EXIT_OK);
+        }
         return Err(Failure::new(EXIT_FAILURE, format!("{}: neither a stallscope recording (no {}) nor a lab run (no lab.json)", dir.display(), files::META)));
     }
     if !dir.join(files::META).exists() {
