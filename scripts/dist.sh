@@ -11,5 +11,6 @@ for jar in "$root"/java/agent/target/stallscope-agent.jar "$root"/java/workloads
 done
 cp -r "$root/docs/." "$out/docs/"
 cp "$root/README.md" "$out/"
+mkdir -p "$out/deploy" && cp "$root"/deploy/* "$out/deploy/"
 tar -C "$root/dist" -czf "$root/dist/stallscope-$version-linux-$(uname -m).tar.gz" "stallscope-$version"
 echo "dist/stallscope-$version-linux-$(uname -m).tar.gz"

@@ -18,6 +18,7 @@ packages=(
   "rt-tests|cyclictest|the timer-loop reference in make bench"
   "chromium|/usr/bin/chromium|the HTML report's browser tests"
   "prometheus|prometheus|the watch command's metrics tests (a real Prometheus scrapes it)"
+  "systemd|systemd-analyze|the check of the watch service's unit (systemd-analyze verify)"
   "util-linux|setpriv|the tests that run as another user"
   "jq|jq|the benchmarks' JSON"
 )

@@ -1,0 +1,59 @@
+//! What ships for running `watch` as a service: the systemd unit passes `systemd-analyze
+//! verify` (with its paths pointed at this build), and every option the unit and the
+//! Kubernetes DaemonSet example give `watch` is one it takes.
+
+mod common;
+
+use common::*;
+use std::process::Command;
+
+/// The options (`--name`) in a command line or argument list.
+fn options(text: &str) -> Vec<String> {
+    text.split(|c: char| c.is_whitespace() || c == '=' || c == '"')
+        .filter(|w| w.starts_with("--") && w.len() > 2)
+        .map(|w| w.to_string())
+        .collect()
+}
+
+fn watch_help() -> String {
+    let o = Command::new(bin()).args(["watch", "--help"]).output().unwrap();
+    assert!(o.status.success());
+    String::from_utf8(o.stdout).unwrap()
+}
+
+#[test]
+fn the_systemd_unit_verifies_and_gives_watch_only_options_it_takes() {
+    let unit = std::fs::read_to_string(root().join("deploy/stallscope-watch.service")).unwrap();
+    let exec = unit.lines().find_map(|l| l.strip_prefix("ExecStart=")).expect("an ExecStart line");
+    let help = watch_help();
+    for o in options(exec) {
+        assert!(help.contains(&format!("{o} ")) || help.contains(&format!("{o}\n")), "the unit gives watch {o}, which it does not take");
+    }
+    let analyze = ["/usr/bin/systemd-analyze", "/bin/systemd-analyze"].into_iter().find(|p| std::path::Path::new(p).exists());
+    let analyze = analyze.expect("systemd-analyze is needed to check the unit (apt-get install systemd; make test's setup installs it)");
+    // The unit names where `make dist` installs; pointed at this build to be verified here.
+    let d = scratch("deploy-unit");
+    let here = unit.replace("/usr/local/bin/stallscope", bin()).replace("/usr/local/lib/stallscope/stallscope-agent.jar", agent_jar().to_str().unwrap());
+    let path = d.join("stallscope-watch.service");
+    std::fs::write(&path, here).unwrap();
+    let o = Command::new(analyze).arg("verify").arg(&path).output().unwrap();
+    let said = format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    // Only what it says of this unit counts (a container's own units may draw remarks).
+    let mine: Vec<&str> = said.lines().filter(|l| l.contains("stallscope-watch.service")).collect();
+    assert!(o.status.success() && mine.is_empty(), "systemd-analyze verify: {said}");
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+#[test]
+fn the_daemonset_example_gives_watch_only_options_it_takes_and_the_access_it_needs() {
+    let ds = std::fs::read_to_string(root().join("docs/kubernetes/stallscope-daemonset.yaml")).unwrap();
+    let help = watch_help();
+    let args: String = ds.lines().filter(|l| l.trim_start().starts_with("- --")).collect::<Vec<_>>().join("\n");
+    assert!(!args.is_empty());
+    for o in options(&args) {
+        assert!(help.contains(&format!("{o} ")) || help.contains(&format!("{o}\n")), "the DaemonSet gives watch {o}, which it does not take");
+    }
+    for needed in ["hostPID: true", "- SYS_PTRACE", "- DAC_READ_SEARCH", "- KILL", "- watch"] {
+        assert!(ds.contains(needed), "the DaemonSet lacks {needed}");
+    }
+}
