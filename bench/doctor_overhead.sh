@@ -39,11 +39,11 @@ trap 'exit 130' INT TERM
 
 # cpu_ns PID: CPU time of every live thread of PID, in ns.
 cpu_ns() {
-  cat /proc/"$1"/task/*/schedstat 2> /dev/null | awk '{ s += $1 } END { printf "%d\n", s }'
+  cat /proc/"$1"/task/*/schedstat 2> /dev/null | awk '{ s += $1 } END { printf "%.0f\n", s }'
 }
 # wakeups PID: times any thread of PID was switched in (schedstat's third field).
 wakeups() {
-  cat /proc/"$1"/task/*/schedstat 2> /dev/null | awk '{ s += $3 } END { printf "%d\n", s }'
+  cat /proc/"$1"/task/*/schedstat 2> /dev/null | awk '{ s += $3 } END { printf "%.0f\n", s }'
 }
 # wait_for FILE PATTERN: until a line of FILE matches.
 wait_for() {

@@ -10,6 +10,7 @@
 #   bench/watch_overhead.sh              # 30 s windows, 3 runs, 1 and 50 JVMs (about 8 minutes)
 #   bench/watch_overhead.sh --quick      # 10 s windows, 1 run, 1 and 10 JVMs
 #   COUNTS="1 20" WINDOW=20 bench/watch_overhead.sh
+#   RESOLUTION=5ms COUNTS=50 bench/watch_overhead.sh   # the agents' meters at 5 ms (watch --resolution)
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 
@@ -41,8 +42,13 @@ schedstats() {
   cat /proc/"$p"/task/*/schedstat 2> /dev/null || true
   for c in $(pgrep -P "$p" || true); do cat /proc/"$c"/task/*/schedstat 2> /dev/null || true; done
 }
-cpu_ns() { schedstats "$1" | awk '{ s += $1 } END { printf "%d\n", s }'; }
-wakeups() { schedstats "$1" | awk '{ s += $3 } END { printf "%d\n", s }'; }
+# (%.0f: mawk's %d stops at 2^31, 2.1 s of CPU.)
+cpu_ns() { schedstats "$1" | awk '{ s += $1 } END { printf "%.0f\n", s }'; }
+wakeups() { schedstats "$1" | awk '{ s += $3 } END { printf "%.0f\n", s }'; }
+# The CPU of every watched JVM, in ns.
+jvms_cpu_ns() { for p in "${jvms[@]}"; do cat /proc/"$p"/task/*/schedstat 2> /dev/null || true; done | awk '{ s += $1 } END { printf "%.0f\n", s }'; }
+# Stalls watch has begun so far, over every recording.
+stalls() { cat "$work"/rec/*/events.jsonl 2> /dev/null | grep -c '"stall-begin"' || true; }
 median_spread() { sort -g | awk '{ a[NR]=$1 } END { printf "%s %s %s\n", a[int((NR+1)/2)], a[1], a[NR] }'; }
 pct() { awk -v n="$1" -v w="$2" 'BEGIN { printf "%.3f", 100 * n / w }'; }
 
@@ -68,13 +74,13 @@ stop_jvms() {
   jvms=()
 }
 
-echo "window ${window}s, ${runs} runs, $("$java" -version 2>&1 | head -n 1), $(nproc) CPUs"
+echo "window ${window}s, ${runs} runs, agents at ${RESOLUTION:-1ms}, $("$java" -version 2>&1 | head -n 1), $(nproc) CPUs"
 for n in $counts; do
   echo
   echo "-- $n idle JVM(s), threshold 5ms: CPU as % of one core"
   start_jvms "$n"
   rm -rf "$work/rec"
-  "$bin" watch --match "idle --duration $mark" --out "$work/rec" > "$work/watch.out" 2> "$work/watch.err" &
+  "$bin" watch --match "idle --duration $mark" --out "$work/rec" --resolution "${RESOLUTION:-1ms}" > "$work/watch.out" 2> "$work/watch.err" &
   watch_pid=$!
   # Every JVM attached (a recording each), then a few seconds for the attaches to settle.
   t_wait=$(date +%s)
@@ -85,15 +91,18 @@ for n in $counts; do
   sleep 5
   : > "$work/w"
   for _ in $(seq "$runs"); do
-    c0=$(cpu_ns "$watch_pid"); w0=$(wakeups "$watch_pid"); t0=$(date +%s%N)
+    c0=$(cpu_ns "$watch_pid"); w0=$(wakeups "$watch_pid"); j0=$(jvms_cpu_ns); s0=$(stalls); t0=$(date +%s%N)
     sleep "$window"
-    c1=$(cpu_ns "$watch_pid"); w1=$(wakeups "$watch_pid"); t1=$(date +%s%N)
-    echo "$(pct $((c1 - c0)) $((t1 - t0))) $(( (w1 - w0) * 1000000000 / (t1 - t0) ))" >> "$work/w"
+    c1=$(cpu_ns "$watch_pid"); w1=$(wakeups "$watch_pid"); j1=$(jvms_cpu_ns); s1=$(stalls); t1=$(date +%s%N)
+    echo "$(pct $((c1 - c0)) $((t1 - t0))) $(( (w1 - w0) * 1000000000 / (t1 - t0) )) $(pct $((j1 - j0)) $((t1 - t0))) $((s1 - s0))" >> "$work/w"
   done
   kill -TERM "$watch_pid"; wait "$watch_pid" || true; watch_pid=""
   read -r w_med w_min w_max < <(awk '{ print $1 }' "$work/w" | median_spread)
   read -r hz _ _ < <(awk '{ print $2 }' "$work/w" | median_spread)
+  read -r j_med j_min j_max < <(awk '{ print $3 }' "$work/w" | median_spread)
+  read -r st_med st_min st_max < <(awk '{ print $4 }' "$work/w" | median_spread)
   printf '  %-46s %7s%%  (%s-%s), %s wake-ups/s\n' "stallscope watch, $n JVM(s)" "$w_med" "$w_min" "$w_max" "$hz"
+  printf '  %-46s %7s%%  (%s-%s); stalls >= 5 ms seen per window: %s (%s-%s)\n' "the $n JVMs themselves (their agents' 1 ms meters)" "$j_med" "$j_min" "$j_max" "$st_med" "$st_min" "$st_max"
   if command -v cyclictest > /dev/null && (( hz > 0 )); then
     : > "$work/c"
     for _ in $(seq "$runs"); do

@@ -72,7 +72,10 @@ impl Jvm {
             return Ok(sock);
         }
         let name = format!(".attach_pid{}", self.nspid);
-        let trigger = [self.cwd.join(&name), self.tmp.join(&name)]
+        // HotSpot looks in its working directory and in its /tmp. /tmp first: if stallscope is
+        // killed before it removes the file, it is left where temporary files belong, not in the
+        // application's own directory.
+        let trigger = [self.tmp.join(&name), self.cwd.join(&name)]
             .into_iter()
             .find(|p| std::fs::write(p, b"").is_ok())
             .with_context(|| format!("pid {}: cannot create {name} in its working directory or /tmp", self.pid))?;

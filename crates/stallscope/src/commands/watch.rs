@@ -17,6 +17,9 @@ pub fn run(a: WatchArgs) -> Result<i32> {
     if a.threshold.ns() < 1_000_000 {
         return Err(Failure::new(EXIT_USAGE, "--threshold is below the agent's 1 ms resolution".to_string()));
     }
+    if !(100_000..=1_000_000_000).contains(&a.resolution.ns()) {
+        return Err(Failure::new(EXIT_USAGE, "--resolution must be between 100us and 1s, e.g. 1ms or 5ms".to_string()));
+    }
     let out = a.out.clone().unwrap_or_else(|| std::env::var_os("STATE_DIRECTORY").map(|d| PathBuf::from(d.to_string_lossy().split(':').next().unwrap_or_default())).unwrap_or_else(|| PathBuf::from("stallscope-watch")));
     // Events to a pipe that goes away are an error to handle, not a signal that kills watch
     // before it detaches.
@@ -31,6 +34,7 @@ pub fn run(a: WatchArgs) -> Result<i32> {
         retain: retain::Limits { bytes, age: a.retain_age.std() },
         threshold_ns: a.threshold.ns(),
         sample_interval_ns: a.sample_interval.ns(),
+        resolution_ns: (a.resolution.ns() != 1_000_000).then_some(a.resolution.ns()),
         agent: a.agent.clone(),
         run_for: a.run_for.map(|d| d.std()),
     };

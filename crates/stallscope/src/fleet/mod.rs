@@ -41,6 +41,8 @@ pub struct Config {
     pub retain: retain::Limits,
     pub threshold_ns: u64,
     pub sample_interval_ns: u64,
+    /// The agents' meter resolution (None: the agent's 1 ms).
+    pub resolution_ns: Option<u64>,
     pub agent: Option<PathBuf>,
     pub run_for: Option<Duration>,
 }
@@ -48,7 +50,7 @@ pub struct Config {
 /// How often new JVMs are looked for, exited ones closed and retention applied.
 const PASS_EVERY: Duration = Duration::from_secs(2);
 /// How often a watched JVM's threads are looked at between stalls (the next stall's baseline).
-const IDLE_SAMPLE: Duration = Duration::from_secs(2);
+const IDLE_SAMPLE: Duration = Duration::from_secs(5);
 
 /// What every JVM's guarding thread shares.
 struct Shared {
@@ -56,6 +58,7 @@ struct Shared {
     jar: PathBuf,
     threshold_ns: u64,
     sample_interval_ns: u64,
+    resolution_ns: Option<u64>,
     beats: beats::Beats,
     notes: Mutex<Sender<Note>>,
     metrics: Metrics,
@@ -150,7 +153,7 @@ fn guard_jvm(sh: Arc<Shared>, j: JvmProcess, stop: Arc<AtomicBool>, roll: Arc<At
         if let Err(e) = made {
             return skip("refused", format!("{e:#}"));
         }
-        let s = Settings { jar: sh.jar.clone(), dir: dir.clone(), threshold_ns: sh.threshold_ns, sample_interval_ns: sh.sample_interval_ns, frames: false };
+        let s = Settings { jar: sh.jar.clone(), dir: dir.clone(), threshold_ns: sh.threshold_ns, sample_interval_ns: sh.sample_interval_ns, frames: false, resolution_ns: sh.resolution_ns };
         let notes = sh.notes.lock().unwrap_or_else(|p| p.into_inner()).clone();
         let _ = notes.send(Note::Opened { dir: dir.clone(), jvm: info.clone(), labels: labels.clone() });
         *current.lock().unwrap_or_else(|p| p.into_inner()) = Some(dir.clone());
@@ -221,7 +224,7 @@ pub fn run(cfg: Config, stop: &AtomicBool) -> Result<()> {
         let (b, ls, h) = (beats.clone(), Arc::clone(&loop_stop), metrics.control_lateness_seconds.clone());
         std::thread::Builder::new().name("stallscope-beats".into()).spawn(move || b.run(&ls, &|late| h.observe(late as f64 / 1e9)))?
     };
-    let shared = Arc::new(Shared { out: out.clone(), jar, threshold_ns: cfg.threshold_ns, sample_interval_ns: cfg.sample_interval_ns, beats: beats.clone(), notes: Mutex::new(notes_tx), metrics: metrics.clone(), ending: AtomicBool::new(false) });
+    let shared = Arc::new(Shared { out: out.clone(), jar, threshold_ns: cfg.threshold_ns, sample_interval_ns: cfg.sample_interval_ns, resolution_ns: cfg.resolution_ns, beats: beats.clone(), notes: Mutex::new(notes_tx), metrics: metrics.clone(), ending: AtomicBool::new(false) });
     eprintln!("stallscope: watching {} (stalls ≥ {}); recordings in {}", match &cfg.selection {
         Selection::All => "every JVM".to_string(),
         Selection::Matching(m) => format!("JVMs matching '{m}'"),
