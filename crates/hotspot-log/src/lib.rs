@@ -31,6 +31,7 @@ pub mod render;
 pub mod scan;
 pub mod stamps;
 pub mod summary;
+pub mod threaddump;
 
 pub use formats::Format;
 pub use record::{Culprit, Safepoint, Source};

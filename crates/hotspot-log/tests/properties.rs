@@ -200,3 +200,44 @@ proptest! {
         let _ = summary.finish();
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 500, ..ProptestConfig::default() })]
+
+    /// Thread dumps as `jcmd Thread.print` writes them, old (hex nid) and new (decimal nid,
+    /// `#N [tid]`), read back exactly; and any text at all parses without a panic.
+    #[test]
+    fn thread_dumps_read_back_exactly(
+        threads in proptest::collection::vec(("[A-Za-z][A-Za-z0-9 _#-]{0,20}", 1i32..4_000_000, proptest::collection::vec(("[a-z]{1,6}\\.[A-Z][a-z]{0,6}\\.[a-z]{1,8}", proptest::option::of(1u32..99_999)), 0..6)), 1..6),
+        new_format in any::<bool>(),
+        junk in "\\PC{0,200}",
+    ) {
+        let mut text = String::from("Full thread dump OpenJDK 64-Bit Server VM:\n\n");
+        for (name, nid, frames) in &threads {
+            if new_format {
+                text += &format!("\"{name}\" #12 [{nid}] prio=5 os_prio=0 cpu=1.00ms elapsed=2.00s tid=0x00007f00 nid={nid} runnable  [0x0]\n");
+            } else {
+                text += &format!("\"{name}\" #12 daemon prio=5 os_prio=0 cpu=1.00ms elapsed=2.00s tid=0x00007f00 nid=0x{nid:x} runnable  [0x0]\n");
+            }
+            text += "   java.lang.Thread.State: RUNNABLE\n";
+            for (m, line) in frames {
+                match line {
+                    Some(l) => text += &format!("\tat {m}(Some.java:{l})\n\t- locked <0x0000000089abcdef> (a java.lang.Object)\n"),
+                    None => text += &format!("\tat {m}(java.base@17.0.15/Native Method)\n"),
+                }
+            }
+            text += "\n";
+        }
+        let got = hotspot_log::threaddump::parse(&text);
+        prop_assert_eq!(got.len(), threads.len());
+        for (g, (name, nid, frames)) in got.iter().zip(&threads) {
+            prop_assert_eq!(&g.name, name);
+            prop_assert_eq!(g.nid, *nid);
+            let methods: Vec<(&str, Option<u32>)> = g.frames.iter().map(|f| (f.method.as_str(), f.line)).collect();
+            let want: Vec<(&str, Option<u32>)> = frames.iter().map(|(m, l)| (m.as_str(), *l)).collect();
+            prop_assert_eq!(methods, want);
+        }
+        let _ = hotspot_log::threaddump::parse(&junk);
+        let _ = hotspot_log::threaddump::parse(&format!("{text}{junk}"));
+    }
+}
