@@ -80,6 +80,9 @@ fn words(event: &str) -> &str {
     }
 }
 
+/// The event of a stack from the JVM's own thread dump (`dumps.jsonl`).
+pub const DUMP: &str = "thread-dump";
+
 /// How far inside a stall a sample must be to count as taken in it: stall edges are known to
 /// the meter's tick and JFR's stamps to about a millisecond, and a thread late to a safepoint is
 /// not sampled while the safepoint is reached (JDK 17), so a sample at an edge is the thread
@@ -89,19 +92,25 @@ const WELL_INSIDE_NS: u64 = 10_000_000;
 /// The stack that best shows what thread `tid` did in the stall from `start` to `end` (both
 /// CLOCK_MONOTONIC), from `frames` (in any order), in this order: a safepoint-latency sample
 /// whose wait overlaps the stall (the longest); a sample well inside the stall; the last sample
-/// before it; one at its edge; the first after it; none further than [`NEAR_NS`].
+/// before it; a thread dump asked for during it; one at its edge; the first after it; none
+/// further than [`NEAR_NS`].
 pub fn for_thread(frames: &[FrameSample], tid: i32, start: u64, end: u64) -> Option<CulpritCode> {
     let mine = || frames.iter().filter(move |f| f.tid == tid && !f.frames.is_empty());
     let latency = mine()
         .filter(|f| f.event == "jdk.SafepointLatency")
         .filter(|f| f.t < end && f.t.saturating_add(f.latency_ns.unwrap_or(0)) > start)
         .max_by_key(|f| f.latency_ns.unwrap_or(0));
-    let plain = || mine().filter(|f| f.event != "jdk.SafepointLatency");
+    let plain = || mine().filter(|f| f.event != "jdk.SafepointLatency" && f.event != DUMP);
+    // A dump asked for during the stall shows the thread where it next reached a safepoint
+    // poll once the stall's safepoint was over: for a thread JFR could not sample (in a page
+    // fault, inside the VM), the method that made the call. Below the samples before and
+    // inside: a loop without a poll is found by its dump already past the loop.
+    let dump = mine().filter(|f| f.event == DUMP && f.t >= start && f.t <= end).min_by_key(|f| f.t);
     let well_inside = plain().filter(|f| f.t >= start + WELL_INSIDE_NS && f.t + WELL_INSIDE_NS <= end).min_by_key(|f| f.t);
     let before = plain().filter(|f| f.t < start && start - f.t <= NEAR_NS).max_by_key(|f| f.t);
     let edge = plain().filter(|f| f.t >= start && f.t <= end).min_by_key(|f| f.t);
     let after = plain().filter(|f| f.t > end && f.t - end <= NEAR_NS).min_by_key(|f| f.t);
-    let f = latency.or(well_inside).or(before).or(edge).or(after)?;
+    let f = latency.or(well_inside).or(before).or(dump).or(edge).or(after)?;
     let offset_ns = f.t as i64 - start as i64;
     let when = if f.t < start {
         format!("{} before the stall", crate::units::fmt_ns(start - f.t))
@@ -112,6 +121,7 @@ pub fn for_thread(frames: &[FrameSample], tid: i32, start: u64, end: u64) -> Opt
     };
     let source = match (f.event.as_str(), f.latency_ns) {
         ("jdk.SafepointLatency", Some(l)) => format!("{}: asked to stop {when}, it reached a safepoint poll {} later, here", words(&f.event), crate::units::fmt_ns(l)),
+        (DUMP, Some(l)) => format!("the JVM's thread dump (Thread.print), asked for {when} and taken at the thread's next safepoint poll once the stall was over ({} later)", crate::units::fmt_ns(l)),
         _ => format!("{}, {when}", words(&f.event)),
     };
     Some(CulpritCode {
@@ -177,6 +187,20 @@ mod tests {
         let fs = vec![sample("jdk.ExecutionSample", 1500, 7, &["io.x.Inside.run"]), fs[1].clone()];
         assert_eq!(for_thread(&fs, 7, 1000 * MS, 2200 * MS).unwrap().frames[0].method, "io.x.Ledger.fold");
         assert!(c.source.contains("reached a safepoint poll 1.20 s later"), "{}", c.source);
+    }
+
+    #[test]
+    fn a_thread_dump_asked_in_the_stall_names_a_thread_jfr_never_sampled_but_not_over_a_sample_before() {
+        let mut d = sample(DUMP, 1400, 7, &["jdk.internal.misc.ScopedMemoryAccess.copyMemory", "io.x.MappedRead.read"]);
+        d.latency_ns = Some(700 * MS);
+        let c = for_thread(&[d.clone()], 7, 1000 * MS, 2000 * MS).expect("the dump's stack");
+        assert_eq!(describe_frame(c.fix_frame().unwrap()), "MappedRead.read (line 7)");
+        assert!(c.source.contains("thread dump") && c.source.contains("400 ms into the stall"), "{}", c.source);
+        // A loop without a poll: its dump is past the loop; the JFR sample before it is the loop.
+        let fs = vec![sample("jdk.ExecutionSample", 990, 7, &["io.x.Loop.run"]), d.clone()];
+        assert_eq!(for_thread(&fs, 7, 1000 * MS, 2000 * MS).unwrap().frames[0].method, "io.x.Loop.run");
+        // A dump asked for outside the stall is about another moment.
+        assert_eq!(for_thread(&[d], 7, 2500 * MS, 3000 * MS), None);
     }
 
     #[test]

@@ -40,8 +40,11 @@ pub mod files {
     /// The stacks of `frames.jfr` around each stall, on the recording's clock: what the doctor
     /// reads to name a culprit's code.
     pub const FRAMES: &str = "frames.jsonl";
+    /// Stacks from the JVM's own thread dumps, asked for during long stalls (the lines of
+    /// `frames.jsonl`, event `thread-dump`).
+    pub const DUMPS: &str = "dumps.jsonl";
     /// Every file a recording may hold.
-    pub const ALL: [&str; 12] = [META, SAFEPOINT_LOG, HICCUPS, EVENTS, SAMPLES, SYSTEM, CONTEXT, TRACE, CONTROL, FRAMES_JFR, FRAMES_JFC, FRAMES];
+    pub const ALL: [&str; 13] = [META, SAFEPOINT_LOG, HICCUPS, EVENTS, SAMPLES, SYSTEM, CONTEXT, TRACE, CONTROL, FRAMES_JFR, FRAMES_JFC, FRAMES, DUMPS];
 }
 
 /// A recording holds plain files only: a FIFO or socket in its place would block the reader
@@ -243,10 +246,12 @@ pub struct FrameSample {
     pub tid: i32,
     #[serde(default)]
     pub name: String,
-    /// `jdk.ExecutionSample`, `jdk.NativeMethodSample` or `jdk.SafepointLatency`.
+    /// `jdk.ExecutionSample`, `jdk.NativeMethodSample` or `jdk.SafepointLatency`; or
+    /// `thread-dump` (`dumps.jsonl`: `t` is when the dump was asked for, during a stall).
     pub event: String,
     /// For `jdk.SafepointLatency`: how long the thread took, from `t`, to reach its next
-    /// safepoint poll (where `frames` were taken).
+    /// safepoint poll (where `frames` were taken). For `thread-dump`: how long the dump took
+    /// to come back (it is taken once the stall's own safepoint is over).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub latency_ns: Option<u64>,
     /// Top first.
@@ -602,6 +607,7 @@ impl Recording {
                 FramesLine::Note(n) => frames_notes.push(n.note),
             }
         }
+        frames.extend(read_lines_noting::<FrameSample>(&dir.join(files::DUMPS), &mut damage)?);
         Ok(Recording {
             dir: dir.to_path_buf(),
             events: read_lines_noting(&dir.join(files::EVENTS), &mut damage)?,

@@ -8,6 +8,7 @@
 pub mod agent_jar;
 pub mod boost;
 pub mod control;
+pub mod dumps;
 pub mod frames;
 pub mod staging;
 pub mod watch;
@@ -31,13 +32,15 @@ pub struct Settings {
     pub sample_interval_ns: u64,
     /// Have the JVM's flight recorder sample its threads' stacks (`frames`).
     pub frames: bool,
+    /// The agent's meter resolution when attaching (None: the agent's 1 ms).
+    pub resolution_ns: Option<u64>,
 }
 
 impl Settings {
     /// Settings for a recording into `dir` (created, empty), with default thresholds.
     pub fn new(jar: PathBuf, dir: &Path) -> Result<Settings> {
         own_empty_dir(dir)?;
-        Ok(Settings { jar, dir: std::fs::canonicalize(dir)?, threshold_ns: 5_000_000, sample_interval_ns: 2_000_000, frames: false })
+        Ok(Settings { jar, dir: std::fs::canonicalize(dir)?, threshold_ns: 5_000_000, sample_interval_ns: 2_000_000, frames: false, resolution_ns: None })
     }
 }
 
@@ -78,7 +81,7 @@ pub fn settings(o: &RecordRequest) -> Result<Settings> {
     }
     own_empty_dir(&dir)?;
     let dir = std::fs::canonicalize(&dir)?;
-    Ok(Settings { jar, dir, threshold_ns, sample_interval_ns, frames: o.frames })
+    Ok(Settings { jar, dir, threshold_ns, sample_interval_ns, frames: o.frames, resolution_ns: None })
 }
 
 /// Makes `dir` the recording directory: created here (mode 0755), or an existing empty one that
@@ -365,7 +368,9 @@ fn record_child(
     let mut ending = Ending::TargetExited;
     if let Some(hb) = &hb {
         let opts = WatchOptions { boost: l.boost, ..watch_options(s) };
-        ending = watch::watch(&mut w, pid, hb, tracing.0.as_ref(), opts, stop, None, &mut || alive(&mut exit, &mut child), None)?;
+        // A JVM of ours with its stacks sampled: its thread dump too, during long stalls.
+        let dumper = if s.frames && java_home.is_some() && s.dir.join(files::FRAMES_JFC).exists() { Jvm::find(pid).ok().and_then(|j| dumps::Dumper::start(j, &s.dir).ok()) } else { None };
+        ending = watch::watch(&mut w, pid, hb, tracing.0.as_ref(), opts, stop, None, &mut || alive(&mut exit, &mut child), None, dumper)?;
     }
     if let Ending::Stopped(reason) = &ending {
         // Ctrl-C in a terminal reaches the JVM too; forward it only if it did not.
@@ -437,7 +442,8 @@ pub fn record_attached(s: &Settings, jvm: &Jvm, run_for: Option<Duration>, stop:
     let agent_stop = guard.add(crate::guard::Undo::JvmCommand { pid, command: "load".into(), args: vec!["instrument".into(), "false".into(), format!("{}=stop", jvm_jar.display())] })?;
     // A note left by an earlier attach that died before reading it would be taken for this one's.
     let _ = procwatch::heartbeat::take_failure_note(pid);
-    if let Err(e) = jvm.load_agent(&jvm_jar, &format!("log={}/{},interval=1s", jvm_dir.display(), files::HICCUPS)) {
+    let resolution = s.resolution_ns.map(|r| format!(",resolution={}us", r / 1000)).unwrap_or_default();
+    if let Err(e) = jvm.load_agent(&jvm_jar, &format!("log={}/{},interval=1s{resolution}", jvm_dir.display(), files::HICCUPS)) {
         // Refused (no attach socket, the agent failed to start): nothing to undo.
         guard.forget(agent_stop);
         return Err(e);
@@ -482,7 +488,8 @@ pub fn record_attached(s: &Settings, jvm: &Jvm, run_for: Option<Duration>, stop:
     let watched = match watch::wait_for_heartbeat(pid, Duration::from_secs(15), alive, stop) {
         Ok(Some(hb)) => {
             let driven = drive.map(|d| d(pid, &hb));
-            watch::watch(&mut w, pid, &hb, tracing.0.as_ref(), watch_options(s), stop, deadline, alive, driven)
+            let dumper = if frames_start.is_some() { dumps::Dumper::start(jvm.clone(), &s.dir).ok() } else { None };
+            watch::watch(&mut w, pid, &hb, tracing.0.as_ref(), watch_options(s), stop, deadline, alive, driven, dumper)
         }
         Ok(None) => Ok(Ending::Stopped("interrupted before the agent started".into())),
         Err(e) => Err(e),

@@ -232,6 +232,8 @@ struct Watcher<'a> {
     /// A step of the loop taking longer than this is written down as the recorder held.
     held_after_ns: u64,
     driven: Option<Driven>,
+    /// Asks the JVM for a thread dump during a long stall (record/dumps.rs).
+    dumper: Option<super::dumps::Dumper>,
 }
 
 /// Never sleep so little that the loop spins, nor so long that Ctrl-C, --for or the target's
@@ -252,7 +254,7 @@ const MAX_BACKLOG: u64 = 5;
 const HELD_INTERVALS: u64 = 10;
 
 impl<'a> Watcher<'a> {
-    fn new(w: &'a mut Writer, pid: i32, hb: &'a Heartbeat, tracer: Option<&'a procwatch::trace::Tracer>, opts: WatchOptions, driven: Option<Driven>) -> Result<Watcher<'a>> {
+    fn new(w: &'a mut Writer, pid: i32, hb: &'a Heartbeat, tracer: Option<&'a procwatch::trace::Tracer>, opts: WatchOptions, driven: Option<Driven>, dumper: Option<super::dumps::Dumper>) -> Result<Watcher<'a>> {
         let sampler = TaskSampler::new(pid)?;
         // A sidecar starved of CPU sees nothing of the starvation it is there to explain: when
         // allowed (root, CAP_SYS_NICE), this thread runs at nice -10. It sleeps between looks, so
@@ -286,6 +288,7 @@ impl<'a> Watcher<'a> {
             last_alive_check: Instant::now(),
             held_after_ns: opts.threshold_ns.max(HELD_INTERVALS * opts.sample_interval_ns),
             driven,
+            dumper,
         })
     }
 
@@ -420,6 +423,7 @@ impl<'a> Watcher<'a> {
         let mut next_due = 0u64;
         let mut first = true;
         let mut last_system = 0u64;
+        let mut asked = false;
         loop {
             let t = match first_taken.take() {
                 Some(t) => t,
@@ -446,6 +450,12 @@ impl<'a> Watcher<'a> {
             }
             if t != t_first {
                 self.held("a look", t, stall)?;
+            }
+            if !asked && t.saturating_sub(b.last_tick_ns) >= super::dumps::ASK_AFTER_NS {
+                if let Some(d) = &self.dumper {
+                    asked = true;
+                    d.ask();
+                }
             }
             let looked = mono_ns();
             let b2 = self.hb.read();
@@ -614,8 +624,9 @@ pub fn watch(
     deadline: Option<Instant>,
     alive: &mut dyn FnMut() -> bool,
     driven: Option<Driven>,
+    dumper: Option<super::dumps::Dumper>,
 ) -> Result<Ending> {
-    let mut wt = Watcher::new(w, pid, hb, tracer, opts, driven)?;
+    let mut wt = Watcher::new(w, pid, hb, tracer, opts, driven, dumper)?;
     let end = wt.until_end(hb, opts, stop, deadline, alive)?;
     if end == Ending::TargetExited && !alive() {
         // A JVM that died without its shutdown hooks (SIGKILL, the OOM killer, a crash) leaves
@@ -736,7 +747,7 @@ mod tests {
         let (dir, mut w) = recording("pause");
         let (h, hb) = ticker(150, Duration::from_millis(80), 150);
         let stop = AtomicBool::new(false);
-        let ending = watch(&mut w, pid, &hb, None, opts(), &stop, None, &mut || true, None).unwrap();
+        let ending = watch(&mut w, pid, &hb, None, opts(), &stop, None, &mut || true, None, None).unwrap();
         h.join().unwrap();
         assert_eq!(ending, Ending::TargetExited, "the meter's exit ends watching");
         let events: Vec<Event> = read_lines(&dir.join(files::EVENTS)).unwrap();
@@ -766,11 +777,11 @@ mod tests {
         let (h, hb) = ticker(400, Duration::ZERO, 0);
         let stop = AtomicBool::new(false);
         let deadline = Some(Instant::now() + Duration::from_millis(50));
-        assert_eq!(watch(&mut w, pid, &hb, None, opts(), &stop, deadline, &mut || true, None).unwrap(), Ending::Stopped("--for elapsed".into()));
+        assert_eq!(watch(&mut w, pid, &hb, None, opts(), &stop, deadline, &mut || true, None, None).unwrap(), Ending::Stopped("--for elapsed".into()));
         stop.store(true, Ordering::Relaxed);
         // A recording is watched once: its files are created new (O_EXCL).
         let (dir2, mut w2) = recording("ends-again");
-        assert_eq!(watch(&mut w2, pid, &hb, None, opts(), &stop, None, &mut || true, None).unwrap(), Ending::Stopped("interrupted".into()));
+        assert_eq!(watch(&mut w2, pid, &hb, None, opts(), &stop, None, &mut || true, None, None).unwrap(), Ending::Stopped("interrupted".into()));
         h.join().unwrap();
         drop(w);
         drop(w2);
