@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Naming the culprit's code: stallscope (JFR stacks, docs/frames.md) beside async-profiler 4.1 in
+# Naming the culprit's code: stallscope (JFR stacks and thread dumps, docs/frames.md) beside async-profiler 4.1 in
 # its time-to-safepoint mode (`ttsp`, from Maven Central: tools.profiler:async-profiler), in one
 # run, on JDK 17 and Temurin 25, on three stalls whose culprit method is known:
 #   counted-loop  a counted loop without a safepoint poll (seed 004)   CountedLoop.invoke
@@ -80,7 +80,7 @@ run() {
 
 median() { sort -n | awk '{ a[NR]=$1 } END { if (NR) print a[int((NR+1)/2)]; else print 0 }'; }
 
-echo "culprit frames: stallscope (JFR stacks) beside async-profiler 4.1 ttsp, $reps runs each; named = runs whose report names the culprit's method"
+echo "culprit frames: stallscope (JFR stacks and thread dumps) beside async-profiler 4.1 ttsp, $reps runs each; named = runs whose report names the culprit's method"
 printf '  %-10s %-13s %-21s %7s %9s %12s\n' JDK scenario tool named calls throughput
 for java in /usr/lib/jvm/java-17-openjdk-amd64/bin/java /usr/lib/jvm/temurin-25-jdk-amd64/bin/java; do
   jdk=$("$java" -XshowSettings:properties -version 2>&1 | awk -F'= ' '/java.specification.version/ {print $2}')
