@@ -293,3 +293,47 @@ fn watch_killed_outright_leaves_every_jvm_running_and_as_it_was() {
     drop(jvm);
     let _ = std::fs::remove_dir_all(&d);
 }
+
+#[test]
+fn a_jvm_that_refuses_the_attach_or_is_recorded_already_is_skipped_with_one_line_each() {
+    let _x = exclusive();
+    let d = scratch("watch-skips");
+    // One that refuses attaching, one already recorded by `stallscope run`, one to watch.
+    let mut refusing = Command::new(java17()).args(["-Xmx64m", "-XX:+DisableAttachMechanism", "-jar"]).arg(workloads_jar()).args(["idle", "--duration", MARK]).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().unwrap();
+    let mut line = String::new();
+    BufReader::new(refusing.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    let refusing_pid = refusing.id() as i32;
+    let refusing = Reaper(refusing);
+    let mut recorded = Command::new(bin()).args(["run", "--no-frames", "--out", d.join("run").to_str().unwrap(), "--"]).arg(java17()).args(["-Xmx64m", "-jar"]).arg(workloads_jar()).args(["idle", "--duration", MARK]).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().unwrap();
+    let mut line = String::new();
+    BufReader::new(recorded.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    let recorded_pid: i32 = line.trim().strip_prefix("idle: pid ").unwrap_or_else(|| panic!("{line:?}")).parse().unwrap();
+    let recorded = Reaper(recorded);
+    let (plain, plain_pid) = idle_jvm(&java17());
+    let (mut w, _, said) = start_watch(&["--match", &format!("--duration {MARK}"), "--out", d.join("rec").to_str().unwrap(), "--for", "60s"]);
+    let watched = poll(Duration::from_secs(30), || heartbeat_of(plain_pid).exists().then_some(()));
+    assert!(watched.is_some(), "the plain JVM is watched");
+    // The refusal takes the attach listener's 10 s wait.
+    let mut lines: Vec<String> = Vec::new();
+    let t0 = Instant::now();
+    while t0.elapsed() < Duration::from_secs(30) && !(lines.iter().any(|l| l.contains(&format!("pid {refusing_pid} "))) && lines.iter().any(|l| l.contains(&format!("pid {recorded_pid} ")))) {
+        lines.extend(said.recv_timeout(Duration::from_millis(500)).ok());
+    }
+    unsafe { libc::kill(w.id() as i32, libc::SIGTERM) };
+    let st = wait_exit(&mut w, Duration::from_secs(60));
+    lines.extend(said.try_iter());
+    assert!(st.is_some_and(|s| s.success()), "{st:?} {lines:#?}");
+    let of = |pid: i32| -> Vec<&String> { lines.iter().filter(|l| l.contains(&format!("pid {pid} ")) && l.contains("not watched")).collect() };
+    let refused = of(refusing_pid);
+    assert_eq!(refused.len(), 1, "one line for the JVM that refuses: {lines:#?}");
+    assert!(refused[0].contains("attach socket"), "{}", refused[0]);
+    let again = of(recorded_pid);
+    assert_eq!(again.len(), 1, "one line for the JVM recorded already: {lines:#?}");
+    assert!(again[0].contains("another stallscope records it"), "{}", again[0]);
+    assert!(heartbeat_of(recorded_pid).exists(), "the other stallscope's recording goes on");
+    assert!(left_in(plain_pid).is_empty());
+    // The recorded JVM ends first, so that its `run` finishes rather than leave it orphaned.
+    unsafe { libc::kill(recorded_pid, libc::SIGKILL) };
+    drop((refusing, recorded, plain));
+    let _ = std::fs::remove_dir_all(&d);
+}
