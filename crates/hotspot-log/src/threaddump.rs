@@ -38,15 +38,15 @@ pub fn parse(text: &str) -> Vec<DumpedThread> {
     let mut out: Vec<DumpedThread> = Vec::new();
     let mut cur: Option<DumpedThread> = None;
     for l in text.lines() {
-        if l.starts_with('"') {
+        if let Some(quoted) = l.strip_prefix('"') {
             if let Some(t) = cur.take() {
                 out.push(t);
             }
             // The name is quoted and may hold quotes itself: it ends at the last `" ` before
             // the attributes (`#N`, `daemon`, `prio=`).
-            let name_end = l[1..].find("\" #").or_else(|| l[1..].rfind("\" ")).map(|i| i + 1);
+            let name_end = quoted.find("\" #").or_else(|| quoted.rfind("\" "));
             cur = match (name_end, nid(l)) {
-                (Some(e), Some(n)) => Some(DumpedThread { name: l[1..e].to_string(), nid: n, frames: Vec::new() }),
+                (Some(e), Some(n)) => Some(DumpedThread { name: quoted[..e].to_string(), nid: n, frames: Vec::new() }),
                 _ => None,
             };
         } else if let Some(at) = l.trim_start().strip_prefix("at ") {

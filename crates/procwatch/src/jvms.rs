@@ -70,6 +70,18 @@ fn libjvm_home(maps: &str) -> Option<Option<PathBuf>> {
     Some(Path::new(lib).parent().and_then(Path::parent).and_then(Path::parent).map(Path::to_path_buf))
 }
 
+/// A process's command line, split at its NULs (empty for a kernel thread or a process gone).
+pub fn cmdline(pid: i32) -> Vec<String> {
+    std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default().split(|b| *b == 0).filter(|p| !p.is_empty()).map(|p| String::from_utf8_lossy(p).into_owned()).collect()
+}
+
+/// The pids in `/proc`, ascending.
+pub fn pids() -> Vec<i32> {
+    let mut pids: Vec<i32> = std::fs::read_dir("/proc").map(|d| d.flatten().filter_map(|e| e.file_name().to_str().and_then(|n| n.parse().ok())).collect()).unwrap_or_default();
+    pids.sort_unstable();
+    pids
+}
+
 /// The JVM with pid `pid`, if it is one. `Err` when it cannot be told (its maps unreadable).
 pub fn jvm(pid: i32) -> Result<Option<JvmProcess>, Unreadable> {
     let proc = PathBuf::from(format!("/proc/{pid}"));
@@ -82,7 +94,7 @@ pub fn jvm(pid: i32) -> Result<Option<JvmProcess>, Unreadable> {
     let Some(java_home) = libjvm_home(&maps) else { return Ok(None) };
     let status = std::fs::read_to_string(proc.join("status")).map_err(|e| unreadable("status", e))?;
     let uid = status.lines().find_map(|l| l.strip_prefix("Uid:")).and_then(|u| u.split_whitespace().nth(1)).and_then(|u| u.parse().ok()).unwrap_or(u32::MAX);
-    let cmdline: Vec<String> = std::fs::read(proc.join("cmdline")).unwrap_or_default().split(|b| *b == 0).filter(|p| !p.is_empty()).map(|p| String::from_utf8_lossy(p).into_owned()).collect();
+    let cmdline = cmdline(pid);
     let nspid = crate::ns::nspid(pid);
     let java_version = java_home.as_ref().and_then(|h| {
         // Inside a container's root: resolved there (a planted link stays in the container), a
@@ -114,12 +126,10 @@ pub fn jvm(pid: i32) -> Result<Option<JvmProcess>, Unreadable> {
 /// Every JVM on the host, by pid, and the processes that could not be read (another user's,
 /// without privilege), each with why.
 pub fn list() -> (Vec<JvmProcess>, Vec<Unreadable>) {
-    let mut pids: Vec<i32> = std::fs::read_dir("/proc").map(|d| d.flatten().filter_map(|e| e.file_name().to_str().and_then(|n| n.parse().ok())).collect()).unwrap_or_default();
-    pids.sort_unstable();
     // SAFETY: getpid has no preconditions.
     let me = unsafe { libc::getpid() };
     let (mut found, mut unreadable) = (Vec::new(), Vec::new());
-    for pid in pids.into_iter().filter(|p| *p != me) {
+    for pid in pids().into_iter().filter(|p| *p != me) {
         // Kernel threads map nothing: skip them without reading their (empty) maps.
         if std::fs::read(format!("/proc/{pid}/cmdline")).map_or(true, |c| c.is_empty()) {
             continue;

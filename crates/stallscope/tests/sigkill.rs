@@ -176,20 +176,6 @@ fn kill_and_check(victim: &mut Child, w: &Watched, what: &str, failures: &mut Ve
     }
 }
 
-/// Polls `f` every 5 ms for up to `limit`; its first Some.
-fn poll<T>(limit: Duration, mut f: impl FnMut() -> Option<T>) -> Option<T> {
-    let t0 = Instant::now();
-    loop {
-        if let Some(v) = f() {
-            return Some(v);
-        }
-        if t0.elapsed() > limit {
-            return None;
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    }
-}
-
 /// `run --boost` over a counted loop that holds every safepoint for a second or more (so threads
 /// stay raised long enough for a kill to find them so; a safepoint storm's stalls end, and are
 /// restored, before the kill lands), killed at random moments from before the JVM is up to deep
@@ -215,7 +201,7 @@ fn boost_killed(level: &str, raised: impl Fn(&[String]) -> bool) {
             .unwrap();
         let moment = if rep == 0 {
             // The worst moment: a thread is raised right now.
-            let seen = poll(Duration::from_secs(30), || {
+            let seen = poll(Duration::from_secs(30), Duration::from_millis(5), || {
                 let jvm = pid_with("java", &marker)?;
                 threads(jvm).into_iter().filter_map(stat_fields).any(|f| raised(&f)).then_some(())
             });
@@ -272,7 +258,7 @@ fn throttle_killed_at_any_moment_leaves_no_cgroup_and_no_command() {
         let moment = if rep == 0 {
             let mut line = String::new();
             BufReader::new(t.stderr.take().unwrap()).read_line(&mut line).unwrap();
-            let started = poll(Duration::from_secs(10), || pid_with("sleep", &format!("sleep {secs}")));
+            let started = poll(Duration::from_secs(10), Duration::from_millis(5), || pid_with("sleep", &format!("sleep {secs}")));
             assert!(started.is_some(), "the throttled command never started: {line}");
             "with its command running".to_string()
         } else {
@@ -285,7 +271,7 @@ fn throttle_killed_at_any_moment_leaves_no_cgroup_and_no_command() {
         kill_and_check(&mut t, &w, &format!("throttle killed {moment}"), &mut failures);
         // The command dies with its cgroup; one the kill raced with (started after the look
         // above) must be gone too.
-        let still = poll(Duration::from_secs(10), || pid_with("sleep", &format!("sleep {secs}")).is_none().then_some(()));
+        let still = poll(Duration::from_secs(10), Duration::from_millis(5), || pid_with("sleep", &format!("sleep {secs}")).is_none().then_some(()));
         if still.is_none() {
             failures.push(format!("throttle killed {moment}: its command is still running"));
             if let Some(p) = pid_with("sleep", &format!("sleep {secs}")) {
@@ -310,7 +296,7 @@ fn slowfs_killed_at_any_moment_leaves_no_mount() {
         let mut reader = None;
         let mut fs = Command::new(bin()).args(["inject", "slowfs", "--read-delay", "50ms"]).arg(&back).arg(&mnt).stderr(Stdio::null()).spawn().unwrap();
         let moment = if rep == 0 {
-            assert!(poll(Duration::from_secs(10), || is_mounted(&mnt).then_some(())).is_some(), "slowfs did not mount");
+            assert!(poll(Duration::from_secs(10), Duration::from_millis(5), || is_mounted(&mnt).then_some(())).is_some(), "slowfs did not mount");
             // A reader inside the slow filesystem when the kill comes.
             evict(&back.join("data"));
             reader = Some(Reaper(Command::new("cat").arg(mnt.join("data")).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap()));
@@ -337,7 +323,7 @@ fn freeze_killed_at_any_moment_leaves_nothing_stopped() {
     for rep in 0..reps() {
         let mut f = Command::new(bin()).args(["inject", "freeze", &pid.to_string(), "--for", "30s"]).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
         let moment = if rep == 0 {
-            assert!(poll(Duration::from_secs(10), || stat_fields(pid).filter(|f| f[0] == "T")).is_some(), "never stopped");
+            assert!(poll(Duration::from_secs(10), Duration::from_millis(5), || stat_fields(pid).filter(|f| f[0] == "T")).is_some(), "never stopped");
             "with the target stopped".to_string()
         } else {
             let ms = rng.u64(0..200);
@@ -382,7 +368,7 @@ fn attach_kills(name: &str, jvm: Reaper, pid: i32, heartbeat: PathBuf) {
         let dir = d.join(format!("rec-{rep}"));
         let mut att = Command::new(bin()).args(["attach", &pid.to_string(), "--for", "60s", "--out", dir.to_str().unwrap()]).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
         let moment = if rep == 0 {
-            assert!(poll(Duration::from_secs(20), || heartbeat.exists().then_some(())).is_some(), "no heartbeat: the attach never got going");
+            assert!(poll(Duration::from_secs(20), Duration::from_millis(5), || heartbeat.exists().then_some(())).is_some(), "no heartbeat: the attach never got going");
             "while watching".to_string()
         } else {
             let ms = rng.u64(0..3000);

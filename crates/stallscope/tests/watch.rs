@@ -16,18 +16,8 @@ use std::time::{Duration, Instant};
 /// A marker in the command lines of this test's JVMs, so that `--match` takes them and no other.
 const MARK: &str = "61s";
 
-fn poll<T>(limit: Duration, mut f: impl FnMut() -> Option<T>) -> Option<T> {
-    let t0 = Instant::now();
-    loop {
-        if let Some(v) = f() {
-            return Some(v);
-        }
-        if t0.elapsed() > limit {
-            return None;
-        }
-        std::thread::sleep(Duration::from_millis(250));
-    }
-}
+/// How often the watch tests look again (Prometheus is asked over HTTP each time).
+const EVERY: Duration = Duration::from_millis(250);
 
 fn idle_jvm(java: &Path) -> (Reaper, i32) {
     let mut child = Command::new(java).args(["-Xmx64m", "-jar"]).arg(workloads_jar()).args(["idle", "--duration", MARK]).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().unwrap();
@@ -98,7 +88,7 @@ fn prometheus(target: &str, dir: &Path) -> Prometheus {
         .spawn()
         .unwrap();
     let p = Prometheus { _child: Reaper(child), port };
-    assert!(poll(Duration::from_secs(30), || p.get("/-/ready").filter(|r| r.contains("Ready")).map(|_| ())).is_some(), "prometheus did not become ready");
+    assert!(poll(Duration::from_secs(30), EVERY, || p.get("/-/ready").filter(|r| r.contains("Ready")).map(|_| ())).is_some(), "prometheus did not become ready");
     p
 }
 
@@ -149,7 +139,7 @@ fn left_in(pid: i32) -> Vec<String> {
 }
 
 fn wait_exit(w: &mut Child, limit: Duration) -> Option<std::process::ExitStatus> {
-    poll(limit, || w.try_wait().ok().flatten())
+    poll(limit, EVERY, || w.try_wait().ok().flatten())
 }
 
 #[test]
@@ -167,7 +157,7 @@ fn watch_guards_three_jvms_one_contained_and_prometheus_sees_the_stall_under_its
     let (mut w, addr, said) = start_watch(&["--match", &pattern, "--out", out.to_str().unwrap(), "--metrics", "127.0.0.1:0", "--events", events.to_str().unwrap(), "--for", "170s"]);
     let prom = prometheus(addr.as_deref().unwrap(), &d.join("prometheus"));
 
-    let three = poll(Duration::from_secs(60), || {
+    let three = poll(Duration::from_secs(60), EVERY, || {
         let p = prom.pids("stallscope_watched_jvm");
         (p.len() == 3).then_some(p)
     });
@@ -180,20 +170,20 @@ fn watch_guards_three_jvms_one_contained_and_prometheus_sees_the_stall_under_its
     assert!(prom.query(&format!("stallscope_watched_jvm{{pid=\"{loop_pid}\"}}"))[0]["container"].as_str().unwrap_or("").is_empty());
 
     // The counted loop's stalls, under its pid and cause only.
-    let stalled = poll(Duration::from_secs(60), || {
+    let stalled = poll(Duration::from_secs(60), EVERY, || {
         let p = prom.pids("stallscope_stalls_total{cause=\"no-safepoint-poll\"} > 0");
         (!p.is_empty()).then_some(p)
     });
     assert_eq!(stalled, Some(vec![loop_pid as i64]), "a loop without a safepoint poll, in the looping JVM only");
-    let ttsp = poll(Duration::from_secs(20), || (!prom.query(&format!("stallscope_ttsp_seconds_count{{pid=\"{loop_pid}\"}} > 0")).is_empty()).then_some(()));
+    let ttsp = poll(Duration::from_secs(20), EVERY, || (!prom.query(&format!("stallscope_ttsp_seconds_count{{pid=\"{loop_pid}\"}} > 0")).is_empty()).then_some(()));
     assert!(ttsp.is_some(), "its safepoints' TTSP is exported");
 
     // A JVM started later is picked up; one that exits disappears.
     let (late, late_pid) = idle_jvm(&java17());
-    let picked = poll(Duration::from_secs(40), || prom.pids("stallscope_watched_jvm").contains(&(late_pid as i64)).then_some(()));
+    let picked = poll(Duration::from_secs(40), EVERY, || prom.pids("stallscope_watched_jvm").contains(&(late_pid as i64)).then_some(()));
     assert!(picked.is_some(), "the JVM started later is watched: {:?}", prom.pids("stallscope_watched_jvm"));
     drop(quiet);
-    let gone = poll(Duration::from_secs(40), || (!prom.pids("stallscope_watched_jvm").contains(&(quiet_pid as i64))).then_some(()));
+    let gone = poll(Duration::from_secs(40), EVERY, || (!prom.pids("stallscope_watched_jvm").contains(&(quiet_pid as i64))).then_some(()));
     assert!(gone.is_some(), "the JVM that exited is no longer watched");
 
     // The events: one line per diagnosed stall, the loop's named with its culprit and fix.
@@ -281,13 +271,13 @@ fn watch_killed_outright_leaves_every_jvm_running_and_as_it_was() {
     let d = scratch("watch-sigkill");
     let (jvm, pid) = idle_jvm(&java17());
     let (mut w, _, said) = start_watch(&[&pid.to_string(), "--out", d.join("rec").to_str().unwrap(), "--for", "120s"]);
-    let metering = poll(Duration::from_secs(30), || heartbeat_of(pid).exists().then_some(()));
+    let metering = poll(Duration::from_secs(30), EVERY, || heartbeat_of(pid).exists().then_some(()));
     assert!(metering.is_some(), "watch never got the agent going: {:#?}", said.try_iter().collect::<Vec<_>>());
     std::thread::sleep(Duration::from_secs(1));
     w.kill().unwrap();
     let _ = w.wait();
     // Each JVM's guardian undoes what watch did once watch is gone.
-    let undone = poll(Duration::from_secs(20), || left_in(pid).is_empty().then_some(()));
+    let undone = poll(Duration::from_secs(20), EVERY, || left_in(pid).is_empty().then_some(()));
     assert!(undone.is_some(), "left behind: {:?}", left_in(pid));
     assert!(Path::new(&format!("/proc/{pid}")).exists(), "the JVM runs on");
     drop(jvm);
@@ -311,7 +301,7 @@ fn a_jvm_that_refuses_the_attach_or_is_recorded_already_is_skipped_with_one_line
     let recorded = Reaper(recorded);
     let (plain, plain_pid) = idle_jvm(&java17());
     let (mut w, _, said) = start_watch(&["--match", &format!("--duration {MARK}"), "--out", d.join("rec").to_str().unwrap(), "--for", "60s"]);
-    let watched = poll(Duration::from_secs(30), || heartbeat_of(plain_pid).exists().then_some(()));
+    let watched = poll(Duration::from_secs(30), EVERY, || heartbeat_of(plain_pid).exists().then_some(()));
     assert!(watched.is_some(), "the plain JVM is watched");
     // The refusal takes the attach listener's 10 s wait.
     let mut lines: Vec<String> = Vec::new();

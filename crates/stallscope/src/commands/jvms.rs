@@ -2,20 +2,19 @@
 //! `--match` choosing by main class, jar or command line (the selection `watch` will use).
 
 use crate::cli::JvmsArgs;
+use crate::fleet::discover::Selection;
 use crate::output::jvms::{JvmList, JvmsText};
 use crate::output::json::Json;
 use crate::output::Render;
 use anyhow::Result;
 
 pub fn run(a: JvmsArgs) -> Result<i32> {
-    let matcher = match a.matches.as_deref() {
-        Some(p) => Some(regex::Regex::new(p).map_err(|e| anyhow::anyhow!("--match '{p}': not a regular expression ({}); e.g. --match 'com\\.acme\\.Main|orders\\.jar'", e.to_string().lines().last().unwrap_or("").trim_start_matches("error: ")))?),
-        None => None,
+    let selection = match a.matches.as_deref() {
+        Some(p) => Selection::matching(p).map_err(anyhow::Error::msg)?,
+        None => Selection::All,
     };
     let (mut jvms, unreadable) = procwatch::jvms::list();
-    if let Some(m) = &matcher {
-        jvms.retain(|j| m.is_match(&j.main) || m.is_match(&j.cmdline.join(" ")));
-    }
+    jvms.retain(|j| selection.selects(j));
     let list = JvmList { schema: "stallscope.jvms/1", jvms, unreadable };
     let out = std::io::stdout().lock();
     if a.json {

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 
 pub fn run(a: WatchArgs) -> Result<i32> {
     let selection = match (&a.matches, a.pids.is_empty()) {
-        (Some(p), _) => Selection::Matching(regex::Regex::new(p).map_err(|e| Failure::new(EXIT_USAGE, format!("--match '{p}': not a regular expression ({})", e.to_string().lines().last().unwrap_or("").trim_start_matches("error: "))))?),
+        (Some(p), _) => Selection::matching(p).map_err(|e| Failure::new(EXIT_USAGE, e))?,
         (None, false) => Selection::Pids(a.pids.clone()),
         (None, true) => Selection::All,
     };

@@ -85,10 +85,7 @@ impl Beats {
             let b = e.hb.read();
             if matches!(b.state, MeterState::Exited | MeterState::Stopped) {
                 // The watcher sees it too within its wait; nothing to sample.
-                return match e.wake.try_send(()) {
-                    Err(TrySendError::Disconnected(_)) => false,
-                    _ => true,
-                };
+                return !matches!(e.wake.try_send(()), Err(TrySendError::Disconnected(_)));
             }
             let stale_at = b.last_tick_ns + e.resolution_ns + self.threshold_ns;
             if now >= stale_at {

@@ -18,13 +18,25 @@ pub enum Selection {
 }
 
 impl Selection {
+    /// `--match PATTERN`, or the one line saying why it is no regular expression.
+    pub fn matching(pattern: &str) -> Result<Selection, String> {
+        regex::Regex::new(pattern).map(Selection::Matching).map_err(|e| {
+            format!("--match '{pattern}': not a regular expression ({}); e.g. --match 'com\\.acme\\.Main|orders\\.jar'", e.to_string().lines().last().unwrap_or("").trim_start_matches("error: "))
+        })
+    }
+
     pub fn selects(&self, j: &JvmProcess) -> bool {
         match self {
             Selection::All => true,
-            Selection::Matching(m) => m.is_match(&j.main) || m.is_match(&j.cmdline.join(" ")),
+            Selection::Matching(m) => matches(m, &j.main, &j.cmdline),
             Selection::Pids(p) => p.contains(&j.pid),
         }
     }
+}
+
+/// What `--match` tests: the main class or jar, or the whole command line.
+fn matches(m: &regex::Regex, main: &str, cmdline: &[String]) -> bool {
+    m.is_match(main) || m.is_match(&cmdline.join(" "))
 }
 
 /// A JVM this young is left for the next pass.
@@ -37,13 +49,11 @@ pub struct Discovery {
     seen: HashMap<i32, (u64, String)>,
 }
 
+/// A process's start time and name: with its pid, what names this life of it.
 fn stat_key(pid: i32) -> Option<(u64, String)> {
     let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let (open, close) = (s.find('(')?, s.rfind(')')?);
-    let comm = s[open + 1..close].to_string();
-    // Field 22 (starttime) is the 20th after the name's closing parenthesis.
-    let start = s[close + 1..].split_whitespace().nth(19)?.parse().ok()?;
-    Some((start, comm))
+    let p = procwatch::task::parse_stat(s.trim_end())?;
+    Some((p.7, p.0))
 }
 
 fn uptime_s() -> f64 {
@@ -56,8 +66,8 @@ impl Discovery {
         match sel {
             Selection::All | Selection::Pids(_) => true,
             Selection::Matching(m) => {
-                let cmdline: Vec<String> = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default().split(|b| *b == 0).filter(|p| !p.is_empty()).map(|p| String::from_utf8_lossy(p).into_owned()).collect();
-                m.is_match(&cmdline.join(" ")) || m.is_match(&procwatch::jvms::main_of(&cmdline))
+                let cmdline = procwatch::jvms::cmdline(pid);
+                matches(m, &procwatch::jvms::main_of(&cmdline), &cmdline)
             }
         }
     }
@@ -69,7 +79,7 @@ impl Discovery {
         let me = unsafe { libc::getpid() };
         let pids: Vec<i32> = match &sel {
             Selection::Pids(p) => p.clone(),
-            _ => std::fs::read_dir("/proc").map(|d| d.flatten().filter_map(|e| e.file_name().to_str().and_then(|n| n.parse().ok())).collect()).unwrap_or_default(),
+            _ => procwatch::jvms::pids(),
         };
         let live: HashSet<i32> = pids.iter().copied().collect();
         self.seen.retain(|p, _| live.contains(p));

@@ -19,7 +19,7 @@ pub mod retain;
 use crate::attach::Jvm;
 use crate::record::{self, Settings};
 use analyse::Note;
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use discover::{Discovery, Selection};
 use events::{EventJvm, Events};
 use metrics::{JvmInfoLabels, JvmLabels, Metrics, SkipLabels};
@@ -92,34 +92,14 @@ fn labels_of(j: &JvmProcess) -> JvmLabels {
 /// `DIR/<pid>-<main>-<date>-<time>`, with only characters the JVM's options can carry.
 fn recording_dir(out: &Path, j: &JvmProcess) -> PathBuf {
     let main: String = short_main(j).chars().map(|c| if c.is_ascii_alphanumeric() || "._-".contains(c) { c } else { '_' }).take(48).collect();
-    let base = format!("{}-{main}-{}", j.pid, chrono::Local::now().format("%Y%m%d-%H%M%S"));
-    let mut d = out.join(&base);
-    let mut i = 2;
-    while d.exists() {
-        d = out.join(format!("{base}-{i}"));
-        i += 1;
-    }
-    d
+    record::unused_name(out, &format!("{}-{main}-{}", j.pid, chrono::Local::now().format("%Y%m%d-%H%M%S")))
 }
 
-/// The directory the recordings go in: created 0755, or an existing one that is this user's and
-/// that no one else can write to (the JVMs' own users write into the recordings in it).
+/// The directory the recordings go in: as a recording directory is (record::own_dir), but it
+/// may hold recordings already.
 fn own_out_dir(out: &Path) -> Result<PathBuf> {
-    use std::os::unix::fs::{DirBuilderExt, MetadataExt};
-    let s = out.to_string_lossy();
-    if s.contains([',', ':', '=', '"', ' ']) {
-        bail!("{s}: the recordings' directory cannot hold ',', ':', '=', quotes or spaces (the JVM's -Xlog and agent options would split it)");
-    }
-    std::fs::DirBuilder::new().recursive(true).mode(0o755).create(out).with_context(|| format!("{}: cannot create the recordings' directory", out.display()))?;
-    let m = std::fs::symlink_metadata(out)?;
-    // SAFETY: geteuid has no preconditions.
-    let me = unsafe { libc::geteuid() };
-    if m.file_type().is_symlink() || !m.is_dir() {
-        bail!("{}: not a directory (a link is refused too); choose another with --out", out.display());
-    }
-    if m.uid() != me || m.mode() & 0o022 != 0 {
-        bail!("{}: must be yours (uid {me}) and writable by no one else (it is uid {}, mode {:o}); choose another with --out", out.display(), m.uid(), m.mode() & 0o7777);
-    }
+    record::option_safe(out)?;
+    record::own_dir(out, false)?;
     Ok(std::fs::canonicalize(out)?)
 }
 
@@ -272,7 +252,7 @@ pub fn run(cfg: Config, stop: &AtomicBool) -> Result<()> {
             break;
         }
         let t0 = Instant::now();
-        while t0.elapsed() < PASS_EVERY && !stop.load(Ordering::Relaxed) && !deadline.is_some_and(|d| Instant::now() >= d) {
+        while t0.elapsed() < PASS_EVERY && !stop.load(Ordering::Relaxed) && deadline.is_none_or(|d| Instant::now() < d) {
             std::thread::sleep(Duration::from_millis(50));
         }
     }

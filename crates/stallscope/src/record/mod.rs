@@ -65,23 +65,33 @@ pub fn settings(o: &RecordRequest) -> Result<Settings> {
     let dir = match o.out {
         Some(d) => d.to_path_buf(),
         None => {
-            let base = format!("stallscope-{}", chrono::Local::now().format("%Y%m%d-%H%M%S"));
-            let mut d = PathBuf::from(&base);
-            let mut i = 2;
-            while d.exists() {
-                d = PathBuf::from(format!("{base}-{i}"));
-                i += 1;
-            }
-            d
+            unused_name(Path::new(""), &format!("stallscope-{}", chrono::Local::now().format("%Y%m%d-%H%M%S")))
         }
     };
+    option_safe(&dir)?;
+    own_empty_dir(&dir)?;
+    let dir = std::fs::canonicalize(&dir)?;
+    Ok(Settings { jar, dir, threshold_ns, sample_interval_ns, frames: o.frames, resolution_ns: None })
+}
+
+/// `parent/base`, or `parent/base-2`, `-3`… when that exists.
+pub fn unused_name(parent: &Path, base: &str) -> PathBuf {
+    let mut d = parent.join(base);
+    let mut i = 2;
+    while d.exists() {
+        d = parent.join(format!("{base}-{i}"));
+        i += 1;
+    }
+    d
+}
+
+/// Refuses a recording directory whose path the JVM's `-Xlog` and agent options would split.
+pub fn option_safe(dir: &Path) -> Result<()> {
     let s = dir.to_string_lossy();
     if s.contains([',', ':', '=', '"', ' ']) {
         bail!("{s}: the recording directory's path cannot hold ',', ':', '=', quotes or spaces (the JVM's -Xlog and agent options would split it)");
     }
-    own_empty_dir(&dir)?;
-    let dir = std::fs::canonicalize(&dir)?;
-    Ok(Settings { jar, dir, threshold_ns, sample_interval_ns, frames: o.frames, resolution_ns: None })
+    Ok(())
 }
 
 /// Makes `dir` the recording directory: created here (mode 0755), or an existing empty one that
@@ -89,6 +99,11 @@ pub fn settings(o: &RecordRequest) -> Result<Settings> {
 /// recording's files by name in it; in a directory another user can write to, that user could
 /// plant `hiccups.hlog -> /etc/…` and have it overwritten. A symbolic link is refused too.
 pub fn own_empty_dir(dir: &Path) -> Result<()> {
+    own_dir(dir, true)
+}
+
+/// The checks of [`own_empty_dir`] on a directory that may already hold recordings (`watch`'s).
+pub fn own_dir(dir: &Path, must_be_empty: bool) -> Result<()> {
     use std::os::unix::fs::{DirBuilderExt, MetadataExt};
     if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
         std::fs::create_dir_all(parent).with_context(|| format!("{}: cannot create the recording directory's parent", parent.display()))?;
@@ -113,7 +128,7 @@ pub fn own_empty_dir(dir: &Path) -> Result<()> {
     if m.mode() & 0o022 != 0 {
         bail!("{}: others can write to it (mode {:o}); another user could plant links in it. `chmod go-w` it or choose another with --out", dir.display(), m.mode() & 0o7777);
     }
-    if std::fs::read_dir(dir)?.next().is_some() {
+    if must_be_empty && std::fs::read_dir(dir)?.next().is_some() {
         bail!("{}: the recording directory exists and is not empty; choose another with --out", dir.display());
     }
     Ok(())
@@ -412,8 +427,7 @@ pub type Drive<'a> = &'a (dyn Fn(i32, &procwatch::heartbeat::Heartbeat) -> watch
 /// watch`'s heartbeat loop rather than by a loop of its own.
 pub fn record_attached(s: &Settings, jvm: &Jvm, run_for: Option<Duration>, stop: &AtomicBool, drive: Option<Drive>) -> Result<()> {
     let pid = jvm.pid;
-    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-    let command: Vec<String> = cmdline.split(|b| *b == 0).filter(|p| !p.is_empty()).map(|p| String::from_utf8_lossy(p).into_owned()).collect();
+    let command = procwatch::jvms::cmdline(pid);
     let tracing = start_tracer(pid);
     let mut w = Writer::open_background(&s.dir, &meta("attach", command, pid, jvm.java_home.as_deref(), s, None, &tracing))?;
     // Each change to the JVM is registered with a guardian before it is made: if this attach

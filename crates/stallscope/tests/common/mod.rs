@@ -146,6 +146,20 @@ pub fn max_reaching_ns(log: &Path) -> u64 {
 
 /// Tests that measure an effect take this lock, so they do not disturb one another (cargo runs
 /// the tests of one binary on parallel threads).
+/// Calls `f` every `every` until it gives a value or `limit` has passed.
+pub fn poll<T>(limit: Duration, every: Duration, mut f: impl FnMut() -> Option<T>) -> Option<T> {
+    let t0 = Instant::now();
+    loop {
+        if let Some(v) = f() {
+            return Some(v);
+        }
+        if t0.elapsed() > limit {
+            return None;
+        }
+        std::thread::sleep(every);
+    }
+}
+
 pub fn exclusive() -> std::sync::MutexGuard<'static, ()> {
     static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
     LOCK.lock().unwrap_or_else(|p| p.into_inner())
