@@ -37,10 +37,7 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 "$javac" -nowarn --release 11 -d "$work/classes" "$root/java/agent/bench/Workload.java"
 
-# cpu_ns PID: CPU time of every live thread of PID, in ns.
-cpu_ns() {
-  cat /proc/"$1"/task/*/schedstat 2> /dev/null | awk '{ s += $1 } END { printf "%.0f\n", s }'
-}
+cpu_ns() { threads_cpu_ns "$1"; }
 # wakeups PID: times any thread of PID was switched in (schedstat's third field).
 wakeups() {
   cat /proc/"$1"/task/*/schedstat 2> /dev/null | awk '{ s += $3 } END { printf "%.0f\n", s }'
@@ -58,11 +55,6 @@ child_of() {
   done
   echo "$c"
 }
-# median_spread: "median min max" of the numbers on stdin.
-median_spread() {
-  sort -g | awk '{ a[NR]=$1 } END { printf "%s %s %s\n", a[int((NR+1)/2)], a[1], a[NR] }'
-}
-pct() { awk -v n="$1" -v w="$2" 'BEGIN { printf "%.3f", 100 * n / w }'; }
 
 # One idle window: the Workload prints "start"/"end" around it, then waits for its stdin to close.
 # $1 = "with" (under stallscope run) or "without".
@@ -109,16 +101,8 @@ echo "  sidecar / JVM alone: $(ratio "$sc_med" "$jo_med")x   goal: sidecar <= 0.
 # The floor for any watcher that wakes this often: cyclictest (SCHED_OTHER, one thread) at the
 # sidecar's own wake-up rate, on this machine, now. On a VM each timer wake-up is costly.
 read -r hz_idle _ _ < <(awk '{ print $3 }' "$work/idle-with" | median_spread)
-if command -v cyclictest > /dev/null && (( hz_idle > 0 )); then
-  : > "$work/cyclic"
-  for _ in $(seq "$runs"); do
-    cyclictest -q --default-system -t1 -i $(( 1000000 / hz_idle )) -D "$((window + 2))s" > /dev/null 2>&1 &
-    cpid=$!; pids+=("$cpid"); sleep 1
-    c0=$(cpu_ns "$cpid"); t0=$(date +%s%N); sleep "$window"; c1=$(cpu_ns "$cpid"); t1=$(date +%s%N)
-    wait "$cpid" || true
-    pct $((c1 - c0)) $((t1 - t0)) >> "$work/cyclic"; echo >> "$work/cyclic"
-  done
-  read -r cy_med cy_min cy_max < <(grep . "$work/cyclic" | median_spread)
+read -r cy_med cy_min cy_max < <(cyclictest_cpu "$hz_idle" "$window" "$runs") || true
+if [[ -n "$cy_med" ]]; then
   printf '  %-44s %7s%%  (%s-%s)\n' "reference: cyclictest at the same ${hz_idle} Hz" "$cy_med" "$cy_min" "$cy_max"
   echo "  sidecar / cyclictest at its wake-up rate: $(ratio "$sc_med" "$cy_med")x"
 else

@@ -22,3 +22,28 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 out="$root/bench/out"
 mkdir -p "$out"
 bin="$root/target/release/stallscope"
+
+# median_spread: "median min max" of the numbers on stdin.
+median_spread() { sort -g | awk '{ a[NR]=$1 } END { printf "%s %s %s\n", a[int((NR+1)/2)], a[1], a[NR] }'; }
+
+# pct NS WINDOW_NS: NS as a percentage of WINDOW_NS (of one core, for CPU time).
+pct() { awk -v n="$1" -v w="$2" 'BEGIN { printf "%.3f", 100 * n / w }'; }
+
+# threads_cpu_ns PID: CPU time of every live thread of PID, in ns (%.0f: mawk's %d stops at 2^31).
+threads_cpu_ns() { cat /proc/"$1"/task/*/schedstat 2> /dev/null | awk '{ s += $1 } END { printf "%.0f\n", s }'; }
+
+# cyclictest_cpu HZ WINDOW RUNS: "median min max" % of a core that cyclictest (SCHED_OTHER, one
+# thread) takes waking HZ times a second, over RUNS windows of WINDOW seconds: the floor for any
+# watcher that wakes this often, on this machine, now. Empty when cyclictest is missing.
+cyclictest_cpu() {
+  local hz=$1 window=$2 runs=$3 cpid c0 c1 t0 t1 got=()
+  command -v cyclictest > /dev/null && (( hz > 0 )) || return 0
+  for _ in $(seq "$runs"); do
+    cyclictest -q --default-system -t1 -i $(( 1000000 / hz )) -D "$((window + 2))s" > /dev/null 2>&1 &
+    cpid=$!; sleep 1
+    c0=$(threads_cpu_ns "$cpid"); t0=$(date +%s%N); sleep "$window"; c1=$(threads_cpu_ns "$cpid"); t1=$(date +%s%N)
+    wait "$cpid" || true
+    got+=("$(pct $((c1 - c0)) $((t1 - t0)))")
+  done
+  printf '%s\n' "${got[@]}" | median_spread
+}

@@ -46,11 +46,9 @@ schedstats() {
 cpu_ns() { schedstats "$1" | awk '{ s += $1 } END { printf "%.0f\n", s }'; }
 wakeups() { schedstats "$1" | awk '{ s += $3 } END { printf "%.0f\n", s }'; }
 # The CPU of every watched JVM, in ns.
-jvms_cpu_ns() { for p in "${jvms[@]}"; do cat /proc/"$p"/task/*/schedstat 2> /dev/null || true; done | awk '{ s += $1 } END { printf "%.0f\n", s }'; }
+jvms_cpu_ns() { local s=0; for p in "${jvms[@]}"; do s=$((s + $(threads_cpu_ns "$p"))); done; echo "$s"; }
 # Stalls watch has begun so far, over every recording.
 stalls() { cat "$work"/rec/*/events.jsonl 2> /dev/null | grep -c '"stall-begin"' || true; }
-median_spread() { sort -g | awk '{ a[NR]=$1 } END { printf "%s %s %s\n", a[int((NR+1)/2)], a[1], a[NR] }'; }
-pct() { awk -v n="$1" -v w="$2" 'BEGIN { printf "%.3f", 100 * n / w }'; }
 
 # A marker only this bench's JVMs carry, for --match.
 mark="$((RANDOM % 900 + 100))7s"
@@ -103,16 +101,8 @@ for n in $counts; do
   read -r st_med st_min st_max < <(awk '{ print $4 }' "$work/w" | median_spread)
   printf '  %-46s %7s%%  (%s-%s), %s wake-ups/s\n' "stallscope watch, $n JVM(s)" "$w_med" "$w_min" "$w_max" "$hz"
   printf '  %-46s %7s%%  (%s-%s); stalls >= 5 ms seen per window: %s (%s-%s)\n' "the $n JVMs themselves (their agents' 1 ms meters)" "$j_med" "$j_min" "$j_max" "$st_med" "$st_min" "$st_max"
-  if command -v cyclictest > /dev/null && (( hz > 0 )); then
-    : > "$work/c"
-    for _ in $(seq "$runs"); do
-      cyclictest -q --default-system -t1 -i $(( 1000000 / hz )) -D "$((window + 2))s" > /dev/null 2>&1 &
-      cpid=$!; sleep 1
-      c0=$(cpu_ns "$cpid"); t0=$(date +%s%N); sleep "$window"; c1=$(cpu_ns "$cpid"); t1=$(date +%s%N)
-      wait "$cpid" || true
-      pct $((c1 - c0)) $((t1 - t0)) >> "$work/c"; echo >> "$work/c"
-    done
-    read -r c_med c_min c_max < <(grep . "$work/c" | median_spread)
+  read -r c_med c_min c_max < <(cyclictest_cpu "$hz" "$window" "$runs") || true
+  if [[ -n "$c_med" ]]; then
     printf '  %-46s %7s%%  (%s-%s)\n' "reference: cyclictest at the same $hz Hz" "$c_med" "$c_min" "$c_max"
     echo "  watch / cyclictest: $(ratio "$w_med" "$c_med")x   goal: watch <= $([[ $n -eq 1 ]] && echo 0.5 || echo 1)% of a core"
   else
