@@ -2,8 +2,11 @@
 //! target's user page faults (address and pc) and mmap_lock waits on CLOCK_MONOTONIC, in an
 //! overwrite ring buffer that is read only when a stall ends.
 //!
-//! Invariant: the instance is removed when the `Tracer` is dropped; only tracepoints are used
-//! (kprobes may be missing), and only the target's threads are traced.
+//! Invariant: the instance is removed when the `Tracer` is dropped; one whose owner died without
+//! dropping it (SIGKILL) is removed by the owner's guardian ([`remove_instance`]) or, failing
+//! that, by the next `Tracer::start` ([`sweep_orphans`]). A leaked instance keeps its events on
+//! and taxes every page fault on the machine. Only tracepoints are used (kprobes may be
+//! missing), and only the target's threads are traced.
 
 use serde::{Deserialize, Serialize};
 use std::io;
@@ -65,7 +68,8 @@ impl Tracer {
                 return Err(io::Error::new(io::ErrorKind::NotFound, format!("this kernel has no {e} tracepoint")));
             }
         }
-        let dir = root.join("instances").join(format!("stallscope-{pid}-{}", std::process::id()));
+        sweep_orphans(&root);
+        let dir = root.join("instances").join(format!("{PREFIX}{pid}-{}", std::process::id()));
         std::fs::create_dir(&dir).map_err(|e| io::Error::new(e.kind(), format!("creating {}: {e}", dir.display())))?;
         let t = Tracer { dir };
         write(&t.dir.join("trace_clock"), "mono")?;
@@ -81,6 +85,11 @@ impl Tracer {
         }
         write(&t.dir.join("tracing_on"), "1")?;
         Ok(t)
+    }
+
+    /// The instance's directory (for a guardian to [`remove_instance`] if the owner dies).
+    pub fn dir(&self) -> &Path {
+        &self.dir
     }
 
     /// Events of `tids` between `from` and `to` (CLOCK_MONOTONIC ns), from the ring buffer.
@@ -112,12 +121,49 @@ impl TraceReader {
 
 impl Drop for Tracer {
     fn drop(&mut self) {
-        let _ = std::fs::write(self.dir.join("tracing_on"), "0");
-        for e in EVENTS {
-            let _ = std::fs::write(self.dir.join("events").join(e).join("enable"), "0");
-        }
-        let _ = std::fs::remove_dir(&self.dir);
+        remove_instance(&self.dir);
     }
+}
+
+/// Instances are named `stallscope-<target pid>-<owner pid>`.
+const PREFIX: &str = "stallscope-";
+
+/// Switches a tracefs instance off and removes it. Harmless when it is already gone, and a
+/// no-op for any directory that is not one of our instances.
+pub fn remove_instance(dir: &Path) {
+    let ours = dir.parent().is_some_and(|p| p.ends_with("instances")) && dir.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with(PREFIX));
+    if !ours || !dir.is_dir() {
+        return;
+    }
+    let _ = std::fs::write(dir.join("tracing_on"), "0");
+    for e in EVENTS {
+        let _ = std::fs::write(dir.join("events").join(e).join("enable"), "0");
+    }
+    let _ = std::fs::remove_dir(dir);
+}
+
+/// The owner pid in an instance's name, `stallscope-<target>-<owner>`.
+fn owner_of(name: &str) -> Option<i32> {
+    let rest = name.strip_prefix(PREFIX)?;
+    let (target, owner) = rest.split_once('-')?;
+    target.parse::<i32>().ok()?;
+    owner.parse().ok()
+}
+
+/// Removes our instances whose owner process is gone (killed before it or its guardian could
+/// remove them); returns how many. An owner's pid reused since is taken as alive, which only
+/// delays the sweep.
+pub fn sweep_orphans(root: &Path) -> usize {
+    let Ok(dir) = std::fs::read_dir(root.join("instances")) else { return 0 };
+    let mut removed = 0;
+    for e in dir.flatten() {
+        let Some(owner) = e.file_name().to_str().and_then(owner_of) else { continue };
+        if !Path::new(&format!("/proc/{owner}")).exists() {
+            remove_instance(&e.path());
+            removed += 1;
+        }
+    }
+    removed
 }
 
 fn hex(v: &str) -> Option<u64> {
@@ -176,5 +222,39 @@ mod tests {
         let dir = t.dir.clone();
         drop(t);
         assert!(!dir.exists(), "the instance is removed");
+    }
+
+    #[test]
+    fn owners_from_instance_names() {
+        assert_eq!(owner_of("stallscope-4242-77"), Some(77));
+        assert_eq!(owner_of("stallscope-4242"), None);
+        assert_eq!(owner_of("stallscope-x-77"), None);
+        assert_eq!(owner_of("other-1-2"), None);
+    }
+
+    /// An instance whose owner died (a child that exited stands in for one SIGKILLed) is
+    /// removed by the next start, events off first; a live owner's is left alone.
+    #[test]
+    fn orphaned_instances_are_swept_when_root() {
+        if unsafe { libc::geteuid() } != 0 {
+            return;
+        }
+        let root = tracefs().expect("root has tracefs");
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let dead = child.id();
+        child.wait().unwrap();
+        let orphan = root.join("instances").join(format!("{PREFIX}1-{dead}"));
+        std::fs::create_dir(&orphan).unwrap();
+        std::fs::write(orphan.join("events").join(EVENTS[0]).join("enable"), "1").unwrap();
+        // A target of its own: the other test traces this process, under the same name.
+        let mut target = std::process::Command::new("sleep").arg("10").spawn().unwrap();
+        let live = Tracer::start(target.id() as i32).expect("root can trace");
+        assert!(!orphan.exists(), "the dead owner's instance is swept");
+        assert!(live.dir().exists());
+        assert_eq!(sweep_orphans(&root), 0, "our own, live, is kept");
+        assert!(live.dir().exists());
+        drop(live);
+        let _ = target.kill();
+        let _ = target.wait();
     }
 }

@@ -39,6 +39,8 @@ pub enum Undo {
     /// reached through `/proc/<pid>/root`): only while `pid` is still the process that started at
     /// `starttime` (clock ticks since boot), so a reused pid's root is never touched.
     RemoveDir { path: PathBuf, pid: i32, starttime: u64 },
+    /// Switch a tracefs instance of ours off and remove it (tracepoint evidence).
+    RemoveTraceInstance { dir: PathBuf },
     /// Send a JVM attach-protocol command (switch its logging off, stop the agent).
     JvmCommand { pid: i32, command: String, args: Vec<String> },
 }
@@ -164,6 +166,7 @@ pub fn undo(change: &Undo) -> Result<()> {
                 let _ = std::fs::remove_dir_all(path);
             }
         }
+        Undo::RemoveTraceInstance { dir } => procwatch::trace::remove_instance(dir),
         Undo::JvmCommand { pid, command, args } => {
             if Path::new(&format!("/proc/{pid}")).exists() {
                 let jvm = crate::attach::Jvm::find(*pid)?;

@@ -1,7 +1,7 @@
 //! stallscope killed with SIGKILL at random moments, again and again: whatever it changed outside
 //! itself is undone by its guardian (or by the kernel), whatever the moment. After every kill the
 //! same list is checked: no mount, no cgroup of ours, no stopped process, no thread left raised or
-//! real-time, no safepoint logging or agent left on in the JVM.
+//! real-time, no safepoint logging or agent left on in the JVM, no trace instance left on.
 //!
 //! The moments: one rep of each tool is killed at its worst moment (a thread seen raised, the
 //! command started, the mount up, the heartbeat up), the others after a random delay drawn from a
@@ -84,6 +84,12 @@ fn left_behind(w: &Watched) -> Vec<String> {
         }
     }
     if let Some(jvm) = w.jvm {
+        // Nor a tracefs instance with its events still on (it would tax every page fault).
+        let mine = format!("stallscope-{jvm}-");
+        let traces: Vec<String> = std::fs::read_dir("/sys/kernel/tracing/instances").into_iter().flatten().flatten().map(|e| e.file_name().to_string_lossy().into_owned()).filter(|n| n.starts_with(&mine)).collect();
+        if !traces.is_empty() {
+            left.push(format!("trace instances: {traces:?}"));
+        }
         for t in threads(jvm) {
             if let Some(f) = stat_fields(t) {
                 let (nice, policy) = (f[16].parse::<i32>().unwrap_or(0), f[38].parse::<i32>().unwrap_or(0));
@@ -147,6 +153,12 @@ fn repair(w: &Watched) {
         unsafe { libc::kill(p, libc::SIGCONT) };
     }
     if let Some(jvm) = w.jvm {
+        let mine = format!("stallscope-{jvm}-");
+        for e in std::fs::read_dir("/sys/kernel/tracing/instances").into_iter().flatten().flatten() {
+            if e.file_name().to_string_lossy().starts_with(&mine) {
+                procwatch::trace::remove_instance(&e.path());
+            }
+        }
         for t in threads(jvm) {
             let param = libc::sched_param { sched_priority: 0 };
             unsafe {

@@ -156,13 +156,22 @@ fn kernel() -> String {
 }
 
 /// Starts tracepoint evidence for `pid` when privileged, and says in one line what is missing.
-fn start_tracer(pid: i32) -> (Option<procwatch::trace::Tracer>, Option<String>) {
+/// The instance is registered with `guard`, so that stallscope killed outright does not leave its
+/// events on (they would tax every page fault on the machine).
+fn start_tracer(pid: i32, guard: Option<&mut crate::guard::Guard>) -> (Option<procwatch::trace::Tracer>, Option<String>) {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
         return (None, Some("not root: no tracepoint evidence (fault addresses, mmap_lock wait times); rerun with sudo or CAP_PERFMON for it".into()));
     }
     match procwatch::trace::Tracer::start(pid) {
-        Ok(t) => (Some(t), None),
+        Ok(t) => {
+            if let Some(g) = guard {
+                if let Err(e) = g.add(crate::guard::Undo::RemoveTraceInstance { dir: t.dir().to_path_buf() }) {
+                    return (None, Some(format!("no tracepoint evidence: {e:#}")));
+                }
+            }
+            (Some(t), None)
+        }
         Err(e) => (None, Some(format!("no tracepoint evidence: {e}"))),
     }
 }
@@ -360,7 +369,10 @@ fn record_child(
         })
     });
     let pid = child.id() as i32;
-    let tracing = start_tracer(pid);
+    // Only the trace instance needs a guardian here (root only): the JVM is ours and ends with us.
+    // SAFETY: geteuid has no preconditions.
+    let mut guard = if unsafe { libc::geteuid() } == 0 { Some(crate::guard::Guard::start()?) } else { None };
+    let tracing = start_tracer(pid, guard.as_mut());
     let mut w = Writer::open_background(&s.dir, &meta("run", command.to_vec(), pid, java_home, s, timeout_ms, &tracing))?;
     if l.chatty {
         eprintln!("stallscope: recording pid {pid} into {} (stalls ≥ {})", s.dir.display(), fmt_ns(s.threshold_ns));
@@ -428,12 +440,13 @@ pub type Drive<'a> = &'a (dyn Fn(i32, &procwatch::heartbeat::Heartbeat) -> watch
 pub fn record_attached(s: &Settings, jvm: &Jvm, run_for: Option<Duration>, stop: &AtomicBool, drive: Option<Drive>) -> Result<()> {
     let pid = jvm.pid;
     let command = procwatch::jvms::cmdline(pid);
-    let tracing = start_tracer(pid);
-    let mut w = Writer::open_background(&s.dir, &meta("attach", command, pid, jvm.java_home.as_deref(), s, None, &tracing))?;
     // Each change to the JVM is registered with a guardian before it is made: if this attach
     // fails, or is killed outright, the JVM is left as found (its logging off, the meter stopped,
-    // no directory of ours in its /tmp). The guardian undoes the newest change first.
+    // no directory of ours in its /tmp, no trace instance). The guardian undoes the newest change
+    // first.
     let mut guard = crate::guard::Guard::start()?;
+    let tracing = start_tracer(pid, Some(&mut guard));
+    let mut w = Writer::open_background(&s.dir, &meta("attach", command, pid, jvm.java_home.as_deref(), s, None, &tracing))?;
     let jar = std::fs::canonicalize(&s.jar).with_context(|| format!("{}: the agent jar is not there", s.jar.display()))?;
     // A JVM in a container sees neither the recording directory nor the jar: both are staged in
     // its own /tmp, and the logs copied out at the end.
