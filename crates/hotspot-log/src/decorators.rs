@@ -27,8 +27,6 @@ impl Decorated<'_> {
     }
 }
 
-const LEVELS: [&[u8]; 5] = [b"trace", b"debug", b"info", b"warning", b"error"];
-
 /// Milliseconds at or above this are wall-clock `timemillis` (after 1973), below it they are
 /// `uptimemillis`; a JVM up for three years is not a case worth the ambiguity.
 const TIMEMILLIS_FLOOR: u64 = 100_000_000_000;
@@ -81,32 +79,42 @@ pub fn split(line: &[u8]) -> Option<Decorated<'_>> {
             return None;
         }
         let last = v[v.len() - 1];
-        if let Some(num) = v.strip_suffix(b"ns").filter(|n| n.iter().all(u8::is_ascii_digit) && !n.is_empty()) {
-            let n = parse_u64(num)?;
-            if nanos[0].is_none() {
-                nanos[0] = Some(n);
-            } else {
-                nanos[1] = Some(n);
-            }
-        } else if let Some(num) = v.strip_suffix(b"ms").filter(|n| n.iter().all(u8::is_ascii_digit) && !n.is_empty()) {
-            let n = parse_u64(num)?;
-            if n >= TIMEMILLIS_FLOOR {
-                if stamps.wall.is_none() {
-                    stamps.wall = Some(crate::stamps::WallTime { epoch_ms: n as i64, offset_min: 0 });
+        if v[0].is_ascii_digit() {
+            // Clocks, `pid` and `tid`: tested in this order, the first shape that fits decides.
+            if let Some(num) = v.strip_suffix(b"ns").filter(|n| n.iter().all(u8::is_ascii_digit)) {
+                let n = parse_u64(num)?;
+                if nanos[0].is_none() {
+                    nanos[0] = Some(n);
+                } else {
+                    nanos[1] = Some(n);
                 }
+            } else if let Some(num) = v.strip_suffix(b"ms").filter(|n| n.iter().all(u8::is_ascii_digit)) {
+                let n = parse_u64(num)?;
+                if n >= TIMEMILLIS_FLOOR {
+                    if stamps.wall.is_none() {
+                        stamps.wall = Some(crate::stamps::WallTime { epoch_ms: n as i64, offset_min: 0 });
+                    }
+                } else {
+                    stamps.uptime_ns.get_or_insert(n.saturating_mul(1_000_000));
+                }
+            } else if last == b's' && has_fraction(v) {
+                // `uptime`: seconds with milliseconds, `1.234s`.
+                let ns = parse_decimal_scaled(&v[..v.len() - 1], 9)?;
+                stamps.uptime_ns = Some(ns);
+            } else if v.len() >= 19 && v[4] == b'-' && v[10] == b'T' {
+                let w = parse_iso_time(v)?;
+                stamps.wall.get_or_insert(w);
+            } else if v.iter().all(u8::is_ascii_digit) {
+                // `pid` or `tid`: not a clock, nothing to keep.
+            } else if is_hostname(v) {
+                // `hostname` (one that starts with a digit)
             } else {
-                stamps.uptime_ns.get_or_insert(n.saturating_mul(1_000_000));
+                return None;
             }
-        } else if last == b's' && v[0].is_ascii_digit() && has_fraction(v) {
-            // `uptime`: seconds with milliseconds, `1.234s`.
-            let ns = parse_decimal_scaled(&v[..v.len() - 1], 9)?;
-            stamps.uptime_ns = Some(ns);
         } else if v.len() >= 19 && v[4] == b'-' && v[10] == b'T' {
-            let w = parse_iso_time(v)?;
-            stamps.wall.get_or_insert(w);
-        } else if v.iter().all(u8::is_ascii_digit) {
-            // `pid` or `tid`: not a clock, nothing to keep.
-        } else if LEVELS.contains(&v) {
+            // Shaped like a time but not one: not a decorated line.
+            return None;
+        } else if matches!(v, b"info" | b"debug" | b"trace" | b"warning" | b"error") {
             // The level carries no information the message shape does not.
         } else if is_tags(v) && line.get(i) != Some(&b'[') {
             // Tags are always the last decorator.

@@ -302,19 +302,9 @@ fn ns_value(v: &[u8]) -> Option<u64> {
 #[inline]
 fn ns_field<'a>(s: &'a [u8], key: &[u8]) -> Option<(u64, &'a [u8])> {
     let s = s.strip_prefix(key)?;
-    // Digits read in the same pass that finds their end; the same limits as `parse_u64`
-    // (at most 20 digits, no overflow), and something must follow them. Nineteen digits
-    // cannot overflow a u64, so only the twentieth is checked.
-    let mut v: u64 = 0;
-    let mut n = 0;
-    while let Some(&b) = s.get(n) {
-        let d = b.wrapping_sub(b'0');
-        if d > 9 {
-            break;
-        }
-        v = if n < 19 { v * 10 + d as u64 } else { v.checked_mul(10)?.checked_add(d as u64)? };
-        n += 1;
-    }
+    // The same limits as `parse_u64` (at most 20 digits, no overflow), and something must
+    // follow them.
+    let (v, n) = crate::stamps::leading_digits(s)?;
     if n == 0 || n > 20 || n == s.len() {
         return None;
     }
@@ -324,7 +314,7 @@ fn ns_field<'a>(s: &'a [u8], key: &[u8]) -> Option<(u64, &'a [u8])> {
 /// The shapes as HotSpot prints them, fields in their fixed order; `None` sends the line to
 /// the general parser, which accepts any order.
 fn parse_safepoint_fast(rest: &[u8]) -> Option<(&[u8], SafepointTimes, Format)> {
-    let close = rest.iter().position(|&b| b == b'"')?;
+    let close = memchr::memchr(b'"', rest)?;
     let op = &rest[..close];
     let s = rest[close..].strip_prefix(b"\", ")?;
     let mut t = SafepointTimes::default();

@@ -57,6 +57,46 @@ impl Stamps {
     }
 }
 
+/// The run of ASCII digits at the front of `s` (any length) and its value, or `None` when the
+/// value passes `u64::MAX`. Eight bytes are tested and converted at once (SWAR): a safepoint
+/// line carries five nine-digit numbers, and the byte-at-a-time loop was a fifth of the time
+/// spent classifying one.
+#[inline]
+pub(crate) fn leading_digits(s: &[u8]) -> Option<(u64, usize)> {
+    const LOW: u64 = 0x0F0F_0F0F_0F0F_0F0F;
+    const HIGH: u64 = 0xF0F0_F0F0_F0F0_F0F0;
+    let mut v: u64 = 0;
+    let mut n = 0usize;
+    while let Some(chunk) = s.get(n..n + 8) {
+        let t = u64::from_le_bytes(chunk.try_into().unwrap()) ^ 0x3030_3030_3030_3030;
+        // A byte is a digit when its high nibble was 3 (now 0) and its low one is at most 9.
+        let not_digit = (t & HIGH) | (((t & LOW) + 0x0606_0606_0606_0606) & HIGH);
+        let k = (not_digit.trailing_zeros() / 8) as usize;
+        if k == 0 {
+            return Some((v, n));
+        }
+        // The k digits moved up to the top bytes (leading zeros below), then combined pairwise.
+        let mut x = (t & LOW) << (8 * (8 - k));
+        x = (x.wrapping_mul(10) + (x >> 8)) & 0x00FF_00FF_00FF_00FF;
+        x = (x.wrapping_mul(100) + (x >> 16)) & 0x0000_FFFF_0000_FFFF;
+        x = x.wrapping_mul(10_000).wrapping_add(x >> 32) & 0xFFFF_FFFF;
+        v = v.checked_mul(POW10[k])?.checked_add(x)?;
+        n += k;
+        if k < 8 {
+            return Some((v, n));
+        }
+    }
+    while let Some(&b) = s.get(n) {
+        let d = b.wrapping_sub(b'0');
+        if d > 9 {
+            break;
+        }
+        v = v.checked_mul(10)?.checked_add(d as u64)?;
+        n += 1;
+    }
+    Some((v, n))
+}
+
 /// Parses ASCII digits into a `u64`; `None` for an empty slice, a non-digit or overflow.
 pub(crate) fn parse_u64(s: &[u8]) -> Option<u64> {
     if s.is_empty() || s.len() > 20 {
@@ -244,5 +284,30 @@ mod tests {
         assert_eq!(parse_iso_time(b"2016-03-01T04:00:00.123-05:00").unwrap().epoch_ms, w.epoch_ms);
         assert!(parse_iso_time(b"2016-13-01T10:00:00.123+0100").is_none());
         assert!(parse_iso_time(b"2016-03-01T10:00:00.123+01").is_none());
+    }
+
+    fn naive(s: &[u8]) -> Option<(u64, usize)> {
+        let n = s.iter().take_while(|b| b.is_ascii_digit()).count();
+        let mut v: u64 = 0;
+        for &b in &s[..n] {
+            v = v.checked_mul(10)?.checked_add((b - b'0') as u64)?;
+        }
+        Some((v, n))
+    }
+
+    #[test]
+    fn leading_digits_as_the_plain_loop() {
+        for s in ["", "x", "0", "7 ns", "12345678", "123456789 ns", "18446744073709551615", "18446744073709551616", "000000000000000000000001", "99999999999999999999", "1234567/", "12:45", "9999999:"] {
+            assert_eq!(leading_digits(s.as_bytes()), naive(s.as_bytes()), "{s:?}");
+        }
+        // Every byte value right after every length of digit run, and before it.
+        for len in 0..22 {
+            for b in 0..=255u8 {
+                let mut s: Vec<u8> = (0..len).map(|i| b'1' + (i % 9) as u8).collect();
+                s.push(b);
+                s.extend_from_slice(b"123");
+                assert_eq!(leading_digits(&s), naive(&s), "{:?}", String::from_utf8_lossy(&s));
+            }
+        }
     }
 }
