@@ -191,7 +191,10 @@ impl Scanner {
                         eof = true;
                         break;
                     }
-                    Ok(n) => filled += n,
+                    Ok(n) => {
+                        filled += n;
+                        rep.bytes += n as u64;
+                    }
                     Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                     Err(e) => return Err(e.into()),
                 }
@@ -206,7 +209,6 @@ impl Scanner {
                 }
                 first_chunk = false;
             }
-            rep.bytes += filled as u64;
             let end = if eof {
                 filled
             } else {
@@ -215,7 +217,6 @@ impl Scanner {
                     None if buf.len() < MAX_LINE => {
                         let n = buf.len() * 2;
                         buf.resize(n, 0);
-                        rep.bytes -= filled as u64;
                         continue;
                     }
                     None => {
@@ -245,6 +246,64 @@ impl Scanner {
             if eof {
                 break;
             }
+        }
+        rep.lines = line_no;
+        self.report.lines_total += line_no;
+        let safepoints = &mut self.report.safepoints;
+        self.asm.release_held(&mut |s| {
+            *safepoints += 1;
+            out.safepoint(s)
+        });
+        if let Some(l) = &rep.last {
+            out.input_end(file, l);
+        }
+        Ok(rep)
+    }
+
+    /// Reads one input held whole in memory (a mapped file) without copying it: the same
+    /// results as [`Scanner::scan`] over the same bytes, window for window. `done(n)` is told
+    /// when the first `n` bytes will not be looked at again, so a mapping can let them go.
+    pub fn scan_slice(&mut self, file: u32, data: &[u8], out: &mut impl Sink, done: &mut dyn FnMut(usize)) -> Result<InputReport, ScanError> {
+        let mut rep = InputReport { bytes: data.len() as u64, ..InputReport::default() };
+        let head = &data[..data.len().min(CHUNK)];
+        if !head.is_empty() {
+            if let Some(offset) = binary_offset(head) {
+                return Err(ScanError::Binary { offset: offset as u64 });
+            }
+            rep.first = first_stamps(head);
+            if let Some(f) = &rep.first {
+                out.input_start(file, f);
+            }
+        }
+        let mut line_no = 0u64;
+        let mut pos = 0usize;
+        // As `scan`'s buffer: it grows for a long line and stays grown.
+        let mut window = CHUNK;
+        'windows: while pos < data.len() {
+            let (end, eof) = loop {
+                let stop = (pos + window).min(data.len());
+                if stop == data.len() {
+                    break (stop, true);
+                }
+                match memchr::memrchr(b'\n', &data[pos..stop]) {
+                    Some(i) => break (pos + i + 1, false),
+                    None if window < MAX_LINE => window *= 2,
+                    None => {
+                        // One line longer than MAX_LINE: counted once, its bytes skipped (as `scan`).
+                        line_no += 1;
+                        self.report.lines_other += 1;
+                        pos = memchr::memchr(b'\n', &data[stop..]).map_or(data.len(), |i| stop + i + 1);
+                        done(pos);
+                        continue 'windows;
+                    }
+                }
+            };
+            self.region(file, &data[pos..end], eof, &mut line_no, out);
+            if let Some(s) = last_stamps(&data[pos..end]) {
+                rep.last = Some(s);
+            }
+            done(end);
+            pos = end;
         }
         rep.lines = line_no;
         self.report.lines_total += line_no;

@@ -241,3 +241,56 @@ proptest! {
         let _ = hotspot_log::threaddump::parse(&format!("{text}{junk}"));
     }
 }
+
+/// Everything a scan gives, as text: its result, its records and the final accounting, with
+/// the slice path's `done` calls checked on the way (never backwards, never past the end).
+fn scanned(data: &[u8], slice: bool) -> String {
+    let mut got = Vec::new();
+    let mut scanner = Scanner::new().keep_examples(3);
+    let result = if slice {
+        let mut last = 0usize;
+        let mut done = |n: usize| {
+            assert!(n >= last && n <= data.len(), "done({n}) after done({last}) of {}", data.len());
+            last = n;
+        };
+        scanner.scan_slice(0, data, &mut |s: Safepoint| got.push(format!("{s:?}")), &mut done)
+    } else {
+        scanner.scan(0, data, &mut |s: Safepoint| got.push(format!("{s:?}")))
+    };
+    let report = scanner.finish(&mut |s: Safepoint| got.push(format!("{s:?}")));
+    format!("{result:?}\n{report:?}\n{}", got.join("\n"))
+}
+
+proptest! {
+    /// A mapped file reads exactly as the same bytes read through `Read`.
+    #[test]
+    fn a_slice_scans_as_a_stream(lines in proptest::collection::vec(prop_oneof![
+        (0usize..REAL.len()).prop_map(|i| REAL[i].as_bytes().to_vec()),
+        proptest::collection::vec(any::<u8>(), 0..80),
+    ], 0..40), newline_at_end in any::<bool>()) {
+        let mut data = lines.join(&b'\n');
+        if newline_at_end { data.push(b'\n'); }
+        prop_assert_eq!(scanned(&data, true), scanned(&data, false));
+    }
+}
+
+/// Across window boundaries (4 MiB) and past a line too long to buffer (64 MiB), the slice and
+/// the stream still agree, line numbers included.
+#[test]
+fn a_large_slice_scans_as_a_stream() {
+    let mut data = Vec::new();
+    while data.len() < 9 << 20 {
+        for l in REAL {
+            data.extend_from_slice(l.as_bytes());
+            data.push(b'\n');
+        }
+    }
+    data.extend(std::iter::repeat_n(b'x', (64 << 20) + 5));
+    data.push(b'\n');
+    for l in REAL {
+        data.extend_from_slice(l.as_bytes());
+        data.push(b'\n');
+    }
+    let (slice, stream) = (scanned(&data, true), scanned(&data, false));
+    assert!(slice == stream, "slice and stream differ:\n{}\n---\n{}", &slice[..slice.len().min(2000)], &stream[..stream.len().min(2000)]);
+}

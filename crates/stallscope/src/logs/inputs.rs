@@ -220,6 +220,15 @@ impl<R: Read> Read for Tolerant<R> {
     }
 }
 
+/// Maps an input to read in place: a regular, non-empty file that is not gzip. `None` for
+/// anything to read as a stream ([`open`]).
+pub fn map(input: &Input) -> Result<Option<super::mapped::Mapped>> {
+    let Input::File(p) = input else { return Ok(None) };
+    let f = File::open(p).with_context(|| format!("{}: cannot open it", p.display()))?;
+    let m = super::mapped::Mapped::of(&f).with_context(|| format!("{}: cannot open it", p.display()))?;
+    Ok(m.filter(|m| !m.is_gzip()))
+}
+
 /// Opens an input, decompressing gzip when its first bytes say so.
 pub fn open(input: &Input) -> Result<Tolerant<Box<dyn Read>>> {
     match input {

@@ -6,9 +6,10 @@
 pub mod filter;
 pub mod inputs;
 pub mod jfr;
+pub mod mapped;
 pub mod view;
 
-use crate::failure::{Failure, EXIT_BINARY, EXIT_EMPTY, EXIT_NO_RECORDS};
+use crate::failure::{Failure, EXIT_BINARY, EXIT_EMPTY, EXIT_FAILURE, EXIT_NO_RECORDS};
 use anyhow::{Context, Result};
 use doctor::units::fmt_count;
 use filter::{Filter, Verdict};
@@ -102,16 +103,33 @@ pub fn analyse(plan: Plan, o: &LogsOptions, each: &mut dyn FnMut(&Safepoint) -> 
                 continue;
             }
         }
+        let binary = |offset: u64| {
+            let hint = if name.ends_with(".hlog") { " (an HdrHistogram log: read it with HistogramLogProcessor)" } else { "" };
+            Failure::new(EXIT_BINARY, format!("{name}: binary data at byte {offset}, not a text log{hint}; pass a HotSpot GC or safepoint log"))
+        };
+        // A regular file is read in place; stdin, pipes and gzip through `read`.
+        if let Some(m) = inputs::map(input)? {
+            let (got, shrank) = mapped::read_in_place(&m, |bytes, done| scanner.scan_slice(i as u32, bytes, &mut sink, done));
+            if shrank {
+                return Err(Failure::new(
+                    EXIT_FAILURE,
+                    format!("{name}: the file shrank while it was read (truncated by a log rotation?); read it again, or read the rotated copy"),
+                ));
+            }
+            let rep = match got {
+                Ok(r) => r,
+                Err(ScanError::Binary { offset }) => return Err(binary(offset)),
+                Err(ScanError::Io(e)) => return Err(e).with_context(|| format!("{name}: read failed")),
+            };
+            first_stamps.extend(rep.first);
+            last_stamps.extend(rep.last);
+            input_views.push(InputView { path: name, bytes: rep.bytes, lines: rep.lines, gzip: false, truncated: false });
+            continue;
+        }
         let mut reader = inputs::open(input)?;
         let rep = match scanner.scan(i as u32, &mut reader, &mut sink) {
             Ok(r) => r,
-            Err(ScanError::Binary { offset }) => {
-                let hint = if name.ends_with(".hlog") { " (an HdrHistogram log: read it with HistogramLogProcessor)" } else { "" };
-                return Err(Failure::new(
-                    EXIT_BINARY,
-                    format!("{name}: binary data at byte {offset}, not a text log{hint}; pass a HotSpot GC or safepoint log"),
-                ));
-            }
+            Err(ScanError::Binary { offset }) => return Err(binary(offset)),
             Err(ScanError::Io(e)) => return Err(e).with_context(|| format!("{name}: read failed")),
         };
         if reader.truncated {
