@@ -14,6 +14,7 @@ mod lab;
 mod logs;
 mod output;
 mod record;
+mod recording;
 mod workload;
 
 use clap::Parser;

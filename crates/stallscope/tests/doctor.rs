@@ -94,6 +94,23 @@ fn counted_loop_runs_without_a_safepoint_poll_on_both_jdks() {
         let report = String::from_utf8_lossy(&again.stdout).into_owned();
         assert!(report.starts_with("stallscope run: "), "{report}");
         assert!(live.ends_with(&report), "live output and report differ:\n--- live\n{live}\n--- report\n{report}");
+
+        // Without its safepoint log, the recording's flight recording gives the safepoints, and
+        // the diagnosis stands.
+        let bare = dir.with_file_name("rec-without-log");
+        std::fs::create_dir(&bare).unwrap();
+        for e in std::fs::read_dir(&dir).unwrap().flatten().filter(|e| e.file_name() != "safepoint.log") {
+            std::fs::copy(e.path(), bare.join(e.file_name())).unwrap();
+        }
+        let r = report_json(&bare);
+        let notes: Vec<&str> = r["notes"].as_array().unwrap().iter().filter_map(Value::as_str).collect();
+        assert!(notes.iter().any(|n| n.contains("safepoints read from") && n.contains("frames.jfr")), "{java:?}: {notes:?}");
+        let hits = stalls_with(&r, "no-safepoint-poll");
+        assert!(!hits.is_empty(), "{java:?} from JFR: {:?}", causes(&r));
+        for s in &hits {
+            assert_eq!(culprit_names(s), vec!["counted-loop".to_string()], "{java:?} from JFR: {s}");
+            assert!(s["safepoint"]["ttsp_ns"].as_u64().unwrap() > s["safepoint"]["at_safepoint_ns"].as_u64().unwrap());
+        }
     }
 }
 

@@ -11,7 +11,6 @@ use crate::output::report::ReportText;
 use crate::output::Render;
 use anyhow::Result;
 use doctor::recording::files;
-use doctor::Recording;
 use std::io;
 use std::path::Path;
 
@@ -30,7 +29,7 @@ fn recordings_in(dir: &Path) -> Vec<std::path::PathBuf> {
 /// Prints the diagnosis of a finished recording: what `run` and `attach` print at the end, and
 /// `report` prints again.
 pub fn print_report(dir: &Path, json: bool) -> Result<()> {
-    let r = doctor::diagnose(&Recording::read(dir)?);
+    let r = doctor::diagnose(&crate::recording::read(dir)?);
     let out = io::stdout().lock();
     if json { Json(out).finish(&r)? } else { ReportText(out).finish(&r)? }
     Ok(())
@@ -48,7 +47,7 @@ pub fn run(a: ReportArgs) -> Result<i32> {
             use std::io::Write;
             writeln!(out, "{}: {} recordings (kept by stallscope watch); `stallscope report` one of them for its diagnosis:", dir.display(), kept.len())?;
             for k in &kept {
-                let line = match Recording::read(k) {
+                let line = match crate::recording::read(k) {
                     Ok(rec) => {
                         let r = doctor::diagnose(&rec);
                         let main = procwatch::jvms::main_of(&r.meta.command);
@@ -74,7 +73,7 @@ pub fn run(a: ReportArgs) -> Result<i32> {
     }
     match html {
         Some(out) => {
-            let rec = Recording::read(dir)?;
+            let rec = crate::recording::read(dir)?;
             let r = doctor::diagnose(&rec);
             write_page(&html_path(out, dir, "report.html"), &recording_view(&rec, &r))?;
         }

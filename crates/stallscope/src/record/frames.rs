@@ -54,8 +54,10 @@ impl Thinning {
     }
 }
 
-/// The settings the JVM records with: stacks only. `jdk.SafepointLatency` (JDK 25) records how
-/// long a sampled thread took to reach its next safepoint poll; older JDKs ignore the name.
+/// The settings the JVM records with: stacks, and the four safepoint events at threshold 0 (a
+/// few events per safepoint; `report` reads them when the safepoint log has no records).
+/// `jdk.SafepointLatency` (JDK 25) records how long a sampled thread took to reach its next
+/// safepoint poll; older JDKs ignore the name.
 pub fn settings() -> String {
     format!(
         r#"<?xml version="1.0" encoding="UTF-8"?>
@@ -65,6 +67,10 @@ pub fn settings() -> String {
   <event name="jdk.ExecutionSample"><setting name="enabled">true</setting><setting name="period">{PERIOD}</setting></event>
   <event name="jdk.NativeMethodSample"><setting name="enabled">true</setting><setting name="period">{PERIOD}</setting></event>
   <event name="jdk.SafepointLatency"><setting name="enabled">true</setting><setting name="threshold">1 ms</setting><setting name="stackTrace">true</setting></event>
+  <event name="jdk.SafepointBegin"><setting name="enabled">true</setting><setting name="threshold">0 ms</setting></event>
+  <event name="jdk.SafepointStateSynchronization"><setting name="enabled">true</setting><setting name="threshold">0 ms</setting></event>
+  <event name="jdk.SafepointEnd"><setting name="enabled">true</setting><setting name="threshold">0 ms</setting></event>
+  <event name="jdk.ExecuteVMOperation"><setting name="enabled">true</setting><setting name="threshold">0 ms</setting></event>
 </configuration>
 "#
     )
