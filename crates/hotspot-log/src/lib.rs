@@ -26,6 +26,7 @@ pub mod decorators;
 pub mod formats;
 pub mod jfr;
 pub mod line;
+pub mod prefilter;
 pub mod record;
 pub mod render;
 pub mod scan;

@@ -139,7 +139,6 @@ pub fn classify(line: &[u8]) -> Outcome<'_> {
 
 fn classify_message<'a>(mut stamps: Stamps, msg: &'a [u8], ul: Option<&decorators::Decorated<'a>>) -> Outcome<'a> {
     let decorated = ul.is_some();
-    let safepoint_tag = ul.is_some_and(|d| d.has_safepoint_tag());
     let known = |stamps, format, event| Outcome::Known(Classified { stamps, format, event });
 
     if let Some(rest) = msg.strip_prefix(b"Safepoint \"") {
@@ -194,6 +193,8 @@ fn classify_message<'a>(mut stamps: Stamps, msg: &'a [u8], ul: Option<&decorator
         };
         return known(stamps, timeout_format, ev);
     }
+    // Only the shapes below need the tags; the common ones above are told by their text.
+    let safepoint_tag = ul.is_some_and(|d| d.has_safepoint_tag());
     if let Some(rest) = msg.strip_prefix(b"# \"") {
         return match parse_thread_line(rest) {
             Some(t) => known(stamps, timeout_format, Event::TimeoutThread(t)),
@@ -299,7 +300,8 @@ fn ns_value(v: &[u8]) -> Option<u64> {
 }
 
 /// Reads `KEY: <digits> ns` at the front of `s`, returning the value and what follows.
-#[inline]
+// Always inlined: with the key a literal, its comparison is a few loads, not a memcmp call.
+#[inline(always)]
 fn ns_field<'a>(s: &'a [u8], key: &[u8]) -> Option<(u64, &'a [u8])> {
     let s = s.strip_prefix(key)?;
     // The same limits as `parse_u64` (at most 20 digits, no overflow), and something must

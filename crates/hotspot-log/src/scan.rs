@@ -10,9 +10,9 @@
 use crate::assemble::{Assembler, MergeCounts};
 use crate::formats::Format;
 use crate::line::{classify, line_stamps, Outcome};
+use crate::prefilter::Prefilter;
 use crate::record::{Culprit, Safepoint, Source};
 use crate::stamps::Stamps;
-use aho_corasick::{AhoCorasick, Input};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::io::{self, Read};
@@ -21,20 +21,10 @@ const CHUNK: usize = 4 << 20;
 /// Lines longer than this are counted and skipped rather than buffered whole.
 pub const MAX_LINE: usize = 64 << 20;
 
-/// Substrings that put a line in play. Each is distinctive in its first bytes, so the SIMD
-/// prefilter skips GC lines at memory speed. Shapes without one of these (JDK 8/11 statistics
-/// rows, `none`-decorated JDK 13+ rows, tty SafepointTimeout thread lines) only ever follow a
-/// header or a timeout block that has one; after such a line every line is examined (see
-/// [`Context`]).
-const NEEDLES: [&str; 6] = [
-    "afepoint",             // Safepoint "…", [safepoint…] tags, SafepointSynchronize, region lines
-    "Total time for which", // JDK 8-12 pauses
-    "Application time:",    // JDK 8-12 application time
-    "page_trap_count",      // every statistics header
-    "Maximum sync time",    // statistics exit summary
-    "Maximum vm operation", // statistics exit summary
-];
-
+/// Substrings that put a line in play: [`crate::prefilter::NEEDLES`]. Shapes without one
+/// (JDK 8/11 statistics rows, `none`-decorated JDK 13+ rows, tty SafepointTimeout thread lines)
+/// only ever follow a header or a timeout block that has one; after such a line every line is
+/// examined (see [`Context`]).
 /// How many lines after a statistics header or row every line is examined for rows (HotSpot
 /// repeats the header every 30 rows; other output can come in between).
 const TABLE_CONTEXT: u32 = 64;
@@ -131,7 +121,7 @@ impl<F: FnMut(Safepoint)> Sink for F {
 
 /// Reads HotSpot logs and yields their safepoints.
 pub struct Scanner {
-    finder: AhoCorasick,
+    finder: Prefilter,
     asm: Assembler,
     report: ScanReport,
     examples: usize,
@@ -148,8 +138,7 @@ impl Default for Scanner {
 impl Scanner {
     pub fn new() -> Self {
         Scanner {
-            // Leftmost-first enables the packed (Teddy) SIMD prefilter; any match serves to find a line.
-            finder: AhoCorasick::builder().match_kind(aho_corasick::MatchKind::LeftmostFirst).build(NEEDLES).expect("static patterns"),
+            finder: Prefilter::new(),
             asm: Assembler::new(),
             report: ScanReport::default(),
             examples: 0,
@@ -326,8 +315,8 @@ impl Scanner {
             let ls = if self.context.every_line() {
                 pos
             } else {
-                let Some(m) = self.finder.find(Input::new(hay).span(pos..end)) else { break };
-                let ls = memchr::memrchr(b'\n', &hay[pos..m.start()]).map_or(pos, |i| pos + i + 1);
+                let Some(m) = self.finder.find(hay, pos, end) else { break };
+                let ls = memchr::memrchr(b'\n', &hay[pos..m]).map_or(pos, |i| pos + i + 1);
                 self.skip(file, &hay[pos..ls], line_no);
                 ls
             };

@@ -120,22 +120,26 @@ pub(crate) fn parse_u64(s: &[u8]) -> Option<u64> {
 /// The decimal separator may be a comma: a JVM running in a locale that writes one (de_DE,
 /// fr_FR, ru_RU) prints `0,0004130 seconds` and `[1,210s]`, as GCViewer and gctoolkit accept.
 pub(crate) fn parse_decimal_scaled(s: &[u8], scale: u32) -> Option<u64> {
-    let (int, frac) = match decimal_separator(s) {
-        Some(i) => (&s[..i], &s[i + 1..]),
-        None => (s, &s[..0]),
-    };
-    if int.is_empty() && frac.is_empty() {
+    let (int_v, n) = leading_digits(s)?;
+    if n > 20 {
         return None;
     }
-    let int_v = if int.is_empty() { 0 } else { parse_u64(int)? };
-    if !frac.iter().all(u8::is_ascii_digit) {
+    let frac = match s.get(n) {
+        None => &s[..0],
+        Some(b'.' | b',') => &s[n + 1..],
+        Some(_) => return None,
+    };
+    if n == 0 && frac.is_empty() {
         return None;
     }
     // Digits beyond the scale are dropped (truncation, as before); fewer are padded with zeros.
-    let kept = &frac[..frac.len().min(scale as usize)];
-    let frac_v = kept.iter().fold(0u64, |v, &b| v * 10 + (b - b'0') as u64);
-    let pad = *POW10.get(scale as usize - kept.len())?;
-    int_v.checked_mul(*POW10.get(scale as usize)?)?.checked_add(frac_v * pad)
+    let (kept, beyond) = frac.split_at(frac.len().min(scale as usize));
+    let (frac_v, k) = leading_digits(kept)?;
+    if k != kept.len() || !beyond.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    let pad = *POW10.get((scale as usize).checked_sub(kept.len())?)?;
+    int_v.checked_mul(*POW10.get(scale as usize)?)?.checked_add(frac_v.checked_mul(pad)?)
 }
 
 /// 10^0 to 10^19, every power of ten a u64 holds.
@@ -308,6 +312,32 @@ mod tests {
                 s.extend_from_slice(b"123");
                 assert_eq!(leading_digits(&s), naive(&s), "{:?}", String::from_utf8_lossy(&s));
             }
+        }
+    }
+
+    /// The reading before `leading_digits`, kept as the oracle.
+    fn decimal_reference(s: &[u8], scale: u32) -> Option<u64> {
+        let (int, frac) = match s.iter().position(|&b| b == b'.' || b == b',') {
+            Some(i) => (&s[..i], &s[i + 1..]),
+            None => (s, &s[..0]),
+        };
+        if int.is_empty() && frac.is_empty() {
+            return None;
+        }
+        let int_v = if int.is_empty() { 0 } else { parse_u64(int)? };
+        if !frac.iter().all(u8::is_ascii_digit) {
+            return None;
+        }
+        let kept = &frac[..frac.len().min(scale as usize)];
+        let frac_v = kept.iter().fold(0u64, |v, &b| v * 10 + (b - b'0') as u64);
+        let pad = *POW10.get(scale as usize - kept.len())?;
+        int_v.checked_mul(*POW10.get(scale as usize)?)?.checked_add(frac_v * pad)
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn decimals_read_as_the_reference(s in "[0-9]{0,22}([.,][0-9]{0,24})?[0-9a,. ]{0,2}", scale in 0u32..12) {
+            proptest::prop_assert_eq!(parse_decimal_scaled(s.as_bytes(), scale), decimal_reference(s.as_bytes(), scale), "{:?} at scale {}", s, scale);
         }
     }
 }
