@@ -54,6 +54,9 @@ pub fn read(path: &Path, want: &Want, each: &mut dyn FnMut(Line) -> Result<()>) 
         cmd.arg("--samples").arg(tids.iter().map(i64::to_string).collect::<Vec<_>>().join(","));
     }
     cmd.arg(path).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    // Its last words are quoted to the user: never a backtrace (an allocation that fails prints
+    // one after its message when these are set).
+    cmd.env_remove("RUST_BACKTRACE").env_remove("RUST_LIB_BACKTRACE");
     // SAFETY: setrlimit only, in the child between fork and exec.
     unsafe {
         use std::os::unix::process::CommandExt;
@@ -76,7 +79,9 @@ pub fn read(path: &Path, want: &Want, each: &mut dyn FnMut(Line) -> Result<()>) 
     if out.status.success() {
         return Ok(None);
     }
-    let why = String::from_utf8_lossy(&out.stderr).lines().last().unwrap_or("").trim().to_string();
+    // The first line says what happened (the panic hook's line, or "memory allocation of N bytes
+    // failed" before an abort).
+    let why = String::from_utf8_lossy(&out.stderr).lines().map(str::trim).find(|l| !l.is_empty()).unwrap_or("").to_string();
     Ok(Some(if why.is_empty() { format!("it died ({})", out.status) } else { why }))
 }
 

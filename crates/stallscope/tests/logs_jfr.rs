@@ -222,3 +222,16 @@ fn damaged_jfr_files_give_clear_answers() {
     }
     std::fs::remove_dir_all(&d).unwrap();
 }
+
+/// A damaged JDK 17 recording whose count asks the parser for 6 GB (a CI run's case): the
+/// reader's allocation fails under its limit and it aborts. The answer is still one clear line,
+/// even with RUST_BACKTRACE set (the abort then prints a backtrace after its message).
+#[test]
+fn a_count_that_asks_for_gigabytes_is_one_clear_line() {
+    let f = root().join("tests/fixtures/logs/damaged-jdk17-count-of-6gb.jfr");
+    let o = Command::new(bin()).args(["logs", f.to_str().unwrap()]).env("RUST_BACKTRACE", "1").output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(5), "{err}");
+    assert_eq!(err.lines().count(), 1, "one line: {err}");
+    assert!(err.contains("memory allocation of") && !err.contains("RUST_BACKTRACE") && !err.contains("stack backtrace"), "{err}");
+}
