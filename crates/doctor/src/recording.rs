@@ -94,6 +94,14 @@ pub struct Meta {
     pub recorder_shares: Option<Shares>,
 }
 
+impl Meta {
+    /// A wall-clock instant (ns since the epoch) on the recording's CLOCK_MONOTONIC, through the
+    /// pair of clocks read at its start (to the millisecond); `None` before the clock's zero.
+    pub fn mono_of_epoch_ns(&self, epoch_ns: i64) -> Option<u64> {
+        u64::try_from(epoch_ns as i128 - self.start_epoch_ms as i128 * 1_000_000 + self.start_mono_ns as i128).ok()
+    }
+}
+
 /// Which of the target's limits also bind the recorder.
 #[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]
 pub struct Shares {

@@ -58,6 +58,11 @@ fn is_hostname(s: &[u8]) -> bool {
     !s.is_empty() && s.iter().all(|&b| b.is_ascii_alphanumeric() || b == b'.' || b == b'-' || b == b'_')
 }
 
+/// Shaped like an ISO 8601 time (`2024-01-31T10:00:00.123+0100`), whether or not it reads as one.
+fn iso_shaped(v: &[u8]) -> bool {
+    v.len() >= 19 && v[4] == b'-' && v[10] == b'T'
+}
+
 /// Splits the decorators from a line, or returns `None` if the line is not decorated.
 pub fn split(line: &[u8]) -> Option<Decorated<'_>> {
     if line.first() != Some(&b'[') {
@@ -101,7 +106,7 @@ pub fn split(line: &[u8]) -> Option<Decorated<'_>> {
                 // `uptime`: seconds with milliseconds, `1.234s`.
                 let ns = parse_decimal_scaled(&v[..v.len() - 1], 9)?;
                 stamps.uptime_ns = Some(ns);
-            } else if v.len() >= 19 && v[4] == b'-' && v[10] == b'T' {
+            } else if iso_shaped(v) {
                 let w = parse_iso_time(v)?;
                 stamps.wall.get_or_insert(w);
             } else if v.iter().all(u8::is_ascii_digit) {
@@ -111,7 +116,7 @@ pub fn split(line: &[u8]) -> Option<Decorated<'_>> {
             } else {
                 return None;
             }
-        } else if v.len() >= 19 && v[4] == b'-' && v[10] == b'T' {
+        } else if iso_shaped(v) {
             // Shaped like a time but not one: not a decorated line.
             return None;
         } else if matches!(v, b"info" | b"debug" | b"trace" | b"warning" | b"error") {

@@ -189,13 +189,7 @@ impl Scanner {
                 }
             }
             if first_chunk && filled > 0 {
-                if let Some(offset) = binary_offset(&buf[..filled]) {
-                    return Err(ScanError::Binary { offset: offset as u64 });
-                }
-                rep.first = first_stamps(&buf[..filled]);
-                if let Some(f) = &rep.first {
-                    out.input_start(file, f);
-                }
+                rep.first = input_start(file, &buf[..filled], out)?;
                 first_chunk = false;
             }
             let end = if eof {
@@ -236,16 +230,7 @@ impl Scanner {
                 break;
             }
         }
-        rep.lines = line_no;
-        self.report.lines_total += line_no;
-        let safepoints = &mut self.report.safepoints;
-        self.asm.release_held(&mut |s| {
-            *safepoints += 1;
-            out.safepoint(s)
-        });
-        if let Some(l) = &rep.last {
-            out.input_end(file, l);
-        }
+        self.input_end(file, &mut rep, line_no, out);
         Ok(rep)
     }
 
@@ -256,13 +241,7 @@ impl Scanner {
         let mut rep = InputReport { bytes: data.len() as u64, ..InputReport::default() };
         let head = &data[..data.len().min(CHUNK)];
         if !head.is_empty() {
-            if let Some(offset) = binary_offset(head) {
-                return Err(ScanError::Binary { offset: offset as u64 });
-            }
-            rep.first = first_stamps(head);
-            if let Some(f) = &rep.first {
-                out.input_start(file, f);
-            }
+            rep.first = input_start(file, head, out)?;
         }
         let mut line_no = 0u64;
         let mut pos = 0usize;
@@ -294,6 +273,12 @@ impl Scanner {
             done(end);
             pos = end;
         }
+        self.input_end(file, &mut rep, line_no, out);
+        Ok(rep)
+    }
+
+    /// The end of one input: its line count, the records it still held, its last stamps.
+    fn input_end(&mut self, file: u32, rep: &mut InputReport, line_no: u64, out: &mut impl Sink) {
         rep.lines = line_no;
         self.report.lines_total += line_no;
         let safepoints = &mut self.report.safepoints;
@@ -304,7 +289,6 @@ impl Scanner {
         if let Some(l) = &rep.last {
             out.input_end(file, l);
         }
-        Ok(rep)
     }
 
     /// Handles a run of whole lines (the last one may lack its newline at end of input).
@@ -426,6 +410,19 @@ fn binary_offset(head: &[u8]) -> Option<usize> {
     ((ctrl + invalid) * 10 > head.len()).then(|| {
         head.iter().position(|&b| b < 0x20 && !matches!(b, b'\n' | b'\r' | b'\t' | 0x1b | 0x0c)).unwrap_or(0)
     })
+}
+
+/// The start of one input, from its first chunk: refused if binary, else its first stamps
+/// (handed to the sink).
+fn input_start(file: u32, head: &[u8], out: &mut impl Sink) -> Result<Option<Stamps>, ScanError> {
+    if let Some(offset) = binary_offset(head) {
+        return Err(ScanError::Binary { offset: offset as u64 });
+    }
+    let first = first_stamps(head);
+    if let Some(f) = &first {
+        out.input_start(file, f);
+    }
+    Ok(first)
 }
 
 fn first_stamps(chunk: &[u8]) -> Option<Stamps> {

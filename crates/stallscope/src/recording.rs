@@ -35,8 +35,6 @@ fn jfr_files(dir: &Path) -> Vec<PathBuf> {
 }
 
 fn fill_from_jfr(rec: &mut Recording) {
-    let (start_epoch_ms, start_mono_ns) = (rec.meta.start_epoch_ms, rec.meta.start_mono_ns);
-    let to_mono = |epoch_ns: i64| u64::try_from(epoch_ns as i128 - start_epoch_ms as i128 * 1_000_000 + start_mono_ns as i128).ok();
     for path in jfr_files(&rec.dir) {
         let mut got = Vec::new();
         let mut lost = Vec::new();
@@ -44,7 +42,7 @@ fn fill_from_jfr(rec: &mut Recording) {
             match line {
                 crate::jfr::Line::Chunk(c) => {
                     for s in c.safepoints {
-                        let end = to_mono(s.end_epoch_ns);
+                        let end = rec.meta.mono_of_epoch_ns(s.end_epoch_ns);
                         let mut sp = s.into_safepoint(0);
                         sp.end.mono_ns = end;
                         if end.is_some() {

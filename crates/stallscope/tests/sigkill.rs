@@ -68,6 +68,12 @@ struct Watched<'a> {
     mount: Option<&'a Path>,
 }
 
+/// The tracefs instances stallscope made for `jvm`.
+fn trace_instances(jvm: i32) -> Vec<PathBuf> {
+    let mine = format!("stallscope-{jvm}-");
+    std::fs::read_dir("/sys/kernel/tracing/instances").into_iter().flatten().flatten().filter(|e| e.file_name().to_string_lossy().starts_with(&mine)).map(|e| e.path()).collect()
+}
+
 /// Everything still left behind, in words; empty when clean.
 fn left_behind(w: &Watched) -> Vec<String> {
     let mut left = Vec::new();
@@ -85,8 +91,7 @@ fn left_behind(w: &Watched) -> Vec<String> {
     }
     if let Some(jvm) = w.jvm {
         // Nor a tracefs instance with its events still on (it would tax every page fault).
-        let mine = format!("stallscope-{jvm}-");
-        let traces: Vec<String> = std::fs::read_dir("/sys/kernel/tracing/instances").into_iter().flatten().flatten().map(|e| e.file_name().to_string_lossy().into_owned()).filter(|n| n.starts_with(&mine)).collect();
+        let traces = trace_instances(jvm);
         if !traces.is_empty() {
             left.push(format!("trace instances: {traces:?}"));
         }
@@ -153,11 +158,8 @@ fn repair(w: &Watched) {
         unsafe { libc::kill(p, libc::SIGCONT) };
     }
     if let Some(jvm) = w.jvm {
-        let mine = format!("stallscope-{jvm}-");
-        for e in std::fs::read_dir("/sys/kernel/tracing/instances").into_iter().flatten().flatten() {
-            if e.file_name().to_string_lossy().starts_with(&mine) {
-                procwatch::trace::remove_instance(&e.path());
-            }
+        for t in trace_instances(jvm) {
+            procwatch::trace::remove_instance(&t);
         }
         for t in threads(jvm) {
             let param = libc::sched_param { sched_priority: 0 };

@@ -9,6 +9,7 @@
 //! is told the file shrank. A fault anywhere else gets the default action, as before.
 //! Pages already read are let go (`MADV_DONTNEED`), so the resident set stays near one window.
 
+use std::cell::Cell;
 use std::fs::File;
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -20,7 +21,7 @@ pub struct Mapped {
     len: usize,
     page: usize,
     /// Bytes below this were let go.
-    released: AtomicUsize,
+    released: Cell<usize>,
 }
 
 impl Mapped {
@@ -43,7 +44,7 @@ impl Mapped {
         unsafe { libc::madvise(ptr, len, libc::MADV_SEQUENTIAL) };
         // SAFETY: sysconf has no preconditions.
         let page = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap_or(4096);
-        Ok(Some(Mapped { ptr, len, page, released: AtomicUsize::new(0) }))
+        Ok(Some(Mapped { ptr, len, page, released: Cell::new(0) }))
     }
 
     /// Whether the file starts with the gzip magic (such a file is read through the decoder).
@@ -54,12 +55,12 @@ impl Mapped {
 
     /// Lets go of the whole pages below `upto`: they will not be read again.
     fn release(&self, upto: usize) {
-        let from = self.released.load(Ordering::Relaxed);
+        let from = self.released.get();
         let to = upto.min(self.len) / self.page * self.page;
         if to > from {
             // SAFETY: whole pages inside our own mapping, which nothing reads again.
             unsafe { libc::madvise((self.ptr as *mut u8).add(from) as *mut libc::c_void, to - from, libc::MADV_DONTNEED) };
-            self.released.store(to, Ordering::Relaxed);
+            self.released.set(to);
         }
     }
 }

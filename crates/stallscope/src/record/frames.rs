@@ -166,12 +166,6 @@ pub fn extract(dir: &Path, host_tid: &dyn Fn(i64) -> i32) -> Result<usize> {
     if windows.is_empty() {
         return Ok(0);
     }
-    // JFR stamps events on the JVM's tick clock, anchored to the wall clock per chunk; the
-    // recording's meta anchors the wall clock to CLOCK_MONOTONIC (to the millisecond).
-    let wall_to_mono = |epoch_ns: i64| -> Option<u64> {
-        let mono = epoch_ns as i128 - meta.start_epoch_ms as i128 * 1_000_000 + meta.start_mono_ns as i128;
-        u64::try_from(mono).ok()
-    };
     // The JVM wrote the file, in a directory that may be its user's (`attach` as root): it is
     // opened here without following a link and without blocking on a FIFO, checked to be a
     // regular file, and the reader is handed this very file (`/proc/self/fd/N` in the child,
@@ -198,7 +192,9 @@ pub fn extract(dir: &Path, host_tid: &dyn Fn(i64) -> i32) -> Result<usize> {
         match line {
             crate::jfr::Line::Samples(c) => {
                 for s in c.samples {
-                    let Some(t) = wall_to_mono(s.epoch_ns) else { continue };
+                    // JFR stamps events on the JVM's tick clock, anchored to the wall clock per
+                    // chunk; the recording's meta anchors that to CLOCK_MONOTONIC.
+                    let Some(t) = meta.mono_of_epoch_ns(s.epoch_ns) else { continue };
                     if !windows.iter().any(|(from, to)| t >= *from && t <= *to) {
                         continue;
                     }
