@@ -62,6 +62,12 @@ impl Tracer {
     /// Starts tracing the threads of `pid` (and threads it starts later). Errors say what is
     /// missing (no tracefs, no privilege, an event this kernel lacks).
     pub fn start(pid: i32) -> io::Result<Tracer> {
+        Tracer::start_announced(pid, &mut |_| Ok(()))
+    }
+
+    /// As [`Tracer::start`], telling `announce` the instance's directory before it is made (a
+    /// guardian registers its removal then, so no moment of the start leaves it behind).
+    pub fn start_announced(pid: i32, announce: &mut dyn FnMut(&Path) -> io::Result<()>) -> io::Result<Tracer> {
         let root = tracefs().ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, "tracefs is not mounted and cannot be"))?;
         for e in EVENTS {
             if !root.join("events").join(e).is_dir() {
@@ -70,6 +76,7 @@ impl Tracer {
         }
         sweep_orphans(&root);
         let dir = root.join("instances").join(format!("{PREFIX}{pid}-{}", std::process::id()));
+        announce(&dir)?;
         std::fs::create_dir(&dir).map_err(|e| io::Error::new(e.kind(), format!("creating {}: {e}", dir.display())))?;
         let t = Tracer { dir };
         write(&t.dir.join("trace_clock"), "mono")?;

@@ -156,22 +156,19 @@ fn kernel() -> String {
 }
 
 /// Starts tracepoint evidence for `pid` when privileged, and says in one line what is missing.
-/// The instance is registered with `guard`, so that stallscope killed outright does not leave its
-/// events on (they would tax every page fault on the machine).
-fn start_tracer(pid: i32, guard: Option<&mut crate::guard::Guard>) -> (Option<procwatch::trace::Tracer>, Option<String>) {
+/// The instance is registered with `guard` before it is made, so that stallscope killed outright,
+/// even mid-start, does not leave its events on (they would tax every page fault on the machine).
+fn start_tracer(pid: i32, mut guard: Option<&mut crate::guard::Guard>) -> (Option<procwatch::trace::Tracer>, Option<String>) {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
         return (None, Some("not root: no tracepoint evidence (fault addresses, mmap_lock wait times); rerun with sudo or CAP_PERFMON for it".into()));
     }
-    match procwatch::trace::Tracer::start(pid) {
-        Ok(t) => {
-            if let Some(g) = guard {
-                if let Err(e) = g.add(crate::guard::Undo::RemoveTraceInstance { dir: t.dir().to_path_buf() }) {
-                    return (None, Some(format!("no tracepoint evidence: {e:#}")));
-                }
-            }
-            (Some(t), None)
-        }
+    let mut announce = |dir: &Path| match guard {
+        Some(ref mut g) => g.add(crate::guard::Undo::RemoveTraceInstance { dir: dir.to_path_buf() }).map(|_| ()).map_err(|e| std::io::Error::other(format!("{e:#}"))),
+        None => Ok(()),
+    };
+    match procwatch::trace::Tracer::start_announced(pid, &mut announce) {
+        Ok(t) => (Some(t), None),
         Err(e) => (None, Some(format!("no tracepoint evidence: {e}"))),
     }
 }
