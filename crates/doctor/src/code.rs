@@ -89,10 +89,16 @@ pub const DUMP: &str = "thread-dump";
 /// before or after, often in other code.
 const WELL_INSIDE_NS: u64 = 10_000_000;
 
+/// A sample taken this long before a stall (two of JFR's 20 ms sampling periods) is of code the
+/// thread may have left: a thread in Java code all along would have been sampled since (at
+/// least when it is one of the few a JVM runs).
+const STALE_NS: u64 = 40_000_000;
+
 /// The stack that best shows what thread `tid` did in the stall from `start` to `end` (both
 /// CLOCK_MONOTONIC), from `frames` (in any order), in this order: a safepoint-latency sample
 /// whose wait overlaps the stall (the longest); a sample well inside the stall; the last sample
-/// before it; a thread dump asked for during it; one at its edge; the first after it; none
+/// before it, unless stale while a dump caught the thread in a native method; a thread dump
+/// asked for during it; one at its edge; the first after it; none
 /// further than [`NEAR_NS`].
 pub fn for_thread(frames: &[FrameSample], tid: i32, start: u64, end: u64) -> Option<CulpritCode> {
     let mine = || frames.iter().filter(move |f| f.tid == tid && !f.frames.is_empty());
@@ -110,6 +116,13 @@ pub fn for_thread(frames: &[FrameSample], tid: i32, start: u64, end: u64) -> Opt
     let before = plain().filter(|f| f.t < start && start - f.t <= NEAR_NS).max_by_key(|f| f.t);
     let edge = plain().filter(|f| f.t >= start && f.t <= end).min_by_key(|f| f.t);
     let after = plain().filter(|f| f.t > end && f.t - end <= NEAR_NS).min_by_key(|f| f.t);
+    // A dump that caught the thread in a native method (or the VM behind one: `setMemory0`,
+    // `copyMemory0`) shows code JFR's execution sampler cannot see, and a sample before the
+    // stall older than two sampling periods is of code the thread had left: the dump wins.
+    let before = match (before, dump) {
+        (Some(b), Some(d)) if start - b.t > STALE_NS && d.frames[0].kind == "Native" => None,
+        (b, _) => b,
+    };
     let f = latency.or(well_inside).or(before).or(dump).or(edge).or(after)?;
     let offset_ns = f.t as i64 - start as i64;
     let when = if f.t < start {
@@ -199,6 +212,18 @@ mod tests {
         // A loop without a poll: its dump is past the loop; the JFR sample before it is the loop.
         let fs = vec![sample("jdk.ExecutionSample", 990, 7, &["io.x.Loop.run"]), d.clone()];
         assert_eq!(for_thread(&fs, 7, 1000 * MS, 2000 * MS).unwrap().frames[0].method, "io.x.Loop.run");
+        // A sample before that is stale (the thread then printed) while the dump caught it in
+        // the VM (a huge setMemory): the dump wins; a fresh one still wins over it.
+        let stale = sample("jdk.ExecutionSample", 900, 7, &["java.lang.Math.round", "io.x.Main.print"]);
+        let mut d2 = sample(DUMP, 1400, 7, &["jdk.internal.misc.Unsafe.setMemory0", "io.x.SetMemory.fill"]);
+        d2.frames[0].kind = "Native".into();
+        assert_eq!(for_thread(&[stale.clone(), d2.clone()], 7, 1000 * MS, 2000 * MS).unwrap().event, DUMP);
+        let fresh = sample("jdk.ExecutionSample", 970, 7, &["io.x.Loop.run"]);
+        assert_eq!(for_thread(&[fresh, d2.clone()], 7, 1000 * MS, 2000 * MS).unwrap().frames[0].method, "io.x.Loop.run");
+        // A dump in Java code (past a loop without a poll) never outranks the sample before.
+        let mut d3 = d2.clone();
+        d3.frames[0].kind = "JIT compiled".into();
+        assert_eq!(for_thread(&[stale, d3], 7, 1000 * MS, 2000 * MS).unwrap().frames[0].method, "java.lang.Math.round");
         // A dump asked for outside the stall is about another moment.
         assert_eq!(for_thread(&[d], 7, 2500 * MS, 3000 * MS), None);
     }

@@ -354,13 +354,19 @@ fn name_the_code(findings: &mut [Finding], frames: &[crate::recording::FrameSamp
         }
         // Only where the fix is a change to that code: not for CPU starvation, say, whose fix is
         // the machine's.
-        let lead = match f.cause {
-            Cause::NoSafepointPoll => "the loop in",
-            Cause::MajorFault => "the read in",
+        let Some(code) = f.culprits.first().and_then(|c| c.code.as_ref()) else { continue };
+        let lead = match (f.cause, code.frames.first()) {
+            // Caught inside a JDK native method (a huge `Unsafe.setMemory0` or `copyMemory0`,
+            // run in the VM): no loop of the application's to change, but the call.
+            (Cause::NoSafepointPoll, Some(top)) if top.kind == "Native" && crate::code::jdk_method(&top.method) && code.app_frame.is_some() => {
+                (format!("split the call to {} in", crate::code::short_method(&top.method)), " into calls of a few MiB each")
+            }
+            (Cause::NoSafepointPoll, _) => ("the loop in".to_string(), ""),
+            (Cause::MajorFault, _) => ("the read in".to_string(), ""),
             _ => continue,
         };
-        let Some(frame) = f.culprits.first().and_then(|c| c.code.as_ref()).and_then(|c| c.fix_frame()) else { continue };
-        f.fix = format!("{lead} {}: {}", crate::code::describe_frame(frame), f.fix);
+        let Some(frame) = code.fix_frame() else { continue };
+        f.fix = format!("{} {}{}: {}", lead.0, crate::code::describe_frame(frame), lead.1, f.fix);
     }
 }
 

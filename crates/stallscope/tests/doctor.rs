@@ -127,7 +127,10 @@ fn mapped_read_on_a_slow_disk_is_a_major_fault_on_the_named_file_on_both_jdks() 
     for (jdk, java) in [("17", java17()), ("25", java25())] {
         evict(&file);
         let dir = d.join(format!("rec-{jdk}"));
-        let o = run_recorded(&dir, &java, &[], &["mapped-read", "--file", file.to_str().unwrap(), "--mode", "mmap", "--reads", "2", "--stride", "4m", "--chunk", "512k"]);
+        // Three reads: the thread dump asked for in the first fault is taken at the reader's
+        // next poll, which a second read that finds its pages already in (readahead) can pass
+        // before the dump's safepoint; with only two reads the thread may be gone by then.
+        let o = run_recorded(&dir, &java, &[], &["mapped-read", "--file", file.to_str().unwrap(), "--mode", "mmap", "--reads", "3", "--stride", "4m", "--chunk", "512k"]);
         assert!(o.status.success(), "JDK {jdk}: {}", String::from_utf8_lossy(&o.stderr));
         let r = report_json(&dir);
         let hits: Vec<Value> = stalls_with(&r, "major-fault").into_iter().cloned().collect();
@@ -155,6 +158,36 @@ fn mapped_read_on_a_slow_disk_is_a_major_fault_on_the_named_file_on_both_jdks() 
     assert_eq!(r["meta"]["tracepoints"], true, "{}", r["meta"]);
     let offsets: Vec<&str> = hits.iter().flat_map(|s| s["findings"][0]["culprits"][0]["files"].as_array().unwrap().iter().filter_map(|f| f.as_str())).filter(|f| f.contains("page-fault tracepoint")).collect();
     assert!(offsets.iter().any(|f| f.starts_with("offset 0x0 of ") && f.contains("test.dat")), "the first read faults at offset 0: {offsets:?}");
+}
+
+#[test]
+fn a_huge_set_memory_is_named_by_the_method_that_calls_it_on_both_jdks() {
+    let _x = exclusive();
+    for (i, java) in [java17(), java25()].into_iter().enumerate() {
+        let dir = scratch(&format!("doctor-setmemory-{i}")).join("rec");
+        let o = run_recorded(&dir, &java, &[], &["set-memory", "--duration", "4s", "--size-mb", "512", "--every", "200ms"]);
+        assert!(o.status.success(), "{java:?}: {}", String::from_utf8_lossy(&o.stderr));
+        let r = report_json(&dir);
+        assert!(!stalls_with(&r, "no-safepoint-poll").is_empty(), "{java:?}: {:?}", causes(&r));
+        // JFR never samples a thread inside the VM: the JVM's thread dump, asked for during a
+        // stall the filling thread held, names the caller of setMemory, and the fix says so.
+        let names_fill = |c: &Value| c["code"]["frames"].as_array().is_some_and(|fs| fs.iter().any(|f| f["method"] == "io.stallscope.workloads.SetMemory.fill"));
+        let mut named = 0;
+        for s in r["stalls"].as_array().unwrap() {
+            for f in s["findings"].as_array().unwrap() {
+                for c in f["culprits"].as_array().unwrap().iter().filter(|c| names_fill(c)) {
+                    named += 1;
+                    assert_eq!(c["name"], "set-memory", "{java:?}: {s}");
+                    if f["cause"] == "no-safepoint-poll" && f["culprits"][0] == *c {
+                        let fix = f["fix"].as_str().unwrap();
+                        assert!(fix.starts_with("split the call to Unsafe.setMemory0 in SetMemory.fill (line "), "{java:?}: {fix}");
+                    }
+                }
+            }
+        }
+        let seen: Vec<String> = r["stalls"].as_array().unwrap().iter().map(|s| format!("{} {:.0} ms: {}", s["findings"][0]["cause"], s["duration_ns"].as_f64().unwrap_or(0.0) / 1e6, s["findings"][0]["culprits"][0]["code"]["source"])).collect();
+        assert!(named > 0, "{java:?}: no stall names SetMemory.fill:\n{}", seen.join("\n"));
+    }
 }
 
 /// Reads the workload's "idle: pid N" line from a recorded run's stdout.

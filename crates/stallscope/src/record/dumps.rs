@@ -5,10 +5,14 @@
 //! that runs once the stall's own safepoint is over: it stops every thread at its next safepoint
 //! poll, which for such a thread is in the method that made the call, and prints its stack.
 //!
-//! Invariant: at most one dump per `MIN_GAP` per JVM, asked only for stalls longer than
-//! `ASK_AFTER`, on a thread of its own (the watch loop never waits on the attach protocol); the
-//! dump's stacks go to `dumps.jsonl` (the format of `frames.jsonl`, event `thread-dump`), with
-//! thread ids as the host numbers them.
+//! Invariant: a dump is asked only for a stall longer than [`ASK_AFTER_NS`] in which an
+//! application thread is on a CPU or in uninterruptible sleep (never for a GC pause, whose
+//! application threads all wait); at most one per stall, one per [`MIN_GAP`] for stalls shorter
+//! than [`LONG_NS`] and, apart from those, one per `MIN_GAP` for longer ones (a long stall is never
+//! left without a dump by a short one just before it): at most two safepoints of its own per
+//! `MIN_GAP` per JVM. Dumps are taken on a thread of their own (the watch loop never waits on the
+//! attach protocol); their stacks go to `dumps.jsonl` (the format of `frames.jsonl`, event
+//! `thread-dump`), with thread ids as the host numbers them.
 
 use crate::attach::Jvm;
 use doctor::recording::{files, Appender, FrameSample};
@@ -17,14 +21,67 @@ use std::sync::mpsc::{Receiver, SyncSender};
 use std::time::{Duration, Instant};
 
 /// A stall is asked about once it has lasted this long: shorter ones are left to JFR (a dump is
-/// a safepoint of its own).
-pub const ASK_AFTER_NS: u64 = 100_000_000;
-/// At most one dump this often per JVM.
+/// a safepoint of its own). Measured (bench/culprit_frames.sh): a huge `Unsafe.setMemory` holds
+/// a safepoint 25–35 ms per call and its first call 60–150 ms; at 100 ms the dump was asked in
+/// 1 of 6 runs, and JFR never sampled the thread.
+pub const ASK_AFTER_NS: u64 = 20_000_000;
+
+/// Whether a look at the threads in a stall shows what only a dump can name: an application
+/// thread on a CPU (late to a safepoint, or working inside the VM) or in uninterruptible sleep
+/// (a page fault on a slow disk). In a GC pause or a long VM operation every application thread
+/// waits (`S`) and the JVM's own threads do the work: a dump would name nothing and cost a
+/// safepoint.
+pub fn worth_a_dump(threads: &[procwatch::task::TaskSample]) -> bool {
+    threads.iter().any(|t| {
+        matches!(t.state, 'R' | 'D') && !doctor::evidence::jvm_internal(&t.comm) && !t.comm.starts_with("JFR ") && t.comm != "Attach Listener"
+    })
+}
+/// A stall this long is asked about again, on a budget of its own, if a shorter one took the
+/// last dump.
+pub const LONG_NS: u64 = 100_000_000;
+/// At most one dump of each kind (short stall, long stall) this often per JVM.
 const MIN_GAP: Duration = Duration::from_secs(10);
+
+/// One ask: while stall `stall` had lasted `lasted_ns`, at `asked` (CLOCK_MONOTONIC).
+#[derive(Debug, Clone, Copy)]
+pub struct Ask {
+    pub stall: u32,
+    pub asked: u64,
+    pub lasted_ns: u64,
+}
+
+/// Which asks become dumps (the invariant above).
+#[derive(Debug, Default)]
+struct Budget {
+    short: Option<Instant>,
+    long: Option<Instant>,
+    stall: Option<u32>,
+}
+
+impl Budget {
+    /// Whether `a`, at `now`, gets a dump of its own; an ask for a stall already dumped spends
+    /// nothing, but a long one counts that dump as the long stall's.
+    fn grant(&mut self, a: &Ask, now: Instant) -> bool {
+        let long = a.lasted_ns >= LONG_NS;
+        if self.stall == Some(a.stall) {
+            if long {
+                self.long = self.long.max(self.short);
+            }
+            return false;
+        }
+        let slot = if long { &mut self.long } else { &mut self.short };
+        if slot.is_some_and(|l| now.duration_since(l) < MIN_GAP) {
+            return false;
+        }
+        *slot = Some(now);
+        self.stall = Some(a.stall);
+        true
+    }
+}
 
 /// Asks for dumps on a thread of its own; finished (and joined) when dropped.
 pub struct Dumper {
-    tx: Option<SyncSender<u64>>,
+    tx: Option<SyncSender<Ask>>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
@@ -32,14 +89,14 @@ impl Dumper {
     /// Dumps of `jvm` go to `dir/dumps.jsonl`.
     pub fn start(jvm: Jvm, dir: &std::path::Path) -> anyhow::Result<Dumper> {
         let mut out = Appender::open(&dir.join(files::DUMPS))?;
-        let (tx, rx): (SyncSender<u64>, Receiver<u64>) = std::sync::mpsc::sync_channel(1);
+        let (tx, rx): (SyncSender<Ask>, Receiver<Ask>) = std::sync::mpsc::sync_channel(1);
         let thread = std::thread::Builder::new().name("stallscope-dump".into()).spawn(move || {
-            let mut last: Option<Instant> = None;
-            while let Ok(asked) = rx.recv() {
-                if last.is_some_and(|l| l.elapsed() < MIN_GAP) {
+            let mut budget = Budget::default();
+            while let Ok(a) = rx.recv() {
+                if !budget.grant(&a, Instant::now()) {
                     continue;
                 }
-                last = Some(Instant::now());
+                let asked = a.asked;
                 let Ok(text) = jvm.jcmd("Thread.print") else { continue };
                 let answered = mono_ns();
                 let host = procwatch::ns::host_tids(jvm.pid);
@@ -55,11 +112,11 @@ impl Dumper {
         Ok(Dumper { tx: Some(tx), thread: Some(thread) })
     }
 
-    /// Asks for a dump now, while a stall is on; a dump already under way, or one taken less
-    /// than `MIN_GAP` ago, makes this one moot.
-    pub fn ask(&self) {
+    /// Asks for a dump now, while stall `stall` is on and has lasted `lasted_ns`; the budget
+    /// decides, and an ask while the channel is full (a dump under way) is dropped.
+    pub fn ask(&self, stall: u32, lasted_ns: u64) {
         if let Some(tx) = &self.tx {
-            let _ = tx.try_send(mono_ns());
+            let _ = tx.try_send(Ask { stall, asked: mono_ns(), lasted_ns });
         }
     }
 }
@@ -73,5 +130,48 @@ impl Drop for Dumper {
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{worth_a_dump, Ask, Budget, MIN_GAP};
+    use procwatch::task::{Syscall, TaskSample};
+    use std::time::{Duration, Instant};
+
+    const MS: u64 = 1_000_000;
+
+    #[test]
+    fn a_short_stall_never_leaves_a_long_one_without_a_dump_and_each_kind_has_its_gap() {
+        let t0 = Instant::now();
+        let at = |s: u64| t0 + Duration::from_millis(s);
+        let mut b = Budget::default();
+        // A 25 ms stall at start-up takes a dump; a long stall 2 s later still gets its own.
+        assert!(b.grant(&Ask { stall: 1, asked: 0, lasted_ns: 25 * MS }, at(0)));
+        assert!(!b.grant(&Ask { stall: 2, asked: 0, lasted_ns: 30 * MS }, at(1_000)), "one short one per gap");
+        assert!(b.grant(&Ask { stall: 3, asked: 0, lasted_ns: 120 * MS }, at(2_000)));
+        // The same stall asked about again once long: no second dump.
+        assert!(!b.grant(&Ask { stall: 3, asked: 0, lasted_ns: 200 * MS }, at(2_100)));
+        assert!(!b.grant(&Ask { stall: 4, asked: 0, lasted_ns: 150 * MS }, at(5_000)), "one long one per gap");
+        assert!(b.grant(&Ask { stall: 5, asked: 0, lasted_ns: 20 * MS }, at(10_500)));
+        // A short ask whose stall then ran long: its dump was the long stall's too.
+        assert!(!b.grant(&Ask { stall: 5, asked: 0, lasted_ns: 100 * MS }, at(10_600)));
+        assert!(!b.grant(&Ask { stall: 6, asked: 0, lasted_ns: 300 * MS }, at(10_500 + MIN_GAP.as_millis() as u64 - 1)));
+        assert!(b.grant(&Ask { stall: 7, asked: 0, lasted_ns: 300 * MS }, at(10_600 + MIN_GAP.as_millis() as u64)));
+    }
+
+    fn t(comm: &str, state: char) -> TaskSample {
+        TaskSample { tid: 1, comm: comm.into(), state, utime_ticks: 0, stime_ticks: 0, minflt: 0, majflt: 0, processor: 0, exec_ns: 0, run_delay_ns: 0, timeslices: 0, wchan: String::new(), syscall: Syscall::Running, file: None }
+    }
+
+    #[test]
+    fn a_dump_is_asked_only_when_an_application_thread_runs_or_waits_on_the_disk() {
+        // A GC pause: the workers run, every application thread waits.
+        let gc = [t("VM Thread", 'R'), t("GC Thread#0", 'R'), t("main", 'S'), t("java", 'S'), t("stallscope-hicc", 'R'), t("JFR Recorder Th", 'R'), t("Attach Listener", 'R')];
+        assert!(!worth_a_dump(&gc));
+        // A thread late to the safepoint, or in a page fault on a slow disk.
+        assert!(worth_a_dump(&[gc.as_slice(), &[t("set-memory", 'R')]].concat()));
+        assert!(worth_a_dump(&[gc.as_slice(), &[t("reader", 'D')]].concat()));
+        assert!(!worth_a_dump(&[]));
     }
 }

@@ -423,7 +423,8 @@ impl<'a> Watcher<'a> {
         let mut next_due = 0u64;
         let mut first = true;
         let mut last_system = 0u64;
-        let mut asked = false;
+        // 0: no dump asked in this stall; 1: asked as a short one; 2: as a long one.
+        let mut asked = 0u8;
         loop {
             let t = match first_taken.take() {
                 Some(t) => t,
@@ -451,10 +452,12 @@ impl<'a> Watcher<'a> {
             if t != t_first {
                 self.held("a look", t, stall)?;
             }
-            if !asked && t.saturating_sub(b.last_tick_ns) >= super::dumps::ASK_AFTER_NS {
+            let lasted = t.saturating_sub(b.last_tick_ns);
+            let due = if lasted >= super::dumps::LONG_NS { 2 } else if lasted >= super::dumps::ASK_AFTER_NS { 1 } else { 0 };
+            if due > asked && super::dumps::worth_a_dump(cur) {
                 if let Some(d) = &self.dumper {
-                    asked = true;
-                    d.ask();
+                    asked = due;
+                    d.ask(stall, lasted);
                 }
             }
             let looked = mono_ns();
