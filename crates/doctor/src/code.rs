@@ -100,7 +100,12 @@ const STALE_NS: u64 = 40_000_000;
 /// before it, unless stale while a dump caught the thread in a native method; a thread dump
 /// asked for during it; one at its edge; the first after it; none
 /// further than [`NEAR_NS`].
-pub fn for_thread(frames: &[FrameSample], tid: i32, start: u64, end: u64) -> Option<CulpritCode> {
+///
+/// A dump counts if it was asked for anywhere in `stall` (the whole stall, which holds `start`
+/// to `end`): it is taken at the thread's first poll after the stall's safepoint whenever it
+/// was asked during it, and the recorder asks only once a stall has lasted a while, often after
+/// the time to safepoint is over.
+pub fn for_thread(frames: &[FrameSample], tid: i32, start: u64, end: u64, stall: (u64, u64)) -> Option<CulpritCode> {
     let mine = || frames.iter().filter(move |f| f.tid == tid && !f.frames.is_empty());
     let latency = mine()
         .filter(|f| f.event == "jdk.SafepointLatency")
@@ -111,7 +116,8 @@ pub fn for_thread(frames: &[FrameSample], tid: i32, start: u64, end: u64) -> Opt
     // poll once the stall's safepoint was over: for a thread JFR could not sample (in a page
     // fault, inside the VM), the method that made the call. Below the samples before and
     // inside: a loop without a poll is found by its dump already past the loop.
-    let dump = mine().filter(|f| f.event == DUMP && f.t >= start && f.t <= end).min_by_key(|f| f.t);
+    let (stall_start, stall_end) = (stall.0.min(start), stall.1.max(end));
+    let dump = mine().filter(|f| f.event == DUMP && f.t >= stall_start && f.t <= stall_end).min_by_key(|f| f.t);
     let well_inside = plain().filter(|f| f.t >= start + WELL_INSIDE_NS && f.t + WELL_INSIDE_NS <= end).min_by_key(|f| f.t);
     let before = plain().filter(|f| f.t < start && start - f.t <= NEAR_NS).max_by_key(|f| f.t);
     let edge = plain().filter(|f| f.t >= start && f.t <= end).min_by_key(|f| f.t);
@@ -125,6 +131,8 @@ pub fn for_thread(frames: &[FrameSample], tid: i32, start: u64, end: u64) -> Opt
     };
     let f = latency.or(well_inside).or(before).or(dump).or(edge).or(after)?;
     let offset_ns = f.t as i64 - start as i64;
+    // A dump is told against the whole stall it was asked in.
+    let (start, end) = if f.event == DUMP { (stall_start, stall_end) } else { (start, end) };
     let when = if f.t < start {
         format!("{} before the stall", crate::units::fmt_ns(start - f.t))
     } else if f.t > end {
@@ -174,19 +182,19 @@ mod tests {
             sample("jdk.ExecutionSample", 999, 8, &["other.Thread.run"]),
             sample("jdk.ExecutionSample", 2100, 7, &["a.After.run"]),
         ];
-        let c = for_thread(&fs, 7, 1000 * MS, 2000 * MS).expect("a stack");
+        let c = for_thread(&fs, 7, 1000 * MS, 2000 * MS, (1000 * MS, 2000 * MS)).expect("a stack");
         assert_eq!(c.offset_ns, -5 * MS as i64);
         assert_eq!(c.app_frame, Some(1), "the first frame outside the JDK");
         assert_eq!(describe_frame(c.fix_frame().unwrap()), "Ledger.fold (line 7)");
         assert!(c.source.contains("5.00 ms before the stall"), "{}", c.source);
         // Nothing of thread 9: nothing is shown rather than another thread's stack.
-        assert_eq!(for_thread(&fs, 9, 1000 * MS, 2000 * MS), None);
+        assert_eq!(for_thread(&fs, 9, 1000 * MS, 2000 * MS, (1000 * MS, 2000 * MS)), None);
     }
 
     #[test]
     fn a_stack_further_than_five_seconds_from_the_stall_is_not_used() {
         let fs = vec![sample("jdk.ExecutionSample", 100, 7, &["a.Old.run"]), sample("jdk.ExecutionSample", 11_500, 7, &["a.Late.run"])];
-        assert_eq!(for_thread(&fs, 7, 5200 * MS, 6400 * MS), None);
+        assert_eq!(for_thread(&fs, 7, 5200 * MS, 6400 * MS, (5200 * MS, 6400 * MS)), None);
     }
 
     #[test]
@@ -195,10 +203,10 @@ mod tests {
     // (and over a sample taken well inside the stall)
         lat.latency_ns = Some(1_200 * MS);
         let fs = vec![sample("jdk.ExecutionSample", 999, 7, &["io.x.Near.run"]), lat];
-        let c = for_thread(&fs, 7, 1000 * MS, 2200 * MS).unwrap();
+        let c = for_thread(&fs, 7, 1000 * MS, 2200 * MS, (1000 * MS, 2200 * MS)).unwrap();
         assert_eq!(c.frames[0].method, "io.x.Ledger.fold");
         let fs = vec![sample("jdk.ExecutionSample", 1500, 7, &["io.x.Inside.run"]), fs[1].clone()];
-        assert_eq!(for_thread(&fs, 7, 1000 * MS, 2200 * MS).unwrap().frames[0].method, "io.x.Ledger.fold");
+        assert_eq!(for_thread(&fs, 7, 1000 * MS, 2200 * MS, (1000 * MS, 2200 * MS)).unwrap().frames[0].method, "io.x.Ledger.fold");
         assert!(c.source.contains("reached a safepoint poll 1.20 s later"), "{}", c.source);
     }
 
@@ -206,40 +214,45 @@ mod tests {
     fn a_thread_dump_asked_in_the_stall_names_a_thread_jfr_never_sampled_but_not_over_a_sample_before() {
         let mut d = sample(DUMP, 1400, 7, &["jdk.internal.misc.ScopedMemoryAccess.copyMemory", "io.x.MappedRead.read"]);
         d.latency_ns = Some(700 * MS);
-        let c = for_thread(&[d.clone()], 7, 1000 * MS, 2000 * MS).expect("the dump's stack");
+        let c = for_thread(&[d.clone()], 7, 1000 * MS, 2000 * MS, (1000 * MS, 2000 * MS)).expect("the dump's stack");
         assert_eq!(describe_frame(c.fix_frame().unwrap()), "MappedRead.read (line 7)");
         assert!(c.source.contains("thread dump") && c.source.contains("400 ms into the stall"), "{}", c.source);
         // A loop without a poll: its dump is past the loop; the JFR sample before it is the loop.
         let fs = vec![sample("jdk.ExecutionSample", 990, 7, &["io.x.Loop.run"]), d.clone()];
-        assert_eq!(for_thread(&fs, 7, 1000 * MS, 2000 * MS).unwrap().frames[0].method, "io.x.Loop.run");
+        assert_eq!(for_thread(&fs, 7, 1000 * MS, 2000 * MS, (1000 * MS, 2000 * MS)).unwrap().frames[0].method, "io.x.Loop.run");
         // A sample before that is stale (the thread then printed) while the dump caught it in
         // the VM (a huge setMemory): the dump wins; a fresh one still wins over it.
         let stale = sample("jdk.ExecutionSample", 900, 7, &["java.lang.Math.round", "io.x.Main.print"]);
         let mut d2 = sample(DUMP, 1400, 7, &["jdk.internal.misc.Unsafe.setMemory0", "io.x.SetMemory.fill"]);
         d2.frames[0].kind = "Native".into();
-        assert_eq!(for_thread(&[stale.clone(), d2.clone()], 7, 1000 * MS, 2000 * MS).unwrap().event, DUMP);
+        assert_eq!(for_thread(&[stale.clone(), d2.clone()], 7, 1000 * MS, 2000 * MS, (1000 * MS, 2000 * MS)).unwrap().event, DUMP);
         let fresh = sample("jdk.ExecutionSample", 970, 7, &["io.x.Loop.run"]);
-        assert_eq!(for_thread(&[fresh, d2.clone()], 7, 1000 * MS, 2000 * MS).unwrap().frames[0].method, "io.x.Loop.run");
+        assert_eq!(for_thread(&[fresh, d2.clone()], 7, 1000 * MS, 2000 * MS, (1000 * MS, 2000 * MS)).unwrap().frames[0].method, "io.x.Loop.run");
         // A dump in Java code (past a loop without a poll) never outranks the sample before.
         let mut d3 = d2.clone();
         d3.frames[0].kind = "JIT compiled".into();
-        assert_eq!(for_thread(&[stale, d3], 7, 1000 * MS, 2000 * MS).unwrap().frames[0].method, "java.lang.Math.round");
+        assert_eq!(for_thread(&[stale, d3], 7, 1000 * MS, 2000 * MS, (1000 * MS, 2000 * MS)).unwrap().frames[0].method, "java.lang.Math.round");
+        // A dump asked for after the time to safepoint, while the stall went on, is the
+        // stall's: the thread reaches its next poll only after the stall's safepoint either way.
+        let c = for_thread(&[d.clone()], 7, 1000 * MS, 1300 * MS, (990 * MS, 1500 * MS)).expect("the dump, asked after the wait");
+        assert!(c.source.contains("410 ms into the stall"), "{}", c.source);
+        assert_eq!(for_thread(&[d.clone()], 7, 1000 * MS, 1300 * MS, (990 * MS, 1350 * MS)), None, "asked after the stall");
         // A dump asked for outside the stall is about another moment.
-        assert_eq!(for_thread(&[d], 7, 2500 * MS, 3000 * MS), None);
+        assert_eq!(for_thread(&[d], 7, 2500 * MS, 3000 * MS, (2500 * MS, 3000 * MS)), None);
     }
 
     #[test]
     fn a_sample_well_inside_wins_then_before_then_the_edge_then_after() {
         let before = sample("jdk.ExecutionSample", 500, 7, &["a.Before.run"]);
         let fs = vec![before.clone(), sample("jdk.ExecutionSample", 1500, 7, &["a.Inside.run"])];
-        assert_eq!(for_thread(&fs, 7, 1000 * MS, 2000 * MS).unwrap().frames[0].method, "a.Inside.run");
+        assert_eq!(for_thread(&fs, 7, 1000 * MS, 2000 * MS, (1000 * MS, 2000 * MS)).unwrap().frames[0].method, "a.Inside.run");
         // At the stall's last millisecond the thread has already moved on: the sample before wins.
         let fs = vec![before.clone(), sample("jdk.ExecutionSample", 1999, 7, &["a.Edge.run"]), sample("jdk.ExecutionSample", 2003, 7, &["a.After.run"])];
-        assert_eq!(for_thread(&fs, 7, 1000 * MS, 2000 * MS).unwrap().frames[0].method, "a.Before.run");
+        assert_eq!(for_thread(&fs, 7, 1000 * MS, 2000 * MS, (1000 * MS, 2000 * MS)).unwrap().frames[0].method, "a.Before.run");
         let fs = vec![sample("jdk.ExecutionSample", 1999, 7, &["a.Edge.run"]), sample("jdk.ExecutionSample", 2003, 7, &["a.After.run"])];
-        assert_eq!(for_thread(&fs, 7, 1000 * MS, 2000 * MS).unwrap().frames[0].method, "a.Edge.run");
+        assert_eq!(for_thread(&fs, 7, 1000 * MS, 2000 * MS, (1000 * MS, 2000 * MS)).unwrap().frames[0].method, "a.Edge.run");
         let fs = vec![sample("jdk.ExecutionSample", 2003, 7, &["a.After.run"])];
-        let c = for_thread(&fs, 7, 1000 * MS, 2000 * MS).unwrap();
+        let c = for_thread(&fs, 7, 1000 * MS, 2000 * MS, (1000 * MS, 2000 * MS)).unwrap();
         assert_eq!(c.frames[0].method, "a.After.run");
         assert!(c.source.contains("3.00 ms after the stall"), "{}", c.source);
         assert_eq!(short_method("Top"), "Top");

@@ -318,7 +318,7 @@ fn diagnose_stall(rec: &Recording, seen: &StallSpan, floor: u64, samples: &[&Sam
         None => (span.start_ns, span.start_ns + duration),
     };
     if rec.frames_recorded {
-        name_the_code(&mut findings, &rec.frames, code_from, code_to);
+        name_the_code(&mut findings, &rec.frames, code_from, code_to, (span.start_ns, span.start_ns + duration));
     }
     StallReport {
         stall,
@@ -339,10 +339,10 @@ fn diagnose_stall(rec: &Recording, seen: &StallSpan, floor: u64, samples: &[&Sam
 
 /// Gives each culprit its code (the JVM's stack sample nearest the stall, see [`crate::code`]),
 /// and names the code in the fix of each finding whose first culprit has one.
-fn name_the_code(findings: &mut [Finding], frames: &[crate::recording::FrameSample], start: u64, end: u64) {
+fn name_the_code(findings: &mut [Finding], frames: &[crate::recording::FrameSample], start: u64, end: u64, stall: (u64, u64)) {
     for f in findings.iter_mut() {
         for c in f.culprits.iter_mut() {
-            c.code = crate::code::for_thread(frames, c.tid, start, end);
+            c.code = crate::code::for_thread(frames, c.tid, start, end, stall);
         }
         let unsampled: Vec<String> = f.culprits.iter().filter(|c| c.code.is_none() && !evidence::jvm_internal(&c.name)).map(|c| format!("\"{}\"", c.name)).collect();
         if !unsampled.is_empty() && f.cause != Cause::Unknown {
