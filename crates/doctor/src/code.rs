@@ -53,6 +53,15 @@ pub fn jdk_method(method: &str) -> bool {
     ["java.", "javax.", "jdk.", "sun.", "com.sun."].iter().any(|p| method.starts_with(p))
 }
 
+/// Whether `method` is the native half of a JDK bulk copy or fill (`Unsafe.setMemory0`,
+/// `copyMemory0`, `copySwapMemory0`): it runs inside the VM with no safepoint poll until it
+/// returns, so a thread a dump caught in one was in it through the stall, and JFR's execution
+/// sampler never saw it there. Other native methods (`Thread.sleep`, `Unsafe.park`, a socket
+/// read) are safe for a safepoint and say nothing of that kind.
+pub fn bulk_vm_call(method: &str) -> bool {
+    (method.starts_with("jdk.internal.misc.Unsafe.") || method.starts_with("sun.misc.Unsafe.")) && matches!(method.rsplit('.').next(), Some("setMemory0" | "copyMemory0" | "copySwapMemory0"))
+}
+
 /// `io.x.Ledger.fold` → `Ledger.fold`: the class's simple name and the method, as a person says
 /// it.
 pub fn short_method(method: &str) -> &str {
@@ -122,11 +131,11 @@ pub fn for_thread(frames: &[FrameSample], tid: i32, start: u64, end: u64, stall:
     let before = plain().filter(|f| f.t < start && start - f.t <= NEAR_NS).max_by_key(|f| f.t);
     let edge = plain().filter(|f| f.t >= start && f.t <= end).min_by_key(|f| f.t);
     let after = plain().filter(|f| f.t > end && f.t - end <= NEAR_NS).min_by_key(|f| f.t);
-    // A dump that caught the thread in a native method (or the VM behind one: `setMemory0`,
+    // A dump that caught the thread in a bulk copy or fill inside the VM (`setMemory0`,
     // `copyMemory0`) shows code JFR's execution sampler cannot see, and a sample before the
     // stall older than two sampling periods is of code the thread had left: the dump wins.
     let before = match (before, dump) {
-        (Some(b), Some(d)) if start - b.t > STALE_NS && d.frames[0].kind == "Native" => None,
+        (Some(b), Some(d)) if start - b.t > STALE_NS && bulk_vm_call(&d.frames[0].method) => None,
         (b, _) => b,
     };
     let f = latency.or(well_inside).or(before).or(dump).or(edge).or(after)?;
@@ -228,9 +237,14 @@ mod tests {
         assert_eq!(for_thread(&[stale.clone(), d2.clone()], 7, 1000 * MS, 2000 * MS, (1000 * MS, 2000 * MS)).unwrap().event, DUMP);
         let fresh = sample("jdk.ExecutionSample", 970, 7, &["io.x.Loop.run"]);
         assert_eq!(for_thread(&[fresh, d2.clone()], 7, 1000 * MS, 2000 * MS, (1000 * MS, 2000 * MS)).unwrap().frames[0].method, "io.x.Loop.run");
+        // Nor one that caught the thread parked or asleep after its loop.
+        let mut asleep = d2.clone();
+        asleep.frames[0].method = "java.lang.Thread.sleep".into();
+        assert_eq!(for_thread(&[stale.clone(), asleep], 7, 1000 * MS, 2000 * MS, (1000 * MS, 2000 * MS)).unwrap().frames[0].method, "java.lang.Math.round");
+        assert!(bulk_vm_call("sun.misc.Unsafe.copyMemory0") && !bulk_vm_call("jdk.internal.misc.Unsafe.park") && !bulk_vm_call("io.x.Unsafe.setMemory0"));
         // A dump in Java code (past a loop without a poll) never outranks the sample before.
         let mut d3 = d2.clone();
-        d3.frames[0].kind = "JIT compiled".into();
+        d3.frames[0] = JavaFrame { method: "io.x.Loop.after".into(), line: Some(9), kind: "JIT compiled".into() };
         assert_eq!(for_thread(&[stale, d3], 7, 1000 * MS, 2000 * MS, (1000 * MS, 2000 * MS)).unwrap().frames[0].method, "java.lang.Math.round");
         // A dump asked for after the time to safepoint, while the stall went on, is the
         // stall's: the thread reaches its next poll only after the stall's safepoint either way.

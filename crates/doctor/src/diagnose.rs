@@ -358,7 +358,7 @@ fn name_the_code(findings: &mut [Finding], frames: &[crate::recording::FrameSamp
         let lead = match (f.cause, code.frames.first()) {
             // Caught inside a JDK native method (a huge `Unsafe.setMemory0` or `copyMemory0`,
             // run in the VM): no loop of the application's to change, but the call.
-            (Cause::NoSafepointPoll, Some(top)) if top.kind == "Native" && crate::code::jdk_method(&top.method) && code.app_frame.is_some() => {
+            (Cause::NoSafepointPoll, Some(top)) if crate::code::bulk_vm_call(&top.method) && code.app_frame.is_some() => {
                 (format!("split the call to {} in", crate::code::short_method(&top.method)), " into calls of a few MiB each")
             }
             (Cause::NoSafepointPoll, _) => ("the loop in".to_string(), ""),

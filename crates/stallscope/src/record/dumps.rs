@@ -17,12 +17,14 @@
 use crate::attach::Jvm;
 use doctor::recording::{files, Appender, FrameSample};
 use procwatch::clock::mono_ns;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// A stall is asked about once it has lasted this long: shorter ones are left to JFR (a dump is
 /// a safepoint of its own). Measured (bench/culprit_frames.sh): a huge `Unsafe.setMemory` holds
-/// a safepoint 25–35 ms per call and its first call 60–150 ms; at 100 ms the dump was asked in
+/// a safepoint 25–35 ms per call and its first call 60–160 ms; at 100 ms the dump was asked in
 /// 1 of 6 runs, and JFR never sampled the thread.
 pub const ASK_AFTER_NS: u64 = 20_000_000;
 
@@ -36,8 +38,8 @@ pub fn worth_a_dump(threads: &[procwatch::task::TaskSample]) -> bool {
         matches!(t.state, 'R' | 'D') && !doctor::evidence::jvm_internal(&t.comm) && !t.comm.starts_with("JFR ") && t.comm != "Attach Listener"
     })
 }
-/// A stall this long is asked about again, on a budget of its own, if a shorter one took the
-/// last dump.
+/// A stall this long is asked about again (the budget decides): longer stalls have a budget of
+/// their own, so a short one that took the last dump does not leave them without one.
 pub const LONG_NS: u64 = 100_000_000;
 /// At most one dump of each kind (short stall, long stall) this often per JVM.
 const MIN_GAP: Duration = Duration::from_secs(10);
@@ -83,6 +85,10 @@ impl Budget {
 pub struct Dumper {
     tx: Option<SyncSender<Ask>>,
     thread: Option<std::thread::JoinHandle<()>>,
+    /// The stall the last ask was for while it is still on, 0 once it is over: an ask that
+    /// waited behind a dump under way until its stall ended is dropped, since a dump taken then
+    /// would not show where the thread was after that stall.
+    on: Arc<AtomicU32>,
 }
 
 impl Dumper {
@@ -90,10 +96,12 @@ impl Dumper {
     pub fn start(jvm: Jvm, dir: &std::path::Path) -> anyhow::Result<Dumper> {
         let mut out = Appender::open(&dir.join(files::DUMPS))?;
         let (tx, rx): (SyncSender<Ask>, Receiver<Ask>) = std::sync::mpsc::sync_channel(1);
+        let on = Arc::new(AtomicU32::new(0));
+        let still_on = on.clone();
         let thread = std::thread::Builder::new().name("stallscope-dump".into()).spawn(move || {
             let mut budget = Budget::default();
             while let Ok(a) = rx.recv() {
-                if !budget.grant(&a, Instant::now()) {
+                if still_on.load(Ordering::Relaxed) != a.stall || !budget.grant(&a, Instant::now()) {
                     continue;
                 }
                 let asked = a.asked;
@@ -109,15 +117,21 @@ impl Dumper {
                 }
             }
         })?;
-        Ok(Dumper { tx: Some(tx), thread: Some(thread) })
+        Ok(Dumper { tx: Some(tx), thread: Some(thread), on })
     }
 
-    /// Asks for a dump now, while stall `stall` is on and has lasted `lasted_ns`; the budget
-    /// decides, and an ask while the channel is full (a dump under way) is dropped.
-    pub fn ask(&self, stall: u32, lasted_ns: u64) {
-        if let Some(tx) = &self.tx {
-            let _ = tx.try_send(Ask { stall, asked: mono_ns(), lasted_ns });
-        }
+    /// Asks for a dump now, while stall `stall` (numbered from 1) is on and has lasted
+    /// `lasted_ns`; the budget decides. An ask finds the channel full while an earlier one
+    /// waits behind a dump under way: it is not queued, and the caller asks again later.
+    /// Whether the ask was queued.
+    pub fn ask(&self, stall: u32, lasted_ns: u64) -> bool {
+        self.on.store(stall, Ordering::Relaxed);
+        self.tx.as_ref().is_some_and(|tx| tx.try_send(Ask { stall, asked: mono_ns(), lasted_ns }).is_ok())
+    }
+
+    /// The stall being watched is over: an ask for it still queued is dropped.
+    pub fn over(&self) {
+        self.on.store(0, Ordering::Relaxed);
     }
 }
 

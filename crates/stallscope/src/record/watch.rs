@@ -455,9 +455,10 @@ impl<'a> Watcher<'a> {
             let lasted = t.saturating_sub(b.last_tick_ns);
             let due = if lasted >= super::dumps::LONG_NS { 2 } else if lasted >= super::dumps::ASK_AFTER_NS { 1 } else { 0 };
             if due > asked && super::dumps::worth_a_dump(cur) {
-                if let Some(d) = &self.dumper {
+                // Marked asked only once the ask is queued: behind a dump still under way, a
+                // long stall's ask is tried again at the next look, not lost.
+                if self.dumper.as_ref().is_some_and(|d| d.ask(stall, lasted)) {
                     asked = due;
-                    d.ask(stall, lasted);
                 }
             }
             let looked = mono_ns();
@@ -664,7 +665,11 @@ impl Watcher<'_> {
             }
             // The heartbeat is stale: a stall.
             let Some(t_first) = self.begin_stall(&b, now, &mut cur)? else { return Ok(Ending::TargetExited) };
-            let sampled = self.sample_stall(&b, now, t_first, &mut cur, stop, deadline, alive)?;
+            let sampled = self.sample_stall(&b, now, t_first, &mut cur, stop, deadline, alive);
+            if let Some(d) = &self.dumper {
+                d.over();
+            }
+            let sampled = sampled?;
             if self.end_stall(&b, sampled, &mut cur)? {
                 return Ok(Ending::TargetExited);
             }
