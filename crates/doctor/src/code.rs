@@ -106,7 +106,8 @@ const STALE_NS: u64 = 40_000_000;
 /// The stack that best shows what thread `tid` did in the stall from `start` to `end` (both
 /// CLOCK_MONOTONIC), from `frames` (in any order), in this order: a safepoint-latency sample
 /// whose wait overlaps the stall (the longest); a sample well inside the stall; the last sample
-/// before it, unless stale while a dump caught the thread in a native method; a thread dump
+/// before it, unless stale while a dump caught the thread in a bulk copy or fill inside the VM
+/// ([`bulk_vm_call`]); a thread dump
 /// asked for during it; one at its edge; the first after it; none
 /// further than [`NEAR_NS`].
 ///

@@ -355,9 +355,9 @@ fn name_the_code(findings: &mut [Finding], frames: &[crate::recording::FrameSamp
         // Only where the fix is a change to that code: not for CPU starvation, say, whose fix is
         // the machine's.
         let Some(code) = f.culprits.first().and_then(|c| c.code.as_ref()) else { continue };
-        let lead = match (f.cause, code.frames.first()) {
-            // Caught inside a JDK native method (a huge `Unsafe.setMemory0` or `copyMemory0`,
-            // run in the VM): no loop of the application's to change, but the call.
+        let (lead, tail) = match (f.cause, code.frames.first()) {
+            // Caught in a bulk copy or fill inside the VM (a huge `Unsafe.setMemory0`): no loop
+            // of the application's to change, but the call.
             (Cause::NoSafepointPoll, Some(top)) if crate::code::bulk_vm_call(&top.method) && code.app_frame.is_some() => {
                 (format!("split the call to {} in", crate::code::short_method(&top.method)), " into calls of a few MiB each")
             }
@@ -366,7 +366,7 @@ fn name_the_code(findings: &mut [Finding], frames: &[crate::recording::FrameSamp
             _ => continue,
         };
         let Some(frame) = code.fix_frame() else { continue };
-        f.fix = format!("{} {}{}: {}", lead.0, crate::code::describe_frame(frame), lead.1, f.fix);
+        f.fix = format!("{lead} {}{tail}: {}", crate::code::describe_frame(frame), f.fix);
     }
 }
 

@@ -54,6 +54,11 @@ fn is_tags(s: &[u8]) -> bool {
     !s.is_empty() && s[0].is_ascii_lowercase() && s.iter().all(|&b| TAG_BYTES[b as usize])
 }
 
+/// A `level` decorator, trimmed.
+fn is_level(v: &[u8]) -> bool {
+    matches!(v, b"info" | b"debug" | b"trace" | b"warning" | b"error")
+}
+
 fn is_hostname(s: &[u8]) -> bool {
     !s.is_empty() && s.iter().all(|&b| b.is_ascii_alphanumeric() || b == b'.' || b == b'-' || b == b'_')
 }
@@ -149,7 +154,7 @@ fn split_default(line: &[u8]) -> Option<Decorated<'_>> {
     }
     let c2 = next_close(c1 + 1)?;
     let lend = (m.space & span(c1 + 2, c2)).trailing_zeros().min(c2 as u32) as usize;
-    if m.space & span(lend, c2) != span(lend, c2) || !matches!(&head[c1 + 2..lend], b"info" | b"debug" | b"trace" | b"warning" | b"error") {
+    if m.space & span(lend, c2) != span(lend, c2) || !is_level(&head[c1 + 2..lend]) {
         return None;
     }
     // `[` tags, padded at their end `]`, then a space or the end of the line.
@@ -162,7 +167,7 @@ fn split_default(line: &[u8]) -> Option<Decorated<'_>> {
         return None;
     }
     let tags = &line[c2 + 2..tend];
-    if matches!(tags, b"info" | b"debug" | b"trace" | b"warning" | b"error") {
+    if is_level(tags) {
         // A second level, as the general reading takes it.
         return None;
     }
@@ -227,7 +232,7 @@ fn split_any(line: &[u8]) -> Option<Decorated<'_>> {
         } else if iso_shaped(v) {
             // Shaped like a time but not one: not a decorated line.
             return None;
-        } else if matches!(v, b"info" | b"debug" | b"trace" | b"warning" | b"error") {
+        } else if is_level(v) {
             // The level carries no information the message shape does not.
         } else if is_tags(v) && line.get(i) != Some(&b'[') {
             // Tags are always the last decorator.

@@ -6,7 +6,7 @@
 //! poll, which for such a thread is in the method that made the call, and prints its stack.
 //!
 //! Invariant: a dump is asked only for a stall longer than [`ASK_AFTER_NS`] in which an
-//! application thread is on a CPU or in uninterruptible sleep (never for a GC pause, whose
+//! application thread is on a CPU or in uninterruptible sleep (so not for a GC pause, whose
 //! application threads all wait); at most one per stall, one per [`MIN_GAP`] for stalls shorter
 //! than [`LONG_NS`] and, apart from those, one per `MIN_GAP` for longer ones (a long stall is never
 //! left without a dump by a short one just before it): at most two safepoints of its own per
@@ -38,6 +38,7 @@ pub fn worth_a_dump(threads: &[procwatch::task::TaskSample]) -> bool {
         matches!(t.state, 'R' | 'D') && !doctor::evidence::jvm_internal(&t.comm) && !t.comm.starts_with("JFR ") && t.comm != "Attach Listener"
     })
 }
+
 /// A stall this long is asked about again (the budget decides): longer stalls have a budget of
 /// their own, so a short one that took the last dump does not leave them without one.
 pub const LONG_NS: u64 = 100_000_000;
@@ -121,9 +122,8 @@ impl Dumper {
     }
 
     /// Asks for a dump now, while stall `stall` (numbered from 1) is on and has lasted
-    /// `lasted_ns`; the budget decides. An ask finds the channel full while an earlier one
-    /// waits behind a dump under way: it is not queued, and the caller asks again later.
-    /// Whether the ask was queued.
+    /// `lasted_ns`; the budget decides. Returns whether the ask was queued: while an earlier
+    /// one waits behind a dump under way the channel is full, and the caller asks again later.
     pub fn ask(&self, stall: u32, lasted_ns: u64) -> bool {
         self.on.store(stall, Ordering::Relaxed);
         self.tx.as_ref().is_some_and(|tx| tx.try_send(Ask { stall, asked: mono_ns(), lasted_ns }).is_ok())

@@ -454,10 +454,11 @@ impl<'a> Watcher<'a> {
             }
             let lasted = t.saturating_sub(b.last_tick_ns);
             let due = if lasted >= super::dumps::LONG_NS { 2 } else if lasted >= super::dumps::ASK_AFTER_NS { 1 } else { 0 };
-            if due > asked && super::dumps::worth_a_dump(cur) {
-                // Marked asked only once the ask is queued: behind a dump still under way, a
-                // long stall's ask is tried again at the next look, not lost.
-                if self.dumper.as_ref().is_some_and(|d| d.ask(stall, lasted)) {
+            if due > asked {
+                // The threads are looked over only where dumps are taken (not in the lab or
+                // `watch`). Marked asked only once the ask is queued: behind a dump still under
+                // way, a long stall's ask is tried again at the next look, not lost.
+                if self.dumper.as_ref().is_some_and(|d| super::dumps::worth_a_dump(cur) && d.ask(stall, lasted)) {
                     asked = due;
                 }
             }
