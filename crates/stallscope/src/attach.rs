@@ -111,7 +111,17 @@ impl Jvm {
     /// carrying the JVM's own message.
     pub fn execute(&self, cmd: &str, args: &[&str]) -> Result<String> {
         let sock = self.ensure_listener(Duration::from_secs(10))?;
-        let mut s = UnixStream::connect(&sock).map_err(|e| Failure::new(EXIT_FAILURE, format!("JVM pid {}: the attach socket refused us ({e})", self.pid)))?;
+        let refused = |e: std::io::Error| Failure::new(EXIT_FAILURE, format!("JVM pid {}: the attach socket refused us ({e})", self.pid));
+        let mut s = match UnixStream::connect(&sock) {
+            Ok(s) => s,
+            // No one listens on it: the socket of an earlier JVM with this pid, killed before it
+            // could remove it (pids are reused). Removed, and this JVM's listener started.
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
+                let _ = std::fs::remove_file(&sock);
+                UnixStream::connect(self.ensure_listener(Duration::from_secs(10))?).map_err(refused)?
+            }
+            Err(e) => return Err(refused(e)),
+        };
         s.set_read_timeout(Some(Duration::from_secs(60)))?;
         let mut req = Vec::new();
         req.extend_from_slice(b"1\0");
