@@ -159,7 +159,9 @@ fn mapped_read_on_a_slow_disk_is_a_major_fault_on_the_named_file_on_both_jdks() 
     assert_eq!(unsafe { libc::geteuid() }, 0, "this test needs root for tracepoints (CI runs as root)");
     assert_eq!(r["meta"]["tracepoints"], true, "{}", r["meta"]);
     let offsets: Vec<&str> = hits.iter().flat_map(|s| s["findings"][0]["culprits"][0]["files"].as_array().unwrap().iter().filter_map(|f| f.as_str())).filter(|f| f.contains("page-fault tracepoint")).collect();
-    assert!(offsets.iter().any(|f| f.starts_with("offset 0x0 of ") && f.contains("test.dat")), "the first read faults at offset 0: {offsets:?}");
+    // Each read starts a 4 MiB stride; which of them a safepoint happened to wait on varies.
+    let at_a_stride = |f: &&str| f.strip_prefix("offset 0x").and_then(|r| r.split(' ').next()).and_then(|h| u64::from_str_radix(h, 16).ok()).is_some_and(|o| o % (4 << 20) == 0);
+    assert!(!offsets.is_empty() && offsets.iter().all(|f| at_a_stride(f) && f.contains("test.dat")), "each fault is at the start of a read's stride: {offsets:?}");
 }
 
 #[test]
@@ -182,7 +184,10 @@ fn a_huge_set_memory_is_named_by_the_method_that_calls_it_on_both_jdks() {
                 for c in f["culprits"].as_array().unwrap().iter().filter(|c| names_fill(c)) {
                     named += 1;
                     assert_eq!(c["name"], "set-memory", "{java:?}: {s}");
-                    if f["cause"] == "no-safepoint-poll" && f["culprits"][0] == *c {
+                    // From the dump, caught inside setMemory0 (a JFR sample between two fills
+                    // shows the loop that calls it, and says "the loop in").
+                    let in_fill = c["code"]["frames"][0]["method"].as_str().is_some_and(|m| m.ends_with("Unsafe.setMemory0"));
+                    if in_fill && f["cause"] == "no-safepoint-poll" && f["culprits"][0] == *c {
                         let fix = f["fix"].as_str().unwrap();
                         assert!(fix.starts_with("split the call to Unsafe.setMemory0 in SetMemory.fill (line "), "{java:?}: {fix}");
                     }
