@@ -532,8 +532,8 @@ mod tests {
     fn safepoint(line: &str) -> Safepoint {
         let mut out = Vec::new();
         let mut sc = hotspot_log::Scanner::new();
-        sc.scan(0, line.as_bytes(), &mut |s: Safepoint| out.push(s)).unwrap();
-        sc.finish(&mut |s: Safepoint| out.push(s));
+        sc.scan(0, line.as_bytes(), &mut |s: &Safepoint| out.push(s.clone())).unwrap();
+        sc.finish(&mut |s: &Safepoint| out.push(s.clone()));
         out.pop().expect("a safepoint record")
     }
 

@@ -599,8 +599,8 @@ impl Recording {
         if has_safepoint_log {
             let mut scanner = hotspot_log::Scanner::new();
             let f = File::open(&sp).map_err(|e| Error::io(&sp, "cannot read it", e))?;
-            scanner.scan(0, f, &mut |s: hotspot_log::Safepoint| safepoints.push(s)).map_err(|e| Error::SafepointLog { path: sp.clone(), reason: e.to_string() })?;
-            let rep = scanner.finish(&mut |s: hotspot_log::Safepoint| safepoints.push(s));
+            scanner.scan(0, f, &mut |s: &hotspot_log::Safepoint| safepoints.push(s.clone())).map_err(|e| Error::SafepointLog { path: sp.clone(), reason: e.to_string() })?;
+            let rep = scanner.finish(&mut |s: &hotspot_log::Safepoint| safepoints.push(s.clone()));
             unfinished_culprits = rep.orphan_culprits;
             if rep.lines_unrecognised > 0 {
                 let first = rep.unrecognised_examples.first().map(|e| format!("; the first, line {}: {}", e.line, e.text)).unwrap_or_default();

@@ -9,7 +9,7 @@
 //! by [`HOLD`] records whatever the input.
 
 use crate::formats::Format;
-use crate::line::{Classified, Event, StatsRow};
+use crate::line::{Classified, Event, SafepointTimes, StatsRow};
 use crate::record::{Culprit, Safepoint, Source};
 use crate::stamps::Stamps;
 use std::collections::{HashMap, VecDeque};
@@ -55,22 +55,28 @@ struct Interner(HashMap<Box<[u8]>, Arc<str>>, Option<Arc<str>>);
 
 impl Interner {
     fn get(&mut self, op: &[u8]) -> Arc<str> {
+        self.get_ref(op).clone()
+    }
+
+    /// The interned name, without a reference count update (they are atomic).
+    fn get_ref(&mut self, op: &[u8]) -> &Arc<str> {
         // Most logs repeat one operation for long runs; skip the hash for it.
-        if let Some(last) = &self.1 {
-            if last.as_bytes() == op {
-                return last.clone();
-            }
+        if !self.1.as_ref().is_some_and(|last| last.as_bytes() == op) {
+            let a = match self.0.get(op) {
+                Some(a) => a.clone(),
+                None => {
+                    let a: Arc<str> = Arc::from(String::from_utf8_lossy(op).as_ref());
+                    // Operation names are a small closed set; a hostile log cannot grow this
+                    // without bound.
+                    if self.0.len() < 4096 {
+                        self.0.insert(op.into(), a.clone());
+                    }
+                    a
+                }
+            };
+            self.1 = Some(a);
         }
-        if let Some(a) = self.0.get(op) {
-            self.1 = Some(a.clone());
-            return a.clone();
-        }
-        let a: Arc<str> = Arc::from(String::from_utf8_lossy(op).as_ref());
-        // Operation names are a small closed set; a hostile log cannot grow this without bound.
-        if self.0.len() < 4096 {
-            self.0.insert(op.into(), a.clone());
-        }
-        a
+        self.1.as_ref().expect("set above")
     }
 }
 
@@ -85,9 +91,10 @@ pub struct MergeCounts {
     pub rows_unmatched: u64,
 }
 
-#[derive(Default)]
 pub struct Assembler {
     ops: Interner,
+    /// The record last handed out by the fast path of [`Assembler::push`], overwritten by the next.
+    last: Safepoint,
     pending_ul_row: Option<OwnedRow>,
     tty_rows: VecDeque<OwnedRow>,
     held: VecDeque<Held>,
@@ -101,35 +108,52 @@ pub struct Assembler {
     pub counts: MergeCounts,
 }
 
+impl Default for Assembler {
+    fn default() -> Self {
+        Assembler {
+            ops: Interner::default(),
+            last: blank(Arc::from(UNKNOWN_OP)),
+            pending_ul_row: None,
+            tty_rows: VecDeque::new(),
+            held: VecDeque::new(),
+            entering: None,
+            app_time: None,
+            timeout_open: Vec::new(),
+            timeout_done: Vec::new(),
+            seen_stopped: false,
+            seq: 0,
+            counts: MergeCounts::default(),
+        }
+    }
+}
+
 impl Assembler {
     pub fn new() -> Self {
         Self::default()
     }
 
     /// Feeds one classified line. Finished records are passed to `out` in order.
-    pub fn push(&mut self, c: &Classified<'_>, source: Source, out: &mut impl FnMut(Safepoint)) {
+    pub fn push(&mut self, c: &Classified<'_>, source: Source, out: &mut impl FnMut(&Safepoint)) {
         self.seq += 1;
         let seq = self.seq;
         match c.event {
             Event::Safepoint { op, times } => {
-                // The record owns the interned name: one reference count update, not three
-                // (they are atomic, so they show in wall time more than in instructions).
-                let mut rec = Safepoint {
-                    op: self.ops.get(op),
-                    ttsp_ns: Some(times.reaching_ns),
-                    cleanup_ns: times.cleanup_ns,
-                    at_safepoint_ns: Some(times.at_safepoint_ns),
-                    leaving_ns: times.leaving_ns,
-                    total_ns: times.total_ns,
-                    since_last_ns: times.since_last_ns,
-                    threads_total: times.threads_total,
-                    threads_running: times.threads_runnable,
-                    page_traps: None,
-                    end: c.stamps,
-                    format: c.format,
-                    source,
-                    culprits: Vec::new(),
-                };
+                if self.pending_ul_row.is_none() && self.held.is_empty() && self.timeout_done.is_empty() {
+                    // Nothing to merge and nothing waiting ahead: the common case. The record
+                    // is written over the last one in place and lent to `out`, so a run of one
+                    // operation costs no reference count update (they are atomic, and showed
+                    // in wall time) and no move of the record.
+                    let name = self.ops.get_ref(op);
+                    let rec = &mut self.last;
+                    if !Arc::ptr_eq(&rec.op, name) {
+                        rec.op = name.clone();
+                    }
+                    set_times(rec, &times, c, source);
+                    out(rec);
+                    return;
+                }
+                let mut rec = blank(self.ops.get(op));
+                set_times(&mut rec, &times, c, source);
                 if let Some(row) = self.pending_ul_row.take() {
                     if row.op == rec.op {
                         rec.threads_total = rec.threads_total.or(Some(row.threads_total));
@@ -227,7 +251,7 @@ impl Assembler {
 
     /// Ends the stream: flushes everything held. Returns the culprits of SafepointTimeout blocks
     /// whose safepoint never completed in the log (the JVM died, or the log was cut).
-    pub fn finish(&mut self, out: &mut impl FnMut(Safepoint)) -> Vec<Culprit> {
+    pub fn finish(&mut self, out: &mut impl FnMut(&Safepoint)) -> Vec<Culprit> {
         self.flush_ul_row(out);
         while let Some(row) = self.tty_rows.pop_front() {
             if self.seen_stopped {
@@ -237,7 +261,7 @@ impl Assembler {
             }
         }
         while let Some(h) = self.held.pop_front() {
-            out(h.rec);
+            out(&h.rec);
         }
         let mut orphans: Vec<Culprit> = self.timeout_done.drain(..).map(|(_, c)| c).collect();
         orphans.append(&mut self.timeout_open);
@@ -248,7 +272,7 @@ impl Assembler {
     /// records are all out before the next input begins, and before its last stamp widens the
     /// summary's span: a record coming after that stamp would look like uptime going back.
     /// Statistics rows that stand alone (no pause line seen to merge them into) go out too.
-    pub fn release_held(&mut self, out: &mut impl FnMut(Safepoint)) {
+    pub fn release_held(&mut self, out: &mut impl FnMut(&Safepoint)) {
         self.flush_ul_row(out);
         if !self.seen_stopped {
             while let Some(row) = self.tty_rows.pop_front() {
@@ -256,7 +280,7 @@ impl Assembler {
             }
         }
         while let Some(h) = self.held.pop_front() {
-            out(h.rec);
+            out(&h.rec);
         }
     }
 
@@ -278,14 +302,14 @@ impl Assembler {
         }
     }
 
-    fn flush_ul_row(&mut self, out: &mut impl FnMut(Safepoint)) {
+    fn flush_ul_row(&mut self, out: &mut impl FnMut(&Safepoint)) {
         if let Some(row) = self.pending_ul_row.take() {
             self.row_alone(row, out);
         }
     }
 
     /// A JDK 8/11 statistics row: name a waiting `Total time…` record, or wait for one.
-    fn tty_row(&mut self, row: OwnedRow, out: &mut impl FnMut(Safepoint)) {
+    fn tty_row(&mut self, row: OwnedRow, out: &mut impl FnMut(&Safepoint)) {
         let waiting = self.held.iter().position(|h| h.wants_name);
         if let Some(first) = waiting {
             let target = match row.start_uptime_ns {
@@ -332,7 +356,7 @@ impl Assembler {
         }
     }
 
-    fn row_alone(&mut self, row: OwnedRow, out: &mut impl FnMut(Safepoint)) {
+    fn row_alone(&mut self, row: OwnedRow, out: &mut impl FnMut(&Safepoint)) {
         self.counts.rows_alone += 1;
         // JDK 8/11 rows carry their begin time; JDK 13+ rows are printed at the end.
         let end = match row.start_uptime_ns {
@@ -358,7 +382,7 @@ impl Assembler {
         self.emit(rec, row.seq, false, out);
     }
 
-    fn emit(&mut self, mut rec: Safepoint, seq: u64, wants_name: bool, out: &mut impl FnMut(Safepoint)) {
+    fn emit(&mut self, mut rec: Safepoint, seq: u64, wants_name: bool, out: &mut impl FnMut(&Safepoint)) {
         if !self.timeout_done.is_empty() {
             // A timeout block belongs to the safepoint being reached when it was printed, which
             // is the first record closed after it.
@@ -369,21 +393,58 @@ impl Assembler {
         if self.held.is_empty() && !wants_name {
             // Nothing waits ahead of it: out now rather than through the queue (what `drain`
             // would do), which is the common case and saves two moves of the record.
-            out(rec);
+            out(&rec);
             return;
         }
         self.held.push_back(Held { rec, wants_name });
         self.drain(out);
     }
 
-    fn drain(&mut self, out: &mut impl FnMut(Safepoint)) {
+    fn drain(&mut self, out: &mut impl FnMut(&Safepoint)) {
         while let Some(front) = self.held.front() {
             if front.wants_name && self.held.len() <= HOLD {
                 break;
             }
-            out(self.held.pop_front().expect("non-empty").rec);
+            out(&self.held.pop_front().expect("non-empty").rec);
         }
     }
+}
+
+/// A record of operation `op` with nothing else known yet.
+fn blank(op: Arc<str>) -> Safepoint {
+    Safepoint {
+        op,
+        ttsp_ns: None,
+        cleanup_ns: None,
+        at_safepoint_ns: None,
+        leaving_ns: None,
+        total_ns: 0,
+        since_last_ns: None,
+        threads_total: None,
+        threads_running: None,
+        page_traps: None,
+        end: Stamps::default(),
+        format: Format::Jdk17Safepoint,
+        source: Source::default(),
+        culprits: Vec::new(),
+    }
+}
+
+/// Everything but the name of a record read from one `Safepoint "…"` line.
+fn set_times(rec: &mut Safepoint, times: &SafepointTimes, c: &Classified<'_>, source: Source) {
+    rec.ttsp_ns = Some(times.reaching_ns);
+    rec.cleanup_ns = times.cleanup_ns;
+    rec.at_safepoint_ns = Some(times.at_safepoint_ns);
+    rec.leaving_ns = times.leaving_ns;
+    rec.total_ns = times.total_ns;
+    rec.since_last_ns = times.since_last_ns;
+    rec.threads_total = times.threads_total;
+    rec.threads_running = times.threads_runnable;
+    rec.page_traps = None;
+    rec.end = c.stamps;
+    rec.format = c.format;
+    rec.source = source;
+    rec.culprits.clear();
 }
 
 fn merge_row(rec: &mut Safepoint, row: &OwnedRow) {
@@ -404,10 +465,10 @@ mod tests {
         let mut out = Vec::new();
         for (i, l) in lines.iter().enumerate() {
             if let Outcome::Known(c) = classify(l.as_bytes()) {
-                a.push(&c, Source { file: 0, line: i as u64 + 1 }, &mut |s| out.push(s));
+                a.push(&c, Source { file: 0, line: i as u64 + 1 }, &mut |s| out.push(s.clone()));
             }
         }
-        let orphans = a.finish(&mut |s| out.push(s));
+        let orphans = a.finish(&mut |s| out.push(s.clone()));
         (out, orphans, a.counts)
     }
 

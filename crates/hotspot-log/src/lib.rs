@@ -6,8 +6,8 @@
 //! let mut summary = Summary::new(SummaryOptions::default());
 //! let mut scanner = Scanner::new();
 //! let file = std::fs::File::open("gc.log").unwrap();
-//! scanner.scan(0, file, &mut |s: hotspot_log::Safepoint| summary.add(&s)).unwrap();
-//! let report = scanner.finish(&mut |s: hotspot_log::Safepoint| summary.add(&s));
+//! scanner.scan(0, file, &mut |s: &hotspot_log::Safepoint| summary.add(s)).unwrap();
+//! let report = scanner.finish(&mut |s: &hotspot_log::Safepoint| summary.add(s));
 //! let result = summary.finish();
 //! println!("{} safepoints, {} ns stopped, {} lines not recognised",
 //!          result.safepoints, result.total_stopped_ns, report.lines_unrecognised);

@@ -104,17 +104,17 @@ pub struct ScanReport {
     pub safepoints: u64,
 }
 
-/// Where the scanner delivers what it finds. Any `FnMut(Safepoint)` closure is a sink.
+/// Where the scanner delivers what it finds. Any `FnMut(&Safepoint)` closure is a sink.
 pub trait Sink {
-    fn safepoint(&mut self, s: Safepoint);
+    fn safepoint(&mut self, s: &Safepoint);
     /// The stamps of an input's first stamped line, given before any of its safepoints.
     fn input_start(&mut self, _file: u32, _stamps: &Stamps) {}
     /// The stamps of an input's last stamped line, given after all of its safepoints.
     fn input_end(&mut self, _file: u32, _stamps: &Stamps) {}
 }
 
-impl<F: FnMut(Safepoint)> Sink for F {
-    fn safepoint(&mut self, s: Safepoint) {
+impl<F: FnMut(&Safepoint)> Sink for F {
+    fn safepoint(&mut self, s: &Safepoint) {
         self(s)
     }
 }

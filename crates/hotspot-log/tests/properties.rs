@@ -138,8 +138,8 @@ proptest! {
         let _ = classify(&data);
         let mut scanner = Scanner::new().keep_examples(2);
         let mut n = 0u64;
-        let ok = scanner.scan(0, &data[..], &mut |_s: Safepoint| n += 1).is_ok();
-        let rep = scanner.finish(&mut |_s: Safepoint| n += 1);
+        let ok = scanner.scan(0, &data[..], &mut |_s: &Safepoint| n += 1).is_ok();
+        let rep = scanner.finish(&mut |_s: &Safepoint| n += 1);
         if ok {
             prop_assert_eq!(rep.lines_total, rep.lines_recognised + rep.lines_unrecognised + rep.lines_other + rep.truncated_last_lines);
             let expected_lines = data.split(|&b| b == b'\n').count() as u64 - u64::from(data.last() == Some(&b'\n') || data.is_empty());
@@ -160,8 +160,8 @@ proptest! {
         text.push(b'\n');
         text.extend_from_slice(&line);
         let mut scanner = Scanner::new();
-        let _ = scanner.scan(0, &text[..], &mut |_s: Safepoint| {});
-        let rep = scanner.finish(&mut |_s: Safepoint| {});
+        let _ = scanner.scan(0, &text[..], &mut |_s: &Safepoint| {});
+        let rep = scanner.finish(&mut |_s: &Safepoint| {});
         prop_assert_eq!(rep.lines_total, rep.lines_recognised + rep.lines_unrecognised + rep.lines_other + rep.truncated_last_lines);
     }
 }
@@ -195,8 +195,8 @@ proptest! {
         );
         let mut summary = hotspot_log::Summary::new(hotspot_log::SummaryOptions::default());
         let mut scanner = Scanner::new();
-        scanner.scan(0, text.as_bytes(), &mut |s: Safepoint| summary.add(&s)).unwrap();
-        let _ = scanner.finish(&mut |s: Safepoint| summary.add(&s));
+        scanner.scan(0, text.as_bytes(), &mut |s: &Safepoint| summary.add(s)).unwrap();
+        let _ = scanner.finish(&mut |s: &Safepoint| summary.add(s));
         let _ = summary.finish();
     }
 }
@@ -253,11 +253,11 @@ fn scanned(data: &[u8], slice: bool) -> String {
             assert!(n >= last && n <= data.len(), "done({n}) after done({last}) of {}", data.len());
             last = n;
         };
-        scanner.scan_slice(0, data, &mut |s: Safepoint| got.push(format!("{s:?}")), &mut done)
+        scanner.scan_slice(0, data, &mut |s: &Safepoint| got.push(format!("{s:?}")), &mut done)
     } else {
-        scanner.scan(0, data, &mut |s: Safepoint| got.push(format!("{s:?}")))
+        scanner.scan(0, data, &mut |s: &Safepoint| got.push(format!("{s:?}")))
     };
-    let report = scanner.finish(&mut |s: Safepoint| got.push(format!("{s:?}")));
+    let report = scanner.finish(&mut |s: &Safepoint| got.push(format!("{s:?}")));
     format!("{result:?}\n{report:?}\n{}", got.join("\n"))
 }
 

@@ -72,7 +72,7 @@ impl Open {
         let text = self.safepoints.read(&dir.join(files::SAFEPOINT_LOG));
         if !text.is_empty() {
             let (ttsp, total) = (m.ttsp_seconds.get_or_create_owned(&self.labels), m.safepoint_seconds.get_or_create_owned(&self.labels));
-            let _ = self.scanner.scan(0, &text[..], &mut |s: hotspot_log::Safepoint| {
+            let _ = self.scanner.scan(0, &text[..], &mut |s: &hotspot_log::Safepoint| {
                 if let Some(t) = s.ttsp_ns {
                     ttsp.observe(t as f64 / 1e9);
                 }

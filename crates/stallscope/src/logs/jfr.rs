@@ -37,7 +37,7 @@ pub fn read(path: &Path, file: u32, sink: &mut dyn Sink) -> Result<JfrInput> {
                 next_offset = c.offset;
                 for s in c.safepoints {
                     got.safepoints += 1;
-                    sink.safepoint(s.into_safepoint(file));
+                    sink.safepoint(&s.into_safepoint(file));
                 }
                 last_end = Some(c.end_epoch_ns);
             }

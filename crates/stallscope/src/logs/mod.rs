@@ -39,13 +39,13 @@ struct LogsSink<'a> {
 }
 
 impl Sink for LogsSink<'_> {
-    fn safepoint(&mut self, s: Safepoint) {
+    fn safepoint(&mut self, s: &Safepoint) {
         self.read += 1;
-        match self.filter.check(&s) {
+        match self.filter.check(s) {
             Verdict::Keep => {
-                self.summary.add(&s);
+                self.summary.add(s);
                 if self.write_error.is_none() {
-                    if let Err(e) = (self.each)(&s) {
+                    if let Err(e) = (self.each)(s) {
                         self.write_error = Some(e);
                     }
                 }
