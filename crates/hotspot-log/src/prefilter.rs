@@ -96,22 +96,50 @@ impl Prefilter {
         let splat = |b: u8| _mm256_set1_epi8(b as i8);
         let (a0, a1, b0, b1, c0, c1) = (splat(PAIRS[0][0]), splat(PAIRS[0][1]), splat(PAIRS[1][0]), splat(PAIRS[1][1]), splat(PAIRS[2][0]), splat(PAIRS[2][1]));
         let mut p = from;
-        // 33 bytes are read from p: the pair at p + 31 ends at p + 32.
-        while p + 33 <= hay.len() {
-            // SAFETY: p + 33 <= len, so both 32-byte loads are inside `hay`.
-            let (v0, v1) = unsafe { (_mm256_loadu_si256(hay.as_ptr().add(p) as *const __m256i), _mm256_loadu_si256(hay.as_ptr().add(p + 1) as *const __m256i)) };
+        let pairs = |v0: __m256i, v1: __m256i| {
             let a = _mm256_and_si256(_mm256_cmpeq_epi8(v0, a0), _mm256_cmpeq_epi8(v1, a1));
             let b = _mm256_and_si256(_mm256_cmpeq_epi8(v0, b0), _mm256_cmpeq_epi8(v1, b1));
             let c = _mm256_and_si256(_mm256_cmpeq_epi8(v0, c0), _mm256_cmpeq_epi8(v1, c1));
-            let mut bits = _mm256_movemask_epi8(_mm256_or_si256(_mm256_or_si256(a, b), c)) as u32;
-            while bits != 0 {
-                let at = p + bits.trailing_zeros() as usize;
-                if let Some(q) = Self::pair_at(hay, at).and_then(|k| self.check(hay, from, k, at)) {
-                    return Some(q);
+            _mm256_or_si256(_mm256_or_si256(a, b), c)
+        };
+        // 64 positions a step, with one test and one branch while no pair is among them (65
+        // bytes are read from p: the pair at p + 63 ends at p + 64). The 64 with a pair are
+        // looked at 32 at a time by the loop below, and the 64-step goes on after them if that
+        // pair was no needle.
+        loop {
+            while p + 65 <= hay.len() {
+                // SAFETY: p + 65 <= len, so the four 32-byte loads are inside `hay`.
+                let any = unsafe {
+                    let at = hay.as_ptr().add(p);
+                    _mm256_or_si256(
+                        pairs(_mm256_loadu_si256(at as *const __m256i), _mm256_loadu_si256(at.add(1) as *const __m256i)),
+                        pairs(_mm256_loadu_si256(at.add(32) as *const __m256i), _mm256_loadu_si256(at.add(33) as *const __m256i)),
+                    )
+                };
+                if _mm256_testz_si256(any, any) == 0 {
+                    break;
                 }
-                bits &= bits - 1;
+                p += 64;
             }
-            p += 32;
+            // 33 bytes are read from p: the pair at p + 31 ends at p + 32. Two steps, or to the
+            // end once fewer than 65 bytes are left.
+            let stop = if p + 65 <= hay.len() { p + 64 } else { usize::MAX };
+            while p + 33 <= hay.len() && p < stop {
+                // SAFETY: p + 33 <= len, so both 32-byte loads are inside `hay`.
+                let v = unsafe { pairs(_mm256_loadu_si256(hay.as_ptr().add(p) as *const __m256i), _mm256_loadu_si256(hay.as_ptr().add(p + 1) as *const __m256i)) };
+                let mut bits = _mm256_movemask_epi8(v) as u32;
+                while bits != 0 {
+                    let at = p + bits.trailing_zeros() as usize;
+                    if let Some(q) = Self::pair_at(hay, at).and_then(|k| self.check(hay, from, k, at)) {
+                        return Some(q);
+                    }
+                    bits &= bits - 1;
+                }
+                p += 32;
+            }
+            if p + 65 > hay.len() {
+                break;
+            }
         }
         (p..hay.len()).find_map(|at| Self::pair_at(hay, at).and_then(|k| self.check(hay, from, k, at)))
     }
