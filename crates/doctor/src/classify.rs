@@ -576,6 +576,18 @@ fn parts_of(threads: &[(&ThreadEvidence, bool)], role: Role, len_ns: u64, cpu_is
     covered
 }
 
+/// What [`parts_of`] explains from the samples alone, leaving out the run-queue waits proven
+/// before each thread's first sample: the readings that stand in when the samples explain
+/// little are judged on that, so that proven waits only add to them.
+fn covered_by_samples(threads: &[(&ThreadEvidence, bool)], role: Role, len_ns: u64, cpu_is_evidence: bool, inp: &Inputs, covered: u64) -> u64 {
+    if threads.iter().all(|(t, _)| t.queued_at_first_ns == 0) {
+        return covered;
+    }
+    let sampled: Vec<ThreadEvidence> = threads.iter().map(|(t, _)| ThreadEvidence { queued_at_first_ns: 0, lead_queued_ns: 0, ..(*t).clone() }).collect();
+    let refs: Vec<(&ThreadEvidence, bool)> = sampled.iter().zip(threads).map(|(t, (_, named))| (t, *named)).collect();
+    parts_of(&refs, role, len_ns, cpu_is_evidence, inp, &mut Vec::new())
+}
+
 /// The threads late to safepoint `sp`, with whether SafepointTimeout named them.
 fn late_threads<'e>(ev: &'e StallEvidence, sp: &SafepointView, len_ns: u64, inp: &Inputs) -> Vec<(&'e ThreadEvidence, bool)> {
     let named: Vec<i32> = sp.timeout_culprits.iter().filter_map(|c| c.tid).collect();
@@ -608,17 +620,26 @@ fn segment_parts(seg: &Segment, inp: &Inputs, out: &mut Vec<Part>) {
             let sp = &inp.safepoints[i];
             // No sample inside the TTSP: the whole stall's evidence, except that CPU time from
             // before the safepoint began is no evidence of a missing poll unless the TTSP is
-            // most of the stall.
-            let (ev, whole) = if seg.evidence.sample_times.is_empty() { (inp.evidence, true) } else { (&seg.evidence, false) };
+            // most of the stall, and that a wait proven before a thread's first sample lies
+            // where that sample fell, not in this segment (a late thread queued at a look after
+            // the TTSP had reached the safepoint before that wait began).
+            let borrowed;
+            let (ev, whole) = if seg.evidence.sample_times.is_empty() {
+                borrowed = inp.evidence.without_leads();
+                (&borrowed, true)
+            } else {
+                (&seg.evidence, false)
+            };
             let late = late_threads(ev, sp, len, inp);
             let cpu_is_evidence = !(whole && len.saturating_mul(4) < inp.duration_ns.saturating_mul(3));
             let before = out.len();
             let covered = parts_of(&late, Role::Late, len, cpu_is_evidence, inp, out);
             // A short stall can be over before the first sample: the late threads had reached
             // the safepoint by then. If the CPUs were saturated meanwhile, and HotSpot saw the
-            // named threads runnable, they were waiting for a CPU.
+            // named threads runnable, they were waiting for a CPU. (Judged on what the samples
+            // explain: a run-queue wait proven before the first sample supports this reading.)
             let (contended, psi) = cpu_pressure(inp);
-            if covered == 0 && contended {
+            if covered_by_samples(&late, Role::Late, len, cpu_is_evidence, inp, covered) == 0 && contended {
                 out.truncate(before);
                 let runnable: Vec<Held> = sp
                     .timeout_culprits
@@ -641,14 +662,20 @@ fn segment_parts(seg: &Segment, inp: &Inputs, out: &mut Vec<Part>) {
             parts_of(&ops, Role::Operation, len, true, inp, out);
         }
         SegmentKind::Outside => {
-            let ev = if seg.evidence.sample_times.is_empty() { inp.evidence } else { &seg.evidence };
+            let borrowed;
+            let ev = if seg.evidence.sample_times.is_empty() {
+                borrowed = inp.evidence.without_leads();
+                &borrowed
+            } else {
+                &seg.evidence
+            };
             let Some(meter) = inp.meter_tid.and_then(|m| ev.threads.iter().find(|t| t.tid == m)) else { return };
             let before = out.len();
             let covered = parts_of(&[(meter, false)], Role::Meter, len, true, inp, out);
             // The meter runnable, yet its tick overdue: woken, not running. (Running, it would
             // have ticked; blocked, it would not be R.) A stall too short for its run delay to
-            // show it.
-            if covered < len / 2 && meter.share('R') >= 0.5 {
+            // show it. Judged on what the samples explain, as above.
+            if covered_by_samples(&[(meter, false)], Role::Meter, len, true, inp, covered) < len / 2 && meter.share('R') >= 0.5 {
                 out.truncate(before);
                 let (contended, psi) = cpu_pressure(inp);
                 let mut evid = vec![format!("the hiccup meter thread was runnable (R) in {} of {} samples but did not tick: it was waiting for a CPU", meter.count('R'), meter.samples)];
@@ -826,12 +853,15 @@ pub fn classify(inp: &Inputs) -> Vec<Finding> {
 
     // Parts of one cause become one finding.
     let mut by_cause: BTreeMap<Cause, Part> = BTreeMap::new();
+    let mut strong_ns: BTreeMap<Cause, u64> = BTreeMap::new();
     for p in parts {
         let e = by_cause.entry(p.cause).or_insert_with(|| Part { cause: p.cause, ns: 0, strong: false, held: vec![], evidence: vec![] });
-        // Strong when strong evidence covers most of the cause's time.
-        let strong_ns = if e.strong { e.ns } else { 0 } + if p.strong { p.ns } else { 0 };
+        // Strong when strong evidence covers most of the cause's time (summed over its parts,
+        // in whatever order they come).
+        let strong = strong_ns.entry(p.cause).or_default();
+        *strong += if p.strong { p.ns } else { 0 };
         e.ns += p.ns;
-        e.strong = strong_ns * 2 >= e.ns.max(1);
+        e.strong = *strong * 2 >= e.ns.max(1);
         e.held.extend(p.held);
         for line in p.evidence {
             if !e.evidence.contains(&line) {
@@ -980,6 +1010,8 @@ mod tests {
             syscall_nr: None,
             cpu_ns,
             run_delay_ns,
+            queued_at_first_ns: 0,
+            lead_queued_ns: 0,
             majflt: 0,
             minflt: 0,
             majflt_since_baseline: 0,

@@ -268,7 +268,8 @@ fn diagnose_stall(rec: &Recording, seen: &StallSpan, floor: u64, samples: &[&Sam
     }
     let span = &span;
     let until = if span.exited_during { u64::MAX } else { span.end_ns };
-    let ev = evidence::rebuild(samples, meta.clock_ticks, 0, until);
+    // From the stall's start: a thread's run-queue wait before its first sample counts from there.
+    let ev = evidence::rebuild(samples, meta.clock_ticks, span.start_ns, until);
     let segs: Vec<Segment> = segments(span.start_ns, span.end_ns.max(span.start_ns), &spanned)
         .into_iter()
         .map(|(kind, start, end)| Segment { kind, start_ns: start, end_ns: end, evidence: evidence::rebuild(samples, meta.clock_ticks, start, end.min(until)) })

@@ -52,6 +52,14 @@ pub struct ThreadEvidence {
     /// Counter movements from its first to its last sample in the stall.
     pub cpu_ns: u64,
     pub run_delay_ns: u64,
+    /// How long it had been waiting on a run queue when its first sample was read, at least: the
+    /// kernel adds a wait to `run_delay` only when it ends, so run delay a later sample shows
+    /// beyond the time elapsed since the first one was waited before it, in one stretch up to
+    /// it (see [`rebuild`]).
+    pub queued_at_first_ns: u64,
+    /// The part of that wait inside the window (after its start): run-queue time before the
+    /// first sample, which the samples alone leave unaccounted.
+    pub lead_queued_ns: u64,
     pub majflt: u64,
     pub minflt: u64,
     /// From the baseline before the stall to the end (faults count when they complete).
@@ -118,13 +126,16 @@ impl ThreadEvidence {
         self.states.iter().max_by_key(|(_, n)| **n).map_or('?', |(s, _)| *s)
     }
 
-    /// Its time by what it was doing (see [`Account`]).
+    /// Its time by what it was doing (see [`Account`]), from the window's start when its
+    /// counters prove it was waiting for a CPU from then until its first sample.
     pub fn account(&self, tick_ns: u64) -> Account {
         let span: u64 = self.seen_ns.values().sum();
         let runnable = self.seen_ns.get(&Seen::Runnable).copied().unwrap_or(0);
         let stopped = self.seen_ns.get(&Seen::Stopped).copied().unwrap_or(0);
         let cpu = self.cpu_ns.min(span);
-        let rq = self.run_delay_ns.min(span - cpu);
+        // The wait under way at the first sample is in the counters' movement; the part of it
+        // before that sample is no time between the samples.
+        let rq = self.run_delay_ns.saturating_sub(self.queued_at_first_ns).min(span - cpu);
         // Samples see R for time the counters do not fully cover (sampling is coarse): the
         // rest of the R time goes to CPU and queue in their proportion, when the counters moved
         // enough to give one; otherwise it stays unresolved.
@@ -142,7 +153,7 @@ impl ThreadEvidence {
             Seen::Runnable => None,
         }).collect();
         let sampled_off: u64 = off_seen.iter().map(|x| x.1).sum();
-        let mut a = Account { span_ns: span, run_queue_ns: rq, runnable_ns: unresolved, ..Account::default() };
+        let mut a = Account { span_ns: span + self.lead_queued_ns, run_queue_ns: rq + self.lead_queued_ns, runnable_ns: unresolved, ..Account::default() };
         if sampled_off == 0 && off > 0 {
             // Off the CPU between samples that all saw it runnable: not known what for.
             off_seen.push((Some(Wait::Other), off));
@@ -189,10 +200,29 @@ pub struct StallEvidence {
     pub stopped_share: Vec<f64>,
 }
 
+impl StallEvidence {
+    /// The same evidence without the run-queue waits proven before each thread's first sample:
+    /// for a segment with no sample of its own that borrows the whole stall's, since such a
+    /// wait lies just before the sample, wherever that fell.
+    pub fn without_leads(&self) -> StallEvidence {
+        let threads = self.threads.iter().map(|t| ThreadEvidence { queued_at_first_ns: 0, lead_queued_ns: 0, ..t.clone() }).collect();
+        StallEvidence { threads, ..self.clone() }
+    }
+}
+
 /// Rebuilds the per-thread picture of a stall from its samples (baseline first, if any). Only
 /// samples up to `end_ns` (when the stall ended) describe what threads did during it; the
 /// sample taken just after, once threads run again, counts only for major faults, which the
-/// kernel counts when the fault completes.
+/// kernel counts when the fault completes, and for the run-queue wait under way at a thread's
+/// first sample, which the kernel adds to `run_delay` when it ends.
+///
+/// That wait: every wait `run_delay` counts between a thread's first sample and a later one
+/// ended in between, and they do not overlap; all but the one under way at the first sample
+/// lie wholly between the two reads. So what the counter gained beyond the time between the
+/// reads was waited before the first, in one stretch ending at it. A sample's reads all happen
+/// before the next sample begins, so that time is bounded by the next sample's `t`: the
+/// stretch found is a lower bound, never an estimate. The part of it after `start_ns` is the
+/// thread's run-queue time before its first sample in the window (`lead_queued_ns`).
 pub fn rebuild(samples: &[&Sample], clock_ticks: u64, start_ns: u64, end_ns: u64) -> StallEvidence {
     let tick_ns = 1_000_000_000 / clock_ticks.max(1);
     let baseline: HashMap<i32, &TaskSample> = samples.iter().filter(|s| s.baseline).flat_map(|s| s.threads.iter().map(|t| (t.tid, t))).collect();
@@ -215,6 +245,10 @@ pub fn rebuild(samples: &[&Sample], clock_ticks: u64, start_ns: u64, end_ns: u64
         prev: Option<(u64, Seen)>,
         seen_ns: BTreeMap<Seen, u64>,
         files: BTreeMap<String, usize>,
+        /// Its run delay at its latest sample, until a later sample bounds when that was read.
+        unbounded_rd: Option<u64>,
+        /// The longest wait proven under way at its first sample.
+        queued_at_first: u64,
     }
     let mut acc: HashMap<i32, Acc> = HashMap::new();
     let mut ev = StallEvidence::default();
@@ -233,11 +267,19 @@ pub fn rebuild(samples: &[&Sample], clock_ticks: u64, start_ns: u64, end_ns: u64
         if s.t < start_ns {
             continue;
         }
+        // The previous sample was read before this one began.
+        for a in acc.values_mut() {
+            if let Some(rd) = a.unbounded_rd.take() {
+                let gained = rd.saturating_sub(a.first.run_delay_ns);
+                a.queued_at_first = a.queued_at_first.max(gained.saturating_sub(s.t.saturating_sub(a.first_t)));
+            }
+        }
         if s.t > end_ns {
             close_at.get_or_insert(s.t.min(end_ns));
             for t in current.values() {
                 if let Some(a) = acc.get_mut(&t.tid) {
                     a.latest = t.clone();
+                    a.unbounded_rd = Some(t.run_delay_ns);
                 }
             }
             continue;
@@ -262,6 +304,8 @@ pub fn rebuild(samples: &[&Sample], clock_ticks: u64, start_ns: u64, end_ns: u64
                 prev: None,
                 seen_ns: BTreeMap::new(),
                 files: BTreeMap::new(),
+                unbounded_rd: None,
+                queued_at_first: 0,
             });
             if let Some((pt, ps)) = a.prev {
                 *a.seen_ns.entry(ps).or_default() += s.t.saturating_sub(pt);
@@ -273,6 +317,7 @@ pub fn rebuild(samples: &[&Sample], clock_ticks: u64, start_ns: u64, end_ns: u64
             a.last = t.clone();
             a.last_t = s.t;
             a.latest = t.clone();
+            a.unbounded_rd = Some(t.run_delay_ns);
             a.n += 1;
             *a.states.entry(t.state).or_default() += 1;
             if !t.wchan.is_empty() && t.wchan != "0" {
@@ -313,6 +358,8 @@ pub fn rebuild(samples: &[&Sample], clock_ticks: u64, start_ns: u64, end_ns: u64
             syscall_nr: a.syscalls.iter().max_by_key(|(_, n)| **n).map(|(nr, _)| *nr),
             cpu_ns: cpu(&a.last).saturating_sub(cpu(&a.first)),
             run_delay_ns: a.last.run_delay_ns.saturating_sub(a.first.run_delay_ns),
+            queued_at_first_ns: a.queued_at_first,
+            lead_queued_ns: a.queued_at_first.min(a.first_t.saturating_sub(start_ns)),
             majflt: a.last.majflt.saturating_sub(a.first.majflt),
             minflt: a.last.minflt.saturating_sub(a.first.minflt),
             majflt_since_baseline: a.latest.majflt.saturating_sub(base_majflt),
@@ -325,4 +372,65 @@ pub fn rebuild(samples: &[&Sample], clock_ticks: u64, start_ns: u64, end_ns: u64
     }
     ev.threads.sort_by_key(|t| t.tid);
     ev
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use procwatch::task::Syscall;
+
+    const MS: u64 = 1_000_000;
+
+    fn task(state: char, exec_ns: u64, run_delay_ns: u64) -> TaskSample {
+        TaskSample { tid: 7, comm: "busy-0".into(), state, utime_ticks: 0, stime_ticks: 0, minflt: 0, majflt: 0, processor: 0, exec_ns, run_delay_ns, timeslices: 0, wchan: String::new(), syscall: Syscall::Running, file: None }
+    }
+
+    fn sample(t_ms: u64, t: TaskSample) -> Sample {
+        Sample { t: t_ms * MS, stall: 1, full: true, baseline: false, threads: vec![t], gone: vec![] }
+    }
+
+    fn thread(samples: &[Sample], start_ms: u64, end_ms: u64) -> ThreadEvidence {
+        let refs: Vec<&Sample> = samples.iter().collect();
+        rebuild(&refs, 100, start_ms * MS, end_ms * MS).threads.remove(0)
+    }
+
+    #[test]
+    fn run_delay_beyond_the_time_since_the_first_sample_was_waited_before_it() {
+        // The stall began at 2 ms, the first look came at 10 ms: the thread was runnable, its
+        // run delay still; at 14 ms it had grown by 11 ms (the kernel adds a wait when it ends).
+        // The 14 ms look was read before the next began (16 ms): at most 6 ms of the 11 lie
+        // after the first look, so 5 ms at least were waited in one stretch up to it.
+        let s = [sample(10, task('R', 50 * MS, 100 * MS)), sample(12, task('R', 50 * MS, 100 * MS)), sample(14, task('R', 50 * MS + 20_000, 111 * MS)), sample(16, task('S', 50 * MS + 30_000, 111 * MS))];
+        let t = thread(&s, 2, 15);
+        assert_eq!((t.queued_at_first_ns, t.lead_queued_ns), (5 * MS, 5 * MS));
+        let a = t.account(10 * MS);
+        assert_eq!(a.span_ns, 10 * MS, "5 ms from the first look to the end, and the 5 ms before it");
+        assert!(a.run_queue_ns >= 5 * MS, "{a:?}");
+        // Never before the window's start: from 8 ms, 2 ms of it.
+        assert_eq!(thread(&s, 8, 15).lead_queued_ns, 2 * MS);
+    }
+
+    #[test]
+    fn run_delay_that_fits_between_the_samples_proves_nothing_before_them() {
+        // 3 ms gained between looks 4 ms apart: it may all lie between them.
+        let s = [sample(10, task('R', 50 * MS, 100 * MS)), sample(12, task('R', 50 * MS, 103 * MS)), sample(14, task('R', 51 * MS, 103 * MS))];
+        assert_eq!(thread(&s, 2, 15).lead_queued_ns, 0);
+        // The last look of all has no later sample to bound when it was read: not used.
+        let s = [sample(10, task('R', 50 * MS, 100 * MS)), sample(12, task('S', 50 * MS, 130 * MS))];
+        assert_eq!(thread(&s, 2, 15).queued_at_first_ns, 0);
+    }
+
+    #[test]
+    fn a_look_after_the_stall_bounds_the_wait_before_the_first() {
+        // One look in the stall (8 ms after it began, the thread runnable), then two after it
+        // ended at 11 ms: the first of those shows 14.7 ms more run delay, 3.6 ms later, read
+        // before 4.1 ms had passed: 10.6 ms of waiting up to the first look, 8 ms of it in the
+        // stall. The counters inside the stall moved not at all.
+        let after = task('S', 36 * MS, 245 * MS + 700_000);
+        let s = [sample(8, task('R', 36 * MS, 231 * MS)), Sample { t: 11_600_000, ..sample(0, after.clone()) }, Sample { t: 12_100_000, ..sample(0, after) }];
+        let t = thread(&s, 0, 11);
+        assert_eq!(t.run_delay_ns, 0);
+        assert_eq!(t.queued_at_first_ns, 14_700_000 - 4_100_000);
+        assert_eq!(t.lead_queued_ns, 8 * MS);
+    }
 }
