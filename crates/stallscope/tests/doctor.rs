@@ -455,6 +455,38 @@ fn an_agent_that_cannot_start_inside_the_jvm_says_why() {
     drop(jvm);
 }
 
+/// A socket at `/tmp/.java_pid<N>` that no one listens on is what a JVM with that pid leaves
+/// when it is killed (pids are reused, and the kill tests leave such sockets). Attaching to the
+/// new JVM with that pid removes it and starts this JVM's listener, rather than failing with
+/// "the attach socket refused us" (seen in CI).
+#[test]
+fn attach_replaces_an_attach_socket_no_one_listens_on() {
+    let _x = exclusive();
+    let d = scratch("doctor-attach-stale");
+    let (jvm, pid) = idle_jvm(&[]);
+    let sock = PathBuf::from(format!("/tmp/.java_pid{pid}"));
+    assert!(!sock.exists(), "nothing has attached to the JVM yet, so it has no listener");
+    /// The socket file goes with the test, whatever happens (the JVM is killed, not ended).
+    struct Gone(PathBuf);
+    impl Drop for Gone {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_file(&self.0);
+        }
+    }
+    let _gone = Gone(sock.clone());
+    // Bound and closed: the file stays, and connecting to it is refused.
+    drop(std::os::unix::net::UnixListener::bind(&sock).unwrap());
+    let refused = std::os::unix::net::UnixStream::connect(&sock).unwrap_err();
+    assert_eq!(refused.kind(), std::io::ErrorKind::ConnectionRefused);
+    let dir = d.join("rec");
+    let o = Command::new(bin()).args(["attach", &pid.to_string(), "--for", "2s", "--out", dir.to_str().unwrap()]).output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert!(o.status.success(), "{err}");
+    assert!(dir.join("meta.json").exists(), "a recording was made: {err}");
+    std::os::unix::net::UnixStream::connect(&sock).expect("the socket is now the JVM's own listener");
+    drop(jvm);
+}
+
 /// A JVM in a container (its own pid and mount namespaces, /proc, /tmp and /dev/shm): attach
 /// stages the agent in its /tmp, finds its heartbeat in its /dev/shm under its pid there, names
 /// its Java threads by their ids here, copies its logs into the recording, and leaves nothing

@@ -103,6 +103,8 @@ impl Drop for Reaper {
         unsafe { libc::kill(self.0.id() as i32, libc::SIGCONT) };
         let _ = self.0.kill();
         let _ = self.0.wait();
+        // A JVM killed leaves its attach socket, which the next process with its pid would meet.
+        let _ = std::fs::remove_file(format!("/tmp/.java_pid{}", self.0.id()));
     }
 }
 
