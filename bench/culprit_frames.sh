@@ -5,8 +5,11 @@
 #   counted-loop  a counted loop without a safepoint poll (seed 004)   CountedLoop.invoke
 #   mmap-fault    a MappedByteBuffer read on a slow disk (seed 000)   MappedRead (its reader lambda)
 #   set-memory    a huge Unsafe.setMemory                             SetMemory.fill
-# For each tool: in how many runs the culprit's method was named, and the target's throughput
-# (workload calls in the same time) as a ratio to the same JVM run alone. Needs root (slowfs,
+# For each tool: in how many runs the culprit's method was named, the target's throughput
+# (workload calls in the same time) as a ratio to the same JVM run alone, and the CPU time the
+# whole run took (the JVM and, for stallscope, its recorder: user + system) per workload call, as
+# a ratio to the JVM alone (for mmap-fault, which does a fixed amount of work, the CPU time
+# itself). Needs root (slowfs,
 # and async-profiler's perf events under perf_event_paranoid 2).
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
@@ -56,49 +59,59 @@ run() {
   mkdir -p "$d"
   [ "$name" = mmap-fault ] && "$bin" inject evict "$work/mnt/test.dat" > /dev/null
   local named=0
+  # CPU seconds of the run: the tool's process and everything it waited for (the JVM under
+  # `stallscope run`), user + system, as /usr/bin/time reports them.
+  local timed=(/usr/bin/time -f '%U %S' -o "$d/cpu")
   case $tool in
     none)
       # shellcheck disable=SC2086
-      timeout 120 "$java" $flags -jar "$jar" $wargs > "$d/out" 2>/dev/null || true ;;
+      timeout 120 "${timed[@]}" "$java" $flags -jar "$jar" $wargs > "$d/out" 2>/dev/null || true ;;
     async-profiler)
       # shellcheck disable=SC2086
-      timeout 120 "$java" -agentpath:"$ap_so"=start,ttsp,collapsed,file="$d/ap.collapsed" $flags -jar "$jar" $wargs > "$d/out" 2>/dev/null || true
+      timeout 120 "${timed[@]}" "$java" -agentpath:"$ap_so"=start,ttsp,collapsed,file="$d/ap.collapsed" $flags -jar "$jar" $wargs > "$d/out" 2>/dev/null || true
       tr '/' '.' < "$d/ap.collapsed" 2>/dev/null | grep -q "$method" && named=1 ;;
     stallscope-no-frames)
       # shellcheck disable=SC2086
-      timeout 120 "$bin" run --no-frames --out "$d/rec" -- "$java" $flags -jar "$jar" $wargs > "$d/out" 2>"$d/err" || true ;;
+      timeout 120 "${timed[@]}" "$bin" run --no-frames --out "$d/rec" -- "$java" $flags -jar "$jar" $wargs > "$d/out" 2>"$d/err" || true ;;
     stallscope)
       # shellcheck disable=SC2086
-      timeout 120 "$bin" run --out "$d/rec" -- "$java" $flags -jar "$jar" $wargs > "$d/out" 2>"$d/err" || true
+      timeout 120 "${timed[@]}" "$bin" run --out "$d/rec" -- "$java" $flags -jar "$jar" $wargs > "$d/out" 2>"$d/err" || true
       "$bin" report --json "$d/rec" 2>/dev/null | jq -e --arg m "$method" '[.stalls[].findings[].culprits[].code.frames[]?.method | select(contains($m))] | length > 0' > /dev/null && named=1 ;;
   esac
   local calls
   calls=$( (grep '^{"workload"' "$d/out" | jq -r '.calls // empty' | head -1) 2>/dev/null || true)
   [ -n "$calls" ] || [ "$name" = mmap-fault ] || echo "culprit_frames.sh: $tool $name on $java printed no result line: $(tail -c 300 "$d/out" "$d/err" 2>/dev/null)" >&2
-  echo "$named ${calls:-0}"
+  local cpu
+  cpu=$(awk '/^[0-9.]+ [0-9.]+$/ { print $1 + $2 }' "$d/cpu" 2>/dev/null | tail -1)
+  echo "$named ${calls:-0} ${cpu:-0}"
 }
 
 median() { sort -n | awk '{ a[NR]=$1 } END { if (NR) print a[int((NR+1)/2)]; else print 0 }'; }
 
 echo "culprit frames: stallscope (JFR stacks and thread dumps) beside async-profiler 4.1 ttsp, $reps runs each; named = runs whose report names the culprit's method"
-printf '  %-10s %-13s %-21s %7s %9s %12s\n' JDK scenario tool named calls throughput
+printf '  %-10s %-13s %-21s %7s %9s %12s %10s\n' JDK scenario tool named calls throughput cpu/call
 for java in /usr/lib/jvm/java-17-openjdk-amd64/bin/java /usr/lib/jvm/temurin-25-jdk-amd64/bin/java; do
   jdk=$("$java" -XshowSettings:properties -version 2>&1 | awk -F'= ' '/java.specification.version/ {print $2}')
   for name in counted-loop mmap-fault set-memory; do
     base=""
     for tool in none async-profiler stallscope-no-frames stallscope; do
-      named=0; calls=()
+      named=0; calls=(); per=()
       for n in $(seq "$reps"); do
-        read -r got c < <(run "$tool" "$java" "$name" "$n")
+        read -r got c cpu < <(run "$tool" "$java" "$name" "$n")
         named=$((named + got)); calls+=("$c")
+        # CPU seconds per call (per run for mmap-fault, whose work is fixed).
+        per+=("$(awk -v t="$cpu" -v c="$c" -v fixed="$([ "$name" = mmap-fault ] && echo 1 || echo 0)" 'BEGIN { printf "%.9f", (fixed || c == 0) ? t : t / c }')")
       done
       med=$(printf '%s\n' "${calls[@]}" | median)
-      [ "$tool" = none ] && base=$med
+      cpu_med=$(printf '%s\n' "${per[@]}" | median)
+      [ "$tool" = none ] && base=$med && cpu_base=$cpu_med
       tp=$( [ "$name" = mmap-fault ] && echo "—" || ratio "$med" "$base")
       shown=$(case $tool in none|stallscope-no-frames) echo "—" ;; *) echo "$named/$reps" ;; esac)
-      printf '  %-10s %-13s %-21s %7s %9s %12s\n' "$jdk" "$name" "$tool" "$shown" "$med" "$tp"
+      printf '  %-10s %-13s %-21s %7s %9s %12s %10s\n' "$jdk" "$name" "$tool" "$shown" "$med" "$tp" "$(ratio "$cpu_med" "$cpu_base")"
     done
   done
 done
 echo "  (throughput: median workload calls against the same JVM alone; mmap-fault reads a fixed 2 chunks, so it has none;"
+echo "   cpu/call: CPU seconds (user + system, the JVM and the tool's own processes) per workload call against the JVM alone;"
+echo "   for mmap-fault the CPU seconds of the run;"
 echo "   stallscope-no-frames is the recorder without JFR: the difference to stallscope is what naming the code costs)"
