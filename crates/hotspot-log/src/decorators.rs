@@ -5,7 +5,7 @@
 //! mistaken for one. Decorators are recognised by their shape, in any order and with any
 //! padding, because users pick any subset.
 
-use crate::stamps::{has_fraction, parse_decimal_scaled, parse_iso_time, parse_u64, Stamps};
+use crate::stamps::{has_fraction, parse_decimal_scaled, parse_iso_time, parse_u64, word_digits, Stamps, POW10};
 
 /// The decorator prefix of a line, split from its message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -89,45 +89,15 @@ struct Masks {
 
 fn masks(head: &[u8; 64]) -> Masks {
     #[cfg(target_arch = "x86_64")]
-    {
-        if std::is_x86_feature_detected!("avx2") {
-            // SAFETY: the CPU has AVX2.
-            return unsafe { masks_avx2(head) };
-        }
-        masks_sse2(head)
+    if std::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU has AVX2.
+        return unsafe { masks_avx2(head) };
     }
-    #[cfg(not(target_arch = "x86_64"))]
     masks_portable(head)
 }
 
-#[cfg(target_arch = "x86_64")]
-fn masks_sse2(head: &[u8; 64]) -> Masks {
-    use std::arch::x86_64::*;
-    // SSE2 is part of x86_64 itself: no detection needed. The loads stay inside `head`.
-    unsafe {
-        let mut m = Masks { close: 0, space: 0, number: 0, dot: 0, tag: 0 };
-        for k in 0..4 {
-            let v = _mm_loadu_si128(head.as_ptr().add(16 * k) as *const __m128i);
-            let eq = |b: u8| _mm_movemask_epi8(_mm_cmpeq_epi8(v, _mm_set1_epi8(b as i8))) as u16 as u64;
-            // `lo <= x <= hi` as unsigned `min(x - lo, hi - lo) == x - lo`.
-            let within = |lo: u8, hi: u8| {
-                let d = _mm_sub_epi8(v, _mm_set1_epi8(lo as i8));
-                _mm_movemask_epi8(_mm_cmpeq_epi8(_mm_min_epu8(d, _mm_set1_epi8((hi - lo) as i8)), d)) as u16 as u64
-            };
-            let digit = within(b'0', b'9');
-            let dot = eq(b'.');
-            m.close |= eq(b']') << (16 * k);
-            m.space |= eq(b' ') << (16 * k);
-            m.number |= (digit | dot) << (16 * k);
-            m.dot |= dot << (16 * k);
-            m.tag |= (digit | within(b'a', b'z') | eq(b'_') | eq(b',')) << (16 * k);
-        }
-        m
-    }
-}
-
-/// The same masks, 32 bytes at a time: half the instructions of the SSE2 reading, on the
-/// path every decorated safepoint line takes.
+/// The masks 32 bytes at a time, on the path every decorated safepoint line takes (as the
+/// prefilter, AVX2 or the plain reading).
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
 unsafe fn masks_avx2(head: &[u8; 64]) -> Masks {
@@ -152,8 +122,7 @@ unsafe fn masks_avx2(head: &[u8; 64]) -> Masks {
     m
 }
 
-/// The masks a byte at a time: where there is no SSE2, and the reference for the other two.
-#[cfg_attr(target_arch = "x86_64", allow(dead_code))]
+/// The masks a byte at a time: without AVX2, and the reference for the AVX2 reading.
 fn masks_portable(head: &[u8; 64]) -> Masks {
     let mut m = Masks { close: 0, space: 0, number: 0, dot: 0, tag: 0 };
     for (i, &b) in head.iter().enumerate() {
@@ -182,15 +151,8 @@ fn digits(line: &[u8], at: usize, k: usize) -> u64 {
         Some(b) => w.copy_from_slice(b),
         None => w[..k].copy_from_slice(&line[at..at + k]),
     }
-    // The k digits moved up to the top bytes, then combined pairwise (as `leading_digits`).
-    let mut x = (u64::from_le_bytes(w) & 0x0F0F_0F0F_0F0F_0F0F) << (8 * (8 - k));
-    x = (x.wrapping_mul(10) + (x >> 8)) & 0x00FF_00FF_00FF_00FF;
-    x = (x.wrapping_mul(100) + (x >> 16)) & 0x0000_FFFF_0000_FFFF;
-    x.wrapping_mul(10_000).wrapping_add(x >> 32) & 0xFFFF_FFFF
+    word_digits(u64::from_le_bytes(w), k)
 }
-
-/// 10^0 to 10^8.
-const POW10: [u64; 9] = [1, 10, 100, 1_000, 10_000, 100_000, 1_000_000, 10_000_000, 100_000_000];
 
 /// The default decorators, `[1.234s][info][safepoint   ] message` (uptime, level, tags: what
 /// `-Xlog:safepoint` prints), read from bit masks of the line's first 64 bytes, with no loop
@@ -426,14 +388,13 @@ mod tests {
     }
 
     proptest::proptest! {
-        /// The SIMD masks are the byte-at-a-time ones, for any 64 bytes.
+        /// The AVX2 masks are the byte-at-a-time ones, for any 64 bytes.
         #[cfg(target_arch = "x86_64")]
         #[test]
         fn the_simd_masks_are_the_plain_ones(bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 64), lean in proptest::collection::vec(proptest::sample::select(b"]. 09az_,[s:x".to_vec()), 64)) {
             for b in [bytes, lean] {
                 let head: [u8; 64] = b.try_into().unwrap();
                 let want = masks_portable(&head);
-                proptest::prop_assert_eq!(masks_sse2(&head), masks_portable(&head));
                 if std::is_x86_feature_detected!("avx2") {
                     // SAFETY: the CPU has AVX2.
                     proptest::prop_assert_eq!(unsafe { masks_avx2(&head) }, want);

@@ -75,12 +75,7 @@ pub(crate) fn leading_digits(s: &[u8]) -> Option<(u64, usize)> {
         if k == 0 {
             return Some((v, n));
         }
-        // The k digits moved up to the top bytes (leading zeros below), then combined pairwise.
-        let mut x = (t & LOW) << (8 * (8 - k));
-        x = (x.wrapping_mul(10) + (x >> 8)) & 0x00FF_00FF_00FF_00FF;
-        x = (x.wrapping_mul(100) + (x >> 16)) & 0x0000_FFFF_0000_FFFF;
-        x = x.wrapping_mul(10_000).wrapping_add(x >> 32) & 0xFFFF_FFFF;
-        v = v.checked_mul(POW10[k])?.checked_add(x)?;
+        v = v.checked_mul(POW10[k])?.checked_add(word_digits(t, k))?;
         n += k;
         if k < 8 {
             return Some((v, n));
@@ -95,6 +90,17 @@ pub(crate) fn leading_digits(s: &[u8]) -> Option<(u64, usize)> {
         n += 1;
     }
     Some((v, n))
+}
+
+/// The value of the first `k` (1 to 8) bytes of `word` (little-endian), ASCII digits or their
+/// low nibbles, which the caller has checked: the digits moved up to the top bytes (leading
+/// zeros below), then combined pairwise.
+#[inline(always)]
+pub(crate) fn word_digits(word: u64, k: usize) -> u64 {
+    let mut x = (word & 0x0F0F_0F0F_0F0F_0F0F) << (8 * (8 - k));
+    x = (x.wrapping_mul(10) + (x >> 8)) & 0x00FF_00FF_00FF_00FF;
+    x = (x.wrapping_mul(100) + (x >> 16)) & 0x0000_FFFF_0000_FFFF;
+    x.wrapping_mul(10_000).wrapping_add(x >> 32) & 0xFFFF_FFFF
 }
 
 /// Parses ASCII digits into a `u64`; `None` for an empty slice, a non-digit or overflow.
@@ -143,7 +149,7 @@ pub(crate) fn parse_decimal_scaled(s: &[u8], scale: u32) -> Option<u64> {
 }
 
 /// 10^0 to 10^19, every power of ten a u64 holds.
-const POW10: [u64; 20] = {
+pub(crate) const POW10: [u64; 20] = {
     let mut t = [1u64; 20];
     let mut i = 1;
     while i < 20 {
