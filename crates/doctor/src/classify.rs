@@ -583,7 +583,7 @@ fn covered_by_samples(threads: &[(&ThreadEvidence, bool)], role: Role, len_ns: u
     if threads.iter().all(|(t, _)| t.queued_at_first_ns == 0) {
         return covered;
     }
-    let sampled: Vec<ThreadEvidence> = threads.iter().map(|(t, _)| ThreadEvidence { queued_at_first_ns: 0, lead_queued_ns: 0, ..(*t).clone() }).collect();
+    let sampled: Vec<ThreadEvidence> = threads.iter().map(|(t, _)| t.without_lead()).collect();
     let refs: Vec<(&ThreadEvidence, bool)> = sampled.iter().zip(threads).map(|(t, (_, named))| (t, *named)).collect();
     parts_of(&refs, role, len_ns, cpu_is_evidence, inp, &mut Vec::new())
 }

@@ -126,6 +126,12 @@ impl ThreadEvidence {
         self.states.iter().max_by_key(|(_, n)| **n).map_or('?', |(s, _)| *s)
     }
 
+    /// The same thread without the run-queue wait proven before its first sample: what its
+    /// samples alone show.
+    pub fn without_lead(&self) -> ThreadEvidence {
+        ThreadEvidence { queued_at_first_ns: 0, lead_queued_ns: 0, ..self.clone() }
+    }
+
     /// Its time by what it was doing (see [`Account`]), from the window's start when its
     /// counters prove it was waiting for a CPU from then until its first sample.
     pub fn account(&self, tick_ns: u64) -> Account {
@@ -205,7 +211,7 @@ impl StallEvidence {
     /// for a segment with no sample of its own that borrows the whole stall's, since such a
     /// wait lies just before the sample, wherever that fell.
     pub fn without_leads(&self) -> StallEvidence {
-        let threads = self.threads.iter().map(|t| ThreadEvidence { queued_at_first_ns: 0, lead_queued_ns: 0, ..t.clone() }).collect();
+        let threads = self.threads.iter().map(ThreadEvidence::without_lead).collect();
         StallEvidence { threads, ..self.clone() }
     }
 }
