@@ -404,10 +404,18 @@ fn cause_of(t: &ThreadEvidence, act: Activity, role: Role, inp: &Inputs) -> (Cau
             }
         }
         Activity::Runnable => {
-            // R in the samples, its counters too short to tell: under saturated CPUs, waiting
-            // for one is the likely reading, never a confident one.
+            // R in the samples, its counters too short to tell: in a cgroup throttled during the
+            // stall, waiting out the quota is the likely reading (a throttled thread stays R);
+            // under saturated CPUs, waiting for one; never a confident one.
             let (contended, psi) = cpu_pressure(inp);
-            if contended || role == Role::Meter {
+            let throttled = inp.signals.throttled_ns.unwrap_or(0);
+            if throttled > 0 {
+                let ev = vec![
+                    format!("{} {} runnable (R), too briefly for {} counters to say whether {} ran", sj.who, sj.was, sj.its, sj.it),
+                    format!("the JVM's CPU cgroup was throttled for {} during the stall", fmt_ns(throttled)),
+                ];
+                (Cause::CgroupThrottling, false, ev)
+            } else if contended || role == Role::Meter {
                 let mut ev = vec![format!("{} {} runnable (R), too briefly for {} counters to say whether {} ran", sj.who, sj.was, sj.its, sj.it)];
                 ev.extend(psi);
                 (Cause::CpuStarvation, false, ev)
@@ -1220,6 +1228,24 @@ mod tests {
         let f = recorder_late(Some(0), Shares { cpu_cgroup: true, memory_cgroup: false }, sig);
         assert_eq!(f[0].cause, Cause::CgroupThrottling, "{f:?}");
         assert!(f[0].evidence.iter().any(|e| e.contains("same CPU quota")), "{f:?}");
+    }
+
+    #[test]
+    fn a_runnable_thread_in_a_throttled_cgroup_waits_out_the_quota_not_a_busy_machine() {
+        // As in the lab's cpu-quota scenario: a 77 ms stall, the late thread R in every sample
+        // with counters too short to say, the CPUs saturated (PSI 97%), the JVM's cgroup
+        // throttled for 70 ms of it.
+        let mut t = thread(7, "worker", 'R', 0, 0);
+        t.span_ns = 77 * MS;
+        t.seen_ns = BTreeMap::from([(Seen::Runnable, 77 * MS)]);
+        let sig = SystemSignals { psi_cpu_during: Some(0.97), throttled_ns: Some(70 * MS), ..SystemSignals::default() };
+        let f = run(Some(vec![t.clone()]), None, vec![t.clone()], safepoint("ThreadDump", 76 * MS, MS), 77 * MS, sig);
+        assert_eq!(f[0].cause, Cause::CgroupThrottling, "{f:?}");
+        assert_ne!(f[0].confidence, Confidence::High, "R is no proof of waiting: {f:?}");
+        // Without the throttling, the same samples are a busy machine.
+        let sig = SystemSignals { psi_cpu_during: Some(0.97), ..SystemSignals::default() };
+        let f = run(Some(vec![t.clone()]), None, vec![t], safepoint("ThreadDump", 76 * MS, MS), 77 * MS, sig);
+        assert_eq!(f[0].cause, Cause::CpuStarvation, "{f:?}");
     }
 
     #[test]
