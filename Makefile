@@ -18,6 +18,9 @@ ifneq ($(JAVA_POM),)
 endif
 
 test: setup build
+# The tests run the debug binary, which loads the stacks agent built beside it (cargo test
+# builds no cdylib).
+	$(CARGO) build -p stallscope-stacks
 	$(CARGO) test --workspace
 ifneq ($(JAVA_POM),)
 	$(MVN) -q -B -f java/pom.xml verify

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Naming the culprit's code: stallscope (JFR stacks and thread dumps, docs/frames.md) beside async-profiler 4.1 in
+# Naming the culprit's code: stallscope (its stacks agent, and with --jfr JFR stacks and thread
+# dumps, docs/frames.md) beside async-profiler 4.1 in
 # its time-to-safepoint mode (`ttsp`, from Maven Central: tools.profiler:async-profiler), in one
 # run, on JDK 17 and Temurin 25, on three stalls whose culprit method is known:
 #   counted-loop  a counted loop without a safepoint poll (seed 004)   CountedLoop.invoke
@@ -73,9 +74,11 @@ run() {
     stallscope-no-frames)
       # shellcheck disable=SC2086
       timeout 120 "${timed[@]}" "$bin" run --no-frames --out "$d/rec" -- "$java" $flags -jar "$jar" $wargs > "$d/out" 2>"$d/err" || true ;;
-    stallscope)
+    stallscope|stallscope-jfr)
+      local how=()
+      [ "$tool" = stallscope-jfr ] && how=(--jfr)
       # shellcheck disable=SC2086
-      timeout 120 "${timed[@]}" "$bin" run --out "$d/rec" -- "$java" $flags -jar "$jar" $wargs > "$d/out" 2>"$d/err" || true
+      timeout 120 "${timed[@]}" "$bin" run "${how[@]}" --out "$d/rec" -- "$java" $flags -jar "$jar" $wargs > "$d/out" 2>"$d/err" || true
       "$bin" report --json "$d/rec" 2>/dev/null | jq -e --arg m "$method" '[.stalls[].findings[].culprits[].code.frames[]?.method | select(contains($m))] | length > 0' > /dev/null && named=1 ;;
   esac
   local calls
@@ -88,13 +91,13 @@ run() {
 
 median() { sort -n | awk '{ a[NR]=$1 } END { if (NR) print a[int((NR+1)/2)]; else print 0 }'; }
 
-echo "culprit frames: stallscope (JFR stacks and thread dumps) beside async-profiler 4.1 ttsp, $reps runs each; named = runs whose report names the culprit's method"
+echo "culprit frames: stallscope (stacks agent; --jfr: JFR stacks and thread dumps) beside async-profiler 4.1 ttsp, $reps runs each; named = runs whose report names the culprit's method"
 printf '  %-10s %-13s %-21s %7s %9s %12s %10s\n' JDK scenario tool named calls throughput cpu/call
 for java in /usr/lib/jvm/java-17-openjdk-amd64/bin/java /usr/lib/jvm/temurin-25-jdk-amd64/bin/java; do
   jdk=$("$java" -XshowSettings:properties -version 2>&1 | awk -F'= ' '/java.specification.version/ {print $2}')
   for name in counted-loop mmap-fault set-memory; do
     base=""
-    for tool in none async-profiler stallscope-no-frames stallscope; do
+    for tool in none async-profiler stallscope-no-frames stallscope stallscope-jfr; do
       named=0; calls=(); per=()
       for n in $(seq "$reps"); do
         read -r got c cpu < <(run "$tool" "$java" "$name" "$n")
@@ -114,4 +117,5 @@ done
 echo "  (throughput: median workload calls against the same JVM alone; mmap-fault reads a fixed 2 chunks, so it has none;"
 echo "   cpu/call: CPU seconds (user + system, the JVM and the tool's own processes) per workload call against the JVM alone;"
 echo "   for mmap-fault the CPU seconds of the run;"
-echo "   stallscope-no-frames is the recorder without JFR: the difference to stallscope is what naming the code costs)"
+echo "   stallscope-no-frames is the recorder without stacks: the difference to stallscope is what naming the code costs;"
+echo "   stallscope-jfr names it with JFR and thread dumps instead of the stacks agent)"

@@ -6,6 +6,8 @@ version=$(sed -n 's/^version = "\(.*\)"/\1/p' "$root/crates/stallscope/Cargo.tom
 out="$root/dist/stallscope-$version"
 rm -rf "$out" && mkdir -p "$out/bin" "$out/lib" "$out/docs"
 cp "$root/target/release/stallscope" "$out/bin/"
+# The stacks agent the recorder loads into a JVM it runs (found in ../lib beside the binary).
+cp "$root/target/release/libstallscope_stacks.so" "$out/lib/"
 for jar in "$root"/java/agent/target/stallscope-agent.jar "$root"/java/workloads/target/stallscope-workloads.jar; do
   [ -f "$jar" ] && cp "$jar" "$out/lib/"
 done

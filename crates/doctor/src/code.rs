@@ -85,9 +85,13 @@ fn words(event: &str) -> &str {
         "jdk.ExecutionSample" => "JFR execution sample",
         "jdk.NativeMethodSample" => "JFR native-method sample",
         "jdk.SafepointLatency" => "JFR safepoint-latency sample",
+        SIGNAL => "the stack where the thread stood when stallscope signalled it (AsyncGetCallTrace)",
         other => other,
     }
 }
+
+/// The event of a stack the stacks agent took of a thread the recorder signalled (`stacks.jsonl`).
+pub const SIGNAL: &str = "signal-sample";
 
 /// The event of a stack from the JVM's own thread dump (`dumps.jsonl`).
 pub const DUMP: &str = "thread-dump";
@@ -152,6 +156,7 @@ pub fn for_thread(frames: &[FrameSample], tid: i32, start: u64, end: u64, stall:
     };
     let source = match (f.event.as_str(), f.latency_ns) {
         ("jdk.SafepointLatency", Some(l)) => format!("{}: asked to stop {when}, it reached a safepoint poll {} later, here", words(&f.event), crate::units::fmt_ns(l)),
+        (SIGNAL, Some(l)) if l >= 1_000_000 => format!("{}, signalled {when}; it took the signal {} later, back from the kernel where it had stopped", words(&f.event), crate::units::fmt_ns(l)),
         (DUMP, Some(l)) => format!("the JVM's thread dump (Thread.print), asked for {when} and taken at the thread's next safepoint poll once the stall was over ({} later)", crate::units::fmt_ns(l)),
         _ => format!("{}, {when}", words(&f.event)),
     };

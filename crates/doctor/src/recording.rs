@@ -43,8 +43,13 @@ pub mod files {
     /// Stacks from the JVM's own thread dumps, asked for during long stalls (the lines of
     /// `frames.jsonl`, event `thread-dump`).
     pub const DUMPS: &str = "dumps.jsonl";
+    /// Stacks the stacks agent (crates/stacks-agent) took of the threads the recorder signalled
+    /// during stalls (the lines of `frames.jsonl`, event `signal-sample`), and the file in which
+    /// the agent says which signal its handler is on.
+    pub const STACKS: &str = "stacks.jsonl";
+    pub const STACKS_READY: &str = "stacks.ready";
     /// Every file a recording may hold.
-    pub const ALL: [&str; 13] = [META, SAFEPOINT_LOG, HICCUPS, EVENTS, SAMPLES, SYSTEM, CONTEXT, TRACE, CONTROL, FRAMES_JFR, FRAMES_JFC, FRAMES, DUMPS];
+    pub const ALL: [&str; 15] = [META, SAFEPOINT_LOG, HICCUPS, EVENTS, SAMPLES, SYSTEM, CONTEXT, TRACE, CONTROL, FRAMES_JFR, FRAMES_JFC, FRAMES, DUMPS, STACKS, STACKS_READY];
 }
 
 /// A recording holds plain files only: a FIFO or socket in its place would block the reader
@@ -255,7 +260,9 @@ pub struct FrameSample {
     #[serde(default)]
     pub name: String,
     /// `jdk.ExecutionSample`, `jdk.NativeMethodSample` or `jdk.SafepointLatency`; or
-    /// `thread-dump` (`dumps.jsonl`: `t` is when the dump was asked for, during a stall).
+    /// `thread-dump` (`dumps.jsonl`: `t` is when the dump was asked for, during a stall); or
+    /// `signal-sample` (`stacks.jsonl`: taken where the thread was when the recorder signalled
+    /// it, during a stall).
     pub event: String,
     /// For `jdk.SafepointLatency`: how long the thread took, from `t`, to reach its next
     /// safepoint poll (where `frames` were taken). For `thread-dump`: how long the dump took
@@ -616,6 +623,8 @@ impl Recording {
             }
         }
         frames.extend(read_lines_noting::<FrameSample>(&dir.join(files::DUMPS), &mut damage)?);
+        let stacks_file = dir.join(files::STACKS).exists();
+        frames.extend(read_lines_noting::<FrameSample>(&dir.join(files::STACKS), &mut damage)?);
         Ok(Recording {
             dir: dir.to_path_buf(),
             events: read_lines_noting(&dir.join(files::EVENTS), &mut damage)?,
@@ -623,7 +632,7 @@ impl Recording {
             system: read_lines_noting(&dir.join(files::SYSTEM), &mut damage)?,
             context: read_lines_noting(&dir.join(files::CONTEXT), &mut damage)?,
             trace: read_lines_noting(&dir.join(files::TRACE), &mut damage)?,
-            frames_recorded: frames_file && frames_notes.is_empty(),
+            frames_recorded: (frames_file && frames_notes.is_empty()) || stacks_file,
             frames,
             frames_notes,
             damage,

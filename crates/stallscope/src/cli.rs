@@ -144,8 +144,8 @@ pub struct RecordOptions {
     /// Print the diagnosis as JSON (schema: docs/formats/report-json.md).
     #[arg(long)]
     pub json: bool,
-    /// Do not have the JVM's flight recorder sample its threads' stacks (JDK 11+; about 1% of
-    /// a core, docs/frames.md): culprits are then named without their Java code.
+    /// Do not take the culprits' Java stacks (docs/frames.md): culprits are then named without
+    /// their code.
     #[arg(long)]
     pub no_frames: bool,
 }
@@ -153,9 +153,10 @@ pub struct RecordOptions {
 #[derive(Args, Debug, Clone)]
 #[command(after_help = "\
 The JVM gets the stallscope agent (hiccup meter and heartbeat), -Xlog:safepoint*=debug with
-the timenanos decorator, -XX:+SafepointTimeout at the stall threshold, and a flight recording
-of its threads' stacks (frames.jfr, unless --no-frames) that names each culprit's code. Its stdout, stderr
-and exit code pass through; Ctrl-C reaches it, then the recording is finished and diagnosed.
+the timenanos decorator, -XX:+SafepointTimeout at the stall threshold, and the stacks agent
+(libstallscope_stacks.so), which takes the stack of each thread the recorder signals during a
+stall and so names each culprit's code (unless --no-frames). Its stdout, stderr and exit code
+pass through; Ctrl-C reaches it, then the recording is finished and diagnosed.
 
 Example:
   stallscope run -- java -XX:+UseParallelGC -jar app.jar")]
@@ -165,6 +166,11 @@ pub struct RunArgs {
     /// Do not add -XX:+SafepointTimeout (it names the threads late to a safepoint).
     #[arg(long)]
     pub no_safepoint_timeout: bool,
+    /// Take the stacks with a flight recording (frames.jfr, JDK 11+: opens in JDK Mission
+    /// Control, holds the safepoint events; its start costs the JVM 0.5-0.9 s of CPU) and
+    /// thread dumps, instead of the stacks agent.
+    #[arg(long)]
+    pub jfr: bool,
     /// While the heartbeat is stale, raise the JVM's threads (`nice:-10`, `fifo:1`), then
     /// restore them exactly: seed 003's priority boost, from outside. Needs CAP_SYS_NICE.
     #[arg(long, num_args = 0..=1, default_missing_value = "nice:-10", value_name = "LEVEL")]

@@ -140,7 +140,7 @@ fn check_crate(src: &Path) {
 
 #[test]
 fn no_module_pair_imports_each_other_and_top_level_modules_form_no_circle() {
-    for krate in ["stallscope", "doctor", "procwatch", "hotspot-log"] {
+    for krate in ["stallscope", "doctor", "procwatch", "hotspot-log", "stacks-agent"] {
         check_crate(&common::root().join("crates").join(krate).join("src"));
     }
 }
@@ -168,9 +168,11 @@ fn crates_depend_downward_only() {
     let deps = |c: &str| -> Vec<String> {
         let m = manifest(c);
         let deps = m.split("[dependencies]").nth(1).unwrap_or("").split("\n[").next().unwrap_or("").to_string();
-        ["stallscope", "doctor", "procwatch", "hotspot-log"].iter().filter(|d| deps.lines().any(|l| l.starts_with(&format!("{d} ")) || l.starts_with(&format!("{d}.")))).map(|d| d.to_string()).collect()
+        ["stallscope", "doctor", "procwatch", "hotspot-log", "stallscope-stacks"].iter().filter(|d| deps.lines().any(|l| l.starts_with(&format!("{d} ")) || l.starts_with(&format!("{d}.")))).map(|d| d.to_string()).collect()
     };
     assert_eq!(deps("stallscope"), ["doctor", "procwatch", "hotspot-log"]);
     assert_eq!(deps("doctor"), ["procwatch", "hotspot-log"]);
     assert!(deps("procwatch").is_empty() && deps("hotspot-log").is_empty());
+    // The stacks agent runs inside the JVM: libc only, nothing of the sidecar's.
+    assert!(deps("stacks-agent").is_empty());
 }

@@ -14,7 +14,8 @@ fn request(o: &RecordOptions) -> RecordRequest<'_> {
 }
 
 pub fn run(a: RunArgs) -> Result<i32> {
-    let s = record::settings(&request(&a.record))?;
+    let mut s = record::settings(&request(&a.record))?;
+    s.jfr = a.jfr;
     let boost = a.boost.map(|level| (level, a.boost_after.ns()));
     let stop = crate::inject::stop_flag()?;
     let launch = Launch { safepoint_timeout: !a.no_safepoint_timeout, boost, capture_stdout: false, chatty: true, nice: None, cgroups: vec![], timeout: None };

@@ -10,6 +10,7 @@ pub mod boost;
 pub mod control;
 pub mod dumps;
 pub mod frames;
+pub mod stacks;
 pub mod staging;
 pub mod watch;
 
@@ -30,8 +31,11 @@ pub struct Settings {
     pub dir: PathBuf,
     pub threshold_ns: u64,
     pub sample_interval_ns: u64,
-    /// Have the JVM's flight recorder sample its threads' stacks (`frames`).
+    /// Take the culprits' stacks: with the stacks agent (`stacks`), else (or with `jfr`) with
+    /// the JVM's flight recorder (`frames`).
     pub frames: bool,
+    /// `run --jfr`: the flight recorder even where the stacks agent is there.
+    pub jfr: bool,
     /// The agent's meter resolution when attaching (None: the agent's 1 ms).
     pub resolution_ns: Option<u64>,
 }
@@ -40,7 +44,7 @@ impl Settings {
     /// Settings for a recording into `dir` (created, empty), with default thresholds.
     pub fn new(jar: PathBuf, dir: &Path) -> Result<Settings> {
         own_empty_dir(dir)?;
-        Ok(Settings { jar, dir: std::fs::canonicalize(dir)?, threshold_ns: 5_000_000, sample_interval_ns: 2_000_000, frames: false, resolution_ns: None })
+        Ok(Settings { jar, dir: std::fs::canonicalize(dir)?, threshold_ns: 5_000_000, sample_interval_ns: 2_000_000, frames: false, jfr: false, resolution_ns: None })
     }
 }
 
@@ -71,7 +75,7 @@ pub fn settings(o: &RecordRequest) -> Result<Settings> {
     option_safe(&dir)?;
     own_empty_dir(&dir)?;
     let dir = std::fs::canonicalize(&dir)?;
-    Ok(Settings { jar, dir, threshold_ns, sample_interval_ns, frames: o.frames, resolution_ns: None })
+    Ok(Settings { jar, dir, threshold_ns, sample_interval_ns, frames: o.frames, jfr: false, resolution_ns: None })
 }
 
 /// `parent/base`, or `parent/base-2`, `-3`… when that exists.
@@ -281,8 +285,13 @@ pub fn record_jvm(s: &Settings, command: &[String], l: &Launch, stop: &AtomicBoo
         format!("-javaagent:{}=log={}/{},interval=1s", s.jar.display(), s.dir.display(), files::HICCUPS),
         format!("-Xlog:safepoint*=debug:file={}/{}:uptime,timenanos,level,tags:filecount=0", s.dir.display(), files::SAFEPOINT_LOG),
     ];
-    let frames = s.frames && has_jfr(java_home.as_deref());
-    if frames {
+    // The stacks agent names the code at no cost between stalls; JFR (whose start costs the JVM
+    // 0.5-0.9 s of CPU, docs/frames.md) only where the agent library is missing.
+    let stacks_lib = if s.frames && !s.jfr { stacks::find() } else { None };
+    let frames = s.frames && stacks_lib.is_none() && has_jfr(java_home.as_deref());
+    if let Some(lib) = &stacks_lib {
+        args.push(stacks::launch_option(lib, &s.dir));
+    } else if frames {
         frames::write_settings(&s.dir)?;
         args.push(frames::launch_option(&s.dir));
         // JFR says it started on stdout, which is the application's; only `off` silences it (a
@@ -300,7 +309,7 @@ pub fn record_jvm(s: &Settings, command: &[String], l: &Launch, stop: &AtomicBoo
     }
     let mut cmd = std::process::Command::new(&java);
     cmd.args(&args).args(rest);
-    let r = record_child(s, cmd, command, java_home.as_deref(), timeout_ms, l, stop)?;
+    let r = record_child(s, cmd, command, java_home.as_deref(), timeout_ms, stacks_lib.is_some(), l, stop)?;
     if frames {
         // A child of ours in our pid namespace: its thread ids are ours.
         frames::extract_or_note(&s.dir, &|t| t as i32);
@@ -325,7 +334,7 @@ pub fn record_native(s: &Settings, command: &[String], l: &Launch, stop: &Atomic
     let (program, rest) = command.split_first().context("no command")?;
     let mut cmd = std::process::Command::new(program);
     cmd.args(rest);
-    record_child(s, cmd, command, None, None, l, stop)
+    record_child(s, cmd, command, None, None, false, l, stop)
 }
 
 fn record_child(
@@ -334,6 +343,8 @@ fn record_child(
     command: &[String],
     java_home: Option<&Path>,
     timeout_ms: Option<u64>,
+    // The stacks agent is loaded (record/stacks.rs).
+    stacks: bool,
     l: &Launch,
     stop: &AtomicBool,
 ) -> Result<Recorded> {
@@ -393,8 +404,15 @@ fn record_child(
     if let Some(hb) = &hb {
         let opts = WatchOptions { boost: l.boost, ..watch_options(s) };
         // A JVM of ours with its stacks sampled: its thread dump too, during long stalls.
-        let dumper = if s.frames && java_home.is_some() && s.dir.join(files::FRAMES_JFC).exists() { Jvm::find(pid).ok().and_then(|j| dumps::Dumper::start(j, &s.dir).ok()) } else { None };
-        ending = watch::watch(&mut w, pid, hb, tracing.0.as_ref(), opts, stop, None, &mut || alive(&mut exit, &mut child), None, dumper)?;
+        // Its stacks: the agent's, taken by signal in the stall; without the agent, JFR's
+        // samples and, during long stalls, the JVM's thread dump.
+        let code = if stacks {
+            watch::CodeAsks { signaller: Some(stacks::Signaller::new(pid, &s.dir)), ..Default::default() }
+        } else {
+            let dumper = if s.frames && java_home.is_some() && s.dir.join(files::FRAMES_JFC).exists() { Jvm::find(pid).ok().and_then(|j| dumps::Dumper::start(j, &s.dir).ok()) } else { None };
+            watch::CodeAsks { dumper, ..Default::default() }
+        };
+        ending = watch::watch(&mut w, pid, hb, tracing.0.as_ref(), opts, stop, None, &mut || alive(&mut exit, &mut child), None, code)?;
     }
     if let Ending::Stopped(reason) = &ending {
         // Ctrl-C in a terminal reaches the JVM too; forward it only if it did not.
@@ -513,7 +531,7 @@ pub fn record_attached(s: &Settings, jvm: &Jvm, run_for: Option<Duration>, stop:
         Ok(Some(hb)) => {
             let driven = drive.map(|d| d(pid, &hb));
             let dumper = if frames_start.is_some() { dumps::Dumper::start(jvm.clone(), &s.dir).ok() } else { None };
-            watch::watch(&mut w, pid, &hb, tracing.0.as_ref(), watch_options(s), stop, deadline, alive, driven, dumper)
+            watch::watch(&mut w, pid, &hb, tracing.0.as_ref(), watch_options(s), stop, deadline, alive, driven, watch::CodeAsks { dumper, ..Default::default() })
         }
         Ok(None) => Ok(Ending::Stopped("interrupted before the agent started".into())),
         Err(e) => Err(e),

@@ -232,8 +232,17 @@ struct Watcher<'a> {
     /// A step of the loop taking longer than this is written down as the recorder held.
     held_after_ns: u64,
     driven: Option<Driven>,
-    /// Asks the JVM for a thread dump during a long stall (record/dumps.rs).
-    dumper: Option<super::dumps::Dumper>,
+    /// What is asked of the JVM for the culprits' code during a stall.
+    code: CodeAsks,
+}
+
+/// What the watch loop asks of the JVM for the culprits' code during a stall: a thread dump in
+/// a long one (record/dumps.rs), or the stacks of the threads worth one, after every look
+/// (record/stacks.rs).
+#[derive(Default)]
+pub struct CodeAsks {
+    pub dumper: Option<super::dumps::Dumper>,
+    pub signaller: Option<super::stacks::Signaller>,
 }
 
 /// Never sleep so little that the loop spins, nor so long that Ctrl-C, --for or the target's
@@ -254,7 +263,7 @@ const MAX_BACKLOG: u64 = 5;
 const HELD_INTERVALS: u64 = 10;
 
 impl<'a> Watcher<'a> {
-    fn new(w: &'a mut Writer, pid: i32, hb: &'a Heartbeat, tracer: Option<&'a procwatch::trace::Tracer>, opts: WatchOptions, driven: Option<Driven>, dumper: Option<super::dumps::Dumper>) -> Result<Watcher<'a>> {
+    fn new(w: &'a mut Writer, pid: i32, hb: &'a Heartbeat, tracer: Option<&'a procwatch::trace::Tracer>, opts: WatchOptions, driven: Option<Driven>, code: CodeAsks) -> Result<Watcher<'a>> {
         let sampler = TaskSampler::new(pid)?;
         // A sidecar starved of CPU sees nothing of the starvation it is there to explain: when
         // allowed (root, CAP_SYS_NICE), this thread runs at nice -10. It sleeps between looks, so
@@ -288,7 +297,7 @@ impl<'a> Watcher<'a> {
             last_alive_check: Instant::now(),
             held_after_ns: opts.threshold_ns.max(HELD_INTERVALS * opts.sample_interval_ns),
             driven,
-            dumper,
+            code,
         })
     }
 
@@ -458,9 +467,12 @@ impl<'a> Watcher<'a> {
                 // The threads are looked over only where dumps are taken (not in the lab or
                 // `watch`). Marked asked only once the ask is queued: behind a dump still under
                 // way, a long stall's ask is tried again at the next look, not lost.
-                if self.dumper.as_ref().is_some_and(|d| super::dumps::worth_a_dump(cur) && d.ask(stall, lasted)) {
+                if self.code.dumper.as_ref().is_some_and(|d| super::dumps::worth_a_dump(cur) && d.ask(stall, lasted)) {
                     asked = due;
                 }
+            }
+            if let Some(s) = self.code.signaller.as_mut() {
+                s.look(cur, t, stall);
             }
             let looked = mono_ns();
             let b2 = self.hb.read();
@@ -629,9 +641,9 @@ pub fn watch(
     deadline: Option<Instant>,
     alive: &mut dyn FnMut() -> bool,
     driven: Option<Driven>,
-    dumper: Option<super::dumps::Dumper>,
+    code: CodeAsks,
 ) -> Result<Ending> {
-    let mut wt = Watcher::new(w, pid, hb, tracer, opts, driven, dumper)?;
+    let mut wt = Watcher::new(w, pid, hb, tracer, opts, driven, code)?;
     let end = wt.until_end(hb, opts, stop, deadline, alive)?;
     if end == Ending::TargetExited && !alive() {
         // A JVM that died without its shutdown hooks (SIGKILL, the OOM killer, a crash) leaves
@@ -667,7 +679,7 @@ impl Watcher<'_> {
             // The heartbeat is stale: a stall.
             let Some(t_first) = self.begin_stall(&b, now, &mut cur)? else { return Ok(Ending::TargetExited) };
             let sampled = self.sample_stall(&b, now, t_first, &mut cur, stop, deadline, alive);
-            if let Some(d) = &self.dumper {
+            if let Some(d) = &self.code.dumper {
                 d.over();
             }
             let sampled = sampled?;
@@ -756,7 +768,7 @@ mod tests {
         let (dir, mut w) = recording("pause");
         let (h, hb) = ticker(150, Duration::from_millis(80), 150);
         let stop = AtomicBool::new(false);
-        let ending = watch(&mut w, pid, &hb, None, opts(), &stop, None, &mut || true, None, None).unwrap();
+        let ending = watch(&mut w, pid, &hb, None, opts(), &stop, None, &mut || true, None, CodeAsks::default()).unwrap();
         h.join().unwrap();
         assert_eq!(ending, Ending::TargetExited, "the meter's exit ends watching");
         let events: Vec<Event> = read_lines(&dir.join(files::EVENTS)).unwrap();
@@ -786,11 +798,11 @@ mod tests {
         let (h, hb) = ticker(400, Duration::ZERO, 0);
         let stop = AtomicBool::new(false);
         let deadline = Some(Instant::now() + Duration::from_millis(50));
-        assert_eq!(watch(&mut w, pid, &hb, None, opts(), &stop, deadline, &mut || true, None, None).unwrap(), Ending::Stopped("--for elapsed".into()));
+        assert_eq!(watch(&mut w, pid, &hb, None, opts(), &stop, deadline, &mut || true, None, CodeAsks::default()).unwrap(), Ending::Stopped("--for elapsed".into()));
         stop.store(true, Ordering::Relaxed);
         // A recording is watched once: its files are created new (O_EXCL).
         let (dir2, mut w2) = recording("ends-again");
-        assert_eq!(watch(&mut w2, pid, &hb, None, opts(), &stop, None, &mut || true, None, None).unwrap(), Ending::Stopped("interrupted".into()));
+        assert_eq!(watch(&mut w2, pid, &hb, None, opts(), &stop, None, &mut || true, None, CodeAsks::default()).unwrap(), Ending::Stopped("interrupted".into()));
         h.join().unwrap();
         drop(w);
         drop(w2);
