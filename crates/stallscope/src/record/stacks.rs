@@ -13,6 +13,9 @@
 //!   most [`PER_SECOND`] signals a second in all (a burst of [`BURST`]): a stall of 100 ms gives
 //!   its culprit about ten stacks, and a starved JVM of many running threads, whose every
 //!   thread is worth a stack, costs its CPUs little more.
+//! - A thread signalled in uninterruptible sleep is not signalled again until a look sees it out
+//!   of it: it takes the signal only when it wakes, and real-time signals queue, so more would
+//!   give it the same stack over and over when its fault is over.
 
 use doctor::recording::files;
 use procwatch::task::TaskSample;
@@ -63,6 +66,8 @@ pub struct Signaller {
     checked_at: Option<u64>,
     /// Per thread: when it was last signalled, and how often in this stall.
     last: HashMap<i32, (u64, u32)>,
+    /// Threads signalled in uninterruptible sleep (D) and not seen out of it since.
+    pending: std::collections::HashSet<i32>,
     stall: u32,
     /// The token bucket: signals that may go now, and when it was last filled.
     tokens: u64,
@@ -73,7 +78,7 @@ pub struct Signaller {
 
 impl Signaller {
     pub fn new(pid: i32, dir: &Path) -> Signaller {
-        Signaller { pid, ready: dir.join(files::STACKS_READY), signal: None, checked_at: None, last: HashMap::new(), stall: 0, tokens: BURST, filled_at: 0, sent: 0 }
+        Signaller { pid, ready: dir.join(files::STACKS_READY), signal: None, checked_at: None, last: HashMap::new(), pending: Default::default(), stall: 0, tokens: BURST, filled_at: 0, sent: 0 }
     }
 
     /// The agent's signal, once its ready file says it.
@@ -91,6 +96,10 @@ impl Signaller {
         if stall != self.stall {
             self.stall = stall;
             self.last.clear();
+            self.pending.retain(|tid| threads.iter().any(|th| th.tid == *tid));
+        }
+        for th in threads.iter().filter(|th| th.state != 'D') {
+            self.pending.remove(&th.tid);
         }
         self.tokens = (self.tokens + t.saturating_sub(self.filled_at) * PER_SECOND / 1_000_000_000).min(BURST);
         self.filled_at = t;
@@ -98,6 +107,9 @@ impl Signaller {
         for th in threads.iter().filter(|th| worth_a_stack(th)) {
             if n == PER_LOOK || self.tokens == 0 {
                 break;
+            }
+            if self.pending.contains(&th.tid) {
+                continue;
             }
             let (last, count) = self.last.get(&th.tid).copied().unwrap_or((0, 0));
             let gap = if count < EARLY { GAP_NS } else { LATE_GAP_NS };
@@ -108,6 +120,9 @@ impl Signaller {
                 self.sent += 1;
             }
             self.last.insert(th.tid, (t, count + 1));
+            if th.state == 'D' {
+                self.pending.insert(th.tid);
+            }
             self.tokens -= 1;
             n += 1;
         }
@@ -222,10 +237,20 @@ mod tests {
         assert_eq!(s.sent, EARLY as u64, "then less often");
         s.look(&one, t0 + (EARLY as u64 - 1) * 10 * ms + LATE_GAP_NS, 1);
         assert_eq!(s.sent, EARLY as u64 + 1);
+        // In uninterruptible sleep: one signal until a look sees the thread out of it.
+        let asleep = [thread(tids[1], "reader", 'D')];
+        let before = s.sent;
+        for k in 0..5 {
+            s.look(&asleep, t0 + 500 * ms + k * 20 * ms, 1);
+        }
+        assert_eq!(s.sent - before, 1, "the signal waits for the fault to end");
+        s.look(&[thread(tids[1], "reader", 'S')], t0 + 700 * ms, 1);
+        s.look(&asleep, t0 + 720 * ms, 1);
+        assert_eq!(s.sent - before, 2, "seen out of D, then in it again: signalled again");
         // A new stall starts each thread afresh.
         let t1 = t0 + 2000 * ms;
         s.look(&one, t1, 2);
-        assert_eq!(s.sent, EARLY as u64 + 2);
+        assert_eq!(s.sent, EARLY as u64 + 4, "the reader's two, and this one");
         // Sixty threads worth a stack: at most PER_LOOK a look.
         let all: Vec<TaskSample> = tids.iter().map(|t| thread(*t, "worker", 'R')).collect();
         let before = s.sent;
