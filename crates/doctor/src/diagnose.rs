@@ -58,6 +58,8 @@ pub struct StallSpan {
     pub control_queued_ns: Option<u64>,
     /// Watching ended (the JVM exited) before the stall did.
     pub exited_during: bool,
+    /// The recording ended (the JVM exited, or the recorder detached) before the stall did.
+    pub cut: bool,
 }
 
 impl StallSpan {
@@ -92,7 +94,8 @@ pub fn stall_spans(events: &[Event]) -> Vec<StallSpan> {
         let (end_ns, control, queued, _) = end.unwrap_or((end_of_recording.unwrap_or(*expected_ns), 0, None, false));
         // It was still stalled when noticed. (Earlier recorders could write a resumption from
         // before that: the meter's tick time, read before a safepoint held up its publication.)
-        out.push(StallSpan { stall: *stall, noticed_ns: *noticed, start_ns: *expected_ns, end_ns: end_ns.max(*noticed), control_max_late_ns: control, control_queued_ns: queued, exited_during });
+        let cut = end.is_none_or(|(_, _, _, resumed)| !resumed);
+        out.push(StallSpan { stall: *stall, noticed_ns: *noticed, start_ns: *expected_ns, end_ns: end_ns.max(*noticed), control_max_late_ns: control, control_queued_ns: queued, exited_during, cut });
     }
     out
 }
@@ -146,10 +149,16 @@ pub fn spanned_safepoints(span: &StallSpan, safepoints: &[Safepoint], main: Opti
     v
 }
 
+/// How far before a stall's start a safepoint's reaching may have begun and still be the
+/// stall's: the meter misses its tick once the safepoint stops it, within a tick or two.
+const OPEN_SYNC_SLACK_NS: u64 = 50_000_000;
+
 /// The safepoint this stall falls in: the one with the largest overlap on CLOCK_MONOTONIC,
-/// covering at least half of it; or, when the JVM died inside a safepoint whose record was never
-/// written, that unfinished one (from its SafepointTimeout culprits).
-pub fn match_safepoint(span: &StallSpan, safepoints: &[Safepoint], unfinished: &[hotspot_log::Culprit], names: &HashMap<i32, String>) -> Option<SafepointView> {
+/// covering at least half of it; or, when the recording ended inside a safepoint whose record was
+/// never written (the JVM died, or the recorder detached), that unfinished one: from its
+/// SafepointTimeout culprits, else from the log's last `Safepoint synchronization initiated`
+/// line (`open_sync_ns`), which no record followed.
+pub fn match_safepoint(span: &StallSpan, safepoints: &[Safepoint], unfinished: &[hotspot_log::Culprit], open_sync_ns: Option<u64>, names: &HashMap<i32, String>) -> Option<SafepointView> {
     let (start, end_ns, duration) = (span.start_ns, span.end_ns, span.duration_ns());
     let overlap = |s: &Safepoint| overlap_ns(s, start, end_ns);
     let found = safepoints
@@ -157,10 +166,25 @@ pub fn match_safepoint(span: &StallSpan, safepoints: &[Safepoint], unfinished: &
         .filter(|s| overlap(s) > 0 && overlap(s) as f64 >= SAFEPOINT_MIN_OVERLAP * duration.max(1) as f64)
         .max_by_key(|s| overlap(s))
         .map(|s| safepoint_view(s, names));
-    if found.is_some() || !span.exited_during || unfinished.is_empty() {
+    if found.is_some() || !span.cut {
         return found;
     }
-    let inside: Vec<_> = unfinished.iter().filter(|c| c.stamps.mono_ns.is_some_and(|t| t >= start)).collect();
+    let inside: Vec<_> = if span.exited_during { unfinished.iter().filter(|c| c.stamps.mono_ns.is_some_and(|t| t >= start)).collect() } else { vec![] };
+    if inside.is_empty() {
+        // No culprits were named, but the log says a safepoint was being reached when it ended.
+        let began = open_sync_ns.filter(|t| *t < end_ns && t.saturating_add(OPEN_SYNC_SLACK_NS) >= start)?;
+        return Some(SafepointView {
+            op: "unknown (still being reached when the recording ended)".into(),
+            ttsp_ns: end_ns - began,
+            at_safepoint_ns: 0,
+            total_ns: end_ns - began,
+            start_mono_ns: began,
+            threads_total: None,
+            threads_running: None,
+            timeout_culprits: vec![],
+            unfinished: true,
+        });
+    }
     (!inside.is_empty()).then(|| SafepointView {
         op: "unknown (never completed)".into(),
         ttsp_ns: duration,
@@ -253,7 +277,7 @@ fn diagnose_stall(rec: &Recording, seen: &StallSpan, floor: u64, samples: &[&Sam
     let names: HashMap<i32, String> = ctx.map(|c| c.java_threads.iter().filter(|j| j.tid > 0).map(|j| (j.tid, j.name.clone())).collect()).unwrap_or_default();
     // A safepoint that began before the previous stall ended is that stall's (see below).
     let own = |s: &SafepointView| floor == 0 || s.start_mono_ns >= floor;
-    let safepoint = match_safepoint(seen, &rec.safepoints, &rec.unfinished_culprits, &names).filter(own);
+    let safepoint = match_safepoint(seen, &rec.safepoints, &rec.unfinished_culprits, rec.open_sync_ns, &names).filter(own);
     let spanned: Vec<SafepointView> = if safepoint.as_ref().is_some_and(|s| s.unfinished) { safepoint.iter().cloned().collect() } else { spanned_safepoints(seen, &rec.safepoints, safepoint.as_ref(), &names) };
     let spanned: Vec<SafepointView> = spanned.into_iter().filter(own).collect();
     // The world stopped when the safepoint began, even if the meter noticed later (it was
@@ -543,12 +567,36 @@ mod tests {
         // Ends at 2.300 s monotonic; 290 ms reaching it, 10 ms at it.
         let long = safepoint("[1.0s][2300000000ns][info][safepoint] Safepoint \"ThreadDump\", Time since last: 1 ns, Reaching safepoint: 290000000 ns, Cleanup: 0 ns, At safepoint: 10000000 ns, Total: 300000000 ns\n");
         let short = safepoint("[1.0s][2150000000ns][info][safepoint] Safepoint \"Cleanup\", Time since last: 1 ns, Reaching safepoint: 10000 ns, Cleanup: 0 ns, At safepoint: 10000 ns, Total: 20000 ns\n");
-        let span = StallSpan { stall: 1, noticed_ns: 2005 * MS, start_ns: 2000 * MS, end_ns: 2300 * MS, control_max_late_ns: 0, control_queued_ns: None, exited_during: false };
+        let span = StallSpan { stall: 1, noticed_ns: 2005 * MS, start_ns: 2000 * MS, end_ns: 2300 * MS, control_max_late_ns: 0, control_queued_ns: None, exited_during: false, cut: false };
         let names = HashMap::from([(7, "reader-thread".to_string())]);
-        let sp = match_safepoint(&span, &[short.clone(), long], &[], &names).unwrap();
+        let sp = match_safepoint(&span, &[short.clone(), long], &[], None, &names).unwrap();
         assert_eq!((sp.op.as_str(), sp.ttsp_ns, sp.start_mono_ns), ("ThreadDump", 290 * MS, 2000 * MS));
         // A short safepoint inside a longer stall (a freeze) is not what held it.
-        assert!(match_safepoint(&span, &[short], &[], &names).is_none());
+        assert!(match_safepoint(&span, &[short], &[], None, &names).is_none());
+    }
+
+    #[test]
+    fn a_stall_cut_by_the_end_of_the_recording_inside_a_safepoint_being_reached_is_in_it() {
+        // As seen in CI: `watch` detached 1.88 s into a counted loop's time to safepoint; the
+        // log had `Safepoint synchronization initiated` at its start and no record after it.
+        let log = "[14.467s][2001000000ns][debug][safepoint        ] Safepoint synchronization initiated using futex wait barrier. (17 threads)\n[15.0s][2500000000ns][info ][safepoint,cleanup] updating inline caches, 0.0000001 secs\n";
+        let mut sc = hotspot_log::Scanner::new();
+        sc.scan(0, log.as_bytes(), &mut |_: &Safepoint| panic!("no record")).unwrap();
+        let open = sc.finish(&mut |_: &Safepoint| panic!("no record")).open_sync_ns;
+        assert_eq!(open, Some(2001 * MS));
+        let names = HashMap::new();
+        let cut = StallSpan { stall: 1, noticed_ns: 2005 * MS, start_ns: 2002 * MS, end_ns: 3880 * MS, control_max_late_ns: 0, control_queued_ns: None, exited_during: false, cut: true };
+        let sp = match_safepoint(&cut, &[], &[], open, &names).expect("the safepoint being reached");
+        assert!(sp.unfinished && sp.timeout_culprits.is_empty(), "{sp:?}");
+        assert_eq!((sp.start_mono_ns, sp.ttsp_ns), (2001 * MS, 1879 * MS));
+        // A stall that resumed, or a reaching begun long before it, is not that safepoint's.
+        assert!(match_safepoint(&StallSpan { cut: false, ..cut.clone() }, &[], &[], open, &names).is_none());
+        assert!(match_safepoint(&StallSpan { start_ns: 2200 * MS, ..cut.clone() }, &[], &[], open, &names).is_none());
+        // A record after the line closes it.
+        let mut sc = hotspot_log::Scanner::new();
+        let closed = format!("{log}[15.1s][2600000000ns][info ][safepoint        ] Safepoint \"Cleanup\", Time since last: 1 ns, Reaching safepoint: 590000000 ns, Cleanup: 0 ns, At safepoint: 9000000 ns, Total: 599000000 ns\n");
+        sc.scan(0, closed.as_bytes(), &mut |_: &Safepoint| {}).unwrap();
+        assert_eq!(sc.finish(&mut |_: &Safepoint| {}).open_sync_ns, None);
     }
 
     #[test]
@@ -570,6 +618,7 @@ mod tests {
             has_safepoint_log: true,
             safepoints: vec![long],
             unfinished_culprits: vec![],
+            open_sync_ns: None,
             hiccups: None,
             control: None,
             damage: vec![],
@@ -596,6 +645,7 @@ mod tests {
             has_safepoint_log: false,
             safepoints: vec![],
             unfinished_culprits: vec![],
+            open_sync_ns: None,
             hiccups: None,
             control: None,
             damage: vec![],

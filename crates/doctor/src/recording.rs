@@ -570,6 +570,8 @@ pub struct Recording {
     pub safepoints: Vec<hotspot_log::Safepoint>,
     /// SafepointTimeout culprits of a safepoint whose record never completed.
     pub unfinished_culprits: Vec<hotspot_log::Culprit>,
+    /// A safepoint the log shows being reached, with no record, when it ended.
+    pub open_sync_ns: Option<u64>,
     pub hiccups: Option<crate::hlog::IntervalLog>,
     pub control: Option<crate::hlog::IntervalLog>,
     /// What was found damaged and left out while reading, each with its file and line.
@@ -600,6 +602,7 @@ impl Recording {
     fn read_lines_of(dir: &Path, meta: Meta) -> Result<Recording, Error> {
         let mut safepoints = Vec::new();
         let mut unfinished_culprits = Vec::new();
+        let mut open_sync_ns = None;
         let mut damage = Vec::new();
         let sp = dir.join(files::SAFEPOINT_LOG);
         let has_safepoint_log = sp.exists();
@@ -609,6 +612,7 @@ impl Recording {
             scanner.scan(0, f, &mut |s: &hotspot_log::Safepoint| safepoints.push(s.clone())).map_err(|e| Error::SafepointLog { path: sp.clone(), reason: e.to_string() })?;
             let rep = scanner.finish(&mut |s: &hotspot_log::Safepoint| safepoints.push(s.clone()));
             unfinished_culprits = rep.orphan_culprits;
+            open_sync_ns = rep.open_sync_ns;
             if rep.lines_unrecognised > 0 {
                 let first = rep.unrecognised_examples.first().map(|e| format!("; the first, line {}: {}", e.line, e.text)).unwrap_or_default();
                 damage.push(format!("{}: {} line(s) that look like safepoint records were not understood and are not counted{first}", sp.display(), rep.lines_unrecognised));
@@ -642,6 +646,7 @@ impl Recording {
             has_safepoint_log,
             safepoints,
             unfinished_culprits,
+            open_sync_ns,
         })
     }
 }

@@ -106,6 +106,10 @@ pub struct Assembler {
     seen_stopped: bool,
     seq: u64,
     pub counts: MergeCounts,
+    /// When the last `Safepoint synchronization initiated` line was logged (CLOCK_MONOTONIC,
+    /// from `timenanos`), while no `Safepoint "…"` record has followed it: a safepoint still
+    /// being reached, or never reached, when the log ended.
+    pub sync_open_ns: Option<u64>,
 }
 
 impl Default for Assembler {
@@ -122,6 +126,7 @@ impl Default for Assembler {
             timeout_done: Vec::new(),
             seen_stopped: false,
             seq: 0,
+            sync_open_ns: None,
             counts: MergeCounts::default(),
         }
     }
@@ -138,6 +143,7 @@ impl Assembler {
         let seq = self.seq;
         match c.event {
             Event::Safepoint { op, times } => {
+                self.sync_open_ns = None;
                 if self.pending_ul_row.is_none() && self.held.is_empty() && self.timeout_done.is_empty() {
                     // Nothing to merge and nothing waiting ahead: the common case. The record
                     // is written over the last one in place and lent to `out`, so a run of one
@@ -246,6 +252,7 @@ impl Assembler {
             | Event::TimeoutReason
             | Event::TimeoutList
             | Event::Detail => {}
+            Event::SyncInitiated => self.sync_open_ns = c.stamps.mono_ns,
         }
     }
 

@@ -67,6 +67,9 @@ pub enum Event<'a> {
     TimeoutThread(ThreadLine<'a>),
     TimeoutThreadState(&'a [u8]),
     TimeoutEnd,
+    /// `Safepoint synchronization initiated …` (safepoint=debug): a safepoint began being
+    /// reached; its record follows when it is over.
+    SyncInitiated,
     Detail,
 }
 
@@ -228,6 +231,9 @@ fn classify_message<'a>(mut stamps: Stamps, msg: &'a [u8], ul: Option<&decorator
         return known(stamps, Format::StatsSummary, Event::StatsSummary);
     }
     if safepoint_tag {
+        if t.starts_with(DETAIL_PREFIXES[0]) {
+            return known(stamps, Format::SafepointDetail, Event::SyncInitiated);
+        }
         if t.is_empty() || DETAIL_PREFIXES.iter().any(|p| t.starts_with(p)) || ul.is_some_and(|d| d.has_tag(b"cleanup")) {
             return known(stamps, Format::SafepointDetail, Event::Detail);
         }

@@ -100,6 +100,9 @@ pub struct ScanReport {
     pub truncated_last_lines: u64,
     /// Culprits of SafepointTimeout blocks whose safepoint never completed in the log.
     pub orphan_culprits: Vec<Culprit>,
+    /// A safepoint whose reaching began (`Safepoint synchronization initiated`, on
+    /// CLOCK_MONOTONIC from `timenanos`) and had no record when the log ended.
+    pub open_sync_ns: Option<u64>,
     pub merges: MergeCounts,
     pub safepoints: u64,
 }
@@ -384,6 +387,7 @@ impl Scanner {
             out.safepoint(s)
         });
         self.report.orphan_culprits = orphans;
+        self.report.open_sync_ns = self.asm.sync_open_ns;
         self.report.merges = self.asm.counts;
         self.report
     }

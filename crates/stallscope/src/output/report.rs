@@ -60,7 +60,10 @@ fn code_block(out: &mut String, code: &doctor::code::CulpritCode) {
 
 fn stall_block(out: &mut String, s: &StallReport) {
     let head = match (&s.safepoint, s.safepoints.len()) {
-        (Some(sp), _) if sp.unfinished => format!(" — inside a safepoint that never completed (the JVM exited): reaching it {}", fmt_ns(sp.ttsp_ns)),
+        (Some(sp), _) if sp.unfinished => {
+            let why = if s.target_exited { "the JVM exited" } else { "the recording ended first" };
+            format!(" — inside a safepoint that never completed ({why}): reaching it {}", fmt_ns(sp.ttsp_ns))
+        }
         (Some(sp), 0 | 1) => format!(" — safepoint \"{}\": reaching {} (TTSP), at safepoint {}", sp.op, fmt_ns(sp.ttsp_ns), fmt_ns(sp.at_safepoint_ns)),
         (_, n) if n > 1 => {
             let each: Vec<String> = s.safepoints.iter().map(|sp| format!("\"{}\" (reaching {}, at safepoint {})", sp.op, fmt_ns(sp.ttsp_ns), fmt_ns(sp.at_safepoint_ns))).collect();
