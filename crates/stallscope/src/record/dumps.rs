@@ -34,9 +34,7 @@ pub const ASK_AFTER_NS: u64 = 20_000_000;
 /// waits (`S`) and the JVM's own threads do the work: a dump would name nothing and cost a
 /// safepoint.
 pub fn worth_a_dump(threads: &[procwatch::task::TaskSample]) -> bool {
-    threads.iter().any(|t| {
-        matches!(t.state, 'R' | 'D') && !doctor::evidence::jvm_internal(&t.comm) && !t.comm.starts_with("JFR ") && t.comm != "Attach Listener"
-    })
+    threads.iter().any(super::stacks::worth_a_stack)
 }
 
 /// A stall this long is asked about again (the budget decides): longer stalls have a budget of
@@ -175,7 +173,7 @@ mod tests {
     }
 
     fn t(comm: &str, state: char) -> TaskSample {
-        TaskSample { tid: 1, comm: comm.into(), state, utime_ticks: 0, stime_ticks: 0, minflt: 0, majflt: 0, processor: 0, exec_ns: 0, run_delay_ns: 0, timeslices: 0, wchan: String::new(), syscall: Syscall::Running, file: None }
+        TaskSample { tid: 1, comm: comm.into(), state, syscall: Syscall::Running, ..Default::default() }
     }
 
     #[test]

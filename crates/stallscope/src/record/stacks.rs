@@ -52,8 +52,8 @@ pub fn launch_option(lib: &Path, dir: &Path) -> String {
     format!("-agentpath:{}=dir={}", lib.display(), dir.display())
 }
 
-/// Whether a thread in a look is one to signal: an application thread on a CPU or in
-/// uninterruptible sleep.
+/// Whether a thread in a look is worth a stack (a signal here, or a thread dump,
+/// `dumps::worth_a_dump`): an application thread on a CPU or in uninterruptible sleep.
 pub fn worth_a_stack(t: &TaskSample) -> bool {
     matches!(t.state, 'R' | 'D') && !doctor::evidence::jvm_internal(&t.comm) && !t.comm.starts_with("JFR ") && t.comm != "Attach Listener"
 }
