@@ -388,7 +388,7 @@ mod tests {
     const MS: u64 = 1_000_000;
 
     fn task(state: char, exec_ns: u64, run_delay_ns: u64) -> TaskSample {
-        TaskSample { tid: 7, comm: "busy-0".into(), state, utime_ticks: 0, stime_ticks: 0, minflt: 0, majflt: 0, processor: 0, exec_ns, run_delay_ns, timeslices: 0, wchan: String::new(), syscall: Syscall::Running, file: None }
+        TaskSample { tid: 7, comm: "busy-0".into(), state, exec_ns, run_delay_ns, syscall: Syscall::Running, ..Default::default() }
     }
 
     fn sample(t_ms: u64, t: TaskSample) -> Sample {

@@ -212,17 +212,10 @@ mod tests {
             tid: 1,
             comm: "x".into(),
             state,
-            utime_ticks: 0,
-            stime_ticks: 0,
-            minflt: 0,
-            majflt: 0,
-            processor: 0,
-            exec_ns: 0,
-            run_delay_ns: 0,
-            timeslices: 0,
             wchan: wchan.into(),
             syscall,
             file: file.map(String::from),
+            ..Default::default()
         }
     }
 

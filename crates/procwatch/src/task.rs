@@ -17,7 +17,7 @@ use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
 
 /// Where a thread is with respect to system calls (`/proc/<pid>/task/<tid>/syscall`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "kebab-case")]
 pub enum Syscall {
     /// On a CPU right now; the kernel cannot say.
@@ -34,6 +34,7 @@ pub enum Syscall {
     /// Blocked, but not in a system call: in a page fault or similar (`-1 sp pc`).
     NotInSyscall { sp: u64, pc: u64 },
     /// Not read (the thread was parked in a known wait, or the file was unreadable).
+    #[default]
     Unknown,
 }
 
@@ -41,8 +42,9 @@ fn is_zero(v: &u64) -> bool {
     *v == 0
 }
 
-/// One thread at one instant.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// One thread at one instant. (`Default` is for building samples in tests: tid 0, state NUL,
+/// every counter 0.)
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TaskSample {
     pub tid: i32,
     pub comm: String,

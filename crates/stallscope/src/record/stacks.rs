@@ -151,22 +151,7 @@ mod tests {
     use super::*;
 
     fn thread(tid: i32, comm: &str, state: char) -> TaskSample {
-        TaskSample {
-            tid,
-            comm: comm.into(),
-            state,
-            utime_ticks: 0,
-            stime_ticks: 0,
-            minflt: 0,
-            majflt: 0,
-            processor: 0,
-            exec_ns: 0,
-            run_delay_ns: 0,
-            timeslices: 0,
-            wchan: String::new(),
-            syscall: procwatch::task::Syscall::Unknown,
-            file: None,
-        }
+        TaskSample { tid, comm: comm.into(), state, ..Default::default() }
     }
 
     #[test]

@@ -836,7 +836,7 @@ mod tests {
     }
 
     fn task(tid: i32, state: char) -> TaskSample {
-        TaskSample { tid, comm: "t".into(), state, utime_ticks: 0, stime_ticks: 0, minflt: 0, majflt: 0, processor: 0, exec_ns: 0, run_delay_ns: 0, timeslices: 0, wchan: String::new(), syscall: procwatch::task::Syscall::Unknown, file: None }
+        TaskSample { tid, comm: "t".into(), state, ..Default::default() }
     }
 
     #[test]
