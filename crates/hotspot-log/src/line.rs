@@ -92,9 +92,11 @@ pub enum Outcome<'a> {
 const STOPPED: &[u8] = b"Total time for which application threads were stopped: ";
 const TIMEOUT_PREFIX: &[u8] = b"# SafepointSynchronize::begin: ";
 
+/// The detail line that says a safepoint began being reached.
+const SYNC_INITIATED: &[u8] = b"Safepoint synchronization initiated";
 /// Lines on the safepoint tags that carry no timings but are HotSpot's own, known output.
 const DETAIL_PREFIXES: [&[u8]; 10] = [
-    b"Safepoint synchronization initiated",
+    SYNC_INITIATED,
     b"... found polling page",
     b"Setting thread local yield flag",
     b"Thread: ",
@@ -231,7 +233,7 @@ fn classify_message<'a>(mut stamps: Stamps, msg: &'a [u8], ul: Option<&decorator
         return known(stamps, Format::StatsSummary, Event::StatsSummary);
     }
     if safepoint_tag {
-        if t.starts_with(DETAIL_PREFIXES[0]) {
+        if t.starts_with(SYNC_INITIATED) {
             return known(stamps, Format::SafepointDetail, Event::SyncInitiated);
         }
         if t.is_empty() || DETAIL_PREFIXES.iter().any(|p| t.starts_with(p)) || ul.is_some_and(|d| d.has_tag(b"cleanup")) {

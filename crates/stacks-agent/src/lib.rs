@@ -27,9 +27,6 @@ use jvmti::{JavaVm, JvmtiEnv};
 use std::ffi::{c_char, c_int, c_void};
 use std::sync::atomic::{AtomicPtr, Ordering};
 
-pub use ring::{Raw, DEPTH};
-pub use writer::{class_name, json_line, line_of};
-
 /// The JVM, for the signal handler's `GetEnv`.
 static VM: AtomicPtr<JavaVm> = AtomicPtr::new(std::ptr::null_mut());
 /// This agent's JVMTI environment.
@@ -92,7 +89,7 @@ unsafe extern "system" fn on_vm_init(env: *mut JvmtiEnv, _jni: *mut c_void, _thr
     unsafe { JvmtiEnv::deallocate(env, classes.cast()) };
     let vm = VM.load(Ordering::Acquire);
     match ring::install() {
-        Ok(sig) => writer::start(vm, env, sig),
+        Ok(sig) => writer::start(vm, sig),
         Err(e) => {
             complain(&e);
         }

@@ -49,7 +49,7 @@ fn create(p: &std::path::Path) -> std::io::Result<File> {
 }
 
 /// Opens the stacks file, says the handler's signal in the ready file and starts the thread.
-pub fn start(vm: *mut JavaVm, _env: *mut JvmtiEnv, sig: i32) {
+pub fn start(vm: *mut JavaVm, sig: i32) {
     let mut g = STATE.lock().unwrap_or_else(|e| e.into_inner());
     let Some(st) = g.as_mut() else { return };
     match create(&st.dir.join(STACKS)) {
