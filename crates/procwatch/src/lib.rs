@@ -14,6 +14,7 @@ pub mod heartbeat;
 pub mod jvms;
 pub mod maps;
 pub mod ns;
+pub mod perfdata;
 pub mod pagecache;
 pub mod syscalls;
 pub mod system;
