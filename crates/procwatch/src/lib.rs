@@ -20,3 +20,4 @@ pub mod syscalls;
 pub mod system;
 pub mod task;
 pub mod trace;
+pub mod vmstructs;

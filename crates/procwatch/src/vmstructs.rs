@@ -1,0 +1,404 @@
+//! A HotSpot JVM's own description of its internals, read from outside: the `gHotSpotVMStructs`
+//! and `gHotSpotVMTypes` tables every HotSpot exports from `libjvm.so` for its Serviceability
+//! Agent (`vmStructs.cpp`), read out of the live process with `process_vm_readv`. With them a
+//! field of a VM structure (the safepoint state, the code cache's heaps, a method's name) is
+//! found at the same place the JVM itself uses, on every JDK from 8 to 25, without the JVM
+//! running a single instruction for us: it may be stopped, stuck at a safepoint, or refusing
+//! attach.
+//!
+//! Invariant: the target is only read, never written, stopped or signalled. Every read is
+//! bounded and checked: a JVM that changes under the reader (a method unloaded, the code cache
+//! swept) gives an error or a short answer, never a crash of ours.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+/// Why the JVM's structures could not be read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Error {
+    /// No `libjvm.so` is mapped in the process (not a HotSpot JVM, or gone).
+    NoLibjvm { pid: i32 },
+    /// `libjvm.so` could not be read, or is not an ELF file with the symbols.
+    Library { path: PathBuf, reason: String },
+    /// The process's memory could not be read (another user's without privilege, gone).
+    Memory { pid: i32, address: u64, reason: String },
+    /// The tables do not hold what they should.
+    Table { reason: String },
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::NoLibjvm { pid } => write!(f, "pid {pid}: no libjvm.so is mapped (not a HotSpot JVM, or it has exited)"),
+            Error::Library { path, reason } => write!(f, "{}: {reason}", path.display()),
+            Error::Memory { pid, address, reason } => write!(f, "pid {pid}: cannot read its memory at {address:#x}: {reason}"),
+            Error::Table { reason } => write!(f, "the JVM's structure tables: {reason}"),
+        }
+    }
+}
+
+impl std::error::Error for Error {}
+
+/// Another process's memory, read without stopping it.
+#[derive(Debug, Clone, Copy)]
+pub struct Memory {
+    pub pid: i32,
+}
+
+impl Memory {
+    /// Reads `buf.len()` bytes at `address`; a short read is an error.
+    pub fn read(&self, address: u64, buf: &mut [u8]) -> Result<(), Error> {
+        if buf.is_empty() {
+            return Ok(());
+        }
+        let local = libc::iovec { iov_base: buf.as_mut_ptr() as *mut libc::c_void, iov_len: buf.len() };
+        let remote = libc::iovec { iov_base: address as *mut libc::c_void, iov_len: buf.len() };
+        // SAFETY: one local buffer we own, of its length; the remote range is only read by the
+        // kernel, which checks it.
+        let n = unsafe { libc::process_vm_readv(self.pid, &local, 1, &remote, 1, 0) };
+        if n < 0 {
+            let e = std::io::Error::last_os_error();
+            return Err(Error::Memory { pid: self.pid, address, reason: e.to_string() });
+        }
+        if (n as usize) < buf.len() {
+            return Err(Error::Memory { pid: self.pid, address, reason: format!("only {n} of {} bytes are mapped", buf.len()) });
+        }
+        Ok(())
+    }
+
+    pub fn u64(&self, address: u64) -> Result<u64, Error> {
+        let mut b = [0u8; 8];
+        self.read(address, &mut b)?;
+        Ok(u64::from_le_bytes(b))
+    }
+
+    pub fn u32(&self, address: u64) -> Result<u32, Error> {
+        let mut b = [0u8; 4];
+        self.read(address, &mut b)?;
+        Ok(u32::from_le_bytes(b))
+    }
+
+    pub fn u16(&self, address: u64) -> Result<u16, Error> {
+        let mut b = [0u8; 2];
+        self.read(address, &mut b)?;
+        Ok(u16::from_le_bytes(b))
+    }
+
+    pub fn u8(&self, address: u64) -> Result<u8, Error> {
+        let mut b = [0u8; 1];
+        self.read(address, &mut b)?;
+        Ok(b[0])
+    }
+
+    /// A NUL-terminated string of at most `max` bytes at `address`, read a page-bounded piece at
+    /// a time (a string near the end of a mapping must not fail for the bytes after it).
+    pub fn cstr(&self, address: u64, max: usize) -> Result<String, Error> {
+        if address == 0 {
+            return Err(Error::Memory { pid: self.pid, address, reason: "a null pointer".into() });
+        }
+        let mut out = Vec::new();
+        let mut at = address;
+        while out.len() < max {
+            let to_page = 4096 - (at % 4096) as usize;
+            let mut buf = vec![0u8; to_page.min(max - out.len()).min(256)];
+            self.read(at, &mut buf)?;
+            if let Some(nul) = buf.iter().position(|b| *b == 0) {
+                out.extend_from_slice(&buf[..nul]);
+                return Ok(String::from_utf8_lossy(&out).into_owned());
+            }
+            at += buf.len() as u64;
+            out.extend(buf);
+        }
+        Ok(String::from_utf8_lossy(&out).into_owned())
+    }
+}
+
+/// `libjvm.so` as it is mapped in a process: its file and where it was loaded.
+#[derive(Debug, Clone)]
+pub struct Libjvm {
+    /// The file as the process names it, and where it is reached from here.
+    pub path: PathBuf,
+    pub reached: PathBuf,
+    /// Added to an address in the file's symbol table to give the address in the process.
+    pub bias: u64,
+    /// The executable range in the process (where the VM's own code runs).
+    pub text: (u64, u64),
+}
+
+/// Finds `libjvm.so` in `pid`'s maps.
+pub fn libjvm(pid: i32) -> Result<Libjvm, Error> {
+    let maps = crate::maps::read(pid).map_err(|_| Error::NoLibjvm { pid })?;
+    let ours: Vec<&crate::maps::Mapping> = maps.iter().filter(|m| m.path.ends_with("/libjvm.so")).collect();
+    let first = ours.iter().min_by_key(|m| m.start).ok_or(Error::NoLibjvm { pid })?;
+    let text = ours.iter().find(|m| m.perms.contains('x')).map_or((0, 0), |m| (m.start, m.end));
+    let reached = crate::ns::reach(&crate::ns::root(pid), Path::new(&first.path));
+    let lowest_vaddr = elf_lowest_load(&reached)?;
+    // The first mapping (file offset 0) is the lowest loadable segment.
+    let bias = first.start.wrapping_sub(first.offset).wrapping_sub(lowest_vaddr & !0xfff);
+    Ok(Libjvm { path: PathBuf::from(&first.path), reached, bias, text })
+}
+
+fn lib_err(path: &Path, reason: impl Into<String>) -> Error {
+    Error::Library { path: path.to_path_buf(), reason: reason.into() }
+}
+
+fn read_at(f: &File, path: &Path, off: u64, len: usize) -> Result<Vec<u8>, Error> {
+    if len > 256 << 20 {
+        return Err(lib_err(path, format!("a {len}-byte table (damaged?)")));
+    }
+    let mut b = vec![0u8; len];
+    f.read_exact_at(&mut b, off).map_err(|e| lib_err(path, format!("cannot read {len} bytes at {off}: {e}")))?;
+    Ok(b)
+}
+
+fn le64(b: &[u8], at: usize) -> u64 {
+    b.get(at..at + 8).map_or(0, |s| u64::from_le_bytes(s.try_into().unwrap_or_default()))
+}
+
+fn le32(b: &[u8], at: usize) -> u32 {
+    b.get(at..at + 4).map_or(0, |s| u32::from_le_bytes(s.try_into().unwrap_or_default()))
+}
+
+fn le16(b: &[u8], at: usize) -> u16 {
+    b.get(at..at + 2).map_or(0, |s| u16::from_le_bytes(s.try_into().unwrap_or_default()))
+}
+
+fn elf_header(f: &File, path: &Path) -> Result<Vec<u8>, Error> {
+    let h = read_at(f, path, 0, 64)?;
+    if &h[..4] != b"\x7fELF" || h[4] != 2 || h[5] != 1 {
+        return Err(lib_err(path, "not a 64-bit little-endian ELF file"));
+    }
+    Ok(h)
+}
+
+/// The lowest virtual address of a loadable segment.
+fn elf_lowest_load(path: &Path) -> Result<u64, Error> {
+    let f = crate::ns::open_reached(path, libc::O_RDONLY).map_err(|e| lib_err(path, e.to_string()))?;
+    let h = elf_header(&f, path)?;
+    let (phoff, phentsize, phnum) = (le64(&h, 32), le16(&h, 54) as usize, le16(&h, 56) as usize);
+    let ph = read_at(&f, path, phoff, phentsize * phnum)?;
+    (0..phnum).filter(|i| le32(&ph, i * phentsize) == 1).map(|i| le64(&ph, i * phentsize + 16)).min().ok_or_else(|| lib_err(path, "no loadable segment"))
+}
+
+/// The dynamic symbols of an ELF file whose names satisfy `want`: name → value (an address in
+/// the file's own numbering).
+pub fn dynamic_symbols(path: &Path, want: &dyn Fn(&str) -> bool) -> Result<HashMap<String, u64>, Error> {
+    let f = crate::ns::open_reached(path, libc::O_RDONLY).map_err(|e| lib_err(path, e.to_string()))?;
+    let h = elf_header(&f, path)?;
+    let (shoff, shentsize, shnum) = (le64(&h, 40), le16(&h, 58) as usize, le16(&h, 60) as usize);
+    let sh = read_at(&f, path, shoff, shentsize * shnum)?;
+    let section = |i: usize| (le32(&sh, i * shentsize + 4), le64(&sh, i * shentsize + 24), le64(&sh, i * shentsize + 32), le32(&sh, i * shentsize + 40));
+    let dynsym = (0..shnum).find(|i| section(*i).0 == 11).ok_or_else(|| lib_err(path, "no dynamic symbol table"))?;
+    let (_, sym_off, sym_size, link) = section(dynsym);
+    let (_, str_off, str_size, _) = section(link as usize);
+    let syms = read_at(&f, path, sym_off, sym_size as usize)?;
+    let strs = read_at(&f, path, str_off, str_size as usize)?;
+    let mut out = HashMap::new();
+    for s in syms.chunks_exact(24) {
+        let name_at = le32(s, 0) as usize;
+        let Some(rest) = strs.get(name_at..) else { continue };
+        let end = rest.iter().position(|b| *b == 0).unwrap_or(rest.len());
+        let Ok(name) = std::str::from_utf8(&rest[..end]) else { continue };
+        let value = le64(s, 8);
+        if value != 0 && want(name) {
+            out.insert(name.to_string(), value);
+        }
+    }
+    Ok(out)
+}
+
+/// One field of a VM structure, as `gHotSpotVMStructs` describes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Field {
+    pub type_string: String,
+    /// A static field's address; an instance field's offset in its structure.
+    pub is_static: bool,
+    pub offset: u64,
+    pub address: u64,
+}
+
+/// The tables of one JVM: fields by (type, field), type sizes, integer constants.
+#[derive(Debug, Clone)]
+pub struct VmStructs {
+    pub mem: Memory,
+    pub libjvm: Libjvm,
+    pub fields: HashMap<(String, String), Field>,
+    pub sizes: HashMap<String, u64>,
+    pub int_constants: HashMap<String, i64>,
+}
+
+const SYMBOLS: [&str; 20] = [
+    "gHotSpotVMStructs",
+    "gHotSpotVMStructEntryTypeNameOffset",
+    "gHotSpotVMStructEntryFieldNameOffset",
+    "gHotSpotVMStructEntryTypeStringOffset",
+    "gHotSpotVMStructEntryIsStaticOffset",
+    "gHotSpotVMStructEntryOffsetOffset",
+    "gHotSpotVMStructEntryAddressOffset",
+    "gHotSpotVMStructEntryArrayStride",
+    "gHotSpotVMTypes",
+    "gHotSpotVMTypeEntryTypeNameOffset",
+    "gHotSpotVMTypeEntrySizeOffset",
+    "gHotSpotVMTypeEntryArrayStride",
+    "gHotSpotVMIntConstants",
+    "gHotSpotVMIntConstantEntryNameOffset",
+    "gHotSpotVMIntConstantEntryValueOffset",
+    "gHotSpotVMIntConstantEntryArrayStride",
+    "gHotSpotVMLongConstants",
+    "gHotSpotVMLongConstantEntryNameOffset",
+    "gHotSpotVMLongConstantEntryValueOffset",
+    "gHotSpotVMLongConstantEntryArrayStride",
+];
+
+/// Tables hold a few thousand entries; beyond this the walk has gone astray.
+const MAX_TABLE: usize = 20_000;
+
+impl VmStructs {
+    /// Reads the tables of the JVM `pid`.
+    pub fn read(pid: i32) -> Result<VmStructs, Error> {
+        let lib = libjvm(pid)?;
+        let syms = dynamic_symbols(&lib.reached, &|n| n.starts_with("gHotSpotVM"))?;
+        let mem = Memory { pid };
+        // Each symbol is a variable in libjvm holding the value (a pointer or an offset).
+        let var = |name: &str| -> Result<u64, Error> {
+            let at = syms.get(name).ok_or_else(|| lib_err(&lib.path, format!("{name} is not exported (not a HotSpot libjvm.so?)")))?;
+            mem.u64(lib.bias.wrapping_add(*at))
+        };
+        for s in SYMBOLS {
+            if !syms.contains_key(s) {
+                return Err(lib_err(&lib.path, format!("{s} is not exported (not a HotSpot libjvm.so?)")));
+            }
+        }
+        let mut fields = HashMap::new();
+        {
+            let (base, stride) = (var("gHotSpotVMStructs")?, var("gHotSpotVMStructEntryArrayStride")?);
+            let (tn, fnm, ts, st, off, addr) = (
+                var("gHotSpotVMStructEntryTypeNameOffset")?,
+                var("gHotSpotVMStructEntryFieldNameOffset")?,
+                var("gHotSpotVMStructEntryTypeStringOffset")?,
+                var("gHotSpotVMStructEntryIsStaticOffset")?,
+                var("gHotSpotVMStructEntryOffsetOffset")?,
+                var("gHotSpotVMStructEntryAddressOffset")?,
+            );
+            check_stride(stride)?;
+            let mut e = vec![0u8; stride as usize];
+            for i in 0..MAX_TABLE {
+                mem.read(base + i as u64 * stride, &mut e)?;
+                let type_name = le64(&e, tn as usize);
+                if type_name == 0 {
+                    break;
+                }
+                let field_name = le64(&e, fnm as usize);
+                if field_name == 0 {
+                    continue;
+                }
+                let ts_ptr = le64(&e, ts as usize);
+                let f = Field {
+                    type_string: if ts_ptr == 0 { String::new() } else { mem.cstr(ts_ptr, 256)? },
+                    is_static: le32(&e, st as usize) != 0,
+                    offset: le64(&e, off as usize),
+                    address: le64(&e, addr as usize),
+                };
+                fields.insert((mem.cstr(type_name, 256)?, mem.cstr(field_name, 256)?), f);
+            }
+        }
+        let mut sizes = HashMap::new();
+        {
+            let (base, stride) = (var("gHotSpotVMTypes")?, var("gHotSpotVMTypeEntryArrayStride")?);
+            let (tn, sz) = (var("gHotSpotVMTypeEntryTypeNameOffset")?, var("gHotSpotVMTypeEntrySizeOffset")?);
+            check_stride(stride)?;
+            let mut e = vec![0u8; stride as usize];
+            for i in 0..MAX_TABLE {
+                mem.read(base + i as u64 * stride, &mut e)?;
+                let type_name = le64(&e, tn as usize);
+                if type_name == 0 {
+                    break;
+                }
+                sizes.insert(mem.cstr(type_name, 256)?, le64(&e, sz as usize));
+            }
+        }
+        let mut int_constants = HashMap::new();
+        for (table, name_off, value_off, stride, wide) in [
+            ("gHotSpotVMIntConstants", "gHotSpotVMIntConstantEntryNameOffset", "gHotSpotVMIntConstantEntryValueOffset", "gHotSpotVMIntConstantEntryArrayStride", false),
+            ("gHotSpotVMLongConstants", "gHotSpotVMLongConstantEntryNameOffset", "gHotSpotVMLongConstantEntryValueOffset", "gHotSpotVMLongConstantEntryArrayStride", true),
+        ] {
+            let (base, stride, no, vo) = (var(table)?, var(stride)?, var(name_off)?, var(value_off)?);
+            check_stride(stride)?;
+            let mut e = vec![0u8; stride as usize];
+            for i in 0..MAX_TABLE {
+                mem.read(base + i as u64 * stride, &mut e)?;
+                let name = le64(&e, no as usize);
+                if name == 0 {
+                    break;
+                }
+                let v = if wide { le64(&e, vo as usize) as i64 } else { le32(&e, vo as usize) as i32 as i64 };
+                int_constants.insert(mem.cstr(name, 256)?, v);
+            }
+        }
+        if fields.is_empty() {
+            return Err(Error::Table { reason: "gHotSpotVMStructs is empty".into() });
+        }
+        Ok(VmStructs { mem, libjvm: lib, fields, sizes, int_constants })
+    }
+
+    /// The field `field` of `ty`.
+    pub fn field(&self, ty: &str, field: &str) -> Result<&Field, Error> {
+        self.fields.get(&(ty.to_string(), field.to_string())).ok_or_else(|| Error::Table { reason: format!("no field {ty}::{field} (this JDK lays it out otherwise)") })
+    }
+
+    /// The offset of instance field `field` in `ty`.
+    pub fn offset(&self, ty: &str, field: &str) -> Result<u64, Error> {
+        self.field(ty, field).map(|f| f.offset)
+    }
+
+    /// The address of static field `field` of `ty`.
+    pub fn address(&self, ty: &str, field: &str) -> Result<u64, Error> {
+        self.field(ty, field).map(|f| f.address)
+    }
+
+    pub fn size(&self, ty: &str) -> Result<u64, Error> {
+        self.sizes.get(ty).copied().ok_or_else(|| Error::Table { reason: format!("no type {ty}") })
+    }
+}
+
+fn check_stride(stride: u64) -> Result<(), Error> {
+    if !(8..=256).contains(&stride) {
+        return Err(Error::Table { reason: format!("an entry stride of {stride} bytes") });
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn our_own_memory_reads_back_and_an_unmapped_address_is_an_error() {
+        let me = Memory { pid: std::process::id() as i32 };
+        let value: u64 = 0x1122_3344_5566_7788;
+        assert_eq!(me.u64(&value as *const u64 as u64).unwrap(), value);
+        let text = b"stallscope\0rest";
+        assert_eq!(me.cstr(text.as_ptr() as u64, 64).unwrap(), "stallscope");
+        let e = me.u64(8).unwrap_err();
+        assert!(e.to_string().contains("cannot read its memory at 0x8"), "{e}");
+    }
+
+    #[test]
+    fn a_process_without_libjvm_says_so() {
+        let e = VmStructs::read(std::process::id() as i32).unwrap_err();
+        assert!(matches!(e, Error::NoLibjvm { .. }), "{e}");
+    }
+
+    #[test]
+    fn the_symbols_of_an_elf_file_are_found_by_name() {
+        // libc's dynamic symbols, as the loader of this test process found it.
+        let maps = crate::maps::read(std::process::id() as i32).unwrap();
+        let libc = maps.iter().find(|m| m.path.contains("libc.so")).expect("libc is mapped");
+        let syms = dynamic_symbols(Path::new(&libc.path), &|n| n == "malloc").unwrap();
+        assert!(syms.contains_key("malloc"));
+        assert!(dynamic_symbols(Path::new("/proc/self/status"), &|_| true).unwrap_err().to_string().contains("not a 64-bit"));
+    }
+}
