@@ -11,6 +11,7 @@
 pub mod cgroup;
 pub mod clock;
 pub mod heartbeat;
+pub mod jvmcounters;
 pub mod jvms;
 pub mod maps;
 pub mod ns;

@@ -111,6 +111,11 @@ pub fn parse_syscall(s: &str) -> Syscall {
     }
 }
 
+/// Whether process `pid` is stopped (state `T`, or `t` under a tracer).
+pub fn stopped(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).ok().and_then(|s| parse_stat(&s)).is_some_and(|f| matches!(f.1, 'T' | 't'))
+}
+
 /// Kernel functions where a thread waits inside a system call it made on purpose (parked on a
 /// futex, polling, sleeping). For these the `syscall` file adds nothing worth its cost.
 pub fn parked_wchan(w: &str) -> bool {
