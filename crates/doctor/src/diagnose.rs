@@ -60,6 +60,8 @@ pub struct StallSpan {
     pub exited_during: bool,
     /// The recording ended (the JVM exited, or the recorder detached) before the stall did.
     pub cut: bool,
+    /// What showed its begin: the heartbeat, or the counters' safepoint, or the process stopped.
+    pub by: crate::recording::StallTrigger,
 }
 
 impl StallSpan {
@@ -82,7 +84,7 @@ pub fn stall_spans(events: &[Event]) -> Vec<StallSpan> {
     let target_exited = events.iter().any(|x| matches!(x, Event::TargetExit { .. }));
     let mut out = Vec::new();
     for e in events {
-        let Event::StallBegin { t: noticed, stall, expected_ns, .. } = e else { continue };
+        let Event::StallBegin { t: noticed, stall, expected_ns, by, .. } = e else { continue };
         let end = events.iter().find_map(|x| match x {
             Event::StallEnd { stall: s, resumed_ns, control_max_late_ns, control_queued_ns, resumed, .. } if s == stall => Some((*resumed_ns, *control_max_late_ns, *control_queued_ns, *resumed)),
             _ => None,
@@ -95,7 +97,7 @@ pub fn stall_spans(events: &[Event]) -> Vec<StallSpan> {
         // It was still stalled when noticed. (Earlier recorders could write a resumption from
         // before that: the meter's tick time, read before a safepoint held up its publication.)
         let cut = end.is_none_or(|(_, _, _, resumed)| !resumed);
-        out.push(StallSpan { stall: *stall, noticed_ns: *noticed, start_ns: *expected_ns, end_ns: end_ns.max(*noticed), control_max_late_ns: control, control_queued_ns: queued, exited_during, cut });
+        out.push(StallSpan { stall: *stall, noticed_ns: *noticed, start_ns: *expected_ns, end_ns: end_ns.max(*noticed), control_max_late_ns: control, control_queued_ns: queued, exited_during, cut, by: *by });
     }
     out
 }
@@ -198,6 +200,31 @@ pub fn match_safepoint(span: &StallSpan, safepoints: &[Safepoint], unfinished: &
     })
 }
 
+/// A stall the counters began (a safepoint begun and not ended) that no safepoint record
+/// covers: the safepoint never ended inside the recording (it was cut, or the JVM exited in
+/// it), or it began before the first look. Its time to reach is the sync time's rise, when the
+/// looks saw one; else it was being reached throughout.
+fn unended_safepoint(rec: &Recording, span: &StallSpan) -> Option<SafepointView> {
+    if span.by != crate::recording::StallTrigger::Safepoint {
+        return None;
+    }
+    let info = crate::counters::info(&rec.events)?;
+    let u = crate::counters::unended(&rec.counters, info, span.start_ns, span.end_ns);
+    let total = span.duration_ns();
+    let ttsp = u.reached.map_or(total, |(_, sync)| sync.min(total));
+    Some(SafepointView {
+        op: u.op,
+        ttsp_ns: ttsp,
+        at_safepoint_ns: total - ttsp,
+        total_ns: total,
+        start_mono_ns: span.start_ns,
+        threads_total: None,
+        threads_running: None,
+        timeout_culprits: vec![],
+        unfinished: span.cut,
+    })
+}
+
 /// The answer when nothing explains a stall: `unknown`, saying what was (not) seen.
 fn unknown_finding(ev: &StallEvidence) -> Finding {
     let said = if ev.sample_times.is_empty() {
@@ -277,7 +304,7 @@ fn diagnose_stall(rec: &Recording, seen: &StallSpan, floor: u64, samples: &[&Sam
     let names: HashMap<i32, String> = ctx.map(|c| c.java_threads.iter().filter(|j| j.tid > 0).map(|j| (j.tid, j.name.clone())).collect()).unwrap_or_default();
     // A safepoint that began before the previous stall ended is that stall's (see below).
     let own = |s: &SafepointView| floor == 0 || s.start_mono_ns >= floor;
-    let safepoint = match_safepoint(seen, &rec.safepoints, &rec.unfinished_culprits, rec.open_sync_ns, &names).filter(own);
+    let safepoint = match_safepoint(seen, &rec.safepoints, &rec.unfinished_culprits, rec.open_sync_ns, &names).filter(own).or_else(|| unended_safepoint(rec, seen));
     let spanned: Vec<SafepointView> = if safepoint.as_ref().is_some_and(|s| s.unfinished) { safepoint.iter().cloned().collect() } else { spanned_safepoints(seen, &rec.safepoints, safepoint.as_ref(), &names) };
     let spanned: Vec<SafepointView> = spanned.into_iter().filter(own).collect();
     // The world stopped when the safepoint began, even if the meter noticed later (it was
@@ -290,6 +317,11 @@ fn diagnose_stall(rec: &Recording, seen: &StallSpan, floor: u64, samples: &[&Sam
     if let Some(first) = spanned.first().filter(|s| s.start_mono_ns < span.start_ns && s.start_mono_ns + s.total_ns > span.start_ns) {
         span.start_ns = first.start_mono_ns;
     }
+    // A stall under way when the recorder started (`attach` to a JVM stuck already) is judged on
+    // the part it saw: what held the JVM before is not known, and not counted against the cause.
+    let full = span.clone();
+    let unseen_ns = meta.start_mono_ns.saturating_sub(span.start_ns).min(span.duration_ns());
+    span.start_ns += unseen_ns;
     let span = &span;
     let until = if span.exited_during { u64::MAX } else { span.end_ns };
     // From the stall's start: a thread's run-queue wait before its first sample counts from there.
@@ -328,7 +360,13 @@ fn diagnose_stall(rec: &Recording, seen: &StallSpan, floor: u64, samples: &[&Sam
     if findings.is_empty() {
         findings.push(unknown_finding(&ev));
     }
-    if let Some(said) = recorder_blind(&rec.events, span, seen, meta.threshold_ns) {
+    if unseen_ns > 0 {
+        if let Some(f) = findings.first_mut() {
+            f.evidence.push(format!("it began {} before stallscope started watching; judged on the {} seen", fmt_ns(unseen_ns), fmt_ns(span.duration_ns())));
+        }
+    }
+    let seen_part = StallSpan { noticed_ns: seen.noticed_ns.max(span.start_ns + meta.threshold_ns), start_ns: seen.start_ns.max(span.start_ns), ..seen.clone() };
+    if let Some(said) = recorder_blind(&rec.events, span, &seen_part, meta.threshold_ns) {
         for f in findings.iter_mut().filter(|f| f.cause == Cause::Unknown) {
             f.evidence.push(said.clone());
         }
@@ -347,9 +385,9 @@ fn diagnose_stall(rec: &Recording, seen: &StallSpan, floor: u64, samples: &[&Sam
     }
     StallReport {
         stall,
-        start_mono_ns: span.start_ns,
-        duration_ns: duration,
-        start_wall: wall_of(meta, span.start_ns),
+        start_mono_ns: full.start_ns,
+        duration_ns: full.duration_ns(),
+        start_wall: wall_of(meta, full.start_ns),
         safepoint,
         safepoints: spanned,
         findings,
@@ -458,8 +496,22 @@ pub fn diagnose(rec: &Recording) -> Report {
         notes.push("the recording has no end record: the recorder was killed or crashed (or is still recording), so it was cut short; a stall open at its end ends there".into());
     }
     notes.extend(rec.frames_notes.iter().cloned());
-    if !rec.has_safepoint_log {
+    let counted = rec.safepoints.iter().filter(|s| s.format == hotspot_log::Format::PerfCounters).count();
+    if counted > 0 || (rec.safepoints.is_empty() && crate::counters::info(&rec.events).is_some()) {
+        notes.push(format!(
+            "the safepoint log {}: {counted} safepoints are placed from the JVM's perf counters (their time to reach and at the safepoint, not their operation but for GCs)",
+            if rec.has_safepoint_log { "has no records" } else { "is not in the recording (the JVM was not asked to write one, or could not be)" }
+        ));
+    } else if !rec.has_safepoint_log {
         notes.push("no safepoint log in the recording: stalls cannot be joined with safepoints".into());
+    }
+    if let Some(why) = crate::counters::missing(&rec.events) {
+        let heartbeat = rec.events.iter().any(|e| matches!(e, Event::MeterRunning { .. }));
+        notes.push(if heartbeat {
+            format!("no perf counters ({why})")
+        } else {
+            format!("no perf counters ({why}): without them and without the agent, a stall is seen only when the process stops")
+        });
     }
     // The agent logs its hiccups from inside the JVM: a stall the JVM never came back from (it
     // was killed, or the recording ended first) is not in its log.
@@ -508,7 +560,7 @@ mod tests {
     }
 
     fn begin(stall: u32, expected_ms: u64, noticed_ms: u64) -> Event {
-        Event::StallBegin { t: noticed_ms * MS, stall, last_tick_ns: (expected_ms - 1) * MS, expected_ns: expected_ms * MS }
+        Event::StallBegin { t: noticed_ms * MS, stall, last_tick_ns: (expected_ms - 1) * MS, expected_ns: expected_ms * MS, by: Default::default() }
     }
 
     fn end(stall: u32, resumed_ms: u64, resumed: bool) -> Event {
@@ -567,7 +619,7 @@ mod tests {
         // Ends at 2.300 s monotonic; 290 ms reaching it, 10 ms at it.
         let long = safepoint("[1.0s][2300000000ns][info][safepoint] Safepoint \"ThreadDump\", Time since last: 1 ns, Reaching safepoint: 290000000 ns, Cleanup: 0 ns, At safepoint: 10000000 ns, Total: 300000000 ns\n");
         let short = safepoint("[1.0s][2150000000ns][info][safepoint] Safepoint \"Cleanup\", Time since last: 1 ns, Reaching safepoint: 10000 ns, Cleanup: 0 ns, At safepoint: 10000 ns, Total: 20000 ns\n");
-        let span = StallSpan { stall: 1, noticed_ns: 2005 * MS, start_ns: 2000 * MS, end_ns: 2300 * MS, control_max_late_ns: 0, control_queued_ns: None, exited_during: false, cut: false };
+        let span = StallSpan { stall: 1, noticed_ns: 2005 * MS, start_ns: 2000 * MS, end_ns: 2300 * MS, control_max_late_ns: 0, control_queued_ns: None, exited_during: false, cut: false, by: Default::default() };
         let names = HashMap::from([(7, "reader-thread".to_string())]);
         let sp = match_safepoint(&span, &[short.clone(), long], &[], None, &names).unwrap();
         assert_eq!((sp.op.as_str(), sp.ttsp_ns, sp.start_mono_ns), ("ThreadDump", 290 * MS, 2000 * MS));
@@ -585,7 +637,7 @@ mod tests {
         let open = sc.finish(&mut |_: &Safepoint| panic!("no record")).open_sync_ns;
         assert_eq!(open, Some(2001 * MS));
         let names = HashMap::new();
-        let cut = StallSpan { stall: 1, noticed_ns: 2005 * MS, start_ns: 2002 * MS, end_ns: 3880 * MS, control_max_late_ns: 0, control_queued_ns: None, exited_during: false, cut: true };
+        let cut = StallSpan { stall: 1, noticed_ns: 2005 * MS, start_ns: 2002 * MS, end_ns: 3880 * MS, control_max_late_ns: 0, control_queued_ns: None, exited_during: false, cut: true, by: Default::default() };
         let sp = match_safepoint(&cut, &[], &[], open, &names).expect("the safepoint being reached");
         assert!(sp.unfinished && sp.timeout_culprits.is_empty(), "{sp:?}");
         assert_eq!((sp.start_mono_ns, sp.ttsp_ns), (2001 * MS, 1879 * MS));
@@ -622,6 +674,7 @@ mod tests {
             hiccups: None,
             control: None,
             damage: vec![],
+            counters: vec![],
         };
         let r = diagnose(&rec);
         let spans: Vec<(u64, u64)> = r.stalls.iter().map(|s| (s.start_mono_ns / MS, s.duration_ns / MS)).collect();
@@ -649,6 +702,7 @@ mod tests {
             hiccups: None,
             control: None,
             damage: vec![],
+            counters: vec![],
         };
         let mut r = StallReport {
             stall: 1,

@@ -28,6 +28,7 @@
 pub mod causes;
 pub mod classify;
 pub mod code;
+pub mod counters;
 mod diagnose;
 pub mod evidence;
 pub mod hlog;

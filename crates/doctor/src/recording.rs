@@ -48,8 +48,11 @@ pub mod files {
     /// the agent says which signal its handler is on.
     pub const STACKS: &str = "stacks.jsonl";
     pub const STACKS_READY: &str = "stacks.ready";
+    /// The JVM's perf counters (hsperfdata) as the recorder looked at them: each look that
+    /// differed from the one before (`procwatch::jvmcounters::CounterLook`).
+    pub const COUNTERS: &str = "counters.jsonl";
     /// Every file a recording may hold.
-    pub const ALL: [&str; 15] = [META, SAFEPOINT_LOG, HICCUPS, EVENTS, SAMPLES, SYSTEM, CONTEXT, TRACE, CONTROL, FRAMES_JFR, FRAMES_JFC, FRAMES, DUMPS, STACKS, STACKS_READY];
+    pub const ALL: [&str; 16] = [META, SAFEPOINT_LOG, HICCUPS, EVENTS, SAMPLES, SYSTEM, CONTEXT, TRACE, CONTROL, FRAMES_JFR, FRAMES_JFC, FRAMES, DUMPS, STACKS, STACKS_READY, COUNTERS];
 }
 
 /// A recording holds plain files only: a FIFO or socket in its place would block the reader
@@ -120,8 +123,30 @@ pub struct Shares {
 pub enum Event {
     /// The agent's meter is ticking.
     MeterRunning { t: u64, resolution_ns: u64, meter_tid: u32 },
-    /// The heartbeat went stale: the meter should have ticked at `expected_ns` and did not.
-    StallBegin { t: u64, stall: u32, last_tick_ns: u64, expected_ns: u64 },
+    /// A stall began at `expected_ns` (noticed at `t`). By the heartbeat (the default): the
+    /// meter should have ticked then and did not, its last tick at `last_tick_ns`. By the
+    /// counters: a safepoint began then and has not ended; or the process was seen stopped.
+    /// `last_tick_ns` is then the last look that saw nothing wrong.
+    StallBegin {
+        t: u64,
+        stall: u32,
+        last_tick_ns: u64,
+        expected_ns: u64,
+        #[serde(default, skip_serializing_if = "StallTrigger::is_heartbeat")]
+        by: StallTrigger,
+    },
+    /// The recorder watches the JVM's perf counters (`counters.jsonl`): what they say of the JVM.
+    Counters { t: u64, info: procwatch::jvmcounters::CountersInfo },
+    /// The JVM has no perf counters the recorder can read, and why: it is watched through
+    /// `/proc` alone.
+    NoCounters { t: u64, reason: String },
+    /// The attach protocol got the agent into the JVM (its heartbeat drives stall detection from
+    /// `t`), or (`refused` set) could not, and why.
+    Attached {
+        t: u64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        refused: Option<String>,
+    },
     /// The heartbeat resumed with a tick at `resumed_ns`, or (`resumed` false) watching ended
     /// first: the JVM exited or the meter stopped, and `resumed_ns` is when that was seen.
     StallEnd {
@@ -152,6 +177,44 @@ pub enum Event {
     /// `--boost` raised the target's threads (`raised` false: none could be; `refused` counts
     /// threads the kernel refused, for lack of CAP_SYS_NICE).
     Boost { t: u64, raised: bool, refused: u64 },
+}
+
+impl Event {
+    /// When it happened (or was seen), on CLOCK_MONOTONIC.
+    pub fn t(&self) -> u64 {
+        match self {
+            Event::MeterRunning { t, .. }
+            | Event::StallBegin { t, .. }
+            | Event::Counters { t, .. }
+            | Event::NoCounters { t, .. }
+            | Event::Attached { t, .. }
+            | Event::StallEnd { t, .. }
+            | Event::ControlHiccup { t, .. }
+            | Event::RecorderHeld { t, .. }
+            | Event::TargetExit { t, .. }
+            | Event::Detach { t, .. }
+            | Event::Boost { t, .. } => *t,
+        }
+    }
+}
+
+/// What showed a stall's begin.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum StallTrigger {
+    /// The agent's heartbeat went stale.
+    #[default]
+    Heartbeat,
+    /// The JVM's perf counters: a safepoint begun and not ended.
+    Safepoint,
+    /// `/proc`: the process stopped (SIGSTOP, a debugger).
+    Stopped,
+}
+
+impl StallTrigger {
+    pub fn is_heartbeat(&self) -> bool {
+        *self == StallTrigger::Heartbeat
+    }
 }
 
 fn yes() -> bool {
@@ -444,12 +507,13 @@ pub struct Writer {
     pub samples: Appender,
     pub system: Appender,
     pub context: Appender,
+    pub counters: Appender,
 }
 
 impl Writer {
     /// A barrier for every line written so far to each of the recording's files.
     pub fn barrier(&self) -> Barrier {
-        let queues = [&self.events, &self.samples, &self.system, &self.context].into_iter().filter_map(|a| a.barrier()).flat_map(|b| b.queues).collect();
+        let queues = [&self.events, &self.samples, &self.system, &self.context, &self.counters].into_iter().filter_map(|a| a.barrier()).flat_map(|b| b.queues).collect();
         Barrier { queues }
     }
 
@@ -482,6 +546,7 @@ impl Writer {
             samples: open(&dir.join(files::SAMPLES))?,
             system: open(&dir.join(files::SYSTEM))?,
             context: open(&dir.join(files::CONTEXT))?,
+            counters: open(&dir.join(files::COUNTERS))?,
         })
     }
 }
@@ -576,6 +641,8 @@ pub struct Recording {
     pub control: Option<crate::hlog::IntervalLog>,
     /// What was found damaged and left out while reading, each with its file and line.
     pub damage: Vec<String>,
+    /// The JVM's perf counters, each look that changed (empty when they were not read).
+    pub counters: Vec<procwatch::jvmcounters::CounterLook>,
 }
 
 impl Recording {
@@ -596,7 +663,17 @@ impl Recording {
         let mut r = rest?;
         r.hiccups = hiccups;
         r.control = control;
+        if r.safepoints.is_empty() {
+            r.fill_from_counters();
+        }
         Ok(r)
+    }
+
+    /// The safepoints the JVM's perf counters show, when the safepoint log gave none (it is
+    /// off, missing or empty); the report says so.
+    pub fn fill_from_counters(&mut self) {
+        let Some(info) = crate::counters::info(&self.events) else { return };
+        self.safepoints = crate::counters::safepoints(&self.counters, info);
     }
 
     fn read_lines_of(dir: &Path, meta: Meta) -> Result<Recording, Error> {
@@ -636,6 +713,7 @@ impl Recording {
             system: read_lines_noting(&dir.join(files::SYSTEM), &mut damage)?,
             context: read_lines_noting(&dir.join(files::CONTEXT), &mut damage)?,
             trace: read_lines_noting(&dir.join(files::TRACE), &mut damage)?,
+            counters: read_lines_noting(&dir.join(files::COUNTERS), &mut damage)?,
             frames_recorded: (frames_file && frames_notes.is_empty()) || stacks_file,
             frames,
             frames_notes,

@@ -51,10 +51,13 @@ pub enum Format {
     /// JDK Flight Recorder safepoint events (`jdk.SafepointBegin` and its companions), JDK 11-25;
     /// counted per safepoint, not per line ([`crate::jfr`]).
     Jfr,
+    /// The JVM's perf counters (hsperfdata), as stallscope's recorder looked at them: a
+    /// safepoint's reaching and its time after, never its operation's name.
+    PerfCounters,
 }
 
 impl Format {
-    pub const ALL: [Format; 19] = [
+    pub const ALL: [Format; 20] = [
         Format::Jdk8StoppedTime,
         Format::Jdk8ApplicationTime,
         Format::UlStoppedTime,
@@ -74,6 +77,7 @@ impl Format {
         Format::TimeoutUl,
         Format::SafepointDetail,
         Format::Jfr,
+        Format::PerfCounters,
     ];
 
     /// A stable identifier for machine output.
@@ -98,6 +102,7 @@ impl Format {
             Format::TimeoutUl => "timeout-ul",
             Format::SafepointDetail => "safepoint-detail",
             Format::Jfr => "jfr",
+            Format::PerfCounters => "perf-counters",
         }
     }
 
@@ -123,6 +128,7 @@ impl Format {
             Format::TimeoutUl => "SafepointTimeout (unified logging)",
             Format::SafepointDetail => "safepoint detail lines",
             Format::Jfr => "JDK Flight Recorder safepoint events",
+            Format::PerfCounters => "the JVM's perf counters (hsperfdata)",
         }
     }
 
@@ -141,6 +147,7 @@ impl Format {
                 | Format::Jdk13Stats
                 | Format::Jdk25Stats
                 | Format::Jfr
+                | Format::PerfCounters
         )
     }
 

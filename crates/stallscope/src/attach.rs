@@ -81,6 +81,12 @@ impl Jvm {
             .with_context(|| format!("pid {}: cannot create {name} in its working directory or /tmp", self.pid))?;
         // The JVM accepts a trigger file owned by its own user (or root).
         let _ = std::os::unix::fs::chown(&trigger, Some(self.uid), None);
+        // A stopped JVM takes SIGQUIT only when continued, by which time the trigger file is
+        // gone: it would print a full thread dump into the application's own stdout.
+        if procwatch::task::stopped(self.pid) {
+            let _ = std::fs::remove_file(&trigger);
+            return Err(Failure::new(EXIT_FAILURE, format!("JVM pid {} is stopped (SIGSTOP or a debugger): not signalled; continue it (kill -CONT {}) and try again", self.pid, self.pid)));
+        }
         // SAFETY: plain kill; SIGQUIT makes HotSpot look for the trigger file.
         unsafe { libc::kill(self.pid, libc::SIGQUIT) };
         let t0 = Instant::now();

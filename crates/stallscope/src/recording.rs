@@ -15,7 +15,9 @@ use std::path::{Path, PathBuf};
 /// Reads the recording in `dir`, its safepoints from a flight recording when its log has none.
 pub fn read(dir: &Path) -> Result<Recording> {
     let mut rec = Recording::read(dir)?;
-    if rec.safepoints.is_empty() {
+    // A flight recording names each safepoint's operation; the counters (the doctor's own
+    // fallback) do not: JFR's, when there are any, take their place.
+    if rec.safepoints.iter().all(|s| s.format == hotspot_log::Format::PerfCounters) {
         fill_from_jfr(&mut rec);
     }
     Ok(rec)
@@ -71,6 +73,7 @@ fn fill_from_jfr(rec: &mut Recording) {
                 if rec.has_safepoint_log { "has no records" } else { "is missing" }
             ));
             got.sort_by_key(|s| s.end.mono_ns);
+            rec.damage.retain(|d| !d.contains("safepoints from the JVM's perf counters"));
             rec.safepoints = got;
             rec.has_safepoint_log = true;
             return;

@@ -5,7 +5,8 @@ use crate::failure::EXIT_OK;
 use super::report::print_report;
 use crate::attach::Jvm;
 use crate::cli::{AttachArgs, RecordOptions, RunArgs};
-use crate::record::{self, Launch, RecordRequest};
+use crate::record::{self, watch, Launch, RecordRequest};
+use doctor::recording::Event;
 use anyhow::Result;
 use std::os::unix::process::ExitStatusExt;
 
@@ -30,8 +31,50 @@ pub fn attach(a: AttachArgs) -> Result<i32> {
     let s = record::settings(&request(&a.record))?;
     record::hand_to(&s.dir, jvm.uid)?;
     let stop = crate::inject::stop_flag()?;
-    record::record_attached(&s, &jvm, a.run_for.map(|d| d.std()), &stop, None)?;
+    // What is happening now, said about a second in, on a thread of its own: the watch loop
+    // only hands it a barrier for what it wrote so far.
+    let (tx, rx) = std::sync::mpsc::channel::<watch::Now>();
+    let (dir, json, pid) = (s.dir.clone(), a.record.json, a.pid);
+    let started = procwatch::clock::mono_ns();
+    let sayer = std::thread::spawn(move || {
+        if let Ok(now) = rx.recv() {
+            if let Err(e) = say_now(&dir, now, pid, started, json) {
+                eprintln!("stallscope: what is happening now could not be told: {e:#}");
+            }
+        }
+    });
+    let told: Box<dyn FnOnce(watch::Now) + Send> = Box::new(move |n| {
+        let _ = tx.send(n);
+    });
+    let r = record::attached::record_attached(&s, &jvm, a.run_for.map(|d| d.std()), &stop, None, Some(told));
+    let _ = sayer.join();
+    r?;
     print_report(&s.dir, a.record.json)?;
     eprintln!("stallscope: recording in {}", s.dir.display());
     Ok(EXIT_OK)
+}
+
+/// Diagnoses the recording as it stood at `now.t`, its open stall cut there, and says what is
+/// happening now: on stdout before the final report (on stderr with --json, whose stdout is one
+/// document).
+fn say_now(dir: &std::path::Path, now: watch::Now, pid: i32, started: u64, json: bool) -> Result<()> {
+    now.written.wait();
+    let mut rec = crate::recording::read(dir)?;
+    rec.events.retain(|e| e.t() <= now.t);
+    rec.samples.retain(|x| x.t <= now.t);
+    // The stall under way goes on: cut here, not ended by an exit.
+    if let Some(stall) = now.stall {
+        rec.events.push(Event::StallEnd { t: now.t, stall, resumed_ns: now.t, control_max_late_ns: 0, control_queued_ns: None, resumed: false, dropped_samples: 0 });
+    }
+    rec.events.push(Event::Detach { t: now.t, reason: "what is happening now".into() });
+    let report = doctor::diagnose(&rec);
+    let text = crate::output::report::now_text(&report, now.stall, pid, now.t.saturating_sub(started), rec.counters.last());
+    if json {
+        eprint!("{text}");
+    } else {
+        print!("{text}");
+        use std::io::Write;
+        let _ = std::io::stdout().flush();
+    }
+    Ok(())
 }

@@ -144,7 +144,7 @@ fn guard_jvm(sh: Arc<Shared>, j: JvmProcess, stop: Arc<AtomicBool>, roll: Arc<At
                 let _ = tx.send(Note::Ended { dir: d.clone(), stall, barrier });
             }))
         };
-        let r = record::record_attached(&s, &jvm, None, &stop, Some(&drive));
+        let r = record::attached::record_attached(&s, &jvm, None, &stop, Some(&drive), None);
         *current.lock().unwrap_or_else(|p| p.into_inner()) = None;
         let _ = notes.send(Note::Closed { dir: dir.clone() });
         if let Err(e) = r {

@@ -58,6 +58,33 @@ fn code_block(out: &mut String, code: &doctor::code::CulpritCode) {
     }
 }
 
+/// What is happening now in a JVM `attach` just reached, from the recording up to `now`: the
+/// stall under way (`stall`), as a stall block headed `NOW`, or that it runs.
+pub fn now_text(r: &Report, stall: Option<u32>, pid: i32, after_ns: u64, counters: Option<&procwatch::jvmcounters::CounterLook>) -> String {
+    let mut out = String::new();
+    let open = stall.and_then(|n| r.stalls.iter().find(|s| s.stall == n));
+    match open {
+        Some(s) => {
+            let head = match &s.safepoint {
+                Some(sp) if sp.ttsp_ns >= sp.total_ns => format!(" — in a safepoint not yet reached, for {}", fmt_ns(sp.ttsp_ns)),
+                Some(sp) => format!(" — at a safepoint (\"{}\") for {}, reached after {}", sp.op, fmt_ns(sp.at_safepoint_ns), fmt_ns(sp.ttsp_ns)),
+                None => String::new(),
+            };
+            let _ = writeln!(out, "NOW ({} after attaching): JVM pid {pid} has been stalled for {}, since {}, and still is{head}", fmt_ns(after_ns), fmt_ns(s.duration_ns), s.start_wall);
+            stall_body(&mut out, s);
+        }
+        None => {
+            let totals = counters.map(|c| format!("; {} safepoints since it started, stopped {} in all", fmt_count(c.safepoints), fmt_ns(c.sync_ns + c.safepoint_ns))).unwrap_or_default();
+            let _ = writeln!(out, "NOW ({} after attaching): JVM pid {pid} runs: no safepoint under way, not stopped{totals}", fmt_ns(after_ns));
+            for n in r.notes.iter().filter(|n| n.starts_with("no perf counters")) {
+                let _ = writeln!(out, "note: {n}");
+            }
+            let _ = writeln!(out);
+        }
+    }
+    out
+}
+
 fn stall_block(out: &mut String, s: &StallReport) {
     let head = match (&s.safepoint, s.safepoints.len()) {
         (Some(sp), _) if sp.unfinished => {
@@ -72,6 +99,11 @@ fn stall_block(out: &mut String, s: &StallReport) {
         _ => " — a hiccup outside any safepoint".to_string(),
     };
     let _ = writeln!(out, "STALL {} at {}{head}", fmt_ns(s.duration_ns), s.start_wall);
+    stall_body(out, s);
+}
+
+/// A stall's findings, culprits, evidence and fixes, below its heading.
+fn stall_body(out: &mut String, s: &StallReport) {
     for (i, f) in s.findings.iter().enumerate() {
         let share = if s.findings.len() > 1 && f.share > 0.0 { format!(", {:.0}% of the stall", f.share * 100.0) } else { String::new() };
         let label = if i == 0 { "cause" } else { "also" };

@@ -6,10 +6,12 @@
 //! off and stops the agent's meter).
 
 pub mod agent_jar;
+pub mod attached;
 pub mod boost;
 pub mod control;
 pub mod dumps;
 pub mod frames;
+pub mod pulse;
 pub mod stacks;
 pub mod staging;
 pub mod watch;
@@ -26,6 +28,7 @@ use procwatch::clock::mono_ns;
 use watch::{Ending, WatchOptions};
 
 /// What a recording needs: the agent, the directory, the thresholds.
+#[derive(Clone)]
 pub struct Settings {
     pub jar: PathBuf,
     pub dir: PathBuf,
@@ -162,7 +165,7 @@ fn kernel() -> String {
 /// Starts tracepoint evidence for `pid` when privileged, and says in one line what is missing.
 /// The instance is registered with `guard` before it is made, so that stallscope killed outright,
 /// even mid-start, does not leave its events on (they would tax every page fault on the machine).
-fn start_tracer(pid: i32, mut guard: Option<&mut crate::guard::Guard>) -> (Option<procwatch::trace::Tracer>, Option<String>) {
+pub(crate) fn start_tracer(pid: i32, mut guard: Option<&mut crate::guard::Guard>) -> (Option<procwatch::trace::Tracer>, Option<String>) {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
         return (None, Some("not root: no tracepoint evidence (fault addresses, mmap_lock wait times); rerun with sudo or CAP_PERFMON for it".into()));
@@ -177,7 +180,7 @@ fn start_tracer(pid: i32, mut guard: Option<&mut crate::guard::Guard>) -> (Optio
     }
 }
 
-fn meta(mode: &str, command: Vec<String>, pid: i32, java_home: Option<&Path>, s: &Settings, timeout_ms: Option<u64>, tracing: &(Option<procwatch::trace::Tracer>, Option<String>)) -> Meta {
+pub(crate) fn meta(mode: &str, command: Vec<String>, pid: i32, java_home: Option<&Path>, s: &Settings, timeout_ms: Option<u64>, tracing: &(Option<procwatch::trace::Tracer>, Option<String>)) -> Meta {
     // SAFETY: geteuid has no preconditions.
     let root = unsafe { libc::geteuid() } == 0;
     Meta {
@@ -204,7 +207,7 @@ fn meta(mode: &str, command: Vec<String>, pid: i32, java_home: Option<&Path>, s:
     }
 }
 
-fn watch_options(s: &Settings) -> WatchOptions {
+pub(crate) fn watch_options(s: &Settings) -> WatchOptions {
     WatchOptions { threshold_ns: s.threshold_ns, sample_interval_ns: s.sample_interval_ns, system_interval_ns: 50_000_000, boost: None }
 }
 
@@ -214,6 +217,21 @@ fn find_java(program: &str) -> Option<PathBuf> {
         return std::fs::canonicalize(p).ok();
     }
     std::env::var_os("PATH").and_then(|path| std::env::split_paths(&path).map(|d| d.join(program)).find(|c| c.is_file())).and_then(|c| std::fs::canonicalize(c).ok())
+}
+
+/// Opens the JVM's perf counters for the recording, and says in it what they are, or why there
+/// are none.
+pub(crate) fn open_counters(pid: i32, w: &mut Writer) -> Result<Option<procwatch::jvmcounters::JvmCounters>> {
+    match procwatch::jvmcounters::JvmCounters::of_pid(pid) {
+        Ok(c) => {
+            w.events.line(&Event::Counters { t: mono_ns(), info: c.info.clone() })?;
+            Ok(Some(c))
+        }
+        Err(e) => {
+            w.events.line(&Event::NoCounters { t: mono_ns(), reason: e.to_string() })?;
+            Ok(None)
+        }
+    }
 }
 
 /// How to launch a recorded JVM.
@@ -401,7 +419,7 @@ fn record_child(
         }
     };
     let mut ending = Ending::TargetExited;
-    if let Some(hb) = &hb {
+    if let Some(hb) = hb {
         let opts = WatchOptions { boost: l.boost, ..watch_options(s) };
         // A JVM of ours with its stacks sampled: its thread dump too, during long stalls.
         // Its stacks: the agent's, taken by signal in the stall; without the agent, JFR's
@@ -412,7 +430,9 @@ fn record_child(
             let dumper = if s.frames && java_home.is_some() && s.dir.join(files::FRAMES_JFC).exists() { Jvm::find(pid).ok().and_then(|j| dumps::Dumper::start(j, &s.dir).ok()) } else { None };
             watch::CodeAsks { dumper, ..Default::default() }
         };
-        ending = watch::watch(&mut w, pid, hb, tracing.0.as_ref(), opts, stop, None, &mut || alive(&mut exit, &mut child), None, code)?;
+        let pulse = pulse::Pulse::heartbeat(pid, hb, open_counters(pid, &mut w)?);
+        let what = watch::Watch { pid, pulse, tracer: tracing.0.as_ref(), opts, deadline: None, driven: None, code, hooks: Default::default() };
+        ending = watch::watch(&mut w, what, stop, &mut || alive(&mut exit, &mut child))?;
     }
     if let Ending::Stopped(reason) = &ending {
         // Ctrl-C in a terminal reaches the JVM too; forward it only if it did not.
@@ -449,167 +469,12 @@ fn record_child(
 /// heartbeat to its one loop.
 pub type Drive<'a> = &'a (dyn Fn(i32, &procwatch::heartbeat::Heartbeat) -> watch::Driven + Sync);
 
-/// Attaches to a running JVM (`jvm`), records it into `s.dir` until `run_for` elapses, `stop`
-/// is set or the JVM exits, and leaves it as it was found. `drive`: watched by `stallscope
-/// watch`'s heartbeat loop rather than by a loop of its own.
-pub fn record_attached(s: &Settings, jvm: &Jvm, run_for: Option<Duration>, stop: &AtomicBool, drive: Option<Drive>) -> Result<()> {
-    let pid = jvm.pid;
-    let command = procwatch::jvms::cmdline(pid);
-    // Each change to the JVM is registered with a guardian before it is made: if this attach
-    // fails, or is killed outright, the JVM is left as found (its logging off, the meter stopped,
-    // no directory of ours in its /tmp, no trace instance). The guardian undoes the newest change
-    // first.
-    let mut guard = crate::guard::Guard::start()?;
-    let tracing = start_tracer(pid, Some(&mut guard));
-    let mut w = Writer::open_background(&s.dir, &meta("attach", command, pid, jvm.java_home.as_deref(), s, None, &tracing))?;
-    let jar = std::fs::canonicalize(&s.jar).with_context(|| format!("{}: the agent jar is not there", s.jar.display()))?;
-    // A JVM in a container sees neither the recording directory nor the jar: both are staged in
-    // its own /tmp, and the logs copied out at the end.
-    let staging = if procwatch::ns::other_mount_ns(pid) {
-        // Its removal registered before it exists: a kill in between leaves nothing.
-        let name = staging::fresh_name();
-        let starttime = procwatch::task::process_starttime(pid).with_context(|| format!("JVM pid {pid}: gone"))?;
-        let token = guard.add(crate::guard::Undo::RemoveDir { path: staging::reached(pid, &name), pid, starttime })?;
-        let mut st = staging::Staging::make(pid, &name)?;
-        st.fill(jvm.uid, jvm.gid, &jar)?;
-        Some((st, token))
-    } else {
-        None
-    };
-    let (jvm_dir, jvm_jar) = match &staging {
-        Some((st, _)) => (st.inside.clone(), st.jar()),
-        None => (s.dir.clone(), jar),
-    };
-    let log = format!("file={}/{}", jvm_dir.display(), files::SAFEPOINT_LOG);
-    let agent_stop = guard.add(crate::guard::Undo::JvmCommand { pid, command: "load".into(), args: vec!["instrument".into(), "false".into(), format!("{}=stop", jvm_jar.display())] })?;
-    // A note left by an earlier attach that died before reading it would be taken for this one's.
-    let _ = procwatch::heartbeat::take_failure_note(pid);
-    let resolution = s.resolution_ns.map(|r| format!(",resolution={}us", r / 1000)).unwrap_or_default();
-    if let Err(e) = jvm.load_agent(&jvm_jar, &format!("log={}/{},interval=1s{resolution}", jvm_dir.display(), files::HICCUPS)) {
-        // Refused (no attach socket, the agent failed to start): nothing to undo.
-        guard.forget(agent_stop);
-        return Err(e);
-    }
-    // The agent starts inside the load command: when it could not, its note is there now, with
-    // the reason the JVM's stderr got (a recording directory the JVM cannot write).
-    if let Some(why) = procwatch::heartbeat::take_failure_note(pid) {
-        guard.forget(agent_stop);
-        return Err(crate::failure::Failure::new(crate::failure::EXIT_FAILURE, format!("JVM pid {pid}: the stallscope agent did not start inside it: {why}; give --out a directory the JVM's user (uid {}) can reach and write", jvm.uid)));
-    }
-    let log_off = guard.add(crate::guard::Undo::JvmCommand { pid, command: "jcmd".into(), args: vec![format!("VM.log output={log} what=all=off")] })?;
-    if let Err(e) = jvm.jcmd(&format!("VM.log output={log} output_options=filecount=0 what=safepoint*=debug decorators=uptime,timenanos,level,tags")) {
-        // The agent is running: the guardian stops it when `guard` is dropped on return.
-        guard.forget(log_off);
-        return Err(e);
-    }
-    let in_container = procwatch::ns::other_pid_ns(pid);
-    // The JVM's own stack samples: a flight recording, ended (and written) at detach. JFR takes
-    // a while to start (half a second and more): it starts beside the watching, not before it,
-    // so no stall is missed meanwhile. Not yet in a container: JFR keeps a repository in the
-    // JVM's own /tmp until it exits, which would be left behind there.
-    let frames_start = match (s.frames, &staging) {
-        (true, None) => start_frames(s, jvm, &jvm_dir, &mut guard)?,
-        (true, Some(_)) => {
-            let _ = frames::note(&s.dir, "no stacks: not yet for a JVM in a container (JFR would leave its repository in the container's /tmp)");
-            None
-        }
-        (false, _) => None,
-    };
-    eprintln!(
-        "stallscope: attached to JVM pid {pid}, recording into {} (stalls ≥ {}){}",
-        s.dir.display(),
-        fmt_ns(s.threshold_ns),
-        match (run_for, drive) {
-            (Some(d), _) => format!(" for {}", fmt_ns(d.as_nanos() as u64)),
-            (None, None) => "; Ctrl-C detaches".into(),
-            (None, Some(_)) => String::new(),
-        }
-    );
-    let alive = &mut || Path::new(&format!("/proc/{pid}")).exists();
-    let deadline = run_for.map(|d| Instant::now() + d);
-    let watched = match watch::wait_for_heartbeat(pid, Duration::from_secs(15), alive, stop) {
-        Ok(Some(hb)) => {
-            let driven = drive.map(|d| d(pid, &hb));
-            let dumper = if frames_start.is_some() { dumps::Dumper::start(jvm.clone(), &s.dir).ok() } else { None };
-            watch::watch(&mut w, pid, &hb, tracing.0.as_ref(), watch_options(s), stop, deadline, alive, driven, watch::CodeAsks { dumper, ..Default::default() })
-        }
-        Ok(None) => Ok(Ending::Stopped("interrupted before the agent started".into())),
-        Err(e) => Err(e),
-    };
-    let frames_stop = frames_start.and_then(|(token, started)| match started.join() {
-        Ok(Ok(out)) if out.contains("Started recording") => Some(token),
-        other => {
-            guard.forget(token);
-            let said = match other {
-                Ok(Ok(out)) => out.trim().to_string(),
-                Ok(Err(e)) => format!("{e:#}"),
-                Err(_) => "the attach thread failed".to_string(),
-            };
-            let text = format!("no stacks: JFR.start failed: {said}");
-            eprintln!("stallscope: JVM pid {pid}: {text}");
-            let _ = frames::note(&s.dir, &text);
-            None
-        }
-    });
-    let frames_on = frames_stop.is_some();
-    // Leave the JVM as we found it, whatever ended watching (an error too, so that the staged
-    // logs can be copied out after): its logging off, the meter stopped.
-    if !matches!(watched, Ok(Ending::TargetExited)) && frames_on {
-        if let Err(e) = jvm.jcmd(&frames::jcmd_stop()) {
-            eprintln!("stallscope: detaching: {e:#}");
-        }
-    }
-    // The JVM's thread ids as the host numbers them, while it is still there to ask.
-    let host_tids = procwatch::ns::host_tids(pid);
-    if !matches!(watched, Ok(Ending::TargetExited)) {
-        let off = jvm.jcmd(&format!("VM.log output={log} what=all=off"));
-        let stopped = jvm.load_agent(&jvm_jar, "stop");
-        for r in [off.map(|_| ()), stopped] {
-            if let Err(e) = r {
-                eprintln!("stallscope: detaching: {e:#}");
-            }
-        }
-    }
-    // Undone above, or the JVM is gone: nothing for the guardian to do.
-    guard.forget(log_off);
-    guard.forget(agent_stop);
-    if let Some(t) = frames_stop {
-        guard.forget(t);
-    }
-    if let Some((st, token)) = staging {
-        // The stopped agent finishes its hiccup log, then removes its heartbeat: wait for that.
-        let hb = procwatch::heartbeat::default_path(pid);
-        let t0 = Instant::now();
-        while hb.exists() && t0.elapsed() < Duration::from_secs(2) {
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        let (removed, problem) = st.finish(&s.dir, &[files::SAFEPOINT_LOG, files::HICCUPS]);
-        if removed {
-            guard.forget(token);
-        }
-        if let Some(p) = problem {
-            eprintln!("stallscope: {p}");
-        }
-    }
-    let watched = watched?;
-    match &watched {
-        Ending::TargetExited => w.events.line(&Event::TargetExit { t: mono_ns(), code: None, signal: None })?,
-        Ending::Stopped(reason) => w.events.line(&Event::Detach { t: mono_ns(), reason: reason.clone() })?,
-    }
-    if frames_on {
-        // In a container, a thread the JVM numbers is only known on the host while the JVM
-        // runs; after it exited, its stacks cannot be placed and are left out.
-        frames::extract_or_note(&s.dir, &|t| if in_container && host_tids.is_empty() { 0 } else { procwatch::ns::host_tid(&host_tids, t as i32) });
-    }
-    Ok(())
-}
-
 /// Starts the JVM's flight recording of stacks, with its stop registered with the guardian
 /// first, on a thread of its own (JFR takes a while to start): returns the guardian's token for
 /// that stop and the thread, whose answer says whether JFR started. A JVM without a flight
 /// recorder gets a note in `frames.jsonl` instead.
 #[allow(clippy::type_complexity)]
-fn start_frames(s: &Settings, jvm: &Jvm, jvm_dir: &Path, guard: &mut crate::guard::Guard) -> Result<Option<(crate::guard::Token, std::thread::JoinHandle<Result<String>>)>> {
+pub(crate) fn start_frames(s: &Settings, jvm: &Jvm, jvm_dir: &Path, guard: &mut crate::guard::Guard) -> Result<Option<(crate::guard::Token, std::thread::JoinHandle<Result<String>>)>> {
     if !has_jfr(jvm.java_home.as_deref()) {
         eprintln!("stallscope: JVM pid {}: {NO_JFR}", jvm.pid);
         frames::note(&s.dir, NO_JFR)?;

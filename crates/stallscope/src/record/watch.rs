@@ -1,19 +1,22 @@
-//! The watch loop: poll the agent's heartbeat; when it goes stale, sample every thread of the
+//! The watch loop: look at the target's pulse (the agent's heartbeat, or the JVM's own perf
+//! counters and `/proc`, see pulse.rs); when it shows a stall, sample every thread of the
 //! target at the sampling rate (and the machine less often) until it resumes; write it all to
 //! the recording.
 //!
 //! Invariant: the target is only read (never signalled or traced), and nothing here can stop
 //! it: if the recorder dies, the target runs on. Idle, the loop wakes once per threshold: it
-//! sleeps until the moment the heartbeat would first count as stale, so a stall is noticed
-//! the instant it crosses the threshold and not a poll period later. Samples are taken only
+//! sleeps until the moment the pulse would first count as a stall (the heartbeat's next tick
+//! plus the threshold), so a stall is noticed the instant it crosses the threshold and not a
+//! poll period later. Samples are taken only
 //! during stalls (plus one baseline a second, kept in memory). One thread does it all; its own
 //! wake-up lateness is the control meter (see control.rs).
 
 use super::control::Control;
+use super::pulse::{Check, Pulse, Still};
 use doctor::recording::{files, Event, JvmTotals, RecorderSelf, Sample, Shares, StallContext, StallTrace, SystemSample, Writer};
 use anyhow::Result;
 use procwatch::clock::mono_ns;
-use procwatch::heartbeat::{self, Beat, Heartbeat, Liveness, MeterState};
+use procwatch::heartbeat::{self, Heartbeat, Liveness, MeterState};
 use procwatch::task::{TaskSample, TaskSampler};
 use procwatch::cgroup::{self, Cgroups};
 use procwatch::{maps, pagecache, system};
@@ -215,7 +218,7 @@ struct Idle {
 struct Watcher<'a> {
     w: &'a mut Writer,
     pid: i32,
-    hb: &'a Heartbeat,
+    pulse: Pulse,
     /// Reads tracepoint evidence off the watch loop, which must not miss the next stall while
     /// the ring buffer is formatted.
     traces: Option<TraceWriter>,
@@ -223,8 +226,8 @@ struct Watcher<'a> {
     sampler: TaskSampler,
     control: Control,
     sources: Sources,
-    threads_file: std::path::PathBuf,
-    resolution: u64,
+    /// The agent's table of Java thread names, when the agent is in.
+    threads_file: Option<std::path::PathBuf>,
     boost: super::boost::Boost,
     stall: u32,
     idle: Idle,
@@ -234,7 +237,35 @@ struct Watcher<'a> {
     driven: Option<Driven>,
     /// What is asked of the JVM for the culprits' code during a stall.
     code: CodeAsks,
+    hooks: Hooks,
+    started: Instant,
 }
+
+/// What else the loop is told or tells while it watches.
+#[derive(Default)]
+pub struct Hooks {
+    /// The agent's heartbeat, once `attach` got the agent in: it drives the loop from then on.
+    pub heartbeat: Option<std::sync::mpsc::Receiver<super::attached::Joined>>,
+    /// Set while the target runs between safepoints (not stalled, not stopped): when `attach`
+    /// may ask it for something.
+    pub askable: Option<std::sync::Arc<AtomicBool>>,
+    /// Called once, [`NOW_AFTER`] into watching (or once the stall then under way has been
+    /// sampled that long), with a barrier for what was written so far: `attach` diagnoses the
+    /// recording up to then and says what is happening now.
+    pub now: Option<Box<dyn FnOnce(Now) + Send>>,
+}
+
+/// What `Hooks::now` is handed.
+pub struct Now {
+    /// When it was taken, on the recording's clock.
+    pub t: u64,
+    /// The stall under way then, if one is.
+    pub stall: Option<u32>,
+    pub written: doctor::recording::Barrier,
+}
+
+/// How long into watching `attach` says what is happening now.
+pub const NOW_AFTER: Duration = Duration::from_millis(700);
 
 /// What the watch loop asks of the JVM for the culprits' code during a stall: a thread dump in
 /// a long one (record/dumps.rs), or the stacks of the threads worth one, after every look
@@ -263,7 +294,7 @@ const MAX_BACKLOG: u64 = 5;
 const HELD_INTERVALS: u64 = 10;
 
 impl<'a> Watcher<'a> {
-    fn new(w: &'a mut Writer, pid: i32, hb: &'a Heartbeat, tracer: Option<&'a procwatch::trace::Tracer>, opts: WatchOptions, driven: Option<Driven>, code: CodeAsks) -> Result<Watcher<'a>> {
+    fn new(w: &'a mut Writer, pid: i32, pulse: Pulse, tracer: Option<&'a procwatch::trace::Tracer>, opts: WatchOptions, driven: Option<Driven>, code: CodeAsks, hooks: Hooks) -> Result<Watcher<'a>> {
         let sampler = TaskSampler::new(pid)?;
         // A sidecar starved of CPU sees nothing of the starvation it is there to explain: when
         // allowed (root, CAP_SYS_NICE), this thread runs at nice -10. It sleeps between looks, so
@@ -272,24 +303,18 @@ impl<'a> Watcher<'a> {
         unsafe { libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, -10) };
         let control = Control::open(Some(&w.dir.join(files::CONTROL)), w.start_epoch_ms, w.start_mono_ns, 1_000_000_000)?;
         let sources = Sources::new(pid);
-        let beat = hb.read();
-        let resolution = beat.resolution_ns.max(1);
-        // The agent names threads as the JVM's own pid namespace numbers them (a container's).
-        let meter_tid = procwatch::ns::host_tid(&procwatch::ns::host_tids(pid), beat.meter_tid as i32) as u32;
-        w.events.line(&Event::MeterRunning { t: mono_ns(), resolution_ns: resolution, meter_tid })?;
         let system = system_sample(mono_ns(), 0, true, &sources);
         let traces = tracer.map(|t| TraceWriter::start(t.reader(), &w.dir.join(files::TRACE))).transpose()?;
-        Ok(Watcher {
+        let mut wt = Watcher {
             w,
             pid,
-            hb,
+            pulse,
             traces,
             opts,
             sampler,
             control,
-            threads_file: heartbeat::threads_path(&hb.path),
+            threads_file: None,
             sources,
-            resolution,
             // A guardian only when boosting: it restores the threads if stallscope is killed.
             boost: if opts.boost.is_some() { super::boost::Boost::guarded()? } else { super::boost::Boost::default() },
             stall: 0,
@@ -298,7 +323,61 @@ impl<'a> Watcher<'a> {
             held_after_ns: opts.threshold_ns.max(HELD_INTERVALS * opts.sample_interval_ns),
             driven,
             code,
-        })
+            hooks,
+            started: Instant::now(),
+        };
+        if wt.pulse.hb.is_some() {
+            wt.meter_running()?;
+        }
+        Ok(wt)
+    }
+
+    /// The agent's meter drives the loop from now: say so, and read its thread table.
+    fn meter_running(&mut self) -> Result<()> {
+        let Some((tid, resolution_ns)) = self.pulse.meter() else { return Ok(()) };
+        // The agent names threads as the JVM's own pid namespace numbers them (a container's).
+        let meter_tid = procwatch::ns::host_tid(&procwatch::ns::host_tids(self.pid), tid as i32) as u32;
+        self.threads_file = self.pulse.hb.as_ref().map(|h| heartbeat::threads_path(&h.path));
+        self.w.events.line(&Event::MeterRunning { t: mono_ns(), resolution_ns, meter_tid })?;
+        Ok(())
+    }
+
+    /// A look at the pulse, writing down the counters when they changed.
+    fn check(&mut self, now: u64) -> Result<Check> {
+        let mut looked = Vec::new();
+        let c = self.pulse.check(now, self.opts.threshold_ns, &mut |l| looked.push(l.clone()));
+        for l in looked {
+            self.w.counters.line(&l)?;
+        }
+        if let Some(a) = &self.hooks.askable {
+            a.store(matches!(c, Check::Quiet { .. }), Ordering::Relaxed);
+        }
+        Ok(c)
+    }
+
+    /// Between stalls: the agent's heartbeat handed over by `attach`, and the moment to say what
+    /// is happening now.
+    fn between_stalls(&mut self) -> Result<()> {
+        if let Some(rx) = &self.hooks.heartbeat {
+            if let Ok(j) = rx.try_recv() {
+                self.pulse.take_heartbeat(j.hb);
+                if j.dumper.is_some() {
+                    self.code.dumper = j.dumper;
+                }
+                self.hooks.heartbeat = None;
+                self.meter_running()?;
+            }
+        }
+        self.now_hook(None);
+        Ok(())
+    }
+
+    fn now_hook(&mut self, stall: Option<u32>) {
+        if self.started.elapsed() >= NOW_AFTER {
+            if let Some(f) = self.hooks.now.take() {
+                f(Now { t: mono_ns(), stall, written: self.w.barrier() });
+            }
+        }
     }
 
     /// Writes the step begun at `from` down as the recorder held when it took too long: a stall
@@ -321,7 +400,7 @@ impl<'a> Watcher<'a> {
         }
         if self.last_alive_check.elapsed() > ALIVE_CHECK {
             self.last_alive_check = Instant::now();
-            if !alive() || self.hb.liveness() != Liveness::Alive {
+            if !alive() || self.pulse.hb.as_ref().is_some_and(|h| h.liveness() != Liveness::Alive) {
                 return Some(Ending::TargetExited);
             }
         }
@@ -346,7 +425,7 @@ impl<'a> Watcher<'a> {
     /// Between stalls: keep a fresh baseline and the once-a-second timeline, report the control
     /// meter's own hiccups, and sleep until the heartbeat would first be stale (or a boost is
     /// due). `Some` when the target is gone.
-    fn idle_tick(&mut self, now: u64, expected: u64) -> Result<Option<Ending>> {
+    fn idle_tick(&mut self, now: u64, expected: u64, due: u64) -> Result<Option<Ending>> {
         let idle_sample = self.driven.as_ref().map_or(IDLE_SAMPLE, |d| d.idle_sample);
         if self.idle.last.elapsed() > idle_sample {
             self.idle.last = Instant::now();
@@ -371,14 +450,14 @@ impl<'a> Watcher<'a> {
             d.busy.store(false, Ordering::Release);
             // The loop may have found the heartbeat stale while it was still marked busy, and so
             // left it alone: look once more before waiting.
-            if mono_ns() >= self.hb.read().last_tick_ns + self.resolution + self.opts.threshold_ns {
+            if self.pulse.hb.as_ref().is_some_and(|h| mono_ns() >= h.read().last_tick_ns + self.pulse.resolution_ns + self.opts.threshold_ns) {
                 return Ok(None);
             }
             let wait = idle_sample.saturating_sub(self.idle.last.elapsed()).clamp(Duration::from_millis(1), DRIVEN_MAX_WAIT);
             let _ = d.wake.recv_timeout(wait);
             return Ok(None);
         }
-        let mut due = expected + self.opts.threshold_ns;
+        let mut due = due;
         if let Some((_, after)) = self.opts.boost {
             due = if self.boost.active() { now + (after / 2).max(MIN_SLEEP_NS) } else { due.min(expected + after) };
         }
@@ -391,7 +470,7 @@ impl<'a> Watcher<'a> {
     /// under CPU contention may be over by the time the maps are read, and this sample is often
     /// the only evidence), then the stall's header: its begin event, baseline and context.
     /// `None` when the target was already gone: it exited, it did not stall.
-    fn begin_stall(&mut self, b: &Beat, now: u64, cur: &mut Vec<TaskSample>) -> Result<Option<u64>> {
+    fn begin_stall(&mut self, st: &super::pulse::Stall, now: u64, cur: &mut Vec<TaskSample>) -> Result<Option<u64>> {
         self.stall += 1;
         let stall = self.stall;
         self.control.open_window();
@@ -402,14 +481,14 @@ impl<'a> Watcher<'a> {
         if self.sampler.rescan().is_err() || self.sampler.sample(cur).is_err() {
             return Ok(None);
         }
-        self.w.events.line(&Event::StallBegin { t: now, stall, last_tick_ns: b.last_tick_ns, expected_ns: b.last_tick_ns + self.resolution })?;
+        self.w.events.line(&Event::StallBegin { t: now, stall, last_tick_ns: st.last_ok, expected_ns: st.since, by: st.by })?;
         self.held("the first look", t_first, stall)?;
         let from = mono_ns();
         if !self.idle.threads.is_empty() {
             self.w.samples.line(&Sample { t: self.idle.system.t, stall, full: true, baseline: true, threads: self.idle.threads.clone(), gone: vec![] })?;
         }
         self.w.system.line(&SystemSample { stall, ..self.idle.system.clone() })?;
-        let mut java_threads = heartbeat::read_threads(&self.threads_file).unwrap_or_default();
+        let mut java_threads = self.threads_file.as_ref().and_then(|f| heartbeat::read_threads(f).ok()).unwrap_or_default();
         let host = procwatch::ns::host_tids(self.pid);
         for j in java_threads.iter_mut() {
             j.tid = procwatch::ns::host_tid(&host, j.tid);
@@ -424,10 +503,10 @@ impl<'a> Watcher<'a> {
 
     /// Samples every thread at the sampling rate (the machine every `system_interval_ns`) until
     /// the heartbeat moves, the meter stops, watching ends or the target exits.
-    fn sample_stall(&mut self, b: &Beat, now: u64, t_first: u64, cur: &mut Vec<TaskSample>, stop: &AtomicBool, deadline: Option<Instant>, alive: &mut dyn FnMut() -> bool) -> Result<Sampled> {
+    fn sample_stall(&mut self, st: &super::pulse::Stall, now: u64, t_first: u64, cur: &mut Vec<TaskSample>, stop: &AtomicBool, deadline: Option<Instant>, alive: &mut dyn FnMut() -> bool) -> Result<Sampled> {
         let stall = self.stall;
         let mut prev: HashMap<i32, TaskSample> = HashMap::new();
-        let mut out = Sampled { unchanged_at: now, exited: false, blocked: HashSet::new(), dropped_before: self.w.samples.dropped() };
+        let mut out = Sampled { unchanged_at: now, exited: false, blocked: HashSet::new(), dropped_before: self.w.samples.dropped(), still: Still::Stalled };
         let mut first_taken = Some(t_first);
         let mut next_due = 0u64;
         let mut first = true;
@@ -461,7 +540,7 @@ impl<'a> Watcher<'a> {
             if t != t_first {
                 self.held("a look", t, stall)?;
             }
-            let lasted = t.saturating_sub(b.last_tick_ns);
+            let lasted = t.saturating_sub(st.last_ok);
             let due = if lasted >= super::dumps::LONG_NS { 2 } else if lasted >= super::dumps::ASK_AFTER_NS { 1 } else { 0 };
             if due > asked {
                 // The threads are looked over only where dumps are taken (not in the lab or
@@ -475,11 +554,16 @@ impl<'a> Watcher<'a> {
                 s.look(cur, t, stall);
             }
             let looked = mono_ns();
-            let b2 = self.hb.read();
-            if b2.tick_count != b.tick_count || matches!(b2.state, MeterState::Exited | MeterState::Stopped) || stop.load(Ordering::Relaxed) {
+            let mut counted = Vec::new();
+            out.still = self.pulse.still(st, looked, &mut |l| counted.push(l.clone()));
+            for l in counted {
+                self.w.counters.line(&l)?;
+            }
+            if out.still != Still::Stalled || stop.load(Ordering::Relaxed) {
                 return Ok(out);
             }
             out.unchanged_at = looked;
+            self.now_hook(Some(stall));
             if deadline.is_some_and(|d| Instant::now() >= d) {
                 return Ok(out);
             }
@@ -499,7 +583,7 @@ impl<'a> Watcher<'a> {
 
     /// The last look, at the moment of resumption; tracepoint evidence; the stall's end event.
     /// True when the target exited.
-    fn end_stall(&mut self, b: &Beat, sampled: Sampled, cur: &mut Vec<TaskSample>) -> Result<bool> {
+    fn end_stall(&mut self, st: &super::pulse::Stall, sampled: Sampled, cur: &mut Vec<TaskSample>) -> Result<bool> {
         let stall = self.stall;
         let t = mono_ns();
         if self.sampler.sample(cur).is_ok() && !cur.is_empty() {
@@ -507,16 +591,11 @@ impl<'a> Watcher<'a> {
         }
         self.w.system.line(&system_sample(t, stall, false, &self.sources))?;
         self.held("the last look", t, stall)?;
-        let b2 = self.hb.read();
-        let ticked = b2.tick_count != b.tick_count;
-        // A tick's time is read before it is published; a safepoint between the two (the meter
-        // is a Java thread) publishes a time from before the stall. The stall cannot have ended
-        // before the heartbeat was last seen unmoved.
-        let resumed = if ticked { b2.last_tick_ns.max(sampled.unchanged_at) } else { t };
+        let (resumed, ticked) = self.pulse.resumed_at(st, sampled.still, sampled.unchanged_at, t);
         self.boost.restore();
         if let Some(tr) = &self.traces {
             // The fault or lock wait behind a stall began before it was noticed: look back.
-            tr.request(TraceRequest { stall, from: b.last_tick_ns.saturating_sub(30_000_000_000), to: t, blocked: sampled.blocked.clone(), lock_from: b.last_tick_ns.saturating_sub(1_000_000_000) });
+            tr.request(TraceRequest { stall, from: st.last_ok.saturating_sub(30_000_000_000), to: t, blocked: sampled.blocked.clone(), lock_from: st.last_ok.saturating_sub(1_000_000_000) });
         }
         let dropped_samples = self.w.samples.dropped() - sampled.dropped_before;
         let (control_max_late_ns, queued) = self.control.take_window();
@@ -525,9 +604,11 @@ impl<'a> Watcher<'a> {
             (d.ended)(stall, self.w.barrier());
         }
         let mut exited = sampled.exited;
-        if !ticked && matches!(b2.state, MeterState::Exited) {
-            settle(self.hb);
-            exited = true;
+        if let (false, Some(hb)) = (ticked, &self.pulse.hb) {
+            if matches!(hb.read().state, MeterState::Exited) {
+                settle(hb);
+                exited = true;
+            }
         }
         self.control.take_outside();
         Ok(exited)
@@ -606,6 +687,8 @@ struct Sampled {
     blocked: HashSet<i32>,
     /// Samples the writer had dropped before this stall (a disk that did not keep up).
     dropped_before: u64,
+    /// How the last look found the stall.
+    still: Still,
 }
 
 /// How far apart samples of a stall are once it has lasted `age_ns`: the full rate for its first
@@ -630,22 +713,30 @@ fn next_sample_due(prev_due: u64, t: u64, interval_ns: u64) -> u64 {
     base + interval_ns
 }
 
-/// Watches until the target exits, `stop` is set, or `deadline` passes.
-pub fn watch(
-    w: &mut Writer,
-    pid: i32,
-    hb: &Heartbeat,
-    tracer: Option<&procwatch::trace::Tracer>,
-    opts: WatchOptions,
-    stop: &AtomicBool,
-    deadline: Option<Instant>,
-    alive: &mut dyn FnMut() -> bool,
-    driven: Option<Driven>,
-    code: CodeAsks,
-) -> Result<Ending> {
-    let mut wt = Watcher::new(w, pid, hb, tracer, opts, driven, code)?;
-    let end = wt.until_end(hb, opts, stop, deadline, alive)?;
-    if end == Ending::TargetExited && !alive() {
+/// What to watch, and how.
+pub struct Watch<'a> {
+    pub pid: i32,
+    pub pulse: Pulse,
+    pub tracer: Option<&'a procwatch::trace::Tracer>,
+    pub opts: WatchOptions,
+    /// Watching ends then (`--for`).
+    pub deadline: Option<Instant>,
+    pub driven: Option<Driven>,
+    pub code: CodeAsks,
+    pub hooks: Hooks,
+}
+
+/// Watches until the target exits, `stop` is set, or the deadline passes.
+pub fn watch(w: &mut Writer, what: Watch, stop: &AtomicBool, alive: &mut dyn FnMut() -> bool) -> Result<Ending> {
+    let Watch { pid, pulse, tracer, opts, deadline, driven, code, hooks } = what;
+    let mut wt = Watcher::new(w, pid, pulse, tracer, opts, driven, code, hooks)?;
+    let end = wt.until_end(stop, deadline, alive)?;
+    if let Some(l) = wt.pulse.counters.as_ref().and_then(|c| c.last()) {
+        // The last look closes the last window the doctor reads.
+        let l = l.clone();
+        wt.w.counters.line(&l)?;
+    }
+    if let (Ending::TargetExited, false, Some(hb)) = (&end, alive(), &wt.pulse.hb) {
         // A JVM that died without its shutdown hooks (SIGKILL, the OOM killer, a crash) leaves
         // its heartbeat files behind: nobody else will remove them.
         let _ = std::fs::remove_file(procwatch::heartbeat::threads_path(&hb.path));
@@ -656,34 +747,38 @@ pub fn watch(
 
 impl Watcher<'_> {
     /// The watch loop: idle ticks between stalls, each stall begun, sampled and ended.
-    fn until_end(&mut self, hb: &Heartbeat, opts: WatchOptions, stop: &AtomicBool, deadline: Option<Instant>, alive: &mut dyn FnMut() -> bool) -> Result<Ending> {
+    fn until_end(&mut self, stop: &AtomicBool, deadline: Option<Instant>, alive: &mut dyn FnMut() -> bool) -> Result<Ending> {
         let mut cur = Vec::new();
         loop {
             if let Some(end) = self.ending(stop, deadline, alive) {
                 return Ok(end);
             }
-            let b = hb.read();
-            if matches!(b.state, MeterState::Exited | MeterState::Stopped) {
-                settle(hb);
-                return Ok(if b.state == MeterState::Exited { Ending::TargetExited } else { Ending::Stopped("the agent's meter was stopped".into()) });
-            }
+            self.between_stalls()?;
             let now = mono_ns();
-            let expected = b.last_tick_ns + self.resolution;
-            self.apply_boost(now, expected)?;
-            if now < expected + opts.threshold_ns {
-                if let Some(end) = self.idle_tick(now, expected)? {
-                    return Ok(end);
+            let st = match self.check(now)? {
+                Check::Over(o) => {
+                    if let Some(hb) = &self.pulse.hb {
+                        settle(hb);
+                    }
+                    return Ok(o.ending());
                 }
-                continue;
-            }
-            // The heartbeat is stale: a stall.
-            let Some(t_first) = self.begin_stall(&b, now, &mut cur)? else { return Ok(Ending::TargetExited) };
-            let sampled = self.sample_stall(&b, now, t_first, &mut cur, stop, deadline, alive);
+                Check::Quiet { expected, due } => {
+                    self.apply_boost(now, expected)?;
+                    if let Some(end) = self.idle_tick(now, expected, due)? {
+                        return Ok(end);
+                    }
+                    continue;
+                }
+                Check::Stalled(st) => st,
+            };
+            self.apply_boost(now, st.since)?;
+            let Some(t_first) = self.begin_stall(&st, now, &mut cur)? else { return Ok(Ending::TargetExited) };
+            let sampled = self.sample_stall(&st, now, t_first, &mut cur, stop, deadline, alive);
             if let Some(d) = &self.code.dumper {
                 d.over();
             }
             let sampled = sampled?;
-            if self.end_stall(&b, sampled, &mut cur)? {
+            if self.end_stall(&st, sampled, &mut cur)? {
                 return Ok(Ending::TargetExited);
             }
         }
@@ -700,6 +795,13 @@ mod tests {
 
     fn opts() -> WatchOptions {
         WatchOptions { threshold_ns: 5 * MS, sample_interval_ns: 2 * MS, system_interval_ns: 50 * MS, boost: None }
+    }
+
+    /// Watching this process's heartbeat `hb`, with nothing else.
+    fn of_heartbeat(hb: &Heartbeat, deadline: Option<Instant>) -> Watch<'static> {
+        let pid = std::process::id() as i32;
+        let hb = Heartbeat::open(&hb.path).unwrap();
+        Watch { pid, pulse: Pulse::heartbeat(pid, hb, None), tracer: None, opts: opts(), deadline, driven: None, code: CodeAsks::default(), hooks: Hooks::default() }
     }
 
     fn recording(name: &str) -> (std::path::PathBuf, Writer) {
@@ -763,12 +865,11 @@ mod tests {
     #[test]
     fn watching_a_heartbeat_that_pauses_records_one_stall_and_ends_with_it() {
         let _one = one_heartbeat();
-        let pid = std::process::id() as i32;
         // A heartbeat that goes silent for 80 ms, then ticks again and exits.
         let (dir, mut w) = recording("pause");
         let (h, hb) = ticker(150, Duration::from_millis(80), 150);
         let stop = AtomicBool::new(false);
-        let ending = watch(&mut w, pid, &hb, None, opts(), &stop, None, &mut || true, None, CodeAsks::default()).unwrap();
+        let ending = watch(&mut w, of_heartbeat(&hb, None), &stop, &mut || true).unwrap();
         h.join().unwrap();
         assert_eq!(ending, Ending::TargetExited, "the meter's exit ends watching");
         let events: Vec<Event> = read_lines(&dir.join(files::EVENTS)).unwrap();
@@ -793,16 +894,15 @@ mod tests {
     #[test]
     fn watching_ends_at_the_deadline_or_when_interrupted() {
         let _one = one_heartbeat();
-        let pid = std::process::id() as i32;
         let (dir, mut w) = recording("ends");
         let (h, hb) = ticker(400, Duration::ZERO, 0);
         let stop = AtomicBool::new(false);
         let deadline = Some(Instant::now() + Duration::from_millis(50));
-        assert_eq!(watch(&mut w, pid, &hb, None, opts(), &stop, deadline, &mut || true, None, CodeAsks::default()).unwrap(), Ending::Stopped("--for elapsed".into()));
+        assert_eq!(watch(&mut w, of_heartbeat(&hb, deadline), &stop, &mut || true).unwrap(), Ending::Stopped("--for elapsed".into()));
         stop.store(true, Ordering::Relaxed);
         // A recording is watched once: its files are created new (O_EXCL).
         let (dir2, mut w2) = recording("ends-again");
-        assert_eq!(watch(&mut w2, pid, &hb, None, opts(), &stop, None, &mut || true, None, CodeAsks::default()).unwrap(), Ending::Stopped("interrupted".into()));
+        assert_eq!(watch(&mut w2, of_heartbeat(&hb, None), &stop, &mut || true).unwrap(), Ending::Stopped("interrupted".into()));
         h.join().unwrap();
         drop(w);
         drop(w2);

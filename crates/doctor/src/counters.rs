@@ -1,0 +1,150 @@
+//! Safepoints from the JVM's perf counters: what the recorder looked at (`counters.jsonl`) says
+//! which safepoints began and ended between its looks, how long each took to reach and to run,
+//! whether a collector paused in it, and whether one was still open when the recording ended.
+//! They stand in for the safepoint log when it is off (a JVM that could not be asked to log) or
+//! lost.
+//!
+//! Invariant: a safepoint is placed only as closely as the looks allow (the looks' times bound
+//! it); its operation's name is never invented: `GC` with the collector's name where one paused
+//! in it, else `unknown`.
+
+use crate::recording::Event;
+use hotspot_log::{Format, Safepoint, Source, Stamps};
+use procwatch::jvmcounters::{self, CounterLook, CountersInfo};
+
+/// What the recorder said of the counters, if it read them.
+pub fn info(events: &[Event]) -> Option<&CountersInfo> {
+    events.iter().find_map(|e| match e {
+        Event::Counters { info, .. } => Some(info),
+        _ => None,
+    })
+}
+
+/// Why the recording has no counters, if the recorder said.
+pub fn missing(events: &[Event]) -> Option<&str> {
+    events.iter().find_map(|e| match e {
+        Event::NoCounters { reason, .. } => Some(reason.as_str()),
+        _ => None,
+    })
+}
+
+fn op_of(info: &CountersInfo, collector: Option<usize>, cause: Option<&str>) -> String {
+    match collector {
+        Some(c) => {
+            let name = info.collectors.get(c).map_or("a collector", String::as_str);
+            match cause.filter(|c| !c.is_empty() && *c != "No GC") {
+                Some(cause) => format!("GC: {name} ({cause})"),
+                None => format!("GC: {name}"),
+            }
+        }
+        None => "unknown (from the JVM's perf counters)".to_string(),
+    }
+}
+
+/// The cause of the GC seen under way in the looks between `from` and `to`.
+fn cause_between(looks: &[CounterLook], from: u64, to: u64) -> Option<&str> {
+    looks.iter().filter(|l| l.t >= from && l.t <= to).find_map(|l| l.gc_cause.as_deref())
+}
+
+/// The safepoints the looks saw begin and end, as safepoint records on the recording's clock.
+pub fn safepoints(looks: &[CounterLook], info: &CountersInfo) -> Vec<Safepoint> {
+    jvmcounters::safepoints(looks, info.safepoint_time_includes_sync)
+        .into_iter()
+        .map(|c| {
+            let end = c.end_ns();
+            let cause = cause_between(looks, c.begin_window.0, c.end_window.1);
+            Safepoint {
+                op: op_of(info, c.collector, cause).into(),
+                ttsp_ns: Some(c.ttsp_ns),
+                cleanup_ns: None,
+                at_safepoint_ns: Some(c.at_safepoint_ns),
+                leaving_ns: None,
+                total_ns: c.total_ns(),
+                since_last_ns: None,
+                threads_total: None,
+                threads_running: None,
+                page_traps: None,
+                end: Stamps { mono_ns: Some(end), ..Stamps::default() },
+                format: Format::PerfCounters,
+                source: Source::default(),
+                culprits: Vec::new(),
+            }
+        })
+        .collect()
+}
+
+/// A safepoint the recorder saw begin (it began a stall) but whose end no look saw: it was
+/// still open when the recording ended, or began before the first look. From the looks
+/// between `from` and `to`: when it was reached, if it was (the sync time rose: by exactly its
+/// time to reach), and what it was for (a collector that paused in it).
+pub fn unended(looks: &[CounterLook], info: &CountersInfo, from: u64, to: u64) -> Unended {
+    let inside: Vec<&CounterLook> = looks.iter().filter(|l| l.t > from && l.t <= to).collect();
+    let before = looks.iter().rev().find(|l| l.t <= from);
+    let mut reached = None;
+    let mut prev = before;
+    for l in &inside {
+        if let Some(p) = prev {
+            if l.sync_ns > p.sync_ns && reached.is_none() {
+                reached = Some((l.prev_t.max(p.t) / 2 + l.t / 2, l.sync_ns - p.sync_ns));
+            }
+        }
+        prev = Some(l);
+    }
+    let collector = inside.iter().rev().find_map(|l| l.gc_in_progress());
+    let cause = inside.iter().rev().find_map(|l| l.gc_cause.as_deref());
+    Unended { reached, op: op_of(info, collector, cause) }
+}
+
+/// What [`unended`] found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unended {
+    /// When it was reached and its time to reach, as the sync time rose.
+    pub reached: Option<(u64, u64)>,
+    pub op: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: u64 = 1_000_000;
+
+    fn look(t_ms: u64, safepoints: u64, sync_ms: u64, sp_ms: u64) -> CounterLook {
+        CounterLook { t: t_ms * MS, prev_t: (t_ms - 5) * MS, safepoints, sync_ns: sync_ms * MS, safepoint_ns: sp_ms * MS, ..CounterLook::default() }
+    }
+
+    fn info() -> CountersInfo {
+        CountersInfo { collectors: vec!["PSScavenge".into(), "PSParallelCompact".into()], major: 17, ..CountersInfo::default() }
+    }
+
+    #[test]
+    fn a_safepoint_the_looks_saw_becomes_a_record_named_by_its_collector() {
+        let mut looks = vec![look(100, 3, 10, 20), look(105, 4, 10, 20), look(1505, 4, 1410, 20), look(1510, 4, 1410, 22)];
+        let s = safepoints(&looks, &info());
+        assert_eq!(s.len(), 1);
+        assert_eq!((s[0].ttsp_ns, s[0].at_safepoint_ns, s[0].total_ns, &*s[0].op), (Some(1400 * MS), Some(2 * MS), 1402 * MS, "unknown (from the JVM's perf counters)"));
+        assert_eq!(s[0].format, Format::PerfCounters);
+        // A full collection paused in it, its cause seen under way.
+        for l in &mut looks {
+            l.gcs = vec![Default::default(), jvmcounters::GcLook { invocations: 0, ..Default::default() }];
+        }
+        looks[2].gcs[1].invocations = 1;
+        looks[2].gc_cause = Some("System.gc()".into());
+        looks[3].gcs[1].invocations = 1;
+        assert_eq!(&*safepoints(&looks, &info())[0].op, "GC: PSParallelCompact (System.gc())");
+    }
+
+    #[test]
+    fn a_safepoint_that_never_ended_is_reached_when_its_sync_time_rose() {
+        let mut looks = vec![look(100, 3, 10, 20), look(105, 4, 10, 20), look(900, 4, 10, 20), look(1505, 4, 1410, 20)];
+        let u = unended(&looks, &info(), 103 * MS, 2000 * MS);
+        assert_eq!(u.reached, Some((1502_500_000, 1400 * MS)));
+        assert_eq!(u.op, "unknown (from the JVM's perf counters)");
+        // Not reached by the end: being reached all along.
+        assert_eq!(unended(&looks[..3], &info(), 103 * MS, 2000 * MS).reached, None);
+        // A full GC under way at the last look.
+        looks[3].gcs = vec![Default::default(), jvmcounters::GcLook { invocations: 1, last_entry_ns: 5, last_exit_ns: 0 }];
+        looks[3].gc_cause = Some("Allocation Failure".into());
+        assert_eq!(unended(&looks, &info(), 103 * MS, 2000 * MS).op, "GC: PSParallelCompact (Allocation Failure)");
+    }
+}
