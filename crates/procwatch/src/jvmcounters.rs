@@ -183,6 +183,11 @@ impl JvmCounters {
         })
     }
 
+    /// Whether the JVM is exiting: it removed its perf-data file.
+    pub fn exiting(&self) -> bool {
+        self.pd.removed()
+    }
+
     pub fn perf_data(&self) -> &PerfData {
         &self.pd
     }
@@ -263,6 +268,14 @@ impl Tracker {
         self.state.unwrap_or(SafepointState::Closed)
     }
 
+    /// Bounds on the JVM's clock's zero from elsewhere (its process's start), for JVMs whose
+    /// counters do not sample their clock (JDK 25 dropped `sun.os.hrt.ticks`).
+    pub fn origin_hint(&mut self, lo: u64, hi: u64) {
+        if self.origin.is_none() {
+            self.origin = Some((lo, hi.max(lo)));
+        }
+    }
+
     /// The caller saw (from the VM thread) that an `Unsure` safepoint is open, or over.
     pub fn settle(&mut self, open: bool) {
         if let Some(SafepointState::Unsure { since }) = self.state {
@@ -272,7 +285,8 @@ impl Tracker {
 
     /// The caller saw (from the VM thread) that a safepoint is being reached at the first look:
     /// it began when the counters say it did, estimated from their sums (`begin - vm_zero =
-    /// application + sync + safepoint time`, JDK 13+), else at the first look.
+    /// application + sync + safepoint time` on JDK 13+, without the sync time on 8-12: checked
+    /// against the looks' windows on Temurin 11.0.13 and OpenJDK 17.0.15), else at the first look.
     pub fn open_at_first_look(&mut self, info: &CountersInfo) -> SafepointState {
         let Some(look) = &self.prev else { return SafepointState::Closed };
         let since = self.estimated_begin(look, info).map_or((look.t, look.t), |b| (b, b));
@@ -289,11 +303,10 @@ impl Tracker {
     /// The begin of the newest safepoint, from the counters' sums: the sums run from the moment
     /// safepoint tracing started, about [`VM_ZERO_AFTER_ORIGIN_NS`] after the JVM's clock's zero.
     fn estimated_begin(&self, look: &CounterLook, info: &CountersInfo) -> Option<u64> {
-        if info.safepoint_time_includes_sync {
-            return None;
-        }
         let origin = self.clock_origin()?;
-        Some(origin + VM_ZERO_AFTER_ORIGIN_NS + look.application_ns + look.sync_ns + look.safepoint_ns).filter(|b| *b <= look.t)
+        // JDK 8-12 count the time to reach inside the safepoint time.
+        let sums = look.application_ns + look.safepoint_ns + if info.safepoint_time_includes_sync { 0 } else { look.sync_ns };
+        Some(origin + VM_ZERO_AFTER_ORIGIN_NS + sums).filter(|b| *b <= look.t)
     }
 
     /// When a GC under way began, on CLOCK_MONOTONIC.
@@ -304,8 +317,9 @@ impl Tracker {
 }
 
 /// How long after the JVM's clock's zero (`os::init`) its safepoint accounting starts: measured
-/// 34–38 ms on OpenJDK 17 on this project's machine. Only estimates use it.
-pub const VM_ZERO_AFTER_ORIGIN_NS: u64 = 36_000_000;
+/// 34-38 ms on OpenJDK 17 and 57-62 ms on Temurin 11 on this project's machine. Only estimates
+/// use it; they are good to a few tens of milliseconds.
+pub const VM_ZERO_AFTER_ORIGIN_NS: u64 = 45_000_000;
 
 /// One safepoint as the counters show it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

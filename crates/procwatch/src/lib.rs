@@ -10,6 +10,7 @@
 
 pub mod cgroup;
 pub mod clock;
+pub mod codecache;
 pub mod heartbeat;
 pub mod jvmcounters;
 pub mod jvms;
@@ -17,6 +18,7 @@ pub mod maps;
 pub mod ns;
 pub mod perfdata;
 pub mod pagecache;
+pub mod perf;
 pub mod syscalls;
 pub mod system;
 pub mod task;

@@ -339,6 +339,8 @@ fn parse_with_end(path: &Path, bytes: &[u8]) -> Result<(Parsed, usize), Error> {
 pub struct PerfData {
     base: *const u8,
     len: usize,
+    /// The file, kept open: whether the JVM has removed it (it does so as it exits).
+    file: std::fs::File,
     pub path: PathBuf,
     pub prologue: Prologue,
     entries: Vec<Entry>,
@@ -401,7 +403,14 @@ impl PerfData {
         };
         let (parsed, next_entry) = parsed;
         let by_name = parsed.entries.iter().enumerate().map(|(i, e)| (e.name.clone(), i)).collect();
-        Ok(PerfData { base: p as *const u8, len, path: path.into(), prologue: parsed.prologue, entries: parsed.entries, by_name, next_entry })
+        Ok(PerfData { base: p as *const u8, len, file: f, path: path.into(), prologue: parsed.prologue, entries: parsed.entries, by_name, next_entry })
+    }
+
+    /// Whether the file has been removed: a JVM removes its own as it exits (measured 1-12 ms
+    /// before the process is gone, inside its last safepoint), so this tells an exit from a stall.
+    pub fn removed(&self) -> bool {
+        use std::os::unix::fs::MetadataExt;
+        self.file.metadata().is_ok_and(|m| m.nlink() == 0)
     }
 
     /// The mapping as bytes (a moving picture: the JVM writes it meanwhile).
@@ -481,6 +490,22 @@ impl PerfData {
             Value::Text(s) => Some(s),
             _ => None,
         }
+    }
+
+    /// The prologue as counters, named as `jstat -snap` names them (`sun.perfdata.*`).
+    pub fn prologue_counters(&self) -> Vec<(String, Value)> {
+        let p = &self.prologue;
+        [
+            ("sun.perfdata.majorVersion", p.major as i64),
+            ("sun.perfdata.minorVersion", p.minor as i64),
+            ("sun.perfdata.overflow", p.overflow as i64),
+            ("sun.perfdata.size", self.len as i64),
+            ("sun.perfdata.timestamp", p.mod_time_stamp),
+            ("sun.perfdata.used", p.used as i64),
+        ]
+        .into_iter()
+        .map(|(n, v)| (n.to_string(), Value::Long(v)))
+        .collect()
     }
 
     /// Every counter and its value, in the file's order (what `jstat -snap` lists).

@@ -111,6 +111,22 @@ pub fn parse_syscall(s: &str) -> Syscall {
     }
 }
 
+/// When process `pid` started, on CLOCK_MONOTONIC (its start time is kept on the boot clock,
+/// to the clock tick: 10 ms).
+pub fn process_start_mono_ns(pid: i32) -> Option<u64> {
+    let ticks = process_starttime(pid)?;
+    let boot = ticks.checked_mul(1_000_000_000)? / clock_ticks().max(1);
+    let read = |clock| {
+        let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+        // SAFETY: a valid timespec to fill.
+        unsafe { libc::clock_gettime(clock, &mut ts) };
+        ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+    };
+    // The boot clock runs ahead of the monotonic one by the time the machine was suspended.
+    let suspended = read(libc::CLOCK_BOOTTIME).saturating_sub(read(libc::CLOCK_MONOTONIC));
+    Some(boot.saturating_sub(suspended))
+}
+
 /// Whether process `pid` is stopped (state `T`, or `t` under a tracer).
 pub fn stopped(pid: i32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat")).ok().and_then(|s| parse_stat(&s)).is_some_and(|f| matches!(f.1, 'T' | 't'))
@@ -400,5 +416,12 @@ mod tests {
         unsafe { libc::close(fds[0]) };
         h.join().unwrap();
         unsafe { libc::close(fds[1]) };
+    }
+
+    #[test]
+    fn our_own_start_is_in_the_past_on_the_monotonic_clock() {
+        let start = process_start_mono_ns(std::process::id() as i32).unwrap();
+        let now = crate::clock::mono_ns();
+        assert!(start <= now && now - start < 3_600_000_000_000, "{start} {now}");
     }
 }

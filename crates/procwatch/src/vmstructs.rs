@@ -49,10 +49,10 @@ pub struct Memory {
 }
 
 impl Memory {
-    /// Reads `buf.len()` bytes at `address`; a short read is an error.
-    pub fn read(&self, address: u64, buf: &mut [u8]) -> Result<(), Error> {
+    /// Reads up to `buf.len()` bytes at `address`, as many as are mapped from there on.
+    pub fn read_some(&self, address: u64, buf: &mut [u8]) -> Result<usize, Error> {
         if buf.is_empty() {
-            return Ok(());
+            return Ok(0);
         }
         let local = libc::iovec { iov_base: buf.as_mut_ptr() as *mut libc::c_void, iov_len: buf.len() };
         let remote = libc::iovec { iov_base: address as *mut libc::c_void, iov_len: buf.len() };
@@ -63,7 +63,13 @@ impl Memory {
             let e = std::io::Error::last_os_error();
             return Err(Error::Memory { pid: self.pid, address, reason: e.to_string() });
         }
-        if (n as usize) < buf.len() {
+        Ok(n as usize)
+    }
+
+    /// Reads `buf.len()` bytes at `address`; a short read is an error.
+    pub fn read(&self, address: u64, buf: &mut [u8]) -> Result<(), Error> {
+        let n = self.read_some(address, buf)?;
+        if n < buf.len() {
             return Err(Error::Memory { pid: self.pid, address, reason: format!("only {n} of {} bytes are mapped", buf.len()) });
         }
         Ok(())
