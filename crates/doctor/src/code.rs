@@ -42,11 +42,22 @@ pub struct CulpritCode {
 }
 
 impl CulpritCode {
-    /// The frame a fix names: the first outside the JDK, else the top one.
+    /// The frame a fix names: the first outside the JDK, else the top one (unless it is the
+    /// VM's own code or a stub: no code of the application's to change there).
     pub fn fix_frame(&self) -> Option<&JavaFrame> {
-        self.app_frame.and_then(|i| self.frames.get(i)).or_else(|| self.frames.first())
+        self.app_frame.and_then(|i| self.frames.get(i)).or_else(|| self.frames.first().filter(|f| java_frame(f)))
     }
 }
+
+/// Whether a frame is Java code (not the VM's own, `libjvm.so+0x…`, nor a stub), as stacks
+/// read from outside the JVM tell them.
+pub fn java_frame(f: &JavaFrame) -> bool {
+    f.kind != VM_FRAME && f.kind != STUB_FRAME
+}
+
+/// The `kind` of a frame in the VM's own code, and of one in a stub (outside-samples).
+pub const VM_FRAME: &str = "VM";
+pub const STUB_FRAME: &str = "stub";
 
 /// Whether a method belongs to the JDK itself rather than to the application.
 pub fn jdk_method(method: &str) -> bool {
@@ -86,12 +97,16 @@ fn words(event: &str) -> &str {
         "jdk.NativeMethodSample" => "JFR native-method sample",
         "jdk.SafepointLatency" => "JFR safepoint-latency sample",
         SIGNAL => "the stack where the thread stood when stallscope signalled it (AsyncGetCallTrace)",
+        OUTSIDE => "where the thread stood, read from outside the JVM (its registers and stack, named through the JVM's code cache; without inlined methods or lines)",
         other => other,
     }
 }
 
 /// The event of a stack the stacks agent took of a thread the recorder signalled (`stacks.jsonl`).
 pub const SIGNAL: &str = "signal-sample";
+
+/// The event of a stack read from outside the JVM (`outside.jsonl`).
+pub const OUTSIDE: &str = "outside-sample";
 
 /// The event of a stack from the JVM's own thread dump (`dumps.jsonl`).
 pub const DUMP: &str = "thread-dump";
@@ -164,7 +179,7 @@ pub fn for_thread(frames: &[FrameSample], tid: i32, start: u64, end: u64, stall:
         event: f.event.clone(),
         offset_ns,
         latency_ns: f.latency_ns,
-        app_frame: f.frames.iter().position(|fr| !jdk_method(&fr.method)),
+        app_frame: f.frames.iter().position(|fr| !jdk_method(&fr.method) && java_frame(fr)),
         frames: f.frames.clone(),
         truncated: f.truncated,
         source,

@@ -8,37 +8,23 @@
 //! it); its operation's name is never invented: `GC` with the collector's name where one paused
 //! in it, else `unknown`.
 
-use crate::recording::Event;
 use hotspot_log::{Format, Safepoint, Source, Stamps};
 use procwatch::jvmcounters::{self, CounterLook, CountersInfo};
 
-/// What the recorder said of the counters, if it read them.
-pub fn info(events: &[Event]) -> Option<&CountersInfo> {
-    events.iter().find_map(|e| match e {
-        Event::Counters { info, .. } => Some(info),
-        _ => None,
-    })
-}
-
-/// Why the recording has no counters, if the recorder said.
-pub fn missing(events: &[Event]) -> Option<&str> {
-    events.iter().find_map(|e| match e {
-        Event::NoCounters { reason, .. } => Some(reason.as_str()),
-        _ => None,
-    })
-}
-
-fn op_of(info: &CountersInfo, collector: Option<usize>, cause: Option<&str>) -> String {
-    match collector {
-        Some(c) => {
-            let name = info.collectors.get(c).map_or("a collector", String::as_str);
-            match cause.filter(|c| !c.is_empty() && *c != "No GC") {
-                Some(cause) => format!("GC: {name} ({cause})"),
-                None => format!("GC: {name}"),
-            }
-        }
-        None => "unknown (from the JVM's perf counters)".to_string(),
+fn op_of(info: &CountersInfo, collectors: &[usize], cause: Option<&str>) -> String {
+    if collectors.is_empty() {
+        return "unknown (from the JVM's perf counters)".to_string();
     }
+    let names: Vec<&str> = collectors.iter().map(|c| info.collectors.get(*c).map_or("a collector", String::as_str)).collect();
+    match cause.filter(|c| !c.is_empty() && *c != "No GC") {
+        Some(cause) => format!("GC: {} ({cause})", names.join(", then ")),
+        None => format!("GC: {}", names.join(", then ")),
+    }
+}
+
+/// The collectors whose pause counts rose between two looks.
+fn paused(before: &CounterLook, after: &CounterLook) -> Vec<usize> {
+    after.gcs.iter().zip(&before.gcs).enumerate().filter(|(_, (a, b))| a.invocations > b.invocations).map(|(i, _)| i).collect()
 }
 
 /// The cause of the GC seen under way in the looks between `from` and `to`.
@@ -53,8 +39,14 @@ pub fn safepoints(looks: &[CounterLook], info: &CountersInfo) -> Vec<Safepoint> 
         .map(|c| {
             let end = c.end_ns();
             let cause = cause_between(looks, c.begin_window.0, c.end_window.1);
+            let before = looks.iter().rev().find(|l| l.t <= c.begin_window.0);
+            let after = looks.iter().find(|l| l.t >= c.end_window.1);
+            let collectors = match (before, after) {
+                (Some(b), Some(a)) => paused(b, a),
+                _ => c.collector.into_iter().collect(),
+            };
             Safepoint {
-                op: op_of(info, c.collector, cause).into(),
+                op: op_of(info, &collectors, cause).into(),
                 ttsp_ns: Some(c.ttsp_ns),
                 cleanup_ns: None,
                 at_safepoint_ns: Some(c.at_safepoint_ns),
@@ -90,9 +82,12 @@ pub fn unended(looks: &[CounterLook], info: &CountersInfo, from: u64, to: u64) -
         }
         prev = Some(l);
     }
-    let collector = inside.iter().rev().find_map(|l| l.gc_in_progress());
+    let collectors = match (before, inside.last()) {
+        (Some(b), Some(l)) => paused(b, l),
+        _ => inside.iter().rev().find_map(|l| l.gc_in_progress()).into_iter().collect(),
+    };
     let cause = inside.iter().rev().find_map(|l| l.gc_cause.as_deref());
-    Unended { reached, op: op_of(info, collector, cause) }
+    Unended { reached, op: op_of(info, &collectors, cause) }
 }
 
 /// What [`unended`] found.
@@ -143,7 +138,10 @@ mod tests {
         // Not reached by the end: being reached all along.
         assert_eq!(unended(&looks[..3], &info(), 103 * MS, 2000 * MS).reached, None);
         // A full GC under way at the last look.
-        looks[3].gcs = vec![Default::default(), jvmcounters::GcLook { invocations: 1, last_entry_ns: 5, last_exit_ns: 0 }];
+        for l in &mut looks {
+            l.gcs = vec![Default::default(), Default::default()];
+        }
+        looks[3].gcs[1] = jvmcounters::GcLook { invocations: 1, last_entry_ns: 5, last_exit_ns: 0 };
         looks[3].gc_cause = Some("Allocation Failure".into());
         assert_eq!(unended(&looks, &info(), 103 * MS, 2000 * MS).op, "GC: PSParallelCompact (Allocation Failure)");
     }

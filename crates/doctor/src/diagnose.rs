@@ -35,6 +35,8 @@ const SPANNED_MIN_SHARE: f64 = 0.1;
 const SPANNED_MIN_NS: u64 = 5_000_000;
 /// A thread parked this share of a stall was holding nothing up.
 const PARKED_THROUGHOUT: f64 = 0.9;
+/// A stall the JVM began to exit in, shorter than this, is the exit itself.
+const EXIT_NS: u64 = 200_000_000;
 /// Threads listed as raw samples when a stall's cause is unknown.
 const RAW_THREADS: usize = 8;
 
@@ -62,6 +64,8 @@ pub struct StallSpan {
     pub cut: bool,
     /// What showed its begin: the heartbeat, or the counters' safepoint, or the process stopped.
     pub by: crate::recording::StallTrigger,
+    /// The JVM began to exit inside it.
+    pub exiting: bool,
 }
 
 impl StallSpan {
@@ -89,6 +93,7 @@ pub fn stall_spans(events: &[Event]) -> Vec<StallSpan> {
             Event::StallEnd { stall: s, resumed_ns, control_max_late_ns, control_queued_ns, resumed, .. } if s == stall => Some((*resumed_ns, *control_max_late_ns, *control_queued_ns, *resumed)),
             _ => None,
         });
+        let exiting = events.iter().any(|x| matches!(x, Event::StallEnd { stall: s, exiting: true, .. } if s == stall));
         let exited_during = match end {
             None => true,
             Some((_, _, _, resumed)) => !resumed && target_exited,
@@ -97,7 +102,7 @@ pub fn stall_spans(events: &[Event]) -> Vec<StallSpan> {
         // It was still stalled when noticed. (Earlier recorders could write a resumption from
         // before that: the meter's tick time, read before a safepoint held up its publication.)
         let cut = end.is_none_or(|(_, _, _, resumed)| !resumed);
-        out.push(StallSpan { stall: *stall, noticed_ns: *noticed, start_ns: *expected_ns, end_ns: end_ns.max(*noticed), control_max_late_ns: control, control_queued_ns: queued, exited_during, cut, by: *by });
+        out.push(StallSpan { stall: *stall, noticed_ns: *noticed, start_ns: *expected_ns, end_ns: end_ns.max(*noticed), control_max_late_ns: control, control_queued_ns: queued, exited_during, cut, by: *by, exiting });
     }
     out
 }
@@ -208,7 +213,7 @@ fn unended_safepoint(rec: &Recording, span: &StallSpan) -> Option<SafepointView>
     if span.by != crate::recording::StallTrigger::Safepoint {
         return None;
     }
-    let info = crate::counters::info(&rec.events)?;
+    let info = rec.counters_info()?;
     let u = crate::counters::unended(&rec.counters, info, span.start_ns, span.end_ns);
     let total = span.duration_ns();
     let ttsp = u.reached.map_or(total, |(_, sync)| sync.min(total));
@@ -408,7 +413,10 @@ fn name_the_code(findings: &mut [Finding], frames: &[crate::recording::FrameSamp
             c.code = crate::code::for_thread(frames, c.tid, start, end, stall);
         }
         let unsampled: Vec<String> = f.culprits.iter().filter(|c| c.code.is_none() && !evidence::jvm_internal(&c.name)).map(|c| format!("\"{}\"", c.name)).collect();
-        if !unsampled.is_empty() && f.cause != Cause::Unknown {
+        let outside = frames.iter().any(|s| s.event == crate::code::OUTSIDE);
+        if !unsampled.is_empty() && f.cause != Cause::Unknown && outside {
+            f.evidence.push(format!("no stack of {} was read from outside within {} of the stall (docs/attach.md)", unsampled.join(", "), fmt_ns(crate::code::NEAR_NS)));
+        } else if !unsampled.is_empty() && f.cause != Cause::Unknown {
             f.evidence.push(format!(
                 "the JVM's flight recorder took no stack of {} within {} of the stall: it samples a thread only when it can interrupt it in Java code or a native method, and a thread blocked in a page fault or working inside the VM (a bulk copy from a mapping, Unsafe.copyMemory or setMemory) cannot be (docs/frames.md)",
                 unsampled.join(", "),
@@ -478,7 +486,8 @@ pub fn diagnose(rec: &Recording) -> Report {
     for s in &rec.samples {
         by_stall.entry(s.stall).or_default().push(s);
     }
-    let spans = stall_spans(&rec.events);
+    // The safepoint a JVM exits in never ends: a short stall the JVM exited in is its exit.
+    let spans: Vec<StallSpan> = stall_spans(&rec.events).into_iter().filter(|s| !(s.exiting && s.duration_ns() < EXIT_NS)).collect();
     let mut stalls: Vec<StallReport> = spans
         .iter()
         .enumerate()
@@ -497,7 +506,7 @@ pub fn diagnose(rec: &Recording) -> Report {
     }
     notes.extend(rec.frames_notes.iter().cloned());
     let counted = rec.safepoints.iter().filter(|s| s.format == hotspot_log::Format::PerfCounters).count();
-    if counted > 0 || (rec.safepoints.is_empty() && crate::counters::info(&rec.events).is_some()) {
+    if counted > 0 || (rec.safepoints.is_empty() && rec.counters_info().is_some()) {
         notes.push(format!(
             "the safepoint log {}: {counted} safepoints are placed from the JVM's perf counters (their time to reach and at the safepoint, not their operation but for GCs)",
             if rec.has_safepoint_log { "has no records" } else { "is not in the recording (the JVM was not asked to write one, or could not be)" }
@@ -505,7 +514,7 @@ pub fn diagnose(rec: &Recording) -> Report {
     } else if !rec.has_safepoint_log {
         notes.push("no safepoint log in the recording: stalls cannot be joined with safepoints".into());
     }
-    if let Some(why) = crate::counters::missing(&rec.events) {
+    if let Some(why) = rec.counters_missing() {
         let heartbeat = rec.events.iter().any(|e| matches!(e, Event::MeterRunning { .. }));
         notes.push(if heartbeat {
             format!("no perf counters ({why})")
@@ -564,7 +573,7 @@ mod tests {
     }
 
     fn end(stall: u32, resumed_ms: u64, resumed: bool) -> Event {
-        Event::StallEnd { t: resumed_ms * MS + 1, stall, resumed_ns: resumed_ms * MS, control_max_late_ns: 7, control_queued_ns: None, resumed, dropped_samples: 0 }
+        Event::StallEnd { t: resumed_ms * MS + 1, stall, resumed_ns: resumed_ms * MS, control_max_late_ns: 7, control_queued_ns: None, resumed, dropped_samples: 0, exiting: false }
     }
 
     #[test]
@@ -619,7 +628,7 @@ mod tests {
         // Ends at 2.300 s monotonic; 290 ms reaching it, 10 ms at it.
         let long = safepoint("[1.0s][2300000000ns][info][safepoint] Safepoint \"ThreadDump\", Time since last: 1 ns, Reaching safepoint: 290000000 ns, Cleanup: 0 ns, At safepoint: 10000000 ns, Total: 300000000 ns\n");
         let short = safepoint("[1.0s][2150000000ns][info][safepoint] Safepoint \"Cleanup\", Time since last: 1 ns, Reaching safepoint: 10000 ns, Cleanup: 0 ns, At safepoint: 10000 ns, Total: 20000 ns\n");
-        let span = StallSpan { stall: 1, noticed_ns: 2005 * MS, start_ns: 2000 * MS, end_ns: 2300 * MS, control_max_late_ns: 0, control_queued_ns: None, exited_during: false, cut: false, by: Default::default() };
+        let span = StallSpan { stall: 1, noticed_ns: 2005 * MS, start_ns: 2000 * MS, end_ns: 2300 * MS, control_max_late_ns: 0, control_queued_ns: None, exited_during: false, cut: false, by: Default::default(), exiting: false };
         let names = HashMap::from([(7, "reader-thread".to_string())]);
         let sp = match_safepoint(&span, &[short.clone(), long], &[], None, &names).unwrap();
         assert_eq!((sp.op.as_str(), sp.ttsp_ns, sp.start_mono_ns), ("ThreadDump", 290 * MS, 2000 * MS));
@@ -637,7 +646,7 @@ mod tests {
         let open = sc.finish(&mut |_: &Safepoint| panic!("no record")).open_sync_ns;
         assert_eq!(open, Some(2001 * MS));
         let names = HashMap::new();
-        let cut = StallSpan { stall: 1, noticed_ns: 2005 * MS, start_ns: 2002 * MS, end_ns: 3880 * MS, control_max_late_ns: 0, control_queued_ns: None, exited_during: false, cut: true, by: Default::default() };
+        let cut = StallSpan { stall: 1, noticed_ns: 2005 * MS, start_ns: 2002 * MS, end_ns: 3880 * MS, control_max_late_ns: 0, control_queued_ns: None, exited_during: false, cut: true, by: Default::default(), exiting: false };
         let sp = match_safepoint(&cut, &[], &[], open, &names).expect("the safepoint being reached");
         assert!(sp.unfinished && sp.timeout_culprits.is_empty(), "{sp:?}");
         assert_eq!((sp.start_mono_ns, sp.ttsp_ns), (2001 * MS, 1879 * MS));

@@ -51,8 +51,11 @@ pub mod files {
     /// The JVM's perf counters (hsperfdata) as the recorder looked at them: each look that
     /// differed from the one before (`procwatch::jvmcounters::CounterLook`).
     pub const COUNTERS: &str = "counters.jsonl";
+    /// Stacks read from outside the JVM during stalls (the lines of `frames.jsonl`, event
+    /// `outside-sample`; or a note saying why some could not be had).
+    pub const OUTSIDE: &str = "outside.jsonl";
     /// Every file a recording may hold.
-    pub const ALL: [&str; 16] = [META, SAFEPOINT_LOG, HICCUPS, EVENTS, SAMPLES, SYSTEM, CONTEXT, TRACE, CONTROL, FRAMES_JFR, FRAMES_JFC, FRAMES, DUMPS, STACKS, STACKS_READY, COUNTERS];
+    pub const ALL: [&str; 17] = [META, SAFEPOINT_LOG, HICCUPS, EVENTS, SAMPLES, SYSTEM, CONTEXT, TRACE, CONTROL, FRAMES_JFR, FRAMES_JFC, FRAMES, DUMPS, STACKS, STACKS_READY, COUNTERS, OUTSIDE];
 }
 
 /// A recording holds plain files only: a FIFO or socket in its place would block the reader
@@ -163,6 +166,9 @@ pub enum Event {
         /// Samples of this stall dropped because the disk did not take them in time.
         #[serde(default, skip_serializing_if = "is_zero")]
         dropped_samples: u64,
+        /// The JVM began to exit inside it (its meter said so, or it removed its perf counters).
+        #[serde(default, skip_serializing_if = "is_false")]
+        exiting: bool,
     },
     /// The recorder's own control meter woke late, outside any stall of the target.
     ControlHiccup { t: u64, late_ns: u64 },
@@ -219,6 +225,10 @@ impl StallTrigger {
 
 fn yes() -> bool {
     true
+}
+
+fn is_false(v: &bool) -> bool {
+    !*v
 }
 
 fn is_zero(v: &u64) -> bool {
@@ -672,8 +682,24 @@ impl Recording {
     /// The safepoints the JVM's perf counters show, when the safepoint log gave none (it is
     /// off, missing or empty); the report says so.
     pub fn fill_from_counters(&mut self) {
-        let Some(info) = crate::counters::info(&self.events) else { return };
+        let Some(info) = self.counters_info() else { return };
         self.safepoints = crate::counters::safepoints(&self.counters, info);
+    }
+
+    /// What the recorder said of the JVM's perf counters, if it read them.
+    pub fn counters_info(&self) -> Option<&procwatch::jvmcounters::CountersInfo> {
+        self.events.iter().find_map(|e| match e {
+            Event::Counters { info, .. } => Some(info),
+            _ => None,
+        })
+    }
+
+    /// Why the recording has no perf counters, if the recorder said.
+    pub fn counters_missing(&self) -> Option<&str> {
+        self.events.iter().find_map(|e| match e {
+            Event::NoCounters { reason, .. } => Some(reason.as_str()),
+            _ => None,
+        })
     }
 
     fn read_lines_of(dir: &Path, meta: Meta) -> Result<Recording, Error> {
@@ -704,8 +730,14 @@ impl Recording {
             }
         }
         frames.extend(read_lines_noting::<FrameSample>(&dir.join(files::DUMPS), &mut damage)?);
-        let stacks_file = dir.join(files::STACKS).exists();
+        let stacks_file = dir.join(files::STACKS).exists() || dir.join(files::OUTSIDE).exists();
         frames.extend(read_lines_noting::<FrameSample>(&dir.join(files::STACKS), &mut damage)?);
+        for l in read_lines_noting::<FramesLine>(&dir.join(files::OUTSIDE), &mut damage)? {
+            match l {
+                FramesLine::Sample(s) => frames.push(s),
+                FramesLine::Note(n) => frames_notes.push(n.note),
+            }
+        }
         Ok(Recording {
             dir: dir.to_path_buf(),
             events: read_lines_noting(&dir.join(files::EVENTS), &mut damage)?,

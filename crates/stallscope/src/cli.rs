@@ -40,6 +40,8 @@ pub enum Command {
     /// List the JVMs on this host (in containers too), as `jcmd -l` does: pid, pid in its own
     /// namespace, user, JDK, main class or jar, container (its cgroup).
     Jvms(JvmsArgs),
+    /// Print a JVM's perf counters (its hsperfdata), as `jstat -snap` does, without attaching.
+    Counters(CountersArgs),
     /// Guard every JVM of this host (or those chosen), always on: attach to each as it starts,
     /// diagnose each stall as it ends, keep the evidence within a bound, and export metrics
     /// (OpenMetrics) and events (JSON lines).
@@ -178,6 +180,11 @@ pub struct RunArgs {
     /// How stale the heartbeat must be before boosting.
     #[arg(long, default_value = "2ms", value_name = "DURATION")]
     pub boost_after: Duration,
+    /// Put nothing into the JVM (no agent, no safepoint log, no flags): watch it through its
+    /// perf counters (a safepoint begun and not ended) and /proc, as attach does a JVM that will
+    /// not answer. Sees no hiccup outside a safepoint, and names no code.
+    #[arg(long, conflicts_with_all = ["boost", "jfr", "no_safepoint_timeout"])]
+    pub outside: bool,
     /// The java command line, after `--`.
     #[arg(last = true, required = true, value_name = "JAVA")]
     pub command: Vec<String>,
@@ -191,6 +198,26 @@ pub struct AttachArgs {
     pub run_for: Option<Duration>,
     #[command(flatten)]
     pub record: RecordOptions,
+}
+
+#[derive(Args, Debug, Clone)]
+#[command(after_help = "\
+Read from the shared file every HotSpot JVM keeps with -XX:+UsePerfData (the default),
+/tmp/hsperfdata_<user>/<pid>, reached through /proc/<pid>/root for a JVM in a container. A JVM
+that is stopped or stuck in a safepoint answers too; nothing is sent to it.
+
+Examples:
+  stallscope counters 4242
+  stallscope counters 4242 sun.rt.safepoint sun.gc.cause
+  stallscope counters 4242 --json")]
+pub struct CountersArgs {
+    pub pid: i32,
+    /// Only counters whose names start with one of these.
+    #[arg(value_name = "PREFIX")]
+    pub prefixes: Vec<String>,
+    /// As one JSON object, name to value (stallscope.counters/1).
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -326,6 +353,11 @@ pub struct LabRunArgs {
     /// Print lab.json instead of the summary.
     #[arg(long)]
     pub json: bool,
+    /// Record each JVM from outside only, as `run --outside` does: nothing put into it, its
+    /// perf counters and /proc read (grades the doctor on what it sees of a JVM that will not
+    /// answer).
+    #[arg(long)]
+    pub outside: bool,
     /// Also write a self-contained HTML report of the lab run (default: OUT/lab.html).
     #[arg(long, value_name = "OUT.html", num_args = 0..=1)]
     pub html: Option<Option<PathBuf>>,

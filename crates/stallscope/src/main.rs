@@ -35,6 +35,7 @@ fn main() {
         cli::Command::Attach(a) => commands::record::attach(a),
         cli::Command::Report(a) => commands::report::run(a),
         cli::Command::Jvms(a) => commands::jvms::run(a),
+        cli::Command::Counters(a) => commands::counters::run(a),
         cli::Command::Watch(a) => commands::watch::run(a),
         cli::Command::Lab(cli::LabCommand::List(a)) => commands::lab::list(a),
         cli::Command::Lab(cli::LabCommand::Run(a)) => commands::lab::run(a),

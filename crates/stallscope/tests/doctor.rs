@@ -429,7 +429,8 @@ fn attach_watches_a_running_jvm_and_leaves_it_as_it_was() {
     let o = att.wait_with_output().unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let live = String::from_utf8_lossy(&o.stdout);
-    assert!(live.starts_with("stallscope attach: "), "{live}");
+    // What was happening about a second in, then the whole recording's diagnosis.
+    assert!(live.starts_with("NOW (") && live.contains("\nstallscope attach: "), "{live}");
     let r = report_json(&dir);
     assert_eq!(r["meta"]["mode"], "attach");
     assert_eq!(stalls_with(&r, "frozen").len(), 1, "{:?}", causes(&r));
@@ -455,10 +456,10 @@ fn their_idle_jvm(them: &ThrowawayUser) -> (Reaper, i32) {
     idle_jvm_from(c)
 }
 
-/// An agent that cannot start inside the JVM says why, at once, and the JVM is left as found.
-/// Here root attaches to another user's JVM with `--out` under a directory that user cannot
-/// enter. It used to be a 15 s wait blaming the heartbeat, with the reason only on the JVM's
-/// stderr.
+/// An agent that cannot start inside the JVM says why, at once, and the JVM is left as found;
+/// it is recorded from outside all the same. Here root attaches to another user's JVM with
+/// `--out` under a directory that user cannot enter. It used to be a 15 s wait blaming the
+/// heartbeat, with the reason only on the JVM's stderr.
 #[test]
 fn an_agent_that_cannot_start_inside_the_jvm_says_why() {
     let _x = exclusive();
@@ -472,10 +473,14 @@ fn an_agent_that_cannot_start_inside_the_jvm_says_why() {
     let dir = private.join("rec");
     let o = Command::new(bin()).args(["attach", &pid.to_string(), "--for", "5s", "--out", dir.to_str().unwrap()]).output().unwrap();
     let err = String::from_utf8_lossy(&o.stderr).into_owned();
-    assert_eq!(o.status.code(), Some(1), "{err}");
-    assert_eq!(err.lines().count(), 1, "one line: {err}");
-    assert!(err.contains("did not start inside it") && err.contains("cannot be written") && err.contains(dir.to_str().unwrap()), "the agent's own reason: {err}");
-    assert!(err.contains(&format!("the JVM's user (uid {})", them.uid)), "and what to do: {err}");
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    let said: Vec<&str> = err.lines().filter(|l| l.contains("did not get in")).collect();
+    assert_eq!(said.len(), 1, "one line: {err}");
+    assert!(said[0].contains("did not start inside it") && said[0].contains("cannot be written") && said[0].contains(dir.to_str().unwrap()), "the agent's own reason: {err}");
+    assert!(said[0].contains(&format!("the JVM's user (uid {})", them.uid)), "and what to do: {err}");
+    assert!(said[0].contains("recorded from its counters and /proc alone"), "{err}");
+    let r = report_json(&dir);
+    assert_eq!(r["meta"]["mode"], "attach", "the JVM was recorded from outside");
     let jcmd = java17().parent().unwrap().join("jcmd");
     let list = Command::new(&jcmd).args([&pid.to_string(), "VM.log", "list"]).output().unwrap();
     let list = String::from_utf8_lossy(&list.stdout).into_owned();
@@ -596,8 +601,6 @@ fn attach_refusals_are_one_clear_line() {
     assert!(attach(sleeper.0.id().to_string(), false).contains("is not a JVM"));
     let (_jvm, pid) = idle_jvm(&[]);
     assert!(attach(pid.to_string(), true).contains("belongs to uid 0"), "another user's JVM");
-    let (_locked, locked_pid) = idle_jvm(&["-XX:+DisableAttachMechanism"]);
-    assert!(attach(locked_pid.to_string(), false).contains("did not open its attach socket"));
 }
 
 #[test]

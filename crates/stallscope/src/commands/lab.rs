@@ -87,7 +87,7 @@ pub fn run(a: LabRunArgs) -> Result<i32> {
             .progress_chars("=> "),
     );
     let bar = Bar(bar);
-    let result = lab::run(&LabOptions { scenarios: a.scenarios.clone(), profile, reps, out: out.clone(), java, variants: a.variants.clone() }, &bar, &stop);
+    let result = lab::run(&LabOptions { scenarios: a.scenarios.clone(), profile, reps, out: out.clone(), java, variants: a.variants.clone(), outside: a.outside }, &bar, &stop);
     bar.0.finish_and_clear();
     let lab = result?;
     std::fs::write(out.join("lab.json"), serde_json::to_vec_pretty(&lab)?)?;

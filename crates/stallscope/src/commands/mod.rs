@@ -2,6 +2,7 @@
 //! pieces (the recorder, the lab, the log analysis, the doctor), and renders what they return
 //! with `output`. The pieces never print results themselves.
 
+pub mod counters;
 pub mod jvms;
 pub mod lab;
 pub mod logs;

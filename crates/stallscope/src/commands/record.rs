@@ -17,6 +17,7 @@ fn request(o: &RecordOptions) -> RecordRequest<'_> {
 pub fn run(a: RunArgs) -> Result<i32> {
     let mut s = record::settings(&request(&a.record))?;
     s.jfr = a.jfr;
+    s.outside = a.outside;
     let boost = a.boost.map(|level| (level, a.boost_after.ns()));
     let stop = crate::inject::stop_flag()?;
     let launch = Launch { safepoint_timeout: !a.no_safepoint_timeout, boost, capture_stdout: false, chatty: true, nice: None, cgroups: vec![], timeout: None };
@@ -64,7 +65,7 @@ fn say_now(dir: &std::path::Path, now: watch::Now, pid: i32, started: u64, json:
     rec.samples.retain(|x| x.t <= now.t);
     // The stall under way goes on: cut here, not ended by an exit.
     if let Some(stall) = now.stall {
-        rec.events.push(Event::StallEnd { t: now.t, stall, resumed_ns: now.t, control_max_late_ns: 0, control_queued_ns: None, resumed: false, dropped_samples: 0 });
+        rec.events.push(Event::StallEnd { t: now.t, stall, resumed_ns: now.t, control_max_late_ns: 0, control_queued_ns: None, resumed: false, dropped_samples: 0, exiting: false });
     }
     rec.events.push(Event::Detach { t: now.t, reason: "what is happening now".into() });
     let report = doctor::diagnose(&rec);

@@ -133,7 +133,7 @@ fn guard_jvm(sh: Arc<Shared>, j: JvmProcess, stop: Arc<AtomicBool>, roll: Arc<At
         if let Err(e) = made {
             return skip("refused", format!("{e:#}"));
         }
-        let s = Settings { jar: sh.jar.clone(), dir: dir.clone(), threshold_ns: sh.threshold_ns, sample_interval_ns: sh.sample_interval_ns, frames: false, jfr: false, resolution_ns: sh.resolution_ns };
+        let s = Settings { jar: sh.jar.clone(), dir: dir.clone(), threshold_ns: sh.threshold_ns, sample_interval_ns: sh.sample_interval_ns, frames: false, jfr: false, resolution_ns: sh.resolution_ns, outside: false };
         let notes = sh.notes.lock().unwrap_or_else(|p| p.into_inner()).clone();
         let _ = notes.send(Note::Opened { dir: dir.clone(), jvm: info.clone(), labels: labels.clone() });
         *current.lock().unwrap_or_else(|p| p.into_inner()) = Some(dir.clone());

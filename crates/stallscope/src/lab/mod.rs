@@ -35,6 +35,8 @@ pub struct LabOptions {
     pub java: PathBuf,
     /// Only these variants, by id (in the scenarios that have them).
     pub variants: Vec<String>,
+    /// Record each JVM from outside only (`lab run --outside`).
+    pub outside: bool,
 }
 
 /// Where the lab reports its progress (a progress bar, or nothing).
@@ -121,7 +123,7 @@ pub fn run(o: &LabOptions, progress: &dyn Progress, stop: &AtomicBool) -> Result
         } else {
             None
         };
-        let ctx = Ctx { profile: o.profile, reps, out: o.out.clone(), java: o.java.clone(), workloads: workloads.clone(), agent: agent.clone(), stop, tick: &tick, variants: &o.variants, guard: std::sync::Arc::clone(&guard) };
+        let ctx = Ctx { profile: o.profile, reps, out: o.out.clone(), java: o.java.clone(), workloads: workloads.clone(), agent: agent.clone(), stop, tick: &tick, variants: &o.variants, guard: std::sync::Arc::clone(&guard), outside: o.outside };
         let r = match skip {
             Some(why) => {
                 progress.runs_done((runs_of(&id) * reps) as u64, spec.id);

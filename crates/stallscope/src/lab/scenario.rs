@@ -80,6 +80,20 @@ pub struct Ctx<'a> {
     pub variants: &'a [String],
     /// Undoes what scenarios change on the machine (swap, cgroups) if stallscope is killed.
     pub guard: std::sync::Arc<std::sync::Mutex<crate::guard::Guard>>,
+    /// `lab run --outside`: each JVM recorded from outside (its counters and /proc), nothing
+    /// put into it.
+    pub outside: bool,
+}
+
+impl Ctx<'_> {
+    /// The recorder's settings for a run recorded into `dir`.
+    pub fn settings(&self, dir: &std::path::Path) -> anyhow::Result<crate::record::Settings> {
+        let mut s = crate::record::Settings::new(self.agent.clone(), dir)?;
+        s.outside = self.outside;
+        // From outside the culprits' code is read by the kernel's sampling, at no cost to the JVM.
+        s.frames = self.outside;
+        Ok(s)
+    }
 }
 
 /// One run's measurements: the scenario's `metric` among them; the doctor's report of the run

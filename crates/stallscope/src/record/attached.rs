@@ -10,7 +10,7 @@
 //! that says it has no attach mechanism; and whatever the attach changed is undone at the end,
 //! or by the guardian if stallscope dies or the JVM stops answering first.
 
-use super::watch::{self, Ending, Hooks};
+use super::watch::{self, Ending, Hooks, Joined};
 use super::{dumps, frames, open_counters, pulse::Pulse, staging, start_frames, start_tracer, watch_options, Drive, Settings};
 use crate::attach::Jvm;
 use crate::guard::{Guard, Token, Undo};
@@ -18,19 +18,11 @@ use anyhow::{Context, Result};
 use doctor::recording::{files, Event, Writer};
 use doctor::units::fmt_ns;
 use procwatch::clock::mono_ns;
-use procwatch::heartbeat::Heartbeat;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::Sender;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-/// What the attach protocol hands the watch loop once the agent runs in the JVM.
-pub struct Joined {
-    pub hb: Heartbeat,
-    /// Thread dumps during long stalls, when the JVM's flight recorder is recording stacks.
-    pub dumper: Option<dumps::Dumper>,
-}
 
 /// How the asking ended.
 struct Asked {
@@ -55,7 +47,7 @@ fn no_attach(pid: i32, counters: Option<&procwatch::jvmcounters::JvmCounters>) -
     // `sun.rt.jvmCapabilities`: its first character is 1 when the JVM has an attach mechanism.
     let caps = counters.and_then(|c| c.perf_data().get_text("sun.rt.jvmCapabilities"));
     let flag = procwatch::jvms::cmdline(pid).iter().any(|a| a == "-XX:+DisableAttachMechanism");
-    (flag || caps.is_some_and(|c| c.starts_with('0'))).then(|| "the JVM was started with -XX:+DisableAttachMechanism: it cannot be asked for anything; recorded from its counters and /proc alone".to_string())
+    (flag || caps.is_some_and(|c| c.starts_with('0'))).then(|| "the JVM was started with -XX:+DisableAttachMechanism: it cannot be asked for anything".to_string())
 }
 
 /// Attaches to a running JVM (`jvm`), records it into `s.dir` until `run_for` elapses, `stop`
@@ -75,11 +67,12 @@ pub fn record_attached(s: &Settings, jvm: &Jvm, run_for: Option<Duration>, stop:
     let (joined_tx, joined_rx) = std::sync::mpsc::channel();
     let asking = match &refusal {
         None => Some(ask(s, jvm, Arc::clone(&askable), joined_tx)?),
-        Some(why) => {
-            eprintln!("stallscope: JVM pid {pid}: {why}");
+        Some(why) if drive.is_none() => {
+            eprintln!("stallscope: JVM pid {pid}: {why}; recorded from its counters and /proc alone");
             w.events.line(&Event::Attached { t: mono_ns(), refused: Some(why.clone()) })?;
             None
         }
+        Some(why) => return Err(crate::failure::Failure::new(crate::failure::EXIT_FAILURE, format!("JVM pid {pid}: {why}"))),
     };
     let alive = &mut || Path::new(&format!("/proc/{pid}")).exists();
     let deadline = run_for.map(|d| Instant::now() + d);
@@ -96,7 +89,7 @@ pub fn record_attached(s: &Settings, jvm: &Jvm, run_for: Option<Duration>, stop:
             let driven = d(pid, &j.hb);
             (Pulse::heartbeat(pid, j.hb, counters), Some(driven), watch::CodeAsks { dumper: j.dumper, ..Default::default() }, Hooks { askable: None, heartbeat: None, now })
         }
-        None => (Pulse::counters(pid, counters), None, watch::CodeAsks::default(), Hooks { askable: Some(Arc::clone(&askable)), heartbeat: Some(joined_rx), now }),
+        None => (Pulse::counters(pid, counters), None, watch::CodeAsks { outside: super::outside_stacks(s, pid), ..Default::default() }, Hooks { askable: Some(Arc::clone(&askable)), heartbeat: Some(joined_rx), now }),
     };
     eprintln!(
         "stallscope: watching JVM pid {pid} into {} (stalls ≥ {}){}",

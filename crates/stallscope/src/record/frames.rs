@@ -261,7 +261,7 @@ mod tests {
     fn windows_cover_each_stall_and_one_the_recording_ended_in() {
         let ev = vec![
             Event::StallBegin { t: 0, stall: 1, last_tick_ns: 0, expected_ns: 5_000_000_000, by: Default::default() },
-            Event::StallEnd { t: 0, stall: 1, resumed_ns: 6_000_000_000, control_max_late_ns: 0, control_queued_ns: None, resumed: true, dropped_samples: 0 },
+            Event::StallEnd { t: 0, stall: 1, resumed_ns: 6_000_000_000, control_max_late_ns: 0, control_queued_ns: None, resumed: true, dropped_samples: 0, exiting: false },
             Event::StallBegin { t: 0, stall: 2, last_tick_ns: 0, expected_ns: 9_000_000_000, by: Default::default() },
         ];
         assert_eq!(stall_windows(&ev), vec![(3_000_000_000, 8_000_000_000), (7_000_000_000, u64::MAX)]);

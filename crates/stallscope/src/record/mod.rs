@@ -11,6 +11,7 @@ pub mod boost;
 pub mod control;
 pub mod dumps;
 pub mod frames;
+pub mod outside;
 pub mod pulse;
 pub mod stacks;
 pub mod staging;
@@ -41,13 +42,16 @@ pub struct Settings {
     pub jfr: bool,
     /// The agent's meter resolution when attaching (None: the agent's 1 ms).
     pub resolution_ns: Option<u64>,
+    /// `run --outside`: put nothing into the JVM (no agent, no log, no flags); watch it through
+    /// its perf counters and /proc alone, as `attach` does a JVM that will not answer.
+    pub outside: bool,
 }
 
 impl Settings {
     /// Settings for a recording into `dir` (created, empty), with default thresholds.
     pub fn new(jar: PathBuf, dir: &Path) -> Result<Settings> {
         own_empty_dir(dir)?;
-        Ok(Settings { jar, dir: std::fs::canonicalize(dir)?, threshold_ns: 5_000_000, sample_interval_ns: 2_000_000, frames: false, jfr: false, resolution_ns: None })
+        Ok(Settings { jar, dir: std::fs::canonicalize(dir)?, threshold_ns: 5_000_000, sample_interval_ns: 2_000_000, frames: false, jfr: false, resolution_ns: None, outside: false })
     }
 }
 
@@ -78,7 +82,7 @@ pub fn settings(o: &RecordRequest) -> Result<Settings> {
     option_safe(&dir)?;
     own_empty_dir(&dir)?;
     let dir = std::fs::canonicalize(&dir)?;
-    Ok(Settings { jar, dir, threshold_ns, sample_interval_ns, frames: o.frames, jfr: false, resolution_ns: None })
+    Ok(Settings { jar, dir, threshold_ns, sample_interval_ns, frames: o.frames, jfr: false, resolution_ns: None, outside: false })
 }
 
 /// `parent/base`, or `parent/base-2`, `-3`… when that exists.
@@ -219,6 +223,32 @@ fn find_java(program: &str) -> Option<PathBuf> {
     std::env::var_os("PATH").and_then(|path| std::env::split_paths(&path).map(|d| d.join(program)).find(|c| c.is_file())).and_then(|c| std::fs::canonicalize(c).ok())
 }
 
+/// Stacks read from outside the JVM during stalls, unless `--no-frames`.
+pub(crate) fn outside_stacks(s: &Settings, pid: i32) -> Option<outside::Outside> {
+    if !s.frames {
+        return None;
+    }
+    match outside::Outside::start(pid, &s.dir) {
+        Ok(o) => Some(o),
+        Err(e) => {
+            eprintln!("stallscope: pid {pid}: no code from outside: {e:#}");
+            None
+        }
+    }
+}
+
+/// Waits (up to 20 s) for a JVM just started to create its perf counters.
+fn wait_for_counters(pid: i32, alive: &mut dyn FnMut() -> bool, stop: &AtomicBool) -> Option<procwatch::jvmcounters::JvmCounters> {
+    let t0 = Instant::now();
+    while alive() && !stop.load(Ordering::Relaxed) && t0.elapsed() < Duration::from_secs(20) {
+        if let Ok(c) = procwatch::jvmcounters::JvmCounters::of_pid(pid) {
+            return Some(c);
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    None
+}
+
 /// Opens the JVM's perf counters for the recording, and says in it what they are, or why there
 /// are none.
 pub(crate) fn open_counters(pid: i32, w: &mut Writer) -> Result<Option<procwatch::jvmcounters::JvmCounters>> {
@@ -298,6 +328,11 @@ pub fn record_jvm(s: &Settings, command: &[String], l: &Launch, stop: &AtomicBoo
     let (program, rest) = command.split_first().context("no command after --; e.g. stallscope run -- java -jar app.jar")?;
     let java = find_java(program).with_context(|| format!("{program}: not found on PATH"))?;
     let java_home = java.parent().and_then(Path::parent).map(Path::to_path_buf);
+    if s.outside {
+        let mut cmd = std::process::Command::new(&java);
+        cmd.args(rest);
+        return record_child(s, cmd, command, java_home.as_deref(), None, false, l, stop);
+    }
     let timeout_ms = l.safepoint_timeout.then(|| s.threshold_ns.div_ceil(1_000_000).max(1));
     let mut args = vec![
         format!("-javaagent:{}=log={}/{},interval=1s", s.jar.display(), s.dir.display(), files::HICCUPS),
@@ -411,14 +446,35 @@ fn record_child(
         }
         exit.is_none()
     };
-    let hb = match watch::wait_for_heartbeat(pid, Duration::from_secs(60), &mut || alive(&mut exit, &mut child), stop) {
-        Ok(h) => h,
-        Err(e) => {
-            eprintln!("stallscope: {e:#}; recording without stall detection");
-            None
+    let mut ending = Ending::TargetExited;
+    if s.outside {
+        // Its counters exist once HotSpot has started: until then only /proc is watched.
+        let jc = wait_for_counters(pid, &mut || alive(&mut exit, &mut child), stop);
+        if jc.is_none() && alive(&mut exit, &mut child) {
+            eprintln!("stallscope: pid {pid}: no perf counters to watch; only a stopped process is seen from /proc");
+        }
+        let jc = match jc {
+            Some(c) => {
+                w.events.line(&Event::Counters { t: mono_ns(), info: c.info.clone() })?;
+                Some(c)
+            }
+            None => open_counters(pid, &mut w)?,
+        };
+        let code = watch::CodeAsks { outside: outside_stacks(s, pid), ..Default::default() };
+        let what = watch::Watch { pid, pulse: pulse::Pulse::counters(pid, jc), tracer: tracing.0.as_ref(), opts: watch_options(s), deadline: None, driven: None, code, hooks: Default::default() };
+        ending = watch::watch(&mut w, what, stop, &mut || alive(&mut exit, &mut child))?;
+    }
+    let hb = if s.outside {
+        None
+    } else {
+        match watch::wait_for_heartbeat(pid, Duration::from_secs(60), &mut || alive(&mut exit, &mut child), stop) {
+            Ok(h) => h,
+            Err(e) => {
+                eprintln!("stallscope: {e:#}; recording without stall detection");
+                None
+            }
         }
     };
-    let mut ending = Ending::TargetExited;
     if let Some(hb) = hb {
         let opts = WatchOptions { boost: l.boost, ..watch_options(s) };
         // A JVM of ours with its stacks sampled: its thread dump too, during long stalls.

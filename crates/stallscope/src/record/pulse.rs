@@ -9,7 +9,6 @@
 //! whether a safepoint is being reached. Every counter look that differs from the one before is
 //! handed back for the recording (`counters.jsonl`), so the doctor sees what the loop saw.
 
-use super::watch::Ending;
 use doctor::recording::StallTrigger;
 use procwatch::heartbeat::{Heartbeat, MeterState};
 use procwatch::jvmcounters::{CounterLook, JvmCounters, SafepointState, Tracker};
@@ -27,8 +26,14 @@ pub struct CounterWatch {
 }
 
 impl CounterWatch {
-    pub fn new(jc: JvmCounters) -> CounterWatch {
-        CounterWatch { jc, tracker: Tracker::new(), last: None, written: None, state: SafepointState::Closed }
+    pub fn new(pid: i32, jc: JvmCounters) -> CounterWatch {
+        let mut tracker = Tracker::new();
+        // The JVM's clock starts as HotSpot initialises, within tens of milliseconds of the
+        // process's start (measured 20-25 ms): the bounds when its counters do not sample it.
+        if let Some(start) = procwatch::task::process_start_mono_ns(pid) {
+            tracker.origin_hint(start, start + 60_000_000);
+        }
+        CounterWatch { jc, tracker, last: None, written: None, state: SafepointState::Closed }
     }
 
     /// Looks at the counters at `t`; returns the look when it is worth writing down (the first,
@@ -145,15 +150,6 @@ pub enum Over {
     MeterStopped,
 }
 
-impl Over {
-    pub fn ending(self) -> Ending {
-        match self {
-            Over::Exited => Ending::TargetExited,
-            Over::MeterStopped => Ending::Stopped("the agent's meter was stopped".into()),
-        }
-    }
-}
-
 /// A stall as the pulse saw it begin.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Stall {
@@ -174,7 +170,8 @@ pub enum Still {
     /// Over: the heartbeat ticked (`ticked`), or the counters show no safepoint and the
     /// process runs.
     Resumed,
-    /// The meter ended (the JVM exits, or the meter was stopped) before the heartbeat moved.
+    /// The meter ended (the JVM exits, or the meter was stopped) before the heartbeat moved; or
+    /// the JVM removed its counters (it exits) inside the safepoint.
     MeterEnded,
 }
 
@@ -192,7 +189,7 @@ pub struct Pulse {
 impl Pulse {
     /// A pulse for `pid` from its counters (when it has them) and `/proc`.
     pub fn counters(pid: i32, jc: Option<JvmCounters>) -> Pulse {
-        Pulse { hb: None, resolution_ns: 0, counters: jc.map(CounterWatch::new), proc_state: ProcState::new(pid), vm_thread: VmThread::new(pid), last_ok: procwatch::clock::mono_ns() }
+        Pulse { hb: None, resolution_ns: 0, counters: jc.map(|c| CounterWatch::new(pid, c)), proc_state: ProcState::new(pid), vm_thread: VmThread::new(pid), last_ok: procwatch::clock::mono_ns() }
     }
 
     /// A pulse from the agent's heartbeat, looking at the counters too (for the recording).
@@ -242,6 +239,10 @@ impl Pulse {
             // saw the safepoint (at attach) moves its begin back.
             let began = self.counters.as_ref().and_then(|c| c.gc_began()).map_or(began, |g| g.min(began));
             if now >= began + threshold_ns {
+                // The JVM's last safepoint, the one it exits in, never ends.
+                if self.exiting() {
+                    return Check::Over(Over::Exited);
+                }
                 return Check::Stalled(Stall { since: began, last_ok: since.0, by: StallTrigger::Safepoint, tick_count: 0 });
             }
             return Check::Quiet { expected: began, due: began + threshold_ns };
@@ -263,7 +264,7 @@ impl Pulse {
         }
         let open = self.counters.as_ref().is_some_and(|c| matches!(c.state, SafepointState::Open { .. }));
         if self.proc_state.stopped() || open {
-            return Still::Stalled;
+            return if open && self.exiting() { Still::MeterEnded } else { Still::Stalled };
         }
         Still::Resumed
     }
@@ -281,6 +282,14 @@ impl Pulse {
             }
             (_, Still::Resumed) => (unchanged_at + now.saturating_sub(unchanged_at) / 2, true),
             _ => (now, false),
+        }
+    }
+
+    /// Whether the JVM is exiting: its meter said so, or it removed its perf counters.
+    pub fn exiting(&self) -> bool {
+        match &self.hb {
+            Some(hb) => hb.read().state == MeterState::Exited,
+            None => self.counters.as_ref().is_some_and(|c| c.jc.exiting()),
         }
     }
 

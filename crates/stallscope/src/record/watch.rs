@@ -12,7 +12,7 @@
 //! wake-up lateness is the control meter (see control.rs).
 
 use super::control::Control;
-use super::pulse::{Check, Pulse, Still};
+use super::pulse::{Check, Over, Pulse, Still};
 use doctor::recording::{files, Event, JvmTotals, RecorderSelf, Sample, Shares, StallContext, StallTrace, SystemSample, Writer};
 use anyhow::Result;
 use procwatch::clock::mono_ns;
@@ -245,7 +245,7 @@ struct Watcher<'a> {
 #[derive(Default)]
 pub struct Hooks {
     /// The agent's heartbeat, once `attach` got the agent in: it drives the loop from then on.
-    pub heartbeat: Option<std::sync::mpsc::Receiver<super::attached::Joined>>,
+    pub heartbeat: Option<std::sync::mpsc::Receiver<Joined>>,
     /// Set while the target runs between safepoints (not stalled, not stopped): when `attach`
     /// may ask it for something.
     pub askable: Option<std::sync::Arc<AtomicBool>>,
@@ -253,6 +253,13 @@ pub struct Hooks {
     /// sampled that long), with a barrier for what was written so far: `attach` diagnoses the
     /// recording up to then and says what is happening now.
     pub now: Option<Box<dyn FnOnce(Now) + Send>>,
+}
+
+/// What the attach protocol hands the watch loop once the agent runs in the JVM.
+pub struct Joined {
+    pub hb: Heartbeat,
+    /// Thread dumps during long stalls, when the JVM's flight recorder is recording stacks.
+    pub dumper: Option<super::dumps::Dumper>,
 }
 
 /// What `Hooks::now` is handed.
@@ -274,6 +281,8 @@ pub const NOW_AFTER: Duration = Duration::from_millis(700);
 pub struct CodeAsks {
     pub dumper: Option<super::dumps::Dumper>,
     pub signaller: Option<super::stacks::Signaller>,
+    /// Stacks read from outside the JVM (a JVM nothing was loaded into).
+    pub outside: Option<super::outside::Outside>,
 }
 
 /// Never sleep so little that the loop spins, nor so long that Ctrl-C, --for or the target's
@@ -553,6 +562,9 @@ impl<'a> Watcher<'a> {
             if let Some(s) = self.code.signaller.as_mut() {
                 s.look(cur, t, stall);
             }
+            if let Some(o) = self.code.outside.as_mut() {
+                o.look(cur, t, stall);
+            }
             let looked = mono_ns();
             let mut counted = Vec::new();
             out.still = self.pulse.still(st, looked, &mut |l| counted.push(l.clone()));
@@ -599,16 +611,17 @@ impl<'a> Watcher<'a> {
         }
         let dropped_samples = self.w.samples.dropped() - sampled.dropped_before;
         let (control_max_late_ns, queued) = self.control.take_window();
-        self.w.events.line(&Event::StallEnd { t, stall, resumed_ns: resumed, control_max_late_ns, control_queued_ns: Some(queued), resumed: ticked, dropped_samples })?;
+        let exiting = self.pulse.exiting();
+        self.w.events.line(&Event::StallEnd { t, stall, resumed_ns: resumed, control_max_late_ns, control_queued_ns: Some(queued), resumed: ticked, dropped_samples, exiting })?;
         if let Some(d) = &mut self.driven {
             (d.ended)(stall, self.w.barrier());
         }
         let mut exited = sampled.exited;
-        if let (false, Some(hb)) = (ticked, &self.pulse.hb) {
-            if matches!(hb.read().state, MeterState::Exited) {
+        if !ticked && exiting {
+            if let Some(hb) = &self.pulse.hb {
                 settle(hb);
-                exited = true;
             }
+            exited = true;
         }
         self.control.take_outside();
         Ok(exited)
@@ -760,7 +773,10 @@ impl Watcher<'_> {
                     if let Some(hb) = &self.pulse.hb {
                         settle(hb);
                     }
-                    return Ok(o.ending());
+                    return Ok(match o {
+                        Over::Exited => Ending::TargetExited,
+                        Over::MeterStopped => Ending::Stopped("the agent's meter was stopped".into()),
+                    });
                 }
                 Check::Quiet { expected, due } => {
                     self.apply_boost(now, expected)?;
@@ -776,6 +792,9 @@ impl Watcher<'_> {
             let sampled = self.sample_stall(&st, now, t_first, &mut cur, stop, deadline, alive);
             if let Some(d) = &self.code.dumper {
                 d.over();
+            }
+            if let Some(o) = self.code.outside.as_mut() {
+                o.over();
             }
             let sampled = sampled?;
             if self.end_stall(&st, sampled, &mut cur)? {

