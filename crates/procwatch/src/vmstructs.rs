@@ -152,8 +152,9 @@ fn lib_err(path: &Path, reason: impl Into<String>) -> Error {
 }
 
 fn read_at(f: &File, path: &Path, off: u64, len: usize) -> Result<Vec<u8>, Error> {
-    if len > 256 << 20 {
-        return Err(lib_err(path, format!("a {len}-byte table (damaged?)")));
+    let size = f.metadata().map(|m| m.len()).unwrap_or(0);
+    if off.checked_add(len as u64).is_none_or(|end| end > size) {
+        return Err(lib_err(path, format!("a {len}-byte table at byte {off}, past its end (damaged?)")));
     }
     let mut b = vec![0u8; len];
     f.read_exact_at(&mut b, off).map_err(|e| lib_err(path, format!("cannot read {len} bytes at {off}: {e}")))?;
@@ -405,6 +406,37 @@ mod tests {
         let libc = maps.iter().find(|m| m.path.contains("libc.so")).expect("libc is mapped");
         let syms = dynamic_symbols(Path::new(&libc.path), &|n| n == "malloc").unwrap();
         assert!(syms.contains_key("malloc"));
-        assert!(dynamic_symbols(Path::new("/proc/self/status"), &|_| true).unwrap_err().to_string().contains("not a 64-bit"));
+        let e = dynamic_symbols(Path::new("/proc/self/status"), &|_| true).unwrap_err();
+        assert!(matches!(e, Error::Library { .. }) && e.to_string().starts_with("/proc/self/status: "), "{e}");
+        let text = std::env::temp_dir().join(format!("procwatch-not-elf-{}", std::process::id()));
+        std::fs::write(&text, vec![b'x'; 100]).unwrap();
+        assert!(dynamic_symbols(&text, &|_| true).unwrap_err().to_string().contains("not a 64-bit"));
+        std::fs::remove_file(&text).unwrap();
+    }
+
+    mod properties {
+        use super::super::dynamic_symbols;
+        use proptest::prelude::*;
+
+        proptest! {
+            #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+            /// A damaged ELF file (any bytes changed, cut anywhere) is an error or a list, never
+            /// a panic or a runaway allocation.
+            #[test]
+            fn a_damaged_library_is_an_error_not_a_crash(flips in proptest::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 1..32), cut in any::<prop::sample::Index>(), header in any::<bool>()) {
+                let mut b = std::fs::read("/usr/bin/true").unwrap();
+                let n = b.len();
+                for (at, v) in flips {
+                    // Half the time into the ELF header and the section table, where it matters.
+                    let i = if header { at.index(64) } else { at.index(n) };
+                    b[i] = v;
+                }
+                b.truncate(cut.index(n + 1).max(1));
+                let path = std::env::temp_dir().join(format!("procwatch-elf-{}", std::process::id()));
+                std::fs::write(&path, &b).unwrap();
+                let _ = dynamic_symbols(&path, &|_| true);
+                std::fs::remove_file(&path).unwrap();
+            }
+        }
     }
 }

@@ -25,6 +25,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// How the asking ended.
+#[derive(Clone)]
 struct Asked {
     /// When the agent got in, or why it did not.
     joined_at: Option<u64>,
@@ -33,7 +34,9 @@ struct Asked {
 
 /// The attach protocol, tried on a thread of its own.
 struct Asking {
-    thread: std::thread::JoinHandle<Asked>,
+    thread: std::thread::JoinHandle<()>,
+    /// How it went, as soon as that is known (before what it asked is undone).
+    outcome: Arc<std::sync::Mutex<Option<Asked>>>,
     /// Set when watching ends: stop asking, undo what was asked, and return.
     done: Arc<AtomicBool>,
 }
@@ -103,6 +106,7 @@ pub fn record_attached(s: &Settings, jvm: &Jvm, run_for: Option<Duration>, stop:
     );
     let what = watch::Watch { pid, pulse, tracer: tracing.0.as_ref(), opts: watch_options(s), deadline, driven, code, hooks };
     let watched = watch::watch(&mut w, what, stop, alive);
+    let ended_at = mono_ns();
     let asked = asking.map(|a| finish(a, pid));
     if let Some(a) = &asked {
         if let Some((t, why)) = &a.refused {
@@ -113,8 +117,8 @@ pub fn record_attached(s: &Settings, jvm: &Jvm, run_for: Option<Duration>, stop:
         }
     }
     match watched? {
-        Ending::TargetExited => w.events.line(&Event::TargetExit { t: mono_ns(), code: None, signal: None })?,
-        Ending::Stopped(reason) => w.events.line(&Event::Detach { t: mono_ns(), reason })?,
+        Ending::TargetExited => w.events.line(&Event::TargetExit { t: ended_at, code: None, signal: None })?,
+        Ending::Stopped(reason) => w.events.line(&Event::Detach { t: ended_at, reason })?,
     }
     Ok(())
 }
@@ -124,36 +128,46 @@ pub fn record_attached(s: &Settings, jvm: &Jvm, run_for: Option<Duration>, stop:
 fn finish(a: Asking, pid: i32) -> Asked {
     a.done.store(true, Ordering::Relaxed);
     let t0 = Instant::now();
+    let mut said = false;
     while !a.thread.is_finished() && t0.elapsed() < UNDO_WAIT {
+        if !said && t0.elapsed() > Duration::from_secs(2) {
+            eprintln!("stallscope: JVM pid {pid} answers slowly (its safepoints are held up): leaving it as it was found, up to {} s", UNDO_WAIT.as_secs());
+            said = true;
+        }
         std::thread::sleep(Duration::from_millis(20));
     }
-    if !a.thread.is_finished() {
-        eprintln!("stallscope: JVM pid {pid} did not answer the attach protocol within {} s; its guardian undoes what was asked of it once it does", UNDO_WAIT.as_secs());
-        return Asked { joined_at: None, refused: Some((mono_ns(), "the JVM did not answer in time".into())) };
+    let outcome = a.outcome.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    if a.thread.is_finished() {
+        let _ = a.thread.join();
+    } else {
+        eprintln!("stallscope: JVM pid {pid} did not answer within {} s; the guardian undoes what was asked of it once it does", UNDO_WAIT.as_secs());
     }
-    a.thread.join().unwrap_or(Asked { joined_at: None, refused: Some((mono_ns(), "the attach thread failed".into())) })
+    // Still waiting to ask, or for an answer, when watching ended.
+    outcome.unwrap_or_else(|| Asked { joined_at: None, refused: Some((mono_ns(), "the JVM could not be asked before watching ended (it was stopped, or in a safepoint, or did not answer)".into())) })
 }
 
 /// Starts asking the JVM, on a thread of its own, once `askable` says it runs between
 /// safepoints.
 fn ask(s: &Settings, jvm: &Jvm, askable: Arc<AtomicBool>, joined: Sender<Joined>) -> Result<Asking> {
     let done = Arc::new(AtomicBool::new(false));
-    let (s, jvm, d) = (Settings { ..s.clone() }, jvm.clone(), Arc::clone(&done));
+    let outcome = Arc::new(std::sync::Mutex::new(None));
+    let (s, jvm, d, o) = (s.clone(), jvm.clone(), Arc::clone(&done), Arc::clone(&outcome));
     let thread = std::thread::Builder::new().name("stallscope-attach".into()).spawn(move || {
         let mut changes = Changes::default();
-        let r = cooperate(&s, &jvm, &askable, &d, &joined, &mut changes);
-        let asked = match r {
-            Ok(joined_at) => Asked { joined_at, refused: None },
-            Err(e) => Asked { joined_at: None, refused: Some((mono_ns(), format!("{e:#}"))) },
+        let asked = match cooperate(&s, &jvm, &askable, &d, &joined, &mut changes) {
+            Ok(Some(t)) => Some(Asked { joined_at: Some(t), refused: None }),
+            // Watching ended before the JVM could be asked.
+            Ok(None) => None,
+            Err(e) => Some(Asked { joined_at: None, refused: Some((mono_ns(), format!("{e:#}"))) }),
         };
+        *o.lock().unwrap_or_else(|p| p.into_inner()) = asked;
         // Hold the changes until watching ends, then undo them.
         while !d.load(Ordering::Relaxed) {
             std::thread::sleep(Duration::from_millis(20));
         }
         changes.undo(&s, &jvm);
-        asked
     })?;
-    Ok(Asking { thread, done })
+    Ok(Asking { thread, outcome, done })
 }
 
 /// What the attach changed in the JVM, each registered with the guardian before it was made.
