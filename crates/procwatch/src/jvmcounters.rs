@@ -40,6 +40,10 @@ pub struct CounterLook {
     /// `sun.gc.cause` while a GC is under way.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gc_cause: Option<String>,
+    /// Looks were left out before this one (it follows a look taken by another loop than the one
+    /// before it): nothing is to be read from the difference between the two.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub gap: bool,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -160,6 +164,12 @@ impl JvmCounters {
         if self.info.frequency == 1_000_000_000 { ticks as u64 } else { (ticks * 1_000_000_000 / self.info.frequency as u128) as u64 }
     }
 
+    /// The three counters that move with every safepoint (begun, sync time, safepoint time), in
+    /// three loads: what a look between safepoints needs to see that nothing happened.
+    pub fn quick(&self) -> (u64, u64, u64) {
+        (self.safepoints.map_or(0, |c| self.pd.long(c).max(0) as u64), self.ns(self.sync), self.ns(self.safepoint_time))
+    }
+
     /// The counters now, stamped `t` (the caller's clock reading), the previous look at `prev_t`.
     pub fn look(&self, t: u64, prev_t: u64) -> CounterLook {
         CounterLook {
@@ -172,6 +182,7 @@ impl JvmCounters {
             hrt_ns: self.ns(self.hrt),
             gcs: self.collectors.iter().map(|c| GcLook { invocations: c.invocations.map_or(0, |i| self.pd.long(i).max(0) as u64), last_entry_ns: self.ns(c.last_entry), last_exit_ns: self.ns(c.last_exit) }).collect(),
             gc_cause: None,
+            gap: false,
         }
     }
 
@@ -214,11 +225,46 @@ pub struct Tracker {
     /// Bounds on the JVM's clock's zero on CLOCK_MONOTONIC: `sun.os.hrt.ticks` is stamped
     /// between the previous look and this one.
     origin: Option<(u64, u64)>,
+    /// Bounds on when the JVM's safepoint accounting started, on CLOCK_MONOTONIC: each safepoint
+    /// begins that long before its sums (`sums_at_begin`), inside the window its count rose in.
+    /// Each begin seen narrows it; a begin is then placed to well under a look's window.
+    accounting: Option<(u64, u64)>,
+    /// `sun.rt.safepointTime` holds the sync time too (JDK 8-12).
+    includes_sync: bool,
+    /// The sync time when a safepoint became `Unsure`.
+    unsure_from: Option<CounterLook>,
 }
 
 impl Tracker {
     pub fn new() -> Tracker {
         Tracker::default()
+    }
+
+    /// A tracker for a JVM whose safepoint time holds its sync time (JDK 8-12) or not.
+    pub fn for_jvm(info: &CountersInfo) -> Tracker {
+        Tracker { includes_sync: info.safepoint_time_includes_sync, ..Tracker::default() }
+    }
+
+    /// What the counters have added up when a safepoint begins: the time since safepoint
+    /// accounting started (application time, and the time in every earlier safepoint).
+    fn sums_at_begin(&self, l: &CounterLook) -> u64 {
+        l.application_ns + l.safepoint_ns + if self.includes_sync { 0 } else { l.sync_ns }
+    }
+
+    /// A safepoint began inside `window` (and had not synchronized by its end): narrow when
+    /// accounting started, and place the begin by it.
+    fn placed(&mut self, window: (u64, u64), l: &CounterLook) -> (u64, u64) {
+        let s = self.sums_at_begin(l);
+        let (lo, hi) = (window.0.saturating_sub(s), window.1.saturating_sub(s));
+        self.accounting = Some(match self.accounting {
+            // A torn read (the count stored before the sums) can leave nothing in common: start
+            // again from this window.
+            Some((a, b)) if a.max(lo) <= b.min(hi) => (a.max(lo), b.min(hi)),
+            _ => (lo, hi),
+        });
+        let (a, b) = self.accounting.unwrap_or((lo, hi));
+        let at = (a + (b - a) / 2 + s).clamp(window.0, window.1);
+        (at, at)
     }
 
     /// The state after `look`. The first look cannot see a safepoint begin: it says `Closed`
@@ -235,9 +281,14 @@ impl Tracker {
                 let synced = look.sync_ns != p.sync_ns;
                 let ended = look.safepoint_ns != p.safepoint_ns;
                 match s {
-                    _ if began && !ended => SafepointState::Open { since: window, synchronized: synced },
+                    _ if began && !ended && !synced => SafepointState::Open { since: self.placed(window, look), synchronized: false },
+                    _ if began && !ended => SafepointState::Open { since: window, synchronized: true },
                     // Several began and something ended: the newest may still be open.
-                    _ if began && ended => SafepointState::Unsure { since: window },
+                    _ if began && ended => {
+                        // The sync time as the one that ended left it: the new one's moves it.
+                        self.unsure_from = Some(CounterLook { sync_ns: look.sync_ns, ..CounterLook::default() });
+                        SafepointState::Unsure { since: window }
+                    }
                     SafepointState::Open { since, synchronized } if !ended => SafepointState::Open { since, synchronized: synchronized || synced },
                     SafepointState::Unsure { since } if !ended => {
                         if synced { SafepointState::Open { since, synchronized: true } } else { SafepointState::Unsure { since } }
@@ -263,6 +314,18 @@ impl Tracker {
         state
     }
 
+    /// Another observer saw a safepoint open since `since`: follow it from `look` on (what
+    /// happened since this tracker's own last look is that observer's to tell).
+    pub fn adopt_open(&mut self, look: &CounterLook, since: u64) -> SafepointState {
+        let s = SafepointState::Open { since: (since, since), synchronized: false };
+        if self.origin.is_none() && look.hrt_ns > 0 && look.t > look.hrt_ns {
+            self.origin = Some((look.t.saturating_sub(look.hrt_ns + 60_000_000), look.t - look.hrt_ns));
+        }
+        self.prev = Some(look.clone());
+        self.state = Some(s);
+        s
+    }
+
     /// The state after the last look (and any `settle`).
     pub fn state(&self) -> SafepointState {
         self.state.unwrap_or(SafepointState::Closed)
@@ -279,6 +342,13 @@ impl Tracker {
     /// The caller saw (from the VM thread) that an `Unsure` safepoint is open, or over.
     pub fn settle(&mut self, open: bool) {
         if let Some(SafepointState::Unsure { since }) = self.state {
+            // Open and not reached yet: the last look's sums are its begin's (the one before it
+            // ended, this one began), so it is placed as any other.
+            let unreached = self.prev.as_ref().zip(self.unsure_from.as_ref()).is_some_and(|(l, f)| l.sync_ns == f.sync_ns);
+            let since = match (open && unreached, self.prev.clone()) {
+                (true, Some(l)) if since.0 != since.1 => self.placed(since, &l),
+                _ => since,
+            };
             self.state = Some(if open { SafepointState::Open { since, synchronized: false } } else { SafepointState::Closed });
         }
     }
@@ -368,6 +438,10 @@ pub fn safepoints(looks: &[CounterLook], includes_sync: bool) -> Vec<CountedSafe
     let invocations = |x: &CounterLook| x.gcs.iter().map(|g| g.invocations).collect::<Vec<u64>>();
     for w in looks.windows(2) {
         let (p, l) = (&w[0], &w[1]);
+        if l.gap {
+            open = None;
+            continue;
+        }
         let window = (l.prev_t.max(p.t), l.t);
         let began = l.safepoints.saturating_sub(p.safepoints);
         let (dsync, dsp) = (l.sync_ns.saturating_sub(p.sync_ns), l.safepoint_ns.saturating_sub(p.safepoint_ns));
@@ -420,15 +494,47 @@ mod tests {
     fn a_safepoint_is_open_from_its_begin_to_its_end() {
         let mut t = Tracker::new();
         assert_eq!(t.update(&look(100, 3, 10, 20)), SafepointState::Closed);
-        assert_eq!(t.update(&look(105, 4, 10, 20)), SafepointState::Open { since: (100 * MS, 105 * MS), synchronized: false });
-        assert_eq!(t.update(&look(110, 4, 10, 20)), SafepointState::Open { since: (100 * MS, 105 * MS), synchronized: false });
+        // Placed inside the window its count rose in (the middle, with nothing known yet).
+        let open = SafepointState::Open { since: (102_500_000, 102_500_000), synchronized: false };
+        assert_eq!(t.update(&look(105, 4, 10, 20)), open);
+        assert_eq!(t.update(&look(110, 4, 10, 20)), open);
         // Reached after 1.4 s: synchronized, still open while the operation runs.
-        assert_eq!(t.update(&look(1505, 4, 1410, 20)), SafepointState::Open { since: (100 * MS, 105 * MS), synchronized: true });
+        assert_eq!(t.update(&look(1505, 4, 1410, 20)), SafepointState::Open { since: (102_500_000, 102_500_000), synchronized: true });
         assert_eq!(t.update(&look(1510, 4, 1410, 22)), SafepointState::Closed);
         // One that began and ended between two looks never shows open.
         assert_eq!(t.update(&look(1515, 5, 1411, 23)), SafepointState::Unsure { since: (1510 * MS, 1515 * MS) });
         t.settle(false);
         assert_eq!(t.update(&look(1520, 5, 1411, 23)), SafepointState::Closed);
+    }
+
+    #[test]
+    fn each_begin_seen_places_the_next_more_closely() {
+        // JDK 17: safepoint accounting started at 1000.3 ms; each begin falls somewhere in its
+        // 5 ms look window, its sums saying how long after that start it was.
+        let zero = 1_000_300_000u64;
+        let mut t = Tracker::new();
+        let (mut app, mut sync, mut sp) = (0u64, 0u64, 0u64);
+        let mut now = 1_001 * MS;
+        t.update(&CounterLook { t: now, prev_t: now, ..CounterLook::default() });
+        let mut errs = Vec::new();
+        for i in 1..=12u64 {
+            // The next safepoint begins 97.3 ms of application time after the previous ended.
+            app += 97_300_000 + i * 1_700_000;
+            let begin = zero + app + sync + sp;
+            // Looks every 5 ms; the first after the begin sees the count rise.
+            let before = now;
+            now = begin + 5 * MS - (begin - before) % (5 * MS);
+            let l = CounterLook { t: now, prev_t: now - 5 * MS, safepoints: i, sync_ns: sync, safepoint_ns: sp, application_ns: app, ..CounterLook::default() };
+            let SafepointState::Open { since, .. } = t.update(&l) else { panic!("open") };
+            errs.push(since.0 as i64 - begin as i64);
+            // Reached 2 ms later, ended 1 ms after that: seen at the next look.
+            sync += 2 * MS;
+            sp += MS;
+            now += 5 * MS;
+            t.update(&CounterLook { t: now, prev_t: now - 5 * MS, safepoints: i, sync_ns: sync, safepoint_ns: sp, application_ns: app, ..CounterLook::default() });
+        }
+        assert!(errs[0].unsigned_abs() <= 2_500_000, "the first is placed within its window: {errs:?}");
+        assert!(errs[11].unsigned_abs() < 1_000_000, "after a dozen, within a millisecond: {errs:?}");
     }
 
     #[test]

@@ -274,14 +274,24 @@ pub struct WatchArgs {
     /// Remove evidence older than this, e.g. 12h, 7d.
     #[arg(long, default_value = "7d", value_name = "DURATION")]
     pub retain_age: Duration,
-    /// A heartbeat late by this much is a stall.
+    /// A safepoint open (or a heartbeat late) this long is a stall.
     #[arg(long, default_value = "5ms", value_name = "DURATION")]
     pub threshold: Duration,
     /// How often every thread of a stalled JVM is sampled.
     #[arg(long, default_value = "2ms", value_name = "DURATION")]
     pub sample_interval: Duration,
-    /// The agents' meter resolution: each JVM's meter wakes this often (1ms, jHiccup's, costs
-    /// each JVM a wake-up per millisecond; 5ms a fifth of that, hiccups then read in 5 ms steps).
+    /// Put the agent and safepoint logging into every JVM (`--attach`, or `--attach all`), or
+    /// into those that stall more than N times within WINDOW (`--attach 3/10m`). By default
+    /// nothing is put into any JVM: each is watched from outside, through its perf counters and
+    /// /proc, from one loop for the whole host.
+    #[arg(long, num_args = 0..=1, default_missing_value = "all", value_name = "all|N/WINDOW")]
+    pub attach: Option<String>,
+    /// How long an exited JVM's series stay in the metrics (a few scrape intervals), so that a
+    /// JVM that stalls and exits between two scrapes still shows its stalls.
+    #[arg(long, default_value = "1m", value_name = "DURATION")]
+    pub keep_exited: Duration,
+    /// With --attach, the agents' meter resolution: each JVM's meter wakes this often (1ms,
+    /// jHiccup's, costs each JVM a wake-up per millisecond; 5ms a fifth of that).
     #[arg(long, default_value = "1ms", value_name = "DURATION")]
     pub resolution: Duration,
     /// The agent jar (default: found beside the binary or in the build tree).

@@ -1,8 +1,12 @@
-//! `stallscope watch` against real JVMs and a real Prometheus: three JVMs are watched (one in a
-//! pid and mount namespace of its own, as in a container); a counted-loop stall in one shows up
-//! in Prometheus under its pid and cause and under no other; a JVM that exits disappears; one
-//! started later is picked up; after SIGTERM no JVM is left metering or logging. And retention
-//! holds its bound while stalls come faster than it allows.
+//! `stallscope watch` against real JVMs and a real Prometheus. By default it puts nothing into
+//! any JVM: three JVMs are watched from outside (one in a pid and mount namespace of its own, as
+//! in a container); a counted-loop stall in one shows up in Prometheus under its pid and cause
+//! and under no other; a JVM that exits goes, after its grace; one started later is picked up;
+//! many idle JVMs hold no thread of stallscope's; a short-lived JVM's stall is still scraped after
+//! it exited; a JVM without perf data is watched through /proc and said so. With `--attach`
+//! (every JVM, or those that stall often) the agent goes in, and after SIGTERM, or SIGKILL, no
+//! JVM is left metering or logging. And retention holds its bound while stalls come faster than
+//! it allows.
 
 mod common;
 
@@ -138,6 +142,11 @@ fn left_in(pid: i32) -> Vec<String> {
     left
 }
 
+/// Threads of stallscope's inside process `pid` (the agent's are named `stallscope-…`).
+fn threads_of_ours(pid: i32) -> Vec<String> {
+    std::fs::read_dir(format!("/proc/{pid}/task")).into_iter().flatten().flatten().filter_map(|t| std::fs::read_to_string(t.path().join("comm")).ok()).map(|c| c.trim().to_string()).filter(|c| c.starts_with("stallscope")).collect()
+}
+
 fn wait_exit(w: &mut Child, limit: Duration) -> Option<std::process::ExitStatus> {
     poll(limit, EVERY, || w.try_wait().ok().flatten())
 }
@@ -154,11 +163,11 @@ fn watch_guards_three_jvms_one_contained_and_prometheus_sees_the_stall_under_its
     let events = d.join("events.jsonl");
     // The contained JVM runs `-jar /dev/fd/3 idle --duration 600s`.
     let pattern = format!("--duration ({MARK}|600s)");
-    let (mut w, addr, said) = start_watch(&["--match", &pattern, "--out", out.to_str().unwrap(), "--metrics", "127.0.0.1:0", "--events", events.to_str().unwrap(), "--for", "170s"]);
+    let (mut w, addr, said) = start_watch(&["--match", &pattern, "--out", out.to_str().unwrap(), "--metrics", "127.0.0.1:0", "--events", events.to_str().unwrap(), "--for", "170s", "--keep-exited", "5s"]);
     let prom = prometheus(addr.as_deref().unwrap(), &d.join("prometheus"));
 
     let three = poll(Duration::from_secs(60), EVERY, || {
-        let p = prom.pids("stallscope_watched_jvm");
+        let p = prom.pids("stallscope_watched_jvm == 1");
         (p.len() == 3).then_some(p)
     });
     let mut want = vec![loop_pid as i64, quiet_pid as i64, contained_pid as i64];
@@ -176,15 +185,24 @@ fn watch_guards_three_jvms_one_contained_and_prometheus_sees_the_stall_under_its
     });
     assert_eq!(stalled, Some(vec![loop_pid as i64]), "a loop without a safepoint poll, in the looping JVM only");
     let ttsp = poll(Duration::from_secs(20), EVERY, || (!prom.query(&format!("stallscope_ttsp_seconds_count{{pid=\"{loop_pid}\"}} > 0")).is_empty()).then_some(()));
-    assert!(ttsp.is_some(), "its safepoints' TTSP is exported");
+    assert!(ttsp.is_some(), "its safepoints' TTSP is exported (from its perf counters)");
+    let synced = poll(Duration::from_secs(20), EVERY, || (!prom.query(&format!("stallscope_jvm_safepoint_sync_seconds_total{{pid=\"{loop_pid}\"}} > 0.1")).is_empty()).then_some(()));
+    assert!(synced.is_some(), "its counters' own totals are exported");
+    // Nothing of stallscope's went into any of them.
+    for pid in [loop_pid, quiet_pid, contained_pid] {
+        assert!(threads_of_ours(pid).is_empty(), "pid {pid}: {:?}", threads_of_ours(pid));
+    }
 
     // A JVM started later is picked up; one that exits disappears.
     let (late, late_pid) = idle_jvm(&java17());
-    let picked = poll(Duration::from_secs(40), EVERY, || prom.pids("stallscope_watched_jvm").contains(&(late_pid as i64)).then_some(()));
+    let picked = poll(Duration::from_secs(40), EVERY, || prom.pids("stallscope_watched_jvm == 1").contains(&(late_pid as i64)).then_some(()));
     assert!(picked.is_some(), "the JVM started later is watched: {:?}", prom.pids("stallscope_watched_jvm"));
     drop(quiet);
-    let gone = poll(Duration::from_secs(40), EVERY, || (!prom.pids("stallscope_watched_jvm").contains(&(quiet_pid as i64))).then_some(()));
+    let gone = poll(Duration::from_secs(40), EVERY, || (!prom.pids("stallscope_watched_jvm == 1").contains(&(quiet_pid as i64))).then_some(()));
     assert!(gone.is_some(), "the JVM that exited is no longer watched");
+    // Its series leave once its grace (--keep-exited) is over.
+    let forgotten = poll(Duration::from_secs(40), EVERY, || (!prom.pids("stallscope_watched_jvm").contains(&(quiet_pid as i64))).then_some(()));
+    assert!(forgotten.is_some(), "the exited JVM's series are forgotten after its grace");
 
     // The events: one line per diagnosed stall, the loop's named with its culprit and fix.
     let text = std::fs::read_to_string(&events).unwrap();
@@ -270,7 +288,7 @@ fn watch_killed_outright_leaves_every_jvm_running_and_as_it_was() {
     let _x = exclusive();
     let d = scratch("watch-sigkill");
     let (jvm, pid) = idle_jvm(&java17());
-    let (mut w, _, said) = start_watch(&[&pid.to_string(), "--out", d.join("rec").to_str().unwrap(), "--for", "120s"]);
+    let (mut w, _, said) = start_watch(&[&pid.to_string(), "--attach", "--out", d.join("rec").to_str().unwrap(), "--for", "120s"]);
     let metering = poll(Duration::from_secs(30), EVERY, || heartbeat_of(pid).exists().then_some(()));
     assert!(metering.is_some(), "watch never got the agent going: {:#?}", said.try_iter().collect::<Vec<_>>());
     std::thread::sleep(Duration::from_secs(1));
@@ -300,7 +318,7 @@ fn a_jvm_that_refuses_the_attach_or_is_recorded_already_is_skipped_with_one_line
     let recorded_pid: i32 = line.trim().strip_prefix("idle: pid ").unwrap_or_else(|| panic!("{line:?}")).parse().unwrap();
     let recorded = Reaper(recorded);
     let (plain, plain_pid) = idle_jvm(&java17());
-    let (mut w, _, said) = start_watch(&["--match", &format!("--duration {MARK}"), "--out", d.join("rec").to_str().unwrap(), "--for", "60s"]);
+    let (mut w, _, said) = start_watch(&["--match", &format!("--duration {MARK}"), "--attach", "--out", d.join("rec").to_str().unwrap(), "--for", "60s"]);
     let watched = poll(Duration::from_secs(30), EVERY, || heartbeat_of(plain_pid).exists().then_some(()));
     assert!(watched.is_some(), "the plain JVM is watched");
     // A JVM without an attach mechanism says so in its counters: refused at once.
@@ -325,5 +343,113 @@ fn a_jvm_that_refuses_the_attach_or_is_recorded_already_is_skipped_with_one_line
     // The recorded JVM ends first, so that its `run` finishes rather than leave it orphaned.
     unsafe { libc::kill(recorded_pid, libc::SIGKILL) };
     drop((refusing, recorded, plain));
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+/// A JVM of the workloads jar on JDK 17 with these options and arguments; its pid.
+fn jvm_with(options: &[&str], args: &[&str]) -> (Reaper, i32) {
+    let child = Command::new(java17()).args(options).arg("-jar").arg(workloads_jar()).args(args).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+    let pid = child.id() as i32;
+    (Reaper(child), pid)
+}
+
+/// The OpenMetrics text watch serves at `addr`.
+fn scrape(addr: &str) -> String {
+    let mut c = std::net::TcpStream::connect(addr).unwrap();
+    write!(c, "GET /metrics HTTP/1.0\r\nHost: x\r\n\r\n").unwrap();
+    let mut s = String::new();
+    c.read_to_string(&mut s).unwrap();
+    s
+}
+
+/// Many idle JVMs and one whose safepoints wait on a loop without a poll, all watched by default
+/// (from outside): the stall is named under its pid, no JVM holds a thread of stallscope's, a JVM
+/// without perf data is watched through /proc and said so, and watch killed outright leaves each
+/// JVM running as it was (there is nothing to undo).
+#[test]
+fn many_jvms_watched_from_outside_hold_nothing_of_ours_and_the_stall_among_them_is_named() {
+    let _x = exclusive();
+    let d = scratch("watch-outside-many");
+    let mark = "62s";
+    let mut jvms = Vec::new();
+    for _ in 0..8 {
+        jvms.push(jvm_with(&["-Xmx16m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1"], &["idle", "--duration", mark]));
+    }
+    let (no_perf, no_perf_pid) = jvm_with(&["-Xmx16m", "-XX:-UsePerfData"], &["idle", "--duration", mark]);
+    let (looping, loop_pid) = jvm_with(&["-XX:+UseParallelGC", "-XX:-UseCountedLoopSafepoints"], &["counted-loop", "--shape", "dependent", "--rounds", "1", "--every", "2s", "--duration", mark]);
+    let events = d.join("events.jsonl");
+    let (mut w, addr, said) = start_watch(&["--match", &format!("--duration {mark}"), "--out", d.join("rec").to_str().unwrap(), "--metrics", "127.0.0.1:0", "--events", events.to_str().unwrap(), "--for", "90s"]);
+    let addr = addr.unwrap();
+    let watched = poll(Duration::from_secs(60), EVERY, || (scrape(&addr).lines().filter(|l| l.starts_with("stallscope_watched_jvm{") && l.ends_with(" 1")).count() == 10).then_some(()));
+    assert!(watched.is_some(), "ten JVMs watched: {}", scrape(&addr));
+    let stalled = poll(Duration::from_secs(60), EVERY, || std::fs::read_to_string(&events).ok().filter(|t| t.contains("\"cause\":\"no-safepoint-poll\"")).map(|_| ()));
+    assert!(stalled.is_some(), "the loop's stall was diagnosed");
+    let text = std::fs::read_to_string(&events).unwrap();
+    for l in text.lines() {
+        let e: Value = serde_json::from_str(l).unwrap();
+        if e["cause"] == "no-safepoint-poll" {
+            assert_eq!(e["jvm"]["pid"], loop_pid, "{l}");
+            assert_eq!(e["culprit"]["name"], "counted-loop", "{l}");
+        }
+    }
+    let mut inside = Vec::new();
+    for pid in jvms.iter().map(|j| j.1).chain([no_perf_pid, loop_pid]) {
+        inside.extend(threads_of_ours(pid));
+    }
+    assert!(inside.is_empty(), "threads of stallscope's inside the JVMs: {inside:?}");
+    w.kill().unwrap();
+    let _ = w.wait();
+    let lines: Vec<String> = said.try_iter().collect();
+    assert!(lines.iter().any(|l| l.contains(&format!("pid {no_perf_pid}")) && l.contains("no perf counters") && l.contains("-XX:-UsePerfData")), "the JVM without perf data is said to be watched through /proc: {lines:#?}");
+    for pid in jvms.iter().map(|j| j.1).chain([no_perf_pid, loop_pid]) {
+        assert!(Path::new(&format!("/proc/{pid}")).exists(), "pid {pid} runs on");
+        assert!(!procwatch::task::stopped(pid), "pid {pid} runs on");
+    }
+    drop((jvms, no_perf, looping));
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+/// The held-out case of issue 27: a JVM whose loop holds a System.gc() for a few seconds, 1.2 s
+/// after it starts, then exits. It is watched from its first second, and its stall is still in
+/// the metrics after it exited, until its grace is over.
+#[test]
+fn a_short_lived_jvm_that_stalls_and_exits_is_still_scraped_after_it_exited() {
+    let _x = exclusive();
+    let d = scratch("watch-short-lived");
+    let mark = "4500ms";
+    let (mut w, addr, _said) = start_watch(&["--match", &format!("--duration {mark}"), "--out", d.join("rec").to_str().unwrap(), "--metrics", "127.0.0.1:0", "--keep-exited", "60s", "--for", "60s"]);
+    let addr = addr.unwrap();
+    let (jvm, pid) = jvm_with(&["-XX:+UseParallelGC", "-XX:-UseCountedLoopSafepoints"], &["counted-loop", "--shape", "dependent", "--rounds", "1", "--every", "1200ms", "--duration", mark]);
+    let mut jvm = jvm;
+    let exited = poll(Duration::from_secs(40), EVERY, || jvm.0.try_wait().ok().flatten());
+    assert!(exited.is_some(), "the JVM ran and exited");
+    let want = format!("stallscope_stalls_total{{pid=\"{pid}\",");
+    let seen = poll(Duration::from_secs(20), EVERY, || scrape(&addr).lines().find(|l| l.starts_with(&want) && l.contains("cause=\"no-safepoint-poll\"")).map(str::to_string));
+    assert!(seen.is_some(), "the exited JVM's stall is in the metrics: {}", scrape(&addr));
+    unsafe { libc::kill(w.id() as i32, libc::SIGTERM) };
+    wait_exit(&mut w, Duration::from_secs(30));
+    drop(jvm);
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+/// `--attach N/WINDOW`: a JVM watched from outside that stalls more than N times in the window
+/// gets the agent and safepoint logging; at SIGTERM it is left as it was found.
+#[test]
+fn a_jvm_that_stalls_often_is_attached_to_and_left_as_found() {
+    let _x = exclusive();
+    let d = scratch("watch-escalate");
+    let (jvm, pid) = counted_loop_jvm("300");
+    let (mut w, _, said) = start_watch(&[&pid.to_string(), "--attach", "2/1m", "--out", d.join("rec").to_str().unwrap(), "--for", "90s"]);
+    let metering = poll(Duration::from_secs(60), EVERY, || heartbeat_of(pid).exists().then_some(()));
+    let lines: Vec<String> = said.try_iter().collect();
+    assert!(metering.is_some(), "the JVM that stalled often was attached to: {lines:#?}");
+    assert!(lines.iter().any(|l| l.contains("stalls in") && l.contains("attaching")), "{lines:#?}");
+    unsafe { libc::kill(w.id() as i32, libc::SIGTERM) };
+    let st = wait_exit(&mut w, Duration::from_secs(60));
+    assert!(st.is_some_and(|s| s.success()), "{st:?}");
+    assert!(left_in(pid).is_empty(), "{:?}", left_in(pid));
+    // The first recording (from outside) and the second (attached) are both there.
+    assert!(std::fs::read_dir(d.join("rec")).unwrap().count() >= 2);
+    drop(jvm);
     let _ = std::fs::remove_dir_all(&d);
 }

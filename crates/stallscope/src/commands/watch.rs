@@ -25,6 +25,10 @@ pub fn run(a: WatchArgs) -> Result<i32> {
     // before it detaches.
     // SAFETY: changing a signal's disposition before any thread of ours writes.
     unsafe { libc::signal(libc::SIGPIPE, libc::SIG_IGN) };
+    let attach = match &a.attach {
+        None => fleet::Attach::Never,
+        Some(s) => fleet::Attach::parse(s).map_err(|e| Failure::new(EXIT_USAGE, e))?,
+    };
     let stop = crate::inject::stop_flag()?;
     let cfg = fleet::Config {
         selection,
@@ -37,6 +41,8 @@ pub fn run(a: WatchArgs) -> Result<i32> {
         resolution_ns: (a.resolution.ns() != 1_000_000).then_some(a.resolution.ns()),
         agent: a.agent.clone(),
         run_for: a.run_for.map(|d| d.std()),
+        attach,
+        keep_exited: a.keep_exited.std(),
     };
     fleet::run(cfg, &stop)?;
     Ok(EXIT_OK)

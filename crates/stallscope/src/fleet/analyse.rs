@@ -92,10 +92,21 @@ impl Open {
 }
 
 /// Runs until every sender of `notes` is gone; then reads on every open recording one last time.
-pub fn run(notes: Receiver<Note>, metrics: Metrics, mut events: Events) {
+/// A JVM no longer watched keeps its series for `keep`, so that a scrape after it exited still
+/// finds its stalls.
+pub fn run(notes: Receiver<Note>, metrics: Metrics, mut events: Events, keep: Duration) {
     let mut open: HashMap<PathBuf, Open> = HashMap::new();
     let mut last_tail = Instant::now();
+    let mut forget: Vec<(Instant, JvmLabels, String)> = Vec::new();
     loop {
+        let now = Instant::now();
+        forget.retain(|(at, labels, jdk)| {
+            let due = now >= *at;
+            if due {
+                metrics.forget(labels, jdk);
+            }
+            !due
+        });
         let first = match notes.recv_timeout(TAIL_EVERY.saturating_sub(last_tail.elapsed()).max(Duration::from_millis(10))) {
             Ok(n) => Some(n),
             Err(RecvTimeoutError::Timeout) => None,
@@ -144,7 +155,8 @@ pub fn run(notes: Receiver<Note>, metrics: Metrics, mut events: Events) {
             }
         }
         for (labels, jdk) in gone {
-            metrics.forget(&labels, &jdk);
+            metrics.exited(&labels, &jdk);
+            forget.push((Instant::now() + keep, labels, jdk));
         }
     }
     for (dir, mut o) in open {

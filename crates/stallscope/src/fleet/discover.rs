@@ -39,8 +39,8 @@ fn matches(m: &regex::Regex, main: &str, cmdline: &[String]) -> bool {
     m.is_match(main) || m.is_match(&cmdline.join(" "))
 }
 
-/// A JVM this young is left for the next pass.
-const MIN_AGE_S: f64 = 3.0;
+/// A JVM this young is left for the next pass, when it is to be attached to.
+pub const MIN_AGE_S: f64 = 3.0;
 
 /// The processes seen so far, by pid: their start time and name (a process that execs changes
 /// its name and may become a JVM).
@@ -74,7 +74,7 @@ impl Discovery {
 
     /// JVMs not offered before that `sel` selects; and, once, each process that could not be
     /// read (another user's, without privilege), with why.
-    pub fn pass(&mut self, sel: &Selection) -> (Vec<JvmProcess>, Vec<procwatch::jvms::Unreadable>) {
+    pub fn pass(&mut self, sel: &Selection, min_age_s: f64) -> (Vec<JvmProcess>, Vec<procwatch::jvms::Unreadable>) {
         // SAFETY: getpid has no preconditions.
         let me = unsafe { libc::getpid() };
         let pids: Vec<i32> = match &sel {
@@ -90,17 +90,20 @@ impl Discovery {
             if self.seen.get(&pid) == Some(&key) {
                 continue;
             }
-            let young = now - key.0 as f64 / ticks < MIN_AGE_S;
+            let age = now - key.0 as f64 / ticks;
             match procwatch::jvms::jvm(pid) {
                 // Offered once it is old enough.
-                Ok(Some(_)) if young => continue,
+                Ok(Some(_)) if age < min_age_s => continue,
+                // Watched from outside: offered once its counters are there (one started with
+                // -XX:-UsePerfData after a few seconds, to /proc alone).
+                Ok(Some(_)) if min_age_s == 0.0 && age < MIN_AGE_S && procwatch::perfdata::locate(pid).is_err() => continue,
                 Ok(Some(j)) => {
                     if sel.selects(&j) {
                         found.push(j);
                     }
                 }
                 // Not a JVM yet: a young process may still be loading libjvm.so.
-                Ok(None) if young => continue,
+                Ok(None) if age < MIN_AGE_S => continue,
                 Ok(None) => {}
                 // Said once, and only of a process the selection could mean.
                 Err(u) if self.could_mean(sel, pid) => unreadable.push(u),

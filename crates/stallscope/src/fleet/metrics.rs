@@ -53,6 +53,7 @@ pub struct SkipLabels {
 }
 
 type Hist = Family<JvmLabels, Histogram, fn() -> Histogram>;
+type SecondsTotal = Family<JvmLabels, Counter<f64, std::sync::atomic::AtomicU64>>;
 
 fn seconds_buckets() -> Histogram {
     // 100 µs to about 52 s, doubling: TTSP and hiccups are sub-millisecond, stalls seconds.
@@ -73,6 +74,10 @@ pub struct Metrics {
     pub skipped: Family<SkipLabels, Counter>,
     pub retained_bytes: Gauge,
     pub retention_removed: Counter,
+    /// The JVM's own perf counters: safepoints begun, time to reach them, time stopped in them.
+    pub jvm_safepoints: Family<JvmLabels, Counter>,
+    pub jvm_safepoint_sync_seconds: SecondsTotal,
+    pub jvm_safepoint_stopped_seconds: SecondsTotal,
     /// The causes each JVM (by pid) has a stall counter for: what `forget` removes.
     causes: Arc<std::sync::Mutex<std::collections::HashMap<String, std::collections::BTreeSet<String>>>>,
     registry: Arc<Registry>,
@@ -92,18 +97,47 @@ impl Metrics {
         let skipped = Family::<SkipLabels, Counter>::default();
         let retained_bytes = Gauge::default();
         let retention_removed = Counter::default();
+        let jvm_safepoints = Family::<JvmLabels, Counter>::default();
+        let jvm_safepoint_sync_seconds = SecondsTotal::default();
+        let jvm_safepoint_stopped_seconds = SecondsTotal::default();
         r.register("watched_jvm", "A JVM stallscope watch guards (1 while watched)", jvms.clone());
         r.register("stalls", "Stalls diagnosed, by main cause", stalls.clone());
         r.register_with_unit("stall_duration", "How long each diagnosed stall lasted", Unit::Seconds, stall_seconds.clone());
-        r.register_with_unit("ttsp", "Time to safepoint of every safepoint in the JVM's log", Unit::Seconds, ttsp_seconds.clone());
-        r.register_with_unit("safepoint_total", "Total time of every safepoint in the JVM's log", Unit::Seconds, safepoint_seconds.clone());
+        r.register_with_unit("ttsp", "Time to safepoint of every safepoint (from the JVM's perf counters; from its safepoint log once attached)", Unit::Seconds, ttsp_seconds.clone());
+        r.register_with_unit("safepoint_total", "Total time of every safepoint (from the JVM's perf counters; from its safepoint log once attached)", Unit::Seconds, safepoint_seconds.clone());
         r.register_with_unit("hiccup", "The agent's hiccup meter: how late each of its 1 ms wake-ups came", Unit::Seconds, hiccup_seconds.clone());
         r.register("dropped_samples", "Thread samples the recorder dropped (its disk did not keep up)", dropped_samples.clone());
         r.register_with_unit("control_lateness", "The recorder's own control meter: how late its watch loop woke", Unit::Seconds, control_lateness_seconds.clone());
         r.register("skipped_jvms", "JVMs watch did not guard, by reason", skipped.clone());
         r.register_with_unit("retained", "Disk used by the recordings watch keeps", Unit::Bytes, retained_bytes.clone());
         r.register("retention_removed_recordings", "Recordings removed to keep within --retain and --retain-age", retention_removed.clone());
-        Metrics { jvms, stalls, stall_seconds, ttsp_seconds, safepoint_seconds, hiccup_seconds, dropped_samples, control_lateness_seconds, skipped, retained_bytes, retention_removed, causes: Arc::default(), registry: Arc::new(r) }
+        r.register("jvm_safepoints", "Safepoints the JVM began since watched (its sun.rt.safepoints)", jvm_safepoints.clone());
+        r.register_with_unit("jvm_safepoint_sync", "Time the JVM spent reaching safepoints since watched (its sun.rt.safepointSyncTime)", Unit::Seconds, jvm_safepoint_sync_seconds.clone());
+        r.register_with_unit("jvm_safepoint_stopped", "Time the JVM's application threads were stopped at safepoints since watched, reaching them included", Unit::Seconds, jvm_safepoint_stopped_seconds.clone());
+        Metrics {
+            jvms,
+            stalls,
+            stall_seconds,
+            ttsp_seconds,
+            safepoint_seconds,
+            hiccup_seconds,
+            dropped_samples,
+            control_lateness_seconds,
+            skipped,
+            retained_bytes,
+            retention_removed,
+            jvm_safepoints,
+            jvm_safepoint_sync_seconds,
+            jvm_safepoint_stopped_seconds,
+            causes: Arc::default(),
+            registry: Arc::new(r),
+        }
+    }
+
+    /// A JVM is no longer watched (it exited, or watch detached): `watched_jvm` goes to 0; its
+    /// series stay until [`Metrics::forget`].
+    pub fn exited(&self, jvm: &JvmLabels, jdk: &str) {
+        self.jvms.get_or_create(&JvmInfoLabels { pid: jvm.pid.clone(), main: jvm.main.clone(), container: jvm.container.clone(), jdk: jdk.to_string() }).set(0);
     }
 
     /// Forgets every series of a JVM that is no longer watched.
@@ -113,10 +147,37 @@ impl Metrics {
             h.remove(jvm);
         }
         self.dropped_samples.remove(jvm);
+        self.jvm_safepoints.remove(jvm);
+        self.jvm_safepoint_sync_seconds.remove(jvm);
+        self.jvm_safepoint_stopped_seconds.remove(jvm);
         let causes = self.causes.lock().unwrap_or_else(|p| p.into_inner()).remove(&jvm.pid).unwrap_or_default();
         for cause in causes {
             self.stalls.remove(&CauseLabels { pid: jvm.pid.clone(), main: jvm.main.clone(), container: jvm.container.clone(), cause });
         }
+    }
+
+    /// What `watch`'s loop is told of a JVM watched from outside: its counters' totals go to the
+    /// `jvm_safepoint*` series (as they grow from the first look), and every safepoint that ended
+    /// to the TTSP and safepoint histograms. `includes_sync`: the JVM's safepoint time holds its
+    /// sync time (JDK 8-12).
+    pub fn counters_observer(&self, jvm: &JvmLabels, includes_sync: bool) -> crate::fleet::beats::Observer {
+        let (count, sync, stopped) = (self.jvm_safepoints.get_or_create_owned(jvm), self.jvm_safepoint_sync_seconds.get_or_create_owned(jvm), self.jvm_safepoint_stopped_seconds.get_or_create_owned(jvm));
+        let (ttsp, total) = (self.ttsp_seconds.get_or_create_owned(jvm), self.safepoint_seconds.get_or_create_owned(jvm));
+        let mut prev: Option<(u64, u64, u64)> = None;
+        Box::new(move |seen| {
+            let l = seen.look;
+            let now = (l.safepoints, l.sync_ns, if includes_sync { l.safepoint_ns } else { l.safepoint_ns + l.sync_ns });
+            if let Some(p) = prev {
+                count.inc_by(now.0.saturating_sub(p.0));
+                sync.inc_by(now.1.saturating_sub(p.1) as f64 / 1e9);
+                stopped.inc_by(now.2.saturating_sub(p.2) as f64 / 1e9);
+            }
+            prev = Some(now);
+            for sp in seen.ended {
+                ttsp.observe(sp.ttsp_ns as f64 / 1e9);
+                total.observe(sp.total_ns() as f64 / 1e9);
+            }
+        })
     }
 
     /// One diagnosed stall of `jvm`: its cause counted, its duration observed.

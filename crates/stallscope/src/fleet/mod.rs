@@ -1,13 +1,16 @@
 //! `stallscope watch`: always on, for every JVM of a host. It finds JVMs as they start
-//! (discover.rs), attaches to each as `attach` does (the agent, safepoint logging; through
-//! `/proc/PID/root` for a JVM in a container), watches every heartbeat from one loop
-//! (beats.rs), diagnoses each stall as it ends (analyse.rs), keeps the evidence within its
-//! bounds (retain.rs), and exports metrics (metrics.rs) and events (events.rs).
+//! (discover.rs) and watches each from outside, through its perf counters and /proc, from one
+//! loop for the whole host (beats.rs): nothing is put into a JVM. With `--attach` (every JVM, or
+//! those that stalled often) it escalates to what `attach` does (the agent, safepoint logging;
+//! through `/proc/PID/root` for a JVM in a container). It diagnoses each stall as it ends
+//! (analyse.rs), keeps the evidence within its bounds (retain.rs), and exports metrics
+//! (metrics.rs) and events (events.rs).
 //!
-//! Invariant: whatever ends `watch` (SIGTERM, Ctrl-C, `--for`, an error), every JVM is detached
-//! (its logging off, the meter stopped) before it exits; if `watch` is killed outright, each
-//! JVM's guardian does the same (guard.rs). A JVM that exits is closed; its recording stays for
-//! `report` until retention removes it.
+//! Invariant: a JVM watched from outside is never changed; whatever ends `watch` (SIGTERM,
+//! Ctrl-C, `--for`, an error), every JVM attached to is detached (its logging off, the meter
+//! stopped) before it exits; if `watch` is killed outright, each such JVM's guardian does the
+//! same (guard.rs). A JVM that exits is closed; its recording stays for `report` until retention
+//! removes it, and its series for `--keep-exited`.
 
 pub mod analyse;
 pub mod beats;
@@ -45,10 +48,45 @@ pub struct Config {
     pub resolution_ns: Option<u64>,
     pub agent: Option<PathBuf>,
     pub run_for: Option<Duration>,
+    /// Which JVMs get the agent and safepoint logging.
+    pub attach: Attach,
+    /// How long an exited JVM's series stay in the metrics.
+    pub keep_exited: Duration,
 }
 
-/// How often new JVMs are looked for, exited ones closed and retention applied.
-const PASS_EVERY: Duration = Duration::from_secs(2);
+/// `--attach`: which JVMs `watch` escalates to a full recording (the agent, safepoint logging).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Attach {
+    /// None: every JVM is watched from outside (the default).
+    Never,
+    /// Every JVM (`--attach`).
+    All,
+    /// A JVM that stalled more than `stalls` times within `window` (`--attach 3/10m`).
+    After { stalls: usize, window: Duration },
+}
+
+impl Attach {
+    /// `all`, or `N/WINDOW` (`3/10m`: more than three stalls within ten minutes).
+    pub fn parse(s: &str) -> Result<Attach, String> {
+        if s == "all" {
+            return Ok(Attach::All);
+        }
+        let bad = || format!("--attach {s}: give all, or N/WINDOW (more than N stalls within WINDOW), e.g. 3/10m");
+        let (n, w) = s.split_once('/').ok_or_else(bad)?;
+        let stalls = n.parse::<usize>().map_err(|_| bad())?;
+        let window = w.parse::<doctor::units::Duration>().map_err(|_| bad())?.std();
+        if window.is_zero() {
+            return Err(bad());
+        }
+        Ok(Attach::After { stalls, window })
+    }
+}
+
+/// How often new JVMs are looked for, exited ones closed and retention applied: a JVM is guarded
+/// within a second of its start (its counters exist from then).
+const PASS_EVERY: Duration = Duration::from_secs(1);
+/// How often retention measures and trims what is kept.
+const RETAIN_EVERY: Duration = Duration::from_secs(1);
 /// How often a watched JVM's threads are looked at between stalls (the next stall's baseline).
 const IDLE_SAMPLE: Duration = Duration::from_secs(5);
 
@@ -64,6 +102,7 @@ struct Shared {
     metrics: Metrics,
     /// Set before every JVM's `stop` when watch ends: a roll then attaches no more.
     ending: AtomicBool,
+    attach: Attach,
 }
 
 /// One JVM being guarded.
@@ -76,6 +115,9 @@ struct Guarded {
     roll: Arc<AtomicBool>,
     /// The recording being written.
     current: Arc<Mutex<Option<PathBuf>>>,
+    /// When its recent stalls ended (for `--attach N/WINDOW`), and whether it was escalated.
+    stalls: Arc<Mutex<std::collections::VecDeque<Instant>>>,
+    escalate: Arc<AtomicBool>,
     thread: std::thread::JoinHandle<()>,
 }
 
@@ -111,15 +153,31 @@ fn recorded_elsewhere(pid: i32) -> Option<PathBuf> {
     (hb.read().state == procwatch::heartbeat::MeterState::Running && hb.of_pid(pid).liveness() == procwatch::heartbeat::Liveness::Alive).then_some(path)
 }
 
-/// Guards one JVM until it exits or `stop` is set without `roll`: one recording after another.
-fn guard_jvm(sh: Arc<Shared>, j: JvmProcess, stop: Arc<AtomicBool>, roll: Arc<AtomicBool>, current: Arc<Mutex<Option<PathBuf>>>) {
+/// What a JVM's guarding thread is handed.
+struct Guarding {
+    stop: Arc<AtomicBool>,
+    roll: Arc<AtomicBool>,
+    current: Arc<Mutex<Option<PathBuf>>>,
+    stalls: Arc<Mutex<std::collections::VecDeque<Instant>>>,
+    escalate: Arc<AtomicBool>,
+}
+
+/// Guards one JVM until it exits or `stop` is set without `roll`: one recording after another,
+/// from outside until it is escalated (or from the start, with `--attach`).
+fn guard_jvm(sh: Arc<Shared>, j: JvmProcess, g: Guarding) {
+    let Guarding { stop, roll, current, stalls, escalate } = g;
     let (pid, labels) = (j.pid, labels_of(&j));
     let skip = |reason: &str, why: String| {
         eprintln!("stallscope: JVM pid {pid} ({}): not watched: {why}", labels.main);
         sh.metrics.skipped.get_or_create(&SkipLabels { reason: reason.into() }).inc();
     };
-    if let Some(hb) = recorded_elsewhere(pid) {
-        return skip("recorded", format!("another stallscope records it (its heartbeat {} is running)", hb.display()));
+    if sh.attach == Attach::All {
+        escalate.store(true, Ordering::SeqCst);
+    }
+    if escalate.load(Ordering::SeqCst) {
+        if let Some(hb) = recorded_elsewhere(pid) {
+            return skip("recorded", format!("another stallscope records it (its heartbeat {} is running)", hb.display()));
+        }
     }
     let jvm = match Jvm::find(pid) {
         Ok(jvm) => jvm,
@@ -133,18 +191,32 @@ fn guard_jvm(sh: Arc<Shared>, j: JvmProcess, stop: Arc<AtomicBool>, roll: Arc<At
         if let Err(e) = made {
             return skip("refused", format!("{e:#}"));
         }
-        let s = Settings { jar: sh.jar.clone(), dir: dir.clone(), threshold_ns: sh.threshold_ns, sample_interval_ns: sh.sample_interval_ns, frames: false, jfr: false, resolution_ns: sh.resolution_ns, outside: false };
+        let attached = escalate.load(Ordering::SeqCst);
+        // From outside, the culprits' code is read by the kernel's sampling, at no cost to the
+        // JVM between stalls.
+        let s = Settings { jar: sh.jar.clone(), dir: dir.clone(), threshold_ns: sh.threshold_ns, sample_interval_ns: sh.sample_interval_ns, frames: !attached, jfr: false, resolution_ns: sh.resolution_ns, outside: !attached };
         let notes = sh.notes.lock().unwrap_or_else(|p| p.into_inner()).clone();
         let _ = notes.send(Note::Opened { dir: dir.clone(), jvm: info.clone(), labels: labels.clone() });
         *current.lock().unwrap_or_else(|p| p.into_inner()) = Some(dir.clone());
         let ended_to = Mutex::new(notes.clone());
-        let drive = |p: i32, hb: &procwatch::heartbeat::Heartbeat| {
-            let (tx, d) = (ended_to.lock().unwrap_or_else(|p| p.into_inner()).clone(), dir.clone());
-            sh.beats.join(p, hb, IDLE_SAMPLE, Box::new(move |stall, barrier| {
+        let ended = || -> Box<dyn FnMut(u32, doctor::recording::Barrier) + Send> {
+            let (tx, d, recent) = (ended_to.lock().unwrap_or_else(|p| p.into_inner()).clone(), dir.clone(), Arc::clone(&stalls));
+            Box::new(move |stall, barrier| {
+                recent.lock().unwrap_or_else(|p| p.into_inner()).push_back(Instant::now());
                 let _ = tx.send(Note::Ended { dir: d.clone(), stall, barrier });
-            }))
+            })
         };
-        let r = record::attached::record_attached(&s, &jvm, None, &stop, Some(&drive), None);
+        let r = if attached {
+            let drive = |p: i32, hb: &procwatch::heartbeat::Heartbeat| sh.beats.join(p, hb, IDLE_SAMPLE, ended());
+            record::attached::record_attached(&s, &jvm, None, &stop, Some(&drive), None)
+        } else {
+            let observer = |jc: &Option<procwatch::jvmcounters::JvmCounters>| sh.metrics.counters_observer(&labels, jc.as_ref().is_some_and(|c| c.info.safepoint_time_includes_sync));
+            let drive = |p: i32, jc: Option<procwatch::jvmcounters::JvmCounters>| {
+                let o = observer(&jc);
+                sh.beats.join_outside(p, jc, o, IDLE_SAMPLE, ended())
+            };
+            record::attached::record_outside(&s, pid, &stop, &drive)
+        };
         *current.lock().unwrap_or_else(|p| p.into_inner()) = None;
         let _ = notes.send(Note::Closed { dir: dir.clone() });
         if let Err(e) = r {
@@ -152,8 +224,13 @@ fn guard_jvm(sh: Arc<Shared>, j: JvmProcess, stop: Arc<AtomicBool>, roll: Arc<At
                 let _ = std::fs::remove_dir_all(&dir);
                 return skip("refused", format!("{e:#}"));
             }
-            eprintln!("stallscope: JVM pid {pid}: watching ended: {e:#}");
-            return;
+            if attached {
+                eprintln!("stallscope: JVM pid {pid}: watching ended: {e:#}");
+                return;
+            }
+            // Escalating failed: watched from outside again.
+            eprintln!("stallscope: JVM pid {pid}: not attached ({e:#}); watched from outside");
+            escalate.store(false, Ordering::SeqCst);
         }
         first = false;
         let alive = procwatch::task::process_starttime(pid) == Some(j.starttime);
@@ -195,8 +272,8 @@ pub fn run(cfg: Config, stop: &AtomicBool) -> Result<()> {
     };
     let (notes_tx, notes_rx) = std::sync::mpsc::channel();
     let analysis = {
-        let m = metrics.clone();
-        std::thread::Builder::new().name("stallscope-analyse".into()).spawn(move || analyse::run(notes_rx, m, events))?
+        let (m, keep) = (metrics.clone(), cfg.keep_exited);
+        std::thread::Builder::new().name("stallscope-analyse".into()).spawn(move || analyse::run(notes_rx, m, events, keep))?
     };
     let beats = beats::Beats::new(cfg.threshold_ns);
     let loop_stop = Arc::new(AtomicBool::new(false));
@@ -204,22 +281,29 @@ pub fn run(cfg: Config, stop: &AtomicBool) -> Result<()> {
         let (b, ls, h) = (beats.clone(), Arc::clone(&loop_stop), metrics.control_lateness_seconds.clone());
         std::thread::Builder::new().name("stallscope-beats".into()).spawn(move || b.run(&ls, &|late| h.observe(late as f64 / 1e9)))?
     };
-    let shared = Arc::new(Shared { out: out.clone(), jar, threshold_ns: cfg.threshold_ns, sample_interval_ns: cfg.sample_interval_ns, resolution_ns: cfg.resolution_ns, beats: beats.clone(), notes: Mutex::new(notes_tx), metrics: metrics.clone(), ending: AtomicBool::new(false) });
-    eprintln!("stallscope: watching {} (stalls ≥ {}); recordings in {}", match &cfg.selection {
+    let shared = Arc::new(Shared { out: out.clone(), jar, threshold_ns: cfg.threshold_ns, sample_interval_ns: cfg.sample_interval_ns, resolution_ns: cfg.resolution_ns, beats: beats.clone(), notes: Mutex::new(notes_tx), metrics: metrics.clone(), ending: AtomicBool::new(false), attach: cfg.attach });
+    eprintln!("stallscope: watching {} (stalls ≥ {}) {}; recordings in {}", match &cfg.selection {
         Selection::All => "every JVM".to_string(),
         Selection::Matching(m) => format!("JVMs matching '{m}'"),
         Selection::Pids(p) => format!("pid {}", p.iter().map(|p| p.to_string()).collect::<Vec<_>>().join(", ")),
-    }, doctor::units::fmt_ns(cfg.threshold_ns), out.display());
+    }, doctor::units::fmt_ns(cfg.threshold_ns), match cfg.attach {
+        Attach::Never => "from outside (their perf counters and /proc; nothing put into them)".to_string(),
+        Attach::All => "with the agent and safepoint logging in each".to_string(),
+        Attach::After { stalls, window } => format!("from outside, attaching to a JVM that stalls more than {stalls} times in {}", doctor::units::fmt_ns(window.as_nanos() as u64)),
+    }, out.display());
 
     let mut guarded: HashMap<(i32, u64), Guarded> = HashMap::new();
     let mut discovery = Discovery::default();
     let deadline = cfg.run_for.map(|d| Instant::now() + d);
     let mut ever = false;
+    let mut last_retention = Instant::now() - RETAIN_EVERY;
     loop {
         if stop.load(Ordering::Relaxed) || deadline.is_some_and(|d| Instant::now() >= d) {
             break;
         }
-        let (found, unreadable) = discovery.pass(&cfg.selection);
+        // Only the attach protocol's SIGQUIT needs a JVM to have settled first.
+        let min_age = if cfg.attach == Attach::All { discover::MIN_AGE_S } else { 0.0 };
+        let (found, unreadable) = discovery.pass(&cfg.selection, min_age);
         for u in unreadable {
             eprintln!("stallscope: pid {}: not watched: {}", u.pid, u.reason);
             metrics.skipped.get_or_create(&SkipLabels { reason: "unreadable".into() }).inc();
@@ -227,14 +311,16 @@ pub fn run(cfg: Config, stop: &AtomicBool) -> Result<()> {
         for j in found {
             let key = (j.pid, j.starttime);
             let (st, roll, current) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicBool::new(false)), Arc::new(Mutex::new(None)));
+            let (stalls, escalate) = (Arc::new(Mutex::new(std::collections::VecDeque::new())), Arc::new(AtomicBool::new(false)));
             let labels = labels_of(&j);
             let jdk = j.java_version.clone().unwrap_or_default();
             metrics.jvms.get_or_create(&JvmInfoLabels { pid: labels.pid.clone(), main: labels.main.clone(), container: labels.container.clone(), jdk: jdk.clone() }).set(1);
             let thread = {
-                let (sh, st, roll, current) = (Arc::clone(&shared), Arc::clone(&st), Arc::clone(&roll), Arc::clone(&current));
-                std::thread::Builder::new().name(format!("stallscope-jvm-{}", j.pid)).spawn(move || guard_jvm(sh, j, st, roll, current))?
+                let g = Guarding { stop: Arc::clone(&st), roll: Arc::clone(&roll), current: Arc::clone(&current), stalls: Arc::clone(&stalls), escalate: Arc::clone(&escalate) };
+                let sh = Arc::clone(&shared);
+                std::thread::Builder::new().name(format!("stallscope-jvm-{}", j.pid)).spawn(move || guard_jvm(sh, j, g))?
             };
-            guarded.insert(key, Guarded { labels, jdk, stop: st, roll, current, thread });
+            guarded.insert(key, Guarded { labels, jdk, stop: st, roll, current, stalls, escalate, thread });
             ever = true;
         }
         // Closed: the JVM exited, or could not be watched.
@@ -246,14 +332,21 @@ pub fn run(cfg: Config, stop: &AtomicBool) -> Result<()> {
                 let _ = shared.notes.lock().unwrap_or_else(|p| p.into_inner()).send(Note::Gone { labels: g.labels, jdk: g.jdk });
             }
         }
-        apply_retention(&out, cfg.retain, &guarded, &metrics, &beats);
+        // Measuring what is kept walks every recording: not every pass.
+        if last_retention.elapsed() >= RETAIN_EVERY {
+            last_retention = Instant::now();
+            apply_retention(&out, cfg.retain, &guarded, &metrics, &beats);
+        }
+        if let Attach::After { stalls, window } = cfg.attach {
+            escalate_often_stalled(&guarded, stalls, window, &beats);
+        }
         if matches!(cfg.selection, Selection::Pids(_)) && ever && guarded.is_empty() {
             eprintln!("stallscope: every JVM named has exited");
             break;
         }
         let t0 = Instant::now();
         while t0.elapsed() < PASS_EVERY && !stop.load(Ordering::Relaxed) && deadline.is_none_or(|d| Instant::now() < d) {
-            std::thread::sleep(Duration::from_millis(50));
+            std::thread::sleep(Duration::from_millis(200));
         }
     }
     // Detach from every JVM, then let the analysis finish what they wrote.
@@ -273,6 +366,28 @@ pub fn run(cfg: Config, stop: &AtomicBool) -> Result<()> {
     let _ = analysis.join();
     apply_retention(&out, cfg.retain, &guarded, &metrics, &beats);
     Ok(())
+}
+
+/// `--attach N/WINDOW`: a JVM watched from outside that stalled more than `n` times within
+/// `window` is rolled into a recording with the agent and safepoint logging.
+fn escalate_often_stalled(guarded: &HashMap<(i32, u64), Guarded>, n: usize, window: Duration, beats: &beats::Beats) {
+    for ((pid, _), g) in guarded {
+        if g.escalate.load(Ordering::SeqCst) || g.stop.load(Ordering::SeqCst) {
+            continue;
+        }
+        let mut recent = g.stalls.lock().unwrap_or_else(|p| p.into_inner());
+        while recent.front().is_some_and(|t| t.elapsed() > window) {
+            recent.pop_front();
+        }
+        if recent.len() > n {
+            eprintln!("stallscope: JVM pid {pid} ({}): {} stalls in {}: attaching the agent and safepoint logging", g.labels.main, recent.len(), doctor::units::fmt_ns(window.as_nanos() as u64));
+            recent.clear();
+            g.escalate.store(true, Ordering::SeqCst);
+            g.roll.store(true, Ordering::SeqCst);
+            g.stop.store(true, Ordering::SeqCst);
+            beats.wake_all();
+        }
+    }
 }
 
 /// One pass of retention over `out`: removes finished recordings and rolls live ones as

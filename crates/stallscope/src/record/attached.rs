@@ -323,3 +323,42 @@ impl Changes {
         }
     }
 }
+
+/// Drives a JVM's watcher from `watch`'s one loop, which looks at the JVM from outside through
+/// its own mapping of the JVM's counters (given it here).
+pub type DriveOutside<'a> = &'a (dyn Fn(i32, Option<procwatch::jvmcounters::JvmCounters>) -> watch::Driven + Sync);
+
+/// Records JVM `pid` from outside only, driven by `watch`'s one loop, until `stop` is set or it
+/// exits: nothing is put into the JVM, nothing is asked of it.
+pub fn record_outside(s: &Settings, pid: i32, stop: &AtomicBool, drive: DriveOutside) -> Result<()> {
+    let command = procwatch::jvms::cmdline(pid);
+    // SAFETY: geteuid has no preconditions.
+    let mut guard = if unsafe { libc::geteuid() } == 0 { Some(Guard::start()?) } else { None };
+    let tracing = start_tracer(pid, guard.as_mut());
+    let java_home = procwatch::jvms::jvm(pid).ok().flatten().and_then(|j| j.java_home);
+    let mut w = Writer::open_background(&s.dir, &super::meta("watch", command, pid, java_home.as_deref(), s, None, &tracing))?;
+    let counters = open_counters(pid, &mut w)?;
+    if counters.is_none() {
+        let why = procwatch::perfdata::locate(pid).err().map(|e| e.to_string()).unwrap_or_default();
+        eprintln!("stallscope: {why}; watched through /proc alone (a stall is seen only when it stops)");
+    }
+    let driven = drive(pid, procwatch::jvmcounters::JvmCounters::of_pid(pid).ok());
+    let alive = &mut || Path::new(&format!("/proc/{pid}")).exists();
+    let what = watch::Watch {
+        pid,
+        pulse: Pulse::counters(pid, counters),
+        tracer: tracing.0.as_ref(),
+        opts: watch_options(s),
+        deadline: None,
+        driven: Some(driven),
+        code: watch::CodeAsks { outside: super::outside_stacks(s, pid), ..Default::default() },
+        hooks: Hooks::default(),
+    };
+    let watched = watch::watch(&mut w, what, stop, alive)?;
+    let t = mono_ns();
+    match watched {
+        Ending::TargetExited => w.events.line(&Event::TargetExit { t, code: None, signal: None })?,
+        Ending::Stopped(reason) => w.events.line(&Event::Detach { t, reason })?,
+    }
+    Ok(())
+}

@@ -27,7 +27,7 @@ pub struct CounterWatch {
 
 impl CounterWatch {
     pub fn new(pid: i32, jc: JvmCounters) -> CounterWatch {
-        let mut tracker = Tracker::new();
+        let mut tracker = Tracker::for_jvm(&jc.info);
         // The JVM's clock starts as HotSpot initialises, within tens of milliseconds of the
         // process's start (measured 20-25 ms): the bounds when its counters do not sample it.
         if let Some(start) = procwatch::task::process_start_mono_ns(pid) {
@@ -39,6 +39,14 @@ impl CounterWatch {
     /// Looks at the counters at `t`; returns the look when it is worth writing down (the first,
     /// and any that changed).
     fn look(&mut self, t: u64, vm_thread: &mut VmThread) -> Option<CounterLook> {
+        // Between safepoints nothing else moves: three loads, no allocation (`watch` looks at
+        // every JVM of the host 200 times a second).
+        if let (Some(last), SafepointState::Closed) = (self.last.as_mut(), self.state) {
+            if self.jc.quick() == (last.safepoints, last.sync_ns, last.safepoint_ns) {
+                last.t = t;
+                return None;
+            }
+        }
         let prev_t = self.last.as_ref().map_or(t, |l| l.t);
         let mut look = self.jc.look(t, prev_t);
         let first = self.last.is_none();
@@ -64,6 +72,28 @@ impl CounterWatch {
     /// The last look, to write down at the end (its time closes the last window).
     pub fn last(&self) -> Option<&CounterLook> {
         self.last.as_ref()
+    }
+
+    /// Takes over a safepoint another loop saw open since `since` (`watch`'s one loop hands its
+    /// stalls to each JVM's watcher): a first look, then that safepoint followed to its end.
+    fn adopt(&mut self, t: u64, since: u64, after: Option<&CounterLook>) -> Option<CounterLook> {
+        if let Some(a) = after {
+            // The loop's last look is the one before this (written just before it).
+            self.last = Some(a.clone());
+            self.written = Some(a.clone());
+        }
+        let prev_t = self.last.as_ref().map_or(t, |l| l.t);
+        let mut look = self.jc.look(t, prev_t);
+        if look.gc_in_progress().is_some() {
+            look.gc_cause = self.jc.gc_cause();
+        }
+        self.state = self.tracker.adopt_open(&look, since);
+        self.last = Some(look.clone());
+        let changed = self.written.as_ref().is_none_or(|w| !w.same_as(&look));
+        changed.then(|| {
+            self.written = Some(look.clone());
+            look
+        })
     }
 
     /// When the GC under way began, if one is.
@@ -113,14 +143,27 @@ impl VmThread {
     }
 }
 
-/// The process's own `stat`, read in place: its state letter says stopped (`T`, `t`).
+/// The process's own `stat`, read in place: its state letter says stopped (`T`, `t`). Read at
+/// most every `every_ns` (`watch` reads hundreds of JVMs' from one loop: a system call each).
 pub struct ProcState {
     stat: Option<File>,
+    every_ns: u64,
+    read_at: u64,
+    was: bool,
 }
 
 impl ProcState {
     pub fn new(pid: i32) -> ProcState {
-        ProcState { stat: File::open(format!("/proc/{pid}/stat")).ok() }
+        ProcState { stat: File::open(format!("/proc/{pid}/stat")).ok(), every_ns: 0, read_at: 0, was: false }
+    }
+
+    /// Whether it is stopped, as last read within `every_ns` of `now`.
+    fn stopped_at(&mut self, now: u64) -> bool {
+        if self.read_at == 0 || now >= self.read_at + self.every_ns {
+            self.read_at = now;
+            self.was = self.stopped();
+        }
+        self.was
     }
 
     pub fn stopped(&self) -> bool {
@@ -198,6 +241,24 @@ impl Pulse {
         Pulse { hb: Some(hb), resolution_ns, ..Pulse::counters(pid, jc) }
     }
 
+    /// Reads the process's state (stopped or not) at most this often.
+    pub fn stopped_every(mut self, every_ns: u64) -> Pulse {
+        self.proc_state.every_ns = every_ns;
+        self
+    }
+
+    /// Takes over a stall another loop saw begin (`watch`'s one loop, for this JVM's watcher).
+    pub fn adopt(&mut self, s: &Stall, now: u64, after: Option<&CounterLook>, out: &mut dyn FnMut(&CounterLook)) {
+        if s.by == StallTrigger::Safepoint {
+            if let Some(c) = self.counters.as_mut() {
+                if let Some(l) = c.adopt(now, s.since, after) {
+                    out(&l);
+                }
+            }
+        }
+        self.last_ok = s.last_ok;
+    }
+
     /// Hands the loop the agent's heartbeat, once the agent got in: it drives from then on.
     pub fn take_heartbeat(&mut self, hb: Heartbeat) {
         self.resolution_ns = hb.read().resolution_ns.max(1);
@@ -229,8 +290,8 @@ impl Pulse {
             }
             return Check::Stalled(Stall { since: expected, last_ok: b.last_tick_ns, by: StallTrigger::Heartbeat, tick_count: b.tick_count });
         }
-        if self.proc_state.stopped() {
-            let since = if self.last_ok + threshold_ns >= now { self.last_ok + (now - self.last_ok) / 2 } else { now };
+        if self.proc_state.stopped_at(now) {
+            let since = if self.last_ok + threshold_ns.max(self.proc_state.every_ns) >= now { self.last_ok + (now - self.last_ok) / 2 } else { now };
             return Check::Stalled(Stall { since, last_ok: self.last_ok, by: StallTrigger::Stopped, tick_count: 0 });
         }
         if let Some(SafepointState::Open { since, .. }) = self.counters.as_ref().map(|c| c.state) {

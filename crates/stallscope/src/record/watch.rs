@@ -40,8 +40,8 @@ pub struct WatchOptions {
 /// heartbeat went stale, or watching should end), or until its next baseline look is due. So
 /// many idle JVMs cost one loop's wake-ups, not one per JVM per threshold.
 pub struct Driven {
-    /// A message here: look at the heartbeat now.
-    pub wake: std::sync::mpsc::Receiver<()>,
+    /// A message here: look now, or sample the stall the loop saw begin.
+    pub wake: std::sync::mpsc::Receiver<Wake>,
     /// Set by the loop when it wakes this watcher for a stale heartbeat (it then leaves the
     /// heartbeat alone); cleared here once the stall is over, or was none.
     pub busy: std::sync::Arc<AtomicBool>,
@@ -50,6 +50,16 @@ pub struct Driven {
     /// Told each stall's number once its end is written, with a barrier for the recording's
     /// lines so far (the diagnosis waits on it, never the watcher).
     pub ended: Box<dyn FnMut(u32, doctor::recording::Barrier) + Send>,
+}
+
+/// What the driving loop wakes a watcher for.
+#[derive(Debug, Clone)]
+pub enum Wake {
+    /// Look at the heartbeat (it went stale), or whether watching should end.
+    Look,
+    /// The loop saw this stall begin (from the JVM's counters or /proc): sample it. With the
+    /// loop's looks at the counters since the last safepoint ended, for the recording.
+    Stall(super::pulse::Stall, Vec<procwatch::jvmcounters::CounterLook>),
 }
 
 /// Why watching ended.
@@ -239,6 +249,9 @@ struct Watcher<'a> {
     code: CodeAsks,
     hooks: Hooks,
     started: Instant,
+    /// A stall the driving loop saw begin, to sample next, and its looks since the last
+    /// safepoint ended.
+    handed: Option<(super::pulse::Stall, Vec<procwatch::jvmcounters::CounterLook>)>,
 }
 
 /// What else the loop is told or tells while it watches.
@@ -334,6 +347,7 @@ impl<'a> Watcher<'a> {
             code,
             hooks,
             started: Instant::now(),
+            handed: None,
         };
         if wt.pulse.hb.is_some() {
             wt.meter_running()?;
@@ -463,7 +477,9 @@ impl<'a> Watcher<'a> {
                 return Ok(None);
             }
             let wait = idle_sample.saturating_sub(self.idle.last.elapsed()).clamp(Duration::from_millis(1), DRIVEN_MAX_WAIT);
-            let _ = d.wake.recv_timeout(wait);
+            if let Ok(Wake::Stall(st, looks)) = d.wake.recv_timeout(wait) {
+                self.handed = Some((st, looks));
+            }
             return Ok(None);
         }
         let mut due = due;
@@ -768,7 +784,26 @@ impl Watcher<'_> {
             }
             self.between_stalls()?;
             let now = mono_ns();
-            let st = match self.check(now)? {
+            let checked = match self.handed.take() {
+                Some((st, looks)) => {
+                    // The loop's looks first (the first of them after a gap in this file), then
+                    // this watcher's from there on.
+                    for (i, l) in looks.iter().enumerate() {
+                        self.w.counters.line(&procwatch::jvmcounters::CounterLook { gap: i == 0, ..l.clone() })?;
+                    }
+                    let mut looked = Vec::new();
+                    self.pulse.adopt(&st, now, looks.last(), &mut |l| looked.push(l.clone()));
+                    for l in looked {
+                        self.w.counters.line(&l)?;
+                    }
+                    Check::Stalled(st)
+                }
+                // Driven by `watch`'s loop from outside: the loop sees the stalls (a look here,
+                // rarely made, would place them poorly).
+                None if self.driven.is_some() && self.pulse.hb.is_none() => Check::Quiet { expected: now, due: now + self.opts.threshold_ns },
+                None => self.check(now)?,
+            };
+            let st = match checked {
                 Check::Over(o) => {
                     if let Some(hb) = &self.pulse.hb {
                         settle(hb);
