@@ -77,7 +77,7 @@ stop_jvms() {
 }
 
 # window_cpu: "% of a core" the bench JVMs took over one window, no watch running.
-window_cpu() { local j0 j1 t0 t1; j0=$(jvms_cpu_ns); t0=$(date +%s%N); sleep "$window"; j1=$(jvms_cpu_ns); t1=$(date +%s%N); pct $((j1 - j0)) $((t1 - t0)); }
+window_cpu() { local j0 j1 t0 t1; j0=$(jvms_cpu_ns); t0=$(date +%s%N); sleep "$window"; j1=$(jvms_cpu_ns); t1=$(date +%s%N); pct $((j1 - j0)) $((t1 - t0)); echo; }
 
 echo "window ${window}s, ${runs} runs, $([[ -n "${ATTACH:-}" ]] && echo "with --attach (the agent in each JVM)" || echo "from outside (nothing in the JVMs)"), $("$java" -version 2>&1 | head -n 1), $(nproc) CPUs"
 
@@ -102,35 +102,38 @@ for n in $counts; do
   echo
   echo "-- $n idle JVM(s), threshold 5ms: CPU as % of one core"
   start_jvms "$n"
-  : > "$work/alone"
-  for _ in $(seq "$runs"); do window_cpu >> "$work/alone"; done
-  read -r a_med a_min a_max < <(median_spread < "$work/alone")
-  rm -rf "$work/rec"
-  "$bin" watch --match "idle --duration $mark" --out "$work/rec" "${attach_args[@]}" > "$work/watch.out" 2> "$work/watch.err" &
-  watch_pid=$!
-  # Every JVM watched (a recording each), then a few seconds to settle.
-  t_wait=$(date +%s)
-  until (( $(ls "$work/rec" 2> /dev/null | wc -l) >= n )); do
-    sleep 0.5
-    if (( $(date +%s) - t_wait > 30 + 3 * n )); then echo "watch_overhead.sh: only $(ls "$work/rec" | wc -l) of $n JVMs watched; see $work/watch.err" >&2; cat "$work/watch.err" >&2; exit 1; fi
-  done
-  sleep 5
+  # Each run: a window of the JVMs alone, then one watched (watch started afresh, after it has
+  # taken every JVM and settled): the JVMs' own CPU drifts over minutes, so each watched window is
+  # set beside the alone one just before it.
   : > "$work/w"
   for _ in $(seq "$runs"); do
+    alone=$(window_cpu)
+    rm -rf "$work/rec"
+    "$bin" watch --match "idle --duration $mark" --out "$work/rec" "${attach_args[@]}" > "$work/watch.out" 2> "$work/watch.err" &
+    watch_pid=$!
+    t_wait=$(date +%s)
+    until (( $(ls "$work/rec" 2> /dev/null | wc -l) >= n )); do
+      sleep 0.5
+      if (( $(date +%s) - t_wait > 30 + 3 * n )); then echo "watch_overhead.sh: only $(ls "$work/rec" | wc -l) of $n JVMs watched; see $work/watch.err" >&2; cat "$work/watch.err" >&2; exit 1; fi
+    done
+    sleep 5
     c0=$(cpu_ns "$watch_pid"); w0=$(wakeups "$watch_pid"); j0=$(jvms_cpu_ns); t0=$(date +%s%N)
     sleep "$window"
     c1=$(cpu_ns "$watch_pid"); w1=$(wakeups "$watch_pid"); j1=$(jvms_cpu_ns); t1=$(date +%s%N)
-    echo "$(pct $((c1 - c0)) $((t1 - t0))) $(( (w1 - w0) * 1000000000 / (t1 - t0) )) $(pct $((j1 - j0)) $((t1 - t0)))" >> "$work/w"
+    inside=$(ours_inside)
+    kill -TERM "$watch_pid"; wait "$watch_pid" || true; watch_pid=""
+    echo "$(pct $((c1 - c0)) $((t1 - t0))) $(( (w1 - w0) * 1000000000 / (t1 - t0) )) $(pct $((j1 - j0)) $((t1 - t0))) $alone $inside" >> "$work/w"
   done
-  inside=$(ours_inside)
-  kill -TERM "$watch_pid"; wait "$watch_pid" || true; watch_pid=""
   read -r w_med w_min w_max < <(awk '{ print $1 }' "$work/w" | median_spread)
   read -r hz _ _ < <(awk '{ print $2 }' "$work/w" | median_spread)
   read -r j_med j_min j_max < <(awk '{ print $3 }' "$work/w" | median_spread)
+  read -r a_med a_min a_max < <(awk '{ print $4 }' "$work/w" | median_spread)
+  read -r r_med r_min r_max < <(awk '$4 > 0 { printf "%.3f\n", $3 / $4 }' "$work/w" | median_spread)
+  inside=$(awk '{ s += $5 } END { print s }' "$work/w")
   printf '  %-50s %7s%%  (%s-%s), %s wake-ups/s\n' "stallscope watch, $n JVM(s)" "$w_med" "$w_min" "$w_max" "$hz"
   printf '  %-50s %7s%%  (%s-%s)\n' "the $n JVMs themselves, watched" "$j_med" "$j_min" "$j_max"
-  printf '  %-50s %7s%%  (%s-%s); ratio watched/alone %s\n' "the $n JVMs themselves, not watched (just before)" "$a_med" "$a_min" "$a_max" "$(ratio "$j_med" "$a_med")"
-  echo "  stallscope threads inside the JVMs: $inside"
+  printf '  %-50s %7s%%  (%s-%s)\n' "the $n JVMs themselves, alone (the window before)" "$a_med" "$a_min" "$a_max"
+  echo "  the JVMs watched / alone, per run: $r_med ($r_min-$r_max); stallscope threads inside the JVMs: $inside"
   read -r c_med c_min c_max < <(cyclictest_cpu "$hz" "$window" "$runs") || true
   if [[ -n "$c_med" ]]; then
     printf '  %-50s %7s%%  (%s-%s)\n' "reference: cyclictest at the same $hz Hz" "$c_med" "$c_min" "$c_max"

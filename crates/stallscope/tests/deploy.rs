@@ -57,3 +57,28 @@ fn the_daemonset_example_gives_watch_only_options_it_takes_and_the_access_it_nee
         assert!(ds.contains(needed), "the DaemonSet lacks {needed}");
     }
 }
+
+/// The alerting rules are valid Prometheus rules (`promtool check rules`); the Grafana dashboard
+/// is JSON a Grafana imports: panels with Prometheus queries (that they name only series watch
+/// exports is checked in fleet::metrics's tests, against the exporter itself).
+#[test]
+fn the_alerting_rules_pass_promtool_and_the_dashboard_is_grafana_json() {
+    let promtool = ["/usr/bin/promtool", "/bin/promtool"].into_iter().find(|p| std::path::Path::new(p).exists());
+    let promtool = promtool.expect("promtool is needed to check the alerting rules (it comes with Debian's prometheus; make test's setup installs it)");
+    let rules = root().join("deploy/stallscope-alerts.yml");
+    let o = Command::new(promtool).args(["check", "rules"]).arg(&rules).output().unwrap();
+    let said = format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    assert!(o.status.success() && said.contains("SUCCESS"), "promtool check rules: {said}");
+    let d: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(root().join("deploy/grafana-dashboard.json")).unwrap()).unwrap();
+    assert!(d["title"].as_str().is_some_and(|t| !t.is_empty()) && d["uid"].is_string());
+    let panels = d["panels"].as_array().unwrap();
+    assert!(panels.len() >= 8);
+    for p in panels {
+        let targets = p["targets"].as_array().unwrap_or_else(|| panic!("a panel without queries: {p}"));
+        assert!(targets.iter().all(|t| t["expr"].as_str().is_some_and(|e| e.contains("stallscope_"))), "{p}");
+    }
+    let kinds: Vec<&str> = panels.iter().filter_map(|p| p["type"].as_str()).collect();
+    for want in ["heatmap", "table", "timeseries"] {
+        assert!(kinds.contains(&want), "no {want} panel: {kinds:?}");
+    }
+}

@@ -184,7 +184,8 @@ fn diagnose(dir: &Path, o: &mut Open, upto: u32, m: &Metrics, events: &mut Event
     }
     for s in report.stalls.iter().filter(|s| s.stall > o.done && s.stall <= upto) {
         let e = StallEvent::of(&o.jvm, &report, s);
-        m.stall(&o.labels, &e.cause, s.duration_ns);
+        let (culprit, code) = e.culprit.as_ref().map_or((String::new(), String::new()), |c| (c.name.clone(), c.code.clone().unwrap_or_default()));
+        m.stall_named(&o.labels, &e.cause, s.duration_ns, &culprit, &code);
         events.write(&e);
     }
     // A stall shorter than the threshold is no stall; one still open is left for later.

@@ -66,8 +66,9 @@ pub struct Beats {
 /// Never sleep so little that the loop spins, nor so long that a JVM joining is not looked at.
 const MIN_SLEEP_NS: u64 = 250_000;
 const MAX_SLEEP_NS: u64 = 50_000_000;
-/// How often a JVM's process state (stopped or not) is read: a system call per JVM.
-const STOPPED_EVERY_NS: u64 = 100_000_000;
+/// How often a JVM's process state (stopped, or gone) is read: a system call per JVM. A stopped
+/// process cannot be timed closer than that anyway (nothing says when it stopped).
+const STOPPED_EVERY_NS: u64 = 250_000_000;
 /// Looks kept while a safepoint goes on (a long one at one look per threshold); past it, the
 /// oldest go (its begin is then placed less closely).
 const MAX_LOOKS: usize = 4096;
@@ -167,6 +168,8 @@ impl Beats {
                     }
                     match c {
                         Check::Stalled(st) if !busy => Wake::Stall(st, looks.clone()),
+                        // Gone: its watcher ends its recording (it is told, and looks).
+                        Check::Over(_) => Wake::Look,
                         Check::Quiet { due: d, .. } => {
                             due = due.min(d);
                             return true;

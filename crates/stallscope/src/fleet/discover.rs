@@ -47,7 +47,14 @@ pub const MIN_AGE_S: f64 = 3.0;
 #[derive(Default)]
 pub struct Discovery {
     seen: HashMap<i32, (u64, String)>,
+    passes: u64,
 }
+
+/// A process seen before and older than this is looked at again only every few passes: it is
+/// not a JVM, and stays one only by exec'ing into java (a wrapper script's `exec java`), which
+/// a young process does soon after its start.
+const SETTLED_AGE_S: f64 = 10.0;
+const SETTLED_EVERY: u64 = 5;
 
 /// A process's start time and name: with its pid, what names this life of it.
 fn stat_key(pid: i32) -> Option<(u64, String)> {
@@ -85,7 +92,14 @@ impl Discovery {
         self.seen.retain(|p, _| live.contains(p));
         let (ticks, now) = (procwatch::task::clock_ticks() as f64, uptime_s());
         let (mut found, mut unreadable) = (Vec::new(), Vec::new());
+        self.passes += 1;
+        let full = self.passes % SETTLED_EVERY == 0;
         for pid in pids.into_iter().filter(|p| *p != me) {
+            // Each pass reads only the processes it has not seen, and young ones; a settled one
+            // every few passes (a stat file read per process is most of a pass's cost).
+            if !full && self.seen.get(&pid).is_some_and(|(start, _)| now - *start as f64 / ticks > SETTLED_AGE_S) {
+                continue;
+            }
             let Some(key) = stat_key(pid) else { continue };
             if self.seen.get(&pid) == Some(&key) {
                 continue;

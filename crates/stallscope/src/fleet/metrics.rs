@@ -45,6 +45,19 @@ pub struct CauseLabels {
     pub cause: String,
 }
 
+/// The longest stall of a JVM so far, named: what a dashboard's table of the worst stalls shows.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct WorstLabels {
+    pub pid: String,
+    pub main: String,
+    pub container: String,
+    pub cause: String,
+    /// The culprit thread's name, empty when none was named.
+    pub culprit: String,
+    /// Its code (`Class.method`), empty when none was taken.
+    pub code: String,
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct SkipLabels {
     /// Why a JVM was not watched: `refused` (attach failed), `recorded` (another stallscope
@@ -78,6 +91,9 @@ pub struct Metrics {
     pub jvm_safepoints: Family<JvmLabels, Counter>,
     pub jvm_safepoint_sync_seconds: SecondsTotal,
     pub jvm_safepoint_stopped_seconds: SecondsTotal,
+    /// Each JVM's longest stall so far (one series per JVM).
+    pub worst_stall_seconds: Family<WorstLabels, Gauge<f64, std::sync::atomic::AtomicU64>>,
+    worst: Arc<std::sync::Mutex<std::collections::HashMap<String, (WorstLabels, u64)>>>,
     /// The causes each JVM (by pid) has a stall counter for: what `forget` removes.
     causes: Arc<std::sync::Mutex<std::collections::HashMap<String, std::collections::BTreeSet<String>>>>,
     registry: Arc<Registry>,
@@ -100,6 +116,7 @@ impl Metrics {
         let jvm_safepoints = Family::<JvmLabels, Counter>::default();
         let jvm_safepoint_sync_seconds = SecondsTotal::default();
         let jvm_safepoint_stopped_seconds = SecondsTotal::default();
+        let worst_stall_seconds = Family::<WorstLabels, Gauge<f64, std::sync::atomic::AtomicU64>>::default();
         r.register("watched_jvm", "A JVM stallscope watch guards (1 while watched)", jvms.clone());
         r.register("stalls", "Stalls diagnosed, by main cause", stalls.clone());
         r.register_with_unit("stall_duration", "How long each diagnosed stall lasted", Unit::Seconds, stall_seconds.clone());
@@ -114,6 +131,7 @@ impl Metrics {
         r.register("jvm_safepoints", "Safepoints the JVM began since watched (its sun.rt.safepoints)", jvm_safepoints.clone());
         r.register_with_unit("jvm_safepoint_sync", "Time the JVM spent reaching safepoints since watched (its sun.rt.safepointSyncTime)", Unit::Seconds, jvm_safepoint_sync_seconds.clone());
         r.register_with_unit("jvm_safepoint_stopped", "Time the JVM's application threads were stopped at safepoints since watched, reaching them included", Unit::Seconds, jvm_safepoint_stopped_seconds.clone());
+        r.register_with_unit("worst_stall", "Each JVM's longest stall so far, with its cause, culprit thread and code", Unit::Seconds, worst_stall_seconds.clone());
         Metrics {
             jvms,
             stalls,
@@ -129,6 +147,8 @@ impl Metrics {
             jvm_safepoints,
             jvm_safepoint_sync_seconds,
             jvm_safepoint_stopped_seconds,
+            worst_stall_seconds,
+            worst: Arc::default(),
             causes: Arc::default(),
             registry: Arc::new(r),
         }
@@ -150,6 +170,9 @@ impl Metrics {
         self.jvm_safepoints.remove(jvm);
         self.jvm_safepoint_sync_seconds.remove(jvm);
         self.jvm_safepoint_stopped_seconds.remove(jvm);
+        if let Some((l, _)) = self.worst.lock().unwrap_or_else(|p| p.into_inner()).remove(&jvm.pid) {
+            self.worst_stall_seconds.remove(&l);
+        }
         let causes = self.causes.lock().unwrap_or_else(|p| p.into_inner()).remove(&jvm.pid).unwrap_or_default();
         for cause in causes {
             self.stalls.remove(&CauseLabels { pid: jvm.pid.clone(), main: jvm.main.clone(), container: jvm.container.clone(), cause });
@@ -178,6 +201,21 @@ impl Metrics {
                 total.observe(sp.total_ns() as f64 / 1e9);
             }
         })
+    }
+
+    /// One diagnosed stall of `jvm`: its cause counted, its duration observed, and, when it is
+    /// the JVM's longest so far, it named in `worst_stall_seconds` (its culprit and code).
+    pub fn stall_named(&self, jvm: &JvmLabels, cause: &str, duration_ns: u64, culprit: &str, code: &str) {
+        self.stall(jvm, cause, duration_ns);
+        let mut worst = self.worst.lock().unwrap_or_else(|p| p.into_inner());
+        if worst.get(&jvm.pid).is_some_and(|(_, d)| *d >= duration_ns) {
+            return;
+        }
+        let l = WorstLabels { pid: jvm.pid.clone(), main: jvm.main.clone(), container: jvm.container.clone(), cause: cause.into(), culprit: culprit.into(), code: code.into() };
+        if let Some((old, _)) = worst.insert(jvm.pid.clone(), (l.clone(), duration_ns)) {
+            self.worst_stall_seconds.remove(&old);
+        }
+        self.worst_stall_seconds.get_or_create(&l).set(duration_ns as f64 / 1e9);
     }
 
     /// One diagnosed stall of `jvm`: its cause counted, its duration observed.
@@ -274,5 +312,43 @@ mod tests {
         let ok = get("/metrics");
         assert!(ok.starts_with("HTTP/1.1 200 OK") && ok.contains("application/openmetrics-text") && ok.contains("# EOF"), "{ok}");
         assert!(get("/nope").starts_with("HTTP/1.1 404"));
+    }
+
+    /// Every `stallscope_*` name the Grafana dashboard and the alerting rules in deploy/ use is a
+    /// series watch exports, under that name.
+    #[test]
+    fn the_dashboard_and_the_alerts_use_only_series_watch_exports() {
+        let m = Metrics::new();
+        let l = labels("1");
+        m.jvms.get_or_create(&JvmInfoLabels { pid: "1".into(), main: "Main".into(), container: String::new(), jdk: "17".into() }).set(1);
+        m.stall_named(&l, "no-safepoint-poll", 1_000_000_000, "counted-loop", "io.x.Loop.run");
+        for h in [&m.ttsp_seconds, &m.safepoint_seconds, &m.hiccup_seconds] {
+            h.get_or_create(&l).observe(0.001);
+        }
+        m.dropped_samples.get_or_create(&l).inc();
+        m.skipped.get_or_create(&SkipLabels { reason: "refused".into() }).inc();
+        let mut o = m.counters_observer(&l, false);
+        let look = procwatch::jvmcounters::CounterLook { safepoints: 1, ..Default::default() };
+        o(crate::fleet::beats::Seen { look: &look, ended: &[] });
+        o(crate::fleet::beats::Seen { look: &procwatch::jvmcounters::CounterLook { safepoints: 2, sync_ns: 5, safepoint_ns: 7, ..Default::default() }, ended: &[] });
+        let text = m.encode();
+        let exported: Vec<&str> = text.lines().filter_map(|l| l.strip_prefix("# TYPE ")).filter_map(|l| l.split(' ').next()).collect();
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        for file in ["deploy/grafana-dashboard.json", "deploy/stallscope-alerts.yml"] {
+            let used = std::fs::read_to_string(root.join(file)).unwrap();
+            let names: std::collections::BTreeSet<&str> = used
+                .match_indices("stallscope_")
+                .map(|(i, _)| {
+                    let rest = &used[i..];
+                    &rest[..rest.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).unwrap_or(rest.len())]
+                })
+                .filter(|n| n.len() > "stallscope_".len())
+                .collect();
+            assert!(!names.is_empty(), "{file} names no series");
+            for n in names {
+                let family = ["_total", "_bucket", "_count", "_sum"].iter().find_map(|s| n.strip_suffix(s)).unwrap_or(n);
+                assert!(exported.contains(&n) || exported.contains(&family), "{file} uses {n}, which watch does not export: {exported:?}");
+            }
+        }
     }
 }

@@ -86,9 +86,9 @@ impl Attach {
 /// within a second of its start (its counters exist from then).
 const PASS_EVERY: Duration = Duration::from_secs(1);
 /// How often retention measures and trims what is kept.
-const RETAIN_EVERY: Duration = Duration::from_secs(1);
+const RETAIN_EVERY: Duration = Duration::from_secs(2);
 /// How often a watched JVM's threads are looked at between stalls (the next stall's baseline).
-const IDLE_SAMPLE: Duration = Duration::from_secs(5);
+const IDLE_SAMPLE: Duration = Duration::from_secs(10);
 
 /// What every JVM's guarding thread shares.
 struct Shared {

@@ -252,7 +252,17 @@ fn wait_for_counters(pid: i32, alive: &mut dyn FnMut() -> bool, stop: &AtomicBoo
 /// Opens the JVM's perf counters for the recording, and says in it what they are, or why there
 /// are none.
 pub(crate) fn open_counters(pid: i32, w: &mut Writer) -> Result<Option<procwatch::jvmcounters::JvmCounters>> {
-    match procwatch::jvmcounters::JvmCounters::of_pid(pid) {
+    // A JVM just started may still be creating them: a moment's patience.
+    let t0 = Instant::now();
+    let opened = loop {
+        match procwatch::jvmcounters::JvmCounters::of_pid(pid) {
+            Err(procwatch::perfdata::Error::NotReady { .. } | procwatch::perfdata::Error::Truncated { .. }) if t0.elapsed() < Duration::from_secs(3) => {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            other => break other,
+        }
+    };
+    match opened {
         Ok(c) => {
             w.events.line(&Event::Counters { t: mono_ns(), info: c.info.clone() })?;
             Ok(Some(c))

@@ -150,11 +150,13 @@ pub struct ProcState {
     every_ns: u64,
     read_at: u64,
     was: bool,
+    /// The process is gone (its `stat` no longer reads).
+    gone: bool,
 }
 
 impl ProcState {
     pub fn new(pid: i32) -> ProcState {
-        ProcState { stat: File::open(format!("/proc/{pid}/stat")).ok(), every_ns: 0, read_at: 0, was: false }
+        ProcState { stat: File::open(format!("/proc/{pid}/stat")).ok(), every_ns: 0, read_at: 0, was: false, gone: false }
     }
 
     /// Whether it is stopped, as last read within `every_ns` of `now`.
@@ -162,6 +164,8 @@ impl ProcState {
         if self.read_at == 0 || now >= self.read_at + self.every_ns {
             self.read_at = now;
             self.was = self.stopped();
+            let mut b = [0u8; 1];
+            self.gone = self.stat.as_ref().is_none_or(|f| f.read_at(&mut b, 0).is_err());
         }
         self.was
     }
@@ -307,6 +311,9 @@ impl Pulse {
                 return Check::Stalled(Stall { since: began, last_ok: since.0, by: StallTrigger::Safepoint, tick_count: 0 });
             }
             return Check::Quiet { expected: began, due: began + threshold_ns };
+        }
+        if self.proc_state.gone {
+            return Check::Over(Over::Exited);
         }
         self.last_ok = now;
         Check::Quiet { expected: now, due: now + threshold_ns }

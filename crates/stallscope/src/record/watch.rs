@@ -476,7 +476,10 @@ impl<'a> Watcher<'a> {
             if self.pulse.hb.as_ref().is_some_and(|h| mono_ns() >= h.read().last_tick_ns + self.pulse.resolution_ns + self.opts.threshold_ns) {
                 return Ok(None);
             }
-            let wait = idle_sample.saturating_sub(self.idle.last.elapsed()).clamp(Duration::from_millis(1), DRIVEN_MAX_WAIT);
+            // Driven from outside, the loop also says when the JVM is gone: wait for it, or the
+            // next baseline look.
+            let longest = if self.pulse.hb.is_none() { idle_sample } else { DRIVEN_MAX_WAIT };
+            let wait = idle_sample.saturating_sub(self.idle.last.elapsed()).clamp(Duration::from_millis(1), longest);
             if let Ok(Wake::Stall(st, looks)) = d.wake.recv_timeout(wait) {
                 self.handed = Some((st, looks));
             }
