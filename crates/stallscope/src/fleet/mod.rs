@@ -350,7 +350,12 @@ pub fn run(cfg: Config, stop: &AtomicBool) -> Result<()> {
         }
     }
     // Detach from every JVM, then let the analysis finish what they wrote.
-    eprintln!("stallscope: detaching from {} JVM(s)", guarded.len());
+    let attached = guarded.values().filter(|g| g.escalate.load(Ordering::Relaxed)).count();
+    if attached > 0 {
+        eprintln!("stallscope: closing the recordings of {} JVM(s), detaching from those attached to", guarded.len());
+    } else {
+        eprintln!("stallscope: closing the recordings of {} JVM(s)", guarded.len());
+    }
     shared.ending.store(true, Ordering::SeqCst);
     for g in guarded.values() {
         g.stop.store(true, Ordering::SeqCst);
