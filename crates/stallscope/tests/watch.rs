@@ -32,8 +32,14 @@ fn idle_jvm(java: &Path) -> (Reaper, i32) {
 }
 
 fn counted_loop_jvm(rounds: &str) -> (Reaper, i32) {
+    counted_loop_jvm_with(&[], rounds)
+}
+
+fn counted_loop_jvm_with(options: &[&str], rounds: &str) -> (Reaper, i32) {
     let child = Command::new(java17())
-        .args(["-Xmx64m", "-XX:+UseParallelGC", "-XX:-UseCountedLoopSafepoints", "-jar"])
+        .args(["-Xmx64m", "-XX:+UseParallelGC", "-XX:-UseCountedLoopSafepoints"])
+        .args(options)
+        .arg("-jar")
         .arg(workloads_jar())
         .args(["counted-loop", "--duration", MARK, "--rounds", rounds, "--trigger", "threaddump"])
         .stdout(Stdio::null())
@@ -433,21 +439,40 @@ fn a_short_lived_jvm_that_stalls_and_exits_is_still_scraped_after_it_exited() {
 }
 
 /// `--attach N/WINDOW`: a JVM watched from outside that stalls more than N times in the window
-/// gets the agent and safepoint logging; at SIGTERM it is left as it was found.
+/// gets the agent and safepoint logging; at SIGTERM it is left as it was found. One that refuses
+/// the attach protocol stays watched from outside, and its later stalls are still named.
 #[test]
 fn a_jvm_that_stalls_often_is_attached_to_and_left_as_found() {
     let _x = exclusive();
     let d = scratch("watch-escalate");
     let (jvm, pid) = counted_loop_jvm("300");
-    let (mut w, _, said) = start_watch(&[&pid.to_string(), "--attach", "2/1m", "--out", d.join("rec").to_str().unwrap(), "--for", "90s"]);
+    let (refusing, refusing_pid) = counted_loop_jvm_with(&["-XX:+DisableAttachMechanism"], "300");
+    let events = d.join("events.jsonl");
+    // Named by pid, each must be a JVM already (libjvm.so mapped).
+    for p in [pid, refusing_pid] {
+        assert!(poll(Duration::from_secs(20), EVERY, || matches!(procwatch::jvms::jvm(p), Ok(Some(_))).then_some(())).is_some(), "pid {p} became a JVM");
+    }
+    let (mut w, _, said) = start_watch(&[&pid.to_string(), &refusing_pid.to_string(), "--attach", "2/1m", "--out", d.join("rec").to_str().unwrap(), "--events", events.to_str().unwrap(), "--for", "120s"]);
+    let stalls_of = |p: i32| std::fs::read_to_string(&events).unwrap_or_default().lines().filter(|l| serde_json::from_str::<Value>(l).is_ok_and(|e| e["jvm"]["pid"] == p && e["cause"] == "no-safepoint-poll")).count();
+    let mut lines: Vec<String> = Vec::new();
+    let refused = poll(Duration::from_secs(60), EVERY, || {
+        lines.extend(said.try_iter());
+        lines.iter().any(|l| l.contains(&format!("pid {refusing_pid}: not attached")) && l.contains("watched from outside")).then(|| stalls_of(refusing_pid))
+    });
+    assert!(refused.is_some(), "the JVM without an attach mechanism was tried and refused: {lines:#?}");
+    let later = poll(Duration::from_secs(40), EVERY, || (stalls_of(refusing_pid) >= refused.unwrap() + 2).then_some(()));
+    assert!(later.is_some(), "the refusing JVM's stalls after the refusal are still named: {} before, {} now", refused.unwrap(), stalls_of(refusing_pid));
     let metering = poll(Duration::from_secs(60), EVERY, || heartbeat_of(pid).exists().then_some(()));
-    let lines: Vec<String> = said.try_iter().collect();
+    lines.extend(said.try_iter());
     assert!(metering.is_some(), "the JVM that stalled often was attached to: {lines:#?}");
-    assert!(lines.iter().any(|l| l.contains("stalls in") && l.contains("attaching")), "{lines:#?}");
+    assert!(lines.iter().any(|l| l.contains(&format!("pid {pid}")) && l.contains("stalls in") && l.contains("attaching")), "{lines:#?}");
+    assert_eq!(lines.iter().filter(|l| l.contains(&format!("pid {refusing_pid}: not attached"))).count(), 1, "tried once: {lines:#?}");
     unsafe { libc::kill(w.id() as i32, libc::SIGTERM) };
     let st = wait_exit(&mut w, Duration::from_secs(60));
     assert!(st.is_some_and(|s| s.success()), "{st:?}");
     assert!(left_in(pid).is_empty(), "{:?}", left_in(pid));
+    assert!(left_in(refusing_pid).is_empty(), "{:?}", left_in(refusing_pid));
+    drop(refusing);
     // The first recording (from outside) and the second (attached) are both there.
     assert!(std::fs::read_dir(d.join("rec")).unwrap().count() >= 2);
     drop(jvm);

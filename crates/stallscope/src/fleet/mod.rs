@@ -118,6 +118,8 @@ struct Guarded {
     /// When its recent stalls ended (for `--attach N/WINDOW`), and whether it was escalated.
     stalls: Arc<Mutex<std::collections::VecDeque<Instant>>>,
     escalate: Arc<AtomicBool>,
+    /// Escalating it failed (it refuses the attach protocol): it stays watched from outside.
+    refused: Arc<AtomicBool>,
     thread: std::thread::JoinHandle<()>,
 }
 
@@ -160,12 +162,13 @@ struct Guarding {
     current: Arc<Mutex<Option<PathBuf>>>,
     stalls: Arc<Mutex<std::collections::VecDeque<Instant>>>,
     escalate: Arc<AtomicBool>,
+    refused: Arc<AtomicBool>,
 }
 
 /// Guards one JVM until it exits or `stop` is set without `roll`: one recording after another,
 /// from outside until it is escalated (or from the start, with `--attach`).
 fn guard_jvm(sh: Arc<Shared>, j: JvmProcess, g: Guarding) {
-    let Guarding { stop, roll, current, stalls, escalate } = g;
+    let Guarding { stop, roll, current, stalls, escalate, refused } = g;
     let (pid, labels) = (j.pid, labels_of(&j));
     let skip = |reason: &str, why: String| {
         eprintln!("stallscope: JVM pid {pid} ({}): not watched: {why}", labels.main);
@@ -219,22 +222,27 @@ fn guard_jvm(sh: Arc<Shared>, j: JvmProcess, g: Guarding) {
         };
         *current.lock().unwrap_or_else(|p| p.into_inner()) = None;
         let _ = notes.send(Note::Closed { dir: dir.clone() });
+        let alive = procwatch::task::process_starttime(pid) == Some(j.starttime);
+        let mut again = roll.swap(false, Ordering::SeqCst);
         if let Err(e) = r {
             if first {
                 let _ = std::fs::remove_dir_all(&dir);
                 return skip("refused", format!("{e:#}"));
             }
-            if attached {
+            if !attached || sh.attach == Attach::All {
                 eprintln!("stallscope: JVM pid {pid}: watching ended: {e:#}");
                 return;
             }
-            // Escalating failed: watched from outside again.
+            // Escalating failed (the JVM refuses the attach protocol, or the agent did not
+            // start): it is watched from outside again, and not escalated again.
+            let _ = std::fs::remove_dir_all(&dir);
             eprintln!("stallscope: JVM pid {pid}: not attached ({e:#}); watched from outside");
             escalate.store(false, Ordering::SeqCst);
+            refused.store(true, Ordering::SeqCst);
+            again = true;
         }
         first = false;
-        let alive = procwatch::task::process_starttime(pid) == Some(j.starttime);
-        if !(roll.swap(false, Ordering::SeqCst) && alive) {
+        if !(again && alive) {
             return;
         }
         // Rolled: a fresh recording, the finished one left to retention. `stop` is cleared
@@ -311,16 +319,16 @@ pub fn run(cfg: Config, stop: &AtomicBool) -> Result<()> {
         for j in found {
             let key = (j.pid, j.starttime);
             let (st, roll, current) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicBool::new(false)), Arc::new(Mutex::new(None)));
-            let (stalls, escalate) = (Arc::new(Mutex::new(std::collections::VecDeque::new())), Arc::new(AtomicBool::new(false)));
+            let (stalls, escalate, refused) = (Arc::new(Mutex::new(std::collections::VecDeque::new())), Arc::new(AtomicBool::new(false)), Arc::new(AtomicBool::new(false)));
             let labels = labels_of(&j);
             let jdk = j.java_version.clone().unwrap_or_default();
             metrics.jvms.get_or_create(&JvmInfoLabels { pid: labels.pid.clone(), main: labels.main.clone(), container: labels.container.clone(), jdk: jdk.clone() }).set(1);
             let thread = {
-                let g = Guarding { stop: Arc::clone(&st), roll: Arc::clone(&roll), current: Arc::clone(&current), stalls: Arc::clone(&stalls), escalate: Arc::clone(&escalate) };
+                let g = Guarding { stop: Arc::clone(&st), roll: Arc::clone(&roll), current: Arc::clone(&current), stalls: Arc::clone(&stalls), escalate: Arc::clone(&escalate), refused: Arc::clone(&refused) };
                 let sh = Arc::clone(&shared);
                 std::thread::Builder::new().name(format!("stallscope-jvm-{}", j.pid)).spawn(move || guard_jvm(sh, j, g))?
             };
-            guarded.insert(key, Guarded { labels, jdk, stop: st, roll, current, stalls, escalate, thread });
+            guarded.insert(key, Guarded { labels, jdk, stop: st, roll, current, stalls, escalate, refused, thread });
             ever = true;
         }
         // Closed: the JVM exited, or could not be watched.
@@ -377,7 +385,7 @@ pub fn run(cfg: Config, stop: &AtomicBool) -> Result<()> {
 /// `window` is rolled into a recording with the agent and safepoint logging.
 fn escalate_often_stalled(guarded: &HashMap<(i32, u64), Guarded>, n: usize, window: Duration, beats: &beats::Beats) {
     for ((pid, _), g) in guarded {
-        if g.escalate.load(Ordering::SeqCst) || g.stop.load(Ordering::SeqCst) {
+        if g.escalate.load(Ordering::SeqCst) || g.refused.load(Ordering::SeqCst) || g.stop.load(Ordering::SeqCst) {
             continue;
         }
         let mut recent = g.stalls.lock().unwrap_or_else(|p| p.into_inner());
