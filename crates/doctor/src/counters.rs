@@ -24,7 +24,7 @@ fn op_of(info: &CountersInfo, collectors: &[usize], cause: Option<&str>) -> Stri
 
 /// The collectors whose pause counts rose between two looks.
 fn paused(before: &CounterLook, after: &CounterLook) -> Vec<usize> {
-    after.gcs.iter().zip(&before.gcs).enumerate().filter(|(_, (a, b))| a.invocations > b.invocations).map(|(i, _)| i).collect()
+    after.gcs.iter().zip(&before.gcs).enumerate().filter(|(_, (a, b))| !a.cycle && a.invocations > b.invocations).map(|(i, _)| i).collect()
 }
 
 /// The cause of the GC seen under way in the looks between `from` and `to`.
@@ -141,7 +141,7 @@ mod tests {
         for l in &mut looks {
             l.gcs = vec![Default::default(), Default::default()];
         }
-        looks[3].gcs[1] = jvmcounters::GcLook { invocations: 1, last_entry_ns: 5, last_exit_ns: 0 };
+        looks[3].gcs[1] = jvmcounters::GcLook { invocations: 1, last_entry_ns: 5, last_exit_ns: 0, cycle: false };
         looks[3].gc_cause = Some("Allocation Failure".into());
         assert_eq!(unended(&looks, &info(), 103 * MS, 2000 * MS).op, "GC: PSParallelCompact (Allocation Failure)");
     }

@@ -78,7 +78,7 @@ impl CodeCache {
         let f = |names: &[(&str, &str)]| first_field(&vm, names);
         let off = Offsets {
             heap_block_size: vm.size("HeapBlock")?,
-            header_used: f(&[("HeapBlock::Header", "_used")]).ok().and_then(|u| f(&[("HeapBlock", "_header")]).ok().map(|h| h + u)),
+            header_used: f(&[("HeapBlock::Header", "_used")]).ok().and_then(|u| f(&[("HeapBlock", "_header")]).ok().map(|h| h.wrapping_add(u))),
             blob_name: f(&[("CodeBlob", "_name")])?,
             blob_frame_size: f(&[("CodeBlob", "_frame_size")])?,
             nmethod_method: f(&[("nmethod", "_method"), ("CompiledMethod", "_method")])?,
@@ -105,17 +105,17 @@ impl CodeCache {
         let vm = &self.vm;
         let f = |names: &[(&str, &str)]| first_field(vm, names);
         let heaps_ptr = self.mem().u64(f(&[("CodeCache", "_heaps")])?)?;
-        let len = self.mem().u32(heaps_ptr + f(&[("GrowableArrayBase", "_len"), ("GenericGrowableArray", "_len")])?)? as u64;
-        let data = self.mem().u64(heaps_ptr + f(&[("GrowableArray<int>", "_data"), ("GrowableArrayView<int>", "_data")])?)?;
+        let len = self.mem().u32(heaps_ptr.wrapping_add(f(&[("GrowableArrayBase", "_len"), ("GenericGrowableArray", "_len")])?))? as u64;
+        let data = self.mem().u64(heaps_ptr.wrapping_add(f(&[("GrowableArray<int>", "_data"), ("GrowableArrayView<int>", "_data")])?))?;
         let (memory, segmap, log2) = (f(&[("CodeHeap", "_memory")])?, f(&[("CodeHeap", "_segmap")])?, f(&[("CodeHeap", "_log2_segment_size")])?);
         let (vs_low, vs_high) = (f(&[("VirtualSpace", "_low")])?, f(&[("VirtualSpace", "_high")])?);
         let mut heaps = Vec::new();
         for i in 0..len.min(16) {
-            let h = self.mem().u64(data + i * 8)?;
-            let low = self.mem().u64(h + memory + vs_low)?;
-            let high = self.mem().u64(h + memory + vs_high)?;
-            let segmap = self.mem().u64(h + segmap + vs_low)?;
-            let log2_segment = self.mem().u32(h + log2)?;
+            let h = self.mem().u64(data.wrapping_add(i * 8))?;
+            let low = self.mem().u64(h.wrapping_add(memory).wrapping_add(vs_low))?;
+            let high = self.mem().u64(h.wrapping_add(memory).wrapping_add(vs_high))?;
+            let segmap = self.mem().u64(h.wrapping_add(segmap).wrapping_add(vs_low))?;
+            let log2_segment = self.mem().u32(h.wrapping_add(log2))?;
             if low < high && log2_segment < 20 {
                 heaps.push(Heap { low, high, segmap, log2_segment });
             }
@@ -134,7 +134,7 @@ impl CodeCache {
         // The segment map holds, per segment, how far back the block's first segment is (at most
         // 0xFE a hop; 0xFF: free).
         for _ in 0..100_000 {
-            let v = self.mem().u8(h.segmap + seg)?;
+            let v = self.mem().u8(h.segmap.wrapping_add(seg))?;
             if v == 0xFF {
                 return Ok(None);
             }
@@ -145,22 +145,22 @@ impl CodeCache {
         }
         let block = h.low + (seg << h.log2_segment);
         if let Some(used) = self.off.header_used {
-            if self.mem().u8(block + used)? == 0 {
+            if self.mem().u8(block.wrapping_add(used))? == 0 {
                 return Ok(None);
             }
         }
-        Ok(Some(block + self.off.heap_block_size))
+        Ok(Some(block.wrapping_add(self.off.heap_block_size)))
     }
 
     /// The method named `Class.method` (the class's dotted name) at `Method*` `m`.
     pub fn method_name(&self, m: u64) -> Result<String, Error> {
         let o = &self.off;
-        let cm = self.mem().u64(m + o.method_const)?;
-        let cp = self.mem().u64(cm + o.const_constants)?;
-        let name_index = self.mem().u16(cm + o.const_name_index)? as u64;
-        let name_sym = self.mem().u64(cp + o.cp_size + name_index * 8)?;
-        let holder = self.mem().u64(cp + o.cp_holder)?;
-        let class_sym = self.mem().u64(holder + o.klass_name)?;
+        let cm = self.mem().u64(m.wrapping_add(o.method_const))?;
+        let cp = self.mem().u64(cm.wrapping_add(o.const_constants))?;
+        let name_index = self.mem().u16(cm.wrapping_add(o.const_name_index))? as u64;
+        let name_sym = self.mem().u64(cp.wrapping_add(o.cp_size).wrapping_add(name_index * 8))?;
+        let holder = self.mem().u64(cp.wrapping_add(o.cp_holder))?;
+        let class_sym = self.mem().u64(holder.wrapping_add(o.klass_name))?;
         Ok(format!("{}.{}", self.symbol(class_sym)?.replace('/', "."), self.symbol(name_sym)?))
     }
 
@@ -168,23 +168,23 @@ impl CodeCache {
         if sym == 0 {
             return Err(Error::Table { reason: "a null symbol".into() });
         }
-        let len = self.mem().u16(sym + self.off.symbol_length)? as usize;
+        let len = self.mem().u16(sym.wrapping_add(self.off.symbol_length))? as usize;
         let mut b = vec![0u8; len];
-        self.mem().read(sym + self.off.symbol_body, &mut b)?;
+        self.mem().read(sym.wrapping_add(self.off.symbol_body), &mut b)?;
         Ok(String::from_utf8_lossy(&b).into_owned())
     }
 
     /// What `pc` is in; `fp`, when known, names an interpreted frame's method.
     pub fn code_at(&self, pc: u64, fp: Option<u64>) -> Result<Code, Error> {
         if let Some(blob) = self.blob_at(pc)? {
-            let name_ptr = self.mem().u64(blob + self.off.blob_name)?;
+            let name_ptr = self.mem().u64(blob.wrapping_add(self.off.blob_name))?;
             let name = self.mem().cstr(name_ptr, 128).unwrap_or_default();
-            let frame_size = self.mem().u32(blob + self.off.blob_frame_size)? as u64;
+            let frame_size = self.mem().u32(blob.wrapping_add(self.off.blob_frame_size))? as u64;
             if frame_size > MAX_BLOB {
                 return Err(Error::Table { reason: format!("a blob at {blob:#x} with a frame of {frame_size} words") });
             }
             return Ok(match name.as_str() {
-                "nmethod" => Code::Compiled { method: self.method_name(self.mem().u64(blob + self.off.nmethod_method)?)?, frame_size },
+                "nmethod" => Code::Compiled { method: self.method_name(self.mem().u64(blob.wrapping_add(self.off.nmethod_method))?)?, frame_size },
                 "Interpreter" => Code::Interpreted { method: fp.and_then(|fp| self.mem().u64(fp.checked_sub(3 * 8)?).ok()).and_then(|m| self.method_name(m).ok()) },
                 _ => Code::Stub { name, frame_size },
             });
@@ -209,13 +209,13 @@ impl CodeCache {
                 Code::Compiled { frame_size, .. } | Code::Stub { frame_size, .. } if *frame_size > 0 => {
                     // The caller's sp is past this frame; its return address and saved fp sit
                     // just below it (x86_64).
-                    let sender_sp = sp + frame_size * 8;
-                    match (word(sender_sp - 8), word(sender_sp - 16)) {
+                    let sender_sp = sp.wrapping_add(frame_size * 8);
+                    match (word(sender_sp.wrapping_sub(8)), word(sender_sp.wrapping_sub(16))) {
                         (Some(ret), Some(saved_fp)) => Some((ret, sender_sp, saved_fp)),
                         _ => None,
                     }
                 }
-                Code::Interpreted { .. } if fp != 0 => match (word(fp + 8), word(fp), word(fp - 8)) {
+                Code::Interpreted { .. } if fp != 0 => match (word(fp.wrapping_add(8)), word(fp), word(fp.wrapping_sub(8))) {
                     // Return address above the saved fp; the caller's sp is saved in the frame.
                     (Some(ret), Some(saved_fp), Some(sender_sp)) => Some((ret, sender_sp, saved_fp)),
                     _ => None,
@@ -223,8 +223,8 @@ impl CodeCache {
                 // The VM's own code keeps frame pointers: up the chain to the Java code that
                 // called into it (a native method's wrapper, a runtime stub). A leaf function
                 // that set up no frame of its own hides its caller: one frame is skipped.
-                Code::Vm { .. } if fp > sp => match (word(fp + 8), word(fp)) {
-                    (Some(ret), Some(saved_fp)) => Some((ret, fp + 16, saved_fp)),
+                Code::Vm { .. } if fp > sp => match (word(fp.wrapping_add(8)), word(fp)) {
+                    (Some(ret), Some(saved_fp)) => Some((ret, fp.wrapping_add(16), saved_fp)),
                     _ => None,
                 },
                 // No frame pointer (a thread blocked in the kernel: /proc gives its pc and sp
@@ -254,14 +254,14 @@ impl CodeCache {
     /// it; compiled frames do not need it).
     fn scan_for_return(&self, sp: u64, word: &dyn Fn(u64) -> Option<u64>) -> Option<(u64, u64, u64)> {
         for i in 1..SCAN_WORDS {
-            let at = sp + i * 8;
+            let at = sp.wrapping_add(i * 8);
             let w = word(at)?;
             if !self.heaps.iter().any(|h| w >= h.low && w < h.high) {
                 continue;
             }
             match self.code_at(w, None) {
-                Ok(Code::Compiled { frame_size, .. } | Code::Stub { frame_size, .. }) if frame_size > 0 => return Some((w, at + 8, word(at - 8).unwrap_or(0))),
-                Ok(Code::Interpreted { .. }) => return Some((w, at + 8, word(at - 8)?)),
+                Ok(Code::Compiled { frame_size, .. } | Code::Stub { frame_size, .. }) if frame_size > 0 => return Some((w, at.wrapping_add(8), word(at.wrapping_sub(8)).unwrap_or(0))),
+                Ok(Code::Interpreted { .. }) => return Some((w, at.wrapping_add(8), word(at.wrapping_sub(8))?)),
                 _ => {}
             }
         }

@@ -51,6 +51,10 @@ pub struct GcLook {
     pub invocations: u64,
     pub last_entry_ns: u64,
     pub last_exit_ns: u64,
+    /// This collector's counters span a whole concurrent cycle, not a pause (Shenandoah's,
+    /// but for its `… pauses`): entered and not left says nothing of a safepoint.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub cycle: bool,
 }
 
 impl CounterLook {
@@ -61,7 +65,7 @@ impl CounterLook {
 
     /// The collector whose pause is under way (entered and not yet left), if any.
     pub fn gc_in_progress(&self) -> Option<usize> {
-        self.gcs.iter().position(|g| g.invocations > 0 && g.last_entry_ns > g.last_exit_ns)
+        self.gcs.iter().position(|g| !g.cycle && g.invocations > 0 && g.last_entry_ns > g.last_exit_ns)
     }
 }
 
@@ -94,10 +98,24 @@ pub fn feature_release(v: &str) -> u32 {
     }
 }
 
+/// The most a counter is taken to hold (2^60 ns: 36 years): a damaged file's values, added up,
+/// stay far from overflowing.
+const MAX_VALUE: u64 = 1 << 60;
+
 struct Collector {
     invocations: Option<Counter>,
     last_entry: Option<Counter>,
     last_exit: Option<Counter>,
+    cycle: bool,
+}
+
+/// Whether a collector's counters span a concurrent cycle rather than a pause. Every HotSpot
+/// collector counts its pauses (`G1 concurrent cycle pauses`, `Z major_concurrent cycle pauses`:
+/// the remark and cleanup pauses), except Shenandoah's cycle counters: `Shenandoah concurrent
+/// phases`/`… collections`, and `Shenandoah partial`/`Shenandoah full`, which count whole
+/// concurrent cycles too.
+pub fn counts_cycles(collector: &str) -> bool {
+    collector.starts_with("Shenandoah") && !collector.ends_with("pauses")
 }
 
 /// A JVM's safepoint and GC counters, mapped.
@@ -131,9 +149,9 @@ impl JvmCounters {
         let mut names = Vec::new();
         for n in 0..16 {
             let Some(name) = pd.get_text(&format!("sun.gc.collector.{n}.name")) else { break };
-            names.push(name);
             let c = |f: &str| pd.counter(&format!("sun.gc.collector.{n}.{f}"));
-            collectors.push(Collector { invocations: c("invocations"), last_entry: c("lastEntryTime"), last_exit: c("lastExitTime") });
+            collectors.push(Collector { invocations: c("invocations"), last_entry: c("lastEntryTime"), last_exit: c("lastExitTime"), cycle: counts_cycles(&name) });
+            names.push(name);
         }
         let frequency = pd.get_long("sun.os.hrt.frequency").filter(|f| *f > 0).unwrap_or(1_000_000_000) as u64;
         let info = CountersInfo {
@@ -161,13 +179,14 @@ impl JvmCounters {
     fn ns(&self, c: Option<Counter>) -> u64 {
         let Some(c) = c else { return 0 };
         let ticks = self.pd.long(c).max(0) as u128;
-        if self.info.frequency == 1_000_000_000 { ticks as u64 } else { (ticks * 1_000_000_000 / self.info.frequency as u128) as u64 }
+        let ns = if self.info.frequency == 1_000_000_000 { ticks } else { ticks * 1_000_000_000 / self.info.frequency as u128 };
+        ns.min(MAX_VALUE as u128) as u64
     }
 
     /// The three counters that move with every safepoint (begun, sync time, safepoint time), in
     /// three loads: what a look between safepoints needs to see that nothing happened.
     pub fn quick(&self) -> (u64, u64, u64) {
-        (self.safepoints.map_or(0, |c| self.pd.long(c).max(0) as u64), self.ns(self.sync), self.ns(self.safepoint_time))
+        (self.safepoints.map_or(0, |c| (self.pd.long(c).max(0) as u64).min(MAX_VALUE)), self.ns(self.sync), self.ns(self.safepoint_time))
     }
 
     /// The counters now, stamped `t` (the caller's clock reading), the previous look at `prev_t`.
@@ -175,12 +194,12 @@ impl JvmCounters {
         CounterLook {
             t,
             prev_t,
-            safepoints: self.safepoints.map_or(0, |c| self.pd.long(c).max(0) as u64),
+            safepoints: self.safepoints.map_or(0, |c| (self.pd.long(c).max(0) as u64).min(MAX_VALUE)),
             sync_ns: self.ns(self.sync),
             safepoint_ns: self.ns(self.safepoint_time),
             application_ns: self.ns(self.application),
             hrt_ns: self.ns(self.hrt),
-            gcs: self.collectors.iter().map(|c| GcLook { invocations: c.invocations.map_or(0, |i| self.pd.long(i).max(0) as u64), last_entry_ns: self.ns(c.last_entry), last_exit_ns: self.ns(c.last_exit) }).collect(),
+            gcs: self.collectors.iter().map(|c| GcLook { invocations: c.invocations.map_or(0, |i| (self.pd.long(i).max(0) as u64).min(MAX_VALUE)), last_entry_ns: self.ns(c.last_entry), last_exit_ns: self.ns(c.last_exit), cycle: c.cycle }).collect(),
             gc_cause: None,
             gap: false,
         }
@@ -248,7 +267,7 @@ impl Tracker {
     /// What the counters have added up when a safepoint begins: the time since safepoint
     /// accounting started (application time, and the time in every earlier safepoint).
     fn sums_at_begin(&self, l: &CounterLook) -> u64 {
-        l.application_ns + l.safepoint_ns + if self.includes_sync { 0 } else { l.sync_ns }
+        l.application_ns.saturating_add(l.safepoint_ns).saturating_add(if self.includes_sync { 0 } else { l.sync_ns })
     }
 
     /// A safepoint began inside `window` (and had not synchronized by its end): narrow when
@@ -263,7 +282,7 @@ impl Tracker {
             _ => (lo, hi),
         });
         let (a, b) = self.accounting.unwrap_or((lo, hi));
-        let at = (a + (b - a) / 2 + s).clamp(window.0, window.1);
+        let at = (a + b.saturating_sub(a) / 2).saturating_add(s).clamp(window.0, window.1.max(window.0));
         (at, at)
     }
 
@@ -307,7 +326,7 @@ impl Tracker {
             }
         } else if look.hrt_ns > 0 && look.t > look.hrt_ns {
             // Stamped at most a sampling interval (50 ms) before this first look.
-            self.origin = Some((look.t.saturating_sub(look.hrt_ns + 60_000_000), look.t - look.hrt_ns));
+            self.origin = Some((look.t.saturating_sub(look.hrt_ns.saturating_add(60_000_000)), look.t - look.hrt_ns));
         }
         self.prev = Some(look.clone());
         self.state = Some(state);
@@ -319,7 +338,7 @@ impl Tracker {
     pub fn adopt_open(&mut self, look: &CounterLook, since: u64) -> SafepointState {
         let s = SafepointState::Open { since: (since, since), synchronized: false };
         if self.origin.is_none() && look.hrt_ns > 0 && look.t > look.hrt_ns {
-            self.origin = Some((look.t.saturating_sub(look.hrt_ns + 60_000_000), look.t - look.hrt_ns));
+            self.origin = Some((look.t.saturating_sub(look.hrt_ns.saturating_add(60_000_000)), look.t - look.hrt_ns));
         }
         self.prev = Some(look.clone());
         self.state = Some(s);
@@ -353,7 +372,7 @@ impl Tracker {
         }
     }
 
-    /// The caller saw (from the VM thread) that a safepoint is being reached at the first look:
+    /// The caller saw (from the VM thread, over its first looks) that a safepoint is being reached:
     /// it began when the counters say it did, estimated from their sums (`begin - vm_zero =
     /// application + sync + safepoint time` on JDK 13+, without the sync time on 8-12: checked
     /// against the looks' windows on Temurin 11.0.13 and OpenJDK 17.0.15), else at the first look.
@@ -367,7 +386,7 @@ impl Tracker {
 
     /// When the JVM's clock read zero, on CLOCK_MONOTONIC, as well as the looks so far tell.
     pub fn clock_origin(&self) -> Option<u64> {
-        self.origin.map(|(lo, hi)| lo + (hi - lo) / 2)
+        self.origin.map(|(lo, hi)| lo + hi.saturating_sub(lo) / 2)
     }
 
     /// The begin of the newest safepoint, from the counters' sums: the sums run from the moment
@@ -375,14 +394,14 @@ impl Tracker {
     fn estimated_begin(&self, look: &CounterLook, info: &CountersInfo) -> Option<u64> {
         let origin = self.clock_origin()?;
         // JDK 8-12 count the time to reach inside the safepoint time.
-        let sums = look.application_ns + look.safepoint_ns + if info.safepoint_time_includes_sync { 0 } else { look.sync_ns };
-        Some(origin + VM_ZERO_AFTER_ORIGIN_NS + sums).filter(|b| *b <= look.t)
+        let sums = look.application_ns.saturating_add(look.safepoint_ns).saturating_add(if info.safepoint_time_includes_sync { 0 } else { look.sync_ns });
+        Some(origin.saturating_add(VM_ZERO_AFTER_ORIGIN_NS).saturating_add(sums)).filter(|b| *b <= look.t)
     }
 
     /// When a GC under way began, on CLOCK_MONOTONIC.
     pub fn gc_began(&self, look: &CounterLook) -> Option<u64> {
         let g = look.gcs.get(look.gc_in_progress()?)?;
-        Some(self.clock_origin()? + g.last_entry_ns).filter(|b| *b <= look.t)
+        Some(self.clock_origin()?.saturating_add(g.last_entry_ns)).filter(|b| *b <= look.t)
     }
 }
 
@@ -408,13 +427,13 @@ pub struct CountedSafepoint {
 
 impl CountedSafepoint {
     pub fn total_ns(&self) -> u64 {
-        self.ttsp_ns + self.at_safepoint_ns
+        self.ttsp_ns.saturating_add(self.at_safepoint_ns)
     }
 
     /// Its end, as well as the two windows and its length tell: the end lies in its own window
     /// and `total` after a point of the begin window.
     pub fn end_ns(&self) -> u64 {
-        let (lo, hi) = (self.end_window.0.max(self.begin_window.0 + self.total_ns()), self.end_window.1.min(self.begin_window.1 + self.total_ns()));
+        let (lo, hi) = (self.end_window.0.max(self.begin_window.0.saturating_add(self.total_ns())), self.end_window.1.min(self.begin_window.1.saturating_add(self.total_ns())));
         if lo <= hi { lo + (hi - lo) / 2 } else { self.end_window.1 }
     }
 }
@@ -446,19 +465,19 @@ pub fn safepoints(looks: &[CounterLook], includes_sync: bool) -> Vec<CountedSafe
         let began = l.safepoints.saturating_sub(p.safepoints);
         let (dsync, dsp) = (l.sync_ns.saturating_sub(p.sync_ns), l.safepoint_ns.saturating_sub(p.safepoint_ns));
         let ending = |o: Pending, out: &mut Vec<CountedSafepoint>| {
-            let sync = o.sync_ns + dsync;
+            let sync = o.sync_ns.saturating_add(dsync);
             let at = if includes_sync { dsp.saturating_sub(sync) } else { dsp };
-            let collector = l.gcs.iter().zip(&o.invocations).position(|(g, before)| g.invocations > *before);
+            let collector = l.gcs.iter().zip(&o.invocations).position(|(g, before)| !g.cycle && g.invocations > *before);
             out.push(CountedSafepoint { begin_window: o.since, end_window: window, count: o.count, ttsp_ns: sync, at_safepoint_ns: at, collector });
         };
         open = match open.take() {
             // Safepoints follow one another: a new begin means a "maybe" one had ended already.
             Some(o) if o.maybe && began > 0 && dsp == 0 => Some(Pending { since: window, count: began, sync_ns: dsync, invocations: invocations(p), maybe: false }),
             Some(o) if dsp > 0 => {
-                ending(Pending { count: o.count + began.saturating_sub(1), ..o }, &mut out);
+                ending(Pending { count: o.count.saturating_add(began.saturating_sub(1)), ..o }, &mut out);
                 (began > 0).then(|| Pending { since: window, count: 1, sync_ns: 0, invocations: invocations(l), maybe: true })
             }
-            Some(o) => Some(Pending { count: o.count + began, sync_ns: o.sync_ns + dsync, maybe: o.maybe && dsync == 0, ..o }),
+            Some(o) => Some(Pending { count: o.count.saturating_add(began), sync_ns: o.sync_ns.saturating_add(dsync), maybe: o.maybe && dsync == 0, ..o }),
             None if began > 0 && dsp > 0 => {
                 ending(Pending { since: window, count: began, sync_ns: 0, invocations: invocations(p), maybe: false }, &mut out);
                 None
@@ -568,10 +587,30 @@ mod tests {
     fn a_gc_under_way_is_seen_at_the_first_look_and_timed_on_the_jvm_clock() {
         let mut l = look(5000, 9, 10, 20);
         l.hrt_ns = 4000 * MS;
-        l.gcs = vec![GcLook { invocations: 3, last_entry_ns: 3900 * MS, last_exit_ns: 3000 * MS }];
+        l.gcs = vec![GcLook { invocations: 3, last_entry_ns: 3900 * MS, last_exit_ns: 3000 * MS, cycle: false }];
         let mut t = Tracker::new();
         assert!(matches!(t.update(&l), SafepointState::Open { synchronized: true, .. }));
         let began = t.gc_began(&l).unwrap();
         assert!((4840 * MS..=4900 * MS).contains(&began), "{began}");
+    }
+
+    #[test]
+    fn a_concurrent_cycle_under_way_is_no_pause() {
+        assert!(counts_cycles("Shenandoah concurrent phases") && counts_cycles("Shenandoah full") && counts_cycles("Shenandoah partial"));
+        assert!(!counts_cycles("Shenandoah pauses") && !counts_cycles("Shenandoah full GC pauses"));
+        assert!(!counts_cycles("G1 concurrent cycle pauses") && !counts_cycles("Z major_concurrent cycle pauses") && !counts_cycles("PSParallelCompact"));
+        // Shenandoah entered its cycle counters for the whole concurrent cycle: the first look
+        // inside one sees no safepoint, and a safepoint ending meanwhile is not the cycle's.
+        let mut l = look(5000, 9, 10, 20);
+        l.gcs = vec![GcLook { invocations: 3, last_entry_ns: 3900 * MS, last_exit_ns: 3000 * MS, cycle: true }];
+        assert_eq!(l.gc_in_progress(), None);
+        assert_eq!(Tracker::new().update(&l), SafepointState::Closed);
+        let mut after = look(5010, 10, 11, 22);
+        after.gcs = vec![GcLook { invocations: 4, cycle: true, ..Default::default() }];
+        let mut begun = look(5005, 10, 10, 20);
+        begun.gcs = l.gcs.clone();
+        let s = safepoints(&[l, begun, after], false);
+        assert_eq!(s.len(), 1, "{s:?}");
+        assert!(s.iter().all(|c| c.collector.is_none()), "{s:?}");
     }
 }

@@ -293,7 +293,7 @@ impl VmStructs {
             check_stride(stride)?;
             let mut e = vec![0u8; stride as usize];
             for i in 0..MAX_TABLE {
-                mem.read(base + i as u64 * stride, &mut e)?;
+                mem.read(base.wrapping_add((i as u64).wrapping_mul(stride)), &mut e)?;
                 let type_name = le64(&e, tn as usize);
                 if type_name == 0 {
                     break;
@@ -319,7 +319,7 @@ impl VmStructs {
             check_stride(stride)?;
             let mut e = vec![0u8; stride as usize];
             for i in 0..MAX_TABLE {
-                mem.read(base + i as u64 * stride, &mut e)?;
+                mem.read(base.wrapping_add((i as u64).wrapping_mul(stride)), &mut e)?;
                 let type_name = le64(&e, tn as usize);
                 if type_name == 0 {
                     break;
@@ -336,7 +336,7 @@ impl VmStructs {
             check_stride(stride)?;
             let mut e = vec![0u8; stride as usize];
             for i in 0..MAX_TABLE {
-                mem.read(base + i as u64 * stride, &mut e)?;
+                mem.read(base.wrapping_add((i as u64).wrapping_mul(stride)), &mut e)?;
                 let name = le64(&e, no as usize);
                 if name == 0 {
                     break;

@@ -189,7 +189,7 @@ impl Metrics {
         let mut prev: Option<(u64, u64, u64)> = None;
         Box::new(move |seen| {
             let l = seen.look;
-            let now = (l.safepoints, l.sync_ns, if includes_sync { l.safepoint_ns } else { l.safepoint_ns + l.sync_ns });
+            let now = (l.safepoints, l.sync_ns, if includes_sync { l.safepoint_ns } else { l.safepoint_ns.saturating_add(l.sync_ns) });
             if let Some(p) = prev {
                 count.inc_by(now.0.saturating_sub(p.0));
                 sync.inc_by(now.1.saturating_sub(p.1) as f64 / 1e9);

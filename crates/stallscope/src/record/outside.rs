@@ -122,6 +122,9 @@ impl Outside {
                             Ok(s) => {
                                 self.samplers.insert(th.tid, s);
                             }
+                            // The thread ended between /proc and the open, or descriptors
+                            // ran short: another thread, or a later sample, may do.
+                            Err(e) if e.kind() != std::io::ErrorKind::PermissionDenied => {}
                             Err(e) => {
                                 self.refused = true;
                                 let note = format!("no code of running threads from outside: {e}");

@@ -23,7 +23,15 @@ pub struct CounterWatch {
     /// The last look written down (a look like it is not written again).
     written: Option<CounterLook>,
     pub state: SafepointState,
+    /// The first look found the VM thread as it is while reaching a safepoint, and no count
+    /// moved: since when. A safepoint is taken as open only once that has lasted
+    /// [`CONFIRM_NS`] (a handshake, or the end of a safepoint, looks the same for a moment).
+    reaching_since: Option<u64>,
 }
+
+/// How long the VM thread must look as if reaching a safepoint, at the first looks, before a
+/// safepoint is taken as open (its begin then placed from the counters' sums).
+const CONFIRM_NS: u64 = 10_000_000;
 
 impl CounterWatch {
     pub fn new(pid: i32, jc: JvmCounters) -> CounterWatch {
@@ -33,7 +41,7 @@ impl CounterWatch {
         if let Some(start) = procwatch::task::process_start_mono_ns(pid) {
             tracker.origin_hint(start, start + 60_000_000);
         }
-        CounterWatch { jc, tracker, last: None, written: None, state: SafepointState::Closed }
+        CounterWatch { jc, tracker, last: None, written: None, state: SafepointState::Closed, reaching_since: None }
     }
 
     /// Looks at the counters at `t`; returns the look when it is worth writing down (the first,
@@ -41,7 +49,7 @@ impl CounterWatch {
     fn look(&mut self, t: u64, vm_thread: &mut VmThread) -> Option<CounterLook> {
         // Between safepoints nothing else moves: three loads, no allocation (`watch` looks at
         // every JVM of the host 200 times a second).
-        if let (Some(last), SafepointState::Closed) = (self.last.as_mut(), self.state) {
+        if let (Some(last), SafepointState::Closed, None) = (self.last.as_mut(), self.state, self.reaching_since) {
             if self.jc.quick() == (last.safepoints, last.sync_ns, last.safepoint_ns) {
                 last.t = t;
                 return None;
@@ -54,8 +62,21 @@ impl CounterWatch {
         if let SafepointState::Unsure { .. } = self.state {
             self.tracker.settle(vm_thread.reaching());
             self.state = self.tracker.state();
-        } else if first && self.state == SafepointState::Closed && vm_thread.reaching() {
-            self.state = self.tracker.open_at_first_look(&self.jc.info);
+        } else if self.state == SafepointState::Closed && (first || self.reaching_since.is_some()) {
+            // Confirmed over a few looks: a look that catches the VM thread at another moment's
+            // work would otherwise open a safepoint from long ago (the sums then end at the
+            // last safepoint's end), held open until the next one ends.
+            self.reaching_since = match (vm_thread.reaching(), self.reaching_since) {
+                (false, _) => None,
+                (true, None) => Some(t),
+                (true, Some(since)) if t >= since + CONFIRM_NS => {
+                    self.state = self.tracker.open_at_first_look(&self.jc.info);
+                    None
+                }
+                (true, since) => since,
+            };
+        } else {
+            self.reaching_since = None;
         }
         if look.gc_in_progress().is_some() {
             look.gc_cause = self.jc.gc_cause();
@@ -295,7 +316,7 @@ impl Pulse {
             return Check::Stalled(Stall { since: expected, last_ok: b.last_tick_ns, by: StallTrigger::Heartbeat, tick_count: b.tick_count });
         }
         if self.proc_state.stopped_at(now) {
-            let since = if self.last_ok + threshold_ns.max(self.proc_state.every_ns) >= now { self.last_ok + (now - self.last_ok) / 2 } else { now };
+            let since = if self.last_ok + threshold_ns.max(self.proc_state.every_ns) >= now { self.last_ok + now.saturating_sub(self.last_ok) / 2 } else { now };
             return Check::Stalled(Stall { since, last_ok: self.last_ok, by: StallTrigger::Stopped, tick_count: 0 });
         }
         if let Some(SafepointState::Open { since, .. }) = self.counters.as_ref().map(|c| c.state) {

@@ -480,8 +480,12 @@ impl<'a> Watcher<'a> {
             // next baseline look.
             let longest = if self.pulse.hb.is_none() { idle_sample } else { DRIVEN_MAX_WAIT };
             let wait = idle_sample.saturating_sub(self.idle.last.elapsed()).clamp(Duration::from_millis(1), longest);
-            if let Ok(Wake::Stall(st, looks)) = d.wake.recv_timeout(wait) {
-                self.handed = Some((st, looks));
+            match d.wake.recv_timeout(wait) {
+                Ok(Wake::Stall(st, looks)) => self.handed = Some((st, looks)),
+                // No loop drives it (it could not map the heartbeat): it looks for itself, once
+                // a second at most.
+                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => std::thread::sleep(wait.min(Duration::from_secs(1))),
+                _ => {}
             }
             return Ok(None);
         }
