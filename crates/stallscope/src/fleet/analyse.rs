@@ -127,6 +127,10 @@ pub fn run(notes: Receiver<Note>, metrics: Metrics, mut events: Events, keep: Du
         for n in batch {
             match n {
                 Note::Opened { dir, jvm, labels } => {
+                    // Closed earlier in this batch and opened again: a recording that failed at
+                    // once was removed and its name taken again (an escalation refused). Nothing
+                    // of the removed one is left to diagnose; the close is not this one's.
+                    closed.retain(|d| *d != dir);
                     open.insert(dir, Open { jvm, labels, safepoints: Tail::default(), scanner: hotspot_log::Scanner::new(), hiccups: Tail::default(), hlog: doctor::hlog::Reader::default(), done: 0, dropped: 0 });
                 }
                 Note::Ended { dir, stall, barrier } => {
@@ -171,6 +175,8 @@ pub fn run(notes: Receiver<Note>, metrics: Metrics, mut events: Events, keep: Du
 fn diagnose(dir: &Path, o: &mut Open, upto: u32, m: &Metrics, events: &mut Events) {
     let rec = match Recording::read(dir) {
         Ok(r) => r,
+        // Removed: it failed at once (an escalation refused), with nothing in it.
+        Err(_) if !dir.exists() => return,
         Err(e) => {
             eprintln!("stallscope: {}: cannot diagnose it: {e}", dir.display());
             return;
