@@ -166,7 +166,20 @@ pub fn undo(change: &Undo) -> Result<()> {
                 let _ = std::fs::remove_dir_all(path);
             }
         }
-        Undo::RemoveTraceInstance { dir } => procwatch::trace::remove_instance(dir),
+        Undo::RemoveTraceInstance { dir } => {
+            // The guardian hears of its owner's death when the pipe closes, and a dying process
+            // closes its descriptors in order: a file of the instance still open for a moment
+            // makes the removal fail (EBUSY). Seen in CI: an attach killed 6 ms in, while it
+            // set the instance up, left it behind. So it is tried again for a while.
+            let t0 = std::time::Instant::now();
+            loop {
+                procwatch::trace::remove_instance(dir);
+                if !dir.is_dir() || t0.elapsed() > std::time::Duration::from_secs(3) {
+                    break;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+        }
         Undo::JvmCommand { pid, command, args } => {
             if Path::new(&format!("/proc/{pid}")).exists() {
                 let jvm = crate::attach::Jvm::find(*pid)?;
