@@ -15,7 +15,7 @@
 
 use crate::record::control::sleep_until;
 use crate::record::pulse::{Check, Pulse};
-use crate::record::watch::{Driven, Wake};
+use crate::record::watch::{Driven, Wake, MAX_SLEEP_NS, MIN_SLEEP_NS};
 use procwatch::clock::mono_ns;
 use procwatch::heartbeat::{Heartbeat, MeterState};
 use procwatch::jvmcounters::{CountedSafepoint, CounterLook, JvmCounters};
@@ -63,9 +63,6 @@ pub struct Beats {
     threshold_ns: u64,
 }
 
-/// Never sleep so little that the loop spins, nor so long that a JVM joining is not looked at.
-const MIN_SLEEP_NS: u64 = 250_000;
-const MAX_SLEEP_NS: u64 = 50_000_000;
 /// How often a JVM's process state (stopped, or gone) is read: a system call per JVM. A stopped
 /// process cannot be timed closer than that anyway (nothing says when it stopped).
 const STOPPED_EVERY_NS: u64 = 250_000_000;

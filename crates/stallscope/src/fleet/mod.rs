@@ -105,21 +105,11 @@ struct Shared {
     attach: Attach,
 }
 
-/// One JVM being guarded.
+/// One JVM being guarded: what the main loop and its guarding thread share, and that thread.
 struct Guarded {
     labels: JvmLabels,
     jdk: String,
-    /// Set to detach (watch ends, or the recording is rolled).
-    stop: Arc<AtomicBool>,
-    /// Set with `stop` to attach again into a fresh recording.
-    roll: Arc<AtomicBool>,
-    /// The recording being written.
-    current: Arc<Mutex<Option<PathBuf>>>,
-    /// When its recent stalls ended (for `--attach N/WINDOW`), and whether it was escalated.
-    stalls: Arc<Mutex<std::collections::VecDeque<Instant>>>,
-    escalate: Arc<AtomicBool>,
-    /// Escalating it failed (it refuses the attach protocol): it stays watched from outside.
-    refused: Arc<AtomicBool>,
+    flags: Guarding,
     thread: std::thread::JoinHandle<()>,
 }
 
@@ -155,13 +145,19 @@ fn recorded_elsewhere(pid: i32) -> Option<PathBuf> {
     (hb.read().state == procwatch::heartbeat::MeterState::Running && hb.of_pid(pid).liveness() == procwatch::heartbeat::Liveness::Alive).then_some(path)
 }
 
-/// What a JVM's guarding thread is handed.
+/// What a JVM's guarding thread shares with the main loop.
+#[derive(Clone, Default)]
 struct Guarding {
+    /// Set to detach (watch ends, or the recording is rolled).
     stop: Arc<AtomicBool>,
+    /// Set with `stop` to attach again into a fresh recording.
     roll: Arc<AtomicBool>,
+    /// The recording being written.
     current: Arc<Mutex<Option<PathBuf>>>,
+    /// When its recent stalls ended (for `--attach N/WINDOW`), and whether it was escalated.
     stalls: Arc<Mutex<std::collections::VecDeque<Instant>>>,
     escalate: Arc<AtomicBool>,
+    /// Escalating it failed (it refuses the attach protocol): it stays watched from outside.
     refused: Arc<AtomicBool>,
 }
 
@@ -318,17 +314,16 @@ pub fn run(cfg: Config, stop: &AtomicBool) -> Result<()> {
         }
         for j in found {
             let key = (j.pid, j.starttime);
-            let (st, roll, current) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicBool::new(false)), Arc::new(Mutex::new(None)));
-            let (stalls, escalate, refused) = (Arc::new(Mutex::new(std::collections::VecDeque::new())), Arc::new(AtomicBool::new(false)), Arc::new(AtomicBool::new(false)));
+            let shared_flags = Guarding::default();
             let labels = labels_of(&j);
             let jdk = j.java_version.clone().unwrap_or_default();
             metrics.jvms.get_or_create(&JvmInfoLabels { pid: labels.pid.clone(), main: labels.main.clone(), container: labels.container.clone(), jdk: jdk.clone() }).set(1);
             let thread = {
-                let g = Guarding { stop: Arc::clone(&st), roll: Arc::clone(&roll), current: Arc::clone(&current), stalls: Arc::clone(&stalls), escalate: Arc::clone(&escalate), refused: Arc::clone(&refused) };
+                let g = shared_flags.clone();
                 let sh = Arc::clone(&shared);
                 std::thread::Builder::new().name(format!("stallscope-jvm-{}", j.pid)).spawn(move || guard_jvm(sh, j, g))?
             };
-            guarded.insert(key, Guarded { labels, jdk, stop: st, roll, current, stalls, escalate, refused, thread });
+            guarded.insert(key, Guarded { labels, jdk, flags: shared_flags, thread });
             ever = true;
         }
         // Closed: the JVM exited, or could not be watched.
@@ -358,7 +353,7 @@ pub fn run(cfg: Config, stop: &AtomicBool) -> Result<()> {
         }
     }
     // Detach from every JVM, then let the analysis finish what they wrote.
-    let attached = guarded.values().filter(|g| g.escalate.load(Ordering::Relaxed)).count();
+    let attached = guarded.values().filter(|g| g.flags.escalate.load(Ordering::Relaxed)).count();
     if attached > 0 {
         eprintln!("stallscope: closing the recordings of {} JVM(s), detaching from those attached to", guarded.len());
     } else {
@@ -366,7 +361,7 @@ pub fn run(cfg: Config, stop: &AtomicBool) -> Result<()> {
     }
     shared.ending.store(true, Ordering::SeqCst);
     for g in guarded.values() {
-        g.stop.store(true, Ordering::SeqCst);
+        g.flags.stop.store(true, Ordering::SeqCst);
     }
     beats.wake_all();
     for (_, g) in guarded.drain() {
@@ -385,19 +380,19 @@ pub fn run(cfg: Config, stop: &AtomicBool) -> Result<()> {
 /// `window` is rolled into a recording with the agent and safepoint logging.
 fn escalate_often_stalled(guarded: &HashMap<(i32, u64), Guarded>, n: usize, window: Duration, beats: &beats::Beats) {
     for ((pid, _), g) in guarded {
-        if g.escalate.load(Ordering::SeqCst) || g.refused.load(Ordering::SeqCst) || g.stop.load(Ordering::SeqCst) {
+        if g.flags.escalate.load(Ordering::SeqCst) || g.flags.refused.load(Ordering::SeqCst) || g.flags.stop.load(Ordering::SeqCst) {
             continue;
         }
-        let mut recent = g.stalls.lock().unwrap_or_else(|p| p.into_inner());
+        let mut recent = g.flags.stalls.lock().unwrap_or_else(|p| p.into_inner());
         while recent.front().is_some_and(|t| t.elapsed() > window) {
             recent.pop_front();
         }
         if recent.len() > n {
             eprintln!("stallscope: JVM pid {pid} ({}): {} stalls in {}: attaching the agent and safepoint logging", g.labels.main, recent.len(), doctor::units::fmt_ns(window.as_nanos() as u64));
             recent.clear();
-            g.escalate.store(true, Ordering::SeqCst);
-            g.roll.store(true, Ordering::SeqCst);
-            g.stop.store(true, Ordering::SeqCst);
+            g.flags.escalate.store(true, Ordering::SeqCst);
+            g.flags.roll.store(true, Ordering::SeqCst);
+            g.flags.stop.store(true, Ordering::SeqCst);
             beats.wake_all();
         }
     }
@@ -406,7 +401,7 @@ fn escalate_often_stalled(guarded: &HashMap<(i32, u64), Guarded>, n: usize, wind
 /// One pass of retention over `out`: removes finished recordings and rolls live ones as
 /// [`retain::plan`] says.
 fn apply_retention(out: &Path, limits: retain::Limits, guarded: &HashMap<(i32, u64), Guarded>, metrics: &Metrics, beats: &beats::Beats) {
-    let live: HashMap<PathBuf, i32> = guarded.iter().filter_map(|((pid, _), g)| g.current.lock().unwrap_or_else(|p| p.into_inner()).clone().map(|d| (d, *pid))).collect();
+    let live: HashMap<PathBuf, i32> = guarded.iter().filter_map(|((pid, _), g)| g.flags.current.lock().unwrap_or_else(|p| p.into_inner()).clone().map(|d| (d, *pid))).collect();
     let mut kept = Vec::new();
     for e in std::fs::read_dir(out).into_iter().flatten().flatten() {
         let dir = e.path();
@@ -427,9 +422,9 @@ fn apply_retention(out: &Path, limits: retain::Limits, guarded: &HashMap<(i32, u
     }
     for pid in &p.roll {
         if let Some(g) = guarded.iter().find(|((p, _), _)| p == pid).map(|(_, g)| g) {
-            if !g.stop.load(Ordering::SeqCst) {
-                g.roll.store(true, Ordering::SeqCst);
-                g.stop.store(true, Ordering::SeqCst);
+            if !g.flags.stop.load(Ordering::SeqCst) {
+                g.flags.roll.store(true, Ordering::SeqCst);
+                g.flags.stop.store(true, Ordering::SeqCst);
                 beats.wake_all();
             }
         }

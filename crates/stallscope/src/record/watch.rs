@@ -298,10 +298,10 @@ pub struct CodeAsks {
     pub outside: Option<super::outside::Outside>,
 }
 
-/// Never sleep so little that the loop spins, nor so long that Ctrl-C, --for or the target's
-/// exit go unnoticed.
-const MIN_SLEEP_NS: u64 = 250_000;
-const MAX_SLEEP_NS: u64 = 50_000_000;
+/// Never sleep so little that the loop spins, nor so long that Ctrl-C, --for, the target's
+/// exit (or, for `watch`'s one loop, a JVM joining) go unnoticed.
+pub(crate) const MIN_SLEEP_NS: u64 = 250_000;
+pub(crate) const MAX_SLEEP_NS: u64 = 50_000_000;
 /// The longest a driven watcher waits for its loop before it looks for itself whether watching
 /// should end (the target gone).
 const DRIVEN_MAX_WAIT: Duration = Duration::from_secs(1);
