@@ -21,21 +21,45 @@ fn main() {
             continue;
         }
         println!("stall {} {} ms", stall.stall, stall.duration_ns / 1_000_000);
-        let samples: Vec<&doctor::recording::Sample> = rec.samples.iter().filter(|s| s.stall == stall.stall).collect();
-        for (kind, a, b) in doctor::segments(stall.start_mono_ns, stall.start_mono_ns + stall.duration_ns, &stall.safepoints) {
+        let samples: Vec<&doctor::recording::Sample> =
+            rec.samples.iter().filter(|s| s.stall == stall.stall).collect();
+        for (kind, a, b) in doctor::segments(
+            stall.start_mono_ns,
+            stall.start_mono_ns + stall.duration_ns,
+            &stall.safepoints,
+        ) {
             println!("  {kind:?} {:.1} ms", (b - a) as f64 / 1e6);
             let ev = doctor::evidence::rebuild(&samples, rec.meta.clock_ticks, a, b);
             for t in &ev.threads {
                 let acc = t.account(tick);
                 let parked = acc.wait_ns(doctor::wait::Wait::Parked);
-                if std::env::var_os("ALL").is_none() && acc.span_ns > 0 && parked * 10 >= acc.span_ns * 9 {
+                if std::env::var_os("ALL").is_none()
+                    && acc.span_ns > 0
+                    && parked * 10 >= acc.span_ns * 9
+                {
                     continue;
                 }
-                let parts: Vec<String> = doctor::classify::breakdown(&acc).iter().map(|(act, ns)| format!("{act:?} {:.1}", *ns as f64 / 1e6)).collect();
+                let parts: Vec<String> = doctor::classify::breakdown(&acc)
+                    .iter()
+                    .map(|(act, ns)| format!("{act:?} {:.1}", *ns as f64 / 1e6))
+                    .collect();
                 if std::env::var_os("SEEN").is_some() {
-                    println!("      seen {:?} samples {} span_ns {}", t.seen_ns, t.samples, t.span_ns);
+                    println!(
+                        "      seen {:?} samples {} span_ns {}",
+                        t.seen_ns, t.samples, t.span_ns
+                    );
                 }
-                println!("    {:>6} {:<16} span {:.1} ms: {} [wchan {}; majflt +{}; ticks u{} s{}]", t.tid, t.comm, acc.span_ns as f64 / 1e6, parts.join(", "), t.wchan, t.majflt_since_baseline, t.utime_ticks, t.stime_ticks);
+                println!(
+                    "    {:>6} {:<16} span {:.1} ms: {} [wchan {}; majflt +{}; ticks u{} s{}]",
+                    t.tid,
+                    t.comm,
+                    acc.span_ns as f64 / 1e6,
+                    parts.join(", "),
+                    t.wchan,
+                    t.majflt_since_baseline,
+                    t.utime_ticks,
+                    t.stime_ticks
+                );
             }
         }
     }

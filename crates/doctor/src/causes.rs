@@ -80,20 +80,48 @@ impl Cause {
 
     pub fn fix(self) -> &'static str {
         match self {
-            Cause::NoSafepointPoll => "the thread runs a loop (or a huge copy) that never polls for safepoints: keep loop strip mining on (G1, ZGC and Shenandoah do by default; -XX:+UseCountedLoopSafepoints elsewhere), or give the loop a long index or a call out",
-            Cause::MajorFault => "read with FileChannel.read (native, safepoint-safe) or pre-fault the mapping off the critical path; MappedByteBuffer.load() does not help",
-            Cause::SwapIn => "keep the JVM's memory resident: no swap for its cgroup (memory.swap.max=0 on cgroup v2, memory.swappiness=0 or memory.memsw.limit_in_bytes = memory.limit_in_bytes on v1) with -XX:+AlwaysPreTouch, more headroom in its memory limit, or a smaller heap",
-            Cause::MmapLock => "stop mapping, unmapping and mprotecting large regions beside latency-critical threads: reuse mappings and direct buffers, fix the heap size (-Xms = -Xmx), avoid mlock/MAP_POPULATE at run time",
-            Cause::CpuStarvation => "give the JVM the CPUs it needs: fewer runnable threads than cores, isolate noisy neighbours (cpusets, cgroup weights), or raise its priority while it reaches a safepoint (stallscope run --boost)",
-            Cause::CgroupThrottling => "raise the cgroup's CPU quota above the JVM's demand, or size GC and compiler threads to fit it (-XX:ParallelGCThreads, -XX:CICompilerCount)",
-            Cause::Frozen => "something stopped the process (SIGSTOP, a debugger, a paused container or frozen cgroup): find what sent it",
-            Cause::MachinePause => "the whole machine stopped (VM steal, live migration, an overloaded host): look at the hypervisor, or move to dedicated hosts",
-            Cause::LongVmOperation => "the operation run at the safepoint was long itself: tune or avoid it (see its name: a full GC, a heap dump, class redefinition)",
-            Cause::VmThreadIo => "the VM or GC thread waited on storage while the application was stopped: log asynchronously (-Xlog:async, JDK 17+), put GC and safepoint logs on a fast local disk or tmpfs, and -XX:+PerfDisableSharedMem for hsperfdata",
-            Cause::MemoryReclaim => "give the JVM's memory cgroup headroom above its working set (heap, metaspace, code, direct buffers, and the page cache of what it writes), pre-touch the heap at start (-XX:+AlwaysPreTouch), and keep bulk file writes out of its cgroup or write them with O_DIRECT",
-            Cause::MemcgHigh => "raise the cgroup's memory.high above the JVM's working set (or remove it and keep memory.max), or shrink the heap and direct memory to fit under it",
-            Cause::TlbShootdown => "stop mapping and unmapping small files or regions in hot paths: read with pread into pooled buffers, or keep the mappings open",
-            Cause::Unknown => "the evidence is thin; the raw samples below show what each thread was doing",
+            Cause::NoSafepointPoll => {
+                "the thread runs a loop (or a huge copy) that never polls for safepoints: keep loop strip mining on (G1, ZGC and Shenandoah do by default; -XX:+UseCountedLoopSafepoints elsewhere), or give the loop a long index or a call out"
+            }
+            Cause::MajorFault => {
+                "read with FileChannel.read (native, safepoint-safe) or pre-fault the mapping off the critical path; MappedByteBuffer.load() does not help"
+            }
+            Cause::SwapIn => {
+                "keep the JVM's memory resident: no swap for its cgroup (memory.swap.max=0 on cgroup v2, memory.swappiness=0 or memory.memsw.limit_in_bytes = memory.limit_in_bytes on v1) with -XX:+AlwaysPreTouch, more headroom in its memory limit, or a smaller heap"
+            }
+            Cause::MmapLock => {
+                "stop mapping, unmapping and mprotecting large regions beside latency-critical threads: reuse mappings and direct buffers, fix the heap size (-Xms = -Xmx), avoid mlock/MAP_POPULATE at run time"
+            }
+            Cause::CpuStarvation => {
+                "give the JVM the CPUs it needs: fewer runnable threads than cores, isolate noisy neighbours (cpusets, cgroup weights), or raise its priority while it reaches a safepoint (stallscope run --boost)"
+            }
+            Cause::CgroupThrottling => {
+                "raise the cgroup's CPU quota above the JVM's demand, or size GC and compiler threads to fit it (-XX:ParallelGCThreads, -XX:CICompilerCount)"
+            }
+            Cause::Frozen => {
+                "something stopped the process (SIGSTOP, a debugger, a paused container or frozen cgroup): find what sent it"
+            }
+            Cause::MachinePause => {
+                "the whole machine stopped (VM steal, live migration, an overloaded host): look at the hypervisor, or move to dedicated hosts"
+            }
+            Cause::LongVmOperation => {
+                "the operation run at the safepoint was long itself: tune or avoid it (see its name: a full GC, a heap dump, class redefinition)"
+            }
+            Cause::VmThreadIo => {
+                "the VM or GC thread waited on storage while the application was stopped: log asynchronously (-Xlog:async, JDK 17+), put GC and safepoint logs on a fast local disk or tmpfs, and -XX:+PerfDisableSharedMem for hsperfdata"
+            }
+            Cause::MemoryReclaim => {
+                "give the JVM's memory cgroup headroom above its working set (heap, metaspace, code, direct buffers, and the page cache of what it writes), pre-touch the heap at start (-XX:+AlwaysPreTouch), and keep bulk file writes out of its cgroup or write them with O_DIRECT"
+            }
+            Cause::MemcgHigh => {
+                "raise the cgroup's memory.high above the JVM's working set (or remove it and keep memory.max), or shrink the heap and direct memory to fit under it"
+            }
+            Cause::TlbShootdown => {
+                "stop mapping and unmapping small files or regions in hot paths: read with pread into pooled buffers, or keep the mappings open"
+            }
+            Cause::Unknown => {
+                "the evidence is thin; the raw samples below show what each thread was doing"
+            }
         }
     }
 
@@ -116,8 +144,14 @@ mod tests {
         let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
         for c in Cause::ALL {
             let page = root.join(c.doc());
-            let text = std::fs::read_to_string(&page).unwrap_or_else(|_| panic!("{} is missing", page.display()));
-            assert!(text.to_lowercase().contains(&c.title().to_lowercase()), "{} does not name '{}'", page.display(), c.title());
+            let text = std::fs::read_to_string(&page)
+                .unwrap_or_else(|_| panic!("{} is missing", page.display()));
+            assert!(
+                text.to_lowercase().contains(&c.title().to_lowercase()),
+                "{} does not name '{}'",
+                page.display(),
+                c.title()
+            );
             assert!(!c.fix().is_empty());
         }
     }

@@ -15,7 +15,9 @@
 //! is `unknown`, with the raw samples. stallscope's own threads are never culprits.
 
 use crate::causes::Cause;
-use crate::evidence::{jvm_internal, stallscope_own, vm_operation_thread, Account, StallEvidence, ThreadEvidence};
+use crate::evidence::{
+    Account, StallEvidence, ThreadEvidence, jvm_internal, stallscope_own, vm_operation_thread,
+};
 use crate::recording::Shares;
 use crate::report::{Confidence, CulpritView, Finding, SafepointView};
 use crate::signals::SystemSignals;
@@ -111,7 +113,11 @@ impl Segment {
 
 /// The stall cut into segments, in time order, covering [start, end]: reaching each safepoint,
 /// at it, and outside any. Each segment's bounds are clipped to the stall.
-pub fn segments(start: u64, end: u64, safepoints: &[SafepointView]) -> Vec<(SegmentKind, u64, u64)> {
+pub fn segments(
+    start: u64,
+    end: u64,
+    safepoints: &[SafepointView],
+) -> Vec<(SegmentKind, u64, u64)> {
     let mut out = Vec::new();
     let mut at = start;
     for (i, sp) in safepoints.iter().enumerate() {
@@ -135,7 +141,6 @@ pub fn segments(start: u64, end: u64, safepoints: &[SafepointView]) -> Vec<(Segm
     out
 }
 
-
 /// What a thread did with a stretch of time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Activity {
@@ -155,7 +160,14 @@ pub enum Activity {
 
 /// A thread's account as (activity, ns), largest first, leaving out nothing.
 pub fn breakdown(a: &Account) -> Vec<(Activity, u64)> {
-    let mut v = vec![(Activity::User, a.user_ns), (Activity::Kernel, a.kernel_ns), (Activity::Cpu, a.cpu_ns), (Activity::RunQueue, a.run_queue_ns), (Activity::Runnable, a.runnable_ns), (Activity::Stopped, a.stopped_ns)];
+    let mut v = vec![
+        (Activity::User, a.user_ns),
+        (Activity::Kernel, a.kernel_ns),
+        (Activity::Cpu, a.cpu_ns),
+        (Activity::RunQueue, a.run_queue_ns),
+        (Activity::Runnable, a.runnable_ns),
+        (Activity::Stopped, a.stopped_ns),
+    ];
     v.extend(a.waits.iter().map(|(w, ns)| (Activity::Waiting(*w), *ns)));
     v.retain(|x| x.1 > 0);
     v.sort_by(|x, y| y.1.cmp(&x.1).then(x.0.cmp(&y.0)));
@@ -207,8 +219,14 @@ fn module_of(pc: u64, maps: &[Mapping]) -> Option<String> {
 fn cold_files(inp: &Inputs) -> Vec<String> {
     inp.mapped_files
         .iter()
-        .filter(|(p, _, _)| !["/usr/", "/lib", "/etc/", "/proc/", "/sys/", "/dev/"].iter().any(|sys| p.starts_with(sys)))
-        .filter(|(_, resident, total)| *total > 0 && (*resident as f64) < COLD_RESIDENCY * *total as f64)
+        .filter(|(p, _, _)| {
+            !["/usr/", "/lib", "/etc/", "/proc/", "/sys/", "/dev/"]
+                .iter()
+                .any(|sys| p.starts_with(sys))
+        })
+        .filter(|(_, resident, total)| {
+            *total > 0 && (*resident as f64) < COLD_RESIDENCY * *total as f64
+        })
         .map(|(p, r, t)| format!("{p} ({:.0}% in page cache)", *r as f64 * 100.0 / *t as f64))
         .collect()
 }
@@ -217,7 +235,9 @@ fn cold_files(inp: &Inputs) -> Vec<String> {
 fn traced_fault(tid: i32, until: u64, inp: &Inputs) -> Option<(u64, u64)> {
     use procwatch::trace::TraceEvent;
     inp.trace.iter().rev().find_map(|e| match e {
-        TraceEvent::PageFault { tid: t, t: at, address, ip } if *t == tid && *at <= until => Some((*address, *ip)),
+        TraceEvent::PageFault { tid: t, t: at, address, ip } if *t == tid && *at <= until => {
+            Some((*address, *ip))
+        }
         _ => None,
     })
 }
@@ -250,14 +270,24 @@ fn page_in_cause(t: &ThreadEvidence, role: Role, inp: &Inputs) -> (Cause, bool, 
     let mem = &inp.signals.memory;
     let sj = role.subject();
     let faults = t.majflt_since_baseline;
-    let faults_line = (faults > 0).then(|| format!("{} major-fault count rose when the waits ended", sj.its));
+    let faults_line =
+        (faults > 0).then(|| format!("{} major-fault count rose when the waits ended", sj.its));
     // With tracepoints, the fault's address says what it was: a data file, or the JVM's own
     // files (code, the class archive), which only fault when memory pressure evicted them.
     if let Some((addr, _)) = traced_fault(t.tid, t.first_blocked_t.unwrap_or(inp.end_ns), inp) {
         if let Some(m) = procwatch::maps::lookup(inp.maps, addr).filter(|m| m.is_file()) {
-            let line = format!("{} fault was at offset {:#x} of {} (page-fault tracepoint)", sj.its, addr - m.start + m.offset, m.path);
+            let line = format!(
+                "{} fault was at offset {:#x} of {} (page-fault tracepoint)",
+                sj.its,
+                addr - m.start + m.offset,
+                m.path
+            );
             if system_file(&m.path) && mem.reclaiming() {
-                let mut ev = vec![line, "that is the JVM's own file, read back because memory pressure had evicted it".to_string()];
+                let mut ev = vec![
+                    line,
+                    "that is the JVM's own file, read back because memory pressure had evicted it"
+                        .to_string(),
+                ];
                 ev.extend(reclaim_lines(inp));
                 return (Cause::MemoryReclaim, true, ev);
             }
@@ -275,7 +305,10 @@ fn page_in_cause(t: &ThreadEvidence, role: Role, inp: &Inputs) -> (Cause, bool, 
             (Cause::SwapIn, true, ev)
         }
         (false, false) => {
-            let mut ev = vec![format!("{} {} blocked outside any system call, waiting for a page", sj.who, sj.was)];
+            let mut ev = vec![format!(
+                "{} {} blocked outside any system call, waiting for a page",
+                sj.who, sj.was
+            )];
             ev.extend(faults_line.clone());
             (Cause::MajorFault, faults > 0, ev)
         }
@@ -283,18 +316,42 @@ fn page_in_cause(t: &ThreadEvidence, role: Role, inp: &Inputs) -> (Cause, bool, 
             // Both a cold file and swap-ins: the thread's own faults against the swap-ins.
             let swap_pages = mem.pswpin.unwrap_or(0) + mem.memcg_refault_anon.unwrap_or(0);
             if swap_pages >= faults.max(1) {
-                (Cause::SwapIn, false, vec![format!("{}; a cold data file is mapped too, so this is not certain", swap_line())])
+                (
+                    Cause::SwapIn,
+                    false,
+                    vec![format!(
+                        "{}; a cold data file is mapped too, so this is not certain",
+                        swap_line()
+                    )],
+                )
             } else {
-                (Cause::MajorFault, false, vec![format!("a cold data file is mapped, but pages also came back from swap ({})", swap_line())])
+                (
+                    Cause::MajorFault,
+                    false,
+                    vec![format!(
+                        "a cold data file is mapped, but pages also came back from swap ({})",
+                        swap_line()
+                    )],
+                )
             }
         }
         (false, true) => {
             if mem.reclaiming() {
-                let mut ev = vec![format!("no data file is mapped cold and nothing came back from swap, but memory was being reclaimed: the pages {} waited for had been reclaimed (the JVM's own code or files) and were read back", sj.who)];
+                let mut ev = vec![format!(
+                    "no data file is mapped cold and nothing came back from swap, but memory was being reclaimed: the pages {} waited for had been reclaimed (the JVM's own code or files) and were read back",
+                    sj.who
+                )];
                 ev.extend(reclaim_lines(inp));
                 (Cause::MemoryReclaim, false, ev)
             } else {
-                (Cause::Unknown, false, vec![format!("{} waited for a page, but no data file is mapped cold and nothing came back from swap", sj.who)])
+                (
+                    Cause::Unknown,
+                    false,
+                    vec![format!(
+                        "{} waited for a page, but no data file is mapped cold and nothing came back from swap",
+                        sj.who
+                    )],
+                )
             }
         }
     }
@@ -303,7 +360,11 @@ fn page_in_cause(t: &ThreadEvidence, role: Role, inp: &Inputs) -> (Cause, bool, 
 /// The JDK's and the system's own files (code, the class archive, libraries), not the
 /// application's data.
 fn system_file(path: &str) -> bool {
-    ["/usr/", "/lib", "/opt/java", "/etc/"].iter().any(|p| path.starts_with(p)) || path.ends_with(".so") || path.contains(".so.") || path.ends_with(".jsa") || path.ends_with("/modules")
+    ["/usr/", "/lib", "/opt/java", "/etc/"].iter().any(|p| path.starts_with(p))
+        || path.ends_with(".so")
+        || path.contains(".so.")
+        || path.ends_with(".jsa")
+        || path.ends_with("/modules")
 }
 
 fn fmt_ns_bytes(b: u64) -> String {
@@ -323,7 +384,10 @@ fn swap_lines(inp: &Inputs) -> Vec<String> {
     let mem = &inp.signals.memory;
     let mut v = Vec::new();
     if let Some(k) = mem.swapped_in_kb.filter(|k| *k > 0) {
-        v.push(format!("{} of the JVM's memory came back from swap during the stall", fmt_ns_bytes(k * 1024)));
+        v.push(format!(
+            "{} of the JVM's memory came back from swap during the stall",
+            fmt_ns_bytes(k * 1024)
+        ));
     }
     if let Some(n) = mem.pswpin.filter(|n| *n > 0) {
         v.push(format!("{} swapped in machine-wide", plural(n, "page")));
@@ -343,7 +407,10 @@ fn reclaim_lines(inp: &Inputs) -> Vec<String> {
             (Some(u), Some(l)) => format!(" (using {} of {})", fmt_ns_bytes(u), fmt_ns_bytes(l)),
             _ => String::new(),
         };
-        v.push(format!("its memory cgroup hit its limit {} during the stall{at}", plural(n, "time")));
+        v.push(format!(
+            "its memory cgroup hit its limit {} during the stall{at}",
+            plural(n, "time")
+        ));
     }
     if let Some(n) = m.memcg_pgscan.filter(|n| *n > 0) {
         v.push(format!("reclaim scanned {} in its memory cgroup", plural(n, "page")));
@@ -355,7 +422,10 @@ fn reclaim_lines(inp: &Inputs) -> Vec<String> {
         v.push(format!("{} machine-wide", plural(n, "compaction stall")));
     }
     if let Some(p) = m.psi_full.filter(|p| *p > 0.05) {
-        v.push(format!("all of its tasks waited for memory during {:.0}% of the stall (PSI memory full)", p * 100.0));
+        v.push(format!(
+            "all of its tasks waited for memory during {:.0}% of the stall (PSI memory full)",
+            p * 100.0
+        ));
     }
     v
 }
@@ -365,8 +435,14 @@ fn cpu_pressure(inp: &Inputs) -> (bool, Option<String>) {
     let s = inp.signals;
     let psi = s.psi_cpu_during.or(s.psi_cpu_before);
     let line = match (s.psi_cpu_during, s.psi_cpu_before) {
-        (Some(p), _) => Some(format!("some task waited for a CPU during {:.0}% of the stall (PSI cpu)", p.min(1.0) * 100.0)),
-        (None, Some(p)) => Some(format!("some task waited for a CPU during {:.0}% of the time just before the stall (PSI cpu)", p.min(1.0) * 100.0)),
+        (Some(p), _) => Some(format!(
+            "some task waited for a CPU during {:.0}% of the stall (PSI cpu)",
+            p.min(1.0) * 100.0
+        )),
+        (None, Some(p)) => Some(format!(
+            "some task waited for a CPU during {:.0}% of the time just before the stall (PSI cpu)",
+            p.min(1.0) * 100.0
+        )),
         _ => None,
     };
     (psi.is_some_and(|p| p >= PSI_SATURATED), line)
@@ -374,7 +450,12 @@ fn cpu_pressure(inp: &Inputs) -> (bool, Option<String>) {
 
 /// The cause of a thread's stretch of time, given what it is in the stall (late to a safepoint,
 /// running its operation, or the meter outside one). (cause, strong, evidence)
-fn cause_of(t: &ThreadEvidence, act: Activity, role: Role, inp: &Inputs) -> (Cause, bool, Vec<String>) {
+fn cause_of(
+    t: &ThreadEvidence,
+    act: Activity,
+    role: Role,
+    inp: &Inputs,
+) -> (Cause, bool, Vec<String>) {
     let mem = &inp.signals.memory;
     let sj = role.subject();
     match act {
@@ -385,20 +466,38 @@ fn cause_of(t: &ThreadEvidence, act: Activity, role: Role, inp: &Inputs) -> (Cau
                     kernel_cpu_cause(t, role, inp)
                 } else {
                     let how = if act == Activity::User { "in user mode " } else { "" };
-                    (Cause::NoSafepointPoll, act == Activity::User, vec![format!("it ran on a CPU {how}through the stall without entering the kernel")])
+                    (
+                        Cause::NoSafepointPoll,
+                        act == Activity::User,
+                        vec![format!(
+                            "it ran on a CPU {how}through the stall without entering the kernel"
+                        )],
+                    )
                 }
             }
             Role::Operation => (Cause::LongVmOperation, act == Activity::User, vec![]),
-            Role::Meter => (Cause::Unknown, false, vec!["the agent's meter thread was on a CPU but did not tick".into()]),
+            Role::Meter => (
+                Cause::Unknown,
+                false,
+                vec!["the agent's meter thread was on a CPU but did not tick".into()],
+            ),
         },
         Activity::Kernel => kernel_cpu_cause(t, role, inp),
         Activity::RunQueue => {
             let throttled = inp.signals.throttled_ns.unwrap_or(0);
             if throttled > 0 {
-                (Cause::CgroupThrottling, true, vec![format!("the JVM's CPU cgroup was throttled for {} during the stall", fmt_ns(throttled))])
+                (
+                    Cause::CgroupThrottling,
+                    true,
+                    vec![format!(
+                        "the JVM's CPU cgroup was throttled for {} during the stall",
+                        fmt_ns(throttled)
+                    )],
+                )
             } else {
                 let (contended, psi) = cpu_pressure(inp);
-                let mut ev = vec![format!("{} {} runnable but waited on a run queue", sj.who, sj.was)];
+                let mut ev =
+                    vec![format!("{} {} runnable but waited on a run queue", sj.who, sj.was)];
                 ev.extend(psi);
                 (Cause::CpuStarvation, contended || role == Role::Operation, ev)
             }
@@ -411,37 +510,67 @@ fn cause_of(t: &ThreadEvidence, act: Activity, role: Role, inp: &Inputs) -> (Cau
             let throttled = inp.signals.throttled_ns.unwrap_or(0);
             if throttled > 0 {
                 let ev = vec![
-                    format!("{} {} runnable (R), too briefly for {} counters to say whether {} ran", sj.who, sj.was, sj.its, sj.it),
-                    format!("the JVM's CPU cgroup was throttled for {} during the stall", fmt_ns(throttled)),
+                    format!(
+                        "{} {} runnable (R), too briefly for {} counters to say whether {} ran",
+                        sj.who, sj.was, sj.its, sj.it
+                    ),
+                    format!(
+                        "the JVM's CPU cgroup was throttled for {} during the stall",
+                        fmt_ns(throttled)
+                    ),
                 ];
                 (Cause::CgroupThrottling, false, ev)
             } else if contended || role == Role::Meter {
-                let mut ev = vec![format!("{} {} runnable (R), too briefly for {} counters to say whether {} ran", sj.who, sj.was, sj.its, sj.it)];
+                let mut ev = vec![format!(
+                    "{} {} runnable (R), too briefly for {} counters to say whether {} ran",
+                    sj.who, sj.was, sj.its, sj.it
+                )];
                 ev.extend(psi);
                 (Cause::CpuStarvation, false, ev)
             } else {
-                (Cause::Unknown, false, vec![format!("{} {} runnable (R), too briefly for {} counters to say whether {} ran", sj.who, sj.was, sj.its, sj.it)])
+                (
+                    Cause::Unknown,
+                    false,
+                    vec![format!(
+                        "{} {} runnable (R), too briefly for {} counters to say whether {} ran",
+                        sj.who, sj.was, sj.its, sj.it
+                    )],
+                )
             }
         }
-        Activity::Stopped => (Cause::Frozen, true, vec![format!("{} {} stopped (state T)", sj.who, sj.was)]),
+        Activity::Stopped => {
+            (Cause::Frozen, true, vec![format!("{} {} stopped (state T)", sj.who, sj.was)])
+        }
         Activity::Waiting(w) => match w {
             Wait::PageIn => page_in_cause(t, role, inp),
             Wait::Reclaim => {
-                let mut ev = vec![format!("{} {} in direct reclaim: reclaiming memory before a page could be had", sj.who, sj.was)];
+                let mut ev = vec![format!(
+                    "{} {} in direct reclaim: reclaiming memory before a page could be had",
+                    sj.who, sj.was
+                )];
                 ev.extend(reclaim_lines(inp));
                 (Cause::MemoryReclaim, true, ev)
             }
             Wait::MemcgHigh => {
-                let mut ev = vec![format!("{} slept on the way back to user space because the memory cgroup was over memory.high", sj.who)];
+                let mut ev = vec![format!(
+                    "{} slept on the way back to user space because the memory cgroup was over memory.high",
+                    sj.who
+                )];
                 if let Some(n) = mem.memcg_high_events.filter(|n| *n > 0) {
-                    ev.push(format!("the cgroup went over memory.high {} during the stall", plural(n, "time")));
+                    ev.push(format!(
+                        "the cgroup went over memory.high {} during the stall",
+                        plural(n, "time")
+                    ));
                 }
                 (Cause::MemcgHigh, true, ev)
             }
             // Waiting for writeback while memory is being reclaimed: reclaim waiting for dirty
             // pages, not a write of the thread's own.
             Wait::Writeback if mem.reclaiming() => {
-                let mut ev = vec![format!("{} waited for dirty pages to be written back while memory was being reclaimed", sj.who)];
+                let mut ev = vec![format!(
+                    "{} waited for dirty pages to be written back while memory was being reclaimed",
+                    sj.who
+                )];
                 ev.extend(reclaim_lines(inp));
                 (Cause::MemoryReclaim, true, ev)
             }
@@ -451,17 +580,45 @@ fn cause_of(t: &ThreadEvidence, act: Activity, role: Role, inp: &Inputs) -> (Cau
                     (_, Some(f)) => format!("{} {f}", if w == Wait::FileRead { "reading" } else { "writing to" }),
                     _ => w.words().to_string(),
                 };
-                (Cause::VmThreadIo, true, vec![format!("{} {} {what} while the application was stopped", sj.who, sj.was)])
+                (
+                    Cause::VmThreadIo,
+                    true,
+                    vec![format!("{} {} {what} while the application was stopped", sj.who, sj.was)],
+                )
             }
-            Wait::Writeback => (Cause::MajorFault, false, vec![format!("{} {} blocked outside any system call, waiting for writeback of a page of a file mapping", sj.who, sj.was)]),
+            Wait::Writeback => (
+                Cause::MajorFault,
+                false,
+                vec![format!(
+                    "{} {} blocked outside any system call, waiting for writeback of a page of a file mapping",
+                    sj.who, sj.was
+                )],
+            ),
             Wait::MmapLock => {
                 let mut ev = vec![format!("{} waited for mmap_lock", sj.who)];
                 if let Some(ns) = traced_lock_wait(t.tid, inp) {
-                    ev.push(format!("the longest mmap_lock wait lasted {} (tracepoints)", fmt_ns(ns)));
+                    ev.push(format!(
+                        "the longest mmap_lock wait lasted {} (tracepoints)",
+                        fmt_ns(ns)
+                    ));
                 }
                 (Cause::MmapLock, true, ev)
             }
-            Wait::FileWrite | Wait::FileRead | Wait::Parked | Wait::Other => (Cause::Unknown, false, vec![format!("{} {} {}{}", sj.who, sj.was, w.words(), if t.wchan.is_empty() || t.wchan == "0" { String::new() } else { format!(" (in {})", t.wchan) })]),
+            Wait::FileWrite | Wait::FileRead | Wait::Parked | Wait::Other => (
+                Cause::Unknown,
+                false,
+                vec![format!(
+                    "{} {} {}{}",
+                    sj.who,
+                    sj.was,
+                    w.words(),
+                    if t.wchan.is_empty() || t.wchan == "0" {
+                        String::new()
+                    } else {
+                        format!(" (in {})", t.wchan)
+                    }
+                )],
+            ),
         },
     }
 }
@@ -473,12 +630,16 @@ fn kernel_cpu_cause(t: &ThreadEvidence, role: Role, inp: &Inputs) -> (Cause, boo
     let sj = role.subject();
     let faults = t.majflt_since_baseline;
     if faults > 0 && mem.swapped_in() {
-        let mut ev = vec![format!("{} ran mostly in the kernel, taking major faults: pages coming back from swap", sj.who)];
+        let mut ev = vec![format!(
+            "{} ran mostly in the kernel, taking major faults: pages coming back from swap",
+            sj.who
+        )];
         ev.extend(swap_lines(inp));
         return (Cause::SwapIn, true, ev);
     }
     if mem.reclaiming() {
-        let mut ev = vec![format!("{} ran mostly in the kernel while memory was being reclaimed", sj.who)];
+        let mut ev =
+            vec![format!("{} ran mostly in the kernel while memory was being reclaimed", sj.who)];
         ev.extend(reclaim_lines(inp));
         return (Cause::MemoryReclaim, false, ev);
     }
@@ -487,17 +648,29 @@ fn kernel_cpu_cause(t: &ThreadEvidence, role: Role, inp: &Inputs) -> (Cause, boo
     // operation's own threads (a GC) do them as the heap grows into pages never touched.
     if t.minflt >= FRESH_MEMORY_FAULTS {
         let where_ = match role {
-            Role::Operation => "the operation itself touching memory it had never used (a heap growing, a young generation first filled)",
-            Role::Late | Role::Meter => "inside a fill or copy that never polls (a huge allocateDirect or Unsafe.setMemory)",
+            Role::Operation => {
+                "the operation itself touching memory it had never used (a heap growing, a young generation first filled)"
+            }
+            Role::Late | Role::Meter => {
+                "inside a fill or copy that never polls (a huge allocateDirect or Unsafe.setMemory)"
+            }
         };
-        let ev = vec![format!("{} ran mostly in the kernel, taking {}: first touches of fresh memory, {where_}", sj.who, plural(t.minflt, "minor fault"))];
+        let ev = vec![format!(
+            "{} ran mostly in the kernel, taking {}: first touches of fresh memory, {where_}",
+            sj.who,
+            plural(t.minflt, "minor fault")
+        )];
         return match role {
             Role::Late => (Cause::NoSafepointPoll, false, ev),
             Role::Operation => (Cause::LongVmOperation, false, ev),
             Role::Meter => (Cause::Unknown, false, ev),
         };
     }
-    (Cause::Unknown, false, vec![format!("{} ran mostly in the kernel, for no reason the counters show", sj.who)])
+    (
+        Cause::Unknown,
+        false,
+        vec![format!("{} ran mostly in the kernel, for no reason the counters show", sj.who)],
+    )
 }
 
 /// How evidence lines name the threads of a role.
@@ -512,8 +685,12 @@ impl Role {
     fn subject(self) -> Subject {
         match self {
             Role::Late => Subject { who: "it", was: "was", its: "its", it: "it" },
-            Role::Operation => Subject { who: "the operation's threads", was: "were", its: "their", it: "they" },
-            Role::Meter => Subject { who: "the agent's meter thread", was: "was", its: "its", it: "it" },
+            Role::Operation => {
+                Subject { who: "the operation's threads", was: "were", its: "their", it: "they" }
+            }
+            Role::Meter => {
+                Subject { who: "the agent's meter thread", was: "was", its: "its", it: "it" }
+            }
         }
     }
 }
@@ -542,7 +719,14 @@ fn tick_ns(inp: &Inputs) -> u64 {
 /// Parts of a segment from the accounts of the threads it waited on: each thread's time by
 /// activity, mapped to causes, scaled so that the parts cover at most the segment. Returns the
 /// time the parts explain with a known cause.
-fn parts_of(threads: &[(&ThreadEvidence, bool)], role: Role, len_ns: u64, cpu_is_evidence: bool, inp: &Inputs, out: &mut Vec<Part>) -> u64 {
+fn parts_of(
+    threads: &[(&ThreadEvidence, bool)],
+    role: Role,
+    len_ns: u64,
+    cpu_is_evidence: bool,
+    inp: &Inputs,
+    out: &mut Vec<Part>,
+) -> u64 {
     let mut raw: Vec<(Cause, u64, bool, Held, Vec<String>)> = Vec::new();
     for (t, named) in threads {
         let a = t.account(tick_ns(inp));
@@ -550,14 +734,21 @@ fn parts_of(threads: &[(&ThreadEvidence, bool)], role: Role, len_ns: u64, cpu_is
             if act == Activity::Waiting(Wait::Parked) {
                 continue;
             }
-            if !cpu_is_evidence && matches!(act, Activity::User | Activity::Cpu | Activity::Kernel) {
+            if !cpu_is_evidence && matches!(act, Activity::User | Activity::Cpu | Activity::Kernel)
+            {
                 continue;
             }
             if role == Role::Late && !unsafe_activity(act) && !named {
                 continue;
             }
             let (cause, strong, ev) = cause_of(t, act, role, inp);
-            raw.push((cause, ns, strong, Held { tid: t.tid, activity: act, ns, named: *named }, ev));
+            raw.push((
+                cause,
+                ns,
+                strong,
+                Held { tid: t.tid, activity: act, ns, named: *named },
+                ev,
+            ));
         }
     }
     // A named late thread that /proc saw safe (in a system call, parked: often one caught in a
@@ -587,20 +778,38 @@ fn parts_of(threads: &[(&ThreadEvidence, bool)], role: Role, len_ns: u64, cpu_is
 /// What [`parts_of`] explains from the samples alone, leaving out the run-queue waits proven
 /// before each thread's first sample: the readings that stand in when the samples explain
 /// little are judged on that, so that proven waits only add to them.
-fn covered_by_samples(threads: &[(&ThreadEvidence, bool)], role: Role, len_ns: u64, cpu_is_evidence: bool, inp: &Inputs, covered: u64) -> u64 {
+fn covered_by_samples(
+    threads: &[(&ThreadEvidence, bool)],
+    role: Role,
+    len_ns: u64,
+    cpu_is_evidence: bool,
+    inp: &Inputs,
+    covered: u64,
+) -> u64 {
     if threads.iter().all(|(t, _)| t.queued_at_first_ns == 0) {
         return covered;
     }
     let sampled: Vec<ThreadEvidence> = threads.iter().map(|(t, _)| t.without_lead()).collect();
-    let refs: Vec<(&ThreadEvidence, bool)> = sampled.iter().zip(threads).map(|(t, (_, named))| (t, *named)).collect();
+    let refs: Vec<(&ThreadEvidence, bool)> =
+        sampled.iter().zip(threads).map(|(t, (_, named))| (t, *named)).collect();
     parts_of(&refs, role, len_ns, cpu_is_evidence, inp, &mut Vec::new())
 }
 
 /// The threads late to safepoint `sp`, with whether SafepointTimeout named them.
-fn late_threads<'e>(ev: &'e StallEvidence, sp: &SafepointView, len_ns: u64, inp: &Inputs) -> Vec<(&'e ThreadEvidence, bool)> {
+fn late_threads<'e>(
+    ev: &'e StallEvidence,
+    sp: &SafepointView,
+    len_ns: u64,
+    inp: &Inputs,
+) -> Vec<(&'e ThreadEvidence, bool)> {
     let named: Vec<i32> = sp.timeout_culprits.iter().filter_map(|c| c.tid).collect();
     let own = |t: &ThreadEvidence| stallscope_own(&name_of(t.tid, &t.comm, inp.names));
-    let by_name: Vec<(&ThreadEvidence, bool)> = ev.threads.iter().filter(|t| named.contains(&t.tid) && !own(t)).map(|t| (t, true)).collect();
+    let by_name: Vec<(&ThreadEvidence, bool)> = ev
+        .threads
+        .iter()
+        .filter(|t| named.contains(&t.tid) && !own(t))
+        .map(|t| (t, true))
+        .collect();
     if !by_name.is_empty() {
         return by_name;
     }
@@ -610,8 +819,13 @@ fn late_threads<'e>(ev: &'e StallEvidence, sp: &SafepointView, len_ns: u64, inp:
         .filter(|t| !jvm_internal(&t.comm) && !own(t) && Some(t.tid) != inp.meter_tid)
         .filter(|t| {
             let a = t.account(tick_ns(inp));
-            let unsafe_ns: u64 = breakdown(&a).into_iter().filter(|(act, _)| unsafe_activity(*act) && *act != Activity::Waiting(Wait::Parked)).map(|x| x.1).sum();
-            unsafe_ns as f64 >= LATE_MIN_SHARE * len_ns.min(a.span_ns.max(1)) as f64 && unsafe_ns > 0
+            let unsafe_ns: u64 = breakdown(&a)
+                .into_iter()
+                .filter(|(act, _)| unsafe_activity(*act) && *act != Activity::Waiting(Wait::Parked))
+                .map(|x| x.1)
+                .sum();
+            unsafe_ns as f64 >= LATE_MIN_SHARE * len_ns.min(a.span_ns.max(1)) as f64
+                && unsafe_ns > 0
         })
         .map(|t| (t, false))
         .collect()
@@ -639,7 +853,8 @@ fn segment_parts(seg: &Segment, inp: &Inputs, out: &mut Vec<Part>) {
                 (&seg.evidence, false)
             };
             let late = late_threads(ev, sp, len, inp);
-            let cpu_is_evidence = !(whole && len.saturating_mul(4) < inp.duration_ns.saturating_mul(3));
+            let cpu_is_evidence =
+                !(whole && len.saturating_mul(4) < inp.duration_ns.saturating_mul(3));
             let before = out.len();
             let covered = parts_of(&late, Role::Late, len, cpu_is_evidence, inp, out);
             // A short stall can be over before the first sample: the late threads had reached
@@ -647,13 +862,17 @@ fn segment_parts(seg: &Segment, inp: &Inputs, out: &mut Vec<Part>) {
             // named threads runnable, they were waiting for a CPU. (Judged on what the samples
             // explain: a run-queue wait proven before the first sample supports this reading.)
             let (contended, psi) = cpu_pressure(inp);
-            if covered_by_samples(&late, Role::Late, len, cpu_is_evidence, inp, covered) == 0 && contended {
+            if covered_by_samples(&late, Role::Late, len, cpu_is_evidence, inp, covered) == 0
+                && contended
+            {
                 out.truncate(before);
                 let runnable: Vec<Held> = sp
                     .timeout_culprits
                     .iter()
                     .filter(|c| c.state.as_deref().is_some_and(|s| s.starts_with("runnable")))
-                    .filter_map(|c| Some(Held { tid: c.tid?, activity: Activity::RunQueue, ns: 0, named: true }))
+                    .filter_map(|c| {
+                        Some(Held { tid: c.tid?, activity: Activity::RunQueue, ns: 0, named: true })
+                    })
                     .filter(|h| inp.evidence.threads.iter().any(|t| t.tid == h.tid))
                     .collect();
                 let mut evid: Vec<String> = psi.into_iter().collect();
@@ -662,11 +881,23 @@ fn segment_parts(seg: &Segment, inp: &Inputs, out: &mut Vec<Part>) {
                 } else {
                     evid.push("SafepointTimeout saw the late threads runnable; they had reached the safepoint by the first sample".into());
                 }
-                out.push(Part { cause: Cause::CpuStarvation, ns: len, strong: false, held: runnable, evidence: evid });
+                out.push(Part {
+                    cause: Cause::CpuStarvation,
+                    ns: len,
+                    strong: false,
+                    held: runnable,
+                    evidence: evid,
+                });
             }
         }
         SegmentKind::At(_) => {
-            let ops: Vec<(&ThreadEvidence, bool)> = seg.evidence.threads.iter().filter(|t| vm_operation_thread(&t.comm)).map(|t| (t, false)).collect();
+            let ops: Vec<(&ThreadEvidence, bool)> = seg
+                .evidence
+                .threads
+                .iter()
+                .filter(|t| vm_operation_thread(&t.comm))
+                .map(|t| (t, false))
+                .collect();
             parts_of(&ops, Role::Operation, len, true, inp, out);
         }
         SegmentKind::Outside => {
@@ -677,24 +908,47 @@ fn segment_parts(seg: &Segment, inp: &Inputs, out: &mut Vec<Part>) {
             } else {
                 &seg.evidence
             };
-            let Some(meter) = inp.meter_tid.and_then(|m| ev.threads.iter().find(|t| t.tid == m)) else { return };
+            let Some(meter) = inp.meter_tid.and_then(|m| ev.threads.iter().find(|t| t.tid == m))
+            else {
+                return;
+            };
             let before = out.len();
             let covered = parts_of(&[(meter, false)], Role::Meter, len, true, inp, out);
             // The meter runnable, yet its tick overdue: woken, not running. (Running, it would
             // have ticked; blocked, it would not be R.) A stall too short for its run delay to
             // show it. Judged on what the samples explain, as above.
-            if covered_by_samples(&[(meter, false)], Role::Meter, len, true, inp, covered) < len / 2 && meter.share('R') >= 0.5 {
+            if covered_by_samples(&[(meter, false)], Role::Meter, len, true, inp, covered) < len / 2
+                && meter.share('R') >= 0.5
+            {
                 out.truncate(before);
                 let (contended, psi) = cpu_pressure(inp);
-                let mut evid = vec![format!("the hiccup meter thread was runnable (R) in {} of {} samples but did not tick: it was waiting for a CPU", meter.count('R'), meter.samples)];
+                let mut evid = vec![format!(
+                    "the hiccup meter thread was runnable (R) in {} of {} samples but did not tick: it was waiting for a CPU",
+                    meter.count('R'),
+                    meter.samples
+                )];
                 evid.extend(psi);
-                out.push(Part { cause: Cause::CpuStarvation, ns: len, strong: contended, held: vec![], evidence: evid });
+                out.push(Part {
+                    cause: Cause::CpuStarvation,
+                    ns: len,
+                    strong: contended,
+                    held: vec![],
+                    evidence: evid,
+                });
             } else if covered == 0 {
                 let (contended, psi) = cpu_pressure(inp);
                 if contended {
                     let mut evid: Vec<String> = psi.into_iter().collect();
-                    evid.push("the hiccup meter thread was running again by the first sample".into());
-                    out.push(Part { cause: Cause::CpuStarvation, ns: len, strong: false, held: vec![], evidence: evid });
+                    evid.push(
+                        "the hiccup meter thread was running again by the first sample".into(),
+                    );
+                    out.push(Part {
+                        cause: Cause::CpuStarvation,
+                        ns: len,
+                        strong: false,
+                        held: vec![],
+                        evidence: evid,
+                    });
                 }
             }
             // The meter is stallscope's own: what it did is evidence, never a culprit.
@@ -705,8 +959,23 @@ fn segment_parts(seg: &Segment, inp: &Inputs, out: &mut Vec<Part>) {
     }
 }
 
-fn finding(cause: Cause, confidence: Confidence, share: f64, culprits: Vec<CulpritView>, evidence: Vec<String>) -> Finding {
-    Finding { cause, title: cause.title().to_string(), confidence, share: share.clamp(0.0, 1.0), culprits, evidence, fix: cause.fix().to_string(), doc: cause.doc() }
+fn finding(
+    cause: Cause,
+    confidence: Confidence,
+    share: f64,
+    culprits: Vec<CulpritView>,
+    evidence: Vec<String>,
+) -> Finding {
+    Finding {
+        cause,
+        title: cause.title().to_string(),
+        confidence,
+        share: share.clamp(0.0, 1.0),
+        culprits,
+        evidence,
+        fix: cause.fix().to_string(),
+        doc: cause.doc(),
+    }
 }
 
 /// How a culprit's time is described: what it did, for how long, where.
@@ -722,33 +991,68 @@ fn describe(t: &ThreadEvidence, held: &[&Held], inp: &Inputs) -> String {
     for h in held {
         let ns = fmt_ns(h.ns);
         parts.push(match h.activity {
-            Activity::User => format!("state R, on CPU {ns} in user mode, never seen in a system call"),
-            Activity::Cpu => format!("state R, on CPU {} of the {} stall, never seen in a system call", fmt_ns(t.cpu_ns), fmt_ns(inp.duration_ns)),
+            Activity::User => {
+                format!("state R, on CPU {ns} in user mode, never seen in a system call")
+            }
+            Activity::Cpu => format!(
+                "state R, on CPU {} of the {} stall, never seen in a system call",
+                fmt_ns(t.cpu_ns),
+                fmt_ns(inp.duration_ns)
+            ),
             Activity::Kernel => {
                 let mut s = format!("state R, on CPU {ns} in kernel mode");
                 faults(&mut s);
                 s
             }
-            Activity::RunQueue => format!("runnable but waited {} for a CPU, ran {}", fmt_ns(t.run_delay_ns.max(h.ns)), fmt_ns(t.cpu_ns)),
-            Activity::Runnable => format!("runnable (R) in {} of {} samples, its counters too short to say whether it ran", t.count('R'), t.samples),
+            Activity::RunQueue => format!(
+                "runnable but waited {} for a CPU, ran {}",
+                fmt_ns(t.run_delay_ns.max(h.ns)),
+                fmt_ns(t.cpu_ns)
+            ),
+            Activity::Runnable => format!(
+                "runnable (R) in {} of {} samples, its counters too short to say whether it ran",
+                t.count('R'),
+                t.samples
+            ),
             Activity::Stopped => "state T (stopped)".to_string(),
             Activity::Waiting(Wait::PageIn) => {
                 let st = if t.count('D') > 0 { 'D' } else { t.dominant_state() };
-                let mut s = format!("not in a syscall, state {st} for {ns} in {}", if t.wchan.is_empty() { "a page fault" } else { &t.wchan });
+                let mut s = format!(
+                    "not in a syscall, state {st} for {ns} in {}",
+                    if t.wchan.is_empty() { "a page fault" } else { &t.wchan }
+                );
                 faults(&mut s);
                 s
             }
             Activity::Waiting(w @ (Wait::FileWrite | Wait::FileRead)) => {
-                let call = t.syscall_nr.and_then(procwatch::syscalls::name).map(|n| format!("{n}(2)")).unwrap_or_else(|| "a system call".into());
+                let call = t
+                    .syscall_nr
+                    .and_then(procwatch::syscalls::name)
+                    .map(|n| format!("{n}(2)"))
+                    .unwrap_or_else(|| "a system call".into());
                 let file = t.file().map(|f| format!(" to {f}")).unwrap_or_default();
-                let file = if w == Wait::FileRead { file.replacen(" to ", " of ", 1) } else { file };
-                format!("in {call}{file} for {ns} (state {} in {})", t.dominant_state(), if t.wchan.is_empty() || t.wchan == "0" { "-" } else { &t.wchan })
+                let file =
+                    if w == Wait::FileRead { file.replacen(" to ", " of ", 1) } else { file };
+                format!(
+                    "in {call}{file} for {ns} (state {} in {})",
+                    t.dominant_state(),
+                    if t.wchan.is_empty() || t.wchan == "0" { "-" } else { &t.wchan }
+                )
             }
-            Activity::Waiting(w) => format!("{} for {ns} (state {} in {})", w.words(), t.dominant_state(), if t.wchan.is_empty() || t.wchan == "0" { "-" } else { &t.wchan }),
+            Activity::Waiting(w) => format!(
+                "{} for {ns} (state {} in {})",
+                w.words(),
+                t.dominant_state(),
+                if t.wchan.is_empty() || t.wchan == "0" { "-" } else { &t.wchan }
+            ),
         });
     }
     if held.is_empty() {
-        parts.push(format!("state {} in {}", t.dominant_state(), if t.wchan.is_empty() { "-" } else { &t.wchan }));
+        parts.push(format!(
+            "state {} in {}",
+            t.dominant_state(),
+            if t.wchan.is_empty() { "-" } else { &t.wchan }
+        ));
     }
     parts.join("; ")
 }
@@ -759,7 +1063,13 @@ fn culprit_view(t: &ThreadEvidence, held: &[&Held], cause: Cause, inp: &Inputs) 
     let place = if faulting {
         traced_fault(t.tid, t.first_blocked_t.unwrap_or(inp.end_ns), inp).and_then(|(addr, _)| {
             let m = procwatch::maps::lookup(inp.maps, addr)?;
-            m.is_file().then(|| format!("offset {:#x} of {} (page-fault tracepoint)", addr - m.start + m.offset, m.path))
+            m.is_file().then(|| {
+                format!(
+                    "offset {:#x} of {} (page-fault tracepoint)",
+                    addr - m.start + m.offset,
+                    m.path
+                )
+            })
         })
     } else {
         None
@@ -769,7 +1079,11 @@ fn culprit_view(t: &ThreadEvidence, held: &[&Held], cause: Cause, inp: &Inputs) 
         (None, Cause::MajorFault) => cold_files(inp),
         _ => vec![],
     };
-    let ip = if faulting { traced_fault(t.tid, t.first_blocked_t.unwrap_or(inp.end_ns), inp).map(|f| f.1) } else { None };
+    let ip = if faulting {
+        traced_fault(t.tid, t.first_blocked_t.unwrap_or(inp.end_ns), inp).map(|f| f.1)
+    } else {
+        None
+    };
     CulpritView {
         tid: t.tid,
         name: name_of(t.tid, &t.comm, inp.names),
@@ -805,19 +1119,38 @@ fn recorder_held(inp: &Inputs, d: u64) -> Option<Finding> {
     if own_throttled.max(shared_throttled) > 0 {
         evid.push(format!("stallscope runs under the same CPU quota as the JVM, and that cgroup was throttled for {}: its own lateness is the quota's, not the machine's", fmt_ns(own_throttled.max(shared_throttled))));
         let share = own_throttled.max(shared_throttled) as f64 / d as f64;
-        return Some(finding(Cause::CgroupThrottling, confidence(share.max(late as f64 / d as f64), true), share.min(1.0), vec![], evid));
+        return Some(finding(
+            Cause::CgroupThrottling,
+            confidence(share.max(late as f64 / d as f64), true),
+            share.min(1.0),
+            vec![],
+            evid,
+        ));
     }
-    if let Some(rd) = inp.control_queued_ns.or(s.recorder.run_delay_ns).filter(|rd| *rd >= late / 2) {
+    if let Some(rd) = inp.control_queued_ns.or(s.recorder.run_delay_ns).filter(|rd| *rd >= late / 2)
+    {
         evid.push(format!("stallscope's watch thread itself waited {} for a CPU: the machine's CPUs were saturated, not paused", fmt_ns(rd)));
         let (contended, psi) = cpu_pressure(inp);
         evid.extend(psi);
         let share = (rd as f64 / d as f64).min(1.0);
-        return Some(finding(Cause::CpuStarvation, confidence(share, contended), share, vec![], evid));
+        return Some(finding(
+            Cause::CpuStarvation,
+            confidence(share, contended),
+            share,
+            vec![],
+            evid,
+        ));
     }
     if inp.shares.memory_cgroup && s.memory.reclaiming() {
         evid.push("stallscope shares the JVM's memory cgroup, which was reclaiming: the recorder was held up by the same limit".into());
         evid.extend(reclaim_lines(inp));
-        return Some(finding(Cause::MemoryReclaim, Confidence::Medium, late as f64 / d as f64, vec![], evid));
+        return Some(finding(
+            Cause::MemoryReclaim,
+            Confidence::Medium,
+            late as f64 / d as f64,
+            vec![],
+            evid,
+        ));
     }
     let mut conf = Confidence::Medium;
     if let Some(steal) = s.steal_ns.filter(|st| *st > d / 5) {
@@ -833,11 +1166,19 @@ pub fn classify(inp: &Inputs) -> Vec<Finding> {
 
     // Everything stopped: a freeze, whatever else the safepoint log says.
     let stopped_samples = ev.stopped_share.iter().filter(|s| **s >= STOPPED_SAMPLE).count();
-    if !ev.stopped_share.is_empty() && stopped_samples as f64 / ev.stopped_share.len() as f64 >= STOPPED_SAMPLES {
+    if !ev.stopped_share.is_empty()
+        && stopped_samples as f64 / ev.stopped_share.len() as f64 >= STOPPED_SAMPLES
+    {
         let share = stopped_samples as f64 / ev.stopped_share.len() as f64;
-        let mut evid = vec![format!("every thread in state T in {stopped_samples} of {} samples", ev.stopped_share.len())];
+        let mut evid = vec![format!(
+            "every thread in state T in {stopped_samples} of {} samples",
+            ev.stopped_share.len()
+        )];
         if inp.control_max_late_ns < d / 4 {
-            evid.push(format!("stallscope's own control meter ran on (worst lateness {})", fmt_ns(inp.control_max_late_ns)));
+            evid.push(format!(
+                "stallscope's own control meter ran on (worst lateness {})",
+                fmt_ns(inp.control_max_late_ns)
+            ));
         }
         return vec![finding(Cause::Frozen, Confidence::High, share, vec![], evid)];
     }
@@ -850,10 +1191,20 @@ pub fn classify(inp: &Inputs) -> Vec<Finding> {
     let mut parts = Vec::new();
     for seg in inp.segments {
         // Phases of a safepoint too short to matter are left to the others.
-        let phase_ok = |sp: &SafepointView, ns: u64| ns >= PHASE_MIN_NS && ns as f64 >= PHASE_MIN_SHARE * sp.total_ns.max(1) as f64;
+        let phase_ok = |sp: &SafepointView, ns: u64| {
+            ns >= PHASE_MIN_NS && ns as f64 >= PHASE_MIN_SHARE * sp.total_ns.max(1) as f64
+        };
         match seg.kind {
-            SegmentKind::Reaching(i) if !phase_ok(&inp.safepoints[i], inp.safepoints[i].ttsp_ns) => continue,
-            SegmentKind::At(i) if !phase_ok(&inp.safepoints[i], inp.safepoints[i].at_safepoint_ns) => continue,
+            SegmentKind::Reaching(i)
+                if !phase_ok(&inp.safepoints[i], inp.safepoints[i].ttsp_ns) =>
+            {
+                continue;
+            }
+            SegmentKind::At(i)
+                if !phase_ok(&inp.safepoints[i], inp.safepoints[i].at_safepoint_ns) =>
+            {
+                continue;
+            }
             _ => {}
         }
         segment_parts(seg, inp, &mut parts);
@@ -863,7 +1214,13 @@ pub fn classify(inp: &Inputs) -> Vec<Finding> {
     let mut by_cause: BTreeMap<Cause, Part> = BTreeMap::new();
     let mut strong_ns: BTreeMap<Cause, u64> = BTreeMap::new();
     for p in parts {
-        let e = by_cause.entry(p.cause).or_insert_with(|| Part { cause: p.cause, ns: 0, strong: false, held: vec![], evidence: vec![] });
+        let e = by_cause.entry(p.cause).or_insert_with(|| Part {
+            cause: p.cause,
+            ns: 0,
+            strong: false,
+            held: vec![],
+            evidence: vec![],
+        });
         // Strong when strong evidence covers most of the cause's time (summed over its parts,
         // in whatever order they come).
         let strong = strong_ns.entry(p.cause).or_default();
@@ -912,27 +1269,37 @@ pub fn classify(inp: &Inputs) -> Vec<Finding> {
             .collect();
         let mut evidence = Vec::new();
         if held.iter().any(|h| h.named) && cause != Cause::Unknown {
-            evidence.push("SafepointTimeout named the thread as not reaching the safepoint".to_string());
+            evidence.push(
+                "SafepointTimeout named the thread as not reaching the safepoint".to_string(),
+            );
         }
         if cause == Cause::LongVmOperation {
             evidence.extend(operation_lines(&culprits, inp));
         }
         if more > 0 {
-            evidence.push(format!("{} more thread{} like the culprits above", more, if more == 1 { "" } else { "s" }));
+            evidence.push(format!(
+                "{} more thread{} like the culprits above",
+                more,
+                if more == 1 { "" } else { "s" }
+            ));
         }
         evidence.extend(p.evidence);
         if cause == Cause::Unknown && held.iter().any(|h| h.named) {
             evidence.push("SafepointTimeout named it, but /proc showed it parked in the kernel; the evidence is thin".into());
         }
-        let conf = if cause == Cause::Unknown { Confidence::Low } else { confidence(share, p.strong) };
+        let conf =
+            if cause == Cause::Unknown { Confidence::Low } else { confidence(share, p.strong) };
         out.push(finding(cause, conf, share, culprits, evidence));
     }
 
     // Machine-wide contributors.
     let s = inp.signals;
     if let Some(during) = s.tlb_rate_during {
-        if during >= TLB_STORM_RATE && s.tlb_rate_before.is_none_or(|b| during >= TLB_STORM_FACTOR * b) {
-            let mut evid = vec![format!("{:.0} TLB shootdowns per second during the stall", during)];
+        if during >= TLB_STORM_RATE
+            && s.tlb_rate_before.is_none_or(|b| during >= TLB_STORM_FACTOR * b)
+        {
+            let mut evid =
+                vec![format!("{:.0} TLB shootdowns per second during the stall", during)];
             if let Some(b) = s.tlb_rate_before {
                 evid.push(format!("{:.0} per second just before", b));
             }
@@ -942,7 +1309,13 @@ pub fn classify(inp: &Inputs) -> Vec<Finding> {
     if let Some(th) = s.throttled_ns.filter(|t| *t > 0) {
         if !out.iter().any(|f| f.cause == Cause::CgroupThrottling) {
             let share = (th as f64 / d as f64).min(1.0);
-            out.push(finding(Cause::CgroupThrottling, confidence(share, true), share, vec![], vec![format!("the cgroup was throttled for {} during the stall", fmt_ns(th))]));
+            out.push(finding(
+                Cause::CgroupThrottling,
+                confidence(share, true),
+                share,
+                vec![],
+                vec![format!("the cgroup was throttled for {} during the stall", fmt_ns(th))],
+            ));
         }
     }
     // What no evidence covers is unknown, beside the causes (or alone): all of it, not only the
@@ -953,7 +1326,17 @@ pub fn classify(inp: &Inputs) -> Vec<Finding> {
     match out.iter_mut().find(|f| f.cause == Cause::Unknown) {
         Some(u) => u.share = u.share.max(remainder),
         None if has_cause && remainder >= UNKNOWN_SHARE => {
-            out.push(finding(Cause::Unknown, Confidence::Low, remainder, vec![], vec![format!("{} of the {} stall is not explained by the evidence above", fmt_ns(unexplained), fmt_ns(d))]));
+            out.push(finding(
+                Cause::Unknown,
+                Confidence::Low,
+                remainder,
+                vec![],
+                vec![format!(
+                    "{} of the {} stall is not explained by the evidence above",
+                    fmt_ns(unexplained),
+                    fmt_ns(d)
+                )],
+            ));
         }
         None => {}
     }
@@ -983,7 +1366,12 @@ fn operation_lines(culprits: &[CulpritView], inp: &Inputs) -> Vec<String> {
     let op = inp.safepoints.iter().max_by_key(|s| s.at_safepoint_ns);
     let mut v = Vec::new();
     if let Some(sp) = op {
-        v.push(format!("at safepoint {} of {}: the operation \"{}\" itself, its threads on a CPU", fmt_ns(sp.at_safepoint_ns), fmt_ns(sp.total_ns), sp.op));
+        v.push(format!(
+            "at safepoint {} of {}: the operation \"{}\" itself, its threads on a CPU",
+            fmt_ns(sp.at_safepoint_ns),
+            fmt_ns(sp.total_ns),
+            sp.op
+        ));
     }
     let _ = culprits;
     v
@@ -1032,7 +1420,17 @@ mod tests {
     }
 
     fn safepoint(op: &str, ttsp_ns: u64, at_safepoint_ns: u64) -> SafepointView {
-        SafepointView { op: op.into(), ttsp_ns, at_safepoint_ns, total_ns: ttsp_ns + at_safepoint_ns, start_mono_ns: 0, threads_total: Some(14), threads_running: Some(0), timeout_culprits: vec![], unfinished: false }
+        SafepointView {
+            op: op.into(),
+            ttsp_ns,
+            at_safepoint_ns,
+            total_ns: ttsp_ns + at_safepoint_ns,
+            start_mono_ns: 0,
+            threads_total: Some(14),
+            threads_running: Some(0),
+            timeout_culprits: vec![],
+            unfinished: false,
+        }
     }
 
     fn evidence(threads: Vec<ThreadEvidence>) -> StallEvidence {
@@ -1041,10 +1439,22 @@ mod tests {
 
     /// Classifies one stall of `duration_ns` over one safepoint, with the threads as given in
     /// each phase (none: no sample fell inside), nothing traced.
-    fn run(reaching: Option<Vec<ThreadEvidence>>, at: Option<Vec<ThreadEvidence>>, whole: Vec<ThreadEvidence>, sp: SafepointView, duration_ns: u64, signals: SystemSignals) -> Vec<Finding> {
+    fn run(
+        reaching: Option<Vec<ThreadEvidence>>,
+        at: Option<Vec<ThreadEvidence>>,
+        whole: Vec<ThreadEvidence>,
+        sp: SafepointView,
+        duration_ns: u64,
+        signals: SystemSignals,
+    ) -> Vec<Finding> {
         let names = HashMap::new();
         let sps = vec![sp];
-        let seg = |kind, start, end, th: Option<Vec<ThreadEvidence>>| Segment { kind, start_ns: start, end_ns: end, evidence: th.map(evidence).unwrap_or_default() };
+        let seg = |kind, start, end, th: Option<Vec<ThreadEvidence>>| Segment {
+            kind,
+            start_ns: start,
+            end_ns: end,
+            evidence: th.map(evidence).unwrap_or_default(),
+        };
         let segments: Vec<Segment> = segments(0, duration_ns, &sps)
             .into_iter()
             .map(|(kind, start, end)| match kind {
@@ -1080,7 +1490,14 @@ mod tests {
 
     /// A 22 ms G1 pause, almost all of it at the safepoint, with the VM Thread and a GC worker as given.
     fn gc_pause(vm: ThreadEvidence, gc: ThreadEvidence, p: f64) -> Vec<Finding> {
-        run(None, Some(vec![vm.clone(), gc.clone()]), vec![vm, gc], safepoint("G1CollectForAllocation", 36_000, 22 * MS), 22 * MS + 36_000, psi(Some(p), None))
+        run(
+            None,
+            Some(vec![vm.clone(), gc.clone()]),
+            vec![vm, gc],
+            safepoint("G1CollectForAllocation", 36_000, 22 * MS),
+            22 * MS + 36_000,
+            psi(Some(p), None),
+        )
     }
 
     #[test]
@@ -1089,40 +1506,79 @@ mod tests {
         // 10.8 ms, no sample inside the TTSP. It may all have run before the safepoint began.
         let mut w = thread(7, "storm-worker-0", 'R', 5_350_000, 121_000);
         w.span_ns = 8 * MS;
-        let f = run(None, None, vec![w.clone()], safepoint("ThreadDump", 11 * MS, 60_000), 21 * MS, psi(None, Some(0.8)));
+        let f = run(
+            None,
+            None,
+            vec![w.clone()],
+            safepoint("ThreadDump", 11 * MS, 60_000),
+            21 * MS,
+            psi(None, Some(0.8)),
+        );
         assert!(f.iter().all(|x| x.cause != Cause::NoSafepointPoll), "{f:?}");
         // When the TTSP is the stall, running through it is what a missing poll looks like.
         w.cpu_ns = 20 * MS;
         w.span_ns = 21 * MS;
-        let f = run(None, None, vec![w], safepoint("ThreadDump", 21 * MS, 60_000), 21 * MS, psi(None, Some(0.8)));
+        let f = run(
+            None,
+            None,
+            vec![w],
+            safepoint("ThreadDump", 21 * MS, 60_000),
+            21 * MS,
+            psi(None, Some(0.8)),
+        );
         assert_eq!(f[0].cause, Cause::NoSafepointPoll, "{f:?}");
     }
 
     #[test]
     fn an_operation_that_ran_is_a_long_vm_operation_and_names_its_threads() {
-        let f = gc_pause(thread(1, "VM Thread", 'S', 100_000, 20_000), thread(2, "GC Thread#0", 'R', 20 * MS, 200_000), 0.1);
+        let f = gc_pause(
+            thread(1, "VM Thread", 'S', 100_000, 20_000),
+            thread(2, "GC Thread#0", 'R', 20 * MS, 200_000),
+            0.1,
+        );
         assert_eq!(f[0].cause, Cause::LongVmOperation, "{f:?}");
         assert_eq!(f.len(), 1, "{f:?}");
         let names: Vec<&str> = f[0].culprits.iter().map(|c| c.name.as_str()).collect();
-        assert!(names.contains(&"GC Thread#0"), "the thread doing the work is its culprit: {names:?}");
+        assert!(
+            names.contains(&"GC Thread#0"),
+            "the thread doing the work is its culprit: {names:?}"
+        );
     }
 
     #[test]
     fn an_operation_whose_threads_waited_for_a_cpu_is_starved() {
-        let f = gc_pause(thread(1, "VM Thread", 'S', 25_000, 6 * MS), thread(2, "GC Thread#0", 'R', 3 * MS, 11 * MS), 0.97);
+        let f = gc_pause(
+            thread(1, "VM Thread", 'S', 25_000, 6 * MS),
+            thread(2, "GC Thread#0", 'R', 3 * MS, 11 * MS),
+            0.97,
+        );
         assert_eq!(f[0].cause, Cause::CpuStarvation, "{f:?}");
         assert_eq!(f[0].confidence, Confidence::High, "PSI says the CPUs were saturated");
         let names: Vec<&str> = f[0].culprits.iter().map(|c| c.name.as_str()).collect();
         assert_eq!(names, ["GC Thread#0", "VM Thread"], "the longest wait first");
-        assert!(f.iter().all(|x| x.cause != Cause::LongVmOperation || x.share < 0.25), "17 of 22 ms waiting: no long operation left to blame: {f:?}");
+        assert!(
+            f.iter().all(|x| x.cause != Cause::LongVmOperation || x.share < 0.25),
+            "17 of 22 ms waiting: no long operation left to blame: {f:?}"
+        );
     }
 
     #[test]
     fn a_partly_starved_operation_gets_both_causes_by_share() {
-        let f = gc_pause(thread(1, "VM Thread", 'S', 25_000, 2 * MS), thread(2, "GC Thread#0", 'R', 12 * MS, 8 * MS), 0.6);
+        let f = gc_pause(
+            thread(1, "VM Thread", 'S', 25_000, 2 * MS),
+            thread(2, "GC Thread#0", 'R', 12 * MS, 8 * MS),
+            0.6,
+        );
         let causes: Vec<Cause> = f.iter().map(|x| x.cause).collect();
-        assert_eq!(causes, [Cause::LongVmOperation, Cause::CpuStarvation], "12 of 22 ms ran, 10 waited: {f:?}");
-        assert!((f[0].share + f[1].share - 1.0).abs() < 0.01, "the shares add up to the safepoint's: {f:?}");
+        assert_eq!(
+            causes,
+            [Cause::LongVmOperation, Cause::CpuStarvation],
+            "12 of 22 ms ran, 10 waited: {f:?}"
+        );
+        assert!(
+            (f[0].share + f[1].share - 1.0).abs() < 0.01,
+            "the shares add up to the safepoint's: {f:?}"
+        );
     }
 
     #[test]
@@ -1137,7 +1593,10 @@ mod tests {
             t.stime_ticks = 78;
             t.majflt = 12_433;
             t.majflt_since_baseline = 12_433;
-            t.seen_ns = BTreeMap::from([(Seen::Runnable, 1700 * MS), (Seen::Waiting(Wait::PageIn), 450 * MS)]);
+            t.seen_ns = BTreeMap::from([
+                (Seen::Runnable, 1700 * MS),
+                (Seen::Waiting(Wait::PageIn), 450 * MS),
+            ]);
             t.wchan = "folio_wait_bit_common".into();
             t
         };
@@ -1146,10 +1605,21 @@ mod tests {
         sig.memory.swap_kb_before = Some(475_416);
         sig.memory.pswpin = Some(148_512);
         let vm = thread(1, "VM Thread", 'S', MS, 0);
-        let f = run(None, Some(vec![vm.clone(), gc(2), gc(3)]), vec![vm, gc(2), gc(3)], safepoint("ParallelGCSystemGC", 190_000, 2150 * MS), 2150 * MS, sig);
+        let f = run(
+            None,
+            Some(vec![vm.clone(), gc(2), gc(3)]),
+            vec![vm, gc(2), gc(3)],
+            safepoint("ParallelGCSystemGC", 190_000, 2150 * MS),
+            2150 * MS,
+            sig,
+        );
         assert_eq!(f[0].cause, Cause::SwapIn, "{f:?}");
         assert_eq!(f[0].confidence, Confidence::High, "{f:?}");
-        assert!(f.iter().all(|x| !matches!(x.cause, Cause::NoSafepointPoll | Cause::LongVmOperation) || x.confidence != Confidence::High), "{f:?}");
+        assert!(
+            f.iter().all(|x| !matches!(x.cause, Cause::NoSafepointPoll | Cause::LongVmOperation)
+                || x.confidence != Confidence::High),
+            "{f:?}"
+        );
         assert!(f[0].culprits.iter().any(|c| c.name == "GC Thread#2"), "{f:?}");
     }
 
@@ -1164,11 +1634,22 @@ mod tests {
         vm.files = BTreeMap::from([("/mnt/slow/gc.log".to_string(), 3000)]);
         vm.syscall_nr = (0..512).find(|n| procwatch::syscalls::name(*n) == Some("write"));
         let gc = thread(2, "GC Thread#0", 'S', MS, 0);
-        let f = run(None, Some(vec![vm.clone(), gc.clone()]), vec![vm, gc], safepoint("ParallelGCSystemGC", 80_000, 6600 * MS), 6600 * MS, SystemSignals::default());
+        let f = run(
+            None,
+            Some(vec![vm.clone(), gc.clone()]),
+            vec![vm, gc],
+            safepoint("ParallelGCSystemGC", 80_000, 6600 * MS),
+            6600 * MS,
+            SystemSignals::default(),
+        );
         assert_eq!(f[0].cause, Cause::VmThreadIo, "{f:?}");
         assert_eq!(f[0].confidence, Confidence::High);
         assert_eq!(f[0].culprits[0].name, "VM Thread");
-        assert!(f[0].culprits[0].description.contains("write(2) to /mnt/slow/gc.log"), "{}", f[0].culprits[0].description);
+        assert!(
+            f[0].culprits[0].description.contains("write(2) to /mnt/slow/gc.log"),
+            "{}",
+            f[0].culprits[0].description
+        );
         assert!(f.iter().all(|x| x.cause != Cause::LongVmOperation), "{f:?}");
     }
 
@@ -1185,7 +1666,11 @@ mod tests {
         let mut sig = SystemSignals::default();
         sig.memory.memcg_high_events = Some(40);
         let mut sp = safepoint("G1CollectForAllocation", 300 * MS, 2 * MS);
-        sp.timeout_culprits = vec![crate::report::TimeoutCulprit { name: "worker".into(), tid: Some(9), state: Some("runnable".into()) }];
+        sp.timeout_culprits = vec![crate::report::TimeoutCulprit {
+            name: "worker".into(),
+            tid: Some(9),
+            state: Some("runnable".into()),
+        }];
         let f = run(Some(vec![t.clone()]), None, vec![t], sp, 302 * MS, sig);
         assert_eq!(f[0].cause, Cause::MemcgHigh, "{f:?}");
         assert_eq!(f[0].confidence, Confidence::High);
@@ -1193,7 +1678,11 @@ mod tests {
     }
 
     /// The recorder's own control meter late by most of a stall outside any safepoint.
-    fn recorder_late(queued_ns: Option<u64>, shares: Shares, signals: SystemSignals) -> Vec<Finding> {
+    fn recorder_late(
+        queued_ns: Option<u64>,
+        shares: Shares,
+        signals: SystemSignals,
+    ) -> Vec<Finding> {
         let names = HashMap::new();
         let ev = StallEvidence::default();
         classify(&Inputs {
@@ -1219,7 +1708,10 @@ mod tests {
     #[test]
     fn a_late_recorder_is_a_machine_pause_only_when_nothing_else_held_it() {
         // It ran, but not for 90 ms, and nothing queued or throttled it: the machine stopped.
-        assert_eq!(recorder_late(Some(0), Shares::default(), SystemSignals::default())[0].cause, Cause::MachinePause);
+        assert_eq!(
+            recorder_late(Some(0), Shares::default(), SystemSignals::default())[0].cause,
+            Cause::MachinePause
+        );
         // It waited on a run queue for most of that: the CPUs were busy, not stopped.
         let f = recorder_late(Some(80 * MS), Shares::default(), SystemSignals::default());
         assert_eq!(f[0].cause, Cause::CpuStarvation, "{f:?}");
@@ -1238,13 +1730,31 @@ mod tests {
         let mut t = thread(7, "worker", 'R', 0, 0);
         t.span_ns = 77 * MS;
         t.seen_ns = BTreeMap::from([(Seen::Runnable, 77 * MS)]);
-        let sig = SystemSignals { psi_cpu_during: Some(0.97), throttled_ns: Some(70 * MS), ..SystemSignals::default() };
-        let f = run(Some(vec![t.clone()]), None, vec![t.clone()], safepoint("ThreadDump", 76 * MS, MS), 77 * MS, sig);
+        let sig = SystemSignals {
+            psi_cpu_during: Some(0.97),
+            throttled_ns: Some(70 * MS),
+            ..SystemSignals::default()
+        };
+        let f = run(
+            Some(vec![t.clone()]),
+            None,
+            vec![t.clone()],
+            safepoint("ThreadDump", 76 * MS, MS),
+            77 * MS,
+            sig,
+        );
         assert_eq!(f[0].cause, Cause::CgroupThrottling, "{f:?}");
         assert_ne!(f[0].confidence, Confidence::High, "R is no proof of waiting: {f:?}");
         // Without the throttling, the same samples are a busy machine.
         let sig = SystemSignals { psi_cpu_during: Some(0.97), ..SystemSignals::default() };
-        let f = run(Some(vec![t.clone()]), None, vec![t], safepoint("ThreadDump", 76 * MS, MS), 77 * MS, sig);
+        let f = run(
+            Some(vec![t.clone()]),
+            None,
+            vec![t],
+            safepoint("ThreadDump", 76 * MS, MS),
+            77 * MS,
+            sig,
+        );
         assert_eq!(f[0].cause, Cause::CpuStarvation, "{f:?}");
     }
 
@@ -1253,8 +1763,16 @@ mod tests {
         // The operation's threads parked most of a 100 ms operation: 30 ms explained.
         let mut gc = thread(2, "GC Thread#0", 'R', 30 * MS, 0);
         gc.span_ns = 100 * MS;
-        gc.seen_ns = BTreeMap::from([(Seen::Runnable, 30 * MS), (Seen::Waiting(Wait::Parked), 70 * MS)]);
-        let f = run(None, Some(vec![gc.clone()]), vec![gc], safepoint("G1CollectFull", 50_000, 100 * MS), 100 * MS, SystemSignals::default());
+        gc.seen_ns =
+            BTreeMap::from([(Seen::Runnable, 30 * MS), (Seen::Waiting(Wait::Parked), 70 * MS)]);
+        let f = run(
+            None,
+            Some(vec![gc.clone()]),
+            vec![gc],
+            safepoint("G1CollectFull", 50_000, 100 * MS),
+            100 * MS,
+            SystemSignals::default(),
+        );
         let unknown = f.iter().find(|x| x.cause == Cause::Unknown).expect("the rest is unknown");
         assert!((unknown.share - 0.7).abs() < 0.02, "{f:?}");
         let op = f.iter().find(|x| x.cause == Cause::LongVmOperation).unwrap();

@@ -45,7 +45,9 @@ impl CulpritCode {
     /// The frame a fix names: the first outside the JDK, else the top one (unless it is the
     /// VM's own code or a stub: no code of the application's to change there).
     pub fn fix_frame(&self) -> Option<&JavaFrame> {
-        self.app_frame.and_then(|i| self.frames.get(i)).or_else(|| self.frames.first().filter(|f| java_frame(f)))
+        self.app_frame
+            .and_then(|i| self.frames.get(i))
+            .or_else(|| self.frames.first().filter(|f| java_frame(f)))
     }
 }
 
@@ -70,7 +72,11 @@ pub fn jdk_method(method: &str) -> bool {
 /// sampler never saw it there. Other native methods (`Thread.sleep`, `Unsafe.park`, a socket
 /// read) are safe for a safepoint and say nothing of that kind.
 pub fn bulk_vm_call(method: &str) -> bool {
-    (method.starts_with("jdk.internal.misc.Unsafe.") || method.starts_with("sun.misc.Unsafe.")) && matches!(method.rsplit('.').next(), Some("setMemory0" | "copyMemory0" | "copySwapMemory0"))
+    (method.starts_with("jdk.internal.misc.Unsafe.") || method.starts_with("sun.misc.Unsafe."))
+        && matches!(
+            method.rsplit('.').next(),
+            Some("setMemory0" | "copyMemory0" | "copySwapMemory0")
+        )
 }
 
 /// `io.x.Ledger.fold` → `Ledger.fold`: the class's simple name and the method, as a person says
@@ -96,8 +102,12 @@ fn words(event: &str) -> &str {
         "jdk.ExecutionSample" => "JFR execution sample",
         "jdk.NativeMethodSample" => "JFR native-method sample",
         "jdk.SafepointLatency" => "JFR safepoint-latency sample",
-        SIGNAL => "the stack where the thread stood when stallscope signalled it (AsyncGetCallTrace)",
-        OUTSIDE => "where the thread stood, read from outside the JVM (its registers and stack, named through the JVM's code cache; without inlined methods or lines)",
+        SIGNAL => {
+            "the stack where the thread stood when stallscope signalled it (AsyncGetCallTrace)"
+        }
+        OUTSIDE => {
+            "where the thread stood, read from outside the JVM (its registers and stack, named through the JVM's code cache; without inlined methods or lines)"
+        }
         other => other,
     }
 }
@@ -134,7 +144,13 @@ const STALE_NS: u64 = 40_000_000;
 /// to `end`): it is taken at the thread's first poll after the stall's safepoint whenever it
 /// was asked during it, and the recorder asks only once a stall has lasted a while, often after
 /// the time to safepoint is over.
-pub fn for_thread(frames: &[FrameSample], tid: i32, start: u64, end: u64, stall: (u64, u64)) -> Option<CulpritCode> {
+pub fn for_thread(
+    frames: &[FrameSample],
+    tid: i32,
+    start: u64,
+    end: u64,
+    stall: (u64, u64),
+) -> Option<CulpritCode> {
     let mine = || frames.iter().filter(move |f| f.tid == tid && !f.frames.is_empty());
     let latency = mine()
         .filter(|f| f.event == "jdk.SafepointLatency")
@@ -146,8 +162,12 @@ pub fn for_thread(frames: &[FrameSample], tid: i32, start: u64, end: u64, stall:
     // fault, inside the VM), the method that made the call. Below the samples before and
     // inside: a loop without a poll is found by its dump already past the loop.
     let (stall_start, stall_end) = (stall.0.min(start), stall.1.max(end));
-    let dump = mine().filter(|f| f.event == DUMP && f.t >= stall_start && f.t <= stall_end).min_by_key(|f| f.t);
-    let well_inside = plain().filter(|f| f.t >= start + WELL_INSIDE_NS && f.t + WELL_INSIDE_NS <= end).min_by_key(|f| f.t);
+    let dump = mine()
+        .filter(|f| f.event == DUMP && f.t >= stall_start && f.t <= stall_end)
+        .min_by_key(|f| f.t);
+    let well_inside = plain()
+        .filter(|f| f.t >= start + WELL_INSIDE_NS && f.t + WELL_INSIDE_NS <= end)
+        .min_by_key(|f| f.t);
     let before = plain().filter(|f| f.t < start && start - f.t <= NEAR_NS).max_by_key(|f| f.t);
     let edge = plain().filter(|f| f.t >= start && f.t <= end).min_by_key(|f| f.t);
     let after = plain().filter(|f| f.t > end && f.t - end <= NEAR_NS).min_by_key(|f| f.t);
@@ -170,9 +190,20 @@ pub fn for_thread(frames: &[FrameSample], tid: i32, start: u64, end: u64, stall:
         format!("{} into the stall", crate::units::fmt_ns(f.t - start))
     };
     let source = match (f.event.as_str(), f.latency_ns) {
-        ("jdk.SafepointLatency", Some(l)) => format!("{}: asked to stop {when}, it reached a safepoint poll {} later, here", words(&f.event), crate::units::fmt_ns(l)),
-        (SIGNAL, Some(l)) if l >= 1_000_000 => format!("{}, signalled {when}; it took the signal {} later, back from the kernel where it had stopped", words(&f.event), crate::units::fmt_ns(l)),
-        (DUMP, Some(l)) => format!("the JVM's thread dump (Thread.print), asked for {when} and taken at the thread's next safepoint poll once the stall was over ({} later)", crate::units::fmt_ns(l)),
+        ("jdk.SafepointLatency", Some(l)) => format!(
+            "{}: asked to stop {when}, it reached a safepoint poll {} later, here",
+            words(&f.event),
+            crate::units::fmt_ns(l)
+        ),
+        (SIGNAL, Some(l)) if l >= 1_000_000 => format!(
+            "{}, signalled {when}; it took the signal {} later, back from the kernel where it had stopped",
+            words(&f.event),
+            crate::units::fmt_ns(l)
+        ),
+        (DUMP, Some(l)) => format!(
+            "the JVM's thread dump (Thread.print), asked for {when} and taken at the thread's next safepoint poll once the stall was over ({} later)",
+            crate::units::fmt_ns(l)
+        ),
         _ => format!("{}, {when}", words(&f.event)),
     };
     Some(CulpritCode {
@@ -199,7 +230,14 @@ mod tests {
             name: String::new(),
             event: event.into(),
             latency_ns: None,
-            frames: methods.iter().map(|m| JavaFrame { method: m.to_string(), line: Some(7), kind: "JIT compiled".into() }).collect(),
+            frames: methods
+                .iter()
+                .map(|m| JavaFrame {
+                    method: m.to_string(),
+                    line: Some(7),
+                    kind: "JIT compiled".into(),
+                })
+                .collect(),
             truncated: false,
         }
     }
@@ -208,7 +246,12 @@ mod tests {
     fn the_nearest_stack_of_the_thread_is_chosen_and_its_time_said() {
         let fs = vec![
             sample("jdk.ExecutionSample", 900, 7, &["a.Old.run"]),
-            sample("jdk.ExecutionSample", 995, 7, &["java.util.Arrays.fill", "io.x.Ledger.fold", "io.x.Main.main"]),
+            sample(
+                "jdk.ExecutionSample",
+                995,
+                7,
+                &["java.util.Arrays.fill", "io.x.Ledger.fold", "io.x.Main.main"],
+            ),
             sample("jdk.ExecutionSample", 999, 8, &["other.Thread.run"]),
             sample("jdk.ExecutionSample", 2100, 7, &["a.After.run"]),
         ];
@@ -223,55 +266,121 @@ mod tests {
 
     #[test]
     fn a_stack_further_than_five_seconds_from_the_stall_is_not_used() {
-        let fs = vec![sample("jdk.ExecutionSample", 100, 7, &["a.Old.run"]), sample("jdk.ExecutionSample", 11_500, 7, &["a.Late.run"])];
+        let fs = vec![
+            sample("jdk.ExecutionSample", 100, 7, &["a.Old.run"]),
+            sample("jdk.ExecutionSample", 11_500, 7, &["a.Late.run"]),
+        ];
         assert_eq!(for_thread(&fs, 7, 5200 * MS, 6400 * MS, (5200 * MS, 6400 * MS)), None);
     }
 
     #[test]
     fn a_safepoint_latency_over_the_stall_wins_over_nearer_samples() {
         let mut lat = sample("jdk.SafepointLatency", 990, 7, &["io.x.Ledger.fold"]);
-    // (and over a sample taken well inside the stall)
+        // (and over a sample taken well inside the stall)
         lat.latency_ns = Some(1_200 * MS);
         let fs = vec![sample("jdk.ExecutionSample", 999, 7, &["io.x.Near.run"]), lat];
         let c = for_thread(&fs, 7, 1000 * MS, 2200 * MS, (1000 * MS, 2200 * MS)).unwrap();
         assert_eq!(c.frames[0].method, "io.x.Ledger.fold");
         let fs = vec![sample("jdk.ExecutionSample", 1500, 7, &["io.x.Inside.run"]), fs[1].clone()];
-        assert_eq!(for_thread(&fs, 7, 1000 * MS, 2200 * MS, (1000 * MS, 2200 * MS)).unwrap().frames[0].method, "io.x.Ledger.fold");
+        assert_eq!(
+            for_thread(&fs, 7, 1000 * MS, 2200 * MS, (1000 * MS, 2200 * MS)).unwrap().frames[0]
+                .method,
+            "io.x.Ledger.fold"
+        );
         assert!(c.source.contains("reached a safepoint poll 1.20 s later"), "{}", c.source);
     }
 
     #[test]
-    fn a_thread_dump_asked_in_the_stall_names_a_thread_jfr_never_sampled_but_not_over_a_sample_before() {
-        let mut d = sample(DUMP, 1400, 7, &["jdk.internal.misc.ScopedMemoryAccess.copyMemory", "io.x.MappedRead.read"]);
+    fn a_thread_dump_asked_in_the_stall_names_a_thread_jfr_never_sampled_but_not_over_a_sample_before()
+     {
+        let mut d = sample(
+            DUMP,
+            1400,
+            7,
+            &["jdk.internal.misc.ScopedMemoryAccess.copyMemory", "io.x.MappedRead.read"],
+        );
         d.latency_ns = Some(700 * MS);
-        let c = for_thread(&[d.clone()], 7, 1000 * MS, 2000 * MS, (1000 * MS, 2000 * MS)).expect("the dump's stack");
+        let c = for_thread(&[d.clone()], 7, 1000 * MS, 2000 * MS, (1000 * MS, 2000 * MS))
+            .expect("the dump's stack");
         assert_eq!(describe_frame(c.fix_frame().unwrap()), "MappedRead.read (line 7)");
-        assert!(c.source.contains("thread dump") && c.source.contains("400 ms into the stall"), "{}", c.source);
+        assert!(
+            c.source.contains("thread dump") && c.source.contains("400 ms into the stall"),
+            "{}",
+            c.source
+        );
         // A loop without a poll: its dump is past the loop; the JFR sample before it is the loop.
         let fs = vec![sample("jdk.ExecutionSample", 990, 7, &["io.x.Loop.run"]), d.clone()];
-        assert_eq!(for_thread(&fs, 7, 1000 * MS, 2000 * MS, (1000 * MS, 2000 * MS)).unwrap().frames[0].method, "io.x.Loop.run");
+        assert_eq!(
+            for_thread(&fs, 7, 1000 * MS, 2000 * MS, (1000 * MS, 2000 * MS)).unwrap().frames[0]
+                .method,
+            "io.x.Loop.run"
+        );
         // A sample before that is stale (the thread then printed) while the dump caught it in
         // the VM (a huge setMemory): the dump wins; a fresh one still wins over it.
-        let stale = sample("jdk.ExecutionSample", 900, 7, &["java.lang.Math.round", "io.x.Main.print"]);
-        let mut d2 = sample(DUMP, 1400, 7, &["jdk.internal.misc.Unsafe.setMemory0", "io.x.SetMemory.fill"]);
+        let stale =
+            sample("jdk.ExecutionSample", 900, 7, &["java.lang.Math.round", "io.x.Main.print"]);
+        let mut d2 =
+            sample(DUMP, 1400, 7, &["jdk.internal.misc.Unsafe.setMemory0", "io.x.SetMemory.fill"]);
         d2.frames[0].kind = "Native".into();
-        assert_eq!(for_thread(&[stale.clone(), d2.clone()], 7, 1000 * MS, 2000 * MS, (1000 * MS, 2000 * MS)).unwrap().event, DUMP);
+        assert_eq!(
+            for_thread(
+                &[stale.clone(), d2.clone()],
+                7,
+                1000 * MS,
+                2000 * MS,
+                (1000 * MS, 2000 * MS)
+            )
+            .unwrap()
+            .event,
+            DUMP
+        );
         let fresh = sample("jdk.ExecutionSample", 970, 7, &["io.x.Loop.run"]);
-        assert_eq!(for_thread(&[fresh, d2.clone()], 7, 1000 * MS, 2000 * MS, (1000 * MS, 2000 * MS)).unwrap().frames[0].method, "io.x.Loop.run");
+        assert_eq!(
+            for_thread(&[fresh, d2.clone()], 7, 1000 * MS, 2000 * MS, (1000 * MS, 2000 * MS))
+                .unwrap()
+                .frames[0]
+                .method,
+            "io.x.Loop.run"
+        );
         // Nor one that caught the thread parked or asleep after its loop.
         let mut asleep = d2.clone();
         asleep.frames[0].method = "java.lang.Thread.sleep".into();
-        assert_eq!(for_thread(&[stale.clone(), asleep], 7, 1000 * MS, 2000 * MS, (1000 * MS, 2000 * MS)).unwrap().frames[0].method, "java.lang.Math.round");
-        assert!(bulk_vm_call("sun.misc.Unsafe.copyMemory0") && !bulk_vm_call("jdk.internal.misc.Unsafe.park") && !bulk_vm_call("io.x.Unsafe.setMemory0"));
+        assert_eq!(
+            for_thread(&[stale.clone(), asleep], 7, 1000 * MS, 2000 * MS, (1000 * MS, 2000 * MS))
+                .unwrap()
+                .frames[0]
+                .method,
+            "java.lang.Math.round"
+        );
+        assert!(
+            bulk_vm_call("sun.misc.Unsafe.copyMemory0")
+                && !bulk_vm_call("jdk.internal.misc.Unsafe.park")
+                && !bulk_vm_call("io.x.Unsafe.setMemory0")
+        );
         // A dump in Java code (past a loop without a poll) never outranks the sample before.
         let mut d3 = d2.clone();
-        d3.frames[0] = JavaFrame { method: "io.x.Loop.after".into(), line: Some(9), kind: "JIT compiled".into() };
-        assert_eq!(for_thread(&[stale, d3], 7, 1000 * MS, 2000 * MS, (1000 * MS, 2000 * MS)).unwrap().frames[0].method, "java.lang.Math.round");
+        d3.frames[0] = JavaFrame {
+            method: "io.x.Loop.after".into(),
+            line: Some(9),
+            kind: "JIT compiled".into(),
+        };
+        assert_eq!(
+            for_thread(&[stale, d3], 7, 1000 * MS, 2000 * MS, (1000 * MS, 2000 * MS))
+                .unwrap()
+                .frames[0]
+                .method,
+            "java.lang.Math.round"
+        );
         // A dump asked for after the time to safepoint, while the stall went on, is the
         // stall's: the thread reaches its next poll only after the stall's safepoint either way.
-        let c = for_thread(&[d.clone()], 7, 1000 * MS, 1300 * MS, (990 * MS, 1500 * MS)).expect("the dump, asked after the wait");
+        let c = for_thread(&[d.clone()], 7, 1000 * MS, 1300 * MS, (990 * MS, 1500 * MS))
+            .expect("the dump, asked after the wait");
         assert!(c.source.contains("410 ms into the stall"), "{}", c.source);
-        assert_eq!(for_thread(&[d.clone()], 7, 1000 * MS, 1300 * MS, (990 * MS, 1350 * MS)), None, "asked after the stall");
+        assert_eq!(
+            for_thread(&[d.clone()], 7, 1000 * MS, 1300 * MS, (990 * MS, 1350 * MS)),
+            None,
+            "asked after the stall"
+        );
         // A dump asked for outside the stall is about another moment.
         assert_eq!(for_thread(&[d], 7, 2500 * MS, 3000 * MS, (2500 * MS, 3000 * MS)), None);
     }
@@ -280,12 +389,31 @@ mod tests {
     fn a_sample_well_inside_wins_then_before_then_the_edge_then_after() {
         let before = sample("jdk.ExecutionSample", 500, 7, &["a.Before.run"]);
         let fs = vec![before.clone(), sample("jdk.ExecutionSample", 1500, 7, &["a.Inside.run"])];
-        assert_eq!(for_thread(&fs, 7, 1000 * MS, 2000 * MS, (1000 * MS, 2000 * MS)).unwrap().frames[0].method, "a.Inside.run");
+        assert_eq!(
+            for_thread(&fs, 7, 1000 * MS, 2000 * MS, (1000 * MS, 2000 * MS)).unwrap().frames[0]
+                .method,
+            "a.Inside.run"
+        );
         // At the stall's last millisecond the thread has already moved on: the sample before wins.
-        let fs = vec![before.clone(), sample("jdk.ExecutionSample", 1999, 7, &["a.Edge.run"]), sample("jdk.ExecutionSample", 2003, 7, &["a.After.run"])];
-        assert_eq!(for_thread(&fs, 7, 1000 * MS, 2000 * MS, (1000 * MS, 2000 * MS)).unwrap().frames[0].method, "a.Before.run");
-        let fs = vec![sample("jdk.ExecutionSample", 1999, 7, &["a.Edge.run"]), sample("jdk.ExecutionSample", 2003, 7, &["a.After.run"])];
-        assert_eq!(for_thread(&fs, 7, 1000 * MS, 2000 * MS, (1000 * MS, 2000 * MS)).unwrap().frames[0].method, "a.Edge.run");
+        let fs = vec![
+            before.clone(),
+            sample("jdk.ExecutionSample", 1999, 7, &["a.Edge.run"]),
+            sample("jdk.ExecutionSample", 2003, 7, &["a.After.run"]),
+        ];
+        assert_eq!(
+            for_thread(&fs, 7, 1000 * MS, 2000 * MS, (1000 * MS, 2000 * MS)).unwrap().frames[0]
+                .method,
+            "a.Before.run"
+        );
+        let fs = vec![
+            sample("jdk.ExecutionSample", 1999, 7, &["a.Edge.run"]),
+            sample("jdk.ExecutionSample", 2003, 7, &["a.After.run"]),
+        ];
+        assert_eq!(
+            for_thread(&fs, 7, 1000 * MS, 2000 * MS, (1000 * MS, 2000 * MS)).unwrap().frames[0]
+                .method,
+            "a.Edge.run"
+        );
         let fs = vec![sample("jdk.ExecutionSample", 2003, 7, &["a.After.run"])];
         let c = for_thread(&fs, 7, 1000 * MS, 2000 * MS, (1000 * MS, 2000 * MS)).unwrap();
         assert_eq!(c.frames[0].method, "a.After.run");

@@ -15,7 +15,10 @@ fn op_of(info: &CountersInfo, collectors: &[usize], cause: Option<&str>) -> Stri
     if collectors.is_empty() {
         return "unknown (from the JVM's perf counters)".to_string();
     }
-    let names: Vec<&str> = collectors.iter().map(|c| info.collectors.get(*c).map_or("a collector", String::as_str)).collect();
+    let names: Vec<&str> = collectors
+        .iter()
+        .map(|c| info.collectors.get(*c).map_or("a collector", String::as_str))
+        .collect();
     match cause.filter(|c| !c.is_empty() && *c != "No GC") {
         Some(cause) => format!("GC: {} ({cause})", names.join(", then ")),
         None => format!("GC: {}", names.join(", then ")),
@@ -24,7 +27,14 @@ fn op_of(info: &CountersInfo, collectors: &[usize], cause: Option<&str>) -> Stri
 
 /// The collectors whose pause counts rose between two looks.
 fn paused(before: &CounterLook, after: &CounterLook) -> Vec<usize> {
-    after.gcs.iter().zip(&before.gcs).enumerate().filter(|(_, (a, b))| !a.cycle && a.invocations > b.invocations).map(|(i, _)| i).collect()
+    after
+        .gcs
+        .iter()
+        .zip(&before.gcs)
+        .enumerate()
+        .filter(|(_, (a, b))| !a.cycle && a.invocations > b.invocations)
+        .map(|(i, _)| i)
+        .collect()
 }
 
 /// The cause of the GC seen under way in the looks between `from` and `to`.
@@ -105,23 +115,45 @@ mod tests {
     const MS: u64 = 1_000_000;
 
     fn look(t_ms: u64, safepoints: u64, sync_ms: u64, sp_ms: u64) -> CounterLook {
-        CounterLook { t: t_ms * MS, prev_t: (t_ms - 5) * MS, safepoints, sync_ns: sync_ms * MS, safepoint_ns: sp_ms * MS, ..CounterLook::default() }
+        CounterLook {
+            t: t_ms * MS,
+            prev_t: (t_ms - 5) * MS,
+            safepoints,
+            sync_ns: sync_ms * MS,
+            safepoint_ns: sp_ms * MS,
+            ..CounterLook::default()
+        }
     }
 
     fn info() -> CountersInfo {
-        CountersInfo { collectors: vec!["PSScavenge".into(), "PSParallelCompact".into()], major: 17, ..CountersInfo::default() }
+        CountersInfo {
+            collectors: vec!["PSScavenge".into(), "PSParallelCompact".into()],
+            major: 17,
+            ..CountersInfo::default()
+        }
     }
 
     #[test]
     fn a_safepoint_the_looks_saw_becomes_a_record_named_by_its_collector() {
-        let mut looks = vec![look(100, 3, 10, 20), look(105, 4, 10, 20), look(1505, 4, 1410, 20), look(1510, 4, 1410, 22)];
+        let mut looks = vec![
+            look(100, 3, 10, 20),
+            look(105, 4, 10, 20),
+            look(1505, 4, 1410, 20),
+            look(1510, 4, 1410, 22),
+        ];
         let s = safepoints(&looks, &info());
         assert_eq!(s.len(), 1);
-        assert_eq!((s[0].ttsp_ns, s[0].at_safepoint_ns, s[0].total_ns, &*s[0].op), (Some(1400 * MS), Some(2 * MS), 1402 * MS, "unknown (from the JVM's perf counters)"));
+        assert_eq!(
+            (s[0].ttsp_ns, s[0].at_safepoint_ns, s[0].total_ns, &*s[0].op),
+            (Some(1400 * MS), Some(2 * MS), 1402 * MS, "unknown (from the JVM's perf counters)")
+        );
         assert_eq!(s[0].format, Format::PerfCounters);
         // A full collection paused in it, its cause seen under way.
         for l in &mut looks {
-            l.gcs = vec![Default::default(), jvmcounters::GcLook { invocations: 0, ..Default::default() }];
+            l.gcs = vec![
+                Default::default(),
+                jvmcounters::GcLook { invocations: 0, ..Default::default() },
+            ];
         }
         looks[2].gcs[1].invocations = 1;
         looks[2].gc_cause = Some("System.gc()".into());
@@ -131,7 +163,12 @@ mod tests {
 
     #[test]
     fn a_safepoint_that_never_ended_is_reached_when_its_sync_time_rose() {
-        let mut looks = vec![look(100, 3, 10, 20), look(105, 4, 10, 20), look(900, 4, 10, 20), look(1505, 4, 1410, 20)];
+        let mut looks = vec![
+            look(100, 3, 10, 20),
+            look(105, 4, 10, 20),
+            look(900, 4, 10, 20),
+            look(1505, 4, 1410, 20),
+        ];
         let u = unended(&looks, &info(), 103 * MS, 2000 * MS);
         assert_eq!(u.reached, Some((1502_500_000, 1400 * MS)));
         assert_eq!(u.op, "unknown (from the JVM's perf counters)");
@@ -141,8 +178,12 @@ mod tests {
         for l in &mut looks {
             l.gcs = vec![Default::default(), Default::default()];
         }
-        looks[3].gcs[1] = jvmcounters::GcLook { invocations: 1, last_entry_ns: 5, last_exit_ns: 0, cycle: false };
+        looks[3].gcs[1] =
+            jvmcounters::GcLook { invocations: 1, last_entry_ns: 5, last_exit_ns: 0, cycle: false };
         looks[3].gc_cause = Some("Allocation Failure".into());
-        assert_eq!(unended(&looks, &info(), 103 * MS, 2000 * MS).op, "GC: PSParallelCompact (Allocation Failure)");
+        assert_eq!(
+            unended(&looks, &info(), 103 * MS, 2000 * MS).op,
+            "GC: PSParallelCompact (Allocation Failure)"
+        );
     }
 }

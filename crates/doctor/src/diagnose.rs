@@ -13,10 +13,13 @@
 //! nothing explains it, and finally [`summarise`].
 
 use crate::causes::Cause;
-use crate::classify::{self, segments, Segment};
+use crate::classify::{self, Segment, segments};
 use crate::evidence::{self, StallEvidence};
 use crate::recording::{Event, Meta, Recording, Sample, SystemSample};
-use crate::report::{Confidence, Finding, Report, SafepointView, StallReport, Summary, ThreadLine, TimeoutCulprit, SCHEMA};
+use crate::report::{
+    Confidence, Finding, Report, SCHEMA, SafepointView, StallReport, Summary, ThreadLine,
+    TimeoutCulprit,
+};
 use crate::signals::system_signals;
 use crate::units::fmt_ns;
 use crate::wait::Wait;
@@ -42,8 +45,12 @@ const RAW_THREADS: usize = 8;
 
 /// Local wall time of a monotonic instant, through the recording's start on both clocks.
 pub fn wall_of(meta: &Meta, mono_ns: u64) -> String {
-    let ms = meta.start_epoch_ms + ((mono_ns as i128 - meta.start_mono_ns as i128) / 1_000_000) as i64;
-    hotspot_log::format_wall(hotspot_log::WallTime { epoch_ms: ms, offset_min: meta.utc_offset_min })
+    let ms =
+        meta.start_epoch_ms + ((mono_ns as i128 - meta.start_mono_ns as i128) / 1_000_000) as i64;
+    hotspot_log::format_wall(hotspot_log::WallTime {
+        epoch_ms: ms,
+        offset_min: meta.utc_offset_min,
+    })
 }
 
 /// One stall as the recorder saw it: from when the meter should have ticked to its next tick.
@@ -90,19 +97,42 @@ pub fn stall_spans(events: &[Event]) -> Vec<StallSpan> {
     for e in events {
         let Event::StallBegin { t: noticed, stall, expected_ns, by, .. } = e else { continue };
         let end = events.iter().find_map(|x| match x {
-            Event::StallEnd { stall: s, resumed_ns, control_max_late_ns, control_queued_ns, resumed, .. } if s == stall => Some((*resumed_ns, *control_max_late_ns, *control_queued_ns, *resumed)),
+            Event::StallEnd {
+                stall: s,
+                resumed_ns,
+                control_max_late_ns,
+                control_queued_ns,
+                resumed,
+                ..
+            } if s == stall => {
+                Some((*resumed_ns, *control_max_late_ns, *control_queued_ns, *resumed))
+            }
             _ => None,
         });
-        let exiting = events.iter().any(|x| matches!(x, Event::StallEnd { stall: s, exiting: true, .. } if s == stall));
+        let exiting = events
+            .iter()
+            .any(|x| matches!(x, Event::StallEnd { stall: s, exiting: true, .. } if s == stall));
         let exited_during = match end {
             None => true,
             Some((_, _, _, resumed)) => !resumed && target_exited,
         };
-        let (end_ns, control, queued, _) = end.unwrap_or((end_of_recording.unwrap_or(*expected_ns), 0, None, false));
+        let (end_ns, control, queued, _) =
+            end.unwrap_or((end_of_recording.unwrap_or(*expected_ns), 0, None, false));
         // It was still stalled when noticed. (Earlier recorders could write a resumption from
         // before that: the meter's tick time, read before a safepoint held up its publication.)
         let cut = end.is_none_or(|(_, _, _, resumed)| !resumed);
-        out.push(StallSpan { stall: *stall, noticed_ns: *noticed, start_ns: *expected_ns, end_ns: end_ns.max(*noticed), control_max_late_ns: control, control_queued_ns: queued, exited_during, cut, by: *by, exiting });
+        out.push(StallSpan {
+            stall: *stall,
+            noticed_ns: *noticed,
+            start_ns: *expected_ns,
+            end_ns: end_ns.max(*noticed),
+            control_max_late_ns: control,
+            control_queued_ns: queued,
+            exited_during,
+            cut,
+            by: *by,
+            exiting,
+        });
     }
     out
 }
@@ -122,7 +152,13 @@ fn safepoint_view(s: &Safepoint, names: &HashMap<i32, String>) -> SafepointView 
             .iter()
             .map(|c| {
                 let tid = c.os_tid.map(|t| t as i32);
-                TimeoutCulprit { name: tid.and_then(|t| names.get(&t).cloned()).unwrap_or_else(|| c.name.clone()), tid, state: c.state.clone() }
+                TimeoutCulprit {
+                    name: tid
+                        .and_then(|t| names.get(&t).cloned())
+                        .unwrap_or_else(|| c.name.clone()),
+                    tid,
+                    state: c.state.clone(),
+                }
             })
             .collect(),
         unfinished: false,
@@ -138,7 +174,12 @@ fn overlap_ns(s: &Safepoint, start: u64, end: u64) -> u64 {
 
 /// Every safepoint the stall spans, in time order: the main one, and any other that overlaps it
 /// by a tenth (or 5 ms) — a stall over back-to-back safepoints shows each of them.
-pub fn spanned_safepoints(span: &StallSpan, safepoints: &[Safepoint], main: Option<&SafepointView>, names: &HashMap<i32, String>) -> Vec<SafepointView> {
+pub fn spanned_safepoints(
+    span: &StallSpan,
+    safepoints: &[Safepoint],
+    main: Option<&SafepointView>,
+    names: &HashMap<i32, String>,
+) -> Vec<SafepointView> {
     let d = span.duration_ns();
     let min = ((SPANNED_MIN_SHARE * d as f64) as u64).max(SPANNED_MIN_NS.min(d / 2));
     let mut v: Vec<SafepointView> = safepoints
@@ -149,7 +190,9 @@ pub fn spanned_safepoints(span: &StallSpan, safepoints: &[Safepoint], main: Opti
         })
         .map(|s| safepoint_view(s, names))
         .collect();
-    if let Some(m) = main.filter(|m| !v.iter().any(|x| x.start_mono_ns == m.start_mono_ns && x.op == m.op)) {
+    if let Some(m) =
+        main.filter(|m| !v.iter().any(|x| x.start_mono_ns == m.start_mono_ns && x.op == m.op))
+    {
         v.push(m.clone());
     }
     v.sort_by_key(|s| s.start_mono_ns);
@@ -165,21 +208,34 @@ const OPEN_SYNC_SLACK_NS: u64 = 50_000_000;
 /// never written (the JVM died, or the recorder detached), that unfinished one: from its
 /// SafepointTimeout culprits, else from the log's last `Safepoint synchronization initiated`
 /// line (`open_sync_ns`), which no record followed.
-pub fn match_safepoint(span: &StallSpan, safepoints: &[Safepoint], unfinished: &[hotspot_log::Culprit], open_sync_ns: Option<u64>, names: &HashMap<i32, String>) -> Option<SafepointView> {
+pub fn match_safepoint(
+    span: &StallSpan,
+    safepoints: &[Safepoint],
+    unfinished: &[hotspot_log::Culprit],
+    open_sync_ns: Option<u64>,
+    names: &HashMap<i32, String>,
+) -> Option<SafepointView> {
     let (start, end_ns, duration) = (span.start_ns, span.end_ns, span.duration_ns());
     let overlap = |s: &Safepoint| overlap_ns(s, start, end_ns);
     let found = safepoints
         .iter()
-        .filter(|s| overlap(s) > 0 && overlap(s) as f64 >= SAFEPOINT_MIN_OVERLAP * duration.max(1) as f64)
+        .filter(|s| {
+            overlap(s) > 0 && overlap(s) as f64 >= SAFEPOINT_MIN_OVERLAP * duration.max(1) as f64
+        })
         .max_by_key(|s| overlap(s))
         .map(|s| safepoint_view(s, names));
     if found.is_some() || !span.cut {
         return found;
     }
-    let inside: Vec<_> = if span.exited_during { unfinished.iter().filter(|c| c.stamps.mono_ns.is_some_and(|t| t >= start)).collect() } else { vec![] };
+    let inside: Vec<_> = if span.exited_during {
+        unfinished.iter().filter(|c| c.stamps.mono_ns.is_some_and(|t| t >= start)).collect()
+    } else {
+        vec![]
+    };
     if inside.is_empty() {
         // No culprits were named, but the log says a safepoint was being reached when it ended.
-        let began = open_sync_ns.filter(|t| *t < end_ns && t.saturating_add(OPEN_SYNC_SLACK_NS) >= start)?;
+        let began = open_sync_ns
+            .filter(|t| *t < end_ns && t.saturating_add(OPEN_SYNC_SLACK_NS) >= start)?;
         return Some(SafepointView {
             op: "unknown (still being reached when the recording ended)".into(),
             ttsp_ns: end_ns - began,
@@ -200,7 +256,14 @@ pub fn match_safepoint(span: &StallSpan, safepoints: &[Safepoint], unfinished: &
         start_mono_ns: start,
         threads_total: None,
         threads_running: None,
-        timeout_culprits: inside.iter().map(|c| TimeoutCulprit { name: c.name.clone(), tid: c.os_tid.map(|t| t as i32), state: c.state.clone() }).collect(),
+        timeout_culprits: inside
+            .iter()
+            .map(|c| TimeoutCulprit {
+                name: c.name.clone(),
+                tid: c.os_tid.map(|t| t as i32),
+                state: c.state.clone(),
+            })
+            .collect(),
         unfinished: true,
     })
 }
@@ -235,16 +298,34 @@ fn unknown_finding(ev: &StallEvidence) -> Finding {
     let said = if ev.sample_times.is_empty() {
         "no thread samples were taken during the stall".to_string()
     } else {
-        format!("{} samples of {} threads show no thread holding things up", ev.sample_times.len(), ev.threads.len())
+        format!(
+            "{} samples of {} threads show no thread holding things up",
+            ev.sample_times.len(),
+            ev.threads.len()
+        )
     };
-    Finding { cause: Cause::Unknown, title: Cause::Unknown.title().into(), confidence: Confidence::Low, share: 1.0, culprits: vec![], evidence: vec![said], fix: Cause::Unknown.fix().into(), doc: Cause::Unknown.doc() }
+    Finding {
+        cause: Cause::Unknown,
+        title: Cause::Unknown.title().into(),
+        confidence: Confidence::Low,
+        share: 1.0,
+        culprits: vec![],
+        evidence: vec![said],
+        fix: Cause::Unknown.fix().into(),
+        doc: Cause::Unknown.doc(),
+    }
 }
 
 /// What kept the recorder from looking during a stall, when it missed a tenth of it or more:
 /// steps of its own loop that took long (`RecorderHeld`), or noticing the stall late. Said
 /// beside `unknown`, since a stall nobody looked at is not one in which nothing happened.
 /// `span` is the stall as diagnosed, `noticed` as the recorder saw it (from the missed tick).
-fn recorder_blind(events: &[Event], span: &StallSpan, noticed: &StallSpan, threshold_ns: u64) -> Option<String> {
+fn recorder_blind(
+    events: &[Event],
+    span: &StallSpan,
+    noticed: &StallSpan,
+    threshold_ns: u64,
+) -> Option<String> {
     let (start, end) = (span.start_ns, span.end_ns);
     let mut held = 0;
     let mut steps: Vec<&str> = Vec::new();
@@ -269,7 +350,11 @@ fn recorder_blind(events: &[Event], span: &StallSpan, noticed: &StallSpan, thres
         said.push(format!("the recorder itself was held {} of the {} stall ({}), and took no look at the JVM meanwhile", fmt_ns(held), fmt_ns(d), steps.join(", ")));
     }
     if late > 0 {
-        said.push(format!("the recorder noticed the stall {} later than its threshold (of {})", fmt_ns(late), fmt_ns(d)));
+        said.push(format!(
+            "the recorder noticed the stall {} later than its threshold (of {})",
+            fmt_ns(late),
+            fmt_ns(d)
+        ));
     }
     Some(format!("{}: what held the JVM then was not seen", said.join("; ")))
 }
@@ -278,7 +363,12 @@ fn recorder_blind(events: &[Event], span: &StallSpan, noticed: &StallSpan, thres
 /// sample lines for the user to judge.
 fn busiest_threads(ev: &StallEvidence, names: &HashMap<i32, String>) -> Vec<ThreadLine> {
     let mut busiest: Vec<_> = ev.threads.iter().collect();
-    busiest.sort_by_key(|t| std::cmp::Reverse((t.cpu_ns + t.run_delay_ns, t.samples - t.states.get(&'S').copied().unwrap_or(0))));
+    busiest.sort_by_key(|t| {
+        std::cmp::Reverse((
+            t.cpu_ns + t.run_delay_ns,
+            t.samples - t.states.get(&'S').copied().unwrap_or(0),
+        ))
+    });
     busiest
         .into_iter()
         .take(RAW_THREADS)
@@ -302,15 +392,32 @@ fn parked_throughout(t: &evidence::ThreadEvidence, tick_ns: u64) -> bool {
 
 /// The whole diagnosis of one stall.
 /// `seen`: the stall as the recorder saw it; `floor`: where the previous stall ended.
-fn diagnose_stall(rec: &Recording, seen: &StallSpan, floor: u64, samples: &[&Sample], meter_tid: Option<i32>) -> StallReport {
+fn diagnose_stall(
+    rec: &Recording,
+    seen: &StallSpan,
+    floor: u64,
+    samples: &[&Sample],
+    meter_tid: Option<i32>,
+) -> StallReport {
     let meta = &rec.meta;
     let stall = seen.stall;
     let ctx = rec.context.iter().find(|c| c.stall == stall);
-    let names: HashMap<i32, String> = ctx.map(|c| c.java_threads.iter().filter(|j| j.tid > 0).map(|j| (j.tid, j.name.clone())).collect()).unwrap_or_default();
+    let names: HashMap<i32, String> = ctx
+        .map(|c| {
+            c.java_threads.iter().filter(|j| j.tid > 0).map(|j| (j.tid, j.name.clone())).collect()
+        })
+        .unwrap_or_default();
     // A safepoint that began before the previous stall ended is that stall's (see below).
     let own = |s: &SafepointView| floor == 0 || s.start_mono_ns >= floor;
-    let safepoint = match_safepoint(seen, &rec.safepoints, &rec.unfinished_culprits, rec.open_sync_ns, &names).filter(own).or_else(|| unended_safepoint(rec, seen));
-    let spanned: Vec<SafepointView> = if safepoint.as_ref().is_some_and(|s| s.unfinished) { safepoint.iter().cloned().collect() } else { spanned_safepoints(seen, &rec.safepoints, safepoint.as_ref(), &names) };
+    let safepoint =
+        match_safepoint(seen, &rec.safepoints, &rec.unfinished_culprits, rec.open_sync_ns, &names)
+            .filter(own)
+            .or_else(|| unended_safepoint(rec, seen));
+    let spanned: Vec<SafepointView> = if safepoint.as_ref().is_some_and(|s| s.unfinished) {
+        safepoint.iter().cloned().collect()
+    } else {
+        spanned_safepoints(seen, &rec.safepoints, safepoint.as_ref(), &names)
+    };
     let spanned: Vec<SafepointView> = spanned.into_iter().filter(own).collect();
     // The world stopped when the safepoint began, even if the meter noticed later (it was
     // asleep, or the recorder itself was held up): the stall starts there.
@@ -319,7 +426,10 @@ fn diagnose_stall(rec: &Recording, seen: &StallSpan, floor: u64, samples: &[&Sam
     // (seen in a lab run: a second 1.6 s "unknown" stall made of the first one's safepoint), and
     // `own` left it out above.
     let mut span = seen.clone();
-    if let Some(first) = spanned.first().filter(|s| s.start_mono_ns < span.start_ns && s.start_mono_ns + s.total_ns > span.start_ns) {
+    if let Some(first) = spanned
+        .first()
+        .filter(|s| s.start_mono_ns < span.start_ns && s.start_mono_ns + s.total_ns > span.start_ns)
+    {
         span.start_ns = first.start_mono_ns;
     }
     // A stall under way when the recorder started (`attach` to a JVM stuck already) is judged on
@@ -333,7 +443,12 @@ fn diagnose_stall(rec: &Recording, seen: &StallSpan, floor: u64, samples: &[&Sam
     let ev = evidence::rebuild(samples, meta.clock_ticks, span.start_ns, until);
     let segs: Vec<Segment> = segments(span.start_ns, span.end_ns.max(span.start_ns), &spanned)
         .into_iter()
-        .map(|(kind, start, end)| Segment { kind, start_ns: start, end_ns: end, evidence: evidence::rebuild(samples, meta.clock_ticks, start, end.min(until)) })
+        .map(|(kind, start, end)| Segment {
+            kind,
+            start_ns: start,
+            end_ns: end,
+            evidence: evidence::rebuild(samples, meta.clock_ticks, start, end.min(until)),
+        })
         .collect();
     let sys: Vec<&SystemSample> = rec.system.iter().filter(|s| s.stall == stall).collect();
     let signals = system_signals(meta, &sys);
@@ -358,19 +473,32 @@ fn diagnose_stall(rec: &Recording, seen: &StallSpan, floor: u64, samples: &[&Sam
         clock_ticks: meta.clock_ticks,
     };
     let mut findings = classify::classify(&inputs);
-    let culprit_tids: Vec<i32> = findings.iter().flat_map(|f| f.culprits.iter().map(|c| c.tid)).collect();
+    let culprit_tids: Vec<i32> =
+        findings.iter().flat_map(|f| f.culprits.iter().map(|c| c.tid)).collect();
     let tick_ns = 1_000_000_000 / meta.clock_ticks.max(1);
-    let parked = ev.threads.iter().filter(|t| !culprit_tids.contains(&t.tid) && parked_throughout(t, tick_ns)).count();
+    let parked = ev
+        .threads
+        .iter()
+        .filter(|t| !culprit_tids.contains(&t.tid) && parked_throughout(t, tick_ns))
+        .count();
     let mut raw = Vec::new();
     if findings.is_empty() {
         findings.push(unknown_finding(&ev));
     }
     if unseen_ns > 0 {
         if let Some(f) = findings.first_mut() {
-            f.evidence.push(format!("it began {} before stallscope started watching; judged on the {} seen", fmt_ns(unseen_ns), fmt_ns(span.duration_ns())));
+            f.evidence.push(format!(
+                "it began {} before stallscope started watching; judged on the {} seen",
+                fmt_ns(unseen_ns),
+                fmt_ns(span.duration_ns())
+            ));
         }
     }
-    let seen_part = StallSpan { noticed_ns: seen.noticed_ns.max(span.start_ns + meta.threshold_ns), start_ns: seen.start_ns.max(span.start_ns), ..seen.clone() };
+    let seen_part = StallSpan {
+        noticed_ns: seen.noticed_ns.max(span.start_ns + meta.threshold_ns),
+        start_ns: seen.start_ns.max(span.start_ns),
+        ..seen.clone()
+    };
     if let Some(said) = recorder_blind(&rec.events, span, &seen_part, meta.threshold_ns) {
         for f in findings.iter_mut().filter(|f| f.cause == Cause::Unknown) {
             f.evidence.push(said.clone());
@@ -381,12 +509,19 @@ fn diagnose_stall(rec: &Recording, seen: &StallSpan, floor: u64, samples: &[&Sam
     }
     // A thread late to the safepoint was late while it was being reached: that is when its code
     // held the world (after it, the thread runs on elsewhere while the operation runs).
-    let (code_from, code_to) = match safepoint.as_ref().filter(|sp| !sp.unfinished && sp.ttsp_ns > 0) {
-        Some(sp) => (sp.start_mono_ns, sp.start_mono_ns + sp.ttsp_ns),
-        None => (span.start_ns, span.start_ns + duration),
-    };
+    let (code_from, code_to) =
+        match safepoint.as_ref().filter(|sp| !sp.unfinished && sp.ttsp_ns > 0) {
+            Some(sp) => (sp.start_mono_ns, sp.start_mono_ns + sp.ttsp_ns),
+            None => (span.start_ns, span.start_ns + duration),
+        };
     if rec.frames_recorded {
-        name_the_code(&mut findings, &rec.frames, code_from, code_to, (span.start_ns, span.start_ns + duration));
+        name_the_code(
+            &mut findings,
+            &rec.frames,
+            code_from,
+            code_to,
+            (span.start_ns, span.start_ns + duration),
+        );
     }
     StallReport {
         stall,
@@ -407,15 +542,30 @@ fn diagnose_stall(rec: &Recording, seen: &StallSpan, floor: u64, samples: &[&Sam
 
 /// Gives each culprit its code (the JVM's stack sample nearest the stall, see [`crate::code`]),
 /// and names the code in the fix of each finding whose first culprit has one.
-fn name_the_code(findings: &mut [Finding], frames: &[crate::recording::FrameSample], start: u64, end: u64, stall: (u64, u64)) {
+fn name_the_code(
+    findings: &mut [Finding],
+    frames: &[crate::recording::FrameSample],
+    start: u64,
+    end: u64,
+    stall: (u64, u64),
+) {
     for f in findings.iter_mut() {
         for c in f.culprits.iter_mut() {
             c.code = crate::code::for_thread(frames, c.tid, start, end, stall);
         }
-        let unsampled: Vec<String> = f.culprits.iter().filter(|c| c.code.is_none() && !evidence::jvm_internal(&c.name)).map(|c| format!("\"{}\"", c.name)).collect();
+        let unsampled: Vec<String> = f
+            .culprits
+            .iter()
+            .filter(|c| c.code.is_none() && !evidence::jvm_internal(&c.name))
+            .map(|c| format!("\"{}\"", c.name))
+            .collect();
         let outside = frames.iter().any(|s| s.event == crate::code::OUTSIDE);
         if !unsampled.is_empty() && f.cause != Cause::Unknown && outside {
-            f.evidence.push(format!("no stack of {} was read from outside within {} of the stall (docs/attach.md)", unsampled.join(", "), fmt_ns(crate::code::NEAR_NS)));
+            f.evidence.push(format!(
+                "no stack of {} was read from outside within {} of the stall (docs/attach.md)",
+                unsampled.join(", "),
+                fmt_ns(crate::code::NEAR_NS)
+            ));
         } else if !unsampled.is_empty() && f.cause != Cause::Unknown {
             f.evidence.push(format!(
                 "the JVM's flight recorder took no stack of {} within {} of the stall: it samples a thread only when it can interrupt it in Java code or a native method, and a thread blocked in a page fault or working inside the VM (a bulk copy from a mapping, Unsafe.copyMemory or setMemory) cannot be (docs/frames.md)",
@@ -429,8 +579,13 @@ fn name_the_code(findings: &mut [Finding], frames: &[crate::recording::FrameSamp
         let (lead, tail) = match (f.cause, code.frames.first()) {
             // Caught in a bulk copy or fill inside the VM (a huge `Unsafe.setMemory0`): no loop
             // of the application's to change, but the call.
-            (Cause::NoSafepointPoll, Some(top)) if crate::code::bulk_vm_call(&top.method) && code.app_frame.is_some() => {
-                (format!("split the call to {} in", crate::code::short_method(&top.method)), " into calls of a few MiB each")
+            (Cause::NoSafepointPoll, Some(top))
+                if crate::code::bulk_vm_call(&top.method) && code.app_frame.is_some() =>
+            {
+                (
+                    format!("split the call to {} in", crate::code::short_method(&top.method)),
+                    " into calls of a few MiB each",
+                )
             }
             (Cause::NoSafepointPoll, _) => ("the loop in".to_string(), ""),
             (Cause::MajorFault, _) => ("the read in".to_string(), ""),
@@ -469,7 +624,9 @@ pub fn summarise(rec: &Recording, stalls: &[StallReport]) -> Summary {
         ttsp_max_ns: rec.safepoints.iter().filter_map(|s| s.ttsp_ns).max(),
         hiccups: rec.hiccups.as_ref().and_then(|h| h.summary()),
         control: rec.control.as_ref().and_then(|h| h.summary()),
-        recorded_ns: end_of_recording(&rec.events).unwrap_or(meta.start_mono_ns).saturating_sub(meta.start_mono_ns),
+        recorded_ns: end_of_recording(&rec.events)
+            .unwrap_or(meta.start_mono_ns)
+            .saturating_sub(meta.start_mono_ns),
         recorder_pauses: recorder_pauses.len(),
         recorder_pause_max_ns: recorder_pauses.iter().copied().max().unwrap_or(0),
     }
@@ -487,13 +644,22 @@ pub fn diagnose(rec: &Recording) -> Report {
         by_stall.entry(s.stall).or_default().push(s);
     }
     // The safepoint a JVM exits in never ends: a short stall the JVM exited in is its exit.
-    let spans: Vec<StallSpan> = stall_spans(&rec.events).into_iter().filter(|s| !(s.exiting && s.duration_ns() < EXIT_NS)).collect();
+    let spans: Vec<StallSpan> = stall_spans(&rec.events)
+        .into_iter()
+        .filter(|s| !(s.exiting && s.duration_ns() < EXIT_NS))
+        .collect();
     let mut stalls: Vec<StallReport> = spans
         .iter()
         .enumerate()
         .map(|(i, span)| {
             let floor = i.checked_sub(1).map_or(0, |p| spans[p].end_ns);
-            diagnose_stall(rec, span, floor, by_stall.get(&span.stall).map_or(&[][..], |v| &v[..]), meter_tid)
+            diagnose_stall(
+                rec,
+                span,
+                floor,
+                by_stall.get(&span.stall).map_or(&[][..], |v| &v[..]),
+                meter_tid,
+            )
         })
         .collect();
     // Stalls shorter than the threshold can be recorded at its edge; they are not stalls.
@@ -505,14 +671,17 @@ pub fn diagnose(rec: &Recording) -> Report {
         notes.push("the recording has no end record: the recorder was killed or crashed (or is still recording), so it was cut short; a stall open at its end ends there".into());
     }
     notes.extend(rec.frames_notes.iter().cloned());
-    let counted = rec.safepoints.iter().filter(|s| s.format == hotspot_log::Format::PerfCounters).count();
+    let counted =
+        rec.safepoints.iter().filter(|s| s.format == hotspot_log::Format::PerfCounters).count();
     if counted > 0 || (rec.safepoints.is_empty() && rec.counters_info().is_some()) {
         notes.push(format!(
             "the safepoint log {}: {counted} safepoints are placed from the JVM's perf counters (their time to reach and at the safepoint, not their operation but for GCs)",
             if rec.has_safepoint_log { "has no records" } else { "is not in the recording (the JVM was not asked to write one, or could not be)" }
         ));
     } else if !rec.has_safepoint_log {
-        notes.push("no safepoint log in the recording: stalls cannot be joined with safepoints".into());
+        notes.push(
+            "no safepoint log in the recording: stalls cannot be joined with safepoints".into(),
+        );
     }
     if let Some(why) = rec.counters_missing() {
         let heartbeat = rec.events.iter().any(|e| matches!(e, Event::MeterRunning { .. }));
@@ -524,17 +693,32 @@ pub fn diagnose(rec: &Recording) -> Report {
     }
     // The agent logs its hiccups from inside the JVM: a stall the JVM never came back from (it
     // was killed, or the recording ended first) is not in its log.
-    if let (Some(h), Some(longest)) = (&summary.hiccups, stalls.iter().max_by_key(|s| s.duration_ns)) {
-        if longest.duration_ns > h.max_ns.saturating_mul(3) / 2 && longest.duration_ns > meta.threshold_ns * 2 {
+    if let (Some(h), Some(longest)) =
+        (&summary.hiccups, stalls.iter().max_by_key(|s| s.duration_ns))
+    {
+        if longest.duration_ns > h.max_ns.saturating_mul(3) / 2
+            && longest.duration_ns > meta.threshold_ns * 2
+        {
             notes.push(format!(
                 "the agent's hiccup log peaks at {} but the longest stall lasted {}: {}",
                 crate::units::fmt_ns(h.max_ns),
                 crate::units::fmt_ns(longest.duration_ns),
-                if longest.target_exited { "the JVM ended inside it, before its meter could log it" } else { "the meter logs an interval only once the JVM runs again" }
+                if longest.target_exited {
+                    "the JVM ended inside it, before its meter could log it"
+                } else {
+                    "the meter logs an interval only once the JVM runs again"
+                }
             ));
         }
     }
-    Report { schema: SCHEMA, recording: rec.dir.display().to_string(), meta: meta.clone(), stalls, summary, notes }
+    Report {
+        schema: SCHEMA,
+        recording: rec.dir.display().to_string(),
+        meta: meta.clone(),
+        stalls,
+        summary,
+        notes,
+    }
 }
 
 #[cfg(test)]
@@ -569,19 +753,40 @@ mod tests {
     }
 
     fn begin(stall: u32, expected_ms: u64, noticed_ms: u64) -> Event {
-        Event::StallBegin { t: noticed_ms * MS, stall, last_tick_ns: (expected_ms - 1) * MS, expected_ns: expected_ms * MS, by: Default::default() }
+        Event::StallBegin {
+            t: noticed_ms * MS,
+            stall,
+            last_tick_ns: (expected_ms - 1) * MS,
+            expected_ns: expected_ms * MS,
+            by: Default::default(),
+        }
     }
 
     fn end(stall: u32, resumed_ms: u64, resumed: bool) -> Event {
-        Event::StallEnd { t: resumed_ms * MS + 1, stall, resumed_ns: resumed_ms * MS, control_max_late_ns: 7, control_queued_ns: None, resumed, dropped_samples: 0, exiting: false }
+        Event::StallEnd {
+            t: resumed_ms * MS + 1,
+            stall,
+            resumed_ns: resumed_ms * MS,
+            control_max_late_ns: 7,
+            control_queued_ns: None,
+            resumed,
+            dropped_samples: 0,
+            exiting: false,
+        }
     }
 
     #[test]
     fn a_stall_the_recorder_did_not_look_at_says_so() {
-        let held = |t_ms: u64, held_ms: u64| Event::RecorderHeld { t: t_ms * MS, stall: 1, held_ns: held_ms * MS, step: "the first look".into() };
+        let held = |t_ms: u64, held_ms: u64| Event::RecorderHeld {
+            t: t_ms * MS,
+            stall: 1,
+            held_ns: held_ms * MS,
+            step: "the first look".into(),
+        };
         // Held 990 ms of a 1 s stall: said, with the step.
         let ev = vec![begin(1, 2000, 2006), held(2006, 990), end(1, 3000, true)];
-        let said = recorder_blind(&ev, &stall_spans(&ev)[0], &stall_spans(&ev)[0], 5 * MS).expect("said");
+        let said =
+            recorder_blind(&ev, &stall_spans(&ev)[0], &stall_spans(&ev)[0], 5 * MS).expect("said");
         assert!(said.contains("held 990 ms of the 1.00 s stall (the first look)"), "{said}");
         // Held before the stall began: only the part inside counts (50 of 1000 ms): not said.
         let ev = vec![held(1900, 150), begin(1, 2000, 2006), end(1, 3000, true)];
@@ -591,16 +796,25 @@ mod tests {
         assert_eq!(recorder_blind(&ev, &stall_spans(&ev)[0], &stall_spans(&ev)[0], 5 * MS), None);
         // Noticed 500 ms late.
         let ev = vec![begin(1, 2000, 2505), end(1, 3000, true)];
-        let said = recorder_blind(&ev, &stall_spans(&ev)[0], &stall_spans(&ev)[0], 5 * MS).expect("said");
+        let said =
+            recorder_blind(&ev, &stall_spans(&ev)[0], &stall_spans(&ev)[0], 5 * MS).expect("said");
         assert!(said.contains("noticed the stall 500 ms later than its threshold"), "{said}");
     }
 
     #[test]
     fn stall_spans_run_from_the_missed_tick_to_the_next() {
-        let ev = vec![begin(1, 2000, 2005), end(1, 2300, true), begin(2, 3000, 3005), Event::TargetExit { t: 3500 * MS, code: Some(0), signal: None }];
+        let ev = vec![
+            begin(1, 2000, 2005),
+            end(1, 2300, true),
+            begin(2, 3000, 3005),
+            Event::TargetExit { t: 3500 * MS, code: Some(0), signal: None },
+        ];
         let s = stall_spans(&ev);
         assert_eq!(s.len(), 2);
-        assert_eq!((s[0].start_ns, s[0].end_ns, s[0].control_max_late_ns, s[0].exited_during), (2000 * MS, 2300 * MS, 7, false));
+        assert_eq!(
+            (s[0].start_ns, s[0].end_ns, s[0].control_max_late_ns, s[0].exited_during),
+            (2000 * MS, 2300 * MS, 7, false)
+        );
         assert_eq!(s[0].duration_ns(), 300 * MS);
         // Never ended: it lasted until the target exited.
         assert_eq!((s[1].end_ns, s[1].exited_during), (3500 * MS, true));
@@ -609,9 +823,17 @@ mod tests {
     #[test]
     fn a_stall_cannot_end_before_it_was_noticed() {
         let s = stall_spans(&[begin(1, 2000, 2010), end(1, 2004, true)]);
-        assert_eq!(s[0].end_ns, 2010 * MS, "an early resumption time is clamped to when it was seen");
+        assert_eq!(
+            s[0].end_ns,
+            2010 * MS,
+            "an early resumption time is clamped to when it was seen"
+        );
         // Watching ended with the meter silent but the JVM alive (detach): not an exit.
-        let s = stall_spans(&[begin(1, 2000, 2005), end(1, 2100, false), Event::Detach { t: 2200 * MS, reason: "x".into() }]);
+        let s = stall_spans(&[
+            begin(1, 2000, 2005),
+            end(1, 2100, false),
+            Event::Detach { t: 2200 * MS, reason: "x".into() },
+        ]);
         assert!(!s[0].exited_during);
     }
 
@@ -626,12 +848,30 @@ mod tests {
     #[test]
     fn the_safepoint_that_held_the_world_covers_most_of_the_stall() {
         // Ends at 2.300 s monotonic; 290 ms reaching it, 10 ms at it.
-        let long = safepoint("[1.0s][2300000000ns][info][safepoint] Safepoint \"ThreadDump\", Time since last: 1 ns, Reaching safepoint: 290000000 ns, Cleanup: 0 ns, At safepoint: 10000000 ns, Total: 300000000 ns\n");
-        let short = safepoint("[1.0s][2150000000ns][info][safepoint] Safepoint \"Cleanup\", Time since last: 1 ns, Reaching safepoint: 10000 ns, Cleanup: 0 ns, At safepoint: 10000 ns, Total: 20000 ns\n");
-        let span = StallSpan { stall: 1, noticed_ns: 2005 * MS, start_ns: 2000 * MS, end_ns: 2300 * MS, control_max_late_ns: 0, control_queued_ns: None, exited_during: false, cut: false, by: Default::default(), exiting: false };
+        let long = safepoint(
+            "[1.0s][2300000000ns][info][safepoint] Safepoint \"ThreadDump\", Time since last: 1 ns, Reaching safepoint: 290000000 ns, Cleanup: 0 ns, At safepoint: 10000000 ns, Total: 300000000 ns\n",
+        );
+        let short = safepoint(
+            "[1.0s][2150000000ns][info][safepoint] Safepoint \"Cleanup\", Time since last: 1 ns, Reaching safepoint: 10000 ns, Cleanup: 0 ns, At safepoint: 10000 ns, Total: 20000 ns\n",
+        );
+        let span = StallSpan {
+            stall: 1,
+            noticed_ns: 2005 * MS,
+            start_ns: 2000 * MS,
+            end_ns: 2300 * MS,
+            control_max_late_ns: 0,
+            control_queued_ns: None,
+            exited_during: false,
+            cut: false,
+            by: Default::default(),
+            exiting: false,
+        };
         let names = HashMap::from([(7, "reader-thread".to_string())]);
         let sp = match_safepoint(&span, &[short.clone(), long], &[], None, &names).unwrap();
-        assert_eq!((sp.op.as_str(), sp.ttsp_ns, sp.start_mono_ns), ("ThreadDump", 290 * MS, 2000 * MS));
+        assert_eq!(
+            (sp.op.as_str(), sp.ttsp_ns, sp.start_mono_ns),
+            ("ThreadDump", 290 * MS, 2000 * MS)
+        );
         // A short safepoint inside a longer stall (a freeze) is not what held it.
         assert!(match_safepoint(&span, &[short], &[], None, &names).is_none());
     }
@@ -646,16 +886,42 @@ mod tests {
         let open = sc.finish(&mut |_: &Safepoint| panic!("no record")).open_sync_ns;
         assert_eq!(open, Some(2001 * MS));
         let names = HashMap::new();
-        let cut = StallSpan { stall: 1, noticed_ns: 2005 * MS, start_ns: 2002 * MS, end_ns: 3880 * MS, control_max_late_ns: 0, control_queued_ns: None, exited_during: false, cut: true, by: Default::default(), exiting: false };
-        let sp = match_safepoint(&cut, &[], &[], open, &names).expect("the safepoint being reached");
+        let cut = StallSpan {
+            stall: 1,
+            noticed_ns: 2005 * MS,
+            start_ns: 2002 * MS,
+            end_ns: 3880 * MS,
+            control_max_late_ns: 0,
+            control_queued_ns: None,
+            exited_during: false,
+            cut: true,
+            by: Default::default(),
+            exiting: false,
+        };
+        let sp =
+            match_safepoint(&cut, &[], &[], open, &names).expect("the safepoint being reached");
         assert!(sp.unfinished && sp.timeout_culprits.is_empty(), "{sp:?}");
         assert_eq!((sp.start_mono_ns, sp.ttsp_ns), (2001 * MS, 1879 * MS));
         // A stall that resumed, or a reaching begun long before it, is not that safepoint's.
-        assert!(match_safepoint(&StallSpan { cut: false, ..cut.clone() }, &[], &[], open, &names).is_none());
-        assert!(match_safepoint(&StallSpan { start_ns: 2200 * MS, ..cut.clone() }, &[], &[], open, &names).is_none());
+        assert!(
+            match_safepoint(&StallSpan { cut: false, ..cut.clone() }, &[], &[], open, &names)
+                .is_none()
+        );
+        assert!(
+            match_safepoint(
+                &StallSpan { start_ns: 2200 * MS, ..cut.clone() },
+                &[],
+                &[],
+                open,
+                &names
+            )
+            .is_none()
+        );
         // A record after the line closes it.
         let mut sc = hotspot_log::Scanner::new();
-        let closed = format!("{log}[15.1s][2600000000ns][info ][safepoint        ] Safepoint \"Cleanup\", Time since last: 1 ns, Reaching safepoint: 590000000 ns, Cleanup: 0 ns, At safepoint: 9000000 ns, Total: 599000000 ns\n");
+        let closed = format!(
+            "{log}[15.1s][2600000000ns][info ][safepoint        ] Safepoint \"Cleanup\", Time since last: 1 ns, Reaching safepoint: 590000000 ns, Cleanup: 0 ns, At safepoint: 9000000 ns, Total: 599000000 ns\n"
+        );
         sc.scan(0, closed.as_bytes(), &mut |_: &Safepoint| {}).unwrap();
         assert_eq!(sc.finish(&mut |_: &Safepoint| {}).open_sync_ns, None);
     }
@@ -664,11 +930,19 @@ mod tests {
     fn a_stall_is_not_moved_back_into_the_one_before_it() {
         // A 1.6 s safepoint (2.0-3.6 s); the heartbeat resumed at 3.59 s, inside it, and stalled
         // again until 3.61 s: the second stall begins where the first ended, not at 2.0 s.
-        let long = safepoint("[1.0s][3600000000ns][info][safepoint] Safepoint \"ThreadDump\", Time since last: 1 ns, Reaching safepoint: 1590000000 ns, Cleanup: 0 ns, At safepoint: 10000000 ns, Total: 1600000000 ns\n");
+        let long = safepoint(
+            "[1.0s][3600000000ns][info][safepoint] Safepoint \"ThreadDump\", Time since last: 1 ns, Reaching safepoint: 1590000000 ns, Cleanup: 0 ns, At safepoint: 10000000 ns, Total: 1600000000 ns\n",
+        );
         let rec = Recording {
             dir: "x".into(),
             meta: meta(),
-            events: vec![begin(1, 2001, 2006), end(1, 3590, true), begin(2, 3591, 3596), end(2, 3610, true), Event::Detach { t: 4000 * MS, reason: "x".into() }],
+            events: vec![
+                begin(1, 2001, 2006),
+                end(1, 3590, true),
+                begin(2, 3591, 3596),
+                end(2, 3610, true),
+                Event::Detach { t: 4000 * MS, reason: "x".into() },
+            ],
             samples: vec![],
             system: vec![],
             context: Vec::<StallContext>::new(),
@@ -686,9 +960,19 @@ mod tests {
             counters: vec![],
         };
         let r = diagnose(&rec);
-        let spans: Vec<(u64, u64)> = r.stalls.iter().map(|s| (s.start_mono_ns / MS, s.duration_ns / MS)).collect();
-        assert_eq!(spans, vec![(2000, 1590), (3591, 19)], "the first moved back to the safepoint's start, the second not at all");
-        assert!(r.stalls[0].safepoint.is_some() && r.stalls[1].safepoint.is_none() && r.stalls[1].safepoints.is_empty(), "the safepoint is the first stall's only");
+        let spans: Vec<(u64, u64)> =
+            r.stalls.iter().map(|s| (s.start_mono_ns / MS, s.duration_ns / MS)).collect();
+        assert_eq!(
+            spans,
+            vec![(2000, 1590), (3591, 19)],
+            "the first moved back to the safepoint's start, the second not at all"
+        );
+        assert!(
+            r.stalls[0].safepoint.is_some()
+                && r.stalls[1].safepoint.is_none()
+                && r.stalls[1].safepoints.is_empty(),
+            "the safepoint is the first stall's only"
+        );
     }
 
     #[test]
@@ -696,7 +980,11 @@ mod tests {
         let rec = Recording {
             dir: "x".into(),
             meta: meta(),
-            events: vec![Event::ControlHiccup { t: 1, late_ns: 9 * MS }, Event::ControlHiccup { t: 2, late_ns: 6 * MS }, Event::Detach { t: 4000 * MS, reason: "x".into() }],
+            events: vec![
+                Event::ControlHiccup { t: 1, late_ns: 9 * MS },
+                Event::ControlHiccup { t: 2, late_ns: 6 * MS },
+                Event::Detach { t: 4000 * MS, reason: "x".into() },
+            ],
             samples: vec![],
             system: vec![],
             context: Vec::<StallContext>::new(),
@@ -728,11 +1016,27 @@ mod tests {
             target_exited: false,
             raw: vec![],
         };
-        let s = summarise(&rec, &[r.clone(), { r.duration_ns = 9 * MS; r }]);
-        assert_eq!((s.stalls, s.longest_stall_ns, s.by_cause.get("unknown").copied()), (2, 9 * MS, Some(2)));
-        assert_eq!((s.recorder_pauses, s.recorder_pause_max_ns, s.recorded_ns), (2, 9 * MS, 3000 * MS));
+        let s = summarise(
+            &rec,
+            &[r.clone(), {
+                r.duration_ns = 9 * MS;
+                r
+            }],
+        );
+        assert_eq!(
+            (s.stalls, s.longest_stall_ns, s.by_cause.get("unknown").copied()),
+            (2, 9 * MS, Some(2))
+        );
+        assert_eq!(
+            (s.recorder_pauses, s.recorder_pause_max_ns, s.recorded_ns),
+            (2, 9 * MS, 3000 * MS)
+        );
         // With no stalls and no log at all, the report says what is missing.
         let rep = diagnose(&rec);
-        assert!(rep.stalls.is_empty() && rep.notes.iter().any(|n| n.contains("no safepoint log")), "{:?}", rep.notes);
+        assert!(
+            rep.stalls.is_empty() && rep.notes.iter().any(|n| n.contains("no safepoint log")),
+            "{:?}",
+            rep.notes
+        );
     }
 }

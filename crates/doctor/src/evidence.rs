@@ -8,7 +8,7 @@
 //! from the thread's own counters (schedstat), which are exact; the samples split the rest.
 
 use crate::recording::Sample;
-use crate::wait::{seen, Seen, Wait};
+use crate::wait::{Seen, Wait, seen};
 use procwatch::task::{Syscall, TaskSample};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
@@ -21,14 +21,32 @@ pub fn stallscope_own(name: &str) -> bool {
 
 /// JVM-internal threads that run (or look busy) during safepoints without holding them up.
 pub fn jvm_internal(comm: &str) -> bool {
-    ["VM Thread", "GC Thread", "G1 ", "VM Periodic", "C1 CompilerThre", "C2 CompilerThre", "Signal Dispatch", "Service Thread", "Monitor Deflati", "Common-Cleaner", "Notification Th", "Sweeper", "ZWorker", "ZDriver", "Shenandoah", "stallscope-"]
-        .iter()
-        .any(|p| comm.starts_with(p))
+    [
+        "VM Thread",
+        "GC Thread",
+        "G1 ",
+        "VM Periodic",
+        "C1 CompilerThre",
+        "C2 CompilerThre",
+        "Signal Dispatch",
+        "Service Thread",
+        "Monitor Deflati",
+        "Common-Cleaner",
+        "Notification Th",
+        "Sweeper",
+        "ZWorker",
+        "ZDriver",
+        "Shenandoah",
+        "stallscope-",
+    ]
+    .iter()
+    .any(|p| comm.starts_with(p))
 }
 
 /// The JVM threads that run a safepoint's operation: the VM Thread and the GC workers.
 pub fn vm_operation_thread(comm: &str) -> bool {
-    comm == "VM Thread" || ["GC Thread", "G1 ", "ZWorker", "Shenandoah"].iter().any(|p| comm.starts_with(p))
+    comm == "VM Thread"
+        || ["GC Thread", "G1 ", "ZWorker", "Shenandoah"].iter().any(|p| comm.starts_with(p))
 }
 
 /// One thread over one stall.
@@ -147,19 +165,32 @@ impl ThreadEvidence {
         // enough to give one; otherwise it stays unresolved.
         let (cpu, rq, unresolved) = if cpu + rq < runnable {
             let extra = runnable - cpu - rq;
-            if (cpu + rq) * 4 < runnable { (cpu, rq, extra) } else { (cpu + extra * cpu / (cpu + rq), rq + extra * rq / (cpu + rq), 0) }
+            if (cpu + rq) * 4 < runnable {
+                (cpu, rq, extra)
+            } else {
+                (cpu + extra * cpu / (cpu + rq), rq + extra * rq / (cpu + rq), 0)
+            }
         } else {
             (cpu, rq, 0)
         };
         let off = span.saturating_sub(cpu + rq + unresolved);
         // Off-CPU time, split by what the samples saw the thread wait for.
-        let mut off_seen: Vec<(Option<Wait>, u64)> = self.seen_ns.iter().filter_map(|(s, ns)| match s {
-            Seen::Waiting(w) => Some((Some(*w), *ns)),
-            Seen::Stopped => Some((None, *ns)),
-            Seen::Runnable => None,
-        }).collect();
+        let mut off_seen: Vec<(Option<Wait>, u64)> = self
+            .seen_ns
+            .iter()
+            .filter_map(|(s, ns)| match s {
+                Seen::Waiting(w) => Some((Some(*w), *ns)),
+                Seen::Stopped => Some((None, *ns)),
+                Seen::Runnable => None,
+            })
+            .collect();
         let sampled_off: u64 = off_seen.iter().map(|x| x.1).sum();
-        let mut a = Account { span_ns: span + self.lead_queued_ns, run_queue_ns: rq + self.lead_queued_ns, runnable_ns: unresolved, ..Account::default() };
+        let mut a = Account {
+            span_ns: span + self.lead_queued_ns,
+            run_queue_ns: rq + self.lead_queued_ns,
+            runnable_ns: unresolved,
+            ..Account::default()
+        };
         if sampled_off == 0 && off > 0 {
             // Off the CPU between samples that all saw it runnable: not known what for.
             off_seen.push((Some(Wait::Other), off));
@@ -231,7 +262,11 @@ impl StallEvidence {
 /// thread's run-queue time before its first sample in the window (`lead_queued_ns`).
 pub fn rebuild(samples: &[&Sample], clock_ticks: u64, start_ns: u64, end_ns: u64) -> StallEvidence {
     let tick_ns = 1_000_000_000 / clock_ticks.max(1);
-    let baseline: HashMap<i32, &TaskSample> = samples.iter().filter(|s| s.baseline).flat_map(|s| s.threads.iter().map(|t| (t.tid, t))).collect();
+    let baseline: HashMap<i32, &TaskSample> = samples
+        .iter()
+        .filter(|s| s.baseline)
+        .flat_map(|s| s.threads.iter().map(|t| (t.tid, t)))
+        .collect();
     let mut current: HashMap<i32, TaskSample> = HashMap::new();
     struct Acc {
         first: TaskSample,
@@ -277,7 +312,8 @@ pub fn rebuild(samples: &[&Sample], clock_ticks: u64, start_ns: u64, end_ns: u64
         for a in acc.values_mut() {
             if let Some(rd) = a.unbounded_rd.take() {
                 let gained = rd.saturating_sub(a.first.run_delay_ns);
-                a.queued_at_first = a.queued_at_first.max(gained.saturating_sub(s.t.saturating_sub(a.first_t)));
+                a.queued_at_first =
+                    a.queued_at_first.max(gained.saturating_sub(s.t.saturating_sub(a.first_t)));
             }
         }
         if s.t > end_ns {
@@ -292,7 +328,11 @@ pub fn rebuild(samples: &[&Sample], clock_ticks: u64, start_ns: u64, end_ns: u64
         }
         ev.sample_times.push(s.t);
         let stopped = current.values().filter(|t| matches!(t.state, 'T' | 't')).count();
-        ev.stopped_share.push(if current.is_empty() { 0.0 } else { stopped as f64 / current.len() as f64 });
+        ev.stopped_share.push(if current.is_empty() {
+            0.0
+        } else {
+            stopped as f64 / current.len() as f64
+        });
         for t in current.values() {
             let a = acc.entry(t.tid).or_insert_with(|| Acc {
                 first: t.clone(),
@@ -342,7 +382,9 @@ pub fn rebuild(samples: &[&Sample], clock_ticks: u64, start_ns: u64, end_ns: u64
     }
     // The last picture of each thread lasts until the stall ended (or the next look after it).
     let last_t = ev.sample_times.last().copied().unwrap_or(0);
-    let close = close_at.unwrap_or(if end_ns == u64::MAX { last_t } else { end_ns.max(last_t) }).max(last_t);
+    let close = close_at
+        .unwrap_or(if end_ns == u64::MAX { last_t } else { end_ns.max(last_t) })
+        .max(last_t);
     for a in acc.values_mut() {
         if let Some((pt, ps)) = a.prev.take() {
             *a.seen_ns.entry(ps).or_default() += close.saturating_sub(pt);
@@ -355,7 +397,12 @@ pub fn rebuild(samples: &[&Sample], clock_ticks: u64, start_ns: u64, end_ns: u64
             tid,
             comm: a.last.comm.clone(),
             samples: a.n,
-            wchan: a.wchans.iter().max_by_key(|(_, n)| **n).map(|(w, _)| w.clone()).unwrap_or_default(),
+            wchan: a
+                .wchans
+                .iter()
+                .max_by_key(|(_, n)| **n)
+                .map(|(w, _)| w.clone())
+                .unwrap_or_default(),
             wchans: a.wchans,
             states: a.states,
             not_in_syscall: a.not_in,
@@ -388,11 +435,26 @@ mod tests {
     const MS: u64 = 1_000_000;
 
     fn task(state: char, exec_ns: u64, run_delay_ns: u64) -> TaskSample {
-        TaskSample { tid: 7, comm: "busy-0".into(), state, exec_ns, run_delay_ns, syscall: Syscall::Running, ..Default::default() }
+        TaskSample {
+            tid: 7,
+            comm: "busy-0".into(),
+            state,
+            exec_ns,
+            run_delay_ns,
+            syscall: Syscall::Running,
+            ..Default::default()
+        }
     }
 
     fn sample(t_ms: u64, t: TaskSample) -> Sample {
-        Sample { t: t_ms * MS, stall: 1, full: true, baseline: false, threads: vec![t], gone: vec![] }
+        Sample {
+            t: t_ms * MS,
+            stall: 1,
+            full: true,
+            baseline: false,
+            threads: vec![t],
+            gone: vec![],
+        }
     }
 
     fn thread(samples: &[Sample], start_ms: u64, end_ms: u64) -> ThreadEvidence {
@@ -406,11 +468,20 @@ mod tests {
         // run delay still; at 14 ms it had grown by 11 ms (the kernel adds a wait when it ends).
         // The 14 ms look was read before the next began (16 ms): at most 6 ms of the 11 lie
         // after the first look, so 5 ms at least were waited in one stretch up to it.
-        let s = [sample(10, task('R', 50 * MS, 100 * MS)), sample(12, task('R', 50 * MS, 100 * MS)), sample(14, task('R', 50 * MS + 20_000, 111 * MS)), sample(16, task('S', 50 * MS + 30_000, 111 * MS))];
+        let s = [
+            sample(10, task('R', 50 * MS, 100 * MS)),
+            sample(12, task('R', 50 * MS, 100 * MS)),
+            sample(14, task('R', 50 * MS + 20_000, 111 * MS)),
+            sample(16, task('S', 50 * MS + 30_000, 111 * MS)),
+        ];
         let t = thread(&s, 2, 15);
         assert_eq!((t.queued_at_first_ns, t.lead_queued_ns), (5 * MS, 5 * MS));
         let a = t.account(10 * MS);
-        assert_eq!(a.span_ns, 10 * MS, "5 ms from the first look to the end, and the 5 ms before it");
+        assert_eq!(
+            a.span_ns,
+            10 * MS,
+            "5 ms from the first look to the end, and the 5 ms before it"
+        );
         assert!(a.run_queue_ns >= 5 * MS, "{a:?}");
         // Never before the window's start: from 8 ms, 2 ms of it.
         assert_eq!(thread(&s, 8, 15).lead_queued_ns, 2 * MS);
@@ -419,10 +490,15 @@ mod tests {
     #[test]
     fn run_delay_that_fits_between_the_samples_proves_nothing_before_them() {
         // 3 ms gained between looks 4 ms apart: it may all lie between them.
-        let s = [sample(10, task('R', 50 * MS, 100 * MS)), sample(12, task('R', 50 * MS, 103 * MS)), sample(14, task('R', 51 * MS, 103 * MS))];
+        let s = [
+            sample(10, task('R', 50 * MS, 100 * MS)),
+            sample(12, task('R', 50 * MS, 103 * MS)),
+            sample(14, task('R', 51 * MS, 103 * MS)),
+        ];
         assert_eq!(thread(&s, 2, 15).lead_queued_ns, 0);
         // The last look of all has no later sample to bound when it was read: not used.
-        let s = [sample(10, task('R', 50 * MS, 100 * MS)), sample(12, task('S', 50 * MS, 130 * MS))];
+        let s =
+            [sample(10, task('R', 50 * MS, 100 * MS)), sample(12, task('S', 50 * MS, 130 * MS))];
         assert_eq!(thread(&s, 2, 15).queued_at_first_ns, 0);
     }
 
@@ -433,7 +509,11 @@ mod tests {
         // before 4.1 ms had passed: 10.6 ms of waiting up to the first look, 8 ms of it in the
         // stall. The counters inside the stall moved not at all.
         let after = task('S', 36 * MS, 245 * MS + 700_000);
-        let s = [sample(8, task('R', 36 * MS, 231 * MS)), Sample { t: 11_600_000, ..sample(0, after.clone()) }, Sample { t: 12_100_000, ..sample(0, after) }];
+        let s = [
+            sample(8, task('R', 36 * MS, 231 * MS)),
+            Sample { t: 11_600_000, ..sample(0, after.clone()) },
+            Sample { t: 12_100_000, ..sample(0, after) },
+        ];
         let t = thread(&s, 0, 11);
         assert_eq!(t.run_delay_ns, 0);
         assert_eq!(t.queued_at_first_ns, 14_700_000 - 4_100_000);

@@ -2,9 +2,9 @@
 //! meter. Both hold values in ns. A cut or corrupt line is skipped: a recording whose writer was
 //! killed keeps every interval it finished.
 
-use hdrhistogram::serialization::interval_log::{IntervalLogIterator, LogEntry};
-use hdrhistogram::serialization::Deserializer;
 use hdrhistogram::Histogram;
+use hdrhistogram::serialization::Deserializer;
+use hdrhistogram::serialization::interval_log::{IntervalLogIterator, LogEntry};
 use serde::Serialize;
 use std::path::Path;
 
@@ -77,7 +77,12 @@ pub fn read(path: &Path) -> Option<IntervalLog> {
         for v in hist.iter_recorded() {
             let _ = total.record_n(v.value_iterated_to(), v.count_at_value());
         }
-        intervals.push(Interval { start_s: h.start_timestamp().as_secs_f64(), length_s: h.duration().as_secs_f64(), max_ns: hist.max(), count: hist.len() });
+        intervals.push(Interval {
+            start_s: h.start_timestamp().as_secs_f64(),
+            length_s: h.duration().as_secs_f64(),
+            max_ns: hist.max(),
+            count: hist.len(),
+        });
     }
     (!intervals.is_empty()).then_some(IntervalLog { start_epoch_ms, intervals, total })
 }
@@ -96,7 +101,9 @@ impl Reader {
         for entry in IntervalLogIterator::new(lines) {
             let Ok(LogEntry::Interval(h)) = entry else { continue };
             let Ok(bytes) = base64_decode(h.encoded_histogram()) else { continue };
-            let Ok(hist) = de.deserialize::<u64, _>(&mut std::io::Cursor::new(bytes)) else { continue };
+            let Ok(hist) = de.deserialize::<u64, _>(&mut std::io::Cursor::new(bytes)) else {
+                continue;
+            };
             for v in hist.iter_recorded() {
                 out(v.value_iterated_to(), v.count_at_value());
             }

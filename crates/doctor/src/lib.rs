@@ -42,7 +42,10 @@ pub use causes::Cause;
 pub use classify::segments;
 pub use diagnose::{diagnose, wall_of};
 pub use recording::Recording;
-pub use report::{Confidence, CulpritView, Finding, Report, SafepointView, StallReport, Summary, ThreadLine, TimeoutCulprit};
+pub use report::{
+    Confidence, CulpritView, Finding, Report, SafepointView, StallReport, Summary, ThreadLine,
+    TimeoutCulprit,
+};
 
 use std::path::{Path, PathBuf};
 

@@ -7,12 +7,12 @@
 //! readers skip.
 
 use crate::Error;
+use procwatch::cgroup::{Cgroups, Memory, Pressure, Throttling};
 use procwatch::heartbeat::JavaThread;
 use procwatch::maps::Mapping;
-use procwatch::cgroup::{Cgroups, Memory, Pressure, Throttling};
 use procwatch::system::{CpuTimes, VmStat};
 use procwatch::task::{ProcessMemory, TaskSample};
-use serde::{de::DeserializeOwned, Deserialize, Serialize};
+use serde::{Deserialize, Serialize, de::DeserializeOwned};
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -55,7 +55,25 @@ pub mod files {
     /// `outside-sample`; or a note saying why some could not be had).
     pub const OUTSIDE: &str = "outside.jsonl";
     /// Every file a recording may hold.
-    pub const ALL: [&str; 17] = [META, SAFEPOINT_LOG, HICCUPS, EVENTS, SAMPLES, SYSTEM, CONTEXT, TRACE, CONTROL, FRAMES_JFR, FRAMES_JFC, FRAMES, DUMPS, STACKS, STACKS_READY, COUNTERS, OUTSIDE];
+    pub const ALL: [&str; 17] = [
+        META,
+        SAFEPOINT_LOG,
+        HICCUPS,
+        EVENTS,
+        SAMPLES,
+        SYSTEM,
+        CONTEXT,
+        TRACE,
+        CONTROL,
+        FRAMES_JFR,
+        FRAMES_JFC,
+        FRAMES,
+        DUMPS,
+        STACKS,
+        STACKS_READY,
+        COUNTERS,
+        OUTSIDE,
+    ];
 }
 
 /// A recording holds plain files only: a FIFO or socket in its place would block the reader
@@ -109,7 +127,10 @@ impl Meta {
     /// A wall-clock instant (ns since the epoch) on the recording's CLOCK_MONOTONIC, through the
     /// pair of clocks read at its start (to the millisecond); `None` before the clock's zero.
     pub fn mono_of_epoch_ns(&self, epoch_ns: i64) -> Option<u64> {
-        u64::try_from(epoch_ns as i128 - self.start_epoch_ms as i128 * 1_000_000 + self.start_mono_ns as i128).ok()
+        u64::try_from(
+            epoch_ns as i128 - self.start_epoch_ms as i128 * 1_000_000 + self.start_mono_ns as i128,
+        )
+        .ok()
     }
 }
 
@@ -395,7 +416,11 @@ enum Sink {
 impl Appender {
     pub fn open(path: &Path) -> Result<Appender, Error> {
         let file = create_new(path)?;
-        Ok(Appender { path: path.to_path_buf(), buf: Vec::with_capacity(1 << 16), to: Sink::File(file) })
+        Ok(Appender {
+            path: path.to_path_buf(),
+            buf: Vec::with_capacity(1 << 16),
+            to: Sink::File(file),
+        })
     }
 
     /// A barrier for the lines appended so far (see [`Barrier`]); None for a direct appender,
@@ -429,16 +454,23 @@ impl Appender {
                 }
             })
             .map_err(|e| Error::io(path, "cannot start its writer thread", e))?;
-        Ok(Appender { path: path.to_path_buf(), buf: Vec::new(), to: Sink::Queue { tx: Some(tx), thread: Some(thread), dropped: 0, lossy } })
+        Ok(Appender {
+            path: path.to_path_buf(),
+            buf: Vec::new(),
+            to: Sink::Queue { tx: Some(tx), thread: Some(thread), dropped: 0, lossy },
+        })
     }
 
     /// Appends one value as one line, in one write.
     pub fn line<T: Serialize>(&mut self, v: &T) -> Result<(), Error> {
         self.buf.clear();
-        serde_json::to_writer(&mut self.buf, v).map_err(|e| Error::io(&self.path, "cannot encode a record", e.into()))?;
+        serde_json::to_writer(&mut self.buf, v)
+            .map_err(|e| Error::io(&self.path, "cannot encode a record", e.into()))?;
         self.buf.push(b'\n');
         match &mut self.to {
-            Sink::File(f) => f.write_all(&self.buf).map_err(|e| Error::io(&self.path, "cannot append to it", e)),
+            Sink::File(f) => {
+                f.write_all(&self.buf).map_err(|e| Error::io(&self.path, "cannot append to it", e))
+            }
             Sink::Queue { tx, dropped, lossy, .. } => {
                 let tx = tx.as_ref().expect("open until dropped");
                 let line = std::mem::take(&mut self.buf);
@@ -454,7 +486,13 @@ impl Appender {
                 } else {
                     tx.send(Queued::Line(line)).map_err(|_| ())
                 };
-                sent.map_err(|_| Error::io(&self.path, "its writer thread is gone", std::io::Error::other("writer stopped")))
+                sent.map_err(|_| {
+                    Error::io(
+                        &self.path,
+                        "its writer thread is gone",
+                        std::io::Error::other("writer stopped"),
+                    )
+                })
             }
         }
     }
@@ -523,7 +561,11 @@ pub struct Writer {
 impl Writer {
     /// A barrier for every line written so far to each of the recording's files.
     pub fn barrier(&self) -> Barrier {
-        let queues = [&self.events, &self.samples, &self.system, &self.context, &self.counters].into_iter().filter_map(|a| a.barrier()).flat_map(|b| b.queues).collect();
+        let queues = [&self.events, &self.samples, &self.system, &self.context, &self.counters]
+            .into_iter()
+            .filter_map(|a| a.barrier())
+            .flat_map(|b| b.queues)
+            .collect();
         Barrier { queues }
     }
 
@@ -543,11 +585,19 @@ impl Writer {
         })
     }
 
-    fn open_with(dir: &Path, meta: &Meta, open: impl Fn(&Path) -> Result<Appender, Error>) -> Result<Writer, Error> {
-        std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, "cannot create the recording directory", e))?;
-        let header = serde_json::to_vec_pretty(meta).map_err(|e| Error::io(dir, "cannot encode the header", e.into()))?;
+    fn open_with(
+        dir: &Path,
+        meta: &Meta,
+        open: impl Fn(&Path) -> Result<Appender, Error>,
+    ) -> Result<Writer, Error> {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| Error::io(dir, "cannot create the recording directory", e))?;
+        let header = serde_json::to_vec_pretty(meta)
+            .map_err(|e| Error::io(dir, "cannot encode the header", e.into()))?;
         let meta_path = dir.join(files::META);
-        create_new(&meta_path)?.write_all(&header).map_err(|e| Error::io(&meta_path, "cannot write it", e))?;
+        create_new(&meta_path)?
+            .write_all(&header)
+            .map_err(|e| Error::io(&meta_path, "cannot write it", e))?;
         Ok(Writer {
             dir: dir.to_path_buf(),
             start_mono_ns: meta.start_mono_ns,
@@ -572,7 +622,17 @@ pub fn create_new(path: &Path) -> Result<File, Error> {
         .mode(0o644)
         .custom_flags(libc::O_NOFOLLOW)
         .open(path)
-        .map_err(|e| Error::io(path, if e.kind() == std::io::ErrorKind::AlreadyExists { "already exists (a recording file is only ever created new)" } else { "cannot create it" }, e))
+        .map_err(|e| {
+            Error::io(
+                path,
+                if e.kind() == std::io::ErrorKind::AlreadyExists {
+                    "already exists (a recording file is only ever created new)"
+                } else {
+                    "cannot create it"
+                },
+                e,
+            )
+        })
 }
 
 /// Reads a JSON Lines file, skipping a final partial line; a malformed line elsewhere is an
@@ -582,9 +642,16 @@ pub fn read_lines<T: DeserializeOwned>(path: &Path) -> Result<Vec<T>, Error> {
 }
 
 /// [`read_lines`], adding to `damage` a line about a cut-off last line it left out.
-pub fn read_lines_noting<T: DeserializeOwned>(path: &Path, damage: &mut Vec<String>) -> Result<Vec<T>, Error> {
+pub fn read_lines_noting<T: DeserializeOwned>(
+    path: &Path,
+    damage: &mut Vec<String>,
+) -> Result<Vec<T>, Error> {
     let text = match std::fs::read(path) {
-        Ok(t) => String::from_utf8(t).map_err(|e| Error::Damaged { path: path.to_path_buf(), line: line_of(e.as_bytes(), e.utf8_error().valid_up_to()), reason: "not UTF-8 text".into() })?,
+        Ok(t) => String::from_utf8(t).map_err(|e| Error::Damaged {
+            path: path.to_path_buf(),
+            line: line_of(e.as_bytes(), e.utf8_error().valid_up_to()),
+            reason: "not UTF-8 text".into(),
+        })?,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
         Err(e) => return Err(Error::io(path, "cannot read it", e)),
     };
@@ -602,7 +669,13 @@ pub fn read_lines_noting<T: DeserializeOwned>(path: &Path, damage: &mut Vec<Stri
                 damage.push(format!("{}:{}: the last line is cut off (the recorder was killed mid-write?); left out", path.display(), i + 1));
                 break;
             }
-            Err(e) => return Err(Error::Damaged { path: path.to_path_buf(), line: i + 1, reason: e.to_string() }),
+            Err(e) => {
+                return Err(Error::Damaged {
+                    path: path.to_path_buf(),
+                    line: i + 1,
+                    reason: e.to_string(),
+                });
+            }
         }
     }
     Ok(out)
@@ -616,8 +689,11 @@ fn line_of(bytes: &[u8], at: usize) -> usize {
 pub fn read_meta(dir: &Path) -> Result<Meta, Error> {
     let p = dir.join(files::META);
     let text = match std::fs::read(&p) {
-        Ok(b) => String::from_utf8(b).map_err(|_| Error::BadHeader { path: p.clone(), reason: "not UTF-8 text".into() })?,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(Error::NotARecording { dir: dir.to_path_buf(), source: e }),
+        Ok(b) => String::from_utf8(b)
+            .map_err(|_| Error::BadHeader { path: p.clone(), reason: "not UTF-8 text".into() })?,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(Error::NotARecording { dir: dir.to_path_buf(), source: e });
+        }
         Err(e) => return Err(Error::io(&p, "cannot read it", e)),
     };
     serde_json::from_str(&text).map_err(|e| Error::BadHeader { path: p, reason: e.to_string() })
@@ -712,12 +788,18 @@ impl Recording {
         if has_safepoint_log {
             let mut scanner = hotspot_log::Scanner::new();
             let f = File::open(&sp).map_err(|e| Error::io(&sp, "cannot read it", e))?;
-            scanner.scan(0, f, &mut |s: &hotspot_log::Safepoint| safepoints.push(s.clone())).map_err(|e| Error::SafepointLog { path: sp.clone(), reason: e.to_string() })?;
+            scanner
+                .scan(0, f, &mut |s: &hotspot_log::Safepoint| safepoints.push(s.clone()))
+                .map_err(|e| Error::SafepointLog { path: sp.clone(), reason: e.to_string() })?;
             let rep = scanner.finish(&mut |s: &hotspot_log::Safepoint| safepoints.push(s.clone()));
             unfinished_culprits = rep.orphan_culprits;
             open_sync_ns = rep.open_sync_ns;
             if rep.lines_unrecognised > 0 {
-                let first = rep.unrecognised_examples.first().map(|e| format!("; the first, line {}: {}", e.line, e.text)).unwrap_or_default();
+                let first = rep
+                    .unrecognised_examples
+                    .first()
+                    .map(|e| format!("; the first, line {}: {}", e.line, e.text))
+                    .unwrap_or_default();
                 damage.push(format!("{}: {} line(s) that look like safepoint records were not understood and are not counted{first}", sp.display(), rep.lines_unrecognised));
             }
         }

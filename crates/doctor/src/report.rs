@@ -151,13 +151,32 @@ mod tests {
 
     #[test]
     fn raw_sample_lines_match_the_documented_schema() {
-        let doc = std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/formats/report-json.md")).unwrap();
-        let line = ThreadLine { tid: 1, name: "x".into(), states: "R×1".into(), wchan: String::new(), cpu_ns: 0, run_delay_ns: 0, majflt: 0 };
+        let doc = std::fs::read_to_string(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../../docs/formats/report-json.md"),
+        )
+        .unwrap();
+        let line = ThreadLine {
+            tid: 1,
+            name: "x".into(),
+            states: "R×1".into(),
+            wchan: String::new(),
+            cpu_ns: 0,
+            run_delay_ns: 0,
+            majflt: 0,
+        };
         let v = serde_json::to_value(&line).unwrap();
         for k in v.as_object().unwrap().keys() {
-            assert!(doc.contains(&format!("| `stalls[].raw[].{k}`")), "stalls[].raw[].{k} is not documented");
+            assert!(
+                doc.contains(&format!("| `stalls[].raw[].{k}`")),
+                "stalls[].raw[].{k} is not documented"
+            );
         }
         let documented = doc.lines().filter(|l| l.starts_with("| `stalls[].raw[].")).count();
-        assert_eq!(documented, v.as_object().unwrap().len(), "the document lists fields the type does not have");
+        assert_eq!(
+            documented,
+            v.as_object().unwrap().len(),
+            "the document lists fields the type does not have"
+        );
     }
 }

@@ -66,7 +66,9 @@ pub struct MemorySignals {
 impl MemorySignals {
     /// Whether pages of the target came back from swap during the stall.
     pub fn swapped_in(&self) -> bool {
-        self.swapped_in_kb.is_some_and(|k| k >= 64) || self.memcg_refault_anon.is_some_and(|n| n >= 16) || self.pswpin.is_some_and(|n| n >= 16) && self.swap_kb_before.is_some_and(|k| k > 0)
+        self.swapped_in_kb.is_some_and(|k| k >= 64)
+            || self.memcg_refault_anon.is_some_and(|n| n >= 16)
+            || self.pswpin.is_some_and(|n| n >= 16) && self.swap_kb_before.is_some_and(|k| k > 0)
     }
 
     /// Whether memory was being reclaimed for the target (its cgroup at its limits, or direct
@@ -93,7 +95,12 @@ pub struct RecorderSignals {
     pub throttled_ns: Option<u64>,
 }
 
-fn delta<T>(a: Option<&SystemSample>, b: Option<&SystemSample>, get: impl Fn(&SystemSample) -> Option<T>, sub: impl Fn(T, T) -> u64) -> Option<u64> {
+fn delta<T>(
+    a: Option<&SystemSample>,
+    b: Option<&SystemSample>,
+    get: impl Fn(&SystemSample) -> Option<T>,
+    sub: impl Fn(T, T) -> u64,
+) -> Option<u64> {
     Some(sub(get(a?)?, get(b?)?))
 }
 
@@ -110,24 +117,46 @@ pub fn system_signals(meta: &Meta, sys: &[&SystemSample]) -> SystemSignals {
         let dt = b.t.checked_sub(a.t).filter(|d| *d >= RATE_MIN_WINDOW_NS)? as f64 / 1e9;
         Some(tlb_sum(b)?.saturating_sub(tlb_sum(a)?) as f64 / dt)
     };
-    let psi_share = |a: &SystemSample, b: &SystemSample, get: &dyn Fn(&SystemSample) -> Option<u64>| -> Option<f64> {
+    let psi_share = |a: &SystemSample,
+                     b: &SystemSample,
+                     get: &dyn Fn(&SystemSample) -> Option<u64>|
+     -> Option<f64> {
         let dt = b.t.checked_sub(a.t).filter(|d| *d >= PSI_MIN_WINDOW_NS)?;
         Some(((get(b)?.saturating_sub(get(a)?) * 1000) as f64 / dt as f64).min(1.0))
     };
     let tick_ns = 1_000_000_000 / meta.clock_ticks.max(1);
     let sub = |a: u64, b: u64| b.saturating_sub(a);
-    let vm = |f: fn(&procwatch::system::VmStat) -> u64| move |s: &SystemSample| s.vmstat.as_ref().map(f);
-    let mc = |f: fn(&procwatch::cgroup::Memory) -> u64| move |s: &SystemSample| s.memcg.as_ref().map(f);
+    let vm =
+        |f: fn(&procwatch::system::VmStat) -> u64| move |s: &SystemSample| s.vmstat.as_ref().map(f);
+    let mc =
+        |f: fn(&procwatch::cgroup::Memory) -> u64| move |s: &SystemSample| s.memcg.as_ref().map(f);
     // Memory pressure of the target's own cgroup when it has one, else of the machine.
     let own_psi = last.is_some_and(|l| l.cgroup_pressure.is_some());
-    let mem_full = move |s: &SystemSample| if own_psi { s.cgroup_pressure.and_then(|p| p.memory_full_us) } else { s.psi_memory_full_us };
-    let mem_some = move |s: &SystemSample| if own_psi { s.cgroup_pressure.and_then(|p| p.memory_some_us) } else { s.psi_memory_us };
-    let io_some = move |s: &SystemSample| if own_psi { s.cgroup_pressure.and_then(|p| p.io_some_us) } else { s.psi_io_us };
-    let psi_over = |get: &dyn Fn(&SystemSample) -> Option<u64>| from.zip(last).and_then(|(a, b)| psi_share(a, b, get));
+    let mem_full = move |s: &SystemSample| {
+        if own_psi {
+            s.cgroup_pressure.and_then(|p| p.memory_full_us)
+        } else {
+            s.psi_memory_full_us
+        }
+    };
+    let mem_some = move |s: &SystemSample| {
+        if own_psi { s.cgroup_pressure.and_then(|p| p.memory_some_us) } else { s.psi_memory_us }
+    };
+    let io_some = move |s: &SystemSample| {
+        if own_psi { s.cgroup_pressure.and_then(|p| p.io_some_us) } else { s.psi_io_us }
+    };
+    let psi_over = |get: &dyn Fn(&SystemSample) -> Option<u64>| {
+        from.zip(last).and_then(|(a, b)| psi_share(a, b, get))
+    };
     let memory = MemorySignals {
         pswpin: delta(from, last, vm(|v| v.pswpin), sub),
         pswpout: delta(from, last, vm(|v| v.pswpout), sub),
-        swapped_in_kb: delta(from, last, |s| s.process.map(|p| p.swap_kb), |a, b| a.saturating_sub(b)),
+        swapped_in_kb: delta(
+            from,
+            last,
+            |s| s.process.map(|p| p.swap_kb),
+            |a, b| a.saturating_sub(b),
+        ),
         swap_kb_before: from.and_then(|s| s.process.map(|p| p.swap_kb)),
         allocstall: delta(from, last, vm(|v| v.allocstall), sub),
         pgscan_direct: delta(from, last, vm(|v| v.pgscan_direct), sub),
@@ -153,10 +182,18 @@ pub fn system_signals(meta: &Meta, sys: &[&SystemSample]) -> SystemSignals {
     SystemSignals {
         tlb_rate_during: first.zip(last).and_then(|(a, b)| rate(a, b)),
         tlb_rate_before: base.zip(first).and_then(|(a, b)| rate(a, b)),
-        steal_ns: first.zip(last).and_then(|(a, b)| Some(b.cpu?.steal.saturating_sub(a.cpu?.steal) * tick_ns / meta.cpus.max(1) as u64)),
-        throttled_ns: from.zip(last).and_then(|(a, b)| Some(b.throttling?.throttled_ns.saturating_sub(a.throttling?.throttled_ns))),
-        psi_cpu_during: first.zip(last).and_then(|(a, b)| psi_share(a, b, &|s: &SystemSample| s.psi_cpu_us)),
-        psi_cpu_before: base.zip(first).and_then(|(a, b)| psi_share(a, b, &|s: &SystemSample| s.psi_cpu_us)),
+        steal_ns: first.zip(last).and_then(|(a, b)| {
+            Some(b.cpu?.steal.saturating_sub(a.cpu?.steal) * tick_ns / meta.cpus.max(1) as u64)
+        }),
+        throttled_ns: from.zip(last).and_then(|(a, b)| {
+            Some(b.throttling?.throttled_ns.saturating_sub(a.throttling?.throttled_ns))
+        }),
+        psi_cpu_during: first
+            .zip(last)
+            .and_then(|(a, b)| psi_share(a, b, &|s: &SystemSample| s.psi_cpu_us)),
+        psi_cpu_before: base
+            .zip(first)
+            .and_then(|(a, b)| psi_share(a, b, &|s: &SystemSample| s.psi_cpu_us)),
         memory,
         recorder,
     }
@@ -175,12 +212,24 @@ mod tests {
     }
 
     fn sys(t_ms: u64, baseline: bool, tlb: u64, steal: u64, psi_us: u64) -> SystemSample {
-        SystemSample { t: t_ms * MS, stall: 1, baseline, tlb: Some(vec![tlb, 0]), cpu: Some(CpuTimes { steal, ..CpuTimes::default() }), psi_cpu_us: Some(psi_us), ..SystemSample::default() }
+        SystemSample {
+            t: t_ms * MS,
+            stall: 1,
+            baseline,
+            tlb: Some(vec![tlb, 0]),
+            cpu: Some(CpuTimes { steal, ..CpuTimes::default() }),
+            psi_cpu_us: Some(psi_us),
+            ..SystemSample::default()
+        }
     }
 
     #[test]
     fn system_signals_are_rates_over_the_stall_and_before_it() {
-        let (a, b, c) = (sys(1000, true, 100, 0, 0), sys(2000, false, 200, 0, 100_000), sys(2100, false, 1200, 10, 180_000));
+        let (a, b, c) = (
+            sys(1000, true, 100, 0, 0),
+            sys(2000, false, 200, 0, 100_000),
+            sys(2100, false, 1200, 10, 180_000),
+        );
         let s = system_signals(&meta(), &[&a, &b, &c]);
         assert_eq!(s.tlb_rate_before, Some(100.0));
         assert_eq!(s.tlb_rate_during, Some(10_000.0), "1000 shootdowns in 100 ms");

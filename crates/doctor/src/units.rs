@@ -18,7 +18,9 @@ pub fn parse_duration(s: &str) -> Result<u64, DurationError> {
     let (num, unit) = t.split_at(split);
     let bad = |m: String| Err(DurationError(m));
     if num.is_empty() {
-        return bad(format!("'{s}' is not a duration: expected a number with a unit, like 300ms, 1.5s, 2m"));
+        return bad(format!(
+            "'{s}' is not a duration: expected a number with a unit, like 300ms, 1.5s, 2m"
+        ));
     }
     let scale: u32 = match unit.trim() {
         "ns" => 0,
@@ -167,7 +169,10 @@ mod tests {
         assert_eq!(fmt_uptime(5_118_000_000), "5.118s");
         assert_eq!(fmt_count(1_234_567), "1,234,567");
         assert_eq!(fmt_count(12), "12");
-        assert_eq!((fmt_num(2825.4), fmt_num(4.756), fmt_num(0.14), fmt_num(f64::INFINITY)), ("2825".into(), "4.76".into(), "0.140".into(), "∞".into()));
+        assert_eq!(
+            (fmt_num(2825.4), fmt_num(4.756), fmt_num(0.14), fmt_num(f64::INFINITY)),
+            ("2825".into(), "4.76".into(), "0.140".into(), "∞".into())
+        );
         assert_eq!("1.5s".parse::<Duration>().unwrap().to_string(), "1.50 s");
     }
 }

@@ -92,31 +92,79 @@ pub fn fault_wait(wchan: &str) -> bool {
 
 /// Kernel sleeps on the mmap read-write semaphore.
 pub fn mmap_lock_wait(wchan: &str) -> bool {
-    wchan.starts_with("rwsem_down") || wchan.starts_with("down_read") || wchan.starts_with("down_write") || wchan.contains("mmap_lock") || wchan.starts_with("lock_mm_and_find_vma")
+    wchan.starts_with("rwsem_down")
+        || wchan.starts_with("down_read")
+        || wchan.starts_with("down_write")
+        || wchan.contains("mmap_lock")
+        || wchan.starts_with("lock_mm_and_find_vma")
 }
 
 /// Kernel functions of memory reclaim and compaction, and the throttles reclaim sleeps in.
 pub fn reclaim_wait(wchan: &str) -> bool {
-    ["shrink_", "try_to_free_", "reclaim_throttle", "throttle_direct_reclaim", "__alloc_pages_slowpath", "__perform_reclaim", "compact_", "kcompactd", "wait_iff_congested", "try_charge", "mem_cgroup_reclaim", "drain_all_pages", "__drain_all_pages", "out_of_memory"]
-        .iter()
-        .any(|p| wchan.starts_with(p))
+    [
+        "shrink_",
+        "try_to_free_",
+        "reclaim_throttle",
+        "throttle_direct_reclaim",
+        "__alloc_pages_slowpath",
+        "__perform_reclaim",
+        "compact_",
+        "kcompactd",
+        "wait_iff_congested",
+        "try_charge",
+        "mem_cgroup_reclaim",
+        "drain_all_pages",
+        "__drain_all_pages",
+        "out_of_memory",
+    ]
+    .iter()
+    .any(|p| wchan.starts_with(p))
 }
 
 /// The sleep of a task over its memory cgroup's `memory.high`, on its way back to user space.
 pub fn memcg_high_wait(wchan: &str) -> bool {
-    wchan.starts_with("mem_cgroup_handle_over_high") || wchan.starts_with("__mem_cgroup_handle_over_high")
+    wchan.starts_with("mem_cgroup_handle_over_high")
+        || wchan.starts_with("__mem_cgroup_handle_over_high")
 }
 
 /// Writeback and dirty-page throttling, and the journal waits a write can sit in.
 pub fn writeback_wait(wchan: &str) -> bool {
-    ["balance_dirty_pages", "folio_wait_writeback", "wait_on_page_writeback", "folio_wait_stable", "jbd2_", "wait_transaction_locked", "__wait_on_buffer", "wb_wait_for_completion", "fuse_wait_on_page_writeback", "fuse_wait_on_folio_writeback"]
-        .iter()
-        .any(|p| wchan.starts_with(p))
+    [
+        "balance_dirty_pages",
+        "folio_wait_writeback",
+        "wait_on_page_writeback",
+        "folio_wait_stable",
+        "jbd2_",
+        "wait_transaction_locked",
+        "__wait_on_buffer",
+        "wb_wait_for_completion",
+        "fuse_wait_on_page_writeback",
+        "fuse_wait_on_folio_writeback",
+    ]
+    .iter()
+    .any(|p| wchan.starts_with(p))
 }
 
 /// System calls that write, flush or sync a file (by name, from procwatch's table).
 pub fn write_call(name: &str) -> bool {
-    matches!(name, "write" | "pwrite64" | "writev" | "pwritev" | "pwritev2" | "fsync" | "fdatasync" | "sync_file_range" | "msync" | "close" | "sync" | "syncfs" | "ftruncate" | "truncate" | "fallocate")
+    matches!(
+        name,
+        "write"
+            | "pwrite64"
+            | "writev"
+            | "pwritev"
+            | "pwritev2"
+            | "fsync"
+            | "fdatasync"
+            | "sync_file_range"
+            | "msync"
+            | "close"
+            | "sync"
+            | "syncfs"
+            | "ftruncate"
+            | "truncate"
+            | "fallocate"
+    )
 }
 
 /// System calls that read a file.
@@ -126,7 +174,10 @@ pub fn read_call(name: &str) -> bool {
 
 /// A descriptor's target that is storage, not a pipe, socket or device.
 fn is_storage(file: &str) -> bool {
-    file.starts_with('/') && !file.starts_with("/dev/") && !file.starts_with("/proc/") && !file.starts_with("/sys/")
+    file.starts_with('/')
+        && !file.starts_with("/dev/")
+        && !file.starts_with("/proc/")
+        && !file.starts_with("/sys/")
 }
 
 /// What one sample of a thread shows it doing.
@@ -157,7 +208,8 @@ pub fn wait_of(t: &TaskSample) -> Wait {
         Syscall::In { nr, .. } => {
             let name = procwatch::syscalls::name(nr).unwrap_or("");
             let storage = t.file.as_deref().is_some_and(is_storage);
-            let writing = write_call(name) && (storage || t.file.is_none()) && name != "close" || (name == "close" && storage);
+            let writing = write_call(name) && (storage || t.file.is_none()) && name != "close"
+                || (name == "close" && storage);
             if writing {
                 return Wait::FileWrite;
             }
@@ -222,22 +274,39 @@ mod tests {
     const NOT_IN: Syscall = Syscall::NotInSyscall { sp: 1, pc: 2 };
 
     fn call(name: &str) -> Syscall {
-        let nr = (0..512).find(|n| procwatch::syscalls::name(*n) == Some(name)).expect("a known call");
+        let nr =
+            (0..512).find(|n| procwatch::syscalls::name(*n) == Some(name)).expect("a known call");
         Syscall::In { nr, arg0: 3, sp: 1, pc: 2 }
     }
 
     #[test]
     fn what_a_thread_waits_in_not_its_state_letter() {
         // Measured here: the VM thread writing a GC log to a slow FUSE file sleeps in S.
-        assert_eq!(wait_of(&t('S', "request_wait_answer", call("write"), Some("/mnt/slow/gc.log"))), Wait::FileWrite);
-        assert_eq!(wait_of(&t('D', "balance_dirty_pages", call("write"), Some("/var/log/gc.log"))), Wait::FileWrite);
-        assert_eq!(wait_of(&t('D', "folio_wait_bit_common", call("fsync"), Some("/data/x"))), Wait::FileWrite);
+        assert_eq!(
+            wait_of(&t('S', "request_wait_answer", call("write"), Some("/mnt/slow/gc.log"))),
+            Wait::FileWrite
+        );
+        assert_eq!(
+            wait_of(&t('D', "balance_dirty_pages", call("write"), Some("/var/log/gc.log"))),
+            Wait::FileWrite
+        );
+        assert_eq!(
+            wait_of(&t('D', "folio_wait_bit_common", call("fsync"), Some("/data/x"))),
+            Wait::FileWrite
+        );
         // A page fault outside a system call, from swap or a file alike.
         assert_eq!(wait_of(&t('D', "folio_wait_bit_common", NOT_IN, None)), Wait::PageIn);
-        assert_eq!(wait_of(&t('D', "0", NOT_IN, None)), Wait::PageIn, "a wchan read as the thread woke");
+        assert_eq!(
+            wait_of(&t('D', "0", NOT_IN, None)),
+            Wait::PageIn,
+            "a wchan read as the thread woke"
+        );
         // Measured here: threads of a JVM in a full memory cgroup.
         assert_eq!(wait_of(&t('D', "reclaim_throttle", NOT_IN, None)), Wait::Reclaim);
-        assert_eq!(wait_of(&t('D', "reclaim_throttle", call("write"), Some("/tmp/big.dat"))), Wait::Reclaim);
+        assert_eq!(
+            wait_of(&t('D', "reclaim_throttle", call("write"), Some("/tmp/big.dat"))),
+            Wait::Reclaim
+        );
         assert_eq!(wait_of(&t('S', "mem_cgroup_handle_over_high", NOT_IN, None)), Wait::MemcgHigh);
         // A write fault on a shared file mapping (hsperfdata) waits for its writeback.
         assert_eq!(wait_of(&t('D', "folio_wait_writeback", NOT_IN, None)), Wait::Writeback);
@@ -246,9 +315,15 @@ mod tests {
         assert_eq!(wait_of(&t('D', "folio_wait_writeback", call("munmap"), None)), Wait::Writeback);
         // Parked: futexes, sockets, pipes, sleeps.
         assert_eq!(wait_of(&t('S', "futex_do_wait", Syscall::Unknown, None)), Wait::Parked);
-        assert_eq!(wait_of(&t('S', "__skb_wait_for_more_packets", call("read"), Some("socket:[123]"))), Wait::Parked);
+        assert_eq!(
+            wait_of(&t('S', "__skb_wait_for_more_packets", call("read"), Some("socket:[123]"))),
+            Wait::Parked
+        );
         assert_eq!(wait_of(&t('S', "pipe_read", call("read"), Some("pipe:[9]"))), Wait::Parked);
-        assert_eq!(wait_of(&t('D', "request_wait_answer", call("read"), Some("/mnt/slow/a.dat"))), Wait::FileRead);
+        assert_eq!(
+            wait_of(&t('D', "request_wait_answer", call("read"), Some("/mnt/slow/a.dat"))),
+            Wait::FileRead
+        );
         assert_eq!(seen(&t('R', "", Syscall::Running, None)), Seen::Runnable);
         assert_eq!(seen(&t('T', "do_signal_stop", Syscall::Unknown, None)), Seen::Stopped);
     }

@@ -8,10 +8,20 @@ use doctor::{Error, Recording};
 use proptest::prelude::*;
 use std::path::{Path, PathBuf};
 
-const FILES: [&str; 8] = ["meta.json", "events.jsonl", "samples.jsonl", "system.jsonl", "context.jsonl", "safepoint.log", "hiccups.hlog", "control.hlog"];
+const FILES: [&str; 8] = [
+    "meta.json",
+    "events.jsonl",
+    "samples.jsonl",
+    "system.jsonl",
+    "context.jsonl",
+    "safepoint.log",
+    "hiccups.hlog",
+    "control.hlog",
+];
 
 fn fixture() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/recordings/jdk17-idle-frozen-500ms")
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/fixtures/recordings/jdk17-idle-frozen-500ms")
 }
 
 fn scratch_path(case: u64) -> PathBuf {
@@ -42,7 +52,8 @@ enum Damage {
 fn damage() -> impl Strategy<Value = Damage> {
     prop_oneof![
         (0.0f64..1.0).prop_map(Damage::Cut),
-        (0.0f64..1.0, proptest::collection::vec(any::<u8>(), 1..64)).prop_map(|(f, b)| Damage::Overwrite(f, b)),
+        (0.0f64..1.0, proptest::collection::vec(any::<u8>(), 1..64))
+            .prop_map(|(f, b)| Damage::Overwrite(f, b)),
         proptest::collection::vec(any::<u8>(), 0..256).prop_map(Damage::Replace),
         // Digits made huge: records that still look like records.
         (0.0f64..1.0).prop_map(|f| Damage::Overwrite(f, b"99999999999999999999999".to_vec())),
@@ -102,14 +113,24 @@ fn damage_is_reported_with_its_file_and_line() {
     assert_ne!(huge, log);
     std::fs::write(dir.join("safepoint.log"), huge).unwrap();
     let rep = doctor::diagnose(&Recording::read(&dir).unwrap());
-    assert!(rep.notes.iter().any(|n| n.contains("safepoint.log") && n.contains("not understood") && n.contains("line")), "{:?}", rep.notes);
+    assert!(
+        rep.notes.iter().any(|n| n.contains("safepoint.log")
+            && n.contains("not understood")
+            && n.contains("line")),
+        "{:?}",
+        rep.notes
+    );
 
     // events.jsonl cut mid-line: said, not lost in silence; and the recording has no end.
     let dir = scratch(2);
     let ev = std::fs::read_to_string(dir.join("events.jsonl")).unwrap();
     std::fs::write(dir.join("events.jsonl"), &ev[..ev.len() - 10]).unwrap();
     let rep = doctor::diagnose(&Recording::read(&dir).unwrap());
-    assert!(rep.notes.iter().any(|n| n.contains("events.jsonl:") && n.contains("cut off")), "{:?}", rep.notes);
+    assert!(
+        rep.notes.iter().any(|n| n.contains("events.jsonl:") && n.contains("cut off")),
+        "{:?}",
+        rep.notes
+    );
     assert!(rep.notes.iter().any(|n| n.contains("no end record")), "{:?}", rep.notes);
 
     // A garbage meta.json is a damaged header, not a missing one.

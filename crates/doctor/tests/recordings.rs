@@ -21,7 +21,12 @@ fn diagnose(dir: &Path) -> Report {
 
 /// The main cause of each stall of at least `min_ns`.
 fn causes_of(dir: &Path, min_ns: u64) -> Vec<Cause> {
-    diagnose(dir).stalls.iter().filter(|s| s.duration_ns >= min_ns).map(|s| s.findings[0].cause).collect()
+    diagnose(dir)
+        .stalls
+        .iter()
+        .filter(|s| s.duration_ns >= min_ns)
+        .map(|s| s.findings[0].cause)
+        .collect()
 }
 
 #[test]
@@ -43,7 +48,12 @@ fn stored_recordings_get_their_known_diagnosis() {
     let storm = causes_of(&fixture("jdk17-safepoint-storm-cpu-hog4"), 0);
     let starved = storm.iter().filter(|c| **c == Cause::CpuStarvation).count();
     assert!(storm.len() >= 3 && starved * 4 >= storm.len() * 3, "{storm:?}");
-    assert!(!storm.iter().any(|c| matches!(c, Cause::NoSafepointPoll | Cause::MajorFault | Cause::Frozen)), "{storm:?}");
+    assert!(
+        !storm
+            .iter()
+            .any(|c| matches!(c, Cause::NoSafepointPoll | Cause::MajorFault | Cause::Frozen)),
+        "{storm:?}"
+    );
     assert!(causes_of(&fixture("jdk17-idle-quiet"), 0).is_empty());
 }
 
@@ -56,18 +66,31 @@ fn the_culprit_s_code_comes_from_the_jvm_s_own_stack_samples() {
     let f = &longest.findings[0];
     assert_eq!(f.cause, Cause::NoSafepointPoll);
     let code = f.culprits[0].code.as_ref().expect("the culprit's code");
-    assert_eq!(code.fix_frame().unwrap().method, "io.stallscope.workloads.CountedLoop.invoke", "{code:?}");
+    assert_eq!(
+        code.fix_frame().unwrap().method,
+        "io.stallscope.workloads.CountedLoop.invoke",
+        "{code:?}"
+    );
     assert_eq!(code.event, "jdk.ExecutionSample");
     assert!(code.offset_ns < 0, "on JDK 17 the last sample before the safepoint: {code:?}");
     assert!(f.fix.starts_with("the loop in CountedLoop.invoke (line "), "{}", f.fix);
     let old = diagnose(&fixture("jdk25-counted-loop-parallel-no-cls"));
-    assert!(old.stalls.iter().flat_map(|s| &s.findings).flat_map(|f| &f.culprits).all(|c| c.code.is_none()));
+    assert!(
+        old.stalls
+            .iter()
+            .flat_map(|s| &s.findings)
+            .flat_map(|f| &f.culprits)
+            .all(|c| c.code.is_none())
+    );
 }
 
 #[test]
 fn the_diagnosis_is_a_pure_function_of_the_recording() {
     let d = fixture("jdk17-mapped-read-mmap-slowfs-300ms");
-    let (a, b) = (serde_json::to_string(&diagnose(&d)).unwrap(), serde_json::to_string(&diagnose(&d)).unwrap());
+    let (a, b) = (
+        serde_json::to_string(&diagnose(&d)).unwrap(),
+        serde_json::to_string(&diagnose(&d)).unwrap(),
+    );
     assert_eq!(a, b);
     assert!(a.contains("\"reader-thread\""), "{a}");
 }
@@ -82,7 +105,8 @@ fn copy_fixture(name: &str, to: &Path) {
 
 #[test]
 fn a_recording_cut_mid_line_still_reads() {
-    let d = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("cut-recording-{}", std::process::id()));
+    let d = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("cut-recording-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
     copy_fixture("jdk17-mapped-read-mmap-slowfs-300ms", &d);
     // Kill -9 leaves at most a partial last line in any file.
@@ -135,7 +159,12 @@ fn leaves(v: &Value, prefix: &str, out: &mut BTreeSet<String>, all: &mut BTreeSe
 #[test]
 fn documented_report_fields_are_exactly_the_output_fields() {
     let doc = std::fs::read_to_string(root().join("docs/formats/report-json.md")).unwrap();
-    let documented: BTreeSet<String> = doc.lines().filter_map(|l| l.strip_prefix("| `")).filter_map(|l| l.split('`').next()).map(String::from).collect();
+    let documented: BTreeSet<String> = doc
+        .lines()
+        .filter_map(|l| l.strip_prefix("| `"))
+        .filter_map(|l| l.split('`').next())
+        .map(String::from)
+        .collect();
     let (mut seen, mut all) = (BTreeSet::new(), BTreeSet::new());
     for e in std::fs::read_dir(root().join("tests/fixtures/recordings")).unwrap() {
         let p = e.unwrap().path();
@@ -146,7 +175,8 @@ fn documented_report_fields_are_exactly_the_output_fields() {
     let undocumented: Vec<_> = seen.difference(&documented).collect();
     // `raw` appears only for stalls of unknown cause, which none of the recordings has; its
     // fields are checked against the document by a unit test of the serialised type.
-    let unseen: Vec<_> = documented.difference(&all).filter(|p| !p.starts_with("stalls[].raw[]")).collect();
+    let unseen: Vec<_> =
+        documented.difference(&all).filter(|p| !p.starts_with("stalls[].raw[]")).collect();
     assert!(undocumented.is_empty(), "in the output but not documented: {undocumented:?}");
     assert!(unseen.is_empty(), "documented but never in the output: {unseen:?}");
 }

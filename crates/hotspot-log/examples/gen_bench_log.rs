@@ -9,7 +9,7 @@
 //! OUT `-` writes to stdout. Deterministic for a given size.
 
 use hotspot_log::formats::Format;
-use hotspot_log::render::{printf, Arg};
+use hotspot_log::render::{Arg, printf};
 use std::io::{BufWriter, Write};
 
 struct Rng(u64);
@@ -29,7 +29,11 @@ fn main() -> std::io::Result<()> {
         std::process::exit(2);
     }
     let limit = args[2].parse::<u64>().expect("SIZE_MB") << 20;
-    let sink: Box<dyn Write> = if args[3] == "-" { Box::new(std::io::stdout().lock()) } else { Box::new(std::fs::File::create(&args[3])?) };
+    let sink: Box<dyn Write> = if args[3] == "-" {
+        Box::new(std::io::stdout().lock())
+    } else {
+        Box::new(std::fs::File::create(&args[3])?)
+    };
     let mut out = BufWriter::with_capacity(1 << 20, sink);
     let mut rng = Rng(0x0123_4567_89ab_cdef);
     let mut written = 0u64;
@@ -56,27 +60,63 @@ fn main() -> std::io::Result<()> {
             for l in [
                 format!("{s}            ] GC({n}) Pause Young (Normal) (G1 Evacuation Pause)\n"),
                 format!("{s},task       ] GC({n}) Using 2 workers of 2 for evacuation\n"),
-                format!("{s},phases     ] GC({n})   Pre Evacuate Collection Set: 0.{}ms\n", rng.below(99)),
+                format!(
+                    "{s},phases     ] GC({n})   Pre Evacuate Collection Set: 0.{}ms\n",
+                    rng.below(99)
+                ),
                 format!("{s},phases     ] GC({n})   Merge Heap Roots: 0.{}ms\n", rng.below(99)),
-                format!("{s},phases     ] GC({n})   Evacuate Collection Set: {}.{}ms\n", rng.below(20), rng.below(99)),
-                format!("{s},phases     ] GC({n})   Post Evacuate Collection Set: 0.{}ms\n", rng.below(99)),
+                format!(
+                    "{s},phases     ] GC({n})   Evacuate Collection Set: {}.{}ms\n",
+                    rng.below(20),
+                    rng.below(99)
+                ),
+                format!(
+                    "{s},phases     ] GC({n})   Post Evacuate Collection Set: 0.{}ms\n",
+                    rng.below(99)
+                ),
                 format!("{s},phases     ] GC({n})   Other: 0.{}ms\n", rng.below(99)),
-                format!("{s},heap       ] GC({n}) Eden regions: {}->0({})\n", 20 + rng.below(100), 120),
-                format!("{s},heap       ] GC({n}) Survivor regions: {}->{}(16)\n", rng.below(4), rng.below(4)),
-                format!("{s},metaspace  ] GC({n}) Metaspace: 6655K(6848K)->6655K(6848K) NonClass: 6046K(6144K)->6046K(6144K) Class: 609K(704K)->609K(704K)\n"),
-                format!("{s}            ] GC({n}) Pause Young (Normal) (G1 Evacuation Pause) {}M->{}M(256M) {}.{:03}ms\n", 24 + rng.below(100), 2 + rng.below(10), at / 1_000_000, at / 1000 % 1000),
+                format!(
+                    "{s},heap       ] GC({n}) Eden regions: {}->0({})\n",
+                    20 + rng.below(100),
+                    120
+                ),
+                format!(
+                    "{s},heap       ] GC({n}) Survivor regions: {}->{}(16)\n",
+                    rng.below(4),
+                    rng.below(4)
+                ),
+                format!(
+                    "{s},metaspace  ] GC({n}) Metaspace: 6655K(6848K)->6655K(6848K) NonClass: 6046K(6144K)->6046K(6144K) Class: 609K(704K)->609K(704K)\n"
+                ),
+                format!(
+                    "{s}            ] GC({n}) Pause Young (Normal) (G1 Evacuation Pause) {}M->{}M(256M) {}.{:03}ms\n",
+                    24 + rng.below(100),
+                    2 + rng.below(10),
+                    at / 1_000_000,
+                    at / 1000 % 1000
+                ),
                 format!("{s},cpu        ] GC({n}) User=0.01s Sys=0.00s Real=0.00s\n"),
             ] {
                 line.push_str(&l);
             }
             let msg = printf(
                 Format::Jdk17Safepoint.hotspot_format().unwrap(),
-                &[Arg::Str("G1CollectForAllocation"), Arg::Int(rng.below(60_000_000) as i64), Arg::Int(reach as i64), Arg::Int(rng.below(30_000) as i64), Arg::Int(at as i64), Arg::Int((reach + at + 10_000) as i64)],
+                &[
+                    Arg::Str("G1CollectForAllocation"),
+                    Arg::Int(rng.below(60_000_000) as i64),
+                    Arg::Int(reach as i64),
+                    Arg::Int(rng.below(30_000) as i64),
+                    Arg::Int(at as i64),
+                    Arg::Int((reach + at + 10_000) as i64),
+                ],
             )
             .unwrap();
             line.push_str(&format!("[{up}s][info][safepoint   ] {msg}\n"));
         } else {
-            let wall = hotspot_log::format_wall(hotspot_log::WallTime { epoch_ms: wall0 + up_ms as i64, offset_min: 0 });
+            let wall = hotspot_log::format_wall(hotspot_log::WallTime {
+                epoch_ms: wall0 + up_ms as i64,
+                offset_min: 0,
+            });
             let stamp = format!("{}T{}+0000: {up}: ", &wall[..10], &wall[11..]);
             if n % 3 == 0 {
                 let young = 60_000 + rng.below(10_000);
@@ -89,7 +129,11 @@ fn main() -> std::io::Result<()> {
             }
             let total = (reach + at) / 100 * 100;
             let ttsp = reach / 100 * 100;
-            let msg = printf(Format::Jdk8StoppedTime.hotspot_format().unwrap(), &[Arg::Float(total as f64 / 1e9), Arg::Float(ttsp as f64 / 1e9)]).unwrap();
+            let msg = printf(
+                Format::Jdk8StoppedTime.hotspot_format().unwrap(),
+                &[Arg::Float(total as f64 / 1e9), Arg::Float(ttsp as f64 / 1e9)],
+            )
+            .unwrap();
             line.push_str(&format!("{stamp}{msg}\n"));
         }
         out.write_all(line.as_bytes())?;

@@ -5,7 +5,7 @@
 //!   cargo run -p hotspot-log --example synth_fixtures -- tests/fixtures/logs
 
 use hotspot_log::formats::{self, Format};
-use hotspot_log::render::{printf, Arg};
+use hotspot_log::render::{Arg, printf};
 use std::fmt::Write as _;
 use std::path::Path;
 
@@ -30,7 +30,8 @@ impl Rng {
     }
 }
 
-const OPS8: [&str; 5] = ["ParallelGCFailedAllocation", "RevokeBias", "ThreadDump", "no vm operation", "BulkRevokeBias"];
+const OPS8: [&str; 5] =
+    ["ParallelGCFailedAllocation", "RevokeBias", "ThreadDump", "no vm operation", "BulkRevokeBias"];
 const OPS13: [&str; 4] = ["G1CollectForAllocation", "Cleanup", "ThreadDump", "HandshakeAllThreads"];
 
 fn date(epoch_ms: i64) -> String {
@@ -84,8 +85,21 @@ fn jdk8_gc_log(rng: &mut Rng) -> String {
     for i in 0..400 {
         let app = r100(rng.below(400_000_000));
         up += app;
-        let stamp = |up: u64| format!("{}: {}.{:03}: ", date(wall0 + (up / 1_000_000) as i64), up / 1_000_000_000, up / 1_000_000 % 1000);
-        writeln!(out, "{}{}", stamp(up), printf(Format::Jdk8ApplicationTime.hotspot_format().unwrap(), &[secs(app)]).unwrap()).unwrap();
+        let stamp = |up: u64| {
+            format!(
+                "{}: {}.{:03}: ",
+                date(wall0 + (up / 1_000_000) as i64),
+                up / 1_000_000_000,
+                up / 1_000_000 % 1000
+            )
+        };
+        writeln!(
+            out,
+            "{}{}",
+            stamp(up),
+            printf(Format::Jdk8ApplicationTime.hotspot_format().unwrap(), &[secs(app)]).unwrap()
+        )
+        .unwrap();
         let total = r100(rng.pause_ns());
         let ttsp = r100(total / (1 + rng.below(20)));
         let gc = rng.below(3) == 0;
@@ -96,12 +110,20 @@ fn jdk8_gc_log(rng: &mut Rng) -> String {
         let stopped = f(Format::Jdk8StoppedTime, &[secs(total), secs(ttsp)]);
         if i == 17 {
             // JDK 8 sometimes prints the pause after other output on the same line.
-            writeln!(out, "[Times: user=0.00 sys=0.00, real=0.00 secs] {}{stopped}", stamp(up)).unwrap();
+            writeln!(out, "[Times: user=0.00 sys=0.00, real=0.00 secs] {}{stopped}", stamp(up))
+                .unwrap();
         } else {
             writeln!(out, "{}{stopped}", stamp(up)).unwrap();
         }
     }
-    write!(out, "{}: {}.{:03}: Total time for which application threads were stopped: 0.00", date(wall0 + (up / 1_000_000) as i64 + 5), up / 1_000_000_000 + 1, 5).unwrap();
+    write!(
+        out,
+        "{}: {}.{:03}: Total time for which application threads were stopped: 0.00",
+        date(wall0 + (up / 1_000_000) as i64 + 5),
+        up / 1_000_000_000 + 1,
+        5
+    )
+    .unwrap();
     out
 }
 
@@ -112,7 +134,12 @@ fn jdk8_bare(rng: &mut Rng) -> String {
         let total = r100(rng.pause_ns());
         let ttsp = r100(total / (1 + rng.below(10)));
         if i % 7 == 3 {
-            writeln!(out, "Total time for which application threads were stopped: {:.7} seconds", total as f64 / 1e9).unwrap();
+            writeln!(
+                out,
+                "Total time for which application threads were stopped: {:.7} seconds",
+                total as f64 / 1e9
+            )
+            .unwrap();
         } else {
             writeln!(out, "{}", f(Format::Jdk8StoppedTime, &[secs(total), secs(ttsp)])).unwrap();
         }
@@ -148,14 +175,33 @@ fn jdk8_stats_count1(rng: &mut Rng) -> String {
         let start = Arg::Float(up as f64 / 1e9);
         let row = printf(
             Format::Jdk8Stats.hotspot_format().unwrap(),
-            &[start, Arg::Str(op), Arg::Int(14), Arg::Int(1 + long as i64), Arg::Int(long as i64), Arg::Int(sync_ms as i64), Arg::Int(0), Arg::Int(sync_ms as i64), Arg::Int(cleanup_ms as i64), Arg::Int(vmop_ms as i64), Arg::Int(0)],
+            &[
+                start,
+                Arg::Str(op),
+                Arg::Int(14),
+                Arg::Int(1 + long as i64),
+                Arg::Int(long as i64),
+                Arg::Int(sync_ms as i64),
+                Arg::Int(0),
+                Arg::Int(sync_ms as i64),
+                Arg::Int(cleanup_ms as i64),
+                Arg::Int(vmop_ms as i64),
+                Arg::Int(0),
+            ],
         )
         .unwrap();
         writeln!(out, "{row}").unwrap();
         let ttsp = r100(sync_ms * 1_000_000 + rng.below(999_000));
         let total = r100(ttsp + (cleanup_ms + vmop_ms) * 1_000_000 + rng.below(999_000));
         up += total;
-        writeln!(out, "{}.{:03}: {}", up / 1_000_000_000, up / 1_000_000 % 1000, f(Format::Jdk8StoppedTime, &[secs(total), secs(ttsp)])).unwrap();
+        writeln!(
+            out,
+            "{}.{:03}: {}",
+            up / 1_000_000_000,
+            up / 1_000_000 % 1000,
+            f(Format::Jdk8StoppedTime, &[secs(total), secs(ttsp)])
+        )
+        .unwrap();
     }
     writeln!(out, "Polling page always armed").unwrap();
     for (op, n) in counts {
@@ -163,7 +209,8 @@ fn jdk8_stats_count1(rng: &mut Rng) -> String {
     }
     writeln!(out, "    0 VM operations coalesced during safepoint").unwrap();
     writeln!(out, "Maximum sync time {max_sync:6} ms").unwrap();
-    writeln!(out, "Maximum vm operation time (except for Exit VM operation) {max_vmop:6} ms").unwrap();
+    writeln!(out, "Maximum vm operation time (except for Exit VM operation) {max_vmop:6} ms")
+        .unwrap();
     out
 }
 
@@ -183,14 +230,42 @@ fn jdk8_stats_batched(rng: &mut Rng) -> String {
         let total = r100(ttsp + vmop_ms * 1_000_000 + rng.below(900_000));
         up += total;
         if rng.below(4) == 0 {
-            writeln!(out, "{}.{:03}: {}", start / 1_000_000_000, start / 1_000_000 % 1000, jdk8_gc_details(rng)).unwrap();
+            writeln!(
+                out,
+                "{}.{:03}: {}",
+                start / 1_000_000_000,
+                start / 1_000_000 % 1000,
+                jdk8_gc_details(rng)
+            )
+            .unwrap();
         }
-        writeln!(out, "{}.{:03}: {}", up / 1_000_000_000, up / 1_000_000 % 1000, f(Format::Jdk8StoppedTime, &[secs(total), secs(ttsp)])).unwrap();
-        batch.push(printf(
-            Format::Jdk8Stats.hotspot_format().unwrap(),
-            &[Arg::Float(start as f64 / 1e9), Arg::Str(op), Arg::Int(12), Arg::Int(0), Arg::Int(0), Arg::Int(sync_ms as i64), Arg::Int(0), Arg::Int(sync_ms as i64), Arg::Int(0), Arg::Int(vmop_ms as i64), Arg::Int(0)],
+        writeln!(
+            out,
+            "{}.{:03}: {}",
+            up / 1_000_000_000,
+            up / 1_000_000 % 1000,
+            f(Format::Jdk8StoppedTime, &[secs(total), secs(ttsp)])
         )
-        .unwrap());
+        .unwrap();
+        batch.push(
+            printf(
+                Format::Jdk8Stats.hotspot_format().unwrap(),
+                &[
+                    Arg::Float(start as f64 / 1e9),
+                    Arg::Str(op),
+                    Arg::Int(12),
+                    Arg::Int(0),
+                    Arg::Int(0),
+                    Arg::Int(sync_ms as i64),
+                    Arg::Int(0),
+                    Arg::Int(sync_ms as i64),
+                    Arg::Int(0),
+                    Arg::Int(vmop_ms as i64),
+                    Arg::Int(0),
+                ],
+            )
+            .unwrap(),
+        );
         if batch.len() == 60 {
             for (k, row) in batch.drain(..).enumerate() {
                 if k % 30 == 0 {
@@ -208,11 +283,19 @@ fn jdk8_stats_batched(rng: &mut Rng) -> String {
 fn jdk11(rng: &mut Rng) -> String {
     let mut out = String::new();
     let mut up: u64 = 150_000_000;
-    let ul = |up: u64| format!("[{}.{:03}s][info][safepoint] ", up / 1_000_000_000, up / 1_000_000 % 1000);
+    let ul = |up: u64| {
+        format!("[{}.{:03}s][info][safepoint] ", up / 1_000_000_000, up / 1_000_000 % 1000)
+    };
     for i in 0..150 {
         let app = r100(rng.below(250_000_000));
         up += app;
-        writeln!(out, "{}{}", ul(up), printf(Format::UlApplicationTime.hotspot_format().unwrap(), &[secs(app)]).unwrap()).unwrap();
+        writeln!(
+            out,
+            "{}{}",
+            ul(up),
+            printf(Format::UlApplicationTime.hotspot_format().unwrap(), &[secs(app)]).unwrap()
+        )
+        .unwrap();
         let op = OPS8[rng.below(4) as usize];
         let long = i % 50 == 49;
         if long {
@@ -222,19 +305,38 @@ fn jdk11(rng: &mut Rng) -> String {
         let vmop_ms = rng.below(20);
         let ttsp = r100(sync_ms * 1_000_000 + rng.below(900_000));
         let total = r100(ttsp + vmop_ms * 1_000_000 + rng.below(900_000));
-        writeln!(out, "{}{}", ul(up + ttsp), printf(Format::UlSafepointRegion.hotspot_format().unwrap(), &[Arg::Str(op)]).unwrap()).unwrap();
+        writeln!(
+            out,
+            "{}{}",
+            ul(up + ttsp),
+            printf(Format::UlSafepointRegion.hotspot_format().unwrap(), &[Arg::Str(op)]).unwrap()
+        )
+        .unwrap();
         if i % 30 == 0 {
             writeln!(out, "{}", formats::STATS_HEADER_JDK11).unwrap();
         }
         let row = printf(
             Format::Jdk11Stats.hotspot_format().unwrap(),
-            &[Arg::Float(up as f64 / 1e9), Arg::Str(op), Arg::Int(17), Arg::Int(long as i64), Arg::Int(long as i64), Arg::Int(sync_ms as i64), Arg::Int(0), Arg::Int(sync_ms as i64), Arg::Int(0), Arg::Int(vmop_ms as i64), Arg::Int(0)],
+            &[
+                Arg::Float(up as f64 / 1e9),
+                Arg::Str(op),
+                Arg::Int(17),
+                Arg::Int(long as i64),
+                Arg::Int(long as i64),
+                Arg::Int(sync_ms as i64),
+                Arg::Int(0),
+                Arg::Int(sync_ms as i64),
+                Arg::Int(0),
+                Arg::Int(vmop_ms as i64),
+                Arg::Int(0),
+            ],
         )
         .unwrap();
         writeln!(out, "{row}").unwrap();
         up += total;
         writeln!(out, "{}Leaving safepoint region", ul(up)).unwrap();
-        writeln!(out, "{}{}", ul(up), f(Format::UlStoppedTime, &[secs(total), secs(ttsp)])).unwrap();
+        writeln!(out, "{}{}", ul(up), f(Format::UlStoppedTime, &[secs(total), secs(ttsp)]))
+            .unwrap();
     }
     out
 }
@@ -248,7 +350,11 @@ fn jdk13_or_21(rng: &mut Rng, format: Format) -> String {
         let since = rng.below(120_000_000);
         up += since;
         let op = OPS13[rng.below(OPS13.len() as u64) as usize];
-        let reach = if i % 60 == 59 { 200_000_000 + rng.below(1_000_000_000) } else { 2_000 + rng.below(80_000) };
+        let reach = if i % 60 == 59 {
+            200_000_000 + rng.below(1_000_000_000)
+        } else {
+            2_000 + rng.below(80_000)
+        };
         let cleanup = rng.below(40_000);
         let at = rng.pause_ns() / 4;
         let leave = rng.below(30_000);
@@ -260,8 +366,13 @@ fn jdk13_or_21(rng: &mut Rng, format: Format) -> String {
         }
         let n = |v: u64| Arg::Int(v as i64);
         let msg = match format {
-            Format::Jdk13Safepoint => f(format, &[Arg::Str(op), n(since), n(reach), n(at), n(total)]),
-            _ => f(format, &[Arg::Str(op), n(since), n(reach), n(cleanup), n(at), n(leave), n(total)]),
+            Format::Jdk13Safepoint => {
+                f(format, &[Arg::Str(op), n(since), n(reach), n(at), n(total)])
+            }
+            _ => f(
+                format,
+                &[Arg::Str(op), n(since), n(reach), n(cleanup), n(at), n(leave), n(total)],
+            ),
         };
         writeln!(out, "{stamp}[info][safepoint] {msg}").unwrap();
     }
@@ -273,13 +384,25 @@ fn main() {
     let dir = Path::new(&dir);
     let mut rng = Rng(0x5eed_5a1e_57a1_15c0);
     let files = [
-        ("synthetic-jdk8-parallel-gcdetails-stoppedtime-concurrenttime-datestamps.log", jdk8_gc_log(&mut rng)),
+        (
+            "synthetic-jdk8-parallel-gcdetails-stoppedtime-concurrenttime-datestamps.log",
+            jdk8_gc_log(&mut rng),
+        ),
         ("synthetic-jdk8-stoppedtime-bare.log", jdk8_bare(&mut rng)),
         ("synthetic-jdk8-tty-stats_count1-stoppedtime-timeout.log", jdk8_stats_count1(&mut rng)),
-        ("synthetic-jdk8-stats_count60-batched-stoppedtime-gcdetails.log", jdk8_stats_batched(&mut rng)),
+        (
+            "synthetic-jdk8-stats_count60-batched-stoppedtime-gcdetails.log",
+            jdk8_stats_batched(&mut rng),
+        ),
         ("synthetic-jdk11-ul_safepoint-regions-tty_stats-timeout.log", jdk11(&mut rng)),
-        ("synthetic-jdk13-gc+safepoint-no_cleanup.log", jdk13_or_21(&mut rng, Format::Jdk13Safepoint)),
-        ("synthetic-jdk21.0.8-gc+safepoint-cleanup_leaving.log", jdk13_or_21(&mut rng, Format::Jdk21Safepoint)),
+        (
+            "synthetic-jdk13-gc+safepoint-no_cleanup.log",
+            jdk13_or_21(&mut rng, Format::Jdk13Safepoint),
+        ),
+        (
+            "synthetic-jdk21.0.8-gc+safepoint-cleanup_leaving.log",
+            jdk13_or_21(&mut rng, Format::Jdk21Safepoint),
+        ),
     ];
     for (name, text) in files {
         let p = dir.join(name);

@@ -144,7 +144,10 @@ impl Assembler {
         match c.event {
             Event::Safepoint { op, times } => {
                 self.sync_open_ns = None;
-                if self.pending_ul_row.is_none() && self.held.is_empty() && self.timeout_done.is_empty() {
+                if self.pending_ul_row.is_none()
+                    && self.held.is_empty()
+                    && self.timeout_done.is_empty()
+                {
                     // Nothing to merge and nothing waiting ahead: the common case. The record
                     // is written over the last one in place and lent to `out`, so a run of one
                     // operation costs no reference count update (they are atomic, and showed
@@ -291,7 +294,13 @@ impl Assembler {
         }
     }
 
-    fn own_row(&mut self, r: &StatsRow<'_>, c: &Classified<'_>, source: Source, seq: u64) -> OwnedRow {
+    fn own_row(
+        &mut self,
+        r: &StatsRow<'_>,
+        c: &Classified<'_>,
+        source: Source,
+        seq: u64,
+    ) -> OwnedRow {
         OwnedRow {
             op: self.ops.get(r.op),
             start_uptime_ns: r.start_uptime_ns,
@@ -332,7 +341,12 @@ impl Assembler {
                                 // Its row was never printed; stop waiting for one.
                                 self.held[i].wants_name = false;
                             }
-                            Some(s) if s > row_start.saturating_add(MATCH_SLACK_NS + row.total_ns / 100) => break,
+                            Some(s)
+                                if s > row_start
+                                    .saturating_add(MATCH_SLACK_NS + row.total_ns / 100) =>
+                            {
+                                break;
+                            }
                             _ => {
                                 found = Some(i);
                                 break;
@@ -367,7 +381,9 @@ impl Assembler {
         self.counts.rows_alone += 1;
         // JDK 8/11 rows carry their begin time; JDK 13+ rows are printed at the end.
         let end = match row.start_uptime_ns {
-            Some(start) => Stamps { uptime_ns: Some(start.saturating_add(row.total_ns)), ..row.stamps },
+            Some(start) => {
+                Stamps { uptime_ns: Some(start.saturating_add(row.total_ns)), ..row.stamps }
+            }
             None => row.stamps,
         };
         let rec = Safepoint {
@@ -389,11 +405,18 @@ impl Assembler {
         self.emit(rec, row.seq, false, out);
     }
 
-    fn emit(&mut self, mut rec: Safepoint, seq: u64, wants_name: bool, out: &mut impl FnMut(&Safepoint)) {
+    fn emit(
+        &mut self,
+        mut rec: Safepoint,
+        seq: u64,
+        wants_name: bool,
+        out: &mut impl FnMut(&Safepoint),
+    ) {
         if !self.timeout_done.is_empty() {
             // A timeout block belongs to the safepoint being reached when it was printed, which
             // is the first record closed after it.
-            let (mine, later): (Vec<_>, Vec<_>) = self.timeout_done.drain(..).partition(|(after, _)| seq > *after);
+            let (mine, later): (Vec<_>, Vec<_>) =
+                self.timeout_done.drain(..).partition(|(after, _)| seq > *after);
             rec.culprits = mine.into_iter().map(|(_, c)| c).collect();
             self.timeout_done = later;
         }
@@ -465,7 +488,7 @@ fn merge_row(rec: &mut Safepoint, row: &OwnedRow) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::line::{classify, Outcome};
+    use crate::line::{Outcome, classify};
 
     fn run(lines: &[&str]) -> (Vec<Safepoint>, Vec<Culprit>, MergeCounts) {
         let mut a = Assembler::new();

@@ -5,7 +5,9 @@
 //! mistaken for one. Decorators are recognised by their shape, in any order and with any
 //! padding, because users pick any subset.
 
-use crate::stamps::{has_fraction, parse_decimal_scaled, parse_iso_time, parse_u64, word_digits, Stamps, POW10};
+use crate::stamps::{
+    POW10, Stamps, has_fraction, parse_decimal_scaled, parse_iso_time, parse_u64, word_digits,
+};
 
 /// The decorator prefix of a line, split from its message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -60,7 +62,8 @@ fn is_level(v: &[u8]) -> bool {
 }
 
 fn is_hostname(s: &[u8]) -> bool {
-    !s.is_empty() && s.iter().all(|&b| b.is_ascii_alphanumeric() || b == b'.' || b == b'-' || b == b'_')
+    !s.is_empty()
+        && s.iter().all(|&b| b.is_ascii_alphanumeric() || b == b'.' || b == b'-' || b == b'_')
 }
 
 /// Shaped like an ISO 8601 time (`2024-01-31T10:00:00.123+0100`), whether or not it reads as one.
@@ -106,10 +109,15 @@ unsafe fn masks_avx2(head: &[u8; 64]) -> Masks {
     for k in 0..2 {
         // SAFETY: bytes 32k..32k+32 are inside `head`.
         let v = unsafe { _mm256_loadu_si256(head.as_ptr().add(32 * k) as *const __m256i) };
-        let eq = |b: u8| _mm256_movemask_epi8(_mm256_cmpeq_epi8(v, _mm256_set1_epi8(b as i8))) as u32 as u64;
+        let eq = |b: u8| {
+            _mm256_movemask_epi8(_mm256_cmpeq_epi8(v, _mm256_set1_epi8(b as i8))) as u32 as u64
+        };
         let within = |lo: u8, hi: u8| {
             let d = _mm256_sub_epi8(v, _mm256_set1_epi8(lo as i8));
-            _mm256_movemask_epi8(_mm256_cmpeq_epi8(_mm256_min_epu8(d, _mm256_set1_epi8((hi - lo) as i8)), d)) as u32 as u64
+            _mm256_movemask_epi8(_mm256_cmpeq_epi8(
+                _mm256_min_epu8(d, _mm256_set1_epi8((hi - lo) as i8)),
+                d,
+            )) as u32 as u64
         };
         let digit = within(b'0', b'9');
         let dot = eq(b'.');
@@ -139,7 +147,8 @@ fn masks_portable(head: &[u8; 64]) -> Masks {
 /// Bits `from..to` set (`from <= to <= 64`).
 #[inline(always)]
 fn span(from: usize, to: usize) -> u64 {
-    (if to >= 64 { u64::MAX } else { (1u64 << to) - 1 }) & !(if from >= 64 { u64::MAX } else { (1u64 << from) - 1 })
+    (if to >= 64 { u64::MAX } else { (1u64 << to) - 1 })
+        & !(if from >= 64 { u64::MAX } else { (1u64 << from) - 1 })
 }
 
 /// The value of the `k` (1 to 8) ASCII digits at `line[at..]`, which the caller has checked,
@@ -176,7 +185,11 @@ fn split_default(line: &[u8]) -> Option<Decorated<'_>> {
     };
     // `[` uptime `s]`: digits and a `.`, no padding.
     let c1 = next_close(0)?;
-    if c1 < 4 || head[c1 - 1] != b's' || m.number & span(1, c1 - 1) != span(1, c1 - 1) || !head[1].is_ascii_digit() {
+    if c1 < 4
+        || head[c1 - 1] != b's'
+        || m.number & span(1, c1 - 1) != span(1, c1 - 1)
+        || !head[1].is_ascii_digit()
+    {
         return None;
     }
     // Digits, one `.`, digits: read as two words. Anything else (no `.`, more than eight digits
@@ -188,7 +201,9 @@ fn split_default(line: &[u8]) -> Option<Decorated<'_>> {
     // The first `.` lies between the `[` and the `s`: `1 <= dot <= c1 - 2`.
     let dot = dots.trailing_zeros() as usize;
     let uptime_ns = match (dots.count_ones(), dot - 1, c1 - 2 - dot) {
-        (1, int @ 1..=8, frac @ 1..=8) => digits(line, 1, int) * 1_000_000_000 + digits(line, dot + 1, frac) * POW10[9 - frac],
+        (1, int @ 1..=8, frac @ 1..=8) => {
+            digits(line, 1, int) * 1_000_000_000 + digits(line, dot + 1, frac) * POW10[9 - frac]
+        }
         _ => parse_decimal_scaled(&line[1..c1 - 1], 9)?,
     };
     // `[` level, padded at its end `]`
@@ -206,7 +221,11 @@ fn split_default(line: &[u8]) -> Option<Decorated<'_>> {
     }
     let c3 = next_close(c2 + 1)?;
     let tend = (m.space & span(c2 + 2, c3)).trailing_zeros().min(c3 as u32) as usize;
-    if tend == c2 + 2 || !head[c2 + 2].is_ascii_lowercase() || m.tag & span(c2 + 2, tend) != span(c2 + 2, tend) || m.space & span(tend, c3) != span(tend, c3) {
+    if tend == c2 + 2
+        || !head[c2 + 2].is_ascii_lowercase()
+        || m.tag & span(c2 + 2, tend) != span(c2 + 2, tend)
+        || m.space & span(tend, c3) != span(tend, c3)
+    {
         return None;
     }
     let tags = &line[c2 + 2..tend];
@@ -219,7 +238,11 @@ fn split_default(line: &[u8]) -> Option<Decorated<'_>> {
         Some(b' ') => &line[c3 + 2..],
         Some(_) => return None,
     };
-    Some(Decorated { stamps: Stamps { uptime_ns: Some(uptime_ns), ..Stamps::default() }, tags: Some(tags), message })
+    Some(Decorated {
+        stamps: Stamps { uptime_ns: Some(uptime_ns), ..Stamps::default() },
+        tags: Some(tags),
+        message,
+    })
 }
 
 /// Any decorators, in any order and padding.
@@ -249,11 +272,14 @@ fn split_any(line: &[u8]) -> Option<Decorated<'_>> {
                 } else {
                     nanos[1] = Some(n);
                 }
-            } else if let Some(num) = v.strip_suffix(b"ms").filter(|n| n.iter().all(u8::is_ascii_digit)) {
+            } else if let Some(num) =
+                v.strip_suffix(b"ms").filter(|n| n.iter().all(u8::is_ascii_digit))
+            {
                 let n = parse_u64(num)?;
                 if n >= TIMEMILLIS_FLOOR {
                     if stamps.wall.is_none() {
-                        stamps.wall = Some(crate::stamps::WallTime { epoch_ms: n as i64, offset_min: 0 });
+                        stamps.wall =
+                            Some(crate::stamps::WallTime { epoch_ms: n as i64, offset_min: 0 });
                     }
                 } else {
                     stamps.uptime_ns.get_or_insert(n.saturating_mul(1_000_000));
@@ -365,7 +391,12 @@ mod tests {
 
     #[test]
     fn the_default_shape_is_read_from_masks_as_the_general_reading_reads_it() {
-        for l in [&b"[0.013s][info][safepoint   ] Safepoint \"X\""[..], b"[12.5s][warning][safepoint,stats] y", b"[6.671s][warning][safepoint]", b"[1.s][info ][gc_x,safepoint] z"] {
+        for l in [
+            &b"[0.013s][info][safepoint   ] Safepoint \"X\""[..],
+            b"[12.5s][warning][safepoint,stats] y",
+            b"[6.671s][warning][safepoint]",
+            b"[1.s][info ][gc_x,safepoint] z",
+        ] {
             let d = split_default(l);
             assert!(d.is_some(), "{}", String::from_utf8_lossy(l));
             assert_eq!(d, split_any(l), "{}", String::from_utf8_lossy(l));
@@ -373,7 +404,15 @@ mod tests {
         // Left to the general reading: padding before, a decimal comma, more groups, no
         // fraction, a second level, a group past the 64th byte.
         let long = format!("[0.013s][info][{}] x", "a".repeat(60));
-        for l in [&b"[ 0.013s][info][safepoint] x"[..], b"[1,210s][info][safepoint] x", b"[0.013s][info][safepoint][host] x", b"[5s][info][safepoint] x", b"[0.013s][123ns][info][safepoint] x", b"[0.1s][info][info] x", long.as_bytes()] {
+        for l in [
+            &b"[ 0.013s][info][safepoint] x"[..],
+            b"[1,210s][info][safepoint] x",
+            b"[0.013s][info][safepoint][host] x",
+            b"[5s][info][safepoint] x",
+            b"[0.013s][123ns][info][safepoint] x",
+            b"[0.1s][info][info] x",
+            long.as_bytes(),
+        ] {
             assert_eq!(split_default(l), None, "{}", String::from_utf8_lossy(l));
         }
         assert_eq!(split(long.as_bytes()).unwrap().tags.unwrap().len(), 60);
@@ -382,7 +421,29 @@ mod tests {
     fn pieces() -> impl proptest::strategy::Strategy<Value = Vec<u8>> {
         use proptest::prelude::*;
         let piece = proptest::sample::select(vec![
-            &b"["[..], b"]", b"0", b"13", b"2024", b".", b",", b"s", b"ms", b"ns", b" ", b"info", b"warning", b"info ", b"safepoint", b"safepoint,stats", b"x", b"-", b"T", b"\"", b"Safepoint", b"\t", b"\xff",
+            &b"["[..],
+            b"]",
+            b"0",
+            b"13",
+            b"2024",
+            b".",
+            b",",
+            b"s",
+            b"ms",
+            b"ns",
+            b" ",
+            b"info",
+            b"warning",
+            b"info ",
+            b"safepoint",
+            b"safepoint,stats",
+            b"x",
+            b"-",
+            b"T",
+            b"\"",
+            b"Safepoint",
+            b"\t",
+            b"\xff",
         ]);
         proptest::collection::vec(piece, 0..16).prop_map(|ps| ps.concat())
     }

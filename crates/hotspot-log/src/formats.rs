@@ -158,7 +158,9 @@ impl Format {
             Format::Jdk8StoppedTime | Format::UlStoppedTime => {
                 "Total time for which application threads were stopped: %3.7f seconds, Stopping threads took: %3.7f seconds"
             }
-            Format::Jdk8ApplicationTime | Format::UlApplicationTime => "Application time: %3.7f seconds",
+            Format::Jdk8ApplicationTime | Format::UlApplicationTime => {
+                "Application time: %3.7f seconds"
+            }
             Format::UlSafepointRegion => "Entering safepoint region: %s",
             Format::Jdk13Safepoint => {
                 "Safepoint \"%s\", Time since last: %ld ns, Reaching safepoint: %ld ns, At safepoint: %ld ns, Total: %ld ns"
@@ -172,9 +174,15 @@ impl Format {
             Format::Jdk22Safepoint => {
                 "Safepoint \"%s\", Time since last: %ld ns, Reaching safepoint: %ld ns, At safepoint: %ld ns, Leaving safepoint: %ld ns, Total: %ld ns, Threads: %d runnable, %d total"
             }
-            Format::Jdk8Stats => "%.3f: %-26s       [%8d%11d%15d    ]      [%6ld%6ld%6ld%6ld%6ld    ]  %d   ",
-            Format::Jdk11Stats => "%8.3f: %-30s  [          %8d %17d %13d ][       %7ld %7ld %7ld %7ld %7ld ] %15d ",
-            Format::Jdk13Stats => "%-28s [       %8d        %8d ][       %10ld %10ld %10ld %10ld ]%16d",
+            Format::Jdk8Stats => {
+                "%.3f: %-26s       [%8d%11d%15d    ]      [%6ld%6ld%6ld%6ld%6ld    ]  %d   "
+            }
+            Format::Jdk11Stats => {
+                "%8.3f: %-30s  [          %8d %17d %13d ][       %7ld %7ld %7ld %7ld %7ld ] %15d "
+            }
+            Format::Jdk13Stats => {
+                "%-28s [       %8d        %8d ][       %10ld %10ld %10ld %10ld ]%16d"
+            }
             Format::Jdk25Stats => "%-28s [       %8d        %8d ][       %10ld %10ld %10ld ]%16d",
             _ => return None,
         })
@@ -182,19 +190,18 @@ impl Format {
 }
 
 /// The statistics table headers, as HotSpot prints them.
-pub const STATS_HEADER_JDK8: &str =
-    "         vmop                    [threads: total initially_running wait_to_block]    [time: spin block sync cleanup vmop] page_trap_count";
-pub const STATS_HEADER_JDK11: &str =
-    "          vmop                            [ threads:    total initially_running wait_to_block ][ time:    spin   block    sync cleanup    vmop ] page_trap_count";
-pub const STATS_HEADER_JDK13: &str =
-    "VM Operation                 [ threads: total initial_running ][ time:       sync    cleanup       vmop      total ] page_trap_count";
-pub const STATS_HEADER_JDK25: &str =
-    "VM Operation                 [ threads: total initial_running ][ time:       sync    vmop      total ] page_trap_count";
+pub const STATS_HEADER_JDK8: &str = "         vmop                    [threads: total initially_running wait_to_block]    [time: spin block sync cleanup vmop] page_trap_count";
+pub const STATS_HEADER_JDK11: &str = "          vmop                            [ threads:    total initially_running wait_to_block ][ time:    spin   block    sync cleanup    vmop ] page_trap_count";
+pub const STATS_HEADER_JDK13: &str = "VM Operation                 [ threads: total initial_running ][ time:       sync    cleanup       vmop      total ] page_trap_count";
+pub const STATS_HEADER_JDK25: &str = "VM Operation                 [ threads: total initial_running ][ time:       sync    vmop      total ] page_trap_count";
 
 /// The SafepointTimeout block, line by line, as `SafepointSynchronize::print_safepoint_timeout`
 /// prints it. The thread line is the thread's `print_on` output after `# `.
 pub const TIMEOUT_BEGIN: &str = "# SafepointSynchronize::begin: Timeout detected:";
-pub const TIMEOUT_SPINNING: &str = "# SafepointSynchronize::begin: Timed out while spinning to reach a safepoint.";
-pub const TIMEOUT_WAITING: &str = "# SafepointSynchronize::begin: Timed out while waiting for threads to stop.";
-pub const TIMEOUT_LIST: &str = "# SafepointSynchronize::begin: Threads which did not reach the safepoint:";
+pub const TIMEOUT_SPINNING: &str =
+    "# SafepointSynchronize::begin: Timed out while spinning to reach a safepoint.";
+pub const TIMEOUT_WAITING: &str =
+    "# SafepointSynchronize::begin: Timed out while waiting for threads to stop.";
+pub const TIMEOUT_LIST: &str =
+    "# SafepointSynchronize::begin: Threads which did not reach the safepoint:";
 pub const TIMEOUT_END: &str = "# SafepointSynchronize::begin: (End of list)";

@@ -84,7 +84,10 @@ impl JfrSafepoint {
 
 /// Stamps for a wall-clock instant in ns since the epoch (UTC).
 pub fn wall_stamps(epoch_ns: i64) -> Stamps {
-    Stamps { wall: Some(WallTime { epoch_ms: epoch_ns.div_euclid(1_000_000), offset_min: 0 }), ..Default::default() }
+    Stamps {
+        wall: Some(WallTime { epoch_ms: epoch_ns.div_euclid(1_000_000), offset_min: 0 }),
+        ..Default::default()
+    }
 }
 
 /// What one chunk gave.
@@ -120,31 +123,68 @@ pub struct ChunkSpan {
 /// Walks the chunk headers of a file `len` bytes long without trusting them. Returns the
 /// chunks that fit, and why the rest (if any) could not be read: a size beyond the end of the
 /// file is a chunk still being written, or a file cut short.
-pub fn chunk_spans<R: Read + Seek>(r: &mut R, len: u64) -> Result<(Vec<ChunkSpan>, Option<JfrError>), io::Error> {
+pub fn chunk_spans<R: Read + Seek>(
+    r: &mut R,
+    len: u64,
+) -> Result<(Vec<ChunkSpan>, Option<JfrError>), io::Error> {
     let mut spans = Vec::new();
     let mut offset = 0u64;
     while offset < len {
         let mut head = [0u8; HEADER_PREFIX];
         r.seek(SeekFrom::Start(offset))?;
         if len - offset < HEADER_PREFIX as u64 || r.read_exact(&mut head).is_err() {
-            return Ok((spans, Some(JfrError::Bad { offset, reason: format!("{} bytes after the last chunk, too few for a chunk header (cut short?)", len - offset) })));
+            return Ok((
+                spans,
+                Some(JfrError::Bad {
+                    offset,
+                    reason: format!(
+                        "{} bytes after the last chunk, too few for a chunk header (cut short?)",
+                        len - offset
+                    ),
+                }),
+            ));
         }
         if head[..4] != MAGIC {
-            return Ok((spans, Some(JfrError::Bad { offset, reason: "no chunk starts here (the magic FLR\\0 is missing)".into() })));
+            return Ok((
+                spans,
+                Some(JfrError::Bad {
+                    offset,
+                    reason: "no chunk starts here (the magic FLR\\0 is missing)".into(),
+                }),
+            ));
         }
         let major = i16::from_be_bytes([head[4], head[5]]);
         if !(1..=2).contains(&major) {
-            return Ok((spans, Some(JfrError::Bad { offset, reason: format!("chunk format version {major}, not 1 or 2") })));
+            return Ok((
+                spans,
+                Some(JfrError::Bad {
+                    offset,
+                    reason: format!("chunk format version {major}, not 1 or 2"),
+                }),
+            ));
         }
         let size = i64::from_be_bytes(head[8..16].try_into().expect("8 bytes"));
         if size < HEADER_SIZE as i64 {
             // JFR writes the size last: 0 here is a chunk still being written.
-            let why = if size == 0 { "a chunk still being written (its size is not set yet)".to_string() } else { format!("a chunk size of {size} bytes, shorter than its header") };
+            let why = if size == 0 {
+                "a chunk still being written (its size is not set yet)".to_string()
+            } else {
+                format!("a chunk size of {size} bytes, shorter than its header")
+            };
             return Ok((spans, Some(JfrError::Bad { offset, reason: why })));
         }
         let size = size as u64;
         if size > len - offset {
-            return Ok((spans, Some(JfrError::Bad { offset, reason: format!("a chunk of {size} bytes where {} are left (still being written, or the file is cut short)", len - offset) })));
+            return Ok((
+                spans,
+                Some(JfrError::Bad {
+                    offset,
+                    reason: format!(
+                        "a chunk of {size} bytes where {} are left (still being written, or the file is cut short)",
+                        len - offset
+                    ),
+                }),
+            ));
         }
         spans.push(ChunkSpan { offset, size });
         offset += size;
@@ -162,7 +202,11 @@ struct ChunkClock {
 
 impl ChunkClock {
     fn of(h: &jfrs::reader::ChunkHeader) -> ChunkClock {
-        ChunkClock { tps: h.ticks_per_second.max(1) as i128, start_ticks: h.start_ticks as i128, start_ns: h.start_time_nanos as i128 }
+        ChunkClock {
+            tps: h.ticks_per_second.max(1) as i128,
+            start_ticks: h.start_ticks as i128,
+            start_ns: h.start_time_nanos as i128,
+        }
     }
 
     fn to_ns(self, ticks: i64) -> i64 {
@@ -178,8 +222,17 @@ impl ChunkClock {
 /// events whose type is in `wanted`, and counting all of them and the chunk's span into `out`.
 /// Returns the damage that ended the walk early, if any; a chunk whose metadata or constant
 /// pools cannot be parsed is an error.
-fn walk_chunk(offset: u64, bytes: Vec<u8>, wanted: &[&str], out: &mut JfrChunk, each: &mut dyn FnMut(&str, jfrs::reader::event::Accessor<'_>, ChunkClock)) -> Result<Option<JfrError>, JfrError> {
-    let bad = |e: jfrs::reader::Error| JfrError::Bad { offset, reason: format!("this chunk cannot be parsed ({e})") };
+fn walk_chunk(
+    offset: u64,
+    bytes: Vec<u8>,
+    wanted: &[&str],
+    out: &mut JfrChunk,
+    each: &mut dyn FnMut(&str, jfrs::reader::event::Accessor<'_>, ChunkClock),
+) -> Result<Option<JfrError>, JfrError> {
+    let bad = |e: jfrs::reader::Error| JfrError::Bad {
+        offset,
+        reason: format!("this chunk cannot be parsed ({e})"),
+    };
     let mut reader = jfrs::reader::JfrReader::new(io::Cursor::new(bytes));
     out.offset = offset;
     let mut damage = None;
@@ -188,12 +241,19 @@ fn walk_chunk(offset: u64, bytes: Vec<u8>, wanted: &[&str], out: &mut JfrChunk, 
         let (mut cr, chunk) = chunk.map_err(bad)?;
         let clock = ChunkClock::of(&chunk.header);
         out.start_epoch_ns = chunk.header.start_time_nanos;
-        out.end_epoch_ns = chunk.header.start_time_nanos.saturating_add(chunk.header.duration_nanos);
+        out.end_epoch_ns =
+            chunk.header.start_time_nanos.saturating_add(chunk.header.duration_nanos);
         for event in cr.events(&chunk) {
             let event = match event {
                 Ok(e) => e,
                 Err(e) => {
-                    damage = Some(JfrError::Bad { offset, reason: format!("this chunk's event {} cannot be parsed ({e}); its events before it are read", out.events + 1) });
+                    damage = Some(JfrError::Bad {
+                        offset,
+                        reason: format!(
+                            "this chunk's event {} cannot be parsed ({e}); its events before it are read",
+                            out.events + 1
+                        ),
+                    });
                     break;
                 }
             };
@@ -208,7 +268,9 @@ fn walk_chunk(offset: u64, bytes: Vec<u8>, wanted: &[&str], out: &mut JfrChunk, 
 }
 
 fn long_of(v: &jfrs::reader::event::Accessor<'_>, f: &str) -> Option<i64> {
-    v.get_field(f).and_then(|x| i64::try_from(x.value).ok().or_else(|| i32::try_from(x.value).ok().map(i64::from)))
+    v.get_field(f).and_then(|x| {
+        i64::try_from(x.value).ok().or_else(|| i32::try_from(x.value).ok().map(i64::from))
+    })
 }
 
 /// A string field, written inline or through the constant pool (a `jdk.types.Symbol` holds
@@ -222,7 +284,8 @@ fn text_of(v: &jfrs::reader::event::Accessor<'_>, f: &str) -> Option<String> {
 }
 
 /// The JFR events that carry a thread's stack at an instant.
-pub const SAMPLE_EVENTS: [&str; 3] = ["jdk.ExecutionSample", "jdk.NativeMethodSample", "jdk.SafepointLatency"];
+pub const SAMPLE_EVENTS: [&str; 3] =
+    ["jdk.ExecutionSample", "jdk.NativeMethodSample", "jdk.SafepointLatency"];
 
 /// At most this many frames are kept per stack, from the top.
 pub const MAX_FRAMES: usize = 16;
@@ -280,11 +343,19 @@ fn frame_of(f: &jfrs::reader::event::Accessor<'_>) -> Option<JavaFrame> {
 /// Reads one chunk's stack samples ([`SAMPLE_EVENTS`]) whose thread is in `tids` (all, when
 /// `tids` is empty). Damage is handled as by [`read_chunk`]. May panic or abort on a damaged
 /// chunk (see the module doc).
-pub fn read_chunk_samples(offset: u64, bytes: Vec<u8>, tids: &[i64]) -> Result<(JfrSampleChunk, Option<JfrError>), JfrError> {
+pub fn read_chunk_samples(
+    offset: u64,
+    bytes: Vec<u8>,
+    tids: &[i64],
+) -> Result<(JfrSampleChunk, Option<JfrError>), JfrError> {
     let mut counts = JfrChunk::default();
     let mut samples = Vec::new();
     let damage = walk_chunk(offset, bytes, &SAMPLE_EVENTS, &mut counts, &mut |name, v, clock| {
-        let thread = if name == "jdk.SafepointLatency" { v.get_field("eventThread") } else { v.get_field("sampledThread") };
+        let thread = if name == "jdk.SafepointLatency" {
+            v.get_field("eventThread")
+        } else {
+            v.get_field("sampledThread")
+        };
         let Some(thread) = thread else { return };
         let Some(os_tid) = long_of(&thread, "osThreadId") else { return };
         if !tids.is_empty() && !tids.contains(&os_tid) {
@@ -294,7 +365,10 @@ pub fn read_chunk_samples(offset: u64, bytes: Vec<u8>, tids: &[i64]) -> Result<(
         let mut frames = Vec::new();
         let mut truncated = false;
         if let Some(st) = v.get_field("stackTrace") {
-            truncated = st.get_field("truncated").and_then(|t| bool::try_from(t.value).ok()).unwrap_or(false);
+            truncated = st
+                .get_field("truncated")
+                .and_then(|t| bool::try_from(t.value).ok())
+                .unwrap_or(false);
             if let Some(fs) = st.get_field("frames").and_then(|f| f.as_iter()) {
                 for f in fs {
                     if frames.len() == MAX_FRAMES {
@@ -310,7 +384,9 @@ pub fn read_chunk_samples(offset: u64, bytes: Vec<u8>, tids: &[i64]) -> Result<(
         samples.push(JfrStackSample {
             event: name.to_string(),
             epoch_ns: clock.to_epoch(start),
-            duration_ns: (name == "jdk.SafepointLatency").then(|| long_of(&v, "duration").map(|d| clock.to_ns(d))).flatten(),
+            duration_ns: (name == "jdk.SafepointLatency")
+                .then(|| long_of(&v, "duration").map(|d| clock.to_ns(d)))
+                .flatten(),
             os_tid,
             java_name: text_of(&thread, "javaName").unwrap_or_default(),
             frames,
@@ -334,15 +410,30 @@ struct Partial {
 /// reading of the chunk, and the safepoints before them are kept, with the reason beside them.
 /// May panic or abort on a damaged chunk (see the module doc).
 pub fn read_chunk(offset: u64, bytes: Vec<u8>) -> Result<(JfrChunk, Option<JfrError>), JfrError> {
-    const SAFEPOINT_EVENTS: [&str; 4] = ["jdk.SafepointBegin", "jdk.SafepointStateSynchronization", "jdk.ExecuteVMOperation", "jdk.SafepointEnd"];
+    const SAFEPOINT_EVENTS: [&str; 4] = [
+        "jdk.SafepointBegin",
+        "jdk.SafepointStateSynchronization",
+        "jdk.ExecuteVMOperation",
+        "jdk.SafepointEnd",
+    ];
     let mut out = JfrChunk { offset, ..Default::default() };
     let mut by_id: HashMap<i64, Partial> = HashMap::new();
     let mut order: Vec<i64> = Vec::new();
     let mut safepoint_events = 0;
     let damage = walk_chunk(offset, bytes, &SAFEPOINT_EVENTS, &mut out, &mut |name, v, clock| {
-        let count = |f: &str| v.get_field(f).and_then(|x| i32::try_from(x.value).ok()).and_then(|n| u32::try_from(n).ok());
-        let (Some(id), Some(start), Some(dur)) = (long_of(&v, "safepointId"), long_of(&v, "startTime"), long_of(&v, "duration")) else { return };
-        if name == "jdk.ExecuteVMOperation" && !v.get_field("safepoint").and_then(|x| bool::try_from(x.value).ok()).unwrap_or(false) {
+        let count = |f: &str| {
+            v.get_field(f)
+                .and_then(|x| i32::try_from(x.value).ok())
+                .and_then(|n| u32::try_from(n).ok())
+        };
+        let (Some(id), Some(start), Some(dur)) =
+            (long_of(&v, "safepointId"), long_of(&v, "startTime"), long_of(&v, "duration"))
+        else {
+            return;
+        };
+        if name == "jdk.ExecuteVMOperation"
+            && !v.get_field("safepoint").and_then(|x| bool::try_from(x.value).ok()).unwrap_or(false)
+        {
             return;
         }
         safepoint_events += 1;
@@ -352,10 +443,18 @@ pub fn read_chunk(offset: u64, bytes: Vec<u8>) -> Result<(JfrChunk, Option<JfrEr
         });
         let (to_epoch, to_ns) = (|t| clock.to_epoch(t), |t| clock.to_ns(t));
         match name {
-            "jdk.SafepointBegin" => p.begin = Some((to_epoch(start), to_ns(dur), count("totalThreadCount"))),
-            "jdk.SafepointStateSynchronization" => p.sync = Some((to_ns(dur), count("initialThreadCount"))),
+            "jdk.SafepointBegin" => {
+                p.begin = Some((to_epoch(start), to_ns(dur), count("totalThreadCount")))
+            }
+            "jdk.SafepointStateSynchronization" => {
+                p.sync = Some((to_ns(dur), count("initialThreadCount")))
+            }
             "jdk.ExecuteVMOperation" => {
-                let op = v.get_field("operation").and_then(|o| o.get_field("type")).and_then(|t| <&str>::try_from(t.value).ok()).unwrap_or("unknown");
+                let op = v
+                    .get_field("operation")
+                    .and_then(|o| o.get_field("type"))
+                    .and_then(|t| <&str>::try_from(t.value).ok())
+                    .unwrap_or("unknown");
                 p.op = Some((op.to_string(), to_epoch(start), to_ns(dur)));
             }
             _ => p.end = Some((to_epoch(start), to_ns(dur))),
@@ -410,7 +509,10 @@ mod tests {
         file.extend(header(500, 2));
         let len = file.len() as u64;
         let (spans, rest) = chunk_spans(&mut io::Cursor::new(file), len).unwrap();
-        assert_eq!(spans, vec![ChunkSpan { offset: 0, size: 100 }, ChunkSpan { offset: 100, size: 80 }]);
+        assert_eq!(
+            spans,
+            vec![ChunkSpan { offset: 0, size: 100 }, ChunkSpan { offset: 100, size: 80 }]
+        );
         let Some(JfrError::Bad { offset, reason }) = rest else { panic!("the cut chunk is said") };
         assert_eq!(offset, 180);
         assert!(reason.contains("cut short"), "{reason}");

@@ -37,5 +37,5 @@ pub mod threaddump;
 pub use formats::Format;
 pub use record::{Culprit, Safepoint, Source};
 pub use scan::{InputReport, LineExample, ScanError, ScanReport, Scanner, Sink};
-pub use stamps::{format_wall, parse_iso_time, Stamps, WallTime};
+pub use stamps::{Stamps, WallTime, format_wall, parse_iso_time};
 pub use summary::{Clock, LogSummary, Summary, SummaryOptions};

@@ -7,7 +7,7 @@
 
 use crate::decorators;
 use crate::formats::Format;
-use crate::stamps::{has_fraction, parse_iso_time, parse_seconds_ns, parse_u64, Stamps};
+use crate::stamps::{Stamps, has_fraction, parse_iso_time, parse_seconds_ns, parse_u64};
 
 /// The timings of a JDK 13+ `Safepoint "…"` line.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -53,10 +53,20 @@ pub struct ThreadLine<'a> {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Event<'a> {
-    Safepoint { op: &'a [u8], times: SafepointTimes },
-    Stopped { total_ns: u64, ttsp_ns: Option<u64> },
-    ApplicationTime { ns: u64 },
-    Entering { op: &'a [u8] },
+    Safepoint {
+        op: &'a [u8],
+        times: SafepointTimes,
+    },
+    Stopped {
+        total_ns: u64,
+        ttsp_ns: Option<u64>,
+    },
+    ApplicationTime {
+        ns: u64,
+    },
+    Entering {
+        op: &'a [u8],
+    },
     Leaving,
     StatsHeader,
     StatsRow(StatsRow<'a>),
@@ -126,7 +136,8 @@ fn find(h: &[u8], n: &[u8]) -> Option<usize> {
 
 fn trim(s: &[u8]) -> &[u8] {
     let start = s.iter().position(|&b| b != b' ' && b != b'\t' && b != b'\r').unwrap_or(s.len());
-    let end = s.iter().rposition(|&b| b != b' ' && b != b'\t' && b != b'\r').map_or(start, |e| e + 1);
+    let end =
+        s.iter().rposition(|&b| b != b' ' && b != b'\t' && b != b'\r').map_or(start, |e| e + 1);
     &s[start..end]
 }
 
@@ -142,7 +153,11 @@ pub fn classify(line: &[u8]) -> Outcome<'_> {
     }
 }
 
-fn classify_message<'a>(mut stamps: Stamps, msg: &'a [u8], ul: Option<&decorators::Decorated<'a>>) -> Outcome<'a> {
+fn classify_message<'a>(
+    mut stamps: Stamps,
+    msg: &'a [u8],
+    ul: Option<&decorators::Decorated<'a>>,
+) -> Outcome<'a> {
     let decorated = ul.is_some();
     let known = |stamps, format, event| Outcome::Known(Classified { stamps, format, event });
 
@@ -171,7 +186,8 @@ fn classify_message<'a>(mut stamps: Stamps, msg: &'a [u8], ul: Option<&decorator
     if let Some(rest) = msg.strip_prefix(b"Application time: ") {
         return match rest.strip_suffix(b" seconds").and_then(parse_seconds_ns) {
             Some(ns) => {
-                let f = if decorated { Format::UlApplicationTime } else { Format::Jdk8ApplicationTime };
+                let f =
+                    if decorated { Format::UlApplicationTime } else { Format::Jdk8ApplicationTime };
                 known(stamps, f, Event::ApplicationTime { ns })
             }
             None => Outcome::Unrecognised,
@@ -236,7 +252,10 @@ fn classify_message<'a>(mut stamps: Stamps, msg: &'a [u8], ul: Option<&decorator
         if t.starts_with(SYNC_INITIATED) {
             return known(stamps, Format::SafepointDetail, Event::SyncInitiated);
         }
-        if t.is_empty() || DETAIL_PREFIXES.iter().any(|p| t.starts_with(p)) || ul.is_some_and(|d| d.has_tag(b"cleanup")) {
+        if t.is_empty()
+            || DETAIL_PREFIXES.iter().any(|p| t.starts_with(p))
+            || ul.is_some_and(|d| d.has_tag(b"cleanup"))
+        {
             return known(stamps, Format::SafepointDetail, Event::Detail);
         }
         return Outcome::Unrecognised;
@@ -371,7 +390,8 @@ fn parse_safepoint(rest: &[u8]) -> Option<(&[u8], SafepointTimes, Format)> {
     let op = &rest[..close];
     let mut t = SafepointTimes::default();
     let (mut reaching, mut at, mut total) = (None, None, None);
-    let mut fields = rest[close + 3..].split(|&b| b == b',').map(|f| f.strip_prefix(b" ").unwrap_or(f));
+    let mut fields =
+        rest[close + 3..].split(|&b| b == b',').map(|f| f.strip_prefix(b" ").unwrap_or(f));
     while let Some(f) = fields.next() {
         let colon = find(f, b": ")?;
         let (key, val) = (&f[..colon], &f[colon + 2..]);
@@ -479,7 +499,14 @@ fn parse_stats_row(msg: &[u8]) -> Option<(StatsRow<'_>, Format)> {
         _ => return None,
     };
     let ms = 1_000_000;
-    let row = StatsRow { start_uptime_ns, op, threads_total: g1[0] as u32, initially_running: g1[1] as u32, page_traps, ..Default::default() };
+    let row = StatsRow {
+        start_uptime_ns,
+        op,
+        threads_total: g1[0] as u32,
+        initially_running: g1[1] as u32,
+        page_traps,
+        ..Default::default()
+    };
     let (row, format) = match (n1, n2) {
         (3, 5) => (
             StatsRow {
@@ -495,10 +522,19 @@ fn parse_stats_row(msg: &[u8]) -> Option<(StatsRow<'_>, Format)> {
             if adjacent { Format::Jdk11Stats } else { Format::Jdk8Stats },
         ),
         (2, 4) => (
-            StatsRow { sync_ns: g2[0], cleanup_ns: Some(g2[1]), vmop_ns: g2[2], total_ns: g2[3], ..row },
+            StatsRow {
+                sync_ns: g2[0],
+                cleanup_ns: Some(g2[1]),
+                vmop_ns: g2[2],
+                total_ns: g2[3],
+                ..row
+            },
             Format::Jdk13Stats,
         ),
-        (2, 3) => (StatsRow { sync_ns: g2[0], vmop_ns: g2[1], total_ns: g2[2], ..row }, Format::Jdk25Stats),
+        (2, 3) => (
+            StatsRow { sync_ns: g2[0], vmop_ns: g2[1], total_ns: g2[2], ..row },
+            Format::Jdk25Stats,
+        ),
         _ => return None,
     };
     Some((row, format))
@@ -522,7 +558,9 @@ fn parse_thread_line(rest: &[u8]) -> Option<ThreadLine<'_>> {
             t.daemon = true;
         } else if let Some(nid) = tok.strip_prefix(b"nid=") {
             let v = match nid.strip_prefix(b"0x") {
-                Some(hex) => std::str::from_utf8(hex).ok().and_then(|h| u64::from_str_radix(h, 16).ok()),
+                Some(hex) => {
+                    std::str::from_utf8(hex).ok().and_then(|h| u64::from_str_radix(h, 16).ok())
+                }
                 None => parse_u64(nid),
             };
             if v.is_some() {
@@ -552,7 +590,9 @@ mod tests {
 
     #[test]
     fn jdk17_safepoint_line() {
-        let c = known("[1.379s][131758746765ns][info   ][safepoint        ] Safepoint \"Cleanup\", Time since last: 1000203690 ns, Reaching safepoint: 364760625 ns, Cleanup: 112898 ns, At safepoint: 31637 ns, Total: 364905160 ns");
+        let c = known(
+            "[1.379s][131758746765ns][info   ][safepoint        ] Safepoint \"Cleanup\", Time since last: 1000203690 ns, Reaching safepoint: 364760625 ns, Cleanup: 112898 ns, At safepoint: 31637 ns, Total: 364905160 ns",
+        );
         assert_eq!(c.format, Format::Jdk17Safepoint);
         assert_eq!(c.stamps.mono_ns, Some(131_758_746_765));
         let Event::Safepoint { op, times } = c.event else { panic!() };
@@ -564,7 +604,9 @@ mod tests {
 
     #[test]
     fn jdk25_safepoint_line() {
-        let c = known("[1.118s][info ][safepoint      ] Safepoint \"ParallelGCCollect\", Time since last: 1024975978 ns, Reaching safepoint: 69894759 ns, At safepoint: 7309436 ns, Leaving safepoint: 19139 ns, Total: 77223334 ns, Threads: 1 runnable, 11 total");
+        let c = known(
+            "[1.118s][info ][safepoint      ] Safepoint \"ParallelGCCollect\", Time since last: 1024975978 ns, Reaching safepoint: 69894759 ns, At safepoint: 7309436 ns, Leaving safepoint: 19139 ns, Total: 77223334 ns, Threads: 1 runnable, 11 total",
+        );
         assert_eq!(c.format, Format::Jdk22Safepoint);
         let Event::Safepoint { times, .. } = c.event else { panic!() };
         assert_eq!((times.threads_runnable, times.threads_total), (Some(1), Some(11)));
@@ -581,7 +623,9 @@ mod tests {
 
     #[test]
     fn jdk8_stopped_with_stamps() {
-        let c = known("2016-03-01T10:00:00.123+0000: 12.345: Total time for which application threads were stopped: 0.0001794 seconds, Stopping threads took: 0.0000587 seconds");
+        let c = known(
+            "2016-03-01T10:00:00.123+0000: 12.345: Total time for which application threads were stopped: 0.0001794 seconds, Stopping threads took: 0.0000587 seconds",
+        );
         assert_eq!(c.format, Format::Jdk8StoppedTime);
         assert_eq!(c.stamps.uptime_ns, Some(12_345_000_000));
         assert!(c.stamps.wall.is_some());
@@ -590,21 +634,27 @@ mod tests {
 
     #[test]
     fn jdk8_stopped_after_gc_output_on_the_same_line() {
-        let c = known("[Times: user=0.01 sys=0.00, real=0.00 secs] 12.345: Total time for which application threads were stopped: 2.5880809 seconds");
+        let c = known(
+            "[Times: user=0.01 sys=0.00, real=0.00 secs] 12.345: Total time for which application threads were stopped: 2.5880809 seconds",
+        );
         assert_eq!(c.stamps.uptime_ns, Some(12_345_000_000));
         assert_eq!(c.event, Event::Stopped { total_ns: 2_588_080_900, ttsp_ns: None });
     }
 
     #[test]
     fn jdk8_stats_row_and_page_armed_variant() {
-        let c = known("4.144: EnableBiasedLocking          [      10          1              1    ]      [  2678     0  2678     0     0    ]  0   ");
+        let c = known(
+            "4.144: EnableBiasedLocking          [      10          1              1    ]      [  2678     0  2678     0     0    ]  0   ",
+        );
         assert_eq!(c.format, Format::Jdk8Stats);
         let Event::StatsRow(r) = c.event else { panic!() };
         assert_eq!(r.op, b"EnableBiasedLocking");
         assert_eq!(r.start_uptime_ns, Some(4_144_000_000));
         assert_eq!(r.sync_ns, 2_678_000_000);
         assert_eq!(r.total_ns, 2_678_000_000);
-        let c = known("1.016: no vm operation                  [      11          2              2    ]      [ 29399     0 29399     0     0    ]  1     0   ");
+        let c = known(
+            "1.016: no vm operation                  [      11          2              2    ]      [ 29399     0 29399     0     0    ]  1     0   ",
+        );
         let Event::StatsRow(r) = c.event else { panic!() };
         assert_eq!(r.op, b"no vm operation");
         assert_eq!(r.page_traps, Some(0));
@@ -612,7 +662,9 @@ mod tests {
 
     #[test]
     fn jdk8_stats_row_with_columns_run_together() {
-        let c = known("4.144: EnableBiasedLocking          [      10          1              1    ]      [123456     0123456     0     7    ]  0   ");
+        let c = known(
+            "4.144: EnableBiasedLocking          [      10          1              1    ]      [123456     0123456     0     7    ]  0   ",
+        );
         let Event::StatsRow(r) = c.event else { panic!() };
         assert_eq!(r.sync_ns, 123_456_000_000);
         assert_eq!(r.vmop_ns, 7_000_000);
@@ -620,21 +672,29 @@ mod tests {
 
     #[test]
     fn jdk13_and_jdk25_stats_rows() {
-        let c = known("[0.896s][120517285389ns][info ][safepoint,stats  ] ParallelGCSystemGC           [             12               1 ][         17372369      72027  275817464  293261860 ]               1");
+        let c = known(
+            "[0.896s][120517285389ns][info ][safepoint,stats  ] ParallelGCSystemGC           [             12               1 ][         17372369      72027  275817464  293261860 ]               1",
+        );
         assert_eq!(c.format, Format::Jdk13Stats);
-        let c = known("[1.118s][141477179041ns][info ][safepoint,stats] ParallelGCCollect            [             11               1 ][         69894759    7328575   77223334 ]               1");
+        let c = known(
+            "[1.118s][141477179041ns][info ][safepoint,stats] ParallelGCCollect            [             11               1 ][         69894759    7328575   77223334 ]               1",
+        );
         assert_eq!(c.format, Format::Jdk25Stats);
         let Event::StatsRow(r) = c.event else { panic!() };
         assert_eq!((r.sync_ns, r.vmop_ns, r.total_ns), (69_894_759, 7_328_575, 77_223_334));
         // An operation name wider than its column pushes the rest of the row along.
-        let c = known("[2.1s][info][safepoint,stats] CleanClassLoaderDataMetaspaces [             13               0 ][           95712      52143     40100    187955 ]               0");
+        let c = known(
+            "[2.1s][info][safepoint,stats] CleanClassLoaderDataMetaspaces [             13               0 ][           95712      52143     40100    187955 ]               0",
+        );
         let Event::StatsRow(r) = c.event else { panic!() };
         assert_eq!((r.op, r.total_ns), (&b"CleanClassLoaderDataMetaspaces"[..], 187_955));
     }
 
     #[test]
     fn timeout_block_lines() {
-        let c = known("[2.598s][132977343405ns][warning][safepoint        ] # \"spinner\" #12 daemon prio=5 os_prio=0 cpu=2528.70ms elapsed=2.55s tid=0x00007fcabc0e99c0 nid=0xa01 runnable  [0x0000000000000000]");
+        let c = known(
+            "[2.598s][132977343405ns][warning][safepoint        ] # \"spinner\" #12 daemon prio=5 os_prio=0 cpu=2528.70ms elapsed=2.55s tid=0x00007fcabc0e99c0 nid=0xa01 runnable  [0x0000000000000000]",
+        );
         assert_eq!(c.format, Format::TimeoutUl);
         let Event::TimeoutThread(t) = c.event else { panic!() };
         assert_eq!(t.name, b"spinner");
@@ -642,18 +702,24 @@ mod tests {
         assert_eq!(t.os_tid, Some(0xa01));
         assert_eq!(t.state, Some(&b"runnable"[..]));
         assert!(t.daemon);
-        let c = known("[6.671s][warning][safepoint      ] # \"spin \"x\" #3\" #17 [2579] daemon prio=5 os_prio=0 cpu=6603.24ms elapsed=6.63s tid=0x00007fecf009ba50 nid=2579 runnable  [0x0000000000000000]");
+        let c = known(
+            "[6.671s][warning][safepoint      ] # \"spin \"x\" #3\" #17 [2579] daemon prio=5 os_prio=0 cpu=6603.24ms elapsed=6.63s tid=0x00007fecf009ba50 nid=2579 runnable  [0x0000000000000000]",
+        );
         let Event::TimeoutThread(t) = c.event else { panic!() };
         assert_eq!(t.name, b"spin \"x\" #3");
         assert_eq!(t.os_tid, Some(2579));
-        let c = known("# SafepointSynchronize::begin: Timed out while waiting for threads to stop.");
+        let c =
+            known("# SafepointSynchronize::begin: Timed out while waiting for threads to stop.");
         assert_eq!((c.format, c.event), (Format::TimeoutTty, Event::TimeoutReason));
     }
 
     #[test]
     fn gc_lines_are_other_and_unknown_safepoint_lines_unrecognised() {
         assert_eq!(classify(b"[0.5s][info][gc] GC(0) Pause Young (Normal) (G1 Evacuation Pause) 24M->2M(256M) 1.234ms"), Outcome::Other);
-        assert_eq!(classify(b"[0.5s][info][safepoint] Something HotSpot has never printed"), Outcome::Unrecognised);
+        assert_eq!(
+            classify(b"[0.5s][info][safepoint] Something HotSpot has never printed"),
+            Outcome::Unrecognised
+        );
         assert_eq!(classify(b""), Outcome::Other);
     }
 }

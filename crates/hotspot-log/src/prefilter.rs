@@ -16,11 +16,11 @@ use aho_corasick::{AhoCorasick, Input, MatchKind};
 
 /// What a line must hold to be looked at (see `scan`): each with the offsets of its pair in it.
 pub const NEEDLES: [&str; 6] = [
-    "afepoint",             // Safepoint "…", [safepoint…] tags, SafepointSynchronize, region lines
+    "afepoint", // Safepoint "…", [safepoint…] tags, SafepointSynchronize, region lines
     "Total time for which", // JDK 8-12 pauses
-    "Application time:",    // JDK 8-12 application time
-    "page_trap_count",      // every statistics header
-    "Maximum sync time",    // statistics exit summary
+    "Application time:", // JDK 8-12 application time
+    "page_trap_count", // every statistics header
+    "Maximum sync time", // statistics exit summary
     "Maximum vm operation", // statistics exit summary
 ];
 
@@ -59,7 +59,10 @@ impl Prefilter {
         }
         Prefilter {
             // Leftmost-first enables the packed (Teddy) SIMD prefilter; any match serves to find a line.
-            general: AhoCorasick::builder().match_kind(MatchKind::LeftmostFirst).build(NEEDLES).expect("static patterns"),
+            general: AhoCorasick::builder()
+                .match_kind(MatchKind::LeftmostFirst)
+                .build(NEEDLES)
+                .expect("static patterns"),
             avx2: avx2(),
             through,
         }
@@ -79,7 +82,12 @@ impl Prefilter {
     /// The needle through pair `k` found at `at`, if one is: where it starts.
     #[inline]
     fn check(&self, hay: &[u8], from: usize, k: usize, at: usize) -> Option<usize> {
-        self.through[k].iter().filter_map(|&(n, off)| at.checked_sub(off).filter(|&q| q >= from && hay[q..].starts_with(n))).min()
+        self.through[k]
+            .iter()
+            .filter_map(|&(n, off)| {
+                at.checked_sub(off).filter(|&q| q >= from && hay[q..].starts_with(n))
+            })
+            .min()
     }
 
     /// The pair at `at`, if it is one of ours.
@@ -94,7 +102,14 @@ impl Prefilter {
     unsafe fn find_avx2(&self, hay: &[u8], from: usize) -> Option<usize> {
         use std::arch::x86_64::*;
         let splat = |b: u8| _mm256_set1_epi8(b as i8);
-        let (a0, a1, b0, b1, c0, c1) = (splat(PAIRS[0][0]), splat(PAIRS[0][1]), splat(PAIRS[1][0]), splat(PAIRS[1][1]), splat(PAIRS[2][0]), splat(PAIRS[2][1]));
+        let (a0, a1, b0, b1, c0, c1) = (
+            splat(PAIRS[0][0]),
+            splat(PAIRS[0][1]),
+            splat(PAIRS[1][0]),
+            splat(PAIRS[1][1]),
+            splat(PAIRS[2][0]),
+            splat(PAIRS[2][1]),
+        );
         let mut p = from;
         let pairs = |v0: __m256i, v1: __m256i| {
             let a = _mm256_and_si256(_mm256_cmpeq_epi8(v0, a0), _mm256_cmpeq_epi8(v1, a1));
@@ -112,8 +127,14 @@ impl Prefilter {
                 let any = unsafe {
                     let at = hay.as_ptr().add(p);
                     _mm256_or_si256(
-                        pairs(_mm256_loadu_si256(at as *const __m256i), _mm256_loadu_si256(at.add(1) as *const __m256i)),
-                        pairs(_mm256_loadu_si256(at.add(32) as *const __m256i), _mm256_loadu_si256(at.add(33) as *const __m256i)),
+                        pairs(
+                            _mm256_loadu_si256(at as *const __m256i),
+                            _mm256_loadu_si256(at.add(1) as *const __m256i),
+                        ),
+                        pairs(
+                            _mm256_loadu_si256(at.add(32) as *const __m256i),
+                            _mm256_loadu_si256(at.add(33) as *const __m256i),
+                        ),
                     )
                 };
                 if _mm256_testz_si256(any, any) == 0 {
@@ -126,11 +147,18 @@ impl Prefilter {
             let stop = if p + 65 <= hay.len() { p + 64 } else { usize::MAX };
             while p + 33 <= hay.len() && p < stop {
                 // SAFETY: p + 33 <= len, so both 32-byte loads are inside `hay`.
-                let v = unsafe { pairs(_mm256_loadu_si256(hay.as_ptr().add(p) as *const __m256i), _mm256_loadu_si256(hay.as_ptr().add(p + 1) as *const __m256i)) };
+                let v = unsafe {
+                    pairs(
+                        _mm256_loadu_si256(hay.as_ptr().add(p) as *const __m256i),
+                        _mm256_loadu_si256(hay.as_ptr().add(p + 1) as *const __m256i),
+                    )
+                };
                 let mut bits = _mm256_movemask_epi8(v) as u32;
                 while bits != 0 {
                     let at = p + bits.trailing_zeros() as usize;
-                    if let Some(q) = Self::pair_at(hay, at).and_then(|k| self.check(hay, from, k, at)) {
+                    if let Some(q) =
+                        Self::pair_at(hay, at).and_then(|k| self.check(hay, from, k, at))
+                    {
                         return Some(q);
                     }
                     bits &= bits - 1;
@@ -141,7 +169,8 @@ impl Prefilter {
                 break;
             }
         }
-        (p..hay.len()).find_map(|at| Self::pair_at(hay, at).and_then(|k| self.check(hay, from, k, at)))
+        (p..hay.len())
+            .find_map(|at| Self::pair_at(hay, at).and_then(|k| self.check(hay, from, k, at)))
     }
 }
 
@@ -170,7 +199,9 @@ mod tests {
         prop_oneof![
             (0usize..NEEDLES.len()).prop_map(|i| NEEDLES[i].as_bytes().to_vec()),
             // Needles cut short, and text full of the pairs without a needle.
-            (0usize..NEEDLES.len(), 1usize..8).prop_map(|(i, cut)| NEEDLES[i].as_bytes()[..NEEDLES[i].len().saturating_sub(cut)].to_vec()),
+            (0usize..NEEDLES.len(), 1usize..8)
+                .prop_map(|(i, cut)| NEEDLES[i].as_bytes()[..NEEDLES[i].len().saturating_sub(cut)]
+                    .to_vec()),
             proptest::collection::vec(proptest::sample::select(b"afim_cxMT \n".to_vec()), 0..40),
             proptest::collection::vec(any::<u8>(), 0..70),
         ]
@@ -198,7 +229,11 @@ mod tests {
                 let mut hay = vec![b'x'; 140];
                 hay[at..at + n.len()].copy_from_slice(n.as_bytes());
                 assert_eq!(Prefilter::new().find(&hay, 0, hay.len()), Some(at), "{n} at {at}");
-                assert_eq!(Prefilter::new().find(&hay, 0, at + n.len() - 1), None, "{n} at {at}, cut by the end");
+                assert_eq!(
+                    Prefilter::new().find(&hay, 0, at + n.len() - 1),
+                    None,
+                    "{n} at {at}, cut by the end"
+                );
             }
         }
     }

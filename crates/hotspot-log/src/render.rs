@@ -80,7 +80,17 @@ mod tests {
 
     #[test]
     fn c_conversions() {
-        let s = printf("%3.7f|%-6s|%8d|%ld|%.3f|%%", &[Arg::Float(0.0001794), Arg::Str("ab"), Arg::Int(42), Arg::Int(-7), Arg::Float(4.1445)]).unwrap();
+        let s = printf(
+            "%3.7f|%-6s|%8d|%ld|%.3f|%%",
+            &[
+                Arg::Float(0.0001794),
+                Arg::Str("ab"),
+                Arg::Int(42),
+                Arg::Int(-7),
+                Arg::Float(4.1445),
+            ],
+        )
+        .unwrap();
         assert_eq!(s, "0.0001794|ab    |      42|-7|4.144|%");
         assert!(printf("%d", &[]).is_err());
         assert!(printf("%x", &[Arg::Int(1)]).is_err());

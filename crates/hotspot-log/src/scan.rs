@@ -9,7 +9,7 @@
 
 use crate::assemble::{Assembler, MergeCounts};
 use crate::formats::Format;
-use crate::line::{classify, line_stamps, Outcome};
+use crate::line::{Outcome, classify, line_stamps};
 use crate::prefilter::Prefilter;
 use crate::record::{Culprit, Safepoint, Source};
 use crate::stamps::Stamps;
@@ -158,7 +158,12 @@ impl Scanner {
 
     /// Reads one input to its end. Inputs that continue each other (a rotated set) are fed in
     /// time order through the same scanner, so a record split across files is still joined.
-    pub fn scan<R: Read>(&mut self, file: u32, mut reader: R, out: &mut impl Sink) -> Result<InputReport, ScanError> {
+    pub fn scan<R: Read>(
+        &mut self,
+        file: u32,
+        mut reader: R,
+        out: &mut impl Sink,
+    ) -> Result<InputReport, ScanError> {
         if self.buf.len() < CHUNK {
             self.buf = vec![0u8; CHUNK];
         }
@@ -169,7 +174,13 @@ impl Scanner {
         result
     }
 
-    fn scan_with<R: Read>(&mut self, file: u32, reader: &mut R, buf: &mut Vec<u8>, out: &mut impl Sink) -> Result<InputReport, ScanError> {
+    fn scan_with<R: Read>(
+        &mut self,
+        file: u32,
+        reader: &mut R,
+        buf: &mut Vec<u8>,
+        out: &mut impl Sink,
+    ) -> Result<InputReport, ScanError> {
         let mut rep = InputReport::default();
         let mut filled = 0usize;
         let mut line_no = 0u64;
@@ -240,7 +251,13 @@ impl Scanner {
     /// Reads one input held whole in memory (a mapped file) without copying it: the same
     /// results as [`Scanner::scan`] over the same bytes, window for window. `done(n)` is told
     /// when the first `n` bytes will not be looked at again, so a mapping can let them go.
-    pub fn scan_slice(&mut self, file: u32, data: &[u8], out: &mut impl Sink, done: &mut dyn FnMut(usize)) -> Result<InputReport, ScanError> {
+    pub fn scan_slice(
+        &mut self,
+        file: u32,
+        data: &[u8],
+        out: &mut impl Sink,
+        done: &mut dyn FnMut(usize),
+    ) -> Result<InputReport, ScanError> {
         let mut rep = InputReport { bytes: data.len() as u64, ..InputReport::default() };
         let head = &data[..data.len().min(CHUNK)];
         if !head.is_empty() {
@@ -263,7 +280,8 @@ impl Scanner {
                         // One line longer than MAX_LINE: counted once, its bytes skipped (as `scan`).
                         line_no += 1;
                         self.report.lines_other += 1;
-                        pos = memchr::memchr(b'\n', &data[stop..]).map_or(data.len(), |i| stop + i + 1);
+                        pos = memchr::memchr(b'\n', &data[stop..])
+                            .map_or(data.len(), |i| stop + i + 1);
                         done(pos);
                         continue 'windows;
                     }
@@ -323,7 +341,11 @@ impl Scanner {
                 // The final line without a newline.
                 *line_no += 1;
                 self.report.lines_other += 1;
-                self.other_example(file, *line_no, rest.rsplit(|&b| b == b'\n').next().unwrap_or(rest));
+                self.other_example(
+                    file,
+                    *line_no,
+                    rest.rsplit(|&b| b == b'\n').next().unwrap_or(rest),
+                );
             }
         }
     }
@@ -405,14 +427,19 @@ fn binary_offset(head: &[u8]) -> Option<usize> {
     if let Some(i) = memchr::memchr(0, head) {
         return Some(i);
     }
-    let ctrl = head.iter().filter(|&&b| b < 0x20 && !matches!(b, b'\n' | b'\r' | b'\t' | 0x1b | 0x0c)).count();
+    let ctrl = head
+        .iter()
+        .filter(|&&b| b < 0x20 && !matches!(b, b'\n' | b'\r' | b'\t' | 0x1b | 0x0c))
+        .count();
     let invalid = match std::str::from_utf8(head) {
         Ok(_) => 0,
         Err(e) if e.error_len().is_none() => 0, // cut mid-character at the edge of the chunk
         Err(_) => String::from_utf8_lossy(head).matches('\u{FFFD}').count(),
     };
     ((ctrl + invalid) * 10 > head.len()).then(|| {
-        head.iter().position(|&b| b < 0x20 && !matches!(b, b'\n' | b'\r' | b'\t' | 0x1b | 0x0c)).unwrap_or(0)
+        head.iter()
+            .position(|&b| b < 0x20 && !matches!(b, b'\n' | b'\r' | b'\t' | 0x1b | 0x0c))
+            .unwrap_or(0)
     })
 }
 
@@ -434,5 +461,10 @@ fn first_stamps(chunk: &[u8]) -> Option<Stamps> {
 }
 
 fn last_stamps(chunk: &[u8]) -> Option<Stamps> {
-    chunk.rsplit(|&b| b == b'\n').filter(|l| !l.is_empty()).take(64).map(line_stamps).find(|s| !s.is_empty())
+    chunk
+        .rsplit(|&b| b == b'\n')
+        .filter(|l| !l.is_empty())
+        .take(64)
+        .map(line_stamps)
+        .find(|s| !s.is_empty())
 }

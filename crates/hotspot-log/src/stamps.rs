@@ -204,7 +204,14 @@ pub fn parse_iso_time(s: &[u8]) -> Option<WallTime> {
     let h = digits::<2>(s, 11)?;
     let mi = digits::<2>(s, 14)?;
     let se = digits::<2>(s, 17)?;
-    if s[13] != b':' || s[16] != b':' || !(1..=12).contains(&mo) || !(1..=31).contains(&d) || h > 23 || mi > 59 || se > 60 {
+    if s[13] != b':'
+        || s[16] != b':'
+        || !(1..=12).contains(&mo)
+        || !(1..=31).contains(&d)
+        || h > 23
+        || mi > 59
+        || se > 60
+    {
         return None;
     }
     let mut i = 19;
@@ -242,7 +249,10 @@ pub fn parse_iso_time(s: &[u8]) -> Option<WallTime> {
     }
     let days = days_from_civil(y, mo, d);
     let local_ms = ((days * 24 + h as i64) * 60 + mi as i64) * 60_000 + se as i64 * 1000 + ms;
-    Some(WallTime { epoch_ms: local_ms - offset_min as i64 * 60_000, offset_min: offset_min as i16 })
+    Some(WallTime {
+        epoch_ms: local_ms - offset_min as i64 * 60_000,
+        offset_min: offset_min as i16,
+    })
 }
 
 /// Formats a wall time in its own offset, `2024-01-31 10:00:00.123`.
@@ -307,7 +317,21 @@ mod tests {
 
     #[test]
     fn leading_digits_as_the_plain_loop() {
-        for s in ["", "x", "0", "7 ns", "12345678", "123456789 ns", "18446744073709551615", "18446744073709551616", "000000000000000000000001", "99999999999999999999", "1234567/", "12:45", "9999999:"] {
+        for s in [
+            "",
+            "x",
+            "0",
+            "7 ns",
+            "12345678",
+            "123456789 ns",
+            "18446744073709551615",
+            "18446744073709551616",
+            "000000000000000000000001",
+            "99999999999999999999",
+            "1234567/",
+            "12:45",
+            "9999999:",
+        ] {
             assert_eq!(leading_digits(s.as_bytes()), naive(s.as_bytes()), "{s:?}");
         }
         // Every byte value right after every length of digit run, and before it.

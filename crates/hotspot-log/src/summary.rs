@@ -54,7 +54,10 @@ impl Clock {
         match self {
             Clock::Uptime => s.uptime_ns,
             Clock::Monotonic => s.mono_ns,
-            Clock::Wall => s.wall.and_then(|w| u64::try_from(w.epoch_ms).ok()).map(|ms| ms.saturating_mul(1_000_000)),
+            Clock::Wall => s
+                .wall
+                .and_then(|w| u64::try_from(w.epoch_ms).ok())
+                .map(|ms| ms.saturating_mul(1_000_000)),
         }
     }
 }
@@ -187,11 +190,7 @@ impl Counts {
     /// The lowest value that falls in bucket `i`.
     fn value_at(i: usize) -> u64 {
         let (bucket, sub) = ((i >> Self::HALF_MAGNITUDE) as i64 - 1, (i & 1023) as u64 + 1024);
-        if bucket < 0 {
-            sub - 1024
-        } else {
-            sub << bucket
-        }
+        if bucket < 0 { sub - 1024 } else { sub << bucket }
     }
 
     fn new() -> Self {
@@ -305,7 +304,9 @@ impl Windows {
         let clock = self.clock.expect("set with log_start");
         let start_wall = self.first_wall.and_then(|(ns, w)| {
             (clock != Clock::Wall).then_some(()).map(|_| WallTime {
-                epoch_ms: w.epoch_ms.saturating_add((start_ns as i64).saturating_sub(ns as i64) / 1_000_000),
+                epoch_ms: w
+                    .epoch_ms
+                    .saturating_add((start_ns as i64).saturating_sub(ns as i64) / 1_000_000),
                 offset_min: w.offset_min,
             })
         });
@@ -423,7 +424,9 @@ impl Summary {
             self.span = Some(match self.span {
                 // Uptime going back by more than a second: a new JVM run (a rotated set that
                 // spans a restart). Monotonic and wall clocks never go back.
-                Some((a, b)) if printed && clock == Clock::Uptime && t.saturating_add(RUN_BREAK_NS) < b => {
+                Some((a, b))
+                    if printed && clock == Clock::Uptime && t.saturating_add(RUN_BREAK_NS) < b =>
+                {
                     self.closed_span = self.closed_span.saturating_add(b - a);
                     self.windows.new_run(t);
                     (t, t)
@@ -451,7 +454,10 @@ impl Summary {
             self.at.add(a);
         }
         match r.since_last_ns {
-            Some(s) => self.since_last_sum = self.since_last_sum.saturating_add(s.saturating_add(r.total_ns)),
+            Some(s) => {
+                self.since_last_sum =
+                    self.since_last_sum.saturating_add(s.saturating_add(r.total_ns))
+            }
             None => self.since_last_all = false,
         }
         // Records share one Arc per name (the assembler interns them): try the last first.
@@ -498,7 +504,8 @@ impl Summary {
             };
             if self.top.len() < self.opts.top {
                 self.top.push(entry);
-            } else if let Some((i, _)) = self.top.iter().enumerate().min_by_key(|(_, x)| x.ttsp_ns) {
+            } else if let Some((i, _)) = self.top.iter().enumerate().min_by_key(|(_, x)| x.ttsp_ns)
+            {
                 self.top[i] = entry;
             }
             if self.top.len() >= self.opts.top {
@@ -546,18 +553,29 @@ impl Summary {
         let mut operations: Vec<OpSummary> = self.ops;
         operations.sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then_with(|| a.name.cmp(&b.name)));
         let mut longest_ttsp = self.top;
-        longest_ttsp.sort_by(|a, b| b.ttsp_ns.cmp(&a.ttsp_ns).then_with(|| a.source.line.cmp(&b.source.line)));
+        longest_ttsp.sort_by(|a, b| {
+            b.ttsp_ns.cmp(&a.ttsp_ns).then_with(|| a.source.line.cmp(&b.source.line))
+        });
         let mut worst_windows = self.windows.best;
-        worst_windows.sort_by(|a, b| b.stopped_ns.cmp(&a.stopped_ns).then_with(|| a.start_ns.cmp(&b.start_ns)));
+        worst_windows.sort_by(|a, b| {
+            b.stopped_ns.cmp(&a.stopped_ns).then_with(|| a.start_ns.cmp(&b.start_ns))
+        });
         worst_windows.truncate(self.opts.windows);
         let mut timeout_culprits: Vec<CulpritSummary> = self
             .culprits
             .into_iter()
-            .map(|(name, t)| CulpritSummary { name, count: t.count, os_tids: t.tids.into_iter().collect(), unfinished: t.unfinished })
+            .map(|(name, t)| CulpritSummary {
+                name,
+                count: t.count,
+                os_tids: t.tids.into_iter().collect(),
+                unfinished: t.unfinished,
+            })
             .collect();
         timeout_culprits.sort_by(|a, b| b.count.cmp(&a.count).then_with(|| a.name.cmp(&b.name)));
         let span_ns = match self.span {
-            Some((a, b)) if b > a || self.closed_span > 0 => Some(self.closed_span.saturating_add(b - a)),
+            Some((a, b)) if b > a || self.closed_span > 0 => {
+                Some(self.closed_span.saturating_add(b - a))
+            }
             _ if self.since_last_all && self.count > 0 => Some(self.since_last_sum),
             _ => None,
         };
@@ -569,8 +587,14 @@ impl Summary {
             clock: self.windows.clock,
             runs: self.span.is_some().then_some(self.windows.run),
             span_ns,
-            stopped_pct: span_ns.filter(|&s| s > 0).map(|s| self.total_ns as f64 * 100.0 / s as f64),
-            percentiles: Percentiles { ttsp: self.ttsp.get(), at_safepoint: self.at.get(), total: self.total.get() },
+            stopped_pct: span_ns
+                .filter(|&s| s > 0)
+                .map(|s| self.total_ns as f64 * 100.0 / s as f64),
+            percentiles: Percentiles {
+                ttsp: self.ttsp.get(),
+                at_safepoint: self.at.get(),
+                total: self.total.get(),
+            },
             operations,
             longest_ttsp,
             window_ns: self.opts.window_ns,
@@ -597,11 +621,24 @@ mod tests {
             assert_eq!(Counts::index(v - 1), i - 1, "bucket {i}");
         }
         assert_eq!(Counts::index(HIST_MAX_NS), Counts::new().0.len() - 1);
-        assert_eq!(Counts::index(u64::MAX), Counts::index(HIST_MAX_NS), "values past the range are clamped, as saturating_record does");
+        assert_eq!(
+            Counts::index(u64::MAX),
+            Counts::index(HIST_MAX_NS),
+            "values past the range are clamped, as saturating_record does"
+        );
     }
 
     fn values() -> impl Strategy<Value = Vec<u64>> {
-        proptest::collection::vec(prop_oneof![0u64..5000, 0u64..10_000_000, 0u64..HIST_MAX_NS, any::<u64>(), (0u32..64).prop_map(|s| 1u64 << s)], 1..300)
+        proptest::collection::vec(
+            prop_oneof![
+                0u64..5000,
+                0u64..10_000_000,
+                0u64..HIST_MAX_NS,
+                any::<u64>(),
+                (0u32..64).prop_map(|s| 1u64 << s)
+            ],
+            1..300,
+        )
     }
 
     proptest! {

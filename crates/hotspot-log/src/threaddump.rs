@@ -46,7 +46,9 @@ pub fn parse(text: &str) -> Vec<DumpedThread> {
             // the attributes (`#N`, `daemon`, `prio=`).
             let name_end = quoted.find("\" #").or_else(|| quoted.rfind("\" "));
             cur = match (name_end, nid(l)) {
-                (Some(e), Some(n)) => Some(DumpedThread { name: quoted[..e].to_string(), nid: n, frames: Vec::new() }),
+                (Some(e), Some(n)) => {
+                    Some(DumpedThread { name: quoted[..e].to_string(), nid: n, frames: Vec::new() })
+                }
                 _ => None,
             };
         } else if let Some(at) = l.trim_start().strip_prefix("at ") {
@@ -100,8 +102,22 @@ JNI global refs: 15, weak refs: 0
         assert_eq!(ts[0].name, "main");
         assert_eq!(ts[0].nid, 0x1c3f);
         assert_eq!(ts[0].frames.len(), 3, "the lock line is no frame");
-        assert_eq!(ts[0].frames[0], JavaFrame { method: "java.lang.Thread.sleep".into(), line: None, kind: "Native".into() });
-        assert_eq!(ts[0].frames[1], JavaFrame { method: "io.stallscope.workloads.Idle.run".into(), line: Some(41), kind: String::new() });
+        assert_eq!(
+            ts[0].frames[0],
+            JavaFrame {
+                method: "java.lang.Thread.sleep".into(),
+                line: None,
+                kind: "Native".into()
+            }
+        );
+        assert_eq!(
+            ts[0].frames[1],
+            JavaFrame {
+                method: "io.stallscope.workloads.Idle.run".into(),
+                line: Some(41),
+                kind: String::new()
+            }
+        );
         assert_eq!(ts[1].name, "reader \\\"one\\\"");
         assert_eq!(ts[1].frames[2].method, "io.stallscope.workloads.MappedRead.read");
         assert_eq!(ts[2].name, "VM Thread");
@@ -119,7 +135,14 @@ JNI global refs: 15, weak refs: 0
 
     #[test]
     fn any_text_parses_without_panicking() {
-        for s in ["", "\"", "\"x\" nid=", "\"x\" #1 nid=0xZZ\n\tat (", "\tat a.b(c:99999999999)\n", "\"\" nid=1\n\tat ((:)\n"] {
+        for s in [
+            "",
+            "\"",
+            "\"x\" nid=",
+            "\"x\" #1 nid=0xZZ\n\tat (",
+            "\tat a.b(c:99999999999)\n",
+            "\"\" nid=1\n\tat ((:)\n",
+        ] {
             let _ = parse(s);
         }
     }

@@ -2,8 +2,8 @@
 //! decorators, reads back exactly; and no input whatever makes it panic or lose count of lines.
 
 use hotspot_log::formats::Format;
-use hotspot_log::line::{classify, Event, Outcome};
-use hotspot_log::render::{printf, Arg};
+use hotspot_log::line::{Event, Outcome, classify};
+use hotspot_log::render::{Arg, printf};
 use hotspot_log::{Safepoint, Scanner};
 use proptest::prelude::*;
 
@@ -292,5 +292,10 @@ fn a_large_slice_scans_as_a_stream() {
         data.push(b'\n');
     }
     let (slice, stream) = (scanned(&data, true), scanned(&data, false));
-    assert!(slice == stream, "slice and stream differ:\n{}\n---\n{}", &slice[..slice.len().min(2000)], &stream[..stream.len().min(2000)]);
+    assert!(
+        slice == stream,
+        "slice and stream differ:\n{}\n---\n{}",
+        &slice[..slice.len().min(2000)],
+        &stream[..stream.len().min(2000)]
+    );
 }

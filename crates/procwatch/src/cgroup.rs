@@ -46,7 +46,9 @@ pub fn mounts() -> Vec<(String, String, PathBuf)> {
             let fstype = p.next()?;
             let _src = p.next()?;
             let opts = p.next().unwrap_or("");
-            fstype.starts_with("cgroup").then(|| (fstype.to_string(), opts.to_string(), PathBuf::from(mp.replace("\\040", " "))))
+            fstype.starts_with("cgroup").then(|| {
+                (fstype.to_string(), opts.to_string(), PathBuf::from(mp.replace("\\040", " ")))
+            })
         })
         .collect()
 }
@@ -54,8 +56,16 @@ pub fn mounts() -> Vec<(String, String, PathBuf)> {
 /// Parses `/proc/<pid>/cgroup` against the mounts: the directory of each controller.
 pub fn parse(proc_cgroup: &str, mounts: &[(String, String, PathBuf)]) -> Cgroups {
     let v2_mount = mounts.iter().find(|(t, _, _)| t == "cgroup2").map(|m| m.2.clone());
-    let v2_controllers = v2_mount.as_ref().and_then(|m| std::fs::read_to_string(m.join("cgroup.controllers")).ok()).unwrap_or_default();
-    let v1_mount = |c: &str| mounts.iter().find(|(t, o, _)| t == "cgroup" && o.split(',').any(|x| x == c)).map(|m| m.2.clone());
+    let v2_controllers = v2_mount
+        .as_ref()
+        .and_then(|m| std::fs::read_to_string(m.join("cgroup.controllers")).ok())
+        .unwrap_or_default();
+    let v1_mount = |c: &str| {
+        mounts
+            .iter()
+            .find(|(t, o, _)| t == "cgroup" && o.split(',').any(|x| x == c))
+            .map(|m| m.2.clone())
+    };
     let join = |mp: &Path, path: &str| mp.join(path.trim_start_matches('/'));
     let mut out = Cgroups::default();
     for line in proc_cgroup.lines() {
@@ -81,7 +91,11 @@ pub fn parse(proc_cgroup: &str, mounts: &[(String, String, PathBuf)]) -> Cgroups
                 _ => continue,
             };
             if let Some(mp) = v1_mount(c) {
-                *slot = Some(Group { dir: join(&mp, path), version: Version::V1, path: path.to_string() });
+                *slot = Some(Group {
+                    dir: join(&mp, path),
+                    version: Version::V1,
+                    path: path.to_string(),
+                });
             }
         }
     }
@@ -90,7 +104,8 @@ pub fn parse(proc_cgroup: &str, mounts: &[(String, String, PathBuf)]) -> Cgroups
 
 /// The cgroups of `pid` (of this process when `pid` is 0).
 pub fn of(pid: i32) -> Cgroups {
-    let file = if pid == 0 { "/proc/self/cgroup".to_string() } else { format!("/proc/{pid}/cgroup") };
+    let file =
+        if pid == 0 { "/proc/self/cgroup".to_string() } else { format!("/proc/{pid}/cgroup") };
     parse(&std::fs::read_to_string(file).unwrap_or_default(), &mounts())
 }
 
@@ -123,7 +138,10 @@ pub fn throttling(cpu_stat: &str) -> Throttling {
     Throttling {
         nr_periods: field(cpu_stat, "nr_periods").unwrap_or(0),
         nr_throttled: field(cpu_stat, "nr_throttled").unwrap_or(0),
-        throttled_ns: field(cpu_stat, "throttled_usec").map(|u| u * 1000).or_else(|| field(cpu_stat, "throttled_time")).unwrap_or(0),
+        throttled_ns: field(cpu_stat, "throttled_usec")
+            .map(|u| u * 1000)
+            .or_else(|| field(cpu_stat, "throttled_time"))
+            .unwrap_or(0),
     }
 }
 
@@ -265,22 +283,34 @@ mod tests {
         assert_eq!(c.memory.as_ref().unwrap().version, Version::V1);
         assert_eq!(c.cpu.as_ref().unwrap().dir, PathBuf::from("/sys/fs/cgroup/cpu"));
         assert_eq!(c.unified.as_ref().unwrap().dir, PathBuf::from("/nonexistent/unified/jobs/a"));
-        assert!(shares(c.cpu.as_ref().unwrap(), &Group { dir: "/sys/fs/cgroup/cpu/x".into(), version: Version::V1, path: "/x".into() }));
+        assert!(shares(
+            c.cpu.as_ref().unwrap(),
+            &Group { dir: "/sys/fs/cgroup/cpu/x".into(), version: Version::V1, path: "/x".into() }
+        ));
     }
 
     #[test]
     fn reads_the_kernel_formats() {
         let t = throttling("nr_periods 10\nnr_throttled 3\nthrottled_usec 1500\n");
         assert_eq!(t, Throttling { nr_periods: 10, nr_throttled: 3, throttled_ns: 1_500_000 });
-        assert_eq!(throttling("nr_periods 10\nnr_throttled 3\nthrottled_time 999\n").throttled_ns, 999);
+        assert_eq!(
+            throttling("nr_periods 10\nnr_throttled 3\nthrottled_time 999\n").throttled_ns,
+            999
+        );
         let psi = "some avg10=3.19 avg60=2.42 avg300=0.68 total=2381711\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=77\n";
-        assert_eq!((psi_total_us(psi, "some"), psi_total_us(psi, "full")), (Some(2381711), Some(77)));
+        assert_eq!(
+            (psi_total_us(psi, "some"), psi_total_us(psi, "full")),
+            (Some(2381711), Some(77))
+        );
         // This machine: the process's own groups, whichever version holds them.
         let me = of(0);
         assert!(me.cpu.is_some() || me.unified.is_some(), "{me:?}");
         if let Some(m) = &me.memory {
             assert!(m.memory().is_some_and(|s| s.usage > 0), "{m:?}");
         }
-        assert!(pressure_in(Path::new("/proc/pressure")).cpu_some_us.is_some(), "this kernel has PSI");
+        assert!(
+            pressure_in(Path::new("/proc/pressure")).cpu_some_us.is_some(),
+            "this kernel has PSI"
+        );
     }
 }

@@ -78,7 +78,9 @@ impl CodeCache {
         let f = |names: &[(&str, &str)]| first_field(&vm, names);
         let off = Offsets {
             heap_block_size: vm.size("HeapBlock")?,
-            header_used: f(&[("HeapBlock::Header", "_used")]).ok().and_then(|u| f(&[("HeapBlock", "_header")]).ok().map(|h| h.wrapping_add(u))),
+            header_used: f(&[("HeapBlock::Header", "_used")])
+                .ok()
+                .and_then(|u| f(&[("HeapBlock", "_header")]).ok().map(|h| h.wrapping_add(u))),
             blob_name: f(&[("CodeBlob", "_name")])?,
             blob_frame_size: f(&[("CodeBlob", "_frame_size")])?,
             nmethod_method: f(&[("nmethod", "_method"), ("CompiledMethod", "_method")])?,
@@ -105,9 +107,20 @@ impl CodeCache {
         let vm = &self.vm;
         let f = |names: &[(&str, &str)]| first_field(vm, names);
         let heaps_ptr = self.mem().u64(f(&[("CodeCache", "_heaps")])?)?;
-        let len = self.mem().u32(heaps_ptr.wrapping_add(f(&[("GrowableArrayBase", "_len"), ("GenericGrowableArray", "_len")])?))? as u64;
-        let data = self.mem().u64(heaps_ptr.wrapping_add(f(&[("GrowableArray<int>", "_data"), ("GrowableArrayView<int>", "_data")])?))?;
-        let (memory, segmap, log2) = (f(&[("CodeHeap", "_memory")])?, f(&[("CodeHeap", "_segmap")])?, f(&[("CodeHeap", "_log2_segment_size")])?);
+        let len =
+            self.mem().u32(heaps_ptr.wrapping_add(f(&[
+                ("GrowableArrayBase", "_len"),
+                ("GenericGrowableArray", "_len"),
+            ])?))? as u64;
+        let data = self.mem().u64(heaps_ptr.wrapping_add(f(&[
+            ("GrowableArray<int>", "_data"),
+            ("GrowableArrayView<int>", "_data"),
+        ])?))?;
+        let (memory, segmap, log2) = (
+            f(&[("CodeHeap", "_memory")])?,
+            f(&[("CodeHeap", "_segmap")])?,
+            f(&[("CodeHeap", "_log2_segment_size")])?,
+        );
         let (vs_low, vs_high) = (f(&[("VirtualSpace", "_low")])?, f(&[("VirtualSpace", "_high")])?);
         let mut heaps = Vec::new();
         for i in 0..len.min(16) {
@@ -129,7 +142,9 @@ impl CodeCache {
 
     /// The start of the code blob holding `pc`, if a code heap holds it and the block is in use.
     fn blob_at(&self, pc: u64) -> Result<Option<u64>, Error> {
-        let Some(h) = self.heaps.iter().find(|h| pc >= h.low && pc < h.high) else { return Ok(None) };
+        let Some(h) = self.heaps.iter().find(|h| pc >= h.low && pc < h.high) else {
+            return Ok(None);
+        };
         let mut seg = (pc - h.low) >> h.log2_segment;
         // The segment map holds, per segment, how far back the block's first segment is (at most
         // 0xFE a hop; 0xFF: free).
@@ -141,7 +156,9 @@ impl CodeCache {
             if v == 0 {
                 break;
             }
-            seg = seg.checked_sub(v as u64).ok_or_else(|| Error::Table { reason: "a segment map hop below the heap".into() })?;
+            seg = seg.checked_sub(v as u64).ok_or_else(|| Error::Table {
+                reason: "a segment map hop below the heap".into(),
+            })?;
         }
         let block = h.low + (seg << h.log2_segment);
         if let Some(used) = self.off.header_used {
@@ -181,11 +198,21 @@ impl CodeCache {
             let name = self.mem().cstr(name_ptr, 128).unwrap_or_default();
             let frame_size = self.mem().u32(blob.wrapping_add(self.off.blob_frame_size))? as u64;
             if frame_size > MAX_BLOB {
-                return Err(Error::Table { reason: format!("a blob at {blob:#x} with a frame of {frame_size} words") });
+                return Err(Error::Table {
+                    reason: format!("a blob at {blob:#x} with a frame of {frame_size} words"),
+                });
             }
             return Ok(match name.as_str() {
-                "nmethod" => Code::Compiled { method: self.method_name(self.mem().u64(blob.wrapping_add(self.off.nmethod_method))?)?, frame_size },
-                "Interpreter" => Code::Interpreted { method: fp.and_then(|fp| self.mem().u64(fp.checked_sub(3 * 8)?).ok()).and_then(|m| self.method_name(m).ok()) },
+                "nmethod" => Code::Compiled {
+                    method: self
+                        .method_name(self.mem().u64(blob.wrapping_add(self.off.nmethod_method))?)?,
+                    frame_size,
+                },
+                "Interpreter" => Code::Interpreted {
+                    method: fp
+                        .and_then(|fp| self.mem().u64(fp.checked_sub(3 * 8)?).ok())
+                        .and_then(|m| self.method_name(m).ok()),
+                },
                 _ => Code::Stub { name, frame_size },
             });
         }
@@ -201,12 +228,21 @@ impl CodeCache {
     /// blocked in the kernel). Compiled frames are unwound through their frame size, interpreted
     /// ones through their frame pointer; the walk stops at anything else, after `max` frames, or
     /// where the stack cannot be read.
-    pub fn walk(&self, mut pc: u64, mut sp: u64, mut fp: u64, word: &dyn Fn(u64) -> Option<u64>, max: usize) -> Vec<Code> {
+    pub fn walk(
+        &self,
+        mut pc: u64,
+        mut sp: u64,
+        mut fp: u64,
+        word: &dyn Fn(u64) -> Option<u64>,
+        max: usize,
+    ) -> Vec<Code> {
         let mut out = Vec::new();
         for _ in 0..max {
             let Ok(code) = self.code_at(pc, (fp != 0).then_some(fp)) else { break };
             let next = match &code {
-                Code::Compiled { frame_size, .. } | Code::Stub { frame_size, .. } if *frame_size > 0 => {
+                Code::Compiled { frame_size, .. } | Code::Stub { frame_size, .. }
+                    if *frame_size > 0 =>
+                {
                     // The caller's sp is past this frame; its return address and saved fp sit
                     // just below it (x86_64).
                     let sender_sp = sp.wrapping_add(frame_size * 8);
@@ -215,11 +251,15 @@ impl CodeCache {
                         _ => None,
                     }
                 }
-                Code::Interpreted { .. } if fp != 0 => match (word(fp.wrapping_add(8)), word(fp), word(fp.wrapping_sub(8))) {
-                    // Return address above the saved fp; the caller's sp is saved in the frame.
-                    (Some(ret), Some(saved_fp), Some(sender_sp)) => Some((ret, sender_sp, saved_fp)),
-                    _ => None,
-                },
+                Code::Interpreted { .. } if fp != 0 => {
+                    match (word(fp.wrapping_add(8)), word(fp), word(fp.wrapping_sub(8))) {
+                        // Return address above the saved fp; the caller's sp is saved in the frame.
+                        (Some(ret), Some(saved_fp), Some(sender_sp)) => {
+                            Some((ret, sender_sp, saved_fp))
+                        }
+                        _ => None,
+                    }
+                }
                 // The VM's own code keeps frame pointers: up the chain to the Java code that
                 // called into it (a native method's wrapper, a runtime stub). A leaf function
                 // that set up no frame of its own hides its caller: one frame is skipped.
@@ -252,7 +292,11 @@ impl CodeCache {
     /// a stub with a frame, or the interpreter): the caller's pc, its sp (just above that
     /// word), and its frame pointer (the word below it, where the VM function it called saved
     /// it; compiled frames do not need it).
-    fn scan_for_return(&self, sp: u64, word: &dyn Fn(u64) -> Option<u64>) -> Option<(u64, u64, u64)> {
+    fn scan_for_return(
+        &self,
+        sp: u64,
+        word: &dyn Fn(u64) -> Option<u64>,
+    ) -> Option<(u64, u64, u64)> {
         for i in 1..SCAN_WORDS {
             let at = sp.wrapping_add(i * 8);
             let w = word(at)?;
@@ -260,8 +304,14 @@ impl CodeCache {
                 continue;
             }
             match self.code_at(w, None) {
-                Ok(Code::Compiled { frame_size, .. } | Code::Stub { frame_size, .. }) if frame_size > 0 => return Some((w, at.wrapping_add(8), word(at.wrapping_sub(8)).unwrap_or(0))),
-                Ok(Code::Interpreted { .. }) => return Some((w, at.wrapping_add(8), word(at.wrapping_sub(8))?)),
+                Ok(Code::Compiled { frame_size, .. } | Code::Stub { frame_size, .. })
+                    if frame_size > 0 =>
+                {
+                    return Some((w, at.wrapping_add(8), word(at.wrapping_sub(8)).unwrap_or(0)));
+                }
+                Ok(Code::Interpreted { .. }) => {
+                    return Some((w, at.wrapping_add(8), word(at.wrapping_sub(8))?));
+                }
                 _ => {}
             }
         }

@@ -126,7 +126,14 @@ pub fn take_failure_note(pid: i32) -> Option<String> {
     let mut text = String::new();
     f.take(1024).read_to_string(&mut text).ok()?;
     let _ = std::fs::remove_file(&path);
-    let line = text.lines().next().unwrap_or("").trim().chars().filter(|c| !c.is_control()).collect::<String>();
+    let line = text
+        .lines()
+        .next()
+        .unwrap_or("")
+        .trim()
+        .chars()
+        .filter(|c| !c.is_control())
+        .collect::<String>();
     (!line.is_empty()).then_some(line)
 }
 
@@ -137,10 +144,16 @@ fn beside_heartbeat(pid: i32, ext: &str) -> PathBuf {
     let root = crate::ns::root(pid);
     let theirs = std::fs::read(format!("/proc/{pid}/environ"))
         .ok()
-        .and_then(|env| env.split(|b| *b == 0).find_map(|kv| kv.strip_prefix(b"XDG_RUNTIME_DIR=").map(|v| PathBuf::from(String::from_utf8_lossy(v).into_owned()))))
+        .and_then(|env| {
+            env.split(|b| *b == 0).find_map(|kv| {
+                kv.strip_prefix(b"XDG_RUNTIME_DIR=")
+                    .map(|v| PathBuf::from(String::from_utf8_lossy(v).into_owned()))
+            })
+        })
         .filter(|d| d.is_absolute())
         .map(|d| crate::ns::reach(&root, &d));
-    let ours = std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from).filter(|_| root == Path::new("/"));
+    let ours =
+        std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from).filter(|_| root == Path::new("/"));
     for dir in [theirs, ours].into_iter().flatten() {
         if dir.is_absolute() && dir.is_dir() && dir.join(&name).exists() {
             return dir.join(name);
@@ -155,7 +168,10 @@ pub fn read_threads(path: &Path) -> io::Result<Vec<JavaThread>> {
     use std::io::Read;
     let f = crate::ns::open_reached(path, libc::O_RDONLY | libc::O_NONBLOCK)?;
     if !f.metadata()?.is_file() {
-        return Err(io::Error::new(io::ErrorKind::InvalidData, format!("{}: not a regular file", path.display())));
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("{}: not a regular file", path.display()),
+        ));
     }
     let mut text = String::new();
     f.take(4 << 20).read_to_string(&mut text)?;
@@ -174,13 +190,28 @@ impl Heartbeat {
         let f = crate::ns::open_reached(path, libc::O_RDONLY | libc::O_NONBLOCK)?;
         let m = f.metadata()?;
         if !m.is_file() {
-            return Err(io::Error::new(io::ErrorKind::InvalidData, format!("{}: not a regular file", path.display())));
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("{}: not a regular file", path.display()),
+            ));
         }
         if m.len() < SIZE as u64 {
-            return Err(io::Error::new(io::ErrorKind::InvalidData, format!("{}: shorter than a heartbeat ({SIZE} bytes)", path.display())));
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("{}: shorter than a heartbeat ({SIZE} bytes)", path.display()),
+            ));
         }
         // SAFETY: a read-only shared mapping of an open file, unmapped in Drop.
-        let p = unsafe { libc::mmap(std::ptr::null_mut(), SIZE, libc::PROT_READ, libc::MAP_SHARED, f.as_raw_fd(), 0) };
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                SIZE,
+                libc::PROT_READ,
+                libc::MAP_SHARED,
+                f.as_raw_fd(),
+                0,
+            )
+        };
         if p == libc::MAP_FAILED {
             return Err(io::Error::last_os_error());
         }
@@ -188,10 +219,20 @@ impl Heartbeat {
         // SAFETY: within the mapping.
         let magic = unsafe { std::slice::from_raw_parts(hb.base.add(off::MAGIC), MAGIC.len()) };
         if magic != MAGIC {
-            return Err(io::Error::new(io::ErrorKind::InvalidData, format!("{}: not a stallscope heartbeat (bad magic)", path.display())));
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("{}: not a stallscope heartbeat (bad magic)", path.display()),
+            ));
         }
         if hb.u32(off::VERSION) != VERSION {
-            return Err(io::Error::new(io::ErrorKind::InvalidData, format!("{}: heartbeat version {} (this stallscope reads {VERSION})", path.display(), hb.u32(off::VERSION))));
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!(
+                    "{}: heartbeat version {} (this stallscope reads {VERSION})",
+                    path.display(),
+                    hb.u32(off::VERSION)
+                ),
+            ));
         }
         Ok(hb)
     }
@@ -274,16 +315,33 @@ impl HeartbeatWriter {
         use std::os::unix::fs::OpenOptionsExt;
         let pid = std::process::id();
         let path = default_path(pid as i32);
-        let f = std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(true).mode(0o600).open(&path)?;
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&path)?;
         f.set_len(SIZE as u64)?;
         // SAFETY: a shared read-write mapping of the file, unmapped in Drop.
-        let p = unsafe { libc::mmap(std::ptr::null_mut(), SIZE, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, f.as_raw_fd(), 0) };
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                SIZE,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                f.as_raw_fd(),
+                0,
+            )
+        };
         if p == libc::MAP_FAILED {
             return Err(io::Error::last_os_error());
         }
         let w = HeartbeatWriter { base: p as *mut u8, path, ticks: 0 };
         // SAFETY: header bytes inside the page, written before anyone reads state.
-        unsafe { std::ptr::copy_nonoverlapping(MAGIC.as_ptr(), w.base.add(off::MAGIC), MAGIC.len()) };
+        unsafe {
+            std::ptr::copy_nonoverlapping(MAGIC.as_ptr(), w.base.add(off::MAGIC), MAGIC.len())
+        };
         w.store32(off::VERSION, VERSION);
         w.store32(off::PID, pid);
         w.store64(off::PROC_STARTTIME, crate::task::process_starttime(pid as i32).unwrap_or(0));
@@ -291,7 +349,13 @@ impl HeartbeatWriter {
         w.store32(off::METER_TID, unsafe { libc::gettid() } as u32);
         let now = crate::clock::mono_ns();
         w.store64(off::START_NS, now);
-        w.store64(off::START_EPOCH_MS, std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0));
+        w.store64(
+            off::START_EPOCH_MS,
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_millis() as u64)
+                .unwrap_or(0),
+        );
         w.store64(off::LAST_TICK_NS, now);
         w.store32(off::STATE, STATE_RUNNING);
         Ok(w)
@@ -381,7 +445,9 @@ mod tests {
 
     #[test]
     fn thread_table_lines() {
-        let t = parse_threads("# stallscope threads v1 42 123\n7\t1\tcomm\t0\tmain\n9\t14\tcputime\t1\tpool-1-thread-1\\tx\\\\y\nbroken\n");
+        let t = parse_threads(
+            "# stallscope threads v1 42 123\n7\t1\tcomm\t0\tmain\n9\t14\tcputime\t1\tpool-1-thread-1\\tx\\\\y\nbroken\n",
+        );
         assert_eq!(t.len(), 2);
         assert_eq!(t[1].name, "pool-1-thread-1\tx\\y");
         assert!(t[1].daemon);
@@ -389,9 +455,16 @@ mod tests {
 
     #[test]
     fn the_offsets_are_the_agents() {
-        let java = std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../java/agent-core/src/main/java/io/stallscope/agent/core/Heartbeat.java")).unwrap();
+        let java =
+            std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(
+                "../../java/agent-core/src/main/java/io/stallscope/agent/core/Heartbeat.java",
+            ))
+            .unwrap();
         let named = |name: &str| -> usize {
-            let l = java.lines().find(|l| l.contains(&format!(" {name} = "))).unwrap_or_else(|| panic!("{name} is not in Heartbeat.java"));
+            let l = java
+                .lines()
+                .find(|l| l.contains(&format!(" {name} = ")))
+                .unwrap_or_else(|| panic!("{name} is not in Heartbeat.java"));
             l.split('=').nth(1).unwrap().trim().trim_end_matches(';').parse().unwrap()
         };
         let ours = [
@@ -436,12 +509,15 @@ mod tests {
 
     #[test]
     fn reads_a_heartbeat_written_to_the_documented_layout() {
-        let p = std::env::temp_dir().join(format!("stallscope-hb-test-{}.heartbeat", std::process::id()));
+        let p = std::env::temp_dir()
+            .join(format!("stallscope-hb-test-{}.heartbeat", std::process::id()));
         let mut page = vec![0u8; SIZE];
         page[..8].copy_from_slice(MAGIC);
         page[8..12].copy_from_slice(&1u32.to_le_bytes());
         page[12..16].copy_from_slice(&std::process::id().to_le_bytes());
-        page[16..24].copy_from_slice(&crate::task::process_starttime(std::process::id() as i32).unwrap().to_le_bytes());
+        page[16..24].copy_from_slice(
+            &crate::task::process_starttime(std::process::id() as i32).unwrap().to_le_bytes(),
+        );
         page[24..32].copy_from_slice(&1_000_000u64.to_le_bytes());
         page[32..40].copy_from_slice(&555u64.to_le_bytes());
         page[40..48].copy_from_slice(&7u64.to_le_bytes());
@@ -449,7 +525,10 @@ mod tests {
         std::fs::write(&p, &page).unwrap();
         let hb = Heartbeat::open(&p).unwrap();
         let b = hb.read();
-        assert_eq!((b.last_tick_ns, b.tick_count, b.state, b.resolution_ns), (555, 7, MeterState::Running, 1_000_000));
+        assert_eq!(
+            (b.last_tick_ns, b.tick_count, b.state, b.resolution_ns),
+            (555, 7, MeterState::Running, 1_000_000)
+        );
         assert_eq!(hb.liveness(), Liveness::Alive);
         page[16..24].copy_from_slice(&1u64.to_le_bytes());
         std::fs::write(&p, &page).unwrap();

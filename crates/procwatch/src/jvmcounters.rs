@@ -60,12 +60,15 @@ pub struct GcLook {
 impl CounterLook {
     /// Whether anything but the JVM's clock and the look's own times differ.
     pub fn same_as(&self, o: &CounterLook) -> bool {
-        (self.safepoints, self.sync_ns, self.safepoint_ns, self.application_ns, &self.gcs) == (o.safepoints, o.sync_ns, o.safepoint_ns, o.application_ns, &o.gcs)
+        (self.safepoints, self.sync_ns, self.safepoint_ns, self.application_ns, &self.gcs)
+            == (o.safepoints, o.sync_ns, o.safepoint_ns, o.application_ns, &o.gcs)
     }
 
     /// The collector whose pause is under way (entered and not yet left), if any.
     pub fn gc_in_progress(&self) -> Option<usize> {
-        self.gcs.iter().position(|g| !g.cycle && g.invocations > 0 && g.last_entry_ns > g.last_exit_ns)
+        self.gcs
+            .iter()
+            .position(|g| !g.cycle && g.invocations > 0 && g.last_entry_ns > g.last_exit_ns)
     }
 }
 
@@ -137,23 +140,43 @@ impl JvmCounters {
         let path = crate::perfdata::locate(pid)?;
         let mut c = JvmCounters::open(&path)?;
         // As the JVM names it (inside its container).
-        c.info.path = format!("/tmp/{}", path.iter().rev().take(2).collect::<Vec<_>>().into_iter().rev().map(|p| p.to_string_lossy()).collect::<Vec<_>>().join("/"));
+        c.info.path = format!(
+            "/tmp/{}",
+            path.iter()
+                .rev()
+                .take(2)
+                .collect::<Vec<_>>()
+                .into_iter()
+                .rev()
+                .map(|p| p.to_string_lossy())
+                .collect::<Vec<_>>()
+                .join("/")
+        );
         Ok(c)
     }
 
     pub fn open(path: &Path) -> Result<JvmCounters, Error> {
         let pd = PerfData::open(path)?;
-        let java_version = pd.get_text("java.property.java.version").or_else(|| pd.get_text("java.property.java.vm.specification.version")).unwrap_or_default();
+        let java_version = pd
+            .get_text("java.property.java.version")
+            .or_else(|| pd.get_text("java.property.java.vm.specification.version"))
+            .unwrap_or_default();
         let major = feature_release(&java_version);
         let mut collectors = Vec::new();
         let mut names = Vec::new();
         for n in 0..16 {
             let Some(name) = pd.get_text(&format!("sun.gc.collector.{n}.name")) else { break };
             let c = |f: &str| pd.counter(&format!("sun.gc.collector.{n}.{f}"));
-            collectors.push(Collector { invocations: c("invocations"), last_entry: c("lastEntryTime"), last_exit: c("lastExitTime"), cycle: counts_cycles(&name) });
+            collectors.push(Collector {
+                invocations: c("invocations"),
+                last_entry: c("lastEntryTime"),
+                last_exit: c("lastExitTime"),
+                cycle: counts_cycles(&name),
+            });
             names.push(name);
         }
-        let frequency = pd.get_long("sun.os.hrt.frequency").filter(|f| *f > 0).unwrap_or(1_000_000_000) as u64;
+        let frequency =
+            pd.get_long("sun.os.hrt.frequency").filter(|f| *f > 0).unwrap_or(1_000_000_000) as u64;
         let info = CountersInfo {
             path: path.display().to_string(),
             java_version,
@@ -179,14 +202,22 @@ impl JvmCounters {
     fn ns(&self, c: Option<Counter>) -> u64 {
         let Some(c) = c else { return 0 };
         let ticks = self.pd.long(c).max(0) as u128;
-        let ns = if self.info.frequency == 1_000_000_000 { ticks } else { ticks * 1_000_000_000 / self.info.frequency as u128 };
+        let ns = if self.info.frequency == 1_000_000_000 {
+            ticks
+        } else {
+            ticks * 1_000_000_000 / self.info.frequency as u128
+        };
         ns.min(MAX_VALUE as u128) as u64
     }
 
     /// The three counters that move with every safepoint (begun, sync time, safepoint time), in
     /// three loads: what a look between safepoints needs to see that nothing happened.
     pub fn quick(&self) -> (u64, u64, u64) {
-        (self.safepoints.map_or(0, |c| (self.pd.long(c).max(0) as u64).min(MAX_VALUE)), self.ns(self.sync), self.ns(self.safepoint_time))
+        (
+            self.safepoints.map_or(0, |c| (self.pd.long(c).max(0) as u64).min(MAX_VALUE)),
+            self.ns(self.sync),
+            self.ns(self.safepoint_time),
+        )
     }
 
     /// The counters now, stamped `t` (the caller's clock reading), the previous look at `prev_t`.
@@ -194,12 +225,25 @@ impl JvmCounters {
         CounterLook {
             t,
             prev_t,
-            safepoints: self.safepoints.map_or(0, |c| (self.pd.long(c).max(0) as u64).min(MAX_VALUE)),
+            safepoints: self
+                .safepoints
+                .map_or(0, |c| (self.pd.long(c).max(0) as u64).min(MAX_VALUE)),
             sync_ns: self.ns(self.sync),
             safepoint_ns: self.ns(self.safepoint_time),
             application_ns: self.ns(self.application),
             hrt_ns: self.ns(self.hrt),
-            gcs: self.collectors.iter().map(|c| GcLook { invocations: c.invocations.map_or(0, |i| (self.pd.long(i).max(0) as u64).min(MAX_VALUE)), last_entry_ns: self.ns(c.last_entry), last_exit_ns: self.ns(c.last_exit), cycle: c.cycle }).collect(),
+            gcs: self
+                .collectors
+                .iter()
+                .map(|c| GcLook {
+                    invocations: c
+                        .invocations
+                        .map_or(0, |i| (self.pd.long(i).max(0) as u64).min(MAX_VALUE)),
+                    last_entry_ns: self.ns(c.last_entry),
+                    last_exit_ns: self.ns(c.last_exit),
+                    cycle: c.cycle,
+                })
+                .collect(),
             gc_cause: None,
             gap: false,
         }
@@ -267,7 +311,11 @@ impl Tracker {
     /// What the counters have added up when a safepoint begins: the time since safepoint
     /// accounting started (application time, and the time in every earlier safepoint).
     fn sums_at_begin(&self, l: &CounterLook) -> u64 {
-        l.application_ns.saturating_add(l.safepoint_ns).saturating_add(if self.includes_sync { 0 } else { l.sync_ns })
+        l.application_ns.saturating_add(l.safepoint_ns).saturating_add(if self.includes_sync {
+            0
+        } else {
+            l.sync_ns
+        })
     }
 
     /// A safepoint began inside `window` (and had not synchronized by its end): narrow when
@@ -282,7 +330,8 @@ impl Tracker {
             _ => (lo, hi),
         });
         let (a, b) = self.accounting.unwrap_or((lo, hi));
-        let at = (a + b.saturating_sub(a) / 2).saturating_add(s).clamp(window.0, window.1.max(window.0));
+        let at =
+            (a + b.saturating_sub(a) / 2).saturating_add(s).clamp(window.0, window.1.max(window.0));
         (at, at)
     }
 
@@ -300,17 +349,29 @@ impl Tracker {
                 let synced = look.sync_ns != p.sync_ns;
                 let ended = look.safepoint_ns != p.safepoint_ns;
                 match s {
-                    _ if began && !ended && !synced => SafepointState::Open { since: self.placed(window, look), synchronized: false },
-                    _ if began && !ended => SafepointState::Open { since: window, synchronized: true },
+                    _ if began && !ended && !synced => SafepointState::Open {
+                        since: self.placed(window, look),
+                        synchronized: false,
+                    },
+                    _ if began && !ended => {
+                        SafepointState::Open { since: window, synchronized: true }
+                    }
                     // Several began and something ended: the newest may still be open.
                     _ if began && ended => {
                         // The sync time as the one that ended left it: the new one's moves it.
-                        self.unsure_from = Some(CounterLook { sync_ns: look.sync_ns, ..CounterLook::default() });
+                        self.unsure_from =
+                            Some(CounterLook { sync_ns: look.sync_ns, ..CounterLook::default() });
                         SafepointState::Unsure { since: window }
                     }
-                    SafepointState::Open { since, synchronized } if !ended => SafepointState::Open { since, synchronized: synchronized || synced },
+                    SafepointState::Open { since, synchronized } if !ended => {
+                        SafepointState::Open { since, synchronized: synchronized || synced }
+                    }
                     SafepointState::Unsure { since } if !ended => {
-                        if synced { SafepointState::Open { since, synchronized: true } } else { SafepointState::Unsure { since } }
+                        if synced {
+                            SafepointState::Open { since, synchronized: true }
+                        } else {
+                            SafepointState::Unsure { since }
+                        }
                     }
                     _ => SafepointState::Closed,
                 }
@@ -326,7 +387,10 @@ impl Tracker {
             }
         } else if look.hrt_ns > 0 && look.t > look.hrt_ns {
             // Stamped at most a sampling interval (50 ms) before this first look.
-            self.origin = Some((look.t.saturating_sub(look.hrt_ns.saturating_add(60_000_000)), look.t - look.hrt_ns));
+            self.origin = Some((
+                look.t.saturating_sub(look.hrt_ns.saturating_add(60_000_000)),
+                look.t - look.hrt_ns,
+            ));
         }
         self.prev = Some(look.clone());
         self.state = Some(state);
@@ -338,7 +402,10 @@ impl Tracker {
     pub fn adopt_open(&mut self, look: &CounterLook, since: u64) -> SafepointState {
         let s = SafepointState::Open { since: (since, since), synchronized: false };
         if self.origin.is_none() && look.hrt_ns > 0 && look.t > look.hrt_ns {
-            self.origin = Some((look.t.saturating_sub(look.hrt_ns.saturating_add(60_000_000)), look.t - look.hrt_ns));
+            self.origin = Some((
+                look.t.saturating_sub(look.hrt_ns.saturating_add(60_000_000)),
+                look.t - look.hrt_ns,
+            ));
         }
         self.prev = Some(look.clone());
         self.state = Some(s);
@@ -363,12 +430,20 @@ impl Tracker {
         if let Some(SafepointState::Unsure { since }) = self.state {
             // Open and not reached yet: the last look's sums are its begin's (the one before it
             // ended, this one began), so it is placed as any other.
-            let unreached = self.prev.as_ref().zip(self.unsure_from.as_ref()).is_some_and(|(l, f)| l.sync_ns == f.sync_ns);
+            let unreached = self
+                .prev
+                .as_ref()
+                .zip(self.unsure_from.as_ref())
+                .is_some_and(|(l, f)| l.sync_ns == f.sync_ns);
             let since = match (open && unreached, self.prev.clone()) {
                 (true, Some(l)) if since.0 != since.1 => self.placed(since, &l),
                 _ => since,
             };
-            self.state = Some(if open { SafepointState::Open { since, synchronized: false } } else { SafepointState::Closed });
+            self.state = Some(if open {
+                SafepointState::Open { since, synchronized: false }
+            } else {
+                SafepointState::Closed
+            });
         }
     }
 
@@ -394,8 +469,12 @@ impl Tracker {
     fn estimated_begin(&self, look: &CounterLook, info: &CountersInfo) -> Option<u64> {
         let origin = self.clock_origin()?;
         // JDK 8-12 count the time to reach inside the safepoint time.
-        let sums = look.application_ns.saturating_add(look.safepoint_ns).saturating_add(if info.safepoint_time_includes_sync { 0 } else { look.sync_ns });
-        Some(origin.saturating_add(VM_ZERO_AFTER_ORIGIN_NS).saturating_add(sums)).filter(|b| *b <= look.t)
+        let sums = look
+            .application_ns
+            .saturating_add(look.safepoint_ns)
+            .saturating_add(if info.safepoint_time_includes_sync { 0 } else { look.sync_ns });
+        Some(origin.saturating_add(VM_ZERO_AFTER_ORIGIN_NS).saturating_add(sums))
+            .filter(|b| *b <= look.t)
     }
 
     /// When a GC under way began, on CLOCK_MONOTONIC.
@@ -433,7 +512,10 @@ impl CountedSafepoint {
     /// Its end, as well as the two windows and its length tell: the end lies in its own window
     /// and `total` after a point of the begin window.
     pub fn end_ns(&self) -> u64 {
-        let (lo, hi) = (self.end_window.0.max(self.begin_window.0.saturating_add(self.total_ns())), self.end_window.1.min(self.begin_window.1.saturating_add(self.total_ns())));
+        let (lo, hi) = (
+            self.end_window.0.max(self.begin_window.0.saturating_add(self.total_ns())),
+            self.end_window.1.min(self.begin_window.1.saturating_add(self.total_ns())),
+        );
         if lo <= hi { lo + (hi - lo) / 2 } else { self.end_window.1 }
     }
 }
@@ -463,26 +545,73 @@ pub fn safepoints(looks: &[CounterLook], includes_sync: bool) -> Vec<CountedSafe
         }
         let window = (l.prev_t.max(p.t), l.t);
         let began = l.safepoints.saturating_sub(p.safepoints);
-        let (dsync, dsp) = (l.sync_ns.saturating_sub(p.sync_ns), l.safepoint_ns.saturating_sub(p.safepoint_ns));
+        let (dsync, dsp) =
+            (l.sync_ns.saturating_sub(p.sync_ns), l.safepoint_ns.saturating_sub(p.safepoint_ns));
         let ending = |o: Pending, out: &mut Vec<CountedSafepoint>| {
             let sync = o.sync_ns.saturating_add(dsync);
             let at = if includes_sync { dsp.saturating_sub(sync) } else { dsp };
-            let collector = l.gcs.iter().zip(&o.invocations).position(|(g, before)| !g.cycle && g.invocations > *before);
-            out.push(CountedSafepoint { begin_window: o.since, end_window: window, count: o.count, ttsp_ns: sync, at_safepoint_ns: at, collector });
+            let collector = l
+                .gcs
+                .iter()
+                .zip(&o.invocations)
+                .position(|(g, before)| !g.cycle && g.invocations > *before);
+            out.push(CountedSafepoint {
+                begin_window: o.since,
+                end_window: window,
+                count: o.count,
+                ttsp_ns: sync,
+                at_safepoint_ns: at,
+                collector,
+            });
         };
         open = match open.take() {
             // Safepoints follow one another: a new begin means a "maybe" one had ended already.
-            Some(o) if o.maybe && began > 0 && dsp == 0 => Some(Pending { since: window, count: began, sync_ns: dsync, invocations: invocations(p), maybe: false }),
+            Some(o) if o.maybe && began > 0 && dsp == 0 => Some(Pending {
+                since: window,
+                count: began,
+                sync_ns: dsync,
+                invocations: invocations(p),
+                maybe: false,
+            }),
             Some(o) if dsp > 0 => {
-                ending(Pending { count: o.count.saturating_add(began.saturating_sub(1)), ..o }, &mut out);
-                (began > 0).then(|| Pending { since: window, count: 1, sync_ns: 0, invocations: invocations(l), maybe: true })
+                ending(
+                    Pending { count: o.count.saturating_add(began.saturating_sub(1)), ..o },
+                    &mut out,
+                );
+                (began > 0).then(|| Pending {
+                    since: window,
+                    count: 1,
+                    sync_ns: 0,
+                    invocations: invocations(l),
+                    maybe: true,
+                })
             }
-            Some(o) => Some(Pending { count: o.count.saturating_add(began), sync_ns: o.sync_ns.saturating_add(dsync), maybe: o.maybe && dsync == 0, ..o }),
+            Some(o) => Some(Pending {
+                count: o.count.saturating_add(began),
+                sync_ns: o.sync_ns.saturating_add(dsync),
+                maybe: o.maybe && dsync == 0,
+                ..o
+            }),
             None if began > 0 && dsp > 0 => {
-                ending(Pending { since: window, count: began, sync_ns: 0, invocations: invocations(p), maybe: false }, &mut out);
+                ending(
+                    Pending {
+                        since: window,
+                        count: began,
+                        sync_ns: 0,
+                        invocations: invocations(p),
+                        maybe: false,
+                    },
+                    &mut out,
+                );
                 None
             }
-            None if began > 0 => Some(Pending { since: window, count: began, sync_ns: dsync, invocations: invocations(p), maybe: false }),
+            None if began > 0 => Some(Pending {
+                since: window,
+                count: began,
+                sync_ns: dsync,
+                invocations: invocations(p),
+                maybe: false,
+            }),
             None => None,
         };
     }
@@ -496,7 +625,14 @@ mod tests {
     const MS: u64 = 1_000_000;
 
     fn look(t_ms: u64, safepoints: u64, sync_ms: u64, sp_ms: u64) -> CounterLook {
-        CounterLook { t: t_ms * MS, prev_t: t_ms.saturating_sub(5) * MS, safepoints, sync_ns: sync_ms * MS, safepoint_ns: sp_ms * MS, ..CounterLook::default() }
+        CounterLook {
+            t: t_ms * MS,
+            prev_t: t_ms.saturating_sub(5) * MS,
+            safepoints,
+            sync_ns: sync_ms * MS,
+            safepoint_ns: sp_ms * MS,
+            ..CounterLook::default()
+        }
     }
 
     #[test]
@@ -518,10 +654,16 @@ mod tests {
         assert_eq!(t.update(&look(105, 4, 10, 20)), open);
         assert_eq!(t.update(&look(110, 4, 10, 20)), open);
         // Reached after 1.4 s: synchronized, still open while the operation runs.
-        assert_eq!(t.update(&look(1505, 4, 1410, 20)), SafepointState::Open { since: (102_500_000, 102_500_000), synchronized: true });
+        assert_eq!(
+            t.update(&look(1505, 4, 1410, 20)),
+            SafepointState::Open { since: (102_500_000, 102_500_000), synchronized: true }
+        );
         assert_eq!(t.update(&look(1510, 4, 1410, 22)), SafepointState::Closed);
         // One that began and ended between two looks never shows open.
-        assert_eq!(t.update(&look(1515, 5, 1411, 23)), SafepointState::Unsure { since: (1510 * MS, 1515 * MS) });
+        assert_eq!(
+            t.update(&look(1515, 5, 1411, 23)),
+            SafepointState::Unsure { since: (1510 * MS, 1515 * MS) }
+        );
         t.settle(false);
         assert_eq!(t.update(&look(1520, 5, 1411, 23)), SafepointState::Closed);
     }
@@ -543,17 +685,39 @@ mod tests {
             // Looks every 5 ms; the first after the begin sees the count rise.
             let before = now;
             now = begin + 5 * MS - (begin - before) % (5 * MS);
-            let l = CounterLook { t: now, prev_t: now - 5 * MS, safepoints: i, sync_ns: sync, safepoint_ns: sp, application_ns: app, ..CounterLook::default() };
+            let l = CounterLook {
+                t: now,
+                prev_t: now - 5 * MS,
+                safepoints: i,
+                sync_ns: sync,
+                safepoint_ns: sp,
+                application_ns: app,
+                ..CounterLook::default()
+            };
             let SafepointState::Open { since, .. } = t.update(&l) else { panic!("open") };
             errs.push(since.0 as i64 - begin as i64);
             // Reached 2 ms later, ended 1 ms after that: seen at the next look.
             sync += 2 * MS;
             sp += MS;
             now += 5 * MS;
-            t.update(&CounterLook { t: now, prev_t: now - 5 * MS, safepoints: i, sync_ns: sync, safepoint_ns: sp, application_ns: app, ..CounterLook::default() });
+            t.update(&CounterLook {
+                t: now,
+                prev_t: now - 5 * MS,
+                safepoints: i,
+                sync_ns: sync,
+                safepoint_ns: sp,
+                application_ns: app,
+                ..CounterLook::default()
+            });
         }
-        assert!(errs[0].unsigned_abs() <= 2_500_000, "the first is placed within its window: {errs:?}");
-        assert!(errs[11].unsigned_abs() < 1_000_000, "after a dozen, within a millisecond: {errs:?}");
+        assert!(
+            errs[0].unsigned_abs() <= 2_500_000,
+            "the first is placed within its window: {errs:?}"
+        );
+        assert!(
+            errs[11].unsigned_abs() < 1_000_000,
+            "after a dozen, within a millisecond: {errs:?}"
+        );
     }
 
     #[test]
@@ -563,23 +727,49 @@ mod tests {
         let mut t = Tracker::new();
         t.update(&look(100, 1, 0, 0));
         t.update(&look(105, 2, 0, 0));
-        assert_eq!(t.update(&look(800, 3, 690, 1)), SafepointState::Unsure { since: (795 * MS, 800 * MS) });
-        assert_eq!(t.update(&look(805, 3, 690, 1)), SafepointState::Unsure { since: (795 * MS, 800 * MS) });
-        assert_eq!(t.update(&look(1640, 3, 1530, 1)), SafepointState::Open { since: (795 * MS, 800 * MS), synchronized: true });
+        assert_eq!(
+            t.update(&look(800, 3, 690, 1)),
+            SafepointState::Unsure { since: (795 * MS, 800 * MS) }
+        );
+        assert_eq!(
+            t.update(&look(805, 3, 690, 1)),
+            SafepointState::Unsure { since: (795 * MS, 800 * MS) }
+        );
+        assert_eq!(
+            t.update(&look(1640, 3, 1530, 1)),
+            SafepointState::Open { since: (795 * MS, 800 * MS), synchronized: true }
+        );
     }
 
     #[test]
     fn the_safepoints_between_looks_are_rebuilt_with_their_times() {
         // JDK 17: a 1.4 s TTSP, 2 ms at it; then a short one inside one look.
-        let looks = [look(100, 3, 10, 20), look(105, 4, 10, 20), look(1505, 4, 1410, 20), look(1510, 4, 1410, 22), look(1515, 5, 1411, 23)];
+        let looks = [
+            look(100, 3, 10, 20),
+            look(105, 4, 10, 20),
+            look(1505, 4, 1410, 20),
+            look(1510, 4, 1410, 22),
+            look(1515, 5, 1411, 23),
+        ];
         let s = safepoints(&looks, false);
         assert_eq!(s.len(), 2, "{s:?}");
-        assert_eq!((s[0].ttsp_ns, s[0].at_safepoint_ns, s[0].begin_window, s[0].end_window), (1400 * MS, 2 * MS, (100 * MS, 105 * MS), (1505 * MS, 1510 * MS)));
+        assert_eq!(
+            (s[0].ttsp_ns, s[0].at_safepoint_ns, s[0].begin_window, s[0].end_window),
+            (1400 * MS, 2 * MS, (100 * MS, 105 * MS), (1505 * MS, 1510 * MS))
+        );
         // It ended 1.402 s after a point of its begin window (1502-1507 ms), inside its end window.
         assert_eq!(s[0].end_ns(), 1506 * MS);
         assert_eq!((s[1].ttsp_ns, s[1].at_safepoint_ns, s[1].count), (MS, MS, 1));
         // JDK 11: the safepoint time holds the sync time too.
-        let s = safepoints(&[look(100, 3, 10, 20), look(105, 4, 10, 20), look(1505, 4, 1410, 20), look(1510, 4, 1410, 1422)], true);
+        let s = safepoints(
+            &[
+                look(100, 3, 10, 20),
+                look(105, 4, 10, 20),
+                look(1505, 4, 1410, 20),
+                look(1510, 4, 1410, 1422),
+            ],
+            true,
+        );
         assert_eq!((s[0].ttsp_ns, s[0].at_safepoint_ns), (1400 * MS, 2 * MS));
     }
 
@@ -587,7 +777,12 @@ mod tests {
     fn a_gc_under_way_is_seen_at_the_first_look_and_timed_on_the_jvm_clock() {
         let mut l = look(5000, 9, 10, 20);
         l.hrt_ns = 4000 * MS;
-        l.gcs = vec![GcLook { invocations: 3, last_entry_ns: 3900 * MS, last_exit_ns: 3000 * MS, cycle: false }];
+        l.gcs = vec![GcLook {
+            invocations: 3,
+            last_entry_ns: 3900 * MS,
+            last_exit_ns: 3000 * MS,
+            cycle: false,
+        }];
         let mut t = Tracker::new();
         assert!(matches!(t.update(&l), SafepointState::Open { synchronized: true, .. }));
         let began = t.gc_began(&l).unwrap();
@@ -596,13 +791,26 @@ mod tests {
 
     #[test]
     fn a_concurrent_cycle_under_way_is_no_pause() {
-        assert!(counts_cycles("Shenandoah concurrent phases") && counts_cycles("Shenandoah full") && counts_cycles("Shenandoah partial"));
+        assert!(
+            counts_cycles("Shenandoah concurrent phases")
+                && counts_cycles("Shenandoah full")
+                && counts_cycles("Shenandoah partial")
+        );
         assert!(!counts_cycles("Shenandoah pauses") && !counts_cycles("Shenandoah full GC pauses"));
-        assert!(!counts_cycles("G1 concurrent cycle pauses") && !counts_cycles("Z major_concurrent cycle pauses") && !counts_cycles("PSParallelCompact"));
+        assert!(
+            !counts_cycles("G1 concurrent cycle pauses")
+                && !counts_cycles("Z major_concurrent cycle pauses")
+                && !counts_cycles("PSParallelCompact")
+        );
         // Shenandoah entered its cycle counters for the whole concurrent cycle: the first look
         // inside one sees no safepoint, and a safepoint ending meanwhile is not the cycle's.
         let mut l = look(5000, 9, 10, 20);
-        l.gcs = vec![GcLook { invocations: 3, last_entry_ns: 3900 * MS, last_exit_ns: 3000 * MS, cycle: true }];
+        l.gcs = vec![GcLook {
+            invocations: 3,
+            last_entry_ns: 3900 * MS,
+            last_exit_ns: 3000 * MS,
+            cycle: true,
+        }];
         assert_eq!(l.gc_in_progress(), None);
         assert_eq!(Tracker::new().update(&l), SafepointState::Closed);
         let mut after = look(5010, 10, 11, 22);

@@ -36,7 +36,20 @@ pub struct JvmProcess {
 
 /// Options that take a value in the next argument, which is then no main class (`jps` skips
 /// them the same way).
-const WITH_VALUE: [&str; 12] = ["-cp", "-classpath", "--class-path", "-p", "--module-path", "--add-modules", "--add-opens", "--add-exports", "--add-reads", "--patch-module", "--upgrade-module-path", "--limit-modules"];
+const WITH_VALUE: [&str; 12] = [
+    "-cp",
+    "-classpath",
+    "--class-path",
+    "-p",
+    "--module-path",
+    "--add-modules",
+    "--add-opens",
+    "--add-exports",
+    "--add-reads",
+    "--patch-module",
+    "--upgrade-module-path",
+    "--limit-modules",
+];
 
 /// The main class or jar a java command line runs: the value of `-jar` or `-m`/`--module`
 /// (`module/Class` gives `Class`), else its first argument that is no option.
@@ -45,11 +58,18 @@ pub fn main_of(cmdline: &[String]) -> String {
     while let Some(a) = args.next() {
         match a.as_str() {
             "-jar" => return args.next().cloned().unwrap_or_default(),
-            "-m" | "--module" => return args.next().map(|m| m.rsplit('/').next().unwrap_or(m).to_string()).unwrap_or_default(),
+            "-m" | "--module" => {
+                return args
+                    .next()
+                    .map(|m| m.rsplit('/').next().unwrap_or(m).to_string())
+                    .unwrap_or_default();
+            }
             o if WITH_VALUE.contains(&o) => {
                 args.next();
             }
-            o if o.starts_with("--module=") => return o["--module=".len()..].rsplit('/').next().unwrap_or("").to_string(),
+            o if o.starts_with("--module=") => {
+                return o["--module=".len()..].rsplit('/').next().unwrap_or("").to_string();
+            }
             o if o.starts_with('-') => {}
             main => return main.to_string(),
         }
@@ -65,19 +85,39 @@ pub struct Unreadable {
 }
 
 fn libjvm_home(maps: &str) -> Option<Option<PathBuf>> {
-    let lib = maps.lines().filter_map(|l| l.split_whitespace().nth(5)).find(|p| p.ends_with("/libjvm.so"))?;
+    let lib = maps
+        .lines()
+        .filter_map(|l| l.split_whitespace().nth(5))
+        .find(|p| p.ends_with("/libjvm.so"))?;
     // …/lib/server/libjvm.so → the JDK home is three levels up.
-    Some(Path::new(lib).parent().and_then(Path::parent).and_then(Path::parent).map(Path::to_path_buf))
+    Some(
+        Path::new(lib)
+            .parent()
+            .and_then(Path::parent)
+            .and_then(Path::parent)
+            .map(Path::to_path_buf),
+    )
 }
 
 /// A process's command line, split at its NULs (empty for a kernel thread or a process gone).
 pub fn cmdline(pid: i32) -> Vec<String> {
-    std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default().split(|b| *b == 0).filter(|p| !p.is_empty()).map(|p| String::from_utf8_lossy(p).into_owned()).collect()
+    std::fs::read(format!("/proc/{pid}/cmdline"))
+        .unwrap_or_default()
+        .split(|b| *b == 0)
+        .filter(|p| !p.is_empty())
+        .map(|p| String::from_utf8_lossy(p).into_owned())
+        .collect()
 }
 
 /// The pids in `/proc`, ascending.
 pub fn pids() -> Vec<i32> {
-    let mut pids: Vec<i32> = std::fs::read_dir("/proc").map(|d| d.flatten().filter_map(|e| e.file_name().to_str().and_then(|n| n.parse().ok())).collect()).unwrap_or_default();
+    let mut pids: Vec<i32> = std::fs::read_dir("/proc")
+        .map(|d| {
+            d.flatten()
+                .filter_map(|e| e.file_name().to_str().and_then(|n| n.parse().ok()))
+                .collect()
+        })
+        .unwrap_or_default();
     pids.sort_unstable();
     pids
 }
@@ -85,30 +125,47 @@ pub fn pids() -> Vec<i32> {
 /// The JVM with pid `pid`, if it is one. `Err` when it cannot be told (its maps unreadable).
 pub fn jvm(pid: i32) -> Result<Option<JvmProcess>, Unreadable> {
     let proc = PathBuf::from(format!("/proc/{pid}"));
-    let unreadable = |what: &str, e: std::io::Error| Unreadable { pid, reason: format!("cannot read its {what}: {e}") };
+    let unreadable = |what: &str, e: std::io::Error| Unreadable {
+        pid,
+        reason: format!("cannot read its {what}: {e}"),
+    };
     let maps = match std::fs::read_to_string(proc.join("maps")) {
         Ok(m) => m,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(unreadable("memory map", e)),
     };
     let Some(java_home) = libjvm_home(&maps) else { return Ok(None) };
-    let status = std::fs::read_to_string(proc.join("status")).map_err(|e| unreadable("status", e))?;
-    let uid = status.lines().find_map(|l| l.strip_prefix("Uid:")).and_then(|u| u.split_whitespace().nth(1)).and_then(|u| u.parse().ok()).unwrap_or(u32::MAX);
+    let status =
+        std::fs::read_to_string(proc.join("status")).map_err(|e| unreadable("status", e))?;
+    let uid = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Uid:"))
+        .and_then(|u| u.split_whitespace().nth(1))
+        .and_then(|u| u.parse().ok())
+        .unwrap_or(u32::MAX);
     let cmdline = cmdline(pid);
     let nspid = crate::ns::nspid(pid);
     let java_version = java_home.as_ref().and_then(|h| {
         // Inside a container's root: resolved there (a planted link stays in the container), a
         // regular file only (a planted FIFO would hang the listing).
-        let f = crate::ns::open_reached(&crate::ns::reach(&crate::ns::root(pid), &h.join("release")), libc::O_RDONLY | libc::O_NONBLOCK).ok()?;
+        let f = crate::ns::open_reached(
+            &crate::ns::reach(&crate::ns::root(pid), &h.join("release")),
+            libc::O_RDONLY | libc::O_NONBLOCK,
+        )
+        .ok()?;
         if !f.metadata().ok()?.is_file() {
             return None;
         }
         let mut release = String::new();
         std::io::Read::read_to_string(&mut std::io::Read::take(f, 64 << 10), &mut release).ok()?;
-        release.lines().find_map(|l| l.strip_prefix("JAVA_VERSION=")).map(|v| v.trim_matches('"').to_string())
+        release
+            .lines()
+            .find_map(|l| l.strip_prefix("JAVA_VERSION="))
+            .map(|v| v.trim_matches('"').to_string())
     });
     let groups = crate::cgroup::of(pid);
-    let cgroup = groups.unified.as_ref().or(groups.cpu.as_ref()).map(|g| g.path.clone()).unwrap_or_default();
+    let cgroup =
+        groups.unified.as_ref().or(groups.cpu.as_ref()).map(|g| g.path.clone()).unwrap_or_default();
     Ok(Some(JvmProcess {
         pid,
         nspid,
@@ -155,8 +212,14 @@ mod tests {
     fn the_main_class_is_read_off_the_command_line_as_jps_does() {
         assert_eq!(main_of(&line("java -Xmx1g -jar /opt/app.jar --port 8080")), "/opt/app.jar");
         assert_eq!(main_of(&line("java -cp a.jar:b.jar -Dx=y com.acme.Main arg")), "com.acme.Main");
-        assert_eq!(main_of(&line("java --module-path mods -m com.acme/com.acme.Main")), "com.acme.Main");
-        assert_eq!(main_of(&line("java --add-opens java.base/java.lang=ALL-UNNAMED --module=m/p.Main")), "p.Main");
+        assert_eq!(
+            main_of(&line("java --module-path mods -m com.acme/com.acme.Main")),
+            "com.acme.Main"
+        );
+        assert_eq!(
+            main_of(&line("java --add-opens java.base/java.lang=ALL-UNNAMED --module=m/p.Main")),
+            "p.Main"
+        );
         assert_eq!(main_of(&line("java -version")), "");
         assert_eq!(main_of(&line("/usr/bin/java")), "");
     }

@@ -37,7 +37,15 @@ pub fn parse(text: &str) -> Vec<Mapping> {
             let inode = f.next()?.parse().ok()?;
             let path = f.next().unwrap_or("").trim_start().to_string();
             let (a, b) = range.split_once('-')?;
-            Some(Mapping { start: u64::from_str_radix(a, 16).ok()?, end: u64::from_str_radix(b, 16).ok()?, perms, offset, dev, inode, path })
+            Some(Mapping {
+                start: u64::from_str_radix(a, 16).ok()?,
+                end: u64::from_str_radix(b, 16).ok()?,
+                perms,
+                offset,
+                dev,
+                inode,
+                path,
+            })
         })
         .collect();
     v.sort_by_key(|m| m.start);

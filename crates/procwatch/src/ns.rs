@@ -12,7 +12,11 @@ use std::path::{Path, PathBuf};
 
 /// The `NSpid` ids of a `status` file, outermost (ours) first: one in our pid namespace.
 fn nspids(status: &str) -> Vec<i32> {
-    status.lines().find_map(|l| l.strip_prefix("NSpid:")).map(|v| v.split_whitespace().filter_map(|n| n.parse().ok()).collect()).unwrap_or_default()
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("NSpid:"))
+        .map(|v| v.split_whitespace().filter_map(|n| n.parse().ok()).collect())
+        .unwrap_or_default()
 }
 
 /// The last `NSpid` field of a `status` file: the id in the innermost pid namespace.
@@ -22,7 +26,10 @@ fn innermost(status: &str) -> Option<i32> {
 
 /// `pid`'s own pid inside its pid namespace (`pid` itself in ours, or when it cannot be read).
 pub fn nspid(pid: i32) -> i32 {
-    std::fs::read_to_string(format!("/proc/{pid}/status")).ok().and_then(|s| innermost(&s)).unwrap_or(pid)
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| innermost(&s))
+        .unwrap_or(pid)
 }
 
 /// Whether `pid` is in another namespace of this kind (`mnt`, `pid`) than ours.
@@ -44,7 +51,11 @@ pub fn other_pid_ns(pid: i32) -> bool {
 
 /// Where `pid`'s `/` is reached from here: `/` in our mount namespace, else `/proc/<pid>/root`.
 pub fn root(pid: i32) -> PathBuf {
-    if other_mount_ns(pid) { PathBuf::from(format!("/proc/{pid}/root")) } else { PathBuf::from("/") }
+    if other_mount_ns(pid) {
+        PathBuf::from(format!("/proc/{pid}/root"))
+    } else {
+        PathBuf::from("/")
+    }
 }
 
 /// `path` as `pid` names it (absolute, in its filesystem), reached from here through `root`.
@@ -63,9 +74,13 @@ pub fn open_reached(path: &Path, flags: i32) -> std::io::Result<File> {
         let slash = rest.iter().position(|b| *b == b'/')?;
         let (pid, after) = rest.split_at(slash);
         let rel = after.strip_prefix(b"/root/")?;
-        (pid.iter().all(u8::is_ascii_digit) && !pid.is_empty()).then(|| (std::str::from_utf8(pid).unwrap_or("0").to_string(), rel.to_vec()))
+        (pid.iter().all(u8::is_ascii_digit) && !pid.is_empty())
+            .then(|| (std::str::from_utf8(pid).unwrap_or("0").to_string(), rel.to_vec()))
     });
-    let cstr = |b: &[u8]| std::ffi::CString::new(b).map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidInput));
+    let cstr = |b: &[u8]| {
+        std::ffi::CString::new(b)
+            .map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidInput))
+    };
     let flags = flags | libc::O_NOFOLLOW | libc::O_CLOEXEC;
     let fd = match inside {
         None => {
@@ -75,14 +90,25 @@ pub fn open_reached(path: &Path, flags: i32) -> std::io::Result<File> {
         }
         Some((pid, rel)) => {
             use std::os::unix::fs::OpenOptionsExt;
-            let root = File::options().read(true).custom_flags(libc::O_PATH | libc::O_DIRECTORY).open(format!("/proc/{pid}/root"))?;
+            let root = File::options()
+                .read(true)
+                .custom_flags(libc::O_PATH | libc::O_DIRECTORY)
+                .open(format!("/proc/{pid}/root"))?;
             let c = cstr(&rel)?;
             // SAFETY: open_how is plain data; zeroed is a valid value, then filled in.
             let mut how: libc::open_how = unsafe { std::mem::zeroed() };
             how.flags = flags as u64;
             how.resolve = libc::RESOLVE_IN_ROOT | libc::RESOLVE_NO_MAGICLINKS;
             // SAFETY: a directory descriptor we own, a valid C string and open_how of its size.
-            unsafe { libc::syscall(libc::SYS_openat2, root.as_raw_fd(), c.as_ptr(), &how as *const libc::open_how, std::mem::size_of::<libc::open_how>()) as i32 }
+            unsafe {
+                libc::syscall(
+                    libc::SYS_openat2,
+                    root.as_raw_fd(),
+                    c.as_ptr(),
+                    &how as *const libc::open_how,
+                    std::mem::size_of::<libc::open_how>(),
+                ) as i32
+            }
         }
     };
     if fd < 0 {
@@ -97,13 +123,18 @@ pub fn open_reached(path: &Path, flags: i32) -> std::io::Result<File> {
 pub fn host_tids(pid: i32) -> HashMap<i32, i32> {
     let mut out = HashMap::new();
     // In our pid namespace NSpid has one entry; the inner id can equal ours by chance.
-    if std::fs::read_to_string(format!("/proc/{pid}/status")).map_or(true, |s| nspids(&s).len() < 2) {
+    if std::fs::read_to_string(format!("/proc/{pid}/status")).map_or(true, |s| nspids(&s).len() < 2)
+    {
         return out;
     }
     let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return out };
     for e in dir.flatten() {
-        let Some(tid) = e.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else { continue };
-        if let Some(inner) = std::fs::read_to_string(e.path().join("status")).ok().and_then(|s| innermost(&s)) {
+        let Some(tid) = e.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else {
+            continue;
+        };
+        if let Some(inner) =
+            std::fs::read_to_string(e.path().join("status")).ok().and_then(|s| innermost(&s))
+        {
             out.insert(inner, tid);
         }
     }
@@ -132,7 +163,10 @@ mod tests {
         assert_eq!(host_tid(&HashMap::from([(8, 4242)]), 8), 4242);
         assert_eq!(host_tid(&HashMap::from([(8, 4242)]), 9), 0);
         assert_eq!(reach(Path::new("/"), Path::new("/dev/shm/x")), PathBuf::from("/dev/shm/x"));
-        assert_eq!(reach(Path::new("/proc/7/root"), Path::new("/dev/shm/x")), PathBuf::from("/proc/7/root/dev/shm/x"));
+        assert_eq!(
+            reach(Path::new("/proc/7/root"), Path::new("/dev/shm/x")),
+            PathBuf::from("/proc/7/root/dev/shm/x")
+        );
     }
 
     #[test]
@@ -144,9 +178,13 @@ mod tests {
         std::os::unix::fs::symlink(d.join("file"), d.join("link")).unwrap();
         let me = std::process::id();
         // Our own root is / : the file opens, the link (last component) does not.
-        let via_root = |name: &str| PathBuf::from(format!("/proc/{me}/root{}", d.join(name).display()));
+        let via_root =
+            |name: &str| PathBuf::from(format!("/proc/{me}/root{}", d.join(name).display()));
         assert!(open_reached(&via_root("file"), libc::O_RDONLY).is_ok());
-        assert!(open_reached(&via_root("link"), libc::O_RDONLY).is_err(), "the last component is not followed");
+        assert!(
+            open_reached(&via_root("link"), libc::O_RDONLY).is_err(),
+            "the last component is not followed"
+        );
         assert!(open_reached(&d.join("file"), libc::O_RDONLY).is_ok());
         assert!(open_reached(&d.join("link"), libc::O_RDONLY).is_err());
         let _ = std::fs::remove_dir_all(&d);

@@ -43,7 +43,16 @@ pub fn residency(path: &Path) -> io::Result<Residency> {
         return Ok(Residency { resident_pages: 0, total_pages: 0, page_size: page });
     }
     // SAFETY: a read-only shared mapping of an open file, unmapped below; never dereferenced.
-    let addr = unsafe { libc::mmap(std::ptr::null_mut(), len as usize, libc::PROT_READ, libc::MAP_SHARED, f.as_raw_fd(), 0) };
+    let addr = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len as usize,
+            libc::PROT_READ,
+            libc::MAP_SHARED,
+            f.as_raw_fd(),
+            0,
+        )
+    };
     if addr == libc::MAP_FAILED {
         return Err(io::Error::last_os_error());
     }

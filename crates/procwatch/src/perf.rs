@@ -106,7 +106,11 @@ impl ThreadSampler {
             size: std::mem::size_of::<Attr>() as u32,
             config: PERF_COUNT_SW_TASK_CLOCK,
             sample_period: period_ns,
-            sample_type: PERF_SAMPLE_IP | PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_REGS_USER | PERF_SAMPLE_STACK_USER,
+            sample_type: PERF_SAMPLE_IP
+                | PERF_SAMPLE_TID
+                | PERF_SAMPLE_TIME
+                | PERF_SAMPLE_REGS_USER
+                | PERF_SAMPLE_STACK_USER,
             flags: FLAG_EXCLUDE_KERNEL | FLAG_EXCLUDE_HV | FLAG_USE_CLOCKID,
             clockid: libc::CLOCK_MONOTONIC,
             sample_regs_user: (1 << REG_BP) | (1 << REG_SP) | (1 << REG_IP),
@@ -114,16 +118,41 @@ impl ThreadSampler {
             ..Attr::default()
         };
         // SAFETY: a valid attr of its declared size; the result is checked.
-        let fd = unsafe { libc::syscall(libc::SYS_perf_event_open, &attr as *const Attr, tid, -1i32, -1i32, PERF_FLAG_FD_CLOEXEC) } as i32;
+        let fd = unsafe {
+            libc::syscall(
+                libc::SYS_perf_event_open,
+                &attr as *const Attr,
+                tid,
+                -1i32,
+                -1i32,
+                PERF_FLAG_FD_CLOEXEC,
+            )
+        } as i32;
         if fd < 0 {
             let e = io::Error::last_os_error();
-            let paranoid = std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid").unwrap_or_default();
-            return Err(io::Error::new(e.kind(), format!("perf_event_open on thread {tid}: {e} (kernel.perf_event_paranoid is {}; 2 or less lets a user sample its own processes, root any)", paranoid.trim())));
+            let paranoid =
+                std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid").unwrap_or_default();
+            return Err(io::Error::new(
+                e.kind(),
+                format!(
+                    "perf_event_open on thread {tid}: {e} (kernel.perf_event_paranoid is {}; 2 or less lets a user sample its own processes, root any)",
+                    paranoid.trim()
+                ),
+            ));
         }
         let ring_len = PAGE * (1 + RING_PAGES);
         // SAFETY: mapping the event's ring buffer as the perf ABI asks (a control page and 2^n
         // data pages, shared, read-write so that data_tail can be written).
-        let ring = unsafe { libc::mmap(std::ptr::null_mut(), ring_len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, fd, 0) };
+        let ring = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                ring_len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                fd,
+                0,
+            )
+        };
         if ring == libc::MAP_FAILED {
             let e = io::Error::last_os_error();
             // SAFETY: our descriptor, closed once.
@@ -143,7 +172,8 @@ impl ThreadSampler {
         // SAFETY: the data pages follow the control page.
         let data = unsafe { std::slice::from_raw_parts(self.ring.add(PAGE), size as usize) };
         let byte = |at: u64| data[(at % size) as usize];
-        let copy = |at: u64, len: usize| -> Vec<u8> { (0..len as u64).map(|i| byte(at + i)).collect() };
+        let copy =
+            |at: u64, len: usize| -> Vec<u8> { (0..len as u64).map(|i| byte(at + i)).collect() };
         let word = |at: u64| u64::from_le_bytes(copy(at, 8).try_into().unwrap_or_default());
         let mut out = Vec::new();
         let mut at = self.tail;
@@ -241,7 +271,11 @@ mod tests {
         // This test binary's own code.
         let maps = crate::maps::read(std::process::id() as i32).unwrap();
         let exe = std::fs::read_link("/proc/self/exe").unwrap();
-        assert!(got.iter().all(|g| crate::maps::lookup(&maps, g.ip).is_some_and(|m| std::path::Path::new(&m.path) == exe)), "ips in this binary");
+        assert!(
+            got.iter().all(|g| crate::maps::lookup(&maps, g.ip)
+                .is_some_and(|m| std::path::Path::new(&m.path) == exe)),
+            "ips in this binary"
+        );
         assert!(s.drain().len() < got.len(), "drained samples are not read twice");
     }
 }

@@ -72,11 +72,29 @@ impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Error::Io { path, reason } => write!(f, "{}: {reason}", path.display()),
-            Error::NotPerfData { path, found } => write!(f, "{}: not a JVM perf-data file (it starts {found:02x?}, not ca fe c0 c0)", path.display()),
-            Error::Truncated { path, need, have } => write!(f, "{}: cut short: {have} bytes, the JVM's counters need {need} (still being created, or truncated)", path.display()),
-            Error::NotReady { path } => write!(f, "{}: the JVM has not finished creating its counters yet; try again in a moment", path.display()),
-            Error::Version { path, major, minor } => write!(f, "{}: perf-data version {major}.{minor}, which this stallscope does not read (it reads 2.0)", path.display()),
-            Error::BadEntry { path, index, offset, reason } => write!(f, "{}: counter entry {index} at byte {offset}: {reason}", path.display()),
+            Error::NotPerfData { path, found } => write!(
+                f,
+                "{}: not a JVM perf-data file (it starts {found:02x?}, not ca fe c0 c0)",
+                path.display()
+            ),
+            Error::Truncated { path, need, have } => write!(
+                f,
+                "{}: cut short: {have} bytes, the JVM's counters need {need} (still being created, or truncated)",
+                path.display()
+            ),
+            Error::NotReady { path } => write!(
+                f,
+                "{}: the JVM has not finished creating its counters yet; try again in a moment",
+                path.display()
+            ),
+            Error::Version { path, major, minor } => write!(
+                f,
+                "{}: perf-data version {major}.{minor}, which this stallscope does not read (it reads 2.0)",
+                path.display()
+            ),
+            Error::BadEntry { path, index, offset, reason } => {
+                write!(f, "{}: counter entry {index} at byte {offset}: {reason}", path.display())
+            }
             Error::NotFound { pid, reason } => write!(f, "pid {pid}: no perf counters: {reason}"),
         }
     }
@@ -213,7 +231,14 @@ pub fn parse_prologue(path: &Path, bytes: &[u8]) -> Result<Prologue, Error> {
     let byte_order = match bytes[4] {
         0 => ByteOrder::Big,
         1 => ByteOrder::Little,
-        o => return Err(Error::BadEntry { path: path.into(), index: 0, offset: 4, reason: format!("byte order {o} (0 or 1 expected)") }),
+        o => {
+            return Err(Error::BadEntry {
+                path: path.into(),
+                index: 0,
+                offset: 4,
+                reason: format!("byte order {o} (0 or 1 expected)"),
+            });
+        }
     };
     let (major, minor) = (bytes[5], bytes[6]);
     if major != 2 {
@@ -221,7 +246,12 @@ pub fn parse_prologue(path: &Path, bytes: &[u8]) -> Result<Prologue, Error> {
     }
     let i32_at = |at: usize| byte_order.i32(take::<4>(bytes, at).unwrap_or_default());
     let nonneg = |at: usize, what: &str| -> Result<u32, Error> {
-        u32::try_from(i32_at(at)).map_err(|_| Error::BadEntry { path: path.into(), index: 0, offset: at, reason: format!("negative {what} {}", i32_at(at)) })
+        u32::try_from(i32_at(at)).map_err(|_| Error::BadEntry {
+            path: path.into(),
+            index: 0,
+            offset: at,
+            reason: format!("negative {what} {}", i32_at(at)),
+        })
     };
     Ok(Prologue {
         byte_order,
@@ -238,24 +268,52 @@ pub fn parse_prologue(path: &Path, bytes: &[u8]) -> Result<Prologue, Error> {
 
 /// Reads the entries of `bytes` after the first `skip` (already read) up to the prologue's
 /// count, each checked against the bytes; returns them with the offset after the last.
-fn parse_entries(path: &Path, bytes: &[u8], p: &Prologue, skip: u32, mut offset: usize) -> Result<(Vec<Entry>, usize), Error> {
+fn parse_entries(
+    path: &Path,
+    bytes: &[u8],
+    p: &Prologue,
+    skip: u32,
+    mut offset: usize,
+) -> Result<(Vec<Entry>, usize), Error> {
     if p.num_entries > MAX_ENTRIES {
-        return Err(Error::BadEntry { path: path.into(), index: 0, offset: 28, reason: format!("{} entries claimed (damaged?)", p.num_entries) });
+        return Err(Error::BadEntry {
+            path: path.into(),
+            index: 0,
+            offset: 28,
+            reason: format!("{} entries claimed (damaged?)", p.num_entries),
+        });
     }
     let limit = (p.used as usize).min(bytes.len());
     let mut out = Vec::with_capacity((p.num_entries - skip.min(p.num_entries)) as usize);
     for index in skip..p.num_entries {
         let bad = |reason: String| Error::BadEntry { path: path.into(), index, offset, reason };
-        let head_end = offset.checked_add(ENTRY_HEADER_SIZE).filter(|e| *e <= limit).ok_or_else(|| bad(format!("its header runs past the {limit} bytes in use")))?;
+        let head_end = offset
+            .checked_add(ENTRY_HEADER_SIZE)
+            .filter(|e| *e <= limit)
+            .ok_or_else(|| bad(format!("its header runs past the {limit} bytes in use")))?;
         let h = &bytes[offset..head_end];
         let i32_at = |at: usize| p.byte_order.i32(h[at..at + 4].try_into().unwrap_or_default());
         let (len, name_off, vlen, doff) = (i32_at(0), i32_at(4), i32_at(8), i32_at(16));
-        let len = usize::try_from(len).ok().filter(|l| *l >= ENTRY_HEADER_SIZE).ok_or_else(|| bad(format!("length {len}")))?;
-        let end = offset.checked_add(len).filter(|e| *e <= limit).ok_or_else(|| bad(format!("length {len} runs past the {limit} bytes in use")))?;
-        let name_at = usize::try_from(name_off).ok().filter(|o| *o >= ENTRY_HEADER_SIZE && *o < len).ok_or_else(|| bad(format!("name offset {name_off} outside its {len} bytes")))?;
+        let len = usize::try_from(len)
+            .ok()
+            .filter(|l| *l >= ENTRY_HEADER_SIZE)
+            .ok_or_else(|| bad(format!("length {len}")))?;
+        let end = offset
+            .checked_add(len)
+            .filter(|e| *e <= limit)
+            .ok_or_else(|| bad(format!("length {len} runs past the {limit} bytes in use")))?;
+        let name_at = usize::try_from(name_off)
+            .ok()
+            .filter(|o| *o >= ENTRY_HEADER_SIZE && *o < len)
+            .ok_or_else(|| bad(format!("name offset {name_off} outside its {len} bytes")))?;
         let name_bytes = &bytes[offset + name_at..end];
-        let nul = name_bytes.iter().position(|b| *b == 0).ok_or_else(|| bad("its name has no end".into()))?;
-        let name = std::str::from_utf8(&name_bytes[..nul]).map_err(|_| bad("its name is not text".into()))?.to_string();
+        let nul = name_bytes
+            .iter()
+            .position(|b| *b == 0)
+            .ok_or_else(|| bad("its name has no end".into()))?;
+        let name = std::str::from_utf8(&name_bytes[..nul])
+            .map_err(|_| bad("its name is not text".into()))?
+            .to_string();
         if name.is_empty() {
             return Err(bad("an empty name".into()));
         }
@@ -264,14 +322,22 @@ fn parse_entries(path: &Path, bytes: &[u8], p: &Prologue, skip: u32, mut offset:
             b'B' => Kind::Bytes,
             o => Kind::Other(o),
         };
-        let vector_length = usize::try_from(vlen).map_err(|_| bad(format!("vector length {vlen}")))?;
+        let vector_length =
+            usize::try_from(vlen).map_err(|_| bad(format!("vector length {vlen}")))?;
         let size = match (kind, vector_length) {
             (Kind::Long, 0) => 8,
-            (Kind::Long, n) => n.checked_mul(8).ok_or_else(|| bad(format!("vector length {vlen}")))?,
+            (Kind::Long, n) => {
+                n.checked_mul(8).ok_or_else(|| bad(format!("vector length {vlen}")))?
+            }
             (_, 0) => 1,
             (_, n) => n,
         };
-        let data_at = usize::try_from(doff).ok().filter(|o| *o >= ENTRY_HEADER_SIZE && o.checked_add(size).is_some_and(|e| e <= len)).ok_or_else(|| bad(format!("data offset {doff} ({size} bytes) outside its {len} bytes")))?;
+        let data_at = usize::try_from(doff)
+            .ok()
+            .filter(|o| *o >= ENTRY_HEADER_SIZE && o.checked_add(size).is_some_and(|e| e <= len))
+            .ok_or_else(|| {
+                bad(format!("data offset {doff} ({size} bytes) outside its {len} bytes"))
+            })?;
         if kind == Kind::Long && (offset + data_at) % 8 != 0 {
             return Err(bad(format!("a 64-bit value at unaligned byte {}", offset + data_at)));
         }
@@ -294,8 +360,15 @@ pub fn value_in(bytes: &[u8], order: ByteOrder, e: &Entry) -> Value {
     match (e.kind, e.vector_length) {
         (Kind::Long, 0) => Value::Long(take::<8>(bytes, e.data_offset).map_or(0, |b| order.i64(b))),
         (_, n) => {
-            let raw = bytes.get(e.data_offset..e.data_offset + n.max(1) * if e.kind == Kind::Long { 8 } else { 1 }).unwrap_or_default();
-            if e.units == Units::String || e.kind == Kind::Bytes && e.units == Units::None && raw.contains(&0) {
+            let raw = bytes
+                .get(
+                    e.data_offset
+                        ..e.data_offset + n.max(1) * if e.kind == Kind::Long { 8 } else { 1 },
+                )
+                .unwrap_or_default();
+            if e.units == Units::String
+                || e.kind == Kind::Bytes && e.units == Units::None && raw.contains(&0)
+            {
                 let end = raw.iter().position(|b| *b == 0).unwrap_or(raw.len());
                 Value::Text(String::from_utf8_lossy(&raw[..end]).into_owned())
             } else {
@@ -325,10 +398,22 @@ fn parse_with_end(path: &Path, bytes: &[u8]) -> Result<(Parsed, usize), Error> {
         return Err(Error::NotReady { path: path.into() });
     }
     if (prologue.used as usize) > bytes.len() {
-        return Err(Error::Truncated { path: path.into(), need: prologue.used as usize, have: bytes.len() });
+        return Err(Error::Truncated {
+            path: path.into(),
+            need: prologue.used as usize,
+            have: bytes.len(),
+        });
     }
     if (prologue.entry_offset as usize) < PROLOGUE_SIZE || prologue.entry_offset > prologue.used {
-        return Err(Error::BadEntry { path: path.into(), index: 0, offset: 24, reason: format!("entries said to start at byte {}, outside {PROLOGUE_SIZE}..{}", prologue.entry_offset, prologue.used) });
+        return Err(Error::BadEntry {
+            path: path.into(),
+            index: 0,
+            offset: 24,
+            reason: format!(
+                "entries said to start at byte {}, outside {PROLOGUE_SIZE}..{}",
+                prologue.entry_offset, prologue.used
+            ),
+        });
     }
     let (entries, end) = parse_entries(path, bytes, &prologue, 0, prologue.entry_offset as usize)?;
     Ok((Parsed { prologue, entries }, end))
@@ -377,13 +462,25 @@ impl PerfData {
         let len = m.len() as usize;
         if len < PROLOGUE_SIZE {
             let mut head = Vec::new();
-            let _ = std::io::Read::read_to_end(&mut std::io::Read::take(&f, PROLOGUE_SIZE as u64), &mut head);
+            let _ = std::io::Read::read_to_end(
+                &mut std::io::Read::take(&f, PROLOGUE_SIZE as u64),
+                &mut head,
+            );
             parse_prologue(path, &head)?;
             return Err(Error::Truncated { path: path.into(), need: PROLOGUE_SIZE, have: len });
         }
         // SAFETY: a read-only shared mapping of an open regular file of this length, unmapped in
         // Drop. The JVM never shrinks its file; reads stay below its length at open.
-        let p = unsafe { libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ, libc::MAP_SHARED, f.as_raw_fd(), 0) };
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ,
+                libc::MAP_SHARED,
+                f.as_raw_fd(),
+                0,
+            )
+        };
         if p == libc::MAP_FAILED {
             return Err(io(std::io::Error::last_os_error()));
         }
@@ -403,7 +500,16 @@ impl PerfData {
         };
         let (parsed, next_entry) = parsed;
         let by_name = parsed.entries.iter().enumerate().map(|(i, e)| (e.name.clone(), i)).collect();
-        Ok(PerfData { base: p as *const u8, len, file: f, path: path.into(), prologue: parsed.prologue, entries: parsed.entries, by_name, next_entry })
+        Ok(PerfData {
+            base: p as *const u8,
+            len,
+            file: f,
+            path: path.into(),
+            prologue: parsed.prologue,
+            entries: parsed.entries,
+            by_name,
+            next_entry,
+        })
     }
 
     /// Whether the file has been removed: a JVM removes its own as it exits (measured 1-12 ms
@@ -426,7 +532,13 @@ impl PerfData {
         if p.num_entries as usize <= self.entries.len() {
             return Ok(0);
         }
-        let (added, end) = parse_entries(&self.path, self.bytes(), &p, self.entries.len() as u32, self.next_entry)?;
+        let (added, end) = parse_entries(
+            &self.path,
+            self.bytes(),
+            &p,
+            self.entries.len() as u32,
+            self.next_entry,
+        )?;
         let n = added.len();
         for e in added {
             self.by_name.insert(e.name.clone(), self.entries.len());
@@ -510,7 +622,9 @@ impl PerfData {
 
     /// Every counter and its value, in the file's order (what `jstat -snap` lists).
     pub fn snapshot(&self) -> Vec<(String, Value)> {
-        (0..self.entries.len()).map(|i| (self.entries[i].name.clone(), self.value(Counter(i)))).collect()
+        (0..self.entries.len())
+            .map(|i| (self.entries[i].name.clone(), self.value(Counter(i))))
+            .collect()
     }
 }
 
@@ -520,10 +634,15 @@ impl PerfData {
 /// may hold a file of that pid: the one owned by the JVM's user is it.
 pub fn locate(pid: i32) -> Result<PathBuf, Error> {
     use std::os::unix::fs::MetadataExt;
-    let owner = std::fs::metadata(format!("/proc/{pid}")).map_err(|e| Error::NotFound { pid, reason: format!("the process is not there ({e})") })?.uid();
+    let owner = std::fs::metadata(format!("/proc/{pid}"))
+        .map_err(|e| Error::NotFound { pid, reason: format!("the process is not there ({e})") })?
+        .uid();
     let nspid = crate::ns::nspid(pid);
     let tmp = crate::ns::reach(&crate::ns::root(pid), Path::new("/tmp"));
-    let dirs = std::fs::read_dir(&tmp).map_err(|e| Error::NotFound { pid, reason: format!("cannot list {} ({e})", tmp.display()) })?;
+    let dirs = std::fs::read_dir(&tmp).map_err(|e| Error::NotFound {
+        pid,
+        reason: format!("cannot list {} ({e})", tmp.display()),
+    })?;
     let mut denied = None;
     for d in dirs.flatten() {
         if !d.file_name().to_string_lossy().starts_with("hsperfdata_") {
@@ -537,11 +656,20 @@ pub fn locate(pid: i32) -> Result<PathBuf, Error> {
             Err(_) => {}
         }
     }
-    let flags = crate::jvms::cmdline(pid).into_iter().filter(|a| a == "-XX:-UsePerfData" || a == "-XX:+PerfDisableSharedMem").collect::<Vec<_>>();
+    let flags = crate::jvms::cmdline(pid)
+        .into_iter()
+        .filter(|a| a == "-XX:-UsePerfData" || a == "-XX:+PerfDisableSharedMem")
+        .collect::<Vec<_>>();
     let reason = match (flags.first(), denied) {
         (Some(flag), _) => format!("it was started with {flag}"),
-        (None, Some(d)) => format!("{} cannot be read by this user (the JVM's user, uid {owner}, or root can)", d.display()),
-        (None, None) => format!("no {}/hsperfdata_*/{nspid} (started with -XX:-UsePerfData or -XX:+PerfDisableSharedMem, or its /tmp is not this one)", tmp.display()),
+        (None, Some(d)) => format!(
+            "{} cannot be read by this user (the JVM's user, uid {owner}, or root can)",
+            d.display()
+        ),
+        (None, None) => format!(
+            "no {}/hsperfdata_*/{nspid} (started with -XX:-UsePerfData or -XX:+PerfDisableSharedMem, or its /tmp is not this one)",
+            tmp.display()
+        ),
     };
     Err(Error::NotFound { pid, reason })
 }
@@ -623,11 +751,18 @@ mod tests {
             let b = sample(order);
             let p = parse(Path::new("f"), &b).unwrap();
             assert_eq!(p.prologue.byte_order, order);
-            let v: Vec<(String, Value)> = p.entries.iter().map(|e| (e.name.clone(), value_in(&b, order, e))).collect();
+            let v: Vec<(String, Value)> =
+                p.entries.iter().map(|e| (e.name.clone(), value_in(&b, order, e))).collect();
             assert_eq!(v[0], ("sun.rt.safepoints".into(), Value::Long(7)));
-            assert_eq!(v[2], ("java.property.java.vm.version".into(), Value::Text("17.0.15+6".into())));
+            assert_eq!(
+                v[2],
+                ("java.property.java.vm.version".into(), Value::Text("17.0.15+6".into()))
+            );
             assert_eq!(v[3].1, Value::Long(-3));
-            assert_eq!((p.entries[1].units, p.entries[1].variability), (Units::Hertz, Variability::Constant));
+            assert_eq!(
+                (p.entries[1].units, p.entries[1].variability),
+                (Units::Hertz, Variability::Constant)
+            );
         }
     }
 
@@ -643,7 +778,11 @@ mod tests {
 
     #[test]
     fn foreign_and_unfinished_files_say_what_they_are() {
-        let e = parse(Path::new("x"), b"\x7fELF\x02\x01\x01\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0").unwrap_err();
+        let e = parse(
+            Path::new("x"),
+            b"\x7fELF\x02\x01\x01\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0",
+        )
+        .unwrap_err();
         assert!(e.to_string().contains("not a JVM perf-data file"), "{e}");
         let mut b = sample(ByteOrder::Little);
         b[7] = 0;

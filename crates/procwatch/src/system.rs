@@ -33,7 +33,14 @@ pub struct CpuTimes {
 
 impl CpuTimes {
     pub fn total(&self) -> u64 {
-        self.user + self.nice + self.system + self.idle + self.iowait + self.irq + self.softirq + self.steal
+        self.user
+            + self.nice
+            + self.system
+            + self.idle
+            + self.iowait
+            + self.irq
+            + self.softirq
+            + self.steal
     }
 }
 
@@ -41,7 +48,16 @@ pub fn cpu_times(stat: &str) -> Option<CpuTimes> {
     let l = stat.lines().find(|l| l.starts_with("cpu "))?;
     let v: Vec<u64> = l.split_whitespace().skip(1).map_while(|x| x.parse().ok()).collect();
     let g = |i: usize| v.get(i).copied().unwrap_or(0);
-    Some(CpuTimes { user: g(0), nice: g(1), system: g(2), idle: g(3), iowait: g(4), irq: g(5), softirq: g(6), steal: g(7) })
+    Some(CpuTimes {
+        user: g(0),
+        nice: g(1),
+        system: g(2),
+        idle: g(3),
+        iowait: g(4),
+        irq: g(5),
+        softirq: g(6),
+        steal: g(7),
+    })
 }
 
 pub fn read_cpu_times() -> Option<CpuTimes> {
@@ -119,7 +135,12 @@ mod tests {
         assert!(read_tlb_shootdowns().is_some(), "this machine has the TLB row");
         let c = cpu_times("cpu  10 1 20 300 4 0 2 7 0 0\ncpu0 1 2 3\n").unwrap();
         assert_eq!((c.steal, c.total()), (7, 344));
-        assert_eq!(psi_some_total_us("some avg10=3.19 avg60=2.42 avg300=0.68 total=2381711\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=0\n"), Some(2381711));
+        assert_eq!(
+            psi_some_total_us(
+                "some avg10=3.19 avg60=2.42 avg300=0.68 total=2381711\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=0\n"
+            ),
+            Some(2381711)
+        );
         let v = vmstat("pswpin 5\nallocstall_dma 1\nallocstall_normal 2\nnr_dirty 7\nbogus x\n");
         assert_eq!((v.pswpin, v.allocstall, v.nr_dirty), (5, 3, 7));
         assert!(read_vmstat().is_some());

@@ -103,10 +103,12 @@ pub fn parse_syscall(s: &str) -> Syscall {
             (Some(sp), Some(pc)) => Syscall::NotInSyscall { sp, pc },
             _ => Syscall::Unknown,
         },
-        [nr, a0, .., sp, pc] if f.len() == 9 => match (nr.parse::<i64>(), hex(a0), hex(sp), hex(pc)) {
-            (Ok(nr), Some(arg0), Some(sp), Some(pc)) => Syscall::In { nr, arg0, sp, pc },
-            _ => Syscall::Unknown,
-        },
+        [nr, a0, .., sp, pc] if f.len() == 9 => {
+            match (nr.parse::<i64>(), hex(a0), hex(sp), hex(pc)) {
+                (Ok(nr), Some(arg0), Some(sp), Some(pc)) => Syscall::In { nr, arg0, sp, pc },
+                _ => Syscall::Unknown,
+            }
+        }
         _ => Syscall::Unknown,
     }
 }
@@ -129,7 +131,10 @@ pub fn process_start_mono_ns(pid: i32) -> Option<u64> {
 
 /// Whether process `pid` is stopped (state `T`, or `t` under a tracer).
 pub fn stopped(pid: i32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat")).ok().and_then(|s| parse_stat(&s)).is_some_and(|f| matches!(f.1, 'T' | 't'))
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| parse_stat(&s))
+        .is_some_and(|f| matches!(f.1, 'T' | 't'))
 }
 
 /// Kernel functions where a thread waits inside a system call it made on purpose (parked on a
@@ -177,7 +182,13 @@ fn read_at0(f: &File, buf: &mut Vec<u8>) -> io::Result<usize> {
 
 impl TaskSampler {
     pub fn new(pid: i32) -> io::Result<TaskSampler> {
-        let mut s = TaskSampler { pid, tasks: HashMap::new(), buf: vec![0; 4096], samples_since_scan: 0, rescan_every: 50 };
+        let mut s = TaskSampler {
+            pid,
+            tasks: HashMap::new(),
+            buf: vec![0; 4096],
+            samples_since_scan: 0,
+            rescan_every: 50,
+        };
         s.rescan()?;
         Ok(s)
     }
@@ -191,7 +202,9 @@ impl TaskSampler {
         let mut seen = Vec::new();
         for e in std::fs::read_dir(format!("/proc/{}/task", self.pid))? {
             let Ok(e) = e else { continue };
-            let Some(tid) = e.file_name().to_str().and_then(|t| t.parse::<i32>().ok()) else { continue };
+            let Some(tid) = e.file_name().to_str().and_then(|t| t.parse::<i32>().ok()) else {
+                continue;
+            };
             seen.push(tid);
             if self.tasks.contains_key(&tid) {
                 continue;
@@ -234,7 +247,11 @@ impl TaskSampler {
                 continue;
             };
             let line = String::from_utf8_lossy(&buf[..n]);
-            let Some((comm, state, minflt, majflt, utime, stime, processor, _start)) = parse_stat(line.trim_end()) else { continue };
+            let Some((comm, state, minflt, majflt, utime, stime, processor, _start)) =
+                parse_stat(line.trim_end())
+            else {
+                continue;
+            };
             let (mut exec_ns, mut run_delay_ns, mut timeslices) = (0, 0, 0);
             let mut have_schedstat = false;
             if let Some(f) = &files.schedstat {
@@ -248,7 +265,13 @@ impl TaskSampler {
                 }
             }
             let unmoved = match &files.last {
-                Some((st, ex, ts, _, _, _)) => have_schedstat && state != 'R' && *st == state && *ex == exec_ns && *ts == timeslices,
+                Some((st, ex, ts, _, _, _)) => {
+                    have_schedstat
+                        && state != 'R'
+                        && *st == state
+                        && *ex == exec_ns
+                        && *ts == timeslices
+                }
                 None => false,
             };
             let (wchan, syscall, file) = if unmoved {
@@ -256,21 +279,27 @@ impl TaskSampler {
                 (w.clone(), *sc, f.clone())
             } else {
                 let wchan = match (&files.wchan, state) {
-                    (Some(f), s) if s != 'R' => read_at0(f, &mut buf).map(|n| String::from_utf8_lossy(&buf[..n]).trim().to_string()).unwrap_or_default(),
+                    (Some(f), s) if s != 'R' => read_at0(f, &mut buf)
+                        .map(|n| String::from_utf8_lossy(&buf[..n]).trim().to_string())
+                        .unwrap_or_default(),
                     _ => String::new(),
                 };
                 let syscall = match &files.syscall {
-                    Some(f) if state != 'R' && !parked_wchan(&wchan) => {
-                        read_at0(f, &mut buf).map(|n| parse_syscall(&String::from_utf8_lossy(&buf[..n]))).unwrap_or(Syscall::Unknown)
-                    }
+                    Some(f) if state != 'R' && !parked_wchan(&wchan) => read_at0(f, &mut buf)
+                        .map(|n| parse_syscall(&String::from_utf8_lossy(&buf[..n])))
+                        .unwrap_or(Syscall::Unknown),
                     _ if state == 'R' => Syscall::Running,
                     _ => Syscall::Unknown,
                 };
                 // Which file a blocked read, write or flush is about: one readlink, only for a
                 // thread that has just entered such a call.
                 let file = match syscall {
-                    Syscall::In { nr, arg0, .. } if crate::syscalls::takes_fd(nr) && arg0 < (1 << 31) => {
-                        std::fs::read_link(format!("/proc/{}/fd/{arg0}", self.pid)).ok().map(|p| p.to_string_lossy().into_owned())
+                    Syscall::In { nr, arg0, .. }
+                        if crate::syscalls::takes_fd(nr) && arg0 < (1 << 31) =>
+                    {
+                        std::fs::read_link(format!("/proc/{}/fd/{arg0}", self.pid))
+                            .ok()
+                            .map(|p| p.to_string_lossy().into_owned())
                     }
                     _ => None,
                 };
@@ -299,11 +328,17 @@ impl TaskSampler {
             self.tasks.remove(&t);
         }
         if out.is_empty() && !std::path::Path::new(&format!("/proc/{}", self.pid)).exists() {
-            return Err(io::Error::new(io::ErrorKind::NotFound, format!("pid {} has exited", self.pid)));
+            return Err(io::Error::new(
+                io::ErrorKind::NotFound,
+                format!("pid {} has exited", self.pid),
+            ));
         }
         // Only zombies left: it has exited and waits to be reaped.
         if !out.is_empty() && out.iter().all(|t| matches!(t.state, 'Z' | 'X')) {
-            return Err(io::Error::new(io::ErrorKind::NotFound, format!("pid {} has exited (a zombie)", self.pid)));
+            return Err(io::Error::new(
+                io::ErrorKind::NotFound,
+                format!("pid {} has exited (a zombie)", self.pid),
+            ));
         }
         Ok(())
     }
@@ -319,14 +354,19 @@ pub struct ProcessMemory {
 
 pub fn process_memory(pid: i32) -> Option<ProcessMemory> {
     let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let kb = |k: &str| s.lines().find_map(|l| l.strip_prefix(k)).and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok());
+    let kb = |k: &str| {
+        s.lines()
+            .find_map(|l| l.strip_prefix(k))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+    };
     Some(ProcessMemory { rss_kb: kb("VmRSS:")?, swap_kb: kb("VmSwap:").unwrap_or(0) })
 }
 
 /// `/proc/<pid>/status` context-switch counters of one thread (voluntary, involuntary).
 pub fn context_switches(pid: i32, tid: i32) -> Option<(u64, u64)> {
     let s = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/status")).ok()?;
-    let get = |k: &str| s.lines().find_map(|l| l.strip_prefix(k)).and_then(|v| v.trim().parse().ok());
+    let get =
+        |k: &str| s.lines().find_map(|l| l.strip_prefix(k)).and_then(|v| v.trim().parse().ok());
     Some((get("voluntary_ctxt_switches:")?, get("nonvoluntary_ctxt_switches:")?))
 }
 
@@ -353,29 +393,47 @@ mod tests {
         let line = "4242 (a) b) S (c) R 1 4242 4242 0 -1 4194560 100 0 3 0 57 12 0 0 20 0 1 0 9876 0 0 18446744073709551615 0 0 0 0 0 0 0 0 0 0 0 0 17 1 0 0 0 0 0";
         let (comm, state, minflt, majflt, utime, stime, cpu, start) = parse_stat(line).unwrap();
         assert_eq!(comm, "a) b) S (c");
-        assert_eq!((state, minflt, majflt, utime, stime, cpu, start), ('R', 100, 3, 57, 12, 1, 9876));
+        assert_eq!(
+            (state, minflt, majflt, utime, stime, cpu, start),
+            ('R', 100, 3, 57, 12, 1, 9876)
+        );
         assert!(parse_stat("garbage").is_none());
     }
 
     #[test]
     fn syscall_shapes() {
         assert_eq!(parse_syscall("running\n"), Syscall::Running);
-        assert_eq!(parse_syscall("-1 0x7ffd1234 0x7f00abcd\n"), Syscall::NotInSyscall { sp: 0x7ffd1234, pc: 0x7f00abcd });
-        assert_eq!(parse_syscall("202 0x7f 0x80 0x0 0x0 0x0 0x0 0x7ffd0 0x7f001\n"), Syscall::In { nr: 202, arg0: 0x7f, sp: 0x7ffd0, pc: 0x7f001 });
+        assert_eq!(
+            parse_syscall("-1 0x7ffd1234 0x7f00abcd\n"),
+            Syscall::NotInSyscall { sp: 0x7ffd1234, pc: 0x7f00abcd }
+        );
+        assert_eq!(
+            parse_syscall("202 0x7f 0x80 0x0 0x0 0x0 0x0 0x7ffd0 0x7f001\n"),
+            Syscall::In { nr: 202, arg0: 0x7f, sp: 0x7ffd0, pc: 0x7f001 }
+        );
         assert_eq!(parse_syscall(""), Syscall::Unknown);
     }
 
     #[test]
     fn samples_this_process() {
         let pid = std::process::id() as i32;
-        let h = std::thread::Builder::new().name("sleepy-sampled".into()).spawn(|| std::thread::sleep(std::time::Duration::from_millis(500))).unwrap();
+        let h = std::thread::Builder::new()
+            .name("sleepy-sampled".into())
+            .spawn(|| std::thread::sleep(std::time::Duration::from_millis(500)))
+            .unwrap();
         std::thread::sleep(std::time::Duration::from_millis(50));
         let mut s = TaskSampler::new(pid).unwrap();
         let mut v = Vec::new();
         s.sample(&mut v).unwrap();
-        let sleepy = v.iter().find(|t| t.comm == "sleepy-sampled").expect("the named thread is sampled");
+        let sleepy =
+            v.iter().find(|t| t.comm == "sleepy-sampled").expect("the named thread is sampled");
         assert_eq!(sleepy.state, 'S');
-        assert!(sleepy.wchan.contains("nanosleep") || sleepy.wchan.contains("hrtimer") || !sleepy.wchan.is_empty(), "{sleepy:?}");
+        assert!(
+            sleepy.wchan.contains("nanosleep")
+                || sleepy.wchan.contains("hrtimer")
+                || !sleepy.wchan.is_empty(),
+            "{sleepy:?}"
+        );
         assert!(v.iter().any(|t| t.tid == pid && t.exec_ns > 0));
         h.join().unwrap();
         assert!(process_starttime(pid).unwrap() > 0);
@@ -402,7 +460,8 @@ mod tests {
         let tid = rx.recv().unwrap();
         let mut seen = None;
         for _ in 0..200 {
-            let s = std::fs::read_to_string(format!("/proc/self/task/{tid}/syscall")).unwrap_or_default();
+            let s = std::fs::read_to_string(format!("/proc/self/task/{tid}/syscall"))
+                .unwrap_or_default();
             if let Syscall::In { nr, arg0, .. } = parse_syscall(&s) {
                 seen = Some((nr, arg0));
                 break;

@@ -27,17 +27,25 @@ pub enum TraceEvent {
 impl TraceEvent {
     pub fn t(&self) -> u64 {
         match self {
-            TraceEvent::PageFault { t, .. } | TraceEvent::MmapLockStart { t, .. } | TraceEvent::MmapLockAcquired { t, .. } => *t,
+            TraceEvent::PageFault { t, .. }
+            | TraceEvent::MmapLockStart { t, .. }
+            | TraceEvent::MmapLockAcquired { t, .. } => *t,
         }
     }
     pub fn tid(&self) -> i32 {
         match self {
-            TraceEvent::PageFault { tid, .. } | TraceEvent::MmapLockStart { tid, .. } | TraceEvent::MmapLockAcquired { tid, .. } => *tid,
+            TraceEvent::PageFault { tid, .. }
+            | TraceEvent::MmapLockStart { tid, .. }
+            | TraceEvent::MmapLockAcquired { tid, .. } => *tid,
         }
     }
 }
 
-const EVENTS: [&str; 3] = ["exceptions/page_fault_user", "mmap_lock/mmap_lock_start_locking", "mmap_lock/mmap_lock_acquire_returned"];
+const EVENTS: [&str; 3] = [
+    "exceptions/page_fault_user",
+    "mmap_lock/mmap_lock_start_locking",
+    "mmap_lock/mmap_lock_acquire_returned",
+];
 
 pub struct Tracer {
     dir: PathBuf,
@@ -50,8 +58,12 @@ fn tracefs() -> Option<PathBuf> {
         }
     }
     // Mounting it is allowed to whoever may trace at all.
-    let _ = std::process::Command::new("mount").args(["-t", "tracefs", "nodev", "/sys/kernel/tracing"]).status();
-    Path::new("/sys/kernel/tracing/instances").is_dir().then(|| PathBuf::from("/sys/kernel/tracing"))
+    let _ = std::process::Command::new("mount")
+        .args(["-t", "tracefs", "nodev", "/sys/kernel/tracing"])
+        .status();
+    Path::new("/sys/kernel/tracing/instances")
+        .is_dir()
+        .then(|| PathBuf::from("/sys/kernel/tracing"))
 }
 
 fn write(p: &Path, v: &str) -> io::Result<()> {
@@ -67,17 +79,26 @@ impl Tracer {
 
     /// As [`Tracer::start`], telling `announce` the instance's directory before it is made (a
     /// guardian registers its removal then, so no moment of the start leaves it behind).
-    pub fn start_announced(pid: i32, announce: &mut dyn FnMut(&Path) -> io::Result<()>) -> io::Result<Tracer> {
-        let root = tracefs().ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, "tracefs is not mounted and cannot be"))?;
+    pub fn start_announced(
+        pid: i32,
+        announce: &mut dyn FnMut(&Path) -> io::Result<()>,
+    ) -> io::Result<Tracer> {
+        let root = tracefs().ok_or_else(|| {
+            io::Error::new(io::ErrorKind::NotFound, "tracefs is not mounted and cannot be")
+        })?;
         for e in EVENTS {
             if !root.join("events").join(e).is_dir() {
-                return Err(io::Error::new(io::ErrorKind::NotFound, format!("this kernel has no {e} tracepoint")));
+                return Err(io::Error::new(
+                    io::ErrorKind::NotFound,
+                    format!("this kernel has no {e} tracepoint"),
+                ));
             }
         }
         sweep_orphans(&root);
         let dir = root.join("instances").join(format!("{PREFIX}{pid}-{}", std::process::id()));
         announce(&dir)?;
-        std::fs::create_dir(&dir).map_err(|e| io::Error::new(e.kind(), format!("creating {}: {e}", dir.display())))?;
+        std::fs::create_dir(&dir)
+            .map_err(|e| io::Error::new(e.kind(), format!("creating {}: {e}", dir.display())))?;
         let t = Tracer { dir };
         write(&t.dir.join("trace_clock"), "mono")?;
         // Per CPU. Reading the buffer formats every event in it (measured: 0.43 s of kernel time
@@ -85,7 +106,10 @@ impl Tracer {
         write(&t.dir.join("buffer_size_kb"), "1024")?;
         write(&t.dir.join("options/overwrite"), "1")?;
         write(&t.dir.join("options/event-fork"), "1")?;
-        let tids: Vec<String> = std::fs::read_dir(format!("/proc/{pid}/task"))?.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect();
+        let tids: Vec<String> = std::fs::read_dir(format!("/proc/{pid}/task"))?
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
         write(&t.dir.join("set_event_pid"), &tids.join(" "))?;
         for e in EVENTS {
             write(&t.dir.join("events").join(e).join("enable"), "1")?;
@@ -122,7 +146,13 @@ impl TraceReader {
     /// Events of `tids` between `from` and `to` (CLOCK_MONOTONIC ns).
     pub fn read(&self, tids: &[i32], from: u64, to: u64) -> io::Result<Vec<TraceEvent>> {
         let text = std::fs::read_to_string(&self.file)?;
-        Ok(text.lines().filter_map(parse_line).filter(|e| e.t() >= from && e.t() <= to && (tids.is_empty() || tids.contains(&e.tid()))).collect())
+        Ok(text
+            .lines()
+            .filter_map(parse_line)
+            .filter(|e| {
+                e.t() >= from && e.t() <= to && (tids.is_empty() || tids.contains(&e.tid()))
+            })
+            .collect())
     }
 }
 
@@ -138,7 +168,8 @@ const PREFIX: &str = "stallscope-";
 /// Switches a tracefs instance off and removes it. Harmless when it is already gone, and a
 /// no-op for any directory that is not one of our instances.
 pub fn remove_instance(dir: &Path) {
-    let ours = dir.parent().is_some_and(|p| p.ends_with("instances")) && dir.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with(PREFIX));
+    let ours = dir.parent().is_some_and(|p| p.ends_with("instances"))
+        && dir.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with(PREFIX));
     if !ours || !dir.is_dir() {
         return;
     }
@@ -190,12 +221,26 @@ pub fn parse_line(l: &str) -> Option<TraceEvent> {
     let tid: i32 = task.rsplit_once('-')?.1.parse().ok()?;
     let ts = h.last()?;
     let (s, us) = ts.split_once('.')?;
-    let t = s.parse::<u64>().ok()? * 1_000_000_000 + format!("{us:0<9}")[..9].parse::<u64>().ok()?;
-    let field = |k: &str| fields.split_whitespace().find_map(|f| f.strip_prefix(k)?.strip_prefix('='));
+    let t =
+        s.parse::<u64>().ok()? * 1_000_000_000 + format!("{us:0<9}")[..9].parse::<u64>().ok()?;
+    let field =
+        |k: &str| fields.split_whitespace().find_map(|f| f.strip_prefix(k)?.strip_prefix('='));
     Some(match name {
-        "page_fault_user" => TraceEvent::PageFault { t, tid, address: hex(field("address")?)?, ip: hex(field("ip")?)? },
-        "mmap_lock_start_locking" => TraceEvent::MmapLockStart { t, tid, write: field("write")? == "true" },
-        "mmap_lock_acquire_returned" => TraceEvent::MmapLockAcquired { t, tid, write: field("write")? == "true", success: field("success")? == "true" },
+        "page_fault_user" => TraceEvent::PageFault {
+            t,
+            tid,
+            address: hex(field("address")?)?,
+            ip: hex(field("ip")?)?,
+        },
+        "mmap_lock_start_locking" => {
+            TraceEvent::MmapLockStart { t, tid, write: field("write")? == "true" }
+        }
+        "mmap_lock_acquire_returned" => TraceEvent::MmapLockAcquired {
+            t,
+            tid,
+            write: field("write")? == "true",
+            success: field("success")? == "true",
+        },
         _ => return None,
     })
 }
@@ -207,9 +252,25 @@ mod tests {
     #[test]
     fn trace_lines() {
         let e = parse_line("           java-4242    [001] d..1.  4300.123456: page_fault_user: address=0x7f0000001000 ip=0x7f0000a00010 error_code=0x4").unwrap();
-        assert_eq!(e, TraceEvent::PageFault { t: 4_300_123_456_000, tid: 4242, address: 0x7f0000001000, ip: 0x7f0000a00010 });
+        assert_eq!(
+            e,
+            TraceEvent::PageFault {
+                t: 4_300_123_456_000,
+                tid: 4242,
+                address: 0x7f0000001000,
+                ip: 0x7f0000a00010
+            }
+        );
         let e = parse_line(" reader-thread-77 [000] ..... 12.000001: mmap_lock_acquire_returned: mm=00000000abcd memcg_id=1 write=false success=true").unwrap();
-        assert_eq!(e, TraceEvent::MmapLockAcquired { t: 12_000_001_000, tid: 77, write: false, success: true });
+        assert_eq!(
+            e,
+            TraceEvent::MmapLockAcquired {
+                t: 12_000_001_000,
+                tid: 77,
+                write: false,
+                success: true
+            }
+        );
         assert!(parse_line("# tracer: nop").is_none());
         assert!(parse_line("garbage").is_none());
     }
@@ -225,7 +286,10 @@ mod tests {
         std::hint::black_box(&v);
         let to = crate::clock::mono_ns();
         let ev = t.read(&[], from, to).unwrap();
-        assert!(ev.iter().any(|e| matches!(e, TraceEvent::PageFault { .. })), "touching 64 MB faults");
+        assert!(
+            ev.iter().any(|e| matches!(e, TraceEvent::PageFault { .. })),
+            "touching 64 MB faults"
+        );
         let dir = t.dir.clone();
         drop(t);
         assert!(!dir.exists(), "the instance is removed");

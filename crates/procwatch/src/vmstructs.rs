@@ -32,9 +32,13 @@ pub enum Error {
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Error::NoLibjvm { pid } => write!(f, "pid {pid}: no libjvm.so is mapped (not a HotSpot JVM, or it has exited)"),
+            Error::NoLibjvm { pid } => {
+                write!(f, "pid {pid}: no libjvm.so is mapped (not a HotSpot JVM, or it has exited)")
+            }
             Error::Library { path, reason } => write!(f, "{}: {reason}", path.display()),
-            Error::Memory { pid, address, reason } => write!(f, "pid {pid}: cannot read its memory at {address:#x}: {reason}"),
+            Error::Memory { pid, address, reason } => {
+                write!(f, "pid {pid}: cannot read its memory at {address:#x}: {reason}")
+            }
             Error::Table { reason } => write!(f, "the JVM's structure tables: {reason}"),
         }
     }
@@ -54,7 +58,8 @@ impl Memory {
         if buf.is_empty() {
             return Ok(0);
         }
-        let local = libc::iovec { iov_base: buf.as_mut_ptr() as *mut libc::c_void, iov_len: buf.len() };
+        let local =
+            libc::iovec { iov_base: buf.as_mut_ptr() as *mut libc::c_void, iov_len: buf.len() };
         let remote = libc::iovec { iov_base: address as *mut libc::c_void, iov_len: buf.len() };
         // SAFETY: one local buffer we own, of its length; the remote range is only read by the
         // kernel, which checks it.
@@ -70,7 +75,11 @@ impl Memory {
     pub fn read(&self, address: u64, buf: &mut [u8]) -> Result<(), Error> {
         let n = self.read_some(address, buf)?;
         if n < buf.len() {
-            return Err(Error::Memory { pid: self.pid, address, reason: format!("only {n} of {} bytes are mapped", buf.len()) });
+            return Err(Error::Memory {
+                pid: self.pid,
+                address,
+                reason: format!("only {n} of {} bytes are mapped", buf.len()),
+            });
         }
         Ok(())
     }
@@ -137,7 +146,8 @@ pub struct Libjvm {
 /// Finds `libjvm.so` in `pid`'s maps.
 pub fn libjvm(pid: i32) -> Result<Libjvm, Error> {
     let maps = crate::maps::read(pid).map_err(|_| Error::NoLibjvm { pid })?;
-    let ours: Vec<&crate::maps::Mapping> = maps.iter().filter(|m| m.path.ends_with("/libjvm.so")).collect();
+    let ours: Vec<&crate::maps::Mapping> =
+        maps.iter().filter(|m| m.path.ends_with("/libjvm.so")).collect();
     let first = ours.iter().min_by_key(|m| m.start).ok_or(Error::NoLibjvm { pid })?;
     let text = ours.iter().find(|m| m.perms.contains('x')).map_or((0, 0), |m| (m.start, m.end));
     let reached = crate::ns::reach(&crate::ns::root(pid), Path::new(&first.path));
@@ -154,10 +164,14 @@ fn lib_err(path: &Path, reason: impl Into<String>) -> Error {
 fn read_at(f: &File, path: &Path, off: u64, len: usize) -> Result<Vec<u8>, Error> {
     let size = f.metadata().map(|m| m.len()).unwrap_or(0);
     if off.checked_add(len as u64).is_none_or(|end| end > size) {
-        return Err(lib_err(path, format!("a {len}-byte table at byte {off}, past its end (damaged?)")));
+        return Err(lib_err(
+            path,
+            format!("a {len}-byte table at byte {off}, past its end (damaged?)"),
+        ));
     }
     let mut b = vec![0u8; len];
-    f.read_exact_at(&mut b, off).map_err(|e| lib_err(path, format!("cannot read {len} bytes at {off}: {e}")))?;
+    f.read_exact_at(&mut b, off)
+        .map_err(|e| lib_err(path, format!("cannot read {len} bytes at {off}: {e}")))?;
     Ok(b)
 }
 
@@ -183,22 +197,40 @@ fn elf_header(f: &File, path: &Path) -> Result<Vec<u8>, Error> {
 
 /// The lowest virtual address of a loadable segment.
 fn elf_lowest_load(path: &Path) -> Result<u64, Error> {
-    let f = crate::ns::open_reached(path, libc::O_RDONLY).map_err(|e| lib_err(path, e.to_string()))?;
+    let f =
+        crate::ns::open_reached(path, libc::O_RDONLY).map_err(|e| lib_err(path, e.to_string()))?;
     let h = elf_header(&f, path)?;
     let (phoff, phentsize, phnum) = (le64(&h, 32), le16(&h, 54) as usize, le16(&h, 56) as usize);
     let ph = read_at(&f, path, phoff, phentsize * phnum)?;
-    (0..phnum).filter(|i| le32(&ph, i * phentsize) == 1).map(|i| le64(&ph, i * phentsize + 16)).min().ok_or_else(|| lib_err(path, "no loadable segment"))
+    (0..phnum)
+        .filter(|i| le32(&ph, i * phentsize) == 1)
+        .map(|i| le64(&ph, i * phentsize + 16))
+        .min()
+        .ok_or_else(|| lib_err(path, "no loadable segment"))
 }
 
 /// The dynamic symbols of an ELF file whose names satisfy `want`: name → value (an address in
 /// the file's own numbering).
-pub fn dynamic_symbols(path: &Path, want: &dyn Fn(&str) -> bool) -> Result<HashMap<String, u64>, Error> {
-    let f = crate::ns::open_reached(path, libc::O_RDONLY).map_err(|e| lib_err(path, e.to_string()))?;
+pub fn dynamic_symbols(
+    path: &Path,
+    want: &dyn Fn(&str) -> bool,
+) -> Result<HashMap<String, u64>, Error> {
+    let f =
+        crate::ns::open_reached(path, libc::O_RDONLY).map_err(|e| lib_err(path, e.to_string()))?;
     let h = elf_header(&f, path)?;
     let (shoff, shentsize, shnum) = (le64(&h, 40), le16(&h, 58) as usize, le16(&h, 60) as usize);
     let sh = read_at(&f, path, shoff, shentsize * shnum)?;
-    let section = |i: usize| (le32(&sh, i * shentsize + 4), le64(&sh, i * shentsize + 24), le64(&sh, i * shentsize + 32), le32(&sh, i * shentsize + 40));
-    let dynsym = (0..shnum).find(|i| section(*i).0 == 11).ok_or_else(|| lib_err(path, "no dynamic symbol table"))?;
+    let section = |i: usize| {
+        (
+            le32(&sh, i * shentsize + 4),
+            le64(&sh, i * shentsize + 24),
+            le64(&sh, i * shentsize + 32),
+            le32(&sh, i * shentsize + 40),
+        )
+    };
+    let dynsym = (0..shnum)
+        .find(|i| section(*i).0 == 11)
+        .ok_or_else(|| lib_err(path, "no dynamic symbol table"))?;
     let (_, sym_off, sym_size, link) = section(dynsym);
     let (_, str_off, str_size, _) = section(link as usize);
     let syms = read_at(&f, path, sym_off, sym_size as usize)?;
@@ -271,17 +303,23 @@ impl VmStructs {
         let mem = Memory { pid };
         // Each symbol is a variable in libjvm holding the value (a pointer or an offset).
         let var = |name: &str| -> Result<u64, Error> {
-            let at = syms.get(name).ok_or_else(|| lib_err(&lib.path, format!("{name} is not exported (not a HotSpot libjvm.so?)")))?;
+            let at = syms.get(name).ok_or_else(|| {
+                lib_err(&lib.path, format!("{name} is not exported (not a HotSpot libjvm.so?)"))
+            })?;
             mem.u64(lib.bias.wrapping_add(*at))
         };
         for s in SYMBOLS {
             if !syms.contains_key(s) {
-                return Err(lib_err(&lib.path, format!("{s} is not exported (not a HotSpot libjvm.so?)")));
+                return Err(lib_err(
+                    &lib.path,
+                    format!("{s} is not exported (not a HotSpot libjvm.so?)"),
+                ));
             }
         }
         let mut fields = HashMap::new();
         {
-            let (base, stride) = (var("gHotSpotVMStructs")?, var("gHotSpotVMStructEntryArrayStride")?);
+            let (base, stride) =
+                (var("gHotSpotVMStructs")?, var("gHotSpotVMStructEntryArrayStride")?);
             let (tn, fnm, ts, st, off, addr) = (
                 var("gHotSpotVMStructEntryTypeNameOffset")?,
                 var("gHotSpotVMStructEntryFieldNameOffset")?,
@@ -315,7 +353,8 @@ impl VmStructs {
         let mut sizes = HashMap::new();
         {
             let (base, stride) = (var("gHotSpotVMTypes")?, var("gHotSpotVMTypeEntryArrayStride")?);
-            let (tn, sz) = (var("gHotSpotVMTypeEntryTypeNameOffset")?, var("gHotSpotVMTypeEntrySizeOffset")?);
+            let (tn, sz) =
+                (var("gHotSpotVMTypeEntryTypeNameOffset")?, var("gHotSpotVMTypeEntrySizeOffset")?);
             check_stride(stride)?;
             let mut e = vec![0u8; stride as usize];
             for i in 0..MAX_TABLE {
@@ -329,10 +368,23 @@ impl VmStructs {
         }
         let mut int_constants = HashMap::new();
         for (table, name_off, value_off, stride, wide) in [
-            ("gHotSpotVMIntConstants", "gHotSpotVMIntConstantEntryNameOffset", "gHotSpotVMIntConstantEntryValueOffset", "gHotSpotVMIntConstantEntryArrayStride", false),
-            ("gHotSpotVMLongConstants", "gHotSpotVMLongConstantEntryNameOffset", "gHotSpotVMLongConstantEntryValueOffset", "gHotSpotVMLongConstantEntryArrayStride", true),
+            (
+                "gHotSpotVMIntConstants",
+                "gHotSpotVMIntConstantEntryNameOffset",
+                "gHotSpotVMIntConstantEntryValueOffset",
+                "gHotSpotVMIntConstantEntryArrayStride",
+                false,
+            ),
+            (
+                "gHotSpotVMLongConstants",
+                "gHotSpotVMLongConstantEntryNameOffset",
+                "gHotSpotVMLongConstantEntryValueOffset",
+                "gHotSpotVMLongConstantEntryArrayStride",
+                true,
+            ),
         ] {
-            let (base, stride, no, vo) = (var(table)?, var(stride)?, var(name_off)?, var(value_off)?);
+            let (base, stride, no, vo) =
+                (var(table)?, var(stride)?, var(name_off)?, var(value_off)?);
             check_stride(stride)?;
             let mut e = vec![0u8; stride as usize];
             for i in 0..MAX_TABLE {
@@ -341,7 +393,11 @@ impl VmStructs {
                 if name == 0 {
                     break;
                 }
-                let v = if wide { le64(&e, vo as usize) as i64 } else { le32(&e, vo as usize) as i32 as i64 };
+                let v = if wide {
+                    le64(&e, vo as usize) as i64
+                } else {
+                    le32(&e, vo as usize) as i32 as i64
+                };
                 int_constants.insert(mem.cstr(name, 256)?, v);
             }
         }
@@ -353,7 +409,9 @@ impl VmStructs {
 
     /// The field `field` of `ty`.
     pub fn field(&self, ty: &str, field: &str) -> Result<&Field, Error> {
-        self.fields.get(&(ty.to_string(), field.to_string())).ok_or_else(|| Error::Table { reason: format!("no field {ty}::{field} (this JDK lays it out otherwise)") })
+        self.fields.get(&(ty.to_string(), field.to_string())).ok_or_else(|| Error::Table {
+            reason: format!("no field {ty}::{field} (this JDK lays it out otherwise)"),
+        })
     }
 
     /// The offset of instance field `field` in `ty`.
@@ -407,10 +465,15 @@ mod tests {
         let syms = dynamic_symbols(Path::new(&libc.path), &|n| n == "malloc").unwrap();
         assert!(syms.contains_key("malloc"));
         let e = dynamic_symbols(Path::new("/proc/self/status"), &|_| true).unwrap_err();
-        assert!(matches!(e, Error::Library { .. }) && e.to_string().starts_with("/proc/self/status: "), "{e}");
+        assert!(
+            matches!(e, Error::Library { .. }) && e.to_string().starts_with("/proc/self/status: "),
+            "{e}"
+        );
         let text = std::env::temp_dir().join(format!("procwatch-not-elf-{}", std::process::id()));
         std::fs::write(&text, vec![b'x'; 100]).unwrap();
-        assert!(dynamic_symbols(&text, &|_| true).unwrap_err().to_string().contains("not a 64-bit"));
+        assert!(
+            dynamic_symbols(&text, &|_| true).unwrap_err().to_string().contains("not a 64-bit")
+        );
         std::fs::remove_file(&text).unwrap();
     }
 

@@ -104,25 +104,37 @@ impl JavaVm {
     /// # Safety
     /// `vm` is the JVM's live `JavaVM`.
     pub unsafe fn jni(vm: *mut JavaVm) -> *mut c_void {
-        let f: unsafe extern "system" fn(*mut JavaVm, *mut *mut c_void, JInt) -> JInt = unsafe { slot((*vm).functions, VM_GET_ENV) };
+        let f: unsafe extern "system" fn(*mut JavaVm, *mut *mut c_void, JInt) -> JInt =
+            unsafe { slot((*vm).functions, VM_GET_ENV) };
         let mut env = std::ptr::null_mut();
-        if unsafe { f(vm, &mut env, JNI_VERSION_1_6) } == JNI_OK { env } else { std::ptr::null_mut() }
+        if unsafe { f(vm, &mut env, JNI_VERSION_1_6) } == JNI_OK {
+            env
+        } else {
+            std::ptr::null_mut()
+        }
     }
 
     /// # Safety
     /// `vm` is the JVM's live `JavaVM`.
     pub unsafe fn jvmti(vm: *mut JavaVm) -> Option<*mut JvmtiEnv> {
-        let f: unsafe extern "system" fn(*mut JavaVm, *mut *mut c_void, JInt) -> JInt = unsafe { slot((*vm).functions, VM_GET_ENV) };
+        let f: unsafe extern "system" fn(*mut JavaVm, *mut *mut c_void, JInt) -> JInt =
+            unsafe { slot((*vm).functions, VM_GET_ENV) };
         let mut env = std::ptr::null_mut();
-        (unsafe { f(vm, &mut env, JVMTI_VERSION_1_2) } == JNI_OK && !env.is_null()).then_some(env.cast())
+        (unsafe { f(vm, &mut env, JVMTI_VERSION_1_2) } == JNI_OK && !env.is_null())
+            .then_some(env.cast())
     }
 
     /// Attaches the calling thread as a daemon Java thread named `name`.
     /// # Safety
     /// `vm` is the JVM's live `JavaVM`; `name` is NUL-terminated.
     pub unsafe fn attach_daemon(vm: *mut JavaVm, name: &[u8]) -> bool {
-        let f: unsafe extern "system" fn(*mut JavaVm, *mut *mut c_void, *mut c_void) -> JInt = unsafe { slot((*vm).functions, VM_ATTACH_DAEMON) };
-        let mut args = AttachArgs { version: JNI_VERSION_1_6, name: name.as_ptr().cast(), group: std::ptr::null_mut() };
+        let f: unsafe extern "system" fn(*mut JavaVm, *mut *mut c_void, *mut c_void) -> JInt =
+            unsafe { slot((*vm).functions, VM_ATTACH_DAEMON) };
+        let mut args = AttachArgs {
+            version: JNI_VERSION_1_6,
+            name: name.as_ptr().cast(),
+            group: std::ptr::null_mut(),
+        };
         let mut env = std::ptr::null_mut();
         unsafe { f(vm, &mut env, (&mut args as *mut AttachArgs).cast()) == JNI_OK }
     }
@@ -130,7 +142,8 @@ impl JavaVm {
     /// # Safety
     /// `vm` is the JVM's live `JavaVM`, the calling thread attached.
     pub unsafe fn detach(vm: *mut JavaVm) {
-        let f: unsafe extern "system" fn(*mut JavaVm) -> JInt = unsafe { slot((*vm).functions, VM_DETACH) };
+        let f: unsafe extern "system" fn(*mut JavaVm) -> JInt =
+            unsafe { slot((*vm).functions, VM_DETACH) };
         unsafe { f(vm) };
     }
 }
@@ -140,26 +153,35 @@ impl JavaVm {
 /// `env` is a live JVMTI environment and the pointers are what the specification asks.
 impl JvmtiEnv {
     pub unsafe fn add_capabilities(env: *mut JvmtiEnv, c: &Capabilities) -> c_int {
-        let f: unsafe extern "system" fn(*mut JvmtiEnv, *const Capabilities) -> c_int = unsafe { slot((*env).functions, ADD_CAPABILITIES) };
+        let f: unsafe extern "system" fn(*mut JvmtiEnv, *const Capabilities) -> c_int =
+            unsafe { slot((*env).functions, ADD_CAPABILITIES) };
         unsafe { f(env, c) }
     }
     pub unsafe fn set_callbacks(env: *mut JvmtiEnv, cb: &[*const c_void; CALLBACKS]) -> c_int {
-        let f: unsafe extern "system" fn(*mut JvmtiEnv, *const c_void, JInt) -> c_int = unsafe { slot((*env).functions, SET_EVENT_CALLBACKS) };
+        let f: unsafe extern "system" fn(*mut JvmtiEnv, *const c_void, JInt) -> c_int =
+            unsafe { slot((*env).functions, SET_EVENT_CALLBACKS) };
         unsafe { f(env, cb.as_ptr().cast(), std::mem::size_of_val(cb) as JInt) }
     }
     pub unsafe fn enable(env: *mut JvmtiEnv, event: c_int) -> c_int {
-        let f: unsafe extern "C" fn(*mut JvmtiEnv, c_int, c_int, *mut c_void, ...) -> c_int = unsafe { slot((*env).functions, SET_EVENT_NOTIFICATION_MODE) };
+        let f: unsafe extern "C" fn(*mut JvmtiEnv, c_int, c_int, *mut c_void, ...) -> c_int =
+            unsafe { slot((*env).functions, SET_EVENT_NOTIFICATION_MODE) };
         unsafe { f(env, JVMTI_ENABLE, event, std::ptr::null_mut()) }
     }
     pub unsafe fn deallocate(env: *mut JvmtiEnv, p: *mut c_void) {
         if !p.is_null() {
-            let f: unsafe extern "system" fn(*mut JvmtiEnv, *mut c_void) -> c_int = unsafe { slot((*env).functions, DEALLOCATE) };
+            let f: unsafe extern "system" fn(*mut JvmtiEnv, *mut c_void) -> c_int =
+                unsafe { slot((*env).functions, DEALLOCATE) };
             unsafe { f(env, p) };
         }
     }
     /// Makes the JVM give every method of `class` its jmethodID, which AsyncGetCallTrace needs.
     pub unsafe fn touch_methods(env: *mut JvmtiEnv, class: JClass) {
-        let f: unsafe extern "system" fn(*mut JvmtiEnv, JClass, *mut JInt, *mut *mut JMethodId) -> c_int = unsafe { slot((*env).functions, GET_CLASS_METHODS) };
+        let f: unsafe extern "system" fn(
+            *mut JvmtiEnv,
+            JClass,
+            *mut JInt,
+            *mut *mut JMethodId,
+        ) -> c_int = unsafe { slot((*env).functions, GET_CLASS_METHODS) };
         let (mut n, mut m) = (0, std::ptr::null_mut());
         if unsafe { f(env, class, &mut n, &mut m) } == 0 {
             unsafe { Self::deallocate(env, m.cast()) };
@@ -167,7 +189,8 @@ impl JvmtiEnv {
     }
     /// Every loaded class (for an agent loaded late); the caller deallocates.
     pub unsafe fn loaded_classes(env: *mut JvmtiEnv) -> (JInt, *mut JClass) {
-        let f: unsafe extern "system" fn(*mut JvmtiEnv, *mut JInt, *mut *mut JClass) -> c_int = unsafe { slot((*env).functions, GET_LOADED_CLASSES) };
+        let f: unsafe extern "system" fn(*mut JvmtiEnv, *mut JInt, *mut *mut JClass) -> c_int =
+            unsafe { slot((*env).functions, GET_LOADED_CLASSES) };
         let (mut n, mut c) = (0, std::ptr::null_mut());
         if unsafe { f(env, &mut n, &mut c) } == 0 { (n, c) } else { (0, std::ptr::null_mut()) }
     }
@@ -181,7 +204,13 @@ impl JvmtiEnv {
         Some(s)
     }
     pub unsafe fn method_name(env: *mut JvmtiEnv, m: JMethodId) -> Option<String> {
-        let f: unsafe extern "system" fn(*mut JvmtiEnv, JMethodId, *mut *mut c_char, *mut *mut c_char, *mut *mut c_char) -> c_int = unsafe { slot((*env).functions, GET_METHOD_NAME) };
+        let f: unsafe extern "system" fn(
+            *mut JvmtiEnv,
+            JMethodId,
+            *mut *mut c_char,
+            *mut *mut c_char,
+            *mut *mut c_char,
+        ) -> c_int = unsafe { slot((*env).functions, GET_METHOD_NAME) };
         let mut name = std::ptr::null_mut();
         if unsafe { f(env, m, &mut name, std::ptr::null_mut(), std::ptr::null_mut()) } != 0 {
             return None;
@@ -189,12 +218,18 @@ impl JvmtiEnv {
         unsafe { Self::take(env, name) }
     }
     pub unsafe fn class_signature(env: *mut JvmtiEnv, m: JMethodId) -> Option<String> {
-        let f: unsafe extern "system" fn(*mut JvmtiEnv, JMethodId, *mut JClass) -> c_int = unsafe { slot((*env).functions, GET_METHOD_DECLARING_CLASS) };
+        let f: unsafe extern "system" fn(*mut JvmtiEnv, JMethodId, *mut JClass) -> c_int =
+            unsafe { slot((*env).functions, GET_METHOD_DECLARING_CLASS) };
         let mut class = std::ptr::null_mut();
         if unsafe { f(env, m, &mut class) } != 0 {
             return None;
         }
-        let g: unsafe extern "system" fn(*mut JvmtiEnv, JClass, *mut *mut c_char, *mut *mut c_char) -> c_int = unsafe { slot((*env).functions, GET_CLASS_SIGNATURE) };
+        let g: unsafe extern "system" fn(
+            *mut JvmtiEnv,
+            JClass,
+            *mut *mut c_char,
+            *mut *mut c_char,
+        ) -> c_int = unsafe { slot((*env).functions, GET_CLASS_SIGNATURE) };
         let mut sig = std::ptr::null_mut();
         if unsafe { g(env, class, &mut sig, std::ptr::null_mut()) } != 0 {
             return None;
@@ -203,7 +238,12 @@ impl JvmtiEnv {
     }
     /// The method's line number table; empty when it has none (native, or compiled without).
     pub unsafe fn lines(env: *mut JvmtiEnv, m: JMethodId) -> Vec<LineEntry> {
-        let f: unsafe extern "system" fn(*mut JvmtiEnv, JMethodId, *mut JInt, *mut *mut LineEntry) -> c_int = unsafe { slot((*env).functions, GET_LINE_NUMBER_TABLE) };
+        let f: unsafe extern "system" fn(
+            *mut JvmtiEnv,
+            JMethodId,
+            *mut JInt,
+            *mut *mut LineEntry,
+        ) -> c_int = unsafe { slot((*env).functions, GET_LINE_NUMBER_TABLE) };
         let (mut n, mut t) = (0, std::ptr::null_mut());
         if unsafe { f(env, m, &mut n, &mut t) } != 0 || t.is_null() {
             return Vec::new();

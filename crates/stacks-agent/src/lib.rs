@@ -38,7 +38,10 @@ fn recording_dir(options: *const c_char) -> Option<std::path::PathBuf> {
         return None;
     }
     let s = unsafe { std::ffi::CStr::from_ptr(options) }.to_str().ok()?;
-    s.split(',').find_map(|kv| kv.strip_prefix("dir=")).filter(|d| !d.is_empty()).map(std::path::PathBuf::from)
+    s.split(',')
+        .find_map(|kv| kv.strip_prefix("dir="))
+        .filter(|d| !d.is_empty())
+        .map(std::path::PathBuf::from)
 }
 
 fn complain(what: &str) -> c_int {
@@ -51,9 +54,15 @@ fn complain(what: &str) -> c_int {
 /// # Safety
 /// Called by the JVM with its `JavaVM` and the options after `=` in `-agentpath`.
 #[unsafe(no_mangle)]
-pub unsafe extern "system" fn Agent_OnLoad(vm: *mut JavaVm, options: *const c_char, _reserved: *mut c_void) -> c_int {
+pub unsafe extern "system" fn Agent_OnLoad(
+    vm: *mut JavaVm,
+    options: *const c_char,
+    _reserved: *mut c_void,
+) -> c_int {
     let Some(dir) = recording_dir(options) else { return complain("no dir=RECORDING option") };
-    let Some(env) = (unsafe { JavaVm::jvmti(vm) }) else { return complain("no JVMTI 1.2 environment") };
+    let Some(env) = (unsafe { JavaVm::jvmti(vm) }) else {
+        return complain("no JVMTI 1.2 environment");
+    };
     VM.store(vm, Ordering::Release);
     JVMTI.store(env, Ordering::Release);
     let mut caps = jvmti::Capabilities::default();
@@ -71,7 +80,12 @@ pub unsafe extern "system" fn Agent_OnLoad(vm: *mut JavaVm, options: *const c_ch
         return complain("cannot set JVMTI callbacks");
     }
     // AsyncGetCallTrace answers only while some agent has class-load events on.
-    for e in [jvmti::EVENT_VM_INIT, jvmti::EVENT_VM_DEATH, jvmti::EVENT_CLASS_LOAD, jvmti::EVENT_CLASS_PREPARE] {
+    for e in [
+        jvmti::EVENT_VM_INIT,
+        jvmti::EVENT_VM_DEATH,
+        jvmti::EVENT_CLASS_LOAD,
+        jvmti::EVENT_CLASS_PREPARE,
+    ] {
         if unsafe { JvmtiEnv::enable(env, e) } != 0 {
             return complain("cannot enable JVMTI events");
         }
@@ -100,8 +114,19 @@ unsafe extern "system" fn on_vm_death(env: *mut JvmtiEnv, _jni: *mut c_void) {
     writer::finish(env);
 }
 
-unsafe extern "system" fn on_class_load(_env: *mut JvmtiEnv, _jni: *mut c_void, _thread: *mut c_void, _class: *mut c_void) {}
+unsafe extern "system" fn on_class_load(
+    _env: *mut JvmtiEnv,
+    _jni: *mut c_void,
+    _thread: *mut c_void,
+    _class: *mut c_void,
+) {
+}
 
-unsafe extern "system" fn on_class_prepare(env: *mut JvmtiEnv, _jni: *mut c_void, _thread: *mut c_void, class: *mut c_void) {
+unsafe extern "system" fn on_class_prepare(
+    env: *mut JvmtiEnv,
+    _jni: *mut c_void,
+    _thread: *mut c_void,
+    class: *mut c_void,
+) {
     unsafe { JvmtiEnv::touch_methods(env, class) };
 }

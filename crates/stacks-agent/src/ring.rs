@@ -41,7 +41,18 @@ pub struct Raw {
 // READY→FREE: the writer), with acquire/release on the state.
 unsafe impl Sync for Slot {}
 
-static RING: [Slot; SLOTS] = [const { Slot { state: AtomicU32::new(FREE), data: UnsafeCell::new(Raw { t: 0, asked: 0, tid: 0, n: 0, frames: [CallFrame { lineno: 0, method: std::ptr::null_mut() }; DEPTH] }) } }; SLOTS];
+static RING: [Slot; SLOTS] = [const {
+    Slot {
+        state: AtomicU32::new(FREE),
+        data: UnsafeCell::new(Raw {
+            t: 0,
+            asked: 0,
+            tid: 0,
+            n: 0,
+            frames: [CallFrame { lineno: 0, method: std::ptr::null_mut() }; DEPTH],
+        }),
+    }
+}; SLOTS];
 static NEXT: AtomicUsize = AtomicUsize::new(0);
 pub static DROPPED: AtomicU64 = AtomicU64::new(0);
 static AGCT: AtomicPtr<c_void> = AtomicPtr::new(std::ptr::null_mut());
@@ -71,7 +82,13 @@ extern "C" fn on_signal(_sig: c_int, info: *mut libc::siginfo_t, ucontext: *mut 
     // SAFETY: errno is this thread's; it is put back as it was.
     let errno = unsafe { *libc::__errno_location() };
     // SAFETY: the kernel's siginfo for this delivery; its value is meaningful for SI_QUEUE only.
-    let asked = unsafe { if !info.is_null() && (*info).si_code == libc::SI_QUEUE { (*info).si_value().sival_ptr as u64 } else { 0 } };
+    let asked = unsafe {
+        if !info.is_null() && (*info).si_code == libc::SI_QUEUE {
+            (*info).si_value().sival_ptr as u64
+        } else {
+            0
+        }
+    };
     take(ucontext, asked);
     unsafe { *libc::__errno_location() = errno };
 }
@@ -102,7 +119,8 @@ fn take(ucontext: *mut c_void, asked: u64) {
     let mut trace = CallTrace { env, num_frames: 0, frames: raw.frames.as_mut_ptr() };
     // SAFETY: AsyncGetCallTrace is the JVM's, meant to be called from a signal handler with the
     // handler's ucontext; it writes at most DEPTH frames.
-    let f: AsyncGetCallTrace = unsafe { std::mem::transmute::<*mut c_void, AsyncGetCallTrace>(agct) };
+    let f: AsyncGetCallTrace =
+        unsafe { std::mem::transmute::<*mut c_void, AsyncGetCallTrace>(agct) };
     unsafe { f(&mut trace, DEPTH as i32, ucontext) };
     raw.n = trace.num_frames;
     slot.state.store(READY, Ordering::Release);
@@ -147,7 +165,9 @@ pub fn install() -> Result<c_int, String> {
     for sig in lo..=hi {
         // SAFETY: sigaction with a null new action only reads the current one.
         let mut old: libc::sigaction = unsafe { std::mem::zeroed() };
-        if unsafe { libc::sigaction(sig, std::ptr::null(), &mut old) } != 0 || old.sa_sigaction != libc::SIG_DFL {
+        if unsafe { libc::sigaction(sig, std::ptr::null(), &mut old) } != 0
+            || old.sa_sigaction != libc::SIG_DFL
+        {
             continue;
         }
         let mut sa: libc::sigaction = unsafe { std::mem::zeroed() };

@@ -9,12 +9,12 @@
 use crate::jvmti::{JavaVm, JvmtiEnv, LineEntry};
 use crate::ring::{self, Raw};
 use std::collections::HashMap;
+use std::ffi::c_int;
 use std::fs::File;
 use std::io::Write;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
-use std::ffi::c_int;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 /// Once woken by a stack, the thread waits this long for more before it writes them all.
@@ -40,12 +40,17 @@ static STATE: Mutex<Option<State>> = Mutex::new(None);
 static DONE: AtomicBool = AtomicBool::new(false);
 
 pub fn configure(dir: PathBuf) {
-    *STATE.lock().unwrap_or_else(|e| e.into_inner()) = Some(State { dir, out: None, methods: HashMap::new() });
+    *STATE.lock().unwrap_or_else(|e| e.into_inner()) =
+        Some(State { dir, out: None, methods: HashMap::new() });
 }
 
 fn create(p: &std::path::Path) -> std::io::Result<File> {
     use std::os::unix::fs::OpenOptionsExt;
-    std::fs::OpenOptions::new().write(true).create_new(true).custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC).open(p)
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(p)
 }
 
 /// Opens the stacks file, says the handler's signal in the ready file and starts the thread.
@@ -95,7 +100,10 @@ pub fn start(vm: *mut JavaVm, sig: i32) {
     }
     // Only now may the recorder signal: the handler and the thread that empties its ring are up.
     if let Err(e) = create(&ready).and_then(|mut f| f.write_all(format!("{sig}\n").as_bytes())) {
-        eprintln!("stallscope stacks agent: {}: {e}; the recorder will not ask for stacks", ready.display());
+        eprintln!(
+            "stallscope stacks agent: {}: {e}; the recorder will not ask for stacks",
+            ready.display()
+        );
     }
 }
 
@@ -113,7 +121,9 @@ pub fn finish(env: *mut JvmtiEnv) {
                 write(&mut e.into_inner(), env);
                 break;
             }
-            Err(std::sync::TryLockError::WouldBlock) if t0.elapsed() < EXIT_WAIT => std::thread::sleep(Duration::from_millis(1)),
+            Err(std::sync::TryLockError::WouldBlock) if t0.elapsed() < EXIT_WAIT => {
+                std::thread::sleep(Duration::from_millis(1))
+            }
             Err(std::sync::TryLockError::WouldBlock) => break,
         }
     }
@@ -164,7 +174,10 @@ fn resolve(env: *mut JvmtiEnv, m: crate::jvmti::JMethodId) -> Option<Method> {
     // an error, not a crash (HotSpot never frees them).
     let name = unsafe { JvmtiEnv::method_name(env, m) }?;
     let class = unsafe { JvmtiEnv::class_signature(env, m) }?;
-    Some(Method { name: format!("{}.{name}", class_name(&class)), lines: unsafe { JvmtiEnv::lines(env, m) } })
+    Some(Method {
+        name: format!("{}.{name}", class_name(&class)),
+        lines: unsafe { JvmtiEnv::lines(env, m) },
+    })
 }
 
 /// `Lio/x/Ledger;` → `io.x.Ledger`.
@@ -178,7 +191,11 @@ pub fn line_of(lines: &[LineEntry], bci: i32) -> Option<u32> {
     if bci < 0 {
         return None;
     }
-    lines.iter().filter(|l| l.start_location <= bci as i64).max_by_key(|l| l.start_location).and_then(|l| u32::try_from(l.line_number).ok())
+    lines
+        .iter()
+        .filter(|l| l.start_location <= bci as i64)
+        .max_by_key(|l| l.start_location)
+        .and_then(|l| u32::try_from(l.line_number).ok())
 }
 
 fn escape(s: &str, out: &mut String) {
@@ -199,8 +216,15 @@ fn escape(s: &str, out: &mut String) {
 /// how much later the handler ran; a signal that did not say when it was sent gives the
 /// handler's time.
 pub fn json_line(r: &Raw, frames: &[(String, Option<u32>, bool)]) -> String {
-    let (t, latency) = if r.asked > 0 && r.asked <= r.t { (r.asked, format!(",\"latency_ns\":{}", r.t - r.asked)) } else { (r.t, String::new()) };
-    let mut s = format!("{{\"t\":{t},\"tid\":{},\"name\":\"\",\"event\":\"signal-sample\"{latency},\"frames\":[", r.tid);
+    let (t, latency) = if r.asked > 0 && r.asked <= r.t {
+        (r.asked, format!(",\"latency_ns\":{}", r.t - r.asked))
+    } else {
+        (r.t, String::new())
+    };
+    let mut s = format!(
+        "{{\"t\":{t},\"tid\":{},\"name\":\"\",\"event\":\"signal-sample\"{latency},\"frames\":[",
+        r.tid
+    );
     for (i, (m, line, native)) in frames.iter().enumerate() {
         if i > 0 {
             s.push(',');
@@ -232,13 +256,20 @@ mod tests {
     #[test]
     fn class_names() {
         assert_eq!(class_name("Lio/x/Ledger;"), "io.x.Ledger");
-        assert_eq!(class_name("Lio/x/Main$$Lambda+0x0000000800c03000;"), "io.x.Main$$Lambda+0x0000000800c03000");
+        assert_eq!(
+            class_name("Lio/x/Main$$Lambda+0x0000000800c03000;"),
+            "io.x.Main$$Lambda+0x0000000800c03000"
+        );
         assert_eq!(class_name("odd"), "odd");
     }
 
     #[test]
     fn lines_from_bytecode_index() {
-        let t = [LineEntry { start_location: 0, line_number: 10 }, LineEntry { start_location: 7, line_number: 12 }, LineEntry { start_location: 3, line_number: 11 }];
+        let t = [
+            LineEntry { start_location: 0, line_number: 10 },
+            LineEntry { start_location: 7, line_number: 12 },
+            LineEntry { start_location: 3, line_number: 11 },
+        ];
         assert_eq!(line_of(&t, 0), Some(10));
         assert_eq!(line_of(&t, 5), Some(11));
         assert_eq!(line_of(&t, 7), Some(12));
@@ -249,14 +280,31 @@ mod tests {
 
     #[test]
     fn lines_are_json() {
-        let raw = Raw { t: 5, asked: 0, tid: 7, n: 2, frames: [CallFrame { lineno: 0, method: std::ptr::null_mut() }; ring::DEPTH] };
-        let l = json_line(&raw, &[("a.\"B\\\".c\n".into(), Some(4), false), ("x.Y.z".into(), None, true)]);
-        assert_eq!(l, "{\"t\":5,\"tid\":7,\"name\":\"\",\"event\":\"signal-sample\",\"frames\":[{\"method\":\"a.\\\"B\\\\\\\".c\\u000a\",\"line\":4},{\"method\":\"x.Y.z\",\"kind\":\"Native\"}],\"truncated\":false}\n");
+        let raw = Raw {
+            t: 5,
+            asked: 0,
+            tid: 7,
+            n: 2,
+            frames: [CallFrame { lineno: 0, method: std::ptr::null_mut() }; ring::DEPTH],
+        };
+        let l = json_line(
+            &raw,
+            &[("a.\"B\\\".c\n".into(), Some(4), false), ("x.Y.z".into(), None, true)],
+        );
+        assert_eq!(
+            l,
+            "{\"t\":5,\"tid\":7,\"name\":\"\",\"event\":\"signal-sample\",\"frames\":[{\"method\":\"a.\\\"B\\\\\\\".c\\u000a\",\"line\":4},{\"method\":\"x.Y.z\",\"kind\":\"Native\"}],\"truncated\":false}\n"
+        );
         let none = Raw { n: -10, ..raw };
-        assert!(json_line(&none, &[]).ends_with("\"frames\":[],\"truncated\":false,\"agct\":-10}\n"));
+        assert!(
+            json_line(&none, &[]).ends_with("\"frames\":[],\"truncated\":false,\"agct\":-10}\n")
+        );
         let asked = Raw { t: 900, asked: 400, ..raw };
         assert!(json_line(&asked, &[]).starts_with("{\"t\":400,\"tid\":7,\"name\":\"\",\"event\":\"signal-sample\",\"latency_ns\":500,\"frames\":[]"));
         let odd = Raw { t: 300, asked: 400, ..raw };
-        assert!(json_line(&odd, &[]).starts_with("{\"t\":300,"), "a send time after the handler's is not trusted");
+        assert!(
+            json_line(&odd, &[]).starts_with("{\"t\":300,"),
+            "a send time after the handler's is not trusted"
+        );
     }
 }

@@ -6,8 +6,8 @@
 //!
 //!   cargo run --release --example synth_recording -- OUT_DIR [HOURS] [SAFEPOINTS] [STALLS]
 
-use hdrhistogram::serialization::{Serializer, V2DeflateSerializer};
 use hdrhistogram::Histogram;
+use hdrhistogram::serialization::{Serializer, V2DeflateSerializer};
 use serde_json::json;
 use std::io::{BufWriter, Write};
 
@@ -27,7 +27,13 @@ impl Rng {
 const MONO0: u64 = 5_000_000_000_000;
 const EPOCH0_MS: i64 = 1_795_300_000_000;
 
-fn hlog(path: &std::path::Path, seconds: u64, rng: &mut Rng, stalls: &[(u64, u64)], base_ns: u64) -> std::io::Result<()> {
+fn hlog(
+    path: &std::path::Path,
+    seconds: u64,
+    rng: &mut Rng,
+    stalls: &[(u64, u64)],
+    base_ns: u64,
+) -> std::io::Result<()> {
     use base64::Engine;
     let mut out = BufWriter::new(std::fs::File::create(path)?);
     let secs = EPOCH0_MS as f64 / 1000.0;
@@ -35,7 +41,10 @@ fn hlog(path: &std::path::Path, seconds: u64, rng: &mut Rng, stalls: &[(u64, u64
     writeln!(out, "#[Histogram log format version 1.3]")?;
     writeln!(out, "#[StartTime: {secs:.3} (seconds since epoch), synthetic]")?;
     writeln!(out, "#[BaseTime: {secs:.3} (seconds since epoch)]")?;
-    writeln!(out, "\"StartTimestamp\",\"Interval_Length\",\"Interval_Max\",\"Interval_Compressed_Histogram\"")?;
+    writeln!(
+        out,
+        "\"StartTimestamp\",\"Interval_Length\",\"Interval_Max\",\"Interval_Compressed_Histogram\""
+    )?;
     let mut h = Histogram::<u64>::new_with_bounds(1, 3_600_000_000_000, 3).unwrap();
     let mut ser = V2DeflateSerializer::new();
     let mut buf = Vec::new();
@@ -53,7 +62,12 @@ fn hlog(path: &std::path::Path, seconds: u64, rng: &mut Rng, stalls: &[(u64, u64
         }
         buf.clear();
         ser.serialize(&h, &mut buf).unwrap();
-        writeln!(out, "{s}.000,1.000,{:.3},{}", h.max() as f64 / 1e6, base64::engine::general_purpose::STANDARD.encode(&buf))?;
+        writeln!(
+            out,
+            "{s}.000,1.000,{:.3},{}",
+            h.max() as f64 / 1e6,
+            base64::engine::general_purpose::STANDARD.encode(&buf)
+        )?;
     }
     out.flush()
 }
@@ -87,15 +101,30 @@ fn main() -> std::io::Result<()> {
     )?;
 
     // Stalls: evenly spread, 5 ms to 2 s, each inside a long safepoint.
-    let mut stalls: Vec<(u64, u64)> = (0..n_stalls).map(|i| ((i + 1) * span_ns / (n_stalls + 1), threshold + rng.below(2_000_000_000))).collect();
+    let mut stalls: Vec<(u64, u64)> = (0..n_stalls)
+        .map(|i| ((i + 1) * span_ns / (n_stalls + 1), threshold + rng.below(2_000_000_000)))
+        .collect();
     stalls.sort();
 
     // Safepoints: the stalls' own, then short ones spread over the rest.
-    let ops = ["G1CollectForAllocation", "Cleanup", "ThreadDump", "RevokeBias", "G1Concurrent", "HandshakeAllThreads"];
-    let mut sps: Vec<(u64, u64, u64, &str)> = stalls.iter().map(|(t, d)| (*t, *d, 200_000, "ThreadDump")).collect();
+    let ops = [
+        "G1CollectForAllocation",
+        "Cleanup",
+        "ThreadDump",
+        "RevokeBias",
+        "G1Concurrent",
+        "HandshakeAllThreads",
+    ];
+    let mut sps: Vec<(u64, u64, u64, &str)> =
+        stalls.iter().map(|(t, d)| (*t, *d, 200_000, "ThreadDump")).collect();
     while (sps.len() as u64) < n_sp {
         let t = rng.below(span_ns);
-        sps.push((t, 2_000 + rng.below(200_000), 50_000 + rng.below(5_000_000), ops[rng.below(ops.len() as u64) as usize]));
+        sps.push((
+            t,
+            2_000 + rng.below(200_000),
+            50_000 + rng.below(5_000_000),
+            ops[rng.below(ops.len() as u64) as usize],
+        ));
     }
     sps.sort_by_key(|s| s.0);
     let mut log = BufWriter::new(std::fs::File::create(dir.join("safepoint.log"))?);
@@ -117,7 +146,11 @@ fn main() -> std::io::Result<()> {
     let mut ev = BufWriter::new(std::fs::File::create(dir.join("events.jsonl"))?);
     let mut sm = BufWriter::new(std::fs::File::create(dir.join("samples.jsonl"))?);
     let mut ctx = BufWriter::new(std::fs::File::create(dir.join("context.jsonl"))?);
-    writeln!(ev, "{}", json!({"event": "meter-running", "t": MONO0 + 1_000_000, "resolution_ns": 1_000_000, "meter_tid": 4300}))?;
+    writeln!(
+        ev,
+        "{}",
+        json!({"event": "meter-running", "t": MONO0 + 1_000_000, "resolution_ns": 1_000_000, "meter_tid": 4300})
+    )?;
     let thread = |tid: u64, state: &str, exec: u64, wchan: &str| {
         json!({"tid": tid, "comm": if tid == 4301 { "worker-1".to_string() } else { format!("pool-{tid}") }, "state": state, "utime_ticks": exec / 10_000_000, "stime_ticks": 0,
                "minflt": 0, "majflt": 0, "processor": 0, "exec_ns": exec, "run_delay_ns": 0, "timeslices": 1, "wchan": wchan,
@@ -126,20 +159,52 @@ fn main() -> std::io::Result<()> {
     for (i, (t, d)) in stalls.iter().enumerate() {
         let n = i as u32 + 1;
         let start = MONO0 + t;
-        writeln!(ev, "{}", json!({"event": "stall-begin", "t": start + threshold, "stall": n, "last_tick_ns": start - 1_000_000, "expected_ns": start}))?;
-        writeln!(ctx, "{}", json!({"t": start + threshold, "stall": n, "java_threads": [{"tid": 4301, "java_id": 31, "matched": "self", "daemon": false, "name": "worker-1 (synthetic)"}], "maps": [], "mapped_files": []}))?;
+        writeln!(
+            ev,
+            "{}",
+            json!({"event": "stall-begin", "t": start + threshold, "stall": n, "last_tick_ns": start - 1_000_000, "expected_ns": start})
+        )?;
+        writeln!(
+            ctx,
+            "{}",
+            json!({"t": start + threshold, "stall": n, "java_threads": [{"tid": 4301, "java_id": 31, "matched": "self", "daemon": false, "name": "worker-1 (synthetic)"}], "maps": [], "mapped_files": []})
+        )?;
         let mut k = 0u64;
         let mut s = threshold;
         while s < *d {
-            let threads: Vec<_> = if k == 0 { (4300..4324).map(|tid| if tid == 4301 { thread(tid, "R", s, "") } else { thread(tid, "S", 1000, "futex_do_wait") }).collect() } else { vec![thread(4301, "R", s, "")] };
-            writeln!(sm, "{}", json!({"t": start + s, "stall": n, "full": k == 0, "baseline": false, "threads": threads, "gone": []}))?;
+            let threads: Vec<_> = if k == 0 {
+                (4300..4324)
+                    .map(|tid| {
+                        if tid == 4301 {
+                            thread(tid, "R", s, "")
+                        } else {
+                            thread(tid, "S", 1000, "futex_do_wait")
+                        }
+                    })
+                    .collect()
+            } else {
+                vec![thread(4301, "R", s, "")]
+            };
+            writeln!(
+                sm,
+                "{}",
+                json!({"t": start + s, "stall": n, "full": k == 0, "baseline": false, "threads": threads, "gone": []})
+            )?;
             k += 1;
             // 500 Hz for a second, then 50 Hz: keeps long stalls' samples proportionate.
             s += if s < 1_000_000_000 { 2_000_000 } else { 20_000_000 };
         }
-        writeln!(ev, "{}", json!({"event": "stall-end", "t": start + d + 100_000, "stall": n, "resumed_ns": start + d, "control_max_late_ns": 80_000, "resumed": true}))?;
+        writeln!(
+            ev,
+            "{}",
+            json!({"event": "stall-end", "t": start + d + 100_000, "stall": n, "resumed_ns": start + d, "control_max_late_ns": 80_000, "resumed": true})
+        )?;
     }
-    writeln!(ev, "{}", json!({"event": "target-exit", "t": MONO0 + span_ns, "code": 0, "signal": null}))?;
+    writeln!(
+        ev,
+        "{}",
+        json!({"event": "target-exit", "t": MONO0 + span_ns, "code": 0, "signal": null})
+    )?;
     ev.flush()?;
     sm.flush()?;
     ctx.flush()?;
@@ -165,6 +230,12 @@ fn main() -> std::io::Result<()> {
 
     hlog(&dir.join("hiccups.hlog"), seconds, &mut rng, &stalls, 50_000)?;
     hlog(&dir.join("control.hlog"), seconds, &mut rng, &[], 80_000)?;
-    eprintln!("synth_recording: {} h, {} safepoints, {} stalls in {}", hours, sps.len(), stalls.len(), dir.display());
+    eprintln!(
+        "synth_recording: {} h, {} safepoints, {} stalls in {}",
+        hours,
+        sps.len(),
+        stalls.len(),
+        dir.display()
+    );
     Ok(())
 }

@@ -5,7 +5,7 @@
 //! Invariant: every refusal becomes one line naming the pid and what to do: no such process,
 //! not a JVM, another user's JVM, a JVM that will not open its attach socket.
 
-use crate::failure::{Failure, EXIT_FAILURE};
+use crate::failure::{EXIT_FAILURE, Failure};
 use anyhow::{Context, Result};
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
@@ -45,19 +45,49 @@ impl Jvm {
         // SAFETY: geteuid has no preconditions.
         let me = unsafe { libc::geteuid() };
         if me != 0 && me != uid {
-            return Err(Failure::new(EXIT_FAILURE, format!("pid {pid} belongs to uid {uid}, not you (uid {me}): run stallscope as that user, or as root")));
+            return Err(Failure::new(
+                EXIT_FAILURE,
+                format!(
+                    "pid {pid} belongs to uid {uid}, not you (uid {me}): run stallscope as that user, or as root"
+                ),
+            ));
         }
-        let maps = std::fs::read_to_string(proc.join("maps")).map_err(|e| Failure::new(EXIT_FAILURE, format!("pid {pid}: cannot read its memory map ({e}); is it yours?")))?;
-        let libjvm = maps.lines().filter_map(|l| l.split_whitespace().nth(5)).find(|p| p.ends_with("/libjvm.so"));
+        let maps = std::fs::read_to_string(proc.join("maps")).map_err(|e| {
+            Failure::new(
+                EXIT_FAILURE,
+                format!("pid {pid}: cannot read its memory map ({e}); is it yours?"),
+            )
+        })?;
+        let libjvm = maps
+            .lines()
+            .filter_map(|l| l.split_whitespace().nth(5))
+            .find(|p| p.ends_with("/libjvm.so"));
         let Some(libjvm) = libjvm else {
             let comm = std::fs::read_to_string(proc.join("comm")).unwrap_or_default();
-            return Err(Failure::new(EXIT_FAILURE, format!("pid {pid} ({}) is not a JVM: no libjvm.so is mapped", comm.trim())));
+            return Err(Failure::new(
+                EXIT_FAILURE,
+                format!("pid {pid} ({}) is not a JVM: no libjvm.so is mapped", comm.trim()),
+            ));
         };
         // …/lib/server/libjvm.so → the JDK home is three levels up.
-        let java_home = Path::new(libjvm).parent().and_then(Path::parent).and_then(Path::parent).map(Path::to_path_buf);
-        let gid: u32 = status_field(pid, "Gid:").and_then(|g| g.split_whitespace().nth(1).and_then(|e| e.parse().ok())).unwrap_or(uid);
+        let java_home = Path::new(libjvm)
+            .parent()
+            .and_then(Path::parent)
+            .and_then(Path::parent)
+            .map(Path::to_path_buf);
+        let gid: u32 = status_field(pid, "Gid:")
+            .and_then(|g| g.split_whitespace().nth(1).and_then(|e| e.parse().ok()))
+            .unwrap_or(uid);
         let nspid = procwatch::ns::nspid(pid);
-        Ok(Jvm { pid, nspid, tmp: proc.join("root/tmp"), cwd: proc.join("cwd"), uid, gid, java_home })
+        Ok(Jvm {
+            pid,
+            nspid,
+            tmp: proc.join("root/tmp"),
+            cwd: proc.join("cwd"),
+            uid,
+            gid,
+            java_home,
+        })
     }
 
     fn socket_path(&self) -> PathBuf {
@@ -78,14 +108,22 @@ impl Jvm {
         let trigger = [self.tmp.join(&name), self.cwd.join(&name)]
             .into_iter()
             .find(|p| std::fs::write(p, b"").is_ok())
-            .with_context(|| format!("pid {}: cannot create {name} in its working directory or /tmp", self.pid))?;
+            .with_context(|| {
+                format!("pid {}: cannot create {name} in its working directory or /tmp", self.pid)
+            })?;
         // The JVM accepts a trigger file owned by its own user (or root).
         let _ = std::os::unix::fs::chown(&trigger, Some(self.uid), None);
         // A stopped JVM takes SIGQUIT only when continued, by which time the trigger file is
         // gone: it would print a full thread dump into the application's own stdout.
         if procwatch::task::stopped(self.pid) {
             let _ = std::fs::remove_file(&trigger);
-            return Err(Failure::new(EXIT_FAILURE, format!("JVM pid {} is stopped (SIGSTOP or a debugger): not signalled; continue it (kill -CONT {}) and try again", self.pid, self.pid)));
+            return Err(Failure::new(
+                EXIT_FAILURE,
+                format!(
+                    "JVM pid {} is stopped (SIGSTOP or a debugger): not signalled; continue it (kill -CONT {}) and try again",
+                    self.pid, self.pid
+                ),
+            ));
         }
         // SAFETY: plain kill; SIGQUIT makes HotSpot look for the trigger file.
         unsafe { libc::kill(self.pid, libc::SIGQUIT) };
@@ -117,14 +155,20 @@ impl Jvm {
     /// carrying the JVM's own message.
     pub fn execute(&self, cmd: &str, args: &[&str]) -> Result<String> {
         let sock = self.ensure_listener(Duration::from_secs(10))?;
-        let refused = |e: std::io::Error| Failure::new(EXIT_FAILURE, format!("JVM pid {}: the attach socket refused us ({e})", self.pid));
+        let refused = |e: std::io::Error| {
+            Failure::new(
+                EXIT_FAILURE,
+                format!("JVM pid {}: the attach socket refused us ({e})", self.pid),
+            )
+        };
         let mut s = match UnixStream::connect(&sock) {
             Ok(s) => s,
             // No one listens on it: the socket of an earlier JVM with this pid, killed before it
             // could remove it (pids are reused). Removed, and this JVM's listener started.
             Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
                 let _ = std::fs::remove_file(&sock);
-                UnixStream::connect(self.ensure_listener(Duration::from_secs(10))?).map_err(refused)?
+                UnixStream::connect(self.ensure_listener(Duration::from_secs(10))?)
+                    .map_err(refused)?
             }
             Err(e) => return Err(refused(e)),
         };
@@ -140,23 +184,40 @@ impl Jvm {
         }
         s.write_all(&req).with_context(|| format!("JVM pid {}: sending '{cmd}'", self.pid))?;
         let mut out = String::new();
-        s.read_to_string(&mut out).with_context(|| format!("JVM pid {}: reading the answer to '{cmd}'", self.pid))?;
+        s.read_to_string(&mut out)
+            .with_context(|| format!("JVM pid {}: reading the answer to '{cmd}'", self.pid))?;
         let (code, rest) = out.split_once('\n').unwrap_or((out.as_str(), ""));
         match code.trim().parse::<i32>() {
             Ok(0) => Ok(rest.to_string()),
-            Ok(c) => Err(Failure::new(EXIT_FAILURE, format!("JVM pid {} refused '{cmd}' (code {c}): {}", self.pid, rest.trim()))),
-            Err(_) => Err(Failure::new(EXIT_FAILURE, format!("JVM pid {}: unexpected answer to '{cmd}': {}", self.pid, out.trim()))),
+            Ok(c) => Err(Failure::new(
+                EXIT_FAILURE,
+                format!("JVM pid {} refused '{cmd}' (code {c}): {}", self.pid, rest.trim()),
+            )),
+            Err(_) => Err(Failure::new(
+                EXIT_FAILURE,
+                format!("JVM pid {}: unexpected answer to '{cmd}': {}", self.pid, out.trim()),
+            )),
         }
     }
 
     /// Loads a Java agent (`agentmain`): `jar` named as the JVM sees it (absolute), with `options`.
     pub fn load_agent(&self, jar: &Path, options: &str) -> Result<()> {
-        let arg = if options.is_empty() { jar.display().to_string() } else { format!("{}={options}", jar.display()) };
+        let arg = if options.is_empty() {
+            jar.display().to_string()
+        } else {
+            format!("{}={options}", jar.display())
+        };
         let out = self.execute("load", &["instrument", "false", &arg])?;
         // JDK 9+ report the agent's own result as `return code: N`.
         if let Some(rc) = out.lines().find_map(|l| l.trim().strip_prefix("return code: ")) {
             if rc.trim() != "0" {
-                return Err(Failure::new(EXIT_FAILURE, format!("JVM pid {}: the agent failed to start (return code {rc}); see the JVM's stderr", self.pid)));
+                return Err(Failure::new(
+                    EXIT_FAILURE,
+                    format!(
+                        "JVM pid {}: the agent failed to start (return code {rc}); see the JVM's stderr",
+                        self.pid
+                    ),
+                ));
             }
         }
         Ok(())

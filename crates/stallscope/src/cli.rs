@@ -257,7 +257,12 @@ pub struct WatchArgs {
     #[arg(long)]
     pub all: bool,
     /// Only JVMs whose main class, jar or command line matches this regular expression.
-    #[arg(long = "match", value_name = "REGEX", conflicts_with = "all", allow_hyphen_values = true)]
+    #[arg(
+        long = "match",
+        value_name = "REGEX",
+        conflicts_with = "all",
+        allow_hyphen_values = true
+    )]
     pub matches: Option<String>,
     /// Where the recordings go (default: $STATE_DIRECTORY under systemd, else ./stallscope-watch).
     #[arg(long, value_name = "DIR")]

@@ -66,12 +66,14 @@ pub struct Token(u64);
 impl Guard {
     /// Starts a guardian (this executable, `guard`).
     pub fn start() -> Result<Guard> {
-        let me = std::env::current_exe().context("finding stallscope's own executable for its guardian")?;
+        let me = std::env::current_exe()
+            .context("finding stallscope's own executable for its guardian")?;
         let mut cmd = Command::new(me);
         cmd.arg("guard").stdin(Stdio::piped()).stdout(Stdio::null());
         // Its own process group: Ctrl-C in a terminal reaches the owner, not the guardian.
         std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
-        let mut child = cmd.spawn().context("starting the guardian that undoes changes if stallscope dies")?;
+        let mut child =
+            cmd.spawn().context("starting the guardian that undoes changes if stallscope dies")?;
         let pipe = child.stdin.take();
         Ok(Guard { child, pipe, next: 1 })
     }
@@ -143,8 +145,12 @@ pub fn undo(change: &Undo) -> Result<()> {
             let _ = std::fs::remove_file(path);
         }
         Undo::RemoveCgroup { dir } => kill_and_remove(dir),
-        Undo::Reschedule { tid, nice, policy, rt_priority } => reschedule(*tid, *nice, *policy, *rt_priority),
-        Undo::Unboost { pid, boosted_nice, nice, policy, rt_priority } => unboost_born(*pid, *boosted_nice, *nice, *policy, *rt_priority, &[], true),
+        Undo::Reschedule { tid, nice, policy, rt_priority } => {
+            reschedule(*tid, *nice, *policy, *rt_priority)
+        }
+        Undo::Unboost { pid, boosted_nice, nice, policy, rt_priority } => {
+            unboost_born(*pid, *boosted_nice, *nice, *policy, *rt_priority, &[], true)
+        }
         Undo::Continue { pid } => {
             // SAFETY: a plain signal.
             unsafe { libc::kill(*pid, libc::SIGCONT) };
@@ -153,7 +159,8 @@ pub fn undo(change: &Undo) -> Result<()> {
             let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes())?;
             // SAFETY: a valid C string.
             if unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) } != 0 {
-                let _ = Command::new("fusermount3").args(["-u", "-z", "-q", "--"]).arg(path).status();
+                let _ =
+                    Command::new("fusermount3").args(["-u", "-z", "-q", "--"]).arg(path).status();
             }
         }
         Undo::RemoveFile { path } => {
@@ -200,13 +207,23 @@ pub fn undo(change: &Undo) -> Result<()> {
 /// (the guardian, which has time) a last pass 20 ms later must confirm it. (The kill test found
 /// such a thread left at nice -10 in CI.) Without it (the live restore, inside the recorder's
 /// watch loop, which must not sleep) the passes run back to back.
-pub fn unboost_born(pid: i32, boosted_nice: Option<i32>, nice: i32, policy: i32, rt_priority: i32, skip: &[i32], settle: bool) {
+pub fn unboost_born(
+    pid: i32,
+    boosted_nice: Option<i32>,
+    nice: i32,
+    policy: i32,
+    rt_priority: i32,
+    skip: &[i32],
+    settle: bool,
+) {
     let mut quiet_passes = 0;
     for _ in 0..50 {
         let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return };
         let mut restored = 0;
         for e in dir.flatten() {
-            let Some(tid) = e.file_name().to_str().and_then(|t| t.parse::<i32>().ok()) else { continue };
+            let Some(tid) = e.file_name().to_str().and_then(|t| t.parse::<i32>().ok()) else {
+                continue;
+            };
             if skip.contains(&tid) {
                 continue;
             }
@@ -225,7 +242,11 @@ pub fn unboost_born(pid: i32, boosted_nice: Option<i32>, nice: i32, policy: i32,
             return;
         }
         if settle {
-            std::thread::sleep(std::time::Duration::from_millis(if restored == 0 { 20 } else { 1 }));
+            std::thread::sleep(std::time::Duration::from_millis(if restored == 0 {
+                20
+            } else {
+                1
+            }));
         }
     }
 }
@@ -258,7 +279,11 @@ fn kill_and_remove(dir: &Path) {
         if !dir.exists() || std::fs::remove_dir(dir).is_ok() {
             return;
         }
-        for pid in std::fs::read_to_string(dir.join("cgroup.procs")).unwrap_or_default().lines().filter_map(|p| p.trim().parse::<i32>().ok()) {
+        for pid in std::fs::read_to_string(dir.join("cgroup.procs"))
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|p| p.trim().parse::<i32>().ok())
+        {
             // SAFETY: a plain signal to a process of a cgroup stallscope made.
             unsafe { libc::kill(pid, libc::SIGKILL) };
         }
@@ -273,7 +298,10 @@ mod tests {
 
     #[test]
     fn messages_round_trip() {
-        let m = Message::Add { id: 3, change: Undo::Reschedule { tid: 7, nice: 0, policy: 0, rt_priority: 0 } };
+        let m = Message::Add {
+            id: 3,
+            change: Undo::Reschedule { tid: 7, nice: 0, policy: 0, rt_priority: 0 },
+        };
         let text = serde_json::to_string(&m).unwrap();
         match serde_json::from_str::<Message>(&text).unwrap() {
             Message::Add { id: 3, change: Undo::Reschedule { tid: 7, .. } } => {}
@@ -296,7 +324,8 @@ mod tests {
 
     #[test]
     fn undo_is_harmless_when_already_done() {
-        let gone = std::env::temp_dir().join(format!("stallscope-guard-nothing-{}", std::process::id()));
+        let gone =
+            std::env::temp_dir().join(format!("stallscope-guard-nothing-{}", std::process::id()));
         undo(&Undo::RemoveFile { path: gone.clone() }).unwrap();
         undo(&Undo::Swapoff { path: gone.clone() }).unwrap();
         undo(&Undo::RemoveCgroup { dir: gone }).unwrap();

@@ -34,20 +34,29 @@ pub enum Line {
     Chunk(JfrChunk),
     Samples(JfrSampleChunk),
     /// What could not be read at `offset`, and why.
-    Lost { offset: u64, reason: String },
+    Lost {
+        offset: u64,
+        reason: String,
+    },
 }
 
 /// Whether the file at `path` is a JFR recording (by its first bytes, whatever its name).
 pub fn is_jfr(path: &Path) -> bool {
     let mut head = [0u8; 4];
-    std::fs::File::open(path).and_then(|mut f| std::io::Read::read_exact(&mut f, &mut head)).is_ok() && jfr::is_jfr(&head)
+    std::fs::File::open(path).and_then(|mut f| std::io::Read::read_exact(&mut f, &mut head)).is_ok()
+        && jfr::is_jfr(&head)
 }
 
 /// Reads the JFR file at `path` in a reader process, handing each line to `each` as it comes.
 /// Returns, when the reader did not finish, why (its last words, or how it died) and the offset
 /// of the last chunk it did read.
-pub fn read(path: &Path, want: &Want, each: &mut dyn FnMut(Line) -> Result<()>) -> Result<Option<String>> {
-    let exe = std::env::current_exe().context("finding stallscope's own binary to read a JFR file")?;
+pub fn read(
+    path: &Path,
+    want: &Want,
+    each: &mut dyn FnMut(Line) -> Result<()>,
+) -> Result<Option<String>> {
+    let exe =
+        std::env::current_exe().context("finding stallscope's own binary to read a JFR file")?;
     let mut cmd = Command::new(exe);
     cmd.arg("jfr-chunks");
     if let Want::Samples(tids) = want {
@@ -61,7 +70,8 @@ pub fn read(path: &Path, want: &Want, each: &mut dyn FnMut(Line) -> Result<()>) 
     unsafe {
         use std::os::unix::process::CommandExt;
         cmd.pre_exec(|| {
-            let lim = libc::rlimit { rlim_cur: READER_ADDRESS_SPACE, rlim_max: READER_ADDRESS_SPACE };
+            let lim =
+                libc::rlimit { rlim_cur: READER_ADDRESS_SPACE, rlim_max: READER_ADDRESS_SPACE };
             libc::setrlimit(libc::RLIMIT_AS, &lim);
             Ok(())
         });
@@ -81,7 +91,12 @@ pub fn read(path: &Path, want: &Want, each: &mut dyn FnMut(Line) -> Result<()>) 
     }
     // The first line says what happened (the panic hook's line, or "memory allocation of N bytes
     // failed" before an abort).
-    let why = String::from_utf8_lossy(&out.stderr).lines().map(str::trim).find(|l| !l.is_empty()).unwrap_or("").to_string();
+    let why = String::from_utf8_lossy(&out.stderr)
+        .lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .unwrap_or("")
+        .to_string();
     Ok(Some(if why.is_empty() { format!("it died ({})", out.status) } else { why }))
 }
 
@@ -90,11 +105,18 @@ pub fn read(path: &Path, want: &Want, each: &mut dyn FnMut(Line) -> Result<()>) 
 pub fn reader_main(path: &Path, samples: Option<&str>) -> Result<i32> {
     // A panic in the parser is one line on stderr for the parent to quote, not a backtrace.
     std::panic::set_hook(Box::new(|info| {
-        let msg = info.payload().downcast_ref::<&str>().map(|s| s.to_string()).or_else(|| info.payload().downcast_ref::<String>().cloned()).unwrap_or_default();
+        let msg = info
+            .payload()
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| info.payload().downcast_ref::<String>().cloned())
+            .unwrap_or_default();
         eprintln!("the JFR parser failed: {msg}");
     }));
-    let tids: Option<Vec<i64>> = samples.map(|s| s.split(',').filter(|t| !t.is_empty()).filter_map(|t| t.parse().ok()).collect());
-    let mut f = std::fs::File::open(path).with_context(|| format!("{}: cannot read it", path.display()))?;
+    let tids: Option<Vec<i64>> = samples
+        .map(|s| s.split(',').filter(|t| !t.is_empty()).filter_map(|t| t.parse().ok()).collect());
+    let mut f =
+        std::fs::File::open(path).with_context(|| format!("{}: cannot read it", path.display()))?;
     let len = f.metadata()?.len();
     let (spans, rest) = jfr::chunk_spans(&mut f, len)?;
     let mut out = std::io::stdout().lock();

@@ -8,8 +8,8 @@
 //! the recording's monotonic clock through its meta (to the millisecond, as the stacks are).
 
 use anyhow::Result;
-use doctor::recording::files;
 use doctor::Recording;
+use doctor::recording::files;
 use std::path::{Path, PathBuf};
 
 /// Reads the recording in `dir`, its safepoints from a flight recording when its log has none.
@@ -30,7 +30,9 @@ fn jfr_files(dir: &Path) -> Vec<PathBuf> {
         .flatten()
         .flatten()
         .map(|e| e.path())
-        .filter(|p| std::fs::symlink_metadata(p).is_ok_and(|m| m.is_file()) && crate::jfr::is_jfr(p))
+        .filter(|p| {
+            std::fs::symlink_metadata(p).is_ok_and(|m| m.is_file()) && crate::jfr::is_jfr(p)
+        })
         .collect();
     v.sort_by_key(|p| (p.file_name() != Some(std::ffi::OsStr::new(files::FRAMES_JFR)), p.clone()));
     v
@@ -52,7 +54,9 @@ fn fill_from_jfr(rec: &mut Recording) {
                         }
                     }
                 }
-                crate::jfr::Line::Lost { offset, reason } => lost.push(format!("byte {offset}: {reason}")),
+                crate::jfr::Line::Lost { offset, reason } => {
+                    lost.push(format!("byte {offset}: {reason}"))
+                }
                 crate::jfr::Line::Samples(_) => {}
             }
             Ok(())

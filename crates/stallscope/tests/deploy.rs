@@ -27,17 +27,25 @@ fn the_systemd_unit_verifies_and_gives_watch_only_options_it_takes() {
     let exec = unit.lines().find_map(|l| l.strip_prefix("ExecStart=")).expect("an ExecStart line");
     let help = watch_help();
     for o in options(exec) {
-        assert!(help.contains(&format!("{o} ")) || help.contains(&format!("{o}\n")), "the unit gives watch {o}, which it does not take");
+        assert!(
+            help.contains(&format!("{o} ")) || help.contains(&format!("{o}\n")),
+            "the unit gives watch {o}, which it does not take"
+        );
     }
-    let analyze = ["/usr/bin/systemd-analyze", "/bin/systemd-analyze"].into_iter().find(|p| std::path::Path::new(p).exists());
+    let analyze = ["/usr/bin/systemd-analyze", "/bin/systemd-analyze"]
+        .into_iter()
+        .find(|p| std::path::Path::new(p).exists());
     let analyze = analyze.expect("systemd-analyze is needed to check the unit (apt-get install systemd; make test's setup installs it)");
     // The unit names where `make dist` installs; pointed at this build to be verified here.
     let d = scratch("deploy-unit");
-    let here = unit.replace("/usr/local/bin/stallscope", bin()).replace("/usr/local/lib/stallscope/stallscope-agent.jar", agent_jar().to_str().unwrap());
+    let here = unit
+        .replace("/usr/local/bin/stallscope", bin())
+        .replace("/usr/local/lib/stallscope/stallscope-agent.jar", agent_jar().to_str().unwrap());
     let path = d.join("stallscope-watch.service");
     std::fs::write(&path, here).unwrap();
     let o = Command::new(analyze).arg("verify").arg(&path).output().unwrap();
-    let said = format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    let said =
+        format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
     // Only what it says of this unit counts (a container's own units may draw remarks).
     let mine: Vec<&str> = said.lines().filter(|l| l.contains("stallscope-watch.service")).collect();
     assert!(o.status.success() && mine.is_empty(), "systemd-analyze verify: {said}");
@@ -46,12 +54,17 @@ fn the_systemd_unit_verifies_and_gives_watch_only_options_it_takes() {
 
 #[test]
 fn the_daemonset_example_gives_watch_only_options_it_takes_and_the_access_it_needs() {
-    let ds = std::fs::read_to_string(root().join("docs/kubernetes/stallscope-daemonset.yaml")).unwrap();
+    let ds =
+        std::fs::read_to_string(root().join("docs/kubernetes/stallscope-daemonset.yaml")).unwrap();
     let help = watch_help();
-    let args: String = ds.lines().filter(|l| l.trim_start().starts_with("- --")).collect::<Vec<_>>().join("\n");
+    let args: String =
+        ds.lines().filter(|l| l.trim_start().starts_with("- --")).collect::<Vec<_>>().join("\n");
     assert!(!args.is_empty());
     for o in options(&args) {
-        assert!(help.contains(&format!("{o} ")) || help.contains(&format!("{o}\n")), "the DaemonSet gives watch {o}, which it does not take");
+        assert!(
+            help.contains(&format!("{o} ")) || help.contains(&format!("{o}\n")),
+            "the DaemonSet gives watch {o}, which it does not take"
+        );
     }
     for needed in ["hostPID: true", "- SYS_PTRACE", "- DAC_READ_SEARCH", "- KILL", "- watch"] {
         assert!(ds.contains(needed), "the DaemonSet lacks {needed}");
@@ -63,19 +76,29 @@ fn the_daemonset_example_gives_watch_only_options_it_takes_and_the_access_it_nee
 /// exports is checked in fleet::metrics's tests, against the exporter itself).
 #[test]
 fn the_alerting_rules_pass_promtool_and_the_dashboard_is_grafana_json() {
-    let promtool = ["/usr/bin/promtool", "/bin/promtool"].into_iter().find(|p| std::path::Path::new(p).exists());
+    let promtool = ["/usr/bin/promtool", "/bin/promtool"]
+        .into_iter()
+        .find(|p| std::path::Path::new(p).exists());
     let promtool = promtool.expect("promtool is needed to check the alerting rules (it comes with Debian's prometheus; make test's setup installs it)");
     let rules = root().join("deploy/stallscope-alerts.yml");
     let o = Command::new(promtool).args(["check", "rules"]).arg(&rules).output().unwrap();
-    let said = format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    let said =
+        format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
     assert!(o.status.success() && said.contains("SUCCESS"), "promtool check rules: {said}");
-    let d: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(root().join("deploy/grafana-dashboard.json")).unwrap()).unwrap();
+    let d: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(root().join("deploy/grafana-dashboard.json")).unwrap(),
+    )
+    .unwrap();
     assert!(d["title"].as_str().is_some_and(|t| !t.is_empty()) && d["uid"].is_string());
     let panels = d["panels"].as_array().unwrap();
     assert!(panels.len() >= 8);
     for p in panels {
-        let targets = p["targets"].as_array().unwrap_or_else(|| panic!("a panel without queries: {p}"));
-        assert!(targets.iter().all(|t| t["expr"].as_str().is_some_and(|e| e.contains("stallscope_"))), "{p}");
+        let targets =
+            p["targets"].as_array().unwrap_or_else(|| panic!("a panel without queries: {p}"));
+        assert!(
+            targets.iter().all(|t| t["expr"].as_str().is_some_and(|e| e.contains("stallscope_"))),
+            "{p}"
+        );
     }
     let kinds: Vec<&str> = panels.iter().filter_map(|p| p["type"].as_str()).collect();
     for want in ["heatmap", "table", "timeseries"] {

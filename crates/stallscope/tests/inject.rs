@@ -56,14 +56,26 @@ fn slowfs_delays_reads_and_mmap_faults_of_a_known_page() {
     // A page fault on a mapping of the file is a FUSE read too.
     let f = std::fs::File::open(&file).unwrap();
     let len = 512 * 4096;
-    let addr = unsafe { libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ, libc::MAP_SHARED, std::os::fd::AsRawFd::as_raw_fd(&f), 0) };
+    let addr = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ,
+            libc::MAP_SHARED,
+            std::os::fd::AsRawFd::as_raw_fd(&f),
+            0,
+        )
+    };
     assert_ne!(addr, libc::MAP_FAILED);
     let t = Instant::now();
     let v = unsafe { std::ptr::read_volatile((addr as *const u8).add(400 * 4096) as *const u64) };
     let fault = t.elapsed();
     unsafe { libc::munmap(addr, len) };
     assert_eq!(v, 400);
-    assert!(fault >= Duration::from_millis(300), "a major fault on the mapping waits for the delay: {fault:?}");
+    assert!(
+        fault >= Duration::from_millis(300),
+        "a major fault on the mapping waits for the delay: {fault:?}"
+    );
 }
 
 #[test]
@@ -98,20 +110,32 @@ fn slowfs_errors_reach_the_reader_and_settings_change_live() {
     std::fs::create_dir_all(&back).unwrap();
     write_file(&back.join("a.dat"), 16);
     write_file(&back.join("b.log"), 16);
-    let mut fs = Slowfs::start(&back, &mnt, &["--read-delay", "0ms", "--error-rate", "1", "--glob", "*.dat", "--max-delay", "2s"]);
+    let mut fs = Slowfs::start(
+        &back,
+        &mnt,
+        &["--read-delay", "0ms", "--error-rate", "1", "--glob", "*.dat", "--max-delay", "2s"],
+    );
     let mut buf = [0u8; 4096];
     let e = std::fs::File::open(mnt.join("a.dat")).unwrap().read_exact_at(&mut buf, 0).unwrap_err();
     assert_eq!(e.raw_os_error(), Some(libc::EIO), "{e}");
-    std::fs::File::open(mnt.join("b.log")).unwrap().read_exact_at(&mut buf, 0).expect("files outside the glob are untouched");
+    std::fs::File::open(mnt.join("b.log"))
+        .unwrap()
+        .read_exact_at(&mut buf, 0)
+        .expect("files outside the glob are untouched");
 
-    let set = |args: &[&str]| Command::new(bin()).args(["inject", "slowfs-set"]).arg(&mnt).args(args).output().unwrap();
+    let set = |args: &[&str]| {
+        Command::new(bin()).args(["inject", "slowfs-set"]).arg(&mnt).args(args).output().unwrap()
+    };
     let o = set(&["--error-rate", "0", "--read-delay", "500ms"]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert!(String::from_utf8_lossy(&o.stdout).contains("read_delay=500000000ns"));
     let p = mnt.join("a.dat");
     evict(&p);
     let (took, _) = timed_page_read(&p, 3);
-    assert!(took >= Duration::from_millis(500), "the new delay applies without a remount: {took:?}");
+    assert!(
+        took >= Duration::from_millis(500),
+        "the new delay applies without a remount: {took:?}"
+    );
     let o = set(&["--read-delay", "5s"]);
     assert!(!o.status.success(), "above --max-delay is refused");
     assert!(String::from_utf8_lossy(&o.stderr).contains("refused"));
@@ -129,7 +153,11 @@ fn slowfs_delays_writes_and_fsyncs_of_matching_files_live() {
     let d = scratch("slowfs-write");
     let (back, mnt) = (d.join("back"), d.join("mnt"));
     std::fs::create_dir_all(&back).unwrap();
-    let _fs = Slowfs::start(&back, &mnt, &["--read-delay", "0ms", "--write-delay", "200ms", "--glob", "*.log"]);
+    let _fs = Slowfs::start(
+        &back,
+        &mnt,
+        &["--read-delay", "0ms", "--write-delay", "200ms", "--glob", "*.log"],
+    );
     // Each write(2) of a matching file waits: nothing is cached on the way.
     let mut f = std::fs::File::create(mnt.join("gc.log")).unwrap();
     let t = Instant::now();
@@ -140,17 +168,29 @@ fn slowfs_delays_writes_and_fsyncs_of_matching_files_live() {
     f.sync_all().unwrap();
     assert!(t.elapsed() >= Duration::from_millis(200), "an fsync waits too: {:?}", t.elapsed());
     drop(f);
-    assert!(std::fs::read_to_string(back.join("gc.log")).unwrap().ends_with("another\n"), "the data reached the backing file");
+    assert!(
+        std::fs::read_to_string(back.join("gc.log")).unwrap().ends_with("another\n"),
+        "the data reached the backing file"
+    );
     std::fs::File::create(mnt.join("data.bin")).unwrap().write_all(b"x").unwrap();
-    let set = |args: &[&str]| Command::new(bin()).args(["inject", "slowfs-set"]).arg(&mnt).args(args).output().unwrap();
+    let set = |args: &[&str]| {
+        Command::new(bin()).args(["inject", "slowfs-set"]).arg(&mnt).args(args).output().unwrap()
+    };
     let o = set(&["--write-delay", "300ms"]);
     let text = String::from_utf8_lossy(&o.stdout).into_owned();
     assert!(text.contains("write_delay=300000000ns"), "{text}");
-    assert!(text.contains("delayed_writes=2\n"), "only the matching file's writes were delayed: {text}");
+    assert!(
+        text.contains("delayed_writes=2\n"),
+        "only the matching file's writes were delayed: {text}"
+    );
     let mut f = std::fs::OpenOptions::new().append(true).open(mnt.join("gc.log")).unwrap();
     let t = Instant::now();
     f.write_all(b"x").unwrap();
-    assert!(t.elapsed() >= Duration::from_millis(300), "the new delay applies without a remount: {:?}", t.elapsed());
+    assert!(
+        t.elapsed() >= Duration::from_millis(300),
+        "the new delay applies without a remount: {:?}",
+        t.elapsed()
+    );
 }
 
 #[test]
@@ -180,7 +220,10 @@ fn state(pid: u32) -> char {
 fn freeze_stops_then_always_continues() {
     let target = Reaper(Command::new("sleep").arg("60").spawn().unwrap());
     let pid = target.0.id();
-    let o = Command::new(bin()).args(["inject", "freeze", &pid.to_string(), "--for", "300ms"]).output().unwrap();
+    let o = Command::new(bin())
+        .args(["inject", "freeze", &pid.to_string(), "--for", "300ms"])
+        .output()
+        .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert!(v["stopped_ns"].as_u64().unwrap() >= 300_000_000);
@@ -188,7 +231,12 @@ fn freeze_stops_then_always_continues() {
 
     // Ended early by SIGTERM, and killed outright: the target is continued either way.
     for sig in [libc::SIGTERM, libc::SIGKILL] {
-        let mut f = Command::new(bin()).args(["inject", "freeze", &pid.to_string(), "--for", "30s"]).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+        let mut f = Command::new(bin())
+            .args(["inject", "freeze", &pid.to_string(), "--for", "30s"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
         let t0 = Instant::now();
         while state(pid) != 'T' {
             assert!(t0.elapsed() < Duration::from_secs(5), "never stopped");
@@ -202,9 +250,16 @@ fn freeze_stops_then_always_continues() {
             std::thread::sleep(Duration::from_millis(10));
         }
     }
-    let o = Command::new(bin()).args(["inject", "freeze", "999999999", "--for", "1s"]).output().unwrap();
+    let o = Command::new(bin())
+        .args(["inject", "freeze", "999999999", "--for", "1s"])
+        .output()
+        .unwrap();
     assert_eq!(o.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&o.stderr).contains("pid 999999999"), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("pid 999999999"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
 }
 
 #[test]
@@ -223,21 +278,38 @@ fn throttle_slows_direct_reads_and_removes_its_cgroup() {
             c = Command::new("env");
         }
         let t = Instant::now();
-        let o = c.args(["dd", &format!("if={}", p.display()), "of=/dev/null", "bs=4096", "count=40", "iflag=direct"]).current_dir(&d).output().unwrap();
+        let o = c
+            .args([
+                "dd",
+                &format!("if={}", p.display()),
+                "of=/dev/null",
+                "bs=4096",
+                "count=40",
+                "iflag=direct",
+            ])
+            .current_dir(&d)
+            .output()
+            .unwrap();
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
         (t.elapsed(), String::from_utf8_lossy(&o.stderr).into_owned())
     };
     let (free, _) = dd(false);
     let (slow, err) = dd(true);
     // 40 reads at 20 per second take about 2 s; unthrottled, milliseconds.
-    assert!(slow >= Duration::from_millis(1000), "throttled dd took {slow:?} (free: {free:?})\n{err}");
+    assert!(
+        slow >= Duration::from_millis(1000),
+        "throttled dd took {slow:?} (free: {free:?})\n{err}"
+    );
     assert!(err.contains("limited to 20 IOPS"), "{err}");
     assert!(throttle_cgroups().is_empty(), "cgroups left behind: {:?}", throttle_cgroups());
 }
 
 #[test]
 fn cpu_hog_spins_for_the_time_asked() {
-    let o = Command::new(bin()).args(["inject", "cpu-hog", "--threads", "2", "--for", "300ms", "--nice", "5"]).output().unwrap();
+    let o = Command::new(bin())
+        .args(["inject", "cpu-hog", "--threads", "2", "--for", "300ms", "--nice", "5"])
+        .output()
+        .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert!(v["work_units"].as_u64().unwrap() > 0);

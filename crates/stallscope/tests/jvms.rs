@@ -18,9 +18,20 @@ fn by_pid(list: &Value, pid: i32) -> Option<&Value> {
 }
 
 fn host_jvm(duration: &str) -> (Reaper, i32) {
-    let mut child = Command::new(java25()).arg("-jar").arg(workloads_jar()).args(["idle", "--duration", duration]).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().unwrap();
+    let mut child = Command::new(java25())
+        .arg("-jar")
+        .arg(workloads_jar())
+        .args(["idle", "--duration", duration])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
     let mut line = String::new();
-    std::io::BufRead::read_line(&mut std::io::BufReader::new(child.stdout.take().unwrap()), &mut line).unwrap();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(child.stdout.take().unwrap()),
+        &mut line,
+    )
+    .unwrap();
     let pid = line.trim().strip_prefix("idle: pid ").unwrap().parse().unwrap();
     (Reaper(child), pid)
 }
@@ -28,7 +39,11 @@ fn host_jvm(duration: &str) -> (Reaper, i32) {
 #[test]
 fn jvms_on_the_host_and_in_a_container_are_found_named_and_selected() {
     let _x = exclusive();
-    assert_eq!(unsafe { libc::geteuid() }, 0, "this test needs root for a pid and mount namespace (CI runs as root)");
+    assert_eq!(
+        unsafe { libc::geteuid() },
+        0,
+        "this test needs root for a pid and mount namespace (CI runs as root)"
+    );
     let (host, host_pid) = host_jvm("61s");
     let (_contained, contained_pid) = contained_jvm();
     let sleeper = Reaper(Command::new("sleep").arg("30").spawn().unwrap());
@@ -38,24 +53,36 @@ fn jvms_on_the_host_and_in_a_container_are_found_named_and_selected() {
     let h = by_pid(&all, host_pid).unwrap_or_else(|| panic!("the host JVM is listed: {all}"));
     assert_eq!(h["nspid"], host_pid);
     assert_eq!(h["contained"], false);
-    assert_eq!(h["main"], workloads_jar().to_str().unwrap(), "the jar after -jar, as jps -l names it");
+    assert_eq!(
+        h["main"],
+        workloads_jar().to_str().unwrap(),
+        "the jar after -jar, as jps -l names it"
+    );
     assert!(h["java_version"].as_str().unwrap().starts_with("25"), "{h}");
-    let c = by_pid(&all, contained_pid).unwrap_or_else(|| panic!("the contained JVM is listed: {all}"));
+    let c =
+        by_pid(&all, contained_pid).unwrap_or_else(|| panic!("the contained JVM is listed: {all}"));
     assert_eq!(c["contained"], true);
     assert_eq!(c["nspid"], 1, "its pid inside its own namespace: {c}");
     assert!(c["java_version"].as_str().unwrap().starts_with("17"), "read through its root: {c}");
-    assert!(!c["cgroup"].as_str().unwrap().is_empty(), "a container is labelled by its cgroup: {c}");
+    assert!(
+        !c["cgroup"].as_str().unwrap().is_empty(),
+        "a container is labelled by its cgroup: {c}"
+    );
     assert!(by_pid(&all, sleeper.0.id() as i32).is_none(), "a process without libjvm.so is no JVM");
 
     // --match selects by main class, jar or command line.
     let one = jvms(&["--match", "idle --duration 61s"]);
-    let pids: Vec<i64> = one["jvms"].as_array().unwrap().iter().map(|j| j["pid"].as_i64().unwrap()).collect();
+    let pids: Vec<i64> =
+        one["jvms"].as_array().unwrap().iter().map(|j| j["pid"].as_i64().unwrap()).collect();
     assert_eq!(pids, vec![host_pid as i64], "{one}");
     assert!(jvms(&["--match", "^no such main$"])["jvms"].as_array().unwrap().is_empty());
 
     // The text form: one line per JVM, the contained one with its pid inside and its cgroup.
     let text = String::from_utf8(Command::new(bin()).arg("jvms").output().unwrap().stdout).unwrap();
-    let line = text.lines().find(|l| l.trim_start().starts_with(&format!("{contained_pid} "))).unwrap_or_else(|| panic!("{text}"));
+    let line = text
+        .lines()
+        .find(|l| l.trim_start().starts_with(&format!("{contained_pid} ")))
+        .unwrap_or_else(|| panic!("{text}"));
     assert!(line.contains(" 1 ") && line.contains(c["cgroup"].as_str().unwrap()), "{line}");
 
     // A JVM that exits is no longer listed.

@@ -1,9 +1,9 @@
 //! `stallscope lab` in its quick profile on this machine: every scenario runs, leaves nothing
 //! behind, and records the doctor's grade; the robust ones are reproduced.
 
-mod common;
 #[path = "common/browser.rs"]
 mod browser;
+mod common;
 
 use common::*;
 use serde_json::Value;
@@ -12,7 +12,9 @@ use std::time::{Duration, Instant};
 
 /// A mountinfo line of a slowfs mount (its source is `slowfs:<backing dir>`).
 fn is_slowfs(line: &str) -> bool {
-    line.split(" - ").nth(1).is_some_and(|post| post.starts_with("fuse slowfs:") || post.starts_with("fuse.stallscope-slowfs "))
+    line.split(" - ").nth(1).is_some_and(|post| {
+        post.starts_with("fuse slowfs:") || post.starts_with("fuse.stallscope-slowfs ")
+    })
 }
 
 /// What a lab run must not leave: FUSE mounts, throttling cgroups, workload or injector
@@ -21,15 +23,29 @@ fn leftovers() -> Vec<String> {
     let mut v = Vec::new();
     let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
     v.extend(mounts.lines().filter(|l| is_slowfs(l)).map(|l| format!("mount: {l}")));
-    for root in ["/sys/fs/cgroup/blkio", "/sys/fs/cgroup/memory", "/sys/fs/cgroup/cpu", "/sys/fs/cgroup/unified", "/sys/fs/cgroup"] {
+    for root in [
+        "/sys/fs/cgroup/blkio",
+        "/sys/fs/cgroup/memory",
+        "/sys/fs/cgroup/cpu",
+        "/sys/fs/cgroup/unified",
+        "/sys/fs/cgroup",
+    ] {
         if let Ok(d) = std::fs::read_dir(root) {
-            v.extend(d.flatten().filter(|e| e.file_name().to_string_lossy().starts_with("stallscope-")).map(|e| format!("cgroup: {}", e.path().display())));
+            v.extend(
+                d.flatten()
+                    .filter(|e| e.file_name().to_string_lossy().starts_with("stallscope-"))
+                    .map(|e| format!("cgroup: {}", e.path().display())),
+            );
         }
     }
     for p in std::fs::read_dir("/proc").unwrap().flatten() {
         let cmd = std::fs::read(p.path().join("cmdline")).unwrap_or_default();
         let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
-        if cmd.contains("stallscope-workloads.jar") || cmd.contains("inject cpu-hog") || cmd.contains("inject slowfs") || cmd.contains("workload futex-mmap") {
+        if cmd.contains("stallscope-workloads.jar")
+            || cmd.contains("inject cpu-hog")
+            || cmd.contains("inject slowfs")
+            || cmd.contains("workload futex-mmap")
+        {
             v.push(format!("process {}: {cmd}", p.file_name().to_string_lossy()));
         }
     }
@@ -38,7 +54,11 @@ fn leftovers() -> Vec<String> {
     if let Ok(d) = std::fs::read_dir("/dev/shm") {
         for e in d.flatten() {
             let n = e.file_name().to_string_lossy().into_owned();
-            if let Some(pid) = n.strip_prefix("stallscope-").and_then(|r| r.split('.').next()).and_then(|p| p.parse::<u32>().ok()) {
+            if let Some(pid) = n
+                .strip_prefix("stallscope-")
+                .and_then(|r| r.split('.').next())
+                .and_then(|p| p.parse::<u32>().ok())
+            {
                 if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
                     v.push(format!("stale heartbeat: /dev/shm/{n}"));
                 }
@@ -53,20 +73,44 @@ fn the_quick_lab_runs_every_scenario_and_cleans_up() {
     let _x = exclusive();
     assert!(leftovers().is_empty(), "dirty before the test: {:?}", leftovers());
     let out = scratch("lab-quick").join("lab");
-    let o = Command::new(bin()).args(["lab", "run", "--profile", "quick", "--out", out.to_str().unwrap(), "--html"]).stderr(Stdio::inherit()).output().unwrap();
+    let o = Command::new(bin())
+        .args(["lab", "run", "--profile", "quick", "--out", out.to_str().unwrap(), "--html"])
+        .stderr(Stdio::inherit())
+        .output()
+        .unwrap();
     assert!(o.status.success());
     // Its HTML report draws in a real browser (html_report.rs tests the page in depth).
     let dom = browser::dump_dom(&out.join("lab.html"), &[]);
     assert_eq!(browser::attr(&dom, "<body", "data-rendered").as_deref(), Some("ok"), "{dom}");
     assert_eq!(browser::attr(&dom, "<body", "data-errors").as_deref(), Some("0"));
     let summary = String::from_utf8_lossy(&o.stdout);
-    let lab: Value = serde_json::from_str(&std::fs::read_to_string(out.join("lab.json")).unwrap()).unwrap();
-    assert_eq!(std::fs::read_to_string(out.join("summary.txt")).unwrap(), summary, "summary.txt is what was printed");
+    let lab: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("lab.json")).unwrap()).unwrap();
+    assert_eq!(
+        std::fs::read_to_string(out.join("summary.txt")).unwrap(),
+        summary,
+        "summary.txt is what was printed"
+    );
     assert!(leftovers().is_empty(), "the lab left things behind: {:?}", leftovers());
 
     let scenarios = lab["scenarios"].as_array().unwrap();
     let ids: Vec<&str> = scenarios.iter().map(|s| s["id"].as_str().unwrap()).collect();
-    assert_eq!(ids, ["counted-loop", "mmap-fault", "tlb-shootdown", "mmap-lock", "cpu-contention", "frozen", "swap", "slow-log", "memory-pressure", "cpu-quota", "long-gc"]);
+    assert_eq!(
+        ids,
+        [
+            "counted-loop",
+            "mmap-fault",
+            "tlb-shootdown",
+            "mmap-lock",
+            "cpu-contention",
+            "frozen",
+            "swap",
+            "slow-log",
+            "memory-pressure",
+            "cpu-quota",
+            "long-gc"
+        ]
+    );
     for s in scenarios {
         let id = s["id"].as_str().unwrap();
         assert_ne!(s["verdict"], "skipped", "{id} could not run on this machine: {}", s["reason"]);
@@ -77,7 +121,10 @@ fn the_quick_lab_runs_every_scenario_and_cleans_up() {
                 assert!(r["error"].is_null(), "{id}/{}: {}", v["id"], r["error"]);
                 assert!(r["grade"].is_object(), "{id}/{}: the doctor's grade is recorded", v["id"]);
                 let rec = r["recording"].as_str().unwrap();
-                assert!(std::path::Path::new(rec).join("meta.json").exists(), "{rec}: every run has its recording");
+                assert!(
+                    std::path::Path::new(rec).join("meta.json").exists(),
+                    "{rec}: every run has its recording"
+                );
             }
         }
         println!("{id}: {} ({})", s["verdict"], s["reason"]);
@@ -94,15 +141,26 @@ fn the_quick_lab_runs_every_scenario_and_cleans_up() {
                 // the weaker evidence); the other, a stall the doctor called unknown, is not
                 // understood. At least one of the two runs names the quota, and neither names
                 // anything but the CPU, or says it does not know.
-                assert!(runs.iter().any(|r| r["grade"]["matched"] == true), "{id}: the doctor named the quota in neither run: {runs:?}");
+                assert!(
+                    runs.iter().any(|r| r["grade"]["matched"] == true),
+                    "{id}: the doctor named the quota in neither run: {runs:?}"
+                );
                 for r in runs {
                     let d = r["grade"]["diagnosed"].as_str().unwrap_or("");
-                    assert!(["cgroup-throttling", "cpu-starvation", "unknown"].contains(&d), "{id}: {}", r["grade"]);
+                    assert!(
+                        ["cgroup-throttling", "cpu-starvation", "unknown"].contains(&d),
+                        "{id}: {}",
+                        r["grade"]
+                    );
                 }
                 continue;
             }
             for r in runs {
-                assert_eq!(r["grade"]["matched"], true, "{id}: the doctor named the known cause: {}", r["grade"]);
+                assert_eq!(
+                    r["grade"]["matched"], true,
+                    "{id}: the doctor named the known cause: {}",
+                    r["grade"]
+                );
             }
         }
     }
@@ -110,7 +168,10 @@ fn the_quick_lab_runs_every_scenario_and_cleans_up() {
     assert!(summary.contains("The doctor against the known causes"), "{summary}");
 
     // lab compare reads two results back.
-    let o = Command::new(bin()).args(["lab", "compare", out.to_str().unwrap(), out.join("lab.json").to_str().unwrap()]).output().unwrap();
+    let o = Command::new(bin())
+        .args(["lab", "compare", out.to_str().unwrap(), out.join("lab.json").to_str().unwrap()])
+        .output()
+        .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let cmp = String::from_utf8_lossy(&o.stdout);
     assert!(cmp.contains("counted-loop") && cmp.contains("B/A 1.00×"), "{cmp}");
@@ -120,7 +181,12 @@ fn the_quick_lab_runs_every_scenario_and_cleans_up() {
 fn an_interrupted_lab_still_tears_down() {
     let _x = exclusive();
     let out = scratch("lab-interrupted").join("lab");
-    let mut child = Command::new(bin()).args(["lab", "run", "mmap-fault", "--reps", "3", "--out", out.to_str().unwrap()]).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
+    let mut child = Command::new(bin())
+        .args(["lab", "run", "mmap-fault", "--reps", "3", "--out", out.to_str().unwrap()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
     // Interrupt once the slow disk is mounted and a run is under way.
     let t0 = Instant::now();
     while !std::fs::read_to_string("/proc/self/mountinfo").unwrap().lines().any(is_slowfs) {
@@ -150,7 +216,10 @@ fn lab_list_and_bad_names() {
     assert_eq!(v.as_array().unwrap().len(), 11);
     for s in v.as_array().unwrap() {
         let cause = s["cause"].as_str().unwrap();
-        assert!(root().join(format!("docs/causes/{cause}.md")).exists(), "{cause} has a cause page");
+        assert!(
+            root().join(format!("docs/causes/{cause}.md")).exists(),
+            "{cause} has a cause page"
+        );
     }
     let o = Command::new(bin()).args(["lab", "run", "nonsense"]).output().unwrap();
     assert_eq!(o.status.code(), Some(2));

@@ -23,7 +23,8 @@ fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
 /// `src/lab/mod.rs` → `lab`, `src/main.rs` → the crate root (empty).
 fn module_of(src: &Path, file: &Path) -> Vec<String> {
     let rel = file.strip_prefix(src).unwrap();
-    let mut parts: Vec<String> = rel.iter().map(|c| c.to_string_lossy().trim_end_matches(".rs").to_string()).collect();
+    let mut parts: Vec<String> =
+        rel.iter().map(|c| c.to_string_lossy().trim_end_matches(".rs").to_string()).collect();
     if matches!(parts.last().map(String::as_str), Some("mod" | "main" | "lib")) {
         parts.pop();
     }
@@ -34,7 +35,8 @@ fn module_of(src: &Path, file: &Path) -> Vec<String> {
 /// each resolved to the longest prefix that is a module of the crate.
 fn references(text: &str, me: &[String], modules: &BTreeSet<Vec<String>>) -> BTreeSet<Vec<String>> {
     let mut out = BTreeSet::new();
-    let code: String = text.lines().filter(|l| !l.trim_start().starts_with("//")).collect::<Vec<_>>().join("\n");
+    let code: String =
+        text.lines().filter(|l| !l.trim_start().starts_with("//")).collect::<Vec<_>>().join("\n");
     let ident = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == ':';
     let mut resolve = |base: Vec<String>, rest: &str| {
         let mut path = base;
@@ -57,7 +59,8 @@ fn references(text: &str, me: &[String], modules: &BTreeSet<Vec<String>>) -> BTr
         resolve(Vec::new(), &rest);
     }
     for (i, _) in code.match_indices("super::") {
-        if i > 0 && code[..i].ends_with(|c: char| c.is_ascii_alphanumeric() || c == '_' || c == ':') {
+        if i > 0 && code[..i].ends_with(|c: char| c.is_ascii_alphanumeric() || c == '_' || c == ':')
+        {
             continue;
         }
         // `super` is the parent module (for `lab/mod.rs`, module `lab`, that is the crate root).
@@ -113,7 +116,12 @@ fn check_crate(src: &Path) {
             }
         }
     }
-    fn visit(n: &str, top: &BTreeMap<String, BTreeSet<String>>, path: &mut Vec<String>, done: &mut BTreeSet<String>) -> Option<Vec<String>> {
+    fn visit(
+        n: &str,
+        top: &BTreeMap<String, BTreeSet<String>>,
+        path: &mut Vec<String>,
+        done: &mut BTreeSet<String>,
+    ) -> Option<Vec<String>> {
         if let Some(i) = path.iter().position(|p| p == n) {
             return Some(path[i..].to_vec());
         }
@@ -152,23 +160,46 @@ fn the_check_finds_a_circle_when_there_is_one() {
     std::fs::create_dir_all(src.join("a")).unwrap();
     std::fs::write(src.join("main.rs"), "mod a;\nmod b;\n").unwrap();
     std::fs::write(src.join("a/mod.rs"), "pub mod x;\nuse crate::b::thing;\n").unwrap();
-    std::fs::write(src.join("a/x.rs"), "// use crate::b; in a comment is no import\nuse super::y;\n").unwrap();
+    std::fs::write(
+        src.join("a/x.rs"),
+        "// use crate::b; in a comment is no import\nuse super::y;\n",
+    )
+    .unwrap();
     std::fs::write(src.join("b.rs"), "use crate::a::x::Item;\n").unwrap();
     let g = graph(&src);
     assert!(g[&vec!["a".to_string()]].contains(&vec!["b".to_string()]));
     assert!(g[&vec!["b".to_string()]].contains(&vec!["a".to_string(), "x".to_string()]));
-    assert!(!g[&vec!["a".to_string(), "x".to_string()]].contains(&vec!["b".to_string()]), "comments are no imports");
+    assert!(
+        !g[&vec!["a".to_string(), "x".to_string()]].contains(&vec!["b".to_string()]),
+        "comments are no imports"
+    );
     let caught = std::panic::catch_unwind(|| check_crate(&src));
     assert!(caught.is_err(), "a -> b -> a::x is a circle of top-level modules");
 }
 
 #[test]
 fn crates_depend_downward_only() {
-    let manifest = |c: &str| std::fs::read_to_string(common::root().join("crates").join(c).join("Cargo.toml")).unwrap();
+    let manifest = |c: &str| {
+        std::fs::read_to_string(common::root().join("crates").join(c).join("Cargo.toml")).unwrap()
+    };
     let deps = |c: &str| -> Vec<String> {
         let m = manifest(c);
-        let deps = m.split("[dependencies]").nth(1).unwrap_or("").split("\n[").next().unwrap_or("").to_string();
-        ["stallscope", "doctor", "procwatch", "hotspot-log", "stallscope-stacks"].iter().filter(|d| deps.lines().any(|l| l.starts_with(&format!("{d} ")) || l.starts_with(&format!("{d}.")))).map(|d| d.to_string()).collect()
+        let deps = m
+            .split("[dependencies]")
+            .nth(1)
+            .unwrap_or("")
+            .split("\n[")
+            .next()
+            .unwrap_or("")
+            .to_string();
+        ["stallscope", "doctor", "procwatch", "hotspot-log", "stallscope-stacks"]
+            .iter()
+            .filter(|d| {
+                deps.lines()
+                    .any(|l| l.starts_with(&format!("{d} ")) || l.starts_with(&format!("{d}.")))
+            })
+            .map(|d| d.to_string())
+            .collect()
     };
     assert_eq!(deps("stallscope"), ["doctor", "procwatch", "hotspot-log"]);
     assert_eq!(deps("doctor"), ["procwatch", "hotspot-log"]);

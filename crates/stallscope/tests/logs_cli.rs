@@ -9,7 +9,8 @@ fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/logs").join(name)
 }
 
-const JDK17_TIMEOUT: &str = "jdk17-parallel-countedloop-timeout-safepoint_all_debug-uptime_timenanos_level_tags.log";
+const JDK17_TIMEOUT: &str =
+    "jdk17-parallel-countedloop-timeout-safepoint_all_debug-uptime_timenanos_level_tags.log";
 const JDK8_GC: &str = "synthetic-jdk8-parallel-gcdetails-stoppedtime-concurrenttime-datestamps.log";
 
 struct Out {
@@ -34,7 +35,11 @@ fn run(args: &[&str], stdin: Option<&[u8]>) -> Out {
         });
     }
     let o = child.wait_with_output().unwrap();
-    Out { code: o.status.code().unwrap_or(-1), stdout: String::from_utf8_lossy(&o.stdout).into(), stderr: String::from_utf8_lossy(&o.stderr).into() }
+    Out {
+        code: o.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&o.stdout).into(),
+        stderr: String::from_utf8_lossy(&o.stderr).into(),
+    }
 }
 
 fn json(args: &[&str]) -> Value {
@@ -72,7 +77,11 @@ fn empty_binary_and_recordless_inputs_get_distinct_exit_codes() {
     std::fs::write(&empty, b"").unwrap();
     let o = run(&["logs", empty.to_str().unwrap()], None);
     assert_eq!(o.code, 3, "{}", o.stderr);
-    assert!(o.stderr.starts_with("Error: ") && o.stderr.contains("empty.log is empty"), "{}", o.stderr);
+    assert!(
+        o.stderr.starts_with("Error: ") && o.stderr.contains("empty.log is empty"),
+        "{}",
+        o.stderr
+    );
     assert_eq!(o.stderr.lines().count(), 1, "one line: {}", o.stderr);
 
     let bin = dir.path().join("heap.hprof");
@@ -86,7 +95,12 @@ fn empty_binary_and_recordless_inputs_get_distinct_exit_codes() {
     std::fs::write(&gc_only, "[0.1s][info][gc] Using G1\n[0.5s][info][gc] GC(0) Pause Young (Normal) 24M->2M(256M) 1.2ms\n").unwrap();
     let o = run(&["logs", gc_only.to_str().unwrap()], None);
     assert_eq!(o.code, 5, "{}", o.stderr);
-    assert!(o.stderr.contains("no safepoint records in 2 lines") && o.stderr.contains("-Xlog:safepoint"), "{}", o.stderr);
+    assert!(
+        o.stderr.contains("no safepoint records in 2 lines")
+            && o.stderr.contains("-Xlog:safepoint"),
+        "{}",
+        o.stderr
+    );
 
     // Record-like lines that do not parse are shown, with file and line, instead of the advice
     // to turn on a flag that is evidently on.
@@ -94,7 +108,12 @@ fn empty_binary_and_recordless_inputs_get_distinct_exit_codes() {
     std::fs::write(&odd, "[0.1s][info][gc] Using G1\n[1.2s][info][safepoint] Safepoint \"G1\", Time since last: soon\n").unwrap();
     let o = run(&["logs", odd.to_str().unwrap()], None);
     assert_eq!(o.code, 5, "{}", o.stderr);
-    assert!(o.stderr.contains("odd.log:2: [1.2s][info][safepoint] Safepoint \"G1\", Time since last: soon"), "{}", o.stderr);
+    assert!(
+        o.stderr
+            .contains("odd.log:2: [1.2s][info][safepoint] Safepoint \"G1\", Time since last: soon"),
+        "{}",
+        o.stderr
+    );
     assert!(!o.stderr.contains("-Xlog:safepoint ("), "{}", o.stderr);
 
     let o = run(&["logs", dir.path().join("missing.log").to_str().unwrap()], None);
@@ -151,10 +170,18 @@ fn verbose_shows_unrecognised_lines_with_file_and_line() {
     .unwrap();
     let o = run(&["logs", "--verbose", f.to_str().unwrap()], None);
     assert_eq!(o.code, 0, "{}", o.stderr);
-    assert!(o.stdout.contains("odd.log:2: [1.100s][info][safepoint] A line HotSpot never printed"), "{}", o.stdout);
+    assert!(
+        o.stdout.contains("odd.log:2: [1.100s][info][safepoint] A line HotSpot never printed"),
+        "{}",
+        o.stdout
+    );
     assert!(o.stdout.contains("odd.log:3: "), "{}", o.stdout);
     assert!(o.stdout.contains("2 not recognised"), "{}", o.stdout);
-    assert!(o.stdout.contains("1 cut off at the end"), "a truncated last line is not an error: {}", o.stdout);
+    assert!(
+        o.stdout.contains("1 cut off at the end"),
+        "a truncated last line is not an error: {}",
+        o.stdout
+    );
     let v = json(&["logs", "--json", f.to_str().unwrap()]);
     assert_eq!(v["safepoints"], 2);
     assert_eq!(v["total_stopped_ns"], 12);
@@ -166,7 +193,8 @@ fn filters_select_safepoints() {
     let p = p.to_str().unwrap();
     let all = json(&["logs", "--json", p]);
     let by_op = json(&["logs", "--json", "--op", "threaddump", p]);
-    let expected = all["operations"].as_array().unwrap().iter().find(|o| o["name"] == "ThreadDump").unwrap();
+    let expected =
+        all["operations"].as_array().unwrap().iter().find(|o| o["name"] == "ThreadDump").unwrap();
     assert_eq!(by_op["safepoints"], expected["count"]);
     assert_eq!(by_op["total_stopped_ns"], expected["total_ns"]);
 
@@ -177,7 +205,10 @@ fn filters_select_safepoints() {
 
     let first = json(&["logs", "--json", "--until", "10s", p]);
     let rest = json(&["logs", "--json", "--since", "10s", p]);
-    assert_eq!(first["safepoints"].as_u64().unwrap() + rest["safepoints"].as_u64().unwrap(), all["safepoints"].as_u64().unwrap());
+    assert_eq!(
+        first["safepoints"].as_u64().unwrap() + rest["safepoints"].as_u64().unwrap(),
+        all["safepoints"].as_u64().unwrap()
+    );
     assert_eq!(
         first["total_stopped_ns"].as_u64().unwrap() + rest["total_stopped_ns"].as_u64().unwrap(),
         all["total_stopped_ns"].as_u64().unwrap()
@@ -193,7 +224,15 @@ fn filters_select_safepoints() {
 
     // Wall-clock bounds on a log with date stamps.
     let dated = fixture(JDK8_GC);
-    let v = json(&["logs", "--json", "--since", "2016-03-01T10:00:30", "--until", "2016-03-01 10:01:00", dated.to_str().unwrap()]);
+    let v = json(&[
+        "logs",
+        "--json",
+        "--since",
+        "2016-03-01T10:00:30",
+        "--until",
+        "2016-03-01 10:01:00",
+        dated.to_str().unwrap(),
+    ]);
     let n = v["safepoints"].as_u64().unwrap();
     assert!(n > 10 && n < 400, "{n}");
 
@@ -215,7 +254,10 @@ fn csv_has_one_row_per_safepoint() {
     assert_eq!(lines.len() as u64 - 1, v["safepoints"].as_u64().unwrap());
     let header: Vec<&str> = lines[0].split(',').collect();
     let total_col = header.iter().position(|h| *h == "total_ns").unwrap();
-    let sum: u64 = lines[1..].iter().map(|l| l.split(',').nth(total_col).unwrap().parse::<u64>().unwrap()).sum();
+    let sum: u64 = lines[1..]
+        .iter()
+        .map(|l| l.split(',').nth(total_col).unwrap().parse::<u64>().unwrap())
+        .sum();
     assert_eq!(sum, v["total_stopped_ns"].as_u64().unwrap());
     assert!(o.stdout.contains("sum-loop"), "culprits are in the rows");
 }

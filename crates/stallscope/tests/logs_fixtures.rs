@@ -13,8 +13,13 @@ fn fixtures() -> PathBuf {
 }
 
 fn stallscope(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_stallscope")).args(args).output().expect("run stallscope");
-    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
+    let out =
+        Command::new(env!("CARGO_BIN_EXE_stallscope")).args(args).output().expect("run stallscope");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
 }
 
 fn json(path: &Path) -> Value {
@@ -48,10 +53,14 @@ fn oracle(text: &str) -> Expected {
     let stopped = Regex::new(r"Total time for which application threads were stopped: (\d+)\.(\d+) seconds(?:, Stopping threads took: (\d+)\.(\d+) seconds)?").unwrap();
     let entering = Regex::new(r"Entering safepoint region: (.+)$").unwrap();
     let ms_row = Regex::new(r"^\s*\d+\.\d+: (.+?)\s+\[\s*\d+\s+\d+\s+\d+\s*\]\s*\[\s*(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s*\]").unwrap();
-    let ns_row = Regex::new(r"\] (\S+)\s+\[\s+\d+\s+\d+ \]\[\s+(\d+)\s+(\d+)\s+(\d+)(?:\s+(\d+))? \]\s+\d+$").unwrap();
+    let ns_row = Regex::new(
+        r"\] (\S+)\s+\[\s+\d+\s+\d+ \]\[\s+(\d+)\s+(\d+)\s+(\d+)(?:\s+(\d+))? \]\s+\d+$",
+    )
+    .unwrap();
     let culprit = Regex::new(r##"# "(.*)" #\d+"##).unwrap();
     let mut e = Expected::default();
-    let (mut a, mut b, mut rows_ms, mut rows_ns, mut names) = (vec![], vec![], vec![], vec![], vec![]);
+    let (mut a, mut b, mut rows_ms, mut rows_ns, mut names) =
+        (vec![], vec![], vec![], vec![], vec![]);
     for line in text.lines() {
         if let Some(c) = jdk13.captures(line) {
             let shape = match (c.get(3).is_some(), c.get(4).is_some(), c.get(6).is_some()) {
@@ -89,7 +98,8 @@ fn oracle(text: &str) -> Expected {
             e.total.push(total);
         }
     } else if !b.is_empty() {
-        let source: Vec<String> = if !names.is_empty() { names } else { rows_ms.iter().map(|r| r.0.clone()).collect() };
+        let source: Vec<String> =
+            if !names.is_empty() { names } else { rows_ms.iter().map(|r| r.0.clone()).collect() };
         for (i, (total, ttsp)) in b.into_iter().enumerate() {
             e.ops.push(source.get(i).cloned().unwrap_or_else(|| "unknown".into()));
             e.total.push(total);
@@ -141,15 +151,29 @@ fn check(name: &str, text: &str, v: &Value) {
         .as_array()
         .unwrap()
         .iter()
-        .map(|o| (o["name"].as_str().unwrap().to_string(), (o["count"].as_u64().unwrap(), o["total_ns"].as_u64().unwrap(), o["ttsp_max_ns"].as_u64().unwrap())))
+        .map(|o| {
+            (
+                o["name"].as_str().unwrap().to_string(),
+                (
+                    o["count"].as_u64().unwrap(),
+                    o["total_ns"].as_u64().unwrap(),
+                    o["ttsp_max_ns"].as_u64().unwrap(),
+                ),
+            )
+        })
         .collect();
     if e.ttsp.len() == e.total.len() {
         assert_eq!(got, ops, "{name}: per-operation count, total and TTSP max");
     }
-    let culprits: BTreeMap<String, u64> =
-        v["timeout_culprits"].as_array().unwrap().iter().map(|c| (c["name"].as_str().unwrap().to_string(), c["count"].as_u64().unwrap())).collect();
+    let culprits: BTreeMap<String, u64> = v["timeout_culprits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| (c["name"].as_str().unwrap().to_string(), c["count"].as_u64().unwrap()))
+        .collect();
     assert_eq!(culprits, e.culprits, "{name}: SafepointTimeout culprits");
-    let ids: Vec<&str> = v["formats"].as_array().unwrap().iter().map(|f| f["id"].as_str().unwrap()).collect();
+    let ids: Vec<&str> =
+        v["formats"].as_array().unwrap().iter().map(|f| f["id"].as_str().unwrap()).collect();
     for s in &e.shapes {
         assert!(ids.contains(s), "{name}: expected shape {s} among {ids:?}");
     }
@@ -194,7 +218,8 @@ fn rotated_set_reads_every_file_once_oldest_first() {
         assert_eq!(v["inputs"].as_array().unwrap().len(), 4, "{f}");
         check(&format!("rotated via {f}"), &joined, &v);
     }
-    let (code, out, _) = stallscope(&["logs", "--json", "--no-rotation", dir.join("gc.log").to_str().unwrap()]);
+    let (code, out, _) =
+        stallscope(&["logs", "--json", "--no-rotation", dir.join("gc.log").to_str().unwrap()]);
     assert_eq!(code, 0);
     let v: Value = serde_json::from_str(&out).unwrap();
     assert_eq!(v["inputs"].as_array().unwrap().len(), 1);
@@ -203,7 +228,9 @@ fn rotated_set_reads_every_file_once_oldest_first() {
 #[test]
 fn counted_loop_timeouts_name_the_summing_thread_on_both_jdks() {
     for jdk in ["jdk17", "jdk25"] {
-        let p = fixtures().join(format!("{jdk}-parallel-countedloop-timeout-safepoint_all_debug-uptime_timenanos_level_tags.log"));
+        let p = fixtures().join(format!(
+            "{jdk}-parallel-countedloop-timeout-safepoint_all_debug-uptime_timenanos_level_tags.log"
+        ));
         let v = json(&p);
         let c = &v["timeout_culprits"][0];
         assert_eq!(c["name"], "sum-loop", "{jdk}");
@@ -217,10 +244,20 @@ fn counted_loop_timeouts_name_the_summing_thread_on_both_jdks() {
 
 #[test]
 fn decorators_give_every_clock() {
-    let v = json(&fixtures().join("jdk17-g1-churn-safepoint-utctime_uptimenanos_timenanos_hostname.log"));
+    let v = json(
+        &fixtures().join("jdk17-g1-churn-safepoint-utctime_uptimenanos_timenanos_hostname.log"),
+    );
     let s = &v["longest_ttsp"][0]["start"];
-    assert!(s["uptime_ns"].as_u64().is_some() && s["mono_ns"].as_u64().is_some() && s["wall"]["epoch_ms"].as_i64().is_some(), "{s}");
-    assert!(s["mono_ns"].as_u64() > s["uptime_ns"].as_u64(), "timenanos is the machine's monotonic clock: {s}");
+    assert!(
+        s["uptime_ns"].as_u64().is_some()
+            && s["mono_ns"].as_u64().is_some()
+            && s["wall"]["epoch_ms"].as_i64().is_some(),
+        "{s}"
+    );
+    assert!(
+        s["mono_ns"].as_u64() > s["uptime_ns"].as_u64(),
+        "timenanos is the machine's monotonic clock: {s}"
+    );
 }
 
 /// A scratch directory under target/, removed by the caller's last line.
@@ -238,14 +275,24 @@ fn scratch(name: &str) -> PathBuf {
 fn decimal_commas_read_as_the_same_log_with_points() {
     let dir = scratch("decimal-commas");
     let seconds = Regex::new(r"(\d+)\.(\d+)( seconds|s\]|: )").unwrap();
-    for name in ["synthetic-jdk8-stoppedtime-bare.log", "synthetic-jdk8-parallel-gcdetails-stoppedtime-concurrenttime-datestamps.log", "jdk17-g1-churn-gc_all+safepoint-default_decorators.log"] {
+    for name in [
+        "synthetic-jdk8-stoppedtime-bare.log",
+        "synthetic-jdk8-parallel-gcdetails-stoppedtime-concurrenttime-datestamps.log",
+        "jdk17-g1-churn-gc_all+safepoint-default_decorators.log",
+    ] {
         let text = std::fs::read_to_string(fixtures().join(name)).unwrap();
         let points = json(&fixtures().join(name));
         for mixed in [false, true] {
             let mut comma: String = text
                 .lines()
                 .enumerate()
-                .map(|(i, l)| if mixed && i % 2 == 0 { l.to_string() } else { seconds.replace_all(l, "$1,$2$3").into_owned() })
+                .map(|(i, l)| {
+                    if mixed && i % 2 == 0 {
+                        l.to_string()
+                    } else {
+                        seconds.replace_all(l, "$1,$2$3").into_owned()
+                    }
+                })
                 .collect::<Vec<_>>()
                 .join("\n");
             if text.ends_with('\n') {
@@ -304,14 +351,25 @@ fn unknown_is_null_and_a_last_line_without_newline_counts() {
     for key in ["ttsp_total_ns", "ttsp_max_ns", "clock", "runs", "span_ns"] {
         assert!(v[key].is_null(), "{key} is unknown here: {v}");
     }
-    assert!(v["operations"][0]["ttsp_max_ns"].is_null() && v["operations"][0]["ttsp_total_ns"].is_null(), "{v}");
+    assert!(
+        v["operations"][0]["ttsp_max_ns"].is_null()
+            && v["operations"][0]["ttsp_total_ns"].is_null(),
+        "{v}"
+    );
     let (code, text, err) = stallscope(&["logs", bare.to_str().unwrap()]);
     assert_eq!(code, 0, "{err}");
-    let row = text.lines().find(|l| l.trim_start().starts_with("unknown")).expect("the operations table");
+    let row =
+        text.lines().find(|l| l.trim_start().starts_with("unknown")).expect("the operations table");
     assert!(!row.contains("0 ns"), "TTSP max is not known, not zero: {row}");
     for (name, body) in [
-        ("jdk8.log", "5.000: Total time for which application threads were stopped: 0.0010000 seconds, Stopping threads took: 0.0001000 seconds"),
-        ("ul.log", "[0.500s][info][safepoint] Safepoint \"G1CollectForAllocation\", Time since last: 1000 ns, Reaching safepoint: 2000 ns, At safepoint: 3000 ns, Total: 5000 ns"),
+        (
+            "jdk8.log",
+            "5.000: Total time for which application threads were stopped: 0.0010000 seconds, Stopping threads took: 0.0001000 seconds",
+        ),
+        (
+            "ul.log",
+            "[0.500s][info][safepoint] Safepoint \"G1CollectForAllocation\", Time since last: 1000 ns, Reaching safepoint: 2000 ns, At safepoint: 3000 ns, Total: 5000 ns",
+        ),
     ] {
         let p = dir.join(name);
         std::fs::write(&p, body).unwrap();

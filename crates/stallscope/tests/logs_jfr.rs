@@ -30,7 +30,13 @@ fn record(java: &Path, out: &Path, settings: &str, seconds: u32) {
 
 /// `stallscope logs ARGS`, killed (and the test failed) if it has not finished in a minute.
 fn logs(args: &[&str]) -> (i32, String, String) {
-    let mut child = Command::new(bin()).arg("logs").args(args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let mut child = Command::new(bin())
+        .arg("logs")
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
     let t0 = Instant::now();
     while child.try_wait().unwrap().is_none() {
         if t0.elapsed() > Duration::from_secs(60) {
@@ -40,14 +46,19 @@ fn logs(args: &[&str]) -> (i32, String, String) {
         std::thread::sleep(Duration::from_millis(10));
     }
     let o = child.wait_with_output().unwrap();
-    (o.status.code().unwrap_or(-1), String::from_utf8_lossy(&o.stdout).into_owned(), String::from_utf8_lossy(&o.stderr).into_owned())
+    (
+        o.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
 }
 
 /// An ISO-8601 duration as `jfr print --json` writes it (`PT0.00514S`, `PT1M2.5S`), in ns.
 fn iso_ns(d: &str) -> u64 {
     let mut rest = d.strip_prefix("PT").unwrap_or_else(|| panic!("not a duration: {d}"));
     let mut ns = 0u64;
-    for (unit, scale) in [('H', 3_600_000_000_000u64), ('M', 60_000_000_000), ('S', 1_000_000_000)] {
+    for (unit, scale) in [('H', 3_600_000_000_000u64), ('M', 60_000_000_000), ('S', 1_000_000_000)]
+    {
         if let Some(i) = rest.find(unit) {
             let num = &rest[..i];
             let (int, frac) = num.split_once('.').unwrap_or((num, ""));
@@ -72,18 +83,35 @@ struct Oracle {
 
 fn jfr_print(java: &Path, file: &Path) -> Oracle {
     let jfr = java.parent().unwrap().join("jfr");
-    let o = Command::new(&jfr).args(["print", "--json", "--events", "jdk.SafepointBegin,jdk.SafepointStateSynchronization,jdk.ExecuteVMOperation"]).arg(file).output().unwrap();
+    let o = Command::new(&jfr)
+        .args([
+            "print",
+            "--json",
+            "--events",
+            "jdk.SafepointBegin,jdk.SafepointStateSynchronization,jdk.ExecuteVMOperation",
+        ])
+        .arg(file)
+        .output()
+        .unwrap();
     assert!(o.status.success(), "{jfr:?}: {}", String::from_utf8_lossy(&o.stderr));
     let v: Value = serde_json::from_slice(&o.stdout).unwrap();
     let events = v["recording"]["events"].as_array().unwrap();
     fn of<'a>(events: &'a [Value], t: &'a str) -> impl Iterator<Item = &'a Value> + 'a {
         events.iter().filter(move |e| e["type"] == t)
     }
-    let begun: std::collections::HashSet<i64> = of(events, "jdk.SafepointBegin").map(|e| e["values"]["safepointId"].as_i64().unwrap()).collect();
-    let ttsp_total_ns = of(events, "jdk.SafepointStateSynchronization").filter(|e| begun.contains(&e["values"]["safepointId"].as_i64().unwrap())).map(|e| iso_ns(e["values"]["duration"].as_str().unwrap())).sum();
+    let begun: std::collections::HashSet<i64> = of(events, "jdk.SafepointBegin")
+        .map(|e| e["values"]["safepointId"].as_i64().unwrap())
+        .collect();
+    let ttsp_total_ns = of(events, "jdk.SafepointStateSynchronization")
+        .filter(|e| begun.contains(&e["values"]["safepointId"].as_i64().unwrap()))
+        .map(|e| iso_ns(e["values"]["duration"].as_str().unwrap()))
+        .sum();
     let mut ops = BTreeMap::new();
     let mut named = std::collections::HashSet::new();
-    for e in of(events, "jdk.ExecuteVMOperation").filter(|e| e["values"]["safepoint"] == true && begun.contains(&e["values"]["safepointId"].as_i64().unwrap())) {
+    for e in of(events, "jdk.ExecuteVMOperation").filter(|e| {
+        e["values"]["safepoint"] == true
+            && begun.contains(&e["values"]["safepointId"].as_i64().unwrap())
+    }) {
         named.insert(e["values"]["safepointId"].as_i64().unwrap());
         *ops.entry(e["values"]["operation"].as_str().unwrap().to_string()).or_default() += 1;
     }
@@ -102,7 +130,12 @@ fn summary(file: &Path) -> Value {
 }
 
 fn ops_of(s: &Value) -> BTreeMap<String, u64> {
-    s["operations"].as_array().unwrap().iter().map(|o| (o["name"].as_str().unwrap().to_string(), o["count"].as_u64().unwrap())).collect()
+    s["operations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| (o["name"].as_str().unwrap().to_string(), o["count"].as_u64().unwrap()))
+        .collect()
 }
 
 #[test]
@@ -116,11 +149,19 @@ fn jfr_recordings_of_jdk17_and_25_agree_with_jfr_print() {
         for f in [&a, &b] {
             let want = jfr_print(&java, f);
             let s = summary(f);
-            assert!(want.safepoints > 10, "{java:?}: a safepoint storm makes safepoints: {}", want.safepoints);
+            assert!(
+                want.safepoints > 10,
+                "{java:?}: a safepoint storm makes safepoints: {}",
+                want.safepoints
+            );
             assert_eq!(s["safepoints"].as_u64().unwrap(), want.safepoints, "{java:?} {f:?}");
             let ttsp = s["ttsp_total_ns"].as_u64().unwrap();
             // Ticks become ns the same way on both sides; allow a nanosecond of rounding each.
-            assert!(ttsp.abs_diff(want.ttsp_total_ns) <= want.safepoints, "{java:?} {f:?}: TTSP {ttsp} against jfr print's {}", want.ttsp_total_ns);
+            assert!(
+                ttsp.abs_diff(want.ttsp_total_ns) <= want.safepoints,
+                "{java:?} {f:?}: TTSP {ttsp} against jfr print's {}",
+                want.ttsp_total_ns
+            );
             assert_eq!(ops_of(&s), want.ops, "{java:?} {f:?}: per operation");
             assert_eq!(s["clock"], "wall", "{java:?}: JFR's events are on the wall clock");
         }
@@ -131,7 +172,11 @@ fn jfr_recordings_of_jdk17_and_25_agree_with_jfr_print() {
         bytes.extend(std::fs::read(&b).unwrap());
         std::fs::write(&ab, &bytes).unwrap();
         let (wa, wb) = (jfr_print(&java, &a), jfr_print(&java, &b));
-        assert_eq!(summary(&ab)["safepoints"].as_u64().unwrap(), wa.safepoints + wb.safepoints, "{java:?}: two chunks");
+        assert_eq!(
+            summary(&ab)["safepoints"].as_u64().unwrap(),
+            wa.safepoints + wb.safepoints,
+            "{java:?}: two chunks"
+        );
         // Cut inside the second (as a copy taken while a chunk is being written): the first is
         // read whole, and the loss is said.
         let cut = d.join(format!("cut-{i}.jfr"));
@@ -139,9 +184,16 @@ fn jfr_recordings_of_jdk17_and_25_agree_with_jfr_print() {
         let (code, out, err) = logs(&["--json", cut.to_str().unwrap()]);
         assert_eq!(code, 0, "{err}");
         let v: Value = serde_json::from_str(&out).unwrap();
-        assert_eq!(v["safepoints"].as_u64().unwrap(), wa.safepoints, "{java:?}: the whole first chunk");
+        assert_eq!(
+            v["safepoints"].as_u64().unwrap(),
+            wa.safepoints,
+            "{java:?}: the whole first chunk"
+        );
         let notes = v["notes"].to_string();
-        assert!(notes.contains(&format!("byte {a_len}")) && notes.contains("cut short"), "{java:?}: {notes}");
+        assert!(
+            notes.contains(&format!("byte {a_len}")) && notes.contains("cut short"),
+            "{java:?}: {notes}"
+        );
     }
     std::fs::remove_dir_all(&d).unwrap();
 }
@@ -153,7 +205,14 @@ fn a_jfr_without_safepoint_events_says_how_to_record_them() {
     // Not JFR's `default`: it records jdk.SafepointBegin above 10 ms, which a slow machine
     // reaches (a CI run did). Settings with the safepoint events off and one event on.
     let jfc = d.join("no-safepoints.jfc");
-    let off = ["jdk.SafepointBegin", "jdk.SafepointStateSynchronization", "jdk.ExecuteVMOperation", "jdk.SafepointEnd"].map(|e| format!("<event name=\"{e}\"><setting name=\"enabled\">false</setting></event>")).join("");
+    let off = [
+        "jdk.SafepointBegin",
+        "jdk.SafepointStateSynchronization",
+        "jdk.ExecuteVMOperation",
+        "jdk.SafepointEnd",
+    ]
+    .map(|e| format!("<event name=\"{e}\"><setting name=\"enabled\">false</setting></event>"))
+    .join("");
     std::fs::write(&jfc, format!("<?xml version=\"1.0\" encoding=\"UTF-8\"?><configuration version=\"2.0\">{off}<event name=\"jdk.CPULoad\"><setting name=\"enabled\">true</setting><setting name=\"period\">100 ms</setting></event></configuration>")).unwrap();
     let f = d.join("no-safepoints.jfr");
     record(&java17(), &f, jfc.to_str().unwrap(), 1);
@@ -174,7 +233,13 @@ fn damaged_jfr_files_give_clear_answers() {
     record(&java17(), &f, settings().to_str().unwrap(), 1);
     let whole = std::fs::read(&f).unwrap();
     let had = summary(&f)["safepoints"].as_u64().unwrap();
-    let seed = std::env::var("STALLSCOPE_JFR_SEED").ok().and_then(|v| v.parse().ok()).unwrap_or_else(|| std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64);
+    let seed = std::env::var("STALLSCOPE_JFR_SEED")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos()
+                as u64
+        });
     eprintln!("STALLSCOPE_JFR_SEED={seed}");
     let mut rng = fastrand::Rng::with_seed(seed);
     let damaged = d.join("damaged.jfr");
@@ -229,9 +294,18 @@ fn damaged_jfr_files_give_clear_answers() {
 #[test]
 fn a_count_that_asks_for_gigabytes_is_one_clear_line() {
     let f = root().join("tests/fixtures/logs/damaged-jdk17-count-of-6gb.jfr");
-    let o = Command::new(bin()).args(["logs", f.to_str().unwrap()]).env("RUST_BACKTRACE", "1").output().unwrap();
+    let o = Command::new(bin())
+        .args(["logs", f.to_str().unwrap()])
+        .env("RUST_BACKTRACE", "1")
+        .output()
+        .unwrap();
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(5), "{err}");
     assert_eq!(err.lines().count(), 1, "one line: {err}");
-    assert!(err.contains("memory allocation of") && !err.contains("RUST_BACKTRACE") && !err.contains("stack backtrace"), "{err}");
+    assert!(
+        err.contains("memory allocation of")
+            && !err.contains("RUST_BACKTRACE")
+            && !err.contains("stack backtrace"),
+        "{err}"
+    );
 }

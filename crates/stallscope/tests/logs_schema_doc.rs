@@ -51,9 +51,18 @@ fn documented_fields_are_exactly_the_output_fields() {
     std::fs::write(&odd, "[1.0s][info][safepoint] Safepoint \"X\", Time since last: 1 ns, Reaching safepoint: 2 ns, At safepoint: 3 ns, Total: 5 ns\n[1.1s][info][safepoint] never printed by HotSpot\n").unwrap();
     // Two fixtures between them fill every optional part (culprits, windows, filters, examples).
     for (f, extra) in [
-        ("jdk17-parallel-countedloop-timeout-safepoint_all_debug-uptime_timenanos_level_tags.log", vec![]),
-        ("jdk17-g1-churn-rotated-filecount3-filesize24k/gc.log", vec!["--since", "0.5s", "--until", "2024-01-01T00:00:00"]),
-        ("jdk25-zgc-churn-safepoint_all_trace-time_uptimemillis_pid_tid_level_tags.log", vec!["--op", "ThreadDump"]),
+        (
+            "jdk17-parallel-countedloop-timeout-safepoint_all_debug-uptime_timenanos_level_tags.log",
+            vec![],
+        ),
+        (
+            "jdk17-g1-churn-rotated-filecount3-filesize24k/gc.log",
+            vec!["--since", "0.5s", "--until", "2024-01-01T00:00:00"],
+        ),
+        (
+            "jdk25-zgc-churn-safepoint_all_trace-time_uptimemillis_pid_tid_level_tags.log",
+            vec!["--op", "ThreadDump"],
+        ),
         (odd.to_str().unwrap(), vec![]),
     ] {
         let p = root.join("tests/fixtures/logs").join(f);
@@ -68,11 +77,19 @@ fn documented_fields_are_exactly_the_output_fields() {
     let _ = std::fs::remove_file(&odd);
     // The three distributions share their fields; the document lists them once, under ttsp.
     let norm = |set: BTreeSet<String>| -> BTreeSet<String> {
-        set.into_iter().map(|p| p.replace("percentiles.at_safepoint.", "percentiles.ttsp.").replace("percentiles.total.", "percentiles.ttsp.")).collect()
+        set.into_iter()
+            .map(|p| {
+                p.replace("percentiles.at_safepoint.", "percentiles.ttsp.")
+                    .replace("percentiles.total.", "percentiles.ttsp.")
+            })
+            .collect()
     };
     let (seen, all) = (norm(seen), norm(all));
     let missing_from_doc: Vec<_> = seen.difference(&documented).collect();
     let missing_from_output: Vec<_> = documented.difference(&all).collect();
     assert!(missing_from_doc.is_empty(), "in the output but not documented: {missing_from_doc:?}");
-    assert!(missing_from_output.is_empty(), "documented but never in the output: {missing_from_output:?}");
+    assert!(
+        missing_from_output.is_empty(),
+        "documented but never in the output: {missing_from_output:?}"
+    );
 }

@@ -13,7 +13,11 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 fn root() {
-    assert_eq!(unsafe { libc::geteuid() }, 0, "this test needs root: it acts as another user (a throwaway account) against root's files");
+    assert_eq!(
+        unsafe { libc::geteuid() },
+        0,
+        "this test needs root: it acts as another user (a throwaway account) against root's files"
+    );
 }
 
 /// Runs `sh -c script` as `user`.
@@ -24,13 +28,26 @@ fn as_user(user: &ThrowawayUser, script: &str) -> Output {
 /// Runs stallscope; a child that has not finished within a minute is a hang (killed, and the
 /// test fails), not a slow run.
 fn stallscope(args: &[&str]) -> Output {
-    let child = Command::new(bin()).args(args).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let child = Command::new(bin())
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
     let pid = child.id() as i32;
     let t0 = Instant::now();
     loop {
         // SAFETY: polling our own child without reaping it (WNOWAIT), so wait_with_output can.
         let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
-        let r = unsafe { libc::waitid(libc::P_PID, pid as libc::id_t, &mut info, libc::WEXITED | libc::WNOHANG | libc::WNOWAIT) };
+        let r = unsafe {
+            libc::waitid(
+                libc::P_PID,
+                pid as libc::id_t,
+                &mut info,
+                libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
+            )
+        };
         if r == 0 && unsafe { info.si_pid() } == pid {
             return child.wait_with_output().unwrap();
         }
@@ -53,7 +70,8 @@ fn the_recording_directory_must_be_ours_and_private() {
     let d = scratch("out-dir");
     let victim = d.join("victim");
     std::fs::write(&victim, "precious\n").unwrap();
-    let run = |out: &Path| stallscope(&["run", "--out", out.to_str().unwrap(), "--", "java", "-version"]);
+    let run =
+        |out: &Path| stallscope(&["run", "--out", out.to_str().unwrap(), "--", "java", "-version"]);
 
     // Another user's empty directory: they could plant hiccups.hlog -> /etc/… in it.
     let them = ThrowawayUser::new();
@@ -102,12 +120,18 @@ fn a_fifo_is_refused_not_waited_on() {
     assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
     let o = stallscope(&["logs", fifo.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(1), "{}", err(&o));
-    assert!(err(&o).contains("is not a regular file (a FIFO)") && err(&o).contains("stallscope logs - <"), "{}", err(&o));
+    assert!(
+        err(&o).contains("is not a regular file (a FIFO)")
+            && err(&o).contains("stallscope logs - <"),
+        "{}",
+        err(&o)
+    );
 
     // A recording whose safepoint.log is a FIFO.
     let rec = d.join("rec");
     std::fs::create_dir(&rec).unwrap();
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/recordings/jdk17-idle-quiet");
+    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/fixtures/recordings/jdk17-idle-quiet");
     for e in std::fs::read_dir(&src).unwrap() {
         let e = e.unwrap();
         if e.file_name() != "safepoint.log" {
@@ -131,14 +155,19 @@ fn root_slowfs_gives_other_users_no_more_than_the_backing_files_do() {
     let (back, mnt) = (d.join("back"), d.join("mnt"));
     std::fs::create_dir_all(&back).unwrap();
     std::fs::write(back.join("roots.dat"), "root's\n").unwrap();
-    std::fs::set_permissions(back.join("roots.dat"), std::fs::Permissions::from_mode(0o644)).unwrap();
+    std::fs::set_permissions(back.join("roots.dat"), std::fs::Permissions::from_mode(0o644))
+        .unwrap();
     let m = mnt.display();
     let them = ThrowawayUser::new();
     {
         // By default only root may use the mount at all.
         let _fs = Slowfs::start(&back, &mnt, &["--read-delay", "0ms"]);
         let o = as_user(&them, &format!("cat {m}/roots.dat"));
-        assert!(!o.status.success(), "another user read through root's mount: {}", String::from_utf8_lossy(&o.stdout));
+        assert!(
+            !o.status.success(),
+            "another user read through root's mount: {}",
+            String::from_utf8_lossy(&o.stdout)
+        );
         let o = as_user(&them, &format!("echo x > {m}/new.dat"));
         assert!(!o.status.success());
         assert!(!back.join("new.dat").exists());
@@ -147,15 +176,34 @@ fn root_slowfs_gives_other_users_no_more_than_the_backing_files_do() {
         // Asked to share it, the kernel checks modes as on the backing directory.
         let _fs = Slowfs::start(&back, &mnt, &["--read-delay", "0ms", "--allow-other"]);
         let o = as_user(&them, &format!("cat {m}/roots.dat"));
-        assert!(o.status.success(), "a 0644 file is readable: {}", String::from_utf8_lossy(&o.stderr));
-        for script in [format!("echo x >> {m}/roots.dat"), format!("echo x > {m}/new.dat"), format!("rm -f {m}/roots.dat"), format!("echo read_delay=5s > {m}/.stallscope-slowfs")] {
+        assert!(
+            o.status.success(),
+            "a 0644 file is readable: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        for script in [
+            format!("echo x >> {m}/roots.dat"),
+            format!("echo x > {m}/new.dat"),
+            format!("rm -f {m}/roots.dat"),
+            format!("echo read_delay=5s > {m}/.stallscope-slowfs"),
+        ] {
             let o = as_user(&them, &script);
             assert!(!o.status.success(), "another user could: {script}");
         }
         assert_eq!(std::fs::read_to_string(back.join("roots.dat")).unwrap(), "root's\n");
         assert!(!back.join("new.dat").exists());
-        let o = them.setpriv().args([bin(), "inject", "slowfs-set"]).arg(&mnt).args(["--read-delay", "5s"]).output().unwrap();
-        assert!(!o.status.success(), "another user retuned root's mount: {}", String::from_utf8_lossy(&o.stdout));
+        let o = them
+            .setpriv()
+            .args([bin(), "inject", "slowfs-set"])
+            .arg(&mnt)
+            .args(["--read-delay", "5s"])
+            .output()
+            .unwrap();
+        assert!(
+            !o.status.success(),
+            "another user retuned root's mount: {}",
+            String::from_utf8_lossy(&o.stdout)
+        );
     }
     std::fs::remove_dir_all(d).unwrap();
 }
@@ -168,7 +216,18 @@ fn a_jvm_killed_with_sigkill_leaves_its_hiccup_log_readable() {
     let d = scratch("sigkill-hlog");
     let rec = d.join("rec");
     let run = Command::new(bin())
-        .args(["run", "--out", rec.to_str().unwrap(), "--", java17().to_str().unwrap(), "-jar", workloads_jar().to_str().unwrap(), "safepoint-storm", "--duration", "60s"])
+        .args([
+            "run",
+            "--out",
+            rec.to_str().unwrap(),
+            "--",
+            java17().to_str().unwrap(),
+            "-jar",
+            workloads_jar().to_str().unwrap(),
+            "safepoint-storm",
+            "--duration",
+            "60s",
+        ])
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
@@ -176,11 +235,19 @@ fn a_jvm_killed_with_sigkill_leaves_its_hiccup_log_readable() {
     // Until a few intervals (1 s each) are written.
     let hlog = rec.join("hiccups.hlog");
     let t0 = Instant::now();
-    while std::fs::read_to_string(&hlog).map(|t| t.lines().filter(|l| !l.starts_with('#') && !l.starts_with('"')).count()).unwrap_or(0) < 3 {
+    while std::fs::read_to_string(&hlog)
+        .map(|t| t.lines().filter(|l| !l.starts_with('#') && !l.starts_with('"')).count())
+        .unwrap_or(0)
+        < 3
+    {
         assert!(t0.elapsed() < Duration::from_secs(60), "the agent wrote no intervals");
         std::thread::sleep(Duration::from_millis(100));
     }
-    let jvm = std::fs::read_to_string(rec.join("meta.json")).ok().and_then(|m| serde_json::from_str::<serde_json::Value>(&m).ok()).and_then(|v| v["pid"].as_i64()).expect("meta.json names the JVM") as i32;
+    let jvm = std::fs::read_to_string(rec.join("meta.json"))
+        .ok()
+        .and_then(|m| serde_json::from_str::<serde_json::Value>(&m).ok())
+        .and_then(|v| v["pid"].as_i64())
+        .expect("meta.json names the JVM") as i32;
     unsafe { libc::kill(jvm, libc::SIGKILL) };
     let o = run.wait_with_output().unwrap();
     assert!(!o.status.success(), "the JVM was killed: {}", err(&o));

@@ -18,7 +18,11 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 fn root_only() {
-    assert_eq!(unsafe { libc::geteuid() }, 0, "this test needs root: boosting, cgroups and mounts (CI runs as root)");
+    assert_eq!(
+        unsafe { libc::geteuid() },
+        0,
+        "this test needs root: boosting, cgroups and mounts (CI runs as root)"
+    );
 }
 
 fn reps() -> usize {
@@ -27,9 +31,13 @@ fn reps() -> usize {
 
 /// The random moments, from a printed seed.
 fn moments(what: &str) -> fastrand::Rng {
-    let seed = std::env::var("STALLSCOPE_KILL_SEED").ok().and_then(|v| v.parse().ok()).unwrap_or_else(|| {
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64
-    });
+    let seed = std::env::var("STALLSCOPE_KILL_SEED")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos()
+                as u64
+        });
     eprintln!("{what}: STALLSCOPE_KILL_SEED={seed}");
     fastrand::Rng::with_seed(seed)
 }
@@ -41,7 +49,9 @@ fn stat_fields(tid: i32) -> Option<Vec<String>> {
 }
 
 fn threads(pid: i32) -> Vec<i32> {
-    std::fs::read_dir(format!("/proc/{pid}/task")).map(|d| d.flatten().filter_map(|e| e.file_name().to_str()?.parse().ok()).collect()).unwrap_or_default()
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .map(|d| d.flatten().filter_map(|e| e.file_name().to_str()?.parse().ok()).collect())
+        .unwrap_or_default()
 }
 
 fn alive(pid: i32) -> bool {
@@ -53,10 +63,11 @@ fn alive(pid: i32) -> bool {
 /// too, hence the name).
 fn pid_with(comm: &str, marker: &str) -> Option<i32> {
     let o = Command::new("pgrep").args(["-f", "--", marker]).output().ok()?;
-    String::from_utf8_lossy(&o.stdout)
-        .lines()
-        .filter_map(|l| l.trim().parse().ok())
-        .find(|&p: &i32| std::fs::read_to_string(format!("/proc/{p}/comm")).is_ok_and(|c| c.trim() == comm))
+    String::from_utf8_lossy(&o.stdout).lines().filter_map(|l| l.trim().parse().ok()).find(
+        |&p: &i32| {
+            std::fs::read_to_string(format!("/proc/{p}/comm")).is_ok_and(|c| c.trim() == comm)
+        },
+    )
 }
 
 /// What a kill must not leave behind, for the processes and mount a test made.
@@ -71,7 +82,13 @@ struct Watched<'a> {
 /// The tracefs instances stallscope made for `jvm`.
 fn trace_instances(jvm: i32) -> Vec<PathBuf> {
     let mine = format!("stallscope-{jvm}-");
-    std::fs::read_dir("/sys/kernel/tracing/instances").into_iter().flatten().flatten().filter(|e| e.file_name().to_string_lossy().starts_with(&mine)).map(|e| e.path()).collect()
+    std::fs::read_dir("/sys/kernel/tracing/instances")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with(&mine))
+        .map(|e| e.path())
+        .collect()
 }
 
 /// Everything still left behind, in words; empty when clean.
@@ -97,7 +114,8 @@ fn left_behind(w: &Watched) -> Vec<String> {
         }
         for t in threads(jvm) {
             if let Some(f) = stat_fields(t) {
-                let (nice, policy) = (f[16].parse::<i32>().unwrap_or(0), f[38].parse::<i32>().unwrap_or(0));
+                let (nice, policy) =
+                    (f[16].parse::<i32>().unwrap_or(0), f[38].parse::<i32>().unwrap_or(0));
                 if nice != 0 || policy != libc::SCHED_OTHER {
                     left.push(format!("thread {t}: nice {nice}, policy {policy}"));
                 }
@@ -114,7 +132,12 @@ fn left_behind(w: &Watched) -> Vec<String> {
                 left.push(format!("{hb}: the agent is still metering"));
             }
             if contained {
-                let staged: Vec<_> = std::fs::read_dir(format!("{root}/tmp")).unwrap().flatten().map(|e| e.file_name().to_string_lossy().into_owned()).filter(|n| n.starts_with("stallscope-")).collect();
+                let staged: Vec<_> = std::fs::read_dir(format!("{root}/tmp"))
+                    .unwrap()
+                    .flatten()
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .filter(|n| n.starts_with("stallscope-"))
+                    .collect();
                 if !staged.is_empty() {
                     left.push(format!("in the container's /tmp: {staged:?}"));
                 }
@@ -122,11 +145,17 @@ fn left_behind(w: &Watched) -> Vec<String> {
             let jcmd = java17().parent().unwrap().join("jcmd");
             let o = Command::new(jcmd).args([&jvm.to_string(), "VM.log", "list"]).output().unwrap();
             let list = String::from_utf8_lossy(&o.stdout).into_owned();
-            for l in list.lines().filter(|l| (l.contains(dir.to_str().unwrap()) || l.contains("/tmp/stallscope-")) && !l.contains("all=off")) {
+            for l in list.lines().filter(|l| {
+                (l.contains(dir.to_str().unwrap()) || l.contains("/tmp/stallscope-"))
+                    && !l.contains("all=off")
+            }) {
                 left.push(format!("JVM still logging: {l}"));
             }
             // Nor a flight recording of ours (attach starts one for the culprits' stacks).
-            let o = Command::new(java17().parent().unwrap().join("jcmd")).args([&jvm.to_string(), "JFR.check"]).output().unwrap();
+            let o = Command::new(java17().parent().unwrap().join("jcmd"))
+                .args([&jvm.to_string(), "JFR.check"])
+                .output()
+                .unwrap();
             let jfr = String::from_utf8_lossy(&o.stdout).into_owned();
             if jfr.contains("name=stallscope") {
                 left.push(format!("JVM still recording stacks for stallscope: {}", jfr.trim()));
@@ -205,10 +234,33 @@ fn boost_killed(level: &str, raised: impl Fn(&[String]) -> bool) {
         let _jvm = KillOnDrop(marker.clone());
         let rec = d.join(format!("rec-{rep}"));
         let mut run = Command::new(bin())
-            .args(["run", "--boost", level, "--boost-after", "1ms", "--out", rec.to_str().unwrap(), "--"])
+            .args([
+                "run",
+                "--boost",
+                level,
+                "--boost-after",
+                "1ms",
+                "--out",
+                rec.to_str().unwrap(),
+                "--",
+            ])
             .arg(java17())
-            .args([marker.as_str(), "-XX:+UseParallelGC", "-XX:-UseCountedLoopSafepoints", "-jar", workloads_jar().to_str().unwrap()])
-            .args(["counted-loop", "--duration", "30s", "--rounds", "300", "--trigger", "threaddump"])
+            .args([
+                marker.as_str(),
+                "-XX:+UseParallelGC",
+                "-XX:-UseCountedLoopSafepoints",
+                "-jar",
+                workloads_jar().to_str().unwrap(),
+            ])
+            .args([
+                "counted-loop",
+                "--duration",
+                "30s",
+                "--rounds",
+                "300",
+                "--trigger",
+                "threaddump",
+            ])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -268,11 +320,18 @@ fn throttle_killed_at_any_moment_leaves_no_cgroup_and_no_command() {
     for rep in 0..reps() {
         // A sleep whose argument is unique, to find it once its parent is gone.
         let secs = format!("30.{}{rep}", std::process::id());
-        let mut t = Command::new(bin()).args(["inject", "throttle", "--riops", "20", "--", "sleep", &secs]).current_dir(&d).stderr(Stdio::piped()).spawn().unwrap();
+        let mut t = Command::new(bin())
+            .args(["inject", "throttle", "--riops", "20", "--", "sleep", &secs])
+            .current_dir(&d)
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
         let moment = if rep == 0 {
             let mut line = String::new();
             BufReader::new(t.stderr.take().unwrap()).read_line(&mut line).unwrap();
-            let started = poll(Duration::from_secs(10), Duration::from_millis(5), || pid_with("sleep", &format!("sleep {secs}")));
+            let started = poll(Duration::from_secs(10), Duration::from_millis(5), || {
+                pid_with("sleep", &format!("sleep {secs}"))
+            });
             assert!(started.is_some(), "the throttled command never started: {line}");
             "with its command running".to_string()
         } else {
@@ -281,11 +340,18 @@ fn throttle_killed_at_any_moment_leaves_no_cgroup_and_no_command() {
             format!("{ms} ms after the start")
         };
         let sleeper = pid_with("sleep", &format!("sleep {secs}"));
-        let w = Watched { jvm: None, logging_into: None, others: sleeper.into_iter().collect(), mount: None };
+        let w = Watched {
+            jvm: None,
+            logging_into: None,
+            others: sleeper.into_iter().collect(),
+            mount: None,
+        };
         kill_and_check(&mut t, &w, &format!("throttle killed {moment}"), &mut failures);
         // The command dies with its cgroup; one the kill raced with (started after the look
         // above) must be gone too.
-        let still = poll(Duration::from_secs(10), Duration::from_millis(5), || pid_with("sleep", &format!("sleep {secs}")).is_none().then_some(()));
+        let still = poll(Duration::from_secs(10), Duration::from_millis(5), || {
+            pid_with("sleep", &format!("sleep {secs}")).is_none().then_some(())
+        });
         if still.is_none() {
             failures.push(format!("throttle killed {moment}: its command is still running"));
             if let Some(p) = pid_with("sleep", &format!("sleep {secs}")) {
@@ -298,7 +364,10 @@ fn throttle_killed_at_any_moment_leaves_no_cgroup_and_no_command() {
 
 #[test]
 fn slowfs_killed_at_any_moment_leaves_no_mount() {
-    assert!(Path::new("/dev/fuse").exists(), "this test needs /dev/fuse and fusermount3: run scripts/setup.sh");
+    assert!(
+        Path::new("/dev/fuse").exists(),
+        "this test needs /dev/fuse and fusermount3: run scripts/setup.sh"
+    );
     let _x = exclusive();
     let mut rng = moments("slowfs");
     let d = scratch("sigkill-slowfs");
@@ -308,12 +377,30 @@ fn slowfs_killed_at_any_moment_leaves_no_mount() {
     let mut failures = Vec::new();
     for rep in 0..reps() {
         let mut reader = None;
-        let mut fs = Command::new(bin()).args(["inject", "slowfs", "--read-delay", "50ms"]).arg(&back).arg(&mnt).stderr(Stdio::null()).spawn().unwrap();
+        let mut fs = Command::new(bin())
+            .args(["inject", "slowfs", "--read-delay", "50ms"])
+            .arg(&back)
+            .arg(&mnt)
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
         let moment = if rep == 0 {
-            assert!(poll(Duration::from_secs(10), Duration::from_millis(5), || is_mounted(&mnt).then_some(())).is_some(), "slowfs did not mount");
+            assert!(
+                poll(Duration::from_secs(10), Duration::from_millis(5), || is_mounted(&mnt)
+                    .then_some(()))
+                .is_some(),
+                "slowfs did not mount"
+            );
             // A reader inside the slow filesystem when the kill comes.
             evict(&back.join("data"));
-            reader = Some(Reaper(Command::new("cat").arg(mnt.join("data")).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap()));
+            reader = Some(Reaper(
+                Command::new("cat")
+                    .arg(mnt.join("data"))
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null())
+                    .spawn()
+                    .unwrap(),
+            ));
             "mounted, with a reader inside".to_string()
         } else {
             let ms = rng.u64(0..500);
@@ -335,9 +422,19 @@ fn freeze_killed_at_any_moment_leaves_nothing_stopped() {
     let pid = target.0.id() as i32;
     let mut failures = Vec::new();
     for rep in 0..reps() {
-        let mut f = Command::new(bin()).args(["inject", "freeze", &pid.to_string(), "--for", "30s"]).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+        let mut f = Command::new(bin())
+            .args(["inject", "freeze", &pid.to_string(), "--for", "30s"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
         let moment = if rep == 0 {
-            assert!(poll(Duration::from_secs(10), Duration::from_millis(5), || stat_fields(pid).filter(|f| f[0] == "T")).is_some(), "never stopped");
+            assert!(
+                poll(Duration::from_secs(10), Duration::from_millis(5), || stat_fields(pid)
+                    .filter(|f| f[0] == "T"))
+                .is_some(),
+                "never stopped"
+            );
             "with the target stopped".to_string()
         } else {
             let ms = rng.u64(0..200);
@@ -356,7 +453,14 @@ fn freeze_killed_at_any_moment_leaves_nothing_stopped() {
 #[test]
 fn attach_killed_at_any_moment_leaves_the_jvm_as_it_was() {
     let _x = exclusive();
-    let mut child = Command::new(java17()).arg("-jar").arg(workloads_jar()).args(["idle", "--duration", "600s"]).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().unwrap();
+    let mut child = Command::new(java17())
+        .arg("-jar")
+        .arg(workloads_jar())
+        .args(["idle", "--duration", "600s"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
     let mut line = String::new();
     BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
     let jvm = Reaper(child);
@@ -369,9 +473,18 @@ fn attach_killed_at_any_moment_leaves_the_jvm_as_it_was() {
 #[test]
 fn attach_killed_at_any_moment_leaves_a_contained_jvm_as_it_was() {
     let _x = exclusive();
-    assert_eq!(unsafe { libc::geteuid() }, 0, "this test needs root: it runs a JVM in a pid and mount namespace of its own");
+    assert_eq!(
+        unsafe { libc::geteuid() },
+        0,
+        "this test needs root: it runs a JVM in a pid and mount namespace of its own"
+    );
     let (jvm, pid) = contained_jvm();
-    attach_kills("attach-contained", jvm, pid, PathBuf::from(format!("/proc/{pid}/root/dev/shm/stallscope-1.heartbeat")));
+    attach_kills(
+        "attach-contained",
+        jvm,
+        pid,
+        PathBuf::from(format!("/proc/{pid}/root/dev/shm/stallscope-1.heartbeat")),
+    );
 }
 
 fn attach_kills(name: &str, jvm: Reaper, pid: i32, heartbeat: PathBuf) {
@@ -380,9 +493,20 @@ fn attach_kills(name: &str, jvm: Reaper, pid: i32, heartbeat: PathBuf) {
     let mut failures = Vec::new();
     for rep in 0..reps() {
         let dir = d.join(format!("rec-{rep}"));
-        let mut att = Command::new(bin()).args(["attach", &pid.to_string(), "--for", "60s", "--out", dir.to_str().unwrap()]).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+        let mut att = Command::new(bin())
+            .args(["attach", &pid.to_string(), "--for", "60s", "--out", dir.to_str().unwrap()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
         let moment = if rep == 0 {
-            assert!(poll(Duration::from_secs(20), Duration::from_millis(5), || heartbeat.exists().then_some(())).is_some(), "no heartbeat: the attach never got going");
+            assert!(
+                poll(Duration::from_secs(20), Duration::from_millis(5), || heartbeat
+                    .exists()
+                    .then_some(()))
+                .is_some(),
+                "no heartbeat: the attach never got going"
+            );
             "while watching".to_string()
         } else {
             let ms = rng.u64(0..3000);
@@ -395,7 +519,10 @@ fn attach_kills(name: &str, jvm: Reaper, pid: i32, heartbeat: PathBuf) {
     }
     // Still the JVM it was: a whole attach works and records.
     let dir = d.join("rec-after");
-    let o = Command::new(bin()).args(["attach", &pid.to_string(), "--for", "1s", "--out", dir.to_str().unwrap()]).output().unwrap();
+    let o = Command::new(bin())
+        .args(["attach", &pid.to_string(), "--for", "1s", "--out", dir.to_str().unwrap()])
+        .output()
+        .unwrap();
     assert!(o.status.success(), "attach after the kills: {}", String::from_utf8_lossy(&o.stderr));
     drop(jvm);
     let _ = std::fs::remove_dir_all(&d);

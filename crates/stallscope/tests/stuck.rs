@@ -15,15 +15,31 @@ use std::time::Duration;
 /// see what the JVM printed of its own).
 fn jvm(java: &Path, jvm_args: &[&str], args: &[&str], out: &Path) -> (Reaper, i32) {
     let f = std::fs::File::create(out).unwrap();
-    let child = Command::new(java).args(jvm_args).arg("-jar").arg(workloads_jar()).args(args).stdout(f.try_clone().unwrap()).stderr(f).spawn().unwrap();
+    let child = Command::new(java)
+        .args(jvm_args)
+        .arg("-jar")
+        .arg(workloads_jar())
+        .args(args)
+        .stdout(f.try_clone().unwrap())
+        .stderr(f)
+        .spawn()
+        .unwrap();
     let pid = child.id() as i32;
     (Reaper(child), pid)
 }
 
 /// `stallscope attach PID --for …`: its stdout and stderr, having succeeded.
 fn attach(pid: i32, run_for: &str, dir: &Path) -> (String, String) {
-    let o = Command::new(bin()).args(["attach", &pid.to_string(), "--for", run_for, "--out", dir.to_str().unwrap()]).stdout(Stdio::piped()).stderr(Stdio::piped()).output().unwrap();
-    let (out, err) = (String::from_utf8_lossy(&o.stdout).into_owned(), String::from_utf8_lossy(&o.stderr).into_owned());
+    let o = Command::new(bin())
+        .args(["attach", &pid.to_string(), "--for", run_for, "--out", dir.to_str().unwrap()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap();
+    let (out, err) = (
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    );
     assert!(o.status.success(), "attach failed: {err}\n{out}");
     (out, err)
 }
@@ -32,7 +48,8 @@ fn attach(pid: i32, run_for: &str, dir: &Path) -> (String, String) {
 fn now_block(out: &str) -> (String, Duration) {
     assert!(out.starts_with("NOW ("), "attach says what is happening now first: {out}");
     let block: String = out.split("\n\n").next().unwrap().to_string();
-    let after = block.strip_prefix("NOW (").and_then(|r| r.split(" after attaching").next()).unwrap();
+    let after =
+        block.strip_prefix("NOW (").and_then(|r| r.split(" after attaching").next()).unwrap();
     let (n, unit) = after.split_once(' ').unwrap();
     let n: f64 = n.parse().unwrap();
     let secs = match unit {
@@ -51,21 +68,36 @@ fn report_json(dir: &Path) -> Value {
 }
 
 fn longest(r: &Value) -> Value {
-    r["stalls"].as_array().unwrap().iter().max_by_key(|s| s["duration_ns"].as_u64().unwrap_or(0)).cloned().unwrap_or_else(|| panic!("no stall: {r}"))
+    r["stalls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .max_by_key(|s| s["duration_ns"].as_u64().unwrap_or(0))
+        .cloned()
+        .unwrap_or_else(|| panic!("no stall: {r}"))
 }
 
 /// What the JVM printed of its own never holds a thread dump (SIGQUIT, the attach protocol's
 /// trigger, makes one when it is not expected) or a stallscope line.
 fn untouched(out: &Path) {
     let text = std::fs::read_to_string(out).unwrap_or_default();
-    assert!(!text.contains("Full thread dump"), "the JVM printed a thread dump: it was sent SIGQUIT\n{text}");
+    assert!(
+        !text.contains("Full thread dump"),
+        "the JVM printed a thread dump: it was sent SIGQUIT\n{text}"
+    );
     assert!(!text.contains("stallscope"), "something of stallscope's reached the JVM\n{text}");
 }
 
 /// Nothing of stallscope's agent is in the JVM: no heartbeat, no attach trigger left.
 fn no_agent(pid: i32) {
-    assert!(!Path::new(&format!("/dev/shm/stallscope-{pid}.heartbeat")).exists(), "the agent was loaded");
-    assert!(!Path::new(&format!("/tmp/.attach_pid{pid}")).exists(), "an attach trigger file was left");
+    assert!(
+        !Path::new(&format!("/dev/shm/stallscope-{pid}.heartbeat")).exists(),
+        "the agent was loaded"
+    );
+    assert!(
+        !Path::new(&format!("/tmp/.attach_pid{pid}")).exists(),
+        "an attach trigger file was left"
+    );
 }
 
 #[test]
@@ -76,13 +108,19 @@ fn a_stopped_jvm_is_said_to_be_frozen_at_once_and_is_never_signalled_on_jdk_17_a
         let out = d.join("jvm.out");
         let (jvm, pid) = jvm(&java, &[], &["idle", "--duration", "60s"], &out);
         // Up and running (its counters exist), then stopped.
-        poll(Duration::from_secs(20), Duration::from_millis(20), || procwatch::perfdata::locate(pid).ok()).expect("the JVM started");
+        poll(Duration::from_secs(20), Duration::from_millis(20), || {
+            procwatch::perfdata::locate(pid).ok()
+        })
+        .expect("the JVM started");
         unsafe { libc::kill(pid, libc::SIGSTOP) };
         let dir = d.join("rec");
         let (live, _) = attach(pid, "2s", &dir);
         let (now, after) = now_block(&live);
         assert!(after < Duration::from_secs(15), "{now}");
-        assert!(now.contains("has been stalled") && now.contains("process frozen or stopped"), "{java:?}: {now}");
+        assert!(
+            now.contains("has been stalled") && now.contains("process frozen or stopped"),
+            "{java:?}: {now}"
+        );
         let r = report_json(&dir);
         assert_eq!(longest(&r)["findings"][0]["cause"], "frozen", "{java:?}: {r}");
         // Continued: it never got SIGQUIT (a stopped JVM takes it only when continued, and then
@@ -105,8 +143,19 @@ fn a_loop_holding_a_safepoint_is_named_at_once_from_outside_on_every_lts_jdk() {
     for (i, java) in [java11(), java17(), java21(), java25()].into_iter().enumerate() {
         let d = scratch(&format!("stuck-loop-{i}"));
         let out = d.join("jvm.out");
-        let args = ["counted-loop", "--shape", "dependent", "--rounds", "5", "--duration", "60s", "--every", "1s"];
-        let (jvm, pid) = jvm(&java, &["-XX:+UseParallelGC", "-XX:-UseCountedLoopSafepoints"], &args, &out);
+        let args = [
+            "counted-loop",
+            "--shape",
+            "dependent",
+            "--rounds",
+            "5",
+            "--duration",
+            "60s",
+            "--every",
+            "1s",
+        ];
+        let (jvm, pid) =
+            jvm(&java, &["-XX:+UseParallelGC", "-XX:-UseCountedLoopSafepoints"], &args, &out);
         // Its first GC is asked for 1 s in, while the loop runs its first long call.
         std::thread::sleep(Duration::from_secs(3));
         let dir = d.join("rec");
@@ -117,13 +166,20 @@ fn a_loop_holding_a_safepoint_is_named_at_once_from_outside_on_every_lts_jdk() {
         assert!(now.contains("cause    running without a safepoint poll"), "{java:?}: {now}");
         assert!(now.contains("culprit  \"counted-loop\""), "{java:?}: {now}");
         // Its code, read from outside: the loop's method, compiled, and its callers.
-        assert!(now.contains("read from outside the JVM") && now.contains("at io.stallscope.workloads.CountedLoop.dependent (JIT compiled)"), "{java:?}: {now}");
+        assert!(
+            now.contains("read from outside the JVM")
+                && now.contains("at io.stallscope.workloads.CountedLoop.dependent (JIT compiled)"),
+            "{java:?}: {now}"
+        );
         assert!(now.contains("fix      the loop in CountedLoop.dependent"), "{java:?}: {now}");
         let stall = longest(&report_json(&dir));
         let f = &stall["findings"][0];
         assert_eq!(f["cause"], "no-safepoint-poll", "{java:?}: {stall}");
         assert_eq!(f["culprits"][0]["name"], "counted-loop", "{java:?}: {stall}");
-        assert!(stall["duration_ns"].as_u64().unwrap() > 3_000_000_000, "the stall began before attach, at the GC's request: {stall}");
+        assert!(
+            stall["duration_ns"].as_u64().unwrap() > 3_000_000_000,
+            "the stall began before attach, at the GC's request: {stall}"
+        );
         untouched(&out);
         no_agent(pid);
         drop(jvm);
@@ -137,14 +193,33 @@ fn a_jvm_without_an_attach_mechanism_stuck_in_a_loop_is_diagnosed() {
     let _x = exclusive();
     let d = scratch("stuck-no-attach");
     let out = d.join("jvm.out");
-    let args = ["counted-loop", "--shape", "dependent", "--rounds", "5", "--duration", "60s", "--every", "1s"];
-    let (jvm, pid) = jvm(&java17(), &["-XX:+DisableAttachMechanism", "-XX:+UseParallelGC", "-XX:-UseCountedLoopSafepoints"], &args, &out);
+    let args = [
+        "counted-loop",
+        "--shape",
+        "dependent",
+        "--rounds",
+        "5",
+        "--duration",
+        "60s",
+        "--every",
+        "1s",
+    ];
+    let (jvm, pid) = jvm(
+        &java17(),
+        &["-XX:+DisableAttachMechanism", "-XX:+UseParallelGC", "-XX:-UseCountedLoopSafepoints"],
+        &args,
+        &out,
+    );
     std::thread::sleep(Duration::from_secs(3));
     let dir = d.join("rec");
     let (live, err) = attach(pid, "2s", &dir);
     assert!(err.contains("-XX:+DisableAttachMechanism"), "{err}");
     let (now, _) = now_block(&live);
-    assert!(now.contains("cause    running without a safepoint poll") && now.contains("\"counted-loop\""), "{now}");
+    assert!(
+        now.contains("cause    running without a safepoint poll")
+            && now.contains("\"counted-loop\""),
+        "{now}"
+    );
     assert_eq!(longest(&report_json(&dir))["findings"][0]["cause"], "no-safepoint-poll");
     // Let it run on a little: nothing arrives late either.
     std::thread::sleep(Duration::from_millis(500));
@@ -160,7 +235,12 @@ fn a_jvm_without_perf_data_is_watched_through_proc_and_says_so() {
     let _x = exclusive();
     let d = scratch("stuck-no-perfdata");
     let out = d.join("jvm.out");
-    let (jvm, pid) = jvm(&java17(), &["-XX:-UsePerfData", "-XX:+DisableAttachMechanism"], &["idle", "--duration", "60s"], &out);
+    let (jvm, pid) = jvm(
+        &java17(),
+        &["-XX:-UsePerfData", "-XX:+DisableAttachMechanism"],
+        &["idle", "--duration", "60s"],
+        &out,
+    );
     std::thread::sleep(Duration::from_millis(1500));
     unsafe { libc::kill(pid, libc::SIGSTOP) };
     let dir = d.join("rec");
@@ -170,7 +250,14 @@ fn a_jvm_without_perf_data_is_watched_through_proc_and_says_so() {
     let (now, _) = now_block(&live);
     assert!(now.contains("process frozen or stopped"), "{now}");
     let r = report_json(&dir);
-    assert!(r["notes"].as_array().unwrap().iter().any(|n| n.as_str().unwrap().contains("no perf counters")), "{r}");
+    assert!(
+        r["notes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|n| n.as_str().unwrap().contains("no perf counters")),
+        "{r}"
+    );
     drop(jvm);
 }
 
@@ -182,22 +269,38 @@ fn the_counters_read_as_jstat_reads_them_on_every_lts_jdk() {
     for (i, java) in [java11(), java17(), java21(), java25()].into_iter().enumerate() {
         let d = scratch(&format!("stuck-jstat-{i}"));
         let (jvm, pid) = jvm(&java, &[], &["idle", "--duration", "60s"], &d.join("jvm.out"));
-        poll(Duration::from_secs(20), Duration::from_millis(20), || procwatch::perfdata::locate(pid).ok()).expect("the JVM started");
+        poll(Duration::from_secs(20), Duration::from_millis(20), || {
+            procwatch::perfdata::locate(pid).ok()
+        })
+        .expect("the JVM started");
         std::thread::sleep(Duration::from_millis(500));
         unsafe { libc::kill(pid, libc::SIGSTOP) };
         let sorted = |o: std::process::Output| {
             assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-            let mut v: Vec<String> = String::from_utf8_lossy(&o.stdout).lines().map(str::to_string).collect();
+            let mut v: Vec<String> =
+                String::from_utf8_lossy(&o.stdout).lines().map(str::to_string).collect();
             v.sort();
             v
         };
-        let ours = sorted(Command::new(bin()).args(["counters", &pid.to_string()]).output().unwrap());
+        let ours =
+            sorted(Command::new(bin()).args(["counters", &pid.to_string()]).output().unwrap());
         let jstat = java.parent().unwrap().join("jstat");
-        let theirs = sorted(Command::new(&jstat).args(["-J-Djstat.showUnsupported=true", "-snap", &pid.to_string()]).output().unwrap());
+        let theirs = sorted(
+            Command::new(&jstat)
+                .args(["-J-Djstat.showUnsupported=true", "-snap", &pid.to_string()])
+                .output()
+                .unwrap(),
+        );
         unsafe { libc::kill(pid, libc::SIGCONT) };
         assert!(ours.len() > 150, "{java:?}: {} counters", ours.len());
-        let differ: Vec<(&String, &String)> = ours.iter().zip(&theirs).filter(|(a, b)| a != b).collect();
-        assert!(ours.len() == theirs.len() && differ.is_empty(), "{java:?}: {} against {} counters; differ: {differ:?}", ours.len(), theirs.len());
+        let differ: Vec<(&String, &String)> =
+            ours.iter().zip(&theirs).filter(|(a, b)| a != b).collect();
+        assert!(
+            ours.len() == theirs.len() && differ.is_empty(),
+            "{java:?}: {} against {} counters; differ: {differ:?}",
+            ours.len(),
+            theirs.len()
+        );
         drop(jvm);
     }
 }
@@ -210,27 +313,74 @@ fn the_counters_read_as_jstat_reads_them_on_every_lts_jdk() {
 #[test]
 fn stalls_at_the_safepoint_are_named_from_the_counters_and_proc_alone() {
     let _x = exclusive();
-    assert_eq!(unsafe { libc::geteuid() }, 0, "this test needs root: a swap file and a memory cgroup (CI runs as root)");
+    assert_eq!(
+        unsafe { libc::geteuid() },
+        0,
+        "this test needs root: a swap file and a memory cgroup (CI runs as root)"
+    );
     let out: PathBuf = scratch("stuck-outside").join("lab");
     let o = Command::new(bin())
-        .args(["lab", "run", "--outside", "--reps", "1", "--out", out.to_str().unwrap(), "--java", java17().to_str().unwrap(), "swap", "--variant", "swappable", "slow-log", "--variant", "slow-disk", "mmap-fault", "--variant", "mmap"])
+        .args([
+            "lab",
+            "run",
+            "--outside",
+            "--reps",
+            "1",
+            "--out",
+            out.to_str().unwrap(),
+            "--java",
+            java17().to_str().unwrap(),
+            "swap",
+            "--variant",
+            "swappable",
+            "slow-log",
+            "--variant",
+            "slow-disk",
+            "mmap-fault",
+            "--variant",
+            "mmap",
+        ])
         .output()
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    for (scenario, variant, cause) in [("swap", "swappable", "swap-in"), ("slow-log", "slow-disk", "vm-thread-io"), ("mmap-fault", "mmap", "major-fault")] {
+    for (scenario, variant, cause) in [
+        ("swap", "swappable", "swap-in"),
+        ("slow-log", "slow-disk", "vm-thread-io"),
+        ("mmap-fault", "mmap", "major-fault"),
+    ] {
         let dir = out.join(scenario).join(format!("{variant}-1"));
-        assert!(!dir.join("safepoint.log").exists() && !dir.join("hiccups.hlog").exists(), "nothing was put into the JVM");
+        assert!(
+            !dir.join("safepoint.log").exists() && !dir.join("hiccups.hlog").exists(),
+            "nothing was put into the JVM"
+        );
         let r = report_json(&dir);
         let sp_total = |s: &Value| s["safepoint"]["total_ns"].as_u64().unwrap_or(0);
-        let stall = r["stalls"].as_array().unwrap().iter().max_by_key(|s| sp_total(s)).cloned().expect("a stall");
+        let stall = r["stalls"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .max_by_key(|s| sp_total(s))
+            .cloned()
+            .expect("a stall");
         assert_eq!(stall["findings"][0]["cause"], cause, "{scenario}: {stall}");
         if scenario == "mmap-fault" {
             let code = &stall["findings"][0]["culprits"][0]["code"];
             assert_eq!(code["event"], "outside-sample", "{stall}");
-            let methods: Vec<&str> = code["frames"].as_array().unwrap().iter().map(|f| f["method"].as_str().unwrap()).collect();
-            assert!(methods.iter().any(|m| m.starts_with("io.stallscope.workloads.MappedRead")), "the reader's own frame: {methods:?}");
+            let methods: Vec<&str> = code["frames"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|f| f["method"].as_str().unwrap())
+                .collect();
+            assert!(
+                methods.iter().any(|m| m.starts_with("io.stallscope.workloads.MappedRead")),
+                "the reader's own frame: {methods:?}"
+            );
             continue;
         }
-        assert!(stall["safepoint"]["op"].as_str().unwrap().starts_with("GC: "), "the safepoint is placed from the counters, with its collector: {stall}");
+        assert!(
+            stall["safepoint"]["op"].as_str().unwrap().starts_with("GC: "),
+            "the safepoint is placed from the counters, with its collector: {stall}"
+        );
     }
 }

@@ -24,10 +24,22 @@ const MARK: &str = "61s";
 const EVERY: Duration = Duration::from_millis(250);
 
 fn idle_jvm(java: &Path) -> (Reaper, i32) {
-    let mut child = Command::new(java).args(["-Xmx64m", "-jar"]).arg(workloads_jar()).args(["idle", "--duration", MARK]).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().unwrap();
+    let mut child = Command::new(java)
+        .args(["-Xmx64m", "-jar"])
+        .arg(workloads_jar())
+        .args(["idle", "--duration", MARK])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
     let mut line = String::new();
     BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
-    let pid = line.trim().strip_prefix("idle: pid ").unwrap_or_else(|| panic!("{line:?}")).parse().unwrap();
+    let pid = line
+        .trim()
+        .strip_prefix("idle: pid ")
+        .unwrap_or_else(|| panic!("{line:?}"))
+        .parse()
+        .unwrap();
     (Reaper(child), pid)
 }
 
@@ -56,7 +68,13 @@ fn free_port() -> u16 {
 
 /// Starts `watch` with `args`; returns it and (with --metrics) the address it serves.
 fn start_watch(args: &[&str]) -> (Child, Option<String>, std::sync::mpsc::Receiver<String>) {
-    let mut w = Command::new(bin()).arg("watch").args(args).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
+    let mut w = Command::new(bin())
+        .arg("watch")
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
     let (tx, rx) = std::sync::mpsc::channel();
     let err = w.stderr.take().unwrap();
     std::thread::spawn(move || {
@@ -69,7 +87,9 @@ fn start_watch(args: &[&str]) -> (Child, Option<String>, std::sync::mpsc::Receiv
         let t0 = Instant::now();
         while addr.is_none() && t0.elapsed() < Duration::from_secs(20) {
             if let Ok(l) = rx.recv_timeout(Duration::from_secs(1)) {
-                addr = l.strip_prefix("stallscope: metrics at http://").map(|a| a.trim_end_matches("/metrics").to_string());
+                addr = l
+                    .strip_prefix("stallscope: metrics at http://")
+                    .map(|a| a.trim_end_matches("/metrics").to_string());
             }
         }
         assert!(addr.is_some(), "watch said nowhere where its metrics are");
@@ -84,7 +104,10 @@ struct Prometheus {
 
 fn prometheus(target: &str, dir: &Path) -> Prometheus {
     let bin = Path::new("/usr/bin/prometheus");
-    assert!(bin.exists(), "Debian's prometheus is needed (make test's setup installs it: apt-get install prometheus)");
+    assert!(
+        bin.exists(),
+        "Debian's prometheus is needed (make test's setup installs it: apt-get install prometheus)"
+    );
     std::fs::create_dir_all(dir).unwrap();
     let cfg = dir.join("prometheus.yml");
     std::fs::write(&cfg, format!("global:\n  scrape_interval: 1s\n  scrape_timeout: 900ms\nscrape_configs:\n  - job_name: stallscope\n    static_configs:\n      - targets: ['{target}']\n")).unwrap();
@@ -98,7 +121,14 @@ fn prometheus(target: &str, dir: &Path) -> Prometheus {
         .spawn()
         .unwrap();
     let p = Prometheus { _child: Reaper(child), port };
-    assert!(poll(Duration::from_secs(30), EVERY, || p.get("/-/ready").filter(|r| r.contains("Ready")).map(|_| ())).is_some(), "prometheus did not become ready");
+    assert!(
+        poll(Duration::from_secs(30), EVERY, || p
+            .get("/-/ready")
+            .filter(|r| r.contains("Ready"))
+            .map(|_| ()))
+        .is_some(),
+        "prometheus did not become ready"
+    );
     p
 }
 
@@ -114,14 +144,33 @@ impl Prometheus {
 
     /// The series of an instant query: each one's labels.
     fn query(&self, q: &str) -> Vec<Value> {
-        let enc: String = q.bytes().map(|b| if b.is_ascii_alphanumeric() || b"_.-".contains(&b) { (b as char).to_string() } else { format!("%{b:02X}") }).collect();
+        let enc: String = q
+            .bytes()
+            .map(|b| {
+                if b.is_ascii_alphanumeric() || b"_.-".contains(&b) {
+                    (b as char).to_string()
+                } else {
+                    format!("%{b:02X}")
+                }
+            })
+            .collect();
         let body = self.get(&format!("/api/v1/query?query={enc}")).unwrap_or_default();
         let v: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
-        v["data"]["result"].as_array().cloned().unwrap_or_default().into_iter().map(|r| r["metric"].clone()).collect()
+        v["data"]["result"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+            .into_iter()
+            .map(|r| r["metric"].clone())
+            .collect()
     }
 
     fn pids(&self, q: &str) -> Vec<i64> {
-        let mut p: Vec<i64> = self.query(q).iter().filter_map(|m| m["pid"].as_str().and_then(|p| p.parse().ok())).collect();
+        let mut p: Vec<i64> = self
+            .query(q)
+            .iter()
+            .filter_map(|m| m["pid"].as_str().and_then(|p| p.parse().ok()))
+            .collect();
         p.sort_unstable();
         p
     }
@@ -129,7 +178,10 @@ impl Prometheus {
 
 fn heartbeat_of(pid: i32) -> PathBuf {
     if procwatch::ns::other_mount_ns(pid) {
-        PathBuf::from(format!("/proc/{pid}/root/dev/shm/stallscope-{}.heartbeat", procwatch::ns::nspid(pid)))
+        PathBuf::from(format!(
+            "/proc/{pid}/root/dev/shm/stallscope-{}.heartbeat",
+            procwatch::ns::nspid(pid)
+        ))
     } else {
         PathBuf::from(format!("/dev/shm/stallscope-{pid}.heartbeat"))
     }
@@ -141,8 +193,14 @@ fn left_in(pid: i32) -> Vec<String> {
     if heartbeat_of(pid).exists() {
         left.push(format!("pid {pid}: the agent is still metering"));
     }
-    let o = Command::new(java17().parent().unwrap().join("jcmd")).args([&pid.to_string(), "VM.log", "list"]).output().unwrap();
-    for l in String::from_utf8_lossy(&o.stdout).lines().filter(|l| l.contains("stallscope") && !l.contains("all=off")) {
+    let o = Command::new(java17().parent().unwrap().join("jcmd"))
+        .args([&pid.to_string(), "VM.log", "list"])
+        .output()
+        .unwrap();
+    for l in String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .filter(|l| l.contains("stallscope") && !l.contains("all=off"))
+    {
         left.push(format!("pid {pid}: still logging: {l}"));
     }
     left
@@ -150,7 +208,14 @@ fn left_in(pid: i32) -> Vec<String> {
 
 /// Threads of stallscope's inside process `pid` (the agent's are named `stallscope-…`).
 fn threads_of_ours(pid: i32) -> Vec<String> {
-    std::fs::read_dir(format!("/proc/{pid}/task")).into_iter().flatten().flatten().filter_map(|t| std::fs::read_to_string(t.path().join("comm")).ok()).map(|c| c.trim().to_string()).filter(|c| c.starts_with("stallscope")).collect()
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|t| std::fs::read_to_string(t.path().join("comm")).ok())
+        .map(|c| c.trim().to_string())
+        .filter(|c| c.starts_with("stallscope"))
+        .collect()
 }
 
 fn wait_exit(w: &mut Child, limit: Duration) -> Option<std::process::ExitStatus> {
@@ -160,7 +225,11 @@ fn wait_exit(w: &mut Child, limit: Duration) -> Option<std::process::ExitStatus>
 #[test]
 fn watch_guards_three_jvms_one_contained_and_prometheus_sees_the_stall_under_its_pid_only() {
     let _x = exclusive();
-    assert_eq!(unsafe { libc::geteuid() }, 0, "this test needs root: one JVM runs in a pid and mount namespace of its own (CI runs as root)");
+    assert_eq!(
+        unsafe { libc::geteuid() },
+        0,
+        "this test needs root: one JVM runs in a pid and mount namespace of its own (CI runs as root)"
+    );
     let d = scratch("watch-prometheus");
     let (looping, loop_pid) = counted_loop_jvm("300");
     let (quiet, quiet_pid) = idle_jvm(&java25());
@@ -169,7 +238,20 @@ fn watch_guards_three_jvms_one_contained_and_prometheus_sees_the_stall_under_its
     let events = d.join("events.jsonl");
     // The contained JVM runs `-jar /dev/fd/3 idle --duration 600s`.
     let pattern = format!("--duration ({MARK}|600s)");
-    let (mut w, addr, said) = start_watch(&["--match", &pattern, "--out", out.to_str().unwrap(), "--metrics", "127.0.0.1:0", "--events", events.to_str().unwrap(), "--for", "170s", "--keep-exited", "5s"]);
+    let (mut w, addr, said) = start_watch(&[
+        "--match",
+        &pattern,
+        "--out",
+        out.to_str().unwrap(),
+        "--metrics",
+        "127.0.0.1:0",
+        "--events",
+        events.to_str().unwrap(),
+        "--for",
+        "170s",
+        "--keep-exited",
+        "5s",
+    ]);
     let prom = prometheus(addr.as_deref().unwrap(), &d.join("prometheus"));
 
     let three = poll(Duration::from_secs(60), EVERY, || {
@@ -181,18 +263,42 @@ fn watch_guards_three_jvms_one_contained_and_prometheus_sees_the_stall_under_its
     let said_so_far: Vec<String> = said.try_iter().collect();
     assert_eq!(three, Some(want), "the three JVMs are watched: {said_so_far:#?}");
     let c = prom.query(&format!("stallscope_watched_jvm{{pid=\"{contained_pid}\"}}"));
-    assert!(c[0]["container"].as_str().is_some_and(|c| !c.is_empty()), "the contained JVM is labelled with its container: {c:?}");
-    assert!(prom.query(&format!("stallscope_watched_jvm{{pid=\"{loop_pid}\"}}"))[0]["container"].as_str().unwrap_or("").is_empty());
+    assert!(
+        c[0]["container"].as_str().is_some_and(|c| !c.is_empty()),
+        "the contained JVM is labelled with its container: {c:?}"
+    );
+    assert!(
+        prom.query(&format!("stallscope_watched_jvm{{pid=\"{loop_pid}\"}}"))[0]["container"]
+            .as_str()
+            .unwrap_or("")
+            .is_empty()
+    );
 
     // The counted loop's stalls, under its pid and cause only.
     let stalled = poll(Duration::from_secs(60), EVERY, || {
         let p = prom.pids("stallscope_stalls_total{cause=\"no-safepoint-poll\"} > 0");
         (!p.is_empty()).then_some(p)
     });
-    assert_eq!(stalled, Some(vec![loop_pid as i64]), "a loop without a safepoint poll, in the looping JVM only");
-    let ttsp = poll(Duration::from_secs(20), EVERY, || (!prom.query(&format!("stallscope_ttsp_seconds_count{{pid=\"{loop_pid}\"}} > 0")).is_empty()).then_some(()));
+    assert_eq!(
+        stalled,
+        Some(vec![loop_pid as i64]),
+        "a loop without a safepoint poll, in the looping JVM only"
+    );
+    let ttsp = poll(Duration::from_secs(20), EVERY, || {
+        (!prom
+            .query(&format!("stallscope_ttsp_seconds_count{{pid=\"{loop_pid}\"}} > 0"))
+            .is_empty())
+        .then_some(())
+    });
     assert!(ttsp.is_some(), "its safepoints' TTSP is exported (from its perf counters)");
-    let synced = poll(Duration::from_secs(20), EVERY, || (!prom.query(&format!("stallscope_jvm_safepoint_sync_seconds_total{{pid=\"{loop_pid}\"}} > 0.1")).is_empty()).then_some(()));
+    let synced = poll(Duration::from_secs(20), EVERY, || {
+        (!prom
+            .query(&format!(
+                "stallscope_jvm_safepoint_sync_seconds_total{{pid=\"{loop_pid}\"}} > 0.1"
+            ))
+            .is_empty())
+        .then_some(())
+    });
     assert!(synced.is_some(), "its counters' own totals are exported");
     // Nothing of stallscope's went into any of them.
     for pid in [loop_pid, quiet_pid, contained_pid] {
@@ -201,24 +307,40 @@ fn watch_guards_three_jvms_one_contained_and_prometheus_sees_the_stall_under_its
 
     // A JVM started later is picked up; one that exits disappears.
     let (late, late_pid) = idle_jvm(&java17());
-    let picked = poll(Duration::from_secs(40), EVERY, || prom.pids("stallscope_watched_jvm == 1").contains(&(late_pid as i64)).then_some(()));
-    assert!(picked.is_some(), "the JVM started later is watched: {:?}", prom.pids("stallscope_watched_jvm"));
+    let picked = poll(Duration::from_secs(40), EVERY, || {
+        prom.pids("stallscope_watched_jvm == 1").contains(&(late_pid as i64)).then_some(())
+    });
+    assert!(
+        picked.is_some(),
+        "the JVM started later is watched: {:?}",
+        prom.pids("stallscope_watched_jvm")
+    );
     drop(quiet);
-    let gone = poll(Duration::from_secs(40), EVERY, || (!prom.pids("stallscope_watched_jvm == 1").contains(&(quiet_pid as i64))).then_some(()));
+    let gone = poll(Duration::from_secs(40), EVERY, || {
+        (!prom.pids("stallscope_watched_jvm == 1").contains(&(quiet_pid as i64))).then_some(())
+    });
     assert!(gone.is_some(), "the JVM that exited is no longer watched");
     // Its series leave once its grace (--keep-exited) is over.
-    let forgotten = poll(Duration::from_secs(40), EVERY, || (!prom.pids("stallscope_watched_jvm").contains(&(quiet_pid as i64))).then_some(()));
+    let forgotten = poll(Duration::from_secs(40), EVERY, || {
+        (!prom.pids("stallscope_watched_jvm").contains(&(quiet_pid as i64))).then_some(())
+    });
     assert!(forgotten.is_some(), "the exited JVM's series are forgotten after its grace");
 
     // The events: one line per diagnosed stall, the loop's named with its culprit and fix.
     let text = std::fs::read_to_string(&events).unwrap();
     let lines: Vec<Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
-    let e = lines.iter().find(|e| e["cause"] == "no-safepoint-poll").unwrap_or_else(|| panic!("{text}"));
+    let e = lines
+        .iter()
+        .find(|e| e["cause"] == "no-safepoint-poll")
+        .unwrap_or_else(|| panic!("{text}"));
     assert_eq!(e["schema"], "stallscope.watch-event/1");
     assert_eq!(e["jvm"]["pid"], loop_pid);
     assert_eq!(e["culprit"]["name"], "counted-loop", "{e}");
     assert!(Path::new(e["recording"].as_str().unwrap()).join("meta.json").exists());
-    assert!(lines.iter().all(|e| e["cause"] != "no-safepoint-poll" || e["jvm"]["pid"] == loop_pid), "{text}");
+    assert!(
+        lines.iter().all(|e| e["cause"] != "no-safepoint-poll" || e["jvm"]["pid"] == loop_pid),
+        "{text}"
+    );
 
     // SIGTERM: every JVM detached, watch gone.
     unsafe { libc::kill(w.id() as i32, libc::SIGTERM) };
@@ -235,7 +357,13 @@ fn watch_guards_three_jvms_one_contained_and_prometheus_sees_the_stall_under_its
     let o = Command::new(bin()).args(["report", "--json", rec]).output().unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let r: Value = serde_json::from_slice(&o.stdout).unwrap();
-    assert!(r["stalls"].as_array().unwrap().iter().any(|s| s["findings"][0]["cause"] == "no-safepoint-poll"));
+    assert!(
+        r["stalls"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|s| s["findings"][0]["cause"] == "no-safepoint-poll")
+    );
     // And the directory of them all: one line per recording.
     let o = Command::new(bin()).args(["report", out.to_str().unwrap()]).output().unwrap();
     let listing = String::from_utf8_lossy(&o.stdout);
@@ -251,7 +379,15 @@ fn retention_holds_its_bound_while_stalls_come_faster_than_it_allows() {
     let (looping, loop_pid) = counted_loop_jvm("150");
     let out = d.join("rec");
     const BOUND: u64 = 3 << 20;
-    let (mut w, _, said) = start_watch(&[&loop_pid.to_string(), "--out", out.to_str().unwrap(), "--retain", "3M", "--for", "40s"]);
+    let (mut w, _, said) = start_watch(&[
+        &loop_pid.to_string(),
+        "--out",
+        out.to_str().unwrap(),
+        "--retain",
+        "3M",
+        "--for",
+        "40s",
+    ]);
     let (mut max, mut dirs_seen) = (0u64, std::collections::HashSet::new());
     let t0 = Instant::now();
     while t0.elapsed() < Duration::from_secs(35) && w.try_wait().unwrap().is_none() {
@@ -268,10 +404,16 @@ fn retention_holds_its_bound_while_stalls_come_faster_than_it_allows() {
     let said: Vec<String> = said.try_iter().collect();
     assert!(st.is_some_and(|s| s.success()), "{st:?} {said:#?}");
     let now: Vec<PathBuf> = std::fs::read_dir(&out).unwrap().flatten().map(|e| e.path()).collect();
-    assert!(dirs_seen.len() > now.len(), "recordings were rolled and the oldest removed ({} seen, {} kept): the stalls came faster than 3M allows", dirs_seen.len(), now.len());
+    assert!(
+        dirs_seen.len() > now.len(),
+        "recordings were rolled and the oldest removed ({} seen, {} kept): the stalls came faster than 3M allows",
+        dirs_seen.len(),
+        now.len()
+    );
     assert!(max <= BOUND, "{max} bytes used at the most, over the 3M bound");
     for r in &now {
-        let o = Command::new(bin()).args(["report", "--json", r.to_str().unwrap()]).output().unwrap();
+        let o =
+            Command::new(bin()).args(["report", "--json", r.to_str().unwrap()]).output().unwrap();
         assert!(o.status.success(), "{}: {}", r.display(), String::from_utf8_lossy(&o.stderr));
     }
     assert!(left_in(loop_pid).is_empty(), "{:?}", left_in(loop_pid));
@@ -294,9 +436,21 @@ fn watch_killed_outright_leaves_every_jvm_running_and_as_it_was() {
     let _x = exclusive();
     let d = scratch("watch-sigkill");
     let (jvm, pid) = idle_jvm(&java17());
-    let (mut w, _, said) = start_watch(&[&pid.to_string(), "--attach", "--out", d.join("rec").to_str().unwrap(), "--for", "120s"]);
-    let metering = poll(Duration::from_secs(30), EVERY, || heartbeat_of(pid).exists().then_some(()));
-    assert!(metering.is_some(), "watch never got the agent going: {:#?}", said.try_iter().collect::<Vec<_>>());
+    let (mut w, _, said) = start_watch(&[
+        &pid.to_string(),
+        "--attach",
+        "--out",
+        d.join("rec").to_str().unwrap(),
+        "--for",
+        "120s",
+    ]);
+    let metering =
+        poll(Duration::from_secs(30), EVERY, || heartbeat_of(pid).exists().then_some(()));
+    assert!(
+        metering.is_some(),
+        "watch never got the agent going: {:#?}",
+        said.try_iter().collect::<Vec<_>>()
+    );
     std::thread::sleep(Duration::from_secs(1));
     w.kill().unwrap();
     let _ = w.wait();
@@ -313,31 +467,69 @@ fn a_jvm_that_refuses_the_attach_or_is_recorded_already_is_skipped_with_one_line
     let _x = exclusive();
     let d = scratch("watch-skips");
     // One that refuses attaching, one already recorded by `stallscope run`, one to watch.
-    let mut refusing = Command::new(java17()).args(["-Xmx64m", "-XX:+DisableAttachMechanism", "-jar"]).arg(workloads_jar()).args(["idle", "--duration", MARK]).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().unwrap();
+    let mut refusing = Command::new(java17())
+        .args(["-Xmx64m", "-XX:+DisableAttachMechanism", "-jar"])
+        .arg(workloads_jar())
+        .args(["idle", "--duration", MARK])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
     let mut line = String::new();
     BufReader::new(refusing.stdout.take().unwrap()).read_line(&mut line).unwrap();
     let refusing_pid = refusing.id() as i32;
     let refusing = Reaper(refusing);
-    let mut recorded = Command::new(bin()).args(["run", "--no-frames", "--out", d.join("run").to_str().unwrap(), "--"]).arg(java17()).args(["-Xmx64m", "-jar"]).arg(workloads_jar()).args(["idle", "--duration", MARK]).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().unwrap();
+    let mut recorded = Command::new(bin())
+        .args(["run", "--no-frames", "--out", d.join("run").to_str().unwrap(), "--"])
+        .arg(java17())
+        .args(["-Xmx64m", "-jar"])
+        .arg(workloads_jar())
+        .args(["idle", "--duration", MARK])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
     let mut line = String::new();
     BufReader::new(recorded.stdout.take().unwrap()).read_line(&mut line).unwrap();
-    let recorded_pid: i32 = line.trim().strip_prefix("idle: pid ").unwrap_or_else(|| panic!("{line:?}")).parse().unwrap();
+    let recorded_pid: i32 = line
+        .trim()
+        .strip_prefix("idle: pid ")
+        .unwrap_or_else(|| panic!("{line:?}"))
+        .parse()
+        .unwrap();
     let recorded = Reaper(recorded);
     let (plain, plain_pid) = idle_jvm(&java17());
-    let (mut w, _, said) = start_watch(&["--match", &format!("--duration {MARK}"), "--attach", "--out", d.join("rec").to_str().unwrap(), "--for", "60s"]);
-    let watched = poll(Duration::from_secs(30), EVERY, || heartbeat_of(plain_pid).exists().then_some(()));
+    let (mut w, _, said) = start_watch(&[
+        "--match",
+        &format!("--duration {MARK}"),
+        "--attach",
+        "--out",
+        d.join("rec").to_str().unwrap(),
+        "--for",
+        "60s",
+    ]);
+    let watched =
+        poll(Duration::from_secs(30), EVERY, || heartbeat_of(plain_pid).exists().then_some(()));
     assert!(watched.is_some(), "the plain JVM is watched");
     // A JVM without an attach mechanism says so in its counters: refused at once.
     let mut lines: Vec<String> = Vec::new();
     let t0 = Instant::now();
-    while t0.elapsed() < Duration::from_secs(30) && !(lines.iter().any(|l| l.contains(&format!("pid {refusing_pid} "))) && lines.iter().any(|l| l.contains(&format!("pid {recorded_pid} ")))) {
+    while t0.elapsed() < Duration::from_secs(30)
+        && !(lines.iter().any(|l| l.contains(&format!("pid {refusing_pid} ")))
+            && lines.iter().any(|l| l.contains(&format!("pid {recorded_pid} "))))
+    {
         lines.extend(said.recv_timeout(Duration::from_millis(500)).ok());
     }
     unsafe { libc::kill(w.id() as i32, libc::SIGTERM) };
     let st = wait_exit(&mut w, Duration::from_secs(60));
     lines.extend(said.try_iter());
     assert!(st.is_some_and(|s| s.success()), "{st:?} {lines:#?}");
-    let of = |pid: i32| -> Vec<&String> { lines.iter().filter(|l| l.contains(&format!("pid {pid} ")) && l.contains("not watched")).collect() };
+    let of = |pid: i32| -> Vec<&String> {
+        lines
+            .iter()
+            .filter(|l| l.contains(&format!("pid {pid} ")) && l.contains("not watched"))
+            .collect()
+    };
     let refused = of(refusing_pid);
     assert_eq!(refused.len(), 1, "one line for the JVM that refuses: {lines:#?}");
     assert!(refused[0].contains("-XX:+DisableAttachMechanism"), "{}", refused[0]);
@@ -354,7 +546,15 @@ fn a_jvm_that_refuses_the_attach_or_is_recorded_already_is_skipped_with_one_line
 
 /// A JVM of the workloads jar on JDK 17 with these options and arguments; its pid.
 fn jvm_with(options: &[&str], args: &[&str]) -> (Reaper, i32) {
-    let child = Command::new(java17()).args(options).arg("-jar").arg(workloads_jar()).args(args).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+    let child = Command::new(java17())
+        .args(options)
+        .arg("-jar")
+        .arg(workloads_jar())
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
     let pid = child.id() as i32;
     (Reaper(child), pid)
 }
@@ -379,16 +579,56 @@ fn many_jvms_watched_from_outside_hold_nothing_of_ours_and_the_stall_among_them_
     let mark = "62s";
     let mut jvms = Vec::new();
     for _ in 0..8 {
-        jvms.push(jvm_with(&["-Xmx16m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1"], &["idle", "--duration", mark]));
+        jvms.push(jvm_with(
+            &["-Xmx16m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1"],
+            &["idle", "--duration", mark],
+        ));
     }
-    let (no_perf, no_perf_pid) = jvm_with(&["-Xmx16m", "-XX:-UsePerfData"], &["idle", "--duration", mark]);
-    let (looping, loop_pid) = jvm_with(&["-XX:+UseParallelGC", "-XX:-UseCountedLoopSafepoints"], &["counted-loop", "--shape", "dependent", "--rounds", "1", "--every", "2s", "--duration", mark]);
+    let (no_perf, no_perf_pid) =
+        jvm_with(&["-Xmx16m", "-XX:-UsePerfData"], &["idle", "--duration", mark]);
+    let (looping, loop_pid) = jvm_with(
+        &["-XX:+UseParallelGC", "-XX:-UseCountedLoopSafepoints"],
+        &[
+            "counted-loop",
+            "--shape",
+            "dependent",
+            "--rounds",
+            "1",
+            "--every",
+            "2s",
+            "--duration",
+            mark,
+        ],
+    );
     let events = d.join("events.jsonl");
-    let (mut w, addr, said) = start_watch(&["--match", &format!("--duration {mark}"), "--out", d.join("rec").to_str().unwrap(), "--metrics", "127.0.0.1:0", "--events", events.to_str().unwrap(), "--for", "90s"]);
+    let (mut w, addr, said) = start_watch(&[
+        "--match",
+        &format!("--duration {mark}"),
+        "--out",
+        d.join("rec").to_str().unwrap(),
+        "--metrics",
+        "127.0.0.1:0",
+        "--events",
+        events.to_str().unwrap(),
+        "--for",
+        "90s",
+    ]);
     let addr = addr.unwrap();
-    let watched = poll(Duration::from_secs(60), EVERY, || (scrape(&addr).lines().filter(|l| l.starts_with("stallscope_watched_jvm{") && l.ends_with(" 1")).count() == 10).then_some(()));
+    let watched = poll(Duration::from_secs(60), EVERY, || {
+        (scrape(&addr)
+            .lines()
+            .filter(|l| l.starts_with("stallscope_watched_jvm{") && l.ends_with(" 1"))
+            .count()
+            == 10)
+            .then_some(())
+    });
     assert!(watched.is_some(), "ten JVMs watched: {}", scrape(&addr));
-    let stalled = poll(Duration::from_secs(60), EVERY, || std::fs::read_to_string(&events).ok().filter(|t| t.contains("\"cause\":\"no-safepoint-poll\"")).map(|_| ()));
+    let stalled = poll(Duration::from_secs(60), EVERY, || {
+        std::fs::read_to_string(&events)
+            .ok()
+            .filter(|t| t.contains("\"cause\":\"no-safepoint-poll\""))
+            .map(|_| ())
+    });
     assert!(stalled.is_some(), "the loop's stall was diagnosed");
     let text = std::fs::read_to_string(&events).unwrap();
     for l in text.lines() {
@@ -406,7 +646,12 @@ fn many_jvms_watched_from_outside_hold_nothing_of_ours_and_the_stall_among_them_
     w.kill().unwrap();
     let _ = w.wait();
     let lines: Vec<String> = said.try_iter().collect();
-    assert!(lines.iter().any(|l| l.contains(&format!("pid {no_perf_pid}")) && l.contains("no perf counters") && l.contains("-XX:-UsePerfData")), "the JVM without perf data is said to be watched through /proc: {lines:#?}");
+    assert!(
+        lines.iter().any(|l| l.contains(&format!("pid {no_perf_pid}"))
+            && l.contains("no perf counters")
+            && l.contains("-XX:-UsePerfData")),
+        "the JVM without perf data is said to be watched through /proc: {lines:#?}"
+    );
     for pid in jvms.iter().map(|j| j.1).chain([no_perf_pid, loop_pid]) {
         assert!(Path::new(&format!("/proc/{pid}")).exists(), "pid {pid} runs on");
         assert!(!procwatch::task::stopped(pid), "pid {pid} runs on");
@@ -423,14 +668,43 @@ fn a_short_lived_jvm_that_stalls_and_exits_is_still_scraped_after_it_exited() {
     let _x = exclusive();
     let d = scratch("watch-short-lived");
     let mark = "4500ms";
-    let (mut w, addr, _said) = start_watch(&["--match", &format!("--duration {mark}"), "--out", d.join("rec").to_str().unwrap(), "--metrics", "127.0.0.1:0", "--keep-exited", "60s", "--for", "60s"]);
+    let (mut w, addr, _said) = start_watch(&[
+        "--match",
+        &format!("--duration {mark}"),
+        "--out",
+        d.join("rec").to_str().unwrap(),
+        "--metrics",
+        "127.0.0.1:0",
+        "--keep-exited",
+        "60s",
+        "--for",
+        "60s",
+    ]);
     let addr = addr.unwrap();
-    let (jvm, pid) = jvm_with(&["-XX:+UseParallelGC", "-XX:-UseCountedLoopSafepoints"], &["counted-loop", "--shape", "dependent", "--rounds", "1", "--every", "1200ms", "--duration", mark]);
+    let (jvm, pid) = jvm_with(
+        &["-XX:+UseParallelGC", "-XX:-UseCountedLoopSafepoints"],
+        &[
+            "counted-loop",
+            "--shape",
+            "dependent",
+            "--rounds",
+            "1",
+            "--every",
+            "1200ms",
+            "--duration",
+            mark,
+        ],
+    );
     let mut jvm = jvm;
     let exited = poll(Duration::from_secs(40), EVERY, || jvm.0.try_wait().ok().flatten());
     assert!(exited.is_some(), "the JVM ran and exited");
     let want = format!("stallscope_stalls_total{{pid=\"{pid}\",");
-    let seen = poll(Duration::from_secs(20), EVERY, || scrape(&addr).lines().find(|l| l.starts_with(&want) && l.contains("cause=\"no-safepoint-poll\"")).map(str::to_string));
+    let seen = poll(Duration::from_secs(20), EVERY, || {
+        scrape(&addr)
+            .lines()
+            .find(|l| l.starts_with(&want) && l.contains("cause=\"no-safepoint-poll\""))
+            .map(str::to_string)
+    });
     assert!(seen.is_some(), "the exited JVM's stall is in the metrics: {}", scrape(&addr));
     unsafe { libc::kill(w.id() as i32, libc::SIGTERM) };
     wait_exit(&mut w, Duration::from_secs(30));
@@ -450,23 +724,74 @@ fn a_jvm_that_stalls_often_is_attached_to_and_left_as_found() {
     let events = d.join("events.jsonl");
     // Named by pid, each must be a JVM already (libjvm.so mapped).
     for p in [pid, refusing_pid] {
-        assert!(poll(Duration::from_secs(20), EVERY, || matches!(procwatch::jvms::jvm(p), Ok(Some(_))).then_some(())).is_some(), "pid {p} became a JVM");
+        assert!(
+            poll(Duration::from_secs(20), EVERY, || matches!(procwatch::jvms::jvm(p), Ok(Some(_)))
+                .then_some(()))
+            .is_some(),
+            "pid {p} became a JVM"
+        );
     }
-    let (mut w, _, said) = start_watch(&[&pid.to_string(), &refusing_pid.to_string(), "--attach", "2/1m", "--out", d.join("rec").to_str().unwrap(), "--events", events.to_str().unwrap(), "--for", "120s"]);
-    let stalls_of = |p: i32| std::fs::read_to_string(&events).unwrap_or_default().lines().filter(|l| serde_json::from_str::<Value>(l).is_ok_and(|e| e["jvm"]["pid"] == p && e["cause"] == "no-safepoint-poll")).count();
+    let (mut w, _, said) = start_watch(&[
+        &pid.to_string(),
+        &refusing_pid.to_string(),
+        "--attach",
+        "2/1m",
+        "--out",
+        d.join("rec").to_str().unwrap(),
+        "--events",
+        events.to_str().unwrap(),
+        "--for",
+        "120s",
+    ]);
+    let stalls_of = |p: i32| {
+        std::fs::read_to_string(&events)
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| {
+                serde_json::from_str::<Value>(l)
+                    .is_ok_and(|e| e["jvm"]["pid"] == p && e["cause"] == "no-safepoint-poll")
+            })
+            .count()
+    };
     let mut lines: Vec<String> = Vec::new();
     let refused = poll(Duration::from_secs(60), EVERY, || {
         lines.extend(said.try_iter());
-        lines.iter().any(|l| l.contains(&format!("pid {refusing_pid}: not attached")) && l.contains("watched from outside")).then(|| stalls_of(refusing_pid))
+        lines
+            .iter()
+            .any(|l| {
+                l.contains(&format!("pid {refusing_pid}: not attached"))
+                    && l.contains("watched from outside")
+            })
+            .then(|| stalls_of(refusing_pid))
     });
-    assert!(refused.is_some(), "the JVM without an attach mechanism was tried and refused: {lines:#?}");
-    let later = poll(Duration::from_secs(40), EVERY, || (stalls_of(refusing_pid) >= refused.unwrap() + 2).then_some(()));
-    assert!(later.is_some(), "the refusing JVM's stalls after the refusal are still named: {} before, {} now", refused.unwrap(), stalls_of(refusing_pid));
-    let metering = poll(Duration::from_secs(60), EVERY, || heartbeat_of(pid).exists().then_some(()));
+    assert!(
+        refused.is_some(),
+        "the JVM without an attach mechanism was tried and refused: {lines:#?}"
+    );
+    let later = poll(Duration::from_secs(40), EVERY, || {
+        (stalls_of(refusing_pid) >= refused.unwrap() + 2).then_some(())
+    });
+    assert!(
+        later.is_some(),
+        "the refusing JVM's stalls after the refusal are still named: {} before, {} now",
+        refused.unwrap(),
+        stalls_of(refusing_pid)
+    );
+    let metering =
+        poll(Duration::from_secs(60), EVERY, || heartbeat_of(pid).exists().then_some(()));
     lines.extend(said.try_iter());
     assert!(metering.is_some(), "the JVM that stalled often was attached to: {lines:#?}");
-    assert!(lines.iter().any(|l| l.contains(&format!("pid {pid}")) && l.contains("stalls in") && l.contains("attaching")), "{lines:#?}");
-    assert_eq!(lines.iter().filter(|l| l.contains(&format!("pid {refusing_pid}: not attached"))).count(), 1, "tried once: {lines:#?}");
+    assert!(
+        lines.iter().any(|l| l.contains(&format!("pid {pid}"))
+            && l.contains("stalls in")
+            && l.contains("attaching")),
+        "{lines:#?}"
+    );
+    assert_eq!(
+        lines.iter().filter(|l| l.contains(&format!("pid {refusing_pid}: not attached"))).count(),
+        1,
+        "tried once: {lines:#?}"
+    );
     unsafe { libc::kill(w.id() as i32, libc::SIGTERM) };
     let st = wait_exit(&mut w, Duration::from_secs(60));
     assert!(st.is_some_and(|s| s.success()), "{st:?}");

@@ -34,8 +34,15 @@ fn mlock_holds_the_mmap_write_lock_far_longer() {
 
 #[test]
 fn bad_variant_names_are_refused() {
-    let o = Command::new(env!("CARGO_BIN_EXE_stallscope")).args(["workload", "futex-mmap", "--churn", "sometimes"]).output().unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_stallscope"))
+        .args(["workload", "futex-mmap", "--churn", "sometimes"])
+        .output()
+        .unwrap();
     // A wrong value is a usage error (exit 2), and the message lists the right ones.
     assert_eq!(o.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&o.stderr).contains("[possible values: churn, reuse, none]"), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("[possible values: churn, reuse, none]"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
 }

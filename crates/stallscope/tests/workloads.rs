@@ -12,11 +12,17 @@ fn every_workload_explains_itself() {
     // Five JVM starts would disturb the measuring tests beside it.
     let _x = exclusive();
     for w in ["counted-loop", "mapped-read", "tlb-readers", "safepoint-storm"] {
-        let o = Command::new(java17()).args(["-jar", workloads_jar().to_str().unwrap(), w, "--help"]).output().unwrap();
+        let o = Command::new(java17())
+            .args(["-jar", workloads_jar().to_str().unwrap(), w, "--help"])
+            .output()
+            .unwrap();
         assert!(o.status.success(), "{w}: {}", String::from_utf8_lossy(&o.stderr));
         assert!(String::from_utf8_lossy(&o.stdout).contains("usage:"), "{w}");
     }
-    let o = Command::new(java17()).args(["-jar", workloads_jar().to_str().unwrap(), "counted-loop", "--rounds", "many"]).output().unwrap();
+    let o = Command::new(java17())
+        .args(["-jar", workloads_jar().to_str().unwrap(), "counted-loop", "--rounds", "many"])
+        .output()
+        .unwrap();
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("--rounds many is not a whole number"));
 }
@@ -27,11 +33,21 @@ fn counted_loop_stalls_without_strip_mining_on_both_jdks() {
     // A thread dump is a cheap safepoint: what the jitter thread feels is the time to reach it.
     let args = ["counted-loop", "--duration", "4s", "--rounds", "300", "--trigger", "threaddump"];
     for java in [java17(), java25()] {
-        let stalled = run_workload(&java, &["-XX:+UseParallelGC", "-XX:-UseCountedLoopSafepoints"], &args);
+        let stalled =
+            run_workload(&java, &["-XX:+UseParallelGC", "-XX:-UseCountedLoopSafepoints"], &args);
         let mitigated = run_workload(&java, &[], &args);
-        let (a, b) = (stalled["jitter"]["max_ns"].as_u64().unwrap(), mitigated["jitter"]["max_ns"].as_u64().unwrap());
-        assert!(a >= 5 * b, "{java:?}: jitter max {a} ns without a poll vs {b} ns with strip mining");
-        assert!(a >= 50_000_000, "{java:?}: a counted loop should hold the jitter thread for tens of ms at least: {a} ns");
+        let (a, b) = (
+            stalled["jitter"]["max_ns"].as_u64().unwrap(),
+            mitigated["jitter"]["max_ns"].as_u64().unwrap(),
+        );
+        assert!(
+            a >= 5 * b,
+            "{java:?}: jitter max {a} ns without a poll vs {b} ns with strip mining"
+        );
+        assert!(
+            a >= 50_000_000,
+            "{java:?}: a counted loop should hold the jitter thread for tens of ms at least: {a} ns"
+        );
         assert!(mitigated["gc"].as_str().unwrap().contains("G1"), "{mitigated}");
     }
 }
@@ -52,9 +68,24 @@ fn mapped_read_holds_the_safepoint_while_pread_does_not() {
         let v = run_workload(
             &java17(),
             &[&format!("-Xlog:safepoint:file={}", log.display())],
-            &["mapped-read", "--file", file.to_str().unwrap(), "--mode", mode, "--reads", "2", "--stride", "4m", "--chunk", "512k"],
+            &[
+                "mapped-read",
+                "--file",
+                file.to_str().unwrap(),
+                "--mode",
+                mode,
+                "--reads",
+                "2",
+                "--stride",
+                "4m",
+                "--chunk",
+                "512k",
+            ],
         );
-        assert!(v["reads"]["max_ns"].as_u64().unwrap() >= 300_000_000, "{mode}: the reads themselves were slow: {v}");
+        assert!(
+            v["reads"]["max_ns"].as_u64().unwrap() >= 300_000_000,
+            "{mode}: the reads themselves were slow: {v}"
+        );
         ttsp.push(max_reaching_ns(&log));
     }
     assert!(ttsp[0] >= 300_000_000, "mmap: the JVM's log shows TTSP >= the delay: {} ns", ttsp[0]);
@@ -67,9 +98,40 @@ fn tlb_readers_mmap_shoots_down_tlbs_the_pool_does_not() {
     let d = scratch("tlb");
     let dir = d.join("data");
     let jar = workloads_jar();
-    let o = Command::new(java17()).args(["-jar", jar.to_str().unwrap(), "tlb-readers", "create", "--dir", dir.to_str().unwrap(), "--files", "20000"]).output().unwrap();
+    let o = Command::new(java17())
+        .args([
+            "-jar",
+            jar.to_str().unwrap(),
+            "tlb-readers",
+            "create",
+            "--dir",
+            dir.to_str().unwrap(),
+            "--files",
+            "20000",
+        ])
+        .output()
+        .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let read = |mode: &str| run_workload(&java17(), &[], &["tlb-readers", "read", "--dir", dir.to_str().unwrap(), "--files", "20000", "--threads", "2", "--reads", "100", "--mode", mode]);
+    let read = |mode: &str| {
+        run_workload(
+            &java17(),
+            &[],
+            &[
+                "tlb-readers",
+                "read",
+                "--dir",
+                dir.to_str().unwrap(),
+                "--files",
+                "20000",
+                "--threads",
+                "2",
+                "--reads",
+                "100",
+                "--mode",
+                mode,
+            ],
+        )
+    };
     let (mut mmap, mut pool) = (0, u64::MAX);
     for _ in 0..2 {
         let m = read("mmap");
@@ -94,7 +156,14 @@ fn safepoint_storm_reaches_safepoints_slowly_beside_cpu_hogs() {
     // slow wake-ups, against 7-9 ms beside the hogs); with one, alone is 0.2-0.3 ms.
     let ttsp = |hog: bool| {
         let log = d.join(format!("storm-{hog}.log"));
-        let mut h = hog.then(|| Command::new(bin()).args(["inject", "cpu-hog", "--threads", "4", "--for", "9s"]).stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null()).spawn().unwrap());
+        let mut h = hog.then(|| {
+            Command::new(bin())
+                .args(["inject", "cpu-hog", "--threads", "4", "--for", "9s"])
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .unwrap()
+        });
         if let Some(h) = h.as_mut() {
             // The hogs must be burning CPU before the JVM starts.
             std::thread::sleep(Duration::from_millis(300));
@@ -103,7 +172,17 @@ fn safepoint_storm_reaches_safepoints_slowly_beside_cpu_hogs() {
         let v = run_workload(
             &java17(),
             &[&format!("-Xlog:safepoint:file={}", log.display())],
-            &["safepoint-storm", "--threads", "1", "--duration", "4s", "--every", "10ms", "--log", log.to_str().unwrap()],
+            &[
+                "safepoint-storm",
+                "--threads",
+                "1",
+                "--duration",
+                "4s",
+                "--every",
+                "10ms",
+                "--log",
+                log.to_str().unwrap(),
+            ],
         );
         if let Some(h) = h.as_mut() {
             let _ = h.kill();

@@ -2,16 +2,24 @@
 //! shared file without attaching (procwatch::perfdata).
 
 use crate::cli::CountersArgs;
-use crate::failure::{Failure, EXIT_FAILURE, EXIT_OK};
+use crate::failure::{EXIT_FAILURE, EXIT_OK, Failure};
 use anyhow::Result;
 use procwatch::perfdata::{PerfData, Value};
 use std::io::Write;
 
 pub fn run(a: CountersArgs) -> Result<i32> {
-    let path = procwatch::perfdata::locate(a.pid).map_err(|e| Failure::new(EXIT_FAILURE, e.to_string()))?;
+    let path = procwatch::perfdata::locate(a.pid)
+        .map_err(|e| Failure::new(EXIT_FAILURE, e.to_string()))?;
     let pd = PerfData::open(&path).map_err(|e| Failure::new(EXIT_FAILURE, e.to_string()))?;
-    let wanted = |name: &str| a.prefixes.is_empty() || a.prefixes.iter().any(|p| name.starts_with(p.as_str()));
-    let all: Vec<(String, Value)> = pd.snapshot().into_iter().chain(pd.prologue_counters()).filter(|(n, _)| wanted(n)).collect();
+    let wanted = |name: &str| {
+        a.prefixes.is_empty() || a.prefixes.iter().any(|p| name.starts_with(p.as_str()))
+    };
+    let all: Vec<(String, Value)> = pd
+        .snapshot()
+        .into_iter()
+        .chain(pd.prologue_counters())
+        .filter(|(n, _)| wanted(n))
+        .collect();
     let mut out = std::io::stdout().lock();
     if a.json {
         let mut counters = serde_json::Map::new();

@@ -3,9 +3,9 @@
 
 use crate::cli::JvmsArgs;
 use crate::fleet::discover::Selection;
-use crate::output::jvms::{JvmList, JvmsText};
-use crate::output::json::Json;
 use crate::output::Render;
+use crate::output::json::Json;
+use crate::output::jvms::{JvmList, JvmsText};
 use anyhow::Result;
 
 pub fn run(a: JvmsArgs) -> Result<i32> {

@@ -7,11 +7,11 @@ use crate::lab::catalog::ScenarioId;
 use crate::lab::model::read_result;
 use crate::lab::scenario::Profile;
 use crate::lab::{self, LabOptions, Progress};
+use crate::output::Render;
 use crate::output::html::{html_path, write_page};
 use crate::output::json::Json;
 use crate::output::lab::{Comparison, ComparisonText, LabText};
-use crate::output::Render;
-use anyhow::{bail, Result};
+use anyhow::{Result, bail};
 use std::io;
 use std::path::{Path, PathBuf};
 
@@ -34,9 +34,20 @@ pub fn list(a: LabListArgs) -> Result<i32> {
     for id in ScenarioId::ALL {
         let s = id.spec();
         println!("{:<15} seed {} — {}", s.id, s.seed, s.title);
-        println!("{:<15} ground truth: {}{}", "", s.cause.id(), if s.needs_fuse { "; needs FUSE" } else { "" });
+        println!(
+            "{:<15} ground truth: {}{}",
+            "",
+            s.cause.id(),
+            if s.needs_fuse { "; needs FUSE" } else { "" }
+        );
         for (i, v) in id.variants().iter().enumerate() {
-            println!("{:<15} {} {:<13} {}", "", if i == 0 { "baseline  " } else { "mitigation" }, v.id, v.label);
+            println!(
+                "{:<15} {} {:<13} {}",
+                "",
+                if i == 0 { "baseline  " } else { "mitigation" },
+                v.id,
+                v.label
+            );
         }
         println!("{:<15} seed's figure: {}", "", (s.published)().text);
         println!();
@@ -65,13 +76,16 @@ impl Progress for Bar {
 }
 
 fn which(p: &Path) -> Option<PathBuf> {
-    std::env::var_os("PATH").and_then(|path| std::env::split_paths(&path).map(|d| d.join(p)).find(|c| c.is_file()))
+    std::env::var_os("PATH")
+        .and_then(|path| std::env::split_paths(&path).map(|d| d.join(p)).find(|c| c.is_file()))
 }
 
 pub fn run(a: LabRunArgs) -> Result<i32> {
     let profile = a.profile;
     let reps = a.reps.unwrap_or(if profile == Profile::Quick { 2 } else { 5 }).max(1);
-    let out = a.out.clone().unwrap_or_else(|| PathBuf::from(format!("stallscope-lab-{}", chrono::Local::now().format("%Y%m%d-%H%M%S"))));
+    let out = a.out.clone().unwrap_or_else(|| {
+        PathBuf::from(format!("stallscope-lab-{}", chrono::Local::now().format("%Y%m%d-%H%M%S")))
+    });
     if out.exists() && std::fs::read_dir(&out)?.next().is_some() {
         bail!("{}: exists and is not empty; choose another --out", out.display());
     }
@@ -80,14 +94,29 @@ pub fn run(a: LabRunArgs) -> Result<i32> {
     let java = a.java.clone().unwrap_or_else(|| PathBuf::from("java"));
     let java = if java.components().count() > 1 { java } else { which(&java).unwrap_or(java) };
     let stop = crate::inject::stop_flag()?;
-    let bar = if a.json { indicatif::ProgressBar::hidden() } else { indicatif::ProgressBar::new(0) };
+    let bar =
+        if a.json { indicatif::ProgressBar::hidden() } else { indicatif::ProgressBar::new(0) };
     bar.set_style(
-        indicatif::ProgressStyle::with_template("{spinner} [{elapsed_precise}] [{bar:30}] {pos}/{len} runs, ETA {eta}  {msg}")
-            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
-            .progress_chars("=> "),
+        indicatif::ProgressStyle::with_template(
+            "{spinner} [{elapsed_precise}] [{bar:30}] {pos}/{len} runs, ETA {eta}  {msg}",
+        )
+        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
+        .progress_chars("=> "),
     );
     let bar = Bar(bar);
-    let result = lab::run(&LabOptions { scenarios: a.scenarios.clone(), profile, reps, out: out.clone(), java, variants: a.variants.clone(), outside: a.outside }, &bar, &stop);
+    let result = lab::run(
+        &LabOptions {
+            scenarios: a.scenarios.clone(),
+            profile,
+            reps,
+            out: out.clone(),
+            java,
+            variants: a.variants.clone(),
+            outside: a.outside,
+        },
+        &bar,
+        &stop,
+    );
     bar.0.finish_and_clear();
     let lab = result?;
     std::fs::write(out.join("lab.json"), serde_json::to_vec_pretty(&lab)?)?;
@@ -101,13 +130,21 @@ pub fn run(a: LabRunArgs) -> Result<i32> {
         Json(io::stdout().lock()).finish(&lab)?;
     } else {
         io::Write::write_all(&mut io::stdout().lock(), &text)?;
-        eprintln!("lab: results in {}/lab.json and summary.txt; one recording per run beside them", out.display());
+        eprintln!(
+            "lab: results in {}/lab.json and summary.txt; one recording per run beside them",
+            out.display()
+        );
     }
     Ok(EXIT_OK)
 }
 
 pub fn compare(a: LabCompareArgs) -> Result<i32> {
     let (x, y) = (read_result(&a.a)?, read_result(&a.b)?);
-    ComparisonText(io::stdout().lock()).finish(&Comparison { a: &x, b: &y, a_name: a.a.display().to_string(), b_name: a.b.display().to_string() })?;
+    ComparisonText(io::stdout().lock()).finish(&Comparison {
+        a: &x,
+        b: &y,
+        a_name: a.a.display().to_string(),
+        b_name: a.b.display().to_string(),
+    })?;
     Ok(EXIT_OK)
 }

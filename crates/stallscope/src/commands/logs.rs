@@ -3,8 +3,8 @@
 use crate::cli::LogsArgs;
 use crate::failure::EXIT_OK;
 use crate::logs::filter::{Filter, TimeBound};
-use crate::logs::{self, inputs, LogsOptions};
-use crate::output::{csv::Csv, json::Json, terminal::Terminal, Render};
+use crate::logs::{self, LogsOptions, inputs};
+use crate::output::{Render, csv::Csv, json::Json, terminal::Terminal};
 use anyhow::{Context, Result};
 use hotspot_log::Safepoint;
 use std::io;

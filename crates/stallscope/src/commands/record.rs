@@ -1,17 +1,23 @@
 //! `stallscope run` and `stallscope attach`: record a JVM, then print the doctor's diagnosis of
 //! the recording, exactly as `stallscope report` prints it later.
 
-use crate::failure::EXIT_OK;
 use super::report::print_report;
 use crate::attach::Jvm;
 use crate::cli::{AttachArgs, RecordOptions, RunArgs};
-use crate::record::{self, watch, Launch, RecordRequest};
-use doctor::recording::Event;
+use crate::failure::EXIT_OK;
+use crate::record::{self, Launch, RecordRequest, watch};
 use anyhow::Result;
+use doctor::recording::Event;
 use std::os::unix::process::ExitStatusExt;
 
 fn request(o: &RecordOptions) -> RecordRequest<'_> {
-    RecordRequest { out: o.out.as_deref(), threshold_ns: o.threshold.ns(), sample_interval_ns: o.sample_interval.ns(), agent: o.agent.as_deref(), frames: !o.no_frames }
+    RecordRequest {
+        out: o.out.as_deref(),
+        threshold_ns: o.threshold.ns(),
+        sample_interval_ns: o.sample_interval.ns(),
+        agent: o.agent.as_deref(),
+        frames: !o.no_frames,
+    }
 }
 
 pub fn run(a: RunArgs) -> Result<i32> {
@@ -20,10 +26,22 @@ pub fn run(a: RunArgs) -> Result<i32> {
     s.outside = a.outside;
     let boost = a.boost.map(|level| (level, a.boost_after.ns()));
     let stop = crate::inject::stop_flag()?;
-    let launch = Launch { safepoint_timeout: !a.no_safepoint_timeout, boost, capture_stdout: false, chatty: true, nice: None, cgroups: vec![], timeout: None };
+    let launch = Launch {
+        safepoint_timeout: !a.no_safepoint_timeout,
+        boost,
+        capture_stdout: false,
+        chatty: true,
+        nice: None,
+        cgroups: vec![],
+        timeout: None,
+    };
     let r = record::record_jvm(&s, &a.command, &launch, &stop)?;
     print_report(&s.dir, a.record.json)?;
-    eprintln!("stallscope: recording in {} (stallscope report {} shows it again)", s.dir.display(), s.dir.display());
+    eprintln!(
+        "stallscope: recording in {} (stallscope report {} shows it again)",
+        s.dir.display(),
+        s.dir.display()
+    );
     Ok(r.status.code().unwrap_or_else(|| 128 + r.status.signal().unwrap_or(0)))
 }
 
@@ -47,7 +65,14 @@ pub fn attach(a: AttachArgs) -> Result<i32> {
     let told: Box<dyn FnOnce(watch::Now) + Send> = Box::new(move |n| {
         let _ = tx.send(n);
     });
-    let r = record::attached::record_attached(&s, &jvm, a.run_for.map(|d| d.std()), &stop, None, Some(told));
+    let r = record::attached::record_attached(
+        &s,
+        &jvm,
+        a.run_for.map(|d| d.std()),
+        &stop,
+        None,
+        Some(told),
+    );
     let _ = sayer.join();
     r?;
     print_report(&s.dir, a.record.json)?;
@@ -58,18 +83,39 @@ pub fn attach(a: AttachArgs) -> Result<i32> {
 /// Diagnoses the recording as it stood at `now.t`, its open stall cut there, and says what is
 /// happening now: on stdout before the final report (on stderr with --json, whose stdout is one
 /// document).
-fn say_now(dir: &std::path::Path, now: watch::Now, pid: i32, started: u64, json: bool) -> Result<()> {
+fn say_now(
+    dir: &std::path::Path,
+    now: watch::Now,
+    pid: i32,
+    started: u64,
+    json: bool,
+) -> Result<()> {
     now.written.wait();
     let mut rec = crate::recording::read(dir)?;
     rec.events.retain(|e| e.t() <= now.t);
     rec.samples.retain(|x| x.t <= now.t);
     // The stall under way goes on: cut here, not ended by an exit.
     if let Some(stall) = now.stall {
-        rec.events.push(Event::StallEnd { t: now.t, stall, resumed_ns: now.t, control_max_late_ns: 0, control_queued_ns: None, resumed: false, dropped_samples: 0, exiting: false });
+        rec.events.push(Event::StallEnd {
+            t: now.t,
+            stall,
+            resumed_ns: now.t,
+            control_max_late_ns: 0,
+            control_queued_ns: None,
+            resumed: false,
+            dropped_samples: 0,
+            exiting: false,
+        });
     }
     rec.events.push(Event::Detach { t: now.t, reason: "what is happening now".into() });
     let report = doctor::diagnose(&rec);
-    let text = crate::output::report::now_text(&report, now.stall, pid, now.t.saturating_sub(started), rec.counters.last());
+    let text = crate::output::report::now_text(
+        &report,
+        now.stall,
+        pid,
+        now.t.saturating_sub(started),
+        rec.counters.last(),
+    );
     if json {
         eprint!("{text}");
     } else {

@@ -2,13 +2,13 @@
 //! or a lab run's results.
 
 use crate::cli::ReportArgs;
-use crate::failure::{Failure, EXIT_FAILURE, EXIT_OK};
+use crate::failure::{EXIT_FAILURE, EXIT_OK, Failure};
 use crate::lab::model::read_result;
+use crate::output::Render;
 use crate::output::html::{html_path, view::recording_view, write_page};
 use crate::output::json::Json;
 use crate::output::lab::LabText;
 use crate::output::report::ReportText;
-use crate::output::Render;
 use anyhow::Result;
 use doctor::recording::files;
 use std::io;
@@ -20,7 +20,11 @@ fn recordings_in(dir: &Path) -> Vec<std::path::PathBuf> {
         .into_iter()
         .flatten()
         .flatten()
-        .filter_map(|e| std::fs::symlink_metadata(e.path().join(files::META)).ok().map(|m| (m.modified().unwrap_or(std::time::UNIX_EPOCH), e.path())))
+        .filter_map(|e| {
+            std::fs::symlink_metadata(e.path().join(files::META))
+                .ok()
+                .map(|m| (m.modified().unwrap_or(std::time::UNIX_EPOCH), e.path()))
+        })
         .collect();
     v.sort();
     v.into_iter().map(|(_, p)| p).collect()
@@ -31,7 +35,11 @@ fn recordings_in(dir: &Path) -> Vec<std::path::PathBuf> {
 pub fn print_report(dir: &Path, json: bool) -> Result<()> {
     let r = doctor::diagnose(&crate::recording::read(dir)?);
     let out = io::stdout().lock();
-    if json { Json(out).finish(&r)? } else { ReportText(out).finish(&r)? }
+    if json {
+        Json(out).finish(&r)?
+    } else {
+        ReportText(out).finish(&r)?
+    }
     Ok(())
 }
 
@@ -45,22 +53,49 @@ pub fn run(a: ReportArgs) -> Result<i32> {
             // A `watch` directory: one recording per JVM and segment.
             let mut out = io::stdout().lock();
             use std::io::Write;
-            writeln!(out, "{}: {} recordings (kept by stallscope watch); `stallscope report` one of them for its diagnosis:", dir.display(), kept.len())?;
+            writeln!(
+                out,
+                "{}: {} recordings (kept by stallscope watch); `stallscope report` one of them for its diagnosis:",
+                dir.display(),
+                kept.len()
+            )?;
             for k in &kept {
                 let line = match crate::recording::read(k) {
                     Ok(rec) => {
                         let r = doctor::diagnose(&rec);
                         let main = procwatch::jvms::main_of(&r.meta.command);
-                        let worst = r.stalls.iter().max_by_key(|s| s.duration_ns).map(|s| format!(", longest {} ({})", doctor::units::fmt_ns(s.duration_ns), s.findings.first().map_or("unknown", |f| f.cause.id()))).unwrap_or_default();
+                        let worst = r
+                            .stalls
+                            .iter()
+                            .max_by_key(|s| s.duration_ns)
+                            .map(|s| {
+                                format!(
+                                    ", longest {} ({})",
+                                    doctor::units::fmt_ns(s.duration_ns),
+                                    s.findings.first().map_or("unknown", |f| f.cause.id())
+                                )
+                            })
+                            .unwrap_or_default();
                         format!("pid {} {main}: {} stalls{worst}", r.meta.pid, r.stalls.len())
                     }
                     Err(e) => format!("cannot be read: {e}"),
                 };
-                writeln!(out, "  {}  {line}", k.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default())?;
+                writeln!(
+                    out,
+                    "  {}  {line}",
+                    k.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default()
+                )?;
             }
             return Ok(EXIT_OK);
         }
-        return Err(Failure::new(EXIT_FAILURE, format!("{}: neither a stallscope recording (no {}) nor a lab run (no lab.json)", dir.display(), files::META)));
+        return Err(Failure::new(
+            EXIT_FAILURE,
+            format!(
+                "{}: neither a stallscope recording (no {}) nor a lab run (no lab.json)",
+                dir.display(),
+                files::META
+            ),
+        ));
     }
     if !dir.join(files::META).exists() {
         let l = read_result(&lab)?;

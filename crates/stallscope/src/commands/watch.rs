@@ -2,7 +2,7 @@
 //! Ctrl-C or `--for`.
 
 use crate::cli::WatchArgs;
-use crate::failure::{Failure, EXIT_OK, EXIT_USAGE};
+use crate::failure::{EXIT_OK, EXIT_USAGE, Failure};
 use crate::fleet::{self, discover::Selection, retain};
 use anyhow::Result;
 use std::path::PathBuf;
@@ -13,14 +13,25 @@ pub fn run(a: WatchArgs) -> Result<i32> {
         (None, false) => Selection::Pids(a.pids.clone()),
         (None, true) => Selection::All,
     };
-    let bytes = retain::parse_size(&a.retain).map_err(|e| Failure::new(EXIT_USAGE, format!("--retain {e}")))?;
+    let bytes = retain::parse_size(&a.retain)
+        .map_err(|e| Failure::new(EXIT_USAGE, format!("--retain {e}")))?;
     if a.threshold.ns() < 1_000_000 {
-        return Err(Failure::new(EXIT_USAGE, "--threshold is below the agent's 1 ms resolution".to_string()));
+        return Err(Failure::new(
+            EXIT_USAGE,
+            "--threshold is below the agent's 1 ms resolution".to_string(),
+        ));
     }
     if !(100_000..=1_000_000_000).contains(&a.resolution.ns()) {
-        return Err(Failure::new(EXIT_USAGE, "--resolution must be between 100us and 1s, e.g. 1ms or 5ms".to_string()));
+        return Err(Failure::new(
+            EXIT_USAGE,
+            "--resolution must be between 100us and 1s, e.g. 1ms or 5ms".to_string(),
+        ));
     }
-    let out = a.out.clone().unwrap_or_else(|| std::env::var_os("STATE_DIRECTORY").map(|d| PathBuf::from(d.to_string_lossy().split(':').next().unwrap_or_default())).unwrap_or_else(|| PathBuf::from("stallscope-watch")));
+    let out = a.out.clone().unwrap_or_else(|| {
+        std::env::var_os("STATE_DIRECTORY")
+            .map(|d| PathBuf::from(d.to_string_lossy().split(':').next().unwrap_or_default()))
+            .unwrap_or_else(|| PathBuf::from("stallscope-watch"))
+    });
     // Events to a pipe that goes away are an error to handle, not a signal that kills watch
     // before it detaches.
     // SAFETY: changing a signal's disposition before any thread of ours writes.

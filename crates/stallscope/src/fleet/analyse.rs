@@ -8,7 +8,7 @@
 
 use super::events::{EventJvm, Events, StallEvent};
 use super::metrics::{JvmLabels, Metrics};
-use doctor::recording::{files, Barrier, Recording};
+use doctor::recording::{Barrier, Recording, files};
 use std::collections::HashMap;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
@@ -71,7 +71,10 @@ impl Open {
     fn tail(&mut self, dir: &Path, m: &Metrics) {
         let text = self.safepoints.read(&dir.join(files::SAFEPOINT_LOG));
         if !text.is_empty() {
-            let (ttsp, total) = (m.ttsp_seconds.get_or_create_owned(&self.labels), m.safepoint_seconds.get_or_create_owned(&self.labels));
+            let (ttsp, total) = (
+                m.ttsp_seconds.get_or_create_owned(&self.labels),
+                m.safepoint_seconds.get_or_create_owned(&self.labels),
+            );
             let _ = self.scanner.scan(0, &text[..], &mut |s: &hotspot_log::Safepoint| {
                 if let Some(t) = s.ttsp_ns {
                     ttsp.observe(t as f64 / 1e9);
@@ -107,7 +110,9 @@ pub fn run(notes: Receiver<Note>, metrics: Metrics, mut events: Events, keep: Du
             }
             !due
         });
-        let first = match notes.recv_timeout(TAIL_EVERY.saturating_sub(last_tail.elapsed()).max(Duration::from_millis(10))) {
+        let first = match notes.recv_timeout(
+            TAIL_EVERY.saturating_sub(last_tail.elapsed()).max(Duration::from_millis(10)),
+        ) {
             Ok(n) => Some(n),
             Err(RecvTimeoutError::Timeout) => None,
             Err(RecvTimeoutError::Disconnected) => break,
@@ -131,7 +136,19 @@ pub fn run(notes: Receiver<Note>, metrics: Metrics, mut events: Events, keep: Du
                     // once was removed and its name taken again (an escalation refused). Nothing
                     // of the removed one is left to diagnose; the close is not this one's.
                     closed.retain(|d| *d != dir);
-                    open.insert(dir, Open { jvm, labels, safepoints: Tail::default(), scanner: hotspot_log::Scanner::new(), hiccups: Tail::default(), hlog: doctor::hlog::Reader::default(), done: 0, dropped: 0 });
+                    open.insert(
+                        dir,
+                        Open {
+                            jvm,
+                            labels,
+                            safepoints: Tail::default(),
+                            scanner: hotspot_log::Scanner::new(),
+                            hiccups: Tail::default(),
+                            hlog: doctor::hlog::Reader::default(),
+                            done: 0,
+                            dropped: 0,
+                        },
+                    );
                 }
                 Note::Ended { dir, stall, barrier } => {
                     barrier.wait();
@@ -183,14 +200,26 @@ fn diagnose(dir: &Path, o: &mut Open, upto: u32, m: &Metrics, events: &mut Event
         }
     };
     let report = doctor::diagnose(&rec);
-    let dropped: u64 = rec.events.iter().filter_map(|e| if let doctor::recording::Event::StallEnd { dropped_samples, .. } = e { Some(*dropped_samples) } else { None }).sum();
+    let dropped: u64 = rec
+        .events
+        .iter()
+        .filter_map(|e| {
+            if let doctor::recording::Event::StallEnd { dropped_samples, .. } = e {
+                Some(*dropped_samples)
+            } else {
+                None
+            }
+        })
+        .sum();
     if dropped > o.dropped {
         m.dropped_samples.get_or_create(&o.labels).inc_by(dropped - o.dropped);
         o.dropped = dropped;
     }
     for s in report.stalls.iter().filter(|s| s.stall > o.done && s.stall <= upto) {
         let e = StallEvent::of(&o.jvm, &report, s);
-        let (culprit, code) = e.culprit.as_ref().map_or((String::new(), String::new()), |c| (c.name.clone(), c.code.clone().unwrap_or_default()));
+        let (culprit, code) = e.culprit.as_ref().map_or((String::new(), String::new()), |c| {
+            (c.name.clone(), c.code.clone().unwrap_or_default())
+        });
         m.stall_named(&o.labels, &e.cause, s.duration_ns, &culprit, &code);
         events.write(&e);
     }

@@ -15,7 +15,7 @@
 
 use crate::record::control::sleep_until;
 use crate::record::pulse::{Check, Pulse};
-use crate::record::watch::{Driven, Wake, MAX_SLEEP_NS, MIN_SLEEP_NS};
+use crate::record::watch::{Driven, MAX_SLEEP_NS, MIN_SLEEP_NS, Wake};
 use procwatch::clock::mono_ns;
 use procwatch::heartbeat::{Heartbeat, MeterState};
 use procwatch::jvmcounters::{CountedSafepoint, CounterLook, JvmCounters};
@@ -75,25 +75,46 @@ impl Beats {
         Beats { entries: Arc::new(Mutex::new(Vec::new())), threshold_ns }
     }
 
-    fn driven(&self, source: Source, idle_sample: Duration, ended: Box<dyn FnMut(u32, doctor::recording::Barrier) + Send>) -> Driven {
+    fn driven(
+        &self,
+        source: Source,
+        idle_sample: Duration,
+        ended: Box<dyn FnMut(u32, doctor::recording::Barrier) + Send>,
+    ) -> Driven {
         // A queue of one: a wake-up pending is as good as two.
         let (tx, rx): (SyncSender<Wake>, Receiver<Wake>) = std::sync::mpsc::sync_channel(1);
         let busy = Arc::new(AtomicBool::new(false));
-        self.entries.lock().unwrap_or_else(|p| p.into_inner()).push(Entry { source, wake: tx, busy: Arc::clone(&busy) });
+        self.entries.lock().unwrap_or_else(|p| p.into_inner()).push(Entry {
+            source,
+            wake: tx,
+            busy: Arc::clone(&busy),
+        });
         Driven { wake: rx, busy, idle_sample, ended }
     }
 
     /// Adds the JVM `pid`'s heartbeat (opened again here: the watcher keeps its own mapping)
     /// and returns what drives its watcher.
-    pub fn join(&self, pid: i32, hb: &Heartbeat, idle_sample: Duration, ended: Box<dyn FnMut(u32, doctor::recording::Barrier) + Send>) -> Driven {
+    pub fn join(
+        &self,
+        pid: i32,
+        hb: &Heartbeat,
+        idle_sample: Duration,
+        ended: Box<dyn FnMut(u32, doctor::recording::Barrier) + Send>,
+    ) -> Driven {
         match Heartbeat::open(&hb.path) {
             Ok(mine) => {
                 let resolution_ns = mine.read().resolution_ns.max(1);
-                self.driven(Source::Heartbeat { hb: mine.of_pid(pid), resolution_ns }, idle_sample, ended)
+                self.driven(
+                    Source::Heartbeat { hb: mine.of_pid(pid), resolution_ns },
+                    idle_sample,
+                    ended,
+                )
             }
             Err(e) => {
                 // The watcher still looks for itself once a second; say why it is slower.
-                eprintln!("stallscope: JVM pid {pid}: cannot map its heartbeat for the watch loop ({e}); its stalls are noticed up to a second late");
+                eprintln!(
+                    "stallscope: JVM pid {pid}: cannot map its heartbeat for the watch loop ({e}); its stalls are noticed up to a second late"
+                );
                 let (_, rx) = std::sync::mpsc::sync_channel(1);
                 Driven { wake: rx, busy: Arc::new(AtomicBool::new(false)), idle_sample, ended }
             }
@@ -102,10 +123,21 @@ impl Beats {
 
     /// Adds JVM `pid`, watched from outside through its counters (`jc`, this loop's own mapping)
     /// and /proc; `observe` is told what its counters show.
-    pub fn join_outside(&self, pid: i32, jc: Option<JvmCounters>, observe: Observer, idle_sample: Duration, ended: Box<dyn FnMut(u32, doctor::recording::Barrier) + Send>) -> Driven {
+    pub fn join_outside(
+        &self,
+        pid: i32,
+        jc: Option<JvmCounters>,
+        observe: Observer,
+        idle_sample: Duration,
+        ended: Box<dyn FnMut(u32, doctor::recording::Barrier) + Send>,
+    ) -> Driven {
         let includes_sync = jc.as_ref().is_some_and(|c| c.info.safepoint_time_includes_sync);
         let pulse = Pulse::counters(pid, jc).stopped_every(STOPPED_EVERY_NS);
-        self.driven(Source::Outside { pulse, looks: Vec::new(), includes_sync, observe }, idle_sample, ended)
+        self.driven(
+            Source::Outside { pulse, looks: Vec::new(), includes_sync, observe },
+            idle_sample,
+            ended,
+        )
     }
 
     /// Wakes every watcher (to see that watching ends).
@@ -135,7 +167,10 @@ impl Beats {
                     let b = hb.read();
                     if matches!(b.state, MeterState::Exited | MeterState::Stopped) {
                         // The watcher sees it too within its wait; nothing to sample.
-                        return !matches!(e.wake.try_send(Wake::Look), Err(TrySendError::Disconnected(_)));
+                        return !matches!(
+                            e.wake.try_send(Wake::Look),
+                            Err(TrySendError::Disconnected(_))
+                        );
                     }
                     let stale_at = b.last_tick_ns + *resolution_ns + threshold;
                     if now < stale_at {
@@ -152,8 +187,14 @@ impl Beats {
                             looks.remove(0);
                         }
                         looks.push(l);
-                        let closed = pulse.counters.as_ref().is_some_and(|c| c.state == procwatch::jvmcounters::SafepointState::Closed);
-                        let ended = if closed && looks.len() >= 2 { procwatch::jvmcounters::safepoints(looks, *includes_sync) } else { Vec::new() };
+                        let closed = pulse.counters.as_ref().is_some_and(|c| {
+                            c.state == procwatch::jvmcounters::SafepointState::Closed
+                        });
+                        let ended = if closed && looks.len() >= 2 {
+                            procwatch::jvmcounters::safepoints(looks, *includes_sync)
+                        } else {
+                            Vec::new()
+                        };
                         if let Some(last) = looks.last() {
                             observe(Seen { look: last, ended: &ended });
                         }

@@ -64,7 +64,10 @@ fn stat_key(pid: i32) -> Option<(u64, String)> {
 }
 
 fn uptime_s() -> f64 {
-    std::fs::read_to_string("/proc/uptime").ok().and_then(|u| u.split_whitespace().next().and_then(|v| v.parse().ok())).unwrap_or(0.0)
+    std::fs::read_to_string("/proc/uptime")
+        .ok()
+        .and_then(|u| u.split_whitespace().next().and_then(|v| v.parse().ok()))
+        .unwrap_or(0.0)
 }
 
 impl Discovery {
@@ -81,7 +84,11 @@ impl Discovery {
 
     /// JVMs not offered before that `sel` selects; and, once, each process that could not be
     /// read (another user's, without privilege), with why.
-    pub fn pass(&mut self, sel: &Selection, min_age_s: f64) -> (Vec<JvmProcess>, Vec<procwatch::jvms::Unreadable>) {
+    pub fn pass(
+        &mut self,
+        sel: &Selection,
+        min_age_s: f64,
+    ) -> (Vec<JvmProcess>, Vec<procwatch::jvms::Unreadable>) {
         // SAFETY: getpid has no preconditions.
         let me = unsafe { libc::getpid() };
         let pids: Vec<i32> = match &sel {
@@ -97,7 +104,12 @@ impl Discovery {
         for pid in pids.into_iter().filter(|p| *p != me) {
             // Each pass reads only the processes it has not seen, and young ones; a settled one
             // every few passes (a stat file read per process is most of a pass's cost).
-            if !full && self.seen.get(&pid).is_some_and(|(start, _)| now - *start as f64 / ticks > SETTLED_AGE_S) {
+            if !full
+                && self
+                    .seen
+                    .get(&pid)
+                    .is_some_and(|(start, _)| now - *start as f64 / ticks > SETTLED_AGE_S)
+            {
                 continue;
             }
             let Some(key) = stat_key(pid) else { continue };
@@ -110,7 +122,13 @@ impl Discovery {
                 Ok(Some(_)) if age < min_age_s => continue,
                 // Watched from outside: offered once its counters are there (one started with
                 // -XX:-UsePerfData after a few seconds, to /proc alone).
-                Ok(Some(_)) if min_age_s == 0.0 && age < MIN_AGE_S && procwatch::perfdata::locate(pid).is_err() => continue,
+                Ok(Some(_))
+                    if min_age_s == 0.0
+                        && age < MIN_AGE_S
+                        && procwatch::perfdata::locate(pid).is_err() =>
+                {
+                    continue;
+                }
                 Ok(Some(j)) => {
                     if sel.selects(&j) {
                         found.push(j);

@@ -63,14 +63,22 @@ pub struct StallEvent {
 }
 
 fn host() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname").map(|h| h.trim().to_string()).unwrap_or_default()
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .unwrap_or_default()
 }
 
 impl StallEvent {
     pub fn of(jvm: &EventJvm, r: &Report, s: &StallReport) -> StallEvent {
         let f = s.findings.first();
-        let start_ms = r.meta.start_epoch_ms + (s.start_mono_ns as i64 - r.meta.start_mono_ns as i64) / 1_000_000;
-        let time = chrono::DateTime::from_timestamp_millis(start_ms).map(|d| d.with_timezone(&chrono::Local).to_rfc3339_opts(chrono::SecondsFormat::Millis, false)).unwrap_or_default();
+        let start_ms = r.meta.start_epoch_ms
+            + (s.start_mono_ns as i64 - r.meta.start_mono_ns as i64) / 1_000_000;
+        let time = chrono::DateTime::from_timestamp_millis(start_ms)
+            .map(|d| {
+                d.with_timezone(&chrono::Local)
+                    .to_rfc3339_opts(chrono::SecondsFormat::Millis, false)
+            })
+            .unwrap_or_default();
         StallEvent {
             schema: SCHEMA,
             time,
@@ -78,7 +86,11 @@ impl StallEvent {
             jvm: jvm.clone(),
             stall: s.stall,
             duration_ns: s.duration_ns,
-            safepoint: s.safepoint.as_ref().map(|p| EventSafepoint { op: p.op.clone(), ttsp_ns: p.ttsp_ns, total_ns: p.total_ns }),
+            safepoint: s.safepoint.as_ref().map(|p| EventSafepoint {
+                op: p.op.clone(),
+                ttsp_ns: p.ttsp_ns,
+                total_ns: p.total_ns,
+            }),
             cause: f.map_or("unknown", |f| f.cause.id()).to_string(),
             title: f.map_or_else(|| "no cause found".to_string(), |f| f.title.clone()),
             confidence: f.map_or("low", |f| f.confidence.word()).to_string(),
@@ -113,7 +125,13 @@ impl Events {
         if target == "-" {
             return Ok(Events { out: Some(Box::new(std::io::stdout())), what: "stdout".into() });
         }
-        let f = std::fs::OpenOptions::new().create(true).append(true).mode(0o640).custom_flags(libc::O_NOFOLLOW).open(target).with_context(|| format!("--events {target}: cannot append to it"))?;
+        let f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .mode(0o640)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(target)
+            .with_context(|| format!("--events {target}: cannot append to it"))?;
         Ok(Events { out: Some(Box::new(f)), what: target.to_string() })
     }
 
@@ -150,12 +168,22 @@ mod tests {
 
     #[test]
     fn every_field_of_an_event_is_documented_and_the_document_lists_no_other() {
-        let doc = std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/formats/watch-events.md")).unwrap();
+        let doc = std::fs::read_to_string(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../../docs/formats/watch-events.md"),
+        )
+        .unwrap();
         let e = StallEvent {
             schema: SCHEMA,
             time: String::new(),
             host: String::new(),
-            jvm: EventJvm { pid: 1, nspid: 1, main: String::new(), container: String::new(), jdk: None },
+            jvm: EventJvm {
+                pid: 1,
+                nspid: 1,
+                main: String::new(),
+                container: String::new(),
+                jdk: None,
+            },
             stall: 1,
             duration_ns: 0,
             safepoint: Some(EventSafepoint { op: String::new(), ttsp_ns: 0, total_ns: 0 }),
@@ -163,14 +191,22 @@ mod tests {
             title: String::new(),
             confidence: String::new(),
             share: 0.0,
-            culprit: Some(EventCulprit { tid: 1, name: String::new(), description: String::new(), code: None }),
+            culprit: Some(EventCulprit {
+                tid: 1,
+                name: String::new(),
+                description: String::new(),
+                code: None,
+            }),
             fix: String::new(),
             recording: String::new(),
         };
         let mut fields = Vec::new();
         paths(&serde_json::to_value(&e).unwrap(), "", &mut fields);
         for f in &fields {
-            assert!(doc.contains(&format!("| `{f}` |")), "{f} is not in docs/formats/watch-events.md");
+            assert!(
+                doc.contains(&format!("| `{f}` |")),
+                "{f} is not in docs/formats/watch-events.md"
+            );
         }
         let listed = doc.lines().filter(|l| l.starts_with("| `")).count();
         assert_eq!(listed, fields.len(), "the document lists fields an event does not have");

@@ -11,7 +11,7 @@ use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
-use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::{Registry, Unit};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener};
@@ -95,7 +95,9 @@ pub struct Metrics {
     pub worst_stall_seconds: Family<WorstLabels, Gauge<f64, std::sync::atomic::AtomicU64>>,
     worst: Arc<std::sync::Mutex<std::collections::HashMap<String, (WorstLabels, u64)>>>,
     /// The causes each JVM (by pid) has a stall counter for: what `forget` removes.
-    causes: Arc<std::sync::Mutex<std::collections::HashMap<String, std::collections::BTreeSet<String>>>>,
+    causes: Arc<
+        std::sync::Mutex<std::collections::HashMap<String, std::collections::BTreeSet<String>>>,
+    >,
     registry: Arc<Registry>,
 }
 
@@ -116,22 +118,65 @@ impl Metrics {
         let jvm_safepoints = Family::<JvmLabels, Counter>::default();
         let jvm_safepoint_sync_seconds = SecondsTotal::default();
         let jvm_safepoint_stopped_seconds = SecondsTotal::default();
-        let worst_stall_seconds = Family::<WorstLabels, Gauge<f64, std::sync::atomic::AtomicU64>>::default();
+        let worst_stall_seconds =
+            Family::<WorstLabels, Gauge<f64, std::sync::atomic::AtomicU64>>::default();
         r.register("watched_jvm", "A JVM stallscope watch guards (1 while watched)", jvms.clone());
         r.register("stalls", "Stalls diagnosed, by main cause", stalls.clone());
-        r.register_with_unit("stall_duration", "How long each diagnosed stall lasted", Unit::Seconds, stall_seconds.clone());
+        r.register_with_unit(
+            "stall_duration",
+            "How long each diagnosed stall lasted",
+            Unit::Seconds,
+            stall_seconds.clone(),
+        );
         r.register_with_unit("ttsp", "Time to safepoint of every safepoint (from the JVM's perf counters; from its safepoint log once attached)", Unit::Seconds, ttsp_seconds.clone());
         r.register_with_unit("safepoint_total", "Total time of every safepoint (from the JVM's perf counters; from its safepoint log once attached)", Unit::Seconds, safepoint_seconds.clone());
-        r.register_with_unit("hiccup", "The agent's hiccup meter: how late each of its 1 ms wake-ups came", Unit::Seconds, hiccup_seconds.clone());
-        r.register("dropped_samples", "Thread samples the recorder dropped (its disk did not keep up)", dropped_samples.clone());
-        r.register_with_unit("control_lateness", "The recorder's own control meter: how late its watch loop woke", Unit::Seconds, control_lateness_seconds.clone());
+        r.register_with_unit(
+            "hiccup",
+            "The agent's hiccup meter: how late each of its 1 ms wake-ups came",
+            Unit::Seconds,
+            hiccup_seconds.clone(),
+        );
+        r.register(
+            "dropped_samples",
+            "Thread samples the recorder dropped (its disk did not keep up)",
+            dropped_samples.clone(),
+        );
+        r.register_with_unit(
+            "control_lateness",
+            "The recorder's own control meter: how late its watch loop woke",
+            Unit::Seconds,
+            control_lateness_seconds.clone(),
+        );
         r.register("skipped_jvms", "JVMs watch did not guard, by reason", skipped.clone());
-        r.register_with_unit("retained", "Disk used by the recordings watch keeps", Unit::Bytes, retained_bytes.clone());
-        r.register("retention_removed_recordings", "Recordings removed to keep within --retain and --retain-age", retention_removed.clone());
-        r.register("jvm_safepoints", "Safepoints the JVM began since watched (its sun.rt.safepoints)", jvm_safepoints.clone());
-        r.register_with_unit("jvm_safepoint_sync", "Time the JVM spent reaching safepoints since watched (its sun.rt.safepointSyncTime)", Unit::Seconds, jvm_safepoint_sync_seconds.clone());
+        r.register_with_unit(
+            "retained",
+            "Disk used by the recordings watch keeps",
+            Unit::Bytes,
+            retained_bytes.clone(),
+        );
+        r.register(
+            "retention_removed_recordings",
+            "Recordings removed to keep within --retain and --retain-age",
+            retention_removed.clone(),
+        );
+        r.register(
+            "jvm_safepoints",
+            "Safepoints the JVM began since watched (its sun.rt.safepoints)",
+            jvm_safepoints.clone(),
+        );
+        r.register_with_unit(
+            "jvm_safepoint_sync",
+            "Time the JVM spent reaching safepoints since watched (its sun.rt.safepointSyncTime)",
+            Unit::Seconds,
+            jvm_safepoint_sync_seconds.clone(),
+        );
         r.register_with_unit("jvm_safepoint_stopped", "Time the JVM's application threads were stopped at safepoints since watched, reaching them included", Unit::Seconds, jvm_safepoint_stopped_seconds.clone());
-        r.register_with_unit("worst_stall", "Each JVM's longest stall so far, with its cause, culprit thread and code", Unit::Seconds, worst_stall_seconds.clone());
+        r.register_with_unit(
+            "worst_stall",
+            "Each JVM's longest stall so far, with its cause, culprit thread and code",
+            Unit::Seconds,
+            worst_stall_seconds.clone(),
+        );
         Metrics {
             jvms,
             stalls,
@@ -157,25 +202,50 @@ impl Metrics {
     /// A JVM is no longer watched (it exited, or watch detached): `watched_jvm` goes to 0; its
     /// series stay until [`Metrics::forget`].
     pub fn exited(&self, jvm: &JvmLabels, jdk: &str) {
-        self.jvms.get_or_create(&JvmInfoLabels { pid: jvm.pid.clone(), main: jvm.main.clone(), container: jvm.container.clone(), jdk: jdk.to_string() }).set(0);
+        self.jvms
+            .get_or_create(&JvmInfoLabels {
+                pid: jvm.pid.clone(),
+                main: jvm.main.clone(),
+                container: jvm.container.clone(),
+                jdk: jdk.to_string(),
+            })
+            .set(0);
     }
 
     /// Forgets every series of a JVM that is no longer watched.
     pub fn forget(&self, jvm: &JvmLabels, jdk: &str) {
-        self.jvms.remove(&JvmInfoLabels { pid: jvm.pid.clone(), main: jvm.main.clone(), container: jvm.container.clone(), jdk: jdk.to_string() });
-        for h in [&self.stall_seconds, &self.ttsp_seconds, &self.safepoint_seconds, &self.hiccup_seconds] {
+        self.jvms.remove(&JvmInfoLabels {
+            pid: jvm.pid.clone(),
+            main: jvm.main.clone(),
+            container: jvm.container.clone(),
+            jdk: jdk.to_string(),
+        });
+        for h in
+            [&self.stall_seconds, &self.ttsp_seconds, &self.safepoint_seconds, &self.hiccup_seconds]
+        {
             h.remove(jvm);
         }
         self.dropped_samples.remove(jvm);
         self.jvm_safepoints.remove(jvm);
         self.jvm_safepoint_sync_seconds.remove(jvm);
         self.jvm_safepoint_stopped_seconds.remove(jvm);
-        if let Some((l, _)) = self.worst.lock().unwrap_or_else(|p| p.into_inner()).remove(&jvm.pid) {
+        if let Some((l, _)) = self.worst.lock().unwrap_or_else(|p| p.into_inner()).remove(&jvm.pid)
+        {
             self.worst_stall_seconds.remove(&l);
         }
-        let causes = self.causes.lock().unwrap_or_else(|p| p.into_inner()).remove(&jvm.pid).unwrap_or_default();
+        let causes = self
+            .causes
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&jvm.pid)
+            .unwrap_or_default();
         for cause in causes {
-            self.stalls.remove(&CauseLabels { pid: jvm.pid.clone(), main: jvm.main.clone(), container: jvm.container.clone(), cause });
+            self.stalls.remove(&CauseLabels {
+                pid: jvm.pid.clone(),
+                main: jvm.main.clone(),
+                container: jvm.container.clone(),
+                cause,
+            });
         }
     }
 
@@ -183,13 +253,32 @@ impl Metrics {
     /// `jvm_safepoint*` series (as they grow from the first look), and every safepoint that ended
     /// to the TTSP and safepoint histograms. `includes_sync`: the JVM's safepoint time holds its
     /// sync time (JDK 8-12).
-    pub fn counters_observer(&self, jvm: &JvmLabels, includes_sync: bool) -> crate::fleet::beats::Observer {
-        let (count, sync, stopped) = (self.jvm_safepoints.get_or_create_owned(jvm), self.jvm_safepoint_sync_seconds.get_or_create_owned(jvm), self.jvm_safepoint_stopped_seconds.get_or_create_owned(jvm));
-        let (ttsp, total) = (self.ttsp_seconds.get_or_create_owned(jvm), self.safepoint_seconds.get_or_create_owned(jvm));
+    pub fn counters_observer(
+        &self,
+        jvm: &JvmLabels,
+        includes_sync: bool,
+    ) -> crate::fleet::beats::Observer {
+        let (count, sync, stopped) = (
+            self.jvm_safepoints.get_or_create_owned(jvm),
+            self.jvm_safepoint_sync_seconds.get_or_create_owned(jvm),
+            self.jvm_safepoint_stopped_seconds.get_or_create_owned(jvm),
+        );
+        let (ttsp, total) = (
+            self.ttsp_seconds.get_or_create_owned(jvm),
+            self.safepoint_seconds.get_or_create_owned(jvm),
+        );
         let mut prev: Option<(u64, u64, u64)> = None;
         Box::new(move |seen| {
             let l = seen.look;
-            let now = (l.safepoints, l.sync_ns, if includes_sync { l.safepoint_ns } else { l.safepoint_ns.saturating_add(l.sync_ns) });
+            let now = (
+                l.safepoints,
+                l.sync_ns,
+                if includes_sync {
+                    l.safepoint_ns
+                } else {
+                    l.safepoint_ns.saturating_add(l.sync_ns)
+                },
+            );
             if let Some(p) = prev {
                 count.inc_by(now.0.saturating_sub(p.0));
                 sync.inc_by(now.1.saturating_sub(p.1) as f64 / 1e9);
@@ -205,13 +294,27 @@ impl Metrics {
 
     /// One diagnosed stall of `jvm`: its cause counted, its duration observed, and, when it is
     /// the JVM's longest so far, it named in `worst_stall_seconds` (its culprit and code).
-    pub fn stall_named(&self, jvm: &JvmLabels, cause: &str, duration_ns: u64, culprit: &str, code: &str) {
+    pub fn stall_named(
+        &self,
+        jvm: &JvmLabels,
+        cause: &str,
+        duration_ns: u64,
+        culprit: &str,
+        code: &str,
+    ) {
         self.stall(jvm, cause, duration_ns);
         let mut worst = self.worst.lock().unwrap_or_else(|p| p.into_inner());
         if worst.get(&jvm.pid).is_some_and(|(_, d)| *d >= duration_ns) {
             return;
         }
-        let l = WorstLabels { pid: jvm.pid.clone(), main: jvm.main.clone(), container: jvm.container.clone(), cause: cause.into(), culprit: culprit.into(), code: code.into() };
+        let l = WorstLabels {
+            pid: jvm.pid.clone(),
+            main: jvm.main.clone(),
+            container: jvm.container.clone(),
+            cause: cause.into(),
+            culprit: culprit.into(),
+            code: code.into(),
+        };
         if let Some((old, _)) = worst.insert(jvm.pid.clone(), (l.clone(), duration_ns)) {
             self.worst_stall_seconds.remove(&old);
         }
@@ -220,8 +323,20 @@ impl Metrics {
 
     /// One diagnosed stall of `jvm`: its cause counted, its duration observed.
     pub fn stall(&self, jvm: &JvmLabels, cause: &str, duration_ns: u64) {
-        self.causes.lock().unwrap_or_else(|p| p.into_inner()).entry(jvm.pid.clone()).or_default().insert(cause.to_string());
-        self.stalls.get_or_create(&CauseLabels { pid: jvm.pid.clone(), main: jvm.main.clone(), container: jvm.container.clone(), cause: cause.to_string() }).inc();
+        self.causes
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(jvm.pid.clone())
+            .or_default()
+            .insert(cause.to_string());
+        self.stalls
+            .get_or_create(&CauseLabels {
+                pid: jvm.pid.clone(),
+                main: jvm.main.clone(),
+                container: jvm.container.clone(),
+                cause: cause.to_string(),
+            })
+            .inc();
         self.stall_seconds.get_or_create(jvm).observe(duration_ns as f64 / 1e9);
     }
 
@@ -235,7 +350,11 @@ impl Metrics {
     /// Serves `/metrics` on `addr` from a thread of its own; the address it bound (port 0 picks
     /// one) is returned.
     pub fn serve(&self, addr: SocketAddr) -> Result<SocketAddr> {
-        let listener = TcpListener::bind(addr).with_context(|| format!("--metrics {addr}: cannot listen there (in use, or not an address of this host?)"))?;
+        let listener = TcpListener::bind(addr).with_context(|| {
+            format!(
+                "--metrics {addr}: cannot listen there (in use, or not an address of this host?)"
+            )
+        })?;
         let bound = listener.local_addr()?;
         let me = self.clone();
         std::thread::Builder::new().name("stallscope-metrics".into()).spawn(move || {
@@ -264,12 +383,28 @@ impl Metrics {
         let (method, path) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
         let path = path.split('?').next().unwrap_or("");
         let (status, ctype, body) = match (method, path) {
-            ("GET", "/metrics") => ("200 OK", "application/openmetrics-text; version=1.0.0; charset=utf-8", self.encode()),
-            ("GET", "/") => ("200 OK", "text/plain; charset=utf-8", "stallscope watch: metrics at /metrics\n".to_string()),
-            ("GET", _) => ("404 Not Found", "text/plain; charset=utf-8", "not found: try /metrics\n".to_string()),
+            ("GET", "/metrics") => (
+                "200 OK",
+                "application/openmetrics-text; version=1.0.0; charset=utf-8",
+                self.encode(),
+            ),
+            ("GET", "/") => (
+                "200 OK",
+                "text/plain; charset=utf-8",
+                "stallscope watch: metrics at /metrics\n".to_string(),
+            ),
+            ("GET", _) => (
+                "404 Not Found",
+                "text/plain; charset=utf-8",
+                "not found: try /metrics\n".to_string(),
+            ),
             _ => ("405 Method Not Allowed", "text/plain; charset=utf-8", "only GET\n".to_string()),
         };
-        write!(conn, "HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len())?;
+        write!(
+            conn,
+            "HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        )?;
         conn.flush()
     }
 }
@@ -287,7 +422,14 @@ mod tests {
         let m = Metrics::new();
         for pid in ["1", "2"] {
             let l = labels(pid);
-            m.jvms.get_or_create(&JvmInfoLabels { pid: pid.into(), main: "Main".into(), container: String::new(), jdk: "17".into() }).set(1);
+            m.jvms
+                .get_or_create(&JvmInfoLabels {
+                    pid: pid.into(),
+                    main: "Main".into(),
+                    container: String::new(),
+                    jdk: "17".into(),
+                })
+                .set(1);
             m.stall(&l, "no-safepoint-poll", 500_000_000);
         }
         m.forget(&labels("1"), "17");
@@ -310,7 +452,12 @@ mod tests {
             s
         };
         let ok = get("/metrics");
-        assert!(ok.starts_with("HTTP/1.1 200 OK") && ok.contains("application/openmetrics-text") && ok.contains("# EOF"), "{ok}");
+        assert!(
+            ok.starts_with("HTTP/1.1 200 OK")
+                && ok.contains("application/openmetrics-text")
+                && ok.contains("# EOF"),
+            "{ok}"
+        );
         assert!(get("/nope").starts_with("HTTP/1.1 404"));
     }
 
@@ -320,7 +467,14 @@ mod tests {
     fn the_dashboard_and_the_alerts_use_only_series_watch_exports() {
         let m = Metrics::new();
         let l = labels("1");
-        m.jvms.get_or_create(&JvmInfoLabels { pid: "1".into(), main: "Main".into(), container: String::new(), jdk: "17".into() }).set(1);
+        m.jvms
+            .get_or_create(&JvmInfoLabels {
+                pid: "1".into(),
+                main: "Main".into(),
+                container: String::new(),
+                jdk: "17".into(),
+            })
+            .set(1);
         m.stall_named(&l, "no-safepoint-poll", 1_000_000_000, "counted-loop", "io.x.Loop.run");
         for h in [&m.ttsp_seconds, &m.safepoint_seconds, &m.hiccup_seconds] {
             h.get_or_create(&l).observe(0.001);
@@ -330,9 +484,21 @@ mod tests {
         let mut o = m.counters_observer(&l, false);
         let look = procwatch::jvmcounters::CounterLook { safepoints: 1, ..Default::default() };
         o(crate::fleet::beats::Seen { look: &look, ended: &[] });
-        o(crate::fleet::beats::Seen { look: &procwatch::jvmcounters::CounterLook { safepoints: 2, sync_ns: 5, safepoint_ns: 7, ..Default::default() }, ended: &[] });
+        o(crate::fleet::beats::Seen {
+            look: &procwatch::jvmcounters::CounterLook {
+                safepoints: 2,
+                sync_ns: 5,
+                safepoint_ns: 7,
+                ..Default::default()
+            },
+            ended: &[],
+        });
         let text = m.encode();
-        let exported: Vec<&str> = text.lines().filter_map(|l| l.strip_prefix("# TYPE ")).filter_map(|l| l.split(' ').next()).collect();
+        let exported: Vec<&str> = text
+            .lines()
+            .filter_map(|l| l.strip_prefix("# TYPE "))
+            .filter_map(|l| l.split(' ').next())
+            .collect();
         let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
         for file in ["deploy/grafana-dashboard.json", "deploy/stallscope-alerts.yml"] {
             let used = std::fs::read_to_string(root.join(file)).unwrap();
@@ -340,14 +506,22 @@ mod tests {
                 .match_indices("stallscope_")
                 .map(|(i, _)| {
                     let rest = &used[i..];
-                    &rest[..rest.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).unwrap_or(rest.len())]
+                    &rest[..rest
+                        .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                        .unwrap_or(rest.len())]
                 })
                 .filter(|n| n.len() > "stallscope_".len())
                 .collect();
             assert!(!names.is_empty(), "{file} names no series");
             for n in names {
-                let family = ["_total", "_bucket", "_count", "_sum"].iter().find_map(|s| n.strip_suffix(s)).unwrap_or(n);
-                assert!(exported.contains(&n) || exported.contains(&family), "{file} uses {n}, which watch does not export: {exported:?}");
+                let family = ["_total", "_bucket", "_count", "_sum"]
+                    .iter()
+                    .find_map(|s| n.strip_suffix(s))
+                    .unwrap_or(n);
+                assert!(
+                    exported.contains(&n) || exported.contains(&family),
+                    "{file} uses {n}, which watch does not export: {exported:?}"
+                );
             }
         }
     }

@@ -22,7 +22,7 @@ pub mod retain;
 use crate::attach::Jvm;
 use crate::record::{self, Settings};
 use analyse::Note;
-use anyhow::{bail, Result};
+use anyhow::{Result, bail};
 use discover::{Discovery, Selection};
 use events::{EventJvm, Events};
 use metrics::{JvmInfoLabels, JvmLabels, Metrics, SkipLabels};
@@ -71,7 +71,11 @@ impl Attach {
         if s == "all" {
             return Ok(Attach::All);
         }
-        let bad = || format!("--attach {s}: give all, or N/WINDOW (more than N stalls within WINDOW), e.g. 3/10m");
+        let bad = || {
+            format!(
+                "--attach {s}: give all, or N/WINDOW (more than N stalls within WINDOW), e.g. 3/10m"
+            )
+        };
         let (n, w) = s.split_once('/').ok_or_else(bad)?;
         let stalls = n.parse::<usize>().map_err(|_| bad())?;
         let window = w.parse::<doctor::units::Duration>().map_err(|_| bad())?.std();
@@ -115,18 +119,33 @@ struct Guarded {
 
 /// A JVM's name in labels and directory names: its main class, or its jar's file name.
 fn short_main(j: &JvmProcess) -> String {
-    let m = if j.main.ends_with(".jar") { Path::new(&j.main).file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default() } else { j.main.clone() };
+    let m = if j.main.ends_with(".jar") {
+        Path::new(&j.main).file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default()
+    } else {
+        j.main.clone()
+    };
     if m.is_empty() { "unknown".into() } else { m }
 }
 
 fn labels_of(j: &JvmProcess) -> JvmLabels {
-    JvmLabels { pid: j.pid.to_string(), main: short_main(j), container: if j.contained { j.cgroup.clone() } else { String::new() } }
+    JvmLabels {
+        pid: j.pid.to_string(),
+        main: short_main(j),
+        container: if j.contained { j.cgroup.clone() } else { String::new() },
+    }
 }
 
 /// `DIR/<pid>-<main>-<date>-<time>`, with only characters the JVM's options can carry.
 fn recording_dir(out: &Path, j: &JvmProcess) -> PathBuf {
-    let main: String = short_main(j).chars().map(|c| if c.is_ascii_alphanumeric() || "._-".contains(c) { c } else { '_' }).take(48).collect();
-    record::unused_name(out, &format!("{}-{main}-{}", j.pid, chrono::Local::now().format("%Y%m%d-%H%M%S")))
+    let main: String = short_main(j)
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() || "._-".contains(c) { c } else { '_' })
+        .take(48)
+        .collect();
+    record::unused_name(
+        out,
+        &format!("{}-{main}-{}", j.pid, chrono::Local::now().format("%Y%m%d-%H%M%S")),
+    )
 }
 
 /// The directory the recordings go in: as a recording directory is (record::own_dir), but it
@@ -142,7 +161,9 @@ fn own_out_dir(out: &Path) -> Result<PathBuf> {
 fn recorded_elsewhere(pid: i32) -> Option<PathBuf> {
     let path = procwatch::heartbeat::default_path(pid);
     let hb = procwatch::heartbeat::Heartbeat::open(&path).ok()?;
-    (hb.read().state == procwatch::heartbeat::MeterState::Running && hb.of_pid(pid).liveness() == procwatch::heartbeat::Liveness::Alive).then_some(path)
+    (hb.read().state == procwatch::heartbeat::MeterState::Running
+        && hb.of_pid(pid).liveness() == procwatch::heartbeat::Liveness::Alive)
+        .then_some(path)
 }
 
 /// What a JVM's guarding thread shares with the main loop.
@@ -175,14 +196,26 @@ fn guard_jvm(sh: Arc<Shared>, j: JvmProcess, g: Guarding) {
     }
     if escalate.load(Ordering::SeqCst) {
         if let Some(hb) = recorded_elsewhere(pid) {
-            return skip("recorded", format!("another stallscope records it (its heartbeat {} is running)", hb.display()));
+            return skip(
+                "recorded",
+                format!(
+                    "another stallscope records it (its heartbeat {} is running)",
+                    hb.display()
+                ),
+            );
         }
     }
     let jvm = match Jvm::find(pid) {
         Ok(jvm) => jvm,
         Err(e) => return skip("refused", format!("{e:#}")),
     };
-    let info = EventJvm { pid, nspid: j.nspid, main: labels.main.clone(), container: labels.container.clone(), jdk: j.java_version.clone() };
+    let info = EventJvm {
+        pid,
+        nspid: j.nspid,
+        main: labels.main.clone(),
+        container: labels.container.clone(),
+        jdk: j.java_version.clone(),
+    };
     let mut first = true;
     loop {
         let dir = recording_dir(&sh.out, &j);
@@ -193,23 +226,47 @@ fn guard_jvm(sh: Arc<Shared>, j: JvmProcess, g: Guarding) {
         let attached = escalate.load(Ordering::SeqCst);
         // From outside, the culprits' code is read by the kernel's sampling, at no cost to the
         // JVM between stalls.
-        let s = Settings { jar: sh.jar.clone(), dir: dir.clone(), threshold_ns: sh.threshold_ns, sample_interval_ns: sh.sample_interval_ns, frames: !attached, jfr: false, resolution_ns: sh.resolution_ns, outside: !attached };
+        let s = Settings {
+            jar: sh.jar.clone(),
+            dir: dir.clone(),
+            threshold_ns: sh.threshold_ns,
+            sample_interval_ns: sh.sample_interval_ns,
+            frames: !attached,
+            jfr: false,
+            resolution_ns: sh.resolution_ns,
+            outside: !attached,
+        };
         let notes = sh.notes.lock().unwrap_or_else(|p| p.into_inner()).clone();
-        let _ = notes.send(Note::Opened { dir: dir.clone(), jvm: info.clone(), labels: labels.clone() });
+        let _ = notes.send(Note::Opened {
+            dir: dir.clone(),
+            jvm: info.clone(),
+            labels: labels.clone(),
+        });
         *current.lock().unwrap_or_else(|p| p.into_inner()) = Some(dir.clone());
         let ended_to = Mutex::new(notes.clone());
         let ended = || -> Box<dyn FnMut(u32, doctor::recording::Barrier) + Send> {
-            let (tx, d, recent) = (ended_to.lock().unwrap_or_else(|p| p.into_inner()).clone(), dir.clone(), Arc::clone(&stalls));
+            let (tx, d, recent) = (
+                ended_to.lock().unwrap_or_else(|p| p.into_inner()).clone(),
+                dir.clone(),
+                Arc::clone(&stalls),
+            );
             Box::new(move |stall, barrier| {
                 recent.lock().unwrap_or_else(|p| p.into_inner()).push_back(Instant::now());
                 let _ = tx.send(Note::Ended { dir: d.clone(), stall, barrier });
             })
         };
         let r = if attached {
-            let drive = |p: i32, hb: &procwatch::heartbeat::Heartbeat| sh.beats.join(p, hb, IDLE_SAMPLE, ended());
+            let drive = |p: i32, hb: &procwatch::heartbeat::Heartbeat| {
+                sh.beats.join(p, hb, IDLE_SAMPLE, ended())
+            };
             record::attached::record_attached(&s, &jvm, None, &stop, Some(&drive), None)
         } else {
-            let observer = |jc: &Option<procwatch::jvmcounters::JvmCounters>| sh.metrics.counters_observer(&labels, jc.as_ref().is_some_and(|c| c.info.safepoint_time_includes_sync));
+            let observer = |jc: &Option<procwatch::jvmcounters::JvmCounters>| {
+                sh.metrics.counters_observer(
+                    &labels,
+                    jc.as_ref().is_some_and(|c| c.info.safepoint_time_includes_sync),
+                )
+            };
             let drive = |p: i32, jc: Option<procwatch::jvmcounters::JvmCounters>| {
                 let o = observer(&jc);
                 sh.beats.join_outside(p, jc, o, IDLE_SAMPLE, ended())
@@ -260,7 +317,9 @@ pub fn run(cfg: Config, stop: &AtomicBool) -> Result<()> {
         for &pid in pids {
             match procwatch::jvms::jvm(pid) {
                 Ok(Some(_)) => {}
-                Ok(None) => bail!("pid {pid}: no such process, or not a JVM (no libjvm.so is mapped); `stallscope jvms` lists the JVMs"),
+                Ok(None) => bail!(
+                    "pid {pid}: no such process, or not a JVM (no libjvm.so is mapped); `stallscope jvms` lists the JVMs"
+                ),
                 Err(u) => bail!("pid {pid}: {}", u.reason),
             }
         }
@@ -277,24 +336,51 @@ pub fn run(cfg: Config, stop: &AtomicBool) -> Result<()> {
     let (notes_tx, notes_rx) = std::sync::mpsc::channel();
     let analysis = {
         let (m, keep) = (metrics.clone(), cfg.keep_exited);
-        std::thread::Builder::new().name("stallscope-analyse".into()).spawn(move || analyse::run(notes_rx, m, events, keep))?
+        std::thread::Builder::new()
+            .name("stallscope-analyse".into())
+            .spawn(move || analyse::run(notes_rx, m, events, keep))?
     };
     let beats = beats::Beats::new(cfg.threshold_ns);
     let loop_stop = Arc::new(AtomicBool::new(false));
     let beat_loop = {
-        let (b, ls, h) = (beats.clone(), Arc::clone(&loop_stop), metrics.control_lateness_seconds.clone());
-        std::thread::Builder::new().name("stallscope-beats".into()).spawn(move || b.run(&ls, &|late| h.observe(late as f64 / 1e9)))?
+        let (b, ls, h) =
+            (beats.clone(), Arc::clone(&loop_stop), metrics.control_lateness_seconds.clone());
+        std::thread::Builder::new()
+            .name("stallscope-beats".into())
+            .spawn(move || b.run(&ls, &|late| h.observe(late as f64 / 1e9)))?
     };
-    let shared = Arc::new(Shared { out: out.clone(), jar, threshold_ns: cfg.threshold_ns, sample_interval_ns: cfg.sample_interval_ns, resolution_ns: cfg.resolution_ns, beats: beats.clone(), notes: Mutex::new(notes_tx), metrics: metrics.clone(), ending: AtomicBool::new(false), attach: cfg.attach });
-    eprintln!("stallscope: watching {} (stalls ≥ {}) {}; recordings in {}", match &cfg.selection {
-        Selection::All => "every JVM".to_string(),
-        Selection::Matching(m) => format!("JVMs matching '{m}'"),
-        Selection::Pids(p) => format!("pid {}", p.iter().map(|p| p.to_string()).collect::<Vec<_>>().join(", ")),
-    }, doctor::units::fmt_ns(cfg.threshold_ns), match cfg.attach {
-        Attach::Never => "from outside (their perf counters and /proc; nothing put into them)".to_string(),
-        Attach::All => "with the agent and safepoint logging in each".to_string(),
-        Attach::After { stalls, window } => format!("from outside, attaching to a JVM that stalls more than {stalls} times in {}", doctor::units::fmt_ns(window.as_nanos() as u64)),
-    }, out.display());
+    let shared = Arc::new(Shared {
+        out: out.clone(),
+        jar,
+        threshold_ns: cfg.threshold_ns,
+        sample_interval_ns: cfg.sample_interval_ns,
+        resolution_ns: cfg.resolution_ns,
+        beats: beats.clone(),
+        notes: Mutex::new(notes_tx),
+        metrics: metrics.clone(),
+        ending: AtomicBool::new(false),
+        attach: cfg.attach,
+    });
+    eprintln!(
+        "stallscope: watching {} (stalls ≥ {}) {}; recordings in {}",
+        match &cfg.selection {
+            Selection::All => "every JVM".to_string(),
+            Selection::Matching(m) => format!("JVMs matching '{m}'"),
+            Selection::Pids(p) =>
+                format!("pid {}", p.iter().map(|p| p.to_string()).collect::<Vec<_>>().join(", ")),
+        },
+        doctor::units::fmt_ns(cfg.threshold_ns),
+        match cfg.attach {
+            Attach::Never =>
+                "from outside (their perf counters and /proc; nothing put into them)".to_string(),
+            Attach::All => "with the agent and safepoint logging in each".to_string(),
+            Attach::After { stalls, window } => format!(
+                "from outside, attaching to a JVM that stalls more than {stalls} times in {}",
+                doctor::units::fmt_ns(window.as_nanos() as u64)
+            ),
+        },
+        out.display()
+    );
 
     let mut guarded: HashMap<(i32, u64), Guarded> = HashMap::new();
     let mut discovery = Discovery::default();
@@ -317,22 +403,37 @@ pub fn run(cfg: Config, stop: &AtomicBool) -> Result<()> {
             let shared_flags = Guarding::default();
             let labels = labels_of(&j);
             let jdk = j.java_version.clone().unwrap_or_default();
-            metrics.jvms.get_or_create(&JvmInfoLabels { pid: labels.pid.clone(), main: labels.main.clone(), container: labels.container.clone(), jdk: jdk.clone() }).set(1);
+            metrics
+                .jvms
+                .get_or_create(&JvmInfoLabels {
+                    pid: labels.pid.clone(),
+                    main: labels.main.clone(),
+                    container: labels.container.clone(),
+                    jdk: jdk.clone(),
+                })
+                .set(1);
             let thread = {
                 let g = shared_flags.clone();
                 let sh = Arc::clone(&shared);
-                std::thread::Builder::new().name(format!("stallscope-jvm-{}", j.pid)).spawn(move || guard_jvm(sh, j, g))?
+                std::thread::Builder::new()
+                    .name(format!("stallscope-jvm-{}", j.pid))
+                    .spawn(move || guard_jvm(sh, j, g))?
             };
             guarded.insert(key, Guarded { labels, jdk, flags: shared_flags, thread });
             ever = true;
         }
         // Closed: the JVM exited, or could not be watched.
-        let done: Vec<(i32, u64)> = guarded.iter().filter(|(_, g)| g.thread.is_finished()).map(|(k, _)| *k).collect();
+        let done: Vec<(i32, u64)> =
+            guarded.iter().filter(|(_, g)| g.thread.is_finished()).map(|(k, _)| *k).collect();
         for k in done {
             if let Some(g) = guarded.remove(&k) {
                 let _ = g.thread.join();
                 // After what its recording's end still brings (the same queue, in order).
-                let _ = shared.notes.lock().unwrap_or_else(|p| p.into_inner()).send(Note::Gone { labels: g.labels, jdk: g.jdk });
+                let _ = shared
+                    .notes
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .send(Note::Gone { labels: g.labels, jdk: g.jdk });
             }
         }
         // Measuring what is kept walks every recording: not every pass.
@@ -348,14 +449,20 @@ pub fn run(cfg: Config, stop: &AtomicBool) -> Result<()> {
             break;
         }
         let t0 = Instant::now();
-        while t0.elapsed() < PASS_EVERY && !stop.load(Ordering::Relaxed) && deadline.is_none_or(|d| Instant::now() < d) {
+        while t0.elapsed() < PASS_EVERY
+            && !stop.load(Ordering::Relaxed)
+            && deadline.is_none_or(|d| Instant::now() < d)
+        {
             std::thread::sleep(Duration::from_millis(200));
         }
     }
     // Detach from every JVM, then let the analysis finish what they wrote.
     let attached = guarded.values().filter(|g| g.flags.escalate.load(Ordering::Relaxed)).count();
     if attached > 0 {
-        eprintln!("stallscope: closing the recordings of {} JVM(s), detaching from those attached to", guarded.len());
+        eprintln!(
+            "stallscope: closing the recordings of {} JVM(s), detaching from those attached to",
+            guarded.len()
+        );
     } else {
         eprintln!("stallscope: closing the recordings of {} JVM(s)", guarded.len());
     }
@@ -366,7 +473,11 @@ pub fn run(cfg: Config, stop: &AtomicBool) -> Result<()> {
     beats.wake_all();
     for (_, g) in guarded.drain() {
         let _ = g.thread.join();
-        let _ = shared.notes.lock().unwrap_or_else(|p| p.into_inner()).send(Note::Gone { labels: g.labels, jdk: g.jdk });
+        let _ = shared
+            .notes
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .send(Note::Gone { labels: g.labels, jdk: g.jdk });
     }
     loop_stop.store(true, Ordering::SeqCst);
     let _ = beat_loop.join();
@@ -378,9 +489,17 @@ pub fn run(cfg: Config, stop: &AtomicBool) -> Result<()> {
 
 /// `--attach N/WINDOW`: a JVM watched from outside that stalled more than `n` times within
 /// `window` is rolled into a recording with the agent and safepoint logging.
-fn escalate_often_stalled(guarded: &HashMap<(i32, u64), Guarded>, n: usize, window: Duration, beats: &beats::Beats) {
+fn escalate_often_stalled(
+    guarded: &HashMap<(i32, u64), Guarded>,
+    n: usize,
+    window: Duration,
+    beats: &beats::Beats,
+) {
     for ((pid, _), g) in guarded {
-        if g.flags.escalate.load(Ordering::SeqCst) || g.flags.refused.load(Ordering::SeqCst) || g.flags.stop.load(Ordering::SeqCst) {
+        if g.flags.escalate.load(Ordering::SeqCst)
+            || g.flags.refused.load(Ordering::SeqCst)
+            || g.flags.stop.load(Ordering::SeqCst)
+        {
             continue;
         }
         let mut recent = g.flags.stalls.lock().unwrap_or_else(|p| p.into_inner());
@@ -388,7 +507,12 @@ fn escalate_often_stalled(guarded: &HashMap<(i32, u64), Guarded>, n: usize, wind
             recent.pop_front();
         }
         if recent.len() > n {
-            eprintln!("stallscope: JVM pid {pid} ({}): {} stalls in {}: attaching the agent and safepoint logging", g.labels.main, recent.len(), doctor::units::fmt_ns(window.as_nanos() as u64));
+            eprintln!(
+                "stallscope: JVM pid {pid} ({}): {} stalls in {}: attaching the agent and safepoint logging",
+                g.labels.main,
+                recent.len(),
+                doctor::units::fmt_ns(window.as_nanos() as u64)
+            );
             recent.clear();
             g.flags.escalate.store(true, Ordering::SeqCst);
             g.flags.roll.store(true, Ordering::SeqCst);
@@ -400,18 +524,36 @@ fn escalate_often_stalled(guarded: &HashMap<(i32, u64), Guarded>, n: usize, wind
 
 /// One pass of retention over `out`: removes finished recordings and rolls live ones as
 /// [`retain::plan`] says.
-fn apply_retention(out: &Path, limits: retain::Limits, guarded: &HashMap<(i32, u64), Guarded>, metrics: &Metrics, beats: &beats::Beats) {
-    let live: HashMap<PathBuf, i32> = guarded.iter().filter_map(|((pid, _), g)| g.flags.current.lock().unwrap_or_else(|p| p.into_inner()).clone().map(|d| (d, *pid))).collect();
+fn apply_retention(
+    out: &Path,
+    limits: retain::Limits,
+    guarded: &HashMap<(i32, u64), Guarded>,
+    metrics: &Metrics,
+    beats: &beats::Beats,
+) {
+    let live: HashMap<PathBuf, i32> = guarded
+        .iter()
+        .filter_map(|((pid, _), g)| {
+            g.flags.current.lock().unwrap_or_else(|p| p.into_inner()).clone().map(|d| (d, *pid))
+        })
+        .collect();
     let mut kept = Vec::new();
     for e in std::fs::read_dir(out).into_iter().flatten().flatten() {
         let dir = e.path();
         // Only what watch made: a recording (its meta.json) in a directory of its own.
-        let Ok(m) = std::fs::symlink_metadata(dir.join(doctor::recording::files::META)) else { continue };
+        let Ok(m) = std::fs::symlink_metadata(dir.join(doctor::recording::files::META)) else {
+            continue;
+        };
         if !e.file_type().is_ok_and(|t| t.is_dir()) {
             continue;
         }
         let start = m.modified().unwrap_or(SystemTime::now());
-        kept.push(retain::Kept { bytes: retain::du(&dir), start, live: live.get(&dir).copied(), dir });
+        kept.push(retain::Kept {
+            bytes: retain::du(&dir),
+            start,
+            live: live.get(&dir).copied(),
+            dir,
+        });
     }
     let (free, reserve) = retain::free_space(out);
     let p = retain::plan(&kept, limits, SystemTime::now(), free, reserve);
@@ -430,5 +572,7 @@ fn apply_retention(out: &Path, limits: retain::Limits, guarded: &HashMap<(i32, u
         }
     }
     let removed: std::collections::HashSet<&PathBuf> = p.remove.iter().collect();
-    metrics.retained_bytes.set(kept.iter().filter(|k| !removed.contains(&k.dir)).map(|k| k.bytes as i64).sum());
+    metrics
+        .retained_bytes
+        .set(kept.iter().filter(|k| !removed.contains(&k.dir)).map(|k| k.bytes as i64).sum());
 }

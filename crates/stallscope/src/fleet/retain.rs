@@ -80,7 +80,9 @@ pub fn du(dir: &Path) -> u64 {
 /// Bytes free for an unprivileged user, and the reserve to leave (5% of the file system), where
 /// `dir` is.
 pub fn free_space(dir: &Path) -> (u64, u64) {
-    let Ok(c) = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes()) else { return (u64::MAX, 0) };
+    let Ok(c) = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes()) else {
+        return (u64::MAX, 0);
+    };
     // SAFETY: a valid path and an out-parameter of the right type.
     let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
     if unsafe { libc::statvfs(c.as_ptr(), &mut st) } != 0 {
@@ -102,7 +104,12 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
                 "M" => 1 << 20,
                 "G" => 1 << 30,
                 "T" => 1 << 40,
-                _ => return Err(format!("'{s}': unknown unit '{}'; use K, M, G or T, e.g. 2G", &t[i..])),
+                _ => {
+                    return Err(format!(
+                        "'{s}': unknown unit '{}'; use K, M, G or T, e.g. 2G",
+                        &t[i..]
+                    ));
+                }
             };
             (&t[..i], m)
         }
@@ -122,27 +129,45 @@ mod tests {
     const MB: u64 = 1 << 20;
 
     fn kept(name: &str, mb: u64, age_s: u64, live: Option<i32>, now: SystemTime) -> Kept {
-        Kept { dir: PathBuf::from(name), bytes: mb * MB, start: now - Duration::from_secs(age_s), live }
+        Kept {
+            dir: PathBuf::from(name),
+            bytes: mb * MB,
+            start: now - Duration::from_secs(age_s),
+            live,
+        }
     }
 
     #[test]
     fn the_oldest_finished_recordings_go_first_and_live_ones_are_rolled_past_their_share() {
         let now = SystemTime::now();
         let l = Limits { bytes: 100 * MB, age: Duration::from_secs(7 * 86400) };
-        let ks = vec![kept("new", 30, 10, None, now), kept("old", 30, 100, None, now), kept("mid", 30, 50, None, now), kept("live", 10, 5, Some(7), now)];
+        let ks = vec![
+            kept("new", 30, 10, None, now),
+            kept("old", 30, 100, None, now),
+            kept("mid", 30, 50, None, now),
+            kept("live", 10, 5, Some(7), now),
+        ];
         let p = plan(&ks, l, now, u64::MAX / 4, 0);
         // 100 MB kept, over 75: the oldest goes (70 left).
         assert_eq!(p.remove, vec![PathBuf::from("old")]);
         assert!(p.roll.is_empty(), "10 MB is within the live share of 25 MB");
         let ks = vec![kept("live", 30, 5, Some(7), now), kept("live2", 5, 5, Some(8), now)];
-        assert_eq!(plan(&ks, l, now, u64::MAX / 4, 0).roll, vec![7], "two live JVMs share a quarter: 12.5 MB each");
+        assert_eq!(
+            plan(&ks, l, now, u64::MAX / 4, 0).roll,
+            vec![7],
+            "two live JVMs share a quarter: 12.5 MB each"
+        );
     }
 
     #[test]
     fn age_removes_finished_recordings_and_rolls_live_ones_at_half_of_it() {
         let now = SystemTime::now();
         let l = Limits { bytes: 100 * MB, age: Duration::from_secs(3600) };
-        let ks = vec![kept("ancient", 1, 4000, None, now), kept("recent", 1, 100, None, now), kept("live", 1, 2000, Some(3), now)];
+        let ks = vec![
+            kept("ancient", 1, 4000, None, now),
+            kept("recent", 1, 100, None, now),
+            kept("live", 1, 2000, Some(3), now),
+        ];
         let p = plan(&ks, l, now, u64::MAX / 4, 0);
         assert_eq!(p.remove, vec![PathBuf::from("ancient")]);
         assert_eq!(p.roll, vec![3]);

@@ -5,7 +5,7 @@
 //! Invariant: a `TempCgroup` is removed on drop even if processes are still in it (they are
 //! moved to the parent first), so no run leaves a cgroup behind.
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result, bail};
 use std::path::{Path, PathBuf};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -46,11 +46,19 @@ pub fn io_hierarchy() -> Option<(Version, PathBuf)> {
 pub fn memory_hierarchy() -> Option<(Version, PathBuf)> {
     let mounts = cgroup_mounts();
     for (fstype, _, mp) in &mounts {
-        if fstype == "cgroup2" && std::fs::read_to_string(mp.join("cgroup.controllers")).unwrap_or_default().split_whitespace().any(|c| c == "memory") {
+        if fstype == "cgroup2"
+            && std::fs::read_to_string(mp.join("cgroup.controllers"))
+                .unwrap_or_default()
+                .split_whitespace()
+                .any(|c| c == "memory")
+        {
             return Some((Version::V2, mp.clone()));
         }
     }
-    mounts.into_iter().find(|(fstype, opts, _)| fstype == "cgroup" && opts.split(',').any(|o| o == "memory")).map(|(_, _, mp)| (Version::V1, mp))
+    mounts
+        .into_iter()
+        .find(|(fstype, opts, _)| fstype == "cgroup" && opts.split(',').any(|o| o == "memory"))
+        .map(|(_, _, mp)| (Version::V1, mp))
 }
 
 /// Where a CPU-limited cgroup can be made: the cgroup v2 root with the cpu controller, or the v1
@@ -58,11 +66,19 @@ pub fn memory_hierarchy() -> Option<(Version, PathBuf)> {
 pub fn cpu_hierarchy() -> Option<(Version, PathBuf)> {
     let mounts = cgroup_mounts();
     for (fstype, _, mp) in &mounts {
-        if fstype == "cgroup2" && std::fs::read_to_string(mp.join("cgroup.controllers")).unwrap_or_default().split_whitespace().any(|c| c == "cpu") {
+        if fstype == "cgroup2"
+            && std::fs::read_to_string(mp.join("cgroup.controllers"))
+                .unwrap_or_default()
+                .split_whitespace()
+                .any(|c| c == "cpu")
+        {
             return Some((Version::V2, mp.clone()));
         }
     }
-    mounts.into_iter().find(|(fstype, opts, _)| fstype == "cgroup" && opts.split(',').any(|o| o == "cpu")).map(|(_, _, mp)| (Version::V1, mp))
+    mounts
+        .into_iter()
+        .find(|(fstype, opts, _)| fstype == "cgroup" && opts.split(',').any(|o| o == "cpu"))
+        .map(|(_, _, mp)| (Version::V1, mp))
 }
 
 /// The cgroup v2 hierarchy, where a group of its own gives a process its own pressure (PSI)
@@ -144,13 +160,20 @@ impl TempCgroup {
 
     fn make(root: &Path, version: Version, name: &str) -> Result<TempCgroup> {
         let path = root.join(format!("stallscope-{name}-{}", std::process::id()));
-        std::fs::create_dir(&path).with_context(|| format!("creating cgroup {}", path.display()))?;
+        std::fs::create_dir(&path)
+            .with_context(|| format!("creating cgroup {}", path.display()))?;
         Ok(TempCgroup { path, version, guard: None })
     }
 
     /// Has `guard` remove it (killing what is in it) if stallscope dies first.
-    pub fn guarded(mut self, guard: std::sync::Arc<std::sync::Mutex<crate::guard::Guard>>) -> Result<TempCgroup> {
-        let token = guard.lock().map_err(|_| anyhow::anyhow!("the guardian lock is poisoned"))?.add(crate::guard::Undo::RemoveCgroup { dir: self.path.clone() })?;
+    pub fn guarded(
+        mut self,
+        guard: std::sync::Arc<std::sync::Mutex<crate::guard::Guard>>,
+    ) -> Result<TempCgroup> {
+        let token = guard
+            .lock()
+            .map_err(|_| anyhow::anyhow!("the guardian lock is poisoned"))?
+            .add(crate::guard::Undo::RemoveCgroup { dir: self.path.clone() })?;
         self.guard = Some((guard, token));
         Ok(self)
     }
@@ -158,20 +181,30 @@ impl TempCgroup {
     /// Sets (or, with `None`, lifts) the memory limit. Lowering it below what is in use makes
     /// the kernel reclaim down to it first; v1 refuses (EBUSY) when it cannot.
     pub fn set_memory_limit(&self, limit: Option<u64>) -> Result<()> {
-        let v = limit.map_or_else(|| if self.version == Version::V2 { "max".to_string() } else { "-1".to_string() }, |b| b.to_string());
-        self.write(if self.version == Version::V2 { "memory.max" } else { "memory.limit_in_bytes" }, &v)
+        let v = limit.map_or_else(
+            || if self.version == Version::V2 { "max".to_string() } else { "-1".to_string() },
+            |b| b.to_string(),
+        );
+        self.write(
+            if self.version == Version::V2 { "memory.max" } else { "memory.limit_in_bytes" },
+            &v,
+        )
     }
 
     /// A cgroup whose reads from block device `dev` (major, minor) are limited to `riops` per
     /// second.
     pub fn io_throttled(dev: (u32, u32), riops: u64) -> Result<TempCgroup> {
         let Some((version, root)) = io_hierarchy() else {
-            bail!("no cgroup hierarchy with I/O control here (neither cgroup v2 'io' nor v1 'blkio' is mounted)");
+            bail!(
+                "no cgroup hierarchy with I/O control here (neither cgroup v2 'io' nor v1 'blkio' is mounted)"
+            );
         };
         let cg = TempCgroup::make(&root, version, "throttle")?;
         let (maj, min) = dev;
         match version {
-            Version::V1 => cg.write("blkio.throttle.read_iops_device", &format!("{maj}:{min} {riops}"))?,
+            Version::V1 => {
+                cg.write("blkio.throttle.read_iops_device", &format!("{maj}:{min} {riops}"))?
+            }
             Version::V2 => {
                 let _ = std::fs::write(root.join("cgroup.subtree_control"), "+io");
                 cg.write("io.max", &format!("{maj}:{min} riops={riops}"))?
@@ -181,7 +214,8 @@ impl TempCgroup {
     }
 
     pub fn write(&self, file: &str, value: &str) -> Result<()> {
-        std::fs::write(self.path.join(file), value).with_context(|| format!("writing '{value}' to {}", self.path.join(file).display()))
+        std::fs::write(self.path.join(file), value)
+            .with_context(|| format!("writing '{value}' to {}", self.path.join(file).display()))
     }
 
     pub fn procs_file(&self) -> PathBuf {
@@ -189,7 +223,11 @@ impl TempCgroup {
     }
 
     fn members(&self) -> Vec<String> {
-        std::fs::read_to_string(self.procs_file()).unwrap_or_default().lines().map(str::to_string).collect()
+        std::fs::read_to_string(self.procs_file())
+            .unwrap_or_default()
+            .lines()
+            .map(str::to_string)
+            .collect()
     }
 }
 
@@ -208,7 +246,10 @@ impl Drop for TempCgroup {
             std::thread::sleep(std::time::Duration::from_millis(20));
         }
         if !removed {
-            eprintln!("stallscope: could not remove cgroup {}; remove it with rmdir", self.path.display());
+            eprintln!(
+                "stallscope: could not remove cgroup {}; remove it with rmdir",
+                self.path.display()
+            );
         }
         if let Some((g, t)) = self.guard.take() {
             if let Ok(mut g) = g.lock() {
@@ -225,7 +266,10 @@ pub fn block_device(device: Option<&str>, dir: &Path) -> Result<(u32, u32)> {
     let (maj, min) = match device {
         Some(d) if d.contains(':') && !d.starts_with('/') => {
             let (a, b) = d.split_once(':').expect("checked");
-            (a.parse().with_context(|| format!("{d}: not MAJOR:MINOR"))?, b.parse().with_context(|| format!("{d}: not MAJOR:MINOR"))?)
+            (
+                a.parse().with_context(|| format!("{d}: not MAJOR:MINOR"))?,
+                b.parse().with_context(|| format!("{d}: not MAJOR:MINOR"))?,
+            )
         }
         Some(d) => {
             let m = std::fs::metadata(d).with_context(|| format!("{d}: cannot stat it"))?;
@@ -235,7 +279,8 @@ pub fn block_device(device: Option<&str>, dir: &Path) -> Result<(u32, u32)> {
             (libc::major(m.rdev()), libc::minor(m.rdev()))
         }
         None => {
-            let m = std::fs::metadata(dir).with_context(|| format!("{}: cannot stat it", dir.display()))?;
+            let m = std::fs::metadata(dir)
+                .with_context(|| format!("{}: cannot stat it", dir.display()))?;
             (libc::major(m.dev()), libc::minor(m.dev()))
         }
     };
@@ -247,7 +292,8 @@ pub fn block_device(device: Option<&str>, dir: &Path) -> Result<(u32, u32)> {
         );
     }
     if sys.join("partition").exists() {
-        let parent_dev = std::fs::read_to_string(sys.join("../dev")).context("reading the partition's disk")?;
+        let parent_dev =
+            std::fs::read_to_string(sys.join("../dev")).context("reading the partition's disk")?;
         let (a, b) = parent_dev.trim().split_once(':').context("malformed dev file")?;
         return Ok((a.parse()?, b.parse()?));
     }

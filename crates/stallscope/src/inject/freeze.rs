@@ -3,9 +3,9 @@
 //! Invariant: the process is continued on every exit path. A forked guardian waits on a pipe
 //! and sends SIGCONT when the pipe closes, which happens even if this process is SIGKILLed.
 
-use crate::failure::{Failure, EXIT_FAILURE, EXIT_OK};
-use doctor::units::fmt_ns;
+use crate::failure::{EXIT_FAILURE, EXIT_OK, Failure};
 use anyhow::{Context, Result};
+use doctor::units::fmt_ns;
 use std::time::{Duration, Instant};
 
 #[derive(clap::Args, Debug, Clone)]
@@ -15,7 +15,6 @@ pub struct FreezeArgs {
     #[arg(long = "for", value_name = "DURATION")]
     pub run_for: doctor::units::Duration,
 }
-
 
 /// The process state letter from `/proc/<pid>/stat` (after the `comm` field).
 pub fn process_state(pid: i32) -> Option<char> {
@@ -31,7 +30,10 @@ pub fn freeze(pid: i32, dur: Duration, stop: &std::sync::atomic::AtomicBool) -> 
     // SAFETY: signal 0 only checks existence and permission.
     if unsafe { libc::kill(pid, 0) } != 0 {
         let e = std::io::Error::last_os_error();
-        return Err(Failure::new(EXIT_FAILURE, format!("pid {pid}: cannot signal it ({e}); is it running, and yours?")));
+        return Err(Failure::new(
+            EXIT_FAILURE,
+            format!("pid {pid}: cannot signal it ({e}); is it running, and yours?"),
+        ));
     }
     let mut fds = [0i32; 2];
     // SAFETY: an out-array of two descriptors.

@@ -49,7 +49,9 @@ pub fn run(cmd: InjectCommand) -> Result<i32> {
 /// the caller can undo what it did.
 pub fn stop_flag() -> Result<std::sync::Arc<std::sync::atomic::AtomicBool>> {
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM, signal_hook::consts::SIGHUP] {
+    for sig in
+        [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM, signal_hook::consts::SIGHUP]
+    {
         signal_hook::flag::register(sig, std::sync::Arc::clone(&stop))?;
     }
     Ok(stop)

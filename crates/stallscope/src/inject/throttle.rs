@@ -4,8 +4,8 @@
 //!
 //! Invariant: the cgroup is removed afterwards, on every exit path.
 
-use super::cgroup::{block_device, TempCgroup};
-use crate::failure::{Failure, EXIT_FAILURE};
+use super::cgroup::{TempCgroup, block_device};
+use crate::failure::{EXIT_FAILURE, Failure};
 use anyhow::{Context, Result};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::sync::atomic::Ordering;
@@ -23,11 +23,13 @@ pub struct ThrottleArgs {
     pub command: Vec<String>,
 }
 
-
 pub fn run(a: ThrottleArgs) -> Result<i32> {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
-        return Err(Failure::new(EXIT_FAILURE, "throttle needs root to create a cgroup; run it with sudo"));
+        return Err(Failure::new(
+            EXIT_FAILURE,
+            "throttle needs root to create a cgroup; run it with sudo",
+        ));
     }
     let (program, args) = a.command.split_first().context("no command given after --")?;
     let cwd = std::env::current_dir()?;
@@ -35,7 +37,14 @@ pub fn run(a: ThrottleArgs) -> Result<i32> {
     // A guardian removes the cgroup, and ends the command in it, if throttle is killed outright.
     let guard = std::sync::Arc::new(std::sync::Mutex::new(crate::guard::Guard::start()?));
     let cg = TempCgroup::io_throttled(dev, a.riops)?.guarded(guard)?;
-    eprintln!("throttle: reads from {}:{} limited to {} IOPS in cgroup {} ({:?})", dev.0, dev.1, a.riops, cg.path.display(), cg.version);
+    eprintln!(
+        "throttle: reads from {}:{} limited to {} IOPS in cgroup {} ({:?})",
+        dev.0,
+        dev.1,
+        a.riops,
+        cg.path.display(),
+        cg.version
+    );
     let procs = std::ffi::CString::new(cg.procs_file().as_os_str().as_encoded_bytes())?;
     let stop = super::stop_flag()?;
     let mut cmd = std::process::Command::new(program);

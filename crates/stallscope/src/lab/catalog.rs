@@ -5,8 +5,9 @@ use super::model::ScenarioResult;
 use super::runner;
 use super::scenario::{Ctx, Scenario, Spec, VariantSpec};
 use super::scenarios::{
-    counted_loop::CountedLoop, cpu_contention::CpuContention, cpu_quota::CpuQuota, frozen::Frozen, long_gc::LongGc, memory_pressure::MemoryPressure, mmap_fault::MmapFault, mmap_lock::MmapLock, slow_log::SlowLog, swap::Swap,
-    tlb_shootdown::TlbShootdown,
+    counted_loop::CountedLoop, cpu_contention::CpuContention, cpu_quota::CpuQuota, frozen::Frozen,
+    long_gc::LongGc, memory_pressure::MemoryPressure, mmap_fault::MmapFault, mmap_lock::MmapLock,
+    slow_log::SlowLog, swap::Swap, tlb_shootdown::TlbShootdown,
 };
 use anyhow::Result;
 
@@ -112,7 +113,8 @@ mod tests {
             assert_eq!(ScenarioId::parse(id.spec().id), Ok(id));
             assert!(!id.variants().is_empty(), "{id:?} has a baseline");
         }
-        let ids: std::collections::BTreeSet<&str> = ScenarioId::ALL.iter().map(|id| id.spec().id).collect();
+        let ids: std::collections::BTreeSet<&str> =
+            ScenarioId::ALL.iter().map(|id| id.spec().id).collect();
         assert_eq!(ids.len(), ScenarioId::ALL.len(), "ids are unique");
         assert!(ScenarioId::parse("nonsense").unwrap_err().contains("unknown scenario 'nonsense'"));
     }

@@ -14,10 +14,10 @@ pub mod scenario;
 mod scenarios;
 pub mod verdict;
 
-use crate::failure::{Failure, EXIT_FAILURE};
+use crate::failure::{EXIT_FAILURE, Failure};
 use anyhow::{Context, Result};
 use catalog::ScenarioId;
-use model::{Environment, LabResult, Verdict, SCHEMA};
+use model::{Environment, LabResult, SCHEMA, Verdict};
 use scenario::{Ctx, Profile};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -60,7 +60,9 @@ pub fn environment(java: &Path) -> Environment {
         .map(|o| String::from_utf8_lossy(&o.stderr).lines().next().unwrap_or("").to_string())
         .unwrap_or_default();
     Environment {
-        kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease").map(|s| s.trim().to_string()).unwrap_or_default(),
+        kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease")
+            .map(|s| s.trim().to_string())
+            .unwrap_or_default(),
         cpus: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
         java: java.display().to_string(),
         java_version: version,
@@ -74,40 +76,88 @@ pub fn environment(java: &Path) -> Environment {
 /// The workloads jar, found like the agent: beside the binary, ../lib, or the build tree.
 fn workloads_jar() -> Result<PathBuf> {
     let name = "stallscope-workloads.jar";
-    let dir = std::env::current_exe()?.canonicalize()?.parent().map(Path::to_path_buf).context("the executable's directory")?;
-    let places = [dir.join(name), dir.join("../lib").join(name), dir.join("../../java/workloads/target").join(name), dir.join("../../../java/workloads/target").join(name)];
+    let dir = std::env::current_exe()?
+        .canonicalize()?
+        .parent()
+        .map(Path::to_path_buf)
+        .context("the executable's directory")?;
+    let places = [
+        dir.join(name),
+        dir.join("../lib").join(name),
+        dir.join("../../java/workloads/target").join(name),
+        dir.join("../../../java/workloads/target").join(name),
+    ];
     for p in &places {
         if p.is_file() {
             return Ok(p.canonicalize()?);
         }
     }
-    Err(Failure::new(EXIT_FAILURE, format!("{name} not found (looked in {}); build it with `make build`", places.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "))))
+    Err(Failure::new(
+        EXIT_FAILURE,
+        format!(
+            "{name} not found (looked in {}); build it with `make build`",
+            places.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
+        ),
+    ))
 }
 
 /// Whether variant `v` of scenario `id` runs, given `--variant`s: all when none is asked for,
 /// or when the scenario has none of those asked for.
 pub fn runs_variant(asked: &[String], id: &ScenarioId, v: &str) -> bool {
-    asked.is_empty() || asked.iter().any(|a| a == v) || !id.variants().iter().any(|x| asked.iter().any(|a| a == x.id))
+    asked.is_empty()
+        || asked.iter().any(|a| a == v)
+        || !id.variants().iter().any(|x| asked.iter().any(|a| a == x.id))
 }
 
 /// Runs the chosen scenarios and returns the whole result. `stop` ends it early, keeping what
 /// ran.
 pub fn run(o: &LabOptions, progress: &dyn Progress, stop: &AtomicBool) -> Result<LabResult> {
-    let chosen: Vec<ScenarioId> = if o.scenarios.is_empty() { ScenarioId::ALL.to_vec() } else { ScenarioId::ALL.into_iter().filter(|id| o.scenarios.contains(id)).collect() };
+    let chosen: Vec<ScenarioId> = if o.scenarios.is_empty() {
+        ScenarioId::ALL.to_vec()
+    } else {
+        ScenarioId::ALL.into_iter().filter(|id| o.scenarios.contains(id)).collect()
+    };
     for v in &o.variants {
         if !chosen.iter().any(|id| id.variants().iter().any(|x| x.id == v)) {
-            let known: Vec<String> = chosen.iter().flat_map(|id| id.variants().into_iter().map(|x| format!("{}/{}", id.spec().id, x.id))).collect();
-            return Err(Failure::new(crate::failure::EXIT_USAGE, format!("--variant {v}: no such variant in the scenarios chosen ({})", known.join(", "))));
+            let known: Vec<String> = chosen
+                .iter()
+                .flat_map(|id| {
+                    id.variants().into_iter().map(|x| format!("{}/{}", id.spec().id, x.id))
+                })
+                .collect();
+            return Err(Failure::new(
+                crate::failure::EXIT_USAGE,
+                format!(
+                    "--variant {v}: no such variant in the scenarios chosen ({})",
+                    known.join(", ")
+                ),
+            ));
         }
     }
-    let runs_of = |id: &ScenarioId| id.variants().iter().filter(|x| runs_variant(&o.variants, id, x.id)).count();
+    let runs_of = |id: &ScenarioId| {
+        id.variants().iter().filter(|x| runs_variant(&o.variants, id, x.id)).count()
+    };
     let env = environment(&o.java);
     let agent = crate::record::agent_jar::find(None)?;
     let workloads = workloads_jar()?;
     let reps = o.reps;
     let total: u64 = chosen.iter().map(|s| (runs_of(s) * reps) as u64).sum();
-    let est: u64 = chosen.iter().map(|s| (runs_of(s) * reps) as u64 * o.profile.pick(s.spec().run_secs.0, s.spec().run_secs.1)).sum();
-    progress.begin(total, &format!("lab: {} scenario(s), {} profile, {reps} repetitions; about {} s; results in {}", chosen.len(), o.profile.name(), est, o.out.display()));
+    let est: u64 = chosen
+        .iter()
+        .map(|s| {
+            (runs_of(s) * reps) as u64 * o.profile.pick(s.spec().run_secs.0, s.spec().run_secs.1)
+        })
+        .sum();
+    progress.begin(
+        total,
+        &format!(
+            "lab: {} scenario(s), {} profile, {reps} repetitions; about {} s; results in {}",
+            chosen.len(),
+            o.profile.name(),
+            est,
+            o.out.display()
+        ),
+    );
     let started = Instant::now();
     let tick = |msg: &str| progress.runs_done(1, msg);
     let guard = std::sync::Arc::new(std::sync::Mutex::new(crate::guard::Guard::start()?));
@@ -117,13 +167,30 @@ pub fn run(o: &LabOptions, progress: &dyn Progress, stop: &AtomicBool) -> Result
         let spec = id.spec();
         progress.scenario(spec.id);
         let skip = if spec.needs_fuse && !env.fuse {
-            Some(crate::inject::slowfs::check_fuse().err().map(|e| e.to_string()).unwrap_or_default())
+            Some(
+                crate::inject::slowfs::check_fuse()
+                    .err()
+                    .map(|e| e.to_string())
+                    .unwrap_or_default(),
+            )
         } else if spec.needs_root && !env.root {
             Some("needs root".to_string())
         } else {
             None
         };
-        let ctx = Ctx { profile: o.profile, reps, out: o.out.clone(), java: o.java.clone(), workloads: workloads.clone(), agent: agent.clone(), stop, tick: &tick, variants: &o.variants, guard: std::sync::Arc::clone(&guard), outside: o.outside };
+        let ctx = Ctx {
+            profile: o.profile,
+            reps,
+            out: o.out.clone(),
+            java: o.java.clone(),
+            workloads: workloads.clone(),
+            agent: agent.clone(),
+            stop,
+            tick: &tick,
+            variants: &o.variants,
+            guard: std::sync::Arc::clone(&guard),
+            outside: o.outside,
+        };
         let r = match skip {
             Some(why) => {
                 progress.runs_done((runs_of(&id) * reps) as u64, spec.id);

@@ -1,6 +1,6 @@
 //! The lab's results as plain data: what `lab.json` holds, what `lab compare` reads back.
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result, bail};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -30,7 +30,12 @@ pub struct Published {
 }
 
 impl Published {
-    pub fn new(text: &str, machine: &str, baseline: Option<f64>, mitigation: Option<f64>) -> Published {
+    pub fn new(
+        text: &str,
+        machine: &str,
+        baseline: Option<f64>,
+        mitigation: Option<f64>,
+    ) -> Published {
         Published { text: text.into(), machine: machine.into(), baseline, mitigation }
     }
 }
@@ -135,8 +140,10 @@ pub struct LabResult {
 /// Reads a lab result (a lab directory or its lab.json).
 pub fn read_result(p: &Path) -> Result<LabResult> {
     let f = if p.is_dir() { p.join("lab.json") } else { p.to_path_buf() };
-    let text = std::fs::read_to_string(&f).with_context(|| format!("{}: no lab results there", f.display()))?;
-    let v: LabResult = serde_json::from_str(&text).with_context(|| format!("{}: not a lab result", f.display()))?;
+    let text = std::fs::read_to_string(&f)
+        .with_context(|| format!("{}: no lab results there", f.display()))?;
+    let v: LabResult = serde_json::from_str(&text)
+        .with_context(|| format!("{}: not a lab result", f.display()))?;
     if v.schema != SCHEMA {
         bail!("{}: schema {} (this stallscope reads {SCHEMA})", f.display(), v.schema);
     }

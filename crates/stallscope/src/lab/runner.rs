@@ -5,7 +5,7 @@
 //! drift of the machine during the scenario hits every variant alike.
 
 use super::model::{Run, ScenarioResult, VariantResult, Verdict};
-use super::scenario::{side_notes, Ctx, Judged, Scenario, Spec};
+use super::scenario::{Ctx, Judged, Scenario, Spec, side_notes};
 use super::verdict;
 use anyhow::Result;
 use std::collections::BTreeMap;
@@ -16,8 +16,17 @@ pub fn execute<S: Scenario>(ctx: &Ctx) -> Result<ScenarioResult> {
     let started = Instant::now();
     let dir = ctx.out.join(spec.id);
     std::fs::create_dir_all(&dir)?;
-    let mut variants: Vec<VariantResult> =
-        S::VARIANTS.iter().enumerate().map(|(i, (_, v))| VariantResult { id: v.id.into(), label: v.label.into(), baseline: i == 0, runs: vec![], stats: None }).collect();
+    let mut variants: Vec<VariantResult> = S::VARIANTS
+        .iter()
+        .enumerate()
+        .map(|(i, (_, v))| VariantResult {
+            id: v.id.into(),
+            label: v.label.into(),
+            baseline: i == 0,
+            runs: vec![],
+            stats: None,
+        })
+        .collect();
     let mut notes = Vec::new();
     let mut setup = S::setup(ctx, &dir, &mut notes)?;
     'reps: for rep in 0..ctx.reps {
@@ -25,16 +34,29 @@ pub fn execute<S: Scenario>(ctx: &Ctx) -> Result<ScenarioResult> {
             if ctx.stop.load(std::sync::atomic::Ordering::Relaxed) {
                 break 'reps;
             }
-            if !ctx.variants.is_empty() && !ctx.variants.iter().any(|v| v == vs.id) && S::VARIANTS.iter().any(|(_, x)| ctx.variants.iter().any(|v| v == x.id)) {
+            if !ctx.variants.is_empty()
+                && !ctx.variants.iter().any(|v| v == vs.id)
+                && S::VARIANTS.iter().any(|(_, x)| ctx.variants.iter().any(|v| v == x.id))
+            {
                 continue;
             }
             let rec = dir.join(format!("{}-{}", vs.id, rep + 1));
             let t0 = Instant::now();
-            let mut run = Run { rep: rep + 1, metrics: BTreeMap::new(), recording: Some(rec.display().to_string()), grade: None, error: None, elapsed_ms: 0 };
+            let mut run = Run {
+                rep: rep + 1,
+                metrics: BTreeMap::new(),
+                recording: Some(rec.display().to_string()),
+                grade: None,
+                error: None,
+                elapsed_ms: 0,
+            };
             match S::run(&mut setup, *variant, ctx, &rec) {
                 Ok(m) => {
                     run.metrics = m.metrics;
-                    run.grade = m.report.as_ref().and_then(|r| verdict::grade(r, vs.expect, vs.culprit, m.min_stall_ns));
+                    run.grade = m
+                        .report
+                        .as_ref()
+                        .and_then(|r| verdict::grade(r, vs.expect, vs.culprit, m.min_stall_ns));
                 }
                 Err(e) => run.error = Some(format!("{e:#}")),
             }
@@ -46,11 +68,21 @@ pub fn execute<S: Scenario>(ctx: &Ctx) -> Result<ScenarioResult> {
     drop(setup);
     variants.retain(|v| !v.runs.is_empty());
     for v in &mut variants {
-        let vals: Vec<f64> = v.runs.iter().filter_map(|r| r.metrics.get("metric").copied()).collect();
+        let vals: Vec<f64> =
+            v.runs.iter().filter_map(|r| r.metrics.get("metric").copied()).collect();
         v.stats = verdict::stats(&vals);
     }
-    let all_failed = variants.iter().any(|v| v.runs.iter().any(|r| r.error.is_some())) && variants.iter().all(|v| v.stats.is_none());
-    let judged = if all_failed { Judged { verdict: Verdict::Skipped, effect: None, reason: "every run failed; see the runs' errors".into() } } else { S::judge(&variants) };
+    let all_failed = variants.iter().any(|v| v.runs.iter().any(|r| r.error.is_some()))
+        && variants.iter().all(|v| v.stats.is_none());
+    let judged = if all_failed {
+        Judged {
+            verdict: Verdict::Skipped,
+            effect: None,
+            reason: "every run failed; see the runs' errors".into(),
+        }
+    } else {
+        S::judge(&variants)
+    };
     notes.extend(side_notes(spec, &variants));
     let mut r = result(spec, judged.verdict, &judged.reason);
     r.variants = variants;

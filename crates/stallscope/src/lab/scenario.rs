@@ -124,7 +124,12 @@ pub trait Scenario {
     fn setup(ctx: &Ctx, dir: &Path, notes: &mut Vec<String>) -> anyhow::Result<Self::Setup>;
 
     /// Runs one variant once, recording into `rec`.
-    fn run(setup: &mut Self::Setup, variant: Self::Variant, ctx: &Ctx, rec: &Path) -> anyhow::Result<Measured>;
+    fn run(
+        setup: &mut Self::Setup,
+        variant: Self::Variant,
+        ctx: &Ctx,
+        rec: &Path,
+    ) -> anyhow::Result<Measured>;
 
     /// The verdict: by default, the baseline against its best mitigation.
     fn judge(variants: &[VariantResult]) -> Judged {
@@ -135,12 +140,25 @@ pub trait Scenario {
 /// The default verdict: the baseline's metric against the best mitigation's, where larger is
 /// worse (see `verdict::verdict`).
 pub fn judge_effect(spec: &Spec, variants: &[VariantResult]) -> Judged {
-    let judged = |verdict, effect, reason: &str| Judged { verdict, effect, reason: reason.to_string() };
-    let Some(base) = variants.iter().find(|v| v.baseline).and_then(|v| v.stats) else { return judged(Verdict::Inconclusive, None, "no baseline measurement") };
-    let best = variants.iter().filter(|v| !v.baseline).filter_map(|v| v.stats).min_by(|a, b| a.median.partial_cmp(&b.median).unwrap_or(std::cmp::Ordering::Equal));
-    let Some(best) = best else { return judged(Verdict::Inconclusive, None, "no mitigation measurement") };
+    let judged =
+        |verdict, effect, reason: &str| Judged { verdict, effect, reason: reason.to_string() };
+    let Some(base) = variants.iter().find(|v| v.baseline).and_then(|v| v.stats) else {
+        return judged(Verdict::Inconclusive, None, "no baseline measurement");
+    };
+    let best = variants
+        .iter()
+        .filter(|v| !v.baseline)
+        .filter_map(|v| v.stats)
+        .min_by(|a, b| a.median.partial_cmp(&b.median).unwrap_or(std::cmp::Ordering::Equal));
+    let Some(best) = best else {
+        return judged(Verdict::Inconclusive, None, "no mitigation measurement");
+    };
     let (v, effect, why) = verdict::verdict(&base, &best);
-    let reason = if v == Verdict::NotReproduced && !spec.why_not.is_empty() { format!("{why}: {}", spec.why_not) } else { why.to_string() };
+    let reason = if v == Verdict::NotReproduced && !spec.why_not.is_empty() {
+        format!("{why}: {}", spec.why_not)
+    } else {
+        why.to_string()
+    };
     Judged { verdict: v, effect, reason }
 }
 
@@ -152,7 +170,8 @@ pub fn side_notes(spec: &Spec, variants: &[VariantResult]) -> Vec<String> {
             let per: Vec<String> = variants
                 .iter()
                 .map(|v| {
-                    let vals: Vec<f64> = v.runs.iter().filter_map(|r| r.metrics.get(*k).copied()).collect();
+                    let vals: Vec<f64> =
+                        v.runs.iter().filter_map(|r| r.metrics.get(*k).copied()).collect();
                     match verdict::stats(&vals) {
                         Some(s) => format!("{} {}", v.id, doctor::units::fmt_num(s.median)),
                         None => format!("{} -", v.id),

@@ -24,17 +24,35 @@ pub fn stats(values: &[f64]) -> Option<Stats> {
 
 /// The verdict for a metric where larger is worse, baseline against its best mitigation.
 pub fn verdict(baseline: &Stats, best: &Stats) -> (Verdict, Option<f64>, &'static str) {
-    let effect = if best.median > 0.0 { Some(baseline.median / best.median) } else if baseline.median > 0.0 { Some(f64::INFINITY) } else { None };
+    let effect = if best.median > 0.0 {
+        Some(baseline.median / best.median)
+    } else if baseline.median > 0.0 {
+        Some(f64::INFINITY)
+    } else {
+        None
+    };
     let ratio = effect.unwrap_or(1.0);
     let separated = baseline.min > best.max;
     if ratio >= REPRODUCED_MARGIN && separated {
-        (Verdict::Reproduced, effect, "every baseline run was worse than every mitigated run, by at least 1.5x at the median")
+        (
+            Verdict::Reproduced,
+            effect,
+            "every baseline run was worse than every mitigated run, by at least 1.5x at the median",
+        )
     } else if ratio < NOT_REPRODUCED_BELOW {
         (Verdict::NotReproduced, effect, "the baseline is not clearly worse than the mitigation")
     } else if separated {
-        (Verdict::Inconclusive, effect, "every baseline run was worse, but by less than 1.5x at the median: too small a margin to call it")
+        (
+            Verdict::Inconclusive,
+            effect,
+            "every baseline run was worse, but by less than 1.5x at the median: too small a margin to call it",
+        )
     } else {
-        (Verdict::Inconclusive, effect, "an effect at the median, but the runs overlap: the spread is too wide to call it")
+        (
+            Verdict::Inconclusive,
+            effect,
+            "an effect at the median, but the runs overlap: the spread is too wide to call it",
+        )
     }
 }
 
@@ -57,17 +75,33 @@ pub enum Expect {
 }
 
 /// Grades a run's report: the longest stall of at least `min_stall_ns` decides.
-pub fn grade(report: &Report, expect: Expect, culprit: Option<&str>, min_stall_ns: u64) -> Option<Grade> {
-    let significant: Vec<_> = report.stalls.iter().filter(|s| s.duration_ns >= min_stall_ns).collect();
+pub fn grade(
+    report: &Report,
+    expect: Expect,
+    culprit: Option<&str>,
+    min_stall_ns: u64,
+) -> Option<Grade> {
+    let significant: Vec<_> =
+        report.stalls.iter().filter(|s| s.duration_ns >= min_stall_ns).collect();
     let longest = significant.iter().max_by_key(|s| s.duration_ns);
     if let Expect::Without(c) = expect {
         let expected = format!("not {}", c.id());
-        let named = significant.iter().any(|s| s.findings.iter().any(|f| f.cause == c && f.share >= 0.5));
+        let named =
+            significant.iter().any(|s| s.findings.iter().any(|f| f.cause == c && f.share >= 0.5));
         let diagnosed = if named { c.id().to_string() } else { expected.clone() };
-        return Some(Grade { expected, diagnosed, matched: !named, culprit_named: None, stalls: significant.len(), longest_stall_ns: longest.map_or(0, |s| s.duration_ns) });
+        return Some(Grade {
+            expected,
+            diagnosed,
+            matched: !named,
+            culprit_named: None,
+            stalls: significant.len(),
+            longest_stall_ns: longest.map_or(0, |s| s.duration_ns),
+        });
     }
     // The longest stall's main cause, or for IfStall the expected cause when the doctor named it.
-    let mut diagnosed = longest.and_then(|s| s.findings.first()).map_or("none".to_string(), |f| f.cause.id().to_string());
+    let mut diagnosed = longest
+        .and_then(|s| s.findings.first())
+        .map_or("none".to_string(), |f| f.cause.id().to_string());
     let (expected, matched) = match expect {
         Expect::Cause(c) => (c.id().to_string(), diagnosed == c.id()),
         Expect::NoStall => ("none".to_string(), significant.is_empty()),
@@ -76,7 +110,14 @@ pub fn grade(report: &Report, expect: Expect, culprit: Option<&str>, min_stall_n
         Expect::Without(c) => (format!("not {}", c.id()), true),
         Expect::IfStall(c) => {
             if significant.is_empty() {
-                return Some(Grade { expected: "none".into(), diagnosed, matched: true, culprit_named: None, stalls: 0, longest_stall_ns: 0 });
+                return Some(Grade {
+                    expected: "none".into(),
+                    diagnosed,
+                    matched: true,
+                    culprit_named: None,
+                    stalls: 0,
+                    longest_stall_ns: 0,
+                });
             }
             let named = longest.is_some_and(|s| s.findings.iter().any(|f| f.cause == c));
             // So that the confusion matrix counts what was graded.
@@ -106,7 +147,10 @@ pub fn grade(report: &Report, expect: Expect, culprit: Option<&str>, min_stall_n
 }
 
 /// Adds each graded run to the confusion matrix.
-pub fn confusion<'a>(runs: impl Iterator<Item = &'a Run>, into: &mut BTreeMap<String, BTreeMap<String, usize>>) {
+pub fn confusion<'a>(
+    runs: impl Iterator<Item = &'a Run>,
+    into: &mut BTreeMap<String, BTreeMap<String, usize>>,
+) {
     for g in runs.filter_map(|r| r.grade.as_ref()) {
         *into.entry(g.expected.clone()).or_default().entry(g.diagnosed.clone()).or_default() += 1;
     }
@@ -123,9 +167,20 @@ mod tests {
         assert_eq!(s(&[4.0, 1.0, 2.0, 3.0]).median, 2.5);
         assert_eq!(verdict(&s(&[2500.0, 2400.0]), &s(&[5.0, 7.0])).0, Verdict::Reproduced);
         assert_eq!(verdict(&s(&[10.0, 11.0]), &s(&[10.0, 9.5])).0, Verdict::NotReproduced);
-        assert_eq!(verdict(&s(&[40.0, 3.0, 30.0]), &s(&[4.0, 5.0, 6.0])).0, Verdict::Inconclusive, "overlapping runs");
+        assert_eq!(
+            verdict(&s(&[40.0, 3.0, 30.0]), &s(&[4.0, 5.0, 6.0])).0,
+            Verdict::Inconclusive,
+            "overlapping runs"
+        );
         // The full lab's tlb-shootdown on this machine: 2.00x, no overlap.
-        assert_eq!(verdict(&s(&[1638.0, 1586.0, 1943.0, 1700.0, 1620.0]), &s(&[820.0, 723.0, 907.0, 800.0, 850.0])).0, Verdict::Reproduced);
+        assert_eq!(
+            verdict(
+                &s(&[1638.0, 1586.0, 1943.0, 1700.0, 1620.0]),
+                &s(&[820.0, 723.0, 907.0, 800.0, 850.0])
+            )
+            .0,
+            Verdict::Reproduced
+        );
         let (v, _, why) = verdict(&s(&[14.0, 13.5]), &s(&[10.0, 9.9]));
         assert_eq!(v, Verdict::Inconclusive, "separated, but only 1.39x");
         assert!(why.contains("less than 1.5x"), "the reason says which condition failed: {why}");

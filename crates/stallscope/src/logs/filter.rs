@@ -3,9 +3,9 @@
 //! Invariant: a record that lacks the clock a bound needs is neither silently kept nor
 //! silently dropped: it is counted, and the user is told.
 
+use anyhow::{Result, bail};
 use doctor::units::{fmt_ns, fmt_uptime, parse_duration};
-use anyhow::{bail, Result};
-use hotspot_log::{format_wall, parse_iso_time, Safepoint, Stamps, WallTime};
+use hotspot_log::{Safepoint, Stamps, WallTime, format_wall, parse_iso_time};
 use serde::Serialize;
 
 /// A point in time on one of the log's clocks.
@@ -26,9 +26,14 @@ impl TimeBound {
             let has_offset = norm.len() > 19 && norm[19..].contains(['+', '-', 'Z']);
             let full = if norm.len() == 10 { format!("{norm}T00:00:00") } else { norm };
             return match parse_iso_time(full.as_bytes()) {
-                Some(w) if has_offset => Ok(TimeBound::Wall { local_ms: w.epoch_ms + w.offset_min as i64 * 60_000, offset_min: Some(w.offset_min) }),
+                Some(w) if has_offset => Ok(TimeBound::Wall {
+                    local_ms: w.epoch_ms + w.offset_min as i64 * 60_000,
+                    offset_min: Some(w.offset_min),
+                }),
                 Some(w) => Ok(TimeBound::Wall { local_ms: w.epoch_ms, offset_min: None }),
-                None => bail!("'{s}' is not a time: use an uptime like 90s or 10m, or a date and time like 2024-01-31T10:00:00"),
+                None => bail!(
+                    "'{s}' is not a time: use an uptime like 90s or 10m, or a date and time like 2024-01-31T10:00:00"
+                ),
             };
         }
         if t.contains(':') {
@@ -54,7 +59,10 @@ impl TimeBound {
         match *self {
             TimeBound::Uptime { ns } => format!("uptime {}", fmt_uptime(ns)),
             TimeBound::Wall { local_ms, offset_min } => {
-                let w = WallTime { epoch_ms: local_ms - offset_min.unwrap_or(0) as i64 * 60_000, offset_min: offset_min.unwrap_or(0) };
+                let w = WallTime {
+                    epoch_ms: local_ms - offset_min.unwrap_or(0) as i64 * 60_000,
+                    offset_min: offset_min.unwrap_or(0),
+                };
                 format_wall(w)
             }
         }
@@ -78,8 +86,18 @@ pub enum Verdict {
 }
 
 impl Filter {
-    pub fn new(since: Option<TimeBound>, until: Option<TimeBound>, ops: &[String], min_ttsp_ns: Option<u64>) -> Filter {
-        Filter { since, until, ops: ops.iter().map(|o| o.to_ascii_lowercase()).collect(), min_ttsp_ns }
+    pub fn new(
+        since: Option<TimeBound>,
+        until: Option<TimeBound>,
+        ops: &[String],
+        min_ttsp_ns: Option<u64>,
+    ) -> Filter {
+        Filter {
+            since,
+            until,
+            ops: ops.iter().map(|o| o.to_ascii_lowercase()).collect(),
+            min_ttsp_ns,
+        }
     }
 
     pub fn is_time_bounded(&self) -> bool {
@@ -148,8 +166,14 @@ mod tests {
     #[test]
     fn time_bounds() {
         assert_eq!(TimeBound::parse("90s").unwrap(), TimeBound::Uptime { ns: 90_000_000_000 });
-        assert!(matches!(TimeBound::parse("2024-01-31T10:00:00").unwrap(), TimeBound::Wall { offset_min: None, .. }));
-        assert!(matches!(TimeBound::parse("2024-01-31 10:00:00+0100").unwrap(), TimeBound::Wall { offset_min: Some(60), .. }));
+        assert!(matches!(
+            TimeBound::parse("2024-01-31T10:00:00").unwrap(),
+            TimeBound::Wall { offset_min: None, .. }
+        ));
+        assert!(matches!(
+            TimeBound::parse("2024-01-31 10:00:00+0100").unwrap(),
+            TimeBound::Wall { offset_min: Some(60), .. }
+        ));
         assert!(TimeBound::parse("10:00:00").unwrap_err().to_string().contains("needs a date"));
         assert!(TimeBound::parse("yesterday").is_err());
     }

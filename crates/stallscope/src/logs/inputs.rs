@@ -5,8 +5,8 @@
 //! Invariant: every input is read once, in order, and each error names the file it is about.
 
 use anyhow::{Context, Result};
-use hotspot_log::line::line_stamps;
 use hotspot_log::Stamps;
+use hotspot_log::line::line_stamps;
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
@@ -47,11 +47,16 @@ pub fn plan(args: &[String], expand_rotated: bool) -> Result<Plan> {
         let p = PathBuf::from(a);
         let meta = std::fs::metadata(&p).with_context(|| format!("{a}: cannot read it"))?;
         if meta.is_dir() {
-            anyhow::bail!("{a}: is a directory; name the log files in it (for a recording directory use `stallscope report {a}`)");
+            anyhow::bail!(
+                "{a}: is a directory; name the log files in it (for a recording directory use `stallscope report {a}`)"
+            );
         }
         if !meta.is_file() {
             // A FIFO or socket would block the open (or the read) forever, waiting for a writer.
-            anyhow::bail!("{a}: is not a regular file ({}); to read a pipe, feed it to stdin: `stallscope logs - < {a}`", file_kind(&meta));
+            anyhow::bail!(
+                "{a}: is not a regular file ({}); to read a pipe, feed it to stdin: `stallscope logs - < {a}`",
+                file_kind(&meta)
+            );
         }
         let set = if expand_rotated { rotated_set(&p)? } else { vec![p.clone()] };
         if set.len() > 1 {
@@ -90,7 +95,11 @@ fn base_of(p: &Path) -> PathBuf {
     let trimmed = name.strip_suffix(".gz").unwrap_or(&name);
     let trimmed = trimmed.strip_suffix(".current").unwrap_or(trimmed);
     match trimmed.rsplit_once('.') {
-        Some((base, n)) if !base.is_empty() && !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) => p.with_file_name(base),
+        Some((base, n))
+            if !base.is_empty() && !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) =>
+        {
+            p.with_file_name(base)
+        }
         _ => p.to_path_buf(),
     }
 }
@@ -113,7 +122,9 @@ fn rotated_set(p: &Path) -> Result<Vec<PathBuf>> {
     };
     for e in entries.flatten() {
         let name = e.file_name().to_string_lossy().into_owned();
-        let Some(rest) = name.strip_prefix(&base_name).and_then(|r| r.strip_prefix('.')) else { continue };
+        let Some(rest) = name.strip_prefix(&base_name).and_then(|r| r.strip_prefix('.')) else {
+            continue;
+        };
         let rest = rest.strip_suffix(".gz").unwrap_or(rest);
         let rest = rest.strip_suffix(".current").unwrap_or(rest);
         if !rest.is_empty() && rest.bytes().all(|b| b.is_ascii_digit()) && e.path().is_file() {
@@ -158,8 +169,9 @@ fn order_by_time(set: Vec<PathBuf>) -> Vec<PathBuf> {
     } else {
         let mut by_uptime: Vec<&Candidate> = info.iter().collect();
         by_uptime.sort_by_key(|c| c.first.uptime_ns);
-        let chains = by_uptime.iter().all(|c| c.first.uptime_ns.is_some() && c.last.uptime_ns.is_some())
-            && by_uptime.windows(2).all(|w| w[0].last.uptime_ns <= w[1].first.uptime_ns);
+        let chains =
+            by_uptime.iter().all(|c| c.first.uptime_ns.is_some() && c.last.uptime_ns.is_some())
+                && by_uptime.windows(2).all(|w| w[0].last.uptime_ns <= w[1].first.uptime_ns);
         if chains {
             info.sort_by_key(|c| c.first.uptime_ns);
         } else {
@@ -181,7 +193,11 @@ fn last_stamps(p: &Path) -> Option<Stamps> {
     f.seek(SeekFrom::Start(len.saturating_sub(64 << 10))).ok()?;
     let mut tail = Vec::new();
     f.read_to_end(&mut tail).ok()?;
-    tail.rsplit(|&b| b == b'\n').filter(|l| !l.is_empty()).take(64).map(line_stamps).find(|s| !s.is_empty())
+    tail.rsplit(|&b| b == b'\n')
+        .filter(|l| !l.is_empty())
+        .take(64)
+        .map(line_stamps)
+        .find(|s| !s.is_empty())
 }
 
 fn first_stamps(p: &Path) -> Option<Stamps> {
@@ -225,7 +241,8 @@ impl<R: Read> Read for Tolerant<R> {
 pub fn map(input: &Input) -> Result<Option<super::mapped::Mapped>> {
     let Input::File(p) = input else { return Ok(None) };
     let f = File::open(p).with_context(|| format!("{}: cannot open it", p.display()))?;
-    let m = super::mapped::Mapped::of(&f).with_context(|| format!("{}: cannot open it", p.display()))?;
+    let m = super::mapped::Mapped::of(&f)
+        .with_context(|| format!("{}: cannot open it", p.display()))?;
     Ok(m.filter(|m| !m.is_gzip()))
 }
 
@@ -245,7 +262,8 @@ fn sniff(r: Box<dyn Read>) -> io::Result<Tolerant<Box<dyn Read>>> {
     let mut br = BufReader::with_capacity(1 << 16, r);
     let head = br.fill_buf()?;
     let gzip = head.starts_with(&[0x1f, 0x8b]);
-    let inner: Box<dyn Read> = if gzip { Box::new(flate2::bufread::MultiGzDecoder::new(br)) } else { Box::new(br) };
+    let inner: Box<dyn Read> =
+        if gzip { Box::new(flate2::bufread::MultiGzDecoder::new(br)) } else { Box::new(br) };
     Ok(Tolerant { inner, truncated: false, gzip })
 }
 

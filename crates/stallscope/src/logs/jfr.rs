@@ -1,10 +1,10 @@
 //! JFR inputs of `stallscope logs`: their safepoint events, read by the JFR reader process
 //! ([`crate::jfr`]) and handed to the log analysis as records.
 
-use anyhow::{Context, Result};
 use crate::jfr::{Line, Want};
-use hotspot_log::jfr;
+use anyhow::{Context, Result};
 use hotspot_log::Sink;
+use hotspot_log::jfr;
 use std::path::Path;
 
 pub use crate::jfr::is_jfr;
@@ -23,7 +23,10 @@ pub struct JfrInput {
 /// Reads the JFR file at `path` (input number `file`) in a reader process, handing its
 /// safepoints to `sink` in file order.
 pub fn read(path: &Path, file: u32, sink: &mut dyn Sink) -> Result<JfrInput> {
-    let mut got = JfrInput { bytes: std::fs::metadata(path).map(|m| m.len()).unwrap_or(0), ..Default::default() };
+    let mut got = JfrInput {
+        bytes: std::fs::metadata(path).map(|m| m.len()).unwrap_or(0),
+        ..Default::default()
+    };
     let mut last_end: Option<i64> = None;
     let mut next_offset = 0u64;
     let died = crate::jfr::read(path, &Want::Safepoints, &mut |line| {
@@ -42,14 +45,23 @@ pub fn read(path: &Path, file: u32, sink: &mut dyn Sink) -> Result<JfrInput> {
                 last_end = Some(c.end_epoch_ns);
             }
             Line::Lost { offset, reason } => got.lost.push(format!("byte {offset}: {reason}")),
-            Line::Samples(_) => anyhow::bail!("the JFR reader gave stack samples where safepoints were asked for"),
+            Line::Samples(_) => {
+                anyhow::bail!("the JFR reader gave stack samples where safepoints were asked for")
+            }
         }
         Ok(())
     })
     .context("reading the JFR file")?;
     if let Some(why) = died {
-        let after = if got.chunks == 0 { "the first chunk".to_string() } else { format!("the chunk after the one at byte {next_offset}") };
-        got.lost.push(format!("{after} and the rest could not be read ({why}); {} chunks before it were read", got.chunks));
+        let after = if got.chunks == 0 {
+            "the first chunk".to_string()
+        } else {
+            format!("the chunk after the one at byte {next_offset}")
+        };
+        got.lost.push(format!(
+            "{after} and the rest could not be read ({why}); {} chunks before it were read",
+            got.chunks
+        ));
     }
     if let Some(end) = last_end {
         sink.input_end(file, &jfr::wall_stamps(end));

@@ -35,7 +35,16 @@ impl Mapped {
         }
         // SAFETY: a fresh read-only private mapping of an open file, at an address of the
         // kernel's choosing; the result is checked.
-        let ptr = unsafe { libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ, libc::MAP_PRIVATE, file.as_raw_fd(), 0) };
+        let ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ,
+                libc::MAP_PRIVATE,
+                file.as_raw_fd(),
+                0,
+            )
+        };
         if ptr == libc::MAP_FAILED {
             // Some file systems cannot map (some FUSE and network ones): read it instead.
             return Ok(None);
@@ -50,7 +59,8 @@ impl Mapped {
     /// Whether the file starts with the gzip magic (such a file is read through the decoder).
     pub fn is_gzip(&self) -> bool {
         // SAFETY: len >= 1 by construction; a 1-byte file has no second byte to read.
-        self.len >= 2 && unsafe { std::slice::from_raw_parts(self.ptr as *const u8, 2) } == [0x1f, 0x8b]
+        self.len >= 2
+            && unsafe { std::slice::from_raw_parts(self.ptr as *const u8, 2) } == [0x1f, 0x8b]
     }
 
     /// Lets go of the whole pages below `upto`: they will not be read again.
@@ -59,7 +69,13 @@ impl Mapped {
         let to = upto.min(self.len) / self.page * self.page;
         if to > from {
             // SAFETY: whole pages inside our own mapping, which nothing reads again.
-            unsafe { libc::madvise((self.ptr as *mut u8).add(from) as *mut libc::c_void, to - from, libc::MADV_DONTNEED) };
+            unsafe {
+                libc::madvise(
+                    (self.ptr as *mut u8).add(from) as *mut libc::c_void,
+                    to - from,
+                    libc::MADV_DONTNEED,
+                )
+            };
             self.released.set(to);
         }
     }
@@ -90,7 +106,14 @@ extern "C" fn on_sigbus(_sig: libc::c_int, info: *mut libc::siginfo_t, _ctx: *mu
         unsafe {
             let page = libc::sysconf(libc::_SC_PAGESIZE) as usize;
             let at = addr & !(page - 1);
-            libc::mmap(at as *mut libc::c_void, page, libc::PROT_READ, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED, -1, 0);
+            libc::mmap(
+                at as *mut libc::c_void,
+                page,
+                libc::PROT_READ,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED,
+                -1,
+                0,
+            );
         }
         SHRANK.store(true, Ordering::SeqCst);
         return;
@@ -116,7 +139,10 @@ fn install_handler() {
 /// Runs `f` over the mapped bytes; `done(n)` from `f`'s side lets go of the first `n` bytes.
 /// Returns what `f` returned and whether the file shrank while it was read (the bytes past its
 /// new end were read as zeros, so what `f` made of them must not be trusted).
-pub fn read_in_place<T>(m: &Mapped, f: impl FnOnce(&[u8], &mut dyn FnMut(usize)) -> T) -> (T, bool) {
+pub fn read_in_place<T>(
+    m: &Mapped,
+    f: impl FnOnce(&[u8], &mut dyn FnMut(usize)) -> T,
+) -> (T, bool) {
     let _one = READING.lock().unwrap_or_else(|e| e.into_inner());
     install_handler();
     SHRANK.store(false, Ordering::SeqCst);
@@ -182,7 +208,10 @@ mod tests {
         let m = Mapped::of(&File::open(&p).unwrap()).unwrap().unwrap();
         let ((head, tail), shrank) = read_in_place(&m, |b, _| {
             std::fs::OpenOptions::new().write(true).open(&p).unwrap().set_len(4096).unwrap();
-            (b[..4096].iter().filter(|&&c| c == b'a').count(), b[4096..].iter().filter(|&&c| c == 0).count())
+            (
+                b[..4096].iter().filter(|&&c| c == b'a').count(),
+                b[4096..].iter().filter(|&&c| c == 0).count(),
+            )
         });
         assert!(shrank, "the truncation is noticed");
         assert_eq!(head, 4096, "what is still in the file reads as it was");

@@ -9,7 +9,7 @@ pub mod jfr;
 pub mod mapped;
 pub mod view;
 
-use crate::failure::{Failure, EXIT_BINARY, EXIT_EMPTY, EXIT_FAILURE, EXIT_NO_RECORDS};
+use crate::failure::{EXIT_BINARY, EXIT_EMPTY, EXIT_FAILURE, EXIT_NO_RECORDS, Failure};
 use anyhow::{Context, Result};
 use doctor::units::fmt_count;
 use filter::{Filter, Verdict};
@@ -17,7 +17,7 @@ use hotspot_log::summary::Clock;
 use hotspot_log::{Safepoint, ScanError, Scanner, Sink, Stamps, Summary, SummaryOptions};
 use inputs::Plan;
 use std::io;
-use view::{FormatCount, Filtered, InputView, Lines, LogsView, RotatedSet, SCHEMA};
+use view::{Filtered, FormatCount, InputView, Lines, LogsView, RotatedSet, SCHEMA};
 
 /// How to analyse: which records, how many longest TTSPs, the worst-window length, how many
 /// unrecognised lines to keep as examples.
@@ -72,7 +72,11 @@ impl Sink for LogsSink<'_> {
 /// Reads every input of `plan` once, in order, hands each record the filter keeps to `each`,
 /// and returns the analysis. Inputs that cannot be analysed are errors with their own exit
 /// codes (empty, binary, no safepoint records).
-pub fn analyse(plan: Plan, o: &LogsOptions, each: &mut dyn FnMut(&Safepoint) -> io::Result<()>) -> Result<LogsView> {
+pub fn analyse(
+    plan: Plan,
+    o: &LogsOptions,
+    each: &mut dyn FnMut(&Safepoint) -> io::Result<()>,
+) -> Result<LogsView> {
     let filter = &o.filter;
     let mut scanner = Scanner::new().keep_examples(if o.verbose { 10 } else { 3 });
     let mut sink = LogsSink {
@@ -92,38 +96,66 @@ pub fn analyse(plan: Plan, o: &LogsOptions, each: &mut dyn FnMut(&Safepoint) -> 
         let name = input.display();
         if let inputs::Input::File(p) = input {
             if jfr::is_jfr(p) {
-                let got = jfr::read(p, i as u32, &mut sink).with_context(|| format!("{name}: reading it as a JFR recording"))?;
+                let got = jfr::read(p, i as u32, &mut sink)
+                    .with_context(|| format!("{name}: reading it as a JFR recording"))?;
                 for lost in &got.lost {
                     notes.push(format!("{name}: {lost}"));
                 }
                 jfr_inputs += 1;
                 jfr_events += got.events;
                 jfr_safepoints += got.safepoints;
-                input_views.push(InputView { path: name, bytes: got.bytes, lines: 0, gzip: false, truncated: !got.lost.is_empty() });
+                input_views.push(InputView {
+                    path: name,
+                    bytes: got.bytes,
+                    lines: 0,
+                    gzip: false,
+                    truncated: !got.lost.is_empty(),
+                });
                 continue;
             }
         }
         let binary = |offset: u64| {
-            let hint = if name.ends_with(".hlog") { " (an HdrHistogram log: read it with HistogramLogProcessor)" } else { "" };
-            Failure::new(EXIT_BINARY, format!("{name}: binary data at byte {offset}, not a text log{hint}; pass a HotSpot GC or safepoint log"))
+            let hint = if name.ends_with(".hlog") {
+                " (an HdrHistogram log: read it with HistogramLogProcessor)"
+            } else {
+                ""
+            };
+            Failure::new(
+                EXIT_BINARY,
+                format!(
+                    "{name}: binary data at byte {offset}, not a text log{hint}; pass a HotSpot GC or safepoint log"
+                ),
+            )
         };
         // A regular file is read in place; stdin, pipes and gzip through `read`.
         if let Some(m) = inputs::map(input)? {
-            let (got, shrank) = mapped::read_in_place(&m, |bytes, done| scanner.scan_slice(i as u32, bytes, &mut sink, done));
+            let (got, shrank) = mapped::read_in_place(&m, |bytes, done| {
+                scanner.scan_slice(i as u32, bytes, &mut sink, done)
+            });
             if shrank {
                 return Err(Failure::new(
                     EXIT_FAILURE,
-                    format!("{name}: the file shrank while it was read (truncated by a log rotation?); read it again, or read the rotated copy"),
+                    format!(
+                        "{name}: the file shrank while it was read (truncated by a log rotation?); read it again, or read the rotated copy"
+                    ),
                 ));
             }
             let rep = match got {
                 Ok(r) => r,
                 Err(ScanError::Binary { offset }) => return Err(binary(offset)),
-                Err(ScanError::Io(e)) => return Err(e).with_context(|| format!("{name}: read failed")),
+                Err(ScanError::Io(e)) => {
+                    return Err(e).with_context(|| format!("{name}: read failed"));
+                }
             };
             first_stamps.extend(rep.first);
             last_stamps.extend(rep.last);
-            input_views.push(InputView { path: name, bytes: rep.bytes, lines: rep.lines, gzip: false, truncated: false });
+            input_views.push(InputView {
+                path: name,
+                bytes: rep.bytes,
+                lines: rep.lines,
+                gzip: false,
+                truncated: false,
+            });
             continue;
         }
         let mut reader = inputs::open(input)?;
@@ -133,11 +165,20 @@ pub fn analyse(plan: Plan, o: &LogsOptions, each: &mut dyn FnMut(&Safepoint) -> 
             Err(ScanError::Io(e)) => return Err(e).with_context(|| format!("{name}: read failed")),
         };
         if reader.truncated {
-            notes.push(format!("{name}: the gzip stream ends early; analysed the {} bytes before the cut", fmt_count(rep.bytes)));
+            notes.push(format!(
+                "{name}: the gzip stream ends early; analysed the {} bytes before the cut",
+                fmt_count(rep.bytes)
+            ));
         }
         first_stamps.extend(rep.first);
         last_stamps.extend(rep.last);
-        input_views.push(InputView { path: name, bytes: rep.bytes, lines: rep.lines, gzip: reader.gzip, truncated: reader.truncated });
+        input_views.push(InputView {
+            path: name,
+            bytes: rep.bytes,
+            lines: rep.lines,
+            gzip: reader.gzip,
+            truncated: reader.truncated,
+        });
     }
     let report = scanner.finish(&mut sink);
     if let Some(e) = sink.write_error.take() {
@@ -149,8 +190,17 @@ pub fn analyse(plan: Plan, o: &LogsOptions, each: &mut dyn FnMut(&Safepoint) -> 
     sink.summary.add_unfinished_culprits(&report.orphan_culprits);
 
     if input_views.iter().all(|i| i.bytes == 0) {
-        let which = if input_views.len() == 1 { format!("{} is empty", input_views[0].path) } else { "every input is empty".to_string() };
-        return Err(Failure::new(EXIT_EMPTY, format!("{which}: nothing to analyse (is the JVM still starting, or logging elsewhere?)")));
+        let which = if input_views.len() == 1 {
+            format!("{} is empty", input_views[0].path)
+        } else {
+            "every input is empty".to_string()
+        };
+        return Err(Failure::new(
+            EXIT_EMPTY,
+            format!(
+                "{which}: nothing to analyse (is the JVM still starting, or logging elsewhere?)"
+            ),
+        ));
     }
     if sink.read == 0 && jfr_inputs == plan.inputs.len() {
         let names: Vec<&str> = input_views.iter().map(|i| i.path.as_str()).collect();
@@ -177,7 +227,10 @@ pub fn analyse(plan: Plan, o: &LogsOptions, each: &mut dyn FnMut(&Safepoint) -> 
             fmt_count(report.lines_unrecognised)
         );
         if report.truncated_last_lines > 0 {
-            msg.push_str(&format!(", {} cut off at the end of the input", fmt_count(report.truncated_last_lines)));
+            msg.push_str(&format!(
+                ", {} cut off at the end of the input",
+                fmt_count(report.truncated_last_lines)
+            ));
         }
         msg.push(')');
         if report.unrecognised_examples.is_empty() {
@@ -185,7 +238,9 @@ pub fn analyse(plan: Plan, o: &LogsOptions, each: &mut dyn FnMut(&Safepoint) -> 
         } else {
             // Lines that look like records but did not parse: the user needs to see them, not
             // the advice to turn on a flag that is already on.
-            msg.push_str("; these look like safepoint records but were not understood (please report them):");
+            msg.push_str(
+                "; these look like safepoint records but were not understood (please report them):",
+            );
             for e in report.unrecognised_examples.iter().take(3) {
                 let path = input_views.get(e.file as usize).map_or("?", |i| i.path.as_str());
                 msg.push_str(&format!("\n  {path}:{}: {}", e.line, e.text));
@@ -205,13 +260,18 @@ pub fn analyse(plan: Plan, o: &LogsOptions, each: &mut dyn FnMut(&Safepoint) -> 
         ));
     }
     if report.merges.rows_unmatched > 0 {
-        notes.push(format!("{} statistics rows matched no pause line and were not counted twice", report.merges.rows_unmatched));
+        notes.push(format!(
+            "{} statistics rows matched no pause line and were not counted twice",
+            report.merges.rows_unmatched
+        ));
     }
-    let summary = std::mem::replace(&mut sink.summary, Summary::new(SummaryOptions::default())).finish();
+    let summary =
+        std::mem::replace(&mut sink.summary, Summary::new(SummaryOptions::default())).finish();
     if summary.safepoints == 0 {
         notes.push("no safepoints match the filters".to_string());
     }
-    let mut formats: Vec<FormatCount> = report.by_format.iter().map(|(f, n)| FormatCount::new(*f, *n)).collect();
+    let mut formats: Vec<FormatCount> =
+        report.by_format.iter().map(|(f, n)| FormatCount::new(*f, *n)).collect();
     if jfr_safepoints > 0 {
         formats.push(FormatCount::new(hotspot_log::Format::Jfr, jfr_safepoints));
     }
@@ -219,7 +279,11 @@ pub fn analyse(plan: Plan, o: &LogsOptions, each: &mut dyn FnMut(&Safepoint) -> 
     let view = LogsView {
         schema: SCHEMA,
         inputs: input_views,
-        rotated_sets: plan.rotated.into_iter().map(|(base, files)| RotatedSet { base, files }).collect(),
+        rotated_sets: plan
+            .rotated
+            .into_iter()
+            .map(|(base, files)| RotatedSet { base, files })
+            .collect(),
         lines: Lines {
             total: report.lines_total,
             recognised: report.lines_recognised,
@@ -228,7 +292,11 @@ pub fn analyse(plan: Plan, o: &LogsOptions, each: &mut dyn FnMut(&Safepoint) -> 
             truncated_last: report.truncated_last_lines,
         },
         formats,
-        filters: Filtered { filter: filter.clone(), safepoints_read: sink.read, left_out_no_clock: sink.no_clock },
+        filters: Filtered {
+            filter: filter.clone(),
+            safepoints_read: sink.read,
+            left_out_no_clock: sink.no_clock,
+        },
         summary,
         unrecognised_examples: report.unrecognised_examples,
         notes,

@@ -47,12 +47,31 @@ fn scenario(out: &mut String, s: &ScenarioResult) {
     let _ = writeln!(out, "  ours         {} ({}): median, min–max over runs", s.metric, s.unit);
     for v in &s.variants {
         let stats = match &v.stats {
-            Some(st) => format!("{:>9}   {}–{}   n={}", fmt_num(st.median), fmt_num(st.min), fmt_num(st.max), st.n),
+            Some(st) => format!(
+                "{:>9}   {}–{}   n={}",
+                fmt_num(st.median),
+                fmt_num(st.min),
+                fmt_num(st.max),
+                st.n
+            ),
             None => "no measurement".to_string(),
         };
-        let _ = writeln!(out, "    {:<w$}  {}   {}{}", v.id, stats, v.label, if v.baseline { " (baseline)" } else { "" });
+        let _ = writeln!(
+            out,
+            "    {:<w$}  {}   {}{}",
+            v.id,
+            stats,
+            v.label,
+            if v.baseline { " (baseline)" } else { "" }
+        );
         for r in v.runs.iter().filter(|r| r.error.is_some()) {
-            let _ = writeln!(out, "    {:<w$}  run {} failed: {}", "", r.rep, r.error.as_deref().unwrap_or(""));
+            let _ = writeln!(
+                out,
+                "    {:<w$}  run {} failed: {}",
+                "",
+                r.rep,
+                r.error.as_deref().unwrap_or("")
+            );
         }
     }
     if let Some(e) = s.effect {
@@ -62,16 +81,29 @@ fn scenario(out: &mut String, s: &ScenarioResult) {
         let _ = writeln!(out, "  note         {n}");
     }
     let _ = writeln!(out, "  verdict      {} ({})", s.verdict.words(), s.reason);
-    let graded: Vec<_> = s.variants.iter().flat_map(|v| v.runs.iter().filter_map(|r| r.grade.as_ref())).collect();
+    let graded: Vec<_> =
+        s.variants.iter().flat_map(|v| v.runs.iter().filter_map(|r| r.grade.as_ref())).collect();
     if !graded.is_empty() {
         let matched = graded.iter().filter(|g| g.matched).count();
         let named: Vec<bool> = graded.iter().filter_map(|g| g.culprit_named).collect();
-        let culprit = if named.is_empty() { String::new() } else { format!(", culprit named in {}/{}", named.iter().filter(|n| **n).count(), named.len()) };
-        let _ = writeln!(out, "  doctor       {matched}/{} runs diagnosed as expected{culprit}", graded.len());
+        let culprit = if named.is_empty() {
+            String::new()
+        } else {
+            format!(", culprit named in {}/{}", named.iter().filter(|n| **n).count(), named.len())
+        };
+        let _ = writeln!(
+            out,
+            "  doctor       {matched}/{} runs diagnosed as expected{culprit}",
+            graded.len()
+        );
         for v in &s.variants {
             for r in &v.runs {
                 if let Some(g) = r.grade.as_ref().filter(|g| !g.matched) {
-                    let _ = writeln!(out, "               {} run {}: expected {}, diagnosed {} ({} stalls)", v.id, r.rep, g.expected, g.diagnosed, g.stalls);
+                    let _ = writeln!(
+                        out,
+                        "               {} run {}: expected {}, diagnosed {} ({} stalls)",
+                        v.id, r.rep, g.expected, g.diagnosed, g.stalls
+                    );
                 }
             }
         }
@@ -82,17 +114,41 @@ fn scenario(out: &mut String, s: &ScenarioResult) {
 fn render(l: &LabResult) -> String {
     let mut out = String::new();
     let e = &l.environment;
-    let _ = writeln!(out, "stallscope lab: {} profile, {} repetitions, {:.0} s", l.profile, l.reps, l.elapsed_ms as f64 / 1000.0);
-    let _ = writeln!(out, "  machine      Linux {}, {} CPUs{}{}", e.kernel, e.cpus, if e.root { ", root" } else { "" }, if e.fuse { ", FUSE" } else { ", no FUSE" });
+    let _ = writeln!(
+        out,
+        "stallscope lab: {} profile, {} repetitions, {:.0} s",
+        l.profile,
+        l.reps,
+        l.elapsed_ms as f64 / 1000.0
+    );
+    let _ = writeln!(
+        out,
+        "  machine      Linux {}, {} CPUs{}{}",
+        e.kernel,
+        e.cpus,
+        if e.root { ", root" } else { "" },
+        if e.fuse { ", FUSE" } else { ", no FUSE" }
+    );
     let _ = writeln!(out, "  java         {} ({})", e.java_version, e.java);
     let _ = writeln!(out);
     for s in &l.scenarios {
         scenario(&mut out, s);
     }
     if !l.confusion.is_empty() {
-        let diagnosed: std::collections::BTreeSet<&String> = l.confusion.values().flat_map(|m| m.keys()).collect();
-        let _ = writeln!(out, "The doctor against the known causes (rows: expected, columns: diagnosed; runs)");
-        let w = l.confusion.keys().chain(diagnosed.iter().copied()).map(|k| k.len()).max().unwrap_or(8).max(8);
+        let diagnosed: std::collections::BTreeSet<&String> =
+            l.confusion.values().flat_map(|m| m.keys()).collect();
+        let _ = writeln!(
+            out,
+            "The doctor against the known causes (rows: expected, columns: diagnosed; runs)"
+        );
+        let w = l
+            .confusion
+            .keys()
+            .chain(diagnosed.iter().copied())
+            .map(|k| k.len())
+            .max()
+            .unwrap_or(8)
+            .max(8);
         let _ = write!(out, "  {:<w$}", "");
         for d in &diagnosed {
             let _ = write!(out, " {:>w$}", d);
@@ -111,7 +167,14 @@ fn render(l: &LabResult) -> String {
 
 fn render_compare(a: &LabResult, b: &LabResult, an: &str, bn: &str) -> String {
     let mut out = String::new();
-    let _ = writeln!(out, "stallscope lab compare\n  A  {an}: Linux {}, {}\n  B  {bn}: Linux {}, {}", a.environment.kernel, a.environment.java_version, b.environment.kernel, b.environment.java_version);
+    let _ = writeln!(
+        out,
+        "stallscope lab compare\n  A  {an}: Linux {}, {}\n  B  {bn}: Linux {}, {}",
+        a.environment.kernel,
+        a.environment.java_version,
+        b.environment.kernel,
+        b.environment.java_version
+    );
     let _ = writeln!(out);
     for sa in &a.scenarios {
         let Some(sb) = b.scenarios.iter().find(|s| s.id == sa.id) else {
@@ -124,13 +187,20 @@ fn render_compare(a: &LabResult, b: &LabResult, an: &str, bn: &str) -> String {
             let med = |s: Option<&Stats>| s.map_or("-".to_string(), |s| fmt_num(s.median));
             let (ma, mb) = (va.stats.as_ref(), vb.and_then(|v| v.stats.as_ref()));
             let change = match (ma, mb) {
-                (Some(x), Some(y)) if x.median > 0.0 => format!("  B/A {}×", fmt_num(y.median / x.median)),
+                (Some(x), Some(y)) if x.median > 0.0 => {
+                    format!("  B/A {}×", fmt_num(y.median / x.median))
+                }
                 _ => String::new(),
             };
             let _ = writeln!(out, "  {:<14} A {:>9}   B {:>9}{change}", va.id, med(ma), med(mb));
         }
         let changed = if sa.verdict != sb.verdict { "  ← changed" } else { "" };
-        let _ = writeln!(out, "  verdict        A {}   B {}{changed}", sa.verdict.words(), sb.verdict.words());
+        let _ = writeln!(
+            out,
+            "  verdict        A {}   B {}{changed}",
+            sa.verdict.words(),
+            sb.verdict.words()
+        );
         let _ = writeln!(out);
     }
     for sb in &b.scenarios {

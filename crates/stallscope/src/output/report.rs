@@ -60,22 +60,53 @@ fn code_block(out: &mut String, code: &doctor::code::CulpritCode) {
 
 /// What is happening now in a JVM `attach` just reached, from the recording up to `now`: the
 /// stall under way (`stall`), as a stall block headed `NOW`, or that it runs.
-pub fn now_text(r: &Report, stall: Option<u32>, pid: i32, after_ns: u64, counters: Option<&procwatch::jvmcounters::CounterLook>) -> String {
+pub fn now_text(
+    r: &Report,
+    stall: Option<u32>,
+    pid: i32,
+    after_ns: u64,
+    counters: Option<&procwatch::jvmcounters::CounterLook>,
+) -> String {
     let mut out = String::new();
     let open = stall.and_then(|n| r.stalls.iter().find(|s| s.stall == n));
     match open {
         Some(s) => {
             let head = match &s.safepoint {
-                Some(sp) if sp.ttsp_ns >= sp.total_ns => format!(" — in a safepoint not yet reached, for {}", fmt_ns(sp.ttsp_ns)),
-                Some(sp) => format!(" — at a safepoint (\"{}\") for {}, reached after {}", sp.op, fmt_ns(sp.at_safepoint_ns), fmt_ns(sp.ttsp_ns)),
+                Some(sp) if sp.ttsp_ns >= sp.total_ns => {
+                    format!(" — in a safepoint not yet reached, for {}", fmt_ns(sp.ttsp_ns))
+                }
+                Some(sp) => format!(
+                    " — at a safepoint (\"{}\") for {}, reached after {}",
+                    sp.op,
+                    fmt_ns(sp.at_safepoint_ns),
+                    fmt_ns(sp.ttsp_ns)
+                ),
                 None => String::new(),
             };
-            let _ = writeln!(out, "NOW ({} after attaching): JVM pid {pid} has been stalled for {}, since {}, and still is{head}", fmt_ns(after_ns), fmt_ns(s.duration_ns), s.start_wall);
+            let _ = writeln!(
+                out,
+                "NOW ({} after attaching): JVM pid {pid} has been stalled for {}, since {}, and still is{head}",
+                fmt_ns(after_ns),
+                fmt_ns(s.duration_ns),
+                s.start_wall
+            );
             stall_body(&mut out, s);
         }
         None => {
-            let totals = counters.map(|c| format!("; {} safepoints since it started, stopped {} in all", fmt_count(c.safepoints), fmt_ns(c.sync_ns + c.safepoint_ns))).unwrap_or_default();
-            let _ = writeln!(out, "NOW ({} after attaching): JVM pid {pid} runs: no safepoint under way, not stopped{totals}", fmt_ns(after_ns));
+            let totals = counters
+                .map(|c| {
+                    format!(
+                        "; {} safepoints since it started, stopped {} in all",
+                        fmt_count(c.safepoints),
+                        fmt_ns(c.sync_ns + c.safepoint_ns)
+                    )
+                })
+                .unwrap_or_default();
+            let _ = writeln!(
+                out,
+                "NOW ({} after attaching): JVM pid {pid} runs: no safepoint under way, not stopped{totals}",
+                fmt_ns(after_ns)
+            );
             for n in r.notes.iter().filter(|n| n.starts_with("no perf counters")) {
                 let _ = writeln!(out, "note: {n}");
             }
@@ -89,11 +120,30 @@ fn stall_block(out: &mut String, s: &StallReport) {
     let head = match (&s.safepoint, s.safepoints.len()) {
         (Some(sp), _) if sp.unfinished => {
             let why = if s.target_exited { "the JVM exited" } else { "the recording ended first" };
-            format!(" — inside a safepoint that never completed ({why}): reaching it {}", fmt_ns(sp.ttsp_ns))
+            format!(
+                " — inside a safepoint that never completed ({why}): reaching it {}",
+                fmt_ns(sp.ttsp_ns)
+            )
         }
-        (Some(sp), 0 | 1) => format!(" — safepoint \"{}\": reaching {} (TTSP), at safepoint {}", sp.op, fmt_ns(sp.ttsp_ns), fmt_ns(sp.at_safepoint_ns)),
+        (Some(sp), 0 | 1) => format!(
+            " — safepoint \"{}\": reaching {} (TTSP), at safepoint {}",
+            sp.op,
+            fmt_ns(sp.ttsp_ns),
+            fmt_ns(sp.at_safepoint_ns)
+        ),
         (_, n) if n > 1 => {
-            let each: Vec<String> = s.safepoints.iter().map(|sp| format!("\"{}\" (reaching {}, at safepoint {})", sp.op, fmt_ns(sp.ttsp_ns), fmt_ns(sp.at_safepoint_ns))).collect();
+            let each: Vec<String> = s
+                .safepoints
+                .iter()
+                .map(|sp| {
+                    format!(
+                        "\"{}\" (reaching {}, at safepoint {})",
+                        sp.op,
+                        fmt_ns(sp.ttsp_ns),
+                        fmt_ns(sp.at_safepoint_ns)
+                    )
+                })
+                .collect();
             format!(" — {n} safepoints: {}", each.join(", then "))
         }
         _ => " — a hiccup outside any safepoint".to_string(),
@@ -105,7 +155,11 @@ fn stall_block(out: &mut String, s: &StallReport) {
 /// A stall's findings, culprits, evidence and fixes, below its heading.
 fn stall_body(out: &mut String, s: &StallReport) {
     for (i, f) in s.findings.iter().enumerate() {
-        let share = if s.findings.len() > 1 && f.share > 0.0 { format!(", {:.0}% of the stall", f.share * 100.0) } else { String::new() };
+        let share = if s.findings.len() > 1 && f.share > 0.0 {
+            format!(", {:.0}% of the stall", f.share * 100.0)
+        } else {
+            String::new()
+        };
         let label = if i == 0 { "cause" } else { "also" };
         wrap(out, label, &format!("{} ({} confidence{share})", f.title, f.confidence.word()));
         for c in &f.culprits {
@@ -131,16 +185,39 @@ fn stall_body(out: &mut String, s: &StallReport) {
         }
     }
     if let Some(sp) = &s.safepoint {
-        let named: Vec<String> = sp.timeout_culprits.iter().map(|c| format!("\"{}\"", c.name)).collect();
-        if !named.is_empty() && !s.findings.iter().any(|f| f.culprits.iter().any(|c| c.named_by_safepoint_timeout)) {
+        let named: Vec<String> =
+            sp.timeout_culprits.iter().map(|c| format!("\"{}\"", c.name)).collect();
+        if !named.is_empty()
+            && !s.findings.iter().any(|f| f.culprits.iter().any(|c| c.named_by_safepoint_timeout))
+        {
             wrap(out, "timeout", &format!("SafepointTimeout named {}", named.join(", ")));
         }
     }
     if s.threads > 0 {
-        wrap(out, "others", &format!("{} of {} threads were parked in the kernel throughout ({} samples)", s.parked_threads, s.threads, s.samples));
+        wrap(
+            out,
+            "others",
+            &format!(
+                "{} of {} threads were parked in the kernel throughout ({} samples)",
+                s.parked_threads, s.threads, s.samples
+            ),
+        );
     }
     for r in &s.raw {
-        wrap(out, "sample", &format!("\"{}\" (tid {}): {} {} cpu {} run-queue {} +{} major faults", r.name, r.tid, r.states, if r.wchan.is_empty() { "-" } else { &r.wchan }, fmt_ns(r.cpu_ns), fmt_ns(r.run_delay_ns), r.majflt));
+        wrap(
+            out,
+            "sample",
+            &format!(
+                "\"{}\" (tid {}): {} {} cpu {} run-queue {} +{} major faults",
+                r.name,
+                r.tid,
+                r.states,
+                if r.wchan.is_empty() { "-" } else { &r.wchan },
+                fmt_ns(r.cpu_ns),
+                fmt_ns(r.run_delay_ns),
+                r.majflt
+            ),
+        );
     }
     if s.target_exited {
         wrap(out, "note", "the target exited before this stall ended");
@@ -158,7 +235,10 @@ fn render(r: &Report) -> String {
         m.mode,
         cmd,
         m.pid,
-        m.java_version.as_deref().map(|v| format!("JDK {v}")).unwrap_or_else(|| "JDK unknown".into()),
+        m.java_version
+            .as_deref()
+            .map(|v| format!("JDK {v}"))
+            .unwrap_or_else(|| "JDK unknown".into()),
         m.kernel,
         m.cpus,
         fmt_ns(m.threshold_ns)
@@ -176,7 +256,13 @@ fn render(r: &Report) -> String {
         let _ = writeln!(out, "  stalls      none of {} or more", fmt_ns(m.threshold_ns));
     } else {
         let causes: Vec<String> = sm.by_cause.iter().map(|(c, n)| format!("{n} {c}")).collect();
-        let _ = writeln!(out, "  stalls      {} (longest {}): {}", sm.stalls, fmt_ns(sm.longest_stall_ns), causes.join(", "));
+        let _ = writeln!(
+            out,
+            "  stalls      {} (longest {}): {}",
+            sm.stalls,
+            fmt_ns(sm.longest_stall_ns),
+            causes.join(", ")
+        );
     }
     let _ = writeln!(
         out,

@@ -5,7 +5,7 @@ use super::Render;
 use crate::logs::view::LogsView;
 use doctor::units::{fmt_count, fmt_ns, fmt_uptime};
 use hotspot_log::summary::{Clock, Distribution, Window};
-use hotspot_log::{format_wall, Stamps};
+use hotspot_log::{Stamps, format_wall};
 use std::io::{self, Write};
 
 pub struct Terminal<W: Write> {
@@ -29,7 +29,9 @@ fn window_edge(w: &Window, ns: u64) -> String {
     match w.clock {
         Clock::Uptime => fmt_uptime(ns),
         Clock::Monotonic => format!("{:.3}s mono", ns as f64 / 1e9),
-        Clock::Wall => format_wall(hotspot_log::WallTime { epoch_ms: (ns / 1_000_000) as i64, offset_min: 0 }),
+        Clock::Wall => {
+            format_wall(hotspot_log::WallTime { epoch_ms: (ns / 1_000_000) as i64, offset_min: 0 })
+        }
     }
 }
 
@@ -64,32 +66,66 @@ impl<W: Write> Render<LogsView, hotspot_log::Safepoint> for Terminal<W> {
         let s = &v.summary;
         let bytes: u64 = v.inputs.iter().map(|i| i.bytes).sum();
         let names: Vec<&str> = v.inputs.iter().map(|i| i.path.as_str()).collect();
-        let shown = if names.len() > 3 { format!("{} … {} ({} files)", names[0], names[names.len() - 1], names.len()) } else { names.join(", ") };
-        writeln!(o, "stallscope logs: {shown} — {} lines, {:.1} MB", fmt_count(v.lines.total), bytes as f64 / 1e6)?;
+        let shown = if names.len() > 3 {
+            format!("{} … {} ({} files)", names[0], names[names.len() - 1], names.len())
+        } else {
+            names.join(", ")
+        };
+        writeln!(
+            o,
+            "stallscope logs: {shown} — {} lines, {:.1} MB",
+            fmt_count(v.lines.total),
+            bytes as f64 / 1e6
+        )?;
         for r in &v.rotated_sets {
             writeln!(o, "  rotated set {} ({} files), read oldest first", r.base, r.files)?;
         }
         if let Some(f) = v.filters.filter.describe() {
-            writeln!(o, "  filtered to {f}: {} of {} safepoints", fmt_count(s.safepoints), fmt_count(v.filters.safepoints_read))?;
+            writeln!(
+                o,
+                "  filtered to {f}: {} of {} safepoints",
+                fmt_count(s.safepoints),
+                fmt_count(v.filters.safepoints_read)
+            )?;
         }
         writeln!(o)?;
 
         writeln!(o, "Summary")?;
-        let runs = if s.runs > Some(1) { format!(" across {} JVM runs (uptime restarts)", s.runs.unwrap_or(0)) } else { String::new() };
+        let runs = if s.runs > Some(1) {
+            format!(" across {} JVM runs (uptime restarts)", s.runs.unwrap_or(0))
+        } else {
+            String::new()
+        };
         let span = match s.span_ns {
             Some(sp) => format!(" in {} of log{runs}", span_text(sp)),
             None => String::new(),
         };
         writeln!(o, "  safepoints      {}{span}", fmt_count(s.safepoints))?;
-        let pct = s.stopped_pct.map(|p| format!(", {p:.2}% of the time")).unwrap_or_else(|| ", share of time unknown (no timestamps)".into());
+        let pct = s
+            .stopped_pct
+            .map(|p| format!(", {p:.2}% of the time"))
+            .unwrap_or_else(|| ", share of time unknown (no timestamps)".into());
         writeln!(o, "  stopped         {}{pct}", fmt_ns(s.total_stopped_ns))?;
         if let (Some(max), Some(all)) = (s.ttsp_max_ns, s.ttsp_total_ns) {
-            let share = if s.total_stopped_ns > 0 { all as f64 * 100.0 / s.total_stopped_ns as f64 } else { 0.0 };
-            writeln!(o, "  reaching (TTSP) {} in all, {share:.1}% of the stopped time; longest {}", fmt_ns(all), fmt_ns(max))?;
+            let share = if s.total_stopped_ns > 0 {
+                all as f64 * 100.0 / s.total_stopped_ns as f64
+            } else {
+                0.0
+            };
+            writeln!(
+                o,
+                "  reaching (TTSP) {} in all, {share:.1}% of the stopped time; longest {}",
+                fmt_ns(all),
+                fmt_ns(max)
+            )?;
         }
         writeln!(o)?;
 
-        writeln!(o, "  {:<14}{:>10}{:>10}{:>10}{:>10}{:>10}", "Percentiles", "p50", "p90", "p99", "p99.9", "max")?;
+        writeln!(
+            o,
+            "  {:<14}{:>10}{:>10}{:>10}{:>10}{:>10}",
+            "Percentiles", "p50", "p90", "p99", "p99.9", "max"
+        )?;
         dist_row(o, "TTSP", &s.percentiles.ttsp)?;
         dist_row(o, "at safepoint", &s.percentiles.at_safepoint)?;
         dist_row(o, "total", &s.percentiles.total)?;
@@ -98,7 +134,11 @@ impl<W: Write> Render<LogsView, hotspot_log::Safepoint> for Terminal<W> {
         if !s.operations.is_empty() {
             writeln!(o, "VM operations, by total stopped time")?;
             let w = s.operations.iter().map(|op| op.name.len()).max().unwrap_or(9).clamp(9, 40);
-            writeln!(o, "  {:<w$} {:>9} {:>10} {:>10} {:>10}", "operation", "count", "total", "TTSP max", "op max")?;
+            writeln!(
+                o,
+                "  {:<w$} {:>9} {:>10} {:>10} {:>10}",
+                "operation", "count", "total", "TTSP max", "op max"
+            )?;
             for op in &s.operations {
                 writeln!(
                     o,
@@ -115,9 +155,17 @@ impl<W: Write> Render<LogsView, hotspot_log::Safepoint> for Terminal<W> {
 
         if !s.longest_ttsp.is_empty() {
             writeln!(o, "Longest times to safepoint")?;
-            writeln!(o, "  {:>9} {:>9}  {:<24} {:<34} where", "TTSP", "total", "operation", "began at")?;
+            writeln!(
+                o,
+                "  {:>9} {:>9}  {:<24} {:<34} where",
+                "TTSP", "total", "operation", "began at"
+            )?;
             for t in &s.longest_ttsp {
-                let culprits = if t.culprits.is_empty() { String::new() } else { format!("  blocked by \"{}\"", t.culprits.join("\", \"")) };
+                let culprits = if t.culprits.is_empty() {
+                    String::new()
+                } else {
+                    format!("  blocked by \"{}\"", t.culprits.join("\", \""))
+                };
                 writeln!(
                     o,
                     "  {:>9} {:>9}  {:<24} {:<34} {}{}{culprits}",
@@ -135,10 +183,16 @@ impl<W: Write> Render<LogsView, hotspot_log::Safepoint> for Terminal<W> {
 
         if !s.worst_windows.is_empty() {
             writeln!(o, "Worst {} windows, by time stopped", span_text(s.window_ns))?;
-            writeln!(o, "  {:<28} {:<14} {:>9} {:>8} {:>11}", "from", "to", "stopped", "%", "safepoints")?;
+            writeln!(
+                o,
+                "  {:<28} {:<14} {:>9} {:>8} {:>11}",
+                "from", "to", "stopped", "%", "safepoints"
+            )?;
             for w in &s.worst_windows {
                 let mut from = match w.start_wall {
-                    Some(wall) => format!("{} ({})", window_edge(w, w.start_ns), &format_wall(wall)[11..19]),
+                    Some(wall) => {
+                        format!("{} ({})", window_edge(w, w.start_ns), &format_wall(wall)[11..19])
+                    }
                     None => window_edge(w, w.start_ns),
                 };
                 if s.runs > Some(1) {
@@ -162,14 +216,32 @@ impl<W: Write> Render<LogsView, hotspot_log::Safepoint> for Terminal<W> {
             writeln!(o, "  {:<36} {:>6}  native tid", "thread", "times")?;
             for c in &s.timeout_culprits {
                 let tids: Vec<String> = c.os_tids.iter().map(|t| format!("{t} ({t:#x})")).collect();
-                let unfinished = if c.unfinished > 0 { format!("  ({} during a safepoint the log never saw finish)", c.unfinished) } else { String::new() };
-                writeln!(o, "  {:<36} {:>6}  {}{unfinished}", format!("\"{}\"", c.name), c.count, tids.join(", "))?;
+                let unfinished = if c.unfinished > 0 {
+                    format!("  ({} during a safepoint the log never saw finish)", c.unfinished)
+                } else {
+                    String::new()
+                };
+                writeln!(
+                    o,
+                    "  {:<36} {:>6}  {}{unfinished}",
+                    format!("\"{}\"", c.name),
+                    c.count,
+                    tids.join(", ")
+                )?;
             }
             writeln!(o)?;
         }
 
-        let formats: Vec<String> = v.formats.iter().map(|f| format!("{} ({})", f.description, fmt_count(f.lines))).collect();
-        writeln!(o, "Formats recognised: {}", if formats.is_empty() { "none".to_string() } else { formats.join("; ") })?;
+        let formats: Vec<String> = v
+            .formats
+            .iter()
+            .map(|f| format!("{} ({})", f.description, fmt_count(f.lines)))
+            .collect();
+        writeln!(
+            o,
+            "Formats recognised: {}",
+            if formats.is_empty() { "none".to_string() } else { formats.join("; ") }
+        )?;
         writeln!(
             o,
             "Lines: {} read, {} recognised, {} not recognised, {} other (GC and application output){}",
@@ -177,7 +249,11 @@ impl<W: Write> Render<LogsView, hotspot_log::Safepoint> for Terminal<W> {
             fmt_count(v.lines.recognised),
             fmt_count(v.lines.unrecognised),
             fmt_count(v.lines.other),
-            if v.lines.truncated_last > 0 { format!(", {} cut off at the end", v.lines.truncated_last) } else { String::new() }
+            if v.lines.truncated_last > 0 {
+                format!(", {} cut off at the end", v.lines.truncated_last)
+            } else {
+                String::new()
+            }
         )?;
         for n in &v.notes {
             writeln!(o, "Note: {n}")?;

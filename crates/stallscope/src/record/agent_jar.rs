@@ -3,7 +3,7 @@
 //!
 //! Invariant: when nothing is found, the error lists every place that was looked in.
 
-use crate::failure::{Failure, EXIT_FAILURE};
+use crate::failure::{EXIT_FAILURE, Failure};
 use anyhow::Result;
 use std::path::{Path, PathBuf};
 
@@ -18,7 +18,11 @@ pub fn candidates(flag: Option<&Path>) -> Vec<(PathBuf, &'static str)> {
     if let Some(p) = std::env::var_os("STALLSCOPE_AGENT") {
         v.push((PathBuf::from(p), "$STALLSCOPE_AGENT"));
     }
-    if let Some(dir) = std::env::current_exe().ok().and_then(|e| e.canonicalize().ok()).and_then(|e| e.parent().map(Path::to_path_buf)) {
+    if let Some(dir) = std::env::current_exe()
+        .ok()
+        .and_then(|e| e.canonicalize().ok())
+        .and_then(|e| e.parent().map(Path::to_path_buf))
+    {
         v.push((dir.join(JAR), "next to the executable"));
         v.push((dir.join("../lib").join(JAR), "../lib beside the executable"));
         // target/{debug,release}/stallscope → the workspace root is two levels up.
@@ -32,8 +36,16 @@ pub fn candidates(flag: Option<&Path>) -> Vec<(PathBuf, &'static str)> {
 pub fn find(flag: Option<&Path>) -> Result<PathBuf> {
     let c = candidates(flag);
     // An explicit path that is wrong is an error of its own, not a reason to look elsewhere.
-    if let Some((p, why)) = c.first().filter(|(_, w)| *w == "--agent" || *w == "$STALLSCOPE_AGENT") {
-        return if p.is_file() { Ok(p.canonicalize()?) } else { Err(Failure::new(EXIT_FAILURE, format!("{}: no agent jar there (from {why})", p.display()))) };
+    if let Some((p, why)) = c.first().filter(|(_, w)| *w == "--agent" || *w == "$STALLSCOPE_AGENT")
+    {
+        return if p.is_file() {
+            Ok(p.canonicalize()?)
+        } else {
+            Err(Failure::new(
+                EXIT_FAILURE,
+                format!("{}: no agent jar there (from {why})", p.display()),
+            ))
+        };
     }
     for (p, _) in &c {
         if p.is_file() {
@@ -41,5 +53,11 @@ pub fn find(flag: Option<&Path>) -> Result<PathBuf> {
         }
     }
     let looked: Vec<String> = c.iter().map(|(p, why)| format!("{} ({why})", p.display())).collect();
-    Err(Failure::new(EXIT_FAILURE, format!("{JAR} not found; looked in: {}. Build it with `make build`, or pass --agent PATH", looked.join(", "))))
+    Err(Failure::new(
+        EXIT_FAILURE,
+        format!(
+            "{JAR} not found; looked in: {}. Build it with `make build`, or pass --agent PATH",
+            looked.join(", ")
+        ),
+    ))
 }

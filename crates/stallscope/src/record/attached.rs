@@ -11,17 +11,20 @@
 //! or by the guardian if stallscope dies or the JVM stops answering first.
 
 use super::watch::{self, Ending, Hooks, Joined};
-use super::{dumps, frames, open_counters, pulse::Pulse, staging, start_frames, start_tracer, watch_options, Drive, Settings};
+use super::{
+    Drive, Settings, dumps, frames, open_counters, pulse::Pulse, staging, start_frames,
+    start_tracer, watch_options,
+};
 use crate::attach::Jvm;
 use crate::guard::{Guard, Token, Undo};
 use anyhow::{Context, Result};
-use doctor::recording::{files, Event, Writer};
+use doctor::recording::{Event, Writer, files};
 use doctor::units::fmt_ns;
 use procwatch::clock::mono_ns;
 use std::path::Path;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::Sender;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// How the asking ended.
@@ -50,20 +53,33 @@ fn no_attach(pid: i32, counters: Option<&procwatch::jvmcounters::JvmCounters>) -
     // `sun.rt.jvmCapabilities`: its first character is 1 when the JVM has an attach mechanism.
     let caps = counters.and_then(|c| c.perf_data().get_text("sun.rt.jvmCapabilities"));
     let flag = procwatch::jvms::cmdline(pid).iter().any(|a| a == "-XX:+DisableAttachMechanism");
-    (flag || caps.is_some_and(|c| c.starts_with('0'))).then(|| "the JVM was started with -XX:+DisableAttachMechanism: it cannot be asked for anything".to_string())
+    (flag || caps.is_some_and(|c| c.starts_with('0'))).then(|| {
+        "the JVM was started with -XX:+DisableAttachMechanism: it cannot be asked for anything"
+            .to_string()
+    })
 }
 
 /// Attaches to a running JVM (`jvm`), records it into `s.dir` until `run_for` elapses, `stop`
 /// is set or the JVM exits, and leaves it as it was found. `drive`: watched by `stallscope
 /// watch`'s heartbeat loop rather than by a loop of its own (it needs the agent first). `now`:
 /// told, about a second in, what was written so far (attach says what is happening now).
-pub fn record_attached(s: &Settings, jvm: &Jvm, run_for: Option<Duration>, stop: &AtomicBool, drive: Option<Drive>, now: Option<Box<dyn FnOnce(watch::Now) + Send>>) -> Result<()> {
+pub fn record_attached(
+    s: &Settings,
+    jvm: &Jvm,
+    run_for: Option<Duration>,
+    stop: &AtomicBool,
+    drive: Option<Drive>,
+    now: Option<Box<dyn FnOnce(watch::Now) + Send>>,
+) -> Result<()> {
     let pid = jvm.pid;
     let command = procwatch::jvms::cmdline(pid);
     // The trace instance is registered with a guardian before it is made.
     let mut guard = Guard::start()?;
     let tracing = start_tracer(pid, Some(&mut guard));
-    let mut w = Writer::open_background(&s.dir, &super::meta("attach", command, pid, jvm.java_home.as_deref(), s, None, &tracing))?;
+    let mut w = Writer::open_background(
+        &s.dir,
+        &super::meta("attach", command, pid, jvm.java_home.as_deref(), s, None, &tracing),
+    )?;
     let counters = open_counters(pid, &mut w)?;
     let refusal = no_attach(pid, counters.as_ref());
     let askable = Arc::new(AtomicBool::new(false));
@@ -71,11 +87,18 @@ pub fn record_attached(s: &Settings, jvm: &Jvm, run_for: Option<Duration>, stop:
     let asking = match &refusal {
         None => Some(ask(s, jvm, Arc::clone(&askable), joined_tx)?),
         Some(why) if drive.is_none() => {
-            eprintln!("stallscope: JVM pid {pid}: {why}; recorded from its counters and /proc alone");
+            eprintln!(
+                "stallscope: JVM pid {pid}: {why}; recorded from its counters and /proc alone"
+            );
             w.events.line(&Event::Attached { t: mono_ns(), refused: Some(why.clone()) })?;
             None
         }
-        Some(why) => return Err(crate::failure::Failure::new(crate::failure::EXIT_FAILURE, format!("JVM pid {pid}: {why}"))),
+        Some(why) => {
+            return Err(crate::failure::Failure::new(
+                crate::failure::EXIT_FAILURE,
+                format!("JVM pid {pid}: {why}"),
+            ));
+        }
     };
     let alive = &mut || Path::new(&format!("/proc/{pid}")).exists();
     let deadline = run_for.map(|d| Instant::now() + d);
@@ -86,13 +109,29 @@ pub fn record_attached(s: &Settings, jvm: &Jvm, run_for: Option<Duration>, stop:
             let joined = joined_rx.recv_timeout(Duration::from_secs(30)).map_err(|_| ());
             let Ok(j) = joined else {
                 let asked = asking.map(|a| finish(a, pid));
-                let why = asked.and_then(|a| a.refused).map_or_else(|| refusal.clone().unwrap_or_else(|| "the agent did not start".into()), |r| r.1);
-                return Err(crate::failure::Failure::new(crate::failure::EXIT_FAILURE, format!("JVM pid {pid}: {why}")));
+                let why = asked.and_then(|a| a.refused).map_or_else(
+                    || refusal.clone().unwrap_or_else(|| "the agent did not start".into()),
+                    |r| r.1,
+                );
+                return Err(crate::failure::Failure::new(
+                    crate::failure::EXIT_FAILURE,
+                    format!("JVM pid {pid}: {why}"),
+                ));
             };
             let driven = d(pid, &j.hb);
-            (Pulse::heartbeat(pid, j.hb, counters), Some(driven), watch::CodeAsks { dumper: j.dumper, ..Default::default() }, Hooks { askable: None, heartbeat: None, now })
+            (
+                Pulse::heartbeat(pid, j.hb, counters),
+                Some(driven),
+                watch::CodeAsks { dumper: j.dumper, ..Default::default() },
+                Hooks { askable: None, heartbeat: None, now },
+            )
         }
-        None => (Pulse::counters(pid, counters), None, watch::CodeAsks { outside: super::outside_stacks(s, pid), ..Default::default() }, Hooks { askable: Some(Arc::clone(&askable)), heartbeat: Some(joined_rx), now }),
+        None => (
+            Pulse::counters(pid, counters),
+            None,
+            watch::CodeAsks { outside: super::outside_stacks(s, pid), ..Default::default() },
+            Hooks { askable: Some(Arc::clone(&askable)), heartbeat: Some(joined_rx), now },
+        ),
     };
     eprintln!(
         "stallscope: watching JVM pid {pid} into {} (stalls ≥ {}){}",
@@ -104,20 +143,33 @@ pub fn record_attached(s: &Settings, jvm: &Jvm, run_for: Option<Duration>, stop:
             (None, Some(_)) => String::new(),
         }
     );
-    let what = watch::Watch { pid, pulse, tracer: tracing.0.as_ref(), opts: watch_options(s), deadline, driven, code, hooks };
+    let what = watch::Watch {
+        pid,
+        pulse,
+        tracer: tracing.0.as_ref(),
+        opts: watch_options(s),
+        deadline,
+        driven,
+        code,
+        hooks,
+    };
     let watched = watch::watch(&mut w, what, stop, alive);
     let ended_at = mono_ns();
     let asked = asking.map(|a| finish(a, pid));
     if let Some(a) = &asked {
         if let Some((t, why)) = &a.refused {
-            eprintln!("stallscope: JVM pid {pid}: the attach protocol did not get in ({why}); recorded from its counters and /proc alone");
+            eprintln!(
+                "stallscope: JVM pid {pid}: the attach protocol did not get in ({why}); recorded from its counters and /proc alone"
+            );
             w.events.line(&Event::Attached { t: *t, refused: Some(why.clone()) })?;
         } else if let Some(t) = a.joined_at {
             w.events.line(&Event::Attached { t, refused: None })?;
         }
     }
     match watched? {
-        Ending::TargetExited => w.events.line(&Event::TargetExit { t: ended_at, code: None, signal: None })?,
+        Ending::TargetExited => {
+            w.events.line(&Event::TargetExit { t: ended_at, code: None, signal: None })?
+        }
         Ending::Stopped(reason) => w.events.line(&Event::Detach { t: ended_at, reason })?,
     }
     Ok(())
@@ -131,7 +183,10 @@ fn finish(a: Asking, pid: i32) -> Asked {
     let mut said = false;
     while !a.thread.is_finished() && t0.elapsed() < UNDO_WAIT {
         if !said && t0.elapsed() > Duration::from_secs(2) {
-            eprintln!("stallscope: JVM pid {pid} answers slowly (its safepoints are held up): leaving it as it was found, up to {} s", UNDO_WAIT.as_secs());
+            eprintln!(
+                "stallscope: JVM pid {pid} answers slowly (its safepoints are held up): leaving it as it was found, up to {} s",
+                UNDO_WAIT.as_secs()
+            );
             said = true;
         }
         std::thread::sleep(Duration::from_millis(20));
@@ -140,7 +195,10 @@ fn finish(a: Asking, pid: i32) -> Asked {
     if a.thread.is_finished() {
         let _ = a.thread.join();
     } else {
-        eprintln!("stallscope: JVM pid {pid} did not answer within {} s; the guardian undoes what was asked of it once it does", UNDO_WAIT.as_secs());
+        eprintln!(
+            "stallscope: JVM pid {pid} did not answer within {} s; the guardian undoes what was asked of it once it does",
+            UNDO_WAIT.as_secs()
+        );
     }
     // Still waiting to ask, or for an answer, when watching ended.
     outcome.unwrap_or_else(|| Asked { joined_at: None, refused: Some((mono_ns(), "the JVM could not be asked before watching ended (it was stopped, or in a safepoint, or did not answer)".into())) })
@@ -148,7 +206,12 @@ fn finish(a: Asking, pid: i32) -> Asked {
 
 /// Starts asking the JVM, on a thread of its own, once `askable` says it runs between
 /// safepoints.
-fn ask(s: &Settings, jvm: &Jvm, askable: Arc<AtomicBool>, joined: Sender<Joined>) -> Result<Asking> {
+fn ask(
+    s: &Settings,
+    jvm: &Jvm,
+    askable: Arc<AtomicBool>,
+    joined: Sender<Joined>,
+) -> Result<Asking> {
     let done = Arc::new(AtomicBool::new(false));
     let outcome = Arc::new(std::sync::Mutex::new(None));
     let (s, jvm, d, o) = (s.clone(), jvm.clone(), Arc::clone(&done), Arc::clone(&outcome));
@@ -185,7 +248,14 @@ struct Changes {
 
 /// Waits until the JVM may be asked, then loads the agent, switches its safepoint log on, starts
 /// its stacks, and hands the heartbeat to the loop. Returns when the agent got in.
-fn cooperate(s: &Settings, jvm: &Jvm, askable: &AtomicBool, done: &AtomicBool, joined: &Sender<Joined>, ch: &mut Changes) -> Result<Option<u64>> {
+fn cooperate(
+    s: &Settings,
+    jvm: &Jvm,
+    askable: &AtomicBool,
+    done: &AtomicBool,
+    joined: &Sender<Joined>,
+    ch: &mut Changes,
+) -> Result<Option<u64>> {
     let pid = jvm.pid;
     // Never a signal or a command to a JVM stopped or in a safepoint: wait.
     while !askable.load(Ordering::Relaxed) {
@@ -195,14 +265,17 @@ fn cooperate(s: &Settings, jvm: &Jvm, askable: &AtomicBool, done: &AtomicBool, j
         std::thread::sleep(Duration::from_millis(20));
     }
     let guard = ch.guard.insert(Guard::start()?);
-    let jar = std::fs::canonicalize(&s.jar).with_context(|| format!("{}: the agent jar is not there", s.jar.display()))?;
+    let jar = std::fs::canonicalize(&s.jar)
+        .with_context(|| format!("{}: the agent jar is not there", s.jar.display()))?;
     // A JVM in a container sees neither the recording directory nor the jar: both are staged in
     // its own /tmp, and the logs copied out at the end.
     if procwatch::ns::other_mount_ns(pid) {
         // Its removal registered before it exists: a kill in between leaves nothing.
         let name = staging::fresh_name();
-        let starttime = procwatch::task::process_starttime(pid).with_context(|| format!("JVM pid {pid}: gone"))?;
-        let token = guard.add(Undo::RemoveDir { path: staging::reached(pid, &name), pid, starttime })?;
+        let starttime = procwatch::task::process_starttime(pid)
+            .with_context(|| format!("JVM pid {pid}: gone"))?;
+        let token =
+            guard.add(Undo::RemoveDir { path: staging::reached(pid, &name), pid, starttime })?;
         let mut st = staging::Staging::make(pid, &name)?;
         st.fill(jvm.uid, jvm.gid, &jar)?;
         ch.staging = Some((st, token));
@@ -213,11 +286,19 @@ fn cooperate(s: &Settings, jvm: &Jvm, askable: &AtomicBool, done: &AtomicBool, j
     };
     ch.log = format!("file={}/{}", jvm_dir.display(), files::SAFEPOINT_LOG);
     ch.jvm_jar = Some(jvm_jar.clone());
-    let stop_agent = guard.add(Undo::JvmCommand { pid, command: "load".into(), args: vec!["instrument".into(), "false".into(), format!("{}=stop", jvm_jar.display())] })?;
+    let stop_agent = guard.add(Undo::JvmCommand {
+        pid,
+        command: "load".into(),
+        args: vec!["instrument".into(), "false".into(), format!("{}=stop", jvm_jar.display())],
+    })?;
     // A note left by an earlier attach that died before reading it would be taken for this one's.
     let _ = procwatch::heartbeat::take_failure_note(pid);
-    let resolution = s.resolution_ns.map(|r| format!(",resolution={}us", r / 1000)).unwrap_or_default();
-    if let Err(e) = jvm.load_agent(&jvm_jar, &format!("log={}/{},interval=1s{resolution}", jvm_dir.display(), files::HICCUPS)) {
+    let resolution =
+        s.resolution_ns.map(|r| format!(",resolution={}us", r / 1000)).unwrap_or_default();
+    if let Err(e) = jvm.load_agent(
+        &jvm_jar,
+        &format!("log={}/{},interval=1s{resolution}", jvm_dir.display(), files::HICCUPS),
+    ) {
         // Refused (no attach socket, the agent failed to start): nothing to undo.
         guard.forget(stop_agent);
         return Err(e);
@@ -229,9 +310,19 @@ fn cooperate(s: &Settings, jvm: &Jvm, askable: &AtomicBool, done: &AtomicBool, j
         if let Some(t) = ch.agent_stop.take() {
             guard.forget(t);
         }
-        return Err(crate::failure::Failure::new(crate::failure::EXIT_FAILURE, format!("the stallscope agent did not start inside it: {why}; give --out a directory the JVM's user (uid {}) can reach and write", jvm.uid)));
+        return Err(crate::failure::Failure::new(
+            crate::failure::EXIT_FAILURE,
+            format!(
+                "the stallscope agent did not start inside it: {why}; give --out a directory the JVM's user (uid {}) can reach and write",
+                jvm.uid
+            ),
+        ));
     }
-    let log_off = guard.add(Undo::JvmCommand { pid, command: "jcmd".into(), args: vec![format!("VM.log output={} what=all=off", ch.log)] })?;
+    let log_off = guard.add(Undo::JvmCommand {
+        pid,
+        command: "jcmd".into(),
+        args: vec![format!("VM.log output={} what=all=off", ch.log)],
+    })?;
     if let Err(e) = jvm.jcmd(&format!("VM.log output={} output_options=filecount=0 what=safepoint*=debug decorators=uptime,timenanos,level,tags", ch.log)) {
         guard.forget(log_off);
         return Err(e);
@@ -242,17 +333,26 @@ fn cooperate(s: &Settings, jvm: &Jvm, askable: &AtomicBool, done: &AtomicBool, j
     // left behind there.
     if s.frames {
         if ch.staging.is_some() {
-            let _ = frames::note(&s.dir, "no stacks: not yet for a JVM in a container (JFR would leave its repository in the container's /tmp)");
+            let _ = frames::note(
+                &s.dir,
+                "no stacks: not yet for a JVM in a container (JFR would leave its repository in the container's /tmp)",
+            );
         } else {
             ch.frames = start_frames(s, jvm, &jvm_dir, guard)?;
         }
     }
     let mut alive = || Path::new(&format!("/proc/{pid}")).exists();
-    let Some(hb) = watch::wait_for_heartbeat(pid, Duration::from_secs(15), &mut alive, done)? else { return Ok(None) };
-    let dumper = if ch.frames.is_some() { dumps::Dumper::start(jvm.clone(), &s.dir).ok() } else { None };
+    let Some(hb) = watch::wait_for_heartbeat(pid, Duration::from_secs(15), &mut alive, done)?
+    else {
+        return Ok(None);
+    };
+    let dumper =
+        if ch.frames.is_some() { dumps::Dumper::start(jvm.clone(), &s.dir).ok() } else { None };
     let at = mono_ns();
     let _ = joined.send(Joined { hb, dumper });
-    eprintln!("stallscope: JVM pid {pid}: the agent is in; its heartbeat drives the recording from here");
+    eprintln!(
+        "stallscope: JVM pid {pid}: the agent is in; its heartbeat drives the recording from here"
+    );
     Ok(Some(at))
 }
 
@@ -284,7 +384,8 @@ impl Changes {
             }
         }
         // The JVM's thread ids as the host numbers them, while it is still there to ask.
-        let (host_tids, in_container) = (procwatch::ns::host_tids(pid), procwatch::ns::other_pid_ns(pid));
+        let (host_tids, in_container) =
+            (procwatch::ns::host_tids(pid), procwatch::ns::other_pid_ns(pid));
         if running() {
             if self.log_off.is_some() {
                 if let Err(e) = jvm.jcmd(&format!("VM.log output={} what=all=off", self.log)) {
@@ -319,28 +420,48 @@ impl Changes {
         if frames_on.is_some() {
             // In a container, a thread the JVM numbers is only known on the host while the JVM
             // runs; after it exited, its stacks cannot be placed and are left out.
-            frames::extract_or_note(&s.dir, &|t| if in_container && host_tids.is_empty() { 0 } else { procwatch::ns::host_tid(&host_tids, t as i32) });
+            frames::extract_or_note(&s.dir, &|t| {
+                if in_container && host_tids.is_empty() {
+                    0
+                } else {
+                    procwatch::ns::host_tid(&host_tids, t as i32)
+                }
+            });
         }
     }
 }
 
 /// Drives a JVM's watcher from `watch`'s one loop, which looks at the JVM from outside through
 /// its own mapping of the JVM's counters (given it here).
-pub type DriveOutside<'a> = &'a (dyn Fn(i32, Option<procwatch::jvmcounters::JvmCounters>) -> watch::Driven + Sync);
+pub type DriveOutside<'a> =
+    &'a (dyn Fn(i32, Option<procwatch::jvmcounters::JvmCounters>) -> watch::Driven + Sync);
 
 /// Records JVM `pid` from outside only, driven by `watch`'s one loop, until `stop` is set or it
 /// exits: nothing is put into the JVM, nothing is asked of it.
-pub fn record_outside(s: &Settings, pid: i32, stop: &AtomicBool, drive: DriveOutside) -> Result<()> {
+pub fn record_outside(
+    s: &Settings,
+    pid: i32,
+    stop: &AtomicBool,
+    drive: DriveOutside,
+) -> Result<()> {
     let command = procwatch::jvms::cmdline(pid);
     // No tracepoints: an instance per JVM, each filtering by pid, hooks every context switch on
     // the host (measured: 50 idle JVMs took 84% of a core with one each against 44% without).
     let tracing = (None, Some("watched by `watch` from outside: no tracepoint evidence (fault addresses, mmap_lock wait times); `stallscope attach` as root adds it for one JVM".to_string()));
     let java_home = procwatch::jvms::jvm(pid).ok().flatten().and_then(|j| j.java_home);
-    let mut w = Writer::open_background(&s.dir, &super::meta("watch", command, pid, java_home.as_deref(), s, None, &tracing))?;
+    let mut w = Writer::open_background(
+        &s.dir,
+        &super::meta("watch", command, pid, java_home.as_deref(), s, None, &tracing),
+    )?;
     let counters = open_counters(pid, &mut w)?;
     if counters.is_none() {
-        let why = procwatch::jvmcounters::JvmCounters::of_pid(pid).err().map(|e| e.to_string()).unwrap_or_default();
-        eprintln!("stallscope: {why}; watched through /proc alone (a stall is seen only when it stops)");
+        let why = procwatch::jvmcounters::JvmCounters::of_pid(pid)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        eprintln!(
+            "stallscope: {why}; watched through /proc alone (a stall is seen only when it stops)"
+        );
     }
     let driven = drive(pid, procwatch::jvmcounters::JvmCounters::of_pid(pid).ok());
     let alive = &mut || Path::new(&format!("/proc/{pid}")).exists();
@@ -357,7 +478,9 @@ pub fn record_outside(s: &Settings, pid: i32, stop: &AtomicBool, drive: DriveOut
     let watched = watch::watch(&mut w, what, stop, alive)?;
     let t = mono_ns();
     match watched {
-        Ending::TargetExited => w.events.line(&Event::TargetExit { t, code: None, signal: None })?,
+        Ending::TargetExited => {
+            w.events.line(&Event::TargetExit { t, code: None, signal: None })?
+        }
         Ending::Stopped(reason) => w.events.line(&Event::Detach { t, reason })?,
     }
     Ok(())

@@ -7,7 +7,7 @@
 //! restores on drop, and a guarded `Boost` registers each change with a guardian process first,
 //! so a stallscope killed outright (SIGKILL) still leaves no thread raised.
 
-use crate::guard::{nice_of, Guard, Token, Undo};
+use crate::guard::{Guard, Token, Undo, nice_of};
 use serde::{Deserialize, Serialize};
 
 /// How to boost: a nice value, or `SCHED_FIFO` at a priority.
@@ -39,7 +39,6 @@ pub struct Boost {
     born: Option<(i32, BoostLevel, Saved)>,
 }
 
-
 impl Boost {
     /// A boost whose every change is also registered with a guardian (`crate::guard`).
     pub fn guarded() -> anyhow::Result<Boost> {
@@ -64,7 +63,13 @@ impl Boost {
             BoostLevel::Fifo(_) => None,
         };
         if let Some(g) = &mut self.guard {
-            match g.add(Undo::Unboost { pid, boosted_nice, nice: own.nice, policy: own.policy, rt_priority: own.rt_priority }) {
+            match g.add(Undo::Unboost {
+                pid,
+                boosted_nice,
+                nice: own.nice,
+                policy: own.policy,
+                rt_priority: own.rt_priority,
+            }) {
                 Ok(t) => self.tokens.push(t),
                 Err(_) => return,
             }
@@ -72,7 +77,9 @@ impl Boost {
         self.born = Some((pid, level, own));
         self.boosts += 1;
         for e in dir.flatten() {
-            let Some(tid) = e.file_name().to_str().and_then(|t| t.parse::<i32>().ok()) else { continue };
+            let Some(tid) = e.file_name().to_str().and_then(|t| t.parse::<i32>().ok()) else {
+                continue;
+            };
             let Some(mut was) = saved_of(tid) else { continue };
             // A thread already at the boosted level was born boosted (started by a thread raised
             // a moment ago, in this pass or before): its own level is the process's, not the
@@ -87,7 +94,12 @@ impl Boost {
             }
             // Registered before it is made: a kill between the two cannot leave it unknown.
             let token = match &mut self.guard {
-                Some(g) => match g.add(Undo::Reschedule { tid, nice: was.nice, policy: was.policy, rt_priority: was.rt_priority }) {
+                Some(g) => match g.add(Undo::Reschedule {
+                    tid,
+                    nice: was.nice,
+                    policy: was.policy,
+                    rt_priority: was.rt_priority,
+                }) {
                     Ok(t) => Some(t),
                     // No guardian, no boost: an unguarded change could outlive us.
                     Err(_) => break,
@@ -130,7 +142,15 @@ impl Boost {
                 BoostLevel::Nice(n) => Some(n),
                 BoostLevel::Fifo(_) => None,
             };
-            crate::guard::unboost_born(pid, boosted_nice, own.nice, own.policy, own.rt_priority, &restored, false);
+            crate::guard::unboost_born(
+                pid,
+                boosted_nice,
+                own.nice,
+                own.policy,
+                own.rt_priority,
+                &restored,
+                false,
+            );
         }
         if let Some(g) = &mut self.guard {
             for t in self.tokens.drain(..) {
@@ -169,14 +189,22 @@ pub fn parse(s: &str) -> Result<BoostLevel, String> {
     let (kind, v) = s.split_once(':').unwrap_or((s, ""));
     match kind {
         "nice" => {
-            let n = if v.is_empty() { -10 } else { v.parse().map_err(|_| format!("--boost {s}: nice needs a number, e.g. nice:-10"))? };
+            let n = if v.is_empty() {
+                -10
+            } else {
+                v.parse().map_err(|_| format!("--boost {s}: nice needs a number, e.g. nice:-10"))?
+            };
             if !(-20..=19).contains(&n) {
                 return Err(format!("--boost {s}: nice values run from -20 to 19"));
             }
             Ok(BoostLevel::Nice(n))
         }
         "fifo" => {
-            let p = if v.is_empty() { 1 } else { v.parse().map_err(|_| format!("--boost {s}: fifo needs a priority, e.g. fifo:1"))? };
+            let p = if v.is_empty() {
+                1
+            } else {
+                v.parse().map_err(|_| format!("--boost {s}: fifo needs a priority, e.g. fifo:1"))?
+            };
             if !(1..=99).contains(&p) {
                 return Err(format!("--boost {s}: SCHED_FIFO priorities run from 1 to 99"));
             }
@@ -197,7 +225,8 @@ mod tests {
         assert_eq!(parse("fifo:2"), Ok(BoostLevel::Fifo(2)));
         assert!(parse("nice:-30").is_err() && parse("rt").is_err());
         // A child process with one thread at nice 3; boost it and put it back.
-        let mut child = std::process::Command::new("nice").args(["-n", "3", "sleep", "30"]).spawn().unwrap();
+        let mut child =
+            std::process::Command::new("nice").args(["-n", "3", "sleep", "30"]).spawn().unwrap();
         let pid = child.id() as i32;
         std::thread::sleep(std::time::Duration::from_millis(100));
         assert_eq!(nice_of(pid), Some(3));

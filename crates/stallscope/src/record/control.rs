@@ -16,8 +16,8 @@
 //! in the agent's format (values in ns, `Interval_Max` in ms), so the JVM's hiccups and the
 //! control can be plotted on the same axes.
 
-use hdrhistogram::serialization::{Serializer, V2DeflateSerializer};
 use hdrhistogram::Histogram;
+use hdrhistogram::serialization::{Serializer, V2DeflateSerializer};
 use procwatch::clock::mono_ns;
 use std::fs::File;
 use std::io::Write;
@@ -50,21 +50,34 @@ struct IntervalLog {
 
 /// Sleeps until CLOCK_MONOTONIC reaches `deadline_ns`; returns how late it woke.
 pub fn sleep_until(deadline_ns: u64) -> u64 {
-    let ts = libc::timespec { tv_sec: (deadline_ns / 1_000_000_000) as libc::time_t, tv_nsec: (deadline_ns % 1_000_000_000) as libc::c_long };
+    let ts = libc::timespec {
+        tv_sec: (deadline_ns / 1_000_000_000) as libc::time_t,
+        tv_nsec: (deadline_ns % 1_000_000_000) as libc::c_long,
+    };
     // SAFETY: a valid timespec; EINTR just ends the sleep early (and counts as on time).
-    unsafe { libc::clock_nanosleep(libc::CLOCK_MONOTONIC, libc::TIMER_ABSTIME, &ts, std::ptr::null_mut()) };
+    unsafe {
+        libc::clock_nanosleep(libc::CLOCK_MONOTONIC, libc::TIMER_ABSTIME, &ts, std::ptr::null_mut())
+    };
     mono_ns().saturating_sub(deadline_ns)
 }
 
 impl Control {
     /// A meter writing `path` (an interval log) every `interval_ns`, or only counting when
     /// `path` is None. `start_epoch_ms`/`start_mono_ns` are the recording's start on both clocks.
-    pub fn open(path: Option<&Path>, start_epoch_ms: i64, start_mono_ns: u64, interval_ns: u64) -> std::io::Result<Control> {
+    pub fn open(
+        path: Option<&Path>,
+        start_epoch_ms: i64,
+        start_mono_ns: u64,
+        interval_ns: u64,
+    ) -> std::io::Result<Control> {
         let log = match path {
             Some(p) => {
-                let mut file = doctor::recording::create_new(p).map_err(|e| std::io::Error::other(e.to_string()))?;
+                let mut file = doctor::recording::create_new(p)
+                    .map_err(|e| std::io::Error::other(e.to_string()))?;
                 let secs = start_epoch_ms as f64 / 1000.0;
-                let date = chrono::DateTime::from_timestamp_millis(start_epoch_ms).map(|d| d.format("%a %b %d %H:%M:%S UTC %Y").to_string()).unwrap_or_default();
+                let date = chrono::DateTime::from_timestamp_millis(start_epoch_ms)
+                    .map(|d| d.format("%a %b %d %H:%M:%S UTC %Y").to_string())
+                    .unwrap_or_default();
                 write!(
                     file,
                     "#[Logged with stallscope {} (the recorder's control meter: lateness of its own wake-ups, ns)]\n\
@@ -74,7 +87,12 @@ impl Control {
                      \"StartTimestamp\",\"Interval_Length\",\"Interval_Max\",\"Interval_Compressed_Histogram\"\n",
                     env!("CARGO_PKG_VERSION")
                 )?;
-                Some(IntervalLog { file, start_mono_ns, serializer: V2DeflateSerializer::new(), buf: Vec::new() })
+                Some(IntervalLog {
+                    file,
+                    start_mono_ns,
+                    serializer: V2DeflateSerializer::new(),
+                    buf: Vec::new(),
+                })
             }
             None => None,
         };
@@ -85,7 +103,10 @@ impl Control {
             last: 0,
             last_queued: 0,
             // SAFETY: gettid has no preconditions.
-            schedstat: File::open(format!("/proc/self/task/{}/schedstat", unsafe { libc::gettid() })).ok(),
+            schedstat: File::open(format!("/proc/self/task/{}/schedstat", unsafe {
+                libc::gettid()
+            }))
+            .ok(),
             interval: hotspot_log::summary::new_histogram(),
             interval_start_ns: mono_ns(),
             interval_ns: interval_ns.max(1),
@@ -181,8 +202,8 @@ mod tests {
 
     #[test]
     fn the_log_reads_back_with_hdrhistogram() {
-        use hdrhistogram::serialization::interval_log::{IntervalLogIterator, LogEntry};
         use hdrhistogram::serialization::Deserializer;
+        use hdrhistogram::serialization::interval_log::{IntervalLogIterator, LogEntry};
         // Removed on every exit of the test, failing ones too.
         struct Scratch(std::path::PathBuf);
         impl Drop for Scratch {
@@ -190,7 +211,9 @@ mod tests {
                 let _ = std::fs::remove_dir_all(&self.0);
             }
         }
-        let scratch = Scratch(std::env::temp_dir().join(format!("stallscope-control-test-{}", std::process::id())));
+        let scratch = Scratch(
+            std::env::temp_dir().join(format!("stallscope-control-test-{}", std::process::id())),
+        );
         let dir = &scratch.0;
         std::fs::create_dir_all(dir).unwrap();
         let p = dir.join("control.hlog");
@@ -215,8 +238,14 @@ mod tests {
                 LogEntry::StartTime(t) => start = Some(t),
                 LogEntry::Interval(h) => {
                     use base64::Engine;
-                    let bytes = base64::engine::general_purpose::STANDARD.decode(h.encoded_histogram()).unwrap();
-                    hs.push((h.start_timestamp(), h.max(), de.deserialize::<u64, _>(&mut std::io::Cursor::new(bytes)).unwrap()));
+                    let bytes = base64::engine::general_purpose::STANDARD
+                        .decode(h.encoded_histogram())
+                        .unwrap();
+                    hs.push((
+                        h.start_timestamp(),
+                        h.max(),
+                        de.deserialize::<u64, _>(&mut std::io::Cursor::new(bytes)).unwrap(),
+                    ));
                 }
                 _ => {}
             }

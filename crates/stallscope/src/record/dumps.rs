@@ -15,11 +15,11 @@
 //! `thread-dump`), with thread ids as the host numbers them.
 
 use crate::attach::Jvm;
-use doctor::recording::{files, Appender, FrameSample};
+use doctor::recording::{Appender, FrameSample, files};
 use procwatch::clock::mono_ns;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// A stall is asked about once it has lasted this long: shorter ones are left to JFR (a dump is
@@ -97,25 +97,39 @@ impl Dumper {
         let (tx, rx): (SyncSender<Ask>, Receiver<Ask>) = std::sync::mpsc::sync_channel(1);
         let on = Arc::new(AtomicU32::new(0));
         let still_on = on.clone();
-        let thread = std::thread::Builder::new().name("stallscope-dump".into()).spawn(move || {
-            let mut budget = Budget::default();
-            while let Ok(a) = rx.recv() {
-                if still_on.load(Ordering::Relaxed) != a.stall || !budget.grant(&a, Instant::now()) {
-                    continue;
-                }
-                let asked = a.asked;
-                let Ok(text) = jvm.jcmd("Thread.print") else { continue };
-                let answered = mono_ns();
-                let host = procwatch::ns::host_tids(jvm.pid);
-                for t in hotspot_log::threaddump::parse(&text).into_iter().filter(|t| !t.frames.is_empty()) {
-                    let tid = procwatch::ns::host_tid(&host, t.nid);
-                    if tid <= 0 {
+        let thread =
+            std::thread::Builder::new().name("stallscope-dump".into()).spawn(move || {
+                let mut budget = Budget::default();
+                while let Ok(a) = rx.recv() {
+                    if still_on.load(Ordering::Relaxed) != a.stall
+                        || !budget.grant(&a, Instant::now())
+                    {
                         continue;
                     }
-                    let _ = out.line(&FrameSample { t: asked, tid, name: t.name, event: EVENT.into(), latency_ns: Some(answered.saturating_sub(asked)), frames: t.frames, truncated: false });
+                    let asked = a.asked;
+                    let Ok(text) = jvm.jcmd("Thread.print") else { continue };
+                    let answered = mono_ns();
+                    let host = procwatch::ns::host_tids(jvm.pid);
+                    for t in hotspot_log::threaddump::parse(&text)
+                        .into_iter()
+                        .filter(|t| !t.frames.is_empty())
+                    {
+                        let tid = procwatch::ns::host_tid(&host, t.nid);
+                        if tid <= 0 {
+                            continue;
+                        }
+                        let _ = out.line(&FrameSample {
+                            t: asked,
+                            tid,
+                            name: t.name,
+                            event: EVENT.into(),
+                            latency_ns: Some(answered.saturating_sub(asked)),
+                            frames: t.frames,
+                            truncated: false,
+                        });
+                    }
                 }
-            }
-        })?;
+            })?;
         Ok(Dumper { tx: Some(tx), thread: Some(thread), on })
     }
 
@@ -124,7 +138,9 @@ impl Dumper {
     /// one waits behind a dump under way the channel is full, and the caller asks again later.
     pub fn ask(&self, stall: u32, lasted_ns: u64) -> bool {
         self.on.store(stall, Ordering::Relaxed);
-        self.tx.as_ref().is_some_and(|tx| tx.try_send(Ask { stall, asked: mono_ns(), lasted_ns }).is_ok())
+        self.tx
+            .as_ref()
+            .is_some_and(|tx| tx.try_send(Ask { stall, asked: mono_ns(), lasted_ns }).is_ok())
     }
 
     /// The stall being watched is over: an ask for it still queued is dropped.
@@ -147,7 +163,7 @@ impl Drop for Dumper {
 
 #[cfg(test)]
 mod tests {
-    use super::{worth_a_dump, Ask, Budget, MIN_GAP};
+    use super::{Ask, Budget, MIN_GAP, worth_a_dump};
     use procwatch::task::{Syscall, TaskSample};
     use std::time::{Duration, Instant};
 
@@ -160,26 +176,52 @@ mod tests {
         let mut b = Budget::default();
         // A 25 ms stall at start-up takes a dump; a long stall 2 s later still gets its own.
         assert!(b.grant(&Ask { stall: 1, asked: 0, lasted_ns: 25 * MS }, at(0)));
-        assert!(!b.grant(&Ask { stall: 2, asked: 0, lasted_ns: 30 * MS }, at(1_000)), "one short one per gap");
+        assert!(
+            !b.grant(&Ask { stall: 2, asked: 0, lasted_ns: 30 * MS }, at(1_000)),
+            "one short one per gap"
+        );
         assert!(b.grant(&Ask { stall: 3, asked: 0, lasted_ns: 120 * MS }, at(2_000)));
         // The same stall asked about again once long: no second dump.
         assert!(!b.grant(&Ask { stall: 3, asked: 0, lasted_ns: 200 * MS }, at(2_100)));
-        assert!(!b.grant(&Ask { stall: 4, asked: 0, lasted_ns: 150 * MS }, at(5_000)), "one long one per gap");
+        assert!(
+            !b.grant(&Ask { stall: 4, asked: 0, lasted_ns: 150 * MS }, at(5_000)),
+            "one long one per gap"
+        );
         assert!(b.grant(&Ask { stall: 5, asked: 0, lasted_ns: 20 * MS }, at(10_500)));
         // A short ask whose stall then ran long: its dump was the long stall's too.
         assert!(!b.grant(&Ask { stall: 5, asked: 0, lasted_ns: 100 * MS }, at(10_600)));
-        assert!(!b.grant(&Ask { stall: 6, asked: 0, lasted_ns: 300 * MS }, at(10_500 + MIN_GAP.as_millis() as u64 - 1)));
-        assert!(b.grant(&Ask { stall: 7, asked: 0, lasted_ns: 300 * MS }, at(10_600 + MIN_GAP.as_millis() as u64)));
+        assert!(!b.grant(
+            &Ask { stall: 6, asked: 0, lasted_ns: 300 * MS },
+            at(10_500 + MIN_GAP.as_millis() as u64 - 1)
+        ));
+        assert!(b.grant(
+            &Ask { stall: 7, asked: 0, lasted_ns: 300 * MS },
+            at(10_600 + MIN_GAP.as_millis() as u64)
+        ));
     }
 
     fn t(comm: &str, state: char) -> TaskSample {
-        TaskSample { tid: 1, comm: comm.into(), state, syscall: Syscall::Running, ..Default::default() }
+        TaskSample {
+            tid: 1,
+            comm: comm.into(),
+            state,
+            syscall: Syscall::Running,
+            ..Default::default()
+        }
     }
 
     #[test]
     fn a_dump_is_asked_only_when_an_application_thread_runs_or_waits_on_the_disk() {
         // A GC pause: the workers run, every application thread waits.
-        let gc = [t("VM Thread", 'R'), t("GC Thread#0", 'R'), t("main", 'S'), t("java", 'S'), t("stallscope-hicc", 'R'), t("JFR Recorder Th", 'R'), t("Attach Listener", 'R')];
+        let gc = [
+            t("VM Thread", 'R'),
+            t("GC Thread#0", 'R'),
+            t("main", 'S'),
+            t("java", 'S'),
+            t("stallscope-hicc", 'R'),
+            t("JFR Recorder Th", 'R'),
+            t("Attach Listener", 'R'),
+        ];
         assert!(!worth_a_dump(&gc));
         // A thread late to the safepoint, or in a page fault on a slow disk.
         assert!(worth_a_dump(&[gc.as_slice(), &[t("set-memory", 'R')]].concat()));

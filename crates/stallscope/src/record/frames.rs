@@ -11,7 +11,7 @@
 //! `default` settings, which the JDK documents as meant to be left on in production.
 
 use anyhow::{Context, Result};
-use doctor::recording::{files, Appender, Event, FrameSample, FramesLine, FramesNote, Meta};
+use doctor::recording::{Appender, Event, FrameSample, FramesLine, FramesNote, Meta, files};
 use std::collections::HashMap;
 use std::path::Path;
 
@@ -82,7 +82,8 @@ pub fn settings() -> String {
 pub fn write_settings(dir: &Path) -> Result<std::path::PathBuf> {
     let p = dir.join(files::FRAMES_JFC);
     let mut f = doctor::recording::create_new(&p)?;
-    std::io::Write::write_all(&mut f, settings().as_bytes()).with_context(|| format!("{}: cannot write the JFR settings", p.display()))?;
+    std::io::Write::write_all(&mut f, settings().as_bytes())
+        .with_context(|| format!("{}: cannot write the JFR settings", p.display()))?;
     Ok(p)
 }
 
@@ -91,7 +92,13 @@ pub fn write_settings(dir: &Path) -> Result<std::path::PathBuf> {
 fn options(dir: &Path, sep: char) -> String {
     let settings = dir.join(files::FRAMES_JFC);
     let file = dir.join(files::FRAMES_JFR);
-    [format!("name={NAME}"), format!("settings={}", settings.display()), format!("filename={}", file.display()), "dumponexit=true".to_string()].join(&sep.to_string())
+    [
+        format!("name={NAME}"),
+        format!("settings={}", settings.display()),
+        format!("filename={}", file.display()),
+        "dumponexit=true".to_string(),
+    ]
+    .join(&sep.to_string())
 }
 
 /// The launch option for `run`.
@@ -111,7 +118,8 @@ pub fn jcmd_stop() -> String {
 
 /// Writes a note into `frames.jsonl`, for the report to say why there are no stacks.
 pub fn note(dir: &Path, text: &str) -> Result<()> {
-    Appender::open(&dir.join(files::FRAMES))?.line(&FramesLine::Note(FramesNote { note: text.to_string() }))?;
+    Appender::open(&dir.join(files::FRAMES))?
+        .line(&FramesLine::Note(FramesNote { note: text.to_string() }))?;
     Ok(())
 }
 
@@ -139,7 +147,10 @@ fn stall_windows(events: &[Event]) -> Vec<(u64, u64)> {
             }
             Event::StallEnd { stall, resumed_ns, .. } => {
                 if let Some(from) = open.remove(stall) {
-                    out.push((from.saturating_sub(KEEP_AROUND_NS), resumed_ns.saturating_add(KEEP_AROUND_NS)));
+                    out.push((
+                        from.saturating_sub(KEEP_AROUND_NS),
+                        resumed_ns.saturating_add(KEEP_AROUND_NS),
+                    ));
                 }
             }
             _ => {}
@@ -156,7 +167,10 @@ fn stall_windows(events: &[Event]) -> Vec<(u64, u64)> {
 pub fn extract(dir: &Path, host_tid: &dyn Fn(i64) -> i32) -> Result<usize> {
     let jfr = dir.join(files::FRAMES_JFR);
     if !jfr.exists() {
-        note(dir, "the JVM wrote no flight recording (frames.jfr): it was killed, or ended before JFR could write it; culprits are named without their code")?;
+        note(
+            dir,
+            "the JVM wrote no flight recording (frames.jfr): it was killed, or ended before JFR could write it; culprits are named without their code",
+        )?;
         return Ok(0);
     }
     let meta: Meta = doctor::recording::read_meta(dir)?;
@@ -172,12 +186,20 @@ pub fn extract(dir: &Path, host_tid: &dyn Fn(i64) -> i32) -> Result<usize> {
     // which inherits it), so nothing planted in its place is read.
     let file = {
         use std::os::unix::fs::OpenOptionsExt;
-        std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK).open(&jfr)
+        std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+            .open(&jfr)
     };
     let file = match file {
         Ok(f) if f.metadata().is_ok_and(|m| m.is_file()) => f,
         _ => {
-            out.line(&FramesLine::Note(FramesNote { note: format!("{}: not a regular file the JVM wrote; its stacks are not read", jfr.display()) }))?;
+            out.line(&FramesLine::Note(FramesNote {
+                note: format!(
+                    "{}: not a regular file the JVM wrote; its stacks are not read",
+                    jfr.display()
+                ),
+            }))?;
             return Ok(0);
         }
     };
@@ -203,12 +225,24 @@ pub fn extract(dir: &Path, host_tid: &dyn Fn(i64) -> i32) -> Result<usize> {
                         continue;
                     }
                     let latency_ns = s.duration_ns.and_then(|d| u64::try_from(d).ok());
-                    out.line(&FramesLine::Sample(FrameSample { t, tid, name: s.java_name, event: s.event, latency_ns, frames: s.frames, truncated: s.truncated }))?;
+                    out.line(&FramesLine::Sample(FrameSample {
+                        t,
+                        tid,
+                        name: s.java_name,
+                        event: s.event,
+                        latency_ns,
+                        frames: s.frames,
+                        truncated: s.truncated,
+                    }))?;
                     kept += 1;
                 }
             }
-            crate::jfr::Line::Lost { offset, reason } => lost.push(format!("byte {offset}: {reason}")),
-            crate::jfr::Line::Chunk(_) => anyhow::bail!("the JFR reader gave safepoints where stacks were asked for"),
+            crate::jfr::Line::Lost { offset, reason } => {
+                lost.push(format!("byte {offset}: {reason}"))
+            }
+            crate::jfr::Line::Chunk(_) => {
+                anyhow::bail!("the JFR reader gave safepoints where stacks were asked for")
+            }
         }
         Ok(())
     })?;
@@ -239,8 +273,14 @@ mod tests {
     #[test]
     fn the_options_name_the_recording_directory_as_the_jvm_sees_it() {
         let d = Path::new("/tmp/stallscope-x");
-        assert_eq!(launch_option(d), "-XX:StartFlightRecording=name=stallscope,settings=/tmp/stallscope-x/frames.jfc,filename=/tmp/stallscope-x/frames.jfr,dumponexit=true");
-        assert_eq!(jcmd_start(d), "JFR.start name=stallscope settings=/tmp/stallscope-x/frames.jfc filename=/tmp/stallscope-x/frames.jfr dumponexit=true");
+        assert_eq!(
+            launch_option(d),
+            "-XX:StartFlightRecording=name=stallscope,settings=/tmp/stallscope-x/frames.jfc,filename=/tmp/stallscope-x/frames.jfr,dumponexit=true"
+        );
+        assert_eq!(
+            jcmd_start(d),
+            "JFR.start name=stallscope settings=/tmp/stallscope-x/frames.jfc filename=/tmp/stallscope-x/frames.jfr dumponexit=true"
+        );
         assert!(settings().contains("<setting name=\"period\">20 ms</setting>"));
     }
 
@@ -249,7 +289,8 @@ mod tests {
         const MS: u64 = 1_000_000;
         let mut th = Thinning { edges: vec![1000 * MS, 3000 * MS], last: HashMap::new() };
         // Every 20 ms from 1.5 s to 2.5 s: one per 100 ms is kept, per thread.
-        let kept: Vec<u64> = (0..50).map(|i| 1500 + i * 20).filter(|t| th.keep(t * MS, 7, false)).collect();
+        let kept: Vec<u64> =
+            (0..50).map(|i| 1500 + i * 20).filter(|t| th.keep(t * MS, 7, false)).collect();
         assert_eq!(kept, vec![1500, 1600, 1700, 1800, 1900, 2000, 2100, 2200, 2300, 2400]);
         assert!(th.keep(1520 * MS, 8, false), "another thread has its own spacing");
         // Near an edge, all; a safepoint-latency stack always.
@@ -260,10 +301,34 @@ mod tests {
     #[test]
     fn windows_cover_each_stall_and_one_the_recording_ended_in() {
         let ev = vec![
-            Event::StallBegin { t: 0, stall: 1, last_tick_ns: 0, expected_ns: 5_000_000_000, by: Default::default() },
-            Event::StallEnd { t: 0, stall: 1, resumed_ns: 6_000_000_000, control_max_late_ns: 0, control_queued_ns: None, resumed: true, dropped_samples: 0, exiting: false },
-            Event::StallBegin { t: 0, stall: 2, last_tick_ns: 0, expected_ns: 9_000_000_000, by: Default::default() },
+            Event::StallBegin {
+                t: 0,
+                stall: 1,
+                last_tick_ns: 0,
+                expected_ns: 5_000_000_000,
+                by: Default::default(),
+            },
+            Event::StallEnd {
+                t: 0,
+                stall: 1,
+                resumed_ns: 6_000_000_000,
+                control_max_late_ns: 0,
+                control_queued_ns: None,
+                resumed: true,
+                dropped_samples: 0,
+                exiting: false,
+            },
+            Event::StallBegin {
+                t: 0,
+                stall: 2,
+                last_tick_ns: 0,
+                expected_ns: 9_000_000_000,
+                by: Default::default(),
+            },
         ];
-        assert_eq!(stall_windows(&ev), vec![(3_000_000_000, 8_000_000_000), (7_000_000_000, u64::MAX)]);
+        assert_eq!(
+            stall_windows(&ev),
+            vec![(3_000_000_000, 8_000_000_000), (7_000_000_000, u64::MAX)]
+        );
     }
 }

@@ -18,14 +18,14 @@ pub mod staging;
 pub mod watch;
 
 use crate::attach::Jvm;
-use anyhow::{bail, Context, Result};
-use doctor::recording::{files, Event, Meta, Writer};
+use anyhow::{Context, Result, bail};
+use doctor::recording::{Event, Meta, Writer, files};
 use doctor::units::fmt_ns;
+use procwatch::clock::mono_ns;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
-use procwatch::clock::mono_ns;
 use watch::{Ending, WatchOptions};
 
 /// What a recording needs: the agent, the directory, the thresholds.
@@ -51,7 +51,16 @@ impl Settings {
     /// Settings for a recording into `dir` (created, empty), with default thresholds.
     pub fn new(jar: PathBuf, dir: &Path) -> Result<Settings> {
         own_empty_dir(dir)?;
-        Ok(Settings { jar, dir: std::fs::canonicalize(dir)?, threshold_ns: 5_000_000, sample_interval_ns: 2_000_000, frames: false, jfr: false, resolution_ns: None, outside: false })
+        Ok(Settings {
+            jar,
+            dir: std::fs::canonicalize(dir)?,
+            threshold_ns: 5_000_000,
+            sample_interval_ns: 2_000_000,
+            frames: false,
+            jfr: false,
+            resolution_ns: None,
+            outside: false,
+        })
     }
 }
 
@@ -75,14 +84,24 @@ pub fn settings(o: &RecordRequest) -> Result<Settings> {
     let jar = agent_jar::find(o.agent)?;
     let dir = match o.out {
         Some(d) => d.to_path_buf(),
-        None => {
-            unused_name(Path::new(""), &format!("stallscope-{}", chrono::Local::now().format("%Y%m%d-%H%M%S")))
-        }
+        None => unused_name(
+            Path::new(""),
+            &format!("stallscope-{}", chrono::Local::now().format("%Y%m%d-%H%M%S")),
+        ),
     };
     option_safe(&dir)?;
     own_empty_dir(&dir)?;
     let dir = std::fs::canonicalize(&dir)?;
-    Ok(Settings { jar, dir, threshold_ns, sample_interval_ns, frames: o.frames, jfr: false, resolution_ns: None, outside: false })
+    Ok(Settings {
+        jar,
+        dir,
+        threshold_ns,
+        sample_interval_ns,
+        frames: o.frames,
+        jfr: false,
+        resolution_ns: None,
+        outside: false,
+    })
 }
 
 /// `parent/base`, or `parent/base-2`, `-3`… when that exists.
@@ -100,7 +119,9 @@ pub fn unused_name(parent: &Path, base: &str) -> PathBuf {
 pub fn option_safe(dir: &Path) -> Result<()> {
     let s = dir.to_string_lossy();
     if s.contains([',', ':', '=', '"', ' ']) {
-        bail!("{s}: the recording directory's path cannot hold ',', ':', '=', quotes or spaces (the JVM's -Xlog and agent options would split it)");
+        bail!(
+            "{s}: the recording directory's path cannot hold ',', ':', '=', quotes or spaces (the JVM's -Xlog and agent options would split it)"
+        );
     }
     Ok(())
 }
@@ -117,16 +138,26 @@ pub fn own_empty_dir(dir: &Path) -> Result<()> {
 pub fn own_dir(dir: &Path, must_be_empty: bool) -> Result<()> {
     use std::os::unix::fs::{DirBuilderExt, MetadataExt};
     if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
-        std::fs::create_dir_all(parent).with_context(|| format!("{}: cannot create the recording directory's parent", parent.display()))?;
+        std::fs::create_dir_all(parent).with_context(|| {
+            format!("{}: cannot create the recording directory's parent", parent.display())
+        })?;
     }
     match std::fs::DirBuilder::new().mode(0o755).create(dir) {
         Ok(()) => return Ok(()),
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-        Err(e) => return Err(e).with_context(|| format!("{}: cannot create the recording directory", dir.display())),
+        Err(e) => {
+            return Err(e).with_context(|| {
+                format!("{}: cannot create the recording directory", dir.display())
+            });
+        }
     }
-    let m = std::fs::symlink_metadata(dir).with_context(|| format!("{}: cannot read it", dir.display()))?;
+    let m = std::fs::symlink_metadata(dir)
+        .with_context(|| format!("{}: cannot read it", dir.display()))?;
     if m.file_type().is_symlink() {
-        bail!("{}: is a symbolic link; name the directory itself with --out (a link could be pointed elsewhere while the JVM writes)", dir.display());
+        bail!(
+            "{}: is a symbolic link; name the directory itself with --out (a link could be pointed elsewhere while the JVM writes)",
+            dir.display()
+        );
     }
     if !m.is_dir() {
         bail!("{}: exists and is not a directory; choose another with --out", dir.display());
@@ -134,13 +165,24 @@ pub fn own_dir(dir: &Path, must_be_empty: bool) -> Result<()> {
     // SAFETY: geteuid has no preconditions.
     let me = unsafe { libc::geteuid() };
     if m.uid() != me {
-        bail!("{}: belongs to uid {}, not to you (uid {me}); another user's directory could redirect the recording's files. Choose another with --out, or let stallscope create it", dir.display(), m.uid());
+        bail!(
+            "{}: belongs to uid {}, not to you (uid {me}); another user's directory could redirect the recording's files. Choose another with --out, or let stallscope create it",
+            dir.display(),
+            m.uid()
+        );
     }
     if m.mode() & 0o022 != 0 {
-        bail!("{}: others can write to it (mode {:o}); another user could plant links in it. `chmod go-w` it or choose another with --out", dir.display(), m.mode() & 0o7777);
+        bail!(
+            "{}: others can write to it (mode {:o}); another user could plant links in it. `chmod go-w` it or choose another with --out",
+            dir.display(),
+            m.mode() & 0o7777
+        );
     }
     if must_be_empty && std::fs::read_dir(dir)?.next().is_some() {
-        bail!("{}: the recording directory exists and is not empty; choose another with --out", dir.display());
+        bail!(
+            "{}: the recording directory exists and is not empty; choose another with --out",
+            dir.display()
+        );
     }
     Ok(())
 }
@@ -152,7 +194,12 @@ pub fn own_dir(dir: &Path, must_be_empty: bool) -> Result<()> {
 pub fn hand_to(dir: &Path, uid: u32) -> Result<()> {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } == 0 && uid != 0 {
-        std::os::unix::fs::chown(dir, Some(uid), None).map_err(|e| anyhow::anyhow!("{}: cannot hand the recording directory to uid {uid} (the JVM's user): {e}", dir.display()))?;
+        std::os::unix::fs::chown(dir, Some(uid), None).map_err(|e| {
+            anyhow::anyhow!(
+                "{}: cannot hand the recording directory to uid {uid} (the JVM's user): {e}",
+                dir.display()
+            )
+        })?;
     }
     Ok(())
 }
@@ -163,19 +210,27 @@ fn java_version(home: &Path) -> Option<String> {
 }
 
 fn kernel() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/osrelease").map(|s| s.trim().to_string()).unwrap_or_default()
+    std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default()
 }
 
 /// Starts tracepoint evidence for `pid` when privileged, and says in one line what is missing.
 /// The instance is registered with `guard` before it is made, so that stallscope killed outright,
 /// even mid-start, does not leave its events on (they would tax every page fault on the machine).
-pub(crate) fn start_tracer(pid: i32, mut guard: Option<&mut crate::guard::Guard>) -> (Option<procwatch::trace::Tracer>, Option<String>) {
+pub(crate) fn start_tracer(
+    pid: i32,
+    mut guard: Option<&mut crate::guard::Guard>,
+) -> (Option<procwatch::trace::Tracer>, Option<String>) {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
         return (None, Some("not root: no tracepoint evidence (fault addresses, mmap_lock wait times); rerun with sudo or CAP_PERFMON for it".into()));
     }
     let mut announce = |dir: &Path| match guard {
-        Some(ref mut g) => g.add(crate::guard::Undo::RemoveTraceInstance { dir: dir.to_path_buf() }).map(|_| ()).map_err(|e| std::io::Error::other(format!("{e:#}"))),
+        Some(ref mut g) => g
+            .add(crate::guard::Undo::RemoveTraceInstance { dir: dir.to_path_buf() })
+            .map(|_| ())
+            .map_err(|e| std::io::Error::other(format!("{e:#}"))),
         None => Ok(()),
     };
     match procwatch::trace::Tracer::start_announced(pid, &mut announce) {
@@ -184,7 +239,15 @@ pub(crate) fn start_tracer(pid: i32, mut guard: Option<&mut crate::guard::Guard>
     }
 }
 
-pub(crate) fn meta(mode: &str, command: Vec<String>, pid: i32, java_home: Option<&Path>, s: &Settings, timeout_ms: Option<u64>, tracing: &(Option<procwatch::trace::Tracer>, Option<String>)) -> Meta {
+pub(crate) fn meta(
+    mode: &str,
+    command: Vec<String>,
+    pid: i32,
+    java_home: Option<&Path>,
+    s: &Settings,
+    timeout_ms: Option<u64>,
+    tracing: &(Option<procwatch::trace::Tracer>, Option<String>),
+) -> Meta {
     // SAFETY: geteuid has no preconditions.
     let root = unsafe { libc::geteuid() } == 0;
     Meta {
@@ -207,12 +270,20 @@ pub(crate) fn meta(mode: &str, command: Vec<String>, pid: i32, java_home: Option
         sample_interval_ns: s.sample_interval_ns,
         safepoint_timeout_ms: timeout_ms,
         cgroups: Some(procwatch::cgroup::of(pid)),
-        recorder_shares: Some(watch::shares(&procwatch::cgroup::of(pid), &procwatch::cgroup::of(0))),
+        recorder_shares: Some(watch::shares(
+            &procwatch::cgroup::of(pid),
+            &procwatch::cgroup::of(0),
+        )),
     }
 }
 
 pub(crate) fn watch_options(s: &Settings) -> WatchOptions {
-    WatchOptions { threshold_ns: s.threshold_ns, sample_interval_ns: s.sample_interval_ns, system_interval_ns: 50_000_000, boost: None }
+    WatchOptions {
+        threshold_ns: s.threshold_ns,
+        sample_interval_ns: s.sample_interval_ns,
+        system_interval_ns: 50_000_000,
+        boost: None,
+    }
 }
 
 fn find_java(program: &str) -> Option<PathBuf> {
@@ -220,7 +291,11 @@ fn find_java(program: &str) -> Option<PathBuf> {
     if p.components().count() > 1 {
         return std::fs::canonicalize(p).ok();
     }
-    std::env::var_os("PATH").and_then(|path| std::env::split_paths(&path).map(|d| d.join(program)).find(|c| c.is_file())).and_then(|c| std::fs::canonicalize(c).ok())
+    std::env::var_os("PATH")
+        .and_then(|path| {
+            std::env::split_paths(&path).map(|d| d.join(program)).find(|c| c.is_file())
+        })
+        .and_then(|c| std::fs::canonicalize(c).ok())
 }
 
 /// Stacks read from outside the JVM during stalls, unless `--no-frames`.
@@ -238,7 +313,11 @@ pub(crate) fn outside_stacks(s: &Settings, pid: i32) -> Option<outside::Outside>
 }
 
 /// Waits (up to 20 s) for a JVM just started to create its perf counters.
-fn wait_for_counters(pid: i32, alive: &mut dyn FnMut() -> bool, stop: &AtomicBool) -> Option<procwatch::jvmcounters::JvmCounters> {
+fn wait_for_counters(
+    pid: i32,
+    alive: &mut dyn FnMut() -> bool,
+    stop: &AtomicBool,
+) -> Option<procwatch::jvmcounters::JvmCounters> {
     let t0 = Instant::now();
     while alive() && !stop.load(Ordering::Relaxed) && t0.elapsed() < Duration::from_secs(20) {
         if let Ok(c) = procwatch::jvmcounters::JvmCounters::of_pid(pid) {
@@ -251,12 +330,18 @@ fn wait_for_counters(pid: i32, alive: &mut dyn FnMut() -> bool, stop: &AtomicBoo
 
 /// Opens the JVM's perf counters for the recording, and says in it what they are, or why there
 /// are none.
-pub(crate) fn open_counters(pid: i32, w: &mut Writer) -> Result<Option<procwatch::jvmcounters::JvmCounters>> {
+pub(crate) fn open_counters(
+    pid: i32,
+    w: &mut Writer,
+) -> Result<Option<procwatch::jvmcounters::JvmCounters>> {
     // A JVM just started may still be creating them: a moment's patience.
     let t0 = Instant::now();
     let opened = loop {
         match procwatch::jvmcounters::JvmCounters::of_pid(pid) {
-            Err(procwatch::perfdata::Error::NotReady { .. } | procwatch::perfdata::Error::Truncated { .. }) if t0.elapsed() < Duration::from_secs(3) => {
+            Err(
+                procwatch::perfdata::Error::NotReady { .. }
+                | procwatch::perfdata::Error::Truncated { .. },
+            ) if t0.elapsed() < Duration::from_secs(3) => {
                 std::thread::sleep(Duration::from_millis(20));
             }
             other => break other,
@@ -310,7 +395,10 @@ impl Deadline {
                 std::thread::sleep(Duration::from_millis(50));
             }
             if !d.load(Ordering::Relaxed) {
-                eprintln!("stallscope: pid {pid} ran past its {} limit; killing it", fmt_ns(after.as_nanos() as u64));
+                eprintln!(
+                    "stallscope: pid {pid} ran past its {} limit; killing it",
+                    fmt_ns(after.as_nanos() as u64)
+                );
                 // SAFETY: a signal to our own child, still running.
                 unsafe { libc::kill(pid, libc::SIGKILL) };
             }
@@ -334,8 +422,15 @@ pub struct Recorded {
 /// Launches `command` (a java command line) with the agent and safepoint logging, records it
 /// into `s.dir` until it exits, and returns how it ended. `stop` ends the recording early (the
 /// JVM gets SIGINT).
-pub fn record_jvm(s: &Settings, command: &[String], l: &Launch, stop: &AtomicBool) -> Result<Recorded> {
-    let (program, rest) = command.split_first().context("no command after --; e.g. stallscope run -- java -jar app.jar")?;
+pub fn record_jvm(
+    s: &Settings,
+    command: &[String],
+    l: &Launch,
+    stop: &AtomicBool,
+) -> Result<Recorded> {
+    let (program, rest) = command
+        .split_first()
+        .context("no command after --; e.g. stallscope run -- java -jar app.jar")?;
     let java = find_java(program).with_context(|| format!("{program}: not found on PATH"))?;
     let java_home = java.parent().and_then(Path::parent).map(Path::to_path_buf);
     if s.outside {
@@ -345,8 +440,17 @@ pub fn record_jvm(s: &Settings, command: &[String], l: &Launch, stop: &AtomicBoo
     }
     let timeout_ms = l.safepoint_timeout.then(|| s.threshold_ns.div_ceil(1_000_000).max(1));
     let mut args = vec![
-        format!("-javaagent:{}=log={}/{},interval=1s", s.jar.display(), s.dir.display(), files::HICCUPS),
-        format!("-Xlog:safepoint*=debug:file={}/{}:uptime,timenanos,level,tags:filecount=0", s.dir.display(), files::SAFEPOINT_LOG),
+        format!(
+            "-javaagent:{}=log={}/{},interval=1s",
+            s.jar.display(),
+            s.dir.display(),
+            files::HICCUPS
+        ),
+        format!(
+            "-Xlog:safepoint*=debug:file={}/{}:uptime,timenanos,level,tags:filecount=0",
+            s.dir.display(),
+            files::SAFEPOINT_LOG
+        ),
     ];
     // The stacks agent names the code at no cost between stalls; JFR (whose start costs the JVM
     // 0.5-0.9 s of CPU, docs/frames.md) only where the agent library is missing.
@@ -372,7 +476,16 @@ pub fn record_jvm(s: &Settings, command: &[String], l: &Launch, stop: &AtomicBoo
     }
     let mut cmd = std::process::Command::new(&java);
     cmd.args(&args).args(rest);
-    let r = record_child(s, cmd, command, java_home.as_deref(), timeout_ms, stacks_lib.is_some(), l, stop)?;
+    let r = record_child(
+        s,
+        cmd,
+        command,
+        java_home.as_deref(),
+        timeout_ms,
+        stacks_lib.is_some(),
+        l,
+        stop,
+    )?;
     if frames {
         // A child of ours in our pid namespace: its thread ids are ours.
         frames::extract_or_note(&s.dir, &|t| t as i32);
@@ -384,16 +497,24 @@ pub fn record_jvm(s: &Settings, command: &[String], l: &Launch, stop: &AtomicBoo
 /// `JFR.start` with a settings file (11 and later by its `JAVA_VERSION`; 1.8 has it only from
 /// update 262, where stallscope does not use it).
 fn has_jfr(home: Option<&Path>) -> bool {
-    let major = home.and_then(java_version).and_then(|v| v.split(['.', '-', '+']).next().and_then(|m| m.parse::<u32>().ok()));
+    let major = home
+        .and_then(java_version)
+        .and_then(|v| v.split(['.', '-', '+']).next().and_then(|m| m.parse::<u32>().ok()));
     major.is_some_and(|m| (11..100).contains(&m))
 }
 
 /// What `frames.jsonl` says when [`has_jfr`] does not hold.
-const NO_JFR: &str = "no stacks: the JVM has no flight recorder stallscope can start (JDK 11 or later has)";
+const NO_JFR: &str =
+    "no stacks: the JVM has no flight recorder stallscope can start (JDK 11 or later has)";
 
 /// Records a native program that publishes a stallscope heartbeat itself (the lab's native
 /// workloads): the same watching and recording, without the JVM's logs.
-pub fn record_native(s: &Settings, command: &[String], l: &Launch, stop: &AtomicBool) -> Result<Recorded> {
+pub fn record_native(
+    s: &Settings,
+    command: &[String],
+    l: &Launch,
+    stop: &AtomicBool,
+) -> Result<Recorded> {
     let (program, rest) = command.split_first().context("no command")?;
     let mut cmd = std::process::Command::new(program);
     cmd.args(rest);
@@ -427,10 +548,14 @@ fn record_child(
         let procs = std::ffi::CString::new(procs.as_os_str().as_encoded_bytes())?;
         // SAFETY: between fork and exec only async-signal-safe calls on memory made before.
         unsafe {
-            std::os::unix::process::CommandExt::pre_exec(&mut cmd, move || crate::inject::cgroup::join(&procs));
+            std::os::unix::process::CommandExt::pre_exec(&mut cmd, move || {
+                crate::inject::cgroup::join(&procs)
+            });
         }
     }
-    let mut child = cmd.spawn().with_context(|| format!("starting {}", command.first().map_or("", String::as_str)))?;
+    let mut child = cmd
+        .spawn()
+        .with_context(|| format!("starting {}", command.first().map_or("", String::as_str)))?;
     let _deadline = l.timeout.map(|t| Deadline::arm(child.id() as i32, t));
     let reader = child.stdout.take().map(|mut out| {
         std::thread::spawn(move || {
@@ -442,26 +567,37 @@ fn record_child(
     let pid = child.id() as i32;
     // Only the trace instance needs a guardian here (root only): the JVM is ours and ends with us.
     // SAFETY: geteuid has no preconditions.
-    let mut guard = if unsafe { libc::geteuid() } == 0 { Some(crate::guard::Guard::start()?) } else { None };
+    let mut guard =
+        if unsafe { libc::geteuid() } == 0 { Some(crate::guard::Guard::start()?) } else { None };
     let tracing = start_tracer(pid, guard.as_mut());
-    let mut w = Writer::open_background(&s.dir, &meta("run", command.to_vec(), pid, java_home, s, timeout_ms, &tracing))?;
+    let mut w = Writer::open_background(
+        &s.dir,
+        &meta("run", command.to_vec(), pid, java_home, s, timeout_ms, &tracing),
+    )?;
     if l.chatty {
-        eprintln!("stallscope: recording pid {pid} into {} (stalls ≥ {})", s.dir.display(), fmt_ns(s.threshold_ns));
+        eprintln!(
+            "stallscope: recording pid {pid} into {} (stalls ≥ {})",
+            s.dir.display(),
+            fmt_ns(s.threshold_ns)
+        );
     }
 
     let mut exit: Option<std::process::ExitStatus> = None;
-    let alive = |exit: &mut Option<std::process::ExitStatus>, child: &mut std::process::Child| -> bool {
-        if exit.is_none() {
-            *exit = child.try_wait().ok().flatten();
-        }
-        exit.is_none()
-    };
+    let alive =
+        |exit: &mut Option<std::process::ExitStatus>, child: &mut std::process::Child| -> bool {
+            if exit.is_none() {
+                *exit = child.try_wait().ok().flatten();
+            }
+            exit.is_none()
+        };
     let mut ending = Ending::TargetExited;
     if s.outside {
         // Its counters exist once HotSpot has started: until then only /proc is watched.
         let jc = wait_for_counters(pid, &mut || alive(&mut exit, &mut child), stop);
         if jc.is_none() && alive(&mut exit, &mut child) {
-            eprintln!("stallscope: pid {pid}: no perf counters to watch; only a stopped process is seen from /proc");
+            eprintln!(
+                "stallscope: pid {pid}: no perf counters to watch; only a stopped process is seen from /proc"
+            );
         }
         let jc = match jc {
             Some(c) => {
@@ -471,13 +607,27 @@ fn record_child(
             None => open_counters(pid, &mut w)?,
         };
         let code = watch::CodeAsks { outside: outside_stacks(s, pid), ..Default::default() };
-        let what = watch::Watch { pid, pulse: pulse::Pulse::counters(pid, jc), tracer: tracing.0.as_ref(), opts: watch_options(s), deadline: None, driven: None, code, hooks: Default::default() };
+        let what = watch::Watch {
+            pid,
+            pulse: pulse::Pulse::counters(pid, jc),
+            tracer: tracing.0.as_ref(),
+            opts: watch_options(s),
+            deadline: None,
+            driven: None,
+            code,
+            hooks: Default::default(),
+        };
         ending = watch::watch(&mut w, what, stop, &mut || alive(&mut exit, &mut child))?;
     }
     let hb = if s.outside {
         None
     } else {
-        match watch::wait_for_heartbeat(pid, Duration::from_secs(60), &mut || alive(&mut exit, &mut child), stop) {
+        match watch::wait_for_heartbeat(
+            pid,
+            Duration::from_secs(60),
+            &mut || alive(&mut exit, &mut child),
+            stop,
+        ) {
             Ok(h) => h,
             Err(e) => {
                 eprintln!("stallscope: {e:#}; recording without stall detection");
@@ -491,13 +641,30 @@ fn record_child(
         // Its stacks: the agent's, taken by signal in the stall; without the agent, JFR's
         // samples and, during long stalls, the JVM's thread dump.
         let code = if stacks {
-            watch::CodeAsks { signaller: Some(stacks::Signaller::new(pid, &s.dir)), ..Default::default() }
+            watch::CodeAsks {
+                signaller: Some(stacks::Signaller::new(pid, &s.dir)),
+                ..Default::default()
+            }
         } else {
-            let dumper = if s.frames && java_home.is_some() && s.dir.join(files::FRAMES_JFC).exists() { Jvm::find(pid).ok().and_then(|j| dumps::Dumper::start(j, &s.dir).ok()) } else { None };
+            let dumper =
+                if s.frames && java_home.is_some() && s.dir.join(files::FRAMES_JFC).exists() {
+                    Jvm::find(pid).ok().and_then(|j| dumps::Dumper::start(j, &s.dir).ok())
+                } else {
+                    None
+                };
             watch::CodeAsks { dumper, ..Default::default() }
         };
         let pulse = pulse::Pulse::heartbeat(pid, hb, open_counters(pid, &mut w)?);
-        let what = watch::Watch { pid, pulse, tracer: tracing.0.as_ref(), opts, deadline: None, driven: None, code, hooks: Default::default() };
+        let what = watch::Watch {
+            pid,
+            pulse,
+            tracer: tracing.0.as_ref(),
+            opts,
+            deadline: None,
+            driven: None,
+            code,
+            hooks: Default::default(),
+        };
         ending = watch::watch(&mut w, what, stop, &mut || alive(&mut exit, &mut child))?;
     }
     if let Ending::Stopped(reason) = &ending {
@@ -526,7 +693,11 @@ fn record_child(
             std::thread::sleep(Duration::from_millis(20));
         },
     };
-    w.events.line(&Event::TargetExit { t: mono_ns(), code: status.code(), signal: status.signal() })?;
+    w.events.line(&Event::TargetExit {
+        t: mono_ns(),
+        code: status.code(),
+        signal: status.signal(),
+    })?;
     let stdout = reader.map(|r| r.join().unwrap_or_default()).unwrap_or_default();
     Ok(Recorded { status, stdout })
 }
@@ -540,14 +711,23 @@ pub type Drive<'a> = &'a (dyn Fn(i32, &procwatch::heartbeat::Heartbeat) -> watch
 /// that stop and the thread, whose answer says whether JFR started. A JVM without a flight
 /// recorder gets a note in `frames.jsonl` instead.
 #[allow(clippy::type_complexity)]
-pub(crate) fn start_frames(s: &Settings, jvm: &Jvm, jvm_dir: &Path, guard: &mut crate::guard::Guard) -> Result<Option<(crate::guard::Token, std::thread::JoinHandle<Result<String>>)>> {
+pub(crate) fn start_frames(
+    s: &Settings,
+    jvm: &Jvm,
+    jvm_dir: &Path,
+    guard: &mut crate::guard::Guard,
+) -> Result<Option<(crate::guard::Token, std::thread::JoinHandle<Result<String>>)>> {
     if !has_jfr(jvm.java_home.as_deref()) {
         eprintln!("stallscope: JVM pid {}: {NO_JFR}", jvm.pid);
         frames::note(&s.dir, NO_JFR)?;
         return Ok(None);
     }
     frames::write_settings(&s.dir)?;
-    let stop = guard.add(crate::guard::Undo::JvmCommand { pid: jvm.pid, command: "jcmd".into(), args: vec![frames::jcmd_stop()] })?;
+    let stop = guard.add(crate::guard::Undo::JvmCommand {
+        pid: jvm.pid,
+        command: "jcmd".into(),
+        args: vec![frames::jcmd_stop()],
+    })?;
     let (jvm, line) = (jvm.clone(), frames::jcmd_start(jvm_dir));
     Ok(Some((stop, std::thread::spawn(move || jvm.jcmd(&line)))))
 }

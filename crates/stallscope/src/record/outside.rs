@@ -10,7 +10,7 @@
 //! code cache is read on a thread of its own. Bounded: at most [`MAX_THREADS`] threads sampled
 //! at once, a stack per thread every [`EVERY_NS`], at most [`PER_STALL`] per thread and stall.
 
-use doctor::recording::{files, Appender, FrameSample, FramesLine, FramesNote};
+use doctor::recording::{Appender, FrameSample, FramesLine, FramesNote, files};
 use hotspot_log::jfr::JavaFrame;
 use procwatch::codecache::{Code, CodeCache};
 use procwatch::perf::ThreadSampler;
@@ -95,7 +95,15 @@ impl Outside {
                 }
             }
         })?;
-        Ok(Outside { pid, tx: Some(tx), thread: Some(thread), samplers: HashMap::new(), last: HashMap::new(), stall: 0, refused: false })
+        Ok(Outside {
+            pid,
+            tx: Some(tx),
+            thread: Some(thread),
+            samplers: HashMap::new(),
+            last: HashMap::new(),
+            stall: 0,
+            refused: false,
+        })
     }
 
     /// After each look of stall `stall`: sample the running threads worth a stack, and take the
@@ -113,11 +121,26 @@ impl Outside {
             match (th.state, &th.syscall) {
                 (_, Syscall::NotInSyscall { sp, pc }) if th.state != 'R' => {
                     if t >= last_t + EVERY_NS {
-                        self.send(Raw { tid: th.tid, name: th.comm.clone(), t, pc: *pc, sp: *sp, fp: 0, stack: Vec::new(), stack_base: *sp }, n);
+                        self.send(
+                            Raw {
+                                tid: th.tid,
+                                name: th.comm.clone(),
+                                t,
+                                pc: *pc,
+                                sp: *sp,
+                                fp: 0,
+                                stack: Vec::new(),
+                                stack_base: *sp,
+                            },
+                            n,
+                        );
                     }
                 }
                 ('R', _) => {
-                    if !self.samplers.contains_key(&th.tid) && self.samplers.len() < MAX_THREADS && !self.refused {
+                    if !self.samplers.contains_key(&th.tid)
+                        && self.samplers.len() < MAX_THREADS
+                        && !self.refused
+                    {
                         match ThreadSampler::open(th.tid, PERIOD_NS) {
                             Ok(s) => {
                                 self.samplers.insert(th.tid, s);
@@ -149,7 +172,16 @@ impl Outside {
                 }
                 last_t = u.t;
                 n += 1;
-                raws.push(Raw { tid: *tid, name: names.get(tid).unwrap_or(&"").to_string(), t: u.t, pc: u.ip, sp: u.sp, fp: u.bp, stack_base: u.sp, stack: u.stack });
+                raws.push(Raw {
+                    tid: *tid,
+                    name: names.get(tid).unwrap_or(&"").to_string(),
+                    t: u.t,
+                    pc: u.ip,
+                    sp: u.sp,
+                    fp: u.bp,
+                    stack_base: u.sp,
+                    stack: u.stack,
+                });
             }
             self.last.insert(*tid, (last_t, n));
         }
@@ -186,7 +218,9 @@ impl Drop for Outside {
 /// Threads whose code is worth naming: an application thread on a CPU, in uninterruptible sleep,
 /// or stopped in a page fault (outside any system call).
 fn worth(t: &TaskSample) -> bool {
-    super::stacks::worth_a_stack(t) || (matches!(t.syscall, Syscall::NotInSyscall { .. }) && !doctor::evidence::jvm_internal(&t.comm))
+    super::stacks::worth_a_stack(t)
+        || (matches!(t.syscall, Syscall::NotInSyscall { .. })
+            && !doctor::evidence::jvm_internal(&t.comm))
 }
 
 /// The Java frames of a raw sample, top first.
@@ -195,7 +229,11 @@ fn name(cc: &CodeCache, pid: i32, r: &Raw) -> Vec<JavaFrame> {
     // A thread blocked in the kernel holds its stack still: read its top at once.
     let mut copied;
     let r = if r.stack.is_empty() {
-        copied = Raw { stack: vec![0u8; procwatch::perf::STACK_BYTES as usize], name: String::new(), ..*r };
+        copied = Raw {
+            stack: vec![0u8; procwatch::perf::STACK_BYTES as usize],
+            name: String::new(),
+            ..*r
+        };
         let n = mem.read_some(r.sp, &mut copied.stack).unwrap_or(0);
         copied.stack.truncate(n);
         &copied
@@ -215,10 +253,22 @@ fn name(cc: &CodeCache, pid: i32, r: &Raw) -> Vec<JavaFrame> {
         // Below the top, a stub is the VM's way into Java (the call stub): no frame to show.
         .filter(|(i, c)| *i == 0 || !matches!(c, Code::Stub { .. }))
         .filter_map(|(_, c)| match c {
-            Code::Compiled { method, .. } => Some(JavaFrame { method, line: None, kind: "JIT compiled".into() }),
-            Code::Interpreted { method } => Some(JavaFrame { method: method.unwrap_or_else(|| "(interpreted)".into()), line: None, kind: "Interpreted".into() }),
-            Code::Stub { name, .. } => Some(JavaFrame { method: name, line: None, kind: "stub".into() }),
-            Code::Vm { offset } => Some(JavaFrame { method: format!("libjvm.so+{offset:#x}"), line: None, kind: "VM".into() }),
+            Code::Compiled { method, .. } => {
+                Some(JavaFrame { method, line: None, kind: "JIT compiled".into() })
+            }
+            Code::Interpreted { method } => Some(JavaFrame {
+                method: method.unwrap_or_else(|| "(interpreted)".into()),
+                line: None,
+                kind: "Interpreted".into(),
+            }),
+            Code::Stub { name, .. } => {
+                Some(JavaFrame { method: name, line: None, kind: "stub".into() })
+            }
+            Code::Vm { offset } => Some(JavaFrame {
+                method: format!("libjvm.so+{offset:#x}"),
+                line: None,
+                kind: "VM".into(),
+            }),
             Code::Native => None,
         })
         .collect()

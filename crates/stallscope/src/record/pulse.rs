@@ -41,7 +41,14 @@ impl CounterWatch {
         if let Some(start) = procwatch::task::process_start_mono_ns(pid) {
             tracker.origin_hint(start, start + 60_000_000);
         }
-        CounterWatch { jc, tracker, last: None, written: None, state: SafepointState::Closed, reaching_since: None }
+        CounterWatch {
+            jc,
+            tracker,
+            last: None,
+            written: None,
+            state: SafepointState::Closed,
+            reaching_since: None,
+        }
     }
 
     /// Looks at the counters at `t`; returns the look when it is worth writing down (the first,
@@ -49,7 +56,9 @@ impl CounterWatch {
     fn look(&mut self, t: u64, vm_thread: &mut VmThread) -> Option<CounterLook> {
         // Between safepoints nothing else moves: three loads, no allocation (`watch` looks at
         // every JVM of the host 200 times a second).
-        if let (Some(last), SafepointState::Closed, None) = (self.last.as_mut(), self.state, self.reaching_since) {
+        if let (Some(last), SafepointState::Closed, None) =
+            (self.last.as_mut(), self.state, self.reaching_since)
+        {
             if self.jc.quick() == (last.safepoints, last.sync_ns, last.safepoint_ns) {
                 last.t = t;
                 return None;
@@ -141,7 +150,9 @@ impl VmThread {
         self.looked_for = true;
         let Ok(dir) = std::fs::read_dir(format!("/proc/{}/task", self.pid)) else { return };
         for e in dir.flatten() {
-            if std::fs::read_to_string(e.path().join("comm")).is_ok_and(|c| c.trim_end() == "VM Thread") {
+            if std::fs::read_to_string(e.path().join("comm"))
+                .is_ok_and(|c| c.trim_end() == "VM Thread")
+            {
                 self.syscall = File::open(e.path().join("syscall")).ok();
                 return;
             }
@@ -177,7 +188,13 @@ pub struct ProcState {
 
 impl ProcState {
     pub fn new(pid: i32) -> ProcState {
-        ProcState { stat: File::open(format!("/proc/{pid}/stat")).ok(), every_ns: 0, read_at: 0, was: false, gone: false }
+        ProcState {
+            stat: File::open(format!("/proc/{pid}/stat")).ok(),
+            every_ns: 0,
+            read_at: 0,
+            was: false,
+            gone: false,
+        }
     }
 
     /// Whether it is stopped, as last read within `every_ns` of `now`.
@@ -206,7 +223,10 @@ impl ProcState {
 pub enum Check {
     /// Nothing is stalled. `expected`: when the target was last seen doing well (for the
     /// heartbeat, its next tick); look again by `due`.
-    Quiet { expected: u64, due: u64 },
+    Quiet {
+        expected: u64,
+        due: u64,
+    },
     Stalled(Stall),
     Over(Over),
 }
@@ -257,7 +277,14 @@ pub struct Pulse {
 impl Pulse {
     /// A pulse for `pid` from its counters (when it has them) and `/proc`.
     pub fn counters(pid: i32, jc: Option<JvmCounters>) -> Pulse {
-        Pulse { hb: None, resolution_ns: 0, counters: jc.map(|c| CounterWatch::new(pid, c)), proc_state: ProcState::new(pid), vm_thread: VmThread::new(pid), last_ok: procwatch::clock::mono_ns() }
+        Pulse {
+            hb: None,
+            resolution_ns: 0,
+            counters: jc.map(|c| CounterWatch::new(pid, c)),
+            proc_state: ProcState::new(pid),
+            vm_thread: VmThread::new(pid),
+            last_ok: procwatch::clock::mono_ns(),
+        }
     }
 
     /// A pulse from the agent's heartbeat, looking at the counters too (for the recording).
@@ -273,7 +300,13 @@ impl Pulse {
     }
 
     /// Takes over a stall another loop saw begin (`watch`'s one loop, for this JVM's watcher).
-    pub fn adopt(&mut self, s: &Stall, now: u64, after: Option<&CounterLook>, out: &mut dyn FnMut(&CounterLook)) {
+    pub fn adopt(
+        &mut self,
+        s: &Stall,
+        now: u64,
+        after: Option<&CounterLook>,
+        out: &mut dyn FnMut(&CounterLook),
+    ) {
         if s.by == StallTrigger::Safepoint {
             if let Some(c) = self.counters.as_mut() {
                 if let Some(l) = c.adopt(now, s.since, after) {
@@ -300,7 +333,12 @@ impl Pulse {
     }
 
     /// Whether the target is stalled now, by `threshold_ns`.
-    pub fn check(&mut self, now: u64, threshold_ns: u64, out: &mut dyn FnMut(&CounterLook)) -> Check {
+    pub fn check(
+        &mut self,
+        now: u64,
+        threshold_ns: u64,
+        out: &mut dyn FnMut(&CounterLook),
+    ) -> Check {
         self.look_counters(now, out);
         if let Some(hb) = &self.hb {
             let b = hb.read();
@@ -313,23 +351,43 @@ impl Pulse {
             if now < expected + threshold_ns {
                 return Check::Quiet { expected, due: expected + threshold_ns };
             }
-            return Check::Stalled(Stall { since: expected, last_ok: b.last_tick_ns, by: StallTrigger::Heartbeat, tick_count: b.tick_count });
+            return Check::Stalled(Stall {
+                since: expected,
+                last_ok: b.last_tick_ns,
+                by: StallTrigger::Heartbeat,
+                tick_count: b.tick_count,
+            });
         }
         if self.proc_state.stopped_at(now) {
-            let since = if self.last_ok + threshold_ns.max(self.proc_state.every_ns) >= now { self.last_ok + now.saturating_sub(self.last_ok) / 2 } else { now };
-            return Check::Stalled(Stall { since, last_ok: self.last_ok, by: StallTrigger::Stopped, tick_count: 0 });
+            let since = if self.last_ok + threshold_ns.max(self.proc_state.every_ns) >= now {
+                self.last_ok + now.saturating_sub(self.last_ok) / 2
+            } else {
+                now
+            };
+            return Check::Stalled(Stall {
+                since,
+                last_ok: self.last_ok,
+                by: StallTrigger::Stopped,
+                tick_count: 0,
+            });
         }
         if let Some(SafepointState::Open { since, .. }) = self.counters.as_ref().map(|c| c.state) {
             let began = since.0 + (since.1 - since.0) / 2;
             // A safepoint begins before the GC inside it: a GC begun before the look that first
             // saw the safepoint (at attach) moves its begin back.
-            let began = self.counters.as_ref().and_then(|c| c.gc_began()).map_or(began, |g| g.min(began));
+            let began =
+                self.counters.as_ref().and_then(|c| c.gc_began()).map_or(began, |g| g.min(began));
             if now >= began + threshold_ns {
                 // The JVM's last safepoint, the one it exits in, never ends.
                 if self.exiting() {
                     return Check::Over(Over::Exited);
                 }
-                return Check::Stalled(Stall { since: began, last_ok: since.0, by: StallTrigger::Safepoint, tick_count: 0 });
+                return Check::Stalled(Stall {
+                    since: began,
+                    last_ok: since.0,
+                    by: StallTrigger::Safepoint,
+                    tick_count: 0,
+                });
             }
             return Check::Quiet { expected: began, due: began + threshold_ns };
         }
@@ -349,9 +407,14 @@ impl Pulse {
             if b.tick_count != s.tick_count {
                 return Still::Resumed;
             }
-            return if matches!(b.state, MeterState::Exited | MeterState::Stopped) { Still::MeterEnded } else { Still::Stalled };
+            return if matches!(b.state, MeterState::Exited | MeterState::Stopped) {
+                Still::MeterEnded
+            } else {
+                Still::Stalled
+            };
         }
-        let open = self.counters.as_ref().is_some_and(|c| matches!(c.state, SafepointState::Open { .. }));
+        let open =
+            self.counters.as_ref().is_some_and(|c| matches!(c.state, SafepointState::Open { .. }));
         if self.proc_state.stopped() || open {
             return if open && self.exiting() { Still::MeterEnded } else { Still::Stalled };
         }

@@ -44,7 +44,10 @@ pub fn find() -> Option<PathBuf> {
         return Some(PathBuf::from(p)).filter(|p| p.is_file());
     }
     let dir = std::env::current_exe().ok()?.canonicalize().ok()?.parent()?.to_path_buf();
-    [dir.join(LIB), dir.join("../lib").join(LIB)].into_iter().find(|p| p.is_file()).and_then(|p| p.canonicalize().ok())
+    [dir.join(LIB), dir.join("../lib").join(LIB)]
+        .into_iter()
+        .find(|p| p.is_file())
+        .and_then(|p| p.canonicalize().ok())
 }
 
 /// The launch option for `run`: the agent writes into the recording directory `dir`.
@@ -55,7 +58,10 @@ pub fn launch_option(lib: &Path, dir: &Path) -> String {
 /// Whether a thread in a look is worth a stack (a signal here, or a thread dump,
 /// `dumps::worth_a_dump`): an application thread on a CPU or in uninterruptible sleep.
 pub fn worth_a_stack(t: &TaskSample) -> bool {
-    matches!(t.state, 'R' | 'D') && !doctor::evidence::jvm_internal(&t.comm) && !t.comm.starts_with("JFR ") && t.comm != "Attach Listener"
+    matches!(t.state, 'R' | 'D')
+        && !doctor::evidence::jvm_internal(&t.comm)
+        && !t.comm.starts_with("JFR ")
+        && t.comm != "Attach Listener"
 }
 
 /// Signals the threads worth a stack, once the agent in JVM `pid` is ready.
@@ -78,14 +84,30 @@ pub struct Signaller {
 
 impl Signaller {
     pub fn new(pid: i32, dir: &Path) -> Signaller {
-        Signaller { pid, ready: dir.join(files::STACKS_READY), signal: None, checked_at: None, last: HashMap::new(), pending: Default::default(), stall: 0, tokens: BURST, filled_at: 0, sent: 0 }
+        Signaller {
+            pid,
+            ready: dir.join(files::STACKS_READY),
+            signal: None,
+            checked_at: None,
+            last: HashMap::new(),
+            pending: Default::default(),
+            stall: 0,
+            tokens: BURST,
+            filled_at: 0,
+            sent: 0,
+        }
     }
 
     /// The agent's signal, once its ready file says it.
     fn signal(&mut self, t: u64) -> Option<i32> {
-        if self.signal.is_none() && self.checked_at.is_none_or(|c| t.saturating_sub(c) >= READY_CHECK_NS) {
+        if self.signal.is_none()
+            && self.checked_at.is_none_or(|c| t.saturating_sub(c) >= READY_CHECK_NS)
+        {
             self.checked_at = Some(t);
-            self.signal = std::fs::read_to_string(&self.ready).ok().and_then(|s| s.trim().parse().ok()).filter(|s| (libc::SIGRTMIN()..=libc::SIGRTMAX()).contains(s));
+            self.signal = std::fs::read_to_string(&self.ready)
+                .ok()
+                .and_then(|s| s.trim().parse().ok())
+                .filter(|s| (libc::SIGRTMIN()..=libc::SIGRTMAX()).contains(s));
         }
         self.signal
     }
@@ -101,7 +123,8 @@ impl Signaller {
         for th in threads.iter().filter(|th| th.state != 'D') {
             self.pending.remove(&th.tid);
         }
-        self.tokens = (self.tokens + t.saturating_sub(self.filled_at) * PER_SECOND / 1_000_000_000).min(BURST);
+        self.tokens = (self.tokens + t.saturating_sub(self.filled_at) * PER_SECOND / 1_000_000_000)
+            .min(BURST);
         self.filled_at = t;
         let mut n = 0;
         for th in threads.iter().filter(|th| worth_a_stack(th)) {
@@ -184,7 +207,8 @@ mod tests {
 
     #[test]
     fn each_thread_at_most_once_per_gap_and_a_few_per_look() {
-        let dir = std::env::temp_dir().join(format!("stallscope-stacks-gap-{}", std::process::id()));
+        let dir =
+            std::env::temp_dir().join(format!("stallscope-stacks-gap-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         // A real-time signal this process ignores: the signals sent are counted and harmless.
         let sig = libc::SIGRTMAX() - 1;

@@ -12,7 +12,7 @@
 //! start. That descriptor also keeps the container's
 //! filesystem reachable when the JVM exits first: its logs are not lost with it.
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result, bail};
 use std::ffi::CString;
 use std::fs::File;
 use std::io::{Read, Write};
@@ -53,33 +53,65 @@ impl Staging {
     /// (at [`reached`]) before, and [`Staging::fill`] puts the agent in.
     pub fn make(pid: i32, name: &str) -> Result<Staging> {
         let tmp_path = PathBuf::from(format!("/proc/{pid}/root/tmp"));
-        let tmp = procwatch::ns::open_reached(&tmp_path, libc::O_RDONLY | libc::O_DIRECTORY).with_context(|| format!("JVM pid {pid}: its /tmp is not a directory stallscope can stage the agent in"))?;
+        let tmp = procwatch::ns::open_reached(&tmp_path, libc::O_RDONLY | libc::O_DIRECTORY)
+            .with_context(|| {
+                format!(
+                    "JVM pid {pid}: its /tmp is not a directory stallscope can stage the agent in"
+                )
+            })?;
         let c = CString::new(name)?;
         // SAFETY: a directory descriptor we own and a valid C string; relative to the descriptor,
         // so no link in the container's /tmp path is followed.
         if unsafe { libc::mkdirat(tmp.as_raw_fd(), c.as_ptr(), 0o700) } != 0 {
-            bail!("JVM pid {pid}: cannot make /tmp/{name} in it to stage the agent: {}", std::io::Error::last_os_error());
+            bail!(
+                "JVM pid {pid}: cannot make /tmp/{name} in it to stage the agent: {}",
+                std::io::Error::last_os_error()
+            );
         }
         // SAFETY: as above; the result is checked.
-        let fd = unsafe { libc::openat(tmp.as_raw_fd(), c.as_ptr(), libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC) };
+        let fd = unsafe {
+            libc::openat(
+                tmp.as_raw_fd(),
+                c.as_ptr(),
+                libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+            )
+        };
         if fd < 0 {
-            bail!("JVM pid {pid}: cannot open /tmp/{name} just made: {}", std::io::Error::last_os_error());
+            bail!(
+                "JVM pid {pid}: cannot open /tmp/{name} just made: {}",
+                std::io::Error::last_os_error()
+            );
         }
         // SAFETY: a descriptor just opened and owned by nobody else.
         let dir = unsafe { File::from_raw_fd(fd) };
         // SAFETY: geteuid has no preconditions.
         let me = unsafe { libc::geteuid() };
-        Ok(Staging { inside: PathBuf::from("/tmp").join(name), dir, tmp, name: name.to_string(), owner: me })
+        Ok(Staging {
+            inside: PathBuf::from("/tmp").join(name),
+            dir,
+            tmp,
+            name: name.to_string(),
+            owner: me,
+        })
     }
 
     /// Copies `jar` in and hands the directory to the JVM's user (`uid`, `gid`).
     pub fn fill(&mut self, uid: u32, gid: u32, jar: &Path) -> Result<()> {
-        let mut to = self.create_new(JAR).with_context(|| format!("{}: cannot copy the agent in", self.inside.display()))?;
-        let mut from = File::open(jar).with_context(|| format!("{}: the agent jar is not there", jar.display()))?;
-        std::io::copy(&mut from, &mut to).and_then(|_| to.flush()).with_context(|| format!("{}: cannot copy the agent in", self.inside.display()))?;
+        let mut to = self
+            .create_new(JAR)
+            .with_context(|| format!("{}: cannot copy the agent in", self.inside.display()))?;
+        let mut from = File::open(jar)
+            .with_context(|| format!("{}: the agent jar is not there", jar.display()))?;
+        std::io::copy(&mut from, &mut to)
+            .and_then(|_| to.flush())
+            .with_context(|| format!("{}: cannot copy the agent in", self.inside.display()))?;
         // SAFETY: fchown on a descriptor we own.
         if unsafe { libc::fchown(self.dir.as_raw_fd(), uid, gid) } != 0 {
-            bail!("{}: cannot hand it to uid {uid} (the JVM's user): {}", self.inside.display(), std::io::Error::last_os_error());
+            bail!(
+                "{}: cannot hand it to uid {uid} (the JVM's user): {}",
+                self.inside.display(),
+                std::io::Error::last_os_error()
+            );
         }
         self.owner = uid;
         Ok(())
@@ -93,7 +125,14 @@ impl Staging {
     fn create_new(&self, name: &str) -> std::io::Result<File> {
         let c = CString::new(name)?;
         // SAFETY: a valid C string and a directory descriptor we own; the result is checked.
-        let fd = unsafe { libc::openat(self.dir.as_raw_fd(), c.as_ptr(), libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_CLOEXEC, 0o644) };
+        let fd = unsafe {
+            libc::openat(
+                self.dir.as_raw_fd(),
+                c.as_ptr(),
+                libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+                0o644,
+            )
+        };
         if fd < 0 {
             return Err(std::io::Error::last_os_error());
         }
@@ -108,7 +147,13 @@ impl Staging {
         use std::os::unix::fs::MetadataExt;
         let c = CString::new(name)?;
         // SAFETY: as in `create_new`.
-        let fd = unsafe { libc::openat(self.dir.as_raw_fd(), c.as_ptr(), libc::O_PATH | libc::O_NOFOLLOW | libc::O_CLOEXEC) };
+        let fd = unsafe {
+            libc::openat(
+                self.dir.as_raw_fd(),
+                c.as_ptr(),
+                libc::O_PATH | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+            )
+        };
         if fd < 0 {
             return Err(std::io::Error::last_os_error());
         }
@@ -116,10 +161,15 @@ impl Staging {
         let bare = unsafe { File::from_raw_fd(fd) };
         let m = bare.metadata()?;
         if !m.is_file() || m.nlink() != 1 || m.uid() != self.owner {
-            return Err(std::io::Error::other("not a regular file of the JVM's user with one link"));
+            return Err(std::io::Error::other(
+                "not a regular file of the JVM's user with one link",
+            ));
         }
         // The magic link of our own descriptor: it is followed by design (no O_NOFOLLOW here).
-        std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(format!("/proc/self/fd/{}", bare.as_raw_fd()))
+        std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(format!("/proc/self/fd/{}", bare.as_raw_fd()))
     }
 
     /// Copies the JVM's files `names` (those it wrote) into `dir`, then removes the staging
@@ -136,15 +186,30 @@ impl Staging {
                     continue;
                 }
             };
-            let copied = doctor::recording::create_new(&dir.join(name)).map_err(|e| e.to_string()).and_then(|mut to| std::io::copy(&mut from.take(COPY_LIMIT), &mut to).map_err(|e| e.to_string()));
+            let copied = doctor::recording::create_new(&dir.join(name))
+                .map_err(|e| e.to_string())
+                .and_then(|mut to| {
+                    std::io::copy(&mut from.take(COPY_LIMIT), &mut to).map_err(|e| e.to_string())
+                });
             match copied {
-                Ok(n) if n >= COPY_LIMIT => problems.push(format!("{name}: cut at {} GiB", COPY_LIMIT >> 30)),
+                Ok(n) if n >= COPY_LIMIT => {
+                    problems.push(format!("{name}: cut at {} GiB", COPY_LIMIT >> 30))
+                }
                 Ok(_) => {}
                 Err(e) => problems.push(format!("{name}: {e}")),
             }
         }
         let removed = self.remove();
-        (removed, (!problems.is_empty()).then(|| format!("copying the JVM's logs out of its {}: {}", self.inside.display(), problems.join("; "))))
+        (
+            removed,
+            (!problems.is_empty()).then(|| {
+                format!(
+                    "copying the JVM's logs out of its {}: {}",
+                    self.inside.display(),
+                    problems.join("; ")
+                )
+            }),
+        )
     }
 
     /// Removes what is in the directory (by name, never through a link; an empty subdirectory
@@ -156,7 +221,9 @@ impl Staging {
                     // SAFETY: a valid C string and our directory descriptor.
                     if unsafe { libc::unlinkat(self.dir.as_raw_fd(), c.as_ptr(), 0) } != 0 {
                         // SAFETY: as above.
-                        unsafe { libc::unlinkat(self.dir.as_raw_fd(), c.as_ptr(), libc::AT_REMOVEDIR) };
+                        unsafe {
+                            libc::unlinkat(self.dir.as_raw_fd(), c.as_ptr(), libc::AT_REMOVEDIR)
+                        };
                     }
                 }
             }
@@ -186,15 +253,22 @@ mod tests {
         let staged = reached(me, &name);
         assert_eq!(std::fs::read(staged.join(JAR)).unwrap(), b"PK");
         std::os::unix::fs::symlink(&jar, staged.join("safepoint.log")).unwrap();
-        let fifo = CString::new(staged.join("hiccups.hlog").as_os_str().as_encoded_bytes()).unwrap();
+        let fifo =
+            CString::new(staged.join("hiccups.hlog").as_os_str().as_encoded_bytes()).unwrap();
         // SAFETY: a valid C string.
         assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
         std::fs::write(staged.join("gc.log"), b"real").unwrap();
         let out = std::env::temp_dir().join(format!("{name}-out"));
         std::fs::create_dir(&out).unwrap();
-        let (removed, problem) = st.finish(&out, &["safepoint.log", "hiccups.hlog", "gc.log", "absent.log"]);
+        let (removed, problem) =
+            st.finish(&out, &["safepoint.log", "hiccups.hlog", "gc.log", "absent.log"]);
         let problem = problem.expect("the planted files are said");
-        assert!(problem.contains("safepoint.log") && problem.contains("hiccups.hlog") && !problem.contains("absent"), "{problem}");
+        assert!(
+            problem.contains("safepoint.log")
+                && problem.contains("hiccups.hlog")
+                && !problem.contains("absent"),
+            "{problem}"
+        );
         assert_eq!(std::fs::read(out.join("gc.log")).unwrap(), b"real");
         assert!(!out.join("safepoint.log").exists() && !out.join("hiccups.hlog").exists());
         assert!(removed && !staged.exists(), "the staging directory is gone");

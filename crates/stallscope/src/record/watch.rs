@@ -13,12 +13,15 @@
 
 use super::control::Control;
 use super::pulse::{Check, Over, Pulse, Still};
-use doctor::recording::{files, Event, JvmTotals, RecorderSelf, Sample, Shares, StallContext, StallTrace, SystemSample, Writer};
 use anyhow::Result;
+use doctor::recording::{
+    Event, JvmTotals, RecorderSelf, Sample, Shares, StallContext, StallTrace, SystemSample, Writer,
+    files,
+};
+use procwatch::cgroup::{self, Cgroups};
 use procwatch::clock::mono_ns;
 use procwatch::heartbeat::{self, Heartbeat, Liveness, MeterState};
 use procwatch::task::{TaskSample, TaskSampler};
-use procwatch::cgroup::{self, Cgroups};
 use procwatch::{maps, pagecache, system};
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
@@ -70,7 +73,12 @@ pub enum Ending {
 }
 
 /// Waits for the agent of `pid` to publish a running heartbeat.
-pub fn wait_for_heartbeat(pid: i32, timeout: Duration, alive: &mut dyn FnMut() -> bool, stop: &AtomicBool) -> Result<Option<Heartbeat>> {
+pub fn wait_for_heartbeat(
+    pid: i32,
+    timeout: Duration,
+    alive: &mut dyn FnMut() -> bool,
+    stop: &AtomicBool,
+) -> Result<Option<Heartbeat>> {
     let t0 = Instant::now();
     loop {
         // Re-resolved each time: where it is depends on where the agent managed to create it.
@@ -99,7 +107,15 @@ fn mapped_data_files(m: &[maps::Mapping]) -> Vec<(String, u64, u64)> {
     let mut seen = Vec::new();
     for x in m.iter().filter(|x| x.is_file() && !x.perms.contains('x')) {
         let p = &x.path;
-        if p.ends_with(".so") || p.contains(".so.") || p.ends_with(".jar") || p.ends_with(".jsa") || p.ends_with("/modules") || p.starts_with("/usr/lib/jvm") || p.contains("/hsperfdata_") || p.ends_with(".heartbeat") {
+        if p.ends_with(".so")
+            || p.contains(".so.")
+            || p.ends_with(".jar")
+            || p.ends_with(".jsa")
+            || p.ends_with("/modules")
+            || p.starts_with("/usr/lib/jvm")
+            || p.contains("/hsperfdata_")
+            || p.ends_with(".heartbeat")
+        {
             continue;
         }
         if seen.iter().any(|(s, _, _): &(String, u64, u64)| s == p) || seen.len() >= 16 {
@@ -128,13 +144,26 @@ impl Sources {
         let own_cpu = cgroup::of(0).cpu.filter(|g| g.path != "/");
         // SAFETY: gettid has no preconditions.
         let tid = unsafe { libc::gettid() };
-        Sources { pid, target: cgroup::of(pid), own_cpu, own_schedstat: Some(format!("/proc/self/task/{tid}/schedstat").into()) }
+        Sources {
+            pid,
+            target: cgroup::of(pid),
+            own_cpu,
+            own_schedstat: Some(format!("/proc/self/task/{tid}/schedstat").into()),
+        }
     }
 
     fn recorder(&self) -> Option<RecorderSelf> {
         let text = std::fs::read_to_string(self.own_schedstat.as_ref()?).ok()?;
         let mut it = text.split_whitespace().map(|v| v.parse::<u64>().unwrap_or(0));
-        Some(RecorderSelf { exec_ns: it.next()?, run_delay_ns: it.next()?, throttled_ns: self.own_cpu.as_ref().and_then(|g| g.throttling()).map(|t| t.throttled_ns) })
+        Some(RecorderSelf {
+            exec_ns: it.next()?,
+            run_delay_ns: it.next()?,
+            throttled_ns: self
+                .own_cpu
+                .as_ref()
+                .and_then(|g| g.throttling())
+                .map(|t| t.throttled_ns),
+        })
     }
 }
 
@@ -142,10 +171,16 @@ impl Sources {
 /// cgroup, or the target is inside the recorder's.
 pub fn shares(target: &Cgroups, own: &Cgroups) -> Shares {
     let binds = |t: Option<&cgroup::Group>, o: Option<&cgroup::Group>| match (t, o) {
-        (Some(t), Some(o)) => (o.dir.starts_with(&t.dir) && t.path != "/") || (t.dir.starts_with(&o.dir) && o.path != "/"),
+        (Some(t), Some(o)) => {
+            (o.dir.starts_with(&t.dir) && t.path != "/")
+                || (t.dir.starts_with(&o.dir) && o.path != "/")
+        }
         _ => false,
     };
-    Shares { cpu_cgroup: binds(target.cpu.as_ref(), own.cpu.as_ref()), memory_cgroup: binds(target.memory.as_ref(), own.memory.as_ref()) }
+    Shares {
+        cpu_cgroup: binds(target.cpu.as_ref(), own.cpu.as_ref()),
+        memory_cgroup: binds(target.memory.as_ref(), own.memory.as_ref()),
+    }
 }
 
 fn system_sample(t: u64, stall: u32, baseline: bool, src: &Sources) -> SystemSample {
@@ -187,7 +222,11 @@ fn changed(prev: &HashMap<i32, TaskSample>, now: &[TaskSample]) -> Vec<TaskSampl
 /// The last 64 page faults of each thread seen blocked during the stall (however long ago: a
 /// fault can outlast a stall, and a resumed thread faults again), and mmap_lock events since
 /// `lock_from`, oldest first.
-fn keep_recent(ev: Vec<procwatch::trace::TraceEvent>, blocked: &HashSet<i32>, lock_from: u64) -> Vec<procwatch::trace::TraceEvent> {
+fn keep_recent(
+    ev: Vec<procwatch::trace::TraceEvent>,
+    blocked: &HashSet<i32>,
+    lock_from: u64,
+) -> Vec<procwatch::trace::TraceEvent> {
     use procwatch::trace::TraceEvent;
     let mut faults: HashMap<i32, usize> = HashMap::new();
     let mut kept: Vec<TraceEvent> = ev
@@ -316,17 +355,33 @@ const MAX_BACKLOG: u64 = 5;
 const HELD_INTERVALS: u64 = 10;
 
 impl<'a> Watcher<'a> {
-    fn new(w: &'a mut Writer, pid: i32, pulse: Pulse, tracer: Option<&'a procwatch::trace::Tracer>, opts: WatchOptions, driven: Option<Driven>, code: CodeAsks, hooks: Hooks) -> Result<Watcher<'a>> {
+    fn new(
+        w: &'a mut Writer,
+        pid: i32,
+        pulse: Pulse,
+        tracer: Option<&'a procwatch::trace::Tracer>,
+        opts: WatchOptions,
+        driven: Option<Driven>,
+        code: CodeAsks,
+        hooks: Hooks,
+    ) -> Result<Watcher<'a>> {
         let sampler = TaskSampler::new(pid)?;
         // A sidecar starved of CPU sees nothing of the starvation it is there to explain: when
         // allowed (root, CAP_SYS_NICE), this thread runs at nice -10. It sleeps between looks, so
         // it takes no more CPU than before, only gets it sooner.
         // SAFETY: setpriority on this thread's own tid; failure (EPERM) leaves it as it was.
         unsafe { libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, -10) };
-        let control = Control::open(Some(&w.dir.join(files::CONTROL)), w.start_epoch_ms, w.start_mono_ns, 1_000_000_000)?;
+        let control = Control::open(
+            Some(&w.dir.join(files::CONTROL)),
+            w.start_epoch_ms,
+            w.start_mono_ns,
+            1_000_000_000,
+        )?;
         let sources = Sources::new(pid);
         let system = system_sample(mono_ns(), 0, true, &sources);
-        let traces = tracer.map(|t| TraceWriter::start(t.reader(), &w.dir.join(files::TRACE))).transpose()?;
+        let traces = tracer
+            .map(|t| TraceWriter::start(t.reader(), &w.dir.join(files::TRACE)))
+            .transpose()?;
         let mut wt = Watcher {
             w,
             pid,
@@ -338,7 +393,11 @@ impl<'a> Watcher<'a> {
             threads_file: None,
             sources,
             // A guardian only when boosting: it restores the threads if stallscope is killed.
-            boost: if opts.boost.is_some() { super::boost::Boost::guarded()? } else { super::boost::Boost::default() },
+            boost: if opts.boost.is_some() {
+                super::boost::Boost::guarded()?
+            } else {
+                super::boost::Boost::default()
+            },
             stall: 0,
             idle: Idle { threads: Vec::new(), system, last: Instant::now() - 2 * IDLE_SAMPLE },
             last_alive_check: Instant::now(),
@@ -359,7 +418,8 @@ impl<'a> Watcher<'a> {
     fn meter_running(&mut self) -> Result<()> {
         let Some((tid, resolution_ns)) = self.pulse.meter() else { return Ok(()) };
         // The agent names threads as the JVM's own pid namespace numbers them (a container's).
-        let meter_tid = procwatch::ns::host_tid(&procwatch::ns::host_tids(self.pid), tid as i32) as u32;
+        let meter_tid =
+            procwatch::ns::host_tid(&procwatch::ns::host_tids(self.pid), tid as i32) as u32;
         self.threads_file = self.pulse.hb.as_ref().map(|h| heartbeat::threads_path(&h.path));
         self.w.events.line(&Event::MeterRunning { t: mono_ns(), resolution_ns, meter_tid })?;
         Ok(())
@@ -408,13 +468,23 @@ impl<'a> Watcher<'a> {
     fn held(&mut self, step: &str, from: u64, stall: u32) -> Result<()> {
         let took = mono_ns().saturating_sub(from);
         if took > self.held_after_ns {
-            self.w.events.line(&Event::RecorderHeld { t: from, stall, held_ns: took, step: step.into() })?;
+            self.w.events.line(&Event::RecorderHeld {
+                t: from,
+                stall,
+                held_ns: took,
+                step: step.into(),
+            })?;
         }
         Ok(())
     }
 
     /// Whether watching should end now, and why: Ctrl-C, --for, or the target gone.
-    fn ending(&mut self, stop: &AtomicBool, deadline: Option<Instant>, alive: &mut dyn FnMut() -> bool) -> Option<Ending> {
+    fn ending(
+        &mut self,
+        stop: &AtomicBool,
+        deadline: Option<Instant>,
+        alive: &mut dyn FnMut() -> bool,
+    ) -> Option<Ending> {
         if stop.load(Ordering::Relaxed) {
             return Some(Ending::Stopped("interrupted".into()));
         }
@@ -437,7 +507,11 @@ impl<'a> Watcher<'a> {
         if now >= expected + after {
             if !self.boost.active() {
                 self.boost.raise(self.pid, level);
-                self.w.events.line(&Event::Boost { t: mono_ns(), raised: self.boost.active(), refused: self.boost.refused })?;
+                self.w.events.line(&Event::Boost {
+                    t: mono_ns(),
+                    raised: self.boost.active(),
+                    refused: self.boost.refused,
+                })?;
             }
         } else if self.boost.active() {
             self.boost.restore();
@@ -454,11 +528,16 @@ impl<'a> Watcher<'a> {
             self.idle.last = Instant::now();
             let from = mono_ns();
             // Threads come and go: the list is refreshed with every baseline.
-            if self.sampler.rescan().is_err() || self.sampler.sample(&mut self.idle.threads).is_err() {
+            if self.sampler.rescan().is_err()
+                || self.sampler.sample(&mut self.idle.threads).is_err()
+            {
                 return Ok(Some(Ending::TargetExited));
             }
             self.idle.system = system_sample(mono_ns(), 0, true, &self.sources);
-            self.w.system.line(&SystemSample { jvm: Some(totals(&self.idle.threads)), ..self.idle.system.clone() })?;
+            self.w.system.line(&SystemSample {
+                jvm: Some(totals(&self.idle.threads)),
+                ..self.idle.system.clone()
+            })?;
             self.held("the baseline look", from, 0)?;
             if self.driven.is_some() {
                 // The heartbeat loop's own sleeps are the control meter between stalls.
@@ -473,25 +552,36 @@ impl<'a> Watcher<'a> {
             d.busy.store(false, Ordering::Release);
             // The loop may have found the heartbeat stale while it was still marked busy, and so
             // left it alone: look once more before waiting.
-            if self.pulse.hb.as_ref().is_some_and(|h| mono_ns() >= h.read().last_tick_ns + self.pulse.resolution_ns + self.opts.threshold_ns) {
+            if self.pulse.hb.as_ref().is_some_and(|h| {
+                mono_ns()
+                    >= h.read().last_tick_ns + self.pulse.resolution_ns + self.opts.threshold_ns
+            }) {
                 return Ok(None);
             }
             // Driven from outside, the loop also says when the JVM is gone: wait for it, or the
             // next baseline look.
             let longest = if self.pulse.hb.is_none() { idle_sample } else { DRIVEN_MAX_WAIT };
-            let wait = idle_sample.saturating_sub(self.idle.last.elapsed()).clamp(Duration::from_millis(1), longest);
+            let wait = idle_sample
+                .saturating_sub(self.idle.last.elapsed())
+                .clamp(Duration::from_millis(1), longest);
             match d.wake.recv_timeout(wait) {
                 Ok(Wake::Stall(st, looks)) => self.handed = Some((st, looks)),
                 // No loop drives it (it could not map the heartbeat): it looks for itself, once
                 // a second at most.
-                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => std::thread::sleep(wait.min(Duration::from_secs(1))),
+                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                    std::thread::sleep(wait.min(Duration::from_secs(1)))
+                }
                 _ => {}
             }
             return Ok(None);
         }
         let mut due = due;
         if let Some((_, after)) = self.opts.boost {
-            due = if self.boost.active() { now + (after / 2).max(MIN_SLEEP_NS) } else { due.min(expected + after) };
+            due = if self.boost.active() {
+                now + (after / 2).max(MIN_SLEEP_NS)
+            } else {
+                due.min(expected + after)
+            };
         }
         let t = mono_ns();
         self.control.sleep_until(due.clamp(t + MIN_SLEEP_NS, t + MAX_SLEEP_NS));
@@ -502,7 +592,12 @@ impl<'a> Watcher<'a> {
     /// under CPU contention may be over by the time the maps are read, and this sample is often
     /// the only evidence), then the stall's header: its begin event, baseline and context.
     /// `None` when the target was already gone: it exited, it did not stall.
-    fn begin_stall(&mut self, st: &super::pulse::Stall, now: u64, cur: &mut Vec<TaskSample>) -> Result<Option<u64>> {
+    fn begin_stall(
+        &mut self,
+        st: &super::pulse::Stall,
+        now: u64,
+        cur: &mut Vec<TaskSample>,
+    ) -> Result<Option<u64>> {
         self.stall += 1;
         let stall = self.stall;
         self.control.open_window();
@@ -513,32 +608,71 @@ impl<'a> Watcher<'a> {
         if self.sampler.rescan().is_err() || self.sampler.sample(cur).is_err() {
             return Ok(None);
         }
-        self.w.events.line(&Event::StallBegin { t: now, stall, last_tick_ns: st.last_ok, expected_ns: st.since, by: st.by })?;
+        self.w.events.line(&Event::StallBegin {
+            t: now,
+            stall,
+            last_tick_ns: st.last_ok,
+            expected_ns: st.since,
+            by: st.by,
+        })?;
         self.held("the first look", t_first, stall)?;
         let from = mono_ns();
         if !self.idle.threads.is_empty() {
-            self.w.samples.line(&Sample { t: self.idle.system.t, stall, full: true, baseline: true, threads: self.idle.threads.clone(), gone: vec![] })?;
+            self.w.samples.line(&Sample {
+                t: self.idle.system.t,
+                stall,
+                full: true,
+                baseline: true,
+                threads: self.idle.threads.clone(),
+                gone: vec![],
+            })?;
         }
         self.w.system.line(&SystemSample { stall, ..self.idle.system.clone() })?;
-        let mut java_threads = self.threads_file.as_ref().and_then(|f| heartbeat::read_threads(f).ok()).unwrap_or_default();
+        let mut java_threads = self
+            .threads_file
+            .as_ref()
+            .and_then(|f| heartbeat::read_threads(f).ok())
+            .unwrap_or_default();
         let host = procwatch::ns::host_tids(self.pid);
         for j in java_threads.iter_mut() {
             j.tid = procwatch::ns::host_tid(&host, j.tid);
         }
         let m = maps::read(self.pid).unwrap_or_default();
         let mapped_files = mapped_data_files(&m);
-        let interesting: Vec<_> = m.into_iter().filter(|x| x.perms.contains('x') || x.is_file()).collect();
-        self.w.context.line(&StallContext { t: mono_ns(), stall, java_threads, maps: interesting, mapped_files })?;
+        let interesting: Vec<_> =
+            m.into_iter().filter(|x| x.perms.contains('x') || x.is_file()).collect();
+        self.w.context.line(&StallContext {
+            t: mono_ns(),
+            stall,
+            java_threads,
+            maps: interesting,
+            mapped_files,
+        })?;
         self.held("reading the maps", from, stall)?;
         Ok(Some(t_first))
     }
 
     /// Samples every thread at the sampling rate (the machine every `system_interval_ns`) until
     /// the heartbeat moves, the meter stops, watching ends or the target exits.
-    fn sample_stall(&mut self, st: &super::pulse::Stall, now: u64, t_first: u64, cur: &mut Vec<TaskSample>, stop: &AtomicBool, deadline: Option<Instant>, alive: &mut dyn FnMut() -> bool) -> Result<Sampled> {
+    fn sample_stall(
+        &mut self,
+        st: &super::pulse::Stall,
+        now: u64,
+        t_first: u64,
+        cur: &mut Vec<TaskSample>,
+        stop: &AtomicBool,
+        deadline: Option<Instant>,
+        alive: &mut dyn FnMut() -> bool,
+    ) -> Result<Sampled> {
         let stall = self.stall;
         let mut prev: HashMap<i32, TaskSample> = HashMap::new();
-        let mut out = Sampled { unchanged_at: now, exited: false, blocked: HashSet::new(), dropped_before: self.w.samples.dropped(), still: Still::Stalled };
+        let mut out = Sampled {
+            unchanged_at: now,
+            exited: false,
+            blocked: HashSet::new(),
+            dropped_before: self.w.samples.dropped(),
+            still: Still::Stalled,
+        };
         let mut first_taken = Some(t_first);
         let mut next_due = 0u64;
         let mut first = true;
@@ -557,11 +691,25 @@ impl<'a> Watcher<'a> {
                     t
                 }
             };
-            out.blocked.extend(cur.iter().filter(|c| c.state == 'D' || matches!(c.syscall, procwatch::task::Syscall::NotInSyscall { .. })).map(|c| c.tid));
+            out.blocked.extend(
+                cur.iter()
+                    .filter(|c| {
+                        c.state == 'D'
+                            || matches!(c.syscall, procwatch::task::Syscall::NotInSyscall { .. })
+                    })
+                    .map(|c| c.tid),
+            );
             let now_tids: HashSet<i32> = cur.iter().map(|c| c.tid).collect();
             let gone: Vec<i32> = prev.keys().filter(|k| !now_tids.contains(k)).copied().collect();
             let threads = if first { cur.clone() } else { changed(&prev, cur) };
-            self.w.samples.line(&Sample { t, stall, full: first, baseline: false, threads, gone })?;
+            self.w.samples.line(&Sample {
+                t,
+                stall,
+                full: first,
+                baseline: false,
+                threads,
+                gone,
+            })?;
             first = false;
             prev = cur.iter().map(|s| (s.tid, s.clone())).collect();
             let interval = backoff(self.opts.sample_interval_ns, t.saturating_sub(now));
@@ -573,12 +721,23 @@ impl<'a> Watcher<'a> {
                 self.held("a look", t, stall)?;
             }
             let lasted = t.saturating_sub(st.last_ok);
-            let due = if lasted >= super::dumps::LONG_NS { 2 } else if lasted >= super::dumps::ASK_AFTER_NS { 1 } else { 0 };
+            let due = if lasted >= super::dumps::LONG_NS {
+                2
+            } else if lasted >= super::dumps::ASK_AFTER_NS {
+                1
+            } else {
+                0
+            };
             if due > asked {
                 // The threads are looked over only where dumps are taken (not in the lab or
                 // `watch`). Marked asked only once the ask is queued: behind a dump still under
                 // way, a long stall's ask is tried again at the next look, not lost.
-                if self.code.dumper.as_ref().is_some_and(|d| super::dumps::worth_a_dump(cur) && d.ask(stall, lasted)) {
+                if self
+                    .code
+                    .dumper
+                    .as_ref()
+                    .is_some_and(|d| super::dumps::worth_a_dump(cur) && d.ask(stall, lasted))
+                {
                     asked = due;
                 }
             }
@@ -618,11 +777,23 @@ impl<'a> Watcher<'a> {
 
     /// The last look, at the moment of resumption; tracepoint evidence; the stall's end event.
     /// True when the target exited.
-    fn end_stall(&mut self, st: &super::pulse::Stall, sampled: Sampled, cur: &mut Vec<TaskSample>) -> Result<bool> {
+    fn end_stall(
+        &mut self,
+        st: &super::pulse::Stall,
+        sampled: Sampled,
+        cur: &mut Vec<TaskSample>,
+    ) -> Result<bool> {
         let stall = self.stall;
         let t = mono_ns();
         if self.sampler.sample(cur).is_ok() && !cur.is_empty() {
-            self.w.samples.line(&Sample { t, stall, full: true, baseline: false, threads: cur.clone(), gone: vec![] })?;
+            self.w.samples.line(&Sample {
+                t,
+                stall,
+                full: true,
+                baseline: false,
+                threads: cur.clone(),
+                gone: vec![],
+            })?;
         }
         self.w.system.line(&system_sample(t, stall, false, &self.sources))?;
         self.held("the last look", t, stall)?;
@@ -630,12 +801,27 @@ impl<'a> Watcher<'a> {
         self.boost.restore();
         if let Some(tr) = &self.traces {
             // The fault or lock wait behind a stall began before it was noticed: look back.
-            tr.request(TraceRequest { stall, from: st.last_ok.saturating_sub(30_000_000_000), to: t, blocked: sampled.blocked.clone(), lock_from: st.last_ok.saturating_sub(1_000_000_000) });
+            tr.request(TraceRequest {
+                stall,
+                from: st.last_ok.saturating_sub(30_000_000_000),
+                to: t,
+                blocked: sampled.blocked.clone(),
+                lock_from: st.last_ok.saturating_sub(1_000_000_000),
+            });
         }
         let dropped_samples = self.w.samples.dropped() - sampled.dropped_before;
         let (control_max_late_ns, queued) = self.control.take_window();
         let exiting = self.pulse.exiting();
-        self.w.events.line(&Event::StallEnd { t, stall, resumed_ns: resumed, control_max_late_ns, control_queued_ns: Some(queued), resumed: ticked, dropped_samples, exiting })?;
+        self.w.events.line(&Event::StallEnd {
+            t,
+            stall,
+            resumed_ns: resumed,
+            control_max_late_ns,
+            control_queued_ns: Some(queued),
+            resumed: ticked,
+            dropped_samples,
+            exiting,
+        })?;
         if let Some(d) = &mut self.driven {
             (d.ended)(stall, self.w.barrier());
         }
@@ -672,29 +858,41 @@ impl TraceWriter {
     fn start(reader: procwatch::trace::TraceReader, path: &Path) -> Result<TraceWriter> {
         let mut out = doctor::recording::Appender::open(path)?;
         let (tx, rx) = std::sync::mpsc::channel::<TraceRequest>();
-        let thread = std::thread::Builder::new().name("stallscope-trace".into()).spawn(move || {
-            // A stall in which no thread was seen blocked has no fault or lock wait to place.
-            // Stalls that end close together are served by one read of the buffer, and reads
-            // are at least MIN_TRACE_READ apart, so a storm of stalls costs a bounded share of a
-            // CPU (the buffer's events are formatted by the kernel on every read).
-            const MIN_TRACE_READ: Duration = Duration::from_millis(250);
-            let mut last_read: Option<Instant> = None;
-            while let Ok(first) = rx.recv() {
-                if let Some(l) = last_read {
-                    std::thread::sleep(MIN_TRACE_READ.saturating_sub(l.elapsed()));
+        let thread =
+            std::thread::Builder::new().name("stallscope-trace".into()).spawn(move || {
+                // A stall in which no thread was seen blocked has no fault or lock wait to place.
+                // Stalls that end close together are served by one read of the buffer, and reads
+                // are at least MIN_TRACE_READ apart, so a storm of stalls costs a bounded share of a
+                // CPU (the buffer's events are formatted by the kernel on every read).
+                const MIN_TRACE_READ: Duration = Duration::from_millis(250);
+                let mut last_read: Option<Instant> = None;
+                while let Ok(first) = rx.recv() {
+                    if let Some(l) = last_read {
+                        std::thread::sleep(MIN_TRACE_READ.saturating_sub(l.elapsed()));
+                    }
+                    let mut batch = vec![first];
+                    batch.extend(rx.try_iter());
+                    batch.retain(|r| !r.blocked.is_empty());
+                    let (Some(from), Some(to)) =
+                        (batch.iter().map(|r| r.from).min(), batch.iter().map(|r| r.to).max())
+                    else {
+                        continue;
+                    };
+                    last_read = Some(Instant::now());
+                    let Ok(ev) = reader.read(&[], from, to) else { continue };
+                    for r in batch {
+                        let mine: Vec<_> = ev
+                            .iter()
+                            .filter(|e| e.t() >= r.from && e.t() <= r.to)
+                            .cloned()
+                            .collect();
+                        let _ = out.line(&StallTrace {
+                            stall: r.stall,
+                            events: keep_recent(mine, &r.blocked, r.lock_from),
+                        });
+                    }
                 }
-                let mut batch = vec![first];
-                batch.extend(rx.try_iter());
-                batch.retain(|r| !r.blocked.is_empty());
-                let (Some(from), Some(to)) = (batch.iter().map(|r| r.from).min(), batch.iter().map(|r| r.to).max()) else { continue };
-                last_read = Some(Instant::now());
-                let Ok(ev) = reader.read(&[], from, to) else { continue };
-                for r in batch {
-                    let mine: Vec<_> = ev.iter().filter(|e| e.t() >= r.from && e.t() <= r.to).cloned().collect();
-                    let _ = out.line(&StallTrace { stall: r.stall, events: keep_recent(mine, &r.blocked, r.lock_from) });
-                }
-            }
-        })?;
+            })?;
         Ok(TraceWriter { tx: Some(tx), thread: Some(thread) })
     }
 
@@ -763,7 +961,12 @@ pub struct Watch<'a> {
 }
 
 /// Watches until the target exits, `stop` is set, or the deadline passes.
-pub fn watch(w: &mut Writer, what: Watch, stop: &AtomicBool, alive: &mut dyn FnMut() -> bool) -> Result<Ending> {
+pub fn watch(
+    w: &mut Writer,
+    what: Watch,
+    stop: &AtomicBool,
+    alive: &mut dyn FnMut() -> bool,
+) -> Result<Ending> {
     let Watch { pid, pulse, tracer, opts, deadline, driven, code, hooks } = what;
     let mut wt = Watcher::new(w, pid, pulse, tracer, opts, driven, code, hooks)?;
     let end = wt.until_end(stop, deadline, alive)?;
@@ -783,7 +986,12 @@ pub fn watch(w: &mut Writer, what: Watch, stop: &AtomicBool, alive: &mut dyn FnM
 
 impl Watcher<'_> {
     /// The watch loop: idle ticks between stalls, each stall begun, sampled and ended.
-    fn until_end(&mut self, stop: &AtomicBool, deadline: Option<Instant>, alive: &mut dyn FnMut() -> bool) -> Result<Ending> {
+    fn until_end(
+        &mut self,
+        stop: &AtomicBool,
+        deadline: Option<Instant>,
+        alive: &mut dyn FnMut() -> bool,
+    ) -> Result<Ending> {
         let mut cur = Vec::new();
         loop {
             if let Some(end) = self.ending(stop, deadline, alive) {
@@ -796,7 +1004,10 @@ impl Watcher<'_> {
                     // The loop's looks first (the first of them after a gap in this file), then
                     // this watcher's from there on.
                     for (i, l) in looks.iter().enumerate() {
-                        self.w.counters.line(&procwatch::jvmcounters::CounterLook { gap: i == 0, ..l.clone() })?;
+                        self.w.counters.line(&procwatch::jvmcounters::CounterLook {
+                            gap: i == 0,
+                            ..l.clone()
+                        })?;
                     }
                     let mut looked = Vec::new();
                     self.pulse.adopt(&st, now, looks.last(), &mut |l| looked.push(l.clone()));
@@ -807,7 +1018,9 @@ impl Watcher<'_> {
                 }
                 // Driven by `watch`'s loop from outside: the loop sees the stalls (a look here,
                 // rarely made, would place them poorly).
-                None if self.driven.is_some() && self.pulse.hb.is_none() => Check::Quiet { expected: now, due: now + self.opts.threshold_ns },
+                None if self.driven.is_some() && self.pulse.hb.is_none() => {
+                    Check::Quiet { expected: now, due: now + self.opts.threshold_ns }
+                }
                 None => self.check(now)?,
             };
             let st = match checked {
@@ -817,7 +1030,9 @@ impl Watcher<'_> {
                     }
                     return Ok(match o {
                         Over::Exited => Ending::TargetExited,
-                        Over::MeterStopped => Ending::Stopped("the agent's meter was stopped".into()),
+                        Over::MeterStopped => {
+                            Ending::Stopped("the agent's meter was stopped".into())
+                        }
                     });
                 }
                 Check::Quiet { expected, due } => {
@@ -830,7 +1045,9 @@ impl Watcher<'_> {
                 Check::Stalled(st) => st,
             };
             self.apply_boost(now, st.since)?;
-            let Some(t_first) = self.begin_stall(&st, now, &mut cur)? else { return Ok(Ending::TargetExited) };
+            let Some(t_first) = self.begin_stall(&st, now, &mut cur)? else {
+                return Ok(Ending::TargetExited);
+            };
             let sampled = self.sample_stall(&st, now, t_first, &mut cur, stop, deadline, alive);
             if let Some(d) = &self.code.dumper {
                 d.over();
@@ -849,24 +1066,39 @@ impl Watcher<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use doctor::recording::{read_lines, Meta};
+    use doctor::recording::{Meta, read_lines};
     use procwatch::heartbeat::HeartbeatWriter;
 
     const MS: u64 = 1_000_000;
 
     fn opts() -> WatchOptions {
-        WatchOptions { threshold_ns: 5 * MS, sample_interval_ns: 2 * MS, system_interval_ns: 50 * MS, boost: None }
+        WatchOptions {
+            threshold_ns: 5 * MS,
+            sample_interval_ns: 2 * MS,
+            system_interval_ns: 50 * MS,
+            boost: None,
+        }
     }
 
     /// Watching this process's heartbeat `hb`, with nothing else.
     fn of_heartbeat(hb: &Heartbeat, deadline: Option<Instant>) -> Watch<'static> {
         let pid = std::process::id() as i32;
         let hb = Heartbeat::open(&hb.path).unwrap();
-        Watch { pid, pulse: Pulse::heartbeat(pid, hb, None), tracer: None, opts: opts(), deadline, driven: None, code: CodeAsks::default(), hooks: Hooks::default() }
+        Watch {
+            pid,
+            pulse: Pulse::heartbeat(pid, hb, None),
+            tracer: None,
+            opts: opts(),
+            deadline,
+            driven: None,
+            code: CodeAsks::default(),
+            hooks: Hooks::default(),
+        }
     }
 
     fn recording(name: &str) -> (std::path::PathBuf, Writer) {
-        let dir = std::env::temp_dir().join(format!("stallscope-watch-{name}-{}", std::process::id()));
+        let dir =
+            std::env::temp_dir().join(format!("stallscope-watch-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         let meta = Meta {
             stallscope_version: "test".into(),
@@ -903,7 +1135,11 @@ mod tests {
 
     /// Publishes this process's heartbeat from a thread named `ticker`: `before` ticks of 1 ms,
     /// then silence for `pause`, then `after` ticks, then the meter's exit.
-    fn ticker(before: u32, pause: Duration, after: u32) -> (std::thread::JoinHandle<()>, Heartbeat) {
+    fn ticker(
+        before: u32,
+        pause: Duration,
+        after: u32,
+    ) -> (std::thread::JoinHandle<()>, Heartbeat) {
         let (tx, rx) = std::sync::mpsc::channel();
         let h = std::thread::Builder::new()
             .name("ticker".into())
@@ -934,20 +1170,54 @@ mod tests {
         h.join().unwrap();
         assert_eq!(ending, Ending::TargetExited, "the meter's exit ends watching");
         let events: Vec<Event> = read_lines(&dir.join(files::EVENTS)).unwrap();
-        let begins: Vec<(u32, u64)> = events.iter().filter_map(|e| if let Event::StallBegin { stall, expected_ns, .. } = e { Some((*stall, *expected_ns)) } else { None }).collect();
-        let ends: Vec<(u32, u64)> = events.iter().filter_map(|e| if let Event::StallEnd { stall, resumed_ns, .. } = e { Some((*stall, *resumed_ns)) } else { None }).collect();
+        let begins: Vec<(u32, u64)> = events
+            .iter()
+            .filter_map(|e| {
+                if let Event::StallBegin { stall, expected_ns, .. } = e {
+                    Some((*stall, *expected_ns))
+                } else {
+                    None
+                }
+            })
+            .collect();
+        let ends: Vec<(u32, u64)> = events
+            .iter()
+            .filter_map(|e| {
+                if let Event::StallEnd { stall, resumed_ns, .. } = e {
+                    Some((*stall, *resumed_ns))
+                } else {
+                    None
+                }
+            })
+            .collect();
         assert_eq!(begins.len(), ends.len(), "every stall that began ended: {events:?}");
         // Scheduling noise may add short stalls; the pause is among them, whole.
-        let long: Vec<u32> = begins.iter().zip(&ends).filter(|(b, e)| e.1.saturating_sub(b.1) >= 80 * MS).map(|(b, _)| b.0).collect();
+        let long: Vec<u32> = begins
+            .iter()
+            .zip(&ends)
+            .filter(|(b, e)| e.1.saturating_sub(b.1) >= 80 * MS)
+            .map(|(b, _)| b.0)
+            .collect();
         assert_eq!(long.len(), 1, "{begins:?} {ends:?}");
         let samples: Vec<Sample> = read_lines(&dir.join(files::SAMPLES)).unwrap();
-        let of_pause: Vec<&Sample> = samples.iter().filter(|s| s.stall == long[0] && !s.baseline).collect();
-        assert!(of_pause.len() >= 3 && of_pause[0].full && of_pause.last().unwrap().full, "a full first and last look, deltas between: {}", of_pause.len());
-        let seen_asleep = of_pause.iter().flat_map(|s| &s.threads).any(|t| t.comm == "ticker" && t.state == 'S');
+        let of_pause: Vec<&Sample> =
+            samples.iter().filter(|s| s.stall == long[0] && !s.baseline).collect();
+        assert!(
+            of_pause.len() >= 3 && of_pause[0].full && of_pause.last().unwrap().full,
+            "a full first and last look, deltas between: {}",
+            of_pause.len()
+        );
+        let seen_asleep =
+            of_pause.iter().flat_map(|s| &s.threads).any(|t| t.comm == "ticker" && t.state == 'S');
         assert!(seen_asleep, "the silent thread was sampled asleep");
         let contexts: Vec<StallContext> = read_lines(&dir.join(files::CONTEXT)).unwrap();
-        assert!(contexts.iter().any(|c| c.stall == long[0] && !c.maps.is_empty()), "the stall's context holds the maps");
-        assert!(events.iter().any(|e| matches!(e, Event::MeterRunning { resolution_ns, .. } if *resolution_ns == MS)));
+        assert!(
+            contexts.iter().any(|c| c.stall == long[0] && !c.maps.is_empty()),
+            "the stall's context holds the maps"
+        );
+        assert!(events.iter().any(
+            |e| matches!(e, Event::MeterRunning { resolution_ns, .. } if *resolution_ns == MS)
+        ));
         drop(w);
         std::fs::remove_dir_all(&dir).unwrap();
     }
@@ -959,11 +1229,17 @@ mod tests {
         let (h, hb) = ticker(400, Duration::ZERO, 0);
         let stop = AtomicBool::new(false);
         let deadline = Some(Instant::now() + Duration::from_millis(50));
-        assert_eq!(watch(&mut w, of_heartbeat(&hb, deadline), &stop, &mut || true).unwrap(), Ending::Stopped("--for elapsed".into()));
+        assert_eq!(
+            watch(&mut w, of_heartbeat(&hb, deadline), &stop, &mut || true).unwrap(),
+            Ending::Stopped("--for elapsed".into())
+        );
         stop.store(true, Ordering::Relaxed);
         // A recording is watched once: its files are created new (O_EXCL).
         let (dir2, mut w2) = recording("ends-again");
-        assert_eq!(watch(&mut w2, of_heartbeat(&hb, None), &stop, &mut || true).unwrap(), Ending::Stopped("interrupted".into()));
+        assert_eq!(
+            watch(&mut w2, of_heartbeat(&hb, None), &stop, &mut || true).unwrap(),
+            Ending::Stopped("interrupted".into())
+        );
         h.join().unwrap();
         drop(w);
         drop(w2);
@@ -1002,7 +1278,8 @@ mod tests {
 
     #[test]
     fn a_delta_sample_lists_only_threads_that_changed() {
-        let prev: HashMap<i32, TaskSample> = [(1, task(1, 'S')), (2, task(2, 'R'))].into_iter().collect();
+        let prev: HashMap<i32, TaskSample> =
+            [(1, task(1, 'S')), (2, task(2, 'R'))].into_iter().collect();
         let now = vec![task(1, 'S'), task(2, 'D'), task(3, 'R')];
         let tids: Vec<i32> = changed(&prev, &now).iter().map(|t| t.tid).collect();
         assert_eq!(tids, [2, 3]);

@@ -7,13 +7,13 @@
 //! process (munlockall, scheduling policy) before the next begins.
 
 use crate::failure::EXIT_OK;
+use anyhow::{Context, Result, bail};
 use doctor::units::fmt_ns;
-use anyhow::{bail, Context, Result};
-use procwatch::clock::mono_ns;
 use hdrhistogram::Histogram;
+use procwatch::clock::mono_ns;
 use serde::Serialize;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 #[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq, clap::ValueEnum)]
@@ -126,14 +126,17 @@ impl Sync {
     fn new(shared: bool) -> Result<Sync> {
         let flags = if shared { libc::MAP_SHARED } else { libc::MAP_PRIVATE } | libc::MAP_ANONYMOUS;
         // SAFETY: an anonymous mapping of one page, unmapped in Drop.
-        let page = unsafe { libc::mmap(std::ptr::null_mut(), 4096, libc::PROT_READ | libc::PROT_WRITE, flags, -1, 0) };
+        let page = unsafe {
+            libc::mmap(std::ptr::null_mut(), 4096, libc::PROT_READ | libc::PROT_WRITE, flags, -1, 0)
+        };
         if page == libc::MAP_FAILED {
             return Err(std::io::Error::last_os_error()).context("mapping the futex page");
         }
         let mutex = page as *mut libc::pthread_mutex_t;
         // SAFETY: both objects fit in the page (64 + 48 bytes), suitably aligned.
         let cond = unsafe { (page as *mut u8).add(256) } as *mut libc::pthread_cond_t;
-        let pshared = if shared { libc::PTHREAD_PROCESS_SHARED } else { libc::PTHREAD_PROCESS_PRIVATE };
+        let pshared =
+            if shared { libc::PTHREAD_PROCESS_SHARED } else { libc::PTHREAD_PROCESS_PRIVATE };
         // SAFETY: initialising pthread objects in place with their attributes.
         unsafe {
             let mut ma: libc::pthread_mutexattr_t = std::mem::zeroed();
@@ -183,7 +186,16 @@ fn churn_loop(kind: Churn, region: usize, stop: &AtomicBool, cycles: &AtomicU64)
     let map = |t: &mut ChurnTimes| {
         let t0 = mono_ns();
         // SAFETY: anonymous private mapping; null check below.
-        let p = unsafe { libc::mmap(std::ptr::null_mut(), region, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1, 0) };
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                region,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
         t.mmap.saturating_record(mono_ns() - t0);
         (p != libc::MAP_FAILED).then_some(p as *mut u8)
     };
@@ -218,12 +230,21 @@ fn churn_loop(kind: Churn, region: usize, stop: &AtomicBool, cycles: &AtomicU64)
 }
 
 /// Runs one variant for `duration`, waking every `period`.
-pub fn run_variant(v: Variant, period: Duration, duration: Duration, region: usize, heartbeat: bool) -> Result<Outcome> {
+pub fn run_variant(
+    v: Variant,
+    period: Duration,
+    duration: Duration,
+    region: usize,
+    heartbeat: bool,
+) -> Result<Outcome> {
     let mut notes = Vec::new();
     if v.mlock {
         // SAFETY: mlockall has no memory-safety preconditions.
         if unsafe { libc::mlockall(libc::MCL_CURRENT | libc::MCL_FUTURE) } != 0 {
-            notes.push(format!("mlockall failed: {} (needs CAP_IPC_LOCK or a higher RLIMIT_MEMLOCK)", std::io::Error::last_os_error()));
+            notes.push(format!(
+                "mlockall failed: {} (needs CAP_IPC_LOCK or a higher RLIMIT_MEMLOCK)",
+                std::io::Error::last_os_error()
+            ));
         }
     }
     let sync = Arc::new(Sync::new(v.shared)?);
@@ -231,50 +252,71 @@ pub fn run_variant(v: Variant, period: Duration, duration: Duration, region: usi
     let cycles = Arc::new(AtomicU64::new(0));
     let churner = {
         let (stop, cycles) = (Arc::clone(&stop), Arc::clone(&cycles));
-        std::thread::Builder::new().name("mmap-churn".into()).spawn(move || churn_loop(v.churn, region, &stop, &cycles))?
+        std::thread::Builder::new()
+            .name("mmap-churn".into())
+            .spawn(move || churn_loop(v.churn, region, &stop, &cycles))?
     };
     let measurer = {
         let sync = Arc::clone(&sync);
-        std::thread::Builder::new().name("latency-critical".into()).spawn(move || -> (Histogram<u64>, Option<String>) {
-            let mut note = None;
-            if v.fifo {
-                let param = libc::sched_param { sched_priority: 10 };
-                // SAFETY: our own thread.
-                if unsafe { libc::pthread_setschedparam(libc::pthread_self(), libc::SCHED_FIFO, &param) } != 0 {
-                    note = Some("SCHED_FIFO not permitted (needs CAP_SYS_NICE); ran at normal priority".to_string());
+        std::thread::Builder::new().name("latency-critical".into()).spawn(
+            move || -> (Histogram<u64>, Option<String>) {
+                let mut note = None;
+                if v.fifo {
+                    let param = libc::sched_param { sched_priority: 10 };
+                    // SAFETY: our own thread.
+                    if unsafe {
+                        libc::pthread_setschedparam(libc::pthread_self(), libc::SCHED_FIFO, &param)
+                    } != 0
+                    {
+                        note = Some(
+                            "SCHED_FIFO not permitted (needs CAP_SYS_NICE); ran at normal priority"
+                                .to_string(),
+                        );
+                    }
                 }
-            }
-            let mut hist = Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3).expect("static bounds");
-            // The recorder watches this thread as it watches a JVM's hiccup meter.
-            let mut beat = if heartbeat { procwatch::heartbeat::HeartbeatWriter::create(period.as_nanos() as u64).ok() } else { None };
-            let period_ns = period.as_nanos() as u64;
-            let end = mono_ns() + duration.as_nanos() as u64;
-            let mut deadline = mono_ns();
-            while deadline < end {
-                deadline += period_ns;
-                let ts = libc::timespec { tv_sec: (deadline / 1_000_000_000) as libc::time_t, tv_nsec: (deadline % 1_000_000_000) as libc::c_long };
-                // SAFETY: initialised objects that outlive this thread; nobody signals, so
-                // the wait always ends by timeout at the deadline.
-                unsafe {
-                    libc::pthread_mutex_lock(sync.mutex);
-                    while libc::pthread_cond_timedwait(sync.cond, sync.mutex, &ts) != libc::ETIMEDOUT {}
-                    libc::pthread_mutex_unlock(sync.mutex);
+                let mut hist =
+                    Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3).expect("static bounds");
+                // The recorder watches this thread as it watches a JVM's hiccup meter.
+                let mut beat = if heartbeat {
+                    procwatch::heartbeat::HeartbeatWriter::create(period.as_nanos() as u64).ok()
+                } else {
+                    None
+                };
+                let period_ns = period.as_nanos() as u64;
+                let end = mono_ns() + duration.as_nanos() as u64;
+                let mut deadline = mono_ns();
+                while deadline < end {
+                    deadline += period_ns;
+                    let ts = libc::timespec {
+                        tv_sec: (deadline / 1_000_000_000) as libc::time_t,
+                        tv_nsec: (deadline % 1_000_000_000) as libc::c_long,
+                    };
+                    // SAFETY: initialised objects that outlive this thread; nobody signals, so
+                    // the wait always ends by timeout at the deadline.
+                    unsafe {
+                        libc::pthread_mutex_lock(sync.mutex);
+                        while libc::pthread_cond_timedwait(sync.cond, sync.mutex, &ts)
+                            != libc::ETIMEDOUT
+                        {}
+                        libc::pthread_mutex_unlock(sync.mutex);
+                    }
+                    let late = mono_ns().saturating_sub(deadline);
+                    hist.saturating_record(late);
+                    if let Some(b) = beat.as_mut() {
+                        b.tick();
+                    }
+                    // After a long stall, wait for the next period rather than bursting.
+                    let now = mono_ns();
+                    if now > deadline + period_ns {
+                        deadline = now;
+                    }
                 }
-                let late = mono_ns().saturating_sub(deadline);
-                hist.saturating_record(late);
-                if let Some(b) = beat.as_mut() {
-                    b.tick();
-                }
-                // After a long stall, wait for the next period rather than bursting.
-                let now = mono_ns();
-                if now > deadline + period_ns {
-                    deadline = now;
-                }
-            }
-            (hist, note)
-        })?
+                (hist, note)
+            },
+        )?
     };
-    let (hist, note) = measurer.join().map_err(|_| anyhow::anyhow!("the latency thread panicked"))?;
+    let (hist, note) =
+        measurer.join().map_err(|_| anyhow::anyhow!("the latency thread panicked"))?;
     stop.store(true, Ordering::Relaxed);
     let times = churner.join().map_err(|_| anyhow::anyhow!("the churning thread panicked"))?;
     if v.mlock {
@@ -324,12 +366,24 @@ pub fn run(a: FutexMmapArgs) -> Result<i32> {
     let variants = if a.matrix {
         matrix(a.fifo)
     } else {
-        vec![Variant { shared: a.futex == Futex::Shared, mlock: a.mlock, churn: a.churn, fifo: a.fifo }]
+        vec![Variant {
+            shared: a.futex == Futex::Shared,
+            mlock: a.mlock,
+            churn: a.churn,
+            fifo: a.fifo,
+        }]
     };
     let started = Instant::now();
     let mut outcomes = Vec::new();
-    println!("futex-mmap: a thread waits {} at a time on a condition variable; another churns {} MB mappings", fmt_ns(period.as_nanos() as u64), a.region_mb);
-    println!("  {:<47} {:>8} {:>9} {:>9} {:>9} {:>9} {:>7} {:>11}", "variant", "wakeups", "p50", "p99", "p99.9", "max", "cycles", "mmap p50");
+    println!(
+        "futex-mmap: a thread waits {} at a time on a condition variable; another churns {} MB mappings",
+        fmt_ns(period.as_nanos() as u64),
+        a.region_mb
+    );
+    println!(
+        "  {:<47} {:>8} {:>9} {:>9} {:>9} {:>9} {:>7} {:>11}",
+        "variant", "wakeups", "p50", "p99", "p99.9", "max", "cycles", "mmap p50"
+    );
     for v in variants {
         let o = run_variant(v, period, duration, region, a.heartbeat)?;
         println!(

@@ -12,7 +12,9 @@ pub fn chromium() -> PathBuf {
             return PathBuf::from(p);
         }
     }
-    panic!("Chromium is not installed (/usr/bin/chromium): the HTML report is tested in a real browser; apt-get install chromium (.ci/run does)");
+    panic!(
+        "Chromium is not installed (/usr/bin/chromium): the HTML report is tested in a real browser; apt-get install chromium (.ci/run does)"
+    );
 }
 
 /// Runs chromium headless on `page` with `extra` flags; returns its stdout. Fails the test on
@@ -21,7 +23,17 @@ pub fn run(page: &Path, extra: &[&str]) -> String {
     let profile = tempfile::tempdir().unwrap();
     let url = format!("file://{}", page.canonicalize().unwrap().display());
     let mut child = Command::new(chromium())
-        .args(["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync", "--hide-scrollbars"])
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--hide-scrollbars",
+        ])
         .arg(format!("--user-data-dir={}", profile.path().display()))
         .args(extra)
         .arg(&url)
@@ -60,7 +72,13 @@ pub fn dump_dom(page: &Path, extra: &[&str]) -> String {
 }
 
 /// A screenshot of the page at `width`×`height`, decoded: (width, height, RGBA pixels).
-pub fn screenshot(page: &Path, out: &Path, width: u32, height: u32, extra: &[&str]) -> (u32, u32, Vec<u8>) {
+pub fn screenshot(
+    page: &Path,
+    out: &Path,
+    width: u32,
+    height: u32,
+    extra: &[&str],
+) -> (u32, u32, Vec<u8>) {
     let shot = format!("--screenshot={}", out.display());
     let size = format!("--window-size={width},{height}");
     let mut args = vec![shot.as_str(), size.as_str()];
@@ -91,14 +109,19 @@ pub fn attr(dom: &str, marker: &str, attr: &str) -> Option<String> {
 }
 
 pub fn num(dom: &str, marker: &str, a: &str) -> i64 {
-    attr(dom, marker, a).unwrap_or_else(|| panic!("no {a} on {marker}")).parse().unwrap_or_else(|_| panic!("{a} on {marker} is not a number"))
+    attr(dom, marker, a)
+        .unwrap_or_else(|| panic!("no {a} on {marker}"))
+        .parse()
+        .unwrap_or_else(|_| panic!("{a} on {marker} is not a number"))
 }
 
 /// Share of pixels that differ from the top-left pixel, and the number of distinct colours.
 pub fn ink(rgba: &[u8]) -> (f64, usize) {
     let bg = &rgba[..4];
     let px = rgba.len() / 4;
-    let differ = rgba.chunks(4).filter(|p| p.iter().zip(bg).any(|(a, b)| a.abs_diff(*b) > 16)).count();
-    let colours: std::collections::HashSet<[u8; 3]> = rgba.chunks(4).step_by(7).map(|p| [p[0] & 0xf0, p[1] & 0xf0, p[2] & 0xf0]).collect();
+    let differ =
+        rgba.chunks(4).filter(|p| p.iter().zip(bg).any(|(a, b)| a.abs_diff(*b) > 16)).count();
+    let colours: std::collections::HashSet<[u8; 3]> =
+        rgba.chunks(4).step_by(7).map(|p| [p[0] & 0xf0, p[1] & 0xf0, p[2] & 0xf0]).collect();
     (differ as f64 / px as f64, colours.len())
 }

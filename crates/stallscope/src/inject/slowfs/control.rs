@@ -8,8 +8,8 @@ use doctor::units::{fmt_ns, parse_duration};
 use globset::{Glob, GlobMatcher};
 use std::fmt::Write as _;
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::RwLock;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// The control file's name, in the mount's root.
 pub const CONTROL_NAME: &str = ".stallscope-slowfs";
@@ -38,7 +38,14 @@ pub struct Stats {
 }
 
 impl Settings {
-    pub fn new(read_delay_ns: u64, write_delay_ns: u64, jitter_ns: u64, error_rate: f64, glob: &str, max_delay_ns: u64) -> Result<Settings, String> {
+    pub fn new(
+        read_delay_ns: u64,
+        write_delay_ns: u64,
+        jitter_ns: u64,
+        error_rate: f64,
+        glob: &str,
+        max_delay_ns: u64,
+    ) -> Result<Settings, String> {
         let s = Settings {
             read_delay_ns: AtomicU64::new(0),
             write_delay_ns: AtomicU64::new(0),
@@ -68,7 +75,12 @@ impl Settings {
         }
         let w = self.write_delay_ns.load(Ordering::Relaxed);
         if w.saturating_add(j) > self.max_delay_ns {
-            return Err(format!("write delay {} + jitter {} exceeds --max-delay {}; remount with a larger --max-delay", fmt_ns(w), fmt_ns(j), fmt_ns(self.max_delay_ns)));
+            return Err(format!(
+                "write delay {} + jitter {} exceeds --max-delay {}; remount with a larger --max-delay",
+                fmt_ns(w),
+                fmt_ns(j),
+                fmt_ns(self.max_delay_ns)
+            ));
         }
         self.read_delay_ns.store(d, Ordering::Relaxed);
         self.jitter_ns.store(j, Ordering::Relaxed);
@@ -78,7 +90,12 @@ impl Settings {
     pub fn set_write_delay(&self, w: u64) -> Result<(), String> {
         let j = self.jitter_ns.load(Ordering::Relaxed);
         if w.saturating_add(j) > self.max_delay_ns {
-            return Err(format!("write delay {} + jitter {} exceeds --max-delay {}; remount with a larger --max-delay", fmt_ns(w), fmt_ns(j), fmt_ns(self.max_delay_ns)));
+            return Err(format!(
+                "write delay {} + jitter {} exceeds --max-delay {}; remount with a larger --max-delay",
+                fmt_ns(w),
+                fmt_ns(j),
+                fmt_ns(self.max_delay_ns)
+            ));
         }
         self.write_delay_ns.store(w, Ordering::Relaxed);
         Ok(())
@@ -125,17 +142,27 @@ impl Settings {
 
     /// Applies `key=value` lines written to the control file. All-or-nothing per write.
     pub fn apply(&self, text: &str) -> Result<(), String> {
-        let (mut delay, mut write_delay, mut jitter, mut rate, mut glob) = (None, None, None, None, None);
+        let (mut delay, mut write_delay, mut jitter, mut rate, mut glob) =
+            (None, None, None, None, None);
         for line in text.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')) {
-            let (k, v) = line.split_once('=').ok_or_else(|| format!("'{line}' is not key=value"))?;
+            let (k, v) =
+                line.split_once('=').ok_or_else(|| format!("'{line}' is not key=value"))?;
             let (k, v) = (k.trim(), v.trim());
             match k {
                 "read_delay" => delay = Some(parse_duration(v).map_err(|e| e.to_string())?),
                 "write_delay" => write_delay = Some(parse_duration(v).map_err(|e| e.to_string())?),
                 "jitter" => jitter = Some(parse_duration(v).map_err(|e| e.to_string())?),
-                "error_rate" => rate = Some(v.parse::<f64>().map_err(|_| format!("error_rate={v} is not a number"))?),
+                "error_rate" => {
+                    rate = Some(
+                        v.parse::<f64>().map_err(|_| format!("error_rate={v} is not a number"))?,
+                    )
+                }
                 "glob" => glob = Some(v.to_string()),
-                _ => return Err(format!("unknown setting '{k}' (read_delay, write_delay, jitter, error_rate, glob)")),
+                _ => {
+                    return Err(format!(
+                        "unknown setting '{k}' (read_delay, write_delay, jitter, error_rate, glob)"
+                    ));
+                }
             }
         }
         if let Some(g) = &glob {
@@ -153,7 +180,12 @@ impl Settings {
             jitter.unwrap_or(self.jitter_ns.load(Ordering::Relaxed)),
         );
         if d.max(w).saturating_add(j) > self.max_delay_ns {
-            return Err(format!("delay {} + jitter {} exceeds --max-delay {}; remount with a larger --max-delay", fmt_ns(d.max(w)), fmt_ns(j), fmt_ns(self.max_delay_ns)));
+            return Err(format!(
+                "delay {} + jitter {} exceeds --max-delay {}; remount with a larger --max-delay",
+                fmt_ns(d.max(w)),
+                fmt_ns(j),
+                fmt_ns(self.max_delay_ns)
+            ));
         }
         self.write_delay_ns.store(w, Ordering::Relaxed);
         self.set_delay(delay, jitter)?;
@@ -183,7 +215,11 @@ mod tests {
         assert!(s.matches(Path::new("test.dat")) && !s.matches(Path::new("test.log")));
         let e = s.apply("read_delay=6s").unwrap_err();
         assert!(e.contains("exceeds --max-delay"), "{e}");
-        assert_eq!(s.read_delay_ns.load(Ordering::Relaxed), 2_000_000_000, "a refused write changes nothing");
+        assert_eq!(
+            s.read_delay_ns.load(Ordering::Relaxed),
+            2_000_000_000,
+            "a refused write changes nothing"
+        );
         assert!(s.apply("error_rate=2").is_err());
         assert!(s.apply("bogus=1").unwrap_err().contains("unknown setting"));
         assert!(Settings::new(6_000_000_000, 0, 0, 0.0, "**", 5_000_000_000).is_err());

@@ -6,10 +6,11 @@
 //! answered from its own thread, so any number of readers wait in parallel (unreliablefs
 //! serialises them on one global lock; this does not).
 
-use super::control::{Settings, CONTROL_NAME};
+use super::control::{CONTROL_NAME, Settings};
 use fuser::{
-    Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, LockOwner, OpenFlags, ReplyAttr, ReplyCreate, ReplyData,
-    ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, Request, TimeOrNow, WriteFlags,
+    Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, LockOwner,
+    OpenFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry,
+    ReplyOpen, ReplyStatfs, ReplyWrite, Request, TimeOrNow, WriteFlags,
 };
 use std::collections::HashMap;
 use std::ffi::OsStr;
@@ -40,11 +41,7 @@ fn errno(e: std::io::Error) -> Errno {
 }
 
 fn system_time(secs: i64, nsec: i64) -> SystemTime {
-    if secs >= 0 {
-        UNIX_EPOCH + Duration::new(secs as u64, nsec as u32)
-    } else {
-        UNIX_EPOCH
-    }
+    if secs >= 0 { UNIX_EPOCH + Duration::new(secs as u64, nsec as u32) } else { UNIX_EPOCH }
 }
 
 impl SlowFs {
@@ -288,7 +285,9 @@ impl Filesystem for SlowFs {
         let ppm = st.error_ppm.load(Ordering::Relaxed);
         let fail = ppm > 0 && self.random() % 1_000_000 < ppm;
         let jitter = st.jitter_ns.load(Ordering::Relaxed);
-        let delay = (st.read_delay_ns.load(Ordering::Relaxed) + if jitter > 0 { self.random() % (jitter + 1) } else { 0 }).min(st.max_delay_ns);
+        let delay = (st.read_delay_ns.load(Ordering::Relaxed)
+            + if jitter > 0 { self.random() % (jitter + 1) } else { 0 })
+        .min(st.max_delay_ns);
         if fail {
             st.stats.failed.fetch_add(1, Ordering::Relaxed);
         }
@@ -333,9 +332,15 @@ impl Filesystem for SlowFs {
         reply: ReplyWrite,
     ) {
         if ino.0 == CONTROL_INO {
-            return match std::str::from_utf8(data).map_err(|_| "not UTF-8".to_string()).and_then(|t| self.settings.apply(t)) {
+            return match std::str::from_utf8(data)
+                .map_err(|_| "not UTF-8".to_string())
+                .and_then(|t| self.settings.apply(t))
+            {
                 Ok(()) => {
-                    eprintln!("slowfs: settings now {}", self.settings.render().lines().take(4).collect::<Vec<_>>().join(", "));
+                    eprintln!(
+                        "slowfs: settings now {}",
+                        self.settings.render().lines().take(4).collect::<Vec<_>>().join(", ")
+                    );
                     reply.written(data.len() as u32)
                 }
                 Err(msg) => {
@@ -366,13 +371,31 @@ impl Filesystem for SlowFs {
         }
     }
 
-    fn flush(&self, _req: &Request, _ino: INodeNo, _fh: FileHandle, _lock_owner: LockOwner, reply: ReplyEmpty) {
+    fn flush(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _lock_owner: LockOwner,
+        reply: ReplyEmpty,
+    ) {
         reply.ok();
     }
 
-    fn fsync(&self, _req: &Request, ino: INodeNo, fh: FileHandle, datasync: bool, reply: ReplyEmpty) {
+    fn fsync(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        datasync: bool,
+        reply: ReplyEmpty,
+    ) {
         let Some(file) = self.handle(fh) else { return reply.ok() };
-        let sync = move |reply: ReplyEmpty| match if datasync { file.sync_data() } else { file.sync_all() } {
+        let sync = move |reply: ReplyEmpty| match if datasync {
+            file.sync_data()
+        } else {
+            file.sync_all()
+        } {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(errno(e)),
         };
@@ -389,16 +412,35 @@ impl Filesystem for SlowFs {
         }
     }
 
-    fn release(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, _flags: OpenFlags, _lock_owner: Option<LockOwner>, _flush: bool, reply: ReplyEmpty) {
+    fn release(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        _flush: bool,
+        reply: ReplyEmpty,
+    ) {
         if let Ok(mut h) = self.handles.write() {
             h.remove(&fh.0);
         }
         reply.ok();
     }
 
-    fn readdir(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, offset: u64, mut reply: ReplyDirectory) {
+    fn readdir(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        mut reply: ReplyDirectory,
+    ) {
         let Some(rel) = self.rel(ino) else { return reply.error(Errno::ENOENT) };
-        let mut entries: Vec<(u64, FileType, std::ffi::OsString)> = vec![(ino.0, FileType::Directory, ".".into()), (ino.0, FileType::Directory, "..".into())];
+        let mut entries: Vec<(u64, FileType, std::ffi::OsString)> = vec![
+            (ino.0, FileType::Directory, ".".into()),
+            (ino.0, FileType::Directory, "..".into()),
+        ];
         if ino.0 == INodeNo::ROOT.0 {
             entries.push((CONTROL_INO, FileType::RegularFile, CONTROL_NAME.into()));
         }
@@ -426,7 +468,16 @@ impl Filesystem for SlowFs {
         reply.ok();
     }
 
-    fn create(&self, _req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, flags: i32, reply: ReplyCreate) {
+    fn create(
+        &self,
+        _req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        flags: i32,
+        reply: ReplyCreate,
+    ) {
         let Some(dir) = self.rel(parent) else { return reply.error(Errno::ENOENT) };
         let rel = dir.join(name);
         let acc = flags & libc::O_ACCMODE;
@@ -438,16 +489,34 @@ impl Filesystem for SlowFs {
             .mode(mode & !umask & 0o7777)
             .open(self.root.join(&rel));
         match opened.and_then(|f| Ok((f, self.stat(&rel)?))) {
-            Ok((f, a)) => reply.created(&TTL, &a, Generation(0), self.new_handle(f), FopenFlags::FOPEN_KEEP_CACHE),
+            Ok((f, a)) => reply.created(
+                &TTL,
+                &a,
+                Generation(0),
+                self.new_handle(f),
+                FopenFlags::FOPEN_KEEP_CACHE,
+            ),
             Err(e) => reply.error(errno(e)),
         }
     }
 
-    fn mkdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, reply: ReplyEntry) {
+    fn mkdir(
+        &self,
+        _req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        reply: ReplyEntry,
+    ) {
         let Some(dir) = self.rel(parent) else { return reply.error(Errno::ENOENT) };
         let rel = dir.join(name);
-        let made = std::fs::create_dir(self.root.join(&rel))
-            .and_then(|_| std::fs::set_permissions(self.root.join(&rel), std::fs::Permissions::from_mode(mode & !umask & 0o7777)));
+        let made = std::fs::create_dir(self.root.join(&rel)).and_then(|_| {
+            std::fs::set_permissions(
+                self.root.join(&rel),
+                std::fs::Permissions::from_mode(mode & !umask & 0o7777),
+            )
+        });
         match made.and_then(|_| self.stat(&rel)) {
             Ok(a) => reply.entry(&TTL, &a, Generation(0)),
             Err(e) => reply.error(errno(e)),
@@ -471,12 +540,22 @@ impl Filesystem for SlowFs {
     }
 
     fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
-        let c = std::ffi::CString::new(self.root.as_os_str().as_encoded_bytes()).unwrap_or_default();
+        let c =
+            std::ffi::CString::new(self.root.as_os_str().as_encoded_bytes()).unwrap_or_default();
         let mut s: libc::statvfs = unsafe { std::mem::zeroed() };
         // SAFETY: a valid C string and an out-parameter of the right type.
         if unsafe { libc::statvfs(c.as_ptr(), &mut s) } != 0 {
             return reply.error(errno(std::io::Error::last_os_error()));
         }
-        reply.statfs(s.f_blocks, s.f_bfree, s.f_bavail, s.f_files, s.f_ffree, s.f_bsize as u32, s.f_namemax as u32, s.f_frsize as u32);
+        reply.statfs(
+            s.f_blocks,
+            s.f_bfree,
+            s.f_bavail,
+            s.f_files,
+            s.f_ffree,
+            s.f_bsize as u32,
+            s.f_namemax as u32,
+            s.f_frsize as u32,
+        );
     }
 }

@@ -8,13 +8,13 @@
 pub mod control;
 mod fs;
 
-use crate::failure::{Failure, EXIT_FAILURE, EXIT_OK};
+use crate::failure::{EXIT_FAILURE, EXIT_OK, Failure};
+use anyhow::{Context, Result, bail};
+use control::{CONTROL_NAME, Settings};
 use doctor::units::fmt_ns;
-use anyhow::{bail, Context, Result};
-use control::{Settings, CONTROL_NAME};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 #[derive(clap::Args, Debug, Clone)]
@@ -64,7 +64,6 @@ pub struct SlowfsArgs {
     pub allow_other: bool,
 }
 
-
 #[derive(clap::Args, Debug, Clone)]
 pub struct SlowfsSetArgs {
     /// The slowfs mount point.
@@ -81,20 +80,28 @@ pub struct SlowfsSetArgs {
     pub glob: Option<String>,
 }
 
-
 /// What the host must provide for FUSE, with what to do when it does not.
 pub fn check_fuse() -> Result<()> {
     if !Path::new("/dev/fuse").exists() {
-        return Err(Failure::new(EXIT_FAILURE, "slowfs needs FUSE, and /dev/fuse is missing: load the module (modprobe fuse), or run the container with --device /dev/fuse"));
+        return Err(Failure::new(
+            EXIT_FAILURE,
+            "slowfs needs FUSE, and /dev/fuse is missing: load the module (modprobe fuse), or run the container with --device /dev/fuse",
+        ));
     }
     if std::fs::OpenOptions::new().read(true).write(true).open("/dev/fuse").is_err() {
-        return Err(Failure::new(EXIT_FAILURE, "slowfs cannot open /dev/fuse: run as root, or give your user access to it"));
+        return Err(Failure::new(
+            EXIT_FAILURE,
+            "slowfs cannot open /dev/fuse: run as root, or give your user access to it",
+        ));
     }
     let found = std::env::var_os("PATH")
         .map(|p| std::env::split_paths(&p).any(|d| d.join("fusermount3").is_file()))
         .unwrap_or(false);
     if !found {
-        return Err(Failure::new(EXIT_FAILURE, "slowfs needs fusermount3, which is not on PATH: run scripts/setup.sh (or apt-get install fuse3)"));
+        return Err(Failure::new(
+            EXIT_FAILURE,
+            "slowfs needs fusermount3, which is not on PATH: run scripts/setup.sh (or apt-get install fuse3)",
+        ));
     }
     Ok(())
 }
@@ -121,7 +128,10 @@ impl UnmountGuardian {
     fn spawn(mount: &Path) -> Result<UnmountGuardian> {
         let target = std::ffi::CString::new(mount.as_os_str().as_encoded_bytes())?;
         let fusermount = std::ffi::CString::new("fusermount3")?;
-        let args: Vec<std::ffi::CString> = ["fusermount3", "-u", "-z", "-q", "--"].iter().map(|a| std::ffi::CString::new(*a).expect("no NUL")).collect();
+        let args: Vec<std::ffi::CString> = ["fusermount3", "-u", "-z", "-q", "--"]
+            .iter()
+            .map(|a| std::ffi::CString::new(*a).expect("no NUL"))
+            .collect();
         let mut argv: Vec<*const libc::c_char> = args.iter().map(|a| a.as_ptr()).collect();
         argv.push(target.as_ptr());
         argv.push(std::ptr::null());
@@ -146,7 +156,9 @@ impl UnmountGuardian {
                         break;
                     }
                 }
-                if libc::umount2(target.as_ptr(), libc::MNT_DETACH) != 0 && *libc::__errno_location() == libc::EPERM {
+                if libc::umount2(target.as_ptr(), libc::MNT_DETACH) != 0
+                    && *libc::__errno_location() == libc::EPERM
+                {
                     libc::execvp(fusermount.as_ptr(), argv.as_ptr());
                 }
                 libc::_exit(0);
@@ -172,13 +184,18 @@ fn lazy_unmount(mount: &Path) {
     let c = std::ffi::CString::new(mount.as_os_str().as_encoded_bytes()).unwrap_or_default();
     // SAFETY: a valid C string.
     if unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) } != 0 {
-        let _ = std::process::Command::new("fusermount3").args(["-u", "-z", "-q", "--"]).arg(mount).status();
+        let _ = std::process::Command::new("fusermount3")
+            .args(["-u", "-z", "-q", "--"])
+            .arg(mount)
+            .status();
     }
 }
 
 pub fn run(a: SlowfsArgs) -> Result<i32> {
     check_fuse()?;
-    let backing = std::fs::canonicalize(&a.backing).with_context(|| format!("{}: the backing directory cannot be read", a.backing.display()))?;
+    let backing = std::fs::canonicalize(&a.backing).with_context(|| {
+        format!("{}: the backing directory cannot be read", a.backing.display())
+    })?;
     if !backing.is_dir() {
         bail!("{}: the backing path is not a directory", backing.display());
     }
@@ -198,7 +215,8 @@ pub fn run(a: SlowfsArgs) -> Result<i32> {
     let created = if a.mount.exists() {
         false
     } else {
-        std::fs::create_dir_all(&a.mount).with_context(|| format!("{}: cannot create the mount point", a.mount.display()))?;
+        std::fs::create_dir_all(&a.mount)
+            .with_context(|| format!("{}: cannot create the mount point", a.mount.display()))?;
         true
     };
     let mount = std::fs::canonicalize(&a.mount)?;
@@ -206,12 +224,18 @@ pub fn run(a: SlowfsArgs) -> Result<i32> {
         bail!("{}: something is already mounted there", mount.display());
     }
     if mount.starts_with(&backing) {
-        bail!("{}: the mount point is inside the backing directory {}", mount.display(), backing.display());
+        bail!(
+            "{}: the mount point is inside the backing directory {}",
+            mount.display(),
+            backing.display()
+        );
     }
 
     // Stop on SIGINT/SIGTERM/SIGHUP from here on, so no signal can leave the mount behind.
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM, signal_hook::consts::SIGHUP] {
+    for sig in
+        [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM, signal_hook::consts::SIGHUP]
+    {
         signal_hook::flag::register(sig, Arc::clone(&stop))?;
     }
 
@@ -227,8 +251,12 @@ pub fn run(a: SlowfsArgs) -> Result<i32> {
     config.acl = if a.allow_other { fuser::SessionACL::All } else { fuser::SessionACL::Owner };
     config.n_threads = Some(a.threads.max(1));
     config.clone_fd = true;
-    let session = fuser::spawn_mount(fs::SlowFs::new(backing.clone(), Arc::clone(&settings)), &mount, &config)
-        .with_context(|| format!("mounting slowfs on {}", mount.display()))?;
+    let session = fuser::spawn_mount(
+        fs::SlowFs::new(backing.clone(), Arc::clone(&settings)),
+        &mount,
+        &config,
+    )
+    .with_context(|| format!("mounting slowfs on {}", mount.display()))?;
 
     let started = Instant::now();
     eprintln!(
@@ -251,7 +279,9 @@ pub fn run(a: SlowfsArgs) -> Result<i32> {
         }
     );
     while !stop.load(Ordering::Relaxed) {
-        if run_for.is_some_and(|d| started.elapsed() >= Duration::from_nanos(d)) || session.guard.is_finished() {
+        if run_for.is_some_and(|d| started.elapsed() >= Duration::from_nanos(d))
+            || session.guard.is_finished()
+        {
             break;
         }
         std::thread::sleep(Duration::from_millis(20));
@@ -287,7 +317,10 @@ pub fn run(a: SlowfsArgs) -> Result<i32> {
 pub fn set(a: SlowfsSetArgs) -> Result<i32> {
     let control: PathBuf = a.mount.join(CONTROL_NAME);
     if !control.exists() {
-        return Err(Failure::new(EXIT_FAILURE, format!("{}: no slowfs is mounted there (no {CONTROL_NAME})", a.mount.display())));
+        return Err(Failure::new(
+            EXIT_FAILURE,
+            format!("{}: no slowfs is mounted there (no {CONTROL_NAME})", a.mount.display()),
+        ));
     }
     let mut lines = Vec::new();
     if let Some(d) = a.read_delay {

@@ -3,7 +3,7 @@
 
 use crate::lab::scenario::Ctx;
 use crate::record::{self, Launch};
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result, bail};
 use doctor::Report;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -39,7 +39,13 @@ pub fn me() -> Result<PathBuf> {
 pub fn mount_slowfs(back: &Path, mnt: &Path, args: &[&str]) -> Result<Helper> {
     crate::inject::slowfs::check_fuse()?;
     std::fs::create_dir_all(back)?;
-    let child = std::process::Command::new(me()?).args(["inject", "slowfs"]).arg(back).arg(mnt).args(args).stderr(std::process::Stdio::null()).spawn()?;
+    let child = std::process::Command::new(me()?)
+        .args(["inject", "slowfs"])
+        .arg(back)
+        .arg(mnt)
+        .args(args)
+        .stderr(std::process::Stdio::null())
+        .spawn()?;
     let slowfs = Helper(child);
     let t0 = Instant::now();
     while !crate::inject::slowfs::is_mounted(mnt) {
@@ -53,7 +59,11 @@ pub fn mount_slowfs(back: &Path, mnt: &Path, args: &[&str]) -> Result<Helper> {
 
 /// The last JSON line a workload printed.
 pub fn json_line(stdout: &str) -> Result<Value> {
-    let last = stdout.lines().rev().find(|l| l.trim_start().starts_with('{')).context("the workload printed no JSON line")?;
+    let last = stdout
+        .lines()
+        .rev()
+        .find(|l| l.trim_start().starts_with('{'))
+        .context("the workload printed no JSON line")?;
     serde_json::from_str(last).context("the workload's JSON line")
 }
 
@@ -68,7 +78,13 @@ pub fn diagnose(dir: &Path) -> Result<Report> {
 }
 
 /// Records the workloads jar's `workload` under the doctor: its JSON line and the report.
-pub fn run_jvm(ctx: &Ctx, dir: &Path, jvm_args: &[&str], workload: &[String], launch: Launch) -> Result<(Value, Report)> {
+pub fn run_jvm(
+    ctx: &Ctx,
+    dir: &Path,
+    jvm_args: &[&str],
+    workload: &[String],
+    launch: Launch,
+) -> Result<(Value, Report)> {
     let s = ctx.settings(dir)?;
     let mut command: Vec<String> = vec![ctx.java.display().to_string()];
     command.extend(jvm_args.iter().map(|a| a.to_string()));
@@ -84,7 +100,15 @@ pub fn run_jvm(ctx: &Ctx, dir: &Path, jvm_args: &[&str], workload: &[String], la
 
 /// How the lab launches a recorded workload: SafepointTimeout on, its stdout kept, no chatter.
 pub fn quiet_launch() -> Launch {
-    Launch { safepoint_timeout: true, boost: None, capture_stdout: true, chatty: false, nice: None, cgroups: vec![], timeout: Some(Duration::from_secs(300)) }
+    Launch {
+        safepoint_timeout: true,
+        boost: None,
+        capture_stdout: true,
+        chatty: false,
+        nice: None,
+        cgroups: vec![],
+        timeout: Some(Duration::from_secs(300)),
+    }
 }
 
 /// Arguments as owned strings.

@@ -26,7 +26,14 @@ impl Scenario for CountedLoop {
         seed: "004 (MeasureJitter / EnableBiasedLocking)",
         title: "a counted int loop holds every thread out of a safepoint",
         cause: Cause::NoSafepointPoll,
-        published: || Published::new("the jitter thread blocked 2.5 s once per run; normally 0.4 ms", "the author's laptop, HotSpot of 2013", Some(2500.0), Some(0.4)),
+        published: || {
+            Published::new(
+                "the jitter thread blocked 2.5 s once per run; normally 0.4 ms",
+                "the author's laptop, HotSpot of 2013",
+                Some(2500.0),
+                Some(0.4),
+            )
+        },
         metric: "jitter thread's worst lateness",
         unit: "ms",
         needs_fuse: false,
@@ -36,8 +43,24 @@ impl Scenario for CountedLoop {
         side_metrics: &[("ttsp_max_ms", "TTSP max in the JVM log (ms)")],
     };
     const VARIANTS: &'static [(Variant, VariantSpec)] = &[
-        (Variant::NoPoll, VariantSpec { id: "no-poll", label: "-XX:+UseParallelGC -XX:-UseCountedLoopSafepoints", expect: Expect::Cause(Cause::NoSafepointPoll), culprit: Some("counted-loop") }),
-        (Variant::StripMining, VariantSpec { id: "strip-mining", label: "default G1, loop strip mining", expect: Expect::NoStall, culprit: None }),
+        (
+            Variant::NoPoll,
+            VariantSpec {
+                id: "no-poll",
+                label: "-XX:+UseParallelGC -XX:-UseCountedLoopSafepoints",
+                expect: Expect::Cause(Cause::NoSafepointPoll),
+                culprit: Some("counted-loop"),
+            },
+        ),
+        (
+            Variant::StripMining,
+            VariantSpec {
+                id: "strip-mining",
+                label: "default G1, loop strip mining",
+                expect: Expect::NoStall,
+                culprit: None,
+            },
+        ),
     ];
 
     fn setup(_: &Ctx, _: &Path, _: &mut Vec<String>) -> Result<()> {
@@ -46,7 +69,15 @@ impl Scenario for CountedLoop {
 
     fn run(_: &mut (), v: Variant, ctx: &Ctx, rec: &Path) -> Result<Measured> {
         let p = ctx.profile;
-        let workload = args(&["counted-loop", "--duration", p.pick("3s", "15s"), "--rounds", p.pick("300", "600"), "--trigger", "threaddump"]);
+        let workload = args(&[
+            "counted-loop",
+            "--duration",
+            p.pick("3s", "15s"),
+            "--rounds",
+            p.pick("300", "600"),
+            "--trigger",
+            "threaddump",
+        ]);
         let jvm: &[&str] = match v {
             Variant::NoPoll => &["-XX:+UseParallelGC", "-XX:-UseCountedLoopSafepoints"],
             Variant::StripMining => &[],

@@ -1,7 +1,7 @@
 //! Seed 003 (SetPriorityClass): threads starved of a CPU reach the safepoint late. Baseline
 //! beside `run --boost` (the seed's priority boost, from outside) and a static nice value.
 
-use super::common::{args, me, ms, quiet_launch, run_jvm, Helper};
+use super::common::{Helper, args, me, ms, quiet_launch, run_jvm};
 use crate::lab::model::Published;
 use crate::lab::scenario::{Ctx, Measured, Scenario, Spec, VariantSpec};
 use crate::lab::verdict::Expect;
@@ -30,7 +30,14 @@ impl Scenario for CpuContention {
         seed: "003 (SetPriorityClass)",
         title: "threads starved of a CPU reach the safepoint late",
         cause: Cause::CpuStarvation,
-        published: || Published::new("TTSP p50 125 → 100 µs and p90 40 ms → 140 µs when boosted, with two or more busy JVMs", "Windows, G1, several JVMs on one host (2020)", Some(40.0), Some(0.14)),
+        published: || {
+            Published::new(
+                "TTSP p50 125 → 100 µs and p90 40 ms → 140 µs when boosted, with two or more busy JVMs",
+                "Windows, G1, several JVMs on one host (2020)",
+                Some(40.0),
+                Some(0.14),
+            )
+        },
         metric: "TTSP p90",
         unit: "ms",
         needs_fuse: false,
@@ -40,9 +47,33 @@ impl Scenario for CpuContention {
         side_metrics: &[("ttsp_p50_ms", "TTSP p50 (ms)"), ("ttsp_max_ms", "TTSP max (ms)")],
     };
     const VARIANTS: &'static [(Variant, VariantSpec)] = &[
-        (Variant::NoBoost, VariantSpec { id: "no-boost", label: "beside 4 CPU-bound threads", expect: Expect::IfStall(Cause::CpuStarvation), culprit: None }),
-        (Variant::Boost, VariantSpec { id: "boost", label: "stallscope run --boost (nice -10 while reaching a safepoint)", expect: Expect::IfStall(Cause::CpuStarvation), culprit: None }),
-        (Variant::StaticNice, VariantSpec { id: "static-nice", label: "the JVM at nice -5 throughout", expect: Expect::IfStall(Cause::CpuStarvation), culprit: None }),
+        (
+            Variant::NoBoost,
+            VariantSpec {
+                id: "no-boost",
+                label: "beside 4 CPU-bound threads",
+                expect: Expect::IfStall(Cause::CpuStarvation),
+                culprit: None,
+            },
+        ),
+        (
+            Variant::Boost,
+            VariantSpec {
+                id: "boost",
+                label: "stallscope run --boost (nice -10 while reaching a safepoint)",
+                expect: Expect::IfStall(Cause::CpuStarvation),
+                culprit: None,
+            },
+        ),
+        (
+            Variant::StaticNice,
+            VariantSpec {
+                id: "static-nice",
+                label: "the JVM at nice -5 throughout",
+                expect: Expect::IfStall(Cause::CpuStarvation),
+                culprit: None,
+            },
+        ),
     ];
 
     fn setup(_: &Ctx, _: &Path, _: &mut Vec<String>) -> Result<()> {
@@ -51,12 +82,26 @@ impl Scenario for CpuContention {
 
     fn run(_: &mut (), v: Variant, ctx: &Ctx, rec: &Path) -> Result<Measured> {
         let secs = ctx.profile.pick(3, 15);
-        let hog = Command::new(me()?).args(["inject", "cpu-hog", "--threads", "4", "--for", &format!("{}s", secs + 20)]).stdout(Stdio::null()).stderr(Stdio::null()).spawn()?;
+        let hog = Command::new(me()?)
+            .args(["inject", "cpu-hog", "--threads", "4", "--for", &format!("{}s", secs + 20)])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()?;
         let _hog = Helper(hog);
         std::thread::sleep(Duration::from_millis(300));
         std::fs::create_dir_all(rec)?;
         let log = std::fs::canonicalize(rec)?.join("safepoint.log");
-        let workload = args(&["safepoint-storm", "--threads", "2", "--duration", &format!("{secs}s"), "--every", "10ms", "--log", log.to_str().unwrap_or("")]);
+        let workload = args(&[
+            "safepoint-storm",
+            "--threads",
+            "2",
+            "--duration",
+            &format!("{secs}s"),
+            "--every",
+            "10ms",
+            "--log",
+            log.to_str().unwrap_or(""),
+        ]);
         let mut launch = quiet_launch();
         match v {
             Variant::NoBoost => {}

@@ -32,7 +32,14 @@ impl Scenario for CpuQuota {
         seed: "none (a cause the seeds did not cover)",
         title: "a CPU quota below the JVM's demand throttles the threads a safepoint waits for",
         cause: Cause::CgroupThrottling,
-        published: || Published::new("none; by hand on this machine: a 0.6-CPU quota gave stalls of up to 80 ms, called cgroup CPU throttling", "2 vCPUs, Linux 6.18, JDK 17", None, None),
+        published: || {
+            Published::new(
+                "none; by hand on this machine: a 0.6-CPU quota gave stalls of up to 80 ms, called cgroup CPU throttling",
+                "2 vCPUs, Linux 6.18, JDK 17",
+                None,
+                None,
+            )
+        },
         metric: "longest stall",
         unit: "ms",
         needs_fuse: false,
@@ -42,8 +49,24 @@ impl Scenario for CpuQuota {
         side_metrics: &[("ttsp_p90_ms", "TTSP p90 (ms)"), ("ttsp_max_ms", "TTSP max (ms)")],
     };
     const VARIANTS: &'static [(Variant, VariantSpec)] = &[
-        (Variant::Quota, VariantSpec { id: "quota", label: "cpu quota 60 ms per 100 ms (0.6 CPU), 2 busy threads", expect: Expect::Cause(Cause::CgroupThrottling), culprit: None }),
-        (Variant::Enough, VariantSpec { id: "enough", label: "cpu quota of 2 CPUs", expect: Expect::Without(Cause::CgroupThrottling), culprit: None }),
+        (
+            Variant::Quota,
+            VariantSpec {
+                id: "quota",
+                label: "cpu quota 60 ms per 100 ms (0.6 CPU), 2 busy threads",
+                expect: Expect::Cause(Cause::CgroupThrottling),
+                culprit: None,
+            },
+        ),
+        (
+            Variant::Enough,
+            VariantSpec {
+                id: "enough",
+                label: "cpu quota of 2 CPUs",
+                expect: Expect::Without(Cause::CgroupThrottling),
+                culprit: None,
+            },
+        ),
     ];
 
     fn setup(_: &Ctx, _: &Path, notes: &mut Vec<String>) -> Result<()> {
@@ -56,11 +79,22 @@ impl Scenario for CpuQuota {
             Variant::Quota => 60_000,
             Variant::Enough => 200_000,
         };
-        let cg = TempCgroup::cpu("quota", quota, 100_000)?.guarded(std::sync::Arc::clone(&ctx.guard))?;
+        let cg =
+            TempCgroup::cpu("quota", quota, 100_000)?.guarded(std::sync::Arc::clone(&ctx.guard))?;
         let secs = ctx.profile.pick(3, 15);
         std::fs::create_dir_all(rec)?;
         let log = std::fs::canonicalize(rec)?.join("safepoint.log");
-        let workload = args(&["safepoint-storm", "--threads", "2", "--duration", &format!("{secs}s"), "--every", "10ms", "--log", log.to_str().unwrap_or("")]);
+        let workload = args(&[
+            "safepoint-storm",
+            "--threads",
+            "2",
+            "--duration",
+            &format!("{secs}s"),
+            "--every",
+            "10ms",
+            "--log",
+            log.to_str().unwrap_or(""),
+        ]);
         let mut launch = quiet_launch();
         launch.cgroups = vec![cg.procs_file()];
         launch.timeout = Some(Duration::from_secs(secs + 60));

@@ -5,7 +5,7 @@ use crate::lab::model::{Published, VariantResult, Verdict};
 use crate::lab::scenario::{Ctx, Judged, Measured, Scenario, Spec, VariantSpec};
 use crate::lab::verdict::Expect;
 use crate::record;
-use anyhow::{bail, Result};
+use anyhow::{Result, bail};
 use doctor::Cause;
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -35,7 +35,15 @@ impl Scenario for Frozen {
         run_secs: (4, 7),
         side_metrics: &[],
     };
-    const VARIANTS: &'static [(Variant, VariantSpec)] = &[(Variant::Freeze, VariantSpec { id: "freeze", label: "SIGSTOP, then SIGCONT", expect: Expect::Cause(Cause::Frozen), culprit: None })];
+    const VARIANTS: &'static [(Variant, VariantSpec)] = &[(
+        Variant::Freeze,
+        VariantSpec {
+            id: "freeze",
+            label: "SIGSTOP, then SIGCONT",
+            expect: Expect::Cause(Cause::Frozen),
+            culprit: None,
+        },
+    )];
 
     fn setup(_: &Ctx, _: &Path, _: &mut Vec<String>) -> Result<()> {
         Ok(())
@@ -46,28 +54,44 @@ impl Scenario for Frozen {
         let injected = p.pick(500u64, 2000);
         let s = ctx.settings(rec)?;
         let dir = s.dir.clone();
-        let command: Vec<String> = vec![ctx.java.display().to_string(), "-jar".into(), ctx.workloads.display().to_string(), "idle".into(), "--duration".into(), p.pick("3s", "6s").into()];
+        let command: Vec<String> = vec![
+            ctx.java.display().to_string(),
+            "-jar".into(),
+            ctx.workloads.display().to_string(),
+            "idle".into(),
+            "--duration".into(),
+            p.pick("3s", "6s").into(),
+        ];
         let stop = ctx.stop;
-        let (status, stopped_ms) = std::thread::scope(|scope| -> Result<(std::process::ExitStatus, u64)> {
-            let h = scope.spawn(|| record::record_jvm(&s, &command, &super::common::quiet_launch(), stop));
-            let pid = wait_for_pid(&dir)?;
-            let hb = procwatch::heartbeat::default_path(pid);
-            // Watched: the agent's heartbeat is up, or (from outside) the JVM's counters are.
-            let watched = || if ctx.outside { procwatch::perfdata::locate(pid).is_ok() } else { hb.exists() };
-            let t0 = Instant::now();
-            while !watched() && t0.elapsed() < Duration::from_secs(20) {
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            std::thread::sleep(Duration::from_millis(800));
-            let stopped = crate::inject::freeze::freeze(pid, Duration::from_millis(injected), stop)?;
-            let r = h.join().map_err(|_| anyhow::anyhow!("the recorder panicked"))??;
-            Ok((r.status, stopped.as_millis() as u64))
-        })?;
+        let (status, stopped_ms) =
+            std::thread::scope(|scope| -> Result<(std::process::ExitStatus, u64)> {
+                let h = scope.spawn(|| {
+                    record::record_jvm(&s, &command, &super::common::quiet_launch(), stop)
+                });
+                let pid = wait_for_pid(&dir)?;
+                let hb = procwatch::heartbeat::default_path(pid);
+                // Watched: the agent's heartbeat is up, or (from outside) the JVM's counters are.
+                let watched = || {
+                    if ctx.outside { procwatch::perfdata::locate(pid).is_ok() } else { hb.exists() }
+                };
+                let t0 = Instant::now();
+                while !watched() && t0.elapsed() < Duration::from_secs(20) {
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                std::thread::sleep(Duration::from_millis(800));
+                let stopped =
+                    crate::inject::freeze::freeze(pid, Duration::from_millis(injected), stop)?;
+                let r = h.join().map_err(|_| anyhow::anyhow!("the recorder panicked"))??;
+                Ok((r.status, stopped.as_millis() as u64))
+            })?;
         if !status.success() {
             bail!("the idle JVM failed ({status})");
         }
         let r = diagnose(&dir)?;
-        let metrics = BTreeMap::from([("metric".to_string(), r.summary.longest_stall_ns as f64 / 1e6), ("injected".to_string(), stopped_ms as f64)]);
+        let metrics = BTreeMap::from([
+            ("metric".to_string(), r.summary.longest_stall_ns as f64 / 1e6),
+            ("injected".to_string(), stopped_ms as f64),
+        ]);
         Ok(Measured { metrics, report: Some(r), min_stall_ns: 100_000_000 })
     }
 
@@ -76,9 +100,17 @@ impl Scenario for Frozen {
         let runs = &variants[0].runs;
         let ok = !runs.is_empty() && runs.iter().all(|r| matches!((r.metrics.get("metric"), r.metrics.get("injected")), (Some(m), Some(i)) if *m >= *i * 0.9 && *m <= *i * 1.2 + 50.0));
         if ok {
-            Judged { verdict: Verdict::Reproduced, effect: None, reason: "every run's longest stall matched the injected pause".into() }
+            Judged {
+                verdict: Verdict::Reproduced,
+                effect: None,
+                reason: "every run's longest stall matched the injected pause".into(),
+            }
         } else {
-            Judged { verdict: Verdict::Inconclusive, effect: None, reason: "a run's longest stall did not match the injected pause".into() }
+            Judged {
+                verdict: Verdict::Inconclusive,
+                effect: None,
+                reason: "a run's longest stall did not match the injected pause".into(),
+            }
         }
     }
 }

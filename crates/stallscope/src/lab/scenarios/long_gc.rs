@@ -38,8 +38,24 @@ impl Scenario for LongGc {
         side_metrics: &[],
     };
     const VARIANTS: &'static [(Variant, VariantSpec)] = &[
-        (Variant::FullGc, VariantSpec { id: "full-gc", label: "-XX:+UseParallelGC, System.gc() of the live heap", expect: Expect::Cause(Cause::LongVmOperation), culprit: None }),
-        (Variant::Concurrent, VariantSpec { id: "concurrent", label: "G1, -XX:+ExplicitGCInvokesConcurrent", expect: Expect::NoStall, culprit: None }),
+        (
+            Variant::FullGc,
+            VariantSpec {
+                id: "full-gc",
+                label: "-XX:+UseParallelGC, System.gc() of the live heap",
+                expect: Expect::Cause(Cause::LongVmOperation),
+                culprit: None,
+            },
+        ),
+        (
+            Variant::Concurrent,
+            VariantSpec {
+                id: "concurrent",
+                label: "G1, -XX:+ExplicitGCInvokesConcurrent",
+                expect: Expect::NoStall,
+                culprit: None,
+            },
+        ),
     ];
 
     fn setup(_: &Ctx, _: &Path, _: &mut Vec<String>) -> Result<()> {
@@ -55,7 +71,8 @@ impl Scenario for LongGc {
         };
         let workload = args(&["heap-gc", "--live", live, "--gcs", "3", "--every", "300ms"]);
         let (_, r) = run_jvm(ctx, rec, &jvm, &workload, quiet_launch())?;
-        let metrics = BTreeMap::from([("metric".to_string(), r.summary.longest_stall_ns as f64 / 1e6)]);
+        let metrics =
+            BTreeMap::from([("metric".to_string(), r.summary.longest_stall_ns as f64 / 1e6)]);
         Ok(Measured { metrics, report: Some(r), min_stall_ns: 60_000_000 })
     }
 }

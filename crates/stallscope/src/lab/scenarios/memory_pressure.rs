@@ -36,18 +36,44 @@ impl Scenario for MemoryPressure {
         seed: "none (a cause the seeds did not cover)",
         title: "fresh memory in a full memory cgroup must be reclaimed first",
         cause: Cause::MemoryReclaim,
-        published: || Published::new("none; by hand on this machine: a 250 MB cgroup took the longest TTSP from 9 ms (4 GB) to 72 ms", "2 vCPUs, Linux 6.18, JDK 17", None, None),
+        published: || {
+            Published::new(
+                "none; by hand on this machine: a 250 MB cgroup took the longest TTSP from 9 ms (4 GB) to 72 ms",
+                "2 vCPUs, Linux 6.18, JDK 17",
+                None,
+                None,
+            )
+        },
         metric: "longest time to safepoint",
         unit: "ms",
         needs_fuse: false,
         needs_root: true,
         why_not: "",
         run_secs: (8, 18),
-        side_metrics: &[("limit_hits", "times the cgroup hit its limit"), ("request_p99_ms", "safepoint request p99 (ms)")],
+        side_metrics: &[
+            ("limit_hits", "times the cgroup hit its limit"),
+            ("request_p99_ms", "safepoint request p99 (ms)"),
+        ],
     };
     const VARIANTS: &'static [(Variant, VariantSpec)] = &[
-        (Variant::Squeezed, VariantSpec { id: "squeezed", label: "a 250 MB memory cgroup, a file streamed into it", expect: Expect::Cause(Cause::MemoryReclaim), culprit: Some("allocator") }),
-        (Variant::Headroom, VariantSpec { id: "headroom", label: "the same with a 4 GB limit", expect: Expect::Without(Cause::MemoryReclaim), culprit: None }),
+        (
+            Variant::Squeezed,
+            VariantSpec {
+                id: "squeezed",
+                label: "a 250 MB memory cgroup, a file streamed into it",
+                expect: Expect::Cause(Cause::MemoryReclaim),
+                culprit: Some("allocator"),
+            },
+        ),
+        (
+            Variant::Headroom,
+            VariantSpec {
+                id: "headroom",
+                label: "the same with a 4 GB limit",
+                expect: Expect::Without(Cause::MemoryReclaim),
+                culprit: None,
+            },
+        ),
     ];
 
     fn setup(_: &Ctx, _: &Path, notes: &mut Vec<String>) -> Result<()> {
@@ -61,18 +87,37 @@ impl Scenario for MemoryPressure {
             Variant::Squeezed => 250 * MB,
             Variant::Headroom => 4096 * MB,
         };
-        let cg = TempCgroup::memory("pressure", limit, false)?.guarded(std::sync::Arc::clone(&ctx.guard))?;
+        let cg = TempCgroup::memory("pressure", limit, false)?
+            .guarded(std::sync::Arc::clone(&ctx.guard))?;
         std::fs::create_dir_all(rec)?;
         let stream = std::fs::canonicalize(rec)?.join("stream.dat");
-        let workload = args(&["memory-squeeze", "--file", stream.to_str().unwrap_or(""), "--duration", p.pick("5s", "15s"), "--file-mb", p.pick("256", "512"), "--buffer-mb", "32", "--every", "10ms"]);
+        let workload = args(&[
+            "memory-squeeze",
+            "--file",
+            stream.to_str().unwrap_or(""),
+            "--duration",
+            p.pick("5s", "15s"),
+            "--file-mb",
+            p.pick("256", "512"),
+            "--buffer-mb",
+            "32",
+            "--every",
+            "10ms",
+        ]);
         let mut launch = quiet_launch();
         // A v2 group of its own as well: the JVM's own memory and I/O pressure (PSI).
         let own = TempCgroup::unified("pressure")?.guarded(std::sync::Arc::clone(&ctx.guard))?;
         launch.cgroups = vec![cg.procs_file(), own.procs_file()];
         launch.timeout = Some(Duration::from_secs(p.pick(60, 120)));
-        let before = std::fs::read_to_string(cg.path.join("memory.failcnt")).ok().and_then(|s| s.trim().parse::<u64>().ok());
+        let before = std::fs::read_to_string(cg.path.join("memory.failcnt"))
+            .ok()
+            .and_then(|s| s.trim().parse::<u64>().ok());
         let (j, r) = run_jvm(ctx, rec, &["-Xmx128m", "-XX:+UseParallelGC"], &workload, launch)?;
-        let hits = std::fs::read_to_string(cg.path.join("memory.failcnt")).ok().and_then(|s| s.trim().parse::<u64>().ok()).zip(before).map(|(a, b)| a - b);
+        let hits = std::fs::read_to_string(cg.path.join("memory.failcnt"))
+            .ok()
+            .and_then(|s| s.trim().parse::<u64>().ok())
+            .zip(before)
+            .map(|(a, b)| a - b);
         drop((cg, own));
         let _ = std::fs::remove_file(&stream);
         let mut metrics = BTreeMap::from([

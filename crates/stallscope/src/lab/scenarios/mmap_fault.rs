@@ -1,11 +1,11 @@
 //! Seed 000 (LongTTSP): a MappedByteBuffer read on a slow disk holds the safepoint, because a
 //! page fault cannot be interrupted to reach it. The slow disk is slowfs, built into stallscope.
 
-use super::common::{args, me, mount_slowfs, ms, quiet_launch, run_jvm, write_file, Helper};
+use super::common::{Helper, args, me, mount_slowfs, ms, quiet_launch, run_jvm, write_file};
 use crate::lab::model::Published;
 use crate::lab::scenario::{Ctx, Measured, Scenario, Spec, VariantSpec};
 use crate::lab::verdict::Expect;
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result, bail};
 use doctor::Cause;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -46,19 +46,53 @@ impl Scenario for MmapFault {
         seed: "000 (LongTTSP)",
         title: "a MappedByteBuffer read on a slow disk holds the safepoint",
         cause: Cause::MajorFault,
-        published: || Published::new("a 5 s injected read delay gave 4.04 s stopped, 4.039 s of it reaching the safepoint", "xfs on a ddi-delayed disk, JDK 11 (2022)", Some(4040.0), None),
+        published: || {
+            Published::new(
+                "a 5 s injected read delay gave 4.04 s stopped, 4.039 s of it reaching the safepoint",
+                "xfs on a ddi-delayed disk, JDK 11 (2022)",
+                Some(4040.0),
+                None,
+            )
+        },
         metric: "longest safepoint request",
         unit: "ms",
         needs_fuse: true,
         needs_root: false,
         why_not: "",
         run_secs: (3, 8),
-        side_metrics: &[("stopped_over_delay", "longest stop ÷ injected delay"), ("ttsp_max_ms", "TTSP max in the JVM log (ms)")],
+        side_metrics: &[
+            ("stopped_over_delay", "longest stop ÷ injected delay"),
+            ("ttsp_max_ms", "TTSP max in the JVM log (ms)"),
+        ],
     };
     const VARIANTS: &'static [(Variant, VariantSpec)] = &[
-        (Variant::Mmap, VariantSpec { id: "mmap", label: "MappedByteBuffer.get (the seed)", expect: Expect::Cause(Cause::MajorFault), culprit: Some("reader-thread") }),
-        (Variant::Pread, VariantSpec { id: "pread", label: "FileChannel.read (native, safepoint-safe)", expect: Expect::NoStall, culprit: None }),
-        (Variant::Prefault, VariantSpec { id: "prefault", label: "page cache warmed off the critical path", expect: Expect::NoStall, culprit: None }),
+        (
+            Variant::Mmap,
+            VariantSpec {
+                id: "mmap",
+                label: "MappedByteBuffer.get (the seed)",
+                expect: Expect::Cause(Cause::MajorFault),
+                culprit: Some("reader-thread"),
+            },
+        ),
+        (
+            Variant::Pread,
+            VariantSpec {
+                id: "pread",
+                label: "FileChannel.read (native, safepoint-safe)",
+                expect: Expect::NoStall,
+                culprit: None,
+            },
+        ),
+        (
+            Variant::Prefault,
+            VariantSpec {
+                id: "prefault",
+                label: "page cache warmed off the critical path",
+                expect: Expect::NoStall,
+                culprit: None,
+            },
+        ),
     ];
 
     fn setup(ctx: &Ctx, dir: &Path, notes: &mut Vec<String>) -> Result<Setup> {
@@ -66,8 +100,14 @@ impl Scenario for MmapFault {
         std::fs::create_dir_all(&back)?;
         write_file(&back.join("test.dat"), 32 << 20)?;
         let delay_ms = ctx.profile.pick(300, 1000);
-        let slowfs = mount_slowfs(&back, &mnt, &["--read-delay", &format!("{delay_ms}ms"), "--max-delay", "10s"])?;
-        notes.push(format!("slow disk: slowfs with a {delay_ms} ms read delay (the seed injected 5 s with ddi)"));
+        let slowfs = mount_slowfs(
+            &back,
+            &mnt,
+            &["--read-delay", &format!("{delay_ms}ms"), "--max-delay", "10s"],
+        )?;
+        notes.push(format!(
+            "slow disk: slowfs with a {delay_ms} ms read delay (the seed injected 5 s with ddi)"
+        ));
         Ok(Setup { _slowfs: slowfs, file: mnt.join("test.dat"), delay_ms })
     }
 
@@ -78,7 +118,19 @@ impl Scenario for MmapFault {
         }
         let p = ctx.profile;
         let file = s.file.to_str().unwrap_or("");
-        let workload = args(&["mapped-read", "--file", file, "--mode", v.mode(), "--reads", p.pick("2", "3"), "--stride", "4m", "--every", "50ms"]);
+        let workload = args(&[
+            "mapped-read",
+            "--file",
+            file,
+            "--mode",
+            v.mode(),
+            "--reads",
+            p.pick("2", "3"),
+            "--stride",
+            "4m",
+            "--every",
+            "50ms",
+        ]);
         let (j, r) = run_jvm(ctx, rec, &[], &workload, quiet_launch())?;
         let longest = ms(&j["safepoints"]["max_ns"]).context("safepoints")?;
         let metrics = BTreeMap::from([

@@ -3,7 +3,7 @@
 //! (docs/causes/vm-thread-io.md). Baseline: `-Xlog:gc*` to a file on slowfs with a write delay;
 //! mitigations: the same file with `-Xlog:async`, and the log on a local disk.
 
-use super::common::{args, mount_slowfs, ms, quiet_launch, run_jvm, Helper};
+use super::common::{Helper, args, mount_slowfs, ms, quiet_launch, run_jvm};
 use crate::lab::model::Published;
 use crate::lab::scenario::{Ctx, Measured, Scenario, Spec, VariantSpec};
 use crate::lab::verdict::Expect;
@@ -35,7 +35,14 @@ impl Scenario for SlowLog {
         seed: "none (a cause the seeds did not cover)",
         title: "the VM thread writes the GC log to a slow disk inside every pause",
         cause: Cause::VmThreadIo,
-        published: || Published::new("none; by hand on this machine: a 300 ms write delay under -Xlog:gc* made each System.gc() pause 6.6-6.9 s", "2 vCPUs, Linux 6.18, JDK 17", None, None),
+        published: || {
+            Published::new(
+                "none; by hand on this machine: a 300 ms write delay under -Xlog:gc* made each System.gc() pause 6.6-6.9 s",
+                "2 vCPUs, Linux 6.18, JDK 17",
+                None,
+                None,
+            )
+        },
         metric: "longest full GC",
         unit: "ms",
         needs_fuse: true,
@@ -45,15 +52,52 @@ impl Scenario for SlowLog {
         side_metrics: &[],
     };
     const VARIANTS: &'static [(Variant, VariantSpec)] = &[
-        (Variant::SlowDisk, VariantSpec { id: "slow-disk", label: "-Xlog:gc*:file= on a slow disk (slowfs, write delay)", expect: Expect::Cause(Cause::VmThreadIo), culprit: Some("VM Thread") }),
-        (Variant::Async, VariantSpec { id: "async", label: "the same file with -Xlog:async", expect: Expect::NoStall, culprit: None }),
-        (Variant::LocalDisk, VariantSpec { id: "local-disk", label: "the log on a local disk", expect: Expect::NoStall, culprit: None }),
+        (
+            Variant::SlowDisk,
+            VariantSpec {
+                id: "slow-disk",
+                label: "-Xlog:gc*:file= on a slow disk (slowfs, write delay)",
+                expect: Expect::Cause(Cause::VmThreadIo),
+                culprit: Some("VM Thread"),
+            },
+        ),
+        (
+            Variant::Async,
+            VariantSpec {
+                id: "async",
+                label: "the same file with -Xlog:async",
+                expect: Expect::NoStall,
+                culprit: None,
+            },
+        ),
+        (
+            Variant::LocalDisk,
+            VariantSpec {
+                id: "local-disk",
+                label: "the log on a local disk",
+                expect: Expect::NoStall,
+                culprit: None,
+            },
+        ),
     ];
 
     fn setup(ctx: &Ctx, dir: &Path, notes: &mut Vec<String>) -> Result<Setup> {
         let (back, mnt) = (dir.join("slowfs-backing"), dir.join("slowfs-mount"));
         let delay_ms = ctx.profile.pick(50, 300);
-        let slowfs = mount_slowfs(&back, &mnt, &["--read-delay", "0ms", "--write-delay", &format!("{delay_ms}ms"), "--glob", "*.log", "--max-delay", "10s"])?;
+        let slowfs = mount_slowfs(
+            &back,
+            &mnt,
+            &[
+                "--read-delay",
+                "0ms",
+                "--write-delay",
+                &format!("{delay_ms}ms"),
+                "--glob",
+                "*.log",
+                "--max-delay",
+                "10s",
+            ],
+        )?;
         notes.push(format!("slow disk: slowfs with a {delay_ms} ms delay on every write of *.log"));
         Ok(Setup { _slowfs: slowfs, mount: mnt })
     }
@@ -72,9 +116,18 @@ impl Scenario for SlowLog {
         }
         jvm.push(format!("-Xlog:gc*:file={}", log.display()));
         let jvm: Vec<&str> = jvm.iter().map(String::as_str).collect();
-        let workload = args(&["heap-gc", "--live", "32", "--gcs", ctx.profile.pick("2", "4"), "--every", "200ms"]);
+        let workload = args(&[
+            "heap-gc",
+            "--live",
+            "32",
+            "--gcs",
+            ctx.profile.pick("2", "4"),
+            "--every",
+            "200ms",
+        ]);
         let (j, r) = run_jvm(ctx, rec, &jvm, &workload, quiet_launch())?;
-        let metrics = BTreeMap::from([("metric".to_string(), ms(&j["gcs"]["max_ns"]).context("gcs")?)]);
+        let metrics =
+            BTreeMap::from([("metric".to_string(), ms(&j["gcs"]["max_ns"]).context("gcs")?)]);
         Ok(Measured { metrics, report: Some(r), min_stall_ns: 100_000_000 })
     }
 }

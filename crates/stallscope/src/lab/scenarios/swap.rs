@@ -15,7 +15,7 @@ use crate::lab::model::Published;
 use crate::lab::scenario::{Ctx, Measured, Scenario, Spec, VariantSpec};
 use crate::lab::verdict::Expect;
 use crate::record;
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result, bail};
 use doctor::Cause;
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -43,7 +43,14 @@ impl Scenario for Swap {
         seed: "none (a cause the seeds did not cover)",
         title: "a full GC pages a swapped-out heap back in",
         cause: Cause::SwapIn,
-        published: || Published::new("none; by hand on this machine: a 700 MB heap pushed to swap made a 22 ms full GC take 2.0-2.2 s", "2 vCPUs, Linux 6.18, JDK 17", None, None),
+        published: || {
+            Published::new(
+                "none; by hand on this machine: a 700 MB heap pushed to swap made a 22 ms full GC take 2.0-2.2 s",
+                "2 vCPUs, Linux 6.18, JDK 17",
+                None,
+                None,
+            )
+        },
         metric: "longest full GC",
         unit: "ms",
         needs_fuse: false,
@@ -53,29 +60,70 @@ impl Scenario for Swap {
         side_metrics: &[("swapped_mb", "heap pushed to swap by the squeeze (MB)")],
     };
     const VARIANTS: &'static [(Variant, VariantSpec)] = &[
-        (Variant::Swappable, VariantSpec { id: "swappable", label: "memory cgroup that may swap, squeezed while the heap idles", expect: Expect::Cause(Cause::SwapIn), culprit: None }),
-        (Variant::NoSwap, VariantSpec { id: "no-swap", label: "no swap for the JVM's cgroup, -XX:+AlwaysPreTouch", expect: Expect::IfStall(Cause::LongVmOperation), culprit: None }),
+        (
+            Variant::Swappable,
+            VariantSpec {
+                id: "swappable",
+                label: "memory cgroup that may swap, squeezed while the heap idles",
+                expect: Expect::Cause(Cause::SwapIn),
+                culprit: None,
+            },
+        ),
+        (
+            Variant::NoSwap,
+            VariantSpec {
+                id: "no-swap",
+                label: "no swap for the JVM's cgroup, -XX:+AlwaysPreTouch",
+                expect: Expect::IfStall(Cause::LongVmOperation),
+                culprit: None,
+            },
+        ),
     ];
 
     fn setup(ctx: &Ctx, dir: &Path, notes: &mut Vec<String>) -> Result<Setup> {
         let size = ctx.profile.pick(1024, 2048) * MB;
-        let swap = SwapFile::on(&dir.join("swapfile"), size, std::sync::Arc::clone(&ctx.guard)).context("the swap scenario's swap file")?;
-        notes.push(format!("a {} MB swap file on for the scenario only; the JVM alone in a memory cgroup", size / MB));
+        let swap = SwapFile::on(&dir.join("swapfile"), size, std::sync::Arc::clone(&ctx.guard))
+            .context("the swap scenario's swap file")?;
+        notes.push(format!(
+            "a {} MB swap file on for the scenario only; the JVM alone in a memory cgroup",
+            size / MB
+        ));
         Ok(Setup { _swap: swap })
     }
 
     fn run(_: &mut Setup, v: Variant, ctx: &Ctx, rec: &Path) -> Result<Measured> {
         let p = ctx.profile;
-        let (live, heap, squeeze) = (p.pick(256u64, 640), p.pick(384u64, 896), p.pick(64u64, 96) * MB);
-        let cg = TempCgroup::memory("swap", 4096 * MB, matches!(v, Variant::Swappable))?.guarded(std::sync::Arc::clone(&ctx.guard))?;
+        let (live, heap, squeeze) =
+            (p.pick(256u64, 640), p.pick(384u64, 896), p.pick(64u64, 96) * MB);
+        let cg = TempCgroup::memory("swap", 4096 * MB, matches!(v, Variant::Swappable))?
+            .guarded(std::sync::Arc::clone(&ctx.guard))?;
         let s = ctx.settings(rec)?;
         let (ready, go) = (s.dir.join("heap-ready"), s.dir.join("go"));
-        let mut command: Vec<String> = vec![ctx.java.display().to_string(), "-XX:+UseParallelGC".into(), format!("-Xms{heap}m"), format!("-Xmx{heap}m")];
+        let mut command: Vec<String> = vec![
+            ctx.java.display().to_string(),
+            "-XX:+UseParallelGC".into(),
+            format!("-Xms{heap}m"),
+            format!("-Xmx{heap}m"),
+        ];
         if matches!(v, Variant::NoSwap) {
             command.push("-XX:+AlwaysPreTouch".into());
         }
         command.extend(["-jar".to_string(), ctx.workloads.display().to_string()]);
-        command.extend(args(&["heap-gc", "--live", &live.to_string(), "--gcs", "2", "--every", "300ms", "--ready", ready.to_str().unwrap_or(""), "--go", go.to_str().unwrap_or(""), "--wait", "60s"]));
+        command.extend(args(&[
+            "heap-gc",
+            "--live",
+            &live.to_string(),
+            "--gcs",
+            "2",
+            "--every",
+            "300ms",
+            "--ready",
+            ready.to_str().unwrap_or(""),
+            "--go",
+            go.to_str().unwrap_or(""),
+            "--wait",
+            "60s",
+        ]));
         let mut launch = quiet_launch();
         // A v2 group of its own as well: the JVM's own memory and I/O pressure (PSI).
         let own = TempCgroup::unified("swap")?.guarded(std::sync::Arc::clone(&ctx.guard))?;
@@ -107,7 +155,10 @@ impl Scenario for Swap {
             bail!("the heap-gc workload failed ({}); see {}", recorded.status, dir.display());
         }
         let j = json_line(&recorded.stdout)?;
-        let metrics = BTreeMap::from([("metric".to_string(), ms(&j["gcs"]["max_ns"]).context("gcs")?), ("swapped_mb".to_string(), swapped_kb as f64 / 1024.0)]);
+        let metrics = BTreeMap::from([
+            ("metric".to_string(), ms(&j["gcs"]["max_ns"]).context("gcs")?),
+            ("swapped_mb".to_string(), swapped_kb as f64 / 1024.0),
+        ]);
         Ok(Measured { metrics, report: Some(diagnose(&dir)?), min_stall_ns: 100_000_000 })
     }
 }

@@ -5,7 +5,7 @@ use super::common::{args, ms, quiet_launch, run_jvm};
 use crate::lab::model::Published;
 use crate::lab::scenario::{Ctx, Measured, Scenario, Spec, VariantSpec};
 use crate::lab::verdict::Expect;
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result, bail};
 use doctor::Cause;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -32,7 +32,14 @@ impl Scenario for TlbShootdown {
         seed: "002 (tlb-shootdown, CIDR 2022)",
         title: "mapping and unmapping many small files floods every CPU with TLB flushes",
         cause: Cause::TlbShootdown,
-        published: || Published::new("50,000 files × 100 reads: mmap 834.9 ms, buffer pool 657.0 ms (21% faster); TLB shootdowns +321,785 vs +779", "12 cores, 64 GB (2025)", Some(834.9), Some(657.0)),
+        published: || {
+            Published::new(
+                "50,000 files × 100 reads: mmap 834.9 ms, buffer pool 657.0 ms (21% faster); TLB shootdowns +321,785 vs +779",
+                "12 cores, 64 GB (2025)",
+                Some(834.9),
+                Some(657.0),
+            )
+        },
         metric: "time to read every file",
         unit: "ms",
         needs_fuse: false,
@@ -42,14 +49,41 @@ impl Scenario for TlbShootdown {
         side_metrics: &[("tlb_shootdowns", "TLB shootdowns")],
     };
     const VARIANTS: &'static [(Variant, VariantSpec)] = &[
-        (Variant::Mmap, VariantSpec { id: "mmap", label: "map, read, unmap each file", expect: Expect::IfStall(Cause::TlbShootdown), culprit: None }),
-        (Variant::Pool, VariantSpec { id: "pool", label: "pread into pooled buffers (cleared before reuse)", expect: Expect::NoStall, culprit: None }),
+        (
+            Variant::Mmap,
+            VariantSpec {
+                id: "mmap",
+                label: "map, read, unmap each file",
+                expect: Expect::IfStall(Cause::TlbShootdown),
+                culprit: None,
+            },
+        ),
+        (
+            Variant::Pool,
+            VariantSpec {
+                id: "pool",
+                label: "pread into pooled buffers (cleared before reuse)",
+                expect: Expect::NoStall,
+                culprit: None,
+            },
+        ),
     ];
 
     fn setup(ctx: &Ctx, dir: &Path, notes: &mut Vec<String>) -> Result<Setup> {
         let data = dir.join("data");
         let files = files(ctx);
-        let o = Command::new(&ctx.java).arg("-jar").arg(&ctx.workloads).args(["tlb-readers", "create", "--dir", data.to_str().unwrap_or("."), "--files", files]).output()?;
+        let o = Command::new(&ctx.java)
+            .arg("-jar")
+            .arg(&ctx.workloads)
+            .args([
+                "tlb-readers",
+                "create",
+                "--dir",
+                data.to_str().unwrap_or("."),
+                "--files",
+                files,
+            ])
+            .output()?;
         if !o.status.success() {
             bail!("creating the data files: {}", String::from_utf8_lossy(&o.stderr));
         }
@@ -62,7 +96,20 @@ impl Scenario for TlbShootdown {
             Variant::Mmap => "mmap",
             Variant::Pool => "pool",
         };
-        let workload = args(&["tlb-readers", "read", "--dir", s.data.to_str().unwrap_or(""), "--files", files(ctx), "--threads", "2", "--reads", "100", "--mode", mode]);
+        let workload = args(&[
+            "tlb-readers",
+            "read",
+            "--dir",
+            s.data.to_str().unwrap_or(""),
+            "--files",
+            files(ctx),
+            "--threads",
+            "2",
+            "--reads",
+            "100",
+            "--mode",
+            mode,
+        ]);
         let (j, r) = run_jvm(ctx, rec, &[], &workload, quiet_launch())?;
         if j["failed"].as_u64() != Some(0) {
             bail!("reads failed verification: {j}");

@@ -42,16 +42,27 @@ fn render(page: &Page) -> anyhow::Result<String> {
     // Inside <script>, "</script" would close the element and "<!--" changes how it is parsed.
     // In JSON, "<" appears only inside strings, where "\u003c" means the same character.
     let json = serde_json::to_string(page)?.replace('<', "\\u003c");
-    fill(TEMPLATE, &[("{{TITLE}}", &escape(&page.title)), ("/*{{STYLE}}*/", STYLE), ("{{DATA}}", &json), ("/*{{SCRIPT}}*/", SCRIPT)])
+    fill(
+        TEMPLATE,
+        &[
+            ("{{TITLE}}", &escape(&page.title)),
+            ("/*{{STYLE}}*/", STYLE),
+            ("{{DATA}}", &json),
+            ("/*{{SCRIPT}}*/", SCRIPT),
+        ],
+    )
 }
 
 /// Fills each marker of the template once, in one pass, so that filled-in text (a command line,
 /// a title) is never searched for later markers.
 fn fill(template: &str, parts: &[(&str, &str)]) -> anyhow::Result<String> {
-    let mut out = String::with_capacity(template.len() + parts.iter().map(|(_, v)| v.len()).sum::<usize>());
+    let mut out =
+        String::with_capacity(template.len() + parts.iter().map(|(_, v)| v.len()).sum::<usize>());
     let mut rest = template;
     for (marker, value) in parts {
-        let Some(at) = rest.find(marker) else { anyhow::bail!("the page template lacks {marker} (a build defect)") };
+        let Some(at) = rest.find(marker) else {
+            anyhow::bail!("the page template lacks {marker} (a build defect)")
+        };
         out.push_str(&rest[..at]);
         out.push_str(value);
         rest = &rest[at + marker.len()..];
@@ -66,12 +77,28 @@ fn now() -> String {
 
 fn recording_page(view: &RecordingView) -> anyhow::Result<String> {
     let title = format!("stallscope: pid {} — {}", view.header.pid, view.header.start_wall);
-    render(&Page { schema: SCHEMA, kind: "recording", title, generated: now(), version: env!("CARGO_PKG_VERSION"), recording: Some(view), lab: None })
+    render(&Page {
+        schema: SCHEMA,
+        kind: "recording",
+        title,
+        generated: now(),
+        version: env!("CARGO_PKG_VERSION"),
+        recording: Some(view),
+        lab: None,
+    })
 }
 
 fn lab_page(lab: &LabResult) -> anyhow::Result<String> {
     let title = format!("stallscope lab — {} profile, {}", lab.profile, lab.started);
-    render(&Page { schema: SCHEMA, kind: "lab", title, generated: now(), version: env!("CARGO_PKG_VERSION"), recording: None, lab: Some(lab) })
+    render(&Page {
+        schema: SCHEMA,
+        kind: "lab",
+        title,
+        generated: now(),
+        version: env!("CARGO_PKG_VERSION"),
+        recording: None,
+        lab: Some(lab),
+    })
 }
 
 /// The self-contained page of a recording or a lab run.
@@ -105,11 +132,19 @@ where
     for<'a> Html<&'a mut Vec<u8>>: Render<V>,
 {
     let mut page = Vec::new();
-    Html(&mut page).finish(view).with_context(|| format!("{}: cannot render the report", path.display()))?;
+    Html(&mut page)
+        .finish(view)
+        .with_context(|| format!("{}: cannot render the report", path.display()))?;
     let tmp = path.with_extension("html.tmp");
-    std::fs::write(&tmp, &page).with_context(|| format!("{}: cannot write the report", tmp.display()))?;
-    std::fs::rename(&tmp, path).with_context(|| format!("{}: cannot write the report", path.display()))?;
-    eprintln!("stallscope: wrote {} ({} KB); open it in a browser, it needs no network", path.display(), page.len().div_ceil(1024));
+    std::fs::write(&tmp, &page)
+        .with_context(|| format!("{}: cannot write the report", tmp.display()))?;
+    std::fs::rename(&tmp, path)
+        .with_context(|| format!("{}: cannot write the report", path.display()))?;
+    eprintln!(
+        "stallscope: wrote {} ({} KB); open it in a browser, it needs no network",
+        path.display(),
+        page.len().div_ceil(1024)
+    );
     Ok(())
 }
 
@@ -138,10 +173,21 @@ mod tests {
             elapsed_ms: 0,
         };
         let html = lab_page(&view).unwrap();
-        assert_eq!(html.matches("</script>").count(), html.matches("<script").count(), "every script element closes once, where it should");
+        assert_eq!(
+            html.matches("</script>").count(),
+            html.matches("<script").count(),
+            "every script element closes once, where it should"
+        );
         assert!(html.contains("&lt;/script&gt;"), "the title is escaped");
         assert!(!html.contains("<!--"), "no comment opener from the data");
-        assert_eq!(html.matches("alert(1)").count(), 3, "the text is kept: in <title>, and in the data as title and as started");
-        assert!(!html.contains("http://") && !html.contains("https://") && !html.contains("//cdn"), "no network references");
+        assert_eq!(
+            html.matches("alert(1)").count(),
+            3,
+            "the text is kept: in <title>, and in the data as title and as started"
+        );
+        assert!(
+            !html.contains("http://") && !html.contains("https://") && !html.contains("//cdn"),
+            "no network references"
+        );
     }
 }

@@ -8,7 +8,7 @@
 
 use doctor::hlog::IntervalLog;
 use doctor::recording::{Meta, Recording, Sample, SystemSample};
-use doctor::{wall_of, Finding, Report, SafepointView, Summary};
+use doctor::{Finding, Report, SafepointView, Summary, wall_of};
 use hdrhistogram::Histogram;
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -200,7 +200,13 @@ fn system_series(meta: &Meta, system: &[SystemSample]) -> SystemSeries {
     let tick_ns = 1e9 / meta.clock_ticks.max(1) as f64;
     let cpus = meta.cpus.max(1) as f64;
     // One counter at a time: the rate between consecutive samples that both have it.
-    fn rate<T: Copy>(pts: &[&SystemSample], meta: &Meta, get: impl Fn(&SystemSample) -> Option<T>, f: impl Fn(T, T, f64) -> f64, out: &mut Points) {
+    fn rate<T: Copy>(
+        pts: &[&SystemSample],
+        meta: &Meta,
+        get: impl Fn(&SystemSample) -> Option<T>,
+        f: impl Fn(T, T, f64) -> f64,
+        out: &mut Points,
+    ) {
         let mut prev: Option<(u64, T)> = None;
         for p in pts {
             let Some(v) = get(p) else { continue };
@@ -214,21 +220,49 @@ fn system_series(meta: &Meta, system: &[SystemSample]) -> SystemSeries {
             prev = Some((p.t, v));
         }
     }
-    rate(&pts, meta, |p| p.tlb.as_ref().map(|v| v.iter().sum::<u64>()), |a, b, dt| b.saturating_sub(a) as f64 * 1e9 / dt, &mut s.tlb_per_s);
-    rate(&pts, meta, |p| p.cpu.map(|c| c.steal), |a, b, dt| b.saturating_sub(a) as f64 * tick_ns / (dt * cpus) * 100.0, &mut s.steal_pct);
-    rate(&pts, meta, |p| p.jvm.map(|j| j.run_delay_ns), |a, b, dt| b.saturating_sub(a) as f64 / 1e6 / (dt / 1e9), &mut s.run_delay_ms_per_s);
+    rate(
+        &pts,
+        meta,
+        |p| p.tlb.as_ref().map(|v| v.iter().sum::<u64>()),
+        |a, b, dt| b.saturating_sub(a) as f64 * 1e9 / dt,
+        &mut s.tlb_per_s,
+    );
+    rate(
+        &pts,
+        meta,
+        |p| p.cpu.map(|c| c.steal),
+        |a, b, dt| b.saturating_sub(a) as f64 * tick_ns / (dt * cpus) * 100.0,
+        &mut s.steal_pct,
+    );
+    rate(
+        &pts,
+        meta,
+        |p| p.jvm.map(|j| j.run_delay_ns),
+        |a, b, dt| b.saturating_sub(a) as f64 / 1e6 / (dt / 1e9),
+        &mut s.run_delay_ms_per_s,
+    );
     // PSI totals move in coarse steps; under 20 ms apart they say nothing.
     let coarse: Vec<&SystemSample> = {
         let mut last = 0u64;
-        pts.iter().filter(|p| p.psi_cpu_us.is_some()).filter(|p| {
-            let keep = p.t >= last + 20_000_000;
-            if keep {
-                last = p.t;
-            }
-            keep
-        }).copied().collect()
+        pts.iter()
+            .filter(|p| p.psi_cpu_us.is_some())
+            .filter(|p| {
+                let keep = p.t >= last + 20_000_000;
+                if keep {
+                    last = p.t;
+                }
+                keep
+            })
+            .copied()
+            .collect()
     };
-    rate(&coarse, meta, |p| p.psi_cpu_us, |a, b, dt| (b.saturating_sub(a) as f64 * 1000.0 / dt * 100.0).min(100.0), &mut s.psi_cpu_pct);
+    rate(
+        &coarse,
+        meta,
+        |p| p.psi_cpu_us,
+        |a, b, dt| (b.saturating_sub(a) as f64 * 1000.0 / dt * 100.0).min(100.0),
+        &mut s.psi_cpu_pct,
+    );
     s
 }
 
@@ -249,7 +283,12 @@ fn rle(states: &[char]) -> String {
     out
 }
 
-fn strips(samples: &[&Sample], stall_start: u64, culprits: &HashSet<i32>, names: &HashMap<i32, String>) -> Strips {
+fn strips(
+    samples: &[&Sample],
+    stall_start: u64,
+    culprits: &HashSet<i32>,
+    names: &HashMap<i32, String>,
+) -> Strips {
     let mut current: HashMap<i32, procwatch::task::TaskSample> = HashMap::new();
     let mut comms: HashMap<i32, String> = HashMap::new();
     let mut times = Vec::new();
@@ -268,7 +307,8 @@ fn strips(samples: &[&Sample], stall_start: u64, culprits: &HashSet<i32>, names:
         times.push(((s.t as f64 - stall_start as f64) / 1e6 * 1000.0).round() / 1000.0);
         cols.push(current.values().map(|t| (t.tid, (t.state, t.wchan.clone()))).collect());
     }
-    let mut tids: Vec<i32> = cols.iter().flat_map(|c| c.keys().copied()).collect::<HashSet<_>>().into_iter().collect();
+    let mut tids: Vec<i32> =
+        cols.iter().flat_map(|c| c.keys().copied()).collect::<HashSet<_>>().into_iter().collect();
     tids.sort_unstable();
     let mut rows = Vec::new();
     for tid in tids {
@@ -279,17 +319,33 @@ fn strips(samples: &[&Sample], stall_start: u64, culprits: &HashSet<i32>, names:
                 *wchans.entry(w.as_str()).or_default() += 1;
             }
         }
-        let wchan = wchans.into_iter().max_by_key(|(_, n)| *n).map(|(w, _)| w.to_string()).unwrap_or_default();
+        let wchan = wchans
+            .into_iter()
+            .max_by_key(|(_, n)| *n)
+            .map(|(w, _)| w.to_string())
+            .unwrap_or_default();
         let name = names.get(&tid).or(comms.get(&tid)).cloned().unwrap_or_default();
-        rows.push(StripRow { tid, name, states: rle(&states), culprit: culprits.contains(&tid), wchan });
+        rows.push(StripRow {
+            tid,
+            name,
+            states: rle(&states),
+            culprit: culprits.contains(&tid),
+            wchan,
+        });
     }
     // Culprits first, then threads that did something other than sleep, then the parked.
-    let parked = |r: &StripRow| r.states.chars().filter(|c| c.is_ascii_alphabetic()).all(|c| c == 'S');
+    let parked =
+        |r: &StripRow| r.states.chars().filter(|c| c.is_ascii_alphabetic()).all(|c| c == 'S');
     rows.sort_by_key(|r| (!r.culprit, parked(r), r.tid));
     let mut parked_not_drawn = 0;
     if rows.len() > MAX_ROWS {
-        let keep: Vec<StripRow> = rows.drain(..).enumerate().filter_map(|(i, r)| if i < MAX_ROWS || r.culprit { Some(r) } else { None }).collect();
-        parked_not_drawn = cols.iter().map(|c| c.len()).max().unwrap_or(0).saturating_sub(keep.len());
+        let keep: Vec<StripRow> = rows
+            .drain(..)
+            .enumerate()
+            .filter_map(|(i, r)| if i < MAX_ROWS || r.culprit { Some(r) } else { None })
+            .collect();
+        parked_not_drawn =
+            cols.iter().map(|c| c.len()).max().unwrap_or(0).saturating_sub(keep.len());
         rows = keep;
     }
     Strips { t_ms: times, rows, parked_not_drawn }
@@ -301,7 +357,11 @@ pub fn recording_view(l: &Recording, report: &Report) -> RecordingView {
     let mut sp = Safepoints::default();
     let mut op_index: HashMap<&str, u32> = HashMap::new();
     let mut ttsp_hist = hotspot_log::summary::new_histogram();
-    let mut order: Vec<(u64, &hotspot_log::Safepoint)> = l.safepoints.iter().filter_map(|s| Some((s.end.mono_ns?.saturating_sub(s.total_ns), s))).collect();
+    let mut order: Vec<(u64, &hotspot_log::Safepoint)> = l
+        .safepoints
+        .iter()
+        .filter_map(|s| Some((s.end.mono_ns?.saturating_sub(s.total_ns), s)))
+        .collect();
     order.sort_by_key(|(t, _)| *t);
     for (start, s) in order {
         let next = op_index.len() as u32;
@@ -319,7 +379,8 @@ pub fn recording_view(l: &Recording, report: &Report) -> RecordingView {
         }
     }
     // The per-operation table, as `stallscope logs` computes it.
-    let mut summary = hotspot_log::summary::Summary::new(hotspot_log::summary::SummaryOptions::default());
+    let mut summary =
+        hotspot_log::summary::Summary::new(hotspot_log::summary::SummaryOptions::default());
     for s in &l.safepoints {
         summary.add(s);
     }
@@ -327,7 +388,15 @@ pub fn recording_view(l: &Recording, report: &Report) -> RecordingView {
         .finish()
         .operations
         .into_iter()
-        .map(|o| OpRow { op: o.name.to_string(), count: o.count, total_ns: o.total_ns, ttsp_total_ns: o.ttsp_total_ns, ttsp_max_ns: o.ttsp_max_ns, op_max_ns: o.op_max_ns, max_ns: o.total_max_ns })
+        .map(|o| OpRow {
+            op: o.name.to_string(),
+            count: o.count,
+            total_ns: o.total_ns,
+            ttsp_total_ns: o.ttsp_total_ns,
+            ttsp_max_ns: o.ttsp_max_ns,
+            op_max_ns: o.op_max_ns,
+            max_ns: o.total_max_ns,
+        })
         .collect();
 
     // Stalls, with strips for the longest.
@@ -335,9 +404,22 @@ pub fn recording_view(l: &Recording, report: &Report) -> RecordingView {
     for s in &l.samples {
         by_stall.entry(s.stall).or_default().push(s);
     }
-    let names_of: HashMap<u32, HashMap<i32, String>> =
-        l.context.iter().map(|c| (c.stall, c.java_threads.iter().filter(|j| j.tid > 0).map(|j| (j.tid, j.name.clone())).collect())).collect();
-    let mut longest: Vec<(u64, u32)> = report.stalls.iter().map(|s| (s.duration_ns, s.stall)).collect();
+    let names_of: HashMap<u32, HashMap<i32, String>> = l
+        .context
+        .iter()
+        .map(|c| {
+            (
+                c.stall,
+                c.java_threads
+                    .iter()
+                    .filter(|j| j.tid > 0)
+                    .map(|j| (j.tid, j.name.clone()))
+                    .collect(),
+            )
+        })
+        .collect();
+    let mut longest: Vec<(u64, u32)> =
+        report.stalls.iter().map(|s| (s.duration_ns, s.stall)).collect();
     longest.sort_by_key(|x| std::cmp::Reverse(*x));
     let drill: HashSet<u32> = longest.iter().take(MAX_DRILLDOWNS).map(|x| x.1).collect();
     let empty = HashMap::new();
@@ -346,10 +428,24 @@ pub fn recording_view(l: &Recording, report: &Report) -> RecordingView {
         .iter()
         .map(|s| {
             let main = s.findings.first();
-            let culprits: HashSet<i32> = s.findings.iter().flat_map(|f| f.culprits.iter().map(|c| c.tid)).chain(s.safepoint.iter().flat_map(|p| p.timeout_culprits.iter().filter_map(|c| c.tid))).collect();
+            let culprits: HashSet<i32> = s
+                .findings
+                .iter()
+                .flat_map(|f| f.culprits.iter().map(|c| c.tid))
+                .chain(
+                    s.safepoint
+                        .iter()
+                        .flat_map(|p| p.timeout_culprits.iter().filter_map(|c| c.tid)),
+                )
+                .collect();
             let strips = drill.contains(&s.stall).then(|| {
                 let samples = by_stall.get(&s.stall).map_or(&[][..], |v| &v[..]);
-                strips(samples, s.start_mono_ns, &culprits, names_of.get(&s.stall).unwrap_or(&empty))
+                strips(
+                    samples,
+                    s.start_mono_ns,
+                    &culprits,
+                    names_of.get(&s.stall).unwrap_or(&empty),
+                )
             });
             StallView {
                 stall: s.stall,
@@ -360,7 +456,9 @@ pub fn recording_view(l: &Recording, report: &Report) -> RecordingView {
                 title: main.map_or("unknown".into(), |f| f.title.clone()),
                 confidence: main.map_or("low".into(), |f| f.confidence.word().to_string()),
                 safepoint: s.safepoint.clone(),
-                safepoint_offset_ms: s.safepoint.as_ref().map(|p| ((p.start_mono_ns as f64 - s.start_mono_ns as f64) / 1e3).round() / 1e3),
+                safepoint_offset_ms: s.safepoint.as_ref().map(|p| {
+                    ((p.start_mono_ns as f64 - s.start_mono_ns as f64) / 1e3).round() / 1e3
+                }),
                 findings: s.findings.clone(),
                 threads: s.threads,
                 parked_threads: s.parked_threads,
