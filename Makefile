@@ -4,7 +4,7 @@ CARGO ?= cargo
 MVN   ?= mvn
 JAVA_POM := $(wildcard java/pom.xml)
 
-.PHONY: setup build test demo bench dist clean
+.PHONY: setup build lint test demo bench dist clean
 
 # What the tests and the demo need from the machine (fuse3, chromium, …): installed when
 # missing as root, else the one apt command to run is printed.
@@ -16,6 +16,10 @@ build:
 ifneq ($(JAVA_POM),)
 	$(MVN) -q -B -f java/pom.xml -DskipTests install
 endif
+
+# Format, clippy, docs and the declared minimum Rust (.ci/run runs it before the tests).
+lint:
+	scripts/lint.sh
 
 test: setup build
 # The tests run the debug binary, which loads the stacks agent built beside it (cargo test

@@ -274,25 +274,25 @@ fn page_in_cause(t: &ThreadEvidence, role: Role, inp: &Inputs) -> (Cause, bool, 
         (faults > 0).then(|| format!("{} major-fault count rose when the waits ended", sj.its));
     // With tracepoints, the fault's address says what it was: a data file, or the JVM's own
     // files (code, the class archive), which only fault when memory pressure evicted them.
-    if let Some((addr, _)) = traced_fault(t.tid, t.first_blocked_t.unwrap_or(inp.end_ns), inp) {
-        if let Some(m) = procwatch::maps::lookup(inp.maps, addr).filter(|m| m.is_file()) {
-            let line = format!(
-                "{} fault was at offset {:#x} of {} (page-fault tracepoint)",
-                sj.its,
-                addr - m.start + m.offset,
-                m.path
-            );
-            if system_file(&m.path) && mem.reclaiming() {
-                let mut ev = vec![
-                    line,
-                    "that is the JVM's own file, read back because memory pressure had evicted it"
-                        .to_string(),
-                ];
-                ev.extend(reclaim_lines(inp));
-                return (Cause::MemoryReclaim, true, ev);
-            }
-            return (Cause::MajorFault, !system_file(&m.path), vec![line]);
+    if let Some((addr, _)) = traced_fault(t.tid, t.first_blocked_t.unwrap_or(inp.end_ns), inp)
+        && let Some(m) = procwatch::maps::lookup(inp.maps, addr).filter(|m| m.is_file())
+    {
+        let line = format!(
+            "{} fault was at offset {:#x} of {} (page-fault tracepoint)",
+            sj.its,
+            addr - m.start + m.offset,
+            m.path
+        );
+        if system_file(&m.path) && mem.reclaiming() {
+            let mut ev = vec![
+                line,
+                "that is the JVM's own file, read back because memory pressure had evicted it"
+                    .to_string(),
+            ];
+            ev.extend(reclaim_lines(inp));
+            return (Cause::MemoryReclaim, true, ev);
         }
+        return (Cause::MajorFault, !system_file(&m.path), vec![line]);
     }
     let swapped = mem.swapped_in();
     let cold = cold_files(inp);
@@ -1294,29 +1294,27 @@ pub fn classify(inp: &Inputs) -> Vec<Finding> {
 
     // Machine-wide contributors.
     let s = inp.signals;
-    if let Some(during) = s.tlb_rate_during {
-        if during >= TLB_STORM_RATE
-            && s.tlb_rate_before.is_none_or(|b| during >= TLB_STORM_FACTOR * b)
-        {
-            let mut evid =
-                vec![format!("{:.0} TLB shootdowns per second during the stall", during)];
-            if let Some(b) = s.tlb_rate_before {
-                evid.push(format!("{:.0} per second just before", b));
-            }
-            out.push(finding(Cause::TlbShootdown, Confidence::Medium, 0.0, vec![], evid));
+    if let Some(during) = s.tlb_rate_during
+        && during >= TLB_STORM_RATE
+        && s.tlb_rate_before.is_none_or(|b| during >= TLB_STORM_FACTOR * b)
+    {
+        let mut evid = vec![format!("{:.0} TLB shootdowns per second during the stall", during)];
+        if let Some(b) = s.tlb_rate_before {
+            evid.push(format!("{:.0} per second just before", b));
         }
+        out.push(finding(Cause::TlbShootdown, Confidence::Medium, 0.0, vec![], evid));
     }
-    if let Some(th) = s.throttled_ns.filter(|t| *t > 0) {
-        if !out.iter().any(|f| f.cause == Cause::CgroupThrottling) {
-            let share = (th as f64 / d as f64).min(1.0);
-            out.push(finding(
-                Cause::CgroupThrottling,
-                confidence(share, true),
-                share,
-                vec![],
-                vec![format!("the cgroup was throttled for {} during the stall", fmt_ns(th))],
-            ));
-        }
+    if let Some(th) = s.throttled_ns.filter(|t| *t > 0)
+        && !out.iter().any(|f| f.cause == Cause::CgroupThrottling)
+    {
+        let share = (th as f64 / d as f64).min(1.0);
+        out.push(finding(
+            Cause::CgroupThrottling,
+            confidence(share, true),
+            share,
+            vec![],
+            vec![format!("the cgroup was throttled for {} during the stall", fmt_ns(th))],
+        ));
     }
     // What no evidence covers is unknown, beside the causes (or alone): all of it, not only the
     // parts a thread was seen doing something unexplained.

@@ -85,10 +85,11 @@ pub fn unended(looks: &[CounterLook], info: &CountersInfo, from: u64, to: u64) -
     let mut reached = None;
     let mut prev = before;
     for l in &inside {
-        if let Some(p) = prev {
-            if l.sync_ns > p.sync_ns && reached.is_none() {
-                reached = Some((l.prev_t.max(p.t) / 2 + l.t / 2, l.sync_ns - p.sync_ns));
-            }
+        if let Some(p) = prev
+            && l.sync_ns > p.sync_ns
+            && reached.is_none()
+        {
+            reached = Some((l.prev_t.max(p.t) / 2 + l.t / 2, l.sync_ns - p.sync_ns));
         }
         prev = Some(l);
     }
@@ -170,7 +171,7 @@ mod tests {
             look(1505, 4, 1410, 20),
         ];
         let u = unended(&looks, &info(), 103 * MS, 2000 * MS);
-        assert_eq!(u.reached, Some((1502_500_000, 1400 * MS)));
+        assert_eq!(u.reached, Some((1_502_500_000, 1400 * MS)));
         assert_eq!(u.op, "unknown (from the JVM's perf counters)");
         // Not reached by the end: being reached all along.
         assert_eq!(unended(&looks[..3], &info(), 103 * MS, 2000 * MS).reached, None);

@@ -485,14 +485,14 @@ fn diagnose_stall(
     if findings.is_empty() {
         findings.push(unknown_finding(&ev));
     }
-    if unseen_ns > 0 {
-        if let Some(f) = findings.first_mut() {
-            f.evidence.push(format!(
-                "it began {} before stallscope started watching; judged on the {} seen",
-                fmt_ns(unseen_ns),
-                fmt_ns(span.duration_ns())
-            ));
-        }
+    if unseen_ns > 0
+        && let Some(f) = findings.first_mut()
+    {
+        f.evidence.push(format!(
+            "it began {} before stallscope started watching; judged on the {} seen",
+            fmt_ns(unseen_ns),
+            fmt_ns(span.duration_ns())
+        ));
     }
     let seen_part = StallSpan {
         noticed_ns: seen.noticed_ns.max(span.start_ns + meta.threshold_ns),
@@ -695,21 +695,19 @@ pub fn diagnose(rec: &Recording) -> Report {
     // was killed, or the recording ended first) is not in its log.
     if let (Some(h), Some(longest)) =
         (&summary.hiccups, stalls.iter().max_by_key(|s| s.duration_ns))
+        && longest.duration_ns > h.max_ns.saturating_mul(3) / 2
+        && longest.duration_ns > meta.threshold_ns * 2
     {
-        if longest.duration_ns > h.max_ns.saturating_mul(3) / 2
-            && longest.duration_ns > meta.threshold_ns * 2
-        {
-            notes.push(format!(
-                "the agent's hiccup log peaks at {} but the longest stall lasted {}: {}",
-                crate::units::fmt_ns(h.max_ns),
-                crate::units::fmt_ns(longest.duration_ns),
-                if longest.target_exited {
-                    "the JVM ended inside it, before its meter could log it"
-                } else {
-                    "the meter logs an interval only once the JVM runs again"
-                }
-            ));
-        }
+        notes.push(format!(
+            "the agent's hiccup log peaks at {} but the longest stall lasted {}: {}",
+            crate::units::fmt_ns(h.max_ns),
+            crate::units::fmt_ns(longest.duration_ns),
+            if longest.target_exited {
+                "the JVM ended inside it, before its meter could log it"
+            } else {
+                "the meter logs an interval only once the JVM runs again"
+            }
+        ));
     }
     Report {
         schema: SCHEMA,

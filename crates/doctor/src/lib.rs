@@ -13,7 +13,7 @@
 //! ```
 //!
 //! Reading and deciding are separate: [`Recording::read`] is the only function that touches
-//! the file system, and [`diagnose`] is a pure function of what it read, so the same recording
+//! the file system, and [`diagnose()`] is a pure function of what it read, so the same recording
 //! always gives the same [`Report`] (the live `stallscope run` prints exactly what
 //! `stallscope report DIR` prints later).
 //!

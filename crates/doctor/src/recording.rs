@@ -699,7 +699,7 @@ pub fn read_meta(dir: &Path) -> Result<Meta, Error> {
     serde_json::from_str(&text).map_err(|e| Error::BadHeader { path: p, reason: e.to_string() })
 }
 
-/// A whole recording, read into memory: the input of [`crate::diagnose`].
+/// A whole recording, read into memory: the input of [`crate::diagnose()`].
 pub struct Recording {
     /// Where it was read from (the report names it).
     pub dir: PathBuf,

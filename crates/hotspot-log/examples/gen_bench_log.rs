@@ -53,7 +53,7 @@ fn main() -> std::io::Result<()> {
         line.clear();
         up_ms += 1 + rng.below(50);
         let up = format!("{}.{:03}", up_ms / 1000, up_ms % 1000);
-        let reach = 2_000 + rng.below(if n % 500 == 0 { 900_000_000 } else { 90_000 });
+        let reach = 2_000 + rng.below(if n.is_multiple_of(500) { 900_000_000 } else { 90_000 });
         let at = 100_000 + rng.below(20_000_000);
         if jdk17 {
             let s = format!("[{up}s][info][gc");
@@ -118,7 +118,7 @@ fn main() -> std::io::Result<()> {
                 offset_min: 0,
             });
             let stamp = format!("{}T{}+0000: {up}: ", &wall[..10], &wall[11..]);
-            if n % 3 == 0 {
+            if n.is_multiple_of(3) {
                 let young = 60_000 + rng.below(10_000);
                 line.push_str(&format!(
                     "{stamp}[GC (Allocation Failure) [PSYoungGen: {young}K->{}K(76288K)] {young}K->{}K(251392K), 0.{:07} secs] [Times: user=0.03 sys=0.01, real=0.01 secs] \n",

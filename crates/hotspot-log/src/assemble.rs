@@ -61,7 +61,7 @@ impl Interner {
     /// The interned name, without a reference count update (they are atomic).
     fn get_ref(&mut self, op: &[u8]) -> &Arc<str> {
         // Most logs repeat one operation for long runs; skip the hash for it.
-        if !self.1.as_ref().is_some_and(|last| last.as_bytes() == op) {
+        if self.1.as_ref().is_none_or(|last| last.as_bytes() != op) {
             let a = match self.0.get(op) {
                 Some(a) => a.clone(),
                 None => {

@@ -17,7 +17,7 @@
 //! decompress them and how to print results are the caller's business. It never panics on
 //! input, and its memory stays bounded whatever the input size.
 //!
-//! Layers, each usable alone: [`decorators`] (unified-logging prefixes), [`line`] (one line to
+//! Layers, each usable alone: [`decorators`] (unified-logging prefixes), [`line`](mod@line) (one line to
 //! one event), [`assemble`] (events to records), [`scan`] (streams to records), [`summary`]
 //! (records to statistics). The shapes themselves are named once, in [`formats`].
 

@@ -222,10 +222,8 @@ fn classify_message<'a>(
             None => Outcome::Unrecognised,
         };
     }
-    if safepoint_tag {
-        if let Some(state) = trim(msg).strip_prefix(b"java.lang.Thread.State: ") {
-            return known(stamps, Format::TimeoutUl, Event::TimeoutThreadState(state));
-        }
+    if safepoint_tag && let Some(state) = trim(msg).strip_prefix(b"java.lang.Thread.State: ") {
+        return known(stamps, Format::TimeoutUl, Event::TimeoutThreadState(state));
     }
     if find(msg, b"page_trap_count").is_some() {
         return known(stamps, Format::StatsHeader, Event::StatsHeader);
@@ -546,8 +544,8 @@ fn parse_thread_line(rest: &[u8]) -> Option<ThreadLine<'_>> {
     let name = &rest[..q];
     let mut t = ThreadLine { name, ..Default::default() };
     let tail = &rest[q + 1..];
-    let mut toks = tail.split(|&b| b == b' ').filter(|x| !x.is_empty()).peekable();
-    while let Some(tok) = toks.next() {
+    let toks = tail.split(|&b| b == b' ').filter(|x| !x.is_empty()).peekable();
+    for tok in toks {
         if let Some(id) = tok.strip_prefix(b"#") {
             t.java_id = parse_u64(id);
         } else if let Some(id) = tok.strip_prefix(b"[").and_then(|x| x.strip_suffix(b"]")) {

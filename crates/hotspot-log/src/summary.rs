@@ -325,7 +325,7 @@ impl Windows {
         self.best.push(w);
         if self.best.len() > self.keep * 4 {
             // Down to half the cap, so the sort runs once per many windows, not per record.
-            self.best.sort_by(|a, b| b.stopped_ns.cmp(&a.stopped_ns));
+            self.best.sort_by_key(|b| std::cmp::Reverse(b.stopped_ns));
             self.best.truncate(self.keep * 2);
         }
     }
@@ -519,10 +519,10 @@ impl Summary {
 
         self.observe(&r.end, true);
         self.observe(&start, false);
-        if let Some(clock) = self.windows.clock {
-            if let (Some(s), Some(e)) = (clock.read(&start), clock.read(&r.end)) {
-                self.windows.add(s, e, r.total_ns);
-            }
+        if let Some(clock) = self.windows.clock
+            && let (Some(s), Some(e)) = (clock.read(&start), clock.read(&r.end))
+        {
+            self.windows.add(s, e, r.total_ns);
         }
     }
 
@@ -542,10 +542,10 @@ impl Summary {
         if unfinished {
             t.unfinished += 1;
         }
-        if let Some(tid) = c.os_tid {
-            if t.tids.len() < 64 {
-                t.tids.insert(tid);
-            }
+        if let Some(tid) = c.os_tid
+            && t.tids.len() < 64
+        {
+            t.tids.insert(tid);
         }
     }
 

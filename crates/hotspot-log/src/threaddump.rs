@@ -55,10 +55,10 @@ pub fn parse(text: &str) -> Vec<DumpedThread> {
             if let (Some(t), Some(f)) = (cur.as_mut(), frame(at)) {
                 t.frames.push(f);
             }
-        } else if l.trim().is_empty() {
-            if let Some(t) = cur.take() {
-                out.push(t);
-            }
+        } else if l.trim().is_empty()
+            && let Some(t) = cur.take()
+        {
+            out.push(t);
         }
     }
     out.extend(cur);

@@ -19,12 +19,11 @@ fn main() {
         stack.get(o..o + 8).map(|b| u64::from_le_bytes(b.try_into().unwrap()))
     };
     for i in 0..(stack.len() / 8) as u64 {
-        if let Some(w) = word(sp + i * 8) {
-            if let Ok(c) = cc.code_at(w, None) {
-                if !matches!(c, procwatch::codecache::Code::Native) {
-                    println!("  sp+{:#x}: {w:#x} {c:?}", i * 8);
-                }
-            }
+        if let Some(w) = word(sp + i * 8)
+            && let Ok(c) = cc.code_at(w, None)
+            && !matches!(c, procwatch::codecache::Code::Native)
+        {
+            println!("  sp+{:#x}: {w:#x} {c:?}", i * 8);
         }
     }
     for c in cc.walk(pc, sp, 0, &word, 32) {

@@ -161,10 +161,10 @@ impl CodeCache {
             })?;
         }
         let block = h.low + (seg << h.log2_segment);
-        if let Some(used) = self.off.header_used {
-            if self.mem().u8(block.wrapping_add(used))? == 0 {
-                return Ok(None);
-            }
+        if let Some(used) = self.off.header_used
+            && self.mem().u8(block.wrapping_add(used))? == 0
+        {
+            return Ok(None);
         }
         Ok(Some(block.wrapping_add(self.off.heap_block_size)))
     }

@@ -338,14 +338,14 @@ fn parse_entries(
             .ok_or_else(|| {
                 bad(format!("data offset {doff} ({size} bytes) outside its {len} bytes"))
             })?;
-        if kind == Kind::Long && (offset + data_at) % 8 != 0 {
+        if kind == Kind::Long && !(offset + data_at).is_multiple_of(8) {
             return Err(bad(format!("a 64-bit value at unaligned byte {}", offset + data_at)));
         }
         out.push(Entry {
             name,
             kind,
-            units: Units::of(h[14] as u8),
-            variability: Variability::of(h[15] as u8),
+            units: Units::of(h[14]),
+            variability: Variability::of(h[15]),
             supported: h[13] & 1 != 0,
             data_offset: offset + data_at,
             vector_length,

@@ -68,9 +68,26 @@ pub struct TaskSample {
     pub file: Option<String>,
 }
 
+/// The fields of a `/proc/PID/stat` line that stallscope reads.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Stat {
+    pub comm: String,
+    /// `R`, `S`, `D`, `T`…
+    pub state: char,
+    pub minflt: u64,
+    pub majflt: u64,
+    /// Clock ticks ([`clock_ticks`]).
+    pub utime: u64,
+    pub stime: u64,
+    /// The CPU it last ran on, or -1 when the line does not say.
+    pub processor: i32,
+    /// When it started, in clock ticks since boot.
+    pub starttime: u64,
+}
+
 /// Parses a `stat` line: `pid (comm) S ppid …`. The comm can hold spaces and parentheses,
 /// so the fields are split after the last `)`.
-pub fn parse_stat(s: &str) -> Option<(String, char, u64, u64, u64, u64, i32, u64)> {
+pub fn parse_stat(s: &str) -> Option<Stat> {
     let open = s.find('(')?;
     let close = s.rfind(')')?;
     let comm = s.get(open + 1..close)?.to_string();
@@ -78,16 +95,16 @@ pub fn parse_stat(s: &str) -> Option<(String, char, u64, u64, u64, u64, i32, u64
     // Fields after comm, 0-based: state 0, minflt 7, majflt 9, utime 11, stime 12,
     // starttime 19, processor 36.
     let num = |i: usize| f.get(i).and_then(|v| v.parse::<u64>().ok());
-    Some((
+    Some(Stat {
         comm,
-        f.first()?.chars().next()?,
-        num(7)?,
-        num(9)?,
-        num(11)?,
-        num(12)?,
-        f.get(36).and_then(|v| v.parse().ok()).unwrap_or(-1),
-        num(19)?,
-    ))
+        state: f.first()?.chars().next()?,
+        minflt: num(7)?,
+        majflt: num(9)?,
+        utime: num(11)?,
+        stime: num(12)?,
+        processor: f.get(36).and_then(|v| v.parse().ok()).unwrap_or(-1),
+        starttime: num(19)?,
+    })
 }
 
 /// Parses `syscall`: `running`, `-1 sp pc`, or `nr a1 … a6 sp pc`.
@@ -134,7 +151,7 @@ pub fn stopped(pid: i32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat"))
         .ok()
         .and_then(|s| parse_stat(&s))
-        .is_some_and(|f| matches!(f.1, 'T' | 't'))
+        .is_some_and(|f| matches!(f.state, 'T' | 't'))
 }
 
 /// Kernel functions where a thread waits inside a system call it made on purpose (parked on a
@@ -247,22 +264,22 @@ impl TaskSampler {
                 continue;
             };
             let line = String::from_utf8_lossy(&buf[..n]);
-            let Some((comm, state, minflt, majflt, utime, stime, processor, _start)) =
+            let Some(Stat { comm, state, minflt, majflt, utime, stime, processor, .. }) =
                 parse_stat(line.trim_end())
             else {
                 continue;
             };
             let (mut exec_ns, mut run_delay_ns, mut timeslices) = (0, 0, 0);
             let mut have_schedstat = false;
-            if let Some(f) = &files.schedstat {
-                if let Ok(n) = read_at0(f, &mut buf) {
-                    let s = String::from_utf8_lossy(&buf[..n]);
-                    let mut it = s.split_whitespace().map(|v| v.parse::<u64>().unwrap_or(0));
-                    exec_ns = it.next().unwrap_or(0);
-                    run_delay_ns = it.next().unwrap_or(0);
-                    timeslices = it.next().unwrap_or(0);
-                    have_schedstat = true;
-                }
+            if let Some(f) = &files.schedstat
+                && let Ok(n) = read_at0(f, &mut buf)
+            {
+                let s = String::from_utf8_lossy(&buf[..n]);
+                let mut it = s.split_whitespace().map(|v| v.parse::<u64>().unwrap_or(0));
+                exec_ns = it.next().unwrap_or(0);
+                run_delay_ns = it.next().unwrap_or(0);
+                timeslices = it.next().unwrap_or(0);
+                have_schedstat = true;
             }
             let unmoved = match &files.last {
                 Some((st, ex, ts, _, _, _)) => {
@@ -374,7 +391,7 @@ pub fn context_switches(pid: i32, tid: i32) -> Option<(u64, u64)> {
 /// the pid, it names a process across pid reuse.
 pub fn process_starttime(pid: i32) -> Option<u64> {
     let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    parse_stat(s.trim_end()).map(|p| p.7)
+    parse_stat(s.trim_end()).map(|p| p.starttime)
 }
 
 /// Clock ticks per second (for utime/stime).
@@ -391,10 +408,10 @@ mod tests {
     #[test]
     fn stat_with_a_hostile_comm() {
         let line = "4242 (a) b) S (c) R 1 4242 4242 0 -1 4194560 100 0 3 0 57 12 0 0 20 0 1 0 9876 0 0 18446744073709551615 0 0 0 0 0 0 0 0 0 0 0 0 17 1 0 0 0 0 0";
-        let (comm, state, minflt, majflt, utime, stime, cpu, start) = parse_stat(line).unwrap();
-        assert_eq!(comm, "a) b) S (c");
+        let s = parse_stat(line).unwrap();
+        assert_eq!(s.comm, "a) b) S (c");
         assert_eq!(
-            (state, minflt, majflt, utime, stime, cpu, start),
+            (s.state, s.minflt, s.majflt, s.utime, s.stime, s.processor, s.starttime),
             ('R', 100, 3, 57, 12, 1, 9876)
         );
         assert!(parse_stat("garbage").is_none());

@@ -37,7 +37,7 @@ impl Jvm {
     pub fn find(pid: i32) -> Result<Jvm> {
         let proc = PathBuf::from(format!("/proc/{pid}"));
         if pid <= 0 || !proc.exists() {
-            return Err(Failure::new(EXIT_FAILURE, format!("pid {pid}: no such process")));
+            return Err(Failure::error(EXIT_FAILURE, format!("pid {pid}: no such process")));
         }
         let uid: u32 = status_field(pid, "Uid:")
             .and_then(|u| u.split_whitespace().nth(1).and_then(|e| e.parse().ok()))
@@ -45,7 +45,7 @@ impl Jvm {
         // SAFETY: geteuid has no preconditions.
         let me = unsafe { libc::geteuid() };
         if me != 0 && me != uid {
-            return Err(Failure::new(
+            return Err(Failure::error(
                 EXIT_FAILURE,
                 format!(
                     "pid {pid} belongs to uid {uid}, not you (uid {me}): run stallscope as that user, or as root"
@@ -53,7 +53,7 @@ impl Jvm {
             ));
         }
         let maps = std::fs::read_to_string(proc.join("maps")).map_err(|e| {
-            Failure::new(
+            Failure::error(
                 EXIT_FAILURE,
                 format!("pid {pid}: cannot read its memory map ({e}); is it yours?"),
             )
@@ -64,7 +64,7 @@ impl Jvm {
             .find(|p| p.ends_with("/libjvm.so"));
         let Some(libjvm) = libjvm else {
             let comm = std::fs::read_to_string(proc.join("comm")).unwrap_or_default();
-            return Err(Failure::new(
+            return Err(Failure::error(
                 EXIT_FAILURE,
                 format!("pid {pid} ({}) is not a JVM: no libjvm.so is mapped", comm.trim()),
             ));
@@ -117,7 +117,7 @@ impl Jvm {
         // gone: it would print a full thread dump into the application's own stdout.
         if procwatch::task::stopped(self.pid) {
             let _ = std::fs::remove_file(&trigger);
-            return Err(Failure::new(
+            return Err(Failure::error(
                 EXIT_FAILURE,
                 format!(
                     "JVM pid {} is stopped (SIGSTOP or a debugger): not signalled; continue it (kill -CONT {}) and try again",
@@ -139,7 +139,7 @@ impl Jvm {
         };
         let _ = std::fs::remove_file(&trigger);
         if !found {
-            return Err(Failure::new(
+            return Err(Failure::error(
                 1,
                 format!(
                     "JVM pid {} did not open its attach socket within {} s (started with -XX:+DisableAttachMechanism, or still starting?)",
@@ -156,7 +156,7 @@ impl Jvm {
     pub fn execute(&self, cmd: &str, args: &[&str]) -> Result<String> {
         let sock = self.ensure_listener(Duration::from_secs(10))?;
         let refused = |e: std::io::Error| {
-            Failure::new(
+            Failure::error(
                 EXIT_FAILURE,
                 format!("JVM pid {}: the attach socket refused us ({e})", self.pid),
             )
@@ -189,11 +189,11 @@ impl Jvm {
         let (code, rest) = out.split_once('\n').unwrap_or((out.as_str(), ""));
         match code.trim().parse::<i32>() {
             Ok(0) => Ok(rest.to_string()),
-            Ok(c) => Err(Failure::new(
+            Ok(c) => Err(Failure::error(
                 EXIT_FAILURE,
                 format!("JVM pid {} refused '{cmd}' (code {c}): {}", self.pid, rest.trim()),
             )),
-            Err(_) => Err(Failure::new(
+            Err(_) => Err(Failure::error(
                 EXIT_FAILURE,
                 format!("JVM pid {}: unexpected answer to '{cmd}': {}", self.pid, out.trim()),
             )),
@@ -209,16 +209,16 @@ impl Jvm {
         };
         let out = self.execute("load", &["instrument", "false", &arg])?;
         // JDK 9+ report the agent's own result as `return code: N`.
-        if let Some(rc) = out.lines().find_map(|l| l.trim().strip_prefix("return code: ")) {
-            if rc.trim() != "0" {
-                return Err(Failure::new(
-                    EXIT_FAILURE,
-                    format!(
-                        "JVM pid {}: the agent failed to start (return code {rc}); see the JVM's stderr",
-                        self.pid
-                    ),
-                ));
-            }
+        if let Some(rc) = out.lines().find_map(|l| l.trim().strip_prefix("return code: "))
+            && rc.trim() != "0"
+        {
+            return Err(Failure::error(
+                EXIT_FAILURE,
+                format!(
+                    "JVM pid {}: the agent failed to start (return code {rc}); see the JVM's stderr",
+                    self.pid
+                ),
+            ));
         }
         Ok(())
     }

@@ -131,7 +131,7 @@ pub struct LogsArgs {
 
 #[derive(Args, Debug, Clone)]
 pub struct RecordOptions {
-    /// The recording directory (default: ./stallscope-<date>-<time>).
+    /// The recording directory (default: ./stallscope-YYYYMMDD-HHMMSS).
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
     /// A heartbeat late by this much is a stall.
@@ -359,7 +359,7 @@ pub struct LabRunArgs {
     /// them runs all of its own.
     #[arg(long = "variant", value_name = "VARIANT")]
     pub variants: Vec<String>,
-    /// Where the results and recordings go (default: ./stallscope-lab-<date>-<time>).
+    /// Where the results and recordings go (default: ./stallscope-lab-YYYYMMDD-HHMMSS).
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
     /// The java to run the JVM workloads with (default: java on PATH).

@@ -26,7 +26,7 @@ pub struct Failure {
 }
 
 impl Failure {
-    pub fn new(code: i32, message: impl Into<String>) -> anyhow::Error {
+    pub fn error(code: i32, message: impl Into<String>) -> anyhow::Error {
         anyhow::Error::new(Failure { code, message: message.into() })
     }
 }

@@ -591,8 +591,7 @@ fn a_target_that_dies_mid_stall_still_gets_its_diagnosis() {
         let text = std::fs::read_to_string(&events).unwrap_or_default();
         let n = text
             .lines()
-            .filter(|l| l.contains("\"stall-begin\""))
-            .last()?
+            .rfind(|l| l.contains("\"stall-begin\""))?
             .split("\"stall\":")
             .nth(1)?
             .split([',', '}'])

@@ -58,10 +58,9 @@ fn leftovers() -> Vec<String> {
                 .strip_prefix("stallscope-")
                 .and_then(|r| r.split('.').next())
                 .and_then(|p| p.parse::<u32>().ok())
+                && !std::path::Path::new(&format!("/proc/{pid}")).exists()
             {
-                if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
-                    v.push(format!("stale heartbeat: /dev/shm/{n}"));
-                }
+                v.push(format!("stale heartbeat: /dev/shm/{n}"));
             }
         }
     }

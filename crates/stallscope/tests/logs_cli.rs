@@ -200,7 +200,7 @@ fn filters_select_safepoints() {
 
     let slow = json(&["logs", "--json", "--min-ttsp", "100ms", p]);
     let n = slow["safepoints"].as_u64().unwrap();
-    assert!(n >= 1 && n < 10, "{n}");
+    assert!((1..10).contains(&n), "{n}");
     assert!(slow["percentiles"]["ttsp"]["p50_ns"].as_u64().unwrap() >= 100_000_000);
 
     let first = json(&["logs", "--json", "--until", "10s", p]);

@@ -27,6 +27,7 @@ fn as_user(user: &ThrowawayUser, script: &str) -> Output {
 
 /// Runs stallscope; a child that has not finished within a minute is a hang (killed, and the
 /// test fails), not a slow run.
+#[allow(clippy::zombie_processes)] // every path out of the loop waits for it
 fn stallscope(args: &[&str]) -> Output {
     let child = Command::new(bin())
         .args(args)

@@ -9,8 +9,8 @@ use std::io::Write;
 
 pub fn run(a: CountersArgs) -> Result<i32> {
     let path = procwatch::perfdata::locate(a.pid)
-        .map_err(|e| Failure::new(EXIT_FAILURE, e.to_string()))?;
-    let pd = PerfData::open(&path).map_err(|e| Failure::new(EXIT_FAILURE, e.to_string()))?;
+        .map_err(|e| Failure::error(EXIT_FAILURE, e.to_string()))?;
+    let pd = PerfData::open(&path).map_err(|e| Failure::error(EXIT_FAILURE, e.to_string()))?;
     let wanted = |name: &str| {
         a.prefixes.is_empty() || a.prefixes.iter().any(|p| name.starts_with(p.as_str()))
     };

@@ -56,10 +56,10 @@ pub fn attach(a: AttachArgs) -> Result<i32> {
     let (dir, json, pid) = (s.dir.clone(), a.record.json, a.pid);
     let started = procwatch::clock::mono_ns();
     let sayer = std::thread::spawn(move || {
-        if let Ok(now) = rx.recv() {
-            if let Err(e) = say_now(&dir, now, pid, started, json) {
-                eprintln!("stallscope: what is happening now could not be told: {e:#}");
-            }
+        if let Ok(now) = rx.recv()
+            && let Err(e) = say_now(&dir, now, pid, started, json)
+        {
+            eprintln!("stallscope: what is happening now could not be told: {e:#}");
         }
     });
     let told: Box<dyn FnOnce(watch::Now) + Send> = Box::new(move |n| {

@@ -88,7 +88,7 @@ pub fn run(a: ReportArgs) -> Result<i32> {
             }
             return Ok(EXIT_OK);
         }
-        return Err(Failure::new(
+        return Err(Failure::error(
             EXIT_FAILURE,
             format!(
                 "{}: neither a stallscope recording (no {}) nor a lab run (no lab.json)",

@@ -9,20 +9,20 @@ use std::path::PathBuf;
 
 pub fn run(a: WatchArgs) -> Result<i32> {
     let selection = match (&a.matches, a.pids.is_empty()) {
-        (Some(p), _) => Selection::matching(p).map_err(|e| Failure::new(EXIT_USAGE, e))?,
+        (Some(p), _) => Selection::matching(p).map_err(|e| Failure::error(EXIT_USAGE, e))?,
         (None, false) => Selection::Pids(a.pids.clone()),
         (None, true) => Selection::All,
     };
     let bytes = retain::parse_size(&a.retain)
-        .map_err(|e| Failure::new(EXIT_USAGE, format!("--retain {e}")))?;
+        .map_err(|e| Failure::error(EXIT_USAGE, format!("--retain {e}")))?;
     if a.threshold.ns() < 1_000_000 {
-        return Err(Failure::new(
+        return Err(Failure::error(
             EXIT_USAGE,
             "--threshold is below the agent's 1 ms resolution".to_string(),
         ));
     }
     if !(100_000..=1_000_000_000).contains(&a.resolution.ns()) {
-        return Err(Failure::new(
+        return Err(Failure::error(
             EXIT_USAGE,
             "--resolution must be between 100us and 1s, e.g. 1ms or 5ms".to_string(),
         ));
@@ -38,7 +38,7 @@ pub fn run(a: WatchArgs) -> Result<i32> {
     unsafe { libc::signal(libc::SIGPIPE, libc::SIG_IGN) };
     let attach = match &a.attach {
         None => fleet::Attach::Never,
-        Some(s) => fleet::Attach::parse(s).map_err(|e| Failure::new(EXIT_USAGE, e))?,
+        Some(s) => fleet::Attach::parse(s).map_err(|e| Failure::error(EXIT_USAGE, e))?,
     };
     let stop = crate::inject::stop_flag()?;
     let cfg = fleet::Config {

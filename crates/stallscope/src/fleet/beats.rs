@@ -40,7 +40,7 @@ enum Source {
     Heartbeat { hb: Heartbeat, resolution_ns: u64 },
     /// Its counters and /proc, from outside.
     Outside {
-        pulse: Pulse,
+        pulse: Box<Pulse>,
         /// The looks since the last safepoint ended: what the next ended ones are read from.
         looks: Vec<CounterLook>,
         includes_sync: bool,
@@ -134,7 +134,7 @@ impl Beats {
         let includes_sync = jc.as_ref().is_some_and(|c| c.info.safepoint_time_includes_sync);
         let pulse = Pulse::counters(pid, jc).stopped_every(STOPPED_EVERY_NS);
         self.driven(
-            Source::Outside { pulse, looks: Vec::new(), includes_sync, observe },
+            Source::Outside { pulse: Box::new(pulse), looks: Vec::new(), includes_sync, observe },
             idle_sample,
             ended,
         )

@@ -60,7 +60,7 @@ const SETTLED_EVERY: u64 = 5;
 fn stat_key(pid: i32) -> Option<(u64, String)> {
     let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     let p = procwatch::task::parse_stat(s.trim_end())?;
-    Some((p.7, p.0))
+    Some((p.starttime, p.comm))
 }
 
 fn uptime_s() -> f64 {
@@ -100,7 +100,7 @@ impl Discovery {
         let (ticks, now) = (procwatch::task::clock_ticks() as f64, uptime_s());
         let (mut found, mut unreadable) = (Vec::new(), Vec::new());
         self.passes += 1;
-        let full = self.passes % SETTLED_EVERY == 0;
+        let full = self.passes.is_multiple_of(SETTLED_EVERY);
         for pid in pids.into_iter().filter(|p| *p != me) {
             // Each pass reads only the processes it has not seen, and young ones; a settled one
             // every few passes (a stat file read per process is most of a pass's cost).

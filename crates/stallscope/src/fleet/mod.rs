@@ -194,16 +194,13 @@ fn guard_jvm(sh: Arc<Shared>, j: JvmProcess, g: Guarding) {
     if sh.attach == Attach::All {
         escalate.store(true, Ordering::SeqCst);
     }
-    if escalate.load(Ordering::SeqCst) {
-        if let Some(hb) = recorded_elsewhere(pid) {
-            return skip(
-                "recorded",
-                format!(
-                    "another stallscope records it (its heartbeat {} is running)",
-                    hb.display()
-                ),
-            );
-        }
+    if escalate.load(Ordering::SeqCst)
+        && let Some(hb) = recorded_elsewhere(pid)
+    {
+        return skip(
+            "recorded",
+            format!("another stallscope records it (its heartbeat {} is running)", hb.display()),
+        );
     }
     let jvm = match Jvm::find(pid) {
         Ok(jvm) => jvm,
@@ -563,12 +560,12 @@ fn apply_retention(
         }
     }
     for pid in &p.roll {
-        if let Some(g) = guarded.iter().find(|((p, _), _)| p == pid).map(|(_, g)| g) {
-            if !g.flags.stop.load(Ordering::SeqCst) {
-                g.flags.roll.store(true, Ordering::SeqCst);
-                g.flags.stop.store(true, Ordering::SeqCst);
-                beats.wake_all();
-            }
+        if let Some(g) = guarded.iter().find(|((p, _), _)| p == pid).map(|(_, g)| g)
+            && !g.flags.stop.load(Ordering::SeqCst)
+        {
+            g.flags.roll.store(true, Ordering::SeqCst);
+            g.flags.stop.store(true, Ordering::SeqCst);
+            beats.wake_all();
         }
     }
     let removed: std::collections::HashSet<&PathBuf> = p.remove.iter().collect();

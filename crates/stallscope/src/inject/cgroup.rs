@@ -251,10 +251,10 @@ impl Drop for TempCgroup {
                 self.path.display()
             );
         }
-        if let Some((g, t)) = self.guard.take() {
-            if let Ok(mut g) = g.lock() {
-                g.forget(t);
-            }
+        if let Some((g, t)) = self.guard.take()
+            && let Ok(mut g) = g.lock()
+        {
+            g.forget(t);
         }
     }
 }

@@ -25,12 +25,12 @@ pub fn process_state(pid: i32) -> Option<char> {
 /// Freezes `pid` for `dur` or until a stop signal arrives; returns how long it was stopped.
 pub fn freeze(pid: i32, dur: Duration, stop: &std::sync::atomic::AtomicBool) -> Result<Duration> {
     if pid <= 1 || pid == std::process::id() as i32 {
-        return Err(Failure::new(EXIT_FAILURE, format!("refusing to freeze pid {pid}")));
+        return Err(Failure::error(EXIT_FAILURE, format!("refusing to freeze pid {pid}")));
     }
     // SAFETY: signal 0 only checks existence and permission.
     if unsafe { libc::kill(pid, 0) } != 0 {
         let e = std::io::Error::last_os_error();
-        return Err(Failure::new(
+        return Err(Failure::error(
             EXIT_FAILURE,
             format!("pid {pid}: cannot signal it ({e}); is it running, and yours?"),
         ));

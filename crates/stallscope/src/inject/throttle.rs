@@ -26,7 +26,7 @@ pub struct ThrottleArgs {
 pub fn run(a: ThrottleArgs) -> Result<i32> {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
-        return Err(Failure::new(
+        return Err(Failure::error(
             EXIT_FAILURE,
             "throttle needs root to create a cgroup; run it with sudo",
         ));

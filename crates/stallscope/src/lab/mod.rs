@@ -92,7 +92,7 @@ fn workloads_jar() -> Result<PathBuf> {
             return Ok(p.canonicalize()?);
         }
     }
-    Err(Failure::new(
+    Err(Failure::error(
         EXIT_FAILURE,
         format!(
             "{name} not found (looked in {}); build it with `make build`",
@@ -125,7 +125,7 @@ pub fn run(o: &LabOptions, progress: &dyn Progress, stop: &AtomicBool) -> Result
                     id.variants().into_iter().map(|x| format!("{}/{}", id.spec().id, x.id))
                 })
                 .collect();
-            return Err(Failure::new(
+            return Err(Failure::error(
                 crate::failure::EXIT_USAGE,
                 format!(
                     "--variant {v}: no such variant in the scenarios chosen ({})",

@@ -108,10 +108,10 @@ impl Filter {
         if !self.ops.is_empty() && !self.ops.iter().any(|o| o.eq_ignore_ascii_case(&s.op)) {
             return Verdict::Drop;
         }
-        if let Some(min) = self.min_ttsp_ns {
-            if s.ttsp_ns.is_none_or(|t| t < min) {
-                return Verdict::Drop;
-            }
+        if let Some(min) = self.min_ttsp_ns
+            && s.ttsp_ns.is_none_or(|t| t < min)
+        {
+            return Verdict::Drop;
         }
         let start = s.start();
         if let Some(b) = &self.since {

@@ -44,10 +44,10 @@ impl Sink for LogsSink<'_> {
         match self.filter.check(s) {
             Verdict::Keep => {
                 self.summary.add(s);
-                if self.write_error.is_none() {
-                    if let Err(e) = (self.each)(s) {
-                        self.write_error = Some(e);
-                    }
+                if self.write_error.is_none()
+                    && let Err(e) = (self.each)(s)
+                {
+                    self.write_error = Some(e);
                 }
             }
             Verdict::Drop => {}
@@ -94,25 +94,25 @@ pub fn analyse(
     let (mut jfr_inputs, mut jfr_events, mut jfr_safepoints) = (0usize, 0u64, 0u64);
     for (i, input) in plan.inputs.iter().enumerate() {
         let name = input.display();
-        if let inputs::Input::File(p) = input {
-            if jfr::is_jfr(p) {
-                let got = jfr::read(p, i as u32, &mut sink)
-                    .with_context(|| format!("{name}: reading it as a JFR recording"))?;
-                for lost in &got.lost {
-                    notes.push(format!("{name}: {lost}"));
-                }
-                jfr_inputs += 1;
-                jfr_events += got.events;
-                jfr_safepoints += got.safepoints;
-                input_views.push(InputView {
-                    path: name,
-                    bytes: got.bytes,
-                    lines: 0,
-                    gzip: false,
-                    truncated: !got.lost.is_empty(),
-                });
-                continue;
+        if let inputs::Input::File(p) = input
+            && jfr::is_jfr(p)
+        {
+            let got = jfr::read(p, i as u32, &mut sink)
+                .with_context(|| format!("{name}: reading it as a JFR recording"))?;
+            for lost in &got.lost {
+                notes.push(format!("{name}: {lost}"));
             }
+            jfr_inputs += 1;
+            jfr_events += got.events;
+            jfr_safepoints += got.safepoints;
+            input_views.push(InputView {
+                path: name,
+                bytes: got.bytes,
+                lines: 0,
+                gzip: false,
+                truncated: !got.lost.is_empty(),
+            });
+            continue;
         }
         let binary = |offset: u64| {
             let hint = if name.ends_with(".hlog") {
@@ -120,7 +120,7 @@ pub fn analyse(
             } else {
                 ""
             };
-            Failure::new(
+            Failure::error(
                 EXIT_BINARY,
                 format!(
                     "{name}: binary data at byte {offset}, not a text log{hint}; pass a HotSpot GC or safepoint log"
@@ -133,7 +133,7 @@ pub fn analyse(
                 scanner.scan_slice(i as u32, bytes, &mut sink, done)
             });
             if shrank {
-                return Err(Failure::new(
+                return Err(Failure::error(
                     EXIT_FAILURE,
                     format!(
                         "{name}: the file shrank while it was read (truncated by a log rotation?); read it again, or read the rotated copy"
@@ -195,7 +195,7 @@ pub fn analyse(
         } else {
             "every input is empty".to_string()
         };
-        return Err(Failure::new(
+        return Err(Failure::error(
             EXIT_EMPTY,
             format!(
                 "{which}: nothing to analyse (is the JVM still starting, or logging elsewhere?)"
@@ -204,7 +204,7 @@ pub fn analyse(
     }
     if sink.read == 0 && jfr_inputs == plan.inputs.len() {
         let names: Vec<&str> = input_views.iter().map(|i| i.path.as_str()).collect();
-        return Err(Failure::new(
+        return Err(Failure::error(
             EXIT_NO_RECORDS,
             format!(
                 "{}: no safepoint events in {} JFR events{}",
@@ -246,7 +246,7 @@ pub fn analyse(
                 msg.push_str(&format!("\n  {path}:{}: {}", e.line, e.text));
             }
         }
-        return Err(Failure::new(EXIT_NO_RECORDS, msg));
+        return Err(Failure::error(EXIT_NO_RECORDS, msg));
     }
     for (i, v) in input_views.iter().enumerate() {
         if v.bytes == 0 {
@@ -275,7 +275,7 @@ pub fn analyse(
     if jfr_safepoints > 0 {
         formats.push(FormatCount::new(hotspot_log::Format::Jfr, jfr_safepoints));
     }
-    formats.sort_by(|a, b| b.lines.cmp(&a.lines));
+    formats.sort_by_key(|f| std::cmp::Reverse(f.lines));
     let view = LogsView {
         schema: SCHEMA,
         inputs: input_views,

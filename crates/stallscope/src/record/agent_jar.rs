@@ -41,7 +41,7 @@ pub fn find(flag: Option<&Path>) -> Result<PathBuf> {
         return if p.is_file() {
             Ok(p.canonicalize()?)
         } else {
-            Err(Failure::new(
+            Err(Failure::error(
                 EXIT_FAILURE,
                 format!("{}: no agent jar there (from {why})", p.display()),
             ))
@@ -53,7 +53,7 @@ pub fn find(flag: Option<&Path>) -> Result<PathBuf> {
         }
     }
     let looked: Vec<String> = c.iter().map(|(p, why)| format!("{} ({why})", p.display())).collect();
-    Err(Failure::new(
+    Err(Failure::error(
         EXIT_FAILURE,
         format!(
             "{JAR} not found; looked in: {}. Build it with `make build`, or pass --agent PATH",

@@ -94,7 +94,7 @@ pub fn record_attached(
             None
         }
         Some(why) => {
-            return Err(crate::failure::Failure::new(
+            return Err(crate::failure::Failure::error(
                 crate::failure::EXIT_FAILURE,
                 format!("JVM pid {pid}: {why}"),
             ));
@@ -113,7 +113,7 @@ pub fn record_attached(
                     || refusal.clone().unwrap_or_else(|| "the agent did not start".into()),
                     |r| r.1,
                 );
-                return Err(crate::failure::Failure::new(
+                return Err(crate::failure::Failure::error(
                     crate::failure::EXIT_FAILURE,
                     format!("JVM pid {pid}: {why}"),
                 ));
@@ -310,7 +310,7 @@ fn cooperate(
         if let Some(t) = ch.agent_stop.take() {
             guard.forget(t);
         }
-        return Err(crate::failure::Failure::new(
+        return Err(crate::failure::Failure::error(
             crate::failure::EXIT_FAILURE,
             format!(
                 "the stallscope agent did not start inside it: {why}; give --out a directory the JVM's user (uid {}) can reach and write",
@@ -378,24 +378,25 @@ impl Changes {
                 None
             }
         });
-        if running() && frames_on.is_some() {
-            if let Err(e) = jvm.jcmd(&frames::jcmd_stop()) {
-                eprintln!("stallscope: detaching: {e:#}");
-            }
+        if running()
+            && frames_on.is_some()
+            && let Err(e) = jvm.jcmd(&frames::jcmd_stop())
+        {
+            eprintln!("stallscope: detaching: {e:#}");
         }
         // The JVM's thread ids as the host numbers them, while it is still there to ask.
         let (host_tids, in_container) =
             (procwatch::ns::host_tids(pid), procwatch::ns::other_pid_ns(pid));
         if running() {
-            if self.log_off.is_some() {
-                if let Err(e) = jvm.jcmd(&format!("VM.log output={} what=all=off", self.log)) {
-                    eprintln!("stallscope: detaching: {e:#}");
-                }
+            if self.log_off.is_some()
+                && let Err(e) = jvm.jcmd(&format!("VM.log output={} what=all=off", self.log))
+            {
+                eprintln!("stallscope: detaching: {e:#}");
             }
-            if let (Some(_), Some(jar)) = (&self.agent_stop, &self.jvm_jar) {
-                if let Err(e) = jvm.load_agent(jar, "stop") {
-                    eprintln!("stallscope: detaching: {e:#}");
-                }
+            if let (Some(_), Some(jar)) = (&self.agent_stop, &self.jvm_jar)
+                && let Err(e) = jvm.load_agent(jar, "stop")
+            {
+                eprintln!("stallscope: detaching: {e:#}");
             }
         }
         // Undone above, or the JVM is gone: nothing for the guardian to do.

@@ -168,21 +168,21 @@ impl Control {
 
     /// Writes the interval in progress (if it holds anything) and starts the next.
     pub fn flush(&mut self, now_ns: u64) {
-        if let Some(log) = &mut self.log {
-            if !self.interval.is_empty() {
-                log.buf.clear();
-                if log.serializer.serialize(&self.interval, &mut log.buf).is_ok() {
-                    use base64::Engine;
-                    let line = format!(
-                        "{:.3},{:.3},{:.3},{}\n",
-                        self.interval_start_ns.saturating_sub(log.start_mono_ns) as f64 / 1e9,
-                        now_ns.saturating_sub(self.interval_start_ns) as f64 / 1e9,
-                        self.interval.max() as f64 / 1e6,
-                        base64::engine::general_purpose::STANDARD.encode(&log.buf)
-                    );
-                    // One write per line: a killed recorder loses at most the interval in progress.
-                    let _ = log.file.write_all(line.as_bytes());
-                }
+        if let Some(log) = &mut self.log
+            && !self.interval.is_empty()
+        {
+            log.buf.clear();
+            if log.serializer.serialize(&self.interval, &mut log.buf).is_ok() {
+                use base64::Engine;
+                let line = format!(
+                    "{:.3},{:.3},{:.3},{}\n",
+                    self.interval_start_ns.saturating_sub(log.start_mono_ns) as f64 / 1e9,
+                    now_ns.saturating_sub(self.interval_start_ns) as f64 / 1e9,
+                    self.interval.max() as f64 / 1e6,
+                    base64::engine::general_purpose::STANDARD.encode(&log.buf)
+                );
+                // One write per line: a killed recorder loses at most the interval in progress.
+                let _ = log.file.write_all(line.as_bytes());
             }
         }
         self.interval.reset();

@@ -436,7 +436,14 @@ pub fn record_jvm(
     if s.outside {
         let mut cmd = std::process::Command::new(&java);
         cmd.args(rest);
-        return record_child(s, cmd, command, java_home.as_deref(), None, false, l, stop);
+        let child = Spawn {
+            cmd,
+            command,
+            java_home: java_home.as_deref(),
+            timeout_ms: None,
+            stacks: false,
+        };
+        return record_child(s, child, l, stop);
     }
     let timeout_ms = l.safepoint_timeout.then(|| s.threshold_ns.div_ceil(1_000_000).max(1));
     let mut args = vec![
@@ -476,16 +483,14 @@ pub fn record_jvm(
     }
     let mut cmd = std::process::Command::new(&java);
     cmd.args(&args).args(rest);
-    let r = record_child(
-        s,
+    let child = Spawn {
         cmd,
         command,
-        java_home.as_deref(),
+        java_home: java_home.as_deref(),
         timeout_ms,
-        stacks_lib.is_some(),
-        l,
-        stop,
-    )?;
+        stacks: stacks_lib.is_some(),
+    };
+    let r = record_child(s, child, l, stop)?;
     if frames {
         // A child of ours in our pid namespace: its thread ids are ours.
         frames::extract_or_note(&s.dir, &|t| t as i32);
@@ -518,20 +523,24 @@ pub fn record_native(
     let (program, rest) = command.split_first().context("no command")?;
     let mut cmd = std::process::Command::new(program);
     cmd.args(rest);
-    record_child(s, cmd, command, None, None, false, l, stop)
+    let child = Spawn { cmd, command, java_home: None, timeout_ms: None, stacks: false };
+    record_child(s, child, l, stop)
 }
 
-fn record_child(
-    s: &Settings,
-    mut cmd: std::process::Command,
-    command: &[String],
-    java_home: Option<&Path>,
+/// The process [`record_child`] starts, and what the recording says of it.
+struct Spawn<'c> {
+    cmd: std::process::Command,
+    /// The command line as the user gave it.
+    command: &'c [String],
+    java_home: Option<&'c Path>,
+    /// The JVM's `-XX:SafepointTimeoutDelay`, when set.
     timeout_ms: Option<u64>,
-    // The stacks agent is loaded (record/stacks.rs).
+    /// The stacks agent is loaded (record/stacks.rs).
     stacks: bool,
-    l: &Launch,
-    stop: &AtomicBool,
-) -> Result<Recorded> {
+}
+
+fn record_child(s: &Settings, child: Spawn, l: &Launch, stop: &AtomicBool) -> Result<Recorded> {
+    let Spawn { mut cmd, command, java_home, timeout_ms, stacks } = child;
     if l.capture_stdout {
         cmd.stdout(std::process::Stdio::piped());
     }

@@ -119,42 +119,41 @@ impl Outside {
                 continue;
             }
             match (th.state, &th.syscall) {
-                (_, Syscall::NotInSyscall { sp, pc }) if th.state != 'R' => {
-                    if t >= last_t + EVERY_NS {
-                        self.send(
-                            Raw {
-                                tid: th.tid,
-                                name: th.comm.clone(),
-                                t,
-                                pc: *pc,
-                                sp: *sp,
-                                fp: 0,
-                                stack: Vec::new(),
-                                stack_base: *sp,
-                            },
-                            n,
-                        );
-                    }
+                (_, Syscall::NotInSyscall { sp, pc })
+                    if th.state != 'R' && t >= last_t + EVERY_NS =>
+                {
+                    self.send(
+                        Raw {
+                            tid: th.tid,
+                            name: th.comm.clone(),
+                            t,
+                            pc: *pc,
+                            sp: *sp,
+                            fp: 0,
+                            stack: Vec::new(),
+                            stack_base: *sp,
+                        },
+                        n,
+                    );
                 }
-                ('R', _) => {
+                ('R', _)
                     if !self.samplers.contains_key(&th.tid)
                         && self.samplers.len() < MAX_THREADS
-                        && !self.refused
-                    {
-                        match ThreadSampler::open(th.tid, PERIOD_NS) {
-                            Ok(s) => {
-                                self.samplers.insert(th.tid, s);
-                            }
-                            // The thread ended between /proc and the open, or descriptors
-                            // ran short: another thread, or a later sample, may do.
-                            Err(e) if e.kind() != std::io::ErrorKind::PermissionDenied => {}
-                            Err(e) => {
-                                self.refused = true;
-                                let note = format!("no code of running threads from outside: {e}");
-                                eprintln!("stallscope: pid {}: {note}", self.pid);
-                                if let Some(tx) = &self.tx {
-                                    let _ = tx.send(Msg::Note(note));
-                                }
+                        && !self.refused =>
+                {
+                    match ThreadSampler::open(th.tid, PERIOD_NS) {
+                        Ok(s) => {
+                            self.samplers.insert(th.tid, s);
+                        }
+                        // The thread ended between /proc and the open, or descriptors
+                        // ran short: another thread, or a later sample, may do.
+                        Err(e) if e.kind() != std::io::ErrorKind::PermissionDenied => {}
+                        Err(e) => {
+                            self.refused = true;
+                            let note = format!("no code of running threads from outside: {e}");
+                            eprintln!("stallscope: pid {}: {note}", self.pid);
+                            if let Some(tx) = &self.tx {
+                                let _ = tx.send(Msg::Note(note));
                             }
                         }
                     }

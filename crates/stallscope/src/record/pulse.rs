@@ -58,11 +58,10 @@ impl CounterWatch {
         // every JVM of the host 200 times a second).
         if let (Some(last), SafepointState::Closed, None) =
             (self.last.as_mut(), self.state, self.reaching_since)
+            && self.jc.quick() == (last.safepoints, last.sync_ns, last.safepoint_ns)
         {
-            if self.jc.quick() == (last.safepoints, last.sync_ns, last.safepoint_ns) {
-                last.t = t;
-                return None;
-            }
+            last.t = t;
+            return None;
         }
         let prev_t = self.last.as_ref().map_or(t, |l| l.t);
         let mut look = self.jc.look(t, prev_t);
@@ -307,12 +306,11 @@ impl Pulse {
         after: Option<&CounterLook>,
         out: &mut dyn FnMut(&CounterLook),
     ) {
-        if s.by == StallTrigger::Safepoint {
-            if let Some(c) = self.counters.as_mut() {
-                if let Some(l) = c.adopt(now, s.since, after) {
-                    out(&l);
-                }
-            }
+        if s.by == StallTrigger::Safepoint
+            && let Some(c) = self.counters.as_mut()
+            && let Some(l) = c.adopt(now, s.since, after)
+        {
+            out(&l);
         }
         self.last_ok = s.last_ok;
     }
@@ -325,10 +323,10 @@ impl Pulse {
 
     /// Looks at the counters now; a look worth writing down goes to `out`.
     fn look_counters(&mut self, t: u64, out: &mut dyn FnMut(&CounterLook)) {
-        if let Some(c) = self.counters.as_mut() {
-            if let Some(l) = c.look(t, &mut self.vm_thread) {
-                out(&l);
-            }
+        if let Some(c) = self.counters.as_mut()
+            && let Some(l) = c.look(t, &mut self.vm_thread)
+        {
+            out(&l);
         }
     }
 

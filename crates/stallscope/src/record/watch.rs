@@ -83,10 +83,10 @@ pub fn wait_for_heartbeat(
     loop {
         // Re-resolved each time: where it is depends on where the agent managed to create it.
         let path = heartbeat::default_path(pid);
-        if let Ok(hb) = Heartbeat::open(&path) {
-            if hb.read().state == MeterState::Running {
-                return Ok(Some(hb.of_pid(pid)));
-            }
+        if let Ok(hb) = Heartbeat::open(&path)
+            && hb.read().state == MeterState::Running
+        {
+            return Ok(Some(hb.of_pid(pid)));
         }
         if !alive() || stop.load(Ordering::Relaxed) {
             return Ok(None);
@@ -355,16 +355,8 @@ const MAX_BACKLOG: u64 = 5;
 const HELD_INTERVALS: u64 = 10;
 
 impl<'a> Watcher<'a> {
-    fn new(
-        w: &'a mut Writer,
-        pid: i32,
-        pulse: Pulse,
-        tracer: Option<&'a procwatch::trace::Tracer>,
-        opts: WatchOptions,
-        driven: Option<Driven>,
-        code: CodeAsks,
-        hooks: Hooks,
-    ) -> Result<Watcher<'a>> {
+    fn new(w: &'a mut Writer, what: Watch<'a>) -> Result<Watcher<'a>> {
+        let Watch { pid, pulse, tracer, opts, deadline: _, driven, code, hooks } = what;
         let sampler = TaskSampler::new(pid)?;
         // A sidecar starved of CPU sees nothing of the starvation it is there to explain: when
         // allowed (root, CAP_SYS_NICE), this thread runs at nice -10. It sleeps between looks, so
@@ -441,25 +433,25 @@ impl<'a> Watcher<'a> {
     /// Between stalls: the agent's heartbeat handed over by `attach`, and the moment to say what
     /// is happening now.
     fn between_stalls(&mut self) -> Result<()> {
-        if let Some(rx) = &self.hooks.heartbeat {
-            if let Ok(j) = rx.try_recv() {
-                self.pulse.take_heartbeat(j.hb);
-                if j.dumper.is_some() {
-                    self.code.dumper = j.dumper;
-                }
-                self.hooks.heartbeat = None;
-                self.meter_running()?;
+        if let Some(rx) = &self.hooks.heartbeat
+            && let Ok(j) = rx.try_recv()
+        {
+            self.pulse.take_heartbeat(j.hb);
+            if j.dumper.is_some() {
+                self.code.dumper = j.dumper;
             }
+            self.hooks.heartbeat = None;
+            self.meter_running()?;
         }
         self.now_hook(None);
         Ok(())
     }
 
     fn now_hook(&mut self, stall: Option<u32>) {
-        if self.started.elapsed() >= NOW_AFTER {
-            if let Some(f) = self.hooks.now.take() {
-                f(Now { t: mono_ns(), stall, written: self.w.barrier() });
-            }
+        if self.started.elapsed() >= NOW_AFTER
+            && let Some(f) = self.hooks.now.take()
+        {
+            f(Now { t: mono_ns(), stall, written: self.w.barrier() });
         }
     }
 
@@ -479,21 +471,18 @@ impl<'a> Watcher<'a> {
     }
 
     /// Whether watching should end now, and why: Ctrl-C, --for, or the target gone.
-    fn ending(
-        &mut self,
-        stop: &AtomicBool,
-        deadline: Option<Instant>,
-        alive: &mut dyn FnMut() -> bool,
-    ) -> Option<Ending> {
-        if stop.load(Ordering::Relaxed) {
+    fn ending(&mut self, until: &mut Until) -> Option<Ending> {
+        if until.stop.load(Ordering::Relaxed) {
             return Some(Ending::Stopped("interrupted".into()));
         }
-        if deadline.is_some_and(|d| Instant::now() >= d) {
+        if until.deadline.is_some_and(|d| Instant::now() >= d) {
             return Some(Ending::Stopped("--for elapsed".into()));
         }
         if self.last_alive_check.elapsed() > ALIVE_CHECK {
             self.last_alive_check = Instant::now();
-            if !alive() || self.pulse.hb.as_ref().is_some_and(|h| h.liveness() != Liveness::Alive) {
+            if !(until.alive)()
+                || self.pulse.hb.as_ref().is_some_and(|h| h.liveness() != Liveness::Alive)
+            {
                 return Some(Ending::TargetExited);
             }
         }
@@ -660,9 +649,7 @@ impl<'a> Watcher<'a> {
         now: u64,
         t_first: u64,
         cur: &mut Vec<TaskSample>,
-        stop: &AtomicBool,
-        deadline: Option<Instant>,
-        alive: &mut dyn FnMut() -> bool,
+        until: &mut Until,
     ) -> Result<Sampled> {
         let stall = self.stall;
         let mut prev: HashMap<i32, TaskSample> = HashMap::new();
@@ -753,17 +740,17 @@ impl<'a> Watcher<'a> {
             for l in counted {
                 self.w.counters.line(&l)?;
             }
-            if out.still != Still::Stalled || stop.load(Ordering::Relaxed) {
+            if out.still != Still::Stalled || until.stop.load(Ordering::Relaxed) {
                 return Ok(out);
             }
             out.unchanged_at = looked;
             self.now_hook(Some(stall));
-            if deadline.is_some_and(|d| Instant::now() >= d) {
+            if until.deadline.is_some_and(|d| Instant::now() >= d) {
                 return Ok(out);
             }
             if self.last_alive_check.elapsed() > ALIVE_CHECK {
                 self.last_alive_check = Instant::now();
-                if !alive() {
+                if !(until.alive)() {
                     out.exited = true;
                     return Ok(out);
                 }
@@ -960,6 +947,14 @@ pub struct Watch<'a> {
     pub hooks: Hooks,
 }
 
+/// What ends watching: Ctrl-C (`stop`), `--for` (the deadline), or the target gone (`alive`
+/// says no).
+struct Until<'s> {
+    stop: &'s AtomicBool,
+    deadline: Option<Instant>,
+    alive: &'s mut dyn FnMut() -> bool,
+}
+
 /// Watches until the target exits, `stop` is set, or the deadline passes.
 pub fn watch(
     w: &mut Writer,
@@ -967,15 +962,15 @@ pub fn watch(
     stop: &AtomicBool,
     alive: &mut dyn FnMut() -> bool,
 ) -> Result<Ending> {
-    let Watch { pid, pulse, tracer, opts, deadline, driven, code, hooks } = what;
-    let mut wt = Watcher::new(w, pid, pulse, tracer, opts, driven, code, hooks)?;
-    let end = wt.until_end(stop, deadline, alive)?;
+    let mut until = Until { stop, deadline: what.deadline, alive };
+    let mut wt = Watcher::new(w, what)?;
+    let end = wt.until_end(&mut until)?;
     if let Some(l) = wt.pulse.counters.as_ref().and_then(|c| c.last()) {
         // The last look closes the last window the doctor reads.
         let l = l.clone();
         wt.w.counters.line(&l)?;
     }
-    if let (Ending::TargetExited, false, Some(hb)) = (&end, alive(), &wt.pulse.hb) {
+    if let (Ending::TargetExited, false, Some(hb)) = (&end, (until.alive)(), &wt.pulse.hb) {
         // A JVM that died without its shutdown hooks (SIGKILL, the OOM killer, a crash) leaves
         // its heartbeat files behind: nobody else will remove them.
         let _ = std::fs::remove_file(procwatch::heartbeat::threads_path(&hb.path));
@@ -986,15 +981,10 @@ pub fn watch(
 
 impl Watcher<'_> {
     /// The watch loop: idle ticks between stalls, each stall begun, sampled and ended.
-    fn until_end(
-        &mut self,
-        stop: &AtomicBool,
-        deadline: Option<Instant>,
-        alive: &mut dyn FnMut() -> bool,
-    ) -> Result<Ending> {
+    fn until_end(&mut self, until: &mut Until) -> Result<Ending> {
         let mut cur = Vec::new();
         loop {
-            if let Some(end) = self.ending(stop, deadline, alive) {
+            if let Some(end) = self.ending(until) {
                 return Ok(end);
             }
             self.between_stalls()?;
@@ -1048,7 +1038,7 @@ impl Watcher<'_> {
             let Some(t_first) = self.begin_stall(&st, now, &mut cur)? else {
                 return Ok(Ending::TargetExited);
             };
-            let sampled = self.sample_stall(&st, now, t_first, &mut cur, stop, deadline, alive);
+            let sampled = self.sample_stall(&st, now, t_first, &mut cur, until);
             if let Some(d) = &self.code.dumper {
                 d.over();
             }

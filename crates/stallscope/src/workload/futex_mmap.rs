@@ -20,7 +20,9 @@ use std::time::{Duration, Instant};
 #[serde(rename_all = "kebab-case")]
 pub enum Churn {
     /// mmap, touch every page, munmap, again: mmap_lock taken for write each cycle.
-    Churn,
+    #[value(name = "churn")]
+    #[serde(rename = "churn")]
+    MapUnmap,
     /// One mapping, touched and MADV_DONTNEEDed again and again: faults, no mmap/munmap.
     Reuse,
     /// No second thread: the baseline.
@@ -45,7 +47,7 @@ pub struct FutexMmapArgs {
     #[arg(long)]
     pub mlock: bool,
     /// What the second thread does: mmap/touch/munmap, one mapping MADV_DONTNEEDed, or nothing.
-    #[arg(long, value_enum, default_value_t = Churn::Churn)]
+    #[arg(long, value_enum, default_value_t = Churn::MapUnmap)]
     pub churn: Churn,
     /// Size of each mapping.
     #[arg(long, default_value_t = 100)]
@@ -81,7 +83,7 @@ impl Variant {
             "{} futex, {}{}{}",
             if self.shared { "shared" } else { "private" },
             match self.churn {
-                Churn::Churn => "mmap churn",
+                Churn::MapUnmap => "mmap churn",
                 Churn::Reuse => "reused mapping",
                 Churn::None => "no churn",
             },
@@ -207,7 +209,7 @@ fn churn_loop(kind: Churn, region: usize, stop: &AtomicBool, cycles: &AtomicU64)
     };
     match kind {
         Churn::None => {}
-        Churn::Churn => {
+        Churn::MapUnmap => {
             while !stop.load(Ordering::Relaxed) {
                 let Some(p) = map(&mut t) else { break };
                 touch(p);
@@ -347,10 +349,10 @@ pub fn matrix(fifo: bool) -> Vec<Variant> {
     vec![
         v(false, false, Churn::None),
         v(false, false, Churn::Reuse),
-        v(false, false, Churn::Churn),
-        v(true, false, Churn::Churn),
-        v(false, true, Churn::Churn),
-        v(true, true, Churn::Churn),
+        v(false, false, Churn::MapUnmap),
+        v(true, false, Churn::MapUnmap),
+        v(false, true, Churn::MapUnmap),
+        v(true, true, Churn::MapUnmap),
     ]
 }
 

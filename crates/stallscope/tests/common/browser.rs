@@ -1,6 +1,7 @@
 //! Headless Chromium for the report tests: Debian's `chromium`, started as root with the flags
 //! this machine needs (no sandbox, no GPU, no background networking), a fresh profile each
 //! time, and a deadline. A missing browser fails the test: `.ci/run` installs it.
+#![allow(dead_code)] // each test binary uses a part of it
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};

@@ -168,10 +168,10 @@ impl Settings {
         if let Some(g) = &glob {
             compile(g)?;
         }
-        if let Some(r) = rate {
-            if !(0.0..=1.0).contains(&r) {
-                return Err(format!("error rate {r} is not between 0 and 1"));
-            }
+        if let Some(r) = rate
+            && !(0.0..=1.0).contains(&r)
+        {
+            return Err(format!("error rate {r} is not between 0 and 1"));
         }
         // Checked together before anything changes: all or nothing.
         let (d, w, j) = (

@@ -117,10 +117,10 @@ impl SlowFs {
     fn stat(&self, rel: &Path) -> std::io::Result<FileAttr> {
         let m = std::fs::symlink_metadata(self.root.join(rel))?;
         let ino = if rel.as_os_str().is_empty() { INodeNo::ROOT.0 } else { m.ino() + INO_SHIFT };
-        if ino != INodeNo::ROOT.0 {
-            if let Ok(mut p) = self.paths.write() {
-                p.entry(ino).or_insert_with(|| rel.to_path_buf());
-            }
+        if ino != INodeNo::ROOT.0
+            && let Ok(mut p) = self.paths.write()
+        {
+            p.entry(ino).or_insert_with(|| rel.to_path_buf());
         }
         Ok(self.attr(ino, &m))
     }

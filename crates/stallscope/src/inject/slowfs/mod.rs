@@ -83,13 +83,13 @@ pub struct SlowfsSetArgs {
 /// What the host must provide for FUSE, with what to do when it does not.
 pub fn check_fuse() -> Result<()> {
     if !Path::new("/dev/fuse").exists() {
-        return Err(Failure::new(
+        return Err(Failure::error(
             EXIT_FAILURE,
             "slowfs needs FUSE, and /dev/fuse is missing: load the module (modprobe fuse), or run the container with --device /dev/fuse",
         ));
     }
     if std::fs::OpenOptions::new().read(true).write(true).open("/dev/fuse").is_err() {
-        return Err(Failure::new(
+        return Err(Failure::error(
             EXIT_FAILURE,
             "slowfs cannot open /dev/fuse: run as root, or give your user access to it",
         ));
@@ -98,7 +98,7 @@ pub fn check_fuse() -> Result<()> {
         .map(|p| std::env::split_paths(&p).any(|d| d.join("fusermount3").is_file()))
         .unwrap_or(false);
     if !found {
-        return Err(Failure::new(
+        return Err(Failure::error(
             EXIT_FAILURE,
             "slowfs needs fusermount3, which is not on PATH: run scripts/setup.sh (or apt-get install fuse3)",
         ));
@@ -317,7 +317,7 @@ pub fn run(a: SlowfsArgs) -> Result<i32> {
 pub fn set(a: SlowfsSetArgs) -> Result<i32> {
     let control: PathBuf = a.mount.join(CONTROL_NAME);
     if !control.exists() {
-        return Err(Failure::new(
+        return Err(Failure::error(
             EXIT_FAILURE,
             format!("{}: no slowfs is mounted there (no {CONTROL_NAME})", a.mount.display()),
         ));
