@@ -8,7 +8,7 @@ fn main() {
         std::process::exit(2);
     };
     let only: Option<u32> = args.get(2).and_then(|s| s.parse().ok());
-    let rec = match doctor::Recording::read(dir) {
+    let rec = match recording::Recording::read(dir, None) {
         Ok(r) => r,
         Err(e) => {
             eprintln!("{e}");
@@ -21,7 +21,7 @@ fn main() {
             continue;
         }
         println!("stall {} {} ms", stall.stall, stall.duration_ns / 1_000_000);
-        let samples: Vec<&doctor::recording::Sample> =
+        let samples: Vec<&recording::Sample> =
             rec.samples.iter().filter(|s| s.stall == stall.stall).collect();
         for (kind, a, b) in doctor::segments(
             stall.start_mono_ns,

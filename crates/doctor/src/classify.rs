@@ -18,12 +18,12 @@ use crate::causes::Cause;
 use crate::evidence::{
     Account, StallEvidence, ThreadEvidence, jvm_internal, stallscope_own, vm_operation_thread,
 };
-use crate::recording::Shares;
 use crate::report::{Confidence, CulpritView, Finding, SafepointView};
 use crate::signals::SystemSignals;
-use crate::units::{fmt_count, fmt_ns};
 use crate::wait::Wait;
 use procwatch::maps::Mapping;
+use recording::Shares;
+use recording::units::{fmt_count, fmt_ns};
 use std::collections::{BTreeMap, HashMap};
 
 /// A cause covering at least this share of the stall, with direct evidence, is named with high

@@ -12,8 +12,8 @@
 //! JDK 25's `jdk.SafepointLatency` gives the stack where a sampled thread reached its next
 //! safepoint poll, and how long that took: the best evidence for a thread late to a safepoint.
 
-use crate::recording::FrameSample;
 use hotspot_log::jfr::JavaFrame;
+use recording::FrameSample;
 use serde::Serialize;
 
 /// The furthest from a stall a stack may have been taken and still be shown for it. JFR takes
@@ -183,26 +183,26 @@ pub fn for_thread(
     // A dump is told against the whole stall it was asked in.
     let (start, end) = if f.event == DUMP { (stall_start, stall_end) } else { (start, end) };
     let when = if f.t < start {
-        format!("{} before the stall", crate::units::fmt_ns(start - f.t))
+        format!("{} before the stall", recording::units::fmt_ns(start - f.t))
     } else if f.t > end {
-        format!("{} after the stall", crate::units::fmt_ns(f.t - end))
+        format!("{} after the stall", recording::units::fmt_ns(f.t - end))
     } else {
-        format!("{} into the stall", crate::units::fmt_ns(f.t - start))
+        format!("{} into the stall", recording::units::fmt_ns(f.t - start))
     };
     let source = match (f.event.as_str(), f.latency_ns) {
         ("jdk.SafepointLatency", Some(l)) => format!(
             "{}: asked to stop {when}, it reached a safepoint poll {} later, here",
             words(&f.event),
-            crate::units::fmt_ns(l)
+            recording::units::fmt_ns(l)
         ),
         (SIGNAL, Some(l)) if l >= 1_000_000 => format!(
             "{}, signalled {when}; it took the signal {} later, back from the kernel where it had stopped",
             words(&f.event),
-            crate::units::fmt_ns(l)
+            recording::units::fmt_ns(l)
         ),
         (DUMP, Some(l)) => format!(
             "the JVM's thread dump (Thread.print), asked for {when} and taken at the thread's next safepoint poll once the stall was over ({} later)",
-            crate::units::fmt_ns(l)
+            recording::units::fmt_ns(l)
         ),
         _ => format!("{}, {when}", words(&f.event)),
     };

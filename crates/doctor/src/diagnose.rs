@@ -15,15 +15,15 @@
 use crate::causes::Cause;
 use crate::classify::{self, Segment, segments};
 use crate::evidence::{self, StallEvidence};
-use crate::recording::{Event, Meta, Recording, Sample, SystemSample};
 use crate::report::{
     Confidence, Finding, Report, SCHEMA, SafepointView, StallReport, Summary, ThreadLine,
     TimeoutCulprit,
 };
 use crate::signals::system_signals;
-use crate::units::fmt_ns;
 use crate::wait::Wait;
 use hotspot_log::Safepoint;
+use recording::units::fmt_ns;
+use recording::{Event, Meta, Recording, Sample, SystemSample};
 use std::collections::{BTreeMap, HashMap};
 
 /// A safepoint counts as what held the world only if it overlaps at least this share of the stall
@@ -45,10 +45,8 @@ const RAW_THREADS: usize = 8;
 
 /// Local wall time of a monotonic instant, through the recording's start on both clocks.
 pub fn wall_of(meta: &Meta, mono_ns: u64) -> String {
-    let ms =
-        meta.start_epoch_ms + ((mono_ns as i128 - meta.start_mono_ns as i128) / 1_000_000) as i64;
     hotspot_log::format_wall(hotspot_log::WallTime {
-        epoch_ms: ms,
+        epoch_ms: meta.epoch_ms_of_mono(mono_ns),
         offset_min: meta.utc_offset_min,
     })
 }
@@ -70,7 +68,7 @@ pub struct StallSpan {
     /// The recording ended (the JVM exited, or the recorder detached) before the stall did.
     pub cut: bool,
     /// What showed its begin: the heartbeat, or the counters' safepoint, or the process stopped.
-    pub by: crate::recording::StallTrigger,
+    pub by: recording::StallTrigger,
     /// The JVM began to exit inside it.
     pub exiting: bool,
 }
@@ -273,11 +271,11 @@ pub fn match_safepoint(
 /// it), or it began before the first look. Its time to reach is the sync time's rise, when the
 /// looks saw one; else it was being reached throughout.
 fn unended_safepoint(rec: &Recording, span: &StallSpan) -> Option<SafepointView> {
-    if span.by != crate::recording::StallTrigger::Safepoint {
+    if span.by != recording::StallTrigger::Safepoint {
         return None;
     }
     let info = rec.counters_info()?;
-    let u = crate::counters::unended(&rec.counters, info, span.start_ns, span.end_ns);
+    let u = recording::counters::unended(&rec.counters, info, span.start_ns, span.end_ns);
     let total = span.duration_ns();
     let ttsp = u.reached.map_or(total, |(_, sync)| sync.min(total));
     Some(SafepointView {
@@ -544,7 +542,7 @@ fn diagnose_stall(
 /// and names the code in the fix of each finding whose first culprit has one.
 fn name_the_code(
     findings: &mut [Finding],
-    frames: &[crate::recording::FrameSample],
+    frames: &[recording::FrameSample],
     start: u64,
     end: u64,
     stall: (u64, u64),
@@ -667,6 +665,7 @@ pub fn diagnose(rec: &Recording) -> Report {
     let summary = summarise(rec, &stalls);
     let mut notes: Vec<String> = meta.privileges_note.iter().cloned().collect();
     notes.extend(rec.damage.iter().cloned());
+    notes.extend(rec.notes.iter().cloned());
     if end_of_recording(&rec.events).is_none() {
         notes.push("the recording has no end record: the recorder was killed or crashed (or is still recording), so it was cut short; a stall open at its end ends there".into());
     }
@@ -700,8 +699,8 @@ pub fn diagnose(rec: &Recording) -> Report {
     {
         notes.push(format!(
             "the agent's hiccup log peaks at {} but the longest stall lasted {}: {}",
-            crate::units::fmt_ns(h.max_ns),
-            crate::units::fmt_ns(longest.duration_ns),
+            recording::units::fmt_ns(h.max_ns),
+            recording::units::fmt_ns(longest.duration_ns),
             if longest.target_exited {
                 "the JVM ended inside it, before its meter could log it"
             } else {
@@ -722,7 +721,7 @@ pub fn diagnose(rec: &Recording) -> Report {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::recording::StallContext;
+    use recording::StallContext;
 
     const MS: u64 = 1_000_000;
 
@@ -955,6 +954,7 @@ mod tests {
             hiccups: None,
             control: None,
             damage: vec![],
+            notes: vec![],
             counters: vec![],
         };
         let r = diagnose(&rec);
@@ -997,6 +997,7 @@ mod tests {
             hiccups: None,
             control: None,
             damage: vec![],
+            notes: vec![],
             counters: vec![],
         };
         let mut r = StallReport {

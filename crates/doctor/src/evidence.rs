@@ -7,9 +7,9 @@
 //! its previous values, exactly as the recorder meant. Time on a CPU and on a run queue comes
 //! from the thread's own counters (schedstat), which are exact; the samples split the rest.
 
-use crate::recording::Sample;
 use crate::wait::{Seen, Wait, seen};
 use procwatch::task::{Syscall, TaskSample};
+use recording::Sample;
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
 

@@ -4,8 +4,8 @@
 //! Invariant: nothing here decides anything; the types only carry the diagnosis.
 
 use crate::causes::Cause;
-use crate::hlog::HiccupSummary;
-use crate::recording::Meta;
+use recording::Meta;
+use recording::hlog::HiccupSummary;
 use serde::Serialize;
 use std::collections::BTreeMap;
 

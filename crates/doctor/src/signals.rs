@@ -5,7 +5,7 @@
 //! Invariant: pure arithmetic over two samples (the first and last taken during the stall, or
 //! the baseline before it); a counter either sample lacks gives `None`, never zero.
 
-use crate::recording::{Meta, SystemSample};
+use recording::{Meta, SystemSample};
 
 /// PSI totals move in coarse steps: a window shorter than this says nothing.
 const PSI_MIN_WINDOW_NS: u64 = 20_000_000;

@@ -4,8 +4,8 @@
 //! record that does not parse) or a note in the report. Property-tested, time-bounded by
 //! proptest's case count.
 
-use doctor::{Error, Recording};
 use proptest::prelude::*;
+use recording::{Error, Recording};
 use std::path::{Path, PathBuf};
 
 const FILES: [&str; 8] = [
@@ -84,7 +84,7 @@ proptest! {
         let dir = scratch(case);
         let path = dir.join(FILES[file]);
         apply(&path, &d);
-        let read = std::panic::catch_unwind(|| Recording::read(&dir));
+        let read = std::panic::catch_unwind(|| Recording::read(&dir, None));
         let read = read.map_err(|_| TestCaseError::fail(format!("reading panicked: {} {d:?}", FILES[file])))?;
         match read {
             Ok(rec) => {
@@ -112,7 +112,7 @@ fn damage_is_reported_with_its_file_and_line() {
     let huge = log.replace(" ns,", "99999999999999999999999 ns,");
     assert_ne!(huge, log);
     std::fs::write(dir.join("safepoint.log"), huge).unwrap();
-    let rep = doctor::diagnose(&Recording::read(&dir).unwrap());
+    let rep = doctor::diagnose(&Recording::read(&dir, None).unwrap());
     assert!(
         rep.notes.iter().any(|n| n.contains("safepoint.log")
             && n.contains("not understood")
@@ -125,7 +125,7 @@ fn damage_is_reported_with_its_file_and_line() {
     let dir = scratch(2);
     let ev = std::fs::read_to_string(dir.join("events.jsonl")).unwrap();
     std::fs::write(dir.join("events.jsonl"), &ev[..ev.len() - 10]).unwrap();
-    let rep = doctor::diagnose(&Recording::read(&dir).unwrap());
+    let rep = doctor::diagnose(&Recording::read(&dir, None).unwrap());
     assert!(
         rep.notes.iter().any(|n| n.contains("events.jsonl:") && n.contains("cut off")),
         "{:?}",
@@ -136,10 +136,10 @@ fn damage_is_reported_with_its_file_and_line() {
     // A garbage meta.json is a damaged header, not a missing one.
     let dir = scratch(3);
     std::fs::write(dir.join("meta.json"), [0xff, 0xfe, 0x00, 0x12]).unwrap();
-    let e = Recording::read(&dir).err().expect("refused");
+    let e = Recording::read(&dir, None).err().expect("refused");
     assert!(matches!(e, Error::BadHeader { .. }), "{e}");
     std::fs::write(dir.join("meta.json"), "{\"stallscope_version\": 3").unwrap();
-    let e = Recording::read(&dir).err().expect("refused");
+    let e = Recording::read(&dir, None).err().expect("refused");
     assert!(e.to_string().contains("meta.json: not a valid recording header"), "{e}");
     for n in 1..=3 {
         let _ = std::fs::remove_dir_all(scratch_path(n));

@@ -2,7 +2,8 @@
 //! make-recordings.sh), through the library: the known cause of each, the JSON schema
 //! document, and robustness to a recording cut short.
 
-use doctor::{Cause, Recording, Report};
+use doctor::{Cause, Report};
+use recording::Recording;
 use serde_json::Value;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -16,7 +17,7 @@ fn fixture(name: &str) -> PathBuf {
 }
 
 fn diagnose(dir: &Path) -> Report {
-    doctor::diagnose(&Recording::read(dir).unwrap_or_else(|e| panic!("{e}")))
+    doctor::diagnose(&Recording::read(dir, None).unwrap_or_else(|e| panic!("{e}")))
 }
 
 /// The main cause of each stall of at least `min_ns`.
@@ -122,11 +123,11 @@ fn a_recording_cut_mid_line_still_reads() {
     let mut text = std::fs::read_to_string(&p).unwrap();
     text.insert_str(0, "{not json\n");
     std::fs::write(&p, text).unwrap();
-    let e = Recording::read(&d).err().expect("damage is an error");
-    assert!(matches!(&e, doctor::Error::Damaged { line: 1, .. }), "{e:?}");
+    let e = Recording::read(&d, None).err().expect("damage is an error");
+    assert!(matches!(&e, recording::Error::Damaged { line: 1, .. }), "{e:?}");
     assert!(e.to_string().contains("events.jsonl:1"), "{e}");
     // A directory that is not a recording says so.
-    let e = Recording::read(root().join("docs")).err().expect("not a recording");
+    let e = Recording::read(root().join("docs"), None).err().expect("not a recording");
     assert!(e.to_string().contains("no meta.json here"), "{e}");
     std::fs::remove_dir_all(&d).unwrap();
 }

@@ -278,6 +278,42 @@ mod tests {
         assert_eq!(line_of(&[], 4), None);
     }
 
+    /// The agent writes its lines by hand (no serde in a library loaded into the JVM): the
+    /// recording's reader must read them as the same [`recording::FrameSample`].
+    #[test]
+    fn the_recording_reads_what_the_agent_writes() {
+        assert_eq!(STACKS, recording::files::STACKS);
+        assert_eq!(READY, recording::files::STACKS_READY);
+        let raw = Raw {
+            t: 900,
+            asked: 400,
+            tid: 7,
+            n: ring::DEPTH as i32,
+            frames: [CallFrame { lineno: 0, method: std::ptr::null_mut() }; ring::DEPTH],
+        };
+        let line = json_line(
+            &raw,
+            &[("io.x.\"Q\".run\n".into(), Some(4), false), ("x.Y.z".into(), None, true)],
+        );
+        let s: recording::FrameSample = serde_json::from_str(&line).unwrap();
+        assert_eq!((s.t, s.tid, s.latency_ns, s.truncated), (400, 7, Some(500), true));
+        assert_eq!(s.event, "signal-sample");
+        assert_eq!(s.name, "");
+        assert_eq!(s.frames.len(), 2);
+        assert_eq!(s.frames[0].method, "io.x.\"Q\".run\n");
+        assert_eq!(s.frames[0].line, Some(4));
+        assert_eq!(s.frames[1].kind, "Native");
+        // What the reader reads the file with: a line of stacks.jsonl.
+        let back: Vec<recording::FrameSample> = {
+            let d = std::env::temp_dir().join(format!("stacks-contract-{}", std::process::id()));
+            std::fs::write(&d, line.repeat(2)).unwrap();
+            let v = recording::read_lines(&d).unwrap();
+            std::fs::remove_file(&d).unwrap();
+            v
+        };
+        assert_eq!(back, vec![s.clone(), s]);
+    }
+
     #[test]
     fn lines_are_json() {
         let raw = Raw {

@@ -8,7 +8,10 @@
 
 use hdrhistogram::Histogram;
 use hdrhistogram::serialization::{Serializer, V2DeflateSerializer};
-use serde_json::json;
+use procwatch::heartbeat::JavaThread;
+use procwatch::system::CpuTimes;
+use procwatch::task::{Syscall, TaskSample};
+use recording::{Event, JvmTotals, Meta, Sample, StallContext, SystemSample, Writer};
 use std::io::{BufWriter, Write};
 
 struct Rng(u64);
@@ -81,24 +84,32 @@ fn main() -> std::io::Result<()> {
     let hours: u64 = args.get(2).map_or(24, |v| v.parse().expect("HOURS"));
     let n_sp: u64 = args.get(3).map_or(100_000, |v| v.parse().expect("SAFEPOINTS"));
     let n_stalls: u64 = args.get(4).map_or(300, |v| v.parse().expect("STALLS"));
-    std::fs::create_dir_all(&dir)?;
+    // The header and the JSON Lines files go through the recorder's own writer and types, so
+    // this stand-in cannot drift from the format the doctor reads.
+    let meta = Meta {
+        stallscope_version: env!("CARGO_PKG_VERSION").into(),
+        mode: "run".into(),
+        command: ["java", "-jar", "synthetic.jar"].map(String::from).to_vec(),
+        pid: 4242,
+        java_version: Some("17.0.15".into()),
+        kernel: "synthetic".into(),
+        cpus: 2,
+        privileges_note: Some(
+            "a synthetic recording (bench/report_html.sh): no privileged evidence".into(),
+        ),
+        start_mono_ns: MONO0,
+        start_epoch_ms: EPOCH0_MS,
+        clock_ticks: 100,
+        threshold_ns: 5_000_000,
+        sample_interval_ns: 2_000_000,
+        safepoint_timeout_ms: Some(5),
+        ..Meta::default()
+    };
+    let mut w = Writer::open(&dir, &meta).map_err(std::io::Error::other)?;
     let seconds = hours * 3600;
     let span_ns = seconds * 1_000_000_000;
     let mut rng = Rng(0x5eed_1234_abcd_ef01);
-    let threshold = 5_000_000u64;
-
-    std::fs::write(
-        dir.join("meta.json"),
-        serde_json::to_vec_pretty(&json!({
-            "stallscope_version": env!("CARGO_PKG_VERSION"), "mode": "run",
-            "command": ["java", "-jar", "synthetic.jar"], "pid": 4242, "java_home": null, "java_version": "17.0.15",
-            "kernel": "synthetic", "cpus": 2, "root": false, "tracepoints": false,
-            "privileges_note": "a synthetic recording (bench/report_html.sh): no privileged evidence",
-            "start_mono_ns": MONO0, "start_epoch_ms": EPOCH0_MS, "utc_offset_min": 0, "clock_ticks": 100,
-            "threshold_ns": threshold, "sample_interval_ns": 2_000_000, "safepoint_timeout_ms": 5
-        }))
-        .unwrap(),
-    )?;
+    let threshold = meta.threshold_ns;
 
     // Stalls: evenly spread, 5 ms to 2 s, each inside a long safepoint.
     let mut stalls: Vec<(u64, u64)> = (0..n_stalls)
@@ -143,93 +154,138 @@ fn main() -> std::io::Result<()> {
     log.flush()?;
 
     // Events and samples: 24 threads, the culprit running, the rest parked.
-    let mut ev = BufWriter::new(std::fs::File::create(dir.join("events.jsonl"))?);
-    let mut sm = BufWriter::new(std::fs::File::create(dir.join("samples.jsonl"))?);
-    let mut ctx = BufWriter::new(std::fs::File::create(dir.join("context.jsonl"))?);
-    writeln!(
-        ev,
-        "{}",
-        json!({"event": "meter-running", "t": MONO0 + 1_000_000, "resolution_ns": 1_000_000, "meter_tid": 4300})
-    )?;
-    let thread = |tid: u64, state: &str, exec: u64, wchan: &str| {
-        json!({"tid": tid, "comm": if tid == 4301 { "worker-1".to_string() } else { format!("pool-{tid}") }, "state": state, "utime_ticks": exec / 10_000_000, "stime_ticks": 0,
-               "minflt": 0, "majflt": 0, "processor": 0, "exec_ns": exec, "run_delay_ns": 0, "timeslices": 1, "wchan": wchan,
-               "syscall": if state == "R" { json!({"kind": "running"}) } else { json!({"kind": "unknown"}) }})
+    w.events
+        .line(&Event::MeterRunning {
+            t: MONO0 + 1_000_000,
+            resolution_ns: 1_000_000,
+            meter_tid: 4300,
+        })
+        .map_err(std::io::Error::other)?;
+    let thread = |tid: i32, state: char, exec: u64, wchan: &str| TaskSample {
+        tid,
+        comm: if tid == 4301 { "worker-1".to_string() } else { format!("pool-{tid}") },
+        state,
+        utime_ticks: exec / 10_000_000,
+        exec_ns: exec,
+        timeslices: 1,
+        wchan: wchan.into(),
+        syscall: if state == 'R' { Syscall::Running } else { Syscall::Unknown },
+        ..TaskSample::default()
     };
     for (i, (t, d)) in stalls.iter().enumerate() {
         let n = i as u32 + 1;
         let start = MONO0 + t;
-        writeln!(
-            ev,
-            "{}",
-            json!({"event": "stall-begin", "t": start + threshold, "stall": n, "last_tick_ns": start - 1_000_000, "expected_ns": start})
-        )?;
-        writeln!(
-            ctx,
-            "{}",
-            json!({"t": start + threshold, "stall": n, "java_threads": [{"tid": 4301, "java_id": 31, "matched": "self", "daemon": false, "name": "worker-1 (synthetic)"}], "maps": [], "mapped_files": []})
-        )?;
+        w.events
+            .line(&Event::StallBegin {
+                t: start + threshold,
+                stall: n,
+                last_tick_ns: start - 1_000_000,
+                expected_ns: start,
+                by: Default::default(),
+            })
+            .map_err(std::io::Error::other)?;
+        w.context
+            .line(&StallContext {
+                t: start + threshold,
+                stall: n,
+                java_threads: vec![JavaThread {
+                    tid: 4301,
+                    java_id: 31,
+                    matched: "self".into(),
+                    daemon: false,
+                    name: "worker-1 (synthetic)".into(),
+                }],
+                maps: Vec::new(),
+                mapped_files: Vec::new(),
+            })
+            .map_err(std::io::Error::other)?;
         let mut k = 0u64;
         let mut s = threshold;
         while s < *d {
-            let threads: Vec<_> = if k == 0 {
+            let threads: Vec<TaskSample> = if k == 0 {
                 (4300..4324)
                     .map(|tid| {
                         if tid == 4301 {
-                            thread(tid, "R", s, "")
+                            thread(tid, 'R', s, "")
                         } else {
-                            thread(tid, "S", 1000, "futex_do_wait")
+                            thread(tid, 'S', 1000, "futex_do_wait")
                         }
                     })
                     .collect()
             } else {
-                vec![thread(4301, "R", s, "")]
+                vec![thread(4301, 'R', s, "")]
             };
-            writeln!(
-                sm,
-                "{}",
-                json!({"t": start + s, "stall": n, "full": k == 0, "baseline": false, "threads": threads, "gone": []})
-            )?;
+            w.samples
+                .line(&Sample {
+                    t: start + s,
+                    stall: n,
+                    full: k == 0,
+                    baseline: false,
+                    threads,
+                    gone: Vec::new(),
+                })
+                .map_err(std::io::Error::other)?;
             k += 1;
             // 500 Hz for a second, then 50 Hz: keeps long stalls' samples proportionate.
             s += if s < 1_000_000_000 { 2_000_000 } else { 20_000_000 };
         }
-        writeln!(
-            ev,
-            "{}",
-            json!({"event": "stall-end", "t": start + d + 100_000, "stall": n, "resumed_ns": start + d, "control_max_late_ns": 80_000, "resumed": true})
-        )?;
+        w.events
+            .line(&Event::StallEnd {
+                t: start + d + 100_000,
+                stall: n,
+                resumed_ns: start + d,
+                control_max_late_ns: 80_000,
+                control_queued_ns: None,
+                resumed: true,
+                dropped_samples: 0,
+                exiting: false,
+            })
+            .map_err(std::io::Error::other)?;
     }
-    writeln!(
-        ev,
-        "{}",
-        json!({"event": "target-exit", "t": MONO0 + span_ns, "code": 0, "signal": null})
-    )?;
-    ev.flush()?;
-    sm.flush()?;
-    ctx.flush()?;
+    w.events
+        .line(&Event::TargetExit { t: MONO0 + span_ns, code: Some(0), signal: None })
+        .map_err(std::io::Error::other)?;
 
     // Once-a-second system samples.
-    let mut sy = BufWriter::new(std::fs::File::create(dir.join("system.jsonl"))?);
     let (mut tlb, mut steal, mut psi, mut rd) = (0u64, 0u64, 0u64, 0u64);
     for s in 0..seconds {
         tlb += rng.below(200);
         steal += rng.below(3);
         psi += rng.below(100_000);
         rd += rng.below(5_000_000);
-        writeln!(
-            sy,
-            "{}",
-            json!({"t": MONO0 + s * 1_000_000_000, "stall": 0, "baseline": true, "tlb": [tlb / 2, tlb - tlb / 2],
-                   "cpu": {"user": s * 100, "nice": 0, "system": s * 10, "idle": s * 90, "iowait": 0, "irq": 0, "softirq": 0, "steal": steal},
-                   "psi_cpu_us": psi, "psi_io_us": 0, "psi_memory_us": 0, "throttling": null,
-                   "jvm": {"threads": 24, "exec_ns": s * 100_000_000, "run_delay_ns": rd, "majflt": 0}})
-        )?;
+        w.system
+            .line(&SystemSample {
+                t: MONO0 + s * 1_000_000_000,
+                stall: 0,
+                baseline: true,
+                tlb: Some(vec![tlb / 2, tlb - tlb / 2]),
+                cpu: Some(CpuTimes {
+                    user: s * 100,
+                    system: s * 10,
+                    idle: s * 90,
+                    steal,
+                    ..CpuTimes::default()
+                }),
+                psi_cpu_us: Some(psi),
+                psi_io_us: Some(0),
+                psi_memory_us: Some(0),
+                jvm: Some(JvmTotals {
+                    threads: 24,
+                    exec_ns: s * 100_000_000,
+                    run_delay_ns: rd,
+                    majflt: 0,
+                }),
+                ..SystemSample::default()
+            })
+            .map_err(std::io::Error::other)?;
     }
-    sy.flush()?;
+    drop(w);
 
     hlog(&dir.join("hiccups.hlog"), seconds, &mut rng, &stalls, 50_000)?;
     hlog(&dir.join("control.hlog"), seconds, &mut rng, &[], 80_000)?;
+    // What the doctor reads, read back: a stand-in that no longer parses fails here, not in the
+    // benchmark.
+    recording::Recording::read(&dir, None).map_err(std::io::Error::other)?;
     eprintln!(
         "synth_recording: {} h, {} safepoints, {} stalls in {}",
         hours,

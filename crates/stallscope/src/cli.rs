@@ -7,7 +7,7 @@ use crate::lab::catalog::ScenarioId;
 use crate::lab::scenario::Profile;
 use crate::record::boost::BoostLevel;
 use clap::{Args, Parser, Subcommand};
-use doctor::units::Duration;
+use recording::units::Duration;
 use std::path::PathBuf;
 
 #[derive(Parser, Debug)]

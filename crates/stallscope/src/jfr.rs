@@ -47,6 +47,36 @@ pub fn is_jfr(path: &Path) -> bool {
         && jfr::is_jfr(&head)
 }
 
+/// The recording reader's flight recordings (`recording::Recording::read`), each read in a
+/// reader process as [`read`] reads them.
+pub struct FlightRecordings;
+
+impl recording::FlightRecordings for FlightRecordings {
+    fn is_flight_recording(&self, path: &Path) -> bool {
+        is_jfr(path)
+    }
+
+    fn safepoints(&self, path: &Path) -> (Vec<(hotspot_log::Safepoint, i64)>, Vec<String>) {
+        let (mut got, mut lost) = (Vec::new(), Vec::new());
+        let read = read(path, &Want::Safepoints, &mut |line| {
+            match line {
+                Line::Chunk(c) => got.extend(c.safepoints.into_iter().map(|s| {
+                    let end = s.end_epoch_ns;
+                    (s.into_safepoint(0), end)
+                })),
+                Line::Lost { offset, reason } => lost.push(format!("byte {offset}: {reason}")),
+                Line::Samples(_) => {}
+            }
+            Ok(())
+        });
+        match read {
+            Ok(died) => lost.extend(died.map(|why| format!("the rest could not be read ({why})"))),
+            Err(e) => lost.push(format!("{e:#}")),
+        }
+        (got, lost)
+    }
+}
+
 /// Reads the JFR file at `path` in a reader process, handing each line to `each` as it comes.
 /// Returns, when the reader did not finish, why (its last words, or how it died) and the offset
 /// of the last chunk it did read.

@@ -14,7 +14,6 @@ mod lab;
 mod logs;
 mod output;
 mod record;
-mod recording;
 mod workload;
 
 use clap::Parser;

@@ -44,7 +44,7 @@ fn report_json(dir: &Path) -> Value {
 /// Major faults the threads `tids` took during stall `n`: each thread's highest count sampled in
 /// the stall less its count in the stall's baseline (a thread born in the stall counts from zero).
 /// Read from the recorder's raw samples, apart from the doctor's reading of them.
-fn major_faults_in_stall(rec: &doctor::Recording, n: u32, tids: &[i64]) -> u64 {
+fn major_faults_in_stall(rec: &recording::Recording, n: u32, tids: &[i64]) -> u64 {
     use std::collections::HashMap;
     let mut base: HashMap<i32, u64> = HashMap::new();
     let mut top: HashMap<i32, u64> = HashMap::new();
@@ -863,7 +863,7 @@ fn attach_reaches_a_jvm_in_a_container() {
         );
     }
     // Java thread names carry this side's thread ids: the task here by that id has that name.
-    let rec = doctor::Recording::read(&dir).unwrap();
+    let rec = recording::Recording::read(&dir, None).unwrap();
     let named = rec
         .context
         .iter()
@@ -1035,7 +1035,7 @@ fn stalls_at_the_safepoint_swap_slow_writes_and_reclaim_are_named_on_both_jdks()
                 if scenario == "slow-log" { &["high"] } else { &["high", "medium"] };
             let conf = longest["findings"][0]["confidence"].as_str().unwrap_or("");
             assert!(confident.contains(&conf), "{java:?} {scenario}: confidence {conf}: {longest}");
-            let rec = doctor::Recording::read(&dir).unwrap();
+            let rec = recording::Recording::read(&dir, None).unwrap();
             for s in stalls {
                 let findings = s["findings"].as_array().unwrap();
                 let n = s["stall"].as_u64().unwrap() as u32;

@@ -1,6 +1,7 @@
 //! The layout the project keeps (DESIGN.md): import arrows run one way. Within each crate no
 //! two modules import each other, and the top-level modules form no circle; across crates the
-//! binary uses the doctor, which uses hotspot-log and procwatch, and never the other way.
+//! binary uses the doctor, which uses the recording, which uses hotspot-log and procwatch, and
+//! never the other way.
 
 mod common;
 
@@ -148,7 +149,7 @@ fn check_crate(src: &Path) {
 
 #[test]
 fn no_module_pair_imports_each_other_and_top_level_modules_form_no_circle() {
-    for krate in ["stallscope", "doctor", "procwatch", "hotspot-log", "stacks-agent"] {
+    for krate in ["stallscope", "doctor", "recording", "procwatch", "hotspot-log", "stacks-agent"] {
         check_crate(&common::root().join("crates").join(krate).join("src"));
     }
 }
@@ -192,7 +193,7 @@ fn crates_depend_downward_only() {
             .next()
             .unwrap_or("")
             .to_string();
-        ["stallscope", "doctor", "procwatch", "hotspot-log", "stallscope-stacks"]
+        ["stallscope", "doctor", "recording", "procwatch", "hotspot-log", "stallscope-stacks"]
             .iter()
             .filter(|d| {
                 deps.lines()
@@ -201,8 +202,9 @@ fn crates_depend_downward_only() {
             .map(|d| d.to_string())
             .collect()
     };
-    assert_eq!(deps("stallscope"), ["doctor", "procwatch", "hotspot-log"]);
-    assert_eq!(deps("doctor"), ["procwatch", "hotspot-log"]);
+    assert_eq!(deps("stallscope"), ["doctor", "recording", "procwatch", "hotspot-log"]);
+    assert_eq!(deps("doctor"), ["recording", "procwatch", "hotspot-log"]);
+    assert_eq!(deps("recording"), ["procwatch", "hotspot-log"]);
     assert!(deps("procwatch").is_empty() && deps("hotspot-log").is_empty());
     // The stacks agent runs inside the JVM: libc only, nothing of the sidecar's.
     assert!(deps("stacks-agent").is_empty());

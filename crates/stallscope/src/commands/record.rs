@@ -7,7 +7,7 @@ use crate::cli::{AttachArgs, RecordOptions, RunArgs};
 use crate::failure::EXIT_OK;
 use crate::record::{self, Launch, RecordRequest, watch};
 use anyhow::Result;
-use doctor::recording::Event;
+use recording::Event;
 use std::os::unix::process::ExitStatusExt;
 
 fn request(o: &RecordOptions) -> RecordRequest<'_> {
@@ -91,7 +91,7 @@ fn say_now(
     json: bool,
 ) -> Result<()> {
     now.written.wait();
-    let mut rec = crate::recording::read(dir)?;
+    let mut rec = recording::Recording::read(dir, Some(&crate::jfr::FlightRecordings))?;
     rec.events.retain(|e| e.t() <= now.t);
     rec.samples.retain(|x| x.t <= now.t);
     // The stall under way goes on: cut here, not ended by an exit.

@@ -10,7 +10,7 @@ use crate::output::json::Json;
 use crate::output::lab::LabText;
 use crate::output::report::ReportText;
 use anyhow::Result;
-use doctor::recording::files;
+use recording::files;
 use std::io;
 use std::path::Path;
 
@@ -33,7 +33,8 @@ fn recordings_in(dir: &Path) -> Vec<std::path::PathBuf> {
 /// Prints the diagnosis of a finished recording: what `run` and `attach` print at the end, and
 /// `report` prints again.
 pub fn print_report(dir: &Path, json: bool) -> Result<()> {
-    let r = doctor::diagnose(&crate::recording::read(dir)?);
+    let r =
+        doctor::diagnose(&recording::Recording::read(dir, Some(&crate::jfr::FlightRecordings))?);
     let out = io::stdout().lock();
     if json {
         Json(out).finish(&r)?
@@ -60,7 +61,8 @@ pub fn run(a: ReportArgs) -> Result<i32> {
                 kept.len()
             )?;
             for k in &kept {
-                let line = match crate::recording::read(k) {
+                let line = match recording::Recording::read(k, Some(&crate::jfr::FlightRecordings))
+                {
                     Ok(rec) => {
                         let r = doctor::diagnose(&rec);
                         let main = procwatch::jvms::main_of(&r.meta.command);
@@ -71,7 +73,7 @@ pub fn run(a: ReportArgs) -> Result<i32> {
                             .map(|s| {
                                 format!(
                                     ", longest {} ({})",
-                                    doctor::units::fmt_ns(s.duration_ns),
+                                    recording::units::fmt_ns(s.duration_ns),
                                     s.findings.first().map_or("unknown", |f| f.cause.id())
                                 )
                             })
@@ -108,7 +110,7 @@ pub fn run(a: ReportArgs) -> Result<i32> {
     }
     match html {
         Some(out) => {
-            let rec = crate::recording::read(dir)?;
+            let rec = recording::Recording::read(dir, Some(&crate::jfr::FlightRecordings))?;
             let r = doctor::diagnose(&rec);
             write_page(&html_path(out, dir, "report.html"), &recording_view(&rec, &r))?;
         }

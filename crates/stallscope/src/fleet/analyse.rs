@@ -8,7 +8,7 @@
 
 use super::events::{EventJvm, Events, StallEvent};
 use super::metrics::{JvmLabels, Metrics};
-use doctor::recording::{Barrier, Recording, files};
+use recording::{Barrier, Recording, files};
 use std::collections::HashMap;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
@@ -61,7 +61,7 @@ struct Open {
     safepoints: Tail,
     scanner: hotspot_log::Scanner,
     hiccups: Tail,
-    hlog: doctor::hlog::Reader,
+    hlog: recording::hlog::Reader,
     /// Stalls already diagnosed (a recording read again for a later stall lists them all).
     done: u32,
     dropped: u64,
@@ -144,7 +144,7 @@ pub fn run(notes: Receiver<Note>, metrics: Metrics, mut events: Events, keep: Du
                             safepoints: Tail::default(),
                             scanner: hotspot_log::Scanner::new(),
                             hiccups: Tail::default(),
-                            hlog: doctor::hlog::Reader::default(),
+                            hlog: recording::hlog::Reader::default(),
                             done: 0,
                             dropped: 0,
                         },
@@ -190,7 +190,7 @@ pub fn run(notes: Receiver<Note>, metrics: Metrics, mut events: Events, keep: Du
 /// Diagnoses the recording in `dir` and reports its stalls after those already reported, up to
 /// stall number `upto`.
 fn diagnose(dir: &Path, o: &mut Open, upto: u32, m: &Metrics, events: &mut Events) {
-    let rec = match Recording::read(dir) {
+    let rec = match Recording::read(dir, Some(&crate::jfr::FlightRecordings)) {
         Ok(r) => r,
         // Removed: it failed at once (an escalation refused), with nothing in it.
         Err(_) if !dir.exists() => return,
@@ -204,7 +204,7 @@ fn diagnose(dir: &Path, o: &mut Open, upto: u32, m: &Metrics, events: &mut Event
         .events
         .iter()
         .filter_map(|e| {
-            if let doctor::recording::Event::StallEnd { dropped_samples, .. } = e {
+            if let recording::Event::StallEnd { dropped_samples, .. } = e {
                 Some(*dropped_samples)
             } else {
                 None

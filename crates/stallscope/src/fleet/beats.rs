@@ -79,7 +79,7 @@ impl Beats {
         &self,
         source: Source,
         idle_sample: Duration,
-        ended: Box<dyn FnMut(u32, doctor::recording::Barrier) + Send>,
+        ended: Box<dyn FnMut(u32, recording::Barrier) + Send>,
     ) -> Driven {
         // A queue of one: a wake-up pending is as good as two.
         let (tx, rx): (SyncSender<Wake>, Receiver<Wake>) = std::sync::mpsc::sync_channel(1);
@@ -99,7 +99,7 @@ impl Beats {
         pid: i32,
         hb: &Heartbeat,
         idle_sample: Duration,
-        ended: Box<dyn FnMut(u32, doctor::recording::Barrier) + Send>,
+        ended: Box<dyn FnMut(u32, recording::Barrier) + Send>,
     ) -> Driven {
         match Heartbeat::open(&hb.path) {
             Ok(mine) => {
@@ -129,7 +129,7 @@ impl Beats {
         jc: Option<JvmCounters>,
         observe: Observer,
         idle_sample: Duration,
-        ended: Box<dyn FnMut(u32, doctor::recording::Barrier) + Send>,
+        ended: Box<dyn FnMut(u32, recording::Barrier) + Send>,
     ) -> Driven {
         let includes_sync = jc.as_ref().is_some_and(|c| c.info.safepoint_time_includes_sync);
         let pulse = Pulse::counters(pid, jc).stopped_every(STOPPED_EVERY_NS);

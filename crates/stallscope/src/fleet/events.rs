@@ -71,8 +71,7 @@ fn host() -> String {
 impl StallEvent {
     pub fn of(jvm: &EventJvm, r: &Report, s: &StallReport) -> StallEvent {
         let f = s.findings.first();
-        let start_ms = r.meta.start_epoch_ms
-            + (s.start_mono_ns as i64 - r.meta.start_mono_ns as i64) / 1_000_000;
+        let start_ms = r.meta.epoch_ms_of_mono(s.start_mono_ns);
         let time = chrono::DateTime::from_timestamp_millis(start_ms)
             .map(|d| {
                 d.with_timezone(&chrono::Local)

@@ -78,7 +78,7 @@ impl Attach {
         };
         let (n, w) = s.split_once('/').ok_or_else(bad)?;
         let stalls = n.parse::<usize>().map_err(|_| bad())?;
-        let window = w.parse::<doctor::units::Duration>().map_err(|_| bad())?.std();
+        let window = w.parse::<recording::units::Duration>().map_err(|_| bad())?.std();
         if window.is_zero() {
             return Err(bad());
         }
@@ -241,7 +241,7 @@ fn guard_jvm(sh: Arc<Shared>, j: JvmProcess, g: Guarding) {
         });
         *current.lock().unwrap_or_else(|p| p.into_inner()) = Some(dir.clone());
         let ended_to = Mutex::new(notes.clone());
-        let ended = || -> Box<dyn FnMut(u32, doctor::recording::Barrier) + Send> {
+        let ended = || -> Box<dyn FnMut(u32, recording::Barrier) + Send> {
             let (tx, d, recent) = (
                 ended_to.lock().unwrap_or_else(|p| p.into_inner()).clone(),
                 dir.clone(),
@@ -366,14 +366,14 @@ pub fn run(cfg: Config, stop: &AtomicBool) -> Result<()> {
             Selection::Pids(p) =>
                 format!("pid {}", p.iter().map(|p| p.to_string()).collect::<Vec<_>>().join(", ")),
         },
-        doctor::units::fmt_ns(cfg.threshold_ns),
+        recording::units::fmt_ns(cfg.threshold_ns),
         match cfg.attach {
             Attach::Never =>
                 "from outside (their perf counters and /proc; nothing put into them)".to_string(),
             Attach::All => "with the agent and safepoint logging in each".to_string(),
             Attach::After { stalls, window } => format!(
                 "from outside, attaching to a JVM that stalls more than {stalls} times in {}",
-                doctor::units::fmt_ns(window.as_nanos() as u64)
+                recording::units::fmt_ns(window.as_nanos() as u64)
             ),
         },
         out.display()
@@ -508,7 +508,7 @@ fn escalate_often_stalled(
                 "stallscope: JVM pid {pid} ({}): {} stalls in {}: attaching the agent and safepoint logging",
                 g.labels.main,
                 recent.len(),
-                doctor::units::fmt_ns(window.as_nanos() as u64)
+                recording::units::fmt_ns(window.as_nanos() as u64)
             );
             recent.clear();
             g.flags.escalate.store(true, Ordering::SeqCst);
@@ -538,7 +538,7 @@ fn apply_retention(
     for e in std::fs::read_dir(out).into_iter().flatten().flatten() {
         let dir = e.path();
         // Only what watch made: a recording (its meta.json) in a directory of its own.
-        let Ok(m) = std::fs::symlink_metadata(dir.join(doctor::recording::files::META)) else {
+        let Ok(m) = std::fs::symlink_metadata(dir.join(recording::files::META)) else {
             continue;
         };
         if !e.file_type().is_ok_and(|t| t.is_dir()) {

@@ -2,7 +2,7 @@
 
 use crate::failure::EXIT_OK;
 use anyhow::Result;
-use doctor::units::fmt_ns;
+use recording::units::fmt_ns;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -14,7 +14,7 @@ pub struct CpuHogArgs {
     pub threads: usize,
     /// How long.
     #[arg(long = "for", value_name = "DURATION")]
-    pub run_for: doctor::units::Duration,
+    pub run_for: recording::units::Duration,
     /// Nice value for the spinning threads (negative needs root).
     #[arg(long, allow_hyphen_values = true)]
     pub nice: Option<i32>,

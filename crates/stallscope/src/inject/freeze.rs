@@ -5,7 +5,7 @@
 
 use crate::failure::{EXIT_FAILURE, EXIT_OK, Failure};
 use anyhow::{Context, Result};
-use doctor::units::fmt_ns;
+use recording::units::fmt_ns;
 use std::time::{Duration, Instant};
 
 #[derive(clap::Args, Debug, Clone)]
@@ -13,7 +13,7 @@ pub struct FreezeArgs {
     pub pid: i32,
     /// How long to keep it stopped.
     #[arg(long = "for", value_name = "DURATION")]
-    pub run_for: doctor::units::Duration,
+    pub run_for: recording::units::Duration,
 }
 
 /// The process state letter from `/proc/<pid>/stat` (after the `comm` field).

@@ -173,7 +173,7 @@ pub fn side_notes(spec: &Spec, variants: &[VariantResult]) -> Vec<String> {
                     let vals: Vec<f64> =
                         v.runs.iter().filter_map(|r| r.metrics.get(*k).copied()).collect();
                     match verdict::stats(&vals) {
-                        Some(s) => format!("{} {}", v.id, doctor::units::fmt_num(s.median)),
+                        Some(s) => format!("{} {}", v.id, recording::units::fmt_num(s.median)),
                         None => format!("{} -", v.id),
                     }
                 })

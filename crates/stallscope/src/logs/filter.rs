@@ -4,8 +4,8 @@
 //! silently dropped: it is counted, and the user is told.
 
 use anyhow::{Result, bail};
-use doctor::units::{fmt_ns, fmt_uptime, parse_duration};
 use hotspot_log::{Safepoint, Stamps, WallTime, format_wall, parse_iso_time};
+use recording::units::{fmt_ns, fmt_uptime, parse_duration};
 use serde::Serialize;
 
 /// A point in time on one of the log's clocks.

@@ -11,11 +11,11 @@ pub mod view;
 
 use crate::failure::{EXIT_BINARY, EXIT_EMPTY, EXIT_FAILURE, EXIT_NO_RECORDS, Failure};
 use anyhow::{Context, Result};
-use doctor::units::fmt_count;
 use filter::{Filter, Verdict};
 use hotspot_log::summary::Clock;
 use hotspot_log::{Safepoint, ScanError, Scanner, Sink, Stamps, Summary, SummaryOptions};
 use inputs::Plan;
+use recording::units::fmt_count;
 use std::io;
 use view::{Filtered, FormatCount, InputView, Lines, LogsView, RotatedSet, SCHEMA};
 

@@ -2,7 +2,7 @@
 
 use super::Render;
 use crate::lab::model::{LabResult, ScenarioResult, Stats, Verdict};
-use doctor::units::fmt_num;
+use recording::units::fmt_num;
 use std::fmt::Write as _;
 use std::io;
 

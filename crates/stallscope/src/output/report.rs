@@ -3,8 +3,8 @@
 //! byte.
 
 use super::Render;
-use doctor::units::{fmt_count, fmt_ns};
 use doctor::{Cause, Report, StallReport};
+use recording::units::{fmt_count, fmt_ns};
 use std::fmt::Write as _;
 use std::io;
 

@@ -3,9 +3,9 @@
 
 use super::Render;
 use crate::logs::view::LogsView;
-use doctor::units::{fmt_count, fmt_ns, fmt_uptime};
 use hotspot_log::summary::{Clock, Distribution, Window};
 use hotspot_log::{Stamps, format_wall};
+use recording::units::{fmt_count, fmt_ns, fmt_uptime};
 use std::io::{self, Write};
 
 pub struct Terminal<W: Write> {

@@ -18,9 +18,9 @@ use super::{
 use crate::attach::Jvm;
 use crate::guard::{Guard, Token, Undo};
 use anyhow::{Context, Result};
-use doctor::recording::{Event, Writer, files};
-use doctor::units::fmt_ns;
 use procwatch::clock::mono_ns;
+use recording::units::fmt_ns;
+use recording::{Event, Writer, files};
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -72,8 +72,8 @@ impl Control {
     ) -> std::io::Result<Control> {
         let log = match path {
             Some(p) => {
-                let mut file = doctor::recording::create_new(p)
-                    .map_err(|e| std::io::Error::other(e.to_string()))?;
+                let mut file =
+                    recording::create_new(p).map_err(|e| std::io::Error::other(e.to_string()))?;
                 let secs = start_epoch_ms as f64 / 1000.0;
                 let date = chrono::DateTime::from_timestamp_millis(start_epoch_ms)
                     .map(|d| d.format("%a %b %d %H:%M:%S UTC %Y").to_string())

@@ -15,8 +15,8 @@
 //! `thread-dump`), with thread ids as the host numbers them.
 
 use crate::attach::Jvm;
-use doctor::recording::{Appender, FrameSample, files};
 use procwatch::clock::mono_ns;
+use recording::{Appender, FrameSample, files};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender};

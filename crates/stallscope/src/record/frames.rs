@@ -1,6 +1,6 @@
 //! The JVM's own stack samples, for naming a culprit's code: the recorder has the JVM keep a
 //! flight recording (JFR) of its threads' stacks while it is recorded, and at the end reads the
-//! stacks taken near each stall into `frames.jsonl` (`doctor::recording::FrameSample`), on the
+//! stacks taken near each stall into `frames.jsonl` (`recording::FrameSample`), on the
 //! recording's clock and with the host's thread ids.
 //!
 //! Invariant: asking for stacks never stops the JVM from starting or the recording from
@@ -11,7 +11,7 @@
 //! `default` settings, which the JDK documents as meant to be left on in production.
 
 use anyhow::{Context, Result};
-use doctor::recording::{Appender, Event, FrameSample, FramesLine, FramesNote, Meta, files};
+use recording::{Appender, Event, FrameSample, FramesLine, FramesNote, Meta, files};
 use std::collections::HashMap;
 use std::path::Path;
 
@@ -81,7 +81,7 @@ pub fn settings() -> String {
 /// have planted `frames.jfc -> /etc/…` for root to overwrite.
 pub fn write_settings(dir: &Path) -> Result<std::path::PathBuf> {
     let p = dir.join(files::FRAMES_JFC);
-    let mut f = doctor::recording::create_new(&p)?;
+    let mut f = recording::create_new(&p)?;
     std::io::Write::write_all(&mut f, settings().as_bytes())
         .with_context(|| format!("{}: cannot write the JFR settings", p.display()))?;
     Ok(p)
@@ -173,8 +173,8 @@ pub fn extract(dir: &Path, host_tid: &dyn Fn(i64) -> i32) -> Result<usize> {
         )?;
         return Ok(0);
     }
-    let meta: Meta = doctor::recording::read_meta(dir)?;
-    let events: Vec<Event> = doctor::recording::read_lines(&dir.join(files::EVENTS))?;
+    let meta: Meta = recording::read_meta(dir)?;
+    let events: Vec<Event> = recording::read_lines(&dir.join(files::EVENTS))?;
     let windows = stall_windows(&events);
     let mut out = Appender::open(&dir.join(files::FRAMES))?;
     if windows.is_empty() {

@@ -1,5 +1,5 @@
 //! The recorder behind `stallscope run` and `stallscope attach`: put the agent and safepoint
-//! logging into a JVM, watch it, and write the recording (the format is `doctor::recording`).
+//! logging into a JVM, watch it, and write the recording (the format is the `recording` crate).
 //!
 //! Invariant: the target's stdout, stderr and exit code pass through untouched (`run`), and
 //! whatever ends the recording, the JVM is left as it was found (`attach` switches its logging
@@ -19,9 +19,9 @@ pub mod watch;
 
 use crate::attach::Jvm;
 use anyhow::{Context, Result, bail};
-use doctor::recording::{Event, Meta, Writer, files};
-use doctor::units::fmt_ns;
 use procwatch::clock::mono_ns;
+use recording::units::fmt_ns;
+use recording::{Event, Meta, Writer, files};
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};

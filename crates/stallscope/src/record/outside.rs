@@ -10,11 +10,11 @@
 //! code cache is read on a thread of its own. Bounded: at most [`MAX_THREADS`] threads sampled
 //! at once, a stack per thread every [`EVERY_NS`], at most [`PER_STALL`] per thread and stall.
 
-use doctor::recording::{Appender, FrameSample, FramesLine, FramesNote, files};
 use hotspot_log::jfr::JavaFrame;
 use procwatch::codecache::{Code, CodeCache};
 use procwatch::perf::ThreadSampler;
 use procwatch::task::{Syscall, TaskSample};
+use recording::{Appender, FrameSample, FramesLine, FramesNote, files};
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::mpsc::{Receiver, Sender};

@@ -9,9 +9,9 @@
 //! whether a safepoint is being reached. Every counter look that differs from the one before is
 //! handed back for the recording (`counters.jsonl`), so the doctor sees what the loop saw.
 
-use doctor::recording::StallTrigger;
 use procwatch::heartbeat::{Heartbeat, MeterState};
 use procwatch::jvmcounters::{CounterLook, JvmCounters, SafepointState, Tracker};
+use recording::StallTrigger;
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 

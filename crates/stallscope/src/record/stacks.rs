@@ -17,8 +17,8 @@
 //!   of it: it takes the signal only when it wakes, and real-time signals queue, so more would
 //!   give it the same stack over and over when its fault is over.
 
-use doctor::recording::files;
 use procwatch::task::TaskSample;
+use recording::files;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 

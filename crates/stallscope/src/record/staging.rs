@@ -186,7 +186,7 @@ impl Staging {
                     continue;
                 }
             };
-            let copied = doctor::recording::create_new(&dir.join(name))
+            let copied = recording::create_new(&dir.join(name))
                 .map_err(|e| e.to_string())
                 .and_then(|mut to| {
                     std::io::copy(&mut from.take(COPY_LIMIT), &mut to).map_err(|e| e.to_string())

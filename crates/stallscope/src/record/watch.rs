@@ -14,15 +14,15 @@
 use super::control::Control;
 use super::pulse::{Check, Over, Pulse, Still};
 use anyhow::Result;
-use doctor::recording::{
-    Event, JvmTotals, RecorderSelf, Sample, Shares, StallContext, StallTrace, SystemSample, Writer,
-    files,
-};
 use procwatch::cgroup::{self, Cgroups};
 use procwatch::clock::mono_ns;
 use procwatch::heartbeat::{self, Heartbeat, Liveness, MeterState};
 use procwatch::task::{TaskSample, TaskSampler};
 use procwatch::{maps, pagecache, system};
+use recording::{
+    Event, JvmTotals, RecorderSelf, Sample, Shares, StallContext, StallTrace, SystemSample, Writer,
+    files,
+};
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -52,7 +52,7 @@ pub struct Driven {
     pub idle_sample: Duration,
     /// Told each stall's number once its end is written, with a barrier for the recording's
     /// lines so far (the diagnosis waits on it, never the watcher).
-    pub ended: Box<dyn FnMut(u32, doctor::recording::Barrier) + Send>,
+    pub ended: Box<dyn FnMut(u32, recording::Barrier) + Send>,
 }
 
 /// What the driving loop wakes a watcher for.
@@ -320,7 +320,7 @@ pub struct Now {
     pub t: u64,
     /// The stall under way then, if one is.
     pub stall: Option<u32>,
-    pub written: doctor::recording::Barrier,
+    pub written: recording::Barrier,
 }
 
 /// How long into watching `attach` says what is happening now.
@@ -843,7 +843,7 @@ struct TraceWriter {
 
 impl TraceWriter {
     fn start(reader: procwatch::trace::TraceReader, path: &Path) -> Result<TraceWriter> {
-        let mut out = doctor::recording::Appender::open(path)?;
+        let mut out = recording::Appender::open(path)?;
         let (tx, rx) = std::sync::mpsc::channel::<TraceRequest>();
         let thread =
             std::thread::Builder::new().name("stallscope-trace".into()).spawn(move || {
@@ -1056,8 +1056,8 @@ impl Watcher<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use doctor::recording::{Meta, read_lines};
     use procwatch::heartbeat::HeartbeatWriter;
+    use recording::{Meta, read_lines};
 
     const MS: u64 = 1_000_000;
 

@@ -8,9 +8,9 @@
 
 use crate::failure::EXIT_OK;
 use anyhow::{Context, Result, bail};
-use doctor::units::fmt_ns;
 use hdrhistogram::Histogram;
 use procwatch::clock::mono_ns;
+use recording::units::fmt_ns;
 use serde::Serialize;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -54,10 +54,10 @@ pub struct FutexMmapArgs {
     pub region_mb: usize,
     /// How often the latency-critical thread wakes.
     #[arg(long, default_value = "1ms")]
-    pub period: doctor::units::Duration,
+    pub period: recording::units::Duration,
     /// How long each variant runs.
     #[arg(long, default_value = "5s")]
-    pub duration: doctor::units::Duration,
+    pub duration: recording::units::Duration,
     /// Run the latency-critical thread SCHED_FIFO where permitted.
     #[arg(long)]
     pub fifo: bool,

@@ -4,8 +4,8 @@
 //! Invariant: every delay is bounded by `max_delay`, fixed at mount time; a setting that would
 //! exceed it is refused, never clamped silently.
 
-use doctor::units::{fmt_ns, parse_duration};
 use globset::{Glob, GlobMatcher};
+use recording::units::{fmt_ns, parse_duration};
 use std::fmt::Write as _;
 use std::path::Path;
 use std::sync::RwLock;

@@ -11,7 +11,7 @@ mod fs;
 use crate::failure::{EXIT_FAILURE, EXIT_OK, Failure};
 use anyhow::{Context, Result, bail};
 use control::{CONTROL_NAME, Settings};
-use doctor::units::fmt_ns;
+use recording::units::fmt_ns;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -34,14 +34,14 @@ pub struct SlowfsArgs {
     pub mount: PathBuf,
     /// Delay of each read that reaches the file system (page-cache hits are not delayed).
     #[arg(long, default_value = "300ms")]
-    pub read_delay: doctor::units::Duration,
+    pub read_delay: recording::units::Duration,
     /// Delay of each write and fsync (writes are not cached: every write(2) waits, as on a slow
     /// network file system; a JVM's GC log written here slows whatever writes it).
     #[arg(long, default_value = "0ms")]
-    pub write_delay: doctor::units::Duration,
+    pub write_delay: recording::units::Duration,
     /// A random extra delay, uniform between 0 and this.
     #[arg(long, default_value = "0ms")]
-    pub jitter: doctor::units::Duration,
+    pub jitter: recording::units::Duration,
     /// Only files whose path in the mount matches this glob are slow (e.g. `*.dat`).
     #[arg(long, default_value = "**")]
     pub glob: String,
@@ -50,10 +50,10 @@ pub struct SlowfsArgs {
     pub error_rate: f64,
     /// Upper bound on any delay, now or set later.
     #[arg(long, default_value = "10s")]
-    pub max_delay: doctor::units::Duration,
+    pub max_delay: recording::units::Duration,
     /// Unmount after this long (default: until Ctrl-C or SIGTERM).
     #[arg(long = "for", value_name = "DURATION")]
-    pub run_for: Option<doctor::units::Duration>,
+    pub run_for: Option<recording::units::Duration>,
     /// FUSE worker threads (delayed reads do not occupy them).
     #[arg(long, default_value_t = 4)]
     pub threads: usize,
@@ -69,11 +69,11 @@ pub struct SlowfsSetArgs {
     /// The slowfs mount point.
     pub mount: PathBuf,
     #[arg(long)]
-    pub read_delay: Option<doctor::units::Duration>,
+    pub read_delay: Option<recording::units::Duration>,
     #[arg(long)]
-    pub write_delay: Option<doctor::units::Duration>,
+    pub write_delay: Option<recording::units::Duration>,
     #[arg(long)]
-    pub jitter: Option<doctor::units::Duration>,
+    pub jitter: Option<recording::units::Duration>,
     #[arg(long)]
     pub error_rate: Option<f64>,
     #[arg(long)]

@@ -74,7 +74,7 @@ pub fn ms(v: &Value) -> Option<f64> {
 
 /// The doctor's report of a finished recording.
 pub fn diagnose(dir: &Path) -> Result<Report> {
-    Ok(doctor::diagnose(&doctor::Recording::read(dir)?))
+    Ok(doctor::diagnose(&recording::Recording::read(dir, Some(&crate::jfr::FlightRecordings))?))
 }
 
 /// Records the workloads jar's `workload` under the doctor: its JSON line and the report.
@@ -120,7 +120,7 @@ pub fn args(a: &[&str]) -> Vec<String> {
 pub fn wait_for_pid(dir: &Path) -> Result<i32> {
     let t0 = Instant::now();
     loop {
-        if let Ok(meta) = doctor::recording::read_meta(dir) {
+        if let Ok(meta) = recording::read_meta(dir) {
             return Ok(meta.pid);
         }
         if t0.elapsed() > Duration::from_secs(20) {

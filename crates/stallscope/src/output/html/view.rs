@@ -6,10 +6,10 @@
 //! Invariant: nothing here decides anything; every figure comes from the diagnosis or is
 //! arithmetic over the recording's own files.
 
-use doctor::hlog::IntervalLog;
-use doctor::recording::{Meta, Recording, Sample, SystemSample};
 use doctor::{Finding, Report, SafepointView, Summary, wall_of};
 use hdrhistogram::Histogram;
+use recording::hlog::IntervalLog;
+use recording::{Meta, Recording, Sample, SystemSample};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap, HashSet};
 

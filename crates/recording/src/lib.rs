@@ -1,0 +1,57 @@
+//! stallscope's recording format: the directory one run of the recorder fills, one
+//! append-only file per source, the plain types its lines hold, the writer the recorder uses and
+//! the reader the diagnosis uses. Documented in `docs/formats/recording.md`.
+//!
+//! ```
+//! // A recording made by `stallscope run` of a JVM that was frozen with SIGSTOP for 500 ms.
+//! let rec = recording::Recording::read("../../tests/fixtures/recordings/jdk17-idle-frozen-500ms", None)?;
+//! assert_eq!(rec.meta.mode, "run");
+//! println!("{} events, {} safepoints", rec.events.len(), rec.safepoints.len());
+//! # Ok::<(), recording::Error>(())
+//! ```
+//!
+//! Layers: [`files`] (the names), [`schema`] (what each line holds), [`writer`] (the recorder's
+//! side), [`read`] (everything into one [`Recording`]), [`hlog`] (the HdrHistogram interval
+//! logs of the hiccup and control meters), [`counters`] (safepoints from the JVM's perf
+//! counters, where its log says nothing), and [`units`] (durations as people type and read
+//! them).
+//!
+//! Invariant: a recording is read by [`Recording::read`] and nothing else, so every command
+//! (`report`, `watch`, the lab) diagnoses the same recording from the same input.
+
+pub mod counters;
+pub mod files;
+pub mod hlog;
+pub mod read;
+pub mod schema;
+pub mod units;
+pub mod writer;
+
+pub use read::{FlightRecordings, Recording, read_lines, read_lines_noting, read_meta};
+pub use schema::*;
+pub use writer::{Appender, Barrier, Writer, create_new};
+
+use std::path::{Path, PathBuf};
+
+/// What can go wrong reading or writing a recording; each names the file (and line) to look at.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("{}: no meta.json here; is this a stallscope recording directory?", dir.display())]
+    NotARecording { dir: PathBuf, source: std::io::Error },
+    #[error("{}: not a valid recording header ({reason})", path.display())]
+    BadHeader { path: PathBuf, reason: String },
+    #[error("{}:{line}: not a valid record ({reason}); the recording is damaged", path.display())]
+    Damaged { path: PathBuf, line: usize, reason: String },
+    #[error("{}: {what}", path.display())]
+    Io { path: PathBuf, what: &'static str, source: std::io::Error },
+    #[error("{}: {reason}", path.display())]
+    SafepointLog { path: PathBuf, reason: String },
+    #[error("{}: not a regular file (a FIFO, socket or device?); a recording holds plain files only", path.display())]
+    NotAFile { path: PathBuf },
+}
+
+impl Error {
+    pub(crate) fn io(path: &Path, what: &'static str, source: std::io::Error) -> Error {
+        Error::Io { path: path.to_path_buf(), what, source }
+    }
+}

@@ -1,0 +1,322 @@
+//! The plain types a recording's lines hold: its header ([`Meta`]), what the recorder saw happen
+//! ([`Event`]), the threads and the machine sampled in stalls, and the stacks taken then. The
+//! format is documented in `docs/formats/recording.md`.
+//!
+//! Invariant: a field added later is optional on reading (`#[serde(default)]`), so a recording
+//! made by an older stallscope still reads.
+
+use procwatch::cgroup::{Cgroups, Memory, Pressure, Throttling};
+use procwatch::heartbeat::JavaThread;
+use procwatch::maps::Mapping;
+use procwatch::system::{CpuTimes, VmStat};
+use procwatch::task::{ProcessMemory, TaskSample};
+use serde::{Deserialize, Serialize};
+
+/// What was recorded, how, and on what.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct Meta {
+    pub stallscope_version: String,
+    /// `run` or `attach`.
+    pub mode: String,
+    pub command: Vec<String>,
+    pub pid: i32,
+    pub java_home: Option<String>,
+    pub java_version: Option<String>,
+    pub kernel: String,
+    pub cpus: usize,
+    pub root: bool,
+    pub tracepoints: bool,
+    /// Why privileged evidence is missing, if it is (one line for the report).
+    pub privileges_note: Option<String>,
+    pub start_mono_ns: u64,
+    pub start_epoch_ms: i64,
+    /// The local time zone's offset at the start, for displaying wall times.
+    pub utc_offset_min: i16,
+    /// Clock ticks per second (`utime`/`stime` units).
+    pub clock_ticks: u64,
+    pub threshold_ns: u64,
+    pub sample_interval_ns: u64,
+    pub safepoint_timeout_ms: Option<u64>,
+    /// The target's cgroups (CPU, memory, and its v2 group for pressure), when found.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cgroups: Option<Cgroups>,
+    /// Whether the recorder itself is under the same CPU or memory limits as the target: then
+    /// its own lateness is that limit's doing, not the machine's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recorder_shares: Option<Shares>,
+}
+
+impl Meta {
+    /// A wall-clock instant (ns since the epoch) on the recording's CLOCK_MONOTONIC, through the
+    /// pair of clocks read at its start (to the millisecond); `None` before the clock's zero.
+    pub fn mono_of_epoch_ns(&self, epoch_ns: i64) -> Option<u64> {
+        u64::try_from(
+            epoch_ns as i128 - self.start_epoch_ms as i128 * 1_000_000 + self.start_mono_ns as i128,
+        )
+        .ok()
+    }
+
+    /// The wall-clock instant (ms since the epoch) of a CLOCK_MONOTONIC instant of the
+    /// recording, the other way through the same pair.
+    pub fn epoch_ms_of_mono(&self, mono_ns: u64) -> i64 {
+        self.start_epoch_ms + ((mono_ns as i128 - self.start_mono_ns as i128) / 1_000_000) as i64
+    }
+}
+
+/// Which of the target's limits also bind the recorder.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Shares {
+    pub cpu_cgroup: bool,
+    pub memory_cgroup: bool,
+}
+
+/// What the recorder saw happen, on CLOCK_MONOTONIC.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(tag = "event", rename_all = "kebab-case")]
+pub enum Event {
+    /// The agent's meter is ticking.
+    MeterRunning { t: u64, resolution_ns: u64, meter_tid: u32 },
+    /// A stall began at `expected_ns` (noticed at `t`). By the heartbeat (the default): the
+    /// meter should have ticked then and did not, its last tick at `last_tick_ns`. By the
+    /// counters: a safepoint began then and has not ended; or the process was seen stopped.
+    /// `last_tick_ns` is then the last look that saw nothing wrong.
+    StallBegin {
+        t: u64,
+        stall: u32,
+        last_tick_ns: u64,
+        expected_ns: u64,
+        #[serde(default, skip_serializing_if = "StallTrigger::is_heartbeat")]
+        by: StallTrigger,
+    },
+    /// The recorder watches the JVM's perf counters (`counters.jsonl`): what they say of the JVM.
+    Counters { t: u64, info: procwatch::jvmcounters::CountersInfo },
+    /// The JVM has no perf counters the recorder can read, and why: it is watched through
+    /// `/proc` alone.
+    NoCounters { t: u64, reason: String },
+    /// The attach protocol got the agent into the JVM (its heartbeat drives stall detection from
+    /// `t`), or (`refused` set) could not, and why.
+    Attached {
+        t: u64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        refused: Option<String>,
+    },
+    /// The heartbeat resumed with a tick at `resumed_ns`, or (`resumed` false) watching ended
+    /// first: the JVM exited or the meter stopped, and `resumed_ns` is when that was seen.
+    StallEnd {
+        t: u64,
+        stall: u32,
+        resumed_ns: u64,
+        control_max_late_ns: u64,
+        /// How long the recorder's worst late wake-up waited on a run queue (absent in
+        /// recordings made before it was measured).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        control_queued_ns: Option<u64>,
+        #[serde(default = "yes")]
+        resumed: bool,
+        /// Samples of this stall dropped because the disk did not take them in time.
+        #[serde(default, skip_serializing_if = "is_zero")]
+        dropped_samples: u64,
+        /// The JVM began to exit inside it (its meter said so, or it removed its perf counters).
+        #[serde(default, skip_serializing_if = "is_false")]
+        exiting: bool,
+    },
+    /// The recorder's own control meter woke late, outside any stall of the target.
+    ControlHiccup { t: u64, late_ns: u64 },
+    /// One step of the recorder's watch loop took `held_ns` from `t` (a `/proc` read waiting on
+    /// a kernel lock, a write to a slow recording disk, the recorder descheduled mid-read): it
+    /// took no look at the target meanwhile. `stall` is 0 between stalls.
+    RecorderHeld { t: u64, stall: u32, held_ns: u64, step: String },
+    /// The target exited (code, or signal).
+    TargetExit { t: u64, code: Option<i32>, signal: Option<i32> },
+    /// The recorder stopped watching (detach, Ctrl-C, --for).
+    Detach { t: u64, reason: String },
+    /// `--boost` raised the target's threads (`raised` false: none could be; `refused` counts
+    /// threads the kernel refused, for lack of CAP_SYS_NICE).
+    Boost { t: u64, raised: bool, refused: u64 },
+}
+
+impl Event {
+    /// When it happened (or was seen), on CLOCK_MONOTONIC.
+    pub fn t(&self) -> u64 {
+        match self {
+            Event::MeterRunning { t, .. }
+            | Event::StallBegin { t, .. }
+            | Event::Counters { t, .. }
+            | Event::NoCounters { t, .. }
+            | Event::Attached { t, .. }
+            | Event::StallEnd { t, .. }
+            | Event::ControlHiccup { t, .. }
+            | Event::RecorderHeld { t, .. }
+            | Event::TargetExit { t, .. }
+            | Event::Detach { t, .. }
+            | Event::Boost { t, .. } => *t,
+        }
+    }
+}
+
+/// What showed a stall's begin.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum StallTrigger {
+    /// The agent's heartbeat went stale.
+    #[default]
+    Heartbeat,
+    /// The JVM's perf counters: a safepoint begun and not ended.
+    Safepoint,
+    /// `/proc`: the process stopped (SIGSTOP, a debugger).
+    Stopped,
+}
+
+impl StallTrigger {
+    pub fn is_heartbeat(&self) -> bool {
+        *self == StallTrigger::Heartbeat
+    }
+}
+
+fn yes() -> bool {
+    true
+}
+
+fn is_false(v: &bool) -> bool {
+    !*v
+}
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
+}
+
+/// All threads of the target at one instant. Only threads that changed since the previous
+/// sample of the same stall are listed, except in `full` samples (the first and last of a
+/// stall, and the last idle sample before it).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Sample {
+    pub t: u64,
+    pub stall: u32,
+    pub full: bool,
+    /// Taken before the stall began (the newest idle sample): the baseline.
+    #[serde(default)]
+    pub baseline: bool,
+    pub threads: Vec<TaskSample>,
+    /// Threads gone since the previous sample.
+    #[serde(default)]
+    pub gone: Vec<i32>,
+}
+
+/// Machine-wide counters at one instant.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct SystemSample {
+    pub t: u64,
+    pub stall: u32,
+    #[serde(default)]
+    pub baseline: bool,
+    pub tlb: Option<Vec<u64>>,
+    pub cpu: Option<CpuTimes>,
+    pub psi_cpu_us: Option<u64>,
+    pub psi_io_us: Option<u64>,
+    pub psi_memory_us: Option<u64>,
+    pub throttling: Option<Throttling>,
+    /// The memory manager's counters: swap, direct reclaim, compaction, dirty pages.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vmstat: Option<VmStat>,
+    /// PSI `memory full`, machine-wide: every non-idle task waited for memory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub psi_memory_full_us: Option<u64>,
+    /// The target's resident and swapped-out memory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub process: Option<ProcessMemory>,
+    /// The target's memory cgroup: use, limits, and what hitting them cost.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memcg: Option<Memory>,
+    /// Pressure of the target's own v2 cgroup (absent when it is the root).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cgroup_pressure: Option<Pressure>,
+    /// The recorder's own watch thread and CPU cgroup, to tell its lateness apart.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recorder: Option<RecorderSelf>,
+    /// The target's threads summed (from the once-a-second idle sample): the timeline's run
+    /// delay. Absent during stalls and in older recordings.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub jvm: Option<JvmTotals>,
+}
+
+/// The recorder's watch thread at one instant.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq)]
+pub struct RecorderSelf {
+    /// schedstat of the watch thread: on a CPU, and waiting on a run queue.
+    pub exec_ns: u64,
+    pub run_delay_ns: u64,
+    /// Throttling of the recorder's own CPU cgroup, when it has a quota.
+    pub throttled_ns: Option<u64>,
+}
+
+/// The target's threads at one instant, summed.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]
+pub struct JvmTotals {
+    pub threads: usize,
+    /// schedstat time on a CPU, summed over live threads.
+    pub exec_ns: u64,
+    /// schedstat time waiting on a run queue, summed over live threads.
+    pub run_delay_ns: u64,
+    pub majflt: u64,
+}
+
+/// Who the threads are and what is mapped, when a stall began.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct StallContext {
+    pub t: u64,
+    pub stall: u32,
+    pub java_threads: Vec<JavaThread>,
+    /// File-backed and executable mappings (anonymous data regions are left out).
+    pub maps: Vec<Mapping>,
+    /// Page-cache residency of data files the target maps: (path, resident pages, pages).
+    pub mapped_files: Vec<(String, u64, u64)>,
+}
+
+/// One stack of one thread as the JVM's flight recorder sampled it, near a stall.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct FrameSample {
+    /// When, on CLOCK_MONOTONIC (from JFR's wall-clock stamp: good to about a millisecond).
+    pub t: u64,
+    /// The thread's id on the host (as `/proc` and the samples name it), and its Java name as
+    /// JFR first saw it.
+    pub tid: i32,
+    #[serde(default)]
+    pub name: String,
+    /// `jdk.ExecutionSample`, `jdk.NativeMethodSample` or `jdk.SafepointLatency`; or
+    /// `thread-dump` (`dumps.jsonl`: `t` is when the dump was asked for, during a stall); or
+    /// `signal-sample` (`stacks.jsonl`: taken where the thread was when the recorder signalled
+    /// it, during a stall).
+    pub event: String,
+    /// For `jdk.SafepointLatency`: how long the thread took, from `t`, to reach its next
+    /// safepoint poll (where `frames` were taken). For `thread-dump`: how long the dump took
+    /// to come back (it is taken once the stall's own safepoint is over).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency_ns: Option<u64>,
+    /// Top first.
+    pub frames: Vec<hotspot_log::jfr::JavaFrame>,
+    #[serde(default)]
+    pub truncated: bool,
+}
+
+/// A line of `frames.jsonl`: a stack, or a note.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(untagged)]
+pub enum FramesLine {
+    Sample(FrameSample),
+    Note(FramesNote),
+}
+
+/// What became of the JVM's flight recording of stacks, when it was asked for (the first line
+/// of `frames.jsonl` when it is not a sample).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct FramesNote {
+    pub note: String,
+}
+
+/// Tracepoint events around one stall: each thread's last few page faults and its mmap_lock
+/// waits.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct StallTrace {
+    pub stall: u32,
+    pub events: Vec<procwatch::trace::TraceEvent>,
+}

@@ -1,0 +1,257 @@
+//! Writing a recording: one append-only file per source. The recorder writes; nothing else
+//! does.
+//!
+//! Invariant: every line is written with a single `write` on an `O_APPEND` file, so a killed
+//! recorder or target leaves complete lines followed by at most one partial line, which
+//! readers skip.
+
+use crate::Error;
+use crate::files;
+use crate::schema::Meta;
+use serde::Serialize;
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// An append-only JSON Lines file. Written directly, or (for the recorder) from a thread of its
+/// own, so that a disk that blocks writes (dirty-page throttling, a slow device) never holds up
+/// the caller: lines queue, and past the queue's bound the lossy ones are counted, not written.
+pub struct Appender {
+    path: PathBuf,
+    buf: Vec<u8>,
+    to: Sink,
+}
+
+enum Sink {
+    File(File),
+    Queue {
+        tx: Option<std::sync::mpsc::SyncSender<Queued>>,
+        thread: Option<std::thread::JoinHandle<()>>,
+        /// Lines dropped because the queue was full.
+        dropped: u64,
+        /// Whether lines may be dropped (samples) or must wait for room (events).
+        lossy: bool,
+    },
+}
+
+impl Appender {
+    pub fn open(path: &Path) -> Result<Appender, Error> {
+        let file = create_new(path)?;
+        Ok(Appender {
+            path: path.to_path_buf(),
+            buf: Vec::with_capacity(1 << 16),
+            to: Sink::File(file),
+        })
+    }
+
+    /// A barrier for the lines appended so far (see [`Barrier`]); None for a direct appender,
+    /// whose lines are written when `line` returns.
+    pub fn barrier(&self) -> Option<Barrier> {
+        match &self.to {
+            Sink::Queue { tx: Some(tx), .. } => Some(Barrier { queues: vec![tx.clone()] }),
+            _ => None,
+        }
+    }
+
+    /// An appender whose lines are written by a thread of its own, holding at most `capacity`
+    /// lines queued; when full, `lossy` ones are dropped (and counted), others wait.
+    pub fn background(path: &Path, capacity: usize, lossy: bool) -> Result<Appender, Error> {
+        let mut file = create_new(path)?;
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Queued>(capacity);
+        let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let thread = std::thread::Builder::new()
+            .name(format!("stallscope-write-{name}"))
+            .spawn(move || {
+                for q in rx {
+                    match q {
+                        // One write per line: a killed writer leaves at most one partial line.
+                        Queued::Line(line) => {
+                            let _ = file.write_all(&line);
+                        }
+                        Queued::Barrier(done) => {
+                            let _ = done.send(());
+                        }
+                    }
+                }
+            })
+            .map_err(|e| Error::io(path, "cannot start its writer thread", e))?;
+        Ok(Appender {
+            path: path.to_path_buf(),
+            buf: Vec::new(),
+            to: Sink::Queue { tx: Some(tx), thread: Some(thread), dropped: 0, lossy },
+        })
+    }
+
+    /// Appends one value as one line, in one write.
+    pub fn line<T: Serialize>(&mut self, v: &T) -> Result<(), Error> {
+        self.buf.clear();
+        serde_json::to_writer(&mut self.buf, v)
+            .map_err(|e| Error::io(&self.path, "cannot encode a record", e.into()))?;
+        self.buf.push(b'\n');
+        match &mut self.to {
+            Sink::File(f) => {
+                f.write_all(&self.buf).map_err(|e| Error::io(&self.path, "cannot append to it", e))
+            }
+            Sink::Queue { tx, dropped, lossy, .. } => {
+                let tx = tx.as_ref().expect("open until dropped");
+                let line = std::mem::take(&mut self.buf);
+                let sent = if *lossy {
+                    match tx.try_send(Queued::Line(line)) {
+                        Ok(()) => Ok(()),
+                        Err(std::sync::mpsc::TrySendError::Full(_)) => {
+                            *dropped += 1;
+                            Ok(())
+                        }
+                        Err(std::sync::mpsc::TrySendError::Disconnected(_)) => Err(()),
+                    }
+                } else {
+                    tx.send(Queued::Line(line)).map_err(|_| ())
+                };
+                sent.map_err(|_| {
+                    Error::io(
+                        &self.path,
+                        "its writer thread is gone",
+                        std::io::Error::other("writer stopped"),
+                    )
+                })
+            }
+        }
+    }
+
+    /// Lines dropped so far because the disk did not keep up.
+    pub fn dropped(&self) -> u64 {
+        match &self.to {
+            Sink::Queue { dropped, .. } => *dropped,
+            Sink::File(_) => 0,
+        }
+    }
+}
+
+impl Drop for Appender {
+    fn drop(&mut self) {
+        if let Sink::Queue { tx, thread, .. } = &mut self.to {
+            drop(tx.take());
+            if let Some(t) = thread.take() {
+                let _ = t.join();
+            }
+        }
+    }
+}
+
+/// What a background appender's thread is handed: a line, or a barrier to answer once every
+/// line before it is written.
+enum Queued {
+    Line(Vec<u8>),
+    Barrier(std::sync::mpsc::SyncSender<()>),
+}
+
+/// Waits, on another thread than the writer's, until the lines appended before it was taken are
+/// in their files: `stallscope watch` diagnoses a stall from the files once its end is written,
+/// without its watch loop ever waiting on the disk itself.
+pub struct Barrier {
+    queues: Vec<std::sync::mpsc::SyncSender<Queued>>,
+}
+
+impl Barrier {
+    /// Blocks until every line appended before the barrier was taken is written (or its writer
+    /// is gone). The barrier waits behind those lines, so a disk that blocks writes blocks it.
+    pub fn wait(self) {
+        for q in self.queues {
+            let (done, answered) = std::sync::mpsc::sync_channel(1);
+            if q.send(Queued::Barrier(done)).is_ok() {
+                let _ = answered.recv();
+            }
+        }
+    }
+}
+
+/// The writer side of a recording directory (tracepoint evidence, `trace.jsonl`, is appended
+/// by its own writer, off the watch loop).
+pub struct Writer {
+    pub dir: PathBuf,
+    /// The recording's start on CLOCK_MONOTONIC and the wall clock (from the meta).
+    pub start_mono_ns: u64,
+    pub start_epoch_ms: i64,
+    pub events: Appender,
+    pub samples: Appender,
+    pub system: Appender,
+    pub context: Appender,
+    pub counters: Appender,
+}
+
+impl Writer {
+    /// A barrier for every line written so far to each of the recording's files.
+    pub fn barrier(&self) -> Barrier {
+        let queues = [&self.events, &self.samples, &self.system, &self.context, &self.counters]
+            .into_iter()
+            .filter_map(|a| a.barrier())
+            .flat_map(|b| b.queues)
+            .collect();
+        Barrier { queues }
+    }
+
+    /// Opens the recording in `dir` (created by the caller) and writes its header; its lines are
+    /// written directly.
+    pub fn open(dir: &Path, meta: &Meta) -> Result<Writer, Error> {
+        Writer::open_with(dir, meta, Appender::open)
+    }
+
+    /// The same, with every file written by a thread of its own: the recorder's watch loop then
+    /// never waits on the disk. Samples and system samples are dropped (and counted) past a
+    /// queue of 4096 lines; events and contexts wait for room.
+    pub fn open_background(dir: &Path, meta: &Meta) -> Result<Writer, Error> {
+        Writer::open_with(dir, meta, |p| {
+            let lossy = p.ends_with(files::SAMPLES) || p.ends_with(files::SYSTEM);
+            Appender::background(p, 4096, lossy)
+        })
+    }
+
+    fn open_with(
+        dir: &Path,
+        meta: &Meta,
+        open: impl Fn(&Path) -> Result<Appender, Error>,
+    ) -> Result<Writer, Error> {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| Error::io(dir, "cannot create the recording directory", e))?;
+        let header = serde_json::to_vec_pretty(meta)
+            .map_err(|e| Error::io(dir, "cannot encode the header", e.into()))?;
+        let meta_path = dir.join(files::META);
+        create_new(&meta_path)?
+            .write_all(&header)
+            .map_err(|e| Error::io(&meta_path, "cannot write it", e))?;
+        Ok(Writer {
+            dir: dir.to_path_buf(),
+            start_mono_ns: meta.start_mono_ns,
+            start_epoch_ms: meta.start_epoch_ms,
+            events: open(&dir.join(files::EVENTS))?,
+            samples: open(&dir.join(files::SAMPLES))?,
+            system: open(&dir.join(files::SYSTEM))?,
+            context: open(&dir.join(files::CONTEXT))?,
+            counters: open(&dir.join(files::COUNTERS))?,
+        })
+    }
+}
+
+/// Creates a recording file that must not exist yet, never through a symbolic link
+/// (`O_CREAT | O_EXCL | O_NOFOLLOW`): a file planted in the directory beforehand is refused, not
+/// followed or overwritten.
+pub fn create_new(path: &Path) -> Result<File, Error> {
+    use std::os::unix::fs::OpenOptionsExt;
+    OpenOptions::new()
+        .create_new(true)
+        .append(true)
+        .mode(0o644)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)
+        .map_err(|e| {
+            Error::io(
+                path,
+                if e.kind() == std::io::ErrorKind::AlreadyExists {
+                    "already exists (a recording file is only ever created new)"
+                } else {
+                    "cannot create it"
+                },
+                e,
+            )
+        })
+}
