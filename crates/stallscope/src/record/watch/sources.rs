@@ -1,0 +1,123 @@
+//! What is read of the machine, the target's process and its cgroups at each system sample,
+//! and of the data files it maps when a stall begins.
+//!
+//! Invariant: every source is read without blocking on the target (no signal, no ptrace), and
+//! one that cannot be read is left out of the sample, never guessed.
+
+use procwatch::cgroup::{self, Cgroups};
+use procwatch::task::TaskSample;
+use procwatch::{maps, pagecache, system};
+use recording::{JvmTotals, RecorderSelf, Shares, SystemSample};
+use std::path::Path;
+
+/// Data files a process maps (not code, not the JDK's own files), with page-cache residency.
+pub(super) fn mapped_data_files(m: &[maps::Mapping]) -> Vec<(String, u64, u64)> {
+    let mut seen = Vec::new();
+    for x in m.iter().filter(|x| x.is_file() && !x.perms.contains('x')) {
+        let p = &x.path;
+        if p.ends_with(".so")
+            || p.contains(".so.")
+            || p.ends_with(".jar")
+            || p.ends_with(".jsa")
+            || p.ends_with("/modules")
+            || p.starts_with("/usr/lib/jvm")
+            || p.contains("/hsperfdata_")
+            || p.ends_with(".heartbeat")
+        {
+            continue;
+        }
+        if seen.iter().any(|(s, _, _): &(String, u64, u64)| s == p) || seen.len() >= 16 {
+            continue;
+        }
+        if let Ok(r) = pagecache::residency(Path::new(p)) {
+            seen.push((p.clone(), r.resident_pages, r.total_pages));
+        }
+    }
+    seen
+}
+
+/// Where the machine-wide, per-process and per-cgroup signals of one target are read.
+pub struct Sources {
+    pid: i32,
+    target: Cgroups,
+    /// The recorder's own CPU cgroup, when it is not the root (a quota may bind it).
+    own_cpu: Option<cgroup::Group>,
+    /// The watch thread's schedstat.
+    own_schedstat: Option<std::path::PathBuf>,
+}
+
+impl Sources {
+    /// For the calling thread (the watch loop) watching `pid`.
+    pub fn new(pid: i32) -> Sources {
+        let own_cpu = cgroup::of(0).cpu.filter(|g| g.path != "/");
+        // SAFETY: gettid has no preconditions.
+        let tid = unsafe { libc::gettid() };
+        Sources {
+            pid,
+            target: cgroup::of(pid),
+            own_cpu,
+            own_schedstat: Some(format!("/proc/self/task/{tid}/schedstat").into()),
+        }
+    }
+
+    fn recorder(&self) -> Option<RecorderSelf> {
+        let text = std::fs::read_to_string(self.own_schedstat.as_ref()?).ok()?;
+        let mut it = text.split_whitespace().map(|v| v.parse::<u64>().unwrap_or(0));
+        Some(RecorderSelf {
+            exec_ns: it.next()?,
+            run_delay_ns: it.next()?,
+            throttled_ns: self
+                .own_cpu
+                .as_ref()
+                .and_then(|g| g.throttling())
+                .map(|t| t.throttled_ns),
+        })
+    }
+}
+
+/// Which of the target's limits bind the recorder too: it is inside the target's (limited)
+/// cgroup, or the target is inside the recorder's.
+pub fn shares(target: &Cgroups, own: &Cgroups) -> Shares {
+    let binds = |t: Option<&cgroup::Group>, o: Option<&cgroup::Group>| match (t, o) {
+        (Some(t), Some(o)) => {
+            (o.dir.starts_with(&t.dir) && t.path != "/")
+                || (t.dir.starts_with(&o.dir) && o.path != "/")
+        }
+        _ => false,
+    };
+    Shares {
+        cpu_cgroup: binds(target.cpu.as_ref(), own.cpu.as_ref()),
+        memory_cgroup: binds(target.memory.as_ref(), own.memory.as_ref()),
+    }
+}
+
+pub(super) fn system_sample(t: u64, stall: u32, baseline: bool, src: &Sources) -> SystemSample {
+    let unified = src.target.unified.as_ref().filter(|g| g.path != "/");
+    SystemSample {
+        t,
+        stall,
+        baseline,
+        tlb: system::read_tlb_shootdowns(),
+        cpu: system::read_cpu_times(),
+        psi_cpu_us: system::read_psi_some_total_us("cpu"),
+        psi_io_us: system::read_psi_some_total_us("io"),
+        psi_memory_us: system::read_psi_some_total_us("memory"),
+        throttling: src.target.cpu.as_ref().and_then(|g| g.throttling()),
+        vmstat: system::read_vmstat(),
+        psi_memory_full_us: system::read_psi_memory_full_us(),
+        process: procwatch::task::process_memory(src.pid),
+        memcg: src.target.memory.as_ref().filter(|g| g.path != "/").and_then(|g| g.memory()),
+        cgroup_pressure: unified.and_then(|g| g.pressure()),
+        recorder: src.recorder(),
+        jvm: None,
+    }
+}
+
+pub(super) fn totals(threads: &[TaskSample]) -> JvmTotals {
+    JvmTotals {
+        threads: threads.len(),
+        exec_ns: threads.iter().map(|t| t.exec_ns).sum(),
+        run_delay_ns: threads.iter().map(|t| t.run_delay_ns).sum(),
+        majflt: threads.iter().map(|t| t.majflt).sum(),
+    }
+}
