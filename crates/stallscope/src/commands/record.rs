@@ -22,7 +22,9 @@ fn request(o: &RecordOptions) -> RecordRequest<'_> {
 
 pub fn run(a: RunArgs) -> Result<i32> {
     let mut s = record::settings(&request(&a.record))?;
-    s.jfr = a.jfr;
+    if a.jfr && s.stacks == record::Stacks::Agent {
+        s.stacks = record::Stacks::Jfr;
+    }
     s.outside = a.outside;
     let boost = a.boost.map(|level| (level, a.boost_after.ns()));
     let stop = crate::inject::stop_flag()?;

@@ -20,7 +20,7 @@ pub mod metrics;
 pub mod retain;
 
 use crate::attach::Jvm;
-use crate::record::{self, Settings};
+use crate::record::{self, Settings, Stacks};
 use analyse::Note;
 use anyhow::{Result, bail};
 use discover::{Discovery, Selection};
@@ -228,8 +228,7 @@ fn guard_jvm(sh: Arc<Shared>, j: JvmProcess, g: Guarding) {
             dir: dir.clone(),
             threshold_ns: sh.threshold_ns,
             sample_interval_ns: sh.sample_interval_ns,
-            frames: !attached,
-            jfr: false,
+            stacks: if attached { Stacks::Off } else { Stacks::Agent },
             resolution_ns: sh.resolution_ns,
             outside: !attached,
         };

@@ -91,7 +91,8 @@ impl Ctx<'_> {
         let mut s = crate::record::Settings::new(self.agent.clone(), dir)?;
         s.outside = self.outside;
         // From outside the culprits' code is read by the kernel's sampling, at no cost to the JVM.
-        s.frames = self.outside;
+        s.stacks =
+            if self.outside { crate::record::Stacks::Agent } else { crate::record::Stacks::Off };
         Ok(s)
     }
 }

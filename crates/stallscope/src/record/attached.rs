@@ -12,7 +12,7 @@
 
 use super::watch::{self, Ending, Hooks, Joined};
 use super::{
-    Drive, Settings, dumps, frames, open_counters, pulse::Pulse, staging, start_frames,
+    Drive, Settings, Stacks, dumps, frames, open_counters, pulse::Pulse, staging, start_frames,
     start_tracer, watch_options,
 };
 use crate::attach::Jvm;
@@ -331,7 +331,7 @@ fn cooperate(
     // The JVM's own stack samples: a flight recording, ended (and written) at detach. Not yet in
     // a container: JFR keeps a repository in the JVM's own /tmp until it exits, which would be
     // left behind there.
-    if s.frames {
+    if s.stacks != Stacks::Off {
         if ch.staging.is_some() {
             let _ = frames::note(
                 &s.dir,

@@ -40,6 +40,29 @@ pub fn worth_a_dump(threads: &[procwatch::task::TaskSample]) -> bool {
 /// A stall this long is asked about again (the budget decides): longer stalls have a budget of
 /// their own, so a short one that took the last dump does not leave them without one.
 pub const LONG_NS: u64 = 100_000_000;
+/// Which dump a stall has earned by how long it has lasted, in the order they are asked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum DumpDue {
+    /// Shorter than [`ASK_AFTER_NS`]: none.
+    None,
+    /// One as a short stall.
+    Short,
+    /// One as a long stall ([`LONG_NS`] and over).
+    Long,
+}
+
+impl DumpDue {
+    pub fn after(lasted_ns: u64) -> DumpDue {
+        if lasted_ns >= LONG_NS {
+            DumpDue::Long
+        } else if lasted_ns >= ASK_AFTER_NS {
+            DumpDue::Short
+        } else {
+            DumpDue::None
+        }
+    }
+}
+
 /// At most one dump of each kind (short stall, long stall) this often per JVM.
 const MIN_GAP: Duration = Duration::from_secs(10);
 

@@ -266,6 +266,26 @@ pub fn extract_or_note(dir: &Path, host_tid: &dyn Fn(i64) -> i32) {
     }
 }
 
+/// Whether the JDK at `home` has a flight recorder started by `-XX:StartFlightRecording` or
+/// `JFR.start` with a settings file (11 and later by its `JAVA_VERSION`; 1.8 has it only from
+/// update 262, where stallscope does not use it).
+pub(crate) fn has_jfr(home: Option<&Path>) -> bool {
+    let major = home
+        .and_then(java_version)
+        .and_then(|v| v.split(['.', '-', '+']).next().and_then(|m| m.parse::<u32>().ok()));
+    major.is_some_and(|m| (11..100).contains(&m))
+}
+
+/// What `frames.jsonl` says when [`has_jfr`] does not hold.
+pub(crate) const NO_JFR: &str =
+    "no stacks: the JVM has no flight recorder stallscope can start (JDK 11 or later has)";
+
+/// The JDK's version at `home`, from its `release` file.
+pub(crate) fn java_version(home: &Path) -> Option<String> {
+    let r = std::fs::read_to_string(home.join("release")).ok()?;
+    r.lines().find_map(|l| l.strip_prefix("JAVA_VERSION=")).map(|v| v.trim_matches('"').to_string())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

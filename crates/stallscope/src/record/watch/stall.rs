@@ -8,6 +8,7 @@
 use super::sources::{mapped_data_files, system_sample};
 use super::traces::TraceRequest;
 use super::{ALIVE_CHECK, MAX_BACKLOG, Until, Watcher, settle};
+use crate::record::dumps::DumpDue;
 use crate::record::pulse::Still;
 use anyhow::Result;
 use procwatch::clock::mono_ns;
@@ -147,8 +148,8 @@ impl Watcher<'_> {
         let mut next_due = 0u64;
         let mut first = true;
         let mut last_system = 0u64;
-        // 0: no dump asked in this stall; 1: asked as a short one; 2: as a long one.
-        let mut asked = 0u8;
+        // The dump asked in this stall so far.
+        let mut asked = DumpDue::None;
         loop {
             let t = match first_taken.take() {
                 Some(t) => t,
@@ -191,13 +192,7 @@ impl Watcher<'_> {
                 self.held("a look", t, stall)?;
             }
             let lasted = t.saturating_sub(st.last_ok);
-            let due = if lasted >= crate::record::dumps::LONG_NS {
-                2
-            } else if lasted >= crate::record::dumps::ASK_AFTER_NS {
-                1
-            } else {
-                0
-            };
+            let due = DumpDue::after(lasted);
             if due > asked {
                 // The threads are looked over only where dumps are taken (not in the lab or
                 // `watch`). Marked asked only once the ask is queued: behind a dump still under
