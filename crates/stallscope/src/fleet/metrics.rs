@@ -101,6 +101,12 @@ pub struct Metrics {
     registry: Arc<Registry>,
 }
 
+impl Default for Metrics {
+    fn default() -> Metrics {
+        Metrics::new()
+    }
+}
+
 impl Metrics {
     pub fn new() -> Metrics {
         let mut r = Registry::with_prefix("stallscope");
