@@ -16,7 +16,7 @@ fn options(text: &str) -> Vec<String> {
 }
 
 fn watch_help() -> String {
-    let o = Command::new(bin()).args(["watch", "--help"]).output().unwrap();
+    let o = stallscope().args(["watch", "--help"]).output().unwrap();
     assert!(o.status.success());
     String::from_utf8(o.stdout).unwrap()
 }

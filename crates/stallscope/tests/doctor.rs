@@ -22,7 +22,7 @@ fn run_recorded_with(
     jvm_args: &[&str],
     workload: &[&str],
 ) -> Output {
-    Command::new(bin())
+    stallscope()
         .arg("run")
         .args(options)
         .args(["--out", dir.to_str().unwrap(), "--"])
@@ -36,7 +36,7 @@ fn run_recorded_with(
 }
 
 fn report_json(dir: &Path) -> Value {
-    let o = Command::new(bin()).args(["report", "--json", dir.to_str().unwrap()]).output().unwrap();
+    let o = stallscope().args(["report", "--json", dir.to_str().unwrap()]).output().unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     serde_json::from_slice(&o.stdout).unwrap()
 }
@@ -143,7 +143,7 @@ fn counted_loop_runs_without_a_safepoint_poll_on_both_jdks() {
         );
 
         // `report` prints exactly what the live run printed.
-        let again = Command::new(bin()).args(["report", dir.to_str().unwrap()]).output().unwrap();
+        let again = stallscope().args(["report", dir.to_str().unwrap()]).output().unwrap();
         let report = String::from_utf8_lossy(&again.stdout).into_owned();
         assert!(report.starts_with("stallscope run: "), "{report}");
         assert!(
@@ -403,7 +403,7 @@ fn spawn_recorded_idle(
     dir: &Path,
     secs: u32,
 ) -> (Reaper, i32, BufReader<std::process::ChildStdout>) {
-    let mut child = Command::new(bin())
+    let mut child = stallscope()
         .args(["run", "--out", dir.to_str().unwrap(), "--"])
         .arg(java17())
         .arg("-jar")
@@ -449,7 +449,7 @@ fn a_frozen_jvm_is_a_frozen_process_and_a_quiet_one_has_no_stalls() {
     let _x = exclusive();
     let d = scratch("doctor-freeze");
     let (child, pid, out) = spawn_recorded_idle(&d.join("rec"), 4);
-    let f = Command::new(bin())
+    let f = stallscope()
         .args(["inject", "freeze", &pid.to_string(), "--for", "500ms"])
         .output()
         .unwrap();
@@ -472,7 +472,7 @@ fn a_frozen_jvm_is_a_frozen_process_and_a_quiet_one_has_no_stalls() {
     // (named, rightly, a long VM operation; docs/frames.md counts it among JFR's costs). What is
     // checked here is the doctor's judgement of a JVM that does nothing.
     let quiet = d.join("quiet");
-    let o = Command::new(bin())
+    let o = stallscope()
         .args(["run", "--no-frames", "--out", quiet.to_str().unwrap(), "--"])
         .arg(java17())
         .arg("-jar")
@@ -512,7 +512,7 @@ fn safepoints_under_cpu_contention_are_cpu_starvation() {
     let _x = exclusive();
     let d = scratch("doctor-storm");
     let _hog = Reaper(
-        Command::new(bin())
+        stallscope()
             .args(["inject", "cpu-hog", "--threads", "4", "--for", "20s"])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -573,7 +573,7 @@ fn safepoints_under_cpu_contention_are_cpu_starvation() {
 fn a_target_that_dies_mid_stall_still_gets_its_diagnosis() {
     let _x = exclusive();
     let dir = scratch("doctor-dies").join("rec");
-    let mut child = Command::new(bin())
+    let mut child = stallscope()
         .args(["run", "--out", dir.to_str().unwrap(), "--"])
         .arg(java17())
         .args(["-XX:+UseParallelGC", "-XX:-UseCountedLoopSafepoints", "-jar"])
@@ -650,19 +650,8 @@ fn idle_jvm(extra: &[&str]) -> (Reaper, i32) {
 
 /// The idle workload started by `c` (a `java` command, or one that runs it: `setpriv … java`),
 /// and its pid.
-fn idle_jvm_from(mut c: Command) -> (Reaper, i32) {
-    let mut child = c
-        .arg("-jar")
-        .arg(workloads_jar())
-        .args(["idle", "--duration", "60s"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
-    let pid = line.trim().strip_prefix("idle: pid ").unwrap().parse().unwrap();
-    (Reaper(child), pid)
+fn idle_jvm_from(c: Command) -> (Reaper, i32) {
+    Jvm::idle(workload(c, &[], &["idle", "--duration", "60s"])).into_parts()
 }
 
 #[test]
@@ -671,14 +660,14 @@ fn attach_watches_a_running_jvm_and_leaves_it_as_it_was() {
     let d = scratch("doctor-attach");
     let (jvm, pid) = idle_jvm(&[]);
     let dir = d.join("rec");
-    let att = Command::new(bin())
+    let att = stallscope()
         .args(["attach", &pid.to_string(), "--for", "4s", "--out", dir.to_str().unwrap()])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
     wait_for_heartbeat(pid);
-    let f = Command::new(bin())
+    let f = stallscope()
         .args(["inject", "freeze", &pid.to_string(), "--for", "400ms"])
         .output()
         .unwrap();
@@ -736,7 +725,7 @@ fn an_agent_that_cannot_start_inside_the_jvm_says_why() {
         .unwrap();
     let (jvm, pid) = their_idle_jvm(&them);
     let dir = private.join("rec");
-    let o = Command::new(bin())
+    let o = stallscope()
         .args(["attach", &pid.to_string(), "--for", "5s", "--out", dir.to_str().unwrap()])
         .output()
         .unwrap();
@@ -798,7 +787,7 @@ fn attach_replaces_an_attach_socket_no_one_listens_on() {
     let refused = std::os::unix::net::UnixStream::connect(&sock).unwrap_err();
     assert_eq!(refused.kind(), std::io::ErrorKind::ConnectionRefused);
     let dir = d.join("rec");
-    let o = Command::new(bin())
+    let o = stallscope()
         .args(["attach", &pid.to_string(), "--for", "2s", "--out", dir.to_str().unwrap()])
         .output()
         .unwrap();
@@ -834,7 +823,7 @@ fn attach_reaches_a_jvm_in_a_container() {
             .collect::<Vec<_>>()
     };
     let dir = d.join("rec");
-    let att = Command::new(bin())
+    let att = stallscope()
         .args(["attach", &pid.to_string(), "--for", "4s", "--out", dir.to_str().unwrap()])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -846,7 +835,7 @@ fn attach_reaches_a_jvm_in_a_container() {
         std::thread::sleep(Duration::from_millis(20));
     }
     std::thread::sleep(Duration::from_millis(300));
-    let f = Command::new(bin())
+    let f = stallscope()
         .args(["inject", "freeze", &pid.to_string(), "--for", "400ms"])
         .output()
         .unwrap();
@@ -903,7 +892,7 @@ fn root_attaches_to_another_users_jvm() {
     let d = scratch("doctor-attach-other-user");
     let (jvm, pid) = their_idle_jvm(&them);
     let dir = d.join("rec");
-    let o = Command::new(bin())
+    let o = stallscope()
         .args(["attach", &pid.to_string(), "--for", "2s", "--out", dir.to_str().unwrap()])
         .output()
         .unwrap();
@@ -925,7 +914,7 @@ fn attach_refusals_are_one_clear_line() {
     let them = ThrowawayUser::new();
     let attach = |pid: String, as_them: bool| {
         let dir = scratch("doctor-refuse").join("rec");
-        let mut c = if as_them { them.setpriv() } else { Command::new(bin()) };
+        let mut c = if as_them { them.setpriv() } else { stallscope() };
         if as_them {
             c.arg(bin());
         }
@@ -962,7 +951,7 @@ fn stalls_at_the_safepoint_swap_slow_writes_and_reclaim_are_named_on_both_jdks()
         ("memory-pressure", "squeezed", "memory-reclaim"),
     ];
     let lab = |java: &Path, out: &Path, cases: &[(&str, &str, &str)]| {
-        let mut c = Command::new(bin());
+        let mut c = stallscope();
         c.args([
             "lab",
             "run",

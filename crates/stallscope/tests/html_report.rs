@@ -10,14 +10,13 @@ mod common;
 use common::*;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 fn fixture(rel: &str) -> PathBuf {
     root().join("tests/fixtures").join(rel)
 }
 
 fn html_of(dir: &Path, out: &Path) {
-    let o = Command::new(bin())
+    let o = stallscope()
         .args(["report", dir.to_str().unwrap(), "--html", out.to_str().unwrap()])
         .output()
         .unwrap();
@@ -26,7 +25,7 @@ fn html_of(dir: &Path, out: &Path) {
 }
 
 fn report_json(dir: &Path) -> Value {
-    let o = Command::new(bin()).args(["report", dir.to_str().unwrap(), "--json"]).output().unwrap();
+    let o = stallscope().args(["report", dir.to_str().unwrap(), "--json"]).output().unwrap();
     assert!(o.status.success());
     serde_json::from_slice(&o.stdout).unwrap()
 }
@@ -212,8 +211,7 @@ fn a_lab_run_renders_with_box_plots_verdicts_and_confusion_matrix() {
     std::fs::copy(fixture("lab/quick/lab.json"), lab_dir.join("lab.json")).unwrap();
     let lab: Value =
         serde_json::from_str(&std::fs::read_to_string(lab_dir.join("lab.json")).unwrap()).unwrap();
-    let o =
-        Command::new(bin()).args(["report", lab_dir.to_str().unwrap(), "--html"]).output().unwrap();
+    let o = stallscope().args(["report", lab_dir.to_str().unwrap(), "--html"]).output().unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let page = lab_dir.join("lab.html");
     self_contained(&std::fs::read_to_string(&page).unwrap());
@@ -265,7 +263,7 @@ fn a_lab_run_renders_with_box_plots_verdicts_and_confusion_matrix() {
 #[test]
 fn html_for_a_directory_that_is_neither_is_a_clear_error() {
     let d = scratch("html-bad");
-    let o = Command::new(bin()).args(["report", d.to_str().unwrap(), "--html"]).output().unwrap();
+    let o = stallscope().args(["report", d.to_str().unwrap(), "--html"]).output().unwrap();
     assert_eq!(o.status.code(), Some(1));
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("neither a stallscope recording") && err.lines().count() == 1, "{err}");

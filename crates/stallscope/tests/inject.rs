@@ -22,7 +22,7 @@ fn write_file(p: &Path, pages: usize) {
 }
 
 fn resident(p: &Path) -> (u64, u64) {
-    let o = Command::new(bin()).args(["inject", "resident", "--json"]).arg(p).output().unwrap();
+    let o = stallscope().args(["inject", "resident", "--json"]).arg(p).output().unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     (v["resident_pages"].as_u64().unwrap(), v["total_pages"].as_u64().unwrap())
@@ -124,7 +124,7 @@ fn slowfs_errors_reach_the_reader_and_settings_change_live() {
         .expect("files outside the glob are untouched");
 
     let set = |args: &[&str]| {
-        Command::new(bin()).args(["inject", "slowfs-set"]).arg(&mnt).args(args).output().unwrap()
+        stallscope().args(["inject", "slowfs-set"]).arg(&mnt).args(args).output().unwrap()
     };
     let o = set(&["--error-rate", "0", "--read-delay", "500ms"]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
@@ -174,7 +174,7 @@ fn slowfs_delays_writes_and_fsyncs_of_matching_files_live() {
     );
     std::fs::File::create(mnt.join("data.bin")).unwrap().write_all(b"x").unwrap();
     let set = |args: &[&str]| {
-        Command::new(bin()).args(["inject", "slowfs-set"]).arg(&mnt).args(args).output().unwrap()
+        stallscope().args(["inject", "slowfs-set"]).arg(&mnt).args(args).output().unwrap()
     };
     let o = set(&["--write-delay", "300ms"]);
     let text = String::from_utf8_lossy(&o.stdout).into_owned();
@@ -220,7 +220,7 @@ fn state(pid: u32) -> char {
 fn freeze_stops_then_always_continues() {
     let target = Reaper(Command::new("sleep").arg("60").spawn().unwrap());
     let pid = target.0.id();
-    let o = Command::new(bin())
+    let o = stallscope()
         .args(["inject", "freeze", &pid.to_string(), "--for", "300ms"])
         .output()
         .unwrap();
@@ -231,7 +231,7 @@ fn freeze_stops_then_always_continues() {
 
     // Ended early by SIGTERM, and killed outright: the target is continued either way.
     for sig in [libc::SIGTERM, libc::SIGKILL] {
-        let mut f = Command::new(bin())
+        let mut f = stallscope()
             .args(["inject", "freeze", &pid.to_string(), "--for", "30s"])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -250,10 +250,7 @@ fn freeze_stops_then_always_continues() {
             std::thread::sleep(Duration::from_millis(10));
         }
     }
-    let o = Command::new(bin())
-        .args(["inject", "freeze", "999999999", "--for", "1s"])
-        .output()
-        .unwrap();
+    let o = stallscope().args(["inject", "freeze", "999999999", "--for", "1s"]).output().unwrap();
     assert_eq!(o.status.code(), Some(1));
     assert!(
         String::from_utf8_lossy(&o.stderr).contains("pid 999999999"),
@@ -271,7 +268,7 @@ fn throttle_slows_direct_reads_and_removes_its_cgroup() {
     let p = d.join("data.bin");
     write_file(&p, 64);
     let dd = |throttled: bool| {
-        let mut c = Command::new(bin());
+        let mut c = stallscope();
         if throttled {
             c.args(["inject", "throttle", "--riops", "20", "--"]);
         } else {
@@ -306,7 +303,7 @@ fn throttle_slows_direct_reads_and_removes_its_cgroup() {
 
 #[test]
 fn cpu_hog_spins_for_the_time_asked() {
-    let o = Command::new(bin())
+    let o = stallscope()
         .args(["inject", "cpu-hog", "--threads", "2", "--for", "300ms", "--nice", "5"])
         .output()
         .unwrap();

@@ -5,10 +5,10 @@ mod common;
 
 use common::*;
 use serde_json::Value;
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 fn jvms(args: &[&str]) -> Value {
-    let o = Command::new(bin()).arg("jvms").arg("--json").args(args).output().unwrap();
+    let o = stallscope().arg("jvms").arg("--json").args(args).output().unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     serde_json::from_slice(&o.stdout).unwrap()
 }
@@ -18,22 +18,7 @@ fn by_pid(list: &Value, pid: i32) -> Option<&Value> {
 }
 
 fn host_jvm(duration: &str) -> (Reaper, i32) {
-    let mut child = Command::new(java25())
-        .arg("-jar")
-        .arg(workloads_jar())
-        .args(["idle", "--duration", duration])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    std::io::BufRead::read_line(
-        &mut std::io::BufReader::new(child.stdout.take().unwrap()),
-        &mut line,
-    )
-    .unwrap();
-    let pid = line.trim().strip_prefix("idle: pid ").unwrap().parse().unwrap();
-    (Reaper(child), pid)
+    Jvm::idle(workload(Command::new(java25()), &[], &["idle", "--duration", duration])).into_parts()
 }
 
 #[test]
@@ -78,7 +63,7 @@ fn jvms_on_the_host_and_in_a_container_are_found_named_and_selected() {
     assert!(jvms(&["--match", "^no such main$"])["jvms"].as_array().unwrap().is_empty());
 
     // The text form: one line per JVM, the contained one with its pid inside and its cgroup.
-    let text = String::from_utf8(Command::new(bin()).arg("jvms").output().unwrap().stdout).unwrap();
+    let text = String::from_utf8(stallscope().arg("jvms").output().unwrap().stdout).unwrap();
     let line = text
         .lines()
         .find(|l| l.trim_start().starts_with(&format!("{contained_pid} ")))
@@ -90,7 +75,7 @@ fn jvms_on_the_host_and_in_a_container_are_found_named_and_selected() {
     assert!(by_pid(&jvms(&[]), host_pid).is_none());
 
     // A bad expression is one clear line and exit 1.
-    let o = Command::new(bin()).args(["jvms", "--match", "x("]).output().unwrap();
+    let o = stallscope().args(["jvms", "--match", "x("]).output().unwrap();
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(1), "{err}");
     assert_eq!(err.lines().count(), 1, "{err}");

@@ -7,7 +7,7 @@ mod common;
 
 use common::*;
 use serde_json::Value;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 /// A mountinfo line of a slowfs mount (its source is `slowfs:<backing dir>`).
@@ -72,7 +72,7 @@ fn the_quick_lab_runs_every_scenario_and_cleans_up() {
     let _x = exclusive();
     assert!(leftovers().is_empty(), "dirty before the test: {:?}", leftovers());
     let out = scratch("lab-quick").join("lab");
-    let o = Command::new(bin())
+    let o = stallscope()
         .args(["lab", "run", "--profile", "quick", "--out", out.to_str().unwrap(), "--html"])
         .stderr(Stdio::inherit())
         .output()
@@ -167,7 +167,7 @@ fn the_quick_lab_runs_every_scenario_and_cleans_up() {
     assert!(summary.contains("The doctor against the known causes"), "{summary}");
 
     // lab compare reads two results back.
-    let o = Command::new(bin())
+    let o = stallscope()
         .args(["lab", "compare", out.to_str().unwrap(), out.join("lab.json").to_str().unwrap()])
         .output()
         .unwrap();
@@ -180,7 +180,7 @@ fn the_quick_lab_runs_every_scenario_and_cleans_up() {
 fn an_interrupted_lab_still_tears_down() {
     let _x = exclusive();
     let out = scratch("lab-interrupted").join("lab");
-    let mut child = Command::new(bin())
+    let mut child = stallscope()
         .args(["lab", "run", "mmap-fault", "--reps", "3", "--out", out.to_str().unwrap()])
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -210,7 +210,7 @@ fn an_interrupted_lab_still_tears_down() {
 
 #[test]
 fn lab_list_and_bad_names() {
-    let o = Command::new(bin()).args(["lab", "list", "--json"]).output().unwrap();
+    let o = stallscope().args(["lab", "list", "--json"]).output().unwrap();
     let v: Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v.as_array().unwrap().len(), 11);
     for s in v.as_array().unwrap() {
@@ -220,7 +220,7 @@ fn lab_list_and_bad_names() {
             "{cause} has a cause page"
         );
     }
-    let o = Command::new(bin()).args(["lab", "run", "nonsense"]).output().unwrap();
+    let o = stallscope().args(["lab", "run", "nonsense"]).output().unwrap();
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("unknown scenario 'nonsense'"));
 }

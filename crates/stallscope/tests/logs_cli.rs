@@ -1,9 +1,12 @@
 //! How `stallscope logs` behaves as a command: inputs, filters, outputs, and bad input.
 
+mod common;
+use common::stallscope;
+
 use serde_json::Value;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 
 fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/logs").join(name)
@@ -20,7 +23,7 @@ struct Out {
 }
 
 fn run(args: &[&str], stdin: Option<&[u8]>) -> Out {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_stallscope"))
+    let mut child = stallscope()
         .args(args)
         .stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() })
         .stdout(Stdio::piped())
@@ -265,7 +268,7 @@ fn csv_has_one_row_per_safepoint() {
 /// Peak resident memory stays flat while a large log streams through stdin.
 #[test]
 fn memory_stays_bounded_on_a_large_stream() {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_stallscope"))
+    let mut child = stallscope()
         .args(["logs", "--json", "-"])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())

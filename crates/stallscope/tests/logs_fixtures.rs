@@ -2,19 +2,20 @@
 //! files with regular expressions, independently of the parser: counts, totals, per-operation
 //! figures, TTSP percentiles and the threads SafepointTimeout named must agree exactly.
 
+mod common;
+use common::stallscope;
+
 use regex::Regex;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/logs")
 }
 
-fn stallscope(args: &[&str]) -> (i32, String, String) {
-    let out =
-        Command::new(env!("CARGO_BIN_EXE_stallscope")).args(args).output().expect("run stallscope");
+fn run(args: &[&str]) -> (i32, String, String) {
+    let out = stallscope().args(args).output().expect("run stallscope");
     (
         out.status.code().unwrap_or(-1),
         String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -23,7 +24,7 @@ fn stallscope(args: &[&str]) -> (i32, String, String) {
 }
 
 fn json(path: &Path) -> Value {
-    let (code, out, err) = stallscope(&["logs", "--json", path.to_str().unwrap()]);
+    let (code, out, err) = run(&["logs", "--json", path.to_str().unwrap()]);
     assert_eq!(code, 0, "{}: {err}", path.display());
     serde_json::from_str(&out).unwrap_or_else(|e| panic!("{}: {e}\n{out}", path.display()))
 }
@@ -219,7 +220,7 @@ fn rotated_set_reads_every_file_once_oldest_first() {
         check(&format!("rotated via {f}"), &joined, &v);
     }
     let (code, out, _) =
-        stallscope(&["logs", "--json", "--no-rotation", dir.join("gc.log").to_str().unwrap()]);
+        run(&["logs", "--json", "--no-rotation", dir.join("gc.log").to_str().unwrap()]);
     assert_eq!(code, 0);
     let v: Value = serde_json::from_str(&out).unwrap();
     assert_eq!(v["inputs"].as_array().unwrap().len(), 1);
@@ -356,7 +357,7 @@ fn unknown_is_null_and_a_last_line_without_newline_counts() {
             && v["operations"][0]["ttsp_total_ns"].is_null(),
         "{v}"
     );
-    let (code, text, err) = stallscope(&["logs", bare.to_str().unwrap()]);
+    let (code, text, err) = run(&["logs", bare.to_str().unwrap()]);
     assert_eq!(code, 0, "{err}");
     let row =
         text.lines().find(|l| l.trim_start().starts_with("unknown")).expect("the operations table");

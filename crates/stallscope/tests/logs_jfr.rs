@@ -30,7 +30,7 @@ fn record(java: &Path, out: &Path, settings: &str, seconds: u32) {
 
 /// `stallscope logs ARGS`, killed (and the test failed) if it has not finished in a minute.
 fn logs(args: &[&str]) -> (i32, String, String) {
-    let mut child = Command::new(bin())
+    let mut child = stallscope()
         .arg("logs")
         .args(args)
         .stdout(Stdio::piped())
@@ -294,7 +294,7 @@ fn damaged_jfr_files_give_clear_answers() {
 #[test]
 fn a_count_that_asks_for_gigabytes_is_one_clear_line() {
     let f = root().join("tests/fixtures/logs/damaged-jdk17-count-of-6gb.jfr");
-    let o = Command::new(bin())
+    let o = stallscope()
         .args(["logs", f.to_str().unwrap()])
         .env("RUST_BACKTRACE", "1")
         .output()

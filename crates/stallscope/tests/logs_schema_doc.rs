@@ -1,9 +1,11 @@
 //! The JSON schema document and the JSON output describe the same fields, no more, no less.
 
+mod common;
+use common::stallscope;
+
 use serde_json::Value;
 use std::collections::BTreeSet;
 use std::path::Path;
-use std::process::Command;
 
 /// Leaves of the output: scalars, arrays of scalars, and open-ended objects, by dotted path
 /// (`[]` marks an array of objects). Also every intermediate path, into `all`.
@@ -69,7 +71,7 @@ fn documented_fields_are_exactly_the_output_fields() {
         let mut args = vec!["logs", "--json"];
         args.extend(extra);
         args.push(p.to_str().unwrap());
-        let out = Command::new(env!("CARGO_BIN_EXE_stallscope")).args(&args).output().unwrap();
+        let out = stallscope().args(&args).output().unwrap();
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
         let v: Value = serde_json::from_slice(&out.stdout).unwrap();
         paths(&v, "", &mut seen, &mut all);

@@ -6,14 +6,13 @@ mod common;
 
 use common::*;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 fn fixture(name: &str) -> PathBuf {
     root().join("tests/fixtures/recordings").join(name)
 }
 
 fn report(dir: &Path, json: bool) -> (i32, String, String) {
-    let mut c = Command::new(bin());
+    let mut c = stallscope();
     c.arg("report");
     if json {
         c.arg("--json");

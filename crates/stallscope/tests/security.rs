@@ -9,7 +9,7 @@ mod common;
 use common::*;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::{Output, Stdio};
 use std::time::{Duration, Instant};
 
 fn root() {
@@ -28,8 +28,8 @@ fn as_user(user: &ThrowawayUser, script: &str) -> Output {
 /// Runs stallscope; a child that has not finished within a minute is a hang (killed, and the
 /// test fails), not a slow run.
 #[allow(clippy::zombie_processes)] // every path out of the loop waits for it
-fn stallscope(args: &[&str]) -> Output {
-    let child = Command::new(bin())
+fn bounded(args: &[&str]) -> Output {
+    let child = stallscope()
         .args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -72,7 +72,7 @@ fn the_recording_directory_must_be_ours_and_private() {
     let victim = d.join("victim");
     std::fs::write(&victim, "precious\n").unwrap();
     let run =
-        |out: &Path| stallscope(&["run", "--out", out.to_str().unwrap(), "--", "java", "-version"]);
+        |out: &Path| bounded(&["run", "--out", out.to_str().unwrap(), "--", "java", "-version"]);
 
     // Another user's empty directory: they could plant hiccups.hlog -> /etc/… in it.
     let them = ThrowawayUser::new();
@@ -119,7 +119,7 @@ fn a_fifo_is_refused_not_waited_on() {
     let fifo = d.join("gc.log");
     let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
     assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
-    let o = stallscope(&["logs", fifo.to_str().unwrap()]);
+    let o = bounded(&["logs", fifo.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(1), "{}", err(&o));
     assert!(
         err(&o).contains("is not a regular file (a FIFO)")
@@ -141,7 +141,7 @@ fn a_fifo_is_refused_not_waited_on() {
     }
     let c = std::ffi::CString::new(rec.join("safepoint.log").to_str().unwrap()).unwrap();
     assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
-    let o = stallscope(&["report", rec.to_str().unwrap()]);
+    let o = bounded(&["report", rec.to_str().unwrap()]);
     assert_ne!(o.status.code(), Some(0), "{}", err(&o));
     assert!(err(&o).contains("safepoint.log: not a regular file"), "{}", err(&o));
     std::fs::remove_dir_all(d).unwrap();
@@ -216,7 +216,7 @@ fn a_jvm_killed_with_sigkill_leaves_its_hiccup_log_readable() {
     let _x = exclusive();
     let d = scratch("sigkill-hlog");
     let rec = d.join("rec");
-    let run = Command::new(bin())
+    let run = stallscope()
         .args([
             "run",
             "--out",
@@ -255,7 +255,7 @@ fn a_jvm_killed_with_sigkill_leaves_its_hiccup_log_readable() {
     // stallscope saw it die: the files its shutdown hook would have removed are gone.
     let hb = format!("/dev/shm/stallscope-{jvm}.heartbeat");
     assert!(!Path::new(&hb).exists(), "{hb} left behind");
-    let o = stallscope(&["report", "--json", rec.to_str().unwrap()]);
+    let o = bounded(&["report", "--json", rec.to_str().unwrap()]);
     assert!(o.status.success(), "{}", err(&o));
     let r: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     let h = &r["summary"]["hiccups"];

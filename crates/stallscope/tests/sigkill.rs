@@ -233,7 +233,7 @@ fn boost_killed(level: &str, raised: impl Fn(&[String]) -> bool) {
         let marker = format!("-Dstallscope.killtest={}-{rep}", std::process::id());
         let _jvm = KillOnDrop(marker.clone());
         let rec = d.join(format!("rec-{rep}"));
-        let mut run = Command::new(bin())
+        let mut run = stallscope()
             .args([
                 "run",
                 "--boost",
@@ -320,7 +320,7 @@ fn throttle_killed_at_any_moment_leaves_no_cgroup_and_no_command() {
     for rep in 0..reps() {
         // A sleep whose argument is unique, to find it once its parent is gone.
         let secs = format!("30.{}{rep}", std::process::id());
-        let mut t = Command::new(bin())
+        let mut t = stallscope()
             .args(["inject", "throttle", "--riops", "20", "--", "sleep", &secs])
             .current_dir(&d)
             .stderr(Stdio::piped())
@@ -377,7 +377,7 @@ fn slowfs_killed_at_any_moment_leaves_no_mount() {
     let mut failures = Vec::new();
     for rep in 0..reps() {
         let mut reader = None;
-        let mut fs = Command::new(bin())
+        let mut fs = stallscope()
             .args(["inject", "slowfs", "--read-delay", "50ms"])
             .arg(&back)
             .arg(&mnt)
@@ -422,7 +422,7 @@ fn freeze_killed_at_any_moment_leaves_nothing_stopped() {
     let pid = target.0.id() as i32;
     let mut failures = Vec::new();
     for rep in 0..reps() {
-        let mut f = Command::new(bin())
+        let mut f = stallscope()
             .args(["inject", "freeze", &pid.to_string(), "--for", "30s"])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -493,7 +493,7 @@ fn attach_kills(name: &str, jvm: Reaper, pid: i32, heartbeat: PathBuf) {
     let mut failures = Vec::new();
     for rep in 0..reps() {
         let dir = d.join(format!("rec-{rep}"));
-        let mut att = Command::new(bin())
+        let mut att = stallscope()
             .args(["attach", &pid.to_string(), "--for", "60s", "--out", dir.to_str().unwrap()])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -519,7 +519,7 @@ fn attach_kills(name: &str, jvm: Reaper, pid: i32, heartbeat: PathBuf) {
     }
     // Still the JVM it was: a whole attach works and records.
     let dir = d.join("rec-after");
-    let o = Command::new(bin())
+    let o = stallscope()
         .args(["attach", &pid.to_string(), "--for", "1s", "--out", dir.to_str().unwrap()])
         .output()
         .unwrap();

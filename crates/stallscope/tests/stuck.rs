@@ -15,11 +15,7 @@ use std::time::Duration;
 /// see what the JVM printed of its own).
 fn jvm(java: &Path, jvm_args: &[&str], args: &[&str], out: &Path) -> (Reaper, i32) {
     let f = std::fs::File::create(out).unwrap();
-    let child = Command::new(java)
-        .args(jvm_args)
-        .arg("-jar")
-        .arg(workloads_jar())
-        .args(args)
+    let child = workload(Command::new(java), jvm_args, args)
         .stdout(f.try_clone().unwrap())
         .stderr(f)
         .spawn()
@@ -30,7 +26,7 @@ fn jvm(java: &Path, jvm_args: &[&str], args: &[&str], out: &Path) -> (Reaper, i3
 
 /// `stallscope attach PID --for …`: its stdout and stderr, having succeeded.
 fn attach(pid: i32, run_for: &str, dir: &Path) -> (String, String) {
-    let o = Command::new(bin())
+    let o = stallscope()
         .args(["attach", &pid.to_string(), "--for", run_for, "--out", dir.to_str().unwrap()])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -62,7 +58,7 @@ fn now_block(out: &str) -> (String, Duration) {
 }
 
 fn report_json(dir: &Path) -> Value {
-    let o = Command::new(bin()).args(["report", "--json", dir.to_str().unwrap()]).output().unwrap();
+    let o = stallscope().args(["report", "--json", dir.to_str().unwrap()]).output().unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     serde_json::from_slice(&o.stdout).unwrap()
 }
@@ -282,8 +278,7 @@ fn the_counters_read_as_jstat_reads_them_on_every_lts_jdk() {
             v.sort();
             v
         };
-        let ours =
-            sorted(Command::new(bin()).args(["counters", &pid.to_string()]).output().unwrap());
+        let ours = sorted(stallscope().args(["counters", &pid.to_string()]).output().unwrap());
         let jstat = java.parent().unwrap().join("jstat");
         let theirs = sorted(
             Command::new(&jstat)
@@ -319,7 +314,7 @@ fn stalls_at_the_safepoint_are_named_from_the_counters_and_proc_alone() {
         "this test needs root: a swap file and a memory cgroup (CI runs as root)"
     );
     let out: PathBuf = scratch("stuck-outside").join("lab");
-    let o = Command::new(bin())
+    let o = stallscope()
         .args([
             "lab",
             "run",

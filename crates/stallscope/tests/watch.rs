@@ -24,23 +24,8 @@ const MARK: &str = "61s";
 const EVERY: Duration = Duration::from_millis(250);
 
 fn idle_jvm(java: &Path) -> (Reaper, i32) {
-    let mut child = Command::new(java)
-        .args(["-Xmx64m", "-jar"])
-        .arg(workloads_jar())
-        .args(["idle", "--duration", MARK])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
-    let pid = line
-        .trim()
-        .strip_prefix("idle: pid ")
-        .unwrap_or_else(|| panic!("{line:?}"))
-        .parse()
-        .unwrap();
-    (Reaper(child), pid)
+    Jvm::idle(workload(Command::new(java), &["-Xmx64m"], &["idle", "--duration", MARK]))
+        .into_parts()
 }
 
 fn counted_loop_jvm(rounds: &str) -> (Reaper, i32) {
@@ -48,18 +33,10 @@ fn counted_loop_jvm(rounds: &str) -> (Reaper, i32) {
 }
 
 fn counted_loop_jvm_with(options: &[&str], rounds: &str) -> (Reaper, i32) {
-    let child = Command::new(java17())
-        .args(["-Xmx64m", "-XX:+UseParallelGC", "-XX:-UseCountedLoopSafepoints"])
-        .args(options)
-        .arg("-jar")
-        .arg(workloads_jar())
-        .args(["counted-loop", "--duration", MARK, "--rounds", rounds, "--trigger", "threaddump"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let pid = child.id() as i32;
-    (Reaper(child), pid)
+    let mut java = Command::new(java17());
+    java.args(["-Xmx64m", "-XX:+UseParallelGC", "-XX:-UseCountedLoopSafepoints"]);
+    let args = ["counted-loop", "--duration", MARK, "--rounds", rounds, "--trigger", "threaddump"];
+    Jvm::start(workload(java, options, &args)).into_parts()
 }
 
 fn free_port() -> u16 {
@@ -68,7 +45,7 @@ fn free_port() -> u16 {
 
 /// Starts `watch` with `args`; returns it and (with --metrics) the address it serves.
 fn start_watch(args: &[&str]) -> (Child, Option<String>, std::sync::mpsc::Receiver<String>) {
-    let mut w = Command::new(bin())
+    let mut w = stallscope()
         .arg("watch")
         .args(args)
         .stdout(Stdio::null())
@@ -354,7 +331,7 @@ fn watch_guards_three_jvms_one_contained_and_prometheus_sees_the_stall_under_its
     assert!(left.is_empty(), "left behind: {left:#?}");
     // What it kept, `report` reads.
     let rec = e["recording"].as_str().unwrap();
-    let o = Command::new(bin()).args(["report", "--json", rec]).output().unwrap();
+    let o = stallscope().args(["report", "--json", rec]).output().unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let r: Value = serde_json::from_slice(&o.stdout).unwrap();
     assert!(
@@ -365,7 +342,7 @@ fn watch_guards_three_jvms_one_contained_and_prometheus_sees_the_stall_under_its
             .any(|s| s["findings"][0]["cause"] == "no-safepoint-poll")
     );
     // And the directory of them all: one line per recording.
-    let o = Command::new(bin()).args(["report", out.to_str().unwrap()]).output().unwrap();
+    let o = stallscope().args(["report", out.to_str().unwrap()]).output().unwrap();
     let listing = String::from_utf8_lossy(&o.stdout);
     assert!(o.status.success() && listing.lines().any(|l| l.contains(&format!("pid {loop_pid} ")) && l.contains("no-safepoint-poll")), "{listing}");
     drop((looping, contained, late, prom));
@@ -412,8 +389,7 @@ fn retention_holds_its_bound_while_stalls_come_faster_than_it_allows() {
     );
     assert!(max <= BOUND, "{max} bytes used at the most, over the 3M bound");
     for r in &now {
-        let o =
-            Command::new(bin()).args(["report", "--json", r.to_str().unwrap()]).output().unwrap();
+        let o = stallscope().args(["report", "--json", r.to_str().unwrap()]).output().unwrap();
         assert!(o.status.success(), "{}: {}", r.display(), String::from_utf8_lossy(&o.stderr));
     }
     assert!(left_in(loop_pid).is_empty(), "{:?}", left_in(loop_pid));
@@ -479,7 +455,7 @@ fn a_jvm_that_refuses_the_attach_or_is_recorded_already_is_skipped_with_one_line
     BufReader::new(refusing.stdout.take().unwrap()).read_line(&mut line).unwrap();
     let refusing_pid = refusing.id() as i32;
     let refusing = Reaper(refusing);
-    let mut recorded = Command::new(bin())
+    let mut recorded = stallscope()
         .args(["run", "--no-frames", "--out", d.join("run").to_str().unwrap(), "--"])
         .arg(java17())
         .args(["-Xmx64m", "-jar"])
@@ -546,17 +522,7 @@ fn a_jvm_that_refuses_the_attach_or_is_recorded_already_is_skipped_with_one_line
 
 /// A JVM of the workloads jar on JDK 17 with these options and arguments; its pid.
 fn jvm_with(options: &[&str], args: &[&str]) -> (Reaper, i32) {
-    let child = Command::new(java17())
-        .args(options)
-        .arg("-jar")
-        .arg(workloads_jar())
-        .args(args)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let pid = child.id() as i32;
-    (Reaper(child), pid)
+    Jvm::start(workload(Command::new(java17()), options, args)).into_parts()
 }
 
 /// The OpenMetrics text watch serves at `addr`.

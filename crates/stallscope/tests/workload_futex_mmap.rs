@@ -4,10 +4,11 @@
 //! for write, so the churning thread's mmap calls take far longer (the lab reports whether the
 //! waiter feels it).
 
-use std::process::Command;
+mod common;
+use common::stallscope;
 
 fn run(args: &[&str]) -> serde_json::Value {
-    let o = Command::new(env!("CARGO_BIN_EXE_stallscope"))
+    let o = stallscope()
         .args(["workload", "futex-mmap", "--duration", "700ms", "--region-mb", "64"])
         .args(args)
         .output()
@@ -34,10 +35,7 @@ fn mlock_holds_the_mmap_write_lock_far_longer() {
 
 #[test]
 fn bad_variant_names_are_refused() {
-    let o = Command::new(env!("CARGO_BIN_EXE_stallscope"))
-        .args(["workload", "futex-mmap", "--churn", "sometimes"])
-        .output()
-        .unwrap();
+    let o = stallscope().args(["workload", "futex-mmap", "--churn", "sometimes"]).output().unwrap();
     // A wrong value is a usage error (exit 2), and the message lists the right ones.
     assert_eq!(o.status.code(), Some(2));
     assert!(

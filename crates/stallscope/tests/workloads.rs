@@ -157,7 +157,7 @@ fn safepoint_storm_reaches_safepoints_slowly_beside_cpu_hogs() {
     let ttsp = |hog: bool| {
         let log = d.join(format!("storm-{hog}.log"));
         let mut h = hog.then(|| {
-            Command::new(bin())
+            stallscope()
                 .args(["inject", "cpu-hog", "--threads", "4", "--for", "9s"])
                 .stdout(std::process::Stdio::null())
                 .stderr(std::process::Stdio::null())

