@@ -1,0 +1,475 @@
+//! From one stall's evidence to findings: which causes, with what share of the stall and what
+//! confidence, which threads the stall waited on, and why we think so.
+//!
+//! The stall is cut into segments: reaching each safepoint it overlaps (TTSP), at each one, and
+//! outside any. Each segment waited on particular threads: the threads late to the safepoint,
+//! the VM thread and GC workers while at it, and outside a safepoint the hiccup meter, whose
+//! lateness *is* the hiccup. Their time in the segment is accounted by what they did (on a CPU
+//! in user or kernel mode, on a run queue, stopped, or waiting in the kernel, by what for), and
+//! each kind of time maps to a cause, using the counters around the stall where the thread's own
+//! state cannot say (swap against file against reclaim for a page fault, throttling against
+//! starvation for a run queue). A cause's share is the time it explains.
+//!
+//! Invariant: every finding lists the evidence it rests on; high confidence needs evidence of
+//! its kind covering at least [`HIGH_SHARE`] of the stall; whatever the evidence does not cover
+//! is `unknown`, with the raw samples. stallscope's own threads are never culprits.
+//!
+//! The steps, one file each: `segment` cuts the stall; `attribute` finds whose time each
+//! segment waited on, broken down by `activity` and read as causes by `readings`, with the
+//! machine-wide counters of `machine`; `findings` merges the parts into findings; `words` holds
+//! the words the evidence shares; `inputs` is what they all read.
+
+mod activity;
+mod attribute;
+mod findings;
+mod inputs;
+mod machine;
+mod readings;
+mod segment;
+mod words;
+
+pub use activity::{Activity, breakdown};
+pub use findings::confidence;
+pub use inputs::Inputs;
+pub use segment::{Segment, SegmentKind, segments};
+
+use crate::report::Finding;
+
+/// A cause covering at least this share of the stall, with direct evidence, is named with high
+/// confidence (docs/causes/unknown.md says what "most" means).
+pub const HIGH_SHARE: f64 = 2.0 / 3.0;
+/// At least this share: medium; below it, low.
+pub const MEDIUM_SHARE: f64 = 1.0 / 3.0;
+/// A part of the stall no evidence explains, at least this long relative to it, is reported as
+/// `unknown` beside the causes.
+pub const UNKNOWN_SHARE: f64 = 1.0 / 3.0;
+
+/// One stall's findings, largest share first (none when nothing at all explains it).
+pub fn classify(inp: &Inputs) -> Vec<Finding> {
+    // Everything stopped: a freeze, whatever else the safepoint log says.
+    if let Some(f) = findings::frozen(inp) {
+        return vec![f];
+    }
+    // The recorder was held up with the JVM: its own cgroup, the CPUs, or the machine.
+    if let Some(f) = findings::recorder_held(inp) {
+        return vec![f];
+    }
+    let by_cause = findings::merge_by_cause(attribute::stall_parts(inp));
+    let explained_ns = findings::explained_ns(&by_cause);
+    let mut out: Vec<Finding> =
+        by_cause.into_values().map(|p| findings::of_cause(p, inp)).collect();
+    findings::add_machine_wide(&mut out, inp);
+    findings::add_unexplained(&mut out, explained_ns, inp);
+    findings::drop_negligible(&mut out);
+    findings::order(&mut out);
+    findings::drop_lone_unknown(&mut out);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::causes::Cause;
+    use crate::evidence::{StallEvidence, ThreadEvidence};
+    use crate::report::{Confidence, SafepointView};
+    use crate::signals::SystemSignals;
+    use crate::wait::{Seen, Wait};
+    use recording::Shares;
+    use std::collections::{BTreeMap, HashMap};
+
+    const MS: u64 = 1_000_000;
+
+    /// A thread seen in `state` throughout `span`, with the given counters.
+    fn thread(tid: i32, comm: &str, state: char, cpu_ns: u64, run_delay_ns: u64) -> ThreadEvidence {
+        let span = 22 * MS;
+        let seen = match state {
+            'R' => Seen::Runnable,
+            'T' => Seen::Stopped,
+            _ => Seen::Waiting(Wait::Parked),
+        };
+        ThreadEvidence {
+            tid,
+            comm: comm.into(),
+            samples: 10,
+            states: BTreeMap::from([(state, 10)]),
+            wchan: String::new(),
+            wchans: BTreeMap::new(),
+            not_in_syscall: 0,
+            fault_pc: None,
+            first_blocked_t: None,
+            syscall_nr: None,
+            cpu_ns,
+            run_delay_ns,
+            queued_at_first_ns: 0,
+            lead_queued_ns: 0,
+            majflt: 0,
+            minflt: 0,
+            majflt_since_baseline: 0,
+            span_ns: span,
+            utime_ticks: 0,
+            stime_ticks: 0,
+            seen_ns: BTreeMap::from([(seen, span)]),
+            files: BTreeMap::new(),
+        }
+    }
+
+    fn safepoint(op: &str, ttsp_ns: u64, at_safepoint_ns: u64) -> SafepointView {
+        SafepointView {
+            op: op.into(),
+            ttsp_ns,
+            at_safepoint_ns,
+            total_ns: ttsp_ns + at_safepoint_ns,
+            start_mono_ns: 0,
+            threads_total: Some(14),
+            threads_running: Some(0),
+            timeout_culprits: vec![],
+            unfinished: false,
+        }
+    }
+
+    fn evidence(threads: Vec<ThreadEvidence>) -> StallEvidence {
+        StallEvidence { threads, sample_times: vec![0, 11 * MS, 22 * MS], stopped_share: vec![] }
+    }
+
+    /// Classifies one stall of `duration_ns` over one safepoint, with the threads as given in
+    /// each phase (none: no sample fell inside), nothing traced.
+    fn run(
+        reaching: Option<Vec<ThreadEvidence>>,
+        at: Option<Vec<ThreadEvidence>>,
+        whole: Vec<ThreadEvidence>,
+        sp: SafepointView,
+        duration_ns: u64,
+        signals: SystemSignals,
+    ) -> Vec<Finding> {
+        let names = HashMap::new();
+        let sps = vec![sp];
+        let seg = |kind, start, end, th: Option<Vec<ThreadEvidence>>| Segment {
+            kind,
+            start_ns: start,
+            end_ns: end,
+            evidence: th.map(evidence).unwrap_or_default(),
+        };
+        let segments: Vec<Segment> = segments(0, duration_ns, &sps)
+            .into_iter()
+            .map(|(kind, start, end)| match kind {
+                SegmentKind::Reaching(_) => seg(kind, start, end, reaching.clone()),
+                SegmentKind::At(_) => seg(kind, start, end, at.clone()),
+                SegmentKind::Outside => seg(kind, start, end, None),
+            })
+            .collect();
+        let whole = evidence(whole);
+        classify(&Inputs {
+            duration_ns,
+            start_ns: 0,
+            end_ns: duration_ns,
+            evidence: &whole,
+            segments: &segments,
+            safepoints: &sps,
+            control_max_late_ns: 0,
+            control_queued_ns: None,
+            signals: &signals,
+            shares: Shares::default(),
+            names: &names,
+            maps: &[],
+            mapped_files: &[],
+            meter_tid: None,
+            trace: &[],
+            clock_ticks: 100,
+        })
+    }
+
+    fn psi(during: Option<f64>, before: Option<f64>) -> SystemSignals {
+        SystemSignals { psi_cpu_during: during, psi_cpu_before: before, ..SystemSignals::default() }
+    }
+
+    /// A 22 ms G1 pause, almost all of it at the safepoint, with the VM Thread and a GC worker as given.
+    fn gc_pause(vm: ThreadEvidence, gc: ThreadEvidence, p: f64) -> Vec<Finding> {
+        run(
+            None,
+            Some(vec![vm.clone(), gc.clone()]),
+            vec![vm, gc],
+            safepoint("G1CollectForAllocation", 36_000, 22 * MS),
+            22 * MS + 36_000,
+            psi(Some(p), None),
+        )
+    }
+
+    #[test]
+    fn cpu_time_from_before_the_safepoint_is_no_evidence_of_a_missing_poll() {
+        // From a doctor test under 4 CPU hogs: 5.35 ms of CPU in a 21.3 ms stall whose TTSP was
+        // 10.8 ms, no sample inside the TTSP. It may all have run before the safepoint began.
+        let mut w = thread(7, "storm-worker-0", 'R', 5_350_000, 121_000);
+        w.span_ns = 8 * MS;
+        let f = run(
+            None,
+            None,
+            vec![w.clone()],
+            safepoint("ThreadDump", 11 * MS, 60_000),
+            21 * MS,
+            psi(None, Some(0.8)),
+        );
+        assert!(f.iter().all(|x| x.cause != Cause::NoSafepointPoll), "{f:?}");
+        // When the TTSP is the stall, running through it is what a missing poll looks like.
+        w.cpu_ns = 20 * MS;
+        w.span_ns = 21 * MS;
+        let f = run(
+            None,
+            None,
+            vec![w],
+            safepoint("ThreadDump", 21 * MS, 60_000),
+            21 * MS,
+            psi(None, Some(0.8)),
+        );
+        assert_eq!(f[0].cause, Cause::NoSafepointPoll, "{f:?}");
+    }
+
+    #[test]
+    fn an_operation_that_ran_is_a_long_vm_operation_and_names_its_threads() {
+        let f = gc_pause(
+            thread(1, "VM Thread", 'S', 100_000, 20_000),
+            thread(2, "GC Thread#0", 'R', 20 * MS, 200_000),
+            0.1,
+        );
+        assert_eq!(f[0].cause, Cause::LongVmOperation, "{f:?}");
+        assert_eq!(f.len(), 1, "{f:?}");
+        let names: Vec<&str> = f[0].culprits.iter().map(|c| c.name.as_str()).collect();
+        assert!(
+            names.contains(&"GC Thread#0"),
+            "the thread doing the work is its culprit: {names:?}"
+        );
+    }
+
+    #[test]
+    fn an_operation_whose_threads_waited_for_a_cpu_is_starved() {
+        let f = gc_pause(
+            thread(1, "VM Thread", 'S', 25_000, 6 * MS),
+            thread(2, "GC Thread#0", 'R', 3 * MS, 11 * MS),
+            0.97,
+        );
+        assert_eq!(f[0].cause, Cause::CpuStarvation, "{f:?}");
+        assert_eq!(f[0].confidence, Confidence::High, "PSI says the CPUs were saturated");
+        let names: Vec<&str> = f[0].culprits.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(names, ["GC Thread#0", "VM Thread"], "the longest wait first");
+        assert!(
+            f.iter().all(|x| x.cause != Cause::LongVmOperation || x.share < 0.25),
+            "17 of 22 ms waiting: no long operation left to blame: {f:?}"
+        );
+    }
+
+    #[test]
+    fn a_partly_starved_operation_gets_both_causes_by_share() {
+        let f = gc_pause(
+            thread(1, "VM Thread", 'S', 25_000, 2 * MS),
+            thread(2, "GC Thread#0", 'R', 12 * MS, 8 * MS),
+            0.6,
+        );
+        let causes: Vec<Cause> = f.iter().map(|x| x.cause).collect();
+        assert_eq!(
+            causes,
+            [Cause::LongVmOperation, Cause::CpuStarvation],
+            "12 of 22 ms ran, 10 waited: {f:?}"
+        );
+        assert!(
+            (f[0].share + f[1].share - 1.0).abs() < 0.01,
+            "the shares add up to the safepoint's: {f:?}"
+        );
+    }
+
+    #[test]
+    fn gc_threads_paging_the_heap_in_from_swap_are_swap_in_not_a_loop_or_a_long_operation() {
+        // As measured here: a 2.15 s full GC whose two GC threads ran 870 ms each, 9 ticks user
+        // and 78 system, +12,433 major faults, D in folio_wait_bit_common a fifth of the time;
+        // the JVM's swap fell from 475 MB to 110 MB.
+        let gc = |tid: i32| {
+            let mut t = thread(tid, &format!("GC Thread#{tid}"), 'R', 870 * MS, 100 * MS);
+            t.span_ns = 2150 * MS;
+            t.utime_ticks = 9;
+            t.stime_ticks = 78;
+            t.majflt = 12_433;
+            t.majflt_since_baseline = 12_433;
+            t.seen_ns = BTreeMap::from([
+                (Seen::Runnable, 1700 * MS),
+                (Seen::Waiting(Wait::PageIn), 450 * MS),
+            ]);
+            t.wchan = "folio_wait_bit_common".into();
+            t
+        };
+        let mut sig = SystemSignals::default();
+        sig.memory.swapped_in_kb = Some(365_644);
+        sig.memory.swap_kb_before = Some(475_416);
+        sig.memory.pswpin = Some(148_512);
+        let vm = thread(1, "VM Thread", 'S', MS, 0);
+        let f = run(
+            None,
+            Some(vec![vm.clone(), gc(2), gc(3)]),
+            vec![vm, gc(2), gc(3)],
+            safepoint("ParallelGCSystemGC", 190_000, 2150 * MS),
+            2150 * MS,
+            sig,
+        );
+        assert_eq!(f[0].cause, Cause::SwapIn, "{f:?}");
+        assert_eq!(f[0].confidence, Confidence::High, "{f:?}");
+        assert!(
+            f.iter().all(|x| !matches!(x.cause, Cause::NoSafepointPoll | Cause::LongVmOperation)
+                || x.confidence != Confidence::High),
+            "{f:?}"
+        );
+        assert!(f[0].culprits.iter().any(|c| c.name == "GC Thread#2"), "{f:?}");
+    }
+
+    #[test]
+    fn the_vm_thread_writing_a_log_to_a_slow_disk_is_blocking_io_whatever_its_state_letter() {
+        // As measured here: 6.6 s at the safepoint, the VM Thread asleep (S) in
+        // request_wait_answer inside write(2) of the GC log on a FUSE file system.
+        let mut vm = thread(1, "VM Thread", 'S', MS, 0);
+        vm.span_ns = 6600 * MS;
+        vm.wchan = "request_wait_answer".into();
+        vm.seen_ns = BTreeMap::from([(Seen::Waiting(Wait::FileWrite), 6600 * MS)]);
+        vm.files = BTreeMap::from([("/mnt/slow/gc.log".to_string(), 3000)]);
+        vm.syscall_nr = (0..512).find(|n| procwatch::syscalls::name(*n) == Some("write"));
+        let gc = thread(2, "GC Thread#0", 'S', MS, 0);
+        let f = run(
+            None,
+            Some(vec![vm.clone(), gc.clone()]),
+            vec![vm, gc],
+            safepoint("ParallelGCSystemGC", 80_000, 6600 * MS),
+            6600 * MS,
+            SystemSignals::default(),
+        );
+        assert_eq!(f[0].cause, Cause::VmThreadIo, "{f:?}");
+        assert_eq!(f[0].confidence, Confidence::High);
+        assert_eq!(f[0].culprits[0].name, "VM Thread");
+        assert!(
+            f[0].culprits[0].description.contains("write(2) to /mnt/slow/gc.log"),
+            "{}",
+            f[0].culprits[0].description
+        );
+        assert!(f.iter().all(|x| x.cause != Cause::LongVmOperation), "{f:?}");
+    }
+
+    #[test]
+    fn a_thread_asleep_over_memory_high_is_memcg_high() {
+        // A stand-in built from samples, named so: this project's machines have the memory
+        // controller on cgroup v1 only, where memory.high does not exist, so no real JVM can be
+        // throttled by it here. The thread slept in mem_cgroup_handle_over_high after a fault in
+        // Java code, and the cgroup's memory.events high count rose.
+        let mut t = thread(9, "worker", 'S', MS, 0);
+        t.span_ns = 300 * MS;
+        t.wchan = "mem_cgroup_handle_over_high".into();
+        t.seen_ns = BTreeMap::from([(Seen::Waiting(Wait::MemcgHigh), 300 * MS)]);
+        let mut sig = SystemSignals::default();
+        sig.memory.memcg_high_events = Some(40);
+        let mut sp = safepoint("G1CollectForAllocation", 300 * MS, 2 * MS);
+        sp.timeout_culprits = vec![crate::report::TimeoutCulprit {
+            name: "worker".into(),
+            tid: Some(9),
+            state: Some("runnable".into()),
+        }];
+        let f = run(Some(vec![t.clone()]), None, vec![t], sp, 302 * MS, sig);
+        assert_eq!(f[0].cause, Cause::MemcgHigh, "{f:?}");
+        assert_eq!(f[0].confidence, Confidence::High);
+        assert!(f[0].evidence.iter().any(|e| e.contains("over memory.high 40 times")), "{f:?}");
+    }
+
+    /// The recorder's own control meter late by most of a stall outside any safepoint.
+    fn recorder_late(
+        queued_ns: Option<u64>,
+        shares: Shares,
+        signals: SystemSignals,
+    ) -> Vec<Finding> {
+        let names = HashMap::new();
+        let ev = StallEvidence::default();
+        classify(&Inputs {
+            duration_ns: 100 * MS,
+            start_ns: 0,
+            end_ns: 100 * MS,
+            evidence: &ev,
+            segments: &[],
+            safepoints: &[],
+            control_max_late_ns: 90 * MS,
+            control_queued_ns: queued_ns,
+            signals: &signals,
+            shares,
+            names: &names,
+            maps: &[],
+            mapped_files: &[],
+            meter_tid: None,
+            trace: &[],
+            clock_ticks: 100,
+        })
+    }
+
+    #[test]
+    fn a_late_recorder_is_a_machine_pause_only_when_nothing_else_held_it() {
+        // It ran, but not for 90 ms, and nothing queued or throttled it: the machine stopped.
+        assert_eq!(
+            recorder_late(Some(0), Shares::default(), SystemSignals::default())[0].cause,
+            Cause::MachinePause
+        );
+        // It waited on a run queue for most of that: the CPUs were busy, not stopped.
+        let f = recorder_late(Some(80 * MS), Shares::default(), SystemSignals::default());
+        assert_eq!(f[0].cause, Cause::CpuStarvation, "{f:?}");
+        // It runs under the JVM's CPU quota, and that cgroup was throttled.
+        let sig = SystemSignals { throttled_ns: Some(85 * MS), ..SystemSignals::default() };
+        let f = recorder_late(Some(0), Shares { cpu_cgroup: true, memory_cgroup: false }, sig);
+        assert_eq!(f[0].cause, Cause::CgroupThrottling, "{f:?}");
+        assert!(f[0].evidence.iter().any(|e| e.contains("same CPU quota")), "{f:?}");
+    }
+
+    #[test]
+    fn a_runnable_thread_in_a_throttled_cgroup_waits_out_the_quota_not_a_busy_machine() {
+        // As in the lab's cpu-quota scenario: a 77 ms stall, the late thread R in every sample
+        // with counters too short to say, the CPUs saturated (PSI 97%), the JVM's cgroup
+        // throttled for 70 ms of it.
+        let mut t = thread(7, "worker", 'R', 0, 0);
+        t.span_ns = 77 * MS;
+        t.seen_ns = BTreeMap::from([(Seen::Runnable, 77 * MS)]);
+        let sig = SystemSignals {
+            psi_cpu_during: Some(0.97),
+            throttled_ns: Some(70 * MS),
+            ..SystemSignals::default()
+        };
+        let f = run(
+            Some(vec![t.clone()]),
+            None,
+            vec![t.clone()],
+            safepoint("ThreadDump", 76 * MS, MS),
+            77 * MS,
+            sig,
+        );
+        assert_eq!(f[0].cause, Cause::CgroupThrottling, "{f:?}");
+        assert_ne!(f[0].confidence, Confidence::High, "R is no proof of waiting: {f:?}");
+        // Without the throttling, the same samples are a busy machine.
+        let sig = SystemSignals { psi_cpu_during: Some(0.97), ..SystemSignals::default() };
+        let f = run(
+            Some(vec![t.clone()]),
+            None,
+            vec![t],
+            safepoint("ThreadDump", 76 * MS, MS),
+            77 * MS,
+            sig,
+        );
+        assert_eq!(f[0].cause, Cause::CpuStarvation, "{f:?}");
+    }
+
+    #[test]
+    fn what_no_evidence_covers_is_unknown_beside_the_cause() {
+        // The operation's threads parked most of a 100 ms operation: 30 ms explained.
+        let mut gc = thread(2, "GC Thread#0", 'R', 30 * MS, 0);
+        gc.span_ns = 100 * MS;
+        gc.seen_ns =
+            BTreeMap::from([(Seen::Runnable, 30 * MS), (Seen::Waiting(Wait::Parked), 70 * MS)]);
+        let f = run(
+            None,
+            Some(vec![gc.clone()]),
+            vec![gc],
+            safepoint("G1CollectFull", 50_000, 100 * MS),
+            100 * MS,
+            SystemSignals::default(),
+        );
+        let unknown = f.iter().find(|x| x.cause == Cause::Unknown).expect("the rest is unknown");
+        assert!((unknown.share - 0.7).abs() < 0.02, "{f:?}");
+        let op = f.iter().find(|x| x.cause == Cause::LongVmOperation).unwrap();
+        assert_eq!(op.confidence, Confidence::Low, "30% is no ground for confidence: {f:?}");
+    }
+}
