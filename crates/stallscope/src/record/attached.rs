@@ -10,17 +10,17 @@
 //! that says it has no attach mechanism; and whatever the attach changed is undone at the end,
 //! or by the guardian if stallscope dies or the JVM stops answering first.
 
+use super::attachment::Attachment;
 use super::watch::{self, Ending, Hooks, Joined};
 use super::{
-    Drive, Settings, Stacks, dumps, frames, open_counters, pulse::Pulse, staging, start_frames,
-    start_tracer, watch_options,
+    Drive, Settings, Stacks, dumps, open_counters, pulse::Pulse, start_tracer, watch_options,
 };
 use crate::attach::Jvm;
-use crate::guard::{Guard, Token, Undo};
-use anyhow::{Context, Result};
+use crate::guard::Guard;
+use anyhow::Result;
 use procwatch::clock::mono_ns;
 use recording::units::fmt_ns;
-use recording::{Event, Writer, files};
+use recording::{Event, Writer};
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -216,8 +216,8 @@ fn ask(
     let outcome = Arc::new(std::sync::Mutex::new(None));
     let (s, jvm, d, o) = (s.clone(), jvm.clone(), Arc::clone(&done), Arc::clone(&outcome));
     let thread = std::thread::Builder::new().name("stallscope-attach".into()).spawn(move || {
-        let mut changes = Changes::default();
-        let asked = match cooperate(&s, &jvm, &askable, &d, &joined, &mut changes) {
+        let mut att = None;
+        let asked = match cooperate(&s, &jvm, &askable, &d, &joined, &mut att) {
             Ok(Some(t)) => Some(Asked { joined_at: Some(t), refused: None }),
             // Watching ended before the JVM could be asked.
             Ok(None) => None,
@@ -228,33 +228,23 @@ fn ask(
         while !d.load(Ordering::Relaxed) {
             std::thread::sleep(Duration::from_millis(20));
         }
-        changes.undo(&s, &jvm);
+        if let Some(a) = att {
+            a.detach();
+        }
     })?;
     Ok(Asking { thread, outcome, done })
 }
 
-/// What the attach changed in the JVM, each registered with the guardian before it was made.
-#[derive(Default)]
-struct Changes {
-    guard: Option<Guard>,
-    staging: Option<(staging::Staging, Token)>,
-    agent_stop: Option<Token>,
-    log_off: Option<Token>,
-    /// The JVM's safepoint log, as the JVM names it.
-    log: String,
-    jvm_jar: Option<std::path::PathBuf>,
-    frames: Option<(Token, std::thread::JoinHandle<Result<String>>)>,
-}
-
 /// Waits until the JVM may be asked, then loads the agent, switches its safepoint log on, starts
-/// its stacks, and hands the heartbeat to the loop. Returns when the agent got in.
+/// its stacks, and hands the heartbeat to the loop. Returns when the agent got in; what it changed
+/// is in `att`, to be undone when watching ends.
 fn cooperate(
     s: &Settings,
     jvm: &Jvm,
     askable: &AtomicBool,
     done: &AtomicBool,
     joined: &Sender<Joined>,
-    ch: &mut Changes,
+    att: &mut Option<Attachment>,
 ) -> Result<Option<u64>> {
     let pid = jvm.pid;
     // Never a signal or a command to a JVM stopped or in a safepoint: wait.
@@ -264,82 +254,12 @@ fn cooperate(
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-    let guard = ch.guard.insert(Guard::start()?);
-    let jar = std::fs::canonicalize(&s.jar)
-        .with_context(|| format!("{}: the agent jar is not there", s.jar.display()))?;
-    // A JVM in a container sees neither the recording directory nor the jar: both are staged in
-    // its own /tmp, and the logs copied out at the end.
-    if procwatch::ns::other_mount_ns(pid) {
-        // Its removal registered before it exists: a kill in between leaves nothing.
-        let name = staging::fresh_name();
-        let starttime = procwatch::task::process_starttime(pid)
-            .with_context(|| format!("JVM pid {pid}: gone"))?;
-        let token =
-            guard.add(Undo::RemoveDir { path: staging::reached(pid, &name), pid, starttime })?;
-        let mut st = staging::Staging::make(pid, &name)?;
-        st.fill(jvm.uid, jvm.gid, &jar)?;
-        ch.staging = Some((st, token));
-    }
-    let (jvm_dir, jvm_jar) = match &ch.staging {
-        Some((st, _)) => (st.inside.clone(), st.jar()),
-        None => (s.dir.clone(), jar),
-    };
-    ch.log = format!("file={}/{}", jvm_dir.display(), files::SAFEPOINT_LOG);
-    ch.jvm_jar = Some(jvm_jar.clone());
-    let stop_agent = guard.add(Undo::JvmCommand {
-        pid,
-        command: "load".into(),
-        args: vec!["instrument".into(), "false".into(), format!("{}=stop", jvm_jar.display())],
-    })?;
-    // A note left by an earlier attach that died before reading it would be taken for this one's.
-    let _ = procwatch::heartbeat::take_failure_note(pid);
-    let resolution =
-        s.resolution_ns.map(|r| format!(",resolution={}us", r / 1000)).unwrap_or_default();
-    if let Err(e) = jvm.load_agent(
-        &jvm_jar,
-        &format!("log={}/{},interval=1s{resolution}", jvm_dir.display(), files::HICCUPS),
-    ) {
-        // Refused (no attach socket, the agent failed to start): nothing to undo.
-        guard.forget(stop_agent);
-        return Err(e);
-    }
-    ch.agent_stop = Some(stop_agent);
-    // The agent starts inside the load command: when it could not, its note is there now, with
-    // the reason the JVM's stderr got (a recording directory the JVM cannot write).
-    if let Some(why) = procwatch::heartbeat::take_failure_note(pid) {
-        if let Some(t) = ch.agent_stop.take() {
-            guard.forget(t);
-        }
-        return Err(crate::failure::Failure::error(
-            crate::failure::EXIT_FAILURE,
-            format!(
-                "the stallscope agent did not start inside it: {why}; give --out a directory the JVM's user (uid {}) can reach and write",
-                jvm.uid
-            ),
-        ));
-    }
-    let log_off = guard.add(Undo::JvmCommand {
-        pid,
-        command: "jcmd".into(),
-        args: vec![format!("VM.log output={} what=all=off", ch.log)],
-    })?;
-    if let Err(e) = jvm.jcmd(&format!("VM.log output={} output_options=filecount=0 what=safepoint*=debug decorators=uptime,timenanos,level,tags", ch.log)) {
-        guard.forget(log_off);
-        return Err(e);
-    }
-    ch.log_off = Some(log_off);
-    // The JVM's own stack samples: a flight recording, ended (and written) at detach. Not yet in
-    // a container: JFR keeps a repository in the JVM's own /tmp until it exits, which would be
-    // left behind there.
+    let att = att.insert(Attachment::new(s, jvm)?);
+    let (jvm_dir, jvm_jar) = att.stage()?;
+    att.load_agent(&jvm_jar, &jvm_dir)?;
+    att.log_safepoints(&jvm_dir)?;
     if s.stacks != Stacks::Off {
-        if ch.staging.is_some() {
-            let _ = frames::note(
-                &s.dir,
-                "no stacks: not yet for a JVM in a container (JFR would leave its repository in the container's /tmp)",
-            );
-        } else {
-            ch.frames = start_frames(s, jvm, &jvm_dir, guard)?;
-        }
+        att.record_stacks(&jvm_dir)?;
     }
     let mut alive = || Path::new(&format!("/proc/{pid}")).exists();
     let Some(hb) = watch::wait_for_heartbeat(pid, Duration::from_secs(15), &mut alive, done)?
@@ -347,89 +267,13 @@ fn cooperate(
         return Ok(None);
     };
     let dumper =
-        if ch.frames.is_some() { dumps::Dumper::start(jvm.clone(), &s.dir).ok() } else { None };
+        if att.stacks_asked() { dumps::Dumper::start(jvm.clone(), &s.dir).ok() } else { None };
     let at = mono_ns();
     let _ = joined.send(Joined { hb, dumper });
     eprintln!(
         "stallscope: JVM pid {pid}: the agent is in; its heartbeat drives the recording from here"
     );
     Ok(Some(at))
-}
-
-impl Changes {
-    /// Leaves the JVM as it was found: its flight recording ended and read, its logging off, the
-    /// meter stopped, the staged logs copied out. Harmless for what was never done.
-    fn undo(mut self, s: &Settings, jvm: &Jvm) {
-        let pid = jvm.pid;
-        let running = || Path::new(&format!("/proc/{pid}")).exists();
-        let Some(mut guard) = self.guard.take() else { return };
-        let frames_on = self.frames.take().and_then(|(token, started)| match started.join() {
-            Ok(Ok(out)) if out.contains("Started recording") => Some(token),
-            other => {
-                guard.forget(token);
-                let said = match other {
-                    Ok(Ok(out)) => out.trim().to_string(),
-                    Ok(Err(e)) => format!("{e:#}"),
-                    Err(_) => "the attach thread failed".to_string(),
-                };
-                let text = format!("no stacks: JFR.start failed: {said}");
-                eprintln!("stallscope: JVM pid {pid}: {text}");
-                let _ = frames::note(&s.dir, &text);
-                None
-            }
-        });
-        if running()
-            && frames_on.is_some()
-            && let Err(e) = jvm.jcmd(&frames::jcmd_stop())
-        {
-            eprintln!("stallscope: detaching: {e:#}");
-        }
-        // The JVM's thread ids as the host numbers them, while it is still there to ask.
-        let (host_tids, in_container) =
-            (procwatch::ns::host_tids(pid), procwatch::ns::other_pid_ns(pid));
-        if running() {
-            if self.log_off.is_some()
-                && let Err(e) = jvm.jcmd(&format!("VM.log output={} what=all=off", self.log))
-            {
-                eprintln!("stallscope: detaching: {e:#}");
-            }
-            if let (Some(_), Some(jar)) = (&self.agent_stop, &self.jvm_jar)
-                && let Err(e) = jvm.load_agent(jar, "stop")
-            {
-                eprintln!("stallscope: detaching: {e:#}");
-            }
-        }
-        // Undone above, or the JVM is gone: nothing for the guardian to do.
-        for t in [self.log_off, self.agent_stop, frames_on].into_iter().flatten() {
-            guard.forget(t);
-        }
-        if let Some((st, token)) = self.staging.take() {
-            // The stopped agent finishes its hiccup log, then removes its heartbeat: wait for that.
-            let hb = procwatch::heartbeat::default_path(pid);
-            let t0 = Instant::now();
-            while hb.exists() && t0.elapsed() < Duration::from_secs(2) {
-                std::thread::sleep(Duration::from_millis(10));
-            }
-            let (removed, problem) = st.finish(&s.dir, &[files::SAFEPOINT_LOG, files::HICCUPS]);
-            if removed {
-                guard.forget(token);
-            }
-            if let Some(p) = problem {
-                eprintln!("stallscope: {p}");
-            }
-        }
-        if frames_on.is_some() {
-            // In a container, a thread the JVM numbers is only known on the host while the JVM
-            // runs; after it exited, its stacks cannot be placed and are left out.
-            frames::extract_or_note(&s.dir, &|t| {
-                if in_container && host_tids.is_empty() {
-                    0
-                } else {
-                    procwatch::ns::host_tid(&host_tids, t as i32)
-                }
-            });
-        }
-    }
 }
 
 /// Drives a JVM's watcher from `watch`'s one loop, which looks at the JVM from outside through

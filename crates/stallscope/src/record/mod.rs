@@ -7,6 +7,7 @@
 
 pub mod agent_jar;
 pub mod attached;
+mod attachment;
 pub mod boost;
 pub mod control;
 mod dirs;
@@ -19,7 +20,6 @@ pub mod stacks;
 pub mod staging;
 pub mod watch;
 
-use crate::attach::Jvm;
 use anyhow::{Result, bail};
 use procwatch::clock::mono_ns;
 use recording::units::fmt_ns;
@@ -240,29 +240,3 @@ pub(crate) fn open_counters(
 /// Makes the [`watch::Driven`] for a JVM whose heartbeat is found: `stallscope watch` hands its
 /// heartbeat to its one loop.
 pub type Drive<'a> = &'a (dyn Fn(i32, &procwatch::heartbeat::Heartbeat) -> watch::Driven + Sync);
-
-/// Starts the JVM's flight recording of stacks, with its stop registered with the guardian
-/// first, on a thread of its own (JFR takes a while to start): returns the guardian's token for
-/// that stop and the thread, whose answer says whether JFR started. A JVM without a flight
-/// recorder gets a note in `frames.jsonl` instead.
-#[allow(clippy::type_complexity)]
-pub(crate) fn start_frames(
-    s: &Settings,
-    jvm: &Jvm,
-    jvm_dir: &Path,
-    guard: &mut crate::guard::Guard,
-) -> Result<Option<(crate::guard::Token, std::thread::JoinHandle<Result<String>>)>> {
-    if !frames::has_jfr(jvm.java_home.as_deref()) {
-        eprintln!("stallscope: JVM pid {}: {}", jvm.pid, frames::NO_JFR);
-        frames::note(&s.dir, frames::NO_JFR)?;
-        return Ok(None);
-    }
-    frames::write_settings(&s.dir)?;
-    let stop = guard.add(crate::guard::Undo::JvmCommand {
-        pid: jvm.pid,
-        command: "jcmd".into(),
-        args: vec![frames::jcmd_stop()],
-    })?;
-    let (jvm, line) = (jvm.clone(), frames::jcmd_start(jvm_dir));
-    Ok(Some((stop, std::thread::spawn(move || jvm.jcmd(&line)))))
-}
