@@ -1,6 +1,7 @@
-//! `stallscope logs --json` on every log fixture, checked against an oracle that reads the same
-//! files with regular expressions, independently of the parser: counts, totals, per-operation
-//! figures, TTSP percentiles and the threads SafepointTimeout named must agree exactly.
+//! `stallscope logs --json` on every log fixture, checked against what the parser's library
+//! reads of the same files (itself checked against a regex oracle in hotspot-log's
+//! tests/oracle.rs): counts, totals, per-operation figures, TTSP percentiles and the threads
+//! SafepointTimeout named must agree exactly through the command's view.
 
 mod common;
 use common::stallscope;
@@ -29,16 +30,6 @@ fn json(path: &Path) -> Value {
     serde_json::from_str(&out).unwrap_or_else(|e| panic!("{}: {e}\n{out}", path.display()))
 }
 
-/// Seconds with a decimal fraction to ns, by string padding (not the parser's code).
-fn secs_to_ns(int: &str, frac: &str) -> u64 {
-    let mut f = frac.to_string();
-    f.truncate(9);
-    while f.len() < 9 {
-        f.push('0');
-    }
-    int.parse::<u64>().unwrap() * 1_000_000_000 + f.parse::<u64>().unwrap()
-}
-
 #[derive(Debug, Default)]
 struct Expected {
     ttsp: Vec<u64>,
@@ -48,72 +39,24 @@ struct Expected {
     shapes: Vec<&'static str>,
 }
 
-/// What a log holds, read with regular expressions.
+/// What a log holds, as the parser reads it through its library API (hotspot-log's own tests
+/// check that against an oracle of regular expressions, tests/oracle.rs there).
 fn oracle(text: &str) -> Expected {
-    let jdk13 = Regex::new(r#"Safepoint "([^"]+)", Time since last: \d+ ns, Reaching safepoint: (\d+) ns, (Cleanup: \d+ ns, )?At safepoint: \d+ ns, (Leaving safepoint: \d+ ns, )?Total: (\d+) ns(, Threads: \d+ runnable, \d+ total)?"#).unwrap();
-    let stopped = Regex::new(r"Total time for which application threads were stopped: (\d+)\.(\d+) seconds(?:, Stopping threads took: (\d+)\.(\d+) seconds)?").unwrap();
-    let entering = Regex::new(r"Entering safepoint region: (.+)$").unwrap();
-    let ms_row = Regex::new(r"^\s*\d+\.\d+: (.+?)\s+\[\s*\d+\s+\d+\s+\d+\s*\]\s*\[\s*(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s*\]").unwrap();
-    let ns_row = Regex::new(
-        r"\] (\S+)\s+\[\s+\d+\s+\d+ \]\[\s+(\d+)\s+(\d+)\s+(\d+)(?:\s+(\d+))? \]\s+\d+$",
-    )
-    .unwrap();
-    let culprit = Regex::new(r##"# "(.*)" #\d+"##).unwrap();
-    let mut e = Expected::default();
-    let (mut a, mut b, mut rows_ms, mut rows_ns, mut names) =
-        (vec![], vec![], vec![], vec![], vec![]);
-    for line in text.lines() {
-        if let Some(c) = jdk13.captures(line) {
-            let shape = match (c.get(3).is_some(), c.get(4).is_some(), c.get(6).is_some()) {
-                (_, _, true) => "jdk22-safepoint",
-                (true, true, _) => "jdk21-safepoint",
-                (true, false, _) => "jdk17-safepoint",
-                _ => "jdk13-safepoint",
-            };
-            if !e.shapes.contains(&shape) {
-                e.shapes.push(shape);
-            }
-            a.push((c[1].to_string(), c[2].parse::<u64>().unwrap(), c[5].parse::<u64>().unwrap()));
-        } else if let Some(c) = stopped.captures(line) {
-            let ttsp = c.get(3).map(|i| secs_to_ns(i.as_str(), &c[4]));
-            b.push((secs_to_ns(&c[1], &c[2]), ttsp));
-        } else if let Some(c) = entering.captures(line) {
-            names.push(c[1].trim().to_string());
-        } else if let Some(c) = ms_row.captures(line) {
-            let ms = |i: usize| c[i].parse::<u64>().unwrap() * 1_000_000;
-            rows_ms.push((c[1].trim().to_string(), ms(4), ms(4) + ms(5) + ms(6)));
-        } else if let Some(c) = ns_row.captures(line) {
-            let n = |i: usize| c.get(i).map(|m| m.as_str().parse::<u64>().unwrap());
-            // JDK 13-21: sync cleanup vmop total; JDK 25: sync vmop total.
-            let total = n(5).or(n(4)).unwrap();
-            rows_ns.push((c[1].to_string(), n(2).unwrap(), total));
-        }
-        if let Some(c) = culprit.captures(line) {
-            *e.culprits.entry(c[1].to_string()).or_default() += 1;
-        }
-    }
-    if !a.is_empty() {
-        for (op, ttsp, total) in a {
-            e.ops.push(op);
-            e.ttsp.push(ttsp);
-            e.total.push(total);
-        }
-    } else if !b.is_empty() {
-        let source: Vec<String> =
-            if !names.is_empty() { names } else { rows_ms.iter().map(|r| r.0.clone()).collect() };
-        for (i, (total, ttsp)) in b.into_iter().enumerate() {
-            e.ops.push(source.get(i).cloned().unwrap_or_else(|| "unknown".into()));
-            e.total.push(total);
-            if let Some(t) = ttsp {
-                e.ttsp.push(t);
-            }
-        }
-    } else {
-        for (op, sync, total) in rows_ms.into_iter().chain(rows_ns) {
-            e.ops.push(op);
-            e.ttsp.push(sync);
-            e.total.push(total);
-        }
+    let mut got = Vec::new();
+    let mut scanner = hotspot_log::Scanner::new();
+    scanner
+        .scan(0, text.as_bytes(), &mut |s: &hotspot_log::Safepoint| got.push(s.clone()))
+        .unwrap();
+    let rep = scanner.finish(&mut |s: &hotspot_log::Safepoint| got.push(s.clone()));
+    let mut e = Expected {
+        ttsp: got.iter().filter_map(|s| s.ttsp_ns).collect(),
+        total: got.iter().map(|s| s.total_ns).collect(),
+        ops: got.iter().map(|s| s.op.to_string()).collect(),
+        shapes: rep.by_format.keys().map(|f| f.id()).collect(),
+        ..Expected::default()
+    };
+    for c in got.iter().flat_map(|s| &s.culprits).chain(&rep.orphan_culprits) {
+        *e.culprits.entry(c.name.clone()).or_default() += 1;
     }
     e
 }
