@@ -384,3 +384,47 @@ pub struct LabCompareArgs {
     pub a: PathBuf,
     pub b: PathBuf,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::{CommandFactory, Parser};
+
+    fn parse(args: &[&str]) -> Result<Command, String> {
+        let argv = std::iter::once("stallscope").chain(args.iter().copied());
+        Cli::try_parse_from(argv).map(|c| c.command).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn the_command_line_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn run_takes_its_options_and_the_java_command_after_the_dashes() {
+        let c = parse(&["run", "--threshold", "10ms", "--jfr", "--", "java", "-jar", "app.jar"]);
+        let Ok(Command::Run(a)) = c else { panic!("{c:?}") };
+        assert_eq!(a.record.threshold.ns(), 10_000_000);
+        assert_eq!(a.record.sample_interval.ns(), 2_000_000, "the default");
+        assert!(a.jfr && !a.outside && !a.record.no_frames);
+        assert_eq!(a.command, ["java", "-jar", "app.jar"]);
+        assert!(parse(&["run", "--threshold", "10ms"]).is_err(), "no java command");
+    }
+
+    #[test]
+    fn run_outside_refuses_what_needs_the_jvms_cooperation() {
+        assert!(matches!(parse(&["run", "--outside", "--", "java"]), Ok(Command::Run(_))));
+        for with in ["--jfr", "--boost", "--no-safepoint-timeout"] {
+            let e = parse(&["run", "--outside", with, "--", "java"]).unwrap_err();
+            assert!(e.contains("cannot be used with"), "{with}: {e}");
+        }
+    }
+
+    #[test]
+    fn a_duration_without_a_unit_is_refused_with_the_reason() {
+        let e = parse(&["attach", "42", "--for", "5"]).unwrap_err();
+        assert!(e.contains("has no unit"), "{e}");
+        let Ok(Command::Attach(a)) = parse(&["attach", "42", "--for", "1.5s"]) else { panic!() };
+        assert_eq!((a.pid, a.run_for.map(|d| d.ns())), (42, Some(1_500_000_000)));
+    }
+}

@@ -572,3 +572,43 @@ fn apply_retention(
         .retained_bytes
         .set(kept.iter().filter(|k| !removed.contains(&k.dir)).map(|k| k.bytes as i64).sum());
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn jvm(main: &str) -> JvmProcess {
+        JvmProcess {
+            pid: 4242,
+            nspid: 4242,
+            uid: 0,
+            main: main.into(),
+            cmdline: Vec::new(),
+            java_home: None,
+            java_version: None,
+            contained: false,
+            cgroup: "/system.slice/app.service".into(),
+            starttime: 1,
+        }
+    }
+
+    #[test]
+    fn a_jvm_is_named_by_its_main_class_or_its_jars_file_name() {
+        assert_eq!(short_main(&jvm("io.x.Main")), "io.x.Main");
+        assert_eq!(short_main(&jvm("/opt/app/lib/server.jar")), "server.jar");
+        assert_eq!(short_main(&jvm("")), "unknown");
+        let l = labels_of(&jvm("io.x.Main"));
+        assert_eq!((l.pid.as_str(), l.container.as_str()), ("4242", ""), "not in a container");
+        let contained = JvmProcess { contained: true, ..jvm("io.x.Main") };
+        assert_eq!(labels_of(&contained).container, "/system.slice/app.service");
+    }
+
+    #[test]
+    fn a_recording_directory_name_carries_only_what_jvm_options_can() {
+        let out = std::path::Path::new("/nonexistent-stallscope-out");
+        let d = recording_dir(out, &jvm("com.example.Weird Name,with:chars=\"q\""));
+        let name = d.file_name().unwrap().to_string_lossy().into_owned();
+        assert!(name.starts_with("4242-com.example.Weird_Name_with_chars__q_-"), "{name}");
+        assert!(record::option_safe(&d).is_ok(), "{name}");
+    }
+}

@@ -327,3 +327,55 @@ fn clip_span_to_filter(summary: &mut Summary, filter: &Filter, first: &[Stamps],
         summary.observe_span(&Stamps { uptime_ns: Some(e), ..Default::default() });
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use filter::TimeBound;
+
+    fn fixture(name: &str) -> String {
+        let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../tests/fixtures/logs")
+            .join(name);
+        p.to_string_lossy().into_owned()
+    }
+
+    /// The analysis of one fixture with `filter`, and the records handed on.
+    fn analysed(name: &str, filter: Filter) -> (serde_json::Value, usize) {
+        let plan = inputs::plan(&[fixture(name)], true).unwrap();
+        let o = LogsOptions { filter, top: 5, window_ns: 1_000_000_000, verbose: false };
+        let mut handed = 0;
+        let view = analyse(plan, &o, &mut |_| {
+            handed += 1;
+            Ok(())
+        })
+        .unwrap();
+        (serde_json::to_value(&view).unwrap(), handed)
+    }
+
+    const LOG: &str = "jdk17-g1-churn-gc_all+safepoint-default_decorators.log";
+
+    #[test]
+    fn every_record_kept_is_handed_on_and_counted() {
+        let (all, n) = analysed(LOG, Filter::new(None, None, &[], None));
+        assert!(n > 10, "{n}");
+        assert_eq!(all["safepoints"], n as u64);
+        assert_eq!(all["lines"]["unrecognised"], 0);
+        // An operation filter keeps only its own records, counted the same way.
+        let op = all["operations"][0]["name"].as_str().unwrap().to_string();
+        let (one, m) = analysed(LOG, Filter::new(None, None, std::slice::from_ref(&op), None));
+        assert_eq!(one["safepoints"], m as u64);
+        assert_eq!(m as u64, all["operations"][0]["count"].as_u64().unwrap(), "{op}");
+    }
+
+    #[test]
+    fn an_uptime_bound_clips_the_span_the_stopped_share_is_over() {
+        let (all, _) = analysed(LOG, Filter::new(None, None, &[], None));
+        let span = all["span_ns"].as_u64().unwrap();
+        let since = TimeBound::parse("1s").unwrap();
+        let (clipped, kept) = analysed(LOG, Filter::new(Some(since), None, &[], None));
+        let clipped_span = clipped["span_ns"].as_u64().unwrap();
+        assert!(clipped_span < span, "{clipped_span} < {span}");
+        assert_eq!(clipped["safepoints"], kept as u64);
+    }
+}

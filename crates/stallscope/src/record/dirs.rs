@@ -106,3 +106,38 @@ pub fn hand_to(dir: &Path, uid: u32) -> Result<()> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_taken_name_gets_the_next_free_number() {
+        let d = std::env::temp_dir().join(format!("stallscope-dirs-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(d.join("rec")).unwrap();
+        std::fs::create_dir_all(d.join("rec-2")).unwrap();
+        assert_eq!(unused_name(&d, "rec"), d.join("rec-3"));
+        assert_eq!(unused_name(&d, "other"), d.join("other"));
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn a_symbolic_link_or_a_directory_others_can_write_is_refused() {
+        use std::os::unix::fs::PermissionsExt;
+        let d = std::env::temp_dir().join(format!("stallscope-own-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        own_empty_dir(&d.join("new")).unwrap();
+        let open = d.join("open");
+        std::fs::create_dir(&open).unwrap();
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
+        assert!(own_empty_dir(&open).is_err(), "a directory anyone can write");
+        std::os::unix::fs::symlink(d.join("new"), d.join("link")).unwrap();
+        assert!(own_empty_dir(&d.join("link")).is_err(), "a symbolic link");
+        std::fs::write(d.join("new/file"), b"x").unwrap();
+        assert!(own_empty_dir(&d.join("new")).is_err(), "not empty");
+        own_dir(&d.join("new"), false).unwrap();
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+}

@@ -32,7 +32,7 @@ pub use dirs::{hand_to, option_safe, own_dir, own_empty_dir, unused_name};
 pub use launch::{Launch, record_jvm, record_native};
 
 /// What a recording needs: the agent, the directory, the thresholds.
-#[derive(Clone)]
+#[derive(Debug, Clone)]
 pub struct Settings {
     pub jar: PathBuf,
     pub dir: PathBuf,
@@ -240,3 +240,58 @@ pub(crate) fn open_counters(
 /// Makes the [`watch::Driven`] for a JVM whose heartbeat is found: `stallscope watch` hands its
 /// heartbeat to its one loop.
 pub type Drive<'a> = &'a (dyn Fn(i32, &procwatch::heartbeat::Heartbeat) -> watch::Driven + Sync);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scratch(name: &str) -> PathBuf {
+        let d =
+            std::env::temp_dir().join(format!("stallscope-settings-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    fn request<'a>(out: &'a Path, agent: &'a Path, threshold_ns: u64) -> RecordRequest<'a> {
+        RecordRequest {
+            out: Some(out),
+            threshold_ns,
+            sample_interval_ns: 2_000_000,
+            agent: Some(agent),
+            frames: true,
+        }
+    }
+
+    #[test]
+    fn settings_make_a_private_directory_and_say_how_stacks_are_taken() {
+        let d = scratch("ok");
+        let jar = d.join("agent.jar");
+        std::fs::write(&jar, b"PK").unwrap();
+        let s = settings(&request(&d.join("rec"), &jar, 5_000_000)).unwrap();
+        assert!(s.dir.is_absolute() && s.dir.is_dir(), "{}", s.dir.display());
+        assert_eq!(s.stacks, Stacks::Agent);
+        assert!(!s.outside);
+        let o = watch_options(&s);
+        assert_eq!((o.threshold_ns, o.sample_interval_ns), (5_000_000, 2_000_000));
+        let off =
+            settings(&RecordRequest { frames: false, ..request(&d.join("b"), &jar, 5_000_000) });
+        assert_eq!(off.unwrap().stacks, Stacks::Off);
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn settings_refuse_a_threshold_below_the_agents_resolution_and_a_used_directory() {
+        let d = scratch("refused");
+        let jar = d.join("agent.jar");
+        std::fs::write(&jar, b"PK").unwrap();
+        let e = settings(&request(&d.join("rec"), &jar, 500_000)).unwrap_err().to_string();
+        assert!(e.contains("below the agent's 1 ms resolution"), "{e}");
+        // A directory with something in it is no recording directory of ours.
+        let e = settings(&request(&d, &jar, 5_000_000)).unwrap_err().to_string();
+        assert!(e.contains(&d.display().to_string()), "{e}");
+        let e = settings(&request(&d.join("a,b"), &jar, 5_000_000)).unwrap_err().to_string();
+        assert!(e.contains("cannot hold ','"), "{e}");
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+}
