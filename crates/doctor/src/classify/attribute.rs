@@ -7,11 +7,11 @@
 //! meter thread is evidence, never a culprit.
 
 use super::activity::{Activity, breakdown, unsafe_activity};
+use super::evidence_kind::{Evidence, Role};
 use super::inputs::Inputs;
 use super::machine::cpu_pressure;
 use super::readings::cause_of;
 use super::segment::{Segment, SegmentKind};
-use super::words::Role;
 use crate::causes::Cause;
 use crate::evidence::{
     StallEvidence, ThreadEvidence, jvm_internal, stallscope_own, vm_operation_thread,
@@ -43,7 +43,7 @@ pub(super) struct Part {
     /// user-mode CPU…), not only inferred.
     pub strong: bool,
     pub held: Vec<Held>,
-    pub evidence: Vec<String>,
+    pub evidence: Vec<Evidence>,
 }
 
 /// Every segment's parts, in time order, leaving out the phases of a safepoint too short to
@@ -83,7 +83,7 @@ fn parts_of(
     inp: &Inputs,
     out: &mut Vec<Part>,
 ) -> u64 {
-    let mut raw: Vec<(Cause, u64, bool, Held, Vec<String>)> = Vec::new();
+    let mut raw: Vec<(Cause, u64, bool, Held, Vec<Evidence>)> = Vec::new();
     for (t, named) in threads {
         let a = t.account(inp.tick_ns());
         for (act, ns) in breakdown(&a) {
@@ -231,12 +231,12 @@ fn segment_parts(seg: &Segment, inp: &Inputs, out: &mut Vec<Part>) {
                     })
                     .filter(|h| inp.evidence.threads.iter().any(|t| t.tid == h.tid))
                     .collect();
-                let mut evid: Vec<String> = psi.into_iter().collect();
-                if runnable.is_empty() {
-                    evid.push("no thread of the JVM was seen holding the safepoint; the late ones had reached it by the first sample".into());
+                let mut evid: Vec<Evidence> = psi.into_iter().collect();
+                evid.push(if runnable.is_empty() {
+                    Evidence::NoneSeenHolding
                 } else {
-                    evid.push("SafepointTimeout saw the late threads runnable; they had reached the safepoint by the first sample".into());
-                }
+                    Evidence::TimeoutSawRunnable
+                });
                 out.push(Part {
                     cause: Cause::CpuStarvation,
                     ns: len,
@@ -278,11 +278,10 @@ fn segment_parts(seg: &Segment, inp: &Inputs, out: &mut Vec<Part>) {
             {
                 out.truncate(before);
                 let (contended, psi) = cpu_pressure(inp);
-                let mut evid = vec![format!(
-                    "the hiccup meter thread was runnable (R) in {} of {} samples but did not tick: it was waiting for a CPU",
-                    meter.count('R'),
-                    meter.samples
-                )];
+                let mut evid = vec![Evidence::MeterRunnable {
+                    runnable: meter.count('R'),
+                    samples: meter.samples,
+                }];
                 evid.extend(psi);
                 out.push(Part {
                     cause: Cause::CpuStarvation,
@@ -294,10 +293,8 @@ fn segment_parts(seg: &Segment, inp: &Inputs, out: &mut Vec<Part>) {
             } else if covered == 0 {
                 let (contended, psi) = cpu_pressure(inp);
                 if contended {
-                    let mut evid: Vec<String> = psi.into_iter().collect();
-                    evid.push(
-                        "the hiccup meter thread was running again by the first sample".into(),
-                    );
+                    let mut evid: Vec<Evidence> = psi.into_iter().collect();
+                    evid.push(Evidence::MeterRunningAgain);
                     out.push(Part {
                         cause: Cause::CpuStarvation,
                         ns: len,

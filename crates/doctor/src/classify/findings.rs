@@ -8,9 +8,10 @@
 
 use super::activity::Activity;
 use super::attribute::{Held, Part};
+use super::evidence_kind::Evidence;
 use super::inputs::Inputs;
 use super::machine::{cold_files, cpu_pressure, reclaim_lines, tlb_storm, traced_fault};
-use super::words::plural;
+use super::words::{lines, plural};
 use super::{HIGH_SHARE, MEDIUM_SHARE, UNKNOWN_SHARE};
 use crate::causes::Cause;
 use crate::evidence::{ThreadEvidence, stallscope_own};
@@ -31,23 +32,42 @@ const CONTROL_LATE_MIN_NS: u64 = 20_000_000;
 /// Culprits listed per finding (the rest are counted).
 const MAX_CULPRITS: usize = 4;
 
+/// A finding whose evidence is not yet put into words: what the steps of the classification
+/// pass along, weigh and order.
+#[derive(Debug)]
+pub(super) struct Draft {
+    pub cause: Cause,
+    pub confidence: Confidence,
+    pub share: f64,
+    pub culprits: Vec<CulpritView>,
+    pub evidence: Vec<Evidence>,
+}
+
+impl Draft {
+    /// The finding as reported: its cause's title, fix and page, and its evidence in words.
+    pub(super) fn into_finding(self) -> Finding {
+        let cause = self.cause;
+        Finding {
+            cause,
+            title: cause.title().to_string(),
+            confidence: self.confidence,
+            share: self.share,
+            culprits: self.culprits,
+            evidence: lines(&self.evidence),
+            fix: cause.fix().to_string(),
+            doc: cause.doc(),
+        }
+    }
+}
+
 fn finding(
     cause: Cause,
     confidence: Confidence,
     share: f64,
     culprits: Vec<CulpritView>,
-    evidence: Vec<String>,
-) -> Finding {
-    Finding {
-        cause,
-        title: cause.title().to_string(),
-        confidence,
-        share: share.clamp(0.0, 1.0),
-        culprits,
-        evidence,
-        fix: cause.fix().to_string(),
-        doc: cause.doc(),
-    }
+    evidence: Vec<Evidence>,
+) -> Draft {
+    Draft { cause, confidence, share: share.clamp(0.0, 1.0), culprits, evidence }
 }
 
 /// How a culprit's time is described: what it did, for how long, where.
@@ -191,18 +211,18 @@ pub fn confidence(share: f64, strong: bool) -> Confidence {
 }
 
 /// The recorder was held up too: why, before blaming the machine.
-pub(super) fn recorder_held(inp: &Inputs) -> Option<Finding> {
+pub(super) fn recorder_held(inp: &Inputs) -> Option<Draft> {
     let d = inp.duration_ns.max(1);
     let late = inp.control_max_late_ns;
     if late < (d / 2).max(CONTROL_LATE_MIN_NS) {
         return None;
     }
     let s = inp.signals;
-    let mut evid = vec![format!("stallscope's own control meter was late by {} too", fmt_ns(late))];
+    let mut evid = vec![Evidence::ControlLate { late_ns: late }];
     let own_throttled = s.recorder.throttled_ns.unwrap_or(0);
     let shared_throttled = if inp.shares.cpu_cgroup { s.throttled_ns.unwrap_or(0) } else { 0 };
     if own_throttled.max(shared_throttled) > 0 {
-        evid.push(format!("stallscope runs under the same CPU quota as the JVM, and that cgroup was throttled for {}: its own lateness is the quota's, not the machine's", fmt_ns(own_throttled.max(shared_throttled))));
+        evid.push(Evidence::SameCpuQuota { throttled_ns: own_throttled.max(shared_throttled) });
         let share = own_throttled.max(shared_throttled) as f64 / d as f64;
         return Some(finding(
             Cause::CgroupThrottling,
@@ -214,7 +234,7 @@ pub(super) fn recorder_held(inp: &Inputs) -> Option<Finding> {
     }
     if let Some(rd) = inp.control_queued_ns.or(s.recorder.run_delay_ns).filter(|rd| *rd >= late / 2)
     {
-        evid.push(format!("stallscope's watch thread itself waited {} for a CPU: the machine's CPUs were saturated, not paused", fmt_ns(rd)));
+        evid.push(Evidence::WatchThreadQueued { ns: rd });
         let (contended, psi) = cpu_pressure(inp);
         evid.extend(psi);
         let share = (rd as f64 / d as f64).min(1.0);
@@ -227,7 +247,7 @@ pub(super) fn recorder_held(inp: &Inputs) -> Option<Finding> {
         ));
     }
     if inp.shares.memory_cgroup && s.memory.reclaiming() {
-        evid.push("stallscope shares the JVM's memory cgroup, which was reclaiming: the recorder was held up by the same limit".into());
+        evid.push(Evidence::SameMemoryCgroup);
         evid.extend(reclaim_lines(inp));
         return Some(finding(
             Cause::MemoryReclaim,
@@ -239,14 +259,14 @@ pub(super) fn recorder_held(inp: &Inputs) -> Option<Finding> {
     }
     let mut conf = Confidence::Medium;
     if let Some(steal) = s.steal_ns.filter(|st| *st > d / 5) {
-        evid.push(format!("{} of CPU time stolen by the hypervisor", fmt_ns(steal)));
+        evid.push(Evidence::Steal { ns: steal });
         conf = Confidence::High;
     }
     Some(finding(Cause::MachinePause, conf, late as f64 / d as f64, vec![], evid))
 }
 
 /// Everything stopped: a freeze, whatever else the safepoint log says.
-pub(super) fn frozen(inp: &Inputs) -> Option<Finding> {
+pub(super) fn frozen(inp: &Inputs) -> Option<Draft> {
     let d = inp.duration_ns.max(1);
     let ev = inp.evidence;
     let stopped_samples = ev.stopped_share.iter().filter(|s| **s >= STOPPED_SAMPLE).count();
@@ -256,15 +276,10 @@ pub(super) fn frozen(inp: &Inputs) -> Option<Finding> {
         return None;
     }
     let share = stopped_samples as f64 / ev.stopped_share.len() as f64;
-    let mut evid = vec![format!(
-        "every thread in state T in {stopped_samples} of {} samples",
-        ev.stopped_share.len()
-    )];
+    let mut evid =
+        vec![Evidence::AllStopped { stopped: stopped_samples, samples: ev.stopped_share.len() }];
     if inp.control_max_late_ns < d / 4 {
-        evid.push(format!(
-            "stallscope's own control meter ran on (worst lateness {})",
-            fmt_ns(inp.control_max_late_ns)
-        ));
+        evid.push(Evidence::ControlRanOn { worst_late_ns: inp.control_max_late_ns });
     }
     Some(finding(Cause::Frozen, Confidence::High, share, vec![], evid))
 }
@@ -305,7 +320,7 @@ pub(super) fn explained_ns(by_cause: &BTreeMap<Cause, Part>) -> u64 {
 
 /// One cause's finding: its share of the stall, its culprits (each thread once, longest first;
 /// stallscope's never) and its evidence.
-pub(super) fn of_cause(p: Part, inp: &Inputs) -> Finding {
+pub(super) fn of_cause(p: Part, inp: &Inputs) -> Draft {
     let d = inp.duration_ns.max(1);
     let cause = p.cause;
     let share = (p.ns as f64 / d as f64).min(1.0);
@@ -336,45 +351,35 @@ pub(super) fn of_cause(p: Part, inp: &Inputs) -> Finding {
         .collect();
     let mut evidence = Vec::new();
     if held.iter().any(|h| h.named) && cause != Cause::Unknown {
-        evidence
-            .push("SafepointTimeout named the thread as not reaching the safepoint".to_string());
+        evidence.push(Evidence::NamedByTimeout);
     }
     if cause == Cause::LongVmOperation {
-        evidence.extend(operation_lines(inp));
+        evidence.extend(operation_line(inp));
     }
     if more > 0 {
-        evidence.push(format!(
-            "{} more thread{} like the culprits above",
-            more,
-            if more == 1 { "" } else { "s" }
-        ));
+        evidence.push(Evidence::MoreCulprits { more });
     }
     evidence.extend(p.evidence);
     if cause == Cause::Unknown && held.iter().any(|h| h.named) {
-        evidence.push("SafepointTimeout named it, but /proc showed it parked in the kernel; the evidence is thin".into());
+        evidence.push(Evidence::NamedButParked);
     }
     let conf = if cause == Cause::Unknown { Confidence::Low } else { confidence(share, p.strong) };
     finding(cause, conf, share, culprits, evidence)
 }
 
-/// The operation's threads and what they did, for a long VM operation.
-fn operation_lines(inp: &Inputs) -> Vec<String> {
-    let op = inp.safepoints.iter().max_by_key(|s| s.at_safepoint_ns);
-    let mut v = Vec::new();
-    if let Some(sp) = op {
-        v.push(format!(
-            "at safepoint {} of {}: the operation \"{}\" itself, its threads on a CPU",
-            fmt_ns(sp.at_safepoint_ns),
-            fmt_ns(sp.total_ns),
-            sp.op
-        ));
-    }
-    v
+/// The operation itself, for a long VM operation: the longest time at a safepoint, and what ran.
+fn operation_line(inp: &Inputs) -> Option<Evidence> {
+    let sp = inp.safepoints.iter().max_by_key(|s| s.at_safepoint_ns)?;
+    Some(Evidence::AtSafepoint {
+        at_ns: sp.at_safepoint_ns,
+        total_ns: sp.total_ns,
+        op: sp.op.clone(),
+    })
 }
 
 /// Machine-wide contributors: a storm of TLB shootdowns, and a throttled CPU cgroup no part
 /// blamed already.
-pub(super) fn add_machine_wide(out: &mut Vec<Finding>, inp: &Inputs) {
+pub(super) fn add_machine_wide(out: &mut Vec<Draft>, inp: &Inputs) {
     let d = inp.duration_ns.max(1);
     if let Some(evid) = tlb_storm(inp) {
         out.push(finding(Cause::TlbShootdown, Confidence::Medium, 0.0, vec![], evid));
@@ -388,14 +393,14 @@ pub(super) fn add_machine_wide(out: &mut Vec<Finding>, inp: &Inputs) {
             confidence(share, true),
             share,
             vec![],
-            vec![format!("the cgroup was throttled for {} during the stall", fmt_ns(th))],
+            vec![Evidence::CgroupThrottled { ns: th }],
         ));
     }
 }
 
 /// What no evidence covers is unknown, beside the causes (or alone): all of it, not only the
 /// parts a thread was seen doing something unexplained.
-pub(super) fn add_unexplained(out: &mut Vec<Finding>, explained_ns: u64, inp: &Inputs) {
+pub(super) fn add_unexplained(out: &mut Vec<Draft>, explained_ns: u64, inp: &Inputs) {
     let d = inp.duration_ns.max(1);
     let unexplained = d.saturating_sub(explained_ns);
     let has_cause = out.iter().any(|f| f.cause != Cause::Unknown && f.share > 0.0);
@@ -408,11 +413,7 @@ pub(super) fn add_unexplained(out: &mut Vec<Finding>, explained_ns: u64, inp: &I
                 Confidence::Low,
                 remainder,
                 vec![],
-                vec![format!(
-                    "{} of the {} stall is not explained by the evidence above",
-                    fmt_ns(unexplained),
-                    fmt_ns(d)
-                )],
+                vec![Evidence::Unexplained { ns: unexplained, stall_ns: d }],
             ));
         }
         None => {}
@@ -421,7 +422,7 @@ pub(super) fn add_unexplained(out: &mut Vec<Finding>, explained_ns: u64, inp: &I
 
 /// Findings too small to matter are dropped, unless nothing else is left (a TLB storm, which
 /// has no share, stays).
-pub(super) fn drop_negligible(out: &mut Vec<Finding>) {
+pub(super) fn drop_negligible(out: &mut Vec<Draft>) {
     if out.iter().any(|f| f.share >= NEGLIGIBLE_SHARE || f.cause == Cause::TlbShootdown) {
         out.retain(|f| f.share >= NEGLIGIBLE_SHARE || f.cause == Cause::TlbShootdown);
     }
@@ -430,8 +431,8 @@ pub(super) fn drop_negligible(out: &mut Vec<Finding>) {
 /// Largest share first; shares within the same twentieth (two readings of the same time, such
 /// as a throttled cgroup's threads waiting on a run queue) go by confidence, so the cause with
 /// the stronger evidence leads.
-pub(super) fn order(out: &mut [Finding]) {
-    let bucket = |f: &Finding| (f.share * 20.0).round() as i64;
+pub(super) fn order(out: &mut [Draft]) {
+    let bucket = |f: &Draft| (f.share * 20.0).round() as i64;
     out.sort_by(|a, b| {
         bucket(b)
             .cmp(&bucket(a))
@@ -442,7 +443,7 @@ pub(super) fn order(out: &mut [Finding]) {
 }
 
 /// A lone unknown with no evidence explains nothing: nothing to report but the raw samples.
-pub(super) fn drop_lone_unknown(out: &mut Vec<Finding>) {
+pub(super) fn drop_lone_unknown(out: &mut Vec<Draft>) {
     if out.len() == 1 && out[0].cause == Cause::Unknown && out[0].evidence.is_empty() {
         out.clear();
     }

@@ -5,8 +5,8 @@
 //! Invariant: lookups over [`Inputs`] only; a counter that was not read says nothing (never
 //! zero).
 
+use super::evidence_kind::{Evidence, Swap};
 use super::inputs::Inputs;
-use super::words::{fmt_bytes, plural};
 
 /// Data files less resident than this are "cold": where a major fault reads from.
 const COLD_RESIDENCY: f64 = 0.9;
@@ -77,76 +77,53 @@ pub(super) fn system_file(path: &str) -> bool {
 }
 
 /// The counters that show the target's memory coming back from swap.
-pub(super) fn swap_lines(inp: &Inputs) -> Vec<String> {
+pub(super) fn swap(inp: &Inputs) -> Swap {
     let mem = &inp.signals.memory;
-    let mut v = Vec::new();
-    if let Some(k) = mem.swapped_in_kb.filter(|k| *k > 0) {
-        v.push(format!(
-            "{} of the JVM's memory came back from swap during the stall",
-            fmt_bytes(k * 1024)
-        ));
+    Swap {
+        bytes: mem.swapped_in_kb.filter(|k| *k > 0).map(|k| k * 1024),
+        pages: mem.pswpin.filter(|n| *n > 0),
     }
-    if let Some(n) = mem.pswpin.filter(|n| *n > 0) {
-        v.push(format!("{} swapped in machine-wide", plural(n, "page")));
-    }
-    v
 }
 
 /// The counters that show memory being reclaimed for the target.
-pub(super) fn reclaim_lines(inp: &Inputs) -> Vec<String> {
+pub(super) fn reclaim_lines(inp: &Inputs) -> Vec<Evidence> {
     let m = &inp.signals.memory;
     let mut v = Vec::new();
-    if let Some(n) = m.pswpout.filter(|n| *n >= 16) {
-        v.push(format!("{} pushed out to swap machine-wide", plural(n, "page")));
+    if let Some(pages) = m.pswpout.filter(|n| *n >= 16) {
+        v.push(Evidence::PagesSwappedOut { pages });
     }
-    if let Some(n) = m.memcg_limit_hits.filter(|n| *n > 0) {
-        let at = match (m.memcg_usage, m.memcg_limit) {
-            (Some(u), Some(l)) => format!(" (using {} of {})", fmt_bytes(u), fmt_bytes(l)),
-            _ => String::new(),
-        };
-        v.push(format!(
-            "its memory cgroup hit its limit {} during the stall{at}",
-            plural(n, "time")
-        ));
+    if let Some(times) = m.memcg_limit_hits.filter(|n| *n > 0) {
+        v.push(Evidence::CgroupLimitHit { times, using: m.memcg_usage.zip(m.memcg_limit) });
     }
-    if let Some(n) = m.memcg_pgscan.filter(|n| *n > 0) {
-        v.push(format!("reclaim scanned {} in its memory cgroup", plural(n, "page")));
+    if let Some(pages) = m.memcg_pgscan.filter(|n| *n > 0) {
+        v.push(Evidence::CgroupReclaimScanned { pages });
     }
-    if let Some(n) = m.allocstall.filter(|n| *n > 0) {
-        v.push(format!("{} machine-wide", plural(n, "direct reclaim")));
+    if let Some(count) = m.allocstall.filter(|n| *n > 0) {
+        v.push(Evidence::DirectReclaims { count });
     }
-    if let Some(n) = m.compact_stall.filter(|n| *n > 0) {
-        v.push(format!("{} machine-wide", plural(n, "compaction stall")));
+    if let Some(count) = m.compact_stall.filter(|n| *n > 0) {
+        v.push(Evidence::CompactionStalls { count });
     }
-    if let Some(p) = m.psi_full.filter(|p| *p > 0.05) {
-        v.push(format!(
-            "all of its tasks waited for memory during {:.0}% of the stall (PSI memory full)",
-            p * 100.0
-        ));
+    if let Some(share) = m.psi_full.filter(|p| *p > 0.05) {
+        v.push(Evidence::PsiMemoryFull { share });
     }
     v
 }
 
 /// Whether the machine's CPUs were saturated around the stall, and the evidence line saying so.
-pub(super) fn cpu_pressure(inp: &Inputs) -> (bool, Option<String>) {
+pub(super) fn cpu_pressure(inp: &Inputs) -> (bool, Option<Evidence>) {
     let s = inp.signals;
     let psi = s.psi_cpu_during.or(s.psi_cpu_before);
     let line = match (s.psi_cpu_during, s.psi_cpu_before) {
-        (Some(p), _) => Some(format!(
-            "some task waited for a CPU during {:.0}% of the stall (PSI cpu)",
-            p.min(1.0) * 100.0
-        )),
-        (None, Some(p)) => Some(format!(
-            "some task waited for a CPU during {:.0}% of the time just before the stall (PSI cpu)",
-            p.min(1.0) * 100.0
-        )),
+        (Some(share), _) => Some(Evidence::PsiCpuDuring { share }),
+        (None, Some(share)) => Some(Evidence::PsiCpuBefore { share }),
         _ => None,
     };
     (psi.is_some_and(|p| p >= PSI_SATURATED), line)
 }
 
 /// A storm of TLB shootdowns during the stall, well above the rate before it: its evidence.
-pub(super) fn tlb_storm(inp: &Inputs) -> Option<Vec<String>> {
+pub(super) fn tlb_storm(inp: &Inputs) -> Option<Vec<Evidence>> {
     let s = inp.signals;
     let during = s.tlb_rate_during?;
     let storm = during >= TLB_STORM_RATE
@@ -154,9 +131,9 @@ pub(super) fn tlb_storm(inp: &Inputs) -> Option<Vec<String>> {
     if !storm {
         return None;
     }
-    let mut evid = vec![format!("{:.0} TLB shootdowns per second during the stall", during)];
-    if let Some(b) = s.tlb_rate_before {
-        evid.push(format!("{:.0} per second just before", b));
+    let mut evid = vec![Evidence::TlbRate { per_s: during }];
+    if let Some(per_s) = s.tlb_rate_before {
+        evid.push(Evidence::TlbRateBefore { per_s });
     }
     Some(evid)
 }

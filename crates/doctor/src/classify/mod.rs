@@ -16,11 +16,13 @@
 //!
 //! The steps, one file each: `segment` cuts the stall; `attribute` finds whose time each
 //! segment waited on, broken down by `activity` and read as causes by `readings`, with the
-//! machine-wide counters of `machine`; `findings` merges the parts into findings; `words` holds
-//! the words the evidence shares; `inputs` is what they all read.
+//! machine-wide counters of `machine`; `findings` merges the parts into findings. Evidence
+//! travels as data ([`Evidence`], in `evidence_kind`) and becomes English once, in `words`, when
+//! a finding is made; `inputs` is what they all read.
 
 mod activity;
 mod attribute;
+mod evidence_kind;
 mod findings;
 mod inputs;
 mod machine;
@@ -29,11 +31,13 @@ mod segment;
 mod words;
 
 pub use activity::{Activity, breakdown};
+pub use evidence_kind::{Evidence, Role, Swap};
 pub use findings::confidence;
 pub use inputs::Inputs;
 pub use segment::{Segment, SegmentKind, segments};
 
 use crate::report::Finding;
+use findings::Draft;
 
 /// A cause covering at least this share of the stall, with direct evidence, is named with high
 /// confidence (docs/causes/unknown.md says what "most" means).
@@ -46,6 +50,11 @@ pub const UNKNOWN_SHARE: f64 = 1.0 / 3.0;
 
 /// One stall's findings, largest share first (none when nothing at all explains it).
 pub fn classify(inp: &Inputs) -> Vec<Finding> {
+    drafts(inp).into_iter().map(Draft::into_finding).collect()
+}
+
+/// The findings, their evidence still data.
+fn drafts(inp: &Inputs) -> Vec<Draft> {
     // Everything stopped: a freeze, whatever else the safepoint log says.
     if let Some(f) = findings::frozen(inp) {
         return vec![f];
@@ -56,8 +65,7 @@ pub fn classify(inp: &Inputs) -> Vec<Finding> {
     }
     let by_cause = findings::merge_by_cause(attribute::stall_parts(inp));
     let explained_ns = findings::explained_ns(&by_cause);
-    let mut out: Vec<Finding> =
-        by_cause.into_values().map(|p| findings::of_cause(p, inp)).collect();
+    let mut out: Vec<Draft> = by_cause.into_values().map(|p| findings::of_cause(p, inp)).collect();
     findings::add_machine_wide(&mut out, inp);
     findings::add_unexplained(&mut out, explained_ns, inp);
     findings::drop_negligible(&mut out);
@@ -140,7 +148,7 @@ mod tests {
         sp: SafepointView,
         duration_ns: u64,
         signals: SystemSignals,
-    ) -> Vec<Finding> {
+    ) -> Vec<Draft> {
         let names = HashMap::new();
         let sps = vec![sp];
         let seg = |kind, start, end, th: Option<Vec<ThreadEvidence>>| Segment {
@@ -158,7 +166,7 @@ mod tests {
             })
             .collect();
         let whole = evidence(whole);
-        classify(&Inputs {
+        drafts(&Inputs {
             duration_ns,
             start_ns: 0,
             end_ns: duration_ns,
@@ -183,7 +191,7 @@ mod tests {
     }
 
     /// A 22 ms G1 pause, almost all of it at the safepoint, with the VM Thread and a GC worker as given.
-    fn gc_pause(vm: ThreadEvidence, gc: ThreadEvidence, p: f64) -> Vec<Finding> {
+    fn gc_pause(vm: ThreadEvidence, gc: ThreadEvidence, p: f64) -> Vec<Draft> {
         run(
             None,
             Some(vec![vm.clone(), gc.clone()]),
@@ -368,18 +376,14 @@ mod tests {
         let f = run(Some(vec![t.clone()]), None, vec![t], sp, 302 * MS, sig);
         assert_eq!(f[0].cause, Cause::MemcgHigh, "{f:?}");
         assert_eq!(f[0].confidence, Confidence::High);
-        assert!(f[0].evidence.iter().any(|e| e.contains("over memory.high 40 times")), "{f:?}");
+        assert!(f[0].evidence.contains(&Evidence::MemoryHighEvents { times: 40 }), "{f:?}");
     }
 
     /// The recorder's own control meter late by most of a stall outside any safepoint.
-    fn recorder_late(
-        queued_ns: Option<u64>,
-        shares: Shares,
-        signals: SystemSignals,
-    ) -> Vec<Finding> {
+    fn recorder_late(queued_ns: Option<u64>, shares: Shares, signals: SystemSignals) -> Vec<Draft> {
         let names = HashMap::new();
         let ev = StallEvidence::default();
-        classify(&Inputs {
+        drafts(&Inputs {
             duration_ns: 100 * MS,
             start_ns: 0,
             end_ns: 100 * MS,
@@ -413,7 +417,7 @@ mod tests {
         let sig = SystemSignals { throttled_ns: Some(85 * MS), ..SystemSignals::default() };
         let f = recorder_late(Some(0), Shares { cpu_cgroup: true, memory_cgroup: false }, sig);
         assert_eq!(f[0].cause, Cause::CgroupThrottling, "{f:?}");
-        assert!(f[0].evidence.iter().any(|e| e.contains("same CPU quota")), "{f:?}");
+        assert!(f[0].evidence.contains(&Evidence::SameCpuQuota { throttled_ns: 85 * MS }), "{f:?}");
     }
 
     #[test]

@@ -1,31 +1,25 @@
-//! The words the classification's evidence lines share: how a role's threads are named ("it",
-//! "the operation's threads"), counts with their plurals, and sizes.
+//! The one place the classification's evidence becomes English: each [`Evidence`] variant's
+//! line, how a role's threads are named ("it", "the operation's threads"), counts with their
+//! plurals, and sizes.
 //!
-//! Invariant: words only; nothing here decides a cause, a share or a confidence.
+//! Invariant: words only; nothing here decides a cause, a share or a confidence, and each
+//! variant always reads the same for the same values.
 
-use recording::units::fmt_count;
-
-/// What a thread is to the segment it is analysed in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Role {
-    /// Late to a safepoint.
-    Late,
-    /// Running a safepoint's operation (the VM thread, a GC worker).
-    Operation,
-    /// The agent's meter, outside a safepoint: its lateness is the hiccup.
-    Meter,
-}
+use super::evidence_kind::{Evidence, Role, Swap};
+use crate::wait::Wait;
+use recording::units::{fmt_count, fmt_ns};
+use std::fmt;
 
 /// How evidence lines name the threads of a role.
-pub(super) struct Subject {
-    pub who: &'static str,
-    pub was: &'static str,
-    pub its: &'static str,
-    pub it: &'static str,
+struct Subject {
+    who: &'static str,
+    was: &'static str,
+    its: &'static str,
+    it: &'static str,
 }
 
 impl Role {
-    pub(super) fn subject(self) -> Subject {
+    fn subject(self) -> Subject {
         match self {
             Role::Late => Subject { who: "it", was: "was", its: "its", it: "it" },
             Role::Operation => {
@@ -38,13 +32,26 @@ impl Role {
     }
 }
 
+/// A finding's evidence as the report prints it: each line once, in order. (Two threads of
+/// different roles can read the same: "its major-fault count rose…".)
+pub(super) fn lines(evidence: &[Evidence]) -> Vec<String> {
+    let mut out: Vec<String> = Vec::with_capacity(evidence.len());
+    for e in evidence {
+        let line = e.to_string();
+        if !out.contains(&line) {
+            out.push(line);
+        }
+    }
+    out
+}
+
 /// `n` things, `1 page`, `1,024 pages`.
 pub(super) fn plural(n: u64, one: &str) -> String {
     format!("{} {one}{}", fmt_count(n), if n == 1 { "" } else { "s" })
 }
 
 /// Bytes as people read them: 1.23 GB, 456 MB, 12.3 kB.
-pub(super) fn fmt_bytes(b: u64) -> String {
+fn fmt_bytes(b: u64) -> String {
     let v = b as f64;
     if v >= 1e9 {
         format!("{:.2} GB", v / 1e9)
@@ -52,5 +59,349 @@ pub(super) fn fmt_bytes(b: u64) -> String {
         format!("{:.0} MB", v / 1e6)
     } else {
         format!("{:.0} kB", v / 1e3)
+    }
+}
+
+impl fmt::Display for Swap {
+    /// Its counters' lines, joined.
+    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        let lines: Vec<String> = self.evidence().iter().map(ToString::to_string).collect();
+        f.write_str(&lines.join("; "))
+    }
+}
+
+impl fmt::Display for Evidence {
+    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        use Evidence as E;
+        match self {
+            // What a thread did, read as a cause.
+            E::RanWithoutKernel { user_mode } => {
+                let how = if *user_mode { "in user mode " } else { "" };
+                write!(f, "it ran on a CPU {how}through the stall without entering the kernel")
+            }
+            E::MeterOnCpuNoTick => {
+                f.write_str("the agent's meter thread was on a CPU but did not tick")
+            }
+            E::RunQueue { role } => {
+                let sj = role.subject();
+                write!(f, "{} {} runnable but waited on a run queue", sj.who, sj.was)
+            }
+            E::RunnableTooBriefly { role } => {
+                let sj = role.subject();
+                write!(
+                    f,
+                    "{} {} runnable (R), too briefly for {} counters to say whether {} ran",
+                    sj.who, sj.was, sj.its, sj.it
+                )
+            }
+            E::Stopped { role } => {
+                let sj = role.subject();
+                write!(f, "{} {} stopped (state T)", sj.who, sj.was)
+            }
+            E::DirectReclaim { role } => {
+                let sj = role.subject();
+                write!(
+                    f,
+                    "{} {} in direct reclaim: reclaiming memory before a page could be had",
+                    sj.who, sj.was
+                )
+            }
+            E::OverMemoryHigh { role } => write!(
+                f,
+                "{} slept on the way back to user space because the memory cgroup was over memory.high",
+                role.subject().who
+            ),
+            E::WritebackUnderReclaim { role } => write!(
+                f,
+                "{} waited for dirty pages to be written back while memory was being reclaimed",
+                role.subject().who
+            ),
+            E::VmThreadIo { role, wait, file } => {
+                let sj = role.subject();
+                let what = match (wait, file) {
+                    (Wait::Writeback, _) => "waiting for writeback of a file written through a shared mapping (hsperfdata)".to_string(),
+                    (_, Some(file)) => format!(
+                        "{} {file}",
+                        if *wait == Wait::FileRead { "reading" } else { "writing to" }
+                    ),
+                    _ => wait.words().to_string(),
+                };
+                write!(f, "{} {} {what} while the application was stopped", sj.who, sj.was)
+            }
+            E::WritebackOfMapping { role } => {
+                let sj = role.subject();
+                write!(
+                    f,
+                    "{} {} blocked outside any system call, waiting for writeback of a page of a file mapping",
+                    sj.who, sj.was
+                )
+            }
+            E::MmapLock { role } => write!(f, "{} waited for mmap_lock", role.subject().who),
+            E::LongestMmapLockWait { ns } => {
+                write!(f, "the longest mmap_lock wait lasted {} (tracepoints)", fmt_ns(*ns))
+            }
+            E::Waited { role, wait, wchan } => {
+                let sj = role.subject();
+                write!(f, "{} {} {}", sj.who, sj.was, wait.words())?;
+                if !(wchan.is_empty() || wchan == "0") {
+                    write!(f, " (in {wchan})")?;
+                }
+                Ok(())
+            }
+            E::KernelSwapFaults { role } => write!(
+                f,
+                "{} ran mostly in the kernel, taking major faults: pages coming back from swap",
+                role.subject().who
+            ),
+            E::KernelUnderReclaim { role } => write!(
+                f,
+                "{} ran mostly in the kernel while memory was being reclaimed",
+                role.subject().who
+            ),
+            E::KernelFreshMemory { role, minor_faults } => {
+                let where_ = match role {
+                    Role::Operation => {
+                        "the operation itself touching memory it had never used (a heap growing, a young generation first filled)"
+                    }
+                    Role::Late | Role::Meter => {
+                        "inside a fill or copy that never polls (a huge allocateDirect or Unsafe.setMemory)"
+                    }
+                };
+                write!(
+                    f,
+                    "{} ran mostly in the kernel, taking {}: first touches of fresh memory, {where_}",
+                    role.subject().who,
+                    plural(*minor_faults, "minor fault")
+                )
+            }
+            E::KernelUnexplained { role } => write!(
+                f,
+                "{} ran mostly in the kernel, for no reason the counters show",
+                role.subject().who
+            ),
+
+            // Page faults.
+            E::MajorFaultsRose { role } => {
+                write!(f, "{} major-fault count rose when the waits ended", role.subject().its)
+            }
+            E::FaultAt { role, offset, path } => write!(
+                f,
+                "{} fault was at offset {offset:#x} of {path} (page-fault tracepoint)",
+                role.subject().its
+            ),
+            E::OwnFileEvicted => f.write_str(
+                "that is the JVM's own file, read back because memory pressure had evicted it",
+            ),
+            E::BlockedForPage { role } => {
+                let sj = role.subject();
+                write!(
+                    f,
+                    "{} {} blocked outside any system call, waiting for a page",
+                    sj.who, sj.was
+                )
+            }
+            E::NoColdFile => f.write_str("no data file is mapped cold"),
+            E::SwapDespiteColdFile(swap) => {
+                write!(f, "{swap}; a cold data file is mapped too, so this is not certain")
+            }
+            E::ColdFileDespiteSwap(swap) => write!(
+                f,
+                "a cold data file is mapped, but pages also came back from swap ({swap})"
+            ),
+            E::PagesReclaimedReadBack { role } => write!(
+                f,
+                "no data file is mapped cold and nothing came back from swap, but memory was being reclaimed: the pages {} waited for had been reclaimed (the JVM's own code or files) and were read back",
+                role.subject().who
+            ),
+            E::PageFromNowhere { role } => write!(
+                f,
+                "{} waited for a page, but no data file is mapped cold and nothing came back from swap",
+                role.subject().who
+            ),
+
+            // Memory counters.
+            E::SwappedIn { bytes } => write!(
+                f,
+                "{} of the JVM's memory came back from swap during the stall",
+                fmt_bytes(*bytes)
+            ),
+            E::PagesSwappedIn { pages } => {
+                write!(f, "{} swapped in machine-wide", plural(*pages, "page"))
+            }
+            E::PagesSwappedOut { pages } => {
+                write!(f, "{} pushed out to swap machine-wide", plural(*pages, "page"))
+            }
+            E::CgroupLimitHit { times, using } => {
+                write!(f, "its memory cgroup hit its limit {} during the stall", plural(*times, "time"))?;
+                if let Some((usage, limit)) = using {
+                    write!(f, " (using {} of {})", fmt_bytes(*usage), fmt_bytes(*limit))?;
+                }
+                Ok(())
+            }
+            E::CgroupReclaimScanned { pages } => {
+                write!(f, "reclaim scanned {} in its memory cgroup", plural(*pages, "page"))
+            }
+            E::DirectReclaims { count } => {
+                write!(f, "{} machine-wide", plural(*count, "direct reclaim"))
+            }
+            E::CompactionStalls { count } => {
+                write!(f, "{} machine-wide", plural(*count, "compaction stall"))
+            }
+            E::PsiMemoryFull { share } => write!(
+                f,
+                "all of its tasks waited for memory during {:.0}% of the stall (PSI memory full)",
+                share * 100.0
+            ),
+            E::MemoryHighEvents { times } => write!(
+                f,
+                "the cgroup went over memory.high {} during the stall",
+                plural(*times, "time")
+            ),
+
+            // CPUs.
+            E::PsiCpuDuring { share } => write!(
+                f,
+                "some task waited for a CPU during {:.0}% of the stall (PSI cpu)",
+                share.min(1.0) * 100.0
+            ),
+            E::PsiCpuBefore { share } => write!(
+                f,
+                "some task waited for a CPU during {:.0}% of the time just before the stall (PSI cpu)",
+                share.min(1.0) * 100.0
+            ),
+            E::JvmCgroupThrottled { ns } => write!(
+                f,
+                "the JVM's CPU cgroup was throttled for {} during the stall",
+                fmt_ns(*ns)
+            ),
+            E::CgroupThrottled { ns } => {
+                write!(f, "the cgroup was throttled for {} during the stall", fmt_ns(*ns))
+            }
+            E::Steal { ns } => write!(f, "{} of CPU time stolen by the hypervisor", fmt_ns(*ns)),
+            E::TlbRate { per_s } => {
+                write!(f, "{:.0} TLB shootdowns per second during the stall", per_s)
+            }
+            E::TlbRateBefore { per_s } => write!(f, "{:.0} per second just before", per_s),
+
+            // The safepoint and the meter.
+            E::NoneSeenHolding => f.write_str(
+                "no thread of the JVM was seen holding the safepoint; the late ones had reached it by the first sample",
+            ),
+            E::TimeoutSawRunnable => f.write_str(
+                "SafepointTimeout saw the late threads runnable; they had reached the safepoint by the first sample",
+            ),
+            E::MeterRunnable { runnable, samples } => write!(
+                f,
+                "the hiccup meter thread was runnable (R) in {runnable} of {samples} samples but did not tick: it was waiting for a CPU"
+            ),
+            E::MeterRunningAgain => {
+                f.write_str("the hiccup meter thread was running again by the first sample")
+            }
+            E::NamedByTimeout => {
+                f.write_str("SafepointTimeout named the thread as not reaching the safepoint")
+            }
+            E::NamedButParked => f.write_str(
+                "SafepointTimeout named it, but /proc showed it parked in the kernel; the evidence is thin",
+            ),
+            E::MoreCulprits { more } => write!(
+                f,
+                "{more} more thread{} like the culprits above",
+                if *more == 1 { "" } else { "s" }
+            ),
+            E::AtSafepoint { at_ns, total_ns, op } => write!(
+                f,
+                "at safepoint {} of {}: the operation \"{op}\" itself, its threads on a CPU",
+                fmt_ns(*at_ns),
+                fmt_ns(*total_ns)
+            ),
+            E::Unexplained { ns, stall_ns } => write!(
+                f,
+                "{} of the {} stall is not explained by the evidence above",
+                fmt_ns(*ns),
+                fmt_ns(*stall_ns)
+            ),
+
+            // The whole JVM, and the recorder beside it.
+            E::AllStopped { stopped, samples } => {
+                write!(f, "every thread in state T in {stopped} of {samples} samples")
+            }
+            E::ControlRanOn { worst_late_ns } => write!(
+                f,
+                "stallscope's own control meter ran on (worst lateness {})",
+                fmt_ns(*worst_late_ns)
+            ),
+            E::ControlLate { late_ns } => {
+                write!(f, "stallscope's own control meter was late by {} too", fmt_ns(*late_ns))
+            }
+            E::SameCpuQuota { throttled_ns } => write!(
+                f,
+                "stallscope runs under the same CPU quota as the JVM, and that cgroup was throttled for {}: its own lateness is the quota's, not the machine's",
+                fmt_ns(*throttled_ns)
+            ),
+            E::WatchThreadQueued { ns } => write!(
+                f,
+                "stallscope's watch thread itself waited {} for a CPU: the machine's CPUs were saturated, not paused",
+                fmt_ns(*ns)
+            ),
+            E::SameMemoryCgroup => f.write_str(
+                "stallscope shares the JVM's memory cgroup, which was reclaiming: the recorder was held up by the same limit",
+            ),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: u64 = 1_000_000;
+
+    #[test]
+    fn evidence_reads_as_the_report_prints_it() {
+        let said = |e: Evidence| e.to_string();
+        assert_eq!(
+            said(Evidence::MemoryHighEvents { times: 40 }),
+            "the cgroup went over memory.high 40 times during the stall"
+        );
+        assert_eq!(
+            said(Evidence::RunnableTooBriefly { role: Role::Operation }),
+            "the operation's threads were runnable (R), too briefly for their counters to say whether they ran"
+        );
+        assert_eq!(
+            said(Evidence::CgroupLimitHit { times: 1, using: Some((500_000, 2_000_000_000)) }),
+            "its memory cgroup hit its limit 1 time during the stall (using 500 kB of 2.00 GB)"
+        );
+        assert_eq!(
+            said(Evidence::SwapDespiteColdFile(Swap {
+                bytes: Some(365_644 * 1024),
+                pages: Some(148_512)
+            })),
+            "374 MB of the JVM's memory came back from swap during the stall; 148,512 pages swapped in machine-wide; a cold data file is mapped too, so this is not certain"
+        );
+        assert_eq!(
+            said(Evidence::SameCpuQuota { throttled_ns: 85 * MS }),
+            "stallscope runs under the same CPU quota as the JVM, and that cgroup was throttled for 85.0 ms: its own lateness is the quota's, not the machine's"
+        );
+        assert_eq!(
+            said(Evidence::Waited { role: Role::Meter, wait: Wait::Other, wchan: "0".into() }),
+            "the agent's meter thread was blocked in the kernel"
+        );
+        assert_eq!(
+            said(Evidence::MoreCulprits { more: 1 }),
+            "1 more thread like the culprits above"
+        );
+    }
+
+    #[test]
+    fn a_line_two_roles_read_alike_is_said_once() {
+        let e = [
+            Evidence::MajorFaultsRose { role: Role::Late },
+            Evidence::NoColdFile,
+            Evidence::MajorFaultsRose { role: Role::Meter },
+        ];
+        assert_eq!(
+            lines(&e),
+            ["its major-fault count rose when the waits ended", "no data file is mapped cold"]
+        );
     }
 }

@@ -1,0 +1,255 @@
+//! The evidence a finding rests on, as data: one variant per kind of line, carrying the numbers
+//! and names it reports. The deciding code builds these; `words` says them, when a finding is
+//! made.
+//!
+//! Invariant: a variant holds what was measured or found, never its wording; times are in ns,
+//! sizes in bytes, shares as fractions, exactly as read.
+
+use crate::wait::Wait;
+
+/// What a thread is to the segment it is analysed in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// Late to a safepoint.
+    Late,
+    /// Running a safepoint's operation (the VM thread, a GC worker).
+    Operation,
+    /// The agent's meter, outside a safepoint: its lateness is the hiccup.
+    Meter,
+}
+
+/// The target's memory coming back from swap, by the counters that moved (a counter that did
+/// not move, or was not read, is `None`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Swap {
+    /// The JVM's own memory that came back from swap.
+    pub bytes: Option<u64>,
+    /// Pages swapped in machine-wide.
+    pub pages: Option<u64>,
+}
+
+impl Swap {
+    /// One line per counter that moved.
+    pub fn evidence(self) -> Vec<Evidence> {
+        let bytes = self.bytes.map(|bytes| Evidence::SwappedIn { bytes });
+        let pages = self.pages.map(|pages| Evidence::PagesSwappedIn { pages });
+        bytes.into_iter().chain(pages).collect()
+    }
+}
+
+/// One line of evidence. Variants with a `role` speak of the threads of that role ("it", "the
+/// operation's threads", "the agent's meter thread").
+#[derive(Debug, Clone, PartialEq)]
+pub enum Evidence {
+    // What a thread did, read as a cause.
+    /// A late thread on a CPU through the stall, never in the kernel.
+    RanWithoutKernel {
+        user_mode: bool,
+    },
+    /// The meter thread on a CPU, yet its tick overdue.
+    MeterOnCpuNoTick,
+    RunQueue {
+        role: Role,
+    },
+    /// Seen runnable, too briefly for the counters to say whether it ran.
+    RunnableTooBriefly {
+        role: Role,
+    },
+    Stopped {
+        role: Role,
+    },
+    DirectReclaim {
+        role: Role,
+    },
+    /// Asleep on the way back to user space, its memory cgroup over `memory.high`.
+    OverMemoryHigh {
+        role: Role,
+    },
+    /// Waiting for writeback while memory was being reclaimed.
+    WritebackUnderReclaim {
+        role: Role,
+    },
+    /// A safepoint's operation reading or writing while the application was stopped.
+    VmThreadIo {
+        role: Role,
+        wait: Wait,
+        file: Option<String>,
+    },
+    /// Blocked outside a system call for writeback of a page of a file mapping.
+    WritebackOfMapping {
+        role: Role,
+    },
+    MmapLock {
+        role: Role,
+    },
+    /// The longest mmap_lock wait, from the tracepoints.
+    LongestMmapLockWait {
+        ns: u64,
+    },
+    /// Waiting in the kernel for something no cause explains (`wchan` as sampled).
+    Waited {
+        role: Role,
+        wait: Wait,
+        wchan: String,
+    },
+    /// In the kernel, taking major faults while pages came back from swap.
+    KernelSwapFaults {
+        role: Role,
+    },
+    KernelUnderReclaim {
+        role: Role,
+    },
+    /// In the kernel, taking minor faults: first touches of fresh memory.
+    KernelFreshMemory {
+        role: Role,
+        minor_faults: u64,
+    },
+    KernelUnexplained {
+        role: Role,
+    },
+
+    // Page faults.
+    /// The thread's major-fault count rose when its waits ended.
+    MajorFaultsRose {
+        role: Role,
+    },
+    /// The page-fault tracepoint's address: `offset` into the file `path`.
+    FaultAt {
+        role: Role,
+        offset: u64,
+        path: String,
+    },
+    /// The faulting file is the JVM's own, evicted by memory pressure.
+    OwnFileEvicted,
+    /// Blocked outside any system call, waiting for a page.
+    BlockedForPage {
+        role: Role,
+    },
+    NoColdFile,
+    /// Swap-ins, with a cold data file mapped too.
+    SwapDespiteColdFile(Swap),
+    /// A cold data file, with swap-ins too.
+    ColdFileDespiteSwap(Swap),
+    /// Neither a cold file nor swap, but reclaim: the pages were the JVM's own, read back.
+    PagesReclaimedReadBack {
+        role: Role,
+    },
+    /// Waited for a page from neither a cold file nor swap.
+    PageFromNowhere {
+        role: Role,
+    },
+
+    // Memory counters.
+    SwappedIn {
+        bytes: u64,
+    },
+    PagesSwappedIn {
+        pages: u64,
+    },
+    PagesSwappedOut {
+        pages: u64,
+    },
+    /// The memory cgroup hit its limit, with its usage and limit in bytes when read.
+    CgroupLimitHit {
+        times: u64,
+        using: Option<(u64, u64)>,
+    },
+    CgroupReclaimScanned {
+        pages: u64,
+    },
+    DirectReclaims {
+        count: u64,
+    },
+    CompactionStalls {
+        count: u64,
+    },
+    /// PSI `memory full`, as a share of the stall.
+    PsiMemoryFull {
+        share: f64,
+    },
+    MemoryHighEvents {
+        times: u64,
+    },
+
+    // CPUs.
+    /// PSI `cpu some` during the stall, as a share of it.
+    PsiCpuDuring {
+        share: f64,
+    },
+    /// PSI `cpu some` just before the stall.
+    PsiCpuBefore {
+        share: f64,
+    },
+    /// The JVM's CPU cgroup throttled, read for a thread waiting to run.
+    JvmCgroupThrottled {
+        ns: u64,
+    },
+    /// The cgroup throttled, as a machine-wide contributor.
+    CgroupThrottled {
+        ns: u64,
+    },
+    /// CPU time the hypervisor stole.
+    Steal {
+        ns: u64,
+    },
+    TlbRate {
+        per_s: f64,
+    },
+    TlbRateBefore {
+        per_s: f64,
+    },
+
+    // The safepoint and the meter.
+    /// No late thread seen: they had reached the safepoint by the first sample.
+    NoneSeenHolding,
+    /// SafepointTimeout saw the late threads runnable, before the first sample.
+    TimeoutSawRunnable,
+    /// The meter thread runnable in `runnable` of `samples` samples, its tick overdue.
+    MeterRunnable {
+        runnable: usize,
+        samples: usize,
+    },
+    MeterRunningAgain,
+    NamedByTimeout,
+    /// Named by SafepointTimeout, but parked in the kernel by /proc.
+    NamedButParked,
+    /// Culprits beyond those listed.
+    MoreCulprits {
+        more: usize,
+    },
+    /// The longest operation at a safepoint.
+    AtSafepoint {
+        at_ns: u64,
+        total_ns: u64,
+        op: String,
+    },
+    /// The part of the stall no evidence explains.
+    Unexplained {
+        ns: u64,
+        stall_ns: u64,
+    },
+
+    // The whole JVM, and the recorder beside it.
+    AllStopped {
+        stopped: usize,
+        samples: usize,
+    },
+    /// The recorder's control meter ran on through a freeze.
+    ControlRanOn {
+        worst_late_ns: u64,
+    },
+    /// The recorder's control meter was late too.
+    ControlLate {
+        late_ns: u64,
+    },
+    /// The recorder under the JVM's CPU quota, throttled.
+    SameCpuQuota {
+        throttled_ns: u64,
+    },
+    /// The recorder's watch thread waiting for a CPU.
+    WatchThreadQueued {
+        ns: u64,
+    },
+    /// The recorder in the JVM's memory cgroup, which was reclaiming.
+    SameMemoryCgroup,
+}
