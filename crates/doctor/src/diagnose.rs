@@ -4,13 +4,13 @@
 //! Invariant: reads only the [`Recording`] (no `/proc`, no clock, no file system), so the same
 //! recording always gives the same report.
 //!
-//! The steps, each a function with its own test: [`stall_spans`] (when each stall began and
-//! ended, from the recorder's events), [`match_safepoint`] (the safepoint that held the world
-//! then) and [`spanned_safepoints`] (every one the stall spans), [`segments`] (the stall cut
-//! into reaching each safepoint, at it, and outside any; in `classify`), [`crate::signals`] (machine-wide
-//! counters around it), then per stall the evidence ([`crate::evidence`]) and its
-//! classification ([`crate::classify`]), an honest `unknown` with the busiest threads when
-//! nothing explains it, and finally [`summarise`].
+//! The steps, each a function with its own test: [`stall_spans`] (when each stall began and ended,
+//! from the recorder's events; in [`crate::spans`]), [`match_safepoint`] (the safepoint that held
+//! the world then) and [`spanned_safepoints`] (every one the stall spans), [`segments`] (the stall
+//! cut into reaching each safepoint, at it, and outside any; in `classify`), [`crate::signals`]
+//! (machine-wide counters around it), then per stall the evidence ([`crate::evidence`]) and its
+//! classification ([`crate::classify`]), an honest `unknown` with the busiest threads when nothing
+//! explains it, and finally [`summarise`].
 
 use crate::causes::Cause;
 use crate::classify::{self, Segment, segments};
@@ -20,6 +20,7 @@ use crate::report::{
     TimeoutCulprit,
 };
 use crate::signals::system_signals;
+use crate::spans::{StallSpan, end_of_recording, stall_spans};
 use crate::wait::Wait;
 use hotspot_log::Safepoint;
 use recording::units::fmt_ns;
@@ -49,90 +50,6 @@ pub fn wall_of(meta: &Meta, mono_ns: u64) -> String {
         epoch_ms: meta.epoch_ms_of_mono(mono_ns),
         offset_min: meta.utc_offset_min,
     })
-}
-
-/// One stall as the recorder saw it: from when the meter should have ticked to its next tick.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct StallSpan {
-    pub stall: u32,
-    /// When the recorder noticed the heartbeat was stale.
-    pub noticed_ns: u64,
-    pub start_ns: u64,
-    pub end_ns: u64,
-    /// The recorder's own worst lateness during it, and how much of that wake-up it spent on a
-    /// run queue (waiting for a CPU rather than not running at all).
-    pub control_max_late_ns: u64,
-    pub control_queued_ns: Option<u64>,
-    /// Watching ended (the JVM exited) before the stall did.
-    pub exited_during: bool,
-    /// The recording ended (the JVM exited, or the recorder detached) before the stall did.
-    pub cut: bool,
-    /// What showed its begin: the heartbeat, or the counters' safepoint, or the process stopped.
-    pub by: recording::StallTrigger,
-    /// The JVM began to exit inside it.
-    pub exiting: bool,
-}
-
-impl StallSpan {
-    pub fn duration_ns(&self) -> u64 {
-        self.end_ns.saturating_sub(self.start_ns)
-    }
-}
-
-/// When the recording ended: the target's exit or the recorder's detach.
-fn end_of_recording(events: &[Event]) -> Option<u64> {
-    events.iter().rev().find_map(|e| match e {
-        Event::TargetExit { t, .. } | Event::Detach { t, .. } => Some(*t),
-        _ => None,
-    })
-}
-
-/// Every stall the recorder saw, with its start and end.
-pub fn stall_spans(events: &[Event]) -> Vec<StallSpan> {
-    let end_of_recording = end_of_recording(events);
-    let target_exited = events.iter().any(|x| matches!(x, Event::TargetExit { .. }));
-    let mut out = Vec::new();
-    for e in events {
-        let Event::StallBegin { t: noticed, stall, expected_ns, by, .. } = e else { continue };
-        let end = events.iter().find_map(|x| match x {
-            Event::StallEnd {
-                stall: s,
-                resumed_ns,
-                control_max_late_ns,
-                control_queued_ns,
-                resumed,
-                ..
-            } if s == stall => {
-                Some((*resumed_ns, *control_max_late_ns, *control_queued_ns, *resumed))
-            }
-            _ => None,
-        });
-        let exiting = events
-            .iter()
-            .any(|x| matches!(x, Event::StallEnd { stall: s, exiting: true, .. } if s == stall));
-        let exited_during = match end {
-            None => true,
-            Some((_, _, _, resumed)) => !resumed && target_exited,
-        };
-        let (end_ns, control, queued, _) =
-            end.unwrap_or((end_of_recording.unwrap_or(*expected_ns), 0, None, false));
-        // It was still stalled when noticed. (Earlier recorders could write a resumption from
-        // before that: the meter's tick time, read before a safepoint held up its publication.)
-        let cut = end.is_none_or(|(_, _, _, resumed)| !resumed);
-        out.push(StallSpan {
-            stall: *stall,
-            noticed_ns: *noticed,
-            start_ns: *expected_ns,
-            end_ns: end_ns.max(*noticed),
-            control_max_late_ns: control,
-            control_queued_ns: queued,
-            exited_during,
-            cut,
-            by: *by,
-            exiting,
-        });
-    }
-    out
 }
 
 fn safepoint_view(s: &Safepoint, names: &HashMap<i32, String>) -> SafepointView {
@@ -796,42 +713,6 @@ mod tests {
         let said =
             recorder_blind(&ev, &stall_spans(&ev)[0], &stall_spans(&ev)[0], 5 * MS).expect("said");
         assert!(said.contains("noticed the stall 500 ms later than its threshold"), "{said}");
-    }
-
-    #[test]
-    fn stall_spans_run_from_the_missed_tick_to_the_next() {
-        let ev = vec![
-            begin(1, 2000, 2005),
-            end(1, 2300, true),
-            begin(2, 3000, 3005),
-            Event::TargetExit { t: 3500 * MS, code: Some(0), signal: None },
-        ];
-        let s = stall_spans(&ev);
-        assert_eq!(s.len(), 2);
-        assert_eq!(
-            (s[0].start_ns, s[0].end_ns, s[0].control_max_late_ns, s[0].exited_during),
-            (2000 * MS, 2300 * MS, 7, false)
-        );
-        assert_eq!(s[0].duration_ns(), 300 * MS);
-        // Never ended: it lasted until the target exited.
-        assert_eq!((s[1].end_ns, s[1].exited_during), (3500 * MS, true));
-    }
-
-    #[test]
-    fn a_stall_cannot_end_before_it_was_noticed() {
-        let s = stall_spans(&[begin(1, 2000, 2010), end(1, 2004, true)]);
-        assert_eq!(
-            s[0].end_ns,
-            2010 * MS,
-            "an early resumption time is clamped to when it was seen"
-        );
-        // Watching ended with the meter silent but the JVM alive (detach): not an exit.
-        let s = stall_spans(&[
-            begin(1, 2000, 2005),
-            end(1, 2100, false),
-            Event::Detach { t: 2200 * MS, reason: "x".into() },
-        ]);
-        assert!(!s[0].exited_during);
     }
 
     fn safepoint(line: &str) -> Safepoint {

@@ -30,6 +30,7 @@ mod diagnose;
 pub mod evidence;
 pub mod report;
 pub mod signals;
+mod spans;
 pub mod wait;
 
 pub use causes::Cause;
