@@ -13,7 +13,7 @@
 //! explains it, and finally [`summarise`].
 
 use crate::causes::Cause;
-use crate::classify::{self, Segment, segments};
+use crate::classify::{self, Evidence, Segment, segments};
 use crate::evidence::{self, StallEvidence};
 use crate::report::{
     Confidence, Finding, Report, SCHEMA, SafepointView, StallReport, Summary, ThreadLine,
@@ -23,7 +23,6 @@ use crate::signals::system_signals;
 use crate::spans::{StallSpan, end_of_recording, stall_spans};
 use crate::wait::Wait;
 use hotspot_log::Safepoint;
-use recording::units::fmt_ns;
 use recording::{Event, Meta, Recording, Sample, SystemSample};
 use std::collections::{BTreeMap, HashMap};
 
@@ -211,13 +210,9 @@ fn unended_safepoint(rec: &Recording, span: &StallSpan) -> Option<SafepointView>
 /// The answer when nothing explains a stall: `unknown`, saying what was (not) seen.
 fn unknown_finding(ev: &StallEvidence) -> Finding {
     let said = if ev.sample_times.is_empty() {
-        "no thread samples were taken during the stall".to_string()
+        Evidence::NoSamples
     } else {
-        format!(
-            "{} samples of {} threads show no thread holding things up",
-            ev.sample_times.len(),
-            ev.threads.len()
-        )
+        Evidence::NoThreadHolding { samples: ev.sample_times.len(), threads: ev.threads.len() }
     };
     Finding {
         cause: Cause::Unknown,
@@ -225,7 +220,7 @@ fn unknown_finding(ev: &StallEvidence) -> Finding {
         confidence: Confidence::Low,
         share: 1.0,
         culprits: vec![],
-        evidence: vec![said],
+        evidence: vec![said.to_string()],
         fix: Cause::Unknown.fix().into(),
         doc: Cause::Unknown.doc(),
     }
@@ -240,17 +235,17 @@ fn recorder_blind(
     span: &StallSpan,
     noticed: &StallSpan,
     threshold_ns: u64,
-) -> Option<String> {
+) -> Option<Evidence> {
     let (start, end) = (span.start_ns, span.end_ns);
     let mut held = 0;
-    let mut steps: Vec<&str> = Vec::new();
+    let mut steps: Vec<String> = Vec::new();
     for e in events {
         let Event::RecorderHeld { t, held_ns, step, .. } = e else { continue };
         let covered = (t + held_ns).min(end).saturating_sub((*t).max(start));
         if covered > 0 {
             held += covered;
-            if !steps.contains(&step.as_str()) {
-                steps.push(step);
+            if !steps.contains(step) {
+                steps.push(step.clone());
             }
         }
     }
@@ -260,18 +255,7 @@ fn recorder_blind(
     if (held + late) * 10 < d {
         return None;
     }
-    let mut said = Vec::new();
-    if held > 0 {
-        said.push(format!("the recorder itself was held {} of the {} stall ({}), and took no look at the JVM meanwhile", fmt_ns(held), fmt_ns(d), steps.join(", ")));
-    }
-    if late > 0 {
-        said.push(format!(
-            "the recorder noticed the stall {} later than its threshold (of {})",
-            fmt_ns(late),
-            fmt_ns(d)
-        ));
-    }
-    Some(format!("{}: what held the JVM then was not seen", said.join("; ")))
+    Some(Evidence::RecorderBlind { held_ns: held, steps, late_ns: late, stall_ns: d })
 }
 
 /// The busiest threads of a stall (CPU and run-queue time, then samples not asleep), as raw
@@ -403,11 +387,8 @@ fn diagnose_stall(
     if unseen_ns > 0
         && let Some(f) = findings.first_mut()
     {
-        f.evidence.push(format!(
-            "it began {} before stallscope started watching; judged on the {} seen",
-            fmt_ns(unseen_ns),
-            fmt_ns(span.duration_ns())
-        ));
+        let began = Evidence::BeganBeforeWatching { unseen_ns, seen_ns: span.duration_ns() };
+        f.evidence.push(began.to_string());
     }
     let seen_part = StallSpan {
         noticed_ns: seen.noticed_ns.max(span.start_ns + meta.threshold_ns),
@@ -416,7 +397,7 @@ fn diagnose_stall(
     };
     if let Some(said) = recorder_blind(&rec.events, span, &seen_part, meta.threshold_ns) {
         for f in findings.iter_mut().filter(|f| f.cause == Cause::Unknown) {
-            f.evidence.push(said.clone());
+            f.evidence.push(said.to_string());
         }
     }
     if findings.iter().any(|f| f.cause == Cause::Unknown) {
@@ -468,25 +449,20 @@ fn name_the_code(
         for c in f.culprits.iter_mut() {
             c.code = crate::code::for_thread(frames, c.tid, start, end, stall);
         }
-        let unsampled: Vec<String> = f
+        let threads: Vec<String> = f
             .culprits
             .iter()
             .filter(|c| c.code.is_none() && !evidence::jvm_internal(&c.name))
-            .map(|c| format!("\"{}\"", c.name))
+            .map(|c| c.name.clone())
             .collect();
-        let outside = frames.iter().any(|s| s.event == crate::code::OUTSIDE);
-        if !unsampled.is_empty() && f.cause != Cause::Unknown && outside {
-            f.evidence.push(format!(
-                "no stack of {} was read from outside within {} of the stall (docs/attach.md)",
-                unsampled.join(", "),
-                fmt_ns(crate::code::NEAR_NS)
-            ));
-        } else if !unsampled.is_empty() && f.cause != Cause::Unknown {
-            f.evidence.push(format!(
-                "the JVM's flight recorder took no stack of {} within {} of the stall: it samples a thread only when it can interrupt it in Java code or a native method, and a thread blocked in a page fault or working inside the VM (a bulk copy from a mapping, Unsafe.copyMemory or setMemory) cannot be (docs/frames.md)",
-                unsampled.join(", "),
-                fmt_ns(crate::code::NEAR_NS)
-            ));
+        if !threads.is_empty() && f.cause != Cause::Unknown {
+            let near_ns = crate::code::NEAR_NS;
+            let said = if frames.iter().any(|s| s.event == crate::code::OUTSIDE) {
+                Evidence::NoStackFromOutside { threads, near_ns }
+            } else {
+                Evidence::NoFlightRecorderStack { threads, near_ns }
+            };
+            f.evidence.push(said.to_string());
         }
         // Only where the fix is a change to that code: not for CPU starvation, say, whose fix is
         // the machine's.
@@ -699,9 +675,18 @@ mod tests {
         };
         // Held 990 ms of a 1 s stall: said, with the step.
         let ev = vec![begin(1, 2000, 2006), held(2006, 990), end(1, 3000, true)];
-        let said =
-            recorder_blind(&ev, &stall_spans(&ev)[0], &stall_spans(&ev)[0], 5 * MS).expect("said");
-        assert!(said.contains("held 990 ms of the 1.00 s stall (the first look)"), "{said}");
+        let said = recorder_blind(&ev, &stall_spans(&ev)[0], &stall_spans(&ev)[0], 5 * MS);
+        // (Noticed 1 ms after its threshold, too.)
+        let steps = vec!["the first look".to_string()];
+        assert_eq!(
+            said,
+            Some(Evidence::RecorderBlind {
+                held_ns: 990 * MS,
+                steps,
+                late_ns: MS,
+                stall_ns: 1000 * MS
+            })
+        );
         // Held before the stall began: only the part inside counts (50 of 1000 ms): not said.
         let ev = vec![held(1900, 150), begin(1, 2000, 2006), end(1, 3000, true)];
         assert_eq!(recorder_blind(&ev, &stall_spans(&ev)[0], &stall_spans(&ev)[0], 5 * MS), None);
@@ -710,9 +695,16 @@ mod tests {
         assert_eq!(recorder_blind(&ev, &stall_spans(&ev)[0], &stall_spans(&ev)[0], 5 * MS), None);
         // Noticed 500 ms late.
         let ev = vec![begin(1, 2000, 2505), end(1, 3000, true)];
-        let said =
-            recorder_blind(&ev, &stall_spans(&ev)[0], &stall_spans(&ev)[0], 5 * MS).expect("said");
-        assert!(said.contains("noticed the stall 500 ms later than its threshold"), "{said}");
+        let said = recorder_blind(&ev, &stall_spans(&ev)[0], &stall_spans(&ev)[0], 5 * MS);
+        assert_eq!(
+            said,
+            Some(Evidence::RecorderBlind {
+                held_ns: 0,
+                steps: vec![],
+                late_ns: 500 * MS,
+                stall_ns: 1000 * MS
+            })
+        );
     }
 
     fn safepoint(line: &str) -> Safepoint {

@@ -1,6 +1,6 @@
 //! The evidence a finding rests on, as data: one variant per kind of line, carrying the numbers
-//! and names it reports. The deciding code builds these; `words` says them, when a finding is
-//! made.
+//! and names it reports. The classification builds these (and the diagnosis, for what the
+//! recording did not see); `words` says them, when a finding is made or added to.
 //!
 //! Invariant: a variant holds what was measured or found, never its wording; times are in ns,
 //! sizes in bytes, shares as fractions, exactly as read.
@@ -252,4 +252,36 @@ pub enum Evidence {
     },
     /// The recorder in the JVM's memory cgroup, which was reclaiming.
     SameMemoryCgroup,
+
+    // What the recording did (not) see, added by the diagnosis.
+    /// No thread sample fell inside the stall.
+    NoSamples,
+    /// The samples saw no thread holding things up.
+    NoThreadHolding {
+        samples: usize,
+        threads: usize,
+    },
+    /// The stall was under way when the recorder started: judged on the part seen.
+    BeganBeforeWatching {
+        unseen_ns: u64,
+        seen_ns: u64,
+    },
+    /// The recorder missed part of the stall: held `held_ns` in its own `steps`, and noticing
+    /// it `late_ns` after its threshold.
+    RecorderBlind {
+        held_ns: u64,
+        steps: Vec<String>,
+        late_ns: u64,
+        stall_ns: u64,
+    },
+    /// No stack of these threads (by name) was read from outside the JVM near the stall.
+    NoStackFromOutside {
+        threads: Vec<String>,
+        near_ns: u64,
+    },
+    /// The JVM's flight recorder took no stack of these threads (by name) near the stall.
+    NoFlightRecorderStack {
+        threads: Vec<String>,
+        near_ns: u64,
+    },
 }

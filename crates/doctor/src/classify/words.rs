@@ -50,6 +50,11 @@ pub(super) fn plural(n: u64, one: &str) -> String {
     format!("{} {one}{}", fmt_count(n), if n == 1 { "" } else { "s" })
 }
 
+/// Thread names in quotes, `"a", "b"`.
+fn quoted(names: &[String]) -> String {
+    names.iter().map(|n| format!("\"{n}\"")).collect::<Vec<_>>().join(", ")
+}
+
 /// Bytes as people read them: 1.23 GB, 456 MB, 12.3 kB.
 fn fmt_bytes(b: u64) -> String {
     let v = b as f64;
@@ -346,6 +351,50 @@ impl fmt::Display for Evidence {
             E::SameMemoryCgroup => f.write_str(
                 "stallscope shares the JVM's memory cgroup, which was reclaiming: the recorder was held up by the same limit",
             ),
+
+            // What the recording did (not) see.
+            E::NoSamples => f.write_str("no thread samples were taken during the stall"),
+            E::NoThreadHolding { samples, threads } => write!(
+                f,
+                "{samples} samples of {threads} threads show no thread holding things up"
+            ),
+            E::BeganBeforeWatching { unseen_ns, seen_ns } => write!(
+                f,
+                "it began {} before stallscope started watching; judged on the {} seen",
+                fmt_ns(*unseen_ns),
+                fmt_ns(*seen_ns)
+            ),
+            E::RecorderBlind { held_ns, steps, late_ns, stall_ns } => {
+                let mut said = Vec::new();
+                if *held_ns > 0 {
+                    said.push(format!(
+                        "the recorder itself was held {} of the {} stall ({}), and took no look at the JVM meanwhile",
+                        fmt_ns(*held_ns),
+                        fmt_ns(*stall_ns),
+                        steps.join(", ")
+                    ));
+                }
+                if *late_ns > 0 {
+                    said.push(format!(
+                        "the recorder noticed the stall {} later than its threshold (of {})",
+                        fmt_ns(*late_ns),
+                        fmt_ns(*stall_ns)
+                    ));
+                }
+                write!(f, "{}: what held the JVM then was not seen", said.join("; "))
+            }
+            E::NoStackFromOutside { threads, near_ns } => write!(
+                f,
+                "no stack of {} was read from outside within {} of the stall (docs/attach.md)",
+                quoted(threads),
+                fmt_ns(*near_ns)
+            ),
+            E::NoFlightRecorderStack { threads, near_ns } => write!(
+                f,
+                "the JVM's flight recorder took no stack of {} within {} of the stall: it samples a thread only when it can interrupt it in Java code or a native method, and a thread blocked in a page fault or working inside the VM (a bulk copy from a mapping, Unsafe.copyMemory or setMemory) cannot be (docs/frames.md)",
+                quoted(threads),
+                fmt_ns(*near_ns)
+            ),
         }
     }
 }
@@ -389,6 +438,22 @@ mod tests {
         assert_eq!(
             said(Evidence::MoreCulprits { more: 1 }),
             "1 more thread like the culprits above"
+        );
+        assert_eq!(
+            said(Evidence::RecorderBlind {
+                held_ns: 990 * MS,
+                steps: vec!["the first look".into()],
+                late_ns: 500 * MS,
+                stall_ns: 1000 * MS
+            }),
+            "the recorder itself was held 990 ms of the 1.00 s stall (the first look), and took no look at the JVM meanwhile; the recorder noticed the stall 500 ms later than its threshold (of 1.00 s): what held the JVM then was not seen"
+        );
+        assert_eq!(
+            said(Evidence::NoStackFromOutside {
+                threads: vec!["a".into(), "b".into()],
+                near_ns: 2000 * MS
+            }),
+            "no stack of \"a\", \"b\" was read from outside within 2.00 s of the stall (docs/attach.md)"
         );
     }
 
