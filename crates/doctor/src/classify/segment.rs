@@ -43,9 +43,10 @@ pub fn segments(
     let mut out = Vec::new();
     let mut at = start;
     for (i, sp) in safepoints.iter().enumerate() {
-        let s = sp.start_mono_ns.max(at);
-        let reached = (sp.start_mono_ns + sp.ttsp_ns).clamp(s, end);
-        let done = (sp.start_mono_ns + sp.total_ns).clamp(reached, end);
+        // A safepoint that begins after the stall's end (a record placed late) ends nothing.
+        let s = sp.start_mono_ns.max(at).min(end);
+        let reached = sp.start_mono_ns.saturating_add(sp.ttsp_ns).clamp(s, end);
+        let done = sp.start_mono_ns.saturating_add(sp.total_ns).clamp(reached, end);
         if s > at && s <= end {
             out.push((SegmentKind::Outside, at, s.min(end)));
         }
@@ -61,4 +62,43 @@ pub fn segments(
         out.push((SegmentKind::Outside, at, end));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sp(start: u64, ttsp: u64, total: u64) -> SafepointView {
+        SafepointView {
+            op: "x".into(),
+            ttsp_ns: ttsp,
+            at_safepoint_ns: total - ttsp,
+            total_ns: total,
+            start_mono_ns: start,
+            threads_total: None,
+            threads_running: None,
+            timeout_culprits: Vec::new(),
+            unfinished: false,
+        }
+    }
+
+    #[test]
+    fn a_stall_is_cut_into_outside_reaching_and_at_each_safepoint() {
+        use SegmentKind::*;
+        let got = segments(100, 200, &[sp(120, 30, 50)]);
+        assert_eq!(
+            got,
+            [(Outside, 100, 120), (Reaching(0), 120, 150), (At(0), 150, 170), (Outside, 170, 200)]
+        );
+    }
+
+    #[test]
+    fn a_safepoint_past_the_end_or_overflowing_is_clipped_not_a_panic() {
+        use SegmentKind::*;
+        assert_eq!(segments(100, 200, &[sp(300, 10, 20)]), [(Outside, 100, 200)]);
+        assert_eq!(
+            segments(100, 200, &[sp(150, u64::MAX, u64::MAX)]),
+            [(Outside, 100, 150), (Reaching(0), 150, 200)]
+        );
+    }
 }
