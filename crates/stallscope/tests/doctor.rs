@@ -6,9 +6,8 @@ mod common;
 use common::*;
 use serde_json::Value;
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::path::Path;
+use std::process::{Child, Output, Stdio};
 
 fn run_recorded(dir: &Path, java: &Path, jvm_args: &[&str], workload: &[&str]) -> Output {
     run_recorded_with(&[], dir, java, jvm_args, workload)
@@ -35,12 +34,6 @@ fn run_recorded_with(
         .unwrap()
 }
 
-fn report_json(dir: &Path) -> Value {
-    let o = stallscope().args(["report", "--json", dir.to_str().unwrap()]).output().unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    serde_json::from_slice(&o.stdout).unwrap()
-}
-
 /// Major faults the threads `tids` took during stall `n`: each thread's highest count sampled in
 /// the stall less its count in the stall's baseline (a thread born in the stall counts from zero).
 /// Read from the recorder's raw samples, apart from the doctor's reading of them.
@@ -59,29 +52,6 @@ fn major_faults_in_stall(rec: &recording::Recording, n: u32, tids: &[i64]) -> u6
         }
     }
     top.iter().map(|(tid, m)| m.saturating_sub(base.get(tid).copied().unwrap_or(0))).sum()
-}
-
-fn causes(r: &Value) -> Vec<String> {
-    r["stalls"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|s| s["findings"][0]["cause"].as_str().unwrap().to_string())
-        .collect()
-}
-
-/// The stalls whose first finding is `cause`.
-fn stalls_with<'a>(r: &'a Value, cause: &str) -> Vec<&'a Value> {
-    r["stalls"].as_array().unwrap().iter().filter(|s| s["findings"][0]["cause"] == cause).collect()
-}
-
-fn culprit_names(s: &Value) -> Vec<String> {
-    s["findings"][0]["culprits"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| c["name"].as_str().unwrap().to_string())
-        .collect()
 }
 
 #[test]
@@ -422,19 +392,6 @@ fn spawn_recorded_idle(
     (Reaper(child), pid, out)
 }
 
-fn heartbeat(pid: i32) -> PathBuf {
-    PathBuf::from(format!("/dev/shm/stallscope-{pid}.heartbeat"))
-}
-
-fn wait_for_heartbeat(pid: i32) {
-    let t0 = Instant::now();
-    while !heartbeat(pid).exists() {
-        assert!(t0.elapsed() < Duration::from_secs(20), "no heartbeat for pid {pid}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    std::thread::sleep(Duration::from_millis(300));
-}
-
 /// Waits for a recorded run to end; its stdout is what is left in `out`.
 fn finish(mut child: Reaper, mut out: BufReader<std::process::ChildStdout>) -> Output {
     let mut stdout = String::new();
@@ -570,65 +527,6 @@ fn safepoints_under_cpu_contention_are_cpu_starvation() {
 }
 
 #[test]
-fn a_target_that_dies_mid_stall_still_gets_its_diagnosis() {
-    let _x = exclusive();
-    let dir = scratch("doctor-dies").join("rec");
-    let mut child = stallscope()
-        .args(["run", "--out", dir.to_str().unwrap(), "--"])
-        .arg(java17())
-        .args(["-XX:+UseParallelGC", "-XX:-UseCountedLoopSafepoints", "-jar"])
-        .arg(workloads_jar())
-        .args(["counted-loop", "--duration", "30s", "--rounds", "2000", "--trigger", "threaddump"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let events = dir.join("events.jsonl");
-    let t0 = Instant::now();
-    // Kill it inside a long stall (the counted loop's), not a short one at start-up: wait for a
-    // stall that is still going on 300 ms after it began.
-    let open_stall = || -> Option<String> {
-        let text = std::fs::read_to_string(&events).unwrap_or_default();
-        let n = text
-            .lines()
-            .rfind(|l| l.contains("\"stall-begin\""))?
-            .split("\"stall\":")
-            .nth(1)?
-            .split([',', '}'])
-            .next()?
-            .to_string();
-        (!text
-            .lines()
-            .any(|l| l.contains("\"stall-end\"") && l.contains(&format!("\"stall\":{n},"))))
-        .then_some(n)
-    };
-    loop {
-        assert!(t0.elapsed() < Duration::from_secs(30), "no long stall began");
-        if let Some(n) = open_stall() {
-            std::thread::sleep(Duration::from_millis(300));
-            if open_stall() == Some(n) {
-                break;
-            }
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let meta: Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.join("meta.json")).unwrap()).unwrap();
-    let jvm = meta["pid"].as_i64().unwrap() as i32;
-    unsafe { libc::kill(jvm, libc::SIGKILL) };
-    let status = child.wait().unwrap();
-    assert_eq!(status.code(), Some(137), "the JVM's fate is the exit code");
-    let r = report_json(&dir);
-    let last = r["stalls"].as_array().unwrap().last().unwrap().clone();
-    assert_eq!(last["target_exited"], true, "{last}");
-    assert_eq!(last["findings"][0]["cause"], "no-safepoint-poll", "{last}");
-    assert!(
-        !heartbeat(jvm).exists() || std::fs::metadata(heartbeat(jvm)).is_ok(),
-        "a stale heartbeat may remain; the reader checks liveness"
-    );
-}
-
-#[test]
 fn ctrl_c_reaches_the_jvm_and_the_recording_is_finished() {
     let _x = exclusive();
     let dir = scratch("doctor-ctrlc").join("rec");
@@ -640,298 +538,6 @@ fn ctrl_c_reaches_the_jvm_and_the_recording_is_finished() {
     let events = std::fs::read_to_string(dir.join("events.jsonl")).unwrap();
     assert!(events.contains("\"detach\"") && events.contains("\"target-exit\""), "{events}");
     assert!(!Path::new(&format!("/proc/{pid}")).exists(), "the JVM is gone");
-}
-
-fn idle_jvm(extra: &[&str]) -> (Reaper, i32) {
-    let mut c = Command::new(java17());
-    c.args(extra);
-    idle_jvm_from(c)
-}
-
-/// The idle workload started by `c` (a `java` command, or one that runs it: `setpriv … java`),
-/// and its pid.
-fn idle_jvm_from(c: Command) -> (Reaper, i32) {
-    Jvm::idle(workload(c, &[], &["idle", "--duration", "60s"])).into_parts()
-}
-
-#[test]
-fn attach_watches_a_running_jvm_and_leaves_it_as_it_was() {
-    let _x = exclusive();
-    let d = scratch("doctor-attach");
-    let (jvm, pid) = idle_jvm(&[]);
-    let dir = d.join("rec");
-    let att = stallscope()
-        .args(["attach", &pid.to_string(), "--for", "4s", "--out", dir.to_str().unwrap()])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    wait_for_heartbeat(pid);
-    let f = stallscope()
-        .args(["inject", "freeze", &pid.to_string(), "--for", "400ms"])
-        .output()
-        .unwrap();
-    assert!(f.status.success());
-    let o = att.wait_with_output().unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let live = String::from_utf8_lossy(&o.stdout);
-    // What was happening about a second in, then the whole recording's diagnosis.
-    assert!(live.starts_with("NOW (") && live.contains("\nstallscope attach: "), "{live}");
-    let r = report_json(&dir);
-    assert_eq!(r["meta"]["mode"], "attach");
-    assert_eq!(stalls_with(&r, "frozen").len(), 1, "{:?}", causes(&r));
-    assert!(
-        std::fs::metadata(dir.join("safepoint.log")).unwrap().len() > 0,
-        "VM.log wrote into the recording"
-    );
-
-    // Detached: the meter is stopped, its files are gone, the log output is off, the JVM runs.
-    assert!(!heartbeat(pid).exists(), "the agent removed its heartbeat on stop");
-    let jcmd = java17().parent().unwrap().join("jcmd");
-    let list = Command::new(jcmd).args([&pid.to_string(), "VM.log", "list"]).output().unwrap();
-    let list = String::from_utf8_lossy(&list.stdout);
-    let ours = list.lines().find(|l| l.contains("safepoint.log")).unwrap_or("");
-    assert!(ours.is_empty() || ours.contains("all=off"), "our log output is switched off: {list}");
-    assert!(Path::new(&format!("/proc/{pid}")).exists(), "the JVM keeps running");
-    drop(jvm);
-}
-
-/// `attach` killed outright (SIGKILL) runs no cleanup of its own: its guardian switches the
-/// JVM's log output off and stops the agent's meter.
-/// The idle workload run as the throwaway user `them` (from /tmp, which they can enter).
-fn their_idle_jvm(them: &ThrowawayUser) -> (Reaper, i32) {
-    let mut c = them.setpriv();
-    c.arg(java17()).current_dir("/tmp");
-    idle_jvm_from(c)
-}
-
-/// An agent that cannot start inside the JVM says why, at once, and the JVM is left as found;
-/// it is recorded from outside all the same. Here root attaches to another user's JVM with
-/// `--out` under a directory that user cannot enter. It used to be a 15 s wait blaming the
-/// heartbeat, with the reason only on the JVM's stderr.
-#[test]
-fn an_agent_that_cannot_start_inside_the_jvm_says_why() {
-    let _x = exclusive();
-    assert_eq!(
-        unsafe { libc::geteuid() },
-        0,
-        "this test needs root: it attaches to another user's JVM"
-    );
-    let them = ThrowawayUser::new();
-    let d = scratch("doctor-attach-unseen");
-    let private = d.join("private");
-    std::fs::create_dir(&private).unwrap();
-    std::fs::set_permissions(&private, std::os::unix::fs::PermissionsExt::from_mode(0o700))
-        .unwrap();
-    let (jvm, pid) = their_idle_jvm(&them);
-    let dir = private.join("rec");
-    let o = stallscope()
-        .args(["attach", &pid.to_string(), "--for", "5s", "--out", dir.to_str().unwrap()])
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&o.stderr).into_owned();
-    assert_eq!(o.status.code(), Some(0), "{err}");
-    let said: Vec<&str> = err.lines().filter(|l| l.contains("did not get in")).collect();
-    assert_eq!(said.len(), 1, "one line: {err}");
-    assert!(
-        said[0].contains("did not start inside it")
-            && said[0].contains("cannot be written")
-            && said[0].contains(dir.to_str().unwrap()),
-        "the agent's own reason: {err}"
-    );
-    assert!(
-        said[0].contains(&format!("the JVM's user (uid {})", them.uid)),
-        "and what to do: {err}"
-    );
-    assert!(said[0].contains("recorded from its counters and /proc alone"), "{err}");
-    let r = report_json(&dir);
-    assert_eq!(r["meta"]["mode"], "attach", "the JVM was recorded from outside");
-    let jcmd = java17().parent().unwrap().join("jcmd");
-    let list = Command::new(&jcmd).args([&pid.to_string(), "VM.log", "list"]).output().unwrap();
-    let list = String::from_utf8_lossy(&list.stdout).into_owned();
-    assert!(
-        !list.lines().any(|l| l.contains(dir.to_str().unwrap()) && !l.contains("all=off")),
-        "logging left on: {list}"
-    );
-    let left: Vec<_> = std::fs::read_dir("/dev/shm")
-        .unwrap()
-        .flatten()
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|n| n.starts_with(&format!("stallscope-{pid}.")))
-        .collect();
-    assert!(left.is_empty(), "no meter runs and the note was taken: {left:?}");
-    drop(jvm);
-}
-
-/// A socket at `/tmp/.java_pid<N>` that no one listens on is what a JVM with that pid leaves
-/// when it is killed (pids are reused, and the kill tests leave such sockets). Attaching to the
-/// new JVM with that pid removes it and starts this JVM's listener, rather than failing with
-/// "the attach socket refused us" (seen in CI).
-#[test]
-fn attach_replaces_an_attach_socket_no_one_listens_on() {
-    let _x = exclusive();
-    let d = scratch("doctor-attach-stale");
-    let (jvm, pid) = idle_jvm(&[]);
-    let sock = PathBuf::from(format!("/tmp/.java_pid{pid}"));
-    assert!(!sock.exists(), "nothing has attached to the JVM yet, so it has no listener");
-    /// The socket file goes with the test, whatever happens (the JVM is killed, not ended).
-    struct Gone(PathBuf);
-    impl Drop for Gone {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_file(&self.0);
-        }
-    }
-    let _gone = Gone(sock.clone());
-    // Bound and closed: the file stays, and connecting to it is refused.
-    drop(std::os::unix::net::UnixListener::bind(&sock).unwrap());
-    let refused = std::os::unix::net::UnixStream::connect(&sock).unwrap_err();
-    assert_eq!(refused.kind(), std::io::ErrorKind::ConnectionRefused);
-    let dir = d.join("rec");
-    let o = stallscope()
-        .args(["attach", &pid.to_string(), "--for", "2s", "--out", dir.to_str().unwrap()])
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&o.stderr).into_owned();
-    assert!(o.status.success(), "{err}");
-    assert!(dir.join("meta.json").exists(), "a recording was made: {err}");
-    std::os::unix::net::UnixStream::connect(&sock)
-        .expect("the socket is now the JVM's own listener");
-    drop(jvm);
-}
-
-/// A JVM in a container (its own pid and mount namespaces, /proc, /tmp and /dev/shm): attach
-/// stages the agent in its /tmp, finds its heartbeat in its /dev/shm under its pid there, names
-/// its Java threads by their ids here, copies its logs into the recording, and leaves nothing
-/// behind. It used to fail every time, after 15 s, blaming the heartbeat.
-#[test]
-fn attach_reaches_a_jvm_in_a_container() {
-    let _x = exclusive();
-    assert_eq!(
-        unsafe { libc::geteuid() },
-        0,
-        "this test needs root: it runs a JVM in a pid and mount namespace of its own"
-    );
-    let d = scratch("doctor-attach-container");
-    let (jvm, pid) = contained_jvm();
-    let inside = |p: &str| PathBuf::from(format!("/proc/{pid}/root{p}"));
-    let ours = |p: &str| {
-        std::fs::read_dir(inside(p))
-            .unwrap()
-            .flatten()
-            .map(|e| e.file_name().to_string_lossy().into_owned())
-            .filter(|n| n.starts_with("stallscope-"))
-            .collect::<Vec<_>>()
-    };
-    let dir = d.join("rec");
-    let att = stallscope()
-        .args(["attach", &pid.to_string(), "--for", "4s", "--out", dir.to_str().unwrap()])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let t0 = Instant::now();
-    while !ours("/dev/shm").iter().any(|n| n.ends_with(".heartbeat")) {
-        assert!(t0.elapsed() < Duration::from_secs(20), "no heartbeat in the JVM's /dev/shm");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    std::thread::sleep(Duration::from_millis(300));
-    let f = stallscope()
-        .args(["inject", "freeze", &pid.to_string(), "--for", "400ms"])
-        .output()
-        .unwrap();
-    assert!(f.status.success());
-    let o = att.wait_with_output().unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let r = report_json(&dir);
-    assert_eq!(stalls_with(&r, "frozen").len(), 1, "{:?}", causes(&r));
-    for f in ["safepoint.log", "hiccups.hlog"] {
-        assert!(
-            std::fs::metadata(dir.join(f)).map(|m| m.len() > 0).unwrap_or(false),
-            "the JVM's {f} was copied into the recording: {}",
-            String::from_utf8_lossy(&o.stderr)
-        );
-    }
-    // Java thread names carry this side's thread ids: the task here by that id has that name.
-    let rec = recording::Recording::read(&dir, None).unwrap();
-    let named = rec
-        .context
-        .iter()
-        .flat_map(|c| c.java_threads.iter())
-        .find(|j| j.name == "Reference Handler")
-        .expect("a JVM thread is named");
-    let comm =
-        std::fs::read_to_string(format!("/proc/{pid}/task/{}/comm", named.tid)).unwrap_or_default();
-    assert_eq!(
-        comm.trim(),
-        "Reference Handl",
-        "tid {} here is not the JVM's Reference Handler",
-        named.tid
-    );
-    assert!(
-        ours("/tmp").is_empty() && ours("/dev/shm").is_empty(),
-        "left in the container: {:?} {:?}",
-        ours("/tmp"),
-        ours("/dev/shm")
-    );
-    let jcmd = java17().parent().unwrap().join("jcmd");
-    let list = Command::new(&jcmd).args([&pid.to_string(), "VM.log", "list"]).output().unwrap();
-    let list = String::from_utf8_lossy(&list.stdout).into_owned();
-    assert!(
-        !list.lines().any(|l| l.contains("safepoint.log") && !l.contains("all=off")),
-        "logging left on: {list}"
-    );
-    drop(jvm);
-}
-
-/// Root attaching to another user's JVM: the JVM writes its logs into the recording as that
-/// user. It used to fail after 15 s, blaming the heartbeat.
-#[test]
-fn root_attaches_to_another_users_jvm() {
-    let _x = exclusive();
-    let them = ThrowawayUser::new();
-    let d = scratch("doctor-attach-other-user");
-    let (jvm, pid) = their_idle_jvm(&them);
-    let dir = d.join("rec");
-    let o = stallscope()
-        .args(["attach", &pid.to_string(), "--for", "2s", "--out", dir.to_str().unwrap()])
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    assert!(
-        std::fs::metadata(dir.join("hiccups.hlog")).map(|m| m.len() > 0).unwrap_or(false),
-        "the JVM wrote its hiccup log"
-    );
-    assert!(
-        std::fs::metadata(dir.join("safepoint.log")).is_ok(),
-        "HotSpot opened its safepoint log"
-    );
-    drop(jvm);
-}
-
-#[test]
-fn attach_refusals_are_one_clear_line() {
-    let _x = exclusive();
-    let them = ThrowawayUser::new();
-    let attach = |pid: String, as_them: bool| {
-        let dir = scratch("doctor-refuse").join("rec");
-        let mut c = if as_them { them.setpriv() } else { stallscope() };
-        if as_them {
-            c.arg(bin());
-        }
-        let o = c
-            .args(["attach", &pid, "--for", "1s", "--out", dir.to_str().unwrap()])
-            .output()
-            .unwrap();
-        let err = String::from_utf8_lossy(&o.stderr).into_owned();
-        assert_eq!(o.status.code(), Some(1), "{err}");
-        assert_eq!(err.lines().count(), 1, "one line: {err}");
-        err
-    };
-    assert!(attach("999999999".into(), false).contains("pid 999999999: no such process"));
-    let sleeper = Reaper(Command::new("sleep").arg("30").spawn().unwrap());
-    assert!(attach(sleeper.0.id().to_string(), false).contains("is not a JVM"));
-    let (_jvm, pid) = idle_jvm(&[]);
-    assert!(attach(pid.to_string(), true).contains("belongs to uid 0"), "another user's JVM");
 }
 
 #[test]

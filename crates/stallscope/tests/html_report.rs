@@ -24,12 +24,6 @@ fn html_of(dir: &Path, out: &Path) {
     assert!(String::from_utf8_lossy(&o.stderr).contains("needs no network"));
 }
 
-fn report_json(dir: &Path) -> Value {
-    let o = stallscope().args(["report", dir.to_str().unwrap(), "--json"]).output().unwrap();
-    assert!(o.status.success());
-    serde_json::from_slice(&o.stdout).unwrap()
-}
-
 /// The page drew itself with no error of any kind.
 fn healthy(dom: &str) {
     let errors = dom

@@ -57,12 +57,6 @@ fn now_block(out: &str) -> (String, Duration) {
     (block, Duration::from_secs_f64(secs))
 }
 
-fn report_json(dir: &Path) -> Value {
-    let o = stallscope().args(["report", "--json", dir.to_str().unwrap()]).output().unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    serde_json::from_slice(&o.stdout).unwrap()
-}
-
 fn longest(r: &Value) -> Value {
     r["stalls"]
         .as_array()

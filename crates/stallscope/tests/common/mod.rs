@@ -448,3 +448,51 @@ pub fn contained_jvm() -> (Reaper, i32) {
     let unshare = child.id();
     (Reaper(child), child_of(unshare))
 }
+
+/// `stallscope report --json DIR`, having succeeded.
+pub fn report_json(dir: &Path) -> serde_json::Value {
+    let o = stallscope().args(["report", "--json", dir.to_str().unwrap()]).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
+/// Each stall's first cause, in order.
+pub fn causes(r: &serde_json::Value) -> Vec<String> {
+    r["stalls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["findings"][0]["cause"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// The stalls whose first finding is `cause`.
+pub fn stalls_with<'a>(r: &'a serde_json::Value, cause: &str) -> Vec<&'a serde_json::Value> {
+    r["stalls"].as_array().unwrap().iter().filter(|s| s["findings"][0]["cause"] == cause).collect()
+}
+
+/// The names of a stall's first finding's culprits.
+pub fn culprit_names(s: &serde_json::Value) -> Vec<String> {
+    s["findings"][0]["culprits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// The agent's heartbeat file of a JVM on the host (`/dev/shm`, by its pid).
+pub fn heartbeat(pid: i32) -> PathBuf {
+    PathBuf::from(format!("/dev/shm/stallscope-{pid}.heartbeat"))
+}
+
+/// Waits (up to 20 s, else the test fails) for the agent's heartbeat of `pid`, then a little
+/// longer for its meter to tick.
+pub fn wait_for_heartbeat(pid: i32) {
+    let t0 = Instant::now();
+    while !heartbeat(pid).exists() {
+        assert!(t0.elapsed() < Duration::from_secs(20), "no heartbeat for pid {pid}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+}
