@@ -28,11 +28,19 @@ fn every_workload_explains_itself() {
 }
 
 #[test]
-fn counted_loop_stalls_without_strip_mining_on_both_jdks() {
+fn counted_loop_stalls_without_strip_mining_on_every_lts_jdk() {
     let _x = exclusive();
-    // A thread dump is a cheap safepoint: what the jitter thread feels is the time to reach it.
-    let args = ["counted-loop", "--duration", "4s", "--rounds", "300", "--trigger", "threaddump"];
-    for java in [java17(), java25()] {
+    for jdk in Jdk::LTS {
+        // C2 on JDK 21 and later vectorises the seed's sum, so a call of 300 rounds holds a
+        // safepoint for tens of ms there (37 ms once on a fresh machine) against 1.6-1.9 s on 11
+        // and 17. 1,000 rounds held 105-1,096 ms on 21 and 25 (2026-11-25, two runs each).
+        let (rounds, at_least_ns) =
+            if jdk.feature() >= 21 { ("1000", 20_000_000) } else { ("300", 50_000_000) };
+        // A thread dump is a cheap safepoint: what the jitter thread feels is the time to reach
+        // it.
+        let args =
+            ["counted-loop", "--duration", "4s", "--rounds", rounds, "--trigger", "threaddump"];
+        let java = jdk.java();
         let stalled =
             run_workload(&java, &["-XX:+UseParallelGC", "-XX:-UseCountedLoopSafepoints"], &args);
         let mitigated = run_workload(&java, &[], &args);
@@ -42,11 +50,11 @@ fn counted_loop_stalls_without_strip_mining_on_both_jdks() {
         );
         assert!(
             a >= 5 * b,
-            "{java:?}: jitter max {a} ns without a poll vs {b} ns with strip mining"
+            "{jdk:?}: jitter max {a} ns without a poll vs {b} ns with strip mining"
         );
         assert!(
-            a >= 50_000_000,
-            "{java:?}: a counted loop should hold the jitter thread for tens of ms at least: {a} ns"
+            a >= at_least_ns,
+            "{jdk:?}: a counted loop should hold the jitter thread for tens of ms at least: {a} ns"
         );
         assert!(mitigated["gc"].as_str().unwrap().contains("G1"), "{mitigated}");
     }
