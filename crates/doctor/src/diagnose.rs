@@ -467,24 +467,49 @@ fn name_the_code(
         // Only where the fix is a change to that code: not for CPU starvation, say, whose fix is
         // the machine's.
         let Some(code) = f.culprits.first().and_then(|c| c.code.as_ref()) else { continue };
-        let (lead, tail) = match (f.cause, code.frames.first()) {
-            // Caught in a bulk copy or fill inside the VM (a huge `Unsafe.setMemory0`): no loop
-            // of the application's to change, but the call.
-            (Cause::NoSafepointPoll, Some(top))
-                if crate::code::bulk_vm_call(&top.method) && code.app_frame.is_some() =>
-            {
-                (
-                    format!("split the call to {} in", crate::code::short_method(&top.method)),
-                    " into calls of a few MiB each",
-                )
-            }
-            (Cause::NoSafepointPoll, _) => ("the loop in".to_string(), ""),
-            (Cause::MajorFault, _) => ("the read in".to_string(), ""),
-            _ => continue,
-        };
-        let Some(frame) = code.fix_frame() else { continue };
-        f.fix = format!("{lead} {}{tail}: {}", crate::code::describe_frame(frame), f.fix);
+        if let Some(fix) = fix_in_code(f.cause, code, &f.fix) {
+            f.fix = fix;
+        }
     }
+}
+
+/// A fix that names the culprit's code where the user has a choice: their own frame, and when the
+/// thread was inside a well-known library (Lucene, Chronicle, Netty), what that library offers.
+/// `None` where the cause's fix is not a change to code.
+fn fix_in_code(cause: Cause, code: &crate::code::CulpritCode, fix: &str) -> Option<String> {
+    use crate::code::{bulk_vm_call, describe_frame, library_of, short_method};
+    let top = code.frames.first();
+    let bulk = top.filter(|t| bulk_vm_call(&t.method));
+    let library = code
+        .library_frame
+        .and_then(|i| code.frames.get(i))
+        .and_then(|fr| Some((fr, library_of(&fr.method)?)));
+    let app = code.app_frame.and_then(|i| code.frames.get(i));
+    if let Some((frame, lib)) = library {
+        let from = app.map(|a| format!(", called from {}", describe_frame(a))).unwrap_or_default();
+        let at = format!("{}'s {}{from}", lib.name, describe_frame(frame));
+        return match (cause, bulk) {
+            (Cause::MajorFault, _) => Some(format!("the read in {at}: {}", lib.mapped_read)),
+            (Cause::NoSafepointPoll, Some(t)) => {
+                Some(format!("the call to {} in {at}: {}", short_method(&t.method), lib.bulk_call))
+            }
+            (Cause::NoSafepointPoll, None) => Some(format!("the loop in {at}: {fix}")),
+            _ => None,
+        };
+    }
+    let (lead, tail) = match (cause, bulk) {
+        // Caught in a bulk copy or fill inside the VM (a huge `Unsafe.setMemory0`): no loop of
+        // the application's to change, but the call.
+        (Cause::NoSafepointPoll, Some(t)) if app.is_some() => (
+            format!("split the call to {} in", short_method(&t.method)),
+            " into calls of a few MiB each",
+        ),
+        (Cause::NoSafepointPoll, _) => ("the loop in".to_string(), ""),
+        (Cause::MajorFault, _) => ("the read in".to_string(), ""),
+        _ => return None,
+    };
+    let frame = code.fix_frame()?;
+    Some(format!("{lead} {}{tail}: {fix}", describe_frame(frame)))
 }
 
 /// The recording as a whole: stalls by their main cause, safepoints, the hiccup and control
@@ -615,6 +640,65 @@ pub fn diagnose(rec: &Recording) -> Report {
 mod tests {
     use super::*;
     use recording::StallContext;
+
+    fn code(
+        methods: &[&str],
+        app: Option<usize>,
+        library: Option<(usize, &'static str)>,
+    ) -> crate::code::CulpritCode {
+        crate::code::CulpritCode {
+            event: "jdk.ExecutionSample".into(),
+            offset_ns: 0,
+            latency_ns: None,
+            frames: methods
+                .iter()
+                .map(|m| hotspot_log::jfr::JavaFrame {
+                    method: m.to_string(),
+                    line: Some(9),
+                    kind: String::new(),
+                })
+                .collect(),
+            truncated: false,
+            app_frame: app,
+            library_frame: library.map(|l| l.0),
+            library: library.map(|l| l.1),
+            source: String::new(),
+        }
+    }
+
+    #[test]
+    fn a_fix_names_the_users_frame_and_what_the_library_offers() {
+        let generic = Cause::MajorFault.fix();
+        let lucene = code(
+            &["org.apache.lucene.store.ByteBufferGuard.getByte", "io.acme.Catalog.find"],
+            Some(1),
+            Some((0, "Lucene")),
+        );
+        let fix = fix_in_code(Cause::MajorFault, &lucene, generic).unwrap();
+        assert!(
+            fix.starts_with("the read in Lucene's ByteBufferGuard.getByte (line 9), called from Catalog.find (line 9): Lucene's MMapDirectory"),
+            "{fix}"
+        );
+        assert!(fix.contains("NIOFSDirectory") && !fix.contains(generic), "{fix}");
+        // A huge fill asked by Netty: the call and what Netty offers.
+        let netty = code(
+            &[
+                "jdk.internal.misc.Unsafe.setMemory0",
+                "io.netty.util.internal.PlatformDependent.setMemory",
+                "io.acme.Codec.encode",
+            ],
+            Some(2),
+            Some((1, "Netty")),
+        );
+        let fix =
+            fix_in_code(Cause::NoSafepointPoll, &netty, Cause::NoSafepointPoll.fix()).unwrap();
+        assert!(fix.starts_with("the call to Unsafe.setMemory0 in Netty's PlatformDependent.setMemory (line 9), called from Codec.encode (line 9): Netty zeroed"), "{fix}");
+        // No library: the user's frame and the cause's own fix, as before.
+        let own = code(&["java.util.Arrays.fill", "io.acme.Ledger.fold"], Some(1), None);
+        let fix = fix_in_code(Cause::NoSafepointPoll, &own, "F").unwrap();
+        assert_eq!(fix, "the loop in Ledger.fold (line 9): F");
+        assert_eq!(fix_in_code(Cause::CpuStarvation, &lucene, "F"), None, "not a change to code");
+    }
 
     const MS: u64 = 1_000_000;
 

@@ -38,9 +38,11 @@ fn wrap(out: &mut String, label: &str, text: &str) {
 
 /// A culprit's Java stack, as a stack trace prints it: where it came from, then its top frames.
 fn code_block(out: &mut String, code: &doctor::code::CulpritCode) {
-    const SHOWN: usize = 6;
+    // Six frames, or down to the application's own frame when it is deeper (inside a library),
+    // up to a screenful; the JSON has them all.
+    let shown = code.app_frame.map_or(6, |i| (i + 1).clamp(6, 24));
     wrap(out, "code", &format!("{}:", code.source));
-    for (i, f) in code.frames.iter().take(SHOWN).enumerate() {
+    for (i, f) in code.frames.iter().take(shown).enumerate() {
         let mut at = format!("{:11}at {}", "", f.method);
         match (f.line, f.kind.is_empty()) {
             (Some(l), false) => at.push_str(&format!(" (line {l}, {})", f.kind)),
@@ -51,9 +53,14 @@ fn code_block(out: &mut String, code: &doctor::code::CulpritCode) {
         if Some(i) == code.app_frame && i > 0 {
             at.push_str("   <- its code");
         }
+        if let (Some(li), Some(name)) = (code.library_frame, code.library)
+            && li == i
+        {
+            at.push_str(&format!("   <- in {name}"));
+        }
         let _ = writeln!(out, "{at}");
     }
-    if code.frames.len() > SHOWN || code.truncated {
+    if code.frames.len() > shown || code.truncated {
         let _ = writeln!(out, "{:11}…", "");
     }
 }
