@@ -41,9 +41,7 @@ pub struct CulpritCode {
     /// The first frame in a well-known library above the application's code, and the
     /// library's name: where the user's choice is the library's (another `Directory`, say), not
     /// a change to its code.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub library_frame: Option<usize>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub library: Option<&'static str>,
     /// Where the stack came from and when, in words.
     pub source: String,
