@@ -639,6 +639,7 @@ pub fn diagnose(rec: &Recording) -> Report {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::spans::tests::{begin, end};
     use recording::StallContext;
 
     fn code(
@@ -723,29 +724,6 @@ mod tests {
             sample_interval_ns: 2 * MS,
             safepoint_timeout_ms: None,
             ..Meta::default()
-        }
-    }
-
-    fn begin(stall: u32, expected_ms: u64, noticed_ms: u64) -> Event {
-        Event::StallBegin {
-            t: noticed_ms * MS,
-            stall,
-            last_tick_ns: (expected_ms - 1) * MS,
-            expected_ns: expected_ms * MS,
-            by: Default::default(),
-        }
-    }
-
-    fn end(stall: u32, resumed_ms: u64, resumed: bool) -> Event {
-        Event::StallEnd {
-            t: resumed_ms * MS + 1,
-            stall,
-            resumed_ns: resumed_ms * MS,
-            control_max_late_ns: 7,
-            control_queued_ns: None,
-            resumed,
-            dropped_samples: 0,
-            exiting: false,
         }
     }
 

@@ -91,12 +91,12 @@ pub fn stall_spans(events: &[Event]) -> Vec<StallSpan> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     const MS: u64 = 1_000_000;
 
-    fn begin(stall: u32, expected_ms: u64, noticed_ms: u64) -> Event {
+    pub(crate) fn begin(stall: u32, expected_ms: u64, noticed_ms: u64) -> Event {
         Event::StallBegin {
             t: noticed_ms * MS,
             stall,
@@ -106,7 +106,7 @@ mod tests {
         }
     }
 
-    fn end(stall: u32, resumed_ms: u64, resumed: bool) -> Event {
+    pub(crate) fn end(stall: u32, resumed_ms: u64, resumed: bool) -> Event {
         Event::StallEnd {
             t: resumed_ms * MS + 1,
             stall,
