@@ -113,6 +113,10 @@ pub fn spanned_safepoints(
     v
 }
 
+/// How long after a safepoint's begin the meter may still have ticked with the world stopping
+/// from that begin: the log's and the heartbeat's stamps, a tick in flight.
+const TICK_AFTER_BEGIN_NS: u64 = 2_000_000;
+
 /// How far before a stall's start a safepoint's reaching may have begun and still be the
 /// stall's: the meter misses its tick once the safepoint stops it, within a tick or two.
 const OPEN_SYNC_SLACK_NS: u64 = 50_000_000;
@@ -324,11 +328,16 @@ fn diagnose_stall(
     // tick held up, then published) and stalled again, that safepoint is already explained there
     // (seen in a lab run: a second 1.6 s "unknown" stall made of the first one's safepoint), and
     // `own` left it out above.
+    // Nor back past the meter's last tick: the meter is a Java thread, so while it ticked no
+    // thread was stopped yet. (A VM thread held before it stops any thread, e.g. in a write
+    // fault on its perf counters, starts the safepoint's clock long before the world stops.)
     let mut span = seen.clone();
-    if let Some(first) = spanned
-        .first()
-        .filter(|s| s.start_mono_ns < span.start_ns && s.start_mono_ns + s.total_ns > span.start_ns)
-    {
+    let ran_until = seen.last_tick_ns.unwrap_or(0);
+    if let Some(first) = spanned.first().filter(|s| {
+        s.start_mono_ns < span.start_ns
+            && s.start_mono_ns + s.total_ns > span.start_ns
+            && ran_until <= s.start_mono_ns + TICK_AFTER_BEGIN_NS
+    }) {
         span.start_ns = first.start_mono_ns;
     }
     // A stall under way when the recorder started (`attach` to a JVM stuck already) is judged on
@@ -789,6 +798,7 @@ mod tests {
         let span = StallSpan {
             stall: 1,
             noticed_ns: 2005 * MS,
+            last_tick_ns: None,
             start_ns: 2000 * MS,
             end_ns: 2300 * MS,
             control_max_late_ns: 0,
@@ -821,6 +831,7 @@ mod tests {
         let cut = StallSpan {
             stall: 1,
             noticed_ns: 2005 * MS,
+            last_tick_ns: None,
             start_ns: 2002 * MS,
             end_ns: 3880 * MS,
             control_max_late_ns: 0,
@@ -905,6 +916,54 @@ mod tests {
                 && r.stalls[1].safepoint.is_none()
                 && r.stalls[1].safepoints.is_empty(),
             "the safepoint is the first stall's only"
+        );
+    }
+
+    #[test]
+    fn a_stall_starts_no_earlier_than_the_meters_last_tick() {
+        // As measured here with the perf counters on a slow disk under writeback: the VM thread
+        // was held 145 ms in a write fault before it stopped any thread (the log's "Reaching
+        // safepoint" counts it); the meter ticked until 1 ms before the end of it, and the world
+        // stood 10 ms. The stall is those 10 ms, not 155.
+        let sp = safepoint(
+            "[1.0s][2155000000ns][info][safepoint] Safepoint \"ParallelGCSystemGC\", Time since last: 1 ns, Reaching safepoint: 146000000 ns, Cleanup: 0 ns, At safepoint: 9000000 ns, Total: 155000000 ns\n",
+        );
+        let rec = |tick_ms: u64| Recording {
+            dir: "x".into(),
+            meta: meta(),
+            events: vec![
+                begin(1, tick_ms + 1, tick_ms + 6),
+                end(1, 2155, true),
+                Event::Detach { t: 4000 * MS, reason: "x".into() },
+            ],
+            samples: vec![],
+            system: vec![],
+            context: Vec::<StallContext>::new(),
+            trace: vec![],
+            frames: vec![],
+            frames_notes: vec![],
+            frames_recorded: false,
+            has_safepoint_log: true,
+            safepoints: vec![sp.clone()],
+            unfinished_culprits: vec![],
+            open_sync_ns: None,
+            hiccups: None,
+            control: None,
+            damage: vec![],
+            notes: vec![],
+            counters: vec![],
+        };
+        let held_vm = diagnose(&rec(2144));
+        assert_eq!(
+            (held_vm.stalls[0].start_mono_ns / MS, held_vm.stalls[0].duration_ns / MS),
+            (2145, 10),
+            "the meter ran until 2144 ms"
+        );
+        // A meter stopped with everyone else: the stall begins with the safepoint.
+        let stopped = diagnose(&rec(2000));
+        assert_eq!(
+            (stopped.stalls[0].start_mono_ns / MS, stopped.stalls[0].duration_ns / MS),
+            (2000, 155)
         );
     }
 

@@ -12,6 +12,9 @@ pub struct StallSpan {
     pub stall: u32,
     /// When the recorder noticed the heartbeat was stale.
     pub noticed_ns: u64,
+    /// The meter's last tick before it (a stall the heartbeat showed): the JVM's threads ran
+    /// until then.
+    pub last_tick_ns: Option<u64>,
     pub start_ns: u64,
     pub end_ns: u64,
     /// The recorder's own worst lateness during it, and how much of that wake-up it spent on a
@@ -48,7 +51,9 @@ pub fn stall_spans(events: &[Event]) -> Vec<StallSpan> {
     let target_exited = events.iter().any(|x| matches!(x, Event::TargetExit { .. }));
     let mut out = Vec::new();
     for e in events {
-        let Event::StallBegin { t: noticed, stall, expected_ns, by, .. } = e else { continue };
+        let Event::StallBegin { t: noticed, stall, expected_ns, by, last_tick_ns } = e else {
+            continue;
+        };
         let end = events.iter().find_map(|x| match x {
             Event::StallEnd {
                 stall: s,
@@ -77,6 +82,8 @@ pub fn stall_spans(events: &[Event]) -> Vec<StallSpan> {
         out.push(StallSpan {
             stall: *stall,
             noticed_ns: *noticed,
+            last_tick_ns: (*by == recording::StallTrigger::Heartbeat && *last_tick_ns > 0)
+                .then_some(*last_tick_ns),
             start_ns: *expected_ns,
             end_ns: end_ns.max(*noticed),
             control_max_late_ns: control,
