@@ -16,6 +16,7 @@ pub enum Cause {
     MachinePause,
     LongVmOperation,
     VmThreadIo,
+    MappedWriteback,
     MemoryReclaim,
     MemcgHigh,
     TlbShootdown,
@@ -23,7 +24,7 @@ pub enum Cause {
 }
 
 impl Cause {
-    pub const ALL: [Cause; 14] = [
+    pub const ALL: [Cause; 15] = [
         Cause::NoSafepointPoll,
         Cause::MajorFault,
         Cause::SwapIn,
@@ -34,6 +35,7 @@ impl Cause {
         Cause::MachinePause,
         Cause::LongVmOperation,
         Cause::VmThreadIo,
+        Cause::MappedWriteback,
         Cause::MemoryReclaim,
         Cause::MemcgHigh,
         Cause::TlbShootdown,
@@ -52,6 +54,7 @@ impl Cause {
             Cause::MachinePause => "machine-pause",
             Cause::LongVmOperation => "long-vm-operation",
             Cause::VmThreadIo => "vm-thread-io",
+            Cause::MappedWriteback => "mapped-writeback",
             Cause::MemoryReclaim => "memory-reclaim",
             Cause::MemcgHigh => "memcg-high",
             Cause::TlbShootdown => "tlb-shootdown",
@@ -71,6 +74,7 @@ impl Cause {
             Cause::MachinePause => "whole machine paused",
             Cause::LongVmOperation => "long VM operation at the safepoint",
             Cause::VmThreadIo => "VM or GC thread blocked in I/O at a safepoint",
+            Cause::MappedWriteback => "write fault on a shared file mapping under writeback",
             Cause::MemoryReclaim => "memory reclaim or compaction",
             Cause::MemcgHigh => "memory cgroup over its high limit",
             Cause::TlbShootdown => "TLB shootdown storm",
@@ -109,6 +113,9 @@ impl Cause {
             }
             Cause::VmThreadIo => {
                 "the VM or GC thread waited on storage while the application was stopped: log asynchronously (-Xlog:async, JDK 17+), put GC and safepoint logs on a fast local disk or tmpfs, and -XX:+PerfDisableSharedMem for hsperfdata"
+            }
+            Cause::MappedWriteback => {
+                "a write to a file mapped shared waited for that page's writeback to a slow disk: keep such files on tmpfs or a fast local disk; for a MappedByteBuffer of your own (READ_WRITE), write with FileChannel.write or keep the file on tmpfs; for the JVM's perf counters (hsperfdata), -XX:+PerfDisableSharedMem or /tmp on tmpfs"
             }
             Cause::MemoryReclaim => {
                 "give the JVM's memory cgroup headroom above its working set (heap, metaspace, code, direct buffers, and the page cache of what it writes), pre-touch the heap at start (-XX:+AlwaysPreTouch), and keep bulk file writes out of its cgroup or write them with O_DIRECT"

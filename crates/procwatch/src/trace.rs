@@ -22,6 +22,9 @@ pub enum TraceEvent {
     MmapLockStart { t: u64, tid: i32, write: bool },
     /// … and got it (or gave up).
     MmapLockAcquired { t: u64, tid: i32, write: bool, success: bool },
+    /// The thread began waiting for writeback of page `index` of inode `ino` (a write fault
+    /// on a shared mapping, or a write to a page being written back), on backing device `bdi`.
+    WritebackWait { t: u64, tid: i32, ino: u64, index: u64, bdi: String },
 }
 
 impl TraceEvent {
@@ -29,14 +32,16 @@ impl TraceEvent {
         match self {
             TraceEvent::PageFault { t, .. }
             | TraceEvent::MmapLockStart { t, .. }
-            | TraceEvent::MmapLockAcquired { t, .. } => *t,
+            | TraceEvent::MmapLockAcquired { t, .. }
+            | TraceEvent::WritebackWait { t, .. } => *t,
         }
     }
     pub fn tid(&self) -> i32 {
         match self {
             TraceEvent::PageFault { tid, .. }
             | TraceEvent::MmapLockStart { tid, .. }
-            | TraceEvent::MmapLockAcquired { tid, .. } => *tid,
+            | TraceEvent::MmapLockAcquired { tid, .. }
+            | TraceEvent::WritebackWait { tid, .. } => *tid,
         }
     }
 }
@@ -46,6 +51,14 @@ const EVENTS: [&str; 3] = [
     "mmap_lock/mmap_lock_start_locking",
     "mmap_lock/mmap_lock_acquire_returned",
 ];
+
+/// Events taken where the kernel has them (older kernels lack this one).
+const OPTIONAL: [&str; 1] = ["writeback/folio_wait_writeback"];
+
+/// Every event an instance may have enabled.
+fn all_events() -> impl Iterator<Item = &'static str> {
+    EVENTS.into_iter().chain(OPTIONAL)
+}
 
 pub struct Tracer {
     dir: PathBuf,
@@ -114,6 +127,12 @@ impl Tracer {
         for e in EVENTS {
             write(&t.dir.join("events").join(e).join("enable"), "1")?;
         }
+        for e in OPTIONAL {
+            let enable = t.dir.join("events").join(e).join("enable");
+            if enable.exists() {
+                write(&enable, "1")?;
+            }
+        }
         write(&t.dir.join("tracing_on"), "1")?;
         Ok(t)
     }
@@ -174,7 +193,7 @@ pub fn remove_instance(dir: &Path) {
         return;
     }
     let _ = std::fs::write(dir.join("tracing_on"), "0");
-    for e in EVENTS {
+    for e in all_events() {
         let _ = std::fs::write(dir.join("events").join(e).join("enable"), "0");
     }
     let _ = std::fs::remove_dir(dir);
@@ -241,6 +260,16 @@ pub fn parse_line(l: &str) -> Option<TraceEvent> {
             write: field("write")? == "true",
             success: field("success")? == "true",
         },
+        "folio_wait_writeback" => {
+            let bdi = fields.strip_prefix("bdi ")?.split_once(": ino=")?.0.to_string();
+            TraceEvent::WritebackWait {
+                t,
+                tid,
+                ino: field("ino")?.parse().ok()?,
+                index: field("index")?.parse().ok()?,
+                bdi,
+            }
+        }
         _ => return None,
     })
 }
@@ -269,6 +298,17 @@ mod tests {
                 tid: 77,
                 write: false,
                 success: true
+            }
+        );
+        let e = parse_line("            java-965     [001] d..1.  4301.500000: folio_wait_writeback: bdi 0:52: ino=131 index=2").unwrap();
+        assert_eq!(
+            e,
+            TraceEvent::WritebackWait {
+                t: 4_301_500_000_000,
+                tid: 965,
+                ino: 131,
+                index: 2,
+                bdi: "0:52".into()
             }
         );
         assert!(parse_line("# tracer: nop").is_none());

@@ -75,8 +75,19 @@ pub enum Evidence {
         wait: Wait,
         file: Option<String>,
     },
-    /// Blocked outside a system call for writeback of a page of a file mapping.
-    WritebackOfMapping {
+    /// Blocked in a write fault on a file mapped shared and writable, waiting for that page's
+    /// writeback (or for the page's lock, held by a thread that waits for it). `files` are the
+    /// mappings it can have been: the one a tracepoint named (`traced`), else every shared
+    /// writable file mapping of the target.
+    WriteFaultUnderWriteback {
+        role: Role,
+        files: Vec<String>,
+        traced: bool,
+    },
+    /// The file is the JVM's perf-counter file (hsperfdata).
+    PerfDataFile,
+    /// Its major-fault count did not move: no page was read in.
+    NoMajorFault {
         role: Role,
     },
     MmapLock {

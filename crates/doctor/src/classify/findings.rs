@@ -54,11 +54,23 @@ impl Draft {
             share: self.share,
             culprits: self.culprits,
             evidence: lines(&self.evidence),
-            fix: cause.fix().to_string(),
+            fix: fix_for(cause, &self.evidence),
             doc: cause.doc(),
         }
     }
 }
+
+/// What fixes a finding: its cause's fix, made specific where the evidence names the thing to
+/// change.
+fn fix_for(cause: Cause, evidence: &[Evidence]) -> String {
+    if cause == Cause::MappedWriteback && evidence.contains(&Evidence::PerfDataFile) {
+        return PERF_DATA_FIX.to_string();
+    }
+    cause.fix().to_string()
+}
+
+/// The fix when the JVM's own perf-counter file waited for writeback.
+const PERF_DATA_FIX: &str = "take the JVM's perf counters off the disk: -XX:+PerfDisableSharedMem keeps them in anonymous memory (jstat, jps, jcmd's listing and stallscope's attach-free views then cannot see the JVM; the agent's heartbeat still works), or put /tmp on tmpfs (the file is never written back; HotSpot always uses /tmp on Linux, whatever java.io.tmpdir says)";
 
 fn finding(
     cause: Cause,

@@ -32,6 +32,45 @@ pub(super) fn cold_files(inp: &Inputs) -> Vec<String> {
         .collect()
 }
 
+/// The target's file mappings that are shared and writable (`rw-s`): where a write fault can
+/// wait for a page's writeback. One path per file, in address order.
+pub(super) fn shared_writable_files(inp: &Inputs) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    // Files under /dev (/dev/shm: tmpfs, shared memory) are never written back to a disk.
+    let writable = |m: &&procwatch::maps::Mapping| {
+        m.is_file() && shared_writable(&m.perms) && !m.path.starts_with("/dev/")
+    };
+    for m in inp.maps.iter().filter(writable) {
+        if !out.contains(&m.path) {
+            out.push(m.path.clone());
+        }
+    }
+    out
+}
+
+/// `rw-s`: a mapping whose writes go to its file.
+pub(super) fn shared_writable(perms: &str) -> bool {
+    let p = perms.as_bytes();
+    p.len() >= 4 && p[1] == b'w' && p[3] == b's'
+}
+
+/// The JVM's perf-counter file, `/tmp/hsperfdata_<user>/<pid>`.
+pub(super) fn perf_data_file(path: &str) -> bool {
+    path.contains("/hsperfdata_")
+}
+
+/// The mapped file a thread's traced writeback waits were on (the tracepoint names the inode;
+/// the maps, the file), when one was.
+pub(super) fn traced_writeback(tid: i32, inp: &Inputs) -> Option<String> {
+    use procwatch::trace::TraceEvent;
+    inp.trace.iter().rev().find_map(|e| match e {
+        TraceEvent::WritebackWait { tid: t, ino, .. } if *t == tid => {
+            inp.maps.iter().find(|m| m.is_file() && m.inode == *ino).map(|m| m.path.clone())
+        }
+        _ => None,
+    })
+}
+
 /// What the tracepoints say about a thread's last page fault before `until`: (address, ip).
 pub(super) fn traced_fault(tid: i32, until: u64, inp: &Inputs) -> Option<(u64, u64)> {
     use procwatch::trace::TraceEvent;

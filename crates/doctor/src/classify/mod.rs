@@ -149,6 +149,21 @@ mod tests {
         duration_ns: u64,
         signals: SystemSignals,
     ) -> Vec<Draft> {
+        run_seen(reaching, at, whole, sp, duration_ns, signals, &[], &[])
+    }
+
+    /// As [`run`], with the target's maps and the tracepoints' events.
+    #[allow(clippy::too_many_arguments)]
+    fn run_seen(
+        reaching: Option<Vec<ThreadEvidence>>,
+        at: Option<Vec<ThreadEvidence>>,
+        whole: Vec<ThreadEvidence>,
+        sp: SafepointView,
+        duration_ns: u64,
+        signals: SystemSignals,
+        maps: &[procwatch::maps::Mapping],
+        trace: &[procwatch::trace::TraceEvent],
+    ) -> Vec<Draft> {
         let names = HashMap::new();
         let sps = vec![sp];
         let seg = |kind, start, end, th: Option<Vec<ThreadEvidence>>| Segment {
@@ -178,10 +193,10 @@ mod tests {
             signals: &signals,
             shares: Shares::default(),
             names: &names,
-            maps: &[],
+            maps,
             mapped_files: &[],
             meter_tid: None,
-            trace: &[],
+            trace,
             clock_ticks: 100,
         })
     }
@@ -353,6 +368,93 @@ mod tests {
             f[0].culprits[0].description
         );
         assert!(f.iter().all(|x| x.cause != Cause::LongVmOperation), "{f:?}");
+    }
+
+    /// As measured here: hsperfdata on a FUSE disk with a 300 ms write delay, its writeback
+    /// started every 150 ms. A compiler thread 147 ms in D in `folio_wait_bit` outside any
+    /// system call, its major faults unmoved, named by SafepointTimeout.
+    fn held_in_a_write_fault(
+        maps: &[procwatch::maps::Mapping],
+        trace: &[procwatch::trace::TraceEvent],
+    ) -> Vec<Draft> {
+        let mut c2 = thread(9, "C2 CompilerThre", 'D', 200_000, 0);
+        c2.span_ns = 150 * MS;
+        c2.wchan = "folio_wait_bit".into();
+        c2.not_in_syscall = 10;
+        c2.minflt = 1;
+        c2.seen_ns = BTreeMap::from([(Seen::Waiting(Wait::PageIn), 147 * MS)]);
+        let mut sp = safepoint("ParallelGCSystemGC", 148 * MS, 6 * MS);
+        sp.timeout_culprits = vec![crate::report::TimeoutCulprit {
+            name: "C2 CompilerThread0".into(),
+            tid: Some(9),
+            state: Some("runnable".into()),
+        }];
+        run_seen(
+            Some(vec![c2.clone()]),
+            None,
+            vec![c2],
+            sp,
+            154 * MS,
+            SystemSignals::default(),
+            maps,
+            trace,
+        )
+    }
+
+    fn mapping(perms: &str, inode: u64, path: &str) -> procwatch::maps::Mapping {
+        procwatch::maps::Mapping {
+            start: inode << 20,
+            end: (inode << 20) + 32768,
+            perms: perms.into(),
+            offset: 0,
+            dev: "00:27".into(),
+            inode,
+            path: path.into(),
+        }
+    }
+
+    #[test]
+    fn a_write_fault_on_the_perf_counters_under_writeback_is_mapped_writeback() {
+        let maps = [
+            mapping("r--s", 5, "/usr/lib/jvm/java-17/lib/modules"),
+            mapping("rw-s", 6, "/dev/shm/stallscope-1.heartbeat"),
+            mapping("rw-s", 7, "/tmp/hsperfdata_root/42"),
+        ];
+        let f = held_in_a_write_fault(&maps, &[]);
+        assert_eq!(f[0].cause, Cause::MappedWriteback, "{f:?}");
+        assert_eq!(f[0].confidence, Confidence::Medium, "no tracepoint: not certain which file");
+        let fin = f.into_iter().next().unwrap().into_finding();
+        let text = fin.evidence.join("\n");
+        assert!(text.contains("on /tmp/hsperfdata_root/42, the only file"), "{text}");
+        assert!(!text.contains("/dev/shm"), "tmpfs is never written back: {text}");
+        assert!(fin.fix.contains("-XX:+PerfDisableSharedMem"), "{}", fin.fix);
+        assert!(fin.fix.contains("jstat"), "and what it costs: {}", fin.fix);
+
+        // The writeback tracepoint names the inode: certain, and that file.
+        let trace = [procwatch::trace::TraceEvent::WritebackWait {
+            t: 10 * MS,
+            tid: 9,
+            ino: 7,
+            index: 0,
+            bdi: "0:52".into(),
+        }];
+        let f = held_in_a_write_fault(&maps, &trace);
+        assert_eq!((f[0].cause, f[0].confidence), (Cause::MappedWriteback, Confidence::High));
+        let fin = f.into_iter().next().unwrap().into_finding();
+        assert!(fin.evidence.join(" ").contains("writeback tracepoint"), "{:?}", fin.evidence);
+
+        // A user's own file mapped READ_WRITE gets the general fix.
+        let own = [mapping("rw-s", 8, "/data/orders.db")];
+        let f = held_in_a_write_fault(&own, &[]);
+        assert_eq!(f[0].cause, Cause::MappedWriteback, "{f:?}");
+        assert!(f[0].evidence.iter().all(|e| *e != Evidence::PerfDataFile), "{f:?}");
+    }
+
+    #[test]
+    fn a_page_wait_with_no_shared_writable_file_or_with_major_faults_is_not_mapped_writeback() {
+        // Nothing mapped shared and writable: nothing to say.
+        let f = held_in_a_write_fault(&[mapping("r--s", 5, "/usr/lib/jvm/lib/modules")], &[]);
+        assert_eq!(f[0].cause, Cause::Unknown, "{f:?}");
     }
 
     #[test]

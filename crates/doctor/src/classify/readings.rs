@@ -11,7 +11,8 @@ use super::activity::Activity;
 use super::evidence_kind::{Evidence, Role};
 use super::inputs::Inputs;
 use super::machine::{
-    cold_files, cpu_pressure, reclaim_lines, swap, system_file, traced_fault, traced_lock_wait,
+    cold_files, cpu_pressure, perf_data_file, reclaim_lines, shared_writable,
+    shared_writable_files, swap, system_file, traced_fault, traced_lock_wait, traced_writeback,
 };
 use crate::causes::Cause;
 use crate::evidence::ThreadEvidence;
@@ -101,13 +102,26 @@ pub(super) fn cause_of(t: &ThreadEvidence, act: Activity, role: Role, inp: &Inpu
                 ev.extend(reclaim_lines(inp));
                 (Cause::MemoryReclaim, true, ev)
             }
+            // Waiting for writeback outside a write of its own: a write fault on a shared mapping.
+            Wait::Writeback
+                if t.file().is_none()
+                    && (traced_writeback(t.tid, inp).is_some()
+                        || !shared_writable_files(inp).is_empty()) =>
+            {
+                match traced_writeback(t.tid, inp) {
+                    Some(file) => write_fault_reading(role, vec![file], true, true),
+                    None => write_fault_reading(role, shared_writable_files(inp), false, true),
+                }
+            }
             Wait::FileWrite | Wait::Writeback | Wait::FileRead if role == Role::Operation => {
                 let file = t.file().map(str::to_string);
                 (Cause::VmThreadIo, true, vec![Evidence::VmThreadIo { role, wait: w, file }])
             }
-            Wait::Writeback => {
-                (Cause::MajorFault, false, vec![Evidence::WritebackOfMapping { role }])
-            }
+            Wait::Writeback => (
+                Cause::Unknown,
+                false,
+                vec![Evidence::Waited { role, wait: w, wchan: t.wchan.clone() }],
+            ),
             Wait::MmapLock => {
                 let mut ev = vec![Evidence::MmapLock { role }];
                 if let Some(ns) = traced_lock_wait(t.tid, inp) {
@@ -158,11 +172,23 @@ fn page_in_cause(t: &ThreadEvidence, role: Role, inp: &Inputs) -> Reading {
     let mem = &inp.signals.memory;
     let faults = t.majflt_since_baseline;
     let faults_line = (faults > 0).then_some(Evidence::MajorFaultsRose { role });
+    // A writeback wait the tracepoint saw, on a file the JVM maps: a write fault, whatever the
+    // thread's wchan says (the kernel waits for writeback and for a page to come in alike).
+    if let Some(file) = traced_writeback(t.tid, inp)
+        && faults == 0
+    {
+        return write_fault_reading(role, vec![file], true, true);
+    }
     // With tracepoints, the fault's address says what it was: a data file, or the JVM's own
     // files (code, the class archive), which only fault when memory pressure evicted them.
     if let Some((addr, _)) = traced_fault(t.tid, t.first_blocked_t.unwrap_or(inp.end_ns), inp)
         && let Some(m) = procwatch::maps::lookup(inp.maps, addr).filter(|m| m.is_file())
     {
+        if shared_writable(&m.perms) && faults == 0 && !mem.reclaiming() {
+            // A fault on a file mapped shared and writable that read nothing in: a write fault
+            // waiting for the page's writeback (or its lock).
+            return write_fault_reading(role, vec![m.path.clone()], true, true);
+        }
         let line =
             Evidence::FaultAt { role, offset: addr - m.start + m.offset, path: m.path.clone() };
         if system_file(&m.path) && mem.reclaiming() {
@@ -200,9 +226,27 @@ fn page_in_cause(t: &ThreadEvidence, role: Role, inp: &Inputs) -> Reading {
                 let mut ev = vec![Evidence::PagesReclaimedReadBack { role }];
                 ev.extend(reclaim_lines(inp));
                 (Cause::MemoryReclaim, false, ev)
+            } else if faults == 0 && !shared_writable_files(inp).is_empty() {
+                // Nothing to read a page from, and nothing read: what is left is a write fault
+                // on a shared mapping, waiting for writeback. Which file, only a tracepoint says.
+                write_fault_reading(role, shared_writable_files(inp), false, false)
             } else {
                 (Cause::Unknown, false, vec![Evidence::PageFromNowhere { role }])
             }
         }
     }
+}
+
+/// A write fault on a shared file mapping waiting for writeback: `traced` when a tracepoint
+/// named the file, `strong` when the evidence is of that kind (a tracepoint or a writeback wait).
+fn write_fault_reading(role: Role, files: Vec<String>, traced: bool, strong: bool) -> Reading {
+    let perf_data = !files.is_empty() && files.iter().all(|f| perf_data_file(f));
+    let mut ev = vec![Evidence::WriteFaultUnderWriteback { role, files, traced }];
+    if !traced {
+        ev.push(Evidence::NoMajorFault { role });
+    }
+    if perf_data {
+        ev.push(Evidence::PerfDataFile);
+    }
+    (Cause::MappedWriteback, strong, ev)
 }

@@ -124,7 +124,7 @@ impl fmt::Display for Evidence {
             E::VmThreadIo { role, wait, file } => {
                 let sj = role.subject();
                 let what = match (wait, file) {
-                    (Wait::Writeback, _) => "waiting for writeback of a file written through a shared mapping (hsperfdata)".to_string(),
+                    (Wait::Writeback, _) => "waiting for writeback".to_string(),
                     (_, Some(file)) => format!(
                         "{} {file}",
                         if *wait == Wait::FileRead { "reading" } else { "writing to" }
@@ -133,13 +133,36 @@ impl fmt::Display for Evidence {
                 };
                 write!(f, "{} {} {what} while the application was stopped", sj.who, sj.was)
             }
-            E::WritebackOfMapping { role } => {
+            E::WriteFaultUnderWriteback { role, files, traced } => {
                 let sj = role.subject();
-                write!(
-                    f,
-                    "{} {} blocked outside any system call, waiting for writeback of a page of a file mapping",
-                    sj.who, sj.was
-                )
+                if *traced {
+                    write!(
+                        f,
+                        "{} {} blocked in a write fault on {}, mapped shared, until the page's writeback ended (writeback tracepoint)",
+                        sj.who,
+                        sj.was,
+                        files.join(", ")
+                    )
+                } else {
+                    let which = match files.as_slice() {
+                        [one] => format!("{one}, the only file the JVM maps shared and writable"),
+                        many => format!(
+                            "one of the files the JVM maps shared and writable: {}",
+                            many.join(", ")
+                        ),
+                    };
+                    write!(
+                        f,
+                        "{} {} blocked outside any system call on a page it was not reading in: a write fault waiting for writeback, on {which}",
+                        sj.who, sj.was
+                    )
+                }
+            }
+            E::PerfDataFile => f.write_str(
+                "that file is the JVM's perf counters (hsperfdata), which the VM, GC, compiler and periodic threads update at every safepoint and GC",
+            ),
+            E::NoMajorFault { role } => {
+                write!(f, "{} major-fault count did not move", role.subject().its)
             }
             E::MmapLock { role } => write!(f, "{} waited for mmap_lock", role.subject().who),
             E::LongestMmapLockWait { ns } => {
