@@ -36,6 +36,7 @@ pub fn run(a: RunArgs) -> Result<i32> {
         nice: None,
         cgroups: vec![],
         timeout: None,
+        perf_data_dir: None,
     };
     let r = record::record_jvm(&s, &a.command, &launch, &stop)?;
     print_report(&s.dir, a.record.json)?;

@@ -39,6 +39,10 @@ pub struct Launch {
     /// Kill the target (SIGKILL) if it runs longer than this: a scenario that squeezes memory
     /// must end whatever happens.
     pub timeout: Option<Duration>,
+    /// Start the target in a mount namespace of its own with this directory bound over its
+    /// `/tmp/hsperfdata_<user>` (root only): the lab puts one JVM's perf counters on a slow disk
+    /// without touching any other JVM's.
+    pub perf_data_dir: Option<PathBuf>,
 }
 
 /// Kills a process with SIGKILL when a time limit passes, unless disarmed (dropped) first.
@@ -212,6 +216,9 @@ fn record_child(s: &Settings, child: Spawn, l: &Launch, stop: &AtomicBool) -> Re
             });
         }
     }
+    if let Some(dir) = &l.perf_data_dir {
+        private_perf_data_dir(&mut cmd, dir)?;
+    }
     let mut child = cmd
         .spawn()
         .with_context(|| format!("starting {}", command.first().map_or("", String::as_str)))?;
@@ -361,6 +368,63 @@ fn record_child(s: &Settings, child: Spawn, l: &Launch, stop: &AtomicBool) -> Re
     })?;
     let stdout = reader.map(|r| r.join().unwrap_or_default()).unwrap_or_default();
     Ok(Recorded { status, stdout })
+}
+
+/// Makes the child's `/tmp/hsperfdata_<user>` be `dir`, in a mount namespace of its own (so
+/// no other process sees the bind, and it goes when the child does).
+fn private_perf_data_dir(cmd: &mut std::process::Command, dir: &Path) -> Result<()> {
+    // SAFETY: geteuid has no preconditions.
+    let uid = unsafe { libc::geteuid() };
+    if uid != 0 {
+        anyhow::bail!("a private perf-data folder needs root (a mount namespace and a bind mount)");
+    }
+    // HotSpot names the folder after the user's name in the password database.
+    // SAFETY: getpwuid's result is read before any other call that could overwrite it.
+    let user = unsafe {
+        let pw = libc::getpwuid(uid);
+        if pw.is_null() {
+            "root".to_string()
+        } else {
+            std::ffi::CStr::from_ptr((*pw).pw_name).to_string_lossy().into_owned()
+        }
+    };
+    let target = PathBuf::from(format!("/tmp/hsperfdata_{user}"));
+    std::fs::create_dir_all(&target)
+        .with_context(|| format!("creating {} (the bind's mount point)", target.display()))?;
+    let c = |p: &Path| std::ffi::CString::new(p.as_os_str().as_encoded_bytes());
+    let (src, dst, root) = (c(dir)?, c(&target)?, c(Path::new("/"))?);
+    // SAFETY: between fork and exec, raw system calls on memory made before the fork.
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(cmd, move || {
+            let fail = || Err(std::io::Error::last_os_error());
+            if libc::unshare(libc::CLONE_NEWNS) != 0 {
+                return fail();
+            }
+            let private = libc::MS_REC | libc::MS_PRIVATE;
+            if libc::mount(
+                std::ptr::null(),
+                root.as_ptr(),
+                std::ptr::null(),
+                private,
+                std::ptr::null(),
+            ) != 0
+            {
+                return fail();
+            }
+            if libc::mount(
+                src.as_ptr(),
+                dst.as_ptr(),
+                std::ptr::null(),
+                libc::MS_BIND,
+                std::ptr::null(),
+            ) != 0
+            {
+                return fail();
+            }
+            Ok(())
+        });
+    }
+    Ok(())
 }
 
 fn find_java(program: &str) -> Option<PathBuf> {

@@ -108,6 +108,7 @@ pub fn quiet_launch() -> Launch {
         nice: None,
         cgroups: vec![],
         timeout: Some(Duration::from_secs(300)),
+        perf_data_dir: None,
     }
 }
 
