@@ -105,6 +105,7 @@ fn the_quick_lab_runs_every_scenario_and_cleans_up() {
             "frozen",
             "swap",
             "slow-log",
+            "perf-writeback",
             "memory-pressure",
             "cpu-quota",
             "long-gc"

@@ -7,7 +7,7 @@ use super::scenario::{Ctx, Scenario, Spec, VariantSpec};
 use super::scenarios::{
     counted_loop::CountedLoop, cpu_contention::CpuContention, cpu_quota::CpuQuota, frozen::Frozen,
     long_gc::LongGc, memory_pressure::MemoryPressure, mmap_fault::MmapFault, mmap_lock::MmapLock,
-    slow_log::SlowLog, swap::Swap, tlb_shootdown::TlbShootdown,
+    perf_writeback::PerfWriteback, slow_log::SlowLog, swap::Swap, tlb_shootdown::TlbShootdown,
 };
 use anyhow::Result;
 
@@ -21,6 +21,7 @@ pub enum ScenarioId {
     Frozen,
     Swap,
     SlowLog,
+    PerfWriteback,
     MemoryPressure,
     CpuQuota,
     LongGc,
@@ -28,7 +29,7 @@ pub enum ScenarioId {
 
 impl ScenarioId {
     /// Every scenario, in the order the lab runs them.
-    pub const ALL: [ScenarioId; 11] = [
+    pub const ALL: [ScenarioId; 12] = [
         ScenarioId::CountedLoop,
         ScenarioId::MmapFault,
         ScenarioId::TlbShootdown,
@@ -37,6 +38,7 @@ impl ScenarioId {
         ScenarioId::Frozen,
         ScenarioId::Swap,
         ScenarioId::SlowLog,
+        ScenarioId::PerfWriteback,
         ScenarioId::MemoryPressure,
         ScenarioId::CpuQuota,
         ScenarioId::LongGc,
@@ -52,6 +54,7 @@ impl ScenarioId {
             ScenarioId::Frozen => &Frozen::SPEC,
             ScenarioId::Swap => &Swap::SPEC,
             ScenarioId::SlowLog => &SlowLog::SPEC,
+            ScenarioId::PerfWriteback => &PerfWriteback::SPEC,
             ScenarioId::MemoryPressure => &MemoryPressure::SPEC,
             ScenarioId::CpuQuota => &CpuQuota::SPEC,
             ScenarioId::LongGc => &LongGc::SPEC,
@@ -71,6 +74,7 @@ impl ScenarioId {
             ScenarioId::Frozen => specs::<Frozen>(),
             ScenarioId::Swap => specs::<Swap>(),
             ScenarioId::SlowLog => specs::<SlowLog>(),
+            ScenarioId::PerfWriteback => specs::<PerfWriteback>(),
             ScenarioId::MemoryPressure => specs::<MemoryPressure>(),
             ScenarioId::CpuQuota => specs::<CpuQuota>(),
             ScenarioId::LongGc => specs::<LongGc>(),
@@ -88,6 +92,7 @@ impl ScenarioId {
             ScenarioId::Frozen => runner::execute::<Frozen>(ctx),
             ScenarioId::Swap => runner::execute::<Swap>(ctx),
             ScenarioId::SlowLog => runner::execute::<SlowLog>(ctx),
+            ScenarioId::PerfWriteback => runner::execute::<PerfWriteback>(ctx),
             ScenarioId::MemoryPressure => runner::execute::<MemoryPressure>(ctx),
             ScenarioId::CpuQuota => runner::execute::<CpuQuota>(ctx),
             ScenarioId::LongGc => runner::execute::<LongGc>(ctx),

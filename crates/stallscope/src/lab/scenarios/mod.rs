@@ -10,6 +10,7 @@ pub mod long_gc;
 pub mod memory_pressure;
 pub mod mmap_fault;
 pub mod mmap_lock;
+pub mod perf_writeback;
 pub mod slow_log;
 pub mod swap;
 pub mod tlb_shootdown;
