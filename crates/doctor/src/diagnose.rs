@@ -569,10 +569,20 @@ pub fn diagnose(rec: &Recording) -> Report {
         by_stall.entry(s.stall).or_default().push(s);
     }
     // The safepoint a JVM exits in never ends: a short stall the JVM exited in is its exit.
-    let spans: Vec<StallSpan> = stall_spans(&rec.events)
+    let mut spans: Vec<StallSpan> = stall_spans(&rec.events)
         .into_iter()
         .filter(|s| !(s.exiting && s.duration_ns() < EXIT_NS))
         .collect();
+    // A stall begins no earlier than the one before it ended: a tick held up between reading
+    // the clock and publishing it (the meter caught in a page fault) ends one stall and opens
+    // the next back inside it.
+    for i in 1..spans.len() {
+        let prev_end = spans[i - 1].end_ns;
+        let s = &mut spans[i];
+        if s.start_ns < prev_end {
+            s.start_ns = prev_end.min(s.end_ns);
+        }
+    }
     let mut stalls: Vec<StallReport> = spans
         .iter()
         .enumerate()
@@ -965,6 +975,46 @@ mod tests {
             (stopped.stalls[0].start_mono_ns / MS, stopped.stalls[0].duration_ns / MS),
             (2000, 155)
         );
+    }
+
+    #[test]
+    fn a_stall_never_opens_back_inside_the_one_before() {
+        // As measured here: the meter caught in a write fault between reading the clock and
+        // publishing its tick; the tick, published 160 ms late, ended the first stall and the
+        // next one opened from it, back inside the first.
+        let rec = Recording {
+            dir: "x".into(),
+            meta: meta(),
+            events: vec![
+                begin(1, 2000, 2005),
+                end(1, 2161, true),
+                begin(2, 2001, 2162),
+                end(2, 2175, true),
+                Event::Detach { t: 4000 * MS, reason: "x".into() },
+            ],
+            samples: vec![],
+            system: vec![],
+            context: Vec::<StallContext>::new(),
+            trace: vec![],
+            frames: vec![],
+            frames_notes: vec![],
+            frames_recorded: false,
+            has_safepoint_log: true,
+            safepoints: vec![],
+            unfinished_culprits: vec![],
+            open_sync_ns: None,
+            hiccups: None,
+            control: None,
+            damage: vec![],
+            notes: vec![],
+            counters: vec![],
+        };
+        let spans: Vec<(u64, u64)> = diagnose(&rec)
+            .stalls
+            .iter()
+            .map(|s| (s.start_mono_ns / MS, s.duration_ns / MS))
+            .collect();
+        assert_eq!(spans, vec![(2000, 161), (2161, 14)]);
     }
 
     #[test]

@@ -212,6 +212,9 @@ fn segment_parts(seg: &Segment, inp: &Inputs, out: &mut Vec<Part>) {
             let cpu_is_evidence =
                 !(whole && len.saturating_mul(4) < inp.duration_ns.saturating_mul(3));
             let before = out.len();
+            if late.is_empty() {
+                held_in_page_waits(ev, len, inp, out);
+            }
             let covered = parts_of(&late, Role::Late, len, cpu_is_evidence, inp, out);
             // A short stall can be over before the first sample: the late threads had reached
             // the safepoint by then. If the CPUs were saturated meanwhile, and HotSpot saw the
@@ -308,6 +311,72 @@ fn segment_parts(seg: &Segment, inp: &Inputs, out: &mut Vec<Part>) {
             for p in out[before..].iter_mut() {
                 p.held.clear();
             }
+            // The meter parked (on a lock, or in the JVM's own wait) while threads of the JVM
+            // were held in write faults on a shared mapping: what it waited behind, most likely.
+            let explained: u64 =
+                out[before..].iter().filter(|p| p.cause != Cause::Unknown).map(|p| p.ns).sum();
+            if explained < len / 2
+                && meter.share('S') >= 0.5
+                && let Some(p) = write_faults_beside(ev, meter.tid, len, inp)
+            {
+                out.truncate(before);
+                out.push(p);
+            }
         }
     }
+}
+
+/// No application thread was late, but the VM thread (held before it stopped anyone: the log's
+/// TTSP counts from the start of its `begin`) or the meter (stallscope's own, so evidence and
+/// never a culprit) waited for a page or its writeback: what that wait reads as.
+fn held_in_page_waits(ev: &StallEvidence, len_ns: u64, inp: &Inputs, out: &mut Vec<Part>) {
+    let is_meter = |t: &ThreadEvidence| Some(t.tid) == inp.meter_tid;
+    let threads: Vec<(&ThreadEvidence, bool)> = ev
+        .threads
+        .iter()
+        .filter(|t| is_meter(t) || t.comm == "VM Thread")
+        .map(|t| (t, false))
+        .collect();
+    let mut parts = Vec::new();
+    parts_of(&threads, Role::Late, len_ns, false, inp, &mut parts);
+    for mut p in parts {
+        let page_wait = p
+            .held
+            .iter()
+            .all(|h| matches!(h.activity, Activity::Waiting(Wait::PageIn | Wait::Writeback)));
+        if !page_wait || p.cause == Cause::Unknown {
+            continue;
+        }
+        p.held.retain(|h| Some(h.tid) != inp.meter_tid);
+        out.push(p);
+    }
+}
+
+/// Threads of the JVM (stallscope's own left out) held in write faults on a shared mapping for
+/// at least half of a segment of `len_ns` outside any safepoint, while the meter (`meter`) was
+/// parked: one part, the longest wait's reading, never strong (that the meter waited behind
+/// them is inferred).
+fn write_faults_beside(ev: &StallEvidence, meter: i32, len_ns: u64, inp: &Inputs) -> Option<Part> {
+    let mut held = Vec::new();
+    let mut longest: Option<(u64, Vec<Evidence>)> = None;
+    for t in ev.threads.iter().filter(|t| t.tid != meter && !stallscope_own(&inp.name_of(t))) {
+        for (act, ns) in breakdown(&t.account(inp.tick_ns())) {
+            let waiting = matches!(act, Activity::Waiting(Wait::PageIn | Wait::Writeback));
+            if !waiting || ns < len_ns / 2 {
+                continue;
+            }
+            let (cause, _, evidence) = cause_of(t, act, Role::Late, inp);
+            if cause != Cause::MappedWriteback {
+                continue;
+            }
+            held.push(Held { tid: t.tid, activity: act, ns, named: false });
+            if longest.as_ref().is_none_or(|(n, _)| ns > *n) {
+                longest = Some((ns, evidence));
+            }
+        }
+    }
+    let (ns, reading) = longest?;
+    let mut evidence = vec![Evidence::MeterParkedBesideWriteFaults { threads: held.len() }];
+    evidence.extend(reading);
+    Some(Part { cause: Cause::MappedWriteback, ns: ns.min(len_ns), strong: false, held, evidence })
 }

@@ -86,6 +86,11 @@ pub enum Evidence {
     },
     /// The file is the JVM's perf-counter file (hsperfdata).
     PerfDataFile,
+    /// The meter parked outside any safepoint while `threads` of the JVM were held in write
+    /// faults on a shared mapping (the reading of the longest follows).
+    MeterParkedBesideWriteFaults {
+        threads: usize,
+    },
     /// Its major-fault count did not move: no page was read in.
     NoMajorFault {
         role: Role,

@@ -451,6 +451,65 @@ mod tests {
     }
 
     #[test]
+    fn a_meter_parked_beside_threads_held_in_write_faults_outside_a_safepoint() {
+        // As measured here: a 311 ms hiccup outside any safepoint, the meter parked on a futex
+        // throughout, the compiler and periodic threads D in folio_wait_bit for 176 ms.
+        let held = |tid: i32, comm: &str| {
+            let mut t = thread(tid, comm, 'D', 100_000, 0);
+            t.span_ns = 311 * MS;
+            t.wchan = "folio_wait_bit".into();
+            t.seen_ns = BTreeMap::from([(Seen::Waiting(Wait::PageIn), 176 * MS)]);
+            t
+        };
+        let mut meter = thread(30, "stallscope-hicc", 'S', 50_000, 0);
+        meter.span_ns = 311 * MS;
+        let threads = vec![meter, held(8, "C1 CompilerThre"), held(11, "VM Periodic Tas")];
+        let maps = [mapping("rw-s", 7, "/tmp/hsperfdata_root/42")];
+        let whole = evidence(threads);
+        let segments = [Segment {
+            kind: SegmentKind::Outside,
+            start_ns: 0,
+            end_ns: 311 * MS,
+            evidence: whole.clone(),
+        }];
+        let names = HashMap::new();
+        let signals = SystemSignals::default();
+        let inp = Inputs {
+            duration_ns: 311 * MS,
+            start_ns: 0,
+            end_ns: 311 * MS,
+            evidence: &whole,
+            segments: &segments,
+            safepoints: &[],
+            control_max_late_ns: 0,
+            control_queued_ns: None,
+            signals: &signals,
+            shares: Shares::default(),
+            names: &names,
+            maps: &maps,
+            mapped_files: &[],
+            meter_tid: Some(30),
+            trace: &[],
+            clock_ticks: 100,
+        };
+        let f = drafts(&inp);
+        assert_eq!(f[0].cause, Cause::MappedWriteback, "{f:?}");
+        assert_eq!(f[0].confidence, Confidence::Medium, "inferred: the meter only parked");
+        let names: Vec<&str> = f[0].culprits.iter().map(|c| c.name.as_str()).collect();
+        assert!(names.contains(&"C1 CompilerThre") && !names.contains(&"stallscope-hicc"));
+        // Without the held threads, the parked meter explains nothing.
+        let alone = evidence(vec![whole.threads[0].clone()]);
+        let segments = [Segment {
+            kind: SegmentKind::Outside,
+            start_ns: 0,
+            end_ns: 311 * MS,
+            evidence: alone.clone(),
+        }];
+        let f = drafts(&Inputs { evidence: &alone, segments: &segments, ..inp });
+        assert!(f.iter().all(|d| d.cause != Cause::MappedWriteback), "{f:?}");
+    }
+
+    #[test]
     fn a_page_wait_with_no_shared_writable_file_or_with_major_faults_is_not_mapped_writeback() {
         // Nothing mapped shared and writable: nothing to say.
         let f = held_in_a_write_fault(&[mapping("r--s", 5, "/usr/lib/jvm/lib/modules")], &[]);

@@ -161,6 +161,12 @@ impl fmt::Display for Evidence {
             E::PerfDataFile => f.write_str(
                 "that file is the JVM's perf counters (hsperfdata), which the VM, GC, compiler and periodic threads update at every safepoint and GC",
             ),
+            E::MeterParkedBesideWriteFaults { threads } => write!(
+                f,
+                "the agent's meter thread was parked (on a lock, or in the JVM's own wait) while {} of the JVM {} held in a write fault for most of it; the longest:",
+                plural(*threads as u64, "thread"),
+                if *threads == 1 { "was" } else { "were" }
+            ),
             E::NoMajorFault { role } => {
                 write!(f, "{} major-fault count did not move", role.subject().its)
             }
