@@ -111,7 +111,10 @@ impl Scenario for PerfWriteback {
             VariantSpec {
                 id: "slow-disk",
                 label: "hsperfdata on a slow disk, its writeback started every 150 ms",
-                expect: Expect::Cause(Cause::MappedWriteback),
+                // The caller of System.gc() always waits; the world stops for long only when
+                // a GC thread or the meter is caught in the fault (in a third to all of the runs
+                // measured), not when the VM thread is held before it stops anyone.
+                expect: Expect::IfStall(Cause::MappedWriteback),
                 culprit: None,
             },
         ),
