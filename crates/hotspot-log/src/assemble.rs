@@ -191,7 +191,9 @@ impl Assembler {
                 self.flush_ul_row(out);
                 self.seen_stopped = true;
                 let mut rec = Safepoint {
-                    op: Arc::from(UNKNOWN_OP),
+                    // Interned: a fresh Arc per record cost an allocation here and a hash in
+                    // every consumer that groups by operation.
+                    op: self.ops.get(UNKNOWN_OP.as_bytes()),
                     ttsp_ns,
                     cleanup_ns: None,
                     at_safepoint_ns: ttsp_ns.map(|t| total_ns.saturating_sub(t)),

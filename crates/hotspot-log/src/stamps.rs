@@ -226,7 +226,8 @@ pub fn parse_iso_time(s: &[u8]) -> Option<WallTime> {
         if frac.is_empty() {
             return None;
         }
-        ms = parse_decimal_scaled(&[b"0.", frac].concat(), 3)? as i64;
+        // Milliseconds: the first three digits, padded (`.5` is 500), the rest dropped.
+        ms = frac.iter().chain(b"000").take(3).fold(0i64, |v, d| v * 10 + i64::from(d - b'0'));
     }
     let offset_min: i32 = match s.get(i) {
         None => 0,
