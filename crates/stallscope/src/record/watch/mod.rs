@@ -11,12 +11,14 @@
 //! during stalls (plus one baseline a second, kept in memory). One thread does it all; its own
 //! wake-up lateness is the control meter (see control.rs).
 
+mod context;
 mod sources;
 mod stall;
 mod traces;
 
 pub use sources::{Sources, shares};
 
+use context::ContextReader;
 use sources::{system_sample, totals};
 use traces::TraceWriter;
 
@@ -129,6 +131,8 @@ struct Watcher<'a> {
     /// Reads tracepoint evidence off the watch loop, which must not miss the next stall while
     /// the ring buffer is formatted.
     traces: Option<TraceWriter>,
+    /// Reads each stall's maps off the watch loop: the read takes the target's mmap_lock.
+    contexts: ContextReader,
     opts: WatchOptions,
     sampler: TaskSampler,
     control: Control,
@@ -232,11 +236,13 @@ impl<'a> Watcher<'a> {
         let traces = tracer
             .map(|t| TraceWriter::start(t.reader(), &w.dir.join(files::TRACE)))
             .transpose()?;
+        let contexts = ContextReader::start(pid)?;
         let mut wt = Watcher {
             w,
             pid,
             pulse,
             traces,
+            contexts,
             opts,
             sampler,
             control,
@@ -291,6 +297,7 @@ impl<'a> Watcher<'a> {
     /// Between stalls: the agent's heartbeat handed over by `attach`, and the moment to say what
     /// is happening now.
     fn between_stalls(&mut self) -> Result<()> {
+        self.write_context()?;
         if let Some(rx) = &self.hooks.heartbeat
             && let Ok(j) = rx.try_recv()
         {
@@ -302,6 +309,14 @@ impl<'a> Watcher<'a> {
             self.meter_running()?;
         }
         self.now_hook(None);
+        Ok(())
+    }
+
+    /// Writes a stall's context once its maps are read.
+    fn write_context(&mut self) -> Result<()> {
+        if let Some(c) = self.contexts.poll() {
+            self.w.context.line(&c)?;
+        }
         Ok(())
     }
 
@@ -467,6 +482,10 @@ pub fn watch(
     let mut until = Until { stop, deadline: what.deadline, alive };
     let mut wt = Watcher::new(w, what)?;
     let end = wt.until_end(&mut until)?;
+    // The last stall's maps, if still being read: a little patience, then without them.
+    if let Some(c) = wt.contexts.poll().or_else(|| wt.contexts.finish(Duration::from_secs(2))) {
+        wt.w.context.line(&c)?;
+    }
     if let Some(l) = wt.pulse.counters.as_ref().and_then(|c| c.last()) {
         // The last look closes the last window the doctor reads.
         let l = l.clone();

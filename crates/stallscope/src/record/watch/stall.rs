@@ -5,7 +5,7 @@
 //! may be over by the time the maps are read), and a stall that lasts is sampled less and less
 //! often down to a floor ([`backoff`]), so an hour costs thousands of samples, not millions.
 
-use super::sources::{mapped_data_files, system_sample};
+use super::sources::system_sample;
 use super::traces::TraceRequest;
 use super::{ALIVE_CHECK, MAX_BACKLOG, Until, Watcher, settle};
 use crate::record::dumps::DumpDue;
@@ -13,9 +13,8 @@ use crate::record::pulse::Still;
 use anyhow::Result;
 use procwatch::clock::mono_ns;
 use procwatch::heartbeat;
-use procwatch::maps;
 use procwatch::task::TaskSample;
-use recording::{Event, Sample, StallContext, SystemSample};
+use recording::{Event, Sample, SystemSample};
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::Ordering;
 use std::time::Instant;
@@ -110,18 +109,11 @@ impl Watcher<'_> {
         for j in java_threads.iter_mut() {
             j.tid = procwatch::ns::host_tid(&host, j.tid);
         }
-        let m = maps::read(self.pid).unwrap_or_default();
-        let mapped_files = mapped_data_files(&m);
-        let interesting: Vec<_> =
-            m.into_iter().filter(|x| x.perms.contains('x') || x.is_file()).collect();
-        self.w.context.line(&StallContext {
-            t: mono_ns(),
-            stall,
-            java_threads,
-            maps: interesting,
-            mapped_files,
-        })?;
-        self.held("reading the maps", from, stall)?;
+        // The maps are read off this thread (the read can wait behind the stall's own faults).
+        if let Some(c) = self.contexts.ask(stall, java_threads) {
+            self.w.context.line(&c)?;
+        }
+        self.held("the stall's header", from, stall)?;
         Ok(Some(t_first))
     }
 
@@ -191,6 +183,7 @@ impl Watcher<'_> {
             if t != t_first {
                 self.held("a look", t, stall)?;
             }
+            self.write_context()?;
             let lasted = t.saturating_sub(st.last_ok);
             let due = DumpDue::after(lasted);
             if due > asked {
