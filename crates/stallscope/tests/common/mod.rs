@@ -159,6 +159,11 @@ pub fn workloads_jar() -> PathBuf {
     built("java/workloads/target/stallscope-workloads.jar")
 }
 
+/// Apache Lucene searching through MMapDirectory (java/lucene).
+pub fn lucene_jar() -> PathBuf {
+    built("java/lucene/target/stallscope-lucene.jar")
+}
+
 pub fn agent_jar() -> PathBuf {
     built("java/agent/target/stallscope-agent.jar")
 }
