@@ -213,7 +213,7 @@ fn an_interrupted_lab_still_tears_down() {
 fn lab_list_and_bad_names() {
     let o = stallscope().args(["lab", "list", "--json"]).output().unwrap();
     let v: Value = serde_json::from_slice(&o.stdout).unwrap();
-    assert_eq!(v.as_array().unwrap().len(), 11);
+    assert_eq!(v.as_array().unwrap().len(), 12);
     for s in v.as_array().unwrap() {
         let cause = s["cause"].as_str().unwrap();
         assert!(
