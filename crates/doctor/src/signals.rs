@@ -61,6 +61,8 @@ pub struct MemorySignals {
     pub psi_some: Option<f64>,
     /// Share of the stall some task waited for I/O (PSI `io some`).
     pub psi_io_some: Option<f64>,
+    /// The most pages under writeback machine-wide at any look during the stall (a gauge).
+    pub writeback_pages: Option<u64>,
 }
 
 impl MemorySignals {
@@ -172,6 +174,10 @@ pub fn system_signals(meta: &Meta, sys: &[&SystemSample]) -> SystemSignals {
         psi_full: psi_over(&mem_full),
         psi_some: psi_over(&mem_some),
         psi_io_some: psi_over(&io_some),
+        writeback_pages: during
+            .iter()
+            .filter_map(|s| s.vmstat.as_ref().map(|v| v.nr_writeback))
+            .max(),
     };
     // Throttling (of the JVM's cgroup, or the recorder's own) mostly happens before the first
     // look: a throttled recorder cannot look. Counted from the baseline, like memory.

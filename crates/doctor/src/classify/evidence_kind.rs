@@ -7,6 +7,15 @@
 
 use crate::wait::Wait;
 
+/// The tracepoint that named a file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tracepoint {
+    /// `writeback:folio_wait_writeback`: the wait itself, on that file's inode.
+    Writeback,
+    /// `exceptions:page_fault_user`: the fault's address, in that file's mapping.
+    PageFault,
+}
+
 /// What a thread is to the segment it is analysed in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Role {
@@ -82,10 +91,14 @@ pub enum Evidence {
     WriteFaultUnderWriteback {
         role: Role,
         files: Vec<String>,
-        traced: bool,
+        traced: Option<Tracepoint>,
     },
     /// The file is the JVM's perf-counter file (hsperfdata).
     PerfDataFile,
+    /// Pages under writeback machine-wide during the stall (the most at one look).
+    PagesUnderWriteback {
+        pages: u64,
+    },
     /// The meter parked outside any safepoint while `threads` of the JVM were held in write
     /// faults on a shared mapping (the reading of the longest follows).
     MeterParkedBesideWriteFaults {

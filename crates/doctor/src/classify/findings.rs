@@ -63,7 +63,15 @@ impl Draft {
 /// What fixes a finding: its cause's fix, made specific where the evidence names the thing to
 /// change.
 fn fix_for(cause: Cause, evidence: &[Evidence]) -> String {
-    if cause == Cause::MappedWriteback && evidence.contains(&Evidence::PerfDataFile) {
+    // The perf-counter fix only where every file named is the perf counters.
+    let only_perf_data = evidence.contains(&Evidence::PerfDataFile)
+        && evidence.iter().all(|e| match e {
+            Evidence::WriteFaultUnderWriteback { files, .. } => {
+                files.iter().all(|f| super::machine::perf_data_file(f))
+            }
+            _ => true,
+        });
+    if cause == Cause::MappedWriteback && only_perf_data {
         return PERF_DATA_FIX.to_string();
     }
     cause.fix().to_string()

@@ -59,14 +59,26 @@ pub(super) fn perf_data_file(path: &str) -> bool {
     path.contains("/hsperfdata_")
 }
 
-/// The mapped file a thread's traced writeback waits were on (the tracepoint names the inode;
-/// the maps, the file), when one was.
-pub(super) fn traced_writeback(tid: i32, inp: &Inputs) -> Option<String> {
+/// How long before a thread's first blocked sample its traced writeback wait may have begun
+/// and still be that wait (the wait began before the stall was noticed).
+const WAIT_BEGAN_BEFORE_NS: u64 = 1_000_000_000;
+
+/// The file a thread's traced writeback wait was on, when it began within the thread's blocked
+/// time and on a file the JVM maps shared and writable (the tracepoint names the inode; the
+/// maps, the file). The tracepoint also fires in fsync and reclaim: those waits, on files not
+/// mapped so, or long before, name nothing.
+pub(super) fn traced_writeback(
+    t: &crate::evidence::ThreadEvidence,
+    inp: &Inputs,
+) -> Option<String> {
     use procwatch::trace::TraceEvent;
+    let since = t.first_blocked_t.unwrap_or(inp.start_ns).saturating_sub(WAIT_BEGAN_BEFORE_NS);
     inp.trace.iter().rev().find_map(|e| match e {
-        TraceEvent::WritebackWait { tid: t, ino, .. } if *t == tid => {
-            inp.maps.iter().find(|m| m.is_file() && m.inode == *ino).map(|m| m.path.clone())
-        }
+        TraceEvent::WritebackWait { tid, t: at, ino, .. } if *tid == t.tid && *at >= since => inp
+            .maps
+            .iter()
+            .find(|m| m.is_file() && m.inode == *ino && shared_writable(&m.perms))
+            .map(|m| m.path.clone()),
         _ => None,
     })
 }

@@ -389,16 +389,9 @@ mod tests {
             tid: Some(9),
             state: Some("runnable".into()),
         }];
-        run_seen(
-            Some(vec![c2.clone()]),
-            None,
-            vec![c2],
-            sp,
-            154 * MS,
-            SystemSignals::default(),
-            maps,
-            trace,
-        )
+        let mut signals = SystemSignals::default();
+        signals.memory.writeback_pages = Some(4);
+        run_seen(Some(vec![c2.clone()]), None, vec![c2], sp, 154 * MS, signals, maps, trace)
     }
 
     fn mapping(perms: &str, inode: u64, path: &str) -> procwatch::maps::Mapping {
@@ -473,7 +466,8 @@ mod tests {
             evidence: whole.clone(),
         }];
         let names = HashMap::new();
-        let signals = SystemSignals::default();
+        let mut signals = SystemSignals::default();
+        signals.memory.writeback_pages = Some(4);
         let inp = Inputs {
             duration_ns: 311 * MS,
             start_ns: 0,
@@ -513,6 +507,102 @@ mod tests {
     fn a_page_wait_with_no_shared_writable_file_or_with_major_faults_is_not_mapped_writeback() {
         // Nothing mapped shared and writable: nothing to say.
         let f = held_in_a_write_fault(&[mapping("r--s", 5, "/usr/lib/jvm/lib/modules")], &[]);
+        assert_eq!(f[0].cause, Cause::Unknown, "{f:?}");
+        // The perf counters mapped (every JVM has them), but no page under writeback anywhere,
+        // or a page read in: not a write fault.
+        let maps = [mapping("rw-s", 7, "/tmp/hsperfdata_root/42")];
+        let mut c2 = thread(9, "search-0", 'D', 200_000, 0);
+        c2.span_ns = 150 * MS;
+        c2.wchan = "folio_wait_bit".into();
+        c2.not_in_syscall = 10;
+        c2.seen_ns = BTreeMap::from([(Seen::Waiting(Wait::PageIn), 147 * MS)]);
+        let sp = safepoint("ParallelGCSystemGC", 148 * MS, 6 * MS);
+        // The same thread with pages under writeback is the reading (the control for the
+        // three below).
+        let mut signals = SystemSignals::default();
+        signals.memory.writeback_pages = Some(4);
+        let f = run_seen(
+            Some(vec![c2.clone()]),
+            None,
+            vec![c2.clone()],
+            sp.clone(),
+            154 * MS,
+            signals,
+            &maps,
+            &[],
+        );
+        assert_eq!(f[0].cause, Cause::MappedWriteback, "{f:?}");
+        let go = |t: ThreadEvidence, pages: Option<u64>| {
+            let mut signals = SystemSignals::default();
+            signals.memory.writeback_pages = pages;
+            run_seen(
+                Some(vec![t.clone()]),
+                None,
+                vec![t],
+                sp.clone(),
+                154 * MS,
+                signals,
+                &maps,
+                &[],
+            )
+        };
+        let f = go(c2.clone(), Some(0));
+        assert!(f.iter().all(|d| d.cause != Cause::MappedWriteback), "{f:?}");
+        let f = go(c2.clone(), None);
+        assert!(f.iter().all(|d| d.cause != Cause::MappedWriteback), "{f:?}");
+        c2.majflt_since_baseline = 3;
+        let f = go(c2, Some(4));
+        assert!(f.iter().all(|d| d.cause != Cause::MappedWriteback), "a page came in: {f:?}");
+        // A fault traced in a file mapped shared and writable, no writeback wait traced: a
+        // reading (medium), named by the page-fault tracepoint.
+        let mut t = thread(9, "search-0", 'D', 200_000, 0);
+        t.span_ns = 150 * MS;
+        t.wchan = "folio_wait_bit".into();
+        t.not_in_syscall = 10;
+        t.first_blocked_t = Some(20 * MS);
+        t.seen_ns = BTreeMap::from([(Seen::Waiting(Wait::PageIn), 147 * MS)]);
+        let fault = [procwatch::trace::TraceEvent::PageFault {
+            t: 10 * MS,
+            tid: 9,
+            address: (7 << 20) + 4096,
+            ip: 1,
+        }];
+        let f = run_seen(
+            Some(vec![t.clone()]),
+            None,
+            vec![t],
+            sp.clone(),
+            154 * MS,
+            SystemSignals::default(),
+            &maps,
+            &fault,
+        );
+        assert_eq!((f[0].cause, f[0].confidence), (Cause::MappedWriteback, Confidence::Medium));
+        // A writeback wait traced long before the thread blocked (an fsync a minute ago) names
+        // nothing.
+        let old = [procwatch::trace::TraceEvent::WritebackWait {
+            t: 0,
+            tid: 9,
+            ino: 7,
+            index: 0,
+            bdi: "0:52".into(),
+        }];
+        let mut late = thread(9, "search-0", 'D', 200_000, 0);
+        late.span_ns = 150 * MS;
+        late.wchan = "folio_wait_bit".into();
+        late.not_in_syscall = 10;
+        late.first_blocked_t = Some(5_000 * MS);
+        late.seen_ns = BTreeMap::from([(Seen::Waiting(Wait::PageIn), 147 * MS)]);
+        let f = run_seen(
+            Some(vec![late.clone()]),
+            None,
+            vec![late],
+            sp,
+            154 * MS,
+            SystemSignals::default(),
+            &maps,
+            &old,
+        );
         assert_eq!(f[0].cause, Cause::Unknown, "{f:?}");
     }
 

@@ -8,7 +8,7 @@
 //! is strong without evidence of its cause's own kind.
 
 use super::activity::Activity;
-use super::evidence_kind::{Evidence, Role};
+use super::evidence_kind::{Evidence, Role, Tracepoint};
 use super::inputs::Inputs;
 use super::machine::{
     cold_files, cpu_pressure, perf_data_file, reclaim_lines, shared_writable,
@@ -103,14 +103,19 @@ pub(super) fn cause_of(t: &ThreadEvidence, act: Activity, role: Role, inp: &Inpu
                 (Cause::MemoryReclaim, true, ev)
             }
             // Waiting for writeback outside a write of its own: a write fault on a shared mapping.
+            // A writeback wait outside any system call is a write fault; strong only when a
+            // tracepoint names the file.
             Wait::Writeback
                 if t.file().is_none()
-                    && (traced_writeback(t.tid, inp).is_some()
+                    && t.not_in_syscall > 0
+                    && (traced_writeback(t, inp).is_some()
                         || !shared_writable_files(inp).is_empty()) =>
             {
-                match traced_writeback(t.tid, inp) {
-                    Some(file) => write_fault_reading(role, vec![file], true, true),
-                    None => write_fault_reading(role, shared_writable_files(inp), false, true),
+                match traced_writeback(t, inp) {
+                    Some(file) => {
+                        write_fault_reading(t, role, vec![file], Some(Tracepoint::Writeback), inp)
+                    }
+                    None => write_fault_reading(t, role, shared_writable_files(inp), None, inp),
                 }
             }
             Wait::FileWrite | Wait::Writeback | Wait::FileRead if role == Role::Operation => {
@@ -174,10 +179,11 @@ fn page_in_cause(t: &ThreadEvidence, role: Role, inp: &Inputs) -> Reading {
     let faults_line = (faults > 0).then_some(Evidence::MajorFaultsRose { role });
     // A writeback wait the tracepoint saw, on a file the JVM maps: a write fault, whatever the
     // thread's wchan says (the kernel waits for writeback and for a page to come in alike).
-    if let Some(file) = traced_writeback(t.tid, inp)
+    if let Some(file) = traced_writeback(t, inp)
         && faults == 0
+        && !mem.reclaiming()
     {
-        return write_fault_reading(role, vec![file], true, true);
+        return write_fault_reading(t, role, vec![file], Some(Tracepoint::Writeback), inp);
     }
     // With tracepoints, the fault's address says what it was: a data file, or the JVM's own
     // files (code, the class archive), which only fault when memory pressure evicted them.
@@ -187,7 +193,8 @@ fn page_in_cause(t: &ThreadEvidence, role: Role, inp: &Inputs) -> Reading {
         if shared_writable(&m.perms) && faults == 0 && !mem.reclaiming() {
             // A fault on a file mapped shared and writable that read nothing in: a write fault
             // waiting for the page's writeback (or its lock).
-            return write_fault_reading(role, vec![m.path.clone()], true, true);
+            let file = vec![m.path.clone()];
+            return write_fault_reading(t, role, file, Some(Tracepoint::PageFault), inp);
         }
         let line =
             Evidence::FaultAt { role, offset: addr - m.start + m.offset, path: m.path.clone() };
@@ -226,10 +233,14 @@ fn page_in_cause(t: &ThreadEvidence, role: Role, inp: &Inputs) -> Reading {
                 let mut ev = vec![Evidence::PagesReclaimedReadBack { role }];
                 ev.extend(reclaim_lines(inp));
                 (Cause::MemoryReclaim, false, ev)
-            } else if faults == 0 && !shared_writable_files(inp).is_empty() {
-                // Nothing to read a page from, and nothing read: what is left is a write fault
-                // on a shared mapping, waiting for writeback. Which file, only a tracepoint says.
-                write_fault_reading(role, shared_writable_files(inp), false, false)
+            } else if faults == 0
+                && mem.writeback_pages.is_some_and(|n| n > 0)
+                && !shared_writable_files(inp).is_empty()
+            {
+                // Nothing to read a page from, nothing read, and pages under writeback: what is
+                // left is a write fault on a shared mapping waiting for one. Which file, only a
+                // tracepoint says.
+                write_fault_reading(t, role, shared_writable_files(inp), None, inp)
             } else {
                 (Cause::Unknown, false, vec![Evidence::PageFromNowhere { role }])
             }
@@ -237,13 +248,26 @@ fn page_in_cause(t: &ThreadEvidence, role: Role, inp: &Inputs) -> Reading {
     }
 }
 
-/// A write fault on a shared file mapping waiting for writeback: `traced` when a tracepoint
-/// named the file, `strong` when the evidence is of that kind (a tracepoint or a writeback wait).
-fn write_fault_reading(role: Role, files: Vec<String>, traced: bool, strong: bool) -> Reading {
+/// A write fault on a shared file mapping waiting for writeback. Strong only when the
+/// writeback tracepoint saw the wait itself; a traced fault's address or the counters alone
+/// leave it a reading.
+fn write_fault_reading(
+    t: &ThreadEvidence,
+    role: Role,
+    files: Vec<String>,
+    traced: Option<Tracepoint>,
+    inp: &Inputs,
+) -> Reading {
     let perf_data = !files.is_empty() && files.iter().all(|f| perf_data_file(f));
+    let strong = traced == Some(Tracepoint::Writeback);
     let mut ev = vec![Evidence::WriteFaultUnderWriteback { role, files, traced }];
-    if !traced {
+    if traced.is_none() && t.majflt_since_baseline == 0 {
         ev.push(Evidence::NoMajorFault { role });
+    }
+    if traced.is_none()
+        && let Some(pages) = inp.signals.memory.writeback_pages.filter(|n| *n > 0)
+    {
+        ev.push(Evidence::PagesUnderWriteback { pages });
     }
     if perf_data {
         ev.push(Evidence::PerfDataFile);

@@ -5,7 +5,7 @@
 //! Invariant: words only; nothing here decides a cause, a share or a confidence, and each
 //! variant always reads the same for the same values.
 
-use super::evidence_kind::{Evidence, Role, Swap};
+use super::evidence_kind::{Evidence, Role, Swap, Tracepoint};
 use crate::wait::Wait;
 use recording::units::{fmt_count, fmt_ns};
 use std::fmt;
@@ -135,35 +135,51 @@ impl fmt::Display for Evidence {
             }
             E::WriteFaultUnderWriteback { role, files, traced } => {
                 let sj = role.subject();
-                if *traced {
-                    write!(
+                match traced {
+                    Some(Tracepoint::Writeback) => write!(
                         f,
                         "{} {} blocked in a write fault on {}, mapped shared, until the page's writeback ended (writeback tracepoint)",
                         sj.who,
                         sj.was,
                         files.join(", ")
-                    )
-                } else {
-                    let which = match files.as_slice() {
-                        [one] => format!("{one}, the only file the JVM maps shared and writable"),
-                        many => format!(
-                            "one of the files the JVM maps shared and writable: {}",
-                            many.join(", ")
-                        ),
-                    };
-                    write!(
+                    ),
+                    Some(Tracepoint::PageFault) => write!(
                         f,
-                        "{} {} blocked outside any system call on a page it was not reading in: a write fault waiting for writeback, on {which}",
-                        sj.who, sj.was
-                    )
+                        "{} {} blocked on a page of {}, which the JVM maps shared and writable, and read nothing in: a write fault waiting for writeback (page-fault tracepoint)",
+                        sj.who,
+                        sj.was,
+                        files.join(", ")
+                    ),
+                    None => {
+                        let which = match files.as_slice() {
+                            [one] => {
+                                format!("{one}, the only file the JVM maps shared and writable")
+                            }
+                            many => format!(
+                                "one of the files the JVM maps shared and writable: {}",
+                                many.join(", ")
+                            ),
+                        };
+                        write!(
+                            f,
+                            "{} {} blocked outside any system call on a page it was not reading in: a write fault waiting for writeback, on {which}",
+                            sj.who, sj.was
+                        )
+                    }
                 }
             }
+            E::PagesUnderWriteback { pages } => write!(
+                f,
+                "{} {} under writeback machine-wide during it",
+                plural(*pages, "page"),
+                if *pages == 1 { "was" } else { "were" }
+            ),
             E::PerfDataFile => f.write_str(
                 "that file is the JVM's perf counters (hsperfdata), which the VM, GC, compiler and periodic threads update at every safepoint and GC",
             ),
             E::MeterParkedBesideWriteFaults { threads } => write!(
                 f,
-                "the agent's meter thread was parked (on a lock, or in the JVM's own wait) while {} of the JVM {} held in a write fault for most of it; the longest:",
+                "the agent's meter thread was parked (on a lock, or in the JVM's own wait) while {} of the JVM {} held in a write fault for at least half of it; the longest:",
                 plural(*threads as u64, "thread"),
                 if *threads == 1 { "was" } else { "were" }
             ),

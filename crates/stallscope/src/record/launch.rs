@@ -379,15 +379,7 @@ fn private_perf_data_dir(cmd: &mut std::process::Command, dir: &Path) -> Result<
         anyhow::bail!("a private perf-data folder needs root (a mount namespace and a bind mount)");
     }
     // HotSpot names the folder after the user's name in the password database.
-    // SAFETY: getpwuid's result is read before any other call that could overwrite it.
-    let user = unsafe {
-        let pw = libc::getpwuid(uid);
-        if pw.is_null() {
-            "root".to_string()
-        } else {
-            std::ffi::CStr::from_ptr((*pw).pw_name).to_string_lossy().into_owned()
-        }
-    };
+    let user = user_name(uid).unwrap_or_else(|| "root".to_string());
     let target = PathBuf::from(format!("/tmp/hsperfdata_{user}"));
     std::fs::create_dir_all(&target)
         .with_context(|| format!("creating {} (the bind's mount point)", target.display()))?;
@@ -425,6 +417,22 @@ fn private_perf_data_dir(cmd: &mut std::process::Command, dir: &Path) -> Result<
         });
     }
     Ok(())
+}
+
+/// The name of user `uid` (getpwuid_r: the recorder has threads of its own).
+fn user_name(uid: libc::uid_t) -> Option<String> {
+    let mut buf = vec![0u8; 16 * 1024];
+    // SAFETY: passwd is plain data; getpwuid_r writes only into it and `buf`, both ours.
+    let mut pw: libc::passwd = unsafe { std::mem::zeroed() };
+    let mut found: *mut libc::passwd = std::ptr::null_mut();
+    // SAFETY: the buffers outlive the call; `found` is set to `&pw` or null.
+    let rc =
+        unsafe { libc::getpwuid_r(uid, &mut pw, buf.as_mut_ptr().cast(), buf.len(), &mut found) };
+    if rc != 0 || found.is_null() {
+        return None;
+    }
+    // SAFETY: on success pw_name points into `buf`, NUL-terminated.
+    Some(unsafe { std::ffi::CStr::from_ptr(pw.pw_name) }.to_string_lossy().into_owned())
 }
 
 fn find_java(program: &str) -> Option<PathBuf> {

@@ -110,6 +110,8 @@ impl Watcher<'_> {
             j.tid = procwatch::ns::host_tid(&host, j.tid);
         }
         // The maps are read off this thread (the read can wait behind the stall's own faults).
+        // A read just finished is written first, so this stall's can go out.
+        self.write_context()?;
         if let Some(c) = self.contexts.ask(stall, java_threads) {
             self.w.context.line(&c)?;
         }
