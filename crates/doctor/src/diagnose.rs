@@ -376,6 +376,7 @@ fn diagnose_stall(
         names: &names,
         maps: ctx.map_or(&[][..], |c| &c.maps),
         mapped_files: ctx.map_or(&[][..], |c| &c.mapped_files),
+        in_memory_files: ctx.map_or(&[][..], |c| &c.in_memory_files),
         meter_tid,
         trace,
         clock_ticks: meta.clock_ticks,

@@ -270,6 +270,10 @@ pub struct StallContext {
     pub maps: Vec<Mapping>,
     /// Page-cache residency of data files the target maps: (path, resident pages, pages).
     pub mapped_files: Vec<(String, u64, u64)>,
+    /// Files the target maps shared and writable that live in memory (tmpfs, ramfs): never
+    /// written back, so never a writeback wait. Empty in recordings made before it was read.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub in_memory_files: Vec<String>,
 }
 
 /// One stack of one thread as the JVM's flight recorder sampled it, near a stall.

@@ -197,6 +197,7 @@ fn main() -> std::io::Result<()> {
                 }],
                 maps: Vec::new(),
                 mapped_files: Vec::new(),
+                in_memory_files: Vec::new(),
             })
             .map_err(std::io::Error::other)?;
         let mut k = 0u64;

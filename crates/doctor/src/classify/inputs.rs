@@ -31,6 +31,8 @@ pub struct Inputs<'a> {
     pub names: &'a HashMap<i32, String>,
     pub maps: &'a [Mapping],
     pub mapped_files: &'a [(String, u64, u64)],
+    /// Files mapped shared and writable that live in memory (tmpfs): never written back.
+    pub in_memory_files: &'a [String],
     pub meter_tid: Option<i32>,
     /// Tracepoint events around the stall (root only).
     pub trace: &'a [procwatch::trace::TraceEvent],

@@ -37,8 +37,12 @@ pub(super) fn cold_files(inp: &Inputs) -> Vec<String> {
 pub(super) fn shared_writable_files(inp: &Inputs) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     // Files under /dev (/dev/shm: tmpfs, shared memory) are never written back to a disk.
+    // Nor are files the recorder found on tmpfs or ramfs (a /tmp on tmpfs holds hsperfdata).
     let writable = |m: &&procwatch::maps::Mapping| {
-        m.is_file() && shared_writable(&m.perms) && !m.path.starts_with("/dev/")
+        m.is_file()
+            && shared_writable(&m.perms)
+            && !m.path.starts_with("/dev/")
+            && !inp.in_memory_files.contains(&m.path)
     };
     for m in inp.maps.iter().filter(writable) {
         if !out.contains(&m.path) {

@@ -195,6 +195,7 @@ mod tests {
             names: &names,
             maps,
             mapped_files: &[],
+            in_memory_files: &[],
             meter_tid: None,
             trace,
             clock_ticks: 100,
@@ -482,6 +483,7 @@ mod tests {
             names: &names,
             maps: &maps,
             mapped_files: &[],
+            in_memory_files: &[],
             meter_tid: Some(30),
             trace: &[],
             clock_ticks: 100,
@@ -491,6 +493,10 @@ mod tests {
         assert_eq!(f[0].confidence, Confidence::Medium, "inferred: the meter only parked");
         let names: Vec<&str> = f[0].culprits.iter().map(|c| c.name.as_str()).collect();
         assert!(names.contains(&"C1 CompilerThre") && !names.contains(&"stallscope-hicc"));
+        // With /tmp on tmpfs the perf counters are never written back: not this cause.
+        let in_memory = ["/tmp/hsperfdata_root/42".to_string()];
+        let tmpfs = drafts(&Inputs { in_memory_files: &in_memory, ..inp });
+        assert!(tmpfs.iter().all(|d| d.cause != Cause::MappedWriteback), "{tmpfs:?}");
         // Without the held threads, the parked meter explains nothing.
         let alone = evidence(vec![whole.threads[0].clone()]);
         let segments = [Segment {
@@ -648,6 +654,7 @@ mod tests {
             names: &names,
             maps: &[],
             mapped_files: &[],
+            in_memory_files: &[],
             meter_tid: None,
             trace: &[],
             clock_ticks: 100,

@@ -37,6 +37,7 @@ impl ContextReader {
             while let Ok(job) = rx.recv() {
                 let m = maps::read(pid).unwrap_or_default();
                 let mapped_files = mapped_data_files(&m);
+                let in_memory_files = in_memory_files(pid, &m);
                 let maps = m.into_iter().filter(|x| x.perms.contains('x') || x.is_file()).collect();
                 let c = StallContext {
                     t: procwatch::clock::mono_ns(),
@@ -44,6 +45,7 @@ impl ContextReader {
                     java_threads: job.java_threads,
                     maps,
                     mapped_files,
+                    in_memory_files,
                 };
                 if tx.send(c).is_err() {
                     return;
@@ -103,7 +105,38 @@ fn bare(stall: u32, java_threads: Vec<JavaThread>) -> StallContext {
         java_threads,
         maps: vec![],
         mapped_files: vec![],
+        in_memory_files: vec![],
     }
+}
+
+/// The files `pid` maps shared and writable that live on tmpfs or ramfs, looked up in the
+/// target's own mount namespace (`/proc/<pid>/root`).
+fn in_memory_files(pid: i32, m: &[maps::Mapping]) -> Vec<String> {
+    const TMPFS_MAGIC: i64 = 0x0102_1994;
+    const RAMFS_MAGIC: i64 = 0x8584_58f6;
+    let mut out: Vec<String> = Vec::new();
+    let shared_writable = |x: &&maps::Mapping| {
+        let p = x.perms.as_bytes();
+        x.is_file() && p.len() >= 4 && p[1] == b'w' && p[3] == b's'
+    };
+    for x in m.iter().filter(shared_writable) {
+        if out.contains(&x.path) || out.len() >= 64 {
+            continue;
+        }
+        let Ok(c) = std::ffi::CString::new(format!("/proc/{pid}/root{}", x.path)) else {
+            continue;
+        };
+        // SAFETY: statfs fills the struct it is given; a zeroed one is valid to pass.
+        let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+        // SAFETY: a NUL-terminated path and a valid out pointer.
+        if unsafe { libc::statfs(c.as_ptr(), &mut st) } == 0 {
+            let kind = st.f_type as i64;
+            if kind == TMPFS_MAGIC || kind == RAMFS_MAGIC {
+                out.push(x.path.clone());
+            }
+        }
+    }
+    out
 }
 
 #[cfg(test)]
@@ -127,6 +160,24 @@ mod tests {
         assert_eq!(c.stall, 1);
         assert!(c.maps.iter().any(|m| m.perms.contains('x')), "our own code is mapped");
         assert!(r.finish(Duration::from_secs(1)).is_none(), "nothing left out");
+    }
+
+    #[test]
+    fn a_shared_writable_file_on_tmpfs_is_known_to_live_in_memory() {
+        // /dev/shm is tmpfs wherever there is one.
+        let path = format!("/dev/shm/stallscope-test-{}", std::process::id());
+        std::fs::write(&path, vec![0u8; 4096]).unwrap();
+        let line = format!(
+            "7f00-7f01 rw-s 00000000 00:1a 99 {path}\n7f01-7f02 r--s 00000000 00:1a 98 {path}\n"
+        );
+        let m = maps::parse(&line);
+        let found = in_memory_files(std::process::id() as i32, &m);
+        let _ = std::fs::remove_file(&path);
+        assert_eq!(found, vec![path]);
+        // A file on a disk (this test's own executable) is not.
+        let exe = std::env::current_exe().unwrap().display().to_string();
+        let on_disk = maps::parse(&format!("7f00-7f01 rw-s 00000000 fe:00 11 {exe}\n"));
+        assert!(in_memory_files(std::process::id() as i32, &on_disk).is_empty());
     }
 
     #[test]
