@@ -22,6 +22,13 @@ impl Mapping {
     pub fn is_file(&self) -> bool {
         self.inode != 0 && self.path.starts_with('/')
     }
+
+    /// A file mapped shared and writable (`rw-s`): its writes go to the file, and a write can
+    /// wait for the page's writeback.
+    pub fn is_shared_writable_file(&self) -> bool {
+        let p = self.perms.as_bytes();
+        self.is_file() && p.len() >= 4 && p[1] == b'w' && p[3] == b's'
+    }
 }
 
 /// Parses the text of a maps file. Malformed lines are skipped.
@@ -65,6 +72,15 @@ pub fn lookup(maps: &[Mapping], addr: u64) -> Option<&Mapping> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn shared_writable_files_are_rw_s_with_a_file() {
+        let m = parse(
+            "1000-2000 rw-s 00000000 00:27 7 /tmp/hsperfdata_root/42\n2000-3000 r--s 00000000 fe:00 8 /usr/lib/jvm/lib/modules\n3000-4000 rw-p 00000000 fe:00 9 /data/x\n4000-5000 rw-s 00000000 00:01 0 /SYSV00000000 (deleted)\n",
+        );
+        let w: Vec<bool> = m.iter().map(Mapping::is_shared_writable_file).collect();
+        assert_eq!(w, [true, false, false, false]);
+    }
 
     #[test]
     fn finds_the_mapping_of_an_address() {

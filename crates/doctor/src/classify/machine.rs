@@ -39,8 +39,7 @@ pub(super) fn shared_writable_files(inp: &Inputs) -> Vec<String> {
     // Files under /dev (/dev/shm: tmpfs, shared memory) are never written back to a disk.
     // Nor are files the recorder found on tmpfs or ramfs (a /tmp on tmpfs holds hsperfdata).
     let writable = |m: &&procwatch::maps::Mapping| {
-        m.is_file()
-            && shared_writable(&m.perms)
+        m.is_shared_writable_file()
             && !m.path.starts_with("/dev/")
             && !inp.in_memory_files.contains(&m.path)
     };
@@ -50,12 +49,6 @@ pub(super) fn shared_writable_files(inp: &Inputs) -> Vec<String> {
         }
     }
     out
-}
-
-/// `rw-s`: a mapping whose writes go to its file.
-pub(super) fn shared_writable(perms: &str) -> bool {
-    let p = perms.as_bytes();
-    p.len() >= 4 && p[1] == b'w' && p[3] == b's'
 }
 
 /// The JVM's perf-counter file, `/tmp/hsperfdata_<user>/<pid>`.
@@ -81,7 +74,7 @@ pub(super) fn traced_writeback(
         TraceEvent::WritebackWait { tid, t: at, ino, .. } if *tid == t.tid && *at >= since => inp
             .maps
             .iter()
-            .find(|m| m.is_file() && m.inode == *ino && shared_writable(&m.perms))
+            .find(|m| m.inode == *ino && m.is_shared_writable_file())
             .map(|m| m.path.clone()),
         _ => None,
     })

@@ -11,8 +11,8 @@ use super::activity::Activity;
 use super::evidence_kind::{Evidence, Role, Tracepoint};
 use super::inputs::Inputs;
 use super::machine::{
-    cold_files, cpu_pressure, perf_data_file, reclaim_lines, shared_writable,
-    shared_writable_files, swap, system_file, traced_fault, traced_lock_wait, traced_writeback,
+    cold_files, cpu_pressure, perf_data_file, reclaim_lines, shared_writable_files, swap,
+    system_file, traced_fault, traced_lock_wait, traced_writeback,
 };
 use crate::causes::Cause;
 use crate::evidence::ThreadEvidence;
@@ -190,7 +190,7 @@ fn page_in_cause(t: &ThreadEvidence, role: Role, inp: &Inputs) -> Reading {
     if let Some((addr, _)) = traced_fault(t.tid, t.first_blocked_t.unwrap_or(inp.end_ns), inp)
         && let Some(m) = procwatch::maps::lookup(inp.maps, addr).filter(|m| m.is_file())
     {
-        if shared_writable(&m.perms) && faults == 0 && !mem.reclaiming() {
+        if m.is_shared_writable_file() && faults == 0 && !mem.reclaiming() {
             // A fault on a file mapped shared and writable that read nothing in: a write fault
             // waiting for the page's writeback (or its lock).
             let file = vec![m.path.clone()];

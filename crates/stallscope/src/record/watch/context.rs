@@ -115,11 +115,7 @@ fn in_memory_files(pid: i32, m: &[maps::Mapping]) -> Vec<String> {
     const TMPFS_MAGIC: i64 = 0x0102_1994;
     const RAMFS_MAGIC: i64 = 0x8584_58f6;
     let mut out: Vec<String> = Vec::new();
-    let shared_writable = |x: &&maps::Mapping| {
-        let p = x.perms.as_bytes();
-        x.is_file() && p.len() >= 4 && p[1] == b'w' && p[3] == b's'
-    };
-    for x in m.iter().filter(shared_writable) {
+    for x in m.iter().filter(|x| x.is_shared_writable_file()) {
         if out.contains(&x.path) || out.len() >= 64 {
             continue;
         }
