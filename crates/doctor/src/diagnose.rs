@@ -723,6 +723,31 @@ mod tests {
 
     const MS: u64 = 1_000_000;
 
+    /// A recording of `events` and `safepoints` (a safepoint log read), nothing else in it.
+    fn recording(events: Vec<Event>, safepoints: Vec<Safepoint>) -> Recording {
+        Recording {
+            dir: "x".into(),
+            meta: meta(),
+            events,
+            samples: vec![],
+            system: vec![],
+            context: Vec::<StallContext>::new(),
+            trace: vec![],
+            frames: vec![],
+            frames_notes: vec![],
+            frames_recorded: false,
+            has_safepoint_log: true,
+            safepoints,
+            unfinished_culprits: vec![],
+            open_sync_ns: None,
+            hiccups: None,
+            control: None,
+            damage: vec![],
+            notes: vec![],
+            counters: vec![],
+        }
+    }
+
     fn meta() -> Meta {
         Meta {
             stallscope_version: "test".into(),
@@ -887,33 +912,16 @@ mod tests {
         let long = safepoint(
             "[1.0s][3600000000ns][info][safepoint] Safepoint \"ThreadDump\", Time since last: 1 ns, Reaching safepoint: 1590000000 ns, Cleanup: 0 ns, At safepoint: 10000000 ns, Total: 1600000000 ns\n",
         );
-        let rec = Recording {
-            dir: "x".into(),
-            meta: meta(),
-            events: vec![
+        let rec = recording(
+            vec![
                 begin(1, 2001, 2006),
                 end(1, 3590, true),
                 begin(2, 3591, 3596),
                 end(2, 3610, true),
                 Event::Detach { t: 4000 * MS, reason: "x".into() },
             ],
-            samples: vec![],
-            system: vec![],
-            context: Vec::<StallContext>::new(),
-            trace: vec![],
-            frames: vec![],
-            frames_notes: vec![],
-            frames_recorded: false,
-            has_safepoint_log: true,
-            safepoints: vec![long],
-            unfinished_culprits: vec![],
-            open_sync_ns: None,
-            hiccups: None,
-            control: None,
-            damage: vec![],
-            notes: vec![],
-            counters: vec![],
-        };
+            vec![long],
+        );
         let r = diagnose(&rec);
         let spans: Vec<(u64, u64)> =
             r.stalls.iter().map(|s| (s.start_mono_ns / MS, s.duration_ns / MS)).collect();
@@ -939,30 +947,15 @@ mod tests {
         let sp = safepoint(
             "[1.0s][2155000000ns][info][safepoint] Safepoint \"ParallelGCSystemGC\", Time since last: 1 ns, Reaching safepoint: 146000000 ns, Cleanup: 0 ns, At safepoint: 9000000 ns, Total: 155000000 ns\n",
         );
-        let rec = |tick_ms: u64| Recording {
-            dir: "x".into(),
-            meta: meta(),
-            events: vec![
-                begin(1, tick_ms + 1, tick_ms + 6),
-                end(1, 2155, true),
-                Event::Detach { t: 4000 * MS, reason: "x".into() },
-            ],
-            samples: vec![],
-            system: vec![],
-            context: Vec::<StallContext>::new(),
-            trace: vec![],
-            frames: vec![],
-            frames_notes: vec![],
-            frames_recorded: false,
-            has_safepoint_log: true,
-            safepoints: vec![sp.clone()],
-            unfinished_culprits: vec![],
-            open_sync_ns: None,
-            hiccups: None,
-            control: None,
-            damage: vec![],
-            notes: vec![],
-            counters: vec![],
+        let rec = |tick_ms: u64| {
+            recording(
+                vec![
+                    begin(1, tick_ms + 1, tick_ms + 6),
+                    end(1, 2155, true),
+                    Event::Detach { t: 4000 * MS, reason: "x".into() },
+                ],
+                vec![sp.clone()],
+            )
         };
         let held_vm = diagnose(&rec(2144));
         assert_eq!(
@@ -983,33 +976,16 @@ mod tests {
         // As measured here: the meter caught in a write fault between reading the clock and
         // publishing its tick; the tick, published 160 ms late, ended the first stall and the
         // next one opened from it, back inside the first.
-        let rec = Recording {
-            dir: "x".into(),
-            meta: meta(),
-            events: vec![
+        let rec = recording(
+            vec![
                 begin(1, 2000, 2005),
                 end(1, 2161, true),
                 begin(2, 2001, 2162),
                 end(2, 2175, true),
                 Event::Detach { t: 4000 * MS, reason: "x".into() },
             ],
-            samples: vec![],
-            system: vec![],
-            context: Vec::<StallContext>::new(),
-            trace: vec![],
-            frames: vec![],
-            frames_notes: vec![],
-            frames_recorded: false,
-            has_safepoint_log: true,
-            safepoints: vec![],
-            unfinished_culprits: vec![],
-            open_sync_ns: None,
-            hiccups: None,
-            control: None,
-            damage: vec![],
-            notes: vec![],
-            counters: vec![],
-        };
+            vec![],
+        );
         let spans: Vec<(u64, u64)> = diagnose(&rec)
             .stalls
             .iter()
@@ -1021,29 +997,15 @@ mod tests {
     #[test]
     fn the_summary_counts_stalls_by_their_main_cause_and_the_recorder_pauses() {
         let rec = Recording {
-            dir: "x".into(),
-            meta: meta(),
-            events: vec![
-                Event::ControlHiccup { t: 1, late_ns: 9 * MS },
-                Event::ControlHiccup { t: 2, late_ns: 6 * MS },
-                Event::Detach { t: 4000 * MS, reason: "x".into() },
-            ],
-            samples: vec![],
-            system: vec![],
-            context: Vec::<StallContext>::new(),
-            trace: vec![],
-            frames: vec![],
-            frames_notes: vec![],
-            frames_recorded: false,
             has_safepoint_log: false,
-            safepoints: vec![],
-            unfinished_culprits: vec![],
-            open_sync_ns: None,
-            hiccups: None,
-            control: None,
-            damage: vec![],
-            notes: vec![],
-            counters: vec![],
+            ..recording(
+                vec![
+                    Event::ControlHiccup { t: 1, late_ns: 9 * MS },
+                    Event::ControlHiccup { t: 2, late_ns: 6 * MS },
+                    Event::Detach { t: 4000 * MS, reason: "x".into() },
+                ],
+                vec![],
+            )
         };
         let mut r = StallReport {
             stall: 1,
