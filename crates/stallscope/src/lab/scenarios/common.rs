@@ -57,6 +57,15 @@ pub fn mount_slowfs(back: &Path, mnt: &Path, args: &[&str]) -> Result<Helper> {
     Ok(slowfs)
 }
 
+/// Mounts slowfs over `back` at `mnt` with every write (and fsync) of the files matching `glob`
+/// taking `delay_ms`, and reads not delayed.
+pub fn mount_slow_writes(back: &Path, mnt: &Path, delay_ms: u64, glob: &str) -> Result<Helper> {
+    let delay = format!("{delay_ms}ms");
+    let args =
+        ["--read-delay", "0ms", "--write-delay", &delay, "--glob", glob, "--max-delay", "10s"];
+    mount_slowfs(back, mnt, &args)
+}
+
 /// The last JSON line a workload printed.
 pub fn json_line(stdout: &str) -> Result<Value> {
     let last = stdout

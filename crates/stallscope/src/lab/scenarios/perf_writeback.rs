@@ -7,7 +7,7 @@
 //! started every 150 ms as the flusher does; mitigation: the same with
 //! `-XX:+PerfDisableSharedMem`.
 
-use super::common::{Helper, args, mount_slowfs, ms, quiet_launch, run_jvm};
+use super::common::{Helper, args, mount_slow_writes, ms, quiet_launch, run_jvm};
 use crate::lab::model::Published;
 use crate::lab::scenario::{Ctx, Measured, Scenario, Spec, VariantSpec};
 use crate::lab::verdict::Expect;
@@ -132,20 +132,7 @@ impl Scenario for PerfWriteback {
     fn setup(_: &Ctx, dir: &Path, notes: &mut Vec<String>) -> Result<Setup> {
         let (back, mnt) = (dir.join("slowfs-backing"), dir.join("slowfs-mount"));
         let delay_ms = 300;
-        let slowfs = mount_slowfs(
-            &back,
-            &mnt,
-            &[
-                "--read-delay",
-                "0ms",
-                "--write-delay",
-                &format!("{delay_ms}ms"),
-                "--glob",
-                "[0-9]*",
-                "--max-delay",
-                "10s",
-            ],
-        )?;
+        let slowfs = mount_slow_writes(&back, &mnt, delay_ms, "[0-9]*")?;
         // HotSpot refuses a perf-data folder others may write to.
         std::fs::set_permissions(&mnt, std::os::unix::fs::PermissionsExt::from_mode(0o755))
             .with_context(|| format!("chmod 755 {}", mnt.display()))?;

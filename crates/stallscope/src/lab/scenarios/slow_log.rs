@@ -3,7 +3,7 @@
 //! (docs/causes/vm-thread-io.md). Baseline: `-Xlog:gc*` to a file on slowfs with a write delay;
 //! mitigations: the same file with `-Xlog:async`, and the log on a local disk.
 
-use super::common::{Helper, args, mount_slowfs, ms, quiet_launch, run_jvm};
+use super::common::{Helper, args, mount_slow_writes, ms, quiet_launch, run_jvm};
 use crate::lab::model::Published;
 use crate::lab::scenario::{Ctx, Measured, Scenario, Spec, VariantSpec};
 use crate::lab::verdict::Expect;
@@ -84,20 +84,7 @@ impl Scenario for SlowLog {
     fn setup(ctx: &Ctx, dir: &Path, notes: &mut Vec<String>) -> Result<Setup> {
         let (back, mnt) = (dir.join("slowfs-backing"), dir.join("slowfs-mount"));
         let delay_ms = ctx.profile.pick(50, 300);
-        let slowfs = mount_slowfs(
-            &back,
-            &mnt,
-            &[
-                "--read-delay",
-                "0ms",
-                "--write-delay",
-                &format!("{delay_ms}ms"),
-                "--glob",
-                "*.log",
-                "--max-delay",
-                "10s",
-            ],
-        )?;
+        let slowfs = mount_slow_writes(&back, &mnt, delay_ms, "*.log")?;
         notes.push(format!("slow disk: slowfs with a {delay_ms} ms delay on every write of *.log"));
         Ok(Setup { _slowfs: slowfs, mount: mnt })
     }
