@@ -16,8 +16,8 @@ use crate::causes::Cause;
 use crate::classify::{self, Evidence, Segment, segments};
 use crate::evidence::{self, StallEvidence};
 use crate::report::{
-    Confidence, Finding, Report, SCHEMA, SafepointView, StallReport, Summary, ThreadLine,
-    TimeoutCulprit,
+    BoostSummary, Confidence, Finding, Report, SCHEMA, SafepointView, StallReport, Summary,
+    ThreadLine, TimeoutCulprit,
 };
 use crate::signals::system_signals;
 use crate::spans::{StallSpan, end_of_recording, stall_spans};
@@ -555,7 +555,64 @@ pub fn summarise(rec: &Recording, stalls: &[StallReport]) -> Summary {
             .saturating_sub(meta.start_mono_ns),
         recorder_pauses: recorder_pauses.len(),
         recorder_pause_max_ns: recorder_pauses.iter().copied().max().unwrap_or(0),
+        boost: boost_summary(&rec.events),
     }
+}
+
+/// What the safepoint booster did, from its events (none: it did not run).
+fn boost_summary(events: &[Event]) -> Option<BoostSummary> {
+    let mut s = BoostSummary::default();
+    let (mut delays, mut seen, mut within, mut threads) = (vec![], vec![], vec![], vec![]);
+    let mut ran = false;
+    for e in events {
+        match e {
+            Event::SafepointBoost {
+                t,
+                begun,
+                begun_within_ns,
+                seen: sn,
+                threads: n,
+                refused,
+                capped,
+                ..
+            } => {
+                s.capped += usize::from(*capped);
+                delays.push(t.saturating_sub(*begun));
+                seen.push(sn.saturating_sub(*begun));
+                within.push(*begun_within_ns);
+                threads.push(*n as u64);
+                s.refused += *refused as u64;
+            }
+            Event::SafepointBooster { cpu_ns, ran_ns, realtime, failed, .. } => {
+                ran = true;
+                s.cpu_share = *cpu_ns as f64 / (*ran_ns).max(1) as f64;
+                s.realtime = *realtime;
+                s.failed = failed.clone();
+            }
+            _ => {}
+        }
+    }
+    if !ran && delays.is_empty() {
+        return None;
+    }
+    s.boosts = delays.len();
+    s.delay_p50_ns = quantile(&mut delays, 0.5);
+    s.delay_p90_ns = quantile(&mut delays, 0.9);
+    s.delay_max_ns = delays.last().copied().unwrap_or(0);
+    s.seen_p50_ns = quantile(&mut seen, 0.5);
+    s.begun_within_p50_ns = quantile(&mut within, 0.5);
+    s.threads_p50 = quantile(&mut threads, 0.5) as u32;
+    Some(s)
+}
+
+/// The `q` quantile (nearest rank) of `v`, sorted in place; 0 when empty.
+fn quantile(v: &mut [u64], q: f64) -> u64 {
+    if v.is_empty() {
+        return 0;
+    }
+    v.sort_unstable();
+    let i = ((q * v.len() as f64).ceil() as usize).clamp(1, v.len()) - 1;
+    v[i]
 }
 
 /// The diagnosis of a recording: every stall, its causes and culprits, and a summary.
@@ -1044,5 +1101,54 @@ mod tests {
             "{:?}",
             rep.notes
         );
+    }
+
+    #[test]
+    fn the_boost_summary_quotes_the_delay_from_each_begin_and_the_booster_cost() {
+        let boost = |begun: u64, seen: u64, t: u64, capped: bool| Event::SafepointBoost {
+            t: t * 1000,
+            begun: begun * 1000,
+            begun_within_ns: 2000,
+            seen: seen * 1000,
+            restored: t * 1000 + 5 * MS,
+            threads: 20,
+            refused: 1,
+            capped,
+        };
+        // Delays of 100, 200, 300 and 900 µs; seen 50, 60, 70, 80 µs after the begin.
+        let events = vec![
+            boost(1000, 1050, 1100, false),
+            boost(2000, 2060, 2200, false),
+            boost(3000, 3070, 3300, false),
+            boost(4000, 4080, 4900, true),
+            Event::SafepointBooster {
+                t: 9 * MS,
+                cpu_ns: MS,
+                ran_ns: 10 * MS,
+                realtime: true,
+                dropped: 0,
+                failed: None,
+            },
+        ];
+        let s = boost_summary(&events).expect("a booster ran");
+        assert_eq!(
+            (s.boosts, s.delay_p50_ns, s.delay_p90_ns, s.delay_max_ns),
+            (4, 200_000, 900_000, 900_000)
+        );
+        assert_eq!((s.seen_p50_ns, s.begun_within_p50_ns, s.threads_p50), (60_000, 2000, 20));
+        assert_eq!((s.refused, s.capped, s.realtime), (4, 1, true));
+        assert!((s.cpu_share - 0.1).abs() < 1e-9);
+        // No booster, no summary; a booster that never boosted says why.
+        assert!(boost_summary(&[Event::Detach { t: 1, reason: "x".into() }]).is_none());
+        let failed = boost_summary(&[Event::SafepointBooster {
+            t: 1,
+            cpu_ns: 0,
+            ran_ns: 0,
+            realtime: false,
+            dropped: 0,
+            failed: Some("no perf counters".into()),
+        }])
+        .unwrap();
+        assert_eq!((failed.boosts, failed.failed.as_deref()), (0, Some("no perf counters")));
     }
 }

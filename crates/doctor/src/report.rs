@@ -133,6 +133,35 @@ pub struct Summary {
     /// may be missing or unseen.
     pub recorder_pauses: usize,
     pub recorder_pause_max_ns: u64,
+    /// What `run --boost-on safepoint` did (null without it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub boost: Option<BoostSummary>,
+}
+
+/// `run --boost-on safepoint`: how many safepoints it boosted and how soon after each began.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct BoostSummary {
+    pub boosts: usize,
+    /// From the safepoint's begin (as the JVM's counters place it) to the last thread raised.
+    pub delay_p50_ns: u64,
+    pub delay_p90_ns: u64,
+    pub delay_max_ns: u64,
+    /// Of that, until the booster's look saw it (the rest is raising the threads).
+    pub seen_p50_ns: u64,
+    /// How closely the begins were placed (the median of their bounds' widths).
+    pub begun_within_p50_ns: u64,
+    /// Threads raised per boost (median), and threads the kernel refused in all.
+    pub threads_p50: u32,
+    pub refused: u64,
+    /// Boosts put back before their safepoint ended (it was open longer than the longest boost).
+    pub capped: usize,
+    /// The booster's own CPU time, as a share of one CPU over the time it ran.
+    pub cpu_share: f64,
+    /// It ran `SCHED_FIFO`.
+    pub realtime: bool,
+    /// Why it never boosted, if it did not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub failed: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]

@@ -133,6 +133,35 @@ pub enum Event {
     /// `--boost` raised the target's threads (`raised` false: none could be; `refused` counts
     /// threads the kernel refused, for lack of CAP_SYS_NICE).
     Boost { t: u64, raised: bool, refused: u64 },
+    /// `--boost-on safepoint` raised the target's threads for one safepoint. `t` is when the
+    /// last thread was raised; `begun` when the JVM's counters place the safepoint's begin (to
+    /// within `begun_within_ns`); `seen` when the booster's look found it; `restored` when the
+    /// threads were put back (the safepoint's end seen). `threads` were raised, `refused` were not
+    /// (no CAP_SYS_NICE, or gone).
+    SafepointBoost {
+        t: u64,
+        begun: u64,
+        begun_within_ns: u64,
+        seen: u64,
+        restored: u64,
+        threads: u32,
+        refused: u32,
+        /// Put back before the safepoint ended: it was still open after the longest boost
+        /// (50 ms).
+        #[serde(default, skip_serializing_if = "is_false")]
+        capped: bool,
+    },
+    /// The `--boost-on safepoint` booster stopped: its own CPU time over the time it ran, whether
+    /// it ran `SCHED_FIFO`, boosts not kept (over its limit), and why it never boosted, if so.
+    SafepointBooster {
+        t: u64,
+        cpu_ns: u64,
+        ran_ns: u64,
+        realtime: bool,
+        dropped: u64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        failed: Option<String>,
+    },
 }
 
 impl Event {
@@ -149,7 +178,9 @@ impl Event {
             | Event::RecorderHeld { t, .. }
             | Event::TargetExit { t, .. }
             | Event::Detach { t, .. }
-            | Event::Boost { t, .. } => *t,
+            | Event::Boost { t, .. }
+            | Event::SafepointBoost { t, .. }
+            | Event::SafepointBooster { t, .. } => *t,
         }
     }
 }

@@ -173,11 +173,19 @@ pub struct RunArgs {
     /// thread dumps, instead of the stacks agent.
     #[arg(long)]
     pub jfr: bool,
-    /// While the heartbeat is stale, raise the JVM's threads (`nice:-10`, `fifo:1`), then
-    /// restore them exactly: seed 003's priority boost, from outside. Needs CAP_SYS_NICE.
+    /// While the JVM reaches and holds a safepoint, raise its threads (`nice:-10`, `fifo:1`),
+    /// then restore them exactly: seed 003's priority boost, from outside. Needs CAP_SYS_NICE.
     #[arg(long, num_args = 0..=1, default_missing_value = "nice:-10", value_name = "LEVEL")]
     pub boost: Option<BoostLevel>,
-    /// How stale the heartbeat must be before boosting.
+    /// When to boost: `safepoint` (as the JVM's perf counters show one begin, looked at every
+    /// --boost-poll) or `heartbeat` (once the agent's heartbeat is --boost-after stale).
+    #[arg(long, value_enum, default_value = "safepoint", requires = "boost", value_name = "WHEN")]
+    pub boost_on: BoostOnArg,
+    /// With --boost-on safepoint: how often the counters are looked at. Each look wakes a
+    /// real-time thread: shorter boosts sooner and costs more CPU (the report says how much).
+    #[arg(long, default_value = "200us", value_name = "DURATION")]
+    pub boost_poll: Duration,
+    /// With --boost-on heartbeat: how stale the heartbeat must be before boosting.
     #[arg(long, default_value = "2ms", value_name = "DURATION")]
     pub boost_after: Duration,
     /// Put nothing into the JVM (no agent, no safepoint log, no flags): watch it through its
@@ -188,6 +196,13 @@ pub struct RunArgs {
     /// The java command line, after `--`.
     #[arg(last = true, required = true, value_name = "JAVA")]
     pub command: Vec<String>,
+}
+
+/// When `run --boost` raises the JVM's threads.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BoostOnArg {
+    Safepoint,
+    Heartbeat,
 }
 
 #[derive(Args, Debug, Clone)]

@@ -79,10 +79,14 @@ impl Guard {
     }
 
     fn send(&mut self, m: &Message) -> Result<()> {
-        let pipe = self.pipe.as_mut().context("the guardian is gone")?;
         let mut line = serde_json::to_vec(m)?;
         line.push(b'\n');
-        pipe.write_all(&line).context("telling the guardian")?;
+        self.write(&line)
+    }
+
+    fn write(&mut self, lines: &[u8]) -> Result<()> {
+        let pipe = self.pipe.as_mut().context("the guardian is gone")?;
+        pipe.write_all(lines).context("telling the guardian")?;
         pipe.flush()?;
         Ok(())
     }
@@ -98,6 +102,36 @@ impl Guard {
     /// The owner undid the change itself.
     pub fn forget(&mut self, t: Token) {
         let _ = self.send(&Message::Forget { id: t.0 });
+    }
+
+    /// Registers several changes in one write (one system call, one wake-up of the guardian).
+    pub fn add_all(&mut self, changes: Vec<Undo>) -> Result<Vec<Token>> {
+        let mut lines = Vec::new();
+        let mut tokens = Vec::with_capacity(changes.len());
+        for change in changes {
+            let id = self.next;
+            self.next += 1;
+            serde_json::to_writer(&mut lines, &Message::Add { id, change })?;
+            lines.push(b'\n');
+            tokens.push(Token(id));
+        }
+        self.write(&lines)?;
+        Ok(tokens)
+    }
+
+    /// [`Guard::forget`] for several, in one write.
+    pub fn forget_all(&mut self, tokens: Vec<Token>) {
+        if tokens.is_empty() {
+            return;
+        }
+        let mut lines = Vec::new();
+        for t in tokens {
+            if serde_json::to_writer(&mut lines, &Message::Forget { id: t.0 }).is_err() {
+                return;
+            }
+            lines.push(b'\n');
+        }
+        let _ = self.write(&lines);
     }
 }
 

@@ -223,11 +223,11 @@ fn kill_and_check(victim: &mut Child, w: &Watched, what: &str, failures: &mut Ve
 /// stay raised long enough for a kill to find them so; a safepoint storm's stalls end, and are
 /// restored, before the kill lands), killed at random moments from before the JVM is up to deep
 /// into boosting.
-fn boost_killed(level: &str, raised: impl Fn(&[String]) -> bool) {
+fn boost_killed(level: &str, on: &str, raised: impl Fn(&[String]) -> bool) {
     root_only();
     let _x = exclusive();
     let mut rng = moments(level);
-    let d = scratch(&format!("sigkill-boost-{}", level.replace(':', "")));
+    let d = scratch(&format!("sigkill-boost-{}-{on}", level.replace(':', "")));
     let mut failures = Vec::new();
     for rep in 0..reps() {
         let marker = format!("-Dstallscope.killtest={}-{rep}", std::process::id());
@@ -238,6 +238,8 @@ fn boost_killed(level: &str, raised: impl Fn(&[String]) -> bool) {
                 "run",
                 "--boost",
                 level,
+                "--boost-on",
+                on,
                 "--boost-after",
                 "1ms",
                 "--out",
@@ -271,7 +273,7 @@ fn boost_killed(level: &str, raised: impl Fn(&[String]) -> bool) {
                 let jvm = pid_with("java", &marker)?;
                 threads(jvm).into_iter().filter_map(stat_fields).any(|f| raised(&f)).then_some(())
             });
-            assert!(seen.is_some(), "{level}: the booster never raised a thread");
+            assert!(seen.is_some(), "{level} on {on}: the booster never raised a thread");
             "a thread raised".to_string()
         } else {
             let ms = rng.u64(0..4000);
@@ -280,7 +282,7 @@ fn boost_killed(level: &str, raised: impl Fn(&[String]) -> bool) {
         };
         let jvm = pid_with("java", &marker);
         let w = Watched { jvm, logging_into: None, others: vec![], mount: None };
-        kill_and_check(&mut run, &w, &format!("{level} killed {moment}"), &mut failures);
+        kill_and_check(&mut run, &w, &format!("{level} on {on} killed {moment}"), &mut failures);
     }
     let _ = std::fs::remove_dir_all(&d);
     assert!(failures.is_empty(), "left behind:\n{}", failures.join("\n"));
@@ -300,14 +302,21 @@ impl Drop for KillOnDrop {
     }
 }
 
+/// The heartbeat's booster at nice -10, the safepoint's (its own thread, real-time, its plan
+/// read ahead and registered in one message) at `SCHED_FIFO`.
 #[test]
 fn a_booster_killed_at_any_moment_leaves_no_thread_at_another_nice() {
-    boost_killed("nice:-10", |f| f[16] == "-10");
+    boost_killed("nice:-10", "heartbeat", |f| f[16] == "-10");
 }
 
 #[test]
 fn a_fifo_booster_killed_at_any_moment_leaves_no_thread_real_time() {
-    boost_killed("fifo:1", |f| f[38].parse::<i32>().ok() == Some(libc::SCHED_FIFO));
+    boost_killed("fifo:1", "safepoint", |f| f[38].parse::<i32>().ok() == Some(libc::SCHED_FIFO));
+}
+
+#[test]
+fn a_safepoint_booster_killed_at_any_moment_leaves_no_thread_at_another_nice() {
+    boost_killed("nice:-10", "safepoint", |f| f[16] == "-10");
 }
 
 #[test]

@@ -3,8 +3,9 @@
 
 use super::report::print_report;
 use crate::attach::Jvm;
-use crate::cli::{AttachArgs, RecordOptions, RunArgs};
+use crate::cli::{AttachArgs, BoostOnArg, RecordOptions, RunArgs};
 use crate::failure::EXIT_OK;
+use crate::record::boost::BoostOn;
 use crate::record::{self, Launch, RecordRequest, watch};
 use anyhow::Result;
 use recording::Event;
@@ -26,7 +27,15 @@ pub fn run(a: RunArgs) -> Result<i32> {
         s.stacks = record::Stacks::Jfr;
     }
     s.outside = a.outside;
-    let boost = a.boost.map(|level| (level, a.boost_after.ns()));
+    let boost = a.boost.map(|level| {
+        (
+            level,
+            match a.boost_on {
+                BoostOnArg::Safepoint => BoostOn::Safepoint { poll_ns: a.boost_poll.ns() },
+                BoostOnArg::Heartbeat => BoostOn::Heartbeat { after_ns: a.boost_after.ns() },
+            },
+        )
+    });
     let stop = crate::inject::stop_flag()?;
     let launch = Launch {
         safepoint_timeout: !a.no_safepoint_timeout,

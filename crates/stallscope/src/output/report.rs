@@ -278,6 +278,9 @@ fn render(r: &Report) -> String {
         fmt_ns(sm.total_stopped_ns),
         sm.ttsp_max_ns.map(|t| format!(", longest TTSP {}", fmt_ns(t))).unwrap_or_default()
     );
+    if let Some(b) = &sm.boost {
+        let _ = writeln!(out, "  boost       {}", boost_line(b));
+    }
     if sm.recorder_pauses > 0 {
         let _ = writeln!(
             out,
@@ -313,4 +316,34 @@ fn render(r: &Report) -> String {
         );
     }
     out
+}
+
+/// What `run --boost-on safepoint` did, in one line.
+fn boost_line(b: &doctor::report::BoostSummary) -> String {
+    if let Some(why) = &b.failed {
+        return format!("none: {why}");
+    }
+    let policy = if b.realtime { "SCHED_FIFO" } else { "not real-time (no CAP_SYS_NICE)" };
+    let mut refused = if b.refused > 0 {
+        format!("; the kernel refused {} thread raises (CAP_SYS_NICE)", b.refused)
+    } else {
+        String::new()
+    };
+    if b.capped > 0 {
+        refused.push_str(&format!(
+            "; {} put back after 50 ms with the safepoint still open",
+            b.capped
+        ));
+    }
+    format!(
+        "{} safepoints boosted, {} threads each; in place {} after the begin (p50; p90 {}, max {}), seen {} after it; begins placed to {}; the booster ({policy}) used {:.1}% of a CPU{refused}",
+        b.boosts,
+        b.threads_p50,
+        fmt_ns(b.delay_p50_ns),
+        fmt_ns(b.delay_p90_ns),
+        fmt_ns(b.delay_max_ns),
+        fmt_ns(b.seen_p50_ns),
+        fmt_ns(b.begun_within_p50_ns),
+        b.cpu_share * 100.0
+    )
 }

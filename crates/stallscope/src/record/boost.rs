@@ -17,6 +17,19 @@ pub enum BoostLevel {
     Fifo(i32),
 }
 
+/// When to boost: while a safepoint is open, as the JVM's perf counters show it (the seed's
+/// moment, `record/safepoint_boost.rs`), or once the agent's heartbeat is `after_ns` stale.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BoostOn {
+    /// The counters looked at every `poll_ns`.
+    Safepoint {
+        poll_ns: u64,
+    },
+    Heartbeat {
+        after_ns: u64,
+    },
+}
+
 #[derive(Debug, Clone, Copy)]
 struct Saved {
     tid: i32,
@@ -37,6 +50,28 @@ pub struct Boost {
     /// The boosted process, its level, and its main thread's own attributes: threads started
     /// during the boost inherit it and are put back at these.
     born: Option<(i32, BoostLevel, Saved)>,
+    /// The threads to raise next, read ahead (`prepare`).
+    plan: Option<Plan>,
+}
+
+/// A process's threads and their own attributes, read ahead of a boost.
+struct Plan {
+    pid: i32,
+    own: Saved,
+    threads: Vec<Saved>,
+}
+
+impl Plan {
+    fn read(pid: i32) -> Option<Plan> {
+        let dir = std::fs::read_dir(format!("/proc/{pid}/task")).ok()?;
+        let own = saved_of(pid)?;
+        let threads = dir
+            .flatten()
+            .filter_map(|e| e.file_name().to_str().and_then(|t| t.parse::<i32>().ok()))
+            .filter_map(saved_of)
+            .collect();
+        Some(Plan { pid, own, threads })
+    }
 }
 
 impl Boost {
@@ -51,71 +86,91 @@ impl Boost {
         !self.saved.is_empty()
     }
 
-    /// Raises every thread of `pid`. Does nothing if already boosted.
+    /// How many threads are raised now.
+    pub fn raised(&self) -> usize {
+        self.saved.len()
+    }
+
+    /// Reads `pid`'s threads and their own attributes now, ahead of a boost: `raise` then only
+    /// registers and makes the changes (the safepoint booster reads them between safepoints, off
+    /// the moment that counts). Threads started since are raised by the next plan, or, started
+    /// during a boost, inherit it and are put back by `restore`.
+    pub fn prepare(&mut self, pid: i32) {
+        self.plan = Plan::read(pid);
+    }
+
+    /// Raises every thread of `pid` (as `prepare` found them, if it did, else as now). Does
+    /// nothing if already boosted.
     pub fn raise(&mut self, pid: i32, level: BoostLevel) {
         if self.active() {
             return;
         }
-        let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return };
-        let Some(own) = saved_of(pid) else { return };
+        let Some(plan) = self.plan.take().filter(|p| p.pid == pid).or_else(|| Plan::read(pid))
+        else {
+            return;
+        };
+        let own = plan.own;
         let boosted_nice = match level {
             BoostLevel::Nice(n) => Some(n),
             BoostLevel::Fifo(_) => None,
         };
+        let threads: Vec<Saved> = plan
+            .threads
+            .iter()
+            .map(|&was| {
+                // A thread already at the boosted level was born boosted (started by a thread
+                // raised a moment ago, in this pass or before): its own level is the process's,
+                // not the boost. Saving the boost as its level would have the restore put the
+                // boost back, for good (the kill test found threads left at nice -10 so).
+                let at_boost = match level {
+                    BoostLevel::Nice(n) => was.nice == n,
+                    BoostLevel::Fifo(_) => was.policy == libc::SCHED_FIFO,
+                };
+                if at_boost { Saved { tid: was.tid, ..own } } else { was }
+            })
+            .collect();
+        // Every change registered before any is made, in one message: a kill between the two
+        // cannot leave one unknown. No guardian, no boost: an unguarded change could outlive us.
+        let mut tokens = Vec::new();
         if let Some(g) = &mut self.guard {
-            match g.add(Undo::Unboost {
+            let mut undo = vec![Undo::Unboost {
                 pid,
                 boosted_nice,
                 nice: own.nice,
                 policy: own.policy,
                 rt_priority: own.rt_priority,
-            }) {
-                Ok(t) => self.tokens.push(t),
+            }];
+            undo.extend(threads.iter().map(|was| Undo::Reschedule {
+                tid: was.tid,
+                nice: was.nice,
+                policy: was.policy,
+                rt_priority: was.rt_priority,
+            }));
+            match g.add_all(undo) {
+                Ok(t) => tokens = t,
                 Err(_) => return,
             }
         }
+        let mut tokens = tokens.into_iter();
+        if let Some(t) = tokens.next() {
+            self.tokens.push(t);
+        }
         self.born = Some((pid, level, own));
         self.boosts += 1;
-        for e in dir.flatten() {
-            let Some(tid) = e.file_name().to_str().and_then(|t| t.parse::<i32>().ok()) else {
-                continue;
-            };
-            let Some(mut was) = saved_of(tid) else { continue };
-            // A thread already at the boosted level was born boosted (started by a thread raised
-            // a moment ago, in this pass or before): its own level is the process's, not the
-            // boost. Saving the boost as its level would have the restore put the boost back,
-            // for good (the kill test found threads left at nice -10 so).
-            let at_boost = match level {
-                BoostLevel::Nice(n) => was.nice == n,
-                BoostLevel::Fifo(_) => was.policy == libc::SCHED_FIFO,
-            };
-            if at_boost {
-                was = Saved { tid, ..own };
-            }
-            // Registered before it is made: a kill between the two cannot leave it unknown.
-            let token = match &mut self.guard {
-                Some(g) => match g.add(Undo::Reschedule {
-                    tid,
-                    nice: was.nice,
-                    policy: was.policy,
-                    rt_priority: was.rt_priority,
-                }) {
-                    Ok(t) => Some(t),
-                    // No guardian, no boost: an unguarded change could outlive us.
-                    Err(_) => break,
-                },
-                None => None,
-            };
+        let mut unused = Vec::new();
+        for was in threads {
+            let token = tokens.next();
             let ok = match level {
                 BoostLevel::Nice(n) => {
                     // SAFETY: setting another thread's nice value; an error is returned.
-                    let rc = unsafe { libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, n) };
+                    let rc =
+                        unsafe { libc::setpriority(libc::PRIO_PROCESS, was.tid as libc::id_t, n) };
                     rc == 0
                 }
                 BoostLevel::Fifo(p) => {
                     let param = libc::sched_param { sched_priority: p };
                     // SAFETY: setting another thread's policy; an error is returned.
-                    let rc = unsafe { libc::sched_setscheduler(tid, libc::SCHED_FIFO, &param) };
+                    let rc = unsafe { libc::sched_setscheduler(was.tid, libc::SCHED_FIFO, &param) };
                     rc == 0
                 }
             };
@@ -123,11 +178,15 @@ impl Boost {
                 self.saved.push(was);
                 self.tokens.extend(token);
             } else {
-                self.refused += 1;
-                if let (Some(g), Some(t)) = (&mut self.guard, token) {
-                    g.forget(t);
+                // A thread that ended since the plan was read is not a refusal.
+                if std::io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH) {
+                    self.refused += 1;
                 }
+                unused.extend(token);
             }
+        }
+        if let Some(g) = &mut self.guard {
+            g.forget_all(unused);
         }
     }
 
@@ -153,9 +212,7 @@ impl Boost {
             );
         }
         if let Some(g) = &mut self.guard {
-            for t in self.tokens.drain(..) {
-                g.forget(t);
-            }
+            g.forget_all(std::mem::take(&mut self.tokens));
         }
     }
 }
@@ -205,8 +262,9 @@ pub fn parse(s: &str) -> Result<BoostLevel, String> {
             } else {
                 v.parse().map_err(|_| format!("--boost {s}: fifo needs a priority, e.g. fifo:1"))?
             };
-            if !(1..=99).contains(&p) {
-                return Err(format!("--boost {s}: SCHED_FIFO priorities run from 1 to 99"));
+            // 99 is left to the safepoint booster, which must preempt the threads it raised.
+            if !(1..=98).contains(&p) {
+                return Err(format!("--boost {s}: use a SCHED_FIFO priority from 1 to 98"));
             }
             Ok(BoostLevel::Fifo(p))
         }

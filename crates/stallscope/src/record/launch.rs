@@ -26,7 +26,8 @@ use std::time::{Duration, Instant};
 /// How to launch a recorded JVM.
 pub struct Launch {
     pub safepoint_timeout: bool,
-    pub boost: Option<(boost::BoostLevel, u64)>,
+    /// `--boost`: how high, and when (at each safepoint, or once the heartbeat is stale).
+    pub boost: Option<(boost::BoostLevel, boost::BoostOn)>,
     /// Keep the JVM's stdout (the lab reads its workload's JSON line) instead of passing it on.
     pub capture_stdout: bool,
     /// Tell the user what is happening on stderr.
@@ -257,6 +258,12 @@ fn record_child(s: &Settings, child: Spawn, l: &Launch, stop: &AtomicBool) -> Re
             exit.is_none()
         };
     let mut ending = Ending::TargetExited;
+    let booster = match l.boost {
+        Some((level, boost::BoostOn::Safepoint { poll_ns })) => {
+            Some(super::safepoint_boost::SafepointBooster::start(pid, level, poll_ns)?)
+        }
+        _ => None,
+    };
     if s.outside {
         // Its counters exist once HotSpot has started: until then only /proc is watched.
         let jc = wait_for_counters(pid, &mut || alive(&mut exit, &mut child), stop);
@@ -302,7 +309,11 @@ fn record_child(s: &Settings, child: Spawn, l: &Launch, stop: &AtomicBool) -> Re
         }
     };
     if let Some(hb) = hb {
-        let opts = WatchOptions { boost: l.boost, ..watch_options(s) };
+        let boost = match l.boost {
+            Some((level, boost::BoostOn::Heartbeat { after_ns })) => Some((level, after_ns)),
+            _ => None,
+        };
+        let opts = WatchOptions { boost, ..watch_options(s) };
         // A JVM of ours with its stacks sampled: its thread dump too, during long stalls.
         // Its stacks: the agent's, taken by signal in the stall; without the agent, JFR's
         // samples and, during long stalls, the JVM's thread dump.
@@ -347,7 +358,10 @@ fn record_child(s: &Settings, child: Spawn, l: &Launch, stop: &AtomicBool) -> Re
         }
         w.events.line(&Event::Detach { t: mono_ns(), reason: reason.clone() })?;
     }
-    stop.store(false, Ordering::Relaxed);
+    // Cleared to see a second interrupt while the JVM exits; set again after, so that a caller
+    // looping over runs (the lab) stops too.
+    let interrupted = stop.swap(false, Ordering::Relaxed)
+        || matches!(&ending, Ending::Stopped(r) if r == "interrupted");
     let status = match exit {
         Some(s) => s,
         None => loop {
@@ -361,11 +375,20 @@ fn record_child(s: &Settings, child: Spawn, l: &Launch, stop: &AtomicBool) -> Re
             std::thread::sleep(Duration::from_millis(20));
         },
     };
+    for e in booster.map(|b| b.finish()).unwrap_or_default() {
+        if let (Event::SafepointBooster { failed: Some(why), .. }, true) = (&e, l.chatty) {
+            eprintln!("stallscope: pid {pid}: did not boost: {why}");
+        }
+        w.events.line(&e)?;
+    }
     w.events.line(&Event::TargetExit {
         t: mono_ns(),
         code: status.code(),
         signal: status.signal(),
     })?;
+    if interrupted {
+        stop.store(true, Ordering::Relaxed);
+    }
     let stdout = reader.map(|r| r.join().unwrap_or_default()).unwrap_or_default();
     Ok(Recorded { status, stdout })
 }

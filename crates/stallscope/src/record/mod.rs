@@ -16,6 +16,7 @@ pub mod frames;
 mod launch;
 pub mod outside;
 pub mod pulse;
+pub mod safepoint_boost;
 pub mod stacks;
 pub mod staging;
 pub mod watch;

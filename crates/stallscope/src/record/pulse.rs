@@ -53,7 +53,7 @@ impl CounterWatch {
 
     /// Looks at the counters at `t`; returns the look when it is worth writing down (the first,
     /// and any that changed).
-    fn look(&mut self, t: u64, vm_thread: &mut VmThread) -> Option<CounterLook> {
+    pub fn look(&mut self, t: u64, vm_thread: &mut VmThread) -> Option<CounterLook> {
         // Between safepoints nothing else moves: three loads, no allocation (`watch` looks at
         // every JVM of the host 200 times a second).
         if let (Some(last), SafepointState::Closed, None) =
@@ -123,6 +123,11 @@ impl CounterWatch {
             self.written = Some(look.clone());
             look
         })
+    }
+
+    /// How closely a safepoint's begin is placed now (see `Tracker::placed_within_ns`).
+    pub fn placed_within_ns(&self) -> Option<u64> {
+        self.tracker.placed_within_ns()
     }
 
     /// When the GC under way began, if one is.
