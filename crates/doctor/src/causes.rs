@@ -97,7 +97,7 @@ impl Cause {
                 "stop mapping, unmapping and mprotecting large regions beside latency-critical threads: reuse mappings and direct buffers, fix the heap size (-Xms = -Xmx), avoid mlock/MAP_POPULATE at run time"
             }
             Cause::CpuStarvation => {
-                "give the JVM the CPUs it needs: fewer runnable threads than cores, isolate noisy neighbours (cpusets, cgroup weights), or raise its priority while it reaches a safepoint (stallscope run --boost)"
+                "give the JVM the CPUs it needs: fewer runnable threads than cores, or noisy neighbours kept out of its way (a cgroup with cpu.idle=1 for batch work, cpusets, a lower cpu.weight); else run its threads SCHED_FIFO while it reaches each safepoint (stallscope run --boost fifo:1)"
             }
             Cause::CgroupThrottling => {
                 "raise the cgroup's CPU quota above the JVM's demand, or size GC and compiler threads to fit it (-XX:ParallelGCThreads, -XX:CICompilerCount)"

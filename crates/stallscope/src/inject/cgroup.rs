@@ -152,6 +152,17 @@ impl TempCgroup {
         Ok(cg)
     }
 
+    /// A CPU cgroup whose tasks run only when nothing else wants the CPU (`cpu.idle=1`, v1 and
+    /// v2 since Linux 5.15): its tasks count as SCHED_IDLE against everything outside it.
+    pub fn cpu_idle(name: &str) -> Result<TempCgroup> {
+        let Some((version, root)) = cpu_hierarchy() else {
+            bail!("no cgroup hierarchy with the cpu controller is mounted");
+        };
+        let cg = TempCgroup::make(&root, version, name)?;
+        cg.write("cpu.idle", "1").context("cpu.idle needs Linux 5.15 or later")?;
+        Ok(cg)
+    }
+
     /// A cgroup v2 group with no limit: its own pressure files.
     pub fn unified(name: &str) -> Result<TempCgroup> {
         let root = unified_root().context("cgroup v2 is not mounted")?;

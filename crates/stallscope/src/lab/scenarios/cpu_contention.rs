@@ -1,11 +1,15 @@
 //! Seed 003 (SetPriorityClass): threads starved of a CPU reach the safepoint late. Baseline
-//! beside `run --boost` (the seed's priority boost, from outside) and a static nice value.
+//! beside `run --boost` at each safepoint's begin (the seed's priority boost, from outside: nice
+//! -10, as the seed's HIGH_PRIORITY_CLASS, and `SCHED_FIFO`), a static nice value, and the lever
+//! Linux offers the other way round: the hogs in a `cpu.idle` cgroup.
 
 use super::common::{Helper, args, me, ms, quiet_launch, run_jvm};
+use crate::inject::cgroup::TempCgroup;
 use crate::lab::model::Published;
 use crate::lab::scenario::{Ctx, Measured, Scenario, Spec, VariantSpec};
 use crate::lab::verdict::Expect;
-use crate::record::boost::BoostLevel;
+use crate::record::boost::{BoostLevel, BoostOn};
+use crate::record::safepoint_boost::POLL_NS;
 use anyhow::{Context, Result};
 use doctor::Cause;
 use std::collections::BTreeMap;
@@ -19,7 +23,9 @@ pub struct CpuContention;
 pub enum Variant {
     NoBoost,
     Boost,
+    BoostFifo,
     StaticNice,
+    HogsIdle,
 }
 
 impl Scenario for CpuContention {
@@ -41,10 +47,16 @@ impl Scenario for CpuContention {
         metric: "TTSP p90",
         unit: "ms",
         needs_fuse: false,
-        needs_root: false,
+        needs_root: true,
         why_not: "the run queue was not long enough to delay the threads",
         run_secs: (5, 17),
-        side_metrics: &[("ttsp_p50_ms", "TTSP p50 (ms)"), ("ttsp_max_ms", "TTSP max (ms)")],
+        side_metrics: &[
+            ("ttsp_p50_ms", "TTSP p50 (ms)"),
+            ("ttsp_max_ms", "TTSP max (ms)"),
+            ("hiccup_max_ms", "the agent's worst hiccup (ms)"),
+            ("boost_delay_p50_ms", "boost in place after the begin, p50 (ms)"),
+            ("boost_delay_p90_ms", "boost in place after the begin, p90 (ms)"),
+        ],
     };
     const VARIANTS: &'static [(Variant, VariantSpec)] = &[
         (
@@ -60,7 +72,16 @@ impl Scenario for CpuContention {
             Variant::Boost,
             VariantSpec {
                 id: "boost",
-                label: "stallscope run --boost (nice -10 while reaching a safepoint)",
+                label: "stallscope run --boost (nice -10 from each safepoint's begin to its end)",
+                expect: Expect::IfStall(Cause::CpuStarvation),
+                culprit: None,
+            },
+        ),
+        (
+            Variant::BoostFifo,
+            VariantSpec {
+                id: "boost-fifo",
+                label: "stallscope run --boost fifo:1 (SCHED_FIFO from each safepoint's begin to its end)",
                 expect: Expect::IfStall(Cause::CpuStarvation),
                 culprit: None,
             },
@@ -70,6 +91,15 @@ impl Scenario for CpuContention {
             VariantSpec {
                 id: "static-nice",
                 label: "the JVM at nice -5 throughout",
+                expect: Expect::IfStall(Cause::CpuStarvation),
+                culprit: None,
+            },
+        ),
+        (
+            Variant::HogsIdle,
+            VariantSpec {
+                id: "hogs-idle",
+                label: "the CPU hogs in a cgroup with cpu.idle=1",
                 expect: Expect::IfStall(Cause::CpuStarvation),
                 culprit: None,
             },
@@ -87,7 +117,18 @@ impl Scenario for CpuContention {
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()?;
+        let hog_pid = hog.id();
         let _hog = Helper(hog);
+        let _idle = match v {
+            Variant::HogsIdle => {
+                let cg =
+                    TempCgroup::cpu_idle("hogs")?.guarded(std::sync::Arc::clone(&ctx.guard))?;
+                std::fs::write(cg.procs_file(), hog_pid.to_string())
+                    .context("moving the CPU hogs into the cpu.idle cgroup")?;
+                Some(cg)
+            }
+            _ => None,
+        };
         std::thread::sleep(Duration::from_millis(300));
         std::fs::create_dir_all(rec)?;
         let log = std::fs::canonicalize(rec)?.join("safepoint.log");
@@ -104,16 +145,32 @@ impl Scenario for CpuContention {
         ]);
         let mut launch = quiet_launch();
         match v {
-            Variant::NoBoost => {}
-            Variant::Boost => launch.boost = Some((BoostLevel::Nice(-10), 2_000_000)),
+            Variant::NoBoost | Variant::HogsIdle => {}
+            Variant::Boost => {
+                launch.boost =
+                    Some((BoostLevel::Nice(-10), BoostOn::Safepoint { poll_ns: POLL_NS }))
+            }
+            Variant::BoostFifo => {
+                launch.boost = Some((BoostLevel::Fifo(1), BoostOn::Safepoint { poll_ns: POLL_NS }))
+            }
             Variant::StaticNice => launch.nice = Some(-5),
         }
         let (j, r) = run_jvm(ctx, rec, &[], &workload, launch)?;
-        let metrics = BTreeMap::from([
+        let mut metrics = BTreeMap::from([
             ("metric".to_string(), ms(&j["ttsp"]["p90_ns"]).context("ttsp")?),
             ("ttsp_p50_ms".to_string(), ms(&j["ttsp"]["p50_ns"]).unwrap_or(0.0)),
             ("ttsp_max_ms".to_string(), ms(&j["ttsp"]["max_ns"]).unwrap_or(0.0)),
         ]);
+        if let Some(h) = &r.summary.hiccups {
+            metrics.insert("hiccup_max_ms".into(), h.max_ns as f64 / 1e6);
+        }
+        if let Some(b) = &r.summary.boost {
+            if let Some(why) = &b.failed {
+                anyhow::bail!("the booster did not run: {why}");
+            }
+            metrics.insert("boost_delay_p50_ms".into(), b.delay_p50_ns as f64 / 1e6);
+            metrics.insert("boost_delay_p90_ms".into(), b.delay_p90_ns as f64 / 1e6);
+        }
         Ok(Measured { metrics, report: Some(r), min_stall_ns: 5_000_000 })
     }
 }
