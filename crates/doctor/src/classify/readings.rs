@@ -134,6 +134,19 @@ pub(super) fn cause_of(t: &ThreadEvidence, act: Activity, role: Role, inp: &Inpu
                 }
                 (Cause::MmapLock, true, ev)
             }
+            // The tracepoints saw it wait for mmap_lock for most of the stall, whatever its
+            // wchan said.
+            Wait::Other
+                if traced_lock_wait(t.tid, inp)
+                    .is_some_and(|ns| ns * 2 >= inp.end_ns.saturating_sub(inp.start_ns)) =>
+            {
+                let ns = traced_lock_wait(t.tid, inp).unwrap_or(0);
+                (
+                    Cause::MmapLock,
+                    true,
+                    vec![Evidence::MmapLock { role }, Evidence::LongestMmapLockWait { ns }],
+                )
+            }
             Wait::FileWrite | Wait::FileRead | Wait::Parked | Wait::Other => (
                 Cause::Unknown,
                 false,

@@ -1,7 +1,12 @@
 //! The futex-mmap workload (seed 001, Java RTS on Linux): a latency-critical thread waits on a
 //! condition variable with an absolute timeout every period and records how late it woke,
 //! while another thread maps, touches and unmaps large regions. Shared (process-shared)
-//! futexes and mlock make the waker contend with mmap_lock.
+//! futexes and mlock made the waker contend with mmap_lock in 2008; since Linux 6.4 neither a
+//! futex nor a page fault takes it in the common case. `--path` adds, after each wake-up, one of
+//! the operations that still do (and the measured lateness includes it): a fault in a mapping
+//! not faulted before (per-VMA locks fall back to mmap_lock to set up its anon_vma), reading
+//! `/proc/self/smaps_rollup` or `maps` (mmap_lock for read), `mprotect` or a 64 KiB `mmap`/`munmap` (a
+//! large `malloc`; mmap_lock for write).
 //!
 //! Invariant: the measuring thread allocates nothing in its loop; every variant restores the
 //! process (munlockall, scheduling policy) before the next begins.
@@ -23,7 +28,8 @@ pub enum Churn {
     #[value(name = "churn")]
     #[serde(rename = "churn")]
     MapUnmap,
-    /// One mapping, touched and MADV_DONTNEEDed again and again: faults, no mmap/munmap.
+    /// One mapping, made before the waiter starts, touched and MADV_DONTNEEDed again and
+    /// again: faults, no mmap/munmap.
     Reuse,
     /// No second thread: the baseline.
     None,
@@ -36,6 +42,25 @@ pub enum Futex {
     Private,
     /// pthread_*attr_setpshared: its wake-up looks the address up under mmap_lock.
     Shared,
+}
+
+/// What the waiter does after each wake-up, inside the time measured.
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum WakePath {
+    /// Nothing more: the futex wait alone.
+    Wait,
+    /// Touch a page of a mapping never faulted before (mmap_lock for read, on the fallback
+    /// from per-VMA locks).
+    Fault,
+    /// Read /proc/self/smaps_rollup (mmap_lock for read), as a monitoring agent does.
+    Smaps,
+    /// Read /proc/self/maps (per-VMA locks since Linux 6.17, mmap_lock for read before).
+    Maps,
+    /// mprotect one page of its own (mmap_lock for write), as a JIT or a guard page does.
+    Mprotect,
+    /// mmap and munmap 64 KiB (mmap_lock for write, twice), as a large malloc and free do.
+    Mmap,
 }
 
 #[derive(clap::Args, Debug, Clone)]
@@ -67,6 +92,9 @@ pub struct FutexMmapArgs {
     /// Publish a stallscope heartbeat from the waiting thread, so the recorder can watch it.
     #[arg(long)]
     pub heartbeat: bool,
+    /// What the waiter does after each wake-up, inside the time measured.
+    #[arg(long, value_enum, default_value_t = WakePath::Wait)]
+    pub path: WakePath,
 }
 
 #[derive(Debug, Clone, Copy, Serialize)]
@@ -75,12 +103,13 @@ pub struct Variant {
     pub mlock: bool,
     pub churn: Churn,
     pub fifo: bool,
+    pub path: WakePath,
 }
 
 impl Variant {
     pub fn name(&self) -> String {
         format!(
-            "{} futex, {}{}{}",
+            "{} futex, {}{}{}{}",
             if self.shared { "shared" } else { "private" },
             match self.churn {
                 Churn::MapUnmap => "mmap churn",
@@ -88,7 +117,15 @@ impl Variant {
                 Churn::None => "no churn",
             },
             if self.mlock { ", mlockall" } else { "" },
-            if self.fifo { ", SCHED_FIFO" } else { "" }
+            if self.fifo { ", SCHED_FIFO" } else { "" },
+            match self.path {
+                WakePath::Wait => "",
+                WakePath::Fault => ", then a first fault",
+                WakePath::Smaps => ", then smaps_rollup",
+                WakePath::Maps => ", then maps",
+                WakePath::Mprotect => ", then mprotect",
+                WakePath::Mmap => ", then mmap+munmap",
+            }
         )
     }
 }
@@ -168,13 +205,162 @@ impl Drop for Sync {
     }
 }
 
+/// What the waiter needs for its `--path`, made before it starts measuring.
+struct PathState {
+    path: WakePath,
+    /// `Fault`: pages each in a mapping of its own (separated by inaccessible pages, so that
+    /// none merges with its neighbour), none faulted yet; `Mprotect`: the page it toggles.
+    base: *mut u8,
+    pages: usize,
+    len: usize,
+    next: usize,
+    smaps: Option<std::fs::File>,
+    buf: Vec<u8>,
+    writable: bool,
+}
+
+// SAFETY: the pages belong to the state alone, which one thread uses at a time.
+unsafe impl Send for PathState {}
+
+/// The most fresh mappings `Fault` prepares (each is a VMA: the default limit is 65,530).
+const MAX_FRESH: usize = 20_000;
+
+impl PathState {
+    fn new(path: WakePath, wakeups: usize) -> Result<PathState> {
+        let mut st = PathState {
+            path,
+            base: std::ptr::null_mut(),
+            pages: 0,
+            len: 0,
+            next: 0,
+            smaps: None,
+            buf: vec![0; 64 << 10],
+            writable: true,
+        };
+        match path {
+            WakePath::Wait | WakePath::Mmap => {}
+            WakePath::Smaps | WakePath::Maps => {
+                let f = if path == WakePath::Smaps { "smaps_rollup" } else { "maps" };
+                st.smaps = Some(
+                    std::fs::File::open(format!("/proc/self/{f}"))
+                        .with_context(|| format!("opening /proc/self/{f}"))?,
+                )
+            }
+            WakePath::Mprotect | WakePath::Fault => {
+                st.pages = if path == WakePath::Fault { wakeups.clamp(1, MAX_FRESH) } else { 1 };
+                st.len = st.pages * 2 * 4096;
+                // SAFETY: a fresh inaccessible reservation, unmapped in Drop.
+                let p = unsafe {
+                    libc::mmap(
+                        std::ptr::null_mut(),
+                        st.len,
+                        libc::PROT_NONE,
+                        libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                        -1,
+                        0,
+                    )
+                };
+                if p == libc::MAP_FAILED {
+                    return Err(std::io::Error::last_os_error()).context("reserving the pages");
+                }
+                st.base = p as *mut u8;
+                for i in 0..st.pages {
+                    // SAFETY: one page inside the reservation; every other page stays
+                    // inaccessible, so each accessible page is a mapping of its own.
+                    let rc = unsafe {
+                        libc::mprotect(
+                            st.base.add(i * 2 * 4096) as *mut libc::c_void,
+                            4096,
+                            libc::PROT_READ | libc::PROT_WRITE,
+                        )
+                    };
+                    if rc != 0 {
+                        return Err(std::io::Error::last_os_error())
+                            .context("making the fresh mappings (vm.max_map_count?)");
+                    }
+                }
+            }
+        }
+        Ok(st)
+    }
+
+    /// The operation, once.
+    fn step(&mut self) {
+        match self.path {
+            WakePath::Wait => {}
+            WakePath::Fault => {
+                if self.next < self.pages {
+                    // SAFETY: an accessible page of the reservation, touched once.
+                    unsafe { std::ptr::write_volatile(self.base.add(self.next * 2 * 4096), 1) };
+                    self.next += 1;
+                }
+            }
+            WakePath::Smaps | WakePath::Maps => {
+                use std::io::{Read, Seek};
+                if let Some(f) = self.smaps.as_mut() {
+                    let _ = f.seek(std::io::SeekFrom::Start(0));
+                    while matches!(f.read(&mut self.buf), Ok(n) if n > 0) {}
+                }
+            }
+            WakePath::Mprotect => {
+                self.writable = !self.writable;
+                let prot = if self.writable {
+                    libc::PROT_READ | libc::PROT_WRITE
+                } else {
+                    libc::PROT_READ
+                };
+                // SAFETY: the one accessible page of the reservation.
+                unsafe { libc::mprotect(self.base as *mut libc::c_void, 4096, prot) };
+            }
+            WakePath::Mmap => {
+                if let Some(p) = anon_map(64 << 10) {
+                    // SAFETY: the mapping just made, unmapped at once.
+                    unsafe { libc::munmap(p as *mut libc::c_void, 64 << 10) };
+                }
+            }
+        }
+    }
+}
+
+impl Drop for PathState {
+    fn drop(&mut self) {
+        if !self.base.is_null() {
+            // SAFETY: the reservation made in `new`.
+            unsafe { libc::munmap(self.base as *mut libc::c_void, self.len) };
+        }
+    }
+}
+
+/// A fresh private anonymous read-write mapping of `len` bytes (populated at once under
+/// mlockall), or `None` if the kernel refused it. The caller unmaps it.
+fn anon_map(len: usize) -> Option<*mut u8> {
+    // SAFETY: a new anonymous mapping; no existing memory is touched.
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    (p != libc::MAP_FAILED).then_some(p as *mut u8)
+}
+
 /// Times of the churning thread's mmap and munmap calls.
 struct ChurnTimes {
     mmap: Histogram<u64>,
     munmap: Histogram<u64>,
 }
 
-fn churn_loop(kind: Churn, region: usize, stop: &AtomicBool, cycles: &AtomicU64) -> ChurnTimes {
+fn churn_loop(
+    kind: Churn,
+    region: usize,
+    premapped: Option<usize>,
+    stop: &AtomicBool,
+    cycles: &AtomicU64,
+) -> ChurnTimes {
     let mut t = ChurnTimes {
         mmap: Histogram::new_with_bounds(1, 60_000_000_000, 3).expect("static bounds"),
         munmap: Histogram::new_with_bounds(1, 60_000_000_000, 3).expect("static bounds"),
@@ -187,19 +373,9 @@ fn churn_loop(kind: Churn, region: usize, stop: &AtomicBool, cycles: &AtomicU64)
     };
     let map = |t: &mut ChurnTimes| {
         let t0 = mono_ns();
-        // SAFETY: anonymous private mapping; null check below.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                region,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
+        let p = anon_map(region);
         t.mmap.saturating_record(mono_ns() - t0);
-        (p != libc::MAP_FAILED).then_some(p as *mut u8)
+        p
     };
     let unmap = |t: &mut ChurnTimes, p: *mut u8| {
         let t0 = mono_ns();
@@ -218,7 +394,11 @@ fn churn_loop(kind: Churn, region: usize, stop: &AtomicBool, cycles: &AtomicU64)
             }
         }
         Churn::Reuse => {
-            let Some(p) = map(&mut t) else { return t };
+            // Mapped (and, under mlockall, populated) before the waiter started: the one
+            // mapping a program makes at startup, off the latency-critical path.
+            let Some(p) = premapped.map(|a| a as *mut u8).or_else(|| map(&mut t)) else {
+                return t;
+            };
             while !stop.load(Ordering::Relaxed) {
                 touch(p);
                 // SAFETY: the same mapping; DONTNEED makes the next touch fault again.
@@ -250,16 +430,23 @@ pub fn run_variant(
         }
     }
     let sync = Arc::new(Sync::new(v.shared)?);
+    let wakeups = (duration.as_nanos() / period.as_nanos().max(1)) as usize + 16;
+    let path = PathState::new(v.path, wakeups)?;
     let stop = Arc::new(AtomicBool::new(false));
     let cycles = Arc::new(AtomicU64::new(0));
+    // `Reuse`'s one mapping is made before the waiter starts (its address passed as a number).
+    // Unmapped by the churning thread.
+    let premapped =
+        (v.churn == Churn::Reuse).then(|| anon_map(region)).flatten().map(|p| p as usize);
     let churner = {
         let (stop, cycles) = (Arc::clone(&stop), Arc::clone(&cycles));
         std::thread::Builder::new()
             .name("mmap-churn".into())
-            .spawn(move || churn_loop(v.churn, region, &stop, &cycles))?
+            .spawn(move || churn_loop(v.churn, region, premapped, &stop, &cycles))?
     };
     let measurer = {
         let sync = Arc::clone(&sync);
+        let mut path = path;
         std::thread::Builder::new().name("latency-critical".into()).spawn(
             move || -> (Histogram<u64>, Option<String>) {
                 let mut note = None;
@@ -302,6 +489,7 @@ pub fn run_variant(
                         {}
                         libc::pthread_mutex_unlock(sync.mutex);
                     }
+                    path.step();
                     let late = mono_ns().saturating_sub(deadline);
                     hist.saturating_record(late);
                     if let Some(b) = beat.as_mut() {
@@ -345,15 +533,27 @@ pub fn run_variant(
 
 /// The variants `--matrix` runs, baseline first.
 pub fn matrix(fifo: bool) -> Vec<Variant> {
-    let v = |shared, mlock, churn| Variant { shared, mlock, churn, fifo };
-    vec![
+    let v = |shared, mlock, churn| Variant { shared, mlock, churn, fifo, path: WakePath::Wait };
+    let mut all = vec![
         v(false, false, Churn::None),
         v(false, false, Churn::Reuse),
         v(false, false, Churn::MapUnmap),
         v(true, false, Churn::MapUnmap),
         v(false, true, Churn::MapUnmap),
         v(true, true, Churn::MapUnmap),
-    ]
+    ];
+    // The paths that still take mmap_lock, each beside the churn under mlockall, and the write
+    // paths without the churn's mappings (one mapping, reused) and without mlockall.
+    for path in
+        [WakePath::Fault, WakePath::Smaps, WakePath::Maps, WakePath::Mprotect, WakePath::Mmap]
+    {
+        all.push(Variant { path, ..v(false, true, Churn::MapUnmap) });
+    }
+    for path in [WakePath::Mprotect, WakePath::Mmap] {
+        all.push(Variant { path, ..v(false, true, Churn::Reuse) });
+        all.push(Variant { path, ..v(false, false, Churn::MapUnmap) });
+    }
+    all
 }
 
 pub fn run(a: FutexMmapArgs) -> Result<i32> {
@@ -373,6 +573,7 @@ pub fn run(a: FutexMmapArgs) -> Result<i32> {
             mlock: a.mlock,
             churn: a.churn,
             fifo: a.fifo,
+            path: a.path,
         }]
     };
     let started = Instant::now();
@@ -383,13 +584,13 @@ pub fn run(a: FutexMmapArgs) -> Result<i32> {
         a.region_mb
     );
     println!(
-        "  {:<47} {:>8} {:>9} {:>9} {:>9} {:>9} {:>7} {:>11}",
+        "  {:<64} {:>8} {:>9} {:>9} {:>9} {:>9} {:>7} {:>11}",
         "variant", "wakeups", "p50", "p99", "p99.9", "max", "cycles", "mmap p50"
     );
     for v in variants {
         let o = run_variant(v, period, duration, region, a.heartbeat)?;
         println!(
-            "  {:<47} {:>8} {:>9} {:>9} {:>9} {:>9} {:>7} {:>11}",
+            "  {:<64} {:>8} {:>9} {:>9} {:>9} {:>9} {:>7} {:>11}",
             o.name,
             o.wakeups,
             fmt_ns(o.p50_ns),
