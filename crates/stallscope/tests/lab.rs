@@ -130,7 +130,17 @@ fn the_quick_lab_runs_every_scenario_and_cleans_up() {
         println!("{id}: {} ({})", s["verdict"], s["reason"]);
     }
     // The robust ones: the effect must show on any machine of this kind.
-    for id in ["counted-loop", "mmap-fault", "frozen", "swap", "slow-log", "cpu-quota", "long-gc"] {
+    for id in [
+        "counted-loop",
+        "mmap-fault",
+        "mmap-lock",
+        "cpu-contention",
+        "frozen",
+        "swap",
+        "slow-log",
+        "cpu-quota",
+        "long-gc",
+    ] {
         let s = scenarios.iter().find(|s| s["id"] == id).unwrap();
         assert_eq!(s["verdict"], "reproduced", "{id}: {}", s["reason"]);
         for v in s["variants"].as_array().unwrap().iter().filter(|v| v["baseline"] == true) {
