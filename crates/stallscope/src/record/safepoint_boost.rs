@@ -59,10 +59,20 @@ struct Boosted {
     realtime: bool,
 }
 
-/// The booster thread, running until [`SafepointBooster::finish`].
+/// The booster thread, running until [`SafepointBooster::finish`], or until dropped (a recording
+/// ended by an error): then it is told to stop, and puts every thread back as it does.
 pub struct SafepointBooster {
     stop: Arc<AtomicBool>,
-    handle: JoinHandle<Boosted>,
+    handle: Option<JoinHandle<Boosted>>,
+}
+
+impl Drop for SafepointBooster {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(h) = self.handle.take() {
+            let _ = h.join();
+        }
+    }
 }
 
 impl SafepointBooster {
@@ -73,17 +83,20 @@ impl SafepointBooster {
         let handle = std::thread::Builder::new()
             .name("stallscope-boost".into())
             .spawn(move || run(pid, level, poll_ns.max(10_000), &s))?;
-        Ok(SafepointBooster { stop, handle })
+        Ok(SafepointBooster { stop, handle: Some(handle) })
     }
 
     /// Stops it (every thread put back) and returns what it did, as the recording's events: one
     /// per boost, then the booster's own account.
-    pub fn finish(self) -> Vec<Event> {
+    pub fn finish(mut self) -> Vec<Event> {
         self.stop.store(true, Ordering::Relaxed);
-        let mut b = self.handle.join().unwrap_or_else(|_| Boosted {
-            failed: Some("the booster thread panicked".into()),
-            ..Boosted::default()
-        });
+        let joined = self.handle.take().map(|h| h.join());
+        let mut b = match joined {
+            Some(Ok(b)) => b,
+            _ => {
+                Boosted { failed: Some("the booster thread panicked".into()), ..Boosted::default() }
+            }
+        };
         b.events.push(Event::SafepointBooster {
             t: mono_ns(),
             cpu_ns: b.cpu_ns,
