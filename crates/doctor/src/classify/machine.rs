@@ -114,6 +114,32 @@ pub(super) fn traced_lock_wait(tid: i32, inp: &Inputs) -> Option<u64> {
     longest
 }
 
+/// How much of the stall a thread spent waiting for mmap_lock, from the tracepoints: each wait
+/// counted only where it overlaps the stall, and a wait with no end seen only if it began
+/// inside the stall (the trace starts before the stall, and a full ring buffer loses events
+/// per CPU, so an old start can have lost its end).
+pub(super) fn traced_lock_wait_in_stall(tid: i32, inp: &Inputs) -> u64 {
+    use procwatch::trace::TraceEvent;
+    let (from, to) = (inp.start_ns, inp.end_ns);
+    let overlap = |a: u64, b: u64| b.min(to).saturating_sub(a.max(from));
+    let (mut total, mut started) = (0u64, None);
+    for e in inp.trace {
+        match e {
+            TraceEvent::MmapLockStart { tid: t, t: at, .. } if *t == tid => started = Some(*at),
+            TraceEvent::MmapLockAcquired { tid: t, t: at, .. } if *t == tid => {
+                if let Some(s) = started.take() {
+                    total += overlap(s, *at);
+                }
+            }
+            _ => {}
+        }
+    }
+    if let Some(s) = started.filter(|s| *s >= from) {
+        total += overlap(s, to);
+    }
+    total
+}
+
 /// The JDK's and the system's own files (code, the class archive, libraries), not the
 /// application's data.
 pub(super) fn system_file(path: &str) -> bool {

@@ -12,7 +12,7 @@ use super::evidence_kind::{Evidence, Role, Tracepoint};
 use super::inputs::Inputs;
 use super::machine::{
     cold_files, cpu_pressure, perf_data_file, reclaim_lines, shared_writable_files, swap,
-    system_file, traced_fault, traced_lock_wait, traced_writeback,
+    system_file, traced_fault, traced_lock_wait, traced_lock_wait_in_stall, traced_writeback,
 };
 use crate::causes::Cause;
 use crate::evidence::ThreadEvidence;
@@ -137,8 +137,8 @@ pub(super) fn cause_of(t: &ThreadEvidence, act: Activity, role: Role, inp: &Inpu
             // The tracepoints saw it wait for mmap_lock for most of the stall, whatever its
             // wchan said.
             Wait::Other
-                if traced_lock_wait(t.tid, inp)
-                    .is_some_and(|ns| ns * 2 >= inp.end_ns.saturating_sub(inp.start_ns)) =>
+                if traced_lock_wait_in_stall(t.tid, inp) * 2
+                    >= inp.end_ns.saturating_sub(inp.start_ns).max(1) =>
             {
                 let ns = traced_lock_wait(t.tid, inp).unwrap_or(0);
                 (

@@ -360,7 +360,7 @@ fn record_child(s: &Settings, child: Spawn, l: &Launch, stop: &AtomicBool) -> Re
     }
     // Cleared to see a second interrupt while the JVM exits; set again after, so that a caller
     // looping over runs (the lab) stops too.
-    let interrupted = stop.swap(false, Ordering::Relaxed)
+    let mut interrupted = stop.swap(false, Ordering::Relaxed)
         || matches!(&ending, Ending::Stopped(r) if r == "interrupted");
     let status = match exit {
         Some(s) => s,
@@ -369,7 +369,9 @@ fn record_child(s: &Settings, child: Spawn, l: &Launch, stop: &AtomicBool) -> Re
                 break st;
             }
             if stop.swap(false, Ordering::Relaxed) {
-                // A second interrupt: the JVM is not stopping on its own.
+                // An interrupt while it exits (a second one, or the first after it ended on
+                // its own): it is not stopping by itself, and the caller stops too.
+                interrupted = true;
                 let _ = child.kill();
             }
             std::thread::sleep(Duration::from_millis(20));

@@ -122,8 +122,17 @@ struct Open {
 }
 
 fn run(pid: i32, level: BoostLevel, poll_ns: u64, stop: &AtomicBool) -> Boosted {
-    let mut out = Boosted { realtime: make_realtime(level), ..Boosted::default() };
+    let mut out = Boosted::default();
     let t0 = Instant::now();
+    // The guardian first: a process started from a real-time thread would inherit its policy.
+    let mut boost = match Boost::guarded() {
+        Ok(b) => b,
+        Err(e) => {
+            out.failed = Some(format!("no guardian for the boost: {e:#}"));
+            return out;
+        }
+    };
+    out.realtime = make_realtime(level);
     let cpu0 = thread_cpu_ns();
     // The first error says why (the process may be gone by the last).
     let mut first_error = None;
@@ -141,13 +150,6 @@ fn run(pid: i32, level: BoostLevel, poll_ns: u64, stop: &AtomicBool) -> Boosted 
                 }
                 std::thread::sleep(Duration::from_millis(10));
             }
-        }
-    };
-    let mut boost = match Boost::guarded() {
-        Ok(b) => b,
-        Err(e) => {
-            out.failed = Some(format!("no guardian for the boost: {e:#}"));
-            return out;
         }
     };
     let mut cw = CounterWatch::new(pid, counters);

@@ -29,7 +29,7 @@ pub enum Churn {
     #[serde(rename = "churn")]
     MapUnmap,
     /// One mapping, made before the waiter starts, touched and MADV_DONTNEEDed again and
-    /// again: faults, no mmap/munmap.
+    /// again: faults, no mmap/munmap (under mlockall DONTNEED is refused: writes only).
     Reuse,
     /// No second thread: the baseline.
     None,
@@ -51,7 +51,7 @@ pub enum WakePath {
     /// Nothing more: the futex wait alone.
     Wait,
     /// Touch a page of a mapping never faulted before (mmap_lock for read, on the fallback
-    /// from per-VMA locks).
+    /// from per-VMA locks). Without --mlock only: mlockall populates every mapping first.
     Fault,
     /// Read /proc/self/smaps_rollup (mmap_lock for read), as a monitoring agent does.
     Smaps,
@@ -544,9 +544,10 @@ pub fn matrix(fifo: bool) -> Vec<Variant> {
     ];
     // The paths that still take mmap_lock, each beside the churn under mlockall, and the write
     // paths without the churn's mappings (one mapping, reused) and without mlockall.
-    for path in
-        [WakePath::Fault, WakePath::Smaps, WakePath::Maps, WakePath::Mprotect, WakePath::Mmap]
-    {
+    // Under mlockall every mapping is populated as it is made or made writable, so a first
+    // fault can only be had without it.
+    all.push(Variant { path: WakePath::Fault, ..v(false, false, Churn::MapUnmap) });
+    for path in [WakePath::Smaps, WakePath::Maps, WakePath::Mprotect, WakePath::Mmap] {
         all.push(Variant { path, ..v(false, true, Churn::MapUnmap) });
     }
     for path in [WakePath::Mprotect, WakePath::Mmap] {
