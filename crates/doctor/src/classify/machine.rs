@@ -91,27 +91,34 @@ pub(super) fn traced_fault(tid: i32, until: u64, inp: &Inputs) -> Option<(u64, u
     })
 }
 
-/// The longest mmap_lock wait of a thread, from the tracepoints.
-pub(super) fn traced_lock_wait(tid: i32, inp: &Inputs) -> Option<u64> {
+/// A thread's mmap_lock waits from the tracepoints, in order: each one's start, and its end if
+/// the trace holds it.
+fn traced_lock_waits(tid: i32, inp: &Inputs) -> Vec<(u64, Option<u64>)> {
     use procwatch::trace::TraceEvent;
-    let mut longest = None;
+    let mut waits = Vec::new();
     let mut started = None;
     for e in inp.trace {
         match e {
             TraceEvent::MmapLockStart { tid: t, t: at, .. } if *t == tid => started = Some(*at),
             TraceEvent::MmapLockAcquired { tid: t, t: at, .. } if *t == tid => {
                 if let Some(s) = started.take() {
-                    longest = Some(longest.unwrap_or(0).max(at - s));
+                    waits.push((s, Some(*at)));
                 }
             }
             _ => {}
         }
     }
-    // A wait still open at the end of the stall lasted at least until then.
-    if let Some(s) = started {
-        longest = Some(longest.unwrap_or(0).max(inp.end_ns.saturating_sub(s)));
-    }
-    longest
+    waits.extend(started.map(|s| (s, None)));
+    waits
+}
+
+/// The longest mmap_lock wait of a thread, from the tracepoints. A wait still open at the end
+/// of the stall lasted at least until then.
+pub(super) fn traced_lock_wait(tid: i32, inp: &Inputs) -> Option<u64> {
+    traced_lock_waits(tid, inp)
+        .into_iter()
+        .map(|(s, e)| e.unwrap_or(inp.end_ns).saturating_sub(s))
+        .max()
 }
 
 /// How much of the stall a thread spent waiting for mmap_lock, from the tracepoints: each wait
@@ -119,25 +126,12 @@ pub(super) fn traced_lock_wait(tid: i32, inp: &Inputs) -> Option<u64> {
 /// inside the stall (the trace starts before the stall, and a full ring buffer loses events
 /// per CPU, so an old start can have lost its end).
 pub(super) fn traced_lock_wait_in_stall(tid: i32, inp: &Inputs) -> u64 {
-    use procwatch::trace::TraceEvent;
     let (from, to) = (inp.start_ns, inp.end_ns);
-    let overlap = |a: u64, b: u64| b.min(to).saturating_sub(a.max(from));
-    let (mut total, mut started) = (0u64, None);
-    for e in inp.trace {
-        match e {
-            TraceEvent::MmapLockStart { tid: t, t: at, .. } if *t == tid => started = Some(*at),
-            TraceEvent::MmapLockAcquired { tid: t, t: at, .. } if *t == tid => {
-                if let Some(s) = started.take() {
-                    total += overlap(s, *at);
-                }
-            }
-            _ => {}
-        }
-    }
-    if let Some(s) = started.filter(|s| *s >= from) {
-        total += overlap(s, to);
-    }
-    total
+    traced_lock_waits(tid, inp)
+        .into_iter()
+        .filter(|(s, e)| e.is_some() || *s >= from)
+        .map(|(s, e)| e.unwrap_or(to).min(to).saturating_sub(s.max(from)))
+        .sum()
 }
 
 /// The JDK's and the system's own files (code, the class archive, libraries), not the

@@ -561,12 +561,17 @@ mod tests {
         assert!(f.iter().all(|d| d.cause != Cause::MappedWriteback), "a page came in: {f:?}");
         // A fault traced in a file mapped shared and writable, no writeback wait traced: a
         // reading (medium), named by the page-fault tracepoint.
-        let mut t = thread(9, "search-0", 'D', 200_000, 0);
-        t.span_ns = 150 * MS;
-        t.wchan = "folio_wait_bit".into();
-        t.not_in_syscall = 10;
-        t.first_blocked_t = Some(20 * MS);
-        t.seen_ns = BTreeMap::from([(Seen::Waiting(Wait::PageIn), 147 * MS)]);
+        // A search thread blocked in a page wait outside any system call since `since`.
+        let blocked = |since: u64| {
+            let mut t = thread(9, "search-0", 'D', 200_000, 0);
+            t.span_ns = 150 * MS;
+            t.wchan = "folio_wait_bit".into();
+            t.not_in_syscall = 10;
+            t.first_blocked_t = Some(since);
+            t.seen_ns = BTreeMap::from([(Seen::Waiting(Wait::PageIn), 147 * MS)]);
+            t
+        };
+        let t = blocked(20 * MS);
         let fault = [procwatch::trace::TraceEvent::PageFault {
             t: 10 * MS,
             tid: 9,
@@ -593,12 +598,7 @@ mod tests {
             index: 0,
             bdi: "0:52".into(),
         }];
-        let mut late = thread(9, "search-0", 'D', 200_000, 0);
-        late.span_ns = 150 * MS;
-        late.wchan = "folio_wait_bit".into();
-        late.not_in_syscall = 10;
-        late.first_blocked_t = Some(5_000 * MS);
-        late.seen_ns = BTreeMap::from([(Seen::Waiting(Wait::PageIn), 147 * MS)]);
+        let late = blocked(5_000 * MS);
         let f = run_seen(
             Some(vec![late.clone()]),
             None,
