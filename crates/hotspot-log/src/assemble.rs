@@ -97,7 +97,9 @@ pub struct Assembler {
     last: Safepoint,
     pending_ul_row: Option<OwnedRow>,
     tty_rows: VecDeque<OwnedRow>,
-    held: VecDeque<Held>,
+    held: Ring,
+    /// The interned `unknown` operation.
+    unknown: Arc<str>,
     entering: Option<Arc<str>>,
     app_time: Option<u64>,
     timeout_open: Vec<Culprit>,
@@ -114,12 +116,16 @@ pub struct Assembler {
 
 impl Default for Assembler {
     fn default() -> Self {
+        let mut ops = Interner::default();
+        // Interned like any name, so records of it share one pointer with the rest.
+        let unknown = ops.get(UNKNOWN_OP.as_bytes());
         Assembler {
-            ops: Interner::default(),
-            last: blank(Arc::from(UNKNOWN_OP)),
+            ops,
+            last: blank(unknown.clone()),
             pending_ul_row: None,
             tty_rows: VecDeque::new(),
-            held: VecDeque::new(),
+            held: Ring::default(),
+            unknown,
             entering: None,
             app_time: None,
             timeout_open: Vec::new(),
@@ -190,40 +196,56 @@ impl Assembler {
             Event::Stopped { total_ns, ttsp_ns } => {
                 self.flush_ul_row(out);
                 self.seen_stopped = true;
-                let mut rec = Safepoint {
-                    // Interned: a fresh Arc per record cost an allocation here and a hash in
-                    // every consumer that groups by operation.
-                    op: self.ops.get(UNKNOWN_OP.as_bytes()),
-                    ttsp_ns,
-                    cleanup_ns: None,
-                    at_safepoint_ns: ttsp_ns.map(|t| total_ns.saturating_sub(t)),
-                    leaving_ns: None,
-                    total_ns,
-                    since_last_ns: self.app_time.take(),
-                    threads_total: None,
-                    threads_running: None,
-                    page_traps: None,
-                    end: c.stamps,
-                    format: c.format,
-                    source,
-                    culprits: Vec::new(),
-                };
-                let mut named = false;
+                let mut named = None;
+                let mut row = None;
                 if let Some(op) = self.entering.take() {
                     // JDK 11/12 also print a statistics row for the region; fold it in.
                     if self.tty_rows.front().is_some_and(|r| r.op == op) {
-                        let row = self.tty_rows.pop_front().expect("non-empty");
-                        merge_row(&mut rec, &row);
-                        self.counts.rows_merged += 1;
+                        row = self.tty_rows.pop_front();
                     }
-                    rec.op = op;
-                    named = true;
-                } else if let Some(row) = self.tty_rows.pop_front() {
-                    merge_row(&mut rec, &row);
-                    self.counts.rows_merged += 1;
-                    named = true;
+                    named = Some(op);
+                } else if let Some(r) = self.tty_rows.pop_front() {
+                    named = Some(r.op.clone());
+                    row = Some(r);
                 }
-                self.emit(rec, seq, !named, out);
+                if row.is_some() {
+                    self.counts.rows_merged += 1;
+                }
+                let since_last_ns = self.app_time.take();
+                // Written in place, in the hold queue or over the last record: a record is a
+                // few hundred bytes, and moving each in and out was a tenth of the time on JDK 8
+                // logs, where every record waits for a statistics row that may come.
+                let wants_name = named.is_none();
+                // `slot`, spelled out so that `self.unknown` stays readable beside it.
+                let rec = if self.held.is_empty() && !wants_name {
+                    &mut self.last
+                } else {
+                    self.held.push(wants_name, &self.unknown)
+                };
+                match named {
+                    Some(op) => rec.op = op,
+                    // Interned: a fresh Arc per record cost an allocation here and a hash in
+                    // every consumer that groups by operation; and the slot most often holds
+                    // it already, which saves the (atomic) reference count update.
+                    None if !Arc::ptr_eq(&rec.op, &self.unknown) => rec.op = self.unknown.clone(),
+                    None => {}
+                }
+                rec.ttsp_ns = ttsp_ns;
+                rec.cleanup_ns = None;
+                rec.at_safepoint_ns = ttsp_ns.map(|t| total_ns.saturating_sub(t));
+                rec.leaving_ns = None;
+                rec.total_ns = total_ns;
+                rec.since_last_ns = since_last_ns;
+                rec.threads_total = None;
+                rec.threads_running = None;
+                rec.page_traps = None;
+                rec.end = c.stamps;
+                rec.format = c.format;
+                rec.source = source;
+                if let Some(row) = &row {
+                    merge_row(rec, row);
+                }
+                self.emit_slot(seq, wants_name, out);
             }
             Event::ApplicationTime { ns } => self.app_time = Some(ns),
             Event::Entering { op } => self.entering = Some(self.ops.get(op)),
@@ -272,8 +294,9 @@ impl Assembler {
                 self.row_alone(row, out);
             }
         }
-        while let Some(h) = self.held.pop_front() {
+        while let Some(h) = self.held.front() {
             out(&h.rec);
+            self.held.pop_front();
         }
         let mut orphans: Vec<Culprit> = self.timeout_done.drain(..).map(|(_, c)| c).collect();
         orphans.append(&mut self.timeout_open);
@@ -291,8 +314,9 @@ impl Assembler {
                 self.row_alone(row, out);
             }
         }
-        while let Some(h) = self.held.pop_front() {
+        while let Some(h) = self.held.front() {
             out(&h.rec);
+            self.held.pop_front();
         }
     }
 
@@ -328,20 +352,20 @@ impl Assembler {
 
     /// A JDK 8/11 statistics row: name a waiting `Total time…` record, or wait for one.
     fn tty_row(&mut self, row: OwnedRow, out: &mut impl FnMut(&Safepoint)) {
-        let waiting = self.held.iter().position(|h| h.wants_name);
+        let waiting = (0..self.held.len()).position(|i| self.held.get(i).wants_name);
         if let Some(first) = waiting {
             let target = match row.start_uptime_ns {
                 Some(row_start) => {
                     let mut found = None;
                     for i in first..self.held.len() {
-                        let h = &self.held[i];
+                        let h = self.held.get(i);
                         if !h.wants_name {
                             continue;
                         }
                         match h.rec.start().uptime_ns {
                             Some(s) if s.saturating_add(MATCH_SLACK_NS) < row_start => {
                                 // Its row was never printed; stop waiting for one.
-                                self.held[i].wants_name = false;
+                                self.held.get_mut(i).wants_name = false;
                             }
                             Some(s)
                                 if s > row_start
@@ -360,8 +384,8 @@ impl Assembler {
                 None => Some(first),
             };
             if let Some(i) = target {
-                merge_row(&mut self.held[i].rec, &row);
-                self.held[i].wants_name = false;
+                merge_row(&mut self.held.get_mut(i).rec, &row);
+                self.held.get_mut(i).wants_name = false;
                 self.counts.rows_merged += 1;
                 self.drain(out);
                 return;
@@ -407,13 +431,22 @@ impl Assembler {
         self.emit(rec, row.seq, false, out);
     }
 
-    fn emit(
-        &mut self,
-        mut rec: Safepoint,
-        seq: u64,
-        wants_name: bool,
-        out: &mut impl FnMut(&Safepoint),
-    ) {
+    /// Where the next record is written: over the last one when it can go out at once (nothing
+    /// waits ahead of it, and it waits for nothing), else at the back of the hold queue. The
+    /// caller sets every field but `culprits`, then calls [`Assembler::emit_slot`].
+    fn slot(&mut self, wants_name: bool) -> &mut Safepoint {
+        if self.held.is_empty() && !wants_name {
+            &mut self.last
+        } else {
+            self.held.push(wants_name, &self.unknown)
+        }
+    }
+
+    /// Gives the record just written to [`Assembler::slot`] its culprits, and lets out what can
+    /// go.
+    fn emit_slot(&mut self, seq: u64, wants_name: bool, out: &mut impl FnMut(&Safepoint)) {
+        let direct = self.held.is_empty() && !wants_name;
+        let rec = if direct { &mut self.last } else { &mut self.held.back_mut().rec };
         if !self.timeout_done.is_empty() {
             // A timeout block belongs to the safepoint being reached when it was printed, which
             // is the first record closed after it.
@@ -421,15 +454,25 @@ impl Assembler {
                 self.timeout_done.drain(..).partition(|(after, _)| seq > *after);
             rec.culprits = mine.into_iter().map(|(_, c)| c).collect();
             self.timeout_done = later;
+        } else if !rec.culprits.is_empty() {
+            rec.culprits.clear();
         }
-        if self.held.is_empty() && !wants_name {
-            // Nothing waits ahead of it: out now rather than through the queue (what `drain`
-            // would do), which is the common case and saves two moves of the record.
-            out(&rec);
-            return;
+        if direct {
+            out(&self.last);
+        } else {
+            self.drain(out);
         }
-        self.held.push_back(Held { rec, wants_name });
-        self.drain(out);
+    }
+
+    fn emit(
+        &mut self,
+        rec: Safepoint,
+        seq: u64,
+        wants_name: bool,
+        out: &mut impl FnMut(&Safepoint),
+    ) {
+        *self.slot(wants_name) = rec;
+        self.emit_slot(seq, wants_name, out);
     }
 
     fn drain(&mut self, out: &mut impl FnMut(&Safepoint)) {
@@ -437,8 +480,71 @@ impl Assembler {
             if front.wants_name && self.held.len() <= HOLD {
                 break;
             }
-            out(&self.held.pop_front().expect("non-empty").rec);
+            out(&front.rec);
+            self.held.pop_front();
         }
+    }
+}
+
+/// The records waiting for a statistics row, in a ring whose slots are written over in place
+/// (see [`Assembler::slot`]); it grows to at most `HOLD + 1` slots and keeps them.
+#[derive(Default)]
+struct Ring {
+    slots: Vec<Held>,
+    head: usize,
+    len: usize,
+}
+
+impl Ring {
+    fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    fn at(&self, i: usize) -> usize {
+        (self.head + i) & (self.slots.len() - 1)
+    }
+
+    fn get(&self, i: usize) -> &Held {
+        &self.slots[self.at(i)]
+    }
+
+    fn get_mut(&mut self, i: usize) -> &mut Held {
+        let at = self.at(i);
+        &mut self.slots[at]
+    }
+
+    fn front(&self) -> Option<&Held> {
+        (self.len > 0).then(|| self.get(0))
+    }
+
+    fn back_mut(&mut self) -> &mut Held {
+        self.get_mut(self.len - 1)
+    }
+
+    fn pop_front(&mut self) {
+        if self.len > 0 {
+            self.head = self.at(1);
+            self.len -= 1;
+        }
+    }
+
+    /// A slot at the back, holding whatever it held before.
+    fn push(&mut self, wants_name: bool, unknown: &Arc<str>) -> &mut Safepoint {
+        if self.len == self.slots.len() {
+            // Unrolled so the ring starts at slot 0, then doubled (a power of two, for `at`).
+            self.slots.rotate_left(self.head);
+            self.head = 0;
+            let n = (self.slots.len() * 2).max(16);
+            self.slots.resize_with(n, || Held { rec: blank(unknown.clone()), wants_name: false });
+        }
+        self.len += 1;
+        let h = self.back_mut();
+        h.wants_name = wants_name;
+        &mut h.rec
     }
 }
 
