@@ -23,6 +23,7 @@
 
 pub mod assemble;
 pub mod decorators;
+mod fastpath;
 pub mod formats;
 pub mod jfr;
 pub mod line;

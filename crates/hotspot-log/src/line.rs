@@ -142,7 +142,17 @@ fn trim(s: &[u8]) -> &[u8] {
 }
 
 /// Classifies one line (without its newline).
+#[inline]
 pub fn classify(line: &[u8]) -> Outcome<'_> {
+    let line = line.strip_suffix(b"\r").unwrap_or(line);
+    if let Some(c) = crate::fastpath::jdk8_stopped(line) {
+        return Outcome::Known(c);
+    }
+    classify_general(line)
+}
+
+/// [`classify`] without the fast path for JDK 8's pause line (what that path is tested against).
+pub(crate) fn classify_general(line: &[u8]) -> Outcome<'_> {
     let line = line.strip_suffix(b"\r").unwrap_or(line);
     match decorators::split(line) {
         Some(d) => classify_message(d.stamps, d.message, Some(&d)),

@@ -1,0 +1,207 @@
+//! JDK 8's pause line in the one layout nearly every JDK 8 log has, read at fixed places:
+//!
+//! ```text
+//! 2023-11-14T22:13:20.013+0000: 0.013: Total time for which application threads were stopped: 0.7268193 seconds, Stopping threads took: 0.7239284 seconds
+//! ```
+//!
+//! A JDK 8 log holds five times as many records per byte as a JDK 17 one, and the general
+//! reading of this line (tokens split at `": "`, each tried as a date, then as a number; the
+//! message searched for its phrases) was most of the time `logs` took on one.
+//!
+//! Invariant: the same answer as [`crate::line::classify`] or none. Anything off the layout
+//! (another offset form, a stamp missing, more digits than fit, text after the last
+//! `seconds`) returns `None`, and the general reading takes the line. Property-tested against
+//! it (`tests/properties.rs`).
+
+use crate::formats::Format;
+use crate::line::{Classified, Event};
+use crate::stamps::{Stamps, WallTime, days_from_civil};
+
+const STOPPED: &[u8] = b"Total time for which application threads were stopped: ";
+const TOOK: &[u8] = b" seconds, Stopping threads took: ";
+const SECONDS: &[u8] = b" seconds";
+
+/// The line, without its newline or `\r`, when it has exactly the layout above.
+#[inline]
+pub(crate) fn jdk8_stopped(line: &[u8]) -> Option<Classified<'static>> {
+    // The date: `YYYY-MM-DDTHH:MM:SS.mmm+hhmm: ` is 30 bytes.
+    let d = line.get(..30)?;
+    if d[4] != b'-'
+        || d[7] != b'-'
+        || d[10] != b'T'
+        || d[13] != b':'
+        || d[16] != b':'
+        || d[19] != b'.'
+        || !matches!(d[23], b'+' | b'-')
+        || d[28] != b':'
+        || d[29] != b' '
+    {
+        return None;
+    }
+    let y = fixed(d, 0, 4)? as i64;
+    let (mo, day, h, mi, se) =
+        (fixed(d, 5, 2)?, fixed(d, 8, 2)?, fixed(d, 11, 2)?, fixed(d, 14, 2)?, fixed(d, 17, 2)?);
+    let ms = fixed(d, 20, 3)? as i64;
+    let offset = (fixed(d, 24, 2)? * 60 + fixed(d, 26, 2)?) as i32;
+    if !(1..=12).contains(&mo) || !(1..=31).contains(&day) || h > 23 || mi > 59 || se > 60 {
+        return None;
+    }
+    let offset_min = if d[23] == b'-' { -offset } else { offset };
+    let local_ms = ((days_from_civil(y, mo, day) * 24 + h as i64) * 60 + mi as i64) * 60_000
+        + se as i64 * 1000
+        + ms;
+    let wall =
+        WallTime { epoch_ms: local_ms - offset_min as i64 * 60_000, offset_min: offset_min as i16 };
+
+    // The uptime: `12.345: `.
+    let (uptime_ns, at) = seconds(line, 30)?;
+    let rest = line.get(at..)?.strip_prefix(b": ")?;
+    let rest = rest.strip_prefix(STOPPED)?;
+    let (total_ns, at) = seconds(rest, 0)?;
+    let rest = rest[at..].strip_prefix(TOOK)?;
+    let (ttsp_ns, at) = seconds(rest, 0)?;
+    if &rest[at..] != SECONDS {
+        return None;
+    }
+    Some(Classified {
+        stamps: Stamps { uptime_ns: Some(uptime_ns), wall: Some(wall), mono_ns: None },
+        format: Format::Jdk8StoppedTime,
+        event: Event::Stopped { total_ns, ttsp_ns: Some(ttsp_ns) },
+    })
+}
+
+/// `n` ASCII digits at `at`.
+#[inline(always)]
+fn fixed(s: &[u8], at: usize, n: usize) -> Option<u32> {
+    s[at..at + n].iter().try_fold(0u32, |v, &b| {
+        let d = b.wrapping_sub(b'0');
+        (d <= 9).then_some(v * 10 + d as u32)
+    })
+}
+
+/// `I.F` seconds at `at` (1 to 9 digits each side, a point between) in nanoseconds, and where
+/// it ends.
+#[inline(always)]
+fn seconds(s: &[u8], at: usize) -> Option<(u64, usize)> {
+    let (int, at) = run(s, at)?;
+    if s.get(at) != Some(&b'.') {
+        return None;
+    }
+    let (frac, end) = run(s, at + 1)?;
+    let scale = crate::stamps::POW10[9 - (end - at - 1)];
+    Some((int * 1_000_000_000 + frac * scale, end))
+}
+
+/// A run of 1 to 9 digits at `at`: its value and where it ends.
+#[inline(always)]
+fn run(s: &[u8], at: usize) -> Option<(u64, usize)> {
+    let mut v = 0u64;
+    let mut i = at;
+    while let Some(&b) = s.get(i) {
+        let d = b.wrapping_sub(b'0');
+        if d > 9 {
+            break;
+        }
+        v = v * 10 + d as u64;
+        i += 1;
+        if i - at > 9 {
+            return None;
+        }
+    }
+    (i > at).then_some((v, i))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::line::{Outcome, classify_general};
+
+    #[test]
+    fn the_common_line_reads_as_the_general_reading_does() {
+        for l in [
+            "2023-11-14T22:13:20.013+0000: 0.013: Total time for which application threads were stopped: 0.7268193 seconds, Stopping threads took: 0.7239284 seconds",
+            "2016-02-29T23:59:60.999-0530: 123456789.5: Total time for which application threads were stopped: 999999999.1 seconds, Stopping threads took: 0.000000001 seconds",
+        ] {
+            let fast = jdk8_stopped(l.as_bytes()).expect(l);
+            assert_eq!(Outcome::Known(fast), classify_general(l.as_bytes()), "{l}");
+        }
+    }
+
+    #[test]
+    fn anything_off_the_layout_is_left_to_the_general_reading() {
+        for l in [
+            "2023-11-14T22:13:20.013+00:00: 0.013: Total time for which application threads were stopped: 0.7268193 seconds, Stopping threads took: 0.7239284 seconds",
+            "0.013: Total time for which application threads were stopped: 0.7268193 seconds, Stopping threads took: 0.7239284 seconds",
+            "2023-11-14T22:13:20.013+0000: 0.013: Total time for which application threads were stopped: 0.7268193 seconds",
+            "2023-11-14T22:13:20.013+0000: 0.013: Total time for which application threads were stopped: 0,7268193 seconds, Stopping threads took: 0,7239284 seconds",
+            "2023-11-14T22:13:20.013+0000: 0.013: Total time for which application threads were stopped: 0.7268193 seconds, Stopping threads took: 0.7239284 seconds ",
+            "2023-11-14T22:13:20.013+0000: 0.013: Total time for which application threads were stopped: 1234567890.7268193 seconds, Stopping threads took: 0.7239284 seconds",
+            "2023-13-14T22:13:20.013+0000: 0.013: Total time for which application threads were stopped: 0.7268193 seconds, Stopping threads took: 0.7239284 seconds",
+        ] {
+            assert_eq!(jdk8_stopped(l.as_bytes()), None, "{l}");
+        }
+    }
+
+    /// Pieces of the line, each most often right and otherwise off in one of the ways a log
+    /// can be, so that whole lines come both right and off.
+    fn pieces() -> impl proptest::strategy::Strategy<Value = String> {
+        use proptest::prelude::*;
+        let digits = || {
+            prop_oneof![
+                18 => "[0-9]{1,9}",
+                1 => "[0-9]{0,14}",
+                1 => "[0-9]{9,12}",
+            ]
+        };
+        let num = move || {
+            (digits(), digits(), prop_oneof![19 => Just('.'), 1 => Just(',')])
+                .prop_map(|(i, f, sep)| format!("{i}{sep}{f}"))
+        };
+        (
+            (1900u32..2200, 0u32..14, 1u32..33, 0u32..25, 0u32..61, 0u32..62),
+            (prop_oneof![9 => "[0-9]{3}", 1 => "[0-9]{0,5}"], prop_oneof![6 => Just("+"), 2 => Just("-"), 1 => Just("Z"), 1 => Just(" ")]),
+            (0u32..30, 0u32..70, prop_oneof![9 => Just(false), 1 => Just(true)]),
+            (num(), num(), num()),
+            prop_oneof![16 => Just(""), 1 => Just(" "), 1 => Just("\r"), 1 => Just(" seconds"), 1 => Just("x")],
+            0usize..10,
+        )
+            .prop_map(|((y, mo, d, h, mi, se), (ms, sign), (oh, om, colon), (up, total, ttsp), tail, cut)| {
+                let off = if colon { format!("{oh:02}:{om:02}") } else { format!("{oh:02}{om:02}") };
+                let mut l = format!(
+                    "{y:04}-{mo:02}-{d:02}T{h:02}:{mi:02}:{se:02}.{ms}{sign}{off}: {up}: Total time for which application threads were stopped: {total} seconds, Stopping threads took: {ttsp} seconds{tail}"
+                );
+                // Sometimes the line is cut short, anywhere.
+                if cut == 0 {
+                    let at = l.len() * (1 + y as usize % 9) / 10;
+                    l.truncate(at);
+                }
+                l
+            })
+    }
+
+    /// The generator makes lines the fast path takes, and lines it leaves.
+    #[test]
+    fn the_generator_makes_both_kinds_of_line() {
+        use proptest::strategy::{Strategy, ValueTree};
+        let mut runner = proptest::test_runner::TestRunner::deterministic();
+        let taken = (0..2000)
+            .filter(|_| {
+                jdk8_stopped(pieces().new_tree(&mut runner).unwrap().current().as_bytes()).is_some()
+            })
+            .count();
+        assert!((300..1800).contains(&taken), "{taken} of 2000 taken");
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig { cases: 20000, ..proptest::prelude::ProptestConfig::default() })]
+        /// Whatever the fast path reads, the general reading reads the same.
+        #[test]
+        fn the_fast_path_never_differs_from_the_general_reading(l in pieces()) {
+            let fast = jdk8_stopped(l.as_bytes());
+            if let Some(fast) = fast {
+                proptest::prop_assert_eq!(Outcome::Known(fast), classify_general(l.as_bytes()));
+            }
+
+        }
+    }
+}
