@@ -13,6 +13,7 @@
 //! `seconds`) returns `None`, and the general reading takes the line. Property-tested against
 //! it (`tests/properties.rs`).
 
+use crate::bytes::strip_prefix;
 use crate::formats::Format;
 use crate::line::{Classified, Event};
 use crate::stamps::{Stamps, WallTime, days_from_civil};
@@ -21,53 +22,87 @@ const STOPPED: &[u8] = b"Total time for which application threads were stopped: 
 const TOOK: &[u8] = b" seconds, Stopping threads took: ";
 const SECONDS: &[u8] = b" seconds";
 
-/// The line, without its newline or `\r`, when it has exactly the layout above.
-#[inline]
-pub(crate) fn jdk8_stopped(line: &[u8]) -> Option<Classified<'static>> {
-    // The date: `YYYY-MM-DDTHH:MM:SS.mmm+hhmm: ` is 30 bytes.
-    let d = line.get(..30)?;
-    if d[4] != b'-'
-        || d[7] != b'-'
-        || d[10] != b'T'
-        || d[13] != b':'
-        || d[16] != b':'
-        || d[19] != b'.'
-        || !matches!(d[23], b'+' | b'-')
-        || d[28] != b':'
-        || d[29] != b' '
-    {
-        return None;
-    }
-    let y = fixed(d, 0, 4)? as i64;
-    let (mo, day, h, mi, se) =
-        (fixed(d, 5, 2)?, fixed(d, 8, 2)?, fixed(d, 11, 2)?, fixed(d, 14, 2)?, fixed(d, 17, 2)?);
-    let ms = fixed(d, 20, 3)? as i64;
-    let offset = (fixed(d, 24, 2)? * 60 + fixed(d, 26, 2)?) as i32;
-    if !(1..=12).contains(&mo) || !(1..=31).contains(&day) || h > 23 || mi > 59 || se > 60 {
-        return None;
-    }
-    let offset_min = if d[23] == b'-' { -offset } else { offset };
-    let local_ms = ((days_from_civil(y, mo, day) * 24 + h as i64) * 60 + mi as i64) * 60_000
-        + se as i64 * 1000
-        + ms;
-    let wall =
-        WallTime { epoch_ms: local_ms - offset_min as i64 * 60_000, offset_min: offset_min as i16 };
+/// Reads JDK 8's pause lines in that layout. Each line's date and time to the minute is most
+/// often the last one's, whose reading (days since 1970, the offset) is kept and used again.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct Jdk8Pauses {
+    /// `YYYY-MM-DDTHH:MM` and `+hhmm` of the last line read, when they were valid.
+    minute: Option<([u8; 16], [u8; 5])>,
+    /// That minute's start in milliseconds since 1970, and the offset in minutes.
+    minute_ms: i64,
+    offset_min: i16,
+}
 
-    // The uptime: `12.345: `.
-    let (uptime_ns, at) = seconds(line, 30)?;
-    let rest = line.get(at..)?.strip_prefix(b": ")?;
-    let rest = rest.strip_prefix(STOPPED)?;
-    let (total_ns, at) = seconds(rest, 0)?;
-    let rest = rest[at..].strip_prefix(TOOK)?;
-    let (ttsp_ns, at) = seconds(rest, 0)?;
-    if &rest[at..] != SECONDS {
-        return None;
+impl Jdk8Pauses {
+    /// The line, without its newline or `\r`, when it has exactly the layout above.
+    #[inline]
+    pub(crate) fn read(&mut self, line: &[u8]) -> Option<Classified<'static>> {
+        // The date: `YYYY-MM-DDTHH:MM:SS.mmm+hhmm: ` is 30 bytes.
+        let d = line.get(..30)?;
+        if d[4] != b'-'
+            || d[7] != b'-'
+            || d[10] != b'T'
+            || d[13] != b':'
+            || d[16] != b':'
+            || d[19] != b'.'
+            || !matches!(d[23], b'+' | b'-')
+            || d[28] != b':'
+            || d[29] != b' '
+        {
+            return None;
+        }
+        let minute: ([u8; 16], [u8; 5]) =
+            (d[..16].try_into().expect("16 bytes"), d[23..28].try_into().expect("5 bytes"));
+        if self.minute != Some(minute) {
+            self.read_minute(d)?;
+            self.minute = Some(minute);
+        }
+        let (se, ms) = (fixed(d, 17, 2)?, fixed(d, 20, 3)? as i64);
+        if se > 60 {
+            return None;
+        }
+        let wall = WallTime {
+            epoch_ms: self.minute_ms + se as i64 * 1000 + ms,
+            offset_min: self.offset_min,
+        };
+        self.rest(line, wall)
     }
-    Some(Classified {
-        stamps: Stamps { uptime_ns: Some(uptime_ns), wall: Some(wall), mono_ns: None },
-        format: Format::Jdk8StoppedTime,
-        event: Event::Stopped { total_ns, ttsp_ns: Some(ttsp_ns) },
-    })
+
+    /// Reads the date to the minute and the offset.
+    fn read_minute(&mut self, d: &[u8]) -> Option<()> {
+        let y = fixed(d, 0, 4)? as i64;
+        let (mo, day, h, mi) =
+            (fixed(d, 5, 2)?, fixed(d, 8, 2)?, fixed(d, 11, 2)?, fixed(d, 14, 2)?);
+        let offset = (fixed(d, 24, 2)? * 60 + fixed(d, 26, 2)?) as i32;
+        if !(1..=12).contains(&mo) || !(1..=31).contains(&day) || h > 23 || mi > 59 {
+            return None;
+        }
+        let offset_min = if d[23] == b'-' { -offset } else { offset };
+        let local_ms = ((days_from_civil(y, mo, day) * 24 + h as i64) * 60 + mi as i64) * 60_000;
+        self.minute_ms = local_ms - offset_min as i64 * 60_000;
+        self.offset_min = offset_min as i16;
+        Some(())
+    }
+
+    /// After the date: the uptime and the pause.
+    #[inline(always)]
+    fn rest(&self, line: &[u8], wall: WallTime) -> Option<Classified<'static>> {
+        // The uptime: `12.345: `.
+        let (uptime_ns, at) = seconds(line, 30)?;
+        let rest = line.get(at..)?.strip_prefix(b": ")?;
+        let rest = strip_prefix(rest, STOPPED)?;
+        let (total_ns, at) = seconds(rest, 0)?;
+        let rest = strip_prefix(&rest[at..], TOOK)?;
+        let (ttsp_ns, at) = seconds(rest, 0)?;
+        if &rest[at..] != SECONDS {
+            return None;
+        }
+        Some(Classified {
+            stamps: Stamps { uptime_ns: Some(uptime_ns), wall: Some(wall), mono_ns: None },
+            format: Format::Jdk8StoppedTime,
+            event: Event::Stopped { total_ns, ttsp_ns: Some(ttsp_ns) },
+        })
+    }
 }
 
 /// `n` ASCII digits at `at`.
@@ -115,6 +150,10 @@ fn run(s: &[u8], at: usize) -> Option<(u64, usize)> {
 mod tests {
     use super::*;
     use crate::line::{Outcome, classify_general};
+
+    fn jdk8_stopped(line: &[u8]) -> Option<Classified<'static>> {
+        Jdk8Pauses::default().read(line)
+    }
 
     #[test]
     fn the_common_line_reads_as_the_general_reading_does() {
@@ -201,7 +240,21 @@ mod tests {
             if let Some(fast) = fast {
                 proptest::prop_assert_eq!(Outcome::Known(fast), classify_general(l.as_bytes()));
             }
+        }
 
+        /// Read in a run through one reader, which keeps the last minute, each line still reads
+        /// as the general reading reads it.
+        #[test]
+        fn a_run_of_lines_reads_as_each_line_alone(lines in proptest::collection::vec(pieces(), 1..12), again in proptest::collection::vec(0usize..12, 0..12)) {
+            let mut pauses = Jdk8Pauses::default();
+            let order = (0..lines.len()).chain(again.into_iter().map(|i| i % lines.len()));
+            for i in order {
+                let l = lines[i].as_bytes();
+                match pauses.read(l) {
+                    Some(fast) => proptest::prop_assert_eq!(Outcome::Known(fast), classify_general(l)),
+                    None => proptest::prop_assert_eq!(jdk8_stopped(l), None),
+                }
+            }
         }
     }
 }

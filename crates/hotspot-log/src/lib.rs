@@ -22,6 +22,7 @@
 //! (records to statistics). The shapes themselves are named once, in [`formats`].
 
 pub mod assemble;
+mod bytes;
 pub mod decorators;
 mod fastpath;
 pub mod formats;

@@ -6,6 +6,7 @@
 //! safepoint line) or `Other` (it did not), never guessed at.
 
 use crate::decorators;
+use crate::fastpath::Jdk8Pauses;
 use crate::formats::Format;
 use crate::stamps::{Stamps, has_fraction, parse_iso_time, parse_seconds_ns, parse_u64};
 
@@ -144,8 +145,14 @@ fn trim(s: &[u8]) -> &[u8] {
 /// Classifies one line (without its newline).
 #[inline]
 pub fn classify(line: &[u8]) -> Outcome<'_> {
+    classify_in(line, &mut Jdk8Pauses::default())
+}
+
+/// [`classify`], for one of a run of lines that share `pauses` (which only saves time).
+#[inline]
+pub(crate) fn classify_in<'a>(line: &'a [u8], pauses: &mut Jdk8Pauses) -> Outcome<'a> {
     let line = line.strip_suffix(b"\r").unwrap_or(line);
-    if let Some(c) = crate::fastpath::jdk8_stopped(line) {
+    if let Some(c) = pauses.read(line) {
         return Outcome::Known(c);
     }
     classify_general(line)

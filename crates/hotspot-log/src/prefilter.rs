@@ -57,6 +57,9 @@ impl Prefilter {
             }
             assert!(covered, "every needle holds a pair");
         }
+        for t in &mut through {
+            t.sort_by_key(|&(_, off)| std::cmp::Reverse(off));
+        }
         Prefilter {
             // Leftmost-first enables the packed (Teddy) SIMD prefilter; any match serves to find a line.
             general: AhoCorasick::builder()
@@ -79,15 +82,13 @@ impl Prefilter {
         self.general.find(Input::new(hay).span(from..end)).map(|m| m.start())
     }
 
-    /// The needle through pair `k` found at `at`, if one is: where it starts.
+    /// The needle through pair `k` found at `at`, if one is: where it starts (the earliest, if
+    /// several are: `through` lists the needles by the pair's offset, largest first).
     #[inline]
     fn check(&self, hay: &[u8], from: usize, k: usize, at: usize) -> Option<usize> {
-        self.through[k]
-            .iter()
-            .filter_map(|&(n, off)| {
-                at.checked_sub(off).filter(|&q| q >= from && hay[q..].starts_with(n))
-            })
-            .min()
+        self.through[k].iter().find_map(|&(n, off)| {
+            at.checked_sub(off).filter(|&q| q >= from && crate::bytes::has_prefix(&hay[q..], n))
+        })
     }
 
     /// The pair at `at`, if it is one of ours.
