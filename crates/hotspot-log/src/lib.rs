@@ -28,6 +28,7 @@ mod fastpath;
 pub mod formats;
 pub mod jfr;
 pub mod line;
+pub mod parallel;
 pub mod prefilter;
 pub mod record;
 pub mod render;

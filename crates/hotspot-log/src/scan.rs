@@ -8,8 +8,9 @@
 //! pathological line) and the assembler's bounded queue, whatever the input size.
 
 use crate::assemble::{Assembler, MergeCounts};
+use crate::fastpath::Jdk8Pauses;
 use crate::formats::Format;
-use crate::line::{Outcome, classify, line_stamps};
+use crate::line::{Classified, Outcome, classify_in, line_stamps};
 use crate::prefilter::Prefilter;
 use crate::record::{Culprit, Safepoint, Source};
 use crate::stamps::Stamps;
@@ -33,8 +34,8 @@ const TIMEOUT_CONTEXT: u32 = 10_000;
 
 /// Whether the scanner is inside a statistics table or a timeout thread list, where lines
 /// carry no needle and so must each be examined.
-#[derive(Debug, Default, Clone, Copy)]
-struct Context {
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Context {
     table: u32,
     timeout: u32,
 }
@@ -126,10 +127,12 @@ impl<F: FnMut(&Safepoint)> Sink for F {
 pub struct Scanner {
     finder: Prefilter,
     asm: Assembler,
-    report: ScanReport,
-    examples: usize,
+    rd: LineReader,
+    safepoints: u64,
     buf: Vec<u8>,
-    context: Context,
+    /// Threads that read a mapped input at once, and their windows' size (see [`crate::parallel`]).
+    threads: usize,
+    window: usize,
 }
 
 impl Default for Scanner {
@@ -143,17 +146,34 @@ impl Scanner {
         Scanner {
             finder: Prefilter::new(),
             asm: Assembler::new(),
-            report: ScanReport::default(),
-            examples: 0,
+            rd: LineReader::default(),
+            safepoints: 0,
             buf: Vec::new(),
-            context: Context::default(),
+            threads: 1,
+            window: crate::parallel::WINDOW,
         }
     }
 
     /// Keep up to `n` unrecognised and `n` other lines to show the user.
     pub fn keep_examples(mut self, n: usize) -> Self {
-        self.examples = n;
+        self.rd.examples = n;
         self
+    }
+
+    /// Read mapped inputs ([`Scanner::scan_slice`]) on up to `threads` threads at once, in
+    /// windows of `window` bytes (a line longer than that widens its window). The results are
+    /// the same as on one thread; only the time differs. [`Scanner::new`] reads on one.
+    pub fn threads(mut self, threads: usize, window: usize) -> Self {
+        self.threads = threads.max(1);
+        self.window = window.max(1);
+        self
+    }
+
+    /// [`Scanner::threads`] with as many threads as the machine runs at once, up to
+    /// [`crate::parallel::MAX_THREADS`], in windows of [`crate::parallel::WINDOW`].
+    pub fn threads_available(self) -> Self {
+        let n = std::thread::available_parallelism().map_or(1, |n| n.get());
+        self.threads(n.min(crate::parallel::MAX_THREADS), crate::parallel::WINDOW)
     }
 
     /// Reads one input to its end. Inputs that continue each other (a rotated set) are fed in
@@ -220,7 +240,7 @@ impl Scanner {
                         // One line longer than MAX_LINE: count it once, drop its bytes.
                         if !skipping_long {
                             line_no += 1;
-                            self.report.lines_other += 1;
+                            self.rd.report.lines_other += 1;
                         }
                         skipping_long = true;
                         filled = 0;
@@ -263,6 +283,11 @@ impl Scanner {
         if !head.is_empty() {
             rep.first = input_start(file, head, out)?;
         }
+        if self.threads > 1 && data.len() > 2 * self.window {
+            let line_no = crate::parallel::read(self, file, data, &mut rep, out, done);
+            self.input_end(file, &mut rep, line_no, out);
+            return Ok(rep);
+        }
         let mut line_no = 0u64;
         let mut pos = 0usize;
         // As `scan`'s buffer: it grows for a long line and stays grown.
@@ -279,7 +304,7 @@ impl Scanner {
                     None => {
                         // One line longer than MAX_LINE: counted once, its bytes skipped (as `scan`).
                         line_no += 1;
-                        self.report.lines_other += 1;
+                        self.rd.report.lines_other += 1;
                         pos = memchr::memchr(b'\n', &data[stop..])
                             .map_or(data.len(), |i| stop + i + 1);
                         done(pos);
@@ -301,8 +326,8 @@ impl Scanner {
     /// The end of one input: its line count, the records it still held, its last stamps.
     fn input_end(&mut self, file: u32, rep: &mut InputReport, line_no: u64, out: &mut impl Sink) {
         rep.lines = line_no;
-        self.report.lines_total += line_no;
-        let safepoints = &mut self.report.safepoints;
+        self.rd.report.lines_total += line_no;
+        let safepoints = &mut self.safepoints;
         self.asm.release_held(&mut |s| {
             *safepoints += 1;
             out.safepoint(s)
@@ -313,14 +338,142 @@ impl Scanner {
     }
 
     /// Handles a run of whole lines (the last one may lack its newline at end of input).
-    fn region(&mut self, file: u32, hay: &[u8], eof: bool, line_no: &mut u64, out: &mut impl Sink) {
+    pub(crate) fn region(
+        &mut self,
+        file: u32,
+        hay: &[u8],
+        eof: bool,
+        line_no: &mut u64,
+        out: &mut impl Sink,
+    ) {
+        let (asm, safepoints) = (&mut self.asm, &mut self.safepoints);
+        self.rd.region(&self.finder, file, hay, eof, line_no, &mut |line, c| {
+            asm.push(c, Source { file, line }, &mut |s| {
+                *safepoints += 1;
+                out.safepoint(s)
+            });
+        });
+    }
+
+    /// One recognised line that a window read on another thread (see [`crate::parallel`]).
+    pub(crate) fn push(&mut self, file: u32, line: u64, c: &Classified<'_>, out: &mut impl Sink) {
+        let safepoints = &mut self.safepoints;
+        self.asm.push(c, Source { file, line }, &mut |s| {
+            *safepoints += 1;
+            out.safepoint(s)
+        });
+    }
+
+    pub(crate) fn reader(&mut self) -> &mut LineReader {
+        &mut self.rd
+    }
+
+    pub(crate) fn threads_and_window(&self) -> (usize, usize) {
+        (self.threads, self.window)
+    }
+
+    /// Ends the stream and returns the line accounting.
+    pub fn finish(mut self, out: &mut impl Sink) -> ScanReport {
+        let safepoints = &mut self.safepoints;
+        let orphans = self.asm.finish(&mut |s| {
+            *safepoints += 1;
+            out.safepoint(s)
+        });
+        let mut report = self.rd.report;
+        report.by_format = Format::ALL
+            .iter()
+            .zip(self.rd.formats)
+            .filter(|(_, n)| *n > 0)
+            .map(|(f, n)| (*f, n))
+            .collect();
+        report.safepoints = self.safepoints;
+        report.orphan_culprits = orphans;
+        report.open_sync_ns = self.asm.sync_open_ns;
+        report.merges = self.asm.counts;
+        report
+    }
+}
+
+/// Reads runs of whole lines: finds those that can hold a record, classifies them, and counts
+/// the rest. What it recognises goes to a callback; its accounting is the line fields of
+/// `report`. It holds no record, so the windows of one input can each have their own, read on
+/// different threads, and be added up in order ([`LineReader::absorb`]).
+#[derive(Debug, Default, Clone)]
+pub(crate) struct LineReader {
+    pub(crate) context: Context,
+    pub(crate) examples: usize,
+    /// The line fields of a [`ScanReport`], but for `by_format`, which is counted in `formats`.
+    pub(crate) report: ScanReport,
+    /// Lines recognised, by [`Format`] (its index in [`Format::ALL`]): an array, not the
+    /// report's map, which cost a tree walk per line.
+    pub(crate) formats: [u64; Format::ALL.len()],
+    /// JDK 8's pause lines read so far: the last one's minute, read again by the next.
+    jdk8: Jdk8Pauses,
+}
+
+impl LineReader {
+    /// A reader that keeps up to `examples` lines of each kind to show.
+    pub(crate) fn keeping(examples: usize) -> LineReader {
+        LineReader { examples, ..LineReader::default() }
+    }
+
+    /// Adds the accounting of `w`, a window read after everything this reader has read whose
+    /// line numbers start after line `base`; takes its context.
+    pub(crate) fn absorb(&mut self, w: &LineReader, base: u64) {
+        let (r, o) = (&mut self.report, &w.report);
+        r.lines_recognised += o.lines_recognised;
+        r.lines_unrecognised += o.lines_unrecognised;
+        r.lines_other += o.lines_other;
+        r.truncated_last_lines += o.truncated_last_lines;
+        for (mine, theirs) in self.formats.iter_mut().zip(&w.formats) {
+            *mine += theirs;
+        }
+        for (mine, theirs) in [
+            (&mut r.unrecognised_examples, &o.unrecognised_examples),
+            (&mut r.other_examples, &o.other_examples),
+        ] {
+            let room = self.examples.saturating_sub(mine.len());
+            mine.extend(
+                theirs.iter().take(room).map(|e| LineExample { line: e.line + base, ..e.clone() }),
+            );
+        }
+        self.context = w.context;
+    }
+
+    /// Handles a run of whole lines (the last one may lack its newline at end of input).
+    pub(crate) fn region<'a>(
+        &mut self,
+        finder: &Prefilter,
+        file: u32,
+        hay: &'a [u8],
+        eof: bool,
+        line_no: &mut u64,
+        to: &mut impl FnMut(u64, &Classified<'a>),
+    ) {
         let end = hay.len();
         let mut pos = 0usize;
+        // The last line read was JDK 8's pause line in its common layout. In a JDK 8 log the
+        // next line most often is too: it is tried first, before the search for a needle (one
+        // of which it holds, so the search would stop in it).
+        let mut jdk8_run = false;
         while pos < end {
+            if jdk8_run && !self.context.every_line() {
+                let (le, next) = match memchr::memchr(b'\n', &hay[pos..end]) {
+                    Some(i) => (pos + i, pos + i + 1),
+                    None => (end, end),
+                };
+                let text = &hay[pos..le];
+                if let Some(c) = self.jdk8.read(text.strip_suffix(b"\r").unwrap_or(text)) {
+                    *line_no += 1;
+                    self.take(file, *line_no, text, false, Outcome::Known(c), to);
+                    pos = next;
+                    continue;
+                }
+            }
             let ls = if self.context.every_line() {
                 pos
             } else {
-                let Some(m) = self.finder.find(hay, pos, end) else { break };
+                let Some(m) = finder.find(hay, pos, end) else { break };
                 let ls = memchr::memrchr(b'\n', &hay[pos..m]).map_or(pos, |i| pos + i + 1);
                 self.skip(file, &hay[pos..ls], line_no);
                 ls
@@ -331,7 +484,10 @@ impl Scanner {
             };
             *line_no += 1;
             let partial = eof && le == end && hay.last() != Some(&b'\n');
-            self.line(file, *line_no, &hay[ls..le], partial, out);
+            let text = &hay[ls..le];
+            let outcome = classify_in(text, &mut self.jdk8);
+            jdk8_run = matches!(outcome, Outcome::Known(c) if c.format == Format::Jdk8StoppedTime);
+            self.take(file, *line_no, text, partial, outcome, to);
             pos = next;
         }
         if pos < end {
@@ -374,18 +530,22 @@ impl Scanner {
         true
     }
 
-    fn line(&mut self, file: u32, line: u64, text: &[u8], partial: bool, out: &mut impl Sink) {
-        let outcome = classify(text);
+    /// One line, classified as `outcome`.
+    fn take<'a>(
+        &mut self,
+        file: u32,
+        line: u64,
+        text: &'a [u8],
+        partial: bool,
+        outcome: Outcome<'a>,
+        to: &mut impl FnMut(u64, &Classified<'a>),
+    ) {
         self.context.after(&outcome);
         match outcome {
             Outcome::Known(c) => {
                 self.report.lines_recognised += 1;
-                *self.report.by_format.entry(c.format).or_default() += 1;
-                let safepoints = &mut self.report.safepoints;
-                self.asm.push(&c, Source { file, line }, &mut |s| {
-                    *safepoints += 1;
-                    out.safepoint(s)
-                });
+                self.formats[c.format as usize] += 1;
+                to(line, &c);
             }
             Outcome::Unrecognised if partial => self.report.truncated_last_lines += 1,
             Outcome::Unrecognised => {
@@ -399,19 +559,6 @@ impl Scanner {
                 self.other_example(file, line, text);
             }
         }
-    }
-
-    /// Ends the stream and returns the line accounting.
-    pub fn finish(mut self, out: &mut impl Sink) -> ScanReport {
-        let safepoints = &mut self.report.safepoints;
-        let orphans = self.asm.finish(&mut |s| {
-            *safepoints += 1;
-            out.safepoint(s)
-        });
-        self.report.orphan_culprits = orphans;
-        self.report.open_sync_ns = self.asm.sync_open_ns;
-        self.report.merges = self.asm.counts;
-        self.report
     }
 }
 
@@ -460,7 +607,7 @@ fn first_stamps(chunk: &[u8]) -> Option<Stamps> {
     chunk.split(|&b| b == b'\n').take(64).map(line_stamps).find(|s| !s.is_empty())
 }
 
-fn last_stamps(chunk: &[u8]) -> Option<Stamps> {
+pub(crate) fn last_stamps(chunk: &[u8]) -> Option<Stamps> {
     chunk
         .rsplit(|&b| b == b'\n')
         .filter(|l| !l.is_empty())

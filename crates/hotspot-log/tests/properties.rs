@@ -245,8 +245,16 @@ proptest! {
 /// Everything a scan gives, as text: its result, its records and the final accounting, with
 /// the slice path's `done` calls checked on the way (never backwards, never past the end).
 fn scanned(data: &[u8], slice: bool) -> String {
+    scanned_on(data, slice, 1, 0)
+}
+
+/// [`scanned`], the slice read on `threads` threads in windows of `window` bytes.
+fn scanned_on(data: &[u8], slice: bool, threads: usize, window: usize) -> String {
     let mut got = Vec::new();
     let mut scanner = Scanner::new().keep_examples(3);
+    if threads > 1 {
+        scanner = scanner.threads(threads, window);
+    }
     let result = if slice {
         let mut last = 0usize;
         let mut done = |n: usize| {
@@ -272,7 +280,32 @@ proptest! {
         if newline_at_end { data.push(b'\n'); }
         prop_assert_eq!(scanned(&data, true), scanned(&data, false));
     }
+
+    /// Read on several threads, in windows of a few bytes to a few lines, a slice reads as the
+    /// stream: windows that begin inside a statistics table or a timeout's thread list are
+    /// read again, and line numbers, examples and records come out in order.
+    #[test]
+    fn a_slice_read_on_threads_scans_as_a_stream(lines in proptest::collection::vec(prop_oneof![
+        4 => (0usize..REAL.len()).prop_map(|i| REAL[i].as_bytes().to_vec()),
+        2 => (0usize..TABLE.len()).prop_map(|i| TABLE[i].as_bytes().to_vec()),
+        1 => proptest::collection::vec(any::<u8>(), 0..80),
+    ], 0..60), newline_at_end in any::<bool>(), threads in 2usize..5, window in 1usize..700) {
+        let mut data = lines.join(&b'\n');
+        if newline_at_end { data.push(b'\n'); }
+        prop_assert_eq!(scanned_on(&data, true, threads, window), scanned(&data, false));
+    }
 }
+
+/// Lines from inside JDK 8 and 11 statistics tables and timeout blocks, which carry no needle
+/// and are read only in context.
+const TABLE: [&str; 6] = [
+    "         vmop                    [threads: total initially_running wait_to_block]    [time: spin block sync cleanup vmop] page_trap_count",
+    "4.144: EnableBiasedLocking          [      10          1              1    ]      [  2678     0  2678     0     0    ]  0   ",
+    "12.010: no vm operation             [      11          0              0    ]      [     0     0     0     0   325    ]  0   ",
+    "# SafepointSynchronize::begin: Timeout detected:",
+    "# \"spinner\" #12 daemon prio=5 os_prio=0 tid=0x00007fcabc0e99c0 nid=0xa01 runnable [0x0000000000000000]",
+    "# SafepointSynchronize::begin: (End of list)",
+];
 
 /// Across window boundaries (4 MiB) and past a line too long to buffer (64 MiB), the slice and
 /// the stream still agree, line numbers included.
@@ -292,6 +325,8 @@ fn a_large_slice_scans_as_a_stream() {
         data.push(b'\n');
     }
     let (slice, stream) = (scanned(&data, true), scanned(&data, false));
+    let on_threads = scanned_on(&data, true, 2, 1 << 20);
+    assert!(on_threads == stream, "read on two threads, the slice differs from the stream");
     assert!(
         slice == stream,
         "slice and stream differ:\n{}\n---\n{}",

@@ -315,3 +315,40 @@ fn memory_stays_bounded_on_a_large_stream() {
     let peak_kb = peak.join().unwrap();
     assert!(peak_kb > 0 && peak_kb < 100 * 1024, "peak RSS {peak_kb} kB");
 }
+
+/// A file of several windows reads the same on one thread as on several, to the byte: every
+/// fixture log (JDK 8 to 25, statistics tables and timeout blocks included) over and over; and
+/// JDK 8's batched statistics tables over and over, where most windows begin inside a table.
+#[test]
+fn a_file_reads_the_same_on_any_number_of_threads() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut logs: Vec<PathBuf> = std::fs::read_dir(fixture(""))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "log"))
+        .collect();
+    logs.sort();
+    let tables = vec![fixture("synthetic-jdk8-stats_count60-batched-stoppedtime-gcdetails.log")];
+    for (name, inputs) in [("all.log", logs), ("tables.log", tables)] {
+        let mut data = Vec::new();
+        while data.len() < 6 << 20 {
+            for p in &inputs {
+                data.extend(std::fs::read(p).unwrap());
+            }
+        }
+        let path = dir.path().join(name);
+        std::fs::write(&path, &data).unwrap();
+        let p = path.to_str().unwrap();
+        let one = run(&["logs", "--json", "--threads", "1", p], None);
+        assert_eq!(one.code, 0, "{}", one.stderr);
+        let v: Value = serde_json::from_str(&one.stdout).unwrap();
+        assert!(v["safepoints"].as_u64().unwrap() > 10_000, "{name}: {}", v["safepoints"]);
+        for n in ["2", "3", "4"] {
+            let many = run(&["logs", "--json", "-j", n, p], None);
+            assert_eq!(many.code, 0, "{}", many.stderr);
+            assert!(many.stdout == one.stdout, "{name}: on {n} threads the analysis differs");
+        }
+    }
+    let zero = run(&["logs", "--threads", "0", fixture(JDK8_GC).to_str().unwrap()], None);
+    assert_eq!(zero.code, 2, "{}", zero.stderr);
+}

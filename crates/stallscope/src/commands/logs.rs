@@ -26,7 +26,13 @@ pub fn run(a: LogsArgs) -> Result<i32> {
     } else {
         Box::new(Terminal { out, verbose: a.verbose })
     };
-    let options = LogsOptions { filter, top: a.top, window_ns: a.window.ns(), verbose: a.verbose };
+    let options = LogsOptions {
+        filter,
+        top: a.top,
+        window_ns: a.window.ns(),
+        verbose: a.verbose,
+        threads: a.threads.map(usize::from),
+    };
     let view = logs::analyse(plan, &options, &mut |s| output.item(s))?;
     output.finish(&view).context("writing output")?;
     Ok(EXIT_OK)

@@ -26,6 +26,8 @@ pub struct LogsOptions {
     pub top: usize,
     pub window_ns: u64,
     pub verbose: bool,
+    /// Threads that read a regular file at once; `None`: the machine's cores, up to four.
+    pub threads: Option<usize>,
 }
 
 /// Routes each record through the filter into the summary and to the caller.
@@ -79,6 +81,10 @@ pub fn analyse(
 ) -> Result<LogsView> {
     let filter = &o.filter;
     let mut scanner = Scanner::new().keep_examples(if o.verbose { 10 } else { 3 });
+    scanner = match o.threads {
+        Some(n) => scanner.threads(n, hotspot_log::parallel::WINDOW),
+        None => scanner.threads_available(),
+    };
     let mut sink = LogsSink {
         filter,
         summary: Summary::new(SummaryOptions { top: o.top, window_ns: o.window_ns, windows: 5 }),
@@ -343,7 +349,8 @@ mod tests {
     /// The analysis of one fixture with `filter`, and the records handed on.
     fn analysed(name: &str, filter: Filter) -> (serde_json::Value, usize) {
         let plan = inputs::plan(&[fixture(name)], true).unwrap();
-        let o = LogsOptions { filter, top: 5, window_ns: 1_000_000_000, verbose: false };
+        let o =
+            LogsOptions { filter, top: 5, window_ns: 1_000_000_000, verbose: false, threads: None };
         let mut handed = 0;
         let view = analyse(plan, &o, &mut |_| {
             handed += 1;

@@ -1,0 +1,264 @@
+//! One mapped input read on several threads at once: its lines are classified window by window
+//! on every thread, and the records assembled from them in order on the caller's.
+//!
+//! Classifying a line is a pure function of its bytes ([`crate::line`]); only two things carry
+//! from one line to the next. The assembler's state stays on the caller's thread, which takes
+//! the windows' lines in order. The scanner's context (inside a statistics table or a
+//! timeout's thread list, where every line is looked at) is guessed: a window is read as if it
+//! began outside both, which it nearly always does, and read again on the caller's thread, in
+//! its true context, when it did not.
+//!
+//! Invariant: the same records in the same order, and the same accounting, as reading the input
+//! on one thread (`tests/properties.rs` checks windows of a few bytes against the stream).
+//! Memory is bounded by `2 × threads` windows read ahead of the one being assembled.
+
+use crate::line::Classified;
+use crate::prefilter::Prefilter;
+use crate::scan::{Context, InputReport, LineReader, MAX_LINE, Scanner, Sink};
+use crate::stamps::Stamps;
+use std::collections::BTreeMap;
+use std::sync::{Condvar, Mutex, MutexGuard};
+
+/// Bytes a window holds, short of its last line's end: small enough to share the work out
+/// evenly, large enough that handing a window over costs nothing beside reading it.
+pub const WINDOW: usize = 1 << 20;
+/// Threads beyond these wait for the one thread that assembles records.
+pub const MAX_THREADS: usize = 4;
+
+/// A run of whole lines, or one line longer than [`MAX_LINE`], which is counted, not read.
+#[derive(Clone, Copy)]
+enum Piece {
+    Lines { start: usize, end: usize, eof: bool },
+    Long { end: usize },
+}
+
+impl Piece {
+    fn end(&self) -> usize {
+        match *self {
+            Piece::Lines { end, .. } | Piece::Long { end } => end,
+        }
+    }
+
+    /// The piece that starts at `pos`: up to the last newline within `window` bytes, or within
+    /// twice that if there is none, and so on up to [`MAX_LINE`] (what [`Scanner::scan_slice`]
+    /// does on one thread).
+    fn at(data: &[u8], pos: usize, window: usize) -> Piece {
+        let mut w = window.min(MAX_LINE);
+        loop {
+            let stop = (pos + w).min(data.len());
+            if stop == data.len() {
+                return Piece::Lines { start: pos, end: stop, eof: true };
+            }
+            match memchr::memrchr(b'\n', &data[pos..stop]) {
+                Some(i) => return Piece::Lines { start: pos, end: pos + i + 1, eof: false },
+                None if w < MAX_LINE => w = (w * 2).min(MAX_LINE),
+                None => {
+                    let end =
+                        memchr::memchr(b'\n', &data[stop..]).map_or(data.len(), |i| stop + i + 1);
+                    return Piece::Long { end };
+                }
+            }
+        }
+    }
+}
+
+/// The lines a window recognised, numbered from 1 at the window's start.
+type Events<'a> = Vec<(u64, Classified<'a>)>;
+
+/// A window's lines, classified.
+struct Read<'a> {
+    piece: Piece,
+    /// Its lines' accounting, and the context at its end.
+    rd: LineReader,
+    lines: u64,
+    events: Events<'a>,
+    last: Option<Stamps>,
+}
+
+struct State<'a> {
+    /// Where the next piece starts, its index, and the index of the next to assemble.
+    pos: usize,
+    next: usize,
+    consumed: usize,
+    ready: BTreeMap<usize, Read<'a>>,
+    /// Event buffers handed back, to be filled again.
+    spare: Vec<Events<'a>>,
+    /// A thread panicked, or the caller's did: everyone stops.
+    stop: bool,
+}
+
+struct Shared<'a> {
+    data: &'a [u8],
+    file: u32,
+    window: usize,
+    ahead: usize,
+    examples: usize,
+    state: Mutex<State<'a>>,
+    changed: Condvar,
+}
+
+impl<'a> Shared<'a> {
+    fn lock(&self) -> MutexGuard<'_, State<'a>> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn wait<'g>(&self, g: MutexGuard<'g, State<'a>>) -> MutexGuard<'g, State<'a>> {
+        self.changed.wait(g).unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The next piece to read, if there is one and the read-ahead has room for it.
+    fn claim(&self, st: &mut State<'a>) -> Option<(usize, Piece, Events<'a>)> {
+        if st.pos >= self.data.len() || st.next >= st.consumed + self.ahead {
+            return None;
+        }
+        let piece = Piece::at(self.data, st.pos, self.window);
+        st.pos = piece.end();
+        st.next += 1;
+        Some((st.next - 1, piece, st.spare.pop().unwrap_or_default()))
+    }
+
+    /// Classifies a piece's lines, as if it began outside any table or thread list.
+    fn read(&self, finder: &Prefilter, piece: Piece, mut events: Events<'a>) -> Read<'a> {
+        let mut rd = LineReader::keeping(self.examples);
+        let mut lines = 0u64;
+        let mut last = None;
+        if let Piece::Lines { start, end, eof } = piece {
+            let hay = &self.data[start..end];
+            rd.region(finder, self.file, hay, eof, &mut lines, &mut |line, c| {
+                events.push((line, *c))
+            });
+            last = crate::scan::last_stamps(hay);
+        }
+        Read { piece, rd, lines, events, last }
+    }
+
+    /// Stops everyone: on a panic, or when the caller is done.
+    fn stop(&self) {
+        self.lock().stop = true;
+        self.changed.notify_all();
+    }
+}
+
+/// Stops the other threads when its own is done (`always`), or only when it panics.
+struct StopGuard<'s, 'a> {
+    sh: &'s Shared<'a>,
+    always: bool,
+}
+
+impl Drop for StopGuard<'_, '_> {
+    fn drop(&mut self) {
+        if self.always || std::thread::panicking() {
+            self.sh.stop();
+        }
+    }
+}
+
+fn worker(sh: &Shared<'_>) {
+    let _stop = StopGuard { sh, always: false };
+    let finder = Prefilter::new();
+    loop {
+        let (idx, piece, events) = {
+            let mut st = sh.lock();
+            loop {
+                if st.stop || st.pos >= sh.data.len() {
+                    return;
+                }
+                if let Some(c) = sh.claim(&mut st) {
+                    break c;
+                }
+                st = sh.wait(st);
+            }
+        };
+        let r = sh.read(&finder, piece, events);
+        sh.lock().ready.insert(idx, r);
+        sh.changed.notify_all();
+    }
+}
+
+/// Reads `data` (input `file`) into `sc` on its threads; what [`Scanner::scan_slice`] does on
+/// one thread after the input's first stamps. Returns the input's line count.
+pub(crate) fn read(
+    sc: &mut Scanner,
+    file: u32,
+    data: &[u8],
+    rep: &mut InputReport,
+    out: &mut impl Sink,
+    done: &mut dyn FnMut(usize),
+) -> u64 {
+    let (threads, window) = sc.threads_and_window();
+    let sh = Shared {
+        data,
+        file,
+        window,
+        ahead: 2 * threads,
+        examples: sc.reader().examples,
+        state: Mutex::new(State {
+            pos: 0,
+            next: 0,
+            consumed: 0,
+            ready: BTreeMap::new(),
+            spare: Vec::new(),
+            stop: false,
+        }),
+        changed: Condvar::new(),
+    };
+    let mut line_no = 0u64;
+    std::thread::scope(|scope| {
+        for _ in 1..threads {
+            scope.spawn(|| worker(&sh));
+        }
+        let _stop = StopGuard { sh: &sh, always: true };
+        let finder = Prefilter::new();
+        loop {
+            let mut st = sh.lock();
+            let mut r = loop {
+                let want = st.consumed;
+                if let Some(r) = st.ready.remove(&want) {
+                    break r;
+                }
+                if st.stop || (st.pos >= data.len() && st.next == st.consumed) {
+                    return;
+                }
+                if let Some((idx, piece, events)) = sh.claim(&mut st) {
+                    drop(st);
+                    let r = sh.read(&finder, piece, events);
+                    st = sh.lock();
+                    st.ready.insert(idx, r);
+                    continue;
+                }
+                st = sh.wait(st);
+            };
+            drop(st);
+            match r.piece {
+                Piece::Long { end } => {
+                    line_no += 1;
+                    sc.reader().report.lines_other += 1;
+                    done(end);
+                }
+                Piece::Lines { start, end, eof } => {
+                    if sc.reader().context == Context::default() {
+                        sc.reader().absorb(&r.rd, line_no);
+                        for (line, c) in r.events.drain(..) {
+                            sc.push(file, line_no + line, &c, out);
+                        }
+                        line_no += r.lines;
+                    } else {
+                        // It began inside a table or thread list: read again, knowing so.
+                        sc.region(file, &data[start..end], eof, &mut line_no, out);
+                    }
+                    if r.last.is_some() {
+                        rep.last = r.last;
+                    }
+                    done(end);
+                }
+            }
+            r.events.clear();
+            let mut st = sh.lock();
+            st.consumed += 1;
+            st.spare.push(r.events);
+            drop(st);
+            sh.changed.notify_all();
+        }
+    });
+    line_no
+}
