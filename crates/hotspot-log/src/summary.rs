@@ -176,7 +176,16 @@ impl Default for SummaryOptions {
 /// [`Counts::histogram`] hands the same counts to an `hdrhistogram::Histogram` for the
 /// percentiles, which are then the crate's own reading (property-tested against recording
 /// each value in the crate directly).
-struct Counts(Vec<u64>);
+///
+/// The counts are kept in 16 bits, with what overflows them in a second array made on the first
+/// overflow: the array a record touches is then a quarter of the size, and on a log whose pauses
+/// spread over many buckets its hot part stays in the nearest cache (the 64-bit array's
+/// misses were a third of the summary's time, on the thread that assembles records).
+struct Counts {
+    low: Vec<u16>,
+    /// Multiples of 2^16 carried out of `low`, per bucket; empty until the first carry.
+    high: Vec<u64>,
+}
 
 impl Counts {
     const HALF_MAGNITUDE: u32 = 10;
@@ -194,19 +203,38 @@ impl Counts {
     }
 
     fn new() -> Self {
-        Counts(vec![0; Self::index(HIST_MAX_NS) + 1])
+        Counts { low: vec![0; Self::index(HIST_MAX_NS) + 1], high: Vec::new() }
     }
 
     #[inline]
     fn add(&mut self, v: u64) {
         let i = Self::index(v);
-        self.0[i] += 1;
+        let (n, carry) = self.low[i].overflowing_add(1);
+        self.low[i] = n;
+        if carry {
+            self.carry(i);
+        }
+    }
+
+    #[cold]
+    fn carry(&mut self, i: usize) {
+        if self.high.is_empty() {
+            self.high = vec![0; self.low.len()];
+        }
+        self.high[i] += 1 << 16;
+    }
+
+    fn get(&self, i: usize) -> u64 {
+        u64::from(self.low[i]) + self.high.get(i).copied().unwrap_or(0)
     }
 
     fn histogram(&self) -> Histogram<u64> {
         let mut h = new_histogram();
-        for (i, &n) in self.0.iter().enumerate().filter(|(_, n)| **n > 0) {
-            h.saturating_record_n(Self::value_at(i), n);
+        for i in 0..self.low.len() {
+            let n = self.get(i);
+            if n > 0 {
+                h.saturating_record_n(Self::value_at(i), n);
+            }
         }
         h
     }
@@ -614,18 +642,32 @@ mod tests {
         let h = new_histogram();
         // Every bucket's lowest value is its own lowest equivalent in the crate, and the value
         // just below it falls in the bucket before.
-        for i in 1..Counts::new().0.len() {
+        for i in 1..Counts::new().low.len() {
             let v = Counts::value_at(i);
             assert_eq!(h.lowest_equivalent(v), v, "bucket {i}");
             assert_eq!(Counts::index(v), i);
             assert_eq!(Counts::index(v - 1), i - 1, "bucket {i}");
         }
-        assert_eq!(Counts::index(HIST_MAX_NS), Counts::new().0.len() - 1);
+        assert_eq!(Counts::index(HIST_MAX_NS), Counts::new().low.len() - 1);
         assert_eq!(
             Counts::index(u64::MAX),
             Counts::index(HIST_MAX_NS),
             "values past the range are clamped, as saturating_record does"
         );
+    }
+
+    /// Counts past 16 bits carry into the second array, and read back whole.
+    #[test]
+    fn counts_carry_past_sixteen_bits() {
+        let mut c = Counts::new();
+        for _ in 0..(3 << 16) + 5 {
+            c.add(1_000);
+        }
+        c.add(7);
+        let i = Counts::index(1_000);
+        assert_eq!(c.get(i), (3 << 16) + 5);
+        assert_eq!(c.get(Counts::index(7)), 1);
+        assert_eq!(c.histogram().len(), (3 << 16) + 6);
     }
 
     fn values() -> impl Strategy<Value = Vec<u64>> {
