@@ -37,6 +37,26 @@ impl Jdk8Pauses {
     /// The line, without its newline or `\r`, when it has exactly the layout above.
     #[inline]
     pub(crate) fn read(&mut self, line: &[u8]) -> Option<Classified<'static>> {
+        self.read_to(line).filter(|&(_, end)| end == line.len()).map(|(c, _)| c)
+    }
+
+    /// The line at the start of `hay` (which runs on past it), when it has that layout: what
+    /// [`Jdk8Pauses::read`] says of it, and where it ends (its `\n`, or `hay`'s end). A line
+    /// that ends `\r\n` ends at the `\n`. The line's end is found by reading it, not searched
+    /// for first: no byte of its can be a newline.
+    #[inline]
+    pub(crate) fn read_line(&mut self, hay: &[u8]) -> Option<(Classified<'static>, usize)> {
+        let (c, end) = self.read_to(hay)?;
+        match hay.get(end..) {
+            Some([]) | Some([b'\n', ..]) => Some((c, end)),
+            Some([b'\r', b'\n', ..]) => Some((c, end + 1)),
+            _ => None,
+        }
+    }
+
+    /// The pause line at the start of `line`, and where its last `seconds` ends.
+    #[inline(always)]
+    fn read_to(&mut self, line: &[u8]) -> Option<(Classified<'static>, usize)> {
         // The date: `YYYY-MM-DDTHH:MM:SS.mmm+hhmm: ` is 30 bytes.
         let d = line.get(..30)?;
         if d[4] != b'-'
@@ -86,7 +106,7 @@ impl Jdk8Pauses {
 
     /// After the date: the uptime and the pause.
     #[inline(always)]
-    fn rest(&self, line: &[u8], wall: WallTime) -> Option<Classified<'static>> {
+    fn rest(&self, line: &[u8], wall: WallTime) -> Option<(Classified<'static>, usize)> {
         // The uptime: `12.345: `.
         let (uptime_ns, at) = seconds(line, 30)?;
         let rest = line.get(at..)?.strip_prefix(b": ")?;
@@ -94,14 +114,13 @@ impl Jdk8Pauses {
         let (total_ns, at) = seconds(rest, 0)?;
         let rest = strip_prefix(&rest[at..], TOOK)?;
         let (ttsp_ns, at) = seconds(rest, 0)?;
-        if &rest[at..] != SECONDS {
-            return None;
-        }
-        Some(Classified {
+        let tail = strip_prefix(&rest[at..], SECONDS)?;
+        let c = Classified {
             stamps: Stamps { uptime_ns: Some(uptime_ns), wall: Some(wall), mono_ns: None },
             format: Format::Jdk8StoppedTime,
             event: Event::Stopped { total_ns, ttsp_ns: Some(ttsp_ns) },
-        })
+        };
+        Some((c, line.len() - tail.len()))
     }
 }
 
@@ -239,6 +258,21 @@ mod tests {
             let fast = jdk8_stopped(l.as_bytes());
             if let Some(fast) = fast {
                 proptest::prop_assert_eq!(Outcome::Known(fast), classify_general(l.as_bytes()));
+            }
+        }
+
+        /// A line read where it starts, with whatever follows it, ends where its newline is,
+        /// and reads as the line alone.
+        #[test]
+        fn a_line_read_in_place_ends_at_its_newline(l in pieces(), end in proptest::sample::select(vec!["", "\n", "\r\n", "\r", "\rx", " ", "x", "\n\n2023"]), next in pieces()) {
+            let hay = format!("{l}{end}{next}");
+            if let Some((c, le)) = Jdk8Pauses::default().read_line(hay.as_bytes()) {
+                let text = &hay.as_bytes()[..le];
+                let line = text.strip_suffix(b"\r").unwrap_or(text);
+                proptest::prop_assert_eq!(jdk8_stopped(line), Some(c));
+                let after = &hay.as_bytes()[le..];
+                proptest::prop_assert!(after.is_empty() || after[0] == b'\n', "{:?}", hay);
+                proptest::prop_assert!(!text.contains(&b'\n'));
             }
         }
 

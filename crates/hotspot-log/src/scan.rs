@@ -457,18 +457,15 @@ impl LineReader {
         // of which it holds, so the search would stop in it).
         let mut jdk8_run = false;
         while pos < end {
-            if jdk8_run && !self.context.every_line() {
-                let (le, next) = match memchr::memchr(b'\n', &hay[pos..end]) {
-                    Some(i) => (pos + i, pos + i + 1),
-                    None => (end, end),
-                };
-                let text = &hay[pos..le];
-                if let Some(c) = self.jdk8.read(text.strip_suffix(b"\r").unwrap_or(text)) {
-                    *line_no += 1;
-                    self.take(file, *line_no, text, false, Outcome::Known(c), to);
-                    pos = next;
-                    continue;
-                }
+            if jdk8_run
+                && !self.context.every_line()
+                && let Some((c, len)) = self.jdk8.read_line(&hay[pos..end])
+            {
+                let le = pos + len;
+                *line_no += 1;
+                self.take(file, *line_no, &hay[pos..le], false, Outcome::Known(c), to);
+                pos = (le + 1).min(end);
+                continue;
             }
             let ls = if self.context.every_line() {
                 pos

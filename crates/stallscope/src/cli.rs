@@ -124,9 +124,9 @@ pub struct LogsArgs {
     #[arg(long)]
     pub no_rotation: bool,
 
-    /// Threads that read a log file at once (default: the machine's cores, up to 4). The
-    /// result is the same on any number; `--threads 1` leaves the other cores alone.
-    #[arg(short = 'j', long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=64))]
+    /// Threads that read a log file at once, 1 to 16 (default: the machine's cores, up to
+    /// 4). The result is the same on any number; `--threads 1` leaves the other cores alone.
+    #[arg(short = 'j', long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=16))]
     pub threads: Option<u16>,
 
     /// Show the first lines that were not recognised, with file and line number.
