@@ -19,6 +19,14 @@ use std::sync::Arc;
 /// in batches of `PrintSafepointStatisticsCount` (default 300) after the pauses themselves.
 pub const HOLD: usize = 1024;
 
+/// Pauses of one input, none named by a statistics row, after which no row is waited for: a
+/// JDK 8 log with rows prints its first batch within `PrintSafepointStatisticsCount` pauses
+/// (300 by default). Past this, the records waiting are let go unnamed (as they would have been
+/// one by one) and the rest go out as they are read, not through the hold queue, whose traffic
+/// was a tenth of the time on a JDK 8 log without rows. A row that comes later still is counted
+/// as unmatched. Only a count above this, which is not HotSpot's habit, names fewer pauses.
+pub const NO_ROWS_AFTER: u64 = 2 * HOLD as u64;
+
 /// Slack when matching a JDK 8 statistics row (begin time, `%.3f`) to a `Total time…` line
 /// (end time minus duration): both are millisecond-rounded and taken a few calls apart.
 const MATCH_SLACK_NS: u64 = 100_000_000;
@@ -106,6 +114,10 @@ pub struct Assembler {
     /// Culprits from a finished block, with the sequence number after which they apply.
     timeout_done: Vec<(u64, Culprit)>,
     seen_stopped: bool,
+    /// A JDK 8/11 statistics row was seen in this input.
+    rows_seen: bool,
+    /// Pauses of this input that no row named when they were read.
+    unnamed: u64,
     seq: u64,
     pub counts: MergeCounts,
     /// When the last `Safepoint synchronization initiated` line was logged (CLOCK_MONOTONIC,
@@ -131,6 +143,8 @@ impl Default for Assembler {
             timeout_open: Vec::new(),
             timeout_done: Vec::new(),
             seen_stopped: false,
+            rows_seen: false,
+            unnamed: 0,
             seq: 0,
             sync_open_ns: None,
             counts: MergeCounts::default(),
@@ -212,10 +226,20 @@ impl Assembler {
                     self.counts.rows_merged += 1;
                 }
                 let since_last_ns = self.app_time.take();
+                if named.is_none() {
+                    self.unnamed += 1;
+                    if self.unnamed == NO_ROWS_AFTER && !self.rows_seen {
+                        // No row is coming: let the waiting go.
+                        for i in 0..self.held.len() {
+                            self.held.get_mut(i).wants_name = false;
+                        }
+                        self.drain(out);
+                    }
+                }
                 // Written in place, in the hold queue or over the last record: a record is a
                 // few hundred bytes, and moving each in and out was a tenth of the time on JDK 8
                 // logs, where every record waits for a statistics row that may come.
-                let wants_name = named.is_none();
+                let wants_name = named.is_none() && !self.no_rows();
                 // `slot`, spelled out so that `self.unknown` stays readable beside it.
                 let rec = if self.held.is_empty() && !wants_name {
                     &mut self.last
@@ -308,6 +332,8 @@ impl Assembler {
     /// summary's span: a record coming after that stamp would look like uptime going back.
     /// Statistics rows that stand alone (no pause line seen to merge them into) go out too.
     pub fn release_held(&mut self, out: &mut impl FnMut(&Safepoint)) {
+        self.rows_seen = false;
+        self.unnamed = 0;
         self.flush_ul_row(out);
         if !self.seen_stopped {
             while let Some(row) = self.tty_rows.pop_front() {
@@ -351,7 +377,19 @@ impl Assembler {
     }
 
     /// A JDK 8/11 statistics row: name a waiting `Total time…` record, or wait for one.
+    /// Whether this input is taken to have no statistics rows (see [`NO_ROWS_AFTER`]).
+    fn no_rows(&self) -> bool {
+        !self.rows_seen && self.unnamed >= NO_ROWS_AFTER
+    }
+
     fn tty_row(&mut self, row: OwnedRow, out: &mut impl FnMut(&Safepoint)) {
+        if self.no_rows() && self.seen_stopped {
+            // Too late to name anything read; records from here on wait for rows again.
+            self.rows_seen = true;
+            self.counts.rows_unmatched += 1;
+            return;
+        }
+        self.rows_seen = true;
         let waiting = (0..self.held.len()).position(|i| self.held.get(i).wants_name);
         if let Some(first) = waiting {
             let target = match row.start_uptime_ns {
@@ -608,6 +646,48 @@ mod tests {
         }
         let orphans = a.finish(&mut |s| out.push(s.clone()));
         (out, orphans, a.counts)
+    }
+
+    fn jdk8_pause(i: u64) -> String {
+        format!(
+            "2024-01-01T00:00:00.000+0000: {}.{:03}: Total time for which application threads were stopped: 0.0010000 seconds, Stopping threads took: 0.0000100 seconds",
+            i / 1000,
+            i % 1000
+        )
+    }
+
+    /// A JDK 8 log without statistics rows: past NO_ROWS_AFTER pauses nothing waits for one,
+    /// every record still comes out once, in order; a row that turns up later is counted as
+    /// unmatched, never folded into a later pause.
+    #[test]
+    fn a_jdk8_log_without_rows_stops_waiting_for_them() {
+        let n = NO_ROWS_AFTER + 500;
+        let mut lines: Vec<String> = (0..n).map(|i| jdk8_pause(i * 10)).collect();
+        lines.push(format!("{:8.3}: EnableBiasedLocking          [      10          1              1    ]      [     0     0     0     0     1    ]  0   ", 0.5));
+        lines.push(jdk8_pause(n * 10));
+        let refs: Vec<&str> = lines.iter().map(String::as_str).collect();
+        let (recs, _, counts) = run(&refs);
+        assert_eq!(recs.len() as u64, n + 1);
+        let lines_seen: Vec<u64> = recs.iter().map(|r| r.source.line).collect();
+        assert!(lines_seen.windows(2).all(|w| w[0] < w[1]), "in order");
+        assert!(recs.iter().all(|r| &*r.op == UNKNOWN_OP));
+        assert_eq!(counts.rows_unmatched, 1);
+        assert_eq!(counts.rows_merged, 0);
+    }
+
+    /// Rows that come within NO_ROWS_AFTER pauses still name them.
+    #[test]
+    fn a_late_first_batch_of_rows_still_names_its_pauses() {
+        let n = NO_ROWS_AFTER - 10;
+        let mut lines: Vec<String> = (0..n).map(|i| jdk8_pause(1000 + i * 10)).collect();
+        // The row of the last pause (it began 1 ms before its line's stamp).
+        let last_start = (1000 + (n - 1) * 10) as f64 / 1000.0 - 0.001;
+        lines.push(format!("{last_start:8.3}: EnableBiasedLocking          [      10          1              1    ]      [     0     0     0     0     1    ]  0   "));
+        let refs: Vec<&str> = lines.iter().map(String::as_str).collect();
+        let (recs, _, counts) = run(&refs);
+        assert_eq!(recs.len() as u64, n);
+        assert_eq!(counts.rows_merged, 1, "{counts:?}");
+        assert_eq!(recs.iter().filter(|r| &*r.op == "EnableBiasedLocking").count(), 1);
     }
 
     #[test]
