@@ -23,8 +23,10 @@ pub const HOLD: usize = 1024;
 /// JDK 8 log with rows prints its first batch within `PrintSafepointStatisticsCount` pauses
 /// (300 by default). Past this, the records waiting are let go unnamed (as they would have been
 /// one by one) and the rest go out as they are read, not through the hold queue, whose traffic
-/// was a tenth of the time on a JDK 8 log without rows. A row that comes later still is counted
-/// as unmatched. Only a count above this, which is not HotSpot's habit, names fewer pauses.
+/// was a tenth of the time on a JDK 8 log without rows. Every row that comes later in the input
+/// is counted as unmatched and names nothing: its pause went out long before, and the pauses
+/// after it no longer wait. Only a count above this, which is not HotSpot's habit, names fewer
+/// pauses than the hold queue would have.
 pub const NO_ROWS_AFTER: u64 = 2 * HOLD as u64;
 
 /// Slack when matching a JDK 8 statistics row (begin time, `%.3f`) to a `Total time…` line
@@ -383,9 +385,8 @@ impl Assembler {
     }
 
     fn tty_row(&mut self, row: OwnedRow, out: &mut impl FnMut(&Safepoint)) {
-        if self.no_rows() && self.seen_stopped {
-            // Too late to name anything read; records from here on wait for rows again.
-            self.rows_seen = true;
+        if self.no_rows() {
+            // Too late: its pause went out unnamed, and no later one waits to be named.
             self.counts.rows_unmatched += 1;
             return;
         }
@@ -525,7 +526,8 @@ impl Assembler {
 }
 
 /// The records waiting for a statistics row, in a ring whose slots are written over in place
-/// (see [`Assembler::slot`]); it grows to at most `HOLD + 1` slots and keeps them.
+/// (see [`Assembler::slot`]); it grows by doubling, to the power of two above `HOLD` at most,
+/// and keeps its slots.
 #[derive(Default)]
 struct Ring {
     slots: Vec<Held>,
@@ -663,16 +665,23 @@ mod tests {
     fn a_jdk8_log_without_rows_stops_waiting_for_them() {
         let n = NO_ROWS_AFTER + 500;
         let mut lines: Vec<String> = (0..n).map(|i| jdk8_pause(i * 10)).collect();
-        lines.push(format!("{:8.3}: EnableBiasedLocking          [      10          1              1    ]      [     0     0     0     0     1    ]  0   ", 0.5));
-        lines.push(jdk8_pause(n * 10));
+        // A late first batch, longer than the hold queue, then more pauses.
+        let rows = HOLD as u64 + 100;
+        for i in 0..rows {
+            lines.push(format!("{:8.3}: EnableBiasedLocking          [      10          1              1    ]      [     0     0     0     0     1    ]  0   ", i as f64 * 0.01));
+        }
+        for i in 0..3 {
+            lines.push(jdk8_pause((n + i) * 10));
+        }
         let refs: Vec<&str> = lines.iter().map(String::as_str).collect();
         let (recs, _, counts) = run(&refs);
-        assert_eq!(recs.len() as u64, n + 1);
+        assert_eq!(recs.len() as u64, n + 3, "no record made of a row");
         let lines_seen: Vec<u64> = recs.iter().map(|r| r.source.line).collect();
         assert!(lines_seen.windows(2).all(|w| w[0] < w[1]), "in order");
         assert!(recs.iter().all(|r| &*r.op == UNKNOWN_OP));
-        assert_eq!(counts.rows_unmatched, 1);
+        assert_eq!(counts.rows_unmatched, rows);
         assert_eq!(counts.rows_merged, 0);
+        assert_eq!(counts.rows_alone, 0);
     }
 
     /// Rows that come within NO_ROWS_AFTER pauses still name them.

@@ -155,12 +155,17 @@ pub(crate) fn classify_in<'a>(line: &'a [u8], pauses: &mut Jdk8Pauses) -> Outcom
     if let Some(c) = pauses.read(line) {
         return Outcome::Known(c);
     }
-    classify_general(line)
+    classify_stripped(line)
 }
 
 /// [`classify`] without the fast path for JDK 8's pause line (what that path is tested against).
+#[cfg(test)]
 pub(crate) fn classify_general(line: &[u8]) -> Outcome<'_> {
-    let line = line.strip_suffix(b"\r").unwrap_or(line);
+    classify_stripped(line.strip_suffix(b"\r").unwrap_or(line))
+}
+
+/// The general reading of a line whose `\r` is already stripped (no fast path).
+fn classify_stripped(line: &[u8]) -> Outcome<'_> {
     match decorators::split(line) {
         Some(d) => classify_message(d.stamps, d.message, Some(&d)),
         None => {
@@ -634,6 +639,19 @@ mod tests {
             classify(b"[1.118s][info][safepoint] Safepoint \"X\", Time since last: 1 ns, Reaching safepoint: 6"),
             Outcome::Unrecognised
         );
+    }
+
+    /// One `\r` is taken off a line, not two, with or without the fast path.
+    #[test]
+    fn one_carriage_return_is_stripped() {
+        for l in [
+            "[0.5s][info][safepoint] Application time: 0.5000000 seconds\r\r",
+            "2023-11-14T22:13:20.013+0000: 0.013: Total time for which application threads were stopped: 0.7268193 seconds, Stopping threads took: 0.7239284 seconds\r\r",
+        ] {
+            assert_eq!(classify(l.as_bytes()), classify_general(l.as_bytes()), "{l:?}");
+        }
+        let l = b"[0.5s][info][safepoint] Application time: 0.5000000 seconds\r\r";
+        assert_eq!(classify(l), Outcome::Unrecognised);
     }
 
     #[test]

@@ -14,8 +14,7 @@
 
 use crate::line::Classified;
 use crate::prefilter::Prefilter;
-use crate::scan::{Context, InputReport, LineReader, MAX_LINE, Scanner, Sink};
-use crate::stamps::Stamps;
+use crate::scan::{Context, LineReader, Scanner, Sink, Span};
 use std::collections::BTreeMap;
 use std::sync::{Condvar, Mutex, MutexGuard};
 
@@ -27,41 +26,11 @@ const RELEASE: usize = 16 << 20;
 /// Threads beyond these wait for the one thread that assembles records.
 pub const MAX_THREADS: usize = 4;
 
-/// A run of whole lines, or one line longer than [`MAX_LINE`], which is counted, not read.
+/// A span of the input and where it starts.
 #[derive(Clone, Copy)]
-enum Piece {
-    Lines { start: usize, end: usize, eof: bool },
-    Long { end: usize },
-}
-
-impl Piece {
-    fn end(&self) -> usize {
-        match *self {
-            Piece::Lines { end, .. } | Piece::Long { end } => end,
-        }
-    }
-
-    /// The piece that starts at `pos`: up to the last newline within `window` bytes, or within
-    /// twice that if there is none, and so on up to [`MAX_LINE`] (what [`Scanner::scan_slice`]
-    /// does on one thread).
-    fn at(data: &[u8], pos: usize, window: usize) -> Piece {
-        let mut w = window.min(MAX_LINE);
-        loop {
-            let stop = (pos + w).min(data.len());
-            if stop == data.len() {
-                return Piece::Lines { start: pos, end: stop, eof: true };
-            }
-            match memchr::memrchr(b'\n', &data[pos..stop]) {
-                Some(i) => return Piece::Lines { start: pos, end: pos + i + 1, eof: false },
-                None if w < MAX_LINE => w = (w * 2).min(MAX_LINE),
-                None => {
-                    let end =
-                        memchr::memchr(b'\n', &data[stop..]).map_or(data.len(), |i| stop + i + 1);
-                    return Piece::Long { end };
-                }
-            }
-        }
-    }
+struct Piece {
+    start: usize,
+    span: Span,
 }
 
 /// The lines a window recognised, numbered from 1 at the window's start.
@@ -74,7 +43,6 @@ struct Read<'a> {
     rd: LineReader,
     lines: u64,
     events: Events<'a>,
-    last: Option<Stamps>,
 }
 
 struct State<'a> {
@@ -113,8 +81,10 @@ impl<'a> Shared<'a> {
         if st.pos >= self.data.len() || st.next >= st.consumed + self.ahead {
             return None;
         }
-        let piece = Piece::at(self.data, st.pos, self.window);
-        st.pos = piece.end();
+        // Each piece from the base window: how windows are cut changes nothing read.
+        let span = Span::at(self.data, st.pos, &mut self.window.clone());
+        let piece = Piece { start: st.pos, span };
+        st.pos = span.end();
         st.next += 1;
         Some((st.next - 1, piece, st.spare.pop().unwrap_or_default()))
     }
@@ -123,15 +93,13 @@ impl<'a> Shared<'a> {
     fn read(&self, finder: &Prefilter, piece: Piece, mut events: Events<'a>) -> Read<'a> {
         let mut rd = LineReader::keeping(self.examples);
         let mut lines = 0u64;
-        let mut last = None;
-        if let Piece::Lines { start, end, eof } = piece {
-            let hay = &self.data[start..end];
+        if let Span::Lines { end, eof } = piece.span {
+            let hay = &self.data[piece.start..end];
             rd.region(finder, self.file, hay, eof, &mut lines, &mut |line, c| {
                 events.push((line, *c))
             });
-            last = crate::scan::last_stamps(hay);
         }
-        Read { piece, rd, lines, events, last }
+        Read { piece, rd, lines, events }
     }
 
     /// Stops everyone: on a panic, or when the caller is done.
@@ -183,7 +151,6 @@ pub(crate) fn read(
     sc: &mut Scanner,
     file: u32,
     data: &[u8],
-    rep: &mut InputReport,
     out: &mut impl Sink,
     done: &mut dyn FnMut(usize),
 ) -> u64 {
@@ -240,13 +207,14 @@ pub(crate) fn read(
                 st = sh.wait(st);
             };
             drop(st);
-            match r.piece {
-                Piece::Long { end } => {
+            match r.piece.span {
+                Span::Long { end } => {
                     line_no += 1;
                     sc.reader().report.lines_other += 1;
                     release(end);
                 }
-                Piece::Lines { start, end, eof } => {
+                Span::Lines { end, eof } => {
+                    let start = r.piece.start;
                     if sc.reader().context == Context::default() {
                         sc.reader().absorb(&r.rd, line_no);
                         // By reference: moving each out of the buffer was a copy of a few
@@ -258,9 +226,6 @@ pub(crate) fn read(
                     } else {
                         // It began inside a table or thread list: read again, knowing so.
                         sc.region(file, &data[start..end], eof, &mut line_no, out);
-                    }
-                    if r.last.is_some() {
-                        rep.last = r.last;
                     }
                     release(end);
                 }

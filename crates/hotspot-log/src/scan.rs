@@ -283,8 +283,9 @@ impl Scanner {
         if !head.is_empty() {
             rep.first = input_start(file, head, out)?;
         }
-        if self.threads > 1 && data.len() > 2 * self.window {
-            let line_no = crate::parallel::read(self, file, data, &mut rep, out, done);
+        if self.threads > 1 && data.len() > self.window.saturating_mul(2) {
+            let line_no = crate::parallel::read(self, file, data, out, done);
+            rep.last = last_stamps_in(data);
             self.input_end(file, &mut rep, line_no, out);
             return Ok(rep);
         }
@@ -292,24 +293,16 @@ impl Scanner {
         let mut pos = 0usize;
         // As `scan`'s buffer: it grows for a long line and stays grown.
         let mut window = CHUNK;
-        'windows: while pos < data.len() {
-            let (end, eof) = loop {
-                let stop = (pos + window).min(data.len());
-                if stop == data.len() {
-                    break (stop, true);
-                }
-                match memchr::memrchr(b'\n', &data[pos..stop]) {
-                    Some(i) => break (pos + i + 1, false),
-                    None if window < MAX_LINE => window *= 2,
-                    None => {
-                        // One line longer than MAX_LINE: counted once, its bytes skipped (as `scan`).
-                        line_no += 1;
-                        self.rd.report.lines_other += 1;
-                        pos = memchr::memchr(b'\n', &data[stop..])
-                            .map_or(data.len(), |i| stop + i + 1);
-                        done(pos);
-                        continue 'windows;
-                    }
+        while pos < data.len() {
+            let (end, eof) = match Span::at(data, pos, &mut window) {
+                Span::Lines { end, eof } => (end, eof),
+                Span::Long { end } => {
+                    // One line longer than MAX_LINE: counted once, its bytes skipped (as `scan`).
+                    line_no += 1;
+                    self.rd.report.lines_other += 1;
+                    pos = end;
+                    done(pos);
+                    continue;
                 }
             };
             self.region(file, &data[pos..end], eof, &mut line_no, out);
@@ -604,7 +597,60 @@ fn first_stamps(chunk: &[u8]) -> Option<Stamps> {
     chunk.split(|&b| b == b'\n').take(64).map(line_stamps).find(|s| !s.is_empty())
 }
 
-pub(crate) fn last_stamps(chunk: &[u8]) -> Option<Stamps> {
+/// A run of whole lines of a mapped input, from a given start, or one line longer than
+/// [`MAX_LINE`], which is counted, not read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Span {
+    Lines { end: usize, eof: bool },
+    Long { end: usize },
+}
+
+impl Span {
+    /// The span that starts at `pos`: up to the last newline within `window` bytes, or within
+    /// twice that if there is none (`window` grows and stays grown, as `scan`'s buffer does),
+    /// and so on up to [`MAX_LINE`].
+    pub(crate) fn at(data: &[u8], pos: usize, window: &mut usize) -> Span {
+        loop {
+            let stop = pos.saturating_add(*window).min(data.len());
+            if stop == data.len() {
+                return Span::Lines { end: stop, eof: true };
+            }
+            match memchr::memrchr(b'\n', &data[pos..stop]) {
+                Some(i) => return Span::Lines { end: pos + i + 1, eof: false },
+                None if *window < MAX_LINE => *window = window.saturating_mul(2).min(MAX_LINE),
+                None => {
+                    let end =
+                        memchr::memchr(b'\n', &data[stop..]).map_or(data.len(), |i| stop + i + 1);
+                    return Span::Long { end };
+                }
+            }
+        }
+    }
+
+    pub(crate) fn end(&self) -> usize {
+        match *self {
+            Span::Lines { end, .. } | Span::Long { end } => end,
+        }
+    }
+}
+
+/// The last stamps of a mapped input as [`Scanner::scan_slice`] finds them on one thread: those
+/// of the last of its windows that has a stamped line among its last 64. (A reading on several
+/// threads, whose windows are cut elsewhere, takes them from here, so as to find the same.)
+pub(crate) fn last_stamps_in(data: &[u8]) -> Option<Stamps> {
+    let mut windows = Vec::new();
+    let (mut pos, mut window) = (0usize, CHUNK);
+    while pos < data.len() {
+        let span = Span::at(data, pos, &mut window);
+        if let Span::Lines { end, .. } = span {
+            windows.push((pos, end));
+        }
+        pos = span.end();
+    }
+    windows.iter().rev().find_map(|&(start, end)| last_stamps(&data[start..end]))
+}
+
+fn last_stamps(chunk: &[u8]) -> Option<Stamps> {
     chunk
         .rsplit(|&b| b == b'\n')
         .filter(|l| !l.is_empty())

@@ -334,3 +334,21 @@ fn a_large_slice_scans_as_a_stream() {
         &stream[..stream.len().min(2000)]
     );
 }
+
+/// The input's last stamps do not depend on how threads cut it: here the last 100 lines carry
+/// no stamp, so one thread's single 4 MiB window has none among its last 64 lines, while a
+/// 1 MiB window before the last would.
+#[test]
+fn the_last_stamps_are_the_same_on_threads() {
+    let mut data = Vec::new();
+    while data.len() < 3 << 20 {
+        data.extend_from_slice(REAL[0].as_bytes());
+        data.push(b'\n');
+    }
+    for _ in 0..100 {
+        data.extend_from_slice(b"application output\n");
+    }
+    let stream = scanned(&data, false);
+    assert!(stream.contains("last: None"), "{}", &stream[..stream.len().min(600)]);
+    assert_eq!(scanned_on(&data, true, 2, 1 << 20), stream);
+}
