@@ -28,7 +28,6 @@ mod fastpath;
 pub mod formats;
 pub mod jfr;
 pub mod line;
-pub mod parallel;
 pub mod prefilter;
 pub mod record;
 pub mod render;

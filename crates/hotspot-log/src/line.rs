@@ -6,7 +6,7 @@
 //! safepoint line) or `Other` (it did not), never guessed at.
 
 use crate::decorators;
-use crate::fastpath::Jdk8Pauses;
+use crate::fastpath::{Jdk8Pause, Jdk8Pauses};
 use crate::formats::Format;
 use crate::stamps::{Stamps, has_fraction, parse_iso_time, parse_seconds_ns, parse_u64};
 
@@ -152,10 +152,20 @@ pub fn classify(line: &[u8]) -> Outcome<'_> {
 #[inline]
 pub(crate) fn classify_in<'a>(line: &'a [u8], pauses: &mut Jdk8Pauses) -> Outcome<'a> {
     let line = line.strip_suffix(b"\r").unwrap_or(line);
-    if let Some(c) = pauses.read(line) {
-        return Outcome::Known(c);
+    if let Some(p) = pauses.read(line) {
+        return Outcome::Known(p.into());
     }
     classify_stripped(line)
+}
+
+impl From<Jdk8Pause> for Classified<'static> {
+    fn from(p: Jdk8Pause) -> Self {
+        Classified {
+            stamps: Stamps { uptime_ns: Some(p.uptime_ns), wall: Some(p.wall), mono_ns: None },
+            format: Format::Jdk8StoppedTime,
+            event: Event::Stopped { total_ns: p.total_ns, ttsp_ns: Some(p.ttsp_ns) },
+        }
+    }
 }
 
 /// [`classify`] without the fast path for JDK 8's pause line (what that path is tested against).
@@ -596,6 +606,9 @@ fn parse_thread_line(rest: &[u8]) -> Option<ThreadLine<'_>> {
     }
     Some(t)
 }
+
+#[cfg(test)]
+mod jdk8_tests;
 
 #[cfg(test)]
 mod tests {

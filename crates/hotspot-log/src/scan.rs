@@ -18,6 +18,9 @@ use serde::Serialize;
 use std::collections::BTreeMap;
 use std::io::{self, Read};
 
+mod parallel;
+pub use parallel::{MAX_THREADS, WINDOW};
+
 const CHUNK: usize = 4 << 20;
 /// Lines longer than this are counted and skipped rather than buffered whole.
 pub const MAX_LINE: usize = 64 << 20;
@@ -130,7 +133,7 @@ pub struct Scanner {
     rd: LineReader,
     safepoints: u64,
     buf: Vec<u8>,
-    /// Threads that read a mapped input at once, and their windows' size (see [`crate::parallel`]).
+    /// Threads that read a mapped input at once, and their windows' size (see [`WINDOW`]).
     threads: usize,
     window: usize,
 }
@@ -150,7 +153,7 @@ impl Scanner {
             safepoints: 0,
             buf: Vec::new(),
             threads: 1,
-            window: crate::parallel::WINDOW,
+            window: WINDOW,
         }
     }
 
@@ -170,10 +173,10 @@ impl Scanner {
     }
 
     /// [`Scanner::threads`] with as many threads as the machine runs at once, up to
-    /// [`crate::parallel::MAX_THREADS`], in windows of [`crate::parallel::WINDOW`].
+    /// [`MAX_THREADS`], in windows of [`WINDOW`].
     pub fn threads_available(self) -> Self {
         let n = std::thread::available_parallelism().map_or(1, |n| n.get());
-        self.threads(n.min(crate::parallel::MAX_THREADS), crate::parallel::WINDOW)
+        self.threads(n.min(MAX_THREADS), WINDOW)
     }
 
     /// Reads one input to its end. Inputs that continue each other (a rotated set) are fed in
@@ -284,7 +287,7 @@ impl Scanner {
             rep.first = input_start(file, head, out)?;
         }
         if self.threads > 1 && data.len() > self.window.saturating_mul(2) {
-            let line_no = crate::parallel::read(self, file, data, out, done);
+            let line_no = parallel::read(self, file, data, out, done);
             rep.last = last_stamps_in(data);
             self.input_end(file, &mut rep, line_no, out);
             return Ok(rep);
@@ -348,7 +351,7 @@ impl Scanner {
         });
     }
 
-    /// One recognised line that a window read on another thread (see [`crate::parallel`]).
+    /// One recognised line that a window read on another thread.
     pub(crate) fn push(&mut self, file: u32, line: u64, c: &Classified<'_>, out: &mut impl Sink) {
         let safepoints = &mut self.safepoints;
         self.asm.push(c, Source { file, line }, &mut |s| {
@@ -456,7 +459,7 @@ impl LineReader {
             {
                 let le = pos + len;
                 *line_no += 1;
-                self.take(file, *line_no, &hay[pos..le], false, Outcome::Known(c), to);
+                self.take(file, *line_no, &hay[pos..le], false, Outcome::Known(c.into()), to);
                 pos = (le + 1).min(end);
                 continue;
             }

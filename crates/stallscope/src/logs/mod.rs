@@ -82,7 +82,7 @@ pub fn analyse(
     let filter = &o.filter;
     let mut scanner = Scanner::new().keep_examples(if o.verbose { 10 } else { 3 });
     scanner = match o.threads {
-        Some(n) => scanner.threads(n, hotspot_log::parallel::WINDOW),
+        Some(n) => scanner.threads(n, hotspot_log::scan::WINDOW),
         None => scanner.threads_available(),
     };
     let mut sink = LogsSink {

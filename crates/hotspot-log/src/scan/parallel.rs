@@ -1,7 +1,7 @@
 //! One mapped input read on several threads at once: its lines are classified window by window
 //! on every thread, and the records assembled from them in order on the caller's.
 //!
-//! Classifying a line is a pure function of its bytes ([`crate::line`]); only two things carry
+//! Classifying a line is a pure function of its bytes (`line`); only two things carry
 //! from one line to the next. The assembler's state stays on the caller's thread, which takes
 //! the windows' lines in order. The scanner's context (inside a statistics table or a
 //! timeout's thread list, where every line is looked at) is guessed: a window is read as if it
@@ -12,9 +12,9 @@
 //! on one thread (`tests/properties.rs` checks windows of a few bytes against the stream).
 //! Memory is bounded by `2 × threads` windows read ahead of the one being assembled.
 
+use super::{Context, LineReader, Scanner, Sink, Span};
 use crate::line::Classified;
 use crate::prefilter::Prefilter;
-use crate::scan::{Context, LineReader, Scanner, Sink, Span};
 use std::collections::BTreeMap;
 use std::sync::{Condvar, Mutex, MutexGuard};
 
