@@ -145,37 +145,27 @@ fn the_quick_lab_runs_every_scenario_and_cleans_up() {
         assert_eq!(s["verdict"], "reproduced", "{id}: {}", s["reason"]);
         for v in s["variants"].as_array().unwrap().iter().filter(|v| v["baseline"] == true) {
             let runs = v["runs"].as_array().unwrap();
-            if id == "cpu-contention" {
-                // The longest of a run's many short stalls can be one the doctor calls unknown
-                // (CI on 2026-11-25: one baseline run of two, 24 ms): at least one run names the
-                // starvation, and neither names anything else.
+            // Two scenarios are graded with tolerance: at least one run names the known cause,
+            // and no run names anything but these (`unknown` included).
+            // - cpu-contention: the longest of a run's many short stalls can be one the doctor
+            //   calls unknown (CI on 2026-11-25: one baseline run of two, 24 ms).
+            // - cpu-quota: measured 9 of 10 in the full lab on each JDK. One kind of miss is
+            //   fixed (a tie in share between the throttling and the run-queue wait it causes
+            //   went to the weaker evidence); the other, a stall the doctor called unknown, is
+            //   not understood.
+            let tolerated: Option<&[&str]> = match id {
+                "cpu-contention" => Some(&["cpu-starvation", "unknown"]),
+                "cpu-quota" => Some(&["cgroup-throttling", "cpu-starvation", "unknown"]),
+                _ => None,
+            };
+            if let Some(allowed) = tolerated {
                 assert!(
                     runs.iter().any(|r| r["grade"]["matched"] == true),
-                    "{id}: the doctor named the starvation in neither run: {runs:?}"
+                    "{id}: the doctor named the known cause in neither run: {runs:?}"
                 );
                 for r in runs {
                     let d = r["grade"]["diagnosed"].as_str().unwrap_or("");
-                    assert!(["cpu-starvation", "unknown"].contains(&d), "{id}: {}", r["grade"]);
-                }
-                continue;
-            }
-            if id == "cpu-quota" {
-                // Measured 9 of 10 in the full lab on each JDK. One kind of miss is fixed (a
-                // tie in share between the throttling and the run-queue wait it causes went to
-                // the weaker evidence); the other, a stall the doctor called unknown, is not
-                // understood. At least one of the two runs names the quota, and neither names
-                // anything but the CPU, or says it does not know.
-                assert!(
-                    runs.iter().any(|r| r["grade"]["matched"] == true),
-                    "{id}: the doctor named the quota in neither run: {runs:?}"
-                );
-                for r in runs {
-                    let d = r["grade"]["diagnosed"].as_str().unwrap_or("");
-                    assert!(
-                        ["cgroup-throttling", "cpu-starvation", "unknown"].contains(&d),
-                        "{id}: {}",
-                        r["grade"]
-                    );
+                    assert!(allowed.contains(&d), "{id}: {}", r["grade"]);
                 }
                 continue;
             }
