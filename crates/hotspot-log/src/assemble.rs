@@ -232,28 +232,20 @@ impl Assembler {
                     self.unnamed += 1;
                     if self.unnamed == NO_ROWS_AFTER && !self.rows_seen {
                         // No row is coming: let the waiting go.
-                        for i in 0..self.held.len() {
-                            self.held.get_mut(i).wants_name = false;
-                        }
-                        self.drain(out);
+                        self.release_all(out);
                     }
                 }
                 // Written in place, in the hold queue or over the last record: a record is a
                 // few hundred bytes, and moving each in and out was a tenth of the time on JDK 8
                 // logs, where every record waits for a statistics row that may come.
                 let wants_name = named.is_none() && !self.no_rows();
-                // `slot`, spelled out so that `self.unknown` stays readable beside it.
-                let rec = if self.held.is_empty() && !wants_name {
-                    &mut self.last
-                } else {
-                    self.held.push(wants_name, &self.unknown)
-                };
+                let (rec, unknown) = self.slot(wants_name);
                 match named {
                     Some(op) => rec.op = op,
                     // Interned: a fresh Arc per record cost an allocation here and a hash in
                     // every consumer that groups by operation; and the slot most often holds
                     // it already, which saves the (atomic) reference count update.
-                    None if !Arc::ptr_eq(&rec.op, &self.unknown) => rec.op = self.unknown.clone(),
+                    None if !Arc::ptr_eq(&rec.op, unknown) => rec.op = unknown.clone(),
                     None => {}
                 }
                 rec.ttsp_ns = ttsp_ns;
@@ -320,10 +312,7 @@ impl Assembler {
                 self.row_alone(row, out);
             }
         }
-        while let Some(h) = self.held.front() {
-            out(&h.rec);
-            self.held.pop_front();
-        }
+        self.release_all(out);
         let mut orphans: Vec<Culprit> = self.timeout_done.drain(..).map(|(_, c)| c).collect();
         orphans.append(&mut self.timeout_open);
         orphans
@@ -342,6 +331,11 @@ impl Assembler {
                 self.row_alone(row, out);
             }
         }
+        self.release_all(out);
+    }
+
+    /// Lets out every held record, named or not.
+    fn release_all(&mut self, out: &mut impl FnMut(&Safepoint)) {
         while let Some(h) = self.held.front() {
             out(&h.rec);
             self.held.pop_front();
@@ -378,12 +372,12 @@ impl Assembler {
         }
     }
 
-    /// A JDK 8/11 statistics row: name a waiting `Total time…` record, or wait for one.
     /// Whether this input is taken to have no statistics rows (see [`NO_ROWS_AFTER`]).
     fn no_rows(&self) -> bool {
         !self.rows_seen && self.unnamed >= NO_ROWS_AFTER
     }
 
+    /// A JDK 8/11 statistics row: name a waiting `Total time…` record, or wait for one.
     fn tty_row(&mut self, row: OwnedRow, out: &mut impl FnMut(&Safepoint)) {
         if self.no_rows() {
             // Too late: its pause went out unnamed, and no later one waits to be named.
@@ -471,14 +465,17 @@ impl Assembler {
     }
 
     /// Where the next record is written: over the last one when it can go out at once (nothing
-    /// waits ahead of it, and it waits for nothing), else at the back of the hold queue. The
-    /// caller sets every field but `culprits`, then calls [`Assembler::emit_slot`].
-    fn slot(&mut self, wants_name: bool) -> &mut Safepoint {
-        if self.held.is_empty() && !wants_name {
+    /// waits ahead of it, and it waits for nothing), else at the back of the hold queue; and the
+    /// interned `unknown` name, for the caller to give it. The caller sets every field but
+    /// `culprits`, then calls [`Assembler::emit_slot`].
+    fn slot(&mut self, wants_name: bool) -> (&mut Safepoint, &Arc<str>) {
+        let unknown = &self.unknown;
+        let rec = if self.held.is_empty() && !wants_name {
             &mut self.last
         } else {
-            self.held.push(wants_name, &self.unknown)
-        }
+            self.held.push(wants_name, unknown)
+        };
+        (rec, unknown)
     }
 
     /// Gives the record just written to [`Assembler::slot`] its culprits, and lets out what can
@@ -510,7 +507,7 @@ impl Assembler {
         wants_name: bool,
         out: &mut impl FnMut(&Safepoint),
     ) {
-        *self.slot(wants_name) = rec;
+        *self.slot(wants_name).0 = rec;
         self.emit_slot(seq, wants_name, out);
     }
 
