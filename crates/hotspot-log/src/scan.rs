@@ -38,7 +38,7 @@ const TIMEOUT_CONTEXT: u32 = 10_000;
 /// Whether the scanner is inside a statistics table or a timeout thread list, where lines
 /// carry no needle and so must each be examined.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Context {
+struct Context {
     table: u32,
     timeout: u32,
 }
@@ -242,8 +242,7 @@ impl Scanner {
                     None => {
                         // One line longer than MAX_LINE: count it once, drop its bytes.
                         if !skipping_long {
-                            line_no += 1;
-                            self.rd.report.lines_other += 1;
+                            self.rd.long_line(&mut line_no);
                         }
                         skipping_long = true;
                         filled = 0;
@@ -286,9 +285,9 @@ impl Scanner {
         if !head.is_empty() {
             rep.first = input_start(file, head, out)?;
         }
+        rep.last = last_stamps_in(data);
         if self.threads > 1 && data.len() > self.window.saturating_mul(2) {
             let line_no = parallel::read(self, file, data, out, done);
-            rep.last = last_stamps_in(data);
             self.input_end(file, &mut rep, line_no, out);
             return Ok(rep);
         }
@@ -301,17 +300,13 @@ impl Scanner {
                 Span::Lines { end, eof } => (end, eof),
                 Span::Long { end } => {
                     // One line longer than MAX_LINE: counted once, its bytes skipped (as `scan`).
-                    line_no += 1;
-                    self.rd.report.lines_other += 1;
+                    self.rd.long_line(&mut line_no);
                     pos = end;
                     done(pos);
                     continue;
                 }
             };
             self.region(file, &data[pos..end], eof, &mut line_no, out);
-            if let Some(s) = last_stamps(&data[pos..end]) {
-                rep.last = Some(s);
-            }
             done(end);
             pos = end;
         }
@@ -334,38 +329,16 @@ impl Scanner {
     }
 
     /// Handles a run of whole lines (the last one may lack its newline at end of input).
-    pub(crate) fn region(
-        &mut self,
-        file: u32,
-        hay: &[u8],
-        eof: bool,
-        line_no: &mut u64,
-        out: &mut impl Sink,
-    ) {
+    fn region(&mut self, file: u32, hay: &[u8], eof: bool, line_no: &mut u64, out: &mut impl Sink) {
         let (asm, safepoints) = (&mut self.asm, &mut self.safepoints);
         self.rd.region(&self.finder, file, hay, eof, line_no, &mut |line, c| {
-            asm.push(c, Source { file, line }, &mut |s| {
-                *safepoints += 1;
-                out.safepoint(s)
-            });
+            assemble(asm, safepoints, c, Source { file, line }, out)
         });
     }
 
     /// One recognised line that a window read on another thread.
-    pub(crate) fn push(&mut self, file: u32, line: u64, c: &Classified<'_>, out: &mut impl Sink) {
-        let safepoints = &mut self.safepoints;
-        self.asm.push(c, Source { file, line }, &mut |s| {
-            *safepoints += 1;
-            out.safepoint(s)
-        });
-    }
-
-    pub(crate) fn reader(&mut self) -> &mut LineReader {
-        &mut self.rd
-    }
-
-    pub(crate) fn threads_and_window(&self) -> (usize, usize) {
-        (self.threads, self.window)
+    fn push(&mut self, file: u32, line: u64, c: &Classified<'_>, out: &mut impl Sink) {
+        assemble(&mut self.asm, &mut self.safepoints, c, Source { file, line }, out)
     }
 
     /// Ends the stream and returns the line accounting.
@@ -390,32 +363,52 @@ impl Scanner {
     }
 }
 
+/// Feeds one recognised line to the assembler; the records it finishes go to `out`, counted.
+fn assemble(
+    asm: &mut Assembler,
+    safepoints: &mut u64,
+    c: &Classified<'_>,
+    source: Source,
+    out: &mut impl Sink,
+) {
+    asm.push(c, source, &mut |s| {
+        *safepoints += 1;
+        out.safepoint(s)
+    });
+}
+
 /// Reads runs of whole lines: finds those that can hold a record, classifies them, and counts
 /// the rest. What it recognises goes to a callback; its accounting is the line fields of
 /// `report`. It holds no record, so the windows of one input can each have their own, read on
 /// different threads, and be added up in order ([`LineReader::absorb`]).
 #[derive(Debug, Default, Clone)]
-pub(crate) struct LineReader {
-    pub(crate) context: Context,
-    pub(crate) examples: usize,
+struct LineReader {
+    context: Context,
+    examples: usize,
     /// The line fields of a [`ScanReport`], but for `by_format`, which is counted in `formats`.
-    pub(crate) report: ScanReport,
+    report: ScanReport,
     /// Lines recognised, by [`Format`] (its index in [`Format::ALL`]): an array, not the
     /// report's map, which cost a tree walk per line.
-    pub(crate) formats: [u64; Format::ALL.len()],
+    formats: [u64; Format::ALL.len()],
     /// JDK 8's pause lines read so far: the last one's minute, read again by the next.
     jdk8: Jdk8Pauses,
 }
 
 impl LineReader {
     /// A reader that keeps up to `examples` lines of each kind to show.
-    pub(crate) fn keeping(examples: usize) -> LineReader {
+    fn keeping(examples: usize) -> LineReader {
         LineReader { examples, ..LineReader::default() }
+    }
+
+    /// Counts one line longer than [`MAX_LINE`], whose bytes are skipped.
+    fn long_line(&mut self, line_no: &mut u64) {
+        *line_no += 1;
+        self.report.lines_other += 1;
     }
 
     /// Adds the accounting of `w`, a window read after everything this reader has read whose
     /// line numbers start after line `base`; takes its context.
-    pub(crate) fn absorb(&mut self, w: &LineReader, base: u64) {
+    fn absorb(&mut self, w: &LineReader, base: u64) {
         let (r, o) = (&mut self.report, &w.report);
         r.lines_recognised += o.lines_recognised;
         r.lines_unrecognised += o.lines_unrecognised;
@@ -437,7 +430,7 @@ impl LineReader {
     }
 
     /// Handles a run of whole lines (the last one may lack its newline at end of input).
-    pub(crate) fn region<'a>(
+    fn region<'a>(
         &mut self,
         finder: &Prefilter,
         file: u32,
@@ -603,7 +596,7 @@ fn first_stamps(chunk: &[u8]) -> Option<Stamps> {
 /// A run of whole lines of a mapped input, from a given start, or one line longer than
 /// [`MAX_LINE`], which is counted, not read.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Span {
+enum Span {
     Lines { end: usize, eof: bool },
     Long { end: usize },
 }
@@ -612,7 +605,7 @@ impl Span {
     /// The span that starts at `pos`: up to the last newline within `window` bytes, or within
     /// twice that if there is none (`window` grows and stays grown, as `scan`'s buffer does),
     /// and so on up to [`MAX_LINE`].
-    pub(crate) fn at(data: &[u8], pos: usize, window: &mut usize) -> Span {
+    fn at(data: &[u8], pos: usize, window: &mut usize) -> Span {
         loop {
             let stop = pos.saturating_add(*window).min(data.len());
             if stop == data.len() {
@@ -630,7 +623,7 @@ impl Span {
         }
     }
 
-    pub(crate) fn end(&self) -> usize {
+    fn end(&self) -> usize {
         match *self {
             Span::Lines { end, .. } | Span::Long { end } => end,
         }
@@ -640,7 +633,7 @@ impl Span {
 /// The last stamps of a mapped input as [`Scanner::scan_slice`] finds them on one thread: those
 /// of the last of its windows that has a stamped line among its last 64. (A reading on several
 /// threads, whose windows are cut elsewhere, takes them from here, so as to find the same.)
-pub(crate) fn last_stamps_in(data: &[u8]) -> Option<Stamps> {
+fn last_stamps_in(data: &[u8]) -> Option<Stamps> {
     let mut windows = Vec::new();
     let (mut pos, mut window) = (0usize, CHUNK);
     while pos < data.len() {

@@ -154,13 +154,13 @@ pub(crate) fn read(
     out: &mut impl Sink,
     done: &mut dyn FnMut(usize),
 ) -> u64 {
-    let (threads, window) = sc.threads_and_window();
+    let threads = sc.threads;
     let sh = Shared {
         data,
         file,
-        window,
+        window: sc.window,
         ahead: 2 * threads,
-        examples: sc.reader().examples,
+        examples: sc.rd.examples,
         state: Mutex::new(State {
             pos: 0,
             next: 0,
@@ -209,14 +209,13 @@ pub(crate) fn read(
             drop(st);
             match r.piece.span {
                 Span::Long { end } => {
-                    line_no += 1;
-                    sc.reader().report.lines_other += 1;
+                    sc.rd.long_line(&mut line_no);
                     release(end);
                 }
                 Span::Lines { end, eof } => {
                     let start = r.piece.start;
-                    if sc.reader().context == Context::default() {
-                        sc.reader().absorb(&r.rd, line_no);
+                    if sc.rd.context == Context::default() {
+                        sc.rd.absorb(&r.rd, line_no);
                         // By reference: moving each out of the buffer was a copy of a few
                         // hundred bytes a line, a fifth of this thread's time.
                         for (line, c) in &r.events {
