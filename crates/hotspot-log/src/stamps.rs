@@ -186,7 +186,7 @@ pub(crate) fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
     era * 146097 + doe - 719468
 }
 
-fn digits<const N: usize>(s: &[u8], at: usize) -> Option<u32> {
+pub(crate) fn digits<const N: usize>(s: &[u8], at: usize) -> Option<u32> {
     let part = s.get(at..at + N)?;
     parse_u64(part).map(|v| v as u32)
 }
