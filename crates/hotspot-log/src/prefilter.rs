@@ -166,9 +166,32 @@ impl Prefilter {
                 }
                 p += 32;
             }
-            if p + 65 > hay.len() {
+            if p + 33 > hay.len() {
                 break;
             }
+        }
+        // Fewer than 33 bytes left: the last 33 of `hay` are tested at once, less the positions
+        // before p, which were tested already. (A search that ends at a line's end, which is
+        // most of them between JDK 8's pause lines, ends here each time.)
+        if p < hay.len() && hay.len() >= 33 {
+            let q = hay.len() - 33;
+            // SAFETY: q + 33 == len, so both 32-byte loads are inside `hay`.
+            let v = unsafe {
+                pairs(
+                    _mm256_loadu_si256(hay.as_ptr().add(q) as *const __m256i),
+                    _mm256_loadu_si256(hay.as_ptr().add(q + 1) as *const __m256i),
+                )
+            };
+            // p > q here (the loop above ran while p + 33 <= len).
+            let mut bits = (_mm256_movemask_epi8(v) as u32 as u64) >> (p - q);
+            while bits != 0 {
+                let at = p + bits.trailing_zeros() as usize;
+                if let Some(q) = Self::pair_at(hay, at).and_then(|k| self.check(hay, from, k, at)) {
+                    return Some(q);
+                }
+                bits &= bits - 1;
+            }
+            return None;
         }
         (p..hay.len())
             .find_map(|at| Self::pair_at(hay, at).and_then(|k| self.check(hay, from, k, at)))
@@ -220,6 +243,28 @@ mod tests {
             prop_assert_eq!(f.find(&hay, from, hay.len()), naive(&hay, from));
             f.avx2 = false;
             prop_assert_eq!(f.find(&hay, from, hay.len()), naive(&hay, from));
+        }
+    }
+
+    /// The last bytes before a search's end are tested together, less those before its start:
+    /// a needle ending there is found, from any start, in a text of any length.
+    #[test]
+    fn needles_at_the_end_of_a_search() {
+        let f = Prefilter::new();
+        for n in NEEDLES {
+            for len in n.len()..200 {
+                let mut hay = vec![b'x'; len];
+                hay[len - n.len()..].copy_from_slice(n.as_bytes());
+                // Pairs of ours that are no needle, before it.
+                for i in (0..(len - n.len()).saturating_sub(1)).step_by(5) {
+                    hay[i..i + 2].copy_from_slice(b"im");
+                }
+                for from in 0..=len {
+                    let want = (from <= len - n.len()).then_some(len - n.len());
+                    assert_eq!(f.find(&hay, from, len), want, "{n} in {len} bytes from {from}");
+                    assert_eq!(naive(&hay, from), want);
+                }
+            }
         }
     }
 
