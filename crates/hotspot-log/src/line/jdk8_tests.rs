@@ -39,7 +39,9 @@ fn pieces() -> impl proptest::strategy::Strategy<Value = String> {
     use proptest::prelude::*;
     let digits = || {
         prop_oneof![
-            18 => "[0-9]{1,9}",
+            12 => "[0-9]{1,9}",
+            6 => "[0-9]{7}",
+            1 => "[0-9]{7}[0-9/:;]",
             1 => "[0-9]{0,14}",
             1 => "[0-9]{9,12}",
         ]
