@@ -431,30 +431,27 @@ impl Summary {
     /// lines, typically), so "percent of time stopped" is over the whole log, not just from
     /// the first safepoint to the last.
     pub fn observe_span(&mut self, s: &Stamps) {
-        self.observe(s, true)
+        self.observe(s);
     }
 
-    /// `printed`: the stamp is one HotSpot printed, so uptime going back means a restart. A
-    /// record's start (its end less its length) is computed: it may lie before the previous
-    /// line's stamp without uptime ever going back, and only widens the span.
-    fn observe(&mut self, s: &Stamps, printed: bool) {
+    /// Widens the span with a stamp HotSpot printed, so uptime going back means a restart (a
+    /// record's start, computed, is not one: see [`Summary::add`]). Returns the stamp's reading
+    /// on the summary's clock, if it has one.
+    fn observe(&mut self, s: &Stamps) -> Option<u64> {
         let clock = match self.windows.clock {
             Some(c) => c,
-            None => match Clock::pick(s) {
-                Some(c) => {
-                    self.windows.clock = Some(c);
-                    c
-                }
-                None => return,
-            },
+            None => {
+                let c = Clock::pick(s)?;
+                self.windows.clock = Some(c);
+                c
+            }
         };
-        if let Some(t) = clock.read(s) {
+        let t = clock.read(s);
+        if let Some(t) = t {
             self.span = Some(match self.span {
                 // Uptime going back by more than a second: a new JVM run (a rotated set that
                 // spans a restart). Monotonic and wall clocks never go back.
-                Some((a, b))
-                    if printed && clock == Clock::Uptime && t.saturating_add(RUN_BREAK_NS) < b =>
-                {
+                Some((a, b)) if clock == Clock::Uptime && t.saturating_add(RUN_BREAK_NS) < b => {
                     self.closed_span = self.closed_span.saturating_add(b - a);
                     self.windows.new_run(t);
                     (t, t)
@@ -467,6 +464,7 @@ impl Summary {
                 self.windows.first_wall = Some((t, w));
             }
         }
+        t
     }
 
     pub fn add(&mut self, r: &Safepoint) {
@@ -545,11 +543,19 @@ impl Summary {
             self.tally_culprit(c, false);
         }
 
-        self.observe(&r.end, true);
-        self.observe(&start, false);
-        if let Some(clock) = self.windows.clock
-            && let (Some(s), Some(e)) = (clock.read(&start), clock.read(&r.end))
+        // The end as printed, then the start. The start is computed (the end less the record's
+        // length): it may lie before the previous line's stamp without uptime ever going back,
+        // so it only widens the span back. It is no later than the end, and has a clock's
+        // reading only when the end has.
+        if let Some(e) = self.observe(&r.end)
+            && let Some(s) = self.windows.clock.and_then(|c| c.read(&start))
         {
+            if let Some((a, b)) = self.span
+                && s < a
+            {
+                self.span = Some((s, b));
+                self.windows.log_start = Some(s);
+            }
             self.windows.add(s, e, r.total_ns);
         }
     }
