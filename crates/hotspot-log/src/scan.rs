@@ -272,13 +272,14 @@ impl Scanner {
 
     /// Reads one input held whole in memory (a mapped file) without copying it: the same
     /// results as [`Scanner::scan`] over the same bytes, window for window. `done(n)` is told
-    /// when the first `n` bytes will not be looked at again, so a mapping can let them go.
+    /// when the first `n` bytes will not be looked at again, so a mapping can let them go; on
+    /// several threads ([`Scanner::threads`]), it may be told on any of them.
     pub fn scan_slice(
         &mut self,
         file: u32,
         data: &[u8],
         out: &mut impl Sink,
-        done: &mut dyn FnMut(usize),
+        done: &(dyn Fn(usize) + Sync),
     ) -> Result<InputReport, ScanError> {
         let mut rep = InputReport { bytes: data.len() as u64, ..InputReport::default() };
         let head = &data[..data.len().min(CHUNK)];

@@ -256,12 +256,18 @@ fn scanned_on(data: &[u8], slice: bool, threads: usize, window: usize) -> String
         scanner = scanner.threads(threads, window);
     }
     let result = if slice {
-        let mut last = 0usize;
-        let mut done = |n: usize| {
-            assert!(n >= last && n <= data.len(), "done({n}) after done({last}) of {}", data.len());
-            last = n;
+        let last = std::sync::Mutex::new(0usize);
+        let done = |n: usize| {
+            let mut last = last.lock().unwrap();
+            assert!(
+                n >= *last && n <= data.len(),
+                "done({n}) after done({}) of {}",
+                *last,
+                data.len()
+            );
+            *last = n;
         };
-        scanner.scan_slice(0, data, &mut |s: &Safepoint| got.push(format!("{s:?}")), &mut done)
+        scanner.scan_slice(0, data, &mut |s: &Safepoint| got.push(format!("{s:?}")), &done)
     } else {
         scanner.scan(0, data, &mut |s: &Safepoint| got.push(format!("{s:?}")))
     };

@@ -55,6 +55,8 @@ struct State<'a> {
     spare: Vec<Events<'a>>,
     /// A thread panicked, or the caller's did: everyone stops.
     stop: bool,
+    /// The bytes assembled, up to which the input can be let go, once a thread gets to it.
+    release: usize,
 }
 
 struct Shared<'a> {
@@ -65,6 +67,9 @@ struct Shared<'a> {
     examples: usize,
     state: Mutex<State<'a>>,
     changed: Condvar,
+    /// Tells the input's owner what can be let go; the bytes it was told of, which only grow.
+    done: &'a (dyn Fn(usize) + Sync),
+    released: Mutex<usize>,
 }
 
 impl<'a> Shared<'a> {
@@ -102,6 +107,18 @@ impl<'a> Shared<'a> {
         Read { piece, rd, lines, events }
     }
 
+    /// Lets the input go up to where it was assembled, unless another thread is at it. Off
+    /// the assembling thread when another is there: each release is a `madvise` that zaps the
+    /// pages (a twentieth of the time), and the assembling thread has the most to do.
+    fn let_go(&self, upto: usize) {
+        if let Ok(mut released) = self.released.try_lock()
+            && upto > *released
+        {
+            (self.done)(upto);
+            *released = upto;
+        }
+    }
+
     /// Stops everyone: on a panic, or when the caller is done.
     fn stop(&self) {
         self.lock().stop = true;
@@ -126,12 +143,21 @@ impl Drop for StopGuard<'_, '_> {
 fn worker(sh: &Shared<'_>) {
     let _stop = StopGuard { sh, always: false };
     let finder = Prefilter::new();
+    // The last release this thread saw asked for.
+    let mut let_go = 0;
     loop {
         let (idx, piece, events) = {
             let mut st = sh.lock();
             loop {
                 if st.stop || st.pos >= sh.data.len() {
                     return;
+                }
+                if st.release > let_go {
+                    let_go = st.release;
+                    drop(st);
+                    sh.let_go(let_go);
+                    st = sh.lock();
+                    continue;
                 }
                 if let Some(c) = sh.claim(&mut st) {
                     break c;
@@ -152,7 +178,7 @@ pub(crate) fn read(
     file: u32,
     data: &[u8],
     out: &mut impl Sink,
-    done: &mut dyn FnMut(usize),
+    done: &(dyn Fn(usize) + Sync),
 ) -> u64 {
     let threads = sc.threads;
     let sh = Shared {
@@ -168,17 +194,20 @@ pub(crate) fn read(
             ready: BTreeMap::new(),
             spare: Vec::new(),
             stop: false,
+            release: 0,
         }),
         changed: Condvar::new(),
+        done,
+        released: Mutex::new(0),
     };
     let mut line_no = 0u64;
     // `done` in steps of RELEASE bytes, not per window: letting pages go is a TLB shootdown
-    // across the threads' cores each time.
-    let mut released = 0usize;
-    let mut release = |end: usize| {
-        if end - released >= RELEASE || end == data.len() {
-            done(end);
-            released = end;
+    // across the threads' cores each time. The other threads do it; the rest, at the end.
+    let mut marked = 0usize;
+    let mut release = |st: &mut State<'_>, end: usize| {
+        if end - marked >= RELEASE {
+            st.release = end;
+            marked = end;
         }
     };
     std::thread::scope(|scope| {
@@ -208,10 +237,7 @@ pub(crate) fn read(
             };
             drop(st);
             match r.piece.span {
-                Span::Long { end } => {
-                    sc.rd.long_line(&mut line_no);
-                    release(end);
-                }
+                Span::Long { .. } => sc.rd.long_line(&mut line_no),
                 Span::Lines { end, eof } => {
                     let start = r.piece.start;
                     if sc.rd.context == Context::default() {
@@ -226,16 +252,17 @@ pub(crate) fn read(
                         // It began inside a table or thread list: read again, knowing so.
                         sc.region(file, &data[start..end], eof, &mut line_no, out);
                     }
-                    release(end);
                 }
             }
             r.events.clear();
             let mut st = sh.lock();
+            release(&mut st, r.piece.span.end());
             st.consumed += 1;
             st.spare.push(r.events);
             drop(st);
             sh.changed.notify_all();
         }
     });
+    sh.let_go(data.len());
     line_no
 }

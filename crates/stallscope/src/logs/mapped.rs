@@ -9,7 +9,6 @@
 //! is told the file shrank. A fault anywhere else gets the default action, as before.
 //! Pages already read are let go (`MADV_DONTNEED`), so the resident set stays near one window.
 
-use std::cell::Cell;
 use std::fs::File;
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -21,8 +20,13 @@ pub struct Mapped {
     len: usize,
     page: usize,
     /// Bytes below this were let go.
-    released: Cell<usize>,
+    released: AtomicUsize,
 }
+
+// SAFETY: the mapping is read-only and lives as long as the value; the only state that changes
+// is `released`, an atomic. Threads that read one input at once share it (`logs --threads`),
+// and any of them may let pages go.
+unsafe impl Sync for Mapped {}
 
 impl Mapped {
     /// Maps `file` when it is a regular, non-empty file; `None` when it is anything else (a
@@ -53,7 +57,7 @@ impl Mapped {
         unsafe { libc::madvise(ptr, len, libc::MADV_SEQUENTIAL) };
         // SAFETY: sysconf has no preconditions.
         let page = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap_or(4096);
-        Ok(Some(Mapped { ptr, len, page, released: Cell::new(0) }))
+        Ok(Some(Mapped { ptr, len, page, released: AtomicUsize::new(0) }))
     }
 
     /// Whether the file starts with the gzip magic (such a file is read through the decoder).
@@ -63,9 +67,10 @@ impl Mapped {
             && unsafe { std::slice::from_raw_parts(self.ptr as *const u8, 2) } == [0x1f, 0x8b]
     }
 
-    /// Lets go of the whole pages below `upto`: they will not be read again.
+    /// Lets go of the whole pages below `upto`: they will not be read again. (Two threads that
+    /// let the same pages go at once cost a second `madvise`, no more.)
     fn release(&self, upto: usize) {
-        let from = self.released.get();
+        let from = self.released.load(Ordering::Relaxed);
         let to = upto.min(self.len) / self.page * self.page;
         if to > from {
             // SAFETY: whole pages inside our own mapping, which nothing reads again.
@@ -76,7 +81,7 @@ impl Mapped {
                     libc::MADV_DONTNEED,
                 )
             };
-            self.released.set(to);
+            self.released.fetch_max(to, Ordering::Relaxed);
         }
     }
 }
@@ -136,12 +141,13 @@ fn install_handler() {
     });
 }
 
-/// Runs `f` over the mapped bytes; `done(n)` from `f`'s side lets go of the first `n` bytes.
+/// Runs `f` over the mapped bytes; `done(n)` from `f`'s side (any of its threads) lets go of
+/// the first `n` bytes.
 /// Returns what `f` returned and whether the file shrank while it was read (the bytes past its
 /// new end were read as zeros, so what `f` made of them must not be trusted).
 pub fn read_in_place<T>(
     m: &Mapped,
-    f: impl FnOnce(&[u8], &mut dyn FnMut(usize)) -> T,
+    f: impl FnOnce(&[u8], &(dyn Fn(usize) + Sync)) -> T,
 ) -> (T, bool) {
     let _one = READING.lock().unwrap_or_else(|e| e.into_inner());
     install_handler();
@@ -151,7 +157,7 @@ pub fn read_in_place<T>(
     // SAFETY: the mapping is ours and lives as long as `m`; pages that go away under us are
     // replaced by zeros (see the module's invariant) rather than faulting.
     let bytes = unsafe { std::slice::from_raw_parts(m.ptr as *const u8, m.len) };
-    let out = f(bytes, &mut |n| m.release(n));
+    let out = f(bytes, &|n| m.release(n));
     ACTIVE_START.store(0, Ordering::SeqCst);
     ACTIVE_END.store(0, Ordering::SeqCst);
     (out, SHRANK.load(Ordering::SeqCst))
