@@ -358,3 +358,51 @@ fn the_last_stamps_are_the_same_on_threads() {
     assert!(stream.contains("last: None"), "{}", &stream[..stream.len().min(600)]);
     assert_eq!(scanned_on(&data, true, 2, 1 << 20), stream);
 }
+
+/// JDK 8's lines, and GC lines between its pauses that hold a needle or do not (the scanner
+/// passes over a line that holds none without searching past it, and reads the next pause line
+/// in place).
+const JDK8_POOL: [&str; 11] = [
+    "2023-11-14T22:13:20.013+0000: 0.013: Total time for which application threads were stopped: 0.7268193 seconds, Stopping threads took: 0.7239284 seconds",
+    "2023-11-14T22:14:01.999+0000: 41.999: Total time for which application threads were stopped: 0.0000213 seconds, Stopping threads took: 0.0000040 seconds\r",
+    "2023-11-14T22:14:02.000+0000: 42.000: Total time for which application threads were stopped: 0.00002134 seconds, Stopping threads took: 0.0000040 seconds",
+    "2023-11-14T22:13:20.133+0000: 0.133: [GC (Allocation Failure) [PSYoungGen: 69202K->11533K(76288K)] 69202K->13840K(251392K), 0.0021588 secs] [Times: user=0.03 sys=0.01, real=0.01 secs] ",
+    "2023-11-14T22:13:20.140+0000: 0.140: [GC (Allocation Failure) 2023-11-14T22:13:20.141+0000: 0.141: Total time for which application threads were stopped: 0.0001000 seconds, Stopping threads took: 0.0000100 seconds",
+    "2023-11-14T22:13:20.150+0000: 0.150: [Full GC (Ergonomics) Application time: 0.0100000 seconds",
+    "2023-11-14T22:13:20.160+0000: 0.160: Application time: 0.0392110 seconds",
+    "[GC concurrent-root-region-scan-start] SafepointSynchronize junk",
+    "java.lang.OutOfMemoryError: Java heap space",
+    "",
+    "im im im af _c Total time for which",
+];
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 500, ..ProptestConfig::default() })]
+    /// A JDK 8 log counts each line as that line read alone: a line that holds a needle as
+    /// `classify` reads it, any other as other output.
+    #[test]
+    fn a_jdk8_log_counts_its_lines_as_each_reads_alone(picks in proptest::collection::vec(0usize..JDK8_POOL.len(), 0..120)) {
+        let lines: Vec<&str> = picks.iter().map(|&i| JDK8_POOL[i]).collect();
+        let data = lines.iter().map(|l| format!("{l}\n")).collect::<String>();
+        let mut scanner = Scanner::new();
+        scanner.scan(0, data.as_bytes(), &mut |_: &Safepoint| {}).unwrap();
+        let report = scanner.finish(&mut |_: &Safepoint| {});
+        let (mut recognised, mut other, mut unrecognised) = (0u64, 0u64, 0u64);
+        let mut by_format = std::collections::BTreeMap::new();
+        for l in &lines {
+            let needle = hotspot_log::prefilter::NEEDLES.iter().any(|n| l.contains(n));
+            match classify(l.as_bytes()) {
+                Outcome::Known(c) if needle => {
+                    recognised += 1;
+                    *by_format.entry(c.format).or_insert(0u64) += 1;
+                }
+                Outcome::Unrecognised if needle => unrecognised += 1,
+                _ => other += 1,
+            }
+        }
+        prop_assert_eq!(report.lines_recognised, recognised);
+        prop_assert_eq!(report.lines_unrecognised, unrecognised);
+        prop_assert_eq!(report.lines_other, other);
+        prop_assert_eq!(report.by_format, by_format);
+    }
+}
