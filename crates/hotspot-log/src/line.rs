@@ -168,6 +168,20 @@ impl From<Jdk8Pause> for Classified<'static> {
     }
 }
 
+impl Jdk8Pause {
+    /// What a `Classified` says when it is exactly one made from a `Jdk8Pause`.
+    pub(crate) fn of(c: &Classified<'_>) -> Option<Jdk8Pause> {
+        match (c.format, c.event, c.stamps) {
+            (
+                Format::Jdk8StoppedTime,
+                Event::Stopped { total_ns, ttsp_ns: Some(ttsp_ns) },
+                Stamps { uptime_ns: Some(uptime_ns), wall: Some(wall), mono_ns: None },
+            ) => Some(Jdk8Pause { uptime_ns, wall, total_ns, ttsp_ns }),
+            _ => None,
+        }
+    }
+}
+
 /// [`classify`] without the fast path for JDK 8's pause line (what that path is tested against).
 #[cfg(test)]
 pub(crate) fn classify_general(line: &[u8]) -> Outcome<'_> {
