@@ -184,7 +184,7 @@ fn worker(sh: &Shared<'_>) {
         let (idx, piece, events) = {
             let mut st = sh.lock();
             loop {
-                if st.stop || st.pos >= sh.data.len() {
+                if st.stop {
                     return;
                 }
                 if st.release > let_go {
@@ -196,6 +196,11 @@ fn worker(sh: &Shared<'_>) {
                 }
                 if let Some(c) = sh.claim(&mut st) {
                     break c;
+                }
+                // Nothing left to read: the thread stays to let the last windows go while the
+                // caller assembles them, until they all are.
+                if st.pos >= sh.data.len() && st.consumed == st.next {
+                    return;
                 }
                 st = sh.wait(st);
             }
@@ -237,10 +242,12 @@ pub(crate) fn read(
     };
     let mut line_no = 0u64;
     // `done` in steps of RELEASE bytes, not per window: letting pages go is a TLB shootdown
-    // across the threads' cores each time. The other threads do it; the rest, at the end.
+    // across the threads' cores each time. The other threads do it. Once every window is read,
+    // each one is let go as soon as it is assembled, so that little is left for this thread
+    // to let go at the end, when it would be all that is running.
     let mut marked = 0usize;
     let mut release = |st: &mut State<'_>, end: usize| {
-        if end - marked >= RELEASE {
+        if end - marked >= RELEASE || st.pos >= data.len() {
             st.release = end;
             marked = end;
         }
