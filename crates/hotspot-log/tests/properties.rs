@@ -404,5 +404,7 @@ proptest! {
         prop_assert_eq!(report.lines_unrecognised, unrecognised);
         prop_assert_eq!(report.lines_other, other);
         prop_assert_eq!(report.by_format, by_format);
+        // And on threads, in windows of a few lines, with the examples and line numbers.
+        prop_assert_eq!(scanned_on(data.as_bytes(), true, 3, 300), scanned(data.as_bytes(), false));
     }
 }

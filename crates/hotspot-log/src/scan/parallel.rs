@@ -253,10 +253,13 @@ pub(crate) fn read(
         }
     };
     std::thread::scope(|scope| {
+        // Before the threads start: a thread that fails to start panics here, and the guard
+        // then stops those already started, which would otherwise wait for windows to be
+        // assembled, and the scope for them.
+        let _stop = StopGuard { sh: &sh, always: true };
         for _ in 1..threads {
             scope.spawn(|| worker(&sh));
         }
-        let _stop = StopGuard { sh: &sh, always: true };
         let finder = Prefilter::new();
         loop {
             let mut st = sh.lock();
