@@ -14,7 +14,7 @@
 //! it (`tests/properties.rs`).
 
 use crate::bytes::strip_prefix;
-use crate::stamps::{WallTime, days_from_civil, digits, word_digits};
+use crate::stamps::{WallTime, days_from_civil, digits, not_digits, word_digits};
 
 const STOPPED: &[u8] = b"Total time for which application threads were stopped: ";
 const TOOK: &[u8] = b" seconds, Stopping threads took: ";
@@ -146,16 +146,14 @@ fn seconds(s: &[u8], at: usize) -> Option<(u64, usize)> {
 /// (`%3.7f`): read at once, not one by one, each waiting on the last.
 #[inline(always)]
 fn seven(s: &[u8], at: usize) -> Option<u64> {
-    const LOW: u64 = 0x0F0F_0F0F_0F0F_0F0F;
-    const HIGH: u64 = 0xF0F0_F0F0_F0F0_F0F0;
     let w: [u8; 8] = s.get(at..at + 8)?.try_into().ok()?;
     if s.get(at + 8).is_some_and(u8::is_ascii_digit) {
         return None;
     }
-    // The seven digits in the low bytes (the point shifted out), each 0 to 9 if a digit.
+    // The seven digits in the low bytes (the point shifted out), each 0 to 9 if a digit; the
+    // top byte, shifted in, is 0, which passes as a digit.
     let t = (u64::from_le_bytes(w) >> 8) ^ 0x0030_3030_3030_3030;
-    let not_digit = (t & HIGH) | (((t & LOW) + 0x0606_0606_0606_0606) & HIGH);
-    (not_digit == 0).then(|| word_digits(t, 7))
+    (not_digits(t) == 0).then(|| word_digits(t, 7))
 }
 
 /// A run of 1 to 9 digits at `at`: its value and where it ends. (`stamps::leading_digits`,

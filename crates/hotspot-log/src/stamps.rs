@@ -63,15 +63,11 @@ impl Stamps {
 /// spent classifying one.
 #[inline]
 pub(crate) fn leading_digits(s: &[u8]) -> Option<(u64, usize)> {
-    const LOW: u64 = 0x0F0F_0F0F_0F0F_0F0F;
-    const HIGH: u64 = 0xF0F0_F0F0_F0F0_F0F0;
     let mut v: u64 = 0;
     let mut n = 0usize;
     while let Some(chunk) = s.get(n..n + 8) {
         let t = u64::from_le_bytes(chunk.try_into().unwrap()) ^ 0x3030_3030_3030_3030;
-        // A byte is a digit when its high nibble was 3 (now 0) and its low one is at most 9.
-        let not_digit = (t & HIGH) | (((t & LOW) + 0x0606_0606_0606_0606) & HIGH);
-        let k = (not_digit.trailing_zeros() / 8) as usize;
+        let k = (not_digits(t).trailing_zeros() / 8) as usize;
         if k == 0 {
             return Some((v, n));
         }
@@ -90,6 +86,16 @@ pub(crate) fn leading_digits(s: &[u8]) -> Option<(u64, usize)> {
         n += 1;
     }
     Some((v, n))
+}
+
+/// The bytes of `t`, eight ASCII bytes each XORed with `'0'`, that were no digit: nonzero high
+/// nibbles there, zero elsewhere. A byte was a digit when its high nibble was 3 (now 0) and its
+/// low one is at most 9.
+#[inline(always)]
+pub(crate) fn not_digits(t: u64) -> u64 {
+    const LOW: u64 = 0x0F0F_0F0F_0F0F_0F0F;
+    const HIGH: u64 = 0xF0F0_F0F0_F0F0_F0F0;
+    (t & HIGH) | (((t & LOW) + 0x0606_0606_0606_0606) & HIGH)
 }
 
 /// The value of the first `k` (1 to 8) bytes of `word` (little-endian), ASCII digits or their
