@@ -118,6 +118,19 @@ impl Prefilter {
             let c = _mm256_and_si256(_mm256_cmpeq_epi8(v0, c0), _mm256_cmpeq_epi8(v1, c1));
             _mm256_or_si256(_mm256_or_si256(a, b), c)
         };
+        // Which of the 32 positions from `at` hold a pair of ours (33 bytes are read: the pair
+        // at at + 31 ends at at + 32).
+        let mask32 = |at: usize| {
+            let w = &hay[at..at + 33];
+            // SAFETY: `w` is 33 bytes, so both 32-byte loads are inside it.
+            let v = unsafe {
+                pairs(
+                    _mm256_loadu_si256(w.as_ptr() as *const __m256i),
+                    _mm256_loadu_si256(w.as_ptr().add(1) as *const __m256i),
+                )
+            };
+            _mm256_movemask_epi8(v) as u32
+        };
         // 64 positions a step, with one test and one branch while no pair is among them (65
         // bytes are read from p: the pair at p + 63 ends at p + 64). The 64 with a pair are
         // looked at 32 at a time by the loop below, and the 64-step goes on after them if that
@@ -147,22 +160,8 @@ impl Prefilter {
             // end once fewer than 65 bytes are left.
             let stop = if p + 65 <= hay.len() { p + 64 } else { usize::MAX };
             while p + 33 <= hay.len() && p < stop {
-                // SAFETY: p + 33 <= len, so both 32-byte loads are inside `hay`.
-                let v = unsafe {
-                    pairs(
-                        _mm256_loadu_si256(hay.as_ptr().add(p) as *const __m256i),
-                        _mm256_loadu_si256(hay.as_ptr().add(p + 1) as *const __m256i),
-                    )
-                };
-                let mut bits = _mm256_movemask_epi8(v) as u32;
-                while bits != 0 {
-                    let at = p + bits.trailing_zeros() as usize;
-                    if let Some(q) =
-                        Self::pair_at(hay, at).and_then(|k| self.check(hay, from, k, at))
-                    {
-                        return Some(q);
-                    }
-                    bits &= bits - 1;
+                if let Some(q) = self.first_of(hay, from, p, u64::from(mask32(p))) {
+                    return Some(q);
                 }
                 p += 32;
             }
@@ -174,27 +173,31 @@ impl Prefilter {
         // before p, which were tested already. (A search that ends at a line's end, which is
         // most of them between JDK 8's pause lines, ends here each time.)
         if p < hay.len() && hay.len() >= 33 {
-            let q = hay.len() - 33;
-            // SAFETY: q + 33 == len, so both 32-byte loads are inside `hay`.
-            let v = unsafe {
-                pairs(
-                    _mm256_loadu_si256(hay.as_ptr().add(q) as *const __m256i),
-                    _mm256_loadu_si256(hay.as_ptr().add(q + 1) as *const __m256i),
-                )
-            };
-            // p > q here (the loop above ran while p + 33 <= len).
-            let mut bits = (_mm256_movemask_epi8(v) as u32 as u64) >> (p - q);
-            while bits != 0 {
-                let at = p + bits.trailing_zeros() as usize;
-                if let Some(q) = Self::pair_at(hay, at).and_then(|k| self.check(hay, from, k, at)) {
-                    return Some(q);
-                }
-                bits &= bits - 1;
-            }
-            return None;
+            // p > last here (the loop above ran while p + 33 <= len).
+            let last = hay.len() - 33;
+            return self.first_of(hay, from, p, u64::from(mask32(last)) >> (p - last));
         }
-        (p..hay.len())
-            .find_map(|at| Self::pair_at(hay, at).and_then(|k| self.check(hay, from, k, at)))
+        (p..hay.len()).find_map(|at| self.needle_at(hay, from, at))
+    }
+
+    /// The first needle through the pairs at `base + i` for each bit `i` set in `bits`.
+    #[inline(always)]
+    fn first_of(&self, hay: &[u8], from: usize, base: usize, mut bits: u64) -> Option<usize> {
+        while bits != 0 {
+            let at = base + bits.trailing_zeros() as usize;
+            if let Some(q) = self.needle_at(hay, from, at) {
+                return Some(q);
+            }
+            bits &= bits - 1;
+        }
+        None
+    }
+
+    /// The needle through a pair of ours at `at`, if there is one and it starts at `from` or
+    /// later.
+    #[inline(always)]
+    fn needle_at(&self, hay: &[u8], from: usize, at: usize) -> Option<usize> {
+        Self::pair_at(hay, at).and_then(|k| self.check(hay, from, k, at))
     }
 }
 
