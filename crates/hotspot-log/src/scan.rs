@@ -449,31 +449,30 @@ impl LineReader {
         // A line that was no pause line was passed over since the last pause line.
         let mut passed_one = false;
         while pos < end {
-            if jdk8_run
-                && !self.context.every_line()
-                && let Some((c, len)) = self.jdk8.read_line(&hay[pos..end])
-            {
-                let le = pos + len;
-                *line_no += 1;
-                self.take(file, *line_no, &hay[pos..le], false, &Outcome::Known(c.into()), to);
-                pos = (le + 1).min(end);
-                passed_one = false;
-                continue;
-            }
-            // Between two pause lines, a GC line: one that holds no needle is passed over
-            // alone, and the run goes on, so the next pause line is read in place, not searched
-            // for (needles hold no newline, so one in this line ends before its end). One line
-            // only: a GC's details can run to dozens of lines, which one search passes faster.
-            if jdk8_run
-                && !passed_one
-                && !self.context.every_line()
-                && let Some(i) = memchr::memchr(b'\n', &hay[pos..end])
-                && finder.find(hay, pos, pos + i).is_none()
-            {
-                self.skip(file, &hay[pos..=pos + i], line_no);
-                pos += i + 1;
-                passed_one = true;
-                continue;
+            if jdk8_run && !self.context.every_line() {
+                if let Some((c, len)) = self.jdk8.read_line(&hay[pos..end]) {
+                    let le = pos + len;
+                    *line_no += 1;
+                    let known = Outcome::Known(c.into());
+                    self.take(file, *line_no, &hay[pos..le], false, &known, to);
+                    pos = (le + 1).min(end);
+                    passed_one = false;
+                    continue;
+                }
+                // Between two pause lines, a GC line: one that holds no needle is passed over
+                // alone, and the run goes on, so the next pause line is read in place, not
+                // searched for (needles hold no newline, so one in this line ends before its
+                // end). One line only: a GC's details can run to dozens of lines, which one
+                // search passes faster.
+                if !passed_one
+                    && let Some(i) = memchr::memchr(b'\n', &hay[pos..end])
+                    && finder.find(hay, pos, pos + i).is_none()
+                {
+                    self.skip(file, &hay[pos..=pos + i], line_no);
+                    pos += i + 1;
+                    passed_one = true;
+                    continue;
+                }
             }
             let ls = if self.context.every_line() {
                 pos
