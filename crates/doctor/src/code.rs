@@ -56,6 +56,9 @@ pub struct Library {
     pub mapped_read: &'static str,
     /// For a huge copy or fill it asked of the VM (`Unsafe.setMemory`, `copyMemory`).
     pub bulk_call: &'static str,
+    /// For a store to a page of a file it maps shared, waiting for that page's writeback; None
+    /// for a library that writes no file through a mapping.
+    pub mapped_write: Option<&'static str>,
 }
 
 /// The well-known libraries, by package.
@@ -65,18 +68,23 @@ pub const LIBRARIES: &[Library] = &[
         packages: &["org.apache.lucene."],
         mapped_read: "Lucene's MMapDirectory reads the index through a mapping, and a safepoint waits for each page read from disk: keep the index in the page cache (memory for it, or MMapDirectory's preload for the files searched first), put it on faster storage, or open it with NIOFSDirectory, whose reads (FileChannel) a safepoint does not wait for",
         bulk_call: "Lucene copied a large block in one call: smaller segments or merges keep each copy short",
+        mapped_write: None,
     },
     Library {
         name: "Chronicle",
         packages: &["net.openhft.chronicle."],
         mapped_read: "Chronicle Queue and Map read and write through memory-mapped files, and a safepoint waits for each page read from disk: keep the queue on fast local storage (tmpfs, NVMe), sized to stay in the page cache, and let Chronicle's pretoucher fault the next cycle in ahead of the writer",
         bulk_call: "Chronicle zeroed or copied a large region in one call: pretouch it off the critical path (Chronicle's pretoucher) or use smaller blocks (blockSize)",
+        mapped_write: Some(
+            "Chronicle Queue and Map write through memory-mapped files, and a store to a page being written back waits for the disk where pages are held stable (FUSE, NFS, btrfs, disks with integrity checks): keep the queue on tmpfs or fast local storage, not on a network or FUSE file system",
+        ),
     },
     Library {
         name: "Netty",
         packages: &["io.netty."],
         mapped_read: "Netty reads this file through a mapping: send it with DefaultFileRegion (sendfile, no mapping in the JVM) or read it with FileChannel, which a safepoint does not wait for",
         bulk_call: "Netty zeroed or copied a large direct buffer in one call: use the pooled allocator (PooledByteBufAllocator) with buffers of modest size, and release buffers rather than allocate and zero new ones",
+        mapped_write: None,
     },
 ];
 

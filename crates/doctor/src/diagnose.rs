@@ -477,6 +477,10 @@ fn name_the_code(
         // Only where the fix is a change to that code: not for CPU starvation, say, whose fix is
         // the machine's.
         let Some(code) = f.culprits.first().and_then(|c| c.code.as_ref()) else { continue };
+        // The perf counters are written by the VM itself, whatever Java code a thread ran.
+        if f.fix == crate::classify::PERF_DATA_FIX {
+            continue;
+        }
         if let Some(fix) = fix_in_code(f.cause, code, &f.fix) {
             f.fix = fix;
         }
@@ -500,6 +504,9 @@ fn fix_in_code(cause: Cause, code: &crate::code::CulpritCode, fix: &str) -> Opti
         let at = format!("{}'s {}{from}", lib.name, describe_frame(frame));
         return match (cause, bulk) {
             (Cause::MajorFault, _) => Some(format!("the read in {at}: {}", lib.mapped_read)),
+            (Cause::MappedWriteback, _) => {
+                Some(format!("the write in {at}: {}", lib.mapped_write.unwrap_or(fix)))
+            }
             (Cause::NoSafepointPoll, Some(t)) => {
                 Some(format!("the call to {} in {at}: {}", short_method(&t.method), lib.bulk_call))
             }
@@ -516,6 +523,7 @@ fn fix_in_code(cause: Cause, code: &crate::code::CulpritCode, fix: &str) -> Opti
         ),
         (Cause::NoSafepointPoll, _) => ("the loop in".to_string(), ""),
         (Cause::MajorFault, _) => ("the read in".to_string(), ""),
+        (Cause::MappedWriteback, _) => ("the write in".to_string(), ""),
         _ => return None,
     };
     let frame = code.fix_frame()?;
@@ -776,6 +784,32 @@ mod tests {
         let fix = fix_in_code(Cause::NoSafepointPoll, &own, "F").unwrap();
         assert_eq!(fix, "the loop in Ledger.fold (line 9): F");
         assert_eq!(fix_in_code(Cause::CpuStarvation, &lucene, "F"), None, "not a change to code");
+        // A store to a page under writeback: the user's frame that wrote, or what Chronicle
+        // offers; a library that writes no mapping leaves the cause's fix.
+        let store =
+            code(&["java.nio.DirectByteBuffer.putLong", "io.acme.Journal.append"], Some(1), None);
+        assert_eq!(
+            fix_in_code(Cause::MappedWriteback, &store, "F").unwrap(),
+            "the write in Journal.append (line 9): F"
+        );
+        let chronicle = code(
+            &[
+                "java.nio.DirectByteBuffer.putLong",
+                "net.openhft.chronicle.bytes.MappedBytes.writeLong",
+                "io.acme.Orders.publish",
+            ],
+            Some(2),
+            Some((1, "Chronicle")),
+        );
+        let fix = fix_in_code(Cause::MappedWriteback, &chronicle, "F").unwrap();
+        assert!(
+            fix.starts_with("the write in Chronicle's MappedBytes.writeLong (line 9), called from Orders.publish (line 9): Chronicle Queue"),
+            "{fix}"
+        );
+        assert_eq!(
+            fix_in_code(Cause::MappedWriteback, &lucene, "F").unwrap(),
+            "the write in Lucene's ByteBufferGuard.getByte (line 9), called from Catalog.find (line 9): F"
+        );
     }
 
     const MS: u64 = 1_000_000;

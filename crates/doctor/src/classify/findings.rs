@@ -63,22 +63,40 @@ impl Draft {
 /// What fixes a finding: its cause's fix, made specific where the evidence names the thing to
 /// change.
 fn fix_for(cause: Cause, evidence: &[Evidence]) -> String {
-    // The perf-counter fix only where every file named is the perf counters.
-    let only_perf_data = evidence.contains(&Evidence::PerfDataFile)
-        && evidence.iter().all(|e| match e {
-            Evidence::WriteFaultUnderWriteback { files, .. } => {
-                files.iter().all(|f| super::machine::perf_data_file(f))
+    if cause != Cause::MappedWriteback {
+        return cause.fix().to_string();
+    }
+    let mut files: Vec<&str> = Vec::new();
+    for e in evidence {
+        if let Evidence::WriteFaultUnderWriteback { files: f, .. } = e {
+            for x in f {
+                if !files.contains(&x.as_str()) {
+                    files.push(x);
+                }
             }
-            _ => true,
-        });
-    if cause == Cause::MappedWriteback && only_perf_data {
+        }
+    }
+    let perf_data = |f: &&str| super::machine::perf_data_file(f);
+    // The perf-counter fix only where every file named is the perf counters; the user's own
+    // file's where none is.
+    if evidence.contains(&Evidence::PerfDataFile) && files.iter().all(perf_data) {
         return PERF_DATA_FIX.to_string();
     }
-    cause.fix().to_string()
+    match files.as_slice() {
+        [one] if !perf_data(one) => user_mapping_fix(one),
+        _ => cause.fix().to_string(),
+    }
 }
 
 /// The fix when the JVM's own perf-counter file waited for writeback.
-const PERF_DATA_FIX: &str = "take the JVM's perf counters off the disk: -XX:+PerfDisableSharedMem keeps them in anonymous memory (jstat, jps, jcmd's listing and stallscope's attach-free views then cannot see the JVM; the agent's heartbeat still works), or put /tmp on tmpfs (the file is never written back; HotSpot always uses /tmp on Linux, whatever java.io.tmpdir says)";
+pub(crate) const PERF_DATA_FIX: &str = "take the JVM's perf counters off the disk: -XX:+PerfDisableSharedMem keeps them in anonymous memory (jstat, jps, jcmd's listing and stallscope's attach-free views then cannot see the JVM; the agent's heartbeat still works), or put /tmp on tmpfs (the file is never written back; HotSpot always uses /tmp on Linux, whatever java.io.tmpdir says)";
+
+/// The fix when the application's own file, mapped shared, waited for writeback.
+fn user_mapping_fix(file: &str) -> String {
+    format!(
+        "{file} is written through a shared mapping, and a store to a page under writeback waits for the disk where pages are held stable while written (FUSE, NFS, btrfs, disks with integrity checks), with no safepoint poll: keep the file on tmpfs or faster local storage, or write it with FileChannel.write (a native call: a safepoint does not wait for it) instead of a READ_WRITE MappedByteBuffer; each force() (msync) or kernel flush starts the writeback the next store waits for"
+    )
+}
 
 fn finding(
     cause: Cause,

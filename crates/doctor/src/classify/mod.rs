@@ -32,6 +32,7 @@ mod words;
 
 pub use activity::{Activity, breakdown};
 pub use evidence_kind::{Evidence, Role, Swap};
+pub(crate) use findings::PERF_DATA_FIX;
 pub use findings::confidence;
 pub use inputs::Inputs;
 pub use segment::{Segment, SegmentKind, segments};
@@ -437,11 +438,23 @@ mod tests {
         let fin = f.into_iter().next().unwrap().into_finding();
         assert!(fin.evidence.join(" ").contains("writeback tracepoint"), "{:?}", fin.evidence);
 
-        // A user's own file mapped READ_WRITE gets the general fix.
+        // A user's own file mapped READ_WRITE: that file's fix, not the perf counters'.
         let own = [mapping("rw-s", 8, "/data/orders.db")];
         let f = held_in_a_write_fault(&own, &[]);
         assert_eq!(f[0].cause, Cause::MappedWriteback, "{f:?}");
         assert!(f[0].evidence.iter().all(|e| *e != Evidence::PerfDataFile), "{f:?}");
+        let fin = f.into_iter().next().unwrap().into_finding();
+        assert!(
+            fin.fix.starts_with("/data/orders.db is written through a shared mapping"),
+            "{}",
+            fin.fix
+        );
+        assert!(fin.fix.contains("FileChannel.write") && !fin.fix.contains("PerfDisableSharedMem"));
+        // Both mapped, and no tracepoint to say which: the general fix, naming both ways.
+        let both =
+            [mapping("rw-s", 7, "/tmp/hsperfdata_root/42"), mapping("rw-s", 8, "/data/orders.db")];
+        let fin = held_in_a_write_fault(&both, &[]).into_iter().next().unwrap().into_finding();
+        assert_eq!(fin.fix, Cause::MappedWriteback.fix(), "{:?}", fin.evidence);
     }
 
     #[test]

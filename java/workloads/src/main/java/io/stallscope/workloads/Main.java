@@ -11,6 +11,7 @@ public final class Main {
             System.out.println("usage: java -jar stallscope-workloads.jar <workload> [options]   (each takes --help)");
             System.out.println("  counted-loop    seed 004: a nested int counted loop beside a 1 ms jitter thread");
             System.out.println("  mapped-read     seed 000: MappedByteBuffer reads while safepoints are requested");
+            System.out.println("  mapped-write    a READ_WRITE MappedByteBuffer updated while force() writes it back");
             System.out.println("  tlb-readers     seed 002: many small files read by mmap or into pooled buffers");
             System.out.println("  safepoint-storm seed 003: busy threads and frequent safepoints");
             System.out.println("  idle            a quiet JVM (threads that sleep)");
@@ -23,6 +24,7 @@ public final class Main {
         switch (args[0]) {
             case "counted-loop": CountedLoop.main(rest); break;
             case "mapped-read": MappedRead.main(rest); break;
+            case "mapped-write": MappedWrite.main(rest); break;
             case "tlb-readers": TlbReaders.main(rest); break;
             case "safepoint-storm": SafepointStorm.main(rest); break;
             case "idle": Idle.main(rest); break;
@@ -30,7 +32,7 @@ public final class Main {
             case "memory-squeeze": MemorySqueeze.main(rest); break;
             case "set-memory": SetMemory.main(rest); break;
             default:
-                System.err.println("unknown workload '" + args[0] + "' (counted-loop, mapped-read, tlb-readers, safepoint-storm, idle, heap-gc, memory-squeeze, set-memory)");
+                System.err.println("unknown workload '" + args[0] + "' (counted-loop, mapped-read, mapped-write, tlb-readers, safepoint-storm, idle, heap-gc, memory-squeeze, set-memory)");
                 System.exit(2);
         }
     }
