@@ -189,6 +189,27 @@ pub struct TaskSampler {
     samples_since_scan: u32,
     /// Re-list the task directory every this many samples (threads come and go).
     pub rescan_every: u32,
+    /// The slowest single read of the last sample: which file of which thread, and how long.
+    pub slowest: Option<SlowRead>,
+}
+
+/// One read of a thread's `/proc` file that took long: what waits is the observer's business
+/// (the recorder says which read held it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SlowRead {
+    /// None: the task directory (listed, and new threads' files opened).
+    pub tid: Option<i32>,
+    pub file: &'static str,
+    pub ns: u64,
+}
+
+impl SlowRead {
+    fn note(slowest: &mut Option<SlowRead>, tid: Option<i32>, file: &'static str, from: u64) {
+        let ns = crate::clock::mono_ns().saturating_sub(from);
+        if slowest.is_none_or(|s| ns > s.ns) {
+            *slowest = Some(SlowRead { tid, file, ns });
+        }
+    }
 }
 
 fn read_at0(f: &File, buf: &mut Vec<u8>) -> io::Result<usize> {
@@ -205,6 +226,7 @@ impl TaskSampler {
             buf: vec![0; 4096],
             samples_since_scan: 0,
             rescan_every: 50,
+            slowest: None,
         };
         s.rescan()?;
         Ok(s)
@@ -252,14 +274,20 @@ impl TaskSampler {
     /// since the last sample are dropped silently.
     pub fn sample(&mut self, out: &mut Vec<TaskSample>) -> io::Result<()> {
         self.samples_since_scan += 1;
+        let mut slowest = None;
         if self.samples_since_scan >= self.rescan_every {
+            let from = crate::clock::mono_ns();
             self.rescan()?;
+            SlowRead::note(&mut slowest, None, "task", from);
         }
         out.clear();
         let mut gone = Vec::new();
         let mut buf = std::mem::take(&mut self.buf);
         for (&tid, files) in self.tasks.iter_mut() {
-            let Ok(n) = read_at0(&files.stat, &mut buf) else {
+            let from = crate::clock::mono_ns();
+            let read = read_at0(&files.stat, &mut buf);
+            SlowRead::note(&mut slowest, Some(tid), "stat", from);
+            let Ok(n) = read else {
                 gone.push(tid);
                 continue;
             };
@@ -271,9 +299,11 @@ impl TaskSampler {
             };
             let (mut exec_ns, mut run_delay_ns, mut timeslices) = (0, 0, 0);
             let mut have_schedstat = false;
+            let from = crate::clock::mono_ns();
             if let Some(f) = &files.schedstat
                 && let Ok(n) = read_at0(f, &mut buf)
             {
+                SlowRead::note(&mut slowest, Some(tid), "schedstat", from);
                 let s = String::from_utf8_lossy(&buf[..n]);
                 let mut it = s.split_whitespace().map(|v| v.parse::<u64>().unwrap_or(0));
                 exec_ns = it.next().unwrap_or(0);
@@ -295,12 +325,15 @@ impl TaskSampler {
                 let (_, _, _, w, sc, f) = files.last.as_ref().expect("checked above");
                 (w.clone(), *sc, f.clone())
             } else {
+                let from = crate::clock::mono_ns();
                 let wchan = match (&files.wchan, state) {
                     (Some(f), s) if s != 'R' => read_at0(f, &mut buf)
                         .map(|n| String::from_utf8_lossy(&buf[..n]).trim().to_string())
                         .unwrap_or_default(),
                     _ => String::new(),
                 };
+                SlowRead::note(&mut slowest, Some(tid), "wchan", from);
+                let from = crate::clock::mono_ns();
                 let syscall = match &files.syscall {
                     Some(f) if state != 'R' && !parked_wchan(&wchan) => read_at0(f, &mut buf)
                         .map(|n| parse_syscall(&String::from_utf8_lossy(&buf[..n])))
@@ -308,6 +341,8 @@ impl TaskSampler {
                     _ if state == 'R' => Syscall::Running,
                     _ => Syscall::Unknown,
                 };
+                SlowRead::note(&mut slowest, Some(tid), "syscall", from);
+                let from = crate::clock::mono_ns();
                 // Which file a blocked read, write or flush is about: one readlink, only for a
                 // thread that has just entered such a call.
                 let file = match syscall {
@@ -320,6 +355,7 @@ impl TaskSampler {
                     }
                     _ => None,
                 };
+                SlowRead::note(&mut slowest, Some(tid), "fd", from);
                 (wchan, syscall, file)
             };
             files.last = Some((state, exec_ns, timeslices, wchan.clone(), syscall, file.clone()));
@@ -341,6 +377,7 @@ impl TaskSampler {
             });
         }
         self.buf = buf;
+        self.slowest = slowest;
         for t in gone {
             self.tasks.remove(&t);
         }
