@@ -305,6 +305,16 @@ pub struct StallContext {
     /// written back, so never a writeback wait. Empty in recordings made before it was read.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub in_memory_files: Vec<String>,
+    /// Files the target maps shared and writable (not in memory): (path, dirty pages, pages
+    /// under writeback), as `cachestat` counted them when the stall began. Empty in recordings
+    /// made before 2026-11-26, and on kernels before 6.5.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub writeback_files: Vec<(String, u64, u64)>,
+    /// When the maps were read, where that was before this stall: a read for an earlier stall
+    /// was still out (it waited behind the target's mmap_lock), so this stall has the newest
+    /// maps read before it. Absent when they were read for this stall.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub maps_t: Option<u64>,
 }
 
 /// One stack of one thread as the JVM's flight recorder sampled it, near a stall.

@@ -198,6 +198,8 @@ fn main() -> std::io::Result<()> {
                 maps: Vec::new(),
                 mapped_files: Vec::new(),
                 in_memory_files: Vec::new(),
+                writeback_files: Vec::new(),
+                maps_t: None,
             })
             .map_err(std::io::Error::other)?;
         let mut k = 0u64;

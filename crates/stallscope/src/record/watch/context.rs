@@ -1,111 +1,275 @@
 //! A stall's context (the target's maps and the page-cache residency of the files it maps) read
 //! off the watch loop: reading `/proc/<pid>/maps` takes the target's mmap_lock, and looking at
 //! a mapped file opens it, so both can wait behind the very faults a stall is made of (measured:
-//! the recorder held up to 146 ms by them in a mapped read from a slow disk).
+//! the recorder held up to 146 ms by them in a mapped read from a slow disk; the maps thread
+//! 590 ms, the whole stall, mapping a FUSE file to ask `mincore` while its pages were written
+//! back).
 //!
-//! Invariant: the watch loop never waits for a read. At most one is under way; a stall that
-//! begins while one is still out gets its context without maps. Every stall's context is
-//! written once: with its maps when they come, without them when they do not come in time.
+//! Invariants:
+//! - The watch loop never waits for a read. At most one is under way.
+//! - A stall that begins while one is still out gets the newest maps read before it, marked with
+//!   when they were read (`maps_t`); without any, none. Mappings of data files live long, so an
+//!   older read still names the file a fault was on.
+//! - Between stalls, the maps are read again once [`REFRESH`] has passed (the JVM runs then,
+//!   and the read does not wait): the first stall after a file is mapped has it.
+//! - Every stall's context is written once.
+//! - The target's files are looked at through descriptors opened once and kept (closed when
+//!   watching ends), with `cachestat`: never mapped (mapping a FUSE file can wait for its
+//!   writeback under the recorder's own mmap_lock, which its watch loop then waits for, most
+//!   likely in an allocation: measured, the loop held 191 ms in the first stall of every run,
+//!   and never once the file was no longer mapped), and not closed at each look (closing a
+//!   FUSE file writes its dirty pages back: the observer would start the very writeback the
+//!   target's stores wait for). Opening a FUSE file still drops its clean cached pages, once.
+//!   What the open files hold (their dirty pages, their pages under writeback) is read first,
+//!   before the maps, since that cannot wait.
 
-use super::sources::mapped_data_files;
+use super::sources::data_file;
 use procwatch::heartbeat::JavaThread;
 use procwatch::maps;
+use procwatch::pagecache::{self, FilePages};
 use recording::StallContext;
+use std::collections::HashMap;
+use std::fs::File;
 use std::sync::mpsc::{Receiver, Sender};
 use std::time::{Duration, Instant};
 
-/// What the loop asks for one stall.
-struct Job {
-    stall: u32,
+/// How old the newest maps may get between stalls before they are read again.
+pub(super) const REFRESH: Duration = Duration::from_secs(10);
+
+/// One read of the maps and of what they say.
+#[derive(Clone)]
+struct Read {
+    t: u64,
+    maps: Vec<maps::Mapping>,
+    mapped_files: Vec<(String, u64, u64)>,
+    in_memory_files: Vec<String>,
+    writeback_files: Vec<(String, u64, u64)>,
+}
+
+/// Data files mapped, and files mapped shared and writable, looked at per read (at most).
+const MAX_DATA_FILES: usize = 16;
+const MAX_SHARED_FILES: usize = 64;
+
+/// The most files kept open for one target.
+const MAX_OPEN: usize = 256;
+
+/// The target's mapped files, opened once each through `/proc/<pid>/root` (its own mount
+/// namespace) and kept open, by path and inode (a file replaced under the same name is opened
+/// anew); a file that would not open is not tried again.
+struct OpenFiles {
+    pid: i32,
+    open: HashMap<(String, u64), Option<File>>,
+}
+
+impl OpenFiles {
+    fn pages(&mut self, m: &maps::Mapping) -> Option<FilePages> {
+        let (pid, path) = (self.pid, &m.path);
+        let key = (path.clone(), m.inode);
+        if !self.open.contains_key(&key) && self.open.len() >= MAX_OPEN {
+            return None;
+        }
+        let f = self.open.entry(key).or_insert_with(|| {
+            use std::os::unix::fs::OpenOptionsExt;
+            std::fs::OpenOptions::new()
+                .read(true)
+                .custom_flags(libc::O_NONBLOCK | libc::O_NOATIME | libc::O_CLOEXEC)
+                .open(format!("/proc/{pid}/root{path}"))
+                .or_else(|_| {
+                    // O_NOATIME is refused for another user's file.
+                    std::fs::OpenOptions::new()
+                        .read(true)
+                        .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
+                        .open(format!("/proc/{pid}/root{path}"))
+                })
+                .ok()
+        });
+        let f = f.as_ref()?;
+        match pagecache::pages(f) {
+            Ok(p) => Some(p),
+            // Before Linux 6.5: residency by mincore where mapping cannot wait, no writeback.
+            Err(e) if e.raw_os_error() == Some(libc::ENOSYS) => {
+                pagecache::residency_of(f).ok().map(|r| FilePages {
+                    total: r.total_pages,
+                    cached: r.resident_pages,
+                    ..Default::default()
+                })
+            }
+            Err(_) => None,
+        }
+    }
+
+    /// The state now of the files already open among `files` (no open, no wait).
+    fn pages_if_open(&self, files: &[(String, u64)]) -> HashMap<(String, u64), FilePages> {
+        files
+            .iter()
+            .filter_map(|k| {
+                let f = self.open.get(k)?.as_ref()?;
+                Some((k.clone(), pagecache::pages(f).ok()?))
+            })
+            .collect()
+    }
+}
+
+/// One read: the open shared files' pages first (that cannot wait), then the maps (which wait
+/// behind the target's mmap_lock), then the files newly mapped.
+fn read(pid: i32, files: &mut OpenFiles, shared_before: &mut Vec<(String, u64)>) -> Read {
+    let early = files.pages_if_open(shared_before);
+    let m = maps::read(pid).unwrap_or_default();
+    let mut mapped_files: Vec<(String, u64, u64)> = Vec::new();
+    for x in m.iter().filter(|x| data_file(x)) {
+        if mapped_files.len() >= MAX_DATA_FILES || mapped_files.iter().any(|(p, _, _)| *p == x.path)
+        {
+            continue;
+        }
+        if let Some(p) = files.pages(x) {
+            mapped_files.push((x.path.clone(), p.cached, p.total));
+        }
+    }
+    let in_memory_files = in_memory_files(pid, &m);
+    let mut shared: Vec<&maps::Mapping> = Vec::new();
+    for x in m.iter().filter(|x| x.is_shared_writable_file() && !x.path.starts_with("/dev/")) {
+        if shared.len() < MAX_SHARED_FILES
+            && !shared.iter().any(|s| s.path == x.path && s.inode == x.inode)
+            && !in_memory_files.contains(&x.path)
+        {
+            shared.push(x);
+        }
+    }
+    let writeback_files = shared
+        .iter()
+        .filter_map(|x| {
+            let key = (x.path.clone(), x.inode);
+            let pages = early.get(&key).copied().or_else(|| files.pages(x))?;
+            Some((x.path.clone(), pages.dirty, pages.writeback))
+        })
+        .collect();
+    let shared: Vec<(String, u64)> = shared.iter().map(|x| (x.path.clone(), x.inode)).collect();
+    *shared_before = shared;
+    let maps = m.into_iter().filter(|x| x.perms.contains('x') || x.is_file()).collect();
+    Read { t: procwatch::clock::mono_ns(), maps, mapped_files, in_memory_files, writeback_files }
+}
+
+/// What went out to the reader thread: a stall's read, or a refresh between stalls (`None`).
+struct Out {
+    stall: Option<u32>,
     java_threads: Vec<JavaThread>,
 }
 
-/// The reader thread and what is out with it.
+/// The reader thread, what is out with it, and the newest read.
 pub(super) struct ContextReader {
-    jobs: Option<Sender<Job>>,
-    done: Receiver<StallContext>,
-    /// The stall whose maps are being read, and its threads (to write without maps if the read
-    /// never comes back).
-    out: Option<(u32, Vec<JavaThread>)>,
+    jobs: Option<Sender<()>>,
+    done: Receiver<Read>,
+    out: Option<Out>,
+    last: Option<Read>,
+    /// When the last read went out (a refresh is due [`REFRESH`] after).
+    asked_at: Option<Instant>,
 }
 
 impl ContextReader {
     pub(super) fn start(pid: i32) -> std::io::Result<ContextReader> {
-        let (jobs, rx) = std::sync::mpsc::channel::<Job>();
-        let (tx, done) = std::sync::mpsc::channel::<StallContext>();
+        let (jobs, rx) = std::sync::mpsc::channel::<()>();
+        let (tx, done) = std::sync::mpsc::channel::<Read>();
         std::thread::Builder::new().name("stallscope-maps".into()).spawn(move || {
-            while let Ok(job) = rx.recv() {
-                let m = maps::read(pid).unwrap_or_default();
-                let mapped_files = mapped_data_files(&m);
-                let in_memory_files = in_memory_files(pid, &m);
-                let maps = m.into_iter().filter(|x| x.perms.contains('x') || x.is_file()).collect();
-                let c = StallContext {
-                    t: procwatch::clock::mono_ns(),
-                    stall: job.stall,
-                    java_threads: job.java_threads,
-                    maps,
-                    mapped_files,
-                    in_memory_files,
-                };
-                if tx.send(c).is_err() {
+            let mut files = OpenFiles { pid, open: HashMap::new() };
+            let mut shared = Vec::new();
+            while rx.recv().is_ok() {
+                if tx.send(read(pid, &mut files, &mut shared)).is_err() {
                     return;
                 }
             }
         })?;
-        Ok(ContextReader { jobs: Some(jobs), done, out: None })
+        Ok(ContextReader { jobs: Some(jobs), done, out: None, last: None, asked_at: None })
     }
 
-    /// Asks for stall `stall`'s maps. Returns the context to write now (without maps) when a
-    /// read is still out for an earlier stall.
+    /// Asks for stall `stall`'s maps. Returns the context to write now when a read is still out
+    /// for an earlier stall: with the newest maps read before, if any. A refresh still out
+    /// becomes this stall's read.
     pub(super) fn ask(
         &mut self,
         stall: u32,
         java_threads: Vec<JavaThread>,
     ) -> Option<StallContext> {
-        if self.out.is_some() || self.jobs.is_none() {
-            return Some(bare(stall, java_threads));
+        match self.out.as_ref().map(|o| o.stall) {
+            // A refresh out: it becomes this stall's read.
+            Some(None) => {}
+            Some(Some(_)) => return Some(self.newest_before(stall, java_threads)),
+            None if self.send() => {}
+            None => return Some(self.newest_before(stall, java_threads)),
         }
-        let jobs = self.jobs.as_ref()?;
-        if jobs.send(Job { stall, java_threads: java_threads.clone() }).is_err() {
-            return Some(bare(stall, java_threads));
-        }
-        self.out = Some((stall, java_threads));
+        self.out = Some(Out { stall: Some(stall), java_threads });
         None
     }
 
-    /// The context that came back, if it has.
-    pub(super) fn poll(&mut self) -> Option<StallContext> {
-        let c = self.done.try_recv().ok()?;
-        self.out = None;
-        Some(c)
+    /// Between stalls: reads the maps again when the newest read is older than [`REFRESH`].
+    pub(super) fn refresh(&mut self) {
+        if self.out.is_none() && self.asked_at.is_none_or(|a| a.elapsed() >= REFRESH) && self.send()
+        {
+            self.out = Some(Out { stall: None, java_threads: vec![] });
+        }
     }
 
-    /// At the end of watching: the read still out, waited for up to `patience`, or the stall's
-    /// context without maps.
+    fn send(&mut self) -> bool {
+        let sent = self.jobs.as_ref().is_some_and(|j| j.send(()).is_ok());
+        if sent {
+            self.asked_at = Some(Instant::now());
+        }
+        sent
+    }
+
+    /// The context of the stall whose read came back, if one has (a refresh only updates the
+    /// newest maps).
+    pub(super) fn poll(&mut self) -> Option<StallContext> {
+        while let Ok(r) = self.done.try_recv() {
+            let out = self.out.take();
+            self.last = Some(r.clone());
+            if let Some(Out { stall: Some(stall), java_threads }) = out {
+                return Some(context(stall, java_threads, r, false));
+            }
+        }
+        None
+    }
+
+    /// At the end of watching: a stall's read still out, waited for up to `patience`, else that
+    /// stall's context from the newest maps read before.
     pub(super) fn finish(&mut self, patience: Duration) -> Option<StallContext> {
         self.jobs = None;
-        let (stall, threads) = self.out.take()?;
-        let until = Instant::now() + patience;
-        loop {
-            let left = until.saturating_duration_since(Instant::now());
-            match self.done.recv_timeout(left) {
-                Ok(c) if c.stall == stall => return Some(c),
-                Ok(_) => continue,
-                Err(_) => return Some(bare(stall, threads)),
-            }
+        let Out { stall, java_threads } = self.out.take()?;
+        let stall = stall?;
+        match self.done.recv_timeout(patience) {
+            Ok(r) => Some(context(stall, java_threads, r, false)),
+            Err(_) => Some(self.newest_before(stall, java_threads)),
+        }
+    }
+
+    /// A stall's context from the newest maps read before it (none yet: without maps).
+    fn newest_before(&self, stall: u32, java_threads: Vec<JavaThread>) -> StallContext {
+        match &self.last {
+            Some(r) => context(stall, java_threads, r.clone(), true),
+            None => StallContext {
+                t: procwatch::clock::mono_ns(),
+                stall,
+                java_threads,
+                maps: vec![],
+                mapped_files: vec![],
+                in_memory_files: vec![],
+                writeback_files: vec![],
+                maps_t: None,
+            },
         }
     }
 }
 
-/// A stall's context without its maps.
-fn bare(stall: u32, java_threads: Vec<JavaThread>) -> StallContext {
+/// Stall `stall`'s context from read `r`; `earlier`: the read was not made for this stall.
+fn context(stall: u32, java_threads: Vec<JavaThread>, r: Read, earlier: bool) -> StallContext {
     StallContext {
-        t: procwatch::clock::mono_ns(),
+        t: if earlier { procwatch::clock::mono_ns() } else { r.t },
         stall,
         java_threads,
-        maps: vec![],
-        mapped_files: vec![],
-        in_memory_files: vec![],
+        maps: r.maps,
+        mapped_files: r.mapped_files,
+        in_memory_files: r.in_memory_files,
+        writeback_files: r.writeback_files,
+        maps_t: earlier.then_some(r.t),
     }
 }
 
@@ -139,23 +303,110 @@ fn in_memory_files(pid: i32, m: &[maps::Mapping]) -> Vec<String> {
 mod tests {
     use super::*;
 
-    #[test]
-    fn a_stalls_maps_come_back_and_a_second_ask_meanwhile_gets_none() {
-        let mut r = ContextReader::start(std::process::id() as i32).unwrap();
-        assert!(r.ask(1, vec![]).is_none(), "the first read goes out");
-        let bare = r.ask(2, vec![]).expect("one read at a time: the second is written bare");
-        assert_eq!((bare.stall, bare.maps.len()), (2, 0));
+    /// Polls until a read comes back as a stall's context.
+    fn wait_for(r: &mut ContextReader) -> StallContext {
         let t0 = Instant::now();
-        let c = loop {
+        loop {
             if let Some(c) = r.poll() {
-                break c;
+                return c;
             }
             assert!(t0.elapsed() < Duration::from_secs(20), "the read never came back");
             std::thread::sleep(Duration::from_millis(1));
-        };
-        assert_eq!(c.stall, 1);
+        }
+    }
+
+    #[test]
+    fn a_stalls_maps_come_back_and_a_second_ask_meanwhile_gets_the_newest_before() {
+        let mut r = ContextReader::start(std::process::id() as i32).unwrap();
+        assert!(r.ask(1, vec![]).is_none(), "the first read goes out");
+        let bare = r.ask(2, vec![]).expect("one read at a time: the second is written now");
+        assert_eq!((bare.stall, bare.maps.len(), bare.maps_t), (2, 0, None), "nothing read yet");
+        let c = wait_for(&mut r);
+        assert_eq!((c.stall, c.maps_t), (1, None));
         assert!(c.maps.iter().any(|m| m.perms.contains('x')), "our own code is mapped");
+        // Another read out: the next stall gets stall 1's maps, saying when they were read.
+        assert!(r.ask(3, vec![]).is_none());
+        let older = r.ask(4, vec![]).expect("written now");
+        assert_eq!((older.stall, older.maps_t), (4, Some(c.t)));
+        assert_eq!(older.maps, c.maps);
+        assert_eq!(wait_for(&mut r).stall, 3);
         assert!(r.finish(Duration::from_secs(1)).is_none(), "nothing left out");
+    }
+
+    #[test]
+    fn between_stalls_the_maps_are_read_again_and_a_refresh_out_becomes_the_stalls_read() {
+        let mut r = ContextReader::start(std::process::id() as i32).unwrap();
+        r.refresh();
+        // A stall begins while the refresh is out: it takes that read over.
+        assert!(r.ask(1, vec![]).is_none());
+        let c = wait_for(&mut r);
+        assert_eq!((c.stall, c.maps_t), (1, None));
+        assert!(!c.maps.is_empty());
+        // Just read: no refresh is due, so a stall's read goes out at once.
+        r.refresh();
+        assert!(r.ask(2, vec![]).is_none(), "no refresh was out");
+        assert_eq!(wait_for(&mut r).stall, 2);
+        // A refresh that comes back is kept, and no context is written for it.
+        r.asked_at = Some(Instant::now() - REFRESH);
+        r.refresh();
+        let t0 = Instant::now();
+        while r.out.is_some() {
+            assert!(r.poll().is_none(), "a refresh is no stall's");
+            assert!(t0.elapsed() < Duration::from_secs(20), "the refresh never came back");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert!(r.last.as_ref().is_some_and(|l| l.t > c.t));
+    }
+
+    #[test]
+    fn a_file_mapped_shared_and_written_shows_its_dirty_pages_and_is_kept_open() {
+        // A file on a disk (beside this test's executable: /tmp may be tmpfs, which keeps no
+        // dirty count), mapped shared and written through the mapping.
+        let exe = std::env::current_exe().unwrap();
+        let path = exe.parent().unwrap().join(format!("context-dirty-{}.dat", std::process::id()));
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(true)
+            .read(true)
+            .write(true)
+            .open(&path)
+            .unwrap();
+        file.set_len(8 * 4096).unwrap();
+        use std::os::fd::AsRawFd;
+        // SAFETY: a shared mapping of an open file of this length, unmapped below.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                8 * 4096,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                file.as_raw_fd(),
+                0,
+            )
+        };
+        assert_ne!(p, libc::MAP_FAILED);
+        for i in 0..8 {
+            // SAFETY: within the mapping.
+            unsafe { *(p as *mut u8).add(i * 4096) = 1 };
+        }
+        let me = std::process::id() as i32;
+        let mut files = OpenFiles { pid: me, open: HashMap::new() };
+        let mut shared = Vec::new();
+        let r = read(me, &mut files, &mut shared);
+        let name = path.display().to_string();
+        let found = r.writeback_files.iter().find(|(f, _, _)| *f == name).cloned();
+        // SAFETY: the mapping made above.
+        unsafe { libc::munmap(p, 8 * 4096) };
+        drop(file);
+        let _ = std::fs::remove_file(&path);
+        let (_, dirty, _) = found.expect("the shared writable file is looked at");
+        assert!(dirty >= 1, "written through the mapping, not yet written back: {dirty}");
+        assert!(shared.iter().any(|(f, _)| *f == name), "remembered for the next look");
+        assert_eq!(files.open.len(), files.open.values().flatten().count(), "every file opened");
+        // A second read opens nothing new: the descriptor is kept.
+        let before = files.open.len();
+        let _ = read(me, &mut files, &mut shared);
+        assert_eq!(files.open.len(), before);
     }
 
     #[test]

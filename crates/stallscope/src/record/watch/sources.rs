@@ -1,39 +1,29 @@
 //! What is read of the machine, the target's process and its cgroups at each system sample,
-//! and of the data files it maps when a stall begins.
+//! and which of the files it maps are its data (their pages are looked at when a stall begins,
+//! see context.rs).
 //!
 //! Invariant: every source is read without blocking on the target (no signal, no ptrace), and
 //! one that cannot be read is left out of the sample, never guessed.
 
 use procwatch::cgroup::{self, Cgroups};
 use procwatch::task::TaskSample;
-use procwatch::{maps, pagecache, system};
+use procwatch::{maps, system};
 use recording::{JvmTotals, RecorderSelf, Shares, SystemSample};
-use std::path::Path;
 
-/// Data files a process maps (not code, not the JDK's own files), with page-cache residency.
-pub(super) fn mapped_data_files(m: &[maps::Mapping]) -> Vec<(String, u64, u64)> {
-    let mut seen = Vec::new();
-    for x in m.iter().filter(|x| x.is_file() && !x.perms.contains('x')) {
-        let p = &x.path;
-        if p.ends_with(".so")
+/// Whether a mapping is of a data file (not code, not the JDK's or the JVM's own files): one
+/// whose residency says whether a fault on it read from disk.
+pub(super) fn data_file(x: &maps::Mapping) -> bool {
+    let p = &x.path;
+    x.is_file()
+        && !x.perms.contains('x')
+        && !(p.ends_with(".so")
             || p.contains(".so.")
             || p.ends_with(".jar")
             || p.ends_with(".jsa")
             || p.ends_with("/modules")
             || p.starts_with("/usr/lib/jvm")
             || p.contains("/hsperfdata_")
-            || p.ends_with(".heartbeat")
-        {
-            continue;
-        }
-        if seen.iter().any(|(s, _, _): &(String, u64, u64)| s == p) || seen.len() >= 16 {
-            continue;
-        }
-        if let Ok(r) = pagecache::residency(Path::new(p)) {
-            seen.push((p.clone(), r.resident_pages, r.total_pages));
-        }
-    }
-    seen
+            || p.ends_with(".heartbeat"))
 }
 
 /// Where the machine-wide, per-process and per-cgroup signals of one target are read.

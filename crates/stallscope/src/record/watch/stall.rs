@@ -87,7 +87,7 @@ impl Watcher<'_> {
             expected_ns: st.since,
             by: st.by,
         })?;
-        self.held("the first look", t_first, stall)?;
+        self.held_look("the first look", t_first, 0, stall)?;
         let from = mono_ns();
         if !self.idle.threads.is_empty() {
             self.w.samples.line(&Sample {
@@ -178,12 +178,15 @@ impl Watcher<'_> {
             first = false;
             prev = cur.iter().map(|s| (s.tid, s.clone())).collect();
             let interval = backoff(self.opts.sample_interval_ns, t.saturating_sub(now));
+            let mut system_ns = 0;
             if t - last_system >= self.opts.system_interval_ns.max(interval) {
                 last_system = t;
+                let from = mono_ns();
                 self.w.system.line(&system_sample(t, stall, false, &self.sources))?;
+                system_ns = mono_ns() - from;
             }
             if t != t_first {
-                self.held("a look", t, stall)?;
+                self.held_look("a look", t, system_ns, stall)?;
             }
             self.write_context()?;
             let lasted = t.saturating_sub(st.last_ok);
@@ -252,8 +255,9 @@ impl Watcher<'_> {
                 gone: vec![],
             })?;
         }
+        let from = mono_ns();
         self.w.system.line(&system_sample(t, stall, false, &self.sources))?;
-        self.held("the last look", t, stall)?;
+        self.held_look("the last look", t, mono_ns() - from, stall)?;
         let (resumed, ticked) = self.pulse.resumed_at(st, sampled.still, sampled.unchanged_at, t);
         self.boost.restore();
         if let Some(tr) = &self.traces {
