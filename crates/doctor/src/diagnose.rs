@@ -377,6 +377,7 @@ fn diagnose_stall(
         maps: ctx.map_or(&[][..], |c| &c.maps),
         mapped_files: ctx.map_or(&[][..], |c| &c.mapped_files),
         in_memory_files: ctx.map_or(&[][..], |c| &c.in_memory_files),
+        writeback_files: ctx.map_or(&[][..], |c| &c.writeback_files),
         meter_tid,
         trace,
         clock_ticks: meta.clock_ticks,

@@ -99,6 +99,11 @@ pub enum Evidence {
     PagesUnderWriteback {
         pages: u64,
     },
+    /// Pages of these files (mapped shared and writable) under writeback as the stall began,
+    /// as `cachestat` counted them: (path, pages).
+    FilePagesUnderWriteback {
+        files: Vec<(String, u64)>,
+    },
     /// The meter parked outside any safepoint while `threads` of the JVM were held in write
     /// faults on a shared mapping (the reading of the longest follows).
     MeterParkedBesideWriteFaults {

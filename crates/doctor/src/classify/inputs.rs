@@ -33,6 +33,9 @@ pub struct Inputs<'a> {
     pub mapped_files: &'a [(String, u64, u64)],
     /// Files mapped shared and writable that live in memory (tmpfs): never written back.
     pub in_memory_files: &'a [String],
+    /// Files mapped shared and writable: (path, dirty pages, pages under writeback) as the
+    /// stall began (`cachestat`; empty before Linux 6.5 and in older recordings).
+    pub writeback_files: &'a [(String, u64, u64)],
     pub meter_tid: Option<i32>,
     /// Tracepoint events around the stall (root only).
     pub trace: &'a [procwatch::trace::TraceEvent],

@@ -165,6 +165,22 @@ mod tests {
         maps: &[procwatch::maps::Mapping],
         trace: &[procwatch::trace::TraceEvent],
     ) -> Vec<Draft> {
+        run_seen_files(reaching, at, whole, sp, duration_ns, signals, maps, trace, &[])
+    }
+
+    /// [`run_seen`] with the shared writable files' pages as `cachestat` counted them.
+    #[allow(clippy::too_many_arguments)]
+    fn run_seen_files(
+        reaching: Option<Vec<ThreadEvidence>>,
+        at: Option<Vec<ThreadEvidence>>,
+        whole: Vec<ThreadEvidence>,
+        sp: SafepointView,
+        duration_ns: u64,
+        signals: SystemSignals,
+        maps: &[procwatch::maps::Mapping],
+        trace: &[procwatch::trace::TraceEvent],
+        writeback_files: &[(String, u64, u64)],
+    ) -> Vec<Draft> {
         let names = HashMap::new();
         let sps = vec![sp];
         let seg = |kind, start, end, th: Option<Vec<ThreadEvidence>>| Segment {
@@ -197,6 +213,7 @@ mod tests {
             maps,
             mapped_files: &[],
             in_memory_files: &[],
+            writeback_files,
             meter_tid: None,
             trace,
             clock_ticks: 100,
@@ -458,6 +475,49 @@ mod tests {
     }
 
     #[test]
+    fn the_file_whose_pages_were_under_writeback_is_named_without_a_tracepoint() {
+        // As measured with the mapped-write workload: a journal writer held in a write fault on
+        // its own state file, /proc/vmstat's nr_writeback 0 (the per-CPU counts not yet folded
+        // in), cachestat of the file 16 pages under writeback.
+        let maps =
+            [mapping("rw-s", 7, "/tmp/hsperfdata_root/42"), mapping("rw-s", 8, "/data/state.dat")];
+        let mut w = thread(9, "journal-writer", 'D', 200_000, 0);
+        w.span_ns = 150 * MS;
+        w.wchan = "folio_wait_bit".into();
+        w.not_in_syscall = 10;
+        w.seen_ns = BTreeMap::from([(Seen::Waiting(Wait::PageIn), 147 * MS)]);
+        let sp = safepoint("ThreadDump", 148 * MS, MS);
+        let mut signals = SystemSignals::default();
+        signals.memory.writeback_pages = Some(0);
+        let files =
+            [("/tmp/hsperfdata_root/42".to_string(), 1, 0), ("/data/state.dat".to_string(), 0, 16)];
+        let go = |files: &[(String, u64, u64)]| {
+            run_seen_files(
+                Some(vec![w.clone()]),
+                None,
+                vec![w.clone()],
+                sp.clone(),
+                154 * MS,
+                signals.clone(),
+                &maps,
+                &[],
+                files,
+            )
+        };
+        let f = go(&files);
+        assert_eq!((f[0].cause, f[0].confidence), (Cause::MappedWriteback, Confidence::Medium));
+        let fin = f.into_iter().next().unwrap().into_finding();
+        let text = fin.evidence.join("\n");
+        assert!(text.contains("on /data/state.dat, the only file"), "narrowed to it: {text}");
+        assert!(text.contains("16 pages of /data/state.dat were under writeback"), "{text}");
+        assert!(fin.fix.starts_with("/data/state.dat is written through"), "{}", fin.fix);
+        // Nothing under writeback, by the file or machine-wide: not this cause.
+        let none = [("/data/state.dat".to_string(), 3, 0)];
+        assert!(go(&none).iter().all(|d| d.cause != Cause::MappedWriteback));
+        assert!(go(&[]).iter().all(|d| d.cause != Cause::MappedWriteback));
+    }
+
+    #[test]
     fn a_meter_parked_beside_threads_held_in_write_faults_outside_a_safepoint() {
         // As measured here: a 311 ms hiccup outside any safepoint, the meter parked on a futex
         // throughout, the compiler and periodic threads D in folio_wait_bit for 176 ms.
@@ -497,6 +557,7 @@ mod tests {
             maps: &maps,
             mapped_files: &[],
             in_memory_files: &[],
+            writeback_files: &[],
             meter_tid: Some(30),
             trace: &[],
             clock_ticks: 100,
@@ -668,6 +729,7 @@ mod tests {
             maps: &[],
             mapped_files: &[],
             in_memory_files: &[],
+            writeback_files: &[],
             meter_tid: None,
             trace: &[],
             clock_ticks: 100,

@@ -246,19 +246,36 @@ fn page_in_cause(t: &ThreadEvidence, role: Role, inp: &Inputs) -> Reading {
                 let mut ev = vec![Evidence::PagesReclaimedReadBack { role }];
                 ev.extend(reclaim_lines(inp));
                 (Cause::MemoryReclaim, false, ev)
-            } else if faults == 0
-                && mem.writeback_pages.is_some_and(|n| n > 0)
-                && !shared_writable_files(inp).is_empty()
-            {
+            } else if let Some(files) = untraced_write_fault_files(inp).filter(|_| faults == 0) {
                 // Nothing to read a page from, nothing read, and pages under writeback: what is
-                // left is a write fault on a shared mapping waiting for one. Which file, only a
-                // tracepoint says.
-                write_fault_reading(t, role, shared_writable_files(inp), None, inp)
+                // left is a write fault on a shared mapping waiting for one. Which file: the one
+                // whose pages were under writeback, else only a tracepoint says.
+                write_fault_reading(t, role, files, None, inp)
             } else {
                 (Cause::Unknown, false, vec![Evidence::PageFromNowhere { role }])
             }
         }
     }
+}
+
+/// The files a write fault with no tracepoint can have waited on, when pages were under
+/// writeback: those of the shared writable files whose own pages were (`cachestat`), else all
+/// of them when pages were machine-wide. None when nothing was under writeback, or nothing is
+/// mapped so.
+fn untraced_write_fault_files(inp: &Inputs) -> Option<Vec<String>> {
+    let files = shared_writable_files(inp);
+    if files.is_empty() {
+        return None;
+    }
+    let under: Vec<String> = files
+        .iter()
+        .filter(|f| inp.writeback_files.iter().any(|(p, _, wb)| p == *f && *wb > 0))
+        .cloned()
+        .collect();
+    if !under.is_empty() {
+        return Some(under);
+    }
+    inp.signals.memory.writeback_pages.is_some_and(|n| n > 0).then_some(files)
 }
 
 /// A write fault on a shared file mapping waiting for writeback. Strong only when the
@@ -273,11 +290,19 @@ fn write_fault_reading(
 ) -> Reading {
     let perf_data = !files.is_empty() && files.iter().all(|f| perf_data_file(f));
     let strong = traced == Some(Tracepoint::Writeback);
+    let own: Vec<(String, u64)> = inp
+        .writeback_files
+        .iter()
+        .filter(|(p, _, wb)| *wb > 0 && files.contains(p))
+        .map(|(p, _, wb)| (p.clone(), *wb))
+        .collect();
     let mut ev = vec![Evidence::WriteFaultUnderWriteback { role, files, traced }];
     if traced.is_none() && t.majflt_since_baseline == 0 {
         ev.push(Evidence::NoMajorFault { role });
     }
-    if traced.is_none()
+    if traced.is_none() && !own.is_empty() {
+        ev.push(Evidence::FilePagesUnderWriteback { files: own });
+    } else if traced.is_none()
         && let Some(pages) = inp.signals.memory.writeback_pages.filter(|n| *n > 0)
     {
         ev.push(Evidence::PagesUnderWriteback { pages });

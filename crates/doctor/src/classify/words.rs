@@ -174,6 +174,19 @@ impl fmt::Display for Evidence {
                 plural(*pages, "page"),
                 if *pages == 1 { "was" } else { "were" }
             ),
+            E::FilePagesUnderWriteback { files } => {
+                let each: Vec<String> = files
+                    .iter()
+                    .map(|(p, n)| format!("{} of {p}", plural(*n, "page")))
+                    .collect();
+                let n: u64 = files.iter().map(|(_, n)| n).sum();
+                write!(
+                    f,
+                    "{} {} under writeback as the stall began (cachestat of the file)",
+                    each.join(", "),
+                    if n == 1 { "was" } else { "were" }
+                )
+            }
             E::PerfDataFile => f.write_str(
                 "that file is the JVM's perf counters (hsperfdata), which the VM, GC, compiler and periodic threads update at every safepoint and GC",
             ),
