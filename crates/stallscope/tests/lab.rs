@@ -106,6 +106,7 @@ fn the_quick_lab_runs_every_scenario_and_cleans_up() {
             "swap",
             "slow-log",
             "perf-writeback",
+            "mapped-write",
             "memory-pressure",
             "cpu-quota",
             "long-gc"
@@ -138,6 +139,7 @@ fn the_quick_lab_runs_every_scenario_and_cleans_up() {
         "frozen",
         "swap",
         "slow-log",
+        "mapped-write",
         "cpu-quota",
         "long-gc",
     ] {
@@ -227,7 +229,7 @@ fn an_interrupted_lab_still_tears_down() {
 fn lab_list_and_bad_names() {
     let o = stallscope().args(["lab", "list", "--json"]).output().unwrap();
     let v: Value = serde_json::from_slice(&o.stdout).unwrap();
-    assert_eq!(v.as_array().unwrap().len(), 12);
+    assert_eq!(v.as_array().unwrap().len(), 13);
     for s in v.as_array().unwrap() {
         let cause = s["cause"].as_str().unwrap();
         assert!(

@@ -6,8 +6,9 @@ use super::runner;
 use super::scenario::{Ctx, Scenario, Spec, VariantSpec};
 use super::scenarios::{
     counted_loop::CountedLoop, cpu_contention::CpuContention, cpu_quota::CpuQuota, frozen::Frozen,
-    long_gc::LongGc, memory_pressure::MemoryPressure, mmap_fault::MmapFault, mmap_lock::MmapLock,
-    perf_writeback::PerfWriteback, slow_log::SlowLog, swap::Swap, tlb_shootdown::TlbShootdown,
+    long_gc::LongGc, mapped_write::MappedWrite, memory_pressure::MemoryPressure,
+    mmap_fault::MmapFault, mmap_lock::MmapLock, perf_writeback::PerfWriteback, slow_log::SlowLog,
+    swap::Swap, tlb_shootdown::TlbShootdown,
 };
 use anyhow::Result;
 
@@ -22,6 +23,7 @@ pub enum ScenarioId {
     Swap,
     SlowLog,
     PerfWriteback,
+    MappedWrite,
     MemoryPressure,
     CpuQuota,
     LongGc,
@@ -29,7 +31,7 @@ pub enum ScenarioId {
 
 impl ScenarioId {
     /// Every scenario, in the order the lab runs them.
-    pub const ALL: [ScenarioId; 12] = [
+    pub const ALL: [ScenarioId; 13] = [
         ScenarioId::CountedLoop,
         ScenarioId::MmapFault,
         ScenarioId::TlbShootdown,
@@ -39,6 +41,7 @@ impl ScenarioId {
         ScenarioId::Swap,
         ScenarioId::SlowLog,
         ScenarioId::PerfWriteback,
+        ScenarioId::MappedWrite,
         ScenarioId::MemoryPressure,
         ScenarioId::CpuQuota,
         ScenarioId::LongGc,
@@ -55,6 +58,7 @@ impl ScenarioId {
             ScenarioId::Swap => &Swap::SPEC,
             ScenarioId::SlowLog => &SlowLog::SPEC,
             ScenarioId::PerfWriteback => &PerfWriteback::SPEC,
+            ScenarioId::MappedWrite => &MappedWrite::SPEC,
             ScenarioId::MemoryPressure => &MemoryPressure::SPEC,
             ScenarioId::CpuQuota => &CpuQuota::SPEC,
             ScenarioId::LongGc => &LongGc::SPEC,
@@ -75,6 +79,7 @@ impl ScenarioId {
             ScenarioId::Swap => specs::<Swap>(),
             ScenarioId::SlowLog => specs::<SlowLog>(),
             ScenarioId::PerfWriteback => specs::<PerfWriteback>(),
+            ScenarioId::MappedWrite => specs::<MappedWrite>(),
             ScenarioId::MemoryPressure => specs::<MemoryPressure>(),
             ScenarioId::CpuQuota => specs::<CpuQuota>(),
             ScenarioId::LongGc => specs::<LongGc>(),
@@ -93,6 +98,7 @@ impl ScenarioId {
             ScenarioId::Swap => runner::execute::<Swap>(ctx),
             ScenarioId::SlowLog => runner::execute::<SlowLog>(ctx),
             ScenarioId::PerfWriteback => runner::execute::<PerfWriteback>(ctx),
+            ScenarioId::MappedWrite => runner::execute::<MappedWrite>(ctx),
             ScenarioId::MemoryPressure => runner::execute::<MemoryPressure>(ctx),
             ScenarioId::CpuQuota => runner::execute::<CpuQuota>(ctx),
             ScenarioId::LongGc => runner::execute::<LongGc>(ctx),

@@ -7,6 +7,7 @@ pub mod cpu_contention;
 pub mod cpu_quota;
 pub mod frozen;
 pub mod long_gc;
+pub mod mapped_write;
 pub mod memory_pressure;
 pub mod mmap_fault;
 pub mod mmap_lock;
