@@ -89,16 +89,21 @@ final class HiccupMeter implements Runnable {
 
     private void measure() {
         long shortestNs = Long.MAX_VALUE;
+        // Each sleep is timed from the end of the last one, not from a fresh clock read: a pause that
+        // lands while the meter records and ticks (a SIGSTOP, a safepoint at the loop's poll) is
+        // counted in the next sleep instead of falling between two measurements.
+        long before = System.nanoTime();
         while (!stopRequested) {
-            long before = System.nanoTime();
             try {
                 TimeUnit.NANOSECONDS.sleep(resolutionNs);
             } catch (InterruptedException e) {
                 // A cut-short sleep would lower the shortest sleep and inflate every later hiccup: skip it.
+                before = System.nanoTime();
                 continue;
             }
             long after = System.nanoTime();
             long deltaNs = after - before;
+            before = after;
             if (deltaNs < shortestNs) {
                 shortestNs = deltaNs;
             }
