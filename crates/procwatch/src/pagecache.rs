@@ -105,8 +105,12 @@ pub fn pages(f: &File) -> io::Result<FilePages> {
     })
 }
 
-/// File systems whose mmap can wait on the server or invalidate the file's pages: FUSE, NFS,
-/// SMB, Ceph, 9p.
+/// File systems whose mmap can wait on the server or invalidate the file's pages, and whose
+/// open and close do too (FUSE and NFS drop a file's cached pages on open, writing dirty ones
+/// back first, and write them back on every close): FUSE, NFS, SMB, Ceph, 9p.
+const REMOTE: [i64; 6] =
+    [0x6573_5546, 0x6969, 0xFF53_4D42_u32 as i64, 0xFE53_4D42_u32 as i64, 0x00C3_6400, 0x0102_1997];
+
 fn remote(f: &File) -> bool {
     // SAFETY: fstatfs fills the struct it is given; a zeroed one is valid to pass.
     let mut st: libc::statfs = unsafe { std::mem::zeroed() };
@@ -114,15 +118,57 @@ fn remote(f: &File) -> bool {
     if unsafe { libc::fstatfs(f.as_raw_fd(), &mut st) } != 0 {
         return true;
     }
-    const REMOTE: [i64; 6] = [
-        0x6573_5546,
-        0x6969,
-        0xFF53_4D42_u32 as i64,
-        0xFE53_4D42_u32 as i64,
-        0x00C3_6400,
-        0x0102_1997,
-    ];
     REMOTE.contains(&(st.f_type as i64))
+}
+
+/// Whether the file at `path` lives on a FUSE or network file system (looked up without opening
+/// it); true when that cannot be told.
+pub fn remote_path(path: &Path) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    let Ok(c) = std::ffi::CString::new(path.as_os_str().as_bytes()) else { return true };
+    // SAFETY: statfs fills the struct it is given; a zeroed one is valid to pass.
+    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: a NUL-terminated path and a valid out pointer.
+    if unsafe { libc::statfs(c.as_ptr(), &mut st) } != 0 {
+        return true;
+    }
+    REMOTE.contains(&(st.f_type as i64))
+}
+
+/// A descriptor of process `pid`'s own open file `path` with inode `inode`, borrowed with
+/// `pidfd_getfd` (Linux 5.6+; needs the right to ptrace it): the same open file, so looking at
+/// it opens nothing (a FUSE or NFS open would drop the file's cached pages). Closing it still
+/// flushes a FUSE file, once. None when `pid` has no such descriptor, or it cannot be borrowed.
+pub fn borrow_fd(pid: i32, path: &str, inode: u64) -> Option<File> {
+    use std::os::fd::FromRawFd;
+    use std::os::unix::fs::MetadataExt;
+    let dir = std::fs::read_dir(format!("/proc/{pid}/fd")).ok()?;
+    let wanted: Vec<i32> = dir
+        .flatten()
+        .filter(|e| std::fs::read_link(e.path()).is_ok_and(|l| l.as_os_str() == path))
+        .filter_map(|e| e.file_name().to_str()?.parse().ok())
+        .collect();
+    if wanted.is_empty() {
+        return None;
+    }
+    // SAFETY: pidfd_open takes a pid and flags; it returns a new descriptor or -1.
+    let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) } as i32;
+    if pidfd < 0 {
+        return None;
+    }
+    // SAFETY: a descriptor just returned to us, owned here.
+    let pidfd = unsafe { File::from_raw_fd(pidfd) };
+    wanted.into_iter().find_map(|n| {
+        // SAFETY: pidfd_getfd takes a pidfd, the target's descriptor number and flags; it
+        // returns a new descriptor (close-on-exec) or -1.
+        let fd = unsafe { libc::syscall(libc::SYS_pidfd_getfd, pidfd.as_raw_fd(), n, 0) } as i32;
+        if fd < 0 {
+            return None;
+        }
+        // SAFETY: a descriptor just returned to us, owned by the File.
+        let f = unsafe { File::from_raw_fd(fd) };
+        f.metadata().is_ok_and(|m| m.ino() == inode).then_some(f)
+    })
 }
 
 /// Counts the file's pages that are in the page cache.
@@ -220,6 +266,22 @@ mod tests {
         let cold = residency(&p).unwrap();
         assert_eq!(cold.resident_pages, 0, "evicted: {cold:?}");
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_processs_own_descriptor_is_borrowed_by_path_and_inode() {
+        use std::os::unix::fs::MetadataExt;
+        let exe = std::env::current_exe().unwrap();
+        let held = File::open(&exe).unwrap();
+        let inode = held.metadata().unwrap().ino();
+        let me = std::process::id() as i32;
+        let path = exe.to_str().unwrap();
+        let f = borrow_fd(me, path, inode).expect("this process holds it open");
+        assert_eq!(f.metadata().unwrap().ino(), inode);
+        assert!(borrow_fd(me, path, inode + 1).is_none(), "another inode under that name");
+        assert!(borrow_fd(me, "/nonexistent/file", inode).is_none());
+        assert!(!remote_path(&exe), "a local disk");
+        drop(held);
     }
 
     #[test]

@@ -19,7 +19,9 @@
 //!   likely in an allocation: measured, the loop held 191 ms in the first stall of every run,
 //!   and never once the file was no longer mapped), and not closed at each look (closing a
 //!   FUSE file writes its dirty pages back: the observer would start the very writeback the
-//!   target's stores wait for). Opening a FUSE file still drops its clean cached pages, once.
+//!   target's stores wait for). On FUSE and network file systems the recorder opens nothing:
+//!   an open there drops the file's cached pages, writing dirty ones back under their lock. It
+//!   borrows the target's own descriptor of the file (`pidfd_getfd`), or does without.
 //!   What the open files hold (their dirty pages, their pages under writeback) is read first,
 //!   before the maps, since that cannot wait.
 
@@ -68,18 +70,26 @@ impl OpenFiles {
         if !self.open.contains_key(&key) && self.open.len() >= MAX_OPEN {
             return None;
         }
+        let inode = m.inode;
         let f = self.open.entry(key).or_insert_with(|| {
             use std::os::unix::fs::OpenOptionsExt;
+            let reached = format!("/proc/{pid}/root{path}");
+            // On FUSE or a network file system an open drops the file's cached pages (writing
+            // dirty ones back, under their lock: measured, a 300 ms pause of the JVM writing its
+            // perf counters on slowfs): only the target's own descriptor is looked through there.
+            if pagecache::remote_path(std::path::Path::new(&reached)) {
+                return pagecache::borrow_fd(pid, path, inode);
+            }
             std::fs::OpenOptions::new()
                 .read(true)
                 .custom_flags(libc::O_NONBLOCK | libc::O_NOATIME | libc::O_CLOEXEC)
-                .open(format!("/proc/{pid}/root{path}"))
+                .open(&reached)
                 .or_else(|_| {
                     // O_NOATIME is refused for another user's file.
                     std::fs::OpenOptions::new()
                         .read(true)
                         .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
-                        .open(format!("/proc/{pid}/root{path}"))
+                        .open(&reached)
                 })
                 .ok()
         });
