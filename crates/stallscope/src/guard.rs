@@ -66,8 +66,8 @@ pub struct Token(u64);
 impl Guard {
     /// Starts a guardian (this executable, `guard`).
     pub fn start() -> Result<Guard> {
-        let me = std::env::current_exe()
-            .context("finding stallscope's own executable for its guardian")?;
+        let me =
+            crate::own_exe().context("finding stallscope's own executable for its guardian")?;
         let mut cmd = Command::new(me);
         cmd.arg("guard").stdin(Stdio::piped()).stdout(Stdio::null());
         // Its own process group: Ctrl-C in a terminal reaches the owner, not the guardian.

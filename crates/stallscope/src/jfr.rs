@@ -85,8 +85,7 @@ pub fn read(
     want: &Want,
     each: &mut dyn FnMut(Line) -> Result<()>,
 ) -> Result<Option<String>> {
-    let exe =
-        std::env::current_exe().context("finding stallscope's own binary to read a JFR file")?;
+    let exe = crate::own_exe().context("finding stallscope's own binary to read a JFR file")?;
     let mut cmd = Command::new(exe);
     cmd.arg("jfr-chunks");
     if let Want::Samples(tids) = want {

@@ -43,3 +43,17 @@ pub fn run(command: cli::Command) -> anyhow::Result<i32> {
         cli::Command::Lab(cli::LabCommand::Compare(a)) => commands::lab::compare(a),
     }
 }
+
+/// This executable, to start its own helpers (the guardian, slowfs, the JFR reader) as child
+/// processes: `/proc/self/exe`, which a child's exec resolves to the very file running, even
+/// after it was replaced or removed (a package upgrade, a rebuild) while a long `watch` or
+/// `lab run` was going; `current_exe()`'s path would then name nothing, or a newer binary.
+/// Measured: a lab whose binary was rebuilt mid-run could start no guardian for the rest of it.
+pub fn own_exe() -> anyhow::Result<std::path::PathBuf> {
+    let proc = std::path::PathBuf::from("/proc/self/exe");
+    if proc.exists() {
+        return Ok(proc);
+    }
+    use anyhow::Context;
+    std::env::current_exe().context("finding stallscope's own executable")
+}

@@ -31,7 +31,7 @@ impl Drop for Helper {
 
 /// stallscope's own executable, for injectors and native workloads run as child processes.
 pub fn me() -> Result<PathBuf> {
-    std::env::current_exe().context("finding stallscope's own executable")
+    crate::own_exe()
 }
 
 /// Mounts slowfs over `back` at `mnt` (`inject slowfs`, a helper process of this executable,
