@@ -212,6 +212,16 @@ pub fn run(a: SlowfsArgs) -> Result<i32> {
     let settings = Arc::new(settings);
     let run_for = a.run_for.map(|d| d.ns());
 
+    // A FUSE mount whose process died with its unmount guardian (a machine or container restart
+    // kills them all at once) stays mounted and answers everything with ENOTCONN; found when a
+    // killed lab's mount blocked the next run. It serves nothing, so it is detached, and said.
+    if std::fs::metadata(&a.mount).err().and_then(|e| e.raw_os_error()) == Some(libc::ENOTCONN) {
+        eprintln!(
+            "stallscope slowfs: {}: a dead FUSE mount (its process is gone); detaching it",
+            a.mount.display()
+        );
+        lazy_unmount(&a.mount);
+    }
     let created = if a.mount.exists() {
         false
     } else {
