@@ -271,6 +271,15 @@ fn classify_message<'a>(
     if safepoint_tag && let Some(state) = trim(msg).strip_prefix(b"java.lang.Thread.State: ") {
         return known(stamps, Format::TimeoutUl, Event::TimeoutThreadState(state));
     }
+    // A compiler thread in the timeout's list is followed by its task (JavaThread::print_on):
+    // "   Compiling:  588   4   jdk.internal.misc.Unsafe::putLongOpaque (9 bytes)", or
+    // "   No compile task". Seen on JDK 17 in the lab's perf-writeback runs, 12 lines a run.
+    if safepoint_tag && {
+        let t = trim(msg);
+        t.starts_with(b"Compiling: ") || t == b"No compile task"
+    } {
+        return known(stamps, Format::TimeoutUl, Event::Detail);
+    }
     if find(msg, b"page_trap_count").is_some() {
         return known(stamps, Format::StatsHeader, Event::StatsHeader);
     }
@@ -768,6 +777,12 @@ mod tests {
         let Event::TimeoutThread(t) = c.event else { panic!() };
         assert_eq!(t.name, b"spin \"x\" #3");
         assert_eq!(t.os_tid, Some(2579));
+        let c = known(
+            "[4.665s][11032450920166ns][warning][safepoint        ]    Compiling:  588       4       jdk.internal.misc.Unsafe::putLongOpaque (9 bytes)",
+        );
+        assert_eq!((c.format, c.event), (Format::TimeoutUl, Event::Detail));
+        let c = known("[4.665s][warning][safepoint]    No compile task");
+        assert_eq!((c.format, c.event), (Format::TimeoutUl, Event::Detail));
         let c =
             known("# SafepointSynchronize::begin: Timed out while waiting for threads to stop.");
         assert_eq!((c.format, c.event), (Format::TimeoutTty, Event::TimeoutReason));
