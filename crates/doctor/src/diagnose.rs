@@ -116,6 +116,9 @@ pub fn spanned_safepoints(
 /// How long after a safepoint's begin the meter may still have ticked with the world stopping
 /// from that begin: the log's and the heartbeat's stamps, a tick in flight.
 const TICK_AFTER_BEGIN_NS: u64 = 2_000_000;
+/// A safepoint begun this long before the meter's last tick is reported as begun late: well
+/// past the meter's period (1 ms) and a scheduling hiccup, short of any stall worth naming.
+const LATE_BEGIN_NS: u64 = 10_000_000;
 
 /// How far before a stall's start a safepoint's reaching may have begun and still be the
 /// stall's: the meter misses its tick once the safepoint stops it, within a tick or two.
@@ -340,6 +343,17 @@ fn diagnose_stall(
     }) {
         span.start_ns = first.start_mono_ns;
     }
+    // The other case: the meter ticked well into the safepoint's TTSP, so the VM thread began it
+    // (and started its clock) long before it stopped anyone. The log's TTSP is not what the
+    // application felt; say how much of it was the VM thread's own lateness.
+    let begun_before_stop_ns = safepoint
+        .as_ref()
+        .filter(|s| {
+            s.start_mono_ns < span.start_ns
+                && ran_until > s.start_mono_ns + LATE_BEGIN_NS
+                && !s.unfinished
+        })
+        .map(|s| ran_until.min(s.start_mono_ns + s.ttsp_ns) - s.start_mono_ns);
     // A stall under way when the recorder started (`attach` to a JVM stuck already) is judged on
     // the part it saw: what held the JVM before is not known, and not counted against the cause.
     let full = span.clone();
@@ -444,6 +458,7 @@ fn diagnose_stall(
         control_max_late_ns: span.control_max_late_ns,
         target_exited: span.exited_during,
         raw,
+        begun_before_stop_ns,
     }
 }
 
@@ -1055,12 +1070,18 @@ mod tests {
             (2145, 10),
             "the meter ran until 2144 ms"
         );
+        assert_eq!(
+            held_vm.stalls[0].begun_before_stop_ns.map(|n| n / MS),
+            Some(144),
+            "the safepoint began at 2000 ms, 144 ms before the application stopped"
+        );
         // A meter stopped with everyone else: the stall begins with the safepoint.
         let stopped = diagnose(&rec(2000));
         assert_eq!(
             (stopped.stalls[0].start_mono_ns / MS, stopped.stalls[0].duration_ns / MS),
             (2000, 155)
         );
+        assert_eq!(stopped.stalls[0].begun_before_stop_ns, None, "it was not begun late");
     }
 
     #[test]
@@ -1107,6 +1128,7 @@ mod tests {
             safepoint: None,
             safepoints: vec![],
             findings: vec![unknown_finding(&StallEvidence::default())],
+            begun_before_stop_ns: None,
             parked_threads: 0,
             threads: 0,
             samples: 0,

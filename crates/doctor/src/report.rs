@@ -113,6 +113,11 @@ pub struct StallReport {
     pub target_exited: bool,
     /// The busiest threads, shown when the cause is unknown.
     pub raw: Vec<ThreadLine>,
+    /// How long the main safepoint had begun before the application stopped: the agent's meter
+    /// (a Java thread) still ticked that far into its "Reaching safepoint". The VM thread was
+    /// late to stop anyone (held itself, e.g. writing its perf counters); the operation's
+    /// caller waited, the application did not. None when it was not late by much, or unknown.
+    pub begun_before_stop_ns: Option<u64>,
 }
 
 #[derive(Debug, Clone, Serialize)]

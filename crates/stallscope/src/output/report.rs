@@ -200,6 +200,23 @@ fn stall_body(out: &mut String, s: &StallReport) {
             wrap(out, "timeout", &format!("SafepointTimeout named {}", named.join(", ")));
         }
     }
+    if let (Some(late), Some(sp)) = (s.begun_before_stop_ns, &s.safepoint) {
+        wrap(
+            out,
+            "note",
+            &format!(
+                "{} of the log's {} \"Reaching safepoint\" passed before any thread was stopped \
+                 (the agent's meter ticked on): the VM thread was late to stop the world, held \
+                 by something of its own (its perf counters on a slow disk, for one: see \
+                 docs/causes/mapped-writeback.md). Whoever asked for \"{}\" waited all of it; the \
+                 application only the {} above",
+                fmt_ns(late),
+                fmt_ns(sp.ttsp_ns),
+                sp.op,
+                fmt_ns(s.duration_ns)
+            ),
+        );
+    }
     if s.threads > 0 {
         wrap(
             out,
