@@ -377,12 +377,17 @@ fn a_store_to_a_mapped_file_under_writeback_is_named_with_the_file_on_every_lts_
                 "JDK {jdk}: {fix}"
             );
         }
-        // The store's code, where the agent's signal found the writer: the user's frame.
+        // The store's code, where the agent's signal found the writer: the user's frame. Which
+        // of the user's frames depends on the JIT: with `update` inlined into the writer's
+        // lambda, the faulting pc's nearest debug information can be the lambda's (seen once on
+        // JDK 11 in CI: "the write in MappedWrite.lambda$main$0 (line 99)"). Either is the
+        // user's code, never the JDK's.
         assert!(
-            hits.iter().any(|s| s["findings"][0]["fix"]
-                .as_str()
-                .unwrap()
-                .starts_with("the write in MappedWrite.update (line ")),
+            hits.iter().any(|s| {
+                let fix = s["findings"][0]["fix"].as_str().unwrap();
+                fix.starts_with("the write in MappedWrite.update (line ")
+                    || fix.starts_with("the write in MappedWrite.lambda$main$")
+            }),
             "JDK {jdk}: the writer's code is named in a fix: {:?}",
             hits.iter().map(|s| &s["findings"][0]["fix"]).collect::<Vec<_>>()
         );
