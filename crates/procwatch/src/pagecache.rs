@@ -111,28 +111,36 @@ pub fn pages(f: &File) -> io::Result<FilePages> {
 const REMOTE: [i64; 6] =
     [0x6573_5546, 0x6969, 0xFF53_4D42_u32 as i64, 0xFE53_4D42_u32 as i64, 0x00C3_6400, 0x0102_1997];
 
-fn remote(f: &File) -> bool {
+/// tmpfs and ramfs: file systems whose files live in memory and are never written back.
+pub const IN_MEMORY: [i64; 2] = [0x0102_1994, 0x8584_58f6];
+
+/// The file system type (`statfs`'s `f_type`) of the file at `path`, looked up without opening
+/// it; None when it cannot be told.
+pub fn fs_type(path: &Path) -> Option<i64> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes()).ok()?;
+    // SAFETY: statfs fills the struct it is given; a zeroed one is valid to pass.
+    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: a NUL-terminated path and a valid out pointer.
+    (unsafe { libc::statfs(c.as_ptr(), &mut st) } == 0).then_some(st.f_type as i64)
+}
+
+/// [`fs_type`] of an open file.
+fn fs_type_of(f: &File) -> Option<i64> {
     // SAFETY: fstatfs fills the struct it is given; a zeroed one is valid to pass.
     let mut st: libc::statfs = unsafe { std::mem::zeroed() };
     // SAFETY: a valid descriptor and out pointer.
-    if unsafe { libc::fstatfs(f.as_raw_fd(), &mut st) } != 0 {
-        return true;
-    }
-    REMOTE.contains(&(st.f_type as i64))
+    (unsafe { libc::fstatfs(f.as_raw_fd(), &mut st) } == 0).then_some(st.f_type as i64)
+}
+
+fn remote(f: &File) -> bool {
+    fs_type_of(f).is_none_or(|t| REMOTE.contains(&t))
 }
 
 /// Whether the file at `path` lives on a FUSE or network file system (looked up without opening
 /// it); true when that cannot be told.
 pub fn remote_path(path: &Path) -> bool {
-    use std::os::unix::ffi::OsStrExt;
-    let Ok(c) = std::ffi::CString::new(path.as_os_str().as_bytes()) else { return true };
-    // SAFETY: statfs fills the struct it is given; a zeroed one is valid to pass.
-    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
-    // SAFETY: a NUL-terminated path and a valid out pointer.
-    if unsafe { libc::statfs(c.as_ptr(), &mut st) } != 0 {
-        return true;
-    }
-    REMOTE.contains(&(st.f_type as i64))
+    fs_type(path).is_none_or(|t| REMOTE.contains(&t))
 }
 
 /// A descriptor of process `pid`'s own open file `path` with inode `inode`, borrowed with

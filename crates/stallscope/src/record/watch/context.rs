@@ -286,24 +286,16 @@ fn context(stall: u32, java_threads: Vec<JavaThread>, r: Read, earlier: bool) ->
 /// The files `pid` maps shared and writable that live on tmpfs or ramfs, looked up in the
 /// target's own mount namespace (`/proc/<pid>/root`).
 fn in_memory_files(pid: i32, m: &[maps::Mapping]) -> Vec<String> {
-    const TMPFS_MAGIC: i64 = 0x0102_1994;
-    const RAMFS_MAGIC: i64 = 0x8584_58f6;
     let mut out: Vec<String> = Vec::new();
     for x in m.iter().filter(|x| x.is_shared_writable_file()) {
         if out.contains(&x.path) || out.len() >= 64 {
             continue;
         }
-        let Ok(c) = std::ffi::CString::new(format!("/proc/{pid}/root{}", x.path)) else {
-            continue;
-        };
-        // SAFETY: statfs fills the struct it is given; a zeroed one is valid to pass.
-        let mut st: libc::statfs = unsafe { std::mem::zeroed() };
-        // SAFETY: a NUL-terminated path and a valid out pointer.
-        if unsafe { libc::statfs(c.as_ptr(), &mut st) } == 0 {
-            let kind = st.f_type as i64;
-            if kind == TMPFS_MAGIC || kind == RAMFS_MAGIC {
-                out.push(x.path.clone());
-            }
+        let reached = format!("/proc/{pid}/root{}", x.path);
+        if pagecache::fs_type(std::path::Path::new(&reached))
+            .is_some_and(|t| pagecache::IN_MEMORY.contains(&t))
+        {
+            out.push(x.path.clone());
         }
     }
     out
