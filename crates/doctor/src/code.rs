@@ -220,7 +220,13 @@ pub fn for_thread(
     let well_inside = plain()
         .filter(|f| f.t >= start + WELL_INSIDE_NS && f.t + WELL_INSIDE_NS <= end)
         .min_by_key(|f| f.t);
-    let before = plain().filter(|f| f.t < start && start - f.t <= NEAR_NS).max_by_key(|f| f.t);
+    // The recorder signals threads only during stalls, so a signal sample well before this one
+    // is from an earlier stall, of code the thread has left (seen in CI: a query thread's class
+    // loading, 52 ms before the stall it then spent in a fault in Lucene's code).
+    let before = plain()
+        .filter(|f| f.t < start && start - f.t <= NEAR_NS)
+        .filter(|f| f.event != SIGNAL || start - f.t <= STALE_NS)
+        .max_by_key(|f| f.t);
     let edge = plain().filter(|f| f.t >= start && f.t <= end).min_by_key(|f| f.t);
     let after = plain().filter(|f| f.t > end && f.t - end <= NEAR_NS).min_by_key(|f| f.t);
     // A dump that caught the thread in a bulk copy or fill inside the VM (`setMemory0`,
@@ -301,6 +307,18 @@ mod tests {
                 .collect(),
             truncated: false,
         }
+    }
+
+    #[test]
+    fn a_signal_sample_from_an_earlier_stall_is_not_this_ones_code() {
+        // As in CI: a query thread signalled in class loading 52 ms before the stall it then
+        // spent in a page fault; JFR took nothing since. Nothing is better than that stack.
+        let old = vec![sample(SIGNAL, 948, 7, &["java.lang.ClassLoader.defineClass1"])];
+        assert!(for_thread(&old, 7, 1000 * MS, 1300 * MS, (1000 * MS, 1300 * MS)).is_none());
+        // A signal sample just before the stall's start (its edge as the doctor dates it) stays.
+        let near = vec![sample(SIGNAL, 990, 7, &["io.x.Ledger.fold"])];
+        let c = for_thread(&near, 7, 1000 * MS, 1300 * MS, (1000 * MS, 1300 * MS)).unwrap();
+        assert_eq!(c.offset_ns, -10 * MS as i64);
     }
 
     #[test]
