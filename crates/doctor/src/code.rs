@@ -187,10 +187,10 @@ const STALE_NS: u64 = 40_000_000;
 /// The stack that best shows what thread `tid` did in the stall from `start` to `end` (both
 /// CLOCK_MONOTONIC), from `frames` (in any order), in this order: a safepoint-latency sample
 /// whose wait overlaps the stall (the longest); a sample well inside the stall; the last sample
-/// before it, unless stale while a dump caught the thread in a bulk copy or fill inside the VM
-/// ([`bulk_vm_call`]); a thread dump
-/// asked for during it; one at its edge; the first after it; none
-/// further than [`NEAR_NS`].
+/// before it (a safepoint-latency sample dated by its poll, within two sampling periods),
+/// unless stale while a dump caught the thread in a bulk copy or fill inside the VM
+/// ([`bulk_vm_call`]); a thread dump asked for during it; one at its edge; the first after it;
+/// none further than [`NEAR_NS`].
 ///
 /// A dump counts if it was asked for anywhere in `stall` (the whole stall, which holds `start`
 /// to `end`): it is taken at the thread's first poll after the stall's safepoint whenever it
@@ -227,13 +227,36 @@ pub fn for_thread(
         .filter(|f| f.t < start && start - f.t <= NEAR_NS)
         .filter(|f| f.event != SIGNAL || start - f.t <= STALE_NS)
         .max_by_key(|f| f.t);
+    // A safepoint-latency sample's stack is where the thread reached its poll, at `t + latency`.
+    // One that reached it just before the stall (the round of a loop before the one that held
+    // the safepoint, as when a handshake took the round before) shows the code, and how long it
+    // runs without a poll, nearer the stall than any sample JFR took meanwhile. Seen in CI: a
+    // safepoint asked for 1 ms after the loop polled, JFR's sampler held off until it was over.
+    let polled = |f: &FrameSample| f.t.saturating_add(f.latency_ns.unwrap_or(0));
+    // Every request JFR made in one run without a poll is answered at the same poll: of those,
+    // the first asked says for how long the thread ran without one.
+    let latency_polled_before = || {
+        mine()
+            .filter(|f| f.event == "jdk.SafepointLatency")
+            .filter(|f| polled(f) <= start && start - polled(f) <= STALE_NS)
+    };
+    let last_poll = latency_polled_before().map(polled).max();
+    let latency_before = latency_polled_before()
+        .filter(|f| last_poll.is_some_and(|p| polled(f) + 1_000_000 >= p))
+        .max_by_key(|f| f.latency_ns);
+    let before = match (before, latency_before) {
+        (Some(b), Some(l)) if b.t >= polled(l) => Some(b),
+        (b, l) => l.or(b),
+    };
     let edge = plain().filter(|f| f.t >= start && f.t <= end).min_by_key(|f| f.t);
     let after = plain().filter(|f| f.t > end && f.t - end <= NEAR_NS).min_by_key(|f| f.t);
     // A dump that caught the thread in a bulk copy or fill inside the VM (`setMemory0`,
     // `copyMemory0`) shows code JFR's execution sampler cannot see, and a sample before the
     // stall older than two sampling periods is of code the thread had left: the dump wins.
     let before = match (before, dump) {
-        (Some(b), Some(d)) if start - b.t > STALE_NS && bulk_vm_call(&d.frames[0].method) => None,
+        (Some(b), Some(d)) if start - polled(b) > STALE_NS && bulk_vm_call(&d.frames[0].method) => {
+            None
+        }
         (b, _) => b,
     };
     let f = latency.or(well_inside).or(before).or(dump).or(edge).or(after)?;
@@ -248,6 +271,12 @@ pub fn for_thread(
         format!("{} into the stall", recording::units::fmt_ns(f.t - start))
     };
     let source = match (f.event.as_str(), f.latency_ns) {
+        ("jdk.SafepointLatency", Some(l)) if f.t.saturating_add(l) <= start => format!(
+            "{}: asked to stop {when}, it reached a safepoint poll {} later, {} before the stall, here",
+            words(&f.event),
+            recording::units::fmt_ns(l),
+            recording::units::fmt_ns(start - f.t.saturating_add(l))
+        ),
         ("jdk.SafepointLatency", Some(l)) => format!(
             "{}: asked to stop {when}, it reached a safepoint poll {} later, here",
             words(&f.event),
@@ -403,6 +432,32 @@ mod tests {
             "io.x.Ledger.fold"
         );
         assert!(c.source.contains("reached a safepoint poll 1.20 s later"), "{}", c.source);
+    }
+
+    #[test]
+    fn a_safepoint_latency_that_polled_just_before_the_stall_is_its_nearest_stack() {
+        // As in CI on JDK 25: a loop round of 594 ms polled 1 ms before the safepoint that the
+        // next round held; JFR's sampler was held off through it, its last execution sample
+        // 9 ms before the stall.
+        let mut lat = sample("jdk.SafepointLatency", 406, 7, &["io.x.Loop.invoke"]);
+        lat.latency_ns = Some(594 * MS);
+        // JFR asked again 20 ms later, answered at the same poll.
+        let mut again = sample("jdk.SafepointLatency", 426, 7, &["io.x.Loop.invoke"]);
+        again.latency_ns = Some(574 * MS);
+        let fs =
+            vec![sample("jdk.ExecutionSample", 991, 7, &["io.x.Loop.invoke"]), lat.clone(), again];
+        let c = for_thread(&fs, 7, 1001 * MS, 1600 * MS, (1001 * MS, 1600 * MS)).unwrap();
+        assert_eq!(c.event, "jdk.SafepointLatency");
+        assert!(
+            c.source.contains("reached a safepoint poll 594 ms later, 1.00 ms before the stall"),
+            "{}",
+            c.source
+        );
+        // Polled longer ago than two sampling periods: a plain sample nearer the stall wins,
+        // and one that polled long ago is not used at all.
+        let c = for_thread(&fs, 7, 1050 * MS, 1600 * MS, (1050 * MS, 1600 * MS)).unwrap();
+        assert_eq!(c.event, "jdk.ExecutionSample");
+        assert!(for_thread(&[lat], 7, 1050 * MS, 1600 * MS, (1050 * MS, 1600 * MS)).is_none());
     }
 
     #[test]
