@@ -206,6 +206,20 @@ fn the_quick_lab_runs_every_scenario_and_cleans_up() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let cmp = String::from_utf8_lossy(&o.stdout);
     assert!(cmp.contains("counted-loop") && cmp.contains("B/A 1.00×"), "{cmp}");
+    // A scenario whose metric changed since the older run: its medians are not compared.
+    let mut older = lab.clone();
+    older["scenarios"][0]["metric"] = "longest full GC".into();
+    let older_path = out.join("older-lab.json");
+    std::fs::write(&older_path, serde_json::to_vec(&older).unwrap()).unwrap();
+    let o = stallscope()
+        .args(["lab", "compare", older_path.to_str().unwrap(), out.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let cmp = String::from_utf8_lossy(&o.stdout);
+    let first = cmp.split("\n\n").find(|b| b.starts_with("counted-loop")).unwrap_or_default();
+    assert!(first.contains("different measures, not compared") && !first.contains("B/A"), "{cmp}");
+    assert!(cmp.contains("B/A 1.00×"), "the other scenarios still compare: {cmp}");
 }
 
 #[test]

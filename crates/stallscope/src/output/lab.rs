@@ -182,7 +182,17 @@ fn render_compare(a: &LabResult, b: &LabResult, an: &str, bn: &str) -> String {
             continue;
         };
         let _ = writeln!(out, "{} ({}, {})", sa.id, sa.metric, sa.unit);
-        for va in &sa.variants {
+        // A scenario whose metric changed between the runs (swap's, from the longest timed GC
+        // to the longest stall, on 2026-11-26): its medians are not set side by side.
+        let same_metric = sa.metric == sb.metric && sa.unit == sb.unit;
+        if !same_metric {
+            let _ = writeln!(
+                out,
+                "  metric         A {} ({})   B {} ({}): different measures, not compared",
+                sa.metric, sa.unit, sb.metric, sb.unit
+            );
+        }
+        for va in sa.variants.iter().filter(|_| same_metric) {
             let vb = sb.variants.iter().find(|v| v.id == va.id);
             let med = |s: Option<&Stats>| s.map_or("-".to_string(), |s| fmt_num(s.median));
             let (ma, mb) = (va.stats.as_ref(), vb.and_then(|v| v.stats.as_ref()));
