@@ -51,13 +51,19 @@ impl Scenario for Swap {
                 None,
             )
         },
-        metric: "longest full GC",
+        metric: "longest stall",
         unit: "ms",
         needs_fuse: false,
         needs_root: true,
         why_not: "",
         run_secs: (12, 25),
-        side_metrics: &[("swapped_mb", "heap pushed to swap by the squeeze (MB)")],
+        side_metrics: &[
+            ("swapped_mb", "heap pushed to swap by the squeeze (MB)"),
+            (
+                "longest_gc_ms",
+                "longest full GC the workload timed (ms), the metric until 2026-11-26",
+            ),
+        ],
     };
     const VARIANTS: &'static [(Variant, VariantSpec)] = &[
         (
@@ -155,10 +161,16 @@ impl Scenario for Swap {
             bail!("the heap-gc workload failed ({}); see {}", recorded.status, dir.display());
         }
         let j = json_line(&recorded.stdout)?;
+        let r = diagnose(&dir)?;
+        // The stall, not the GC the workload timed: the squeeze does not push out the same part
+        // of the heap every run, and the heap often comes back in outside the timed GC (at other
+        // safepoints, in the threads' own faults). On 2026-11-26 every JDK 17 baseline run
+        // stalled 2.1-4.1 s, all named swap-in, while its longest timed GC was 45.6 ms.
         let metrics = BTreeMap::from([
-            ("metric".to_string(), ms(&j["gcs"]["max_ns"]).context("gcs")?),
+            ("metric".to_string(), r.summary.longest_stall_ns as f64 / 1e6),
+            ("longest_gc_ms".to_string(), ms(&j["gcs"]["max_ns"]).context("gcs")?),
             ("swapped_mb".to_string(), swapped_kb as f64 / 1024.0),
         ]);
-        Ok(Measured { metrics, report: Some(diagnose(&dir)?), min_stall_ns: 100_000_000 })
+        Ok(Measured { metrics, report: Some(r), min_stall_ns: 100_000_000 })
     }
 }
