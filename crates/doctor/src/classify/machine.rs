@@ -28,10 +28,7 @@ pub(super) fn cold_files(inp: &Inputs) -> Vec<String> {
     inp.mapped_files
         .iter()
         .filter(|(p, _, _)| {
-            !["/usr/", "/lib", "/etc/", "/proc/", "/sys/", "/dev/"]
-                .iter()
-                .any(|sys| p.starts_with(sys))
-                && !code(p)
+            !["/proc/", "/sys/", "/dev/"].iter().any(|sys| p.starts_with(sys)) && !code(p)
         })
         .filter(|(_, resident, total)| {
             *total > 0 && (*resident as f64) < COLD_RESIDENCY * *total as f64

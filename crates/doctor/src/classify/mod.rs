@@ -493,7 +493,9 @@ mod tests {
         signals.memory.writeback_pages = Some(0);
         let files =
             [("/tmp/hsperfdata_root/42".to_string(), 1, 0), ("/data/state.dat".to_string(), 0, 16)];
-        let go_with = |files: &[(String, u64, u64)], mapped: &[(String, u64, u64)]| {
+        let go_with = |maps: &[procwatch::maps::Mapping],
+                       files: &[(String, u64, u64)],
+                       mapped: &[(String, u64, u64)]| {
             run_seen_files(
                 Some(vec![w.clone()]),
                 None,
@@ -501,13 +503,13 @@ mod tests {
                 sp.clone(),
                 154 * MS,
                 signals.clone(),
-                &maps,
+                maps,
                 &[],
                 files,
                 mapped,
             )
         };
-        let go = |files: &[(String, u64, u64)]| go_with(files, &[]);
+        let go = |files: &[(String, u64, u64)]| go_with(&maps, files, &[]);
         let f = go(&files);
         assert_eq!((f[0].cause, f[0].confidence), (Cause::MappedWriteback, Confidence::Medium));
         let fin = f.into_iter().next().unwrap().into_finding();
@@ -530,22 +532,11 @@ mod tests {
             ("/opt/jdk-21/bin/java".to_string(), 8, 12),
             ("/opt/jdk-21/lib/server/libjvm.so".to_string(), 100, 5000),
         ];
-        let f = run_seen_files(
-            Some(vec![w.clone()]),
-            None,
-            vec![w.clone()],
-            sp.clone(),
-            154 * MS,
-            signals.clone(),
-            &with_code,
-            &[],
-            &files,
-            &cold,
-        );
+        let f = go_with(&with_code, &files, &cold);
         assert_eq!((f[0].cause, f[0].confidence), (Cause::MappedWriteback, Confidence::Medium));
         // A cold data file is still where a major fault reads from.
         let data = [("/data/index.bin".to_string(), 1, 100)];
-        let f = go_with(&files, &data);
+        let f = go_with(&maps, &files, &data);
         assert_eq!(f[0].cause, Cause::MajorFault, "{f:?}");
         // Nothing under writeback, by the file or machine-wide: not this cause.
         let none = [("/data/state.dat".to_string(), 3, 0)];
