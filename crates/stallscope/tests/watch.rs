@@ -36,7 +36,18 @@ fn counted_loop_jvm_with(options: &[&str], rounds: &str) -> (Reaper, i32) {
     let mut java = Command::new(java17());
     java.args(["-Xmx64m", "-XX:+UseParallelGC", "-XX:-UseCountedLoopSafepoints"]);
     let args = ["counted-loop", "--duration", MARK, "--rounds", rounds, "--trigger", "threaddump"];
-    Jvm::start(workload(java, options, &args)).into_parts()
+    a_jvm(Jvm::start(workload(java, options, &args)))
+}
+
+/// The started JVM and its pid, once it is a JVM (libjvm.so mapped). A pid named to `watch`
+/// must be one already, and `java` maps libjvm.so some milliseconds after it starts.
+fn a_jvm(jvm: Jvm) -> (Reaper, i32) {
+    let (reaper, pid) = jvm.into_parts();
+    let became = poll(Duration::from_secs(20), Duration::from_millis(20), || {
+        matches!(procwatch::jvms::jvm(pid), Ok(Some(_))).then_some(())
+    });
+    assert!(became.is_some(), "pid {pid} did not become a JVM (map libjvm.so) in 20 s");
+    (reaper, pid)
 }
 
 fn free_port() -> u16 {
@@ -522,7 +533,7 @@ fn a_jvm_that_refuses_the_attach_or_is_recorded_already_is_skipped_with_one_line
 
 /// A JVM of the workloads jar on JDK 17 with these options and arguments; its pid.
 fn jvm_with(options: &[&str], args: &[&str]) -> (Reaper, i32) {
-    Jvm::start(workload(Command::new(java17()), options, args)).into_parts()
+    a_jvm(Jvm::start(workload(Command::new(java17()), options, args)))
 }
 
 /// The OpenMetrics text watch serves at `addr`.
@@ -688,15 +699,6 @@ fn a_jvm_that_stalls_often_is_attached_to_and_left_as_found() {
     let (jvm, pid) = counted_loop_jvm("300");
     let (refusing, refusing_pid) = counted_loop_jvm_with(&["-XX:+DisableAttachMechanism"], "300");
     let events = d.join("events.jsonl");
-    // Named by pid, each must be a JVM already (libjvm.so mapped).
-    for p in [pid, refusing_pid] {
-        assert!(
-            poll(Duration::from_secs(20), EVERY, || matches!(procwatch::jvms::jvm(p), Ok(Some(_)))
-                .then_some(()))
-            .is_some(),
-            "pid {p} became a JVM"
-        );
-    }
     let (mut w, _, said) = start_watch(&[
         &pid.to_string(),
         &refusing_pid.to_string(),
