@@ -98,10 +98,7 @@ fn a_stopped_jvm_is_said_to_be_frozen_at_once_and_is_never_signalled_on_jdk_17_a
         let out = d.join("jvm.out");
         let (jvm, pid) = jvm(&java, &[], &["idle", "--duration", "60s"], &out);
         // Up and running (its counters exist), then stopped.
-        poll(Duration::from_secs(20), Duration::from_millis(20), || {
-            procwatch::perfdata::locate(pid).ok()
-        })
-        .expect("the JVM started");
+        jvm_started(pid);
         unsafe { libc::kill(pid, libc::SIGSTOP) };
         let dir = d.join("rec");
         let (live, _) = attach(pid, "2s", &dir);
@@ -147,6 +144,7 @@ fn a_loop_holding_a_safepoint_is_named_at_once_from_outside_on_every_lts_jdk() {
         let (jvm, pid) =
             jvm(&java, &["-XX:+UseParallelGC", "-XX:-UseCountedLoopSafepoints"], &args, &out);
         // Its first GC is asked for 1 s in, while the loop runs its first long call.
+        jvm_started(pid);
         std::thread::sleep(Duration::from_secs(3));
         let dir = d.join("rec");
         let (live, _) = attach(pid, "2s", &dir);
@@ -200,6 +198,7 @@ fn a_jvm_without_an_attach_mechanism_stuck_in_a_loop_is_diagnosed() {
         &args,
         &out,
     );
+    jvm_started(pid);
     std::thread::sleep(Duration::from_secs(3));
     let dir = d.join("rec");
     let (live, err) = attach(pid, "2s", &dir);
@@ -231,6 +230,7 @@ fn a_jvm_without_perf_data_is_watched_through_proc_and_says_so() {
         &["idle", "--duration", "60s"],
         &out,
     );
+    became_jvm(pid);
     std::thread::sleep(Duration::from_millis(1500));
     unsafe { libc::kill(pid, libc::SIGSTOP) };
     let dir = d.join("rec");
@@ -259,10 +259,7 @@ fn the_counters_read_as_jstat_reads_them_on_every_lts_jdk() {
     for (i, java) in [java11(), java17(), java21(), java25()].into_iter().enumerate() {
         let d = scratch(&format!("stuck-jstat-{i}"));
         let (jvm, pid) = jvm(&java, &[], &["idle", "--duration", "60s"], &d.join("jvm.out"));
-        poll(Duration::from_secs(20), Duration::from_millis(20), || {
-            procwatch::perfdata::locate(pid).ok()
-        })
-        .expect("the JVM started");
+        jvm_started(pid);
         std::thread::sleep(Duration::from_millis(500));
         unsafe { libc::kill(pid, libc::SIGSTOP) };
         let sorted = |o: std::process::Output| {

@@ -36,18 +36,7 @@ fn counted_loop_jvm_with(options: &[&str], rounds: &str) -> (Reaper, i32) {
     let mut java = Command::new(java17());
     java.args(["-Xmx64m", "-XX:+UseParallelGC", "-XX:-UseCountedLoopSafepoints"]);
     let args = ["counted-loop", "--duration", MARK, "--rounds", rounds, "--trigger", "threaddump"];
-    a_jvm(Jvm::start(workload(java, options, &args)))
-}
-
-/// The started JVM and its pid, once it is a JVM (libjvm.so mapped). A pid named to `watch`
-/// must be one already, and `java` maps libjvm.so some milliseconds after it starts.
-fn a_jvm(jvm: Jvm) -> (Reaper, i32) {
-    let (reaper, pid) = jvm.into_parts();
-    let became = poll(Duration::from_secs(20), Duration::from_millis(20), || {
-        matches!(procwatch::jvms::jvm(pid), Ok(Some(_))).then_some(())
-    });
-    assert!(became.is_some(), "pid {pid} did not become a JVM (map libjvm.so) in 20 s");
-    (reaper, pid)
+    Jvm::start(workload(java, options, &args)).became_jvm().into_parts()
 }
 
 fn free_port() -> u16 {
@@ -533,7 +522,7 @@ fn a_jvm_that_refuses_the_attach_or_is_recorded_already_is_skipped_with_one_line
 
 /// A JVM of the workloads jar on JDK 17 with these options and arguments; its pid.
 fn jvm_with(options: &[&str], args: &[&str]) -> (Reaper, i32) {
-    a_jvm(Jvm::start(workload(Command::new(java17()), options, args)))
+    Jvm::start(workload(Command::new(java17()), options, args)).became_jvm().into_parts()
 }
 
 /// The OpenMetrics text watch serves at `addr`.

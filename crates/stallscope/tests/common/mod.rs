@@ -143,10 +143,33 @@ impl Jvm {
         Jvm { pid, child: Reaper(child) }
     }
 
+    /// Waits until the process is a JVM (has mapped libjvm.so): `java` does so some
+    /// milliseconds after it starts, and a pid named to stallscope must be one already.
+    pub fn became_jvm(self) -> Jvm {
+        became_jvm(self.pid);
+        self
+    }
+
     /// The kill-on-drop handle and the pid, for tests that keep them apart.
     pub fn into_parts(self) -> (Reaper, i32) {
         (self.child, self.pid)
     }
+}
+
+/// Waits (up to 20 s) until `pid` has mapped libjvm.so; fails the test if it does not.
+pub fn became_jvm(pid: i32) {
+    let became = poll(Duration::from_secs(20), Duration::from_millis(20), || {
+        matches!(procwatch::jvms::jvm(pid), Ok(Some(_))).then_some(())
+    });
+    assert!(became.is_some(), "pid {pid} did not become a JVM (map libjvm.so) in 20 s");
+}
+
+/// Waits (up to 20 s) until the JVM `pid` has made its perf counters: it has started.
+pub fn jvm_started(pid: i32) {
+    poll(Duration::from_secs(20), Duration::from_millis(20), || {
+        procwatch::perfdata::locate(pid).ok()
+    })
+    .unwrap_or_else(|| panic!("JVM pid {pid} made no perf counters in 20 s"));
 }
 
 fn built(rel: &str) -> PathBuf {
