@@ -584,12 +584,17 @@ fn a_frozen_jvm_is_a_frozen_process_and_a_quiet_one_has_no_stalls() {
     // A shared 2-vCPU guest gives even a quiet JVM the odd hiccup of a few ms (the JIT's
     // start-up burst, the guest itself pausing). The doctor must not blame the JVM for them:
     // short, and CPU starvation, a machine pause, or an honest "unknown" — nothing JVM-made.
+    // Only an "unknown" must be short: a paused guest or a starved CPU can last longer, and
+    // then the doctor says so.
     for s in r["stalls"].as_array().unwrap() {
-        assert!(s["duration_ns"].as_u64().unwrap() < 50_000_000, "a quiet JVM: {s}");
         let cause = s["findings"][0]["cause"].as_str().unwrap_or("none");
         assert!(
             ["cpu-starvation", "machine-pause", "unknown"].contains(&cause),
             "a hiccup of a quiet JVM blamed on it: {s}"
+        );
+        assert!(
+            cause != "unknown" || s["duration_ns"].as_u64().unwrap() < 50_000_000,
+            "a quiet JVM: {s}"
         );
     }
     if r["summary"]["stalls"] == 0 {
