@@ -474,6 +474,15 @@ fn a_jvm_that_refuses_the_attach_or_is_recorded_already_is_skipped_with_one_line
         .parse()
         .unwrap();
     let recorded = Reaper(recorded);
+    // The recorded JVM ends first, so that its `run` finishes rather than leave it orphaned; on
+    // every way out, so that a failure here leaves no JVM for the next test's `--match`.
+    struct KillFirst(i32);
+    impl Drop for KillFirst {
+        fn drop(&mut self) {
+            unsafe { libc::kill(self.0, libc::SIGKILL) };
+        }
+    }
+    let recorded_jvm = KillFirst(recorded_pid);
     let (plain, plain_pid) = idle_jvm(&java17());
     let (mut w, _, said) = start_watch(&[
         "--match",
@@ -514,8 +523,7 @@ fn a_jvm_that_refuses_the_attach_or_is_recorded_already_is_skipped_with_one_line
     assert!(again[0].contains("another stallscope records it"), "{}", again[0]);
     assert!(heartbeat_of(recorded_pid).exists(), "the other stallscope's recording goes on");
     assert!(left_in(plain_pid).is_empty());
-    // The recorded JVM ends first, so that its `run` finishes rather than leave it orphaned.
-    unsafe { libc::kill(recorded_pid, libc::SIGKILL) };
+    drop(recorded_jvm);
     drop((refusing, recorded, plain));
     let _ = std::fs::remove_dir_all(&d);
 }
