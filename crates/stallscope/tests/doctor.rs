@@ -581,11 +581,10 @@ fn a_frozen_jvm_is_a_frozen_process_and_a_quiet_one_has_no_stalls() {
         .unwrap();
     assert!(o.status.success());
     let r = report_json(&quiet);
-    // A shared 2-vCPU guest gives even a quiet JVM the odd hiccup of a few ms (the JIT's
-    // start-up burst, the guest itself pausing). The doctor must not blame the JVM for them:
-    // short, and CPU starvation, a machine pause, or an honest "unknown" — nothing JVM-made.
-    // Only an "unknown" must be short: a paused guest or a starved CPU can last longer, and
-    // then the doctor says so.
+    // A shared 2-vCPU guest gives even a quiet JVM the odd hiccup (the JIT's start-up burst,
+    // the guest itself pausing). The doctor must not blame the JVM for them: CPU starvation, a
+    // machine pause, or an honest "unknown" that is short. Nothing JVM-made. A paused guest or
+    // a starved CPU can last longer, and then the doctor says which.
     for s in r["stalls"].as_array().unwrap() {
         let cause = s["findings"][0]["cause"].as_str().unwrap_or("none");
         assert!(
