@@ -109,6 +109,72 @@ pub fn of(pid: i32) -> Cgroups {
     parse(&std::fs::read_to_string(file).unwrap_or_default(), &mounts())
 }
 
+/// A cgroup freezer holding a process: which interface, the frozen cgroup (the process's own,
+/// or the ancestor whose freeze it inherits), as `/proc/PID/cgroup` names paths, and what its
+/// file says.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Frozen {
+    pub version: Version,
+    pub path: String,
+    pub state: String,
+}
+
+/// The freezer holding `pid`, if one is: cgroup v2's `cgroup.freeze` (set on its group or an
+/// ancestor), or the v1 freezer controller's `freezer.state` (`FROZEN` or `FREEZING`, the
+/// ancestor that set it found through `freezer.self_freezing`).
+pub fn frozen(pid: i32) -> Option<Frozen> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
+    frozen_in(&text, &mounts())
+}
+
+/// [`frozen`] from a `/proc/PID/cgroup` text and the mounts.
+pub fn frozen_in(proc_cgroup: &str, mounts: &[(String, String, PathBuf)]) -> Option<Frozen> {
+    let up = |path: &str| -> Vec<String> {
+        // The group and its ancestors, nearest first.
+        let mut v = vec![path.to_string()];
+        let mut p = path.trim_end_matches('/');
+        while let Some((parent, _)) = p.rsplit_once('/') {
+            v.push(if parent.is_empty() { "/".into() } else { parent.to_string() });
+            p = parent;
+        }
+        v
+    };
+    let join = |mp: &Path, path: &str| mp.join(path.trim_start_matches('/'));
+    for line in proc_cgroup.lines() {
+        let mut f = line.splitn(3, ':');
+        let (Some(_), Some(ctrls), Some(path)) = (f.next(), f.next(), f.next()) else { continue };
+        if ctrls.is_empty() {
+            let Some((_, _, mp)) = mounts.iter().find(|(t, _, _)| t == "cgroup2") else { continue };
+            for p in up(path) {
+                if read(&join(mp, &p), "cgroup.freeze").is_some_and(|v| v.trim() == "1") {
+                    return Some(Frozen { version: Version::V2, path: p, state: "1".into() });
+                }
+            }
+        } else if ctrls.split(',').any(|c| c == "freezer") {
+            let Some((_, _, mp)) = mounts
+                .iter()
+                .find(|(t, o, _)| t == "cgroup" && o.split(',').any(|x| x == "freezer"))
+            else {
+                continue;
+            };
+            // The root group has no freezer.state: it is never frozen.
+            let Some(state) = read(&join(mp, path), "freezer.state") else { continue };
+            let state = state.trim().to_string();
+            if state == "THAWED" {
+                continue;
+            }
+            let setter = up(path)
+                .into_iter()
+                .find(|p| {
+                    read(&join(mp, p), "freezer.self_freezing").is_some_and(|v| v.trim() == "1")
+                })
+                .unwrap_or_else(|| path.to_string());
+            return Some(Frozen { version: Version::V1, path: setter, state });
+        }
+    }
+    None
+}
+
 /// `key value` lines (`cpu.stat`, `memory.stat`, `memory.events`) as a lookup.
 fn field(text: &str, key: &str) -> Option<u64> {
     text.lines().find_map(|l| l.strip_prefix(key)?.strip_prefix(' ')?.trim().parse().ok())
@@ -270,6 +336,43 @@ pub fn shares(a: &Group, b: &Group) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_freezer_holding_a_process_is_found_in_either_version() {
+        let root = std::env::temp_dir().join(format!("procwatch-freezer-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        let (v2, v1) = (root.join("unified"), root.join("freezer"));
+        std::fs::create_dir_all(v2.join("pods/app")).unwrap();
+        std::fs::create_dir_all(v1.join("docker/abc")).unwrap();
+        let mounts = vec![
+            ("cgroup2".to_string(), "rw".to_string(), v2.clone()),
+            ("cgroup".to_string(), "rw,freezer".to_string(), v1.clone()),
+        ];
+        let v2_only = "6:freezer:/\n0::/pods/app\n";
+        std::fs::write(v2.join("pods/app/cgroup.freeze"), "0\n").unwrap();
+        assert_eq!(frozen_in(v2_only, &mounts), None);
+        // Frozen at the parent: the child inherits it.
+        std::fs::write(v2.join("pods/cgroup.freeze"), "1\n").unwrap();
+        assert_eq!(
+            frozen_in(v2_only, &mounts),
+            Some(Frozen { version: Version::V2, path: "/pods".into(), state: "1".into() })
+        );
+        let v1_only = "6:freezer:/docker/abc\n";
+        std::fs::write(v1.join("docker/abc/freezer.state"), "THAWED\n").unwrap();
+        assert_eq!(frozen_in(v1_only, &mounts), None);
+        std::fs::write(v1.join("docker/abc/freezer.state"), "FROZEN\n").unwrap();
+        std::fs::write(v1.join("docker/abc/freezer.self_freezing"), "1\n").unwrap();
+        assert_eq!(
+            frozen_in(v1_only, &mounts),
+            Some(Frozen {
+                version: Version::V1,
+                path: "/docker/abc".into(),
+                state: "FROZEN".into()
+            })
+        );
+        assert_eq!(frozen_in("garbage", &mounts), None);
+        std::fs::remove_dir_all(&root).unwrap();
+    }
 
     #[test]
     fn finds_each_controllers_directory_in_a_hybrid_hierarchy() {

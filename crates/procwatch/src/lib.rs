@@ -8,9 +8,11 @@
 //! Each module reads one kind of kernel state into plain data and keeps no policy: what to
 //! sample, when, and what it means belong to the caller.
 
+pub mod attachers;
 pub mod cgroup;
 pub mod clock;
 pub mod codecache;
+pub mod cpuuse;
 pub mod heartbeat;
 pub mod jvmcounters;
 pub mod jvms;
@@ -19,8 +21,10 @@ pub mod ns;
 pub mod pagecache;
 pub mod perf;
 pub mod perfdata;
+pub mod process;
 pub mod syscalls;
 pub mod system;
 pub mod task;
 pub mod trace;
+pub mod vmops;
 pub mod vmstructs;

@@ -154,6 +154,15 @@ pub fn stopped(pid: i32) -> bool {
         .is_some_and(|f| matches!(f.state, 'T' | 't'))
 }
 
+/// A process's state letter and its tracer's pid (0: none), from its `status`.
+pub fn state_and_tracer(pid: i32) -> Option<(char, i32)> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let state = s.lines().find_map(|l| l.strip_prefix("State:"))?.trim().chars().next()?;
+    let tracer =
+        s.lines().find_map(|l| l.strip_prefix("TracerPid:")).and_then(|v| v.trim().parse().ok());
+    Some((state, tracer.unwrap_or(0)))
+}
+
 /// Kernel functions where a thread waits inside a system call it made on purpose (parked on a
 /// futex, polling, sleeping). For these the `syscall` file adds nothing worth its cost.
 pub fn parked_wchan(w: &str) -> bool {

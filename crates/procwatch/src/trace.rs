@@ -55,13 +55,42 @@ const EVENTS: [&str; 3] = [
 /// Events taken where the kernel has them (older kernels lack this one).
 const OPTIONAL: [&str; 1] = ["writeback/folio_wait_writeback"];
 
+/// Who acted on a process, whoever they are (so not filtered by pid): signals generated, and
+/// cgroup v2 freezes written. Each fires in the context of the one who acted.
+const WHO_EVENTS: [&str; 3] =
+    ["signal/signal_generate", "cgroup/cgroup_freeze", "cgroup/cgroup_unfreeze"];
+
+/// The signals whose senders are kept: interrupt, quit (a thread dump, or the attach
+/// mechanism's knock), kill, term, and those that stop and continue a process.
+const WHO_SIGNALS: [i32; 9] = [2, 3, 9, 15, 18, 19, 20, 21, 22];
+
 /// Every event an instance may have enabled.
 fn all_events() -> impl Iterator<Item = &'static str> {
-    EVENTS.into_iter().chain(OPTIONAL)
+    EVENTS.into_iter().chain(OPTIONAL).chain(WHO_EVENTS)
 }
 
 pub struct Tracer {
     dir: PathBuf,
+    /// The instance of [`WHO_EVENTS`], where the kernel has them.
+    who: Option<PathBuf>,
+}
+
+/// One act on a process, from [`WHO_EVENTS`]: who did it, as the kernel saw them then.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WhoEvent {
+    /// `sender` (its thread id and comm) had signal `sig` generated for thread `target`
+    /// (`result` 0: delivered or queued).
+    Signal { t: u64, sender_tid: i32, sender_comm: String, sig: i32, target: i32, result: i32 },
+    /// `writer` froze (or thawed) the cgroup v2 at `path`.
+    Freeze { t: u64, writer_tid: i32, writer_comm: String, path: String, frozen: bool },
+}
+
+impl WhoEvent {
+    pub fn t(&self) -> u64 {
+        match self {
+            WhoEvent::Signal { t, .. } | WhoEvent::Freeze { t, .. } => *t,
+        }
+    }
 }
 
 fn tracefs() -> Option<PathBuf> {
@@ -112,7 +141,7 @@ impl Tracer {
         announce(&dir)?;
         std::fs::create_dir(&dir)
             .map_err(|e| io::Error::new(e.kind(), format!("creating {}: {e}", dir.display())))?;
-        let t = Tracer { dir };
+        let t = Tracer { dir, who: None };
         write(&t.dir.join("trace_clock"), "mono")?;
         // Per CPU. Reading the buffer formats every event in it (measured: 0.43 s of kernel time
         // for a full 4 MB), so it is kept to what holds the last moments before a stall.
@@ -135,7 +164,14 @@ impl Tracer {
             }
         }
         write(&t.dir.join("tracing_on"), "1")?;
+        let mut t = t;
+        t.who = start_who(&root, &t.dir, announce);
         Ok(t)
+    }
+
+    /// Reads who acted on processes (signals, freezes), when the kernel has the tracepoints.
+    pub fn who_reader(&self) -> Option<WhoReader> {
+        self.who.as_ref().map(|d| WhoReader { file: d.join("trace") })
     }
 
     /// The instance's directory (for a guardian to [`remove_instance`] if the owner dies).
@@ -179,7 +215,110 @@ impl TraceReader {
 impl Drop for Tracer {
     fn drop(&mut self) {
         remove_instance(&self.dir);
+        if let Some(w) = &self.who {
+            remove_instance(w);
+        }
     }
+}
+
+/// The second instance, beside `main` (`<main>.who`), with [`WHO_EVENTS`]: none when the kernel
+/// lacks them or the instance cannot be made (the rest of the evidence stands without it).
+fn start_who(
+    root: &Path,
+    main: &Path,
+    announce: &mut dyn FnMut(&Path) -> io::Result<()>,
+) -> Option<PathBuf> {
+    if !WHO_EVENTS.iter().all(|e| root.join("events").join(e).is_dir()) {
+        return None;
+    }
+    let dir = main.with_file_name(format!("{}.who", main.file_name()?.to_str()?));
+    announce(&dir).ok()?;
+    std::fs::create_dir(&dir).ok()?;
+    let set = || -> io::Result<()> {
+        write(&dir.join("trace_clock"), "mono")?;
+        // Rare events: a small ring holds minutes of them.
+        write(&dir.join("buffer_size_kb"), "64")?;
+        write(&dir.join("options/overwrite"), "1")?;
+        let sigs: Vec<String> = WHO_SIGNALS.iter().map(|s| format!("sig == {s}")).collect();
+        write(&dir.join("events/signal/signal_generate/filter"), &sigs.join(" || "))?;
+        for e in WHO_EVENTS {
+            write(&dir.join("events").join(e).join("enable"), "1")?;
+        }
+        write(&dir.join("tracing_on"), "1")
+    };
+    match set() {
+        Ok(()) => Some(dir),
+        Err(_) => {
+            remove_instance(&dir);
+            None
+        }
+    }
+}
+
+/// Reads the who-acted instance's ring buffer; valid while its `Tracer` lives.
+#[derive(Debug, Clone)]
+pub struct WhoReader {
+    file: PathBuf,
+}
+
+impl WhoReader {
+    /// Acts between `from` and `to` (CLOCK_MONOTONIC ns).
+    pub fn read(&self, from: u64, to: u64) -> io::Result<Vec<WhoEvent>> {
+        let text = std::fs::read_to_string(&self.file)?;
+        Ok(text
+            .lines()
+            .filter_map(parse_who_line)
+            .filter(|e| e.t() >= from && e.t() <= to)
+            .collect())
+    }
+}
+
+/// The task (comm and tid) and the timestamp at the head of a trace line, whose comm may hold
+/// spaces (`VM Thread-4243 [000] d..1. 12.000001`).
+fn task_and_time(head: &str) -> Option<(String, i32, u64)> {
+    let (task, rest) = head.trim_start().rsplit_once(" [")?;
+    let (comm, tid) = task.trim_end().rsplit_once('-')?;
+    let ts = rest.split_whitespace().last()?;
+    let (s, us) = ts.split_once('.')?;
+    let t = s.parse::<u64>().ok()? * 1_000_000_000
+        + format!("{us:0<9}").get(..9)?.parse::<u64>().ok()?;
+    Some((comm.to_string(), tid.parse().ok()?, t))
+}
+
+/// Parses one line of the who-acted instance, e.g.
+/// `bash-1234 [000] d..1. 100.123456: signal_generate: sig=19 errno=0 code=0 comm=java pid=4242 grp=1 res=0`.
+pub fn parse_who_line(l: &str) -> Option<WhoEvent> {
+    if l.starts_with('#') {
+        return None;
+    }
+    let (head, rest) = l.split_once(": ")?;
+    let (name, fields) = rest.split_once(": ")?;
+    let (comm, tid, t) = task_and_time(head)?;
+    let field =
+        |k: &str| fields.split_whitespace().find_map(|f| f.strip_prefix(k)?.strip_prefix('='));
+    Some(match name {
+        "signal_generate" => {
+            // The target's comm may hold spaces: its pid is the field after it.
+            let after = fields.split_once(" comm=")?.1;
+            let pid = after.rsplit_once(" pid=")?.1.split_whitespace().next()?;
+            WhoEvent::Signal {
+                t,
+                sender_tid: tid,
+                sender_comm: comm,
+                sig: field("sig")?.parse().ok()?,
+                target: pid.parse().ok()?,
+                result: field("res").and_then(|r| r.parse().ok()).unwrap_or(0),
+            }
+        }
+        "cgroup_freeze" | "cgroup_unfreeze" => WhoEvent::Freeze {
+            t,
+            writer_tid: tid,
+            writer_comm: comm,
+            path: fields.split_once("path=")?.1.trim_end().to_string(),
+            frozen: name == "cgroup_freeze",
+        },
+        _ => return None,
+    })
 }
 
 /// Instances are named `stallscope-<target pid>-<owner pid>`.
@@ -200,12 +339,13 @@ pub fn remove_instance(dir: &Path) {
     let _ = std::fs::remove_dir(dir);
 }
 
-/// The owner pid in an instance's name, `stallscope-<target>-<owner>`.
+/// The owner pid in an instance's name, `stallscope-<target>-<owner>` (with `.who` after it
+/// for the instance of who acted).
 fn owner_of(name: &str) -> Option<i32> {
     let rest = name.strip_prefix(PREFIX)?;
     let (target, owner) = rest.split_once('-')?;
     target.parse::<i32>().ok()?;
-    owner.parse().ok()
+    owner.strip_suffix(".who").unwrap_or(owner).parse().ok()
 }
 
 /// Removes our instances whose owner process is gone (killed before it or its guardian could
@@ -317,6 +457,39 @@ mod tests {
     }
 
     #[test]
+    fn who_lines() {
+        let e = parse_who_line("            bash-1234    [000] d..1.   100.123456: signal_generate: sig=19 errno=0 code=0 comm=VM Thread pid=4242 grp=1 res=0").unwrap();
+        assert_eq!(
+            e,
+            WhoEvent::Signal {
+                t: 100_123_456_000,
+                sender_tid: 1234,
+                sender_comm: "bash".into(),
+                sig: 19,
+                target: 4242,
+                result: 0
+            }
+        );
+        let e = parse_who_line(
+            "   VM Thread-77 [001] ..... 5.000001: cgroup_freeze: root=0 id=12 level=2 path=/a b/c",
+        )
+        .unwrap();
+        assert_eq!(
+            e,
+            WhoEvent::Freeze {
+                t: 5_000_001_000,
+                writer_tid: 77,
+                writer_comm: "VM Thread".into(),
+                path: "/a b/c".into(),
+                frozen: true
+            }
+        );
+        assert!(parse_who_line("x-1 [000] ..... 5.1: cgroup_unfreeze: path=/p").is_some());
+        assert!(parse_who_line("garbage").is_none());
+        assert!(parse_who_line("x-1 [000] ..... 5.1: signal_generate: sig=19").is_none());
+    }
+
+    #[test]
     fn traces_our_own_faults_when_root() {
         if unsafe { libc::geteuid() } != 0 {
             return;
@@ -339,6 +512,8 @@ mod tests {
     #[test]
     fn owners_from_instance_names() {
         assert_eq!(owner_of("stallscope-4242-77"), Some(77));
+        assert_eq!(owner_of("stallscope-4242-77.who"), Some(77));
+        assert_eq!(owner_of("stallscope-4242-77.x"), None);
         assert_eq!(owner_of("stallscope-4242"), None);
         assert_eq!(owner_of("stallscope-x-77"), None);
         assert_eq!(owner_of("other-1-2"), None);
@@ -368,5 +543,18 @@ mod tests {
         drop(live);
         let _ = target.kill();
         let _ = target.wait();
+    }
+
+    mod properties {
+        use super::super::*;
+        use proptest::prelude::*;
+
+        proptest! {
+            #[test]
+            fn any_line_is_an_event_or_none_never_a_panic(l in ".{0,200}") {
+                let _ = parse_who_line(&l);
+                let _ = parse_line(&l);
+            }
+        }
     }
 }

@@ -215,6 +215,32 @@ pub fn dynamic_symbols(
     path: &Path,
     want: &dyn Fn(&str) -> bool,
 ) -> Result<HashMap<String, u64>, Error> {
+    Ok(symbols(path, SymbolTable::Dynamic, want)?.into_iter().map(|s| (s.name, s.value)).collect())
+}
+
+/// Which of an ELF file's symbol tables to read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SymbolTable {
+    /// `.dynsym`: what the library exports (always there).
+    Dynamic,
+    /// `.symtab`: every symbol, static members and vtables too (gone from a stripped file).
+    Full,
+}
+
+/// One symbol: its name, value (an address in the file's own numbering) and size.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Symbol {
+    pub name: String,
+    pub value: u64,
+    pub size: u64,
+}
+
+/// The symbols of an ELF file whose names satisfy `want`, from the table asked for.
+pub fn symbols(
+    path: &Path,
+    table: SymbolTable,
+    want: &dyn Fn(&str) -> bool,
+) -> Result<Vec<Symbol>, Error> {
     let f =
         crate::ns::open_reached(path, libc::O_RDONLY).map_err(|e| lib_err(path, e.to_string()))?;
     let h = elf_header(&f, path)?;
@@ -228,14 +254,19 @@ pub fn dynamic_symbols(
             le32(&sh, i * shentsize + 40),
         )
     };
-    let dynsym = (0..shnum)
-        .find(|i| section(*i).0 == 11)
-        .ok_or_else(|| lib_err(path, "no dynamic symbol table"))?;
-    let (_, sym_off, sym_size, link) = section(dynsym);
+    let (kind, what) = match table {
+        SymbolTable::Dynamic => (11, "no dynamic symbol table"),
+        SymbolTable::Full => (2, "no full symbol table (the library is stripped)"),
+    };
+    let found = (0..shnum).find(|i| section(*i).0 == kind).ok_or_else(|| lib_err(path, what))?;
+    let (_, sym_off, sym_size, link) = section(found);
+    if link as usize >= shnum {
+        return Err(lib_err(path, "a symbol table linked to no string table"));
+    }
     let (_, str_off, str_size, _) = section(link as usize);
     let syms = read_at(&f, path, sym_off, sym_size as usize)?;
     let strs = read_at(&f, path, str_off, str_size as usize)?;
-    let mut out = HashMap::new();
+    let mut out = Vec::new();
     for s in syms.chunks_exact(24) {
         let name_at = le32(s, 0) as usize;
         let Some(rest) = strs.get(name_at..) else { continue };
@@ -243,7 +274,7 @@ pub fn dynamic_symbols(
         let Ok(name) = std::str::from_utf8(&rest[..end]) else { continue };
         let value = le64(s, 8);
         if value != 0 && want(name) {
-            out.insert(name.to_string(), value);
+            out.push(Symbol { name: name.to_string(), value, size: le64(s, 16) });
         }
     }
     Ok(out)

@@ -1,0 +1,256 @@
+//! Who a process is, as `ps` and the container runtime would name it: its command, command line,
+//! user, parent chain, cgroup and the container that cgroup names. Used to say who set a stall
+//! off (the tool that asked the JVM for a heap dump, the process that sent SIGSTOP, the
+//! neighbours that took the CPUs).
+//!
+//! Invariant: only `/proc` and `/etc/passwd` are read; a process gone, or another user's without
+//! privilege, gives what could be read (at least its pid), never a guess.
+
+use serde::{Deserialize, Serialize};
+
+/// The most command-line arguments and bytes kept (a JVM's class path can be megabytes).
+const MAX_ARGS: usize = 32;
+const MAX_ARG_BYTES: usize = 512;
+/// The most ancestors followed (a process tree is shallow; this bounds a loop in a bad read).
+const MAX_ANCESTORS: usize = 8;
+
+/// One process, named.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProcessInfo {
+    pub pid: i32,
+    /// Its `comm` (up to 15 bytes, as `ps -o comm` shows it).
+    pub comm: String,
+    /// Its command line, shortened: at most [`MAX_ARGS`] arguments of [`MAX_ARG_BYTES`] each.
+    pub cmdline: Vec<String>,
+    pub uid: Option<u32>,
+    /// The user's name, from the host's `/etc/passwd`.
+    pub user: Option<String>,
+    pub ppid: Option<i32>,
+    /// Its parents, nearest first, up to init or [`MAX_ANCESTORS`]: `(pid, comm)`.
+    pub ancestors: Vec<(i32, String)>,
+    /// Its cgroup (the v2 group, else the CPU controller's), as `/proc/PID/cgroup` says it.
+    pub cgroup: String,
+    /// The container its cgroup names (`docker 3f2a…`, `pod 5c1d…/cri-containerd 9e8b…`), when
+    /// it names one.
+    pub container: Option<String>,
+    /// Its start in clock ticks since boot: with the pid, it names this process and no later one.
+    pub starttime: u64,
+}
+
+impl ProcessInfo {
+    /// `jcmd (pid 4242, user root)`, the way a report names it.
+    pub fn label(&self) -> String {
+        let name = if self.comm.is_empty() { "?" } else { &self.comm };
+        match &self.user {
+            Some(u) => format!("{name} (pid {}, user {u})", self.pid),
+            None => format!("{name} (pid {})", self.pid),
+        }
+    }
+
+    /// The command line as one line, shell-like (arguments with spaces quoted).
+    pub fn command(&self) -> String {
+        self.cmdline
+            .iter()
+            .map(|a| {
+                if a.is_empty() || a.contains(char::is_whitespace) {
+                    format!("'{a}'")
+                } else {
+                    a.clone()
+                }
+            })
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+}
+
+/// Fields of `/proc/PID/stat` after its `comm`: (comm, state, ppid, starttime).
+pub fn parse_stat_head(stat: &str) -> Option<(String, char, i32, u64)> {
+    let open = stat.find('(')?;
+    let close = stat.rfind(')')?;
+    let comm = stat.get(open + 1..close)?.to_string();
+    let rest: Vec<&str> = stat.get(close + 1..)?.split_whitespace().collect();
+    let state = rest.first()?.chars().next()?;
+    let ppid = rest.get(1)?.parse().ok()?;
+    // Field 22 of stat is the 20th after the comm.
+    let starttime = rest.get(19)?.parse().ok()?;
+    Some((comm, state, ppid, starttime))
+}
+
+/// The real uid of a process, from its `status`.
+pub fn uid_of(status: &str) -> Option<u32> {
+    status.lines().find_map(|l| l.strip_prefix("Uid:"))?.split_whitespace().next()?.parse().ok()
+}
+
+/// A user's name from a `passwd` file's text.
+pub fn user_in(passwd: &str, uid: u32) -> Option<String> {
+    passwd.lines().find_map(|l| {
+        let mut f = l.split(':');
+        let name = f.next()?;
+        let id: u32 = f.nth(1)?.parse().ok()?;
+        (id == uid && !name.is_empty()).then(|| name.to_string())
+    })
+}
+
+/// A user's name on this host.
+pub fn user_name(uid: u32) -> Option<String> {
+    user_in(&std::fs::read_to_string("/etc/passwd").ok()?, uid)
+}
+
+/// The container a cgroup path names, in the runtime's own words: Docker's and containerd's
+/// and CRI-O's scopes under systemd (`docker-<id>.scope`, `cri-containerd-<id>.scope`,
+/// `crio-<id>.scope`), their cgroupfs layouts (`/docker/<id>`, `/kubepods/…/pod<uid>/<id>`),
+/// and a Kubernetes pod's UID. Ids are cut to 12 characters, as `docker ps` shows them.
+pub fn container_of(cgroup: &str) -> Option<String> {
+    let short = |id: &str| id.chars().take(12).collect::<String>();
+    let hexish = |s: &str| s.len() >= 12 && s.chars().all(|c| c.is_ascii_hexdigit());
+    let mut pod = None;
+    let mut container = None;
+    for part in cgroup.split('/').filter(|p| !p.is_empty()) {
+        let p = part.strip_suffix(".scope").unwrap_or(part);
+        let p = p.strip_suffix(".slice").unwrap_or(p);
+        if let Some(uid) = p.rsplit_once("-pod").map(|x| x.1).or_else(|| p.strip_prefix("pod")) {
+            let uid = uid.replace('_', "-");
+            if uid.len() >= 12 {
+                pod = Some(uid);
+                continue;
+            }
+        }
+        for (prefix, runtime) in [
+            ("docker-", "docker"),
+            ("cri-containerd-", "containerd"),
+            ("crio-", "cri-o"),
+            ("libpod-", "podman"),
+        ] {
+            if let Some(id) = p.strip_prefix(prefix).filter(|id| hexish(id)) {
+                container = Some(format!("{runtime} {}", short(id)));
+            }
+        }
+        if container.is_none() && hexish(p) && p.len() == 64 {
+            container = Some(format!("container {}", short(p)));
+        }
+    }
+    match (pod, container) {
+        (Some(p), Some(c)) => Some(format!("pod {p}, {c}")),
+        (Some(p), None) => Some(format!("pod {p}")),
+        (None, c) => c,
+    }
+}
+
+/// The command line of `pid`, shortened as [`ProcessInfo::cmdline`] is.
+fn short_cmdline(pid: i32) -> Vec<String> {
+    crate::jvms::cmdline(pid)
+        .into_iter()
+        .take(MAX_ARGS)
+        .map(|mut a| {
+            if a.len() > MAX_ARG_BYTES {
+                let mut cut = MAX_ARG_BYTES;
+                while !a.is_char_boundary(cut) {
+                    cut -= 1;
+                }
+                a.truncate(cut);
+                a.push('…');
+            }
+            a
+        })
+        .collect()
+}
+
+/// Who `pid` is: `None` only when it is gone (or never was).
+pub fn describe(pid: i32) -> Option<ProcessInfo> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let (comm, _, ppid, starttime) = parse_stat_head(&stat)?;
+    let uid = std::fs::read_to_string(format!("/proc/{pid}/status")).ok().and_then(|s| uid_of(&s));
+    let groups = crate::cgroup::of(pid);
+    let cgroup =
+        groups.unified.as_ref().or(groups.cpu.as_ref()).map(|g| g.path.clone()).unwrap_or_default();
+    let mut ancestors = Vec::new();
+    let mut up = ppid;
+    while up > 0 && ancestors.len() < MAX_ANCESTORS {
+        let Some((c, _, p, _)) = std::fs::read_to_string(format!("/proc/{up}/stat"))
+            .ok()
+            .and_then(|s| parse_stat_head(&s))
+        else {
+            break;
+        };
+        ancestors.push((up, c));
+        if p == up {
+            break;
+        }
+        up = p;
+    }
+    Some(ProcessInfo {
+        pid,
+        comm,
+        cmdline: short_cmdline(pid),
+        uid,
+        user: uid.and_then(user_name),
+        ppid: Some(ppid),
+        ancestors,
+        container: container_of(&cgroup),
+        cgroup,
+        starttime,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stat_heads_are_read_past_a_comm_with_spaces_and_parentheses() {
+        let s =
+            "4242 (java (x) y) S 1 4242 4242 0 -1 4194560 1 0 0 0 10 5 0 0 20 0 30 0 123456 0 0";
+        assert_eq!(parse_stat_head(s), Some(("java (x) y".into(), 'S', 1, 123456)));
+        assert_eq!(parse_stat_head("garbage"), None);
+        assert_eq!(parse_stat_head("1 (a) S"), None);
+    }
+
+    #[test]
+    fn users_and_uids_are_read_from_their_files() {
+        let passwd = "root:x:0:0:root:/root:/bin/bash\nops:x:1001:1001::/home/ops:/bin/sh\nbad\n";
+        assert_eq!(user_in(passwd, 1001).as_deref(), Some("ops"));
+        assert_eq!(user_in(passwd, 0).as_deref(), Some("root"));
+        assert_eq!(user_in(passwd, 7), None);
+        assert_eq!(uid_of("Name:\tx\nUid:\t1001\t1001\t1001\t1001\n"), Some(1001));
+    }
+
+    #[test]
+    fn containers_are_named_from_every_runtime_layout() {
+        let id = "3f2a9c1d5e7b8a6c4d2e0f1a3b5c7d9e1f3a5b7c9d1e3f5a7b9c1d3e5f7a9b1c";
+        assert_eq!(
+            container_of(&format!("/system.slice/docker-{id}.scope")).as_deref(),
+            Some("docker 3f2a9c1d5e7b")
+        );
+        assert_eq!(
+            container_of(&format!("/docker/{id}")).as_deref(),
+            Some("container 3f2a9c1d5e7b")
+        );
+        assert_eq!(
+            container_of(&format!(
+                "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod5c1d2e3f_4a5b_6c7d_8e9f_0a1b2c3d4e5f.slice/cri-containerd-{id}.scope"
+            ))
+            .as_deref(),
+            Some("pod 5c1d2e3f-4a5b-6c7d-8e9f-0a1b2c3d4e5f, containerd 3f2a9c1d5e7b")
+        );
+        assert_eq!(
+            container_of(&format!(
+                "/kubepods/besteffort/pod5c1d2e3f-4a5b-6c7d-8e9f-0a1b2c3d4e5f/{id}"
+            ))
+            .as_deref(),
+            Some("pod 5c1d2e3f-4a5b-6c7d-8e9f-0a1b2c3d4e5f, container 3f2a9c1d5e7b")
+        );
+        assert_eq!(container_of("/user.slice/user-1000.slice/session-3.scope"), None);
+        assert_eq!(container_of("/"), None);
+    }
+
+    #[test]
+    fn this_process_is_described_and_a_gone_one_is_none() {
+        let me = describe(std::process::id() as i32).expect("this process");
+        assert_eq!(me.pid, std::process::id() as i32);
+        assert!(!me.comm.is_empty() && !me.cmdline.is_empty());
+        assert!(!me.ancestors.is_empty(), "the test runner has a parent");
+        assert_eq!(me.uid, Some(unsafe { libc::getuid() }));
+        assert!(me.label().contains(&format!("pid {}", me.pid)));
+        assert_eq!(describe(i32::MAX), None);
+    }
+}

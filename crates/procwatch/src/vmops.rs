@@ -1,0 +1,284 @@
+//! The VM operation a HotSpot JVM's VM thread is running, and the thread that asked for it, read
+//! from outside: `VMThread::_cur_vm_operation` (a static member, found in `libjvm.so`'s full
+//! symbol table), the operation's class (its vtable, named by the same table), its
+//! `_calling_thread`, that thread's OS id (`Thread::_osthread`, `OSThread::_thread_id`, from
+//! `gHotSpotVMStructs`) and, for a Java thread, its Java stack from its last Java frame
+//! (`JavaThread::_anchor`), named through the code cache. So "a thread dump asked for by the
+//! thread `metrics-exporter` in `ThreadImpl.dumpThreads0`, called from …" is known without JFR,
+//! without the attach protocol, and from a JVM that is stuck at the safepoint.
+//!
+//! Invariant: the JVM is only read, never stopped or signalled. The operation lives on its
+//! caller's stack and may end while we read: every value read is checked (the caller's OS id must
+//! be a thread of the process, its stack pointer inside its stack), so a read that raced gives
+//! `None`, never a wrong caller.
+
+use crate::codecache::{Code, CodeCache};
+use crate::vmstructs::{Error, Memory, SymbolTable, VmStructs, symbols};
+
+/// `VM_Operation`: its vtable, then `Thread* _calling_thread` (JDK 8 to 25).
+const CALLING_THREAD: u64 = 8;
+/// Java frames walked from a caller's last Java frame.
+const MAX_FRAMES: usize = 24;
+/// A thread's stack is at most this large (a bad read beyond it is not a stack).
+const MAX_STACK: u64 = 1 << 30;
+
+/// The operation the VM thread runs, as read at one instant.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VmOperation {
+    /// Its class (`VM_HeapDumper`).
+    pub class: String,
+    /// The thread that asked for it, when it could be told.
+    pub caller: Option<Caller>,
+}
+
+impl VmOperation {
+    /// The operation's name as the JVM's logs give it: the class without `VM_` (`HeapDumper`).
+    pub fn name(&self) -> &str {
+        self.class.strip_prefix("VM_").unwrap_or(&self.class)
+    }
+}
+
+/// The thread that asked for a VM operation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Caller {
+    /// Its OS thread id, as this host numbers it (a JVM in a container numbers it otherwise).
+    pub tid: i32,
+    /// Its class in the VM (`JavaThread`, `VMThread`, `G1ConcurrentMarkThread`…).
+    pub class: String,
+    /// It is the VM thread itself (an operation of the VM's own: cleanup, a periodic GC).
+    pub vm_thread: bool,
+    /// Its Java frames, top first (`Class.method`, or `(interpreted)` where the method could not
+    /// be read); empty for a thread running no Java code (the VM's own threads, the attach
+    /// listener).
+    pub frames: Vec<String>,
+}
+
+/// What is read once per JVM to find its current VM operation.
+pub struct VmOps {
+    vm: VmStructs,
+    pid: i32,
+    cur_op: u64,
+    vm_thread_ptr: Option<u64>,
+    /// Vtables by their address range in the process, sorted: (start, end, class).
+    vtables: Vec<(u64, u64, String)>,
+    osthread: u64,
+    thread_id: u64,
+    anchor: Option<Anchor>,
+    stack: Option<(u64, u64)>,
+    code: Option<CodeCache>,
+}
+
+/// Where a Java thread's last Java frame is kept.
+#[derive(Debug, Clone, Copy)]
+struct Anchor {
+    at: u64,
+    sp: u64,
+    pc: u64,
+    fp: Option<u64>,
+}
+
+/// The class a vtable symbol (`_ZTV13VM_HeapDumper`, `_ZTVN2ns5ClassE`) is for.
+pub fn vtable_class(symbol: &str) -> Option<String> {
+    let mut s = symbol.strip_prefix("_ZTV")?;
+    let nested = s.starts_with('N');
+    if nested {
+        s = &s[1..];
+    }
+    let mut parts = Vec::new();
+    loop {
+        let digits = s.chars().take_while(char::is_ascii_digit).count();
+        if digits == 0 {
+            break;
+        }
+        let len: usize = s[..digits].parse().ok()?;
+        let name = s.get(digits..digits + len)?;
+        parts.push(name);
+        s = &s[digits + len..];
+        if !nested {
+            break;
+        }
+    }
+    if parts.is_empty() || (nested && !s.starts_with('E')) || (!nested && !s.is_empty()) {
+        return None;
+    }
+    Some(parts.join("::"))
+}
+
+impl VmOps {
+    /// Reads what is needed for JVM `pid`: its structures, and from `libjvm.so`'s full symbol
+    /// table the VM thread's statics and the vtables. Fails on a stripped `libjvm.so`.
+    pub fn open(pid: i32) -> Result<VmOps, Error> {
+        let vm = VmStructs::read(pid)?;
+        let bias = vm.libjvm.bias;
+        let syms = symbols(&vm.libjvm.reached, SymbolTable::Full, &|n| {
+            n == "_ZN8VMThread17_cur_vm_operationE"
+                || n == "_ZN8VMThread10_vm_threadE"
+                || (n.starts_with("_ZTV") && (n.contains("VM_") || n.contains("Thread")))
+        })?;
+        let cur_op = syms
+            .iter()
+            .find(|s| s.name == "_ZN8VMThread17_cur_vm_operationE")
+            .map(|s| s.value.wrapping_add(bias))
+            .ok_or_else(|| Error::Table {
+                reason: "VMThread::_cur_vm_operation is not in libjvm.so's symbol table".into(),
+            })?;
+        let vm_thread_ptr = syms
+            .iter()
+            .find(|s| s.name == "_ZN8VMThread10_vm_threadE")
+            .map(|s| s.value.wrapping_add(bias));
+        let mut vtables: Vec<(u64, u64, String)> = syms
+            .iter()
+            .filter(|s| s.size > 0)
+            .filter_map(|s| {
+                let start = s.value.wrapping_add(bias);
+                Some((start, start + s.size, vtable_class(&s.name)?))
+            })
+            .collect();
+        vtables.sort();
+        let f = |t: &str, n: &str| vm.offset(t, n);
+        // A field of `Thread` is listed under `Thread` or under `JavaThread` (JDK 17), at the
+        // same offset in every kind of thread.
+        let thread_field = |n: &str| f("Thread", n).or_else(|_| f("JavaThread", n));
+        let osthread = thread_field("_osthread")?;
+        let thread_id = f("OSThread", "_thread_id")?;
+        let anchor = (|| -> Result<Anchor, Error> {
+            Ok(Anchor {
+                at: f("JavaThread", "_anchor")?,
+                sp: f("JavaFrameAnchor", "_last_Java_sp")?,
+                pc: f("JavaFrameAnchor", "_last_Java_pc")?,
+                fp: f("JavaFrameAnchor", "_last_Java_fp").ok(),
+            })
+        })()
+        .ok();
+        let stack = thread_field("_stack_base").ok().zip(thread_field("_stack_size").ok());
+        Ok(VmOps {
+            pid,
+            cur_op,
+            vm_thread_ptr,
+            vtables,
+            osthread,
+            thread_id,
+            anchor,
+            stack,
+            code: CodeCache::read(pid).ok(),
+            vm,
+        })
+    }
+
+    fn mem(&self) -> Memory {
+        self.vm.mem
+    }
+
+    /// The class whose vtable holds `addr` (an object's first word points into its vtable).
+    fn class_at_vtable(&self, addr: u64) -> Option<&str> {
+        let i = self.vtables.partition_point(|v| v.0 <= addr);
+        let v = self.vtables.get(i.checked_sub(1)?)?;
+        (addr < v.1).then_some(v.2.as_str())
+    }
+
+    /// The operation the VM thread runs now; `Ok(None)` when it runs none.
+    pub fn current(&mut self) -> Result<Option<VmOperation>, Error> {
+        let op = self.mem().u64(self.cur_op)?;
+        if op == 0 {
+            return Ok(None);
+        }
+        let vtable = self.mem().u64(op)?;
+        let Some(class) = self.class_at_vtable(vtable).map(str::to_string) else {
+            // Not an object with a known vtable: the operation ended while we read.
+            return Ok(None);
+        };
+        let caller_ptr = self.mem().u64(op.wrapping_add(CALLING_THREAD))?;
+        let caller = (caller_ptr != 0).then(|| self.caller(caller_ptr)).flatten();
+        // Read again: an operation that ended under us is not reported with a stale caller.
+        if self.mem().u64(self.cur_op)? != op {
+            return Ok(None);
+        }
+        Ok(Some(VmOperation { class, caller }))
+    }
+
+    fn caller(&mut self, thread: u64) -> Option<Caller> {
+        let class = self.class_at_vtable(self.mem().u64(thread).ok()?)?.to_string();
+        let osthread = self.mem().u64(thread.wrapping_add(self.osthread)).ok()?;
+        let inner = self.mem().u32(osthread.wrapping_add(self.thread_id)).ok()? as i32;
+        // The thread must be one of the process's (in its own namespace): else the read raced.
+        let tid =
+            if inner > 0 { crate::ns::host_tid(&crate::ns::host_tids(self.pid), inner) } else { 0 };
+        if tid <= 0 || !std::path::Path::new(&format!("/proc/{}/task/{tid}", self.pid)).exists() {
+            return None;
+        }
+        let vm_thread =
+            self.vm_thread_ptr.and_then(|p| self.mem().u64(p).ok()).is_some_and(|vt| vt == thread);
+        let frames = if vm_thread { Vec::new() } else { self.java_frames(thread) };
+        Some(Caller { tid, class, vm_thread, frames })
+    }
+
+    /// A Java thread's frames from its last Java frame, top first; empty when it has none (not
+    /// a Java thread, or running no Java code).
+    fn java_frames(&mut self, thread: u64) -> Vec<String> {
+        let (Some(a), Some(code)) = (self.anchor, self.code.as_mut()) else { return vec![] };
+        let mem = self.vm.mem;
+        let base = thread.wrapping_add(a.at);
+        let Ok(sp) = mem.u64(base.wrapping_add(a.sp)) else { return vec![] };
+        if sp == 0 {
+            return vec![];
+        }
+        // The frame anchor is read as its own thread left it: its stack pointer must lie in
+        // its stack (a non-Java thread has something else at that offset).
+        if let Some((b, s)) = self.stack {
+            let base = mem.u64(thread.wrapping_add(b)).unwrap_or(0);
+            let size = mem.u64(thread.wrapping_add(s)).unwrap_or(0);
+            if size == 0 || size > MAX_STACK || sp > base || sp < base.saturating_sub(size) {
+                return vec![];
+            }
+        }
+        let fp = a.fp.and_then(|f| mem.u64(base.wrapping_add(f)).ok()).unwrap_or(0);
+        let mut pc = mem.u64(base.wrapping_add(a.pc)).unwrap_or(0);
+        if pc == 0 {
+            // HotSpot's own rule on x86_64: without a saved pc, the return address is below sp.
+            pc = mem.u64(sp.wrapping_sub(8)).unwrap_or(0);
+        }
+        if pc == 0 {
+            return vec![];
+        }
+        let _ = code.refresh();
+        let word = |a: u64| mem.u64(a).ok();
+        code.walk(pc, sp, fp, &word, MAX_FRAMES)
+            .into_iter()
+            .filter_map(|c| match c {
+                Code::Compiled { method, .. } => Some(method),
+                Code::Interpreted { method } => {
+                    Some(method.unwrap_or_else(|| "(interpreted)".into()))
+                }
+                _ => None,
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn vtable_symbols_name_their_class() {
+        assert_eq!(vtable_class("_ZTV13VM_HeapDumper").as_deref(), Some("VM_HeapDumper"));
+        assert_eq!(vtable_class("_ZTV10JavaThread").as_deref(), Some("JavaThread"));
+        assert_eq!(vtable_class("_ZTVN2ns9VM_ThingyE").as_deref(), Some("ns::VM_Thingy"));
+        assert_eq!(vtable_class("_ZTV13VM_Heap"), None, "a length past the end");
+        assert_eq!(vtable_class("_ZTVN2nsE"), Some("ns".into()));
+        assert_eq!(vtable_class("_ZTV"), None);
+        assert_eq!(vtable_class("_ZN8VMThread10_vm_threadE"), None);
+        assert_eq!(vtable_class("_ZTV99x"), None);
+    }
+
+    #[test]
+    fn operation_names_are_the_logs_names() {
+        let op = VmOperation { class: "VM_HeapDumper".into(), caller: None };
+        assert_eq!(op.name(), "HeapDumper");
+    }
+
+    #[test]
+    fn a_process_that_is_no_jvm_has_no_vm_operations() {
+        assert!(VmOps::open(std::process::id() as i32).is_err());
+    }
+}
