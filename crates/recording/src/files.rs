@@ -35,8 +35,11 @@ pub const COUNTERS: &str = "counters.jsonl";
 /// Stacks read from outside the JVM during stalls (the lines of `frames.jsonl`, event
 /// `outside-sample`; or a note saying why some could not be had).
 pub const OUTSIDE: &str = "outside.jsonl";
+/// Who set each stall off, as the recorder saw it: the VM operation's caller, attach clients,
+/// stops, signals, freezes, and the processes that took the CPUs (`who::Who`).
+pub const WHO: &str = "who.jsonl";
 /// Every file a recording may hold.
-pub const ALL: [&str; 17] = [
+pub const ALL: [&str; 18] = [
     META,
     SAFEPOINT_LOG,
     HICCUPS,
@@ -54,4 +57,5 @@ pub const ALL: [&str; 17] = [
     STACKS_READY,
     COUNTERS,
     OUTSIDE,
+    WHO,
 ];

@@ -13,8 +13,8 @@
 //! Layers: [`files`] (the names), [`schema`] (what each line holds), [`writer`] (the recorder's
 //! side), [`read`] (everything into one [`Recording`]), [`hlog`] (the HdrHistogram interval
 //! logs of the hiccup and control meters), [`counters`] (safepoints from the JVM's perf
-//! counters, where its log says nothing), and [`units`] (durations as people type and read
-//! them).
+//! counters, where its log says nothing), [`units`] (durations as people type and read
+//! them), and [`who`] (who set each stall off, as the recorder saw it).
 //!
 //! Invariant: a recording is read by [`Recording::read`] and nothing else, so every command
 //! (`report`, `watch`, the lab) diagnoses the same recording from the same input.
@@ -25,10 +25,12 @@ pub mod hlog;
 pub mod read;
 pub mod schema;
 pub mod units;
+pub mod who;
 pub mod writer;
 
 pub use read::{FlightRecordings, Recording, read_lines, read_lines_noting, read_meta};
 pub use schema::*;
+pub use who::{CpuTaker, Freezer, Who, WhoProcess, WhoThread};
 pub use writer::{Appender, Barrier, Writer, create_new};
 
 use std::path::{Path, PathBuf};

@@ -118,6 +118,11 @@ pub struct Recording {
     pub notes: Vec<String>,
     /// The JVM's perf counters, each look that changed (empty when they were not read).
     pub counters: Vec<procwatch::jvmcounters::CounterLook>,
+    /// Who set the stalls off, as the recorder saw it (`who.jsonl`).
+    pub who: Vec<crate::who::Who>,
+    /// Whether the recording has `who.jsonl` at all (recordings made before 2026-11-27 do not:
+    /// who set their stalls off was not looked for).
+    pub has_who: bool,
 }
 
 /// Flight recordings (`.jfr`) a recording may hold: the recorder's own `frames.jfr` (its
@@ -289,6 +294,8 @@ impl Recording {
             context: read_lines_noting(&dir.join(files::CONTEXT), &mut damage)?,
             trace: read_lines_noting(&dir.join(files::TRACE), &mut damage)?,
             counters: read_lines_noting(&dir.join(files::COUNTERS), &mut damage)?,
+            who: read_lines_noting(&dir.join(files::WHO), &mut damage)?,
+            has_who: dir.join(files::WHO).exists(),
             frames_recorded: (frames_file && frames_notes.is_empty()) || stacks_file,
             frames,
             frames_notes,
