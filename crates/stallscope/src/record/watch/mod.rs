@@ -15,12 +15,14 @@ mod context;
 mod sources;
 mod stall;
 mod traces;
+mod who;
 
 pub use sources::{Sources, shares};
 
 use context::ContextReader;
 use sources::{system_sample, totals};
 use traces::TraceWriter;
+use who::WhoWriter;
 
 use super::control::Control;
 use super::pulse::{Check, Over, Pulse};
@@ -133,6 +135,8 @@ struct Watcher<'a> {
     traces: Option<TraceWriter>,
     /// Reads each stall's maps off the watch loop: the read takes the target's mmap_lock.
     contexts: ContextReader,
+    /// Looks for who set each stall off, off the watch loop.
+    who: Option<WhoWriter>,
     opts: WatchOptions,
     sampler: TaskSampler,
     control: Control,
@@ -237,12 +241,18 @@ impl<'a> Watcher<'a> {
             .map(|t| TraceWriter::start(t.reader(), &w.dir.join(files::TRACE)))
             .transpose()?;
         let contexts = ContextReader::start(pid)?;
+        let who = Some(WhoWriter::start(
+            pid,
+            &w.dir.join(files::WHO),
+            tracer.and_then(|t| t.who_reader()),
+        )?);
         let mut wt = Watcher {
             w,
             pid,
             pulse,
             traces,
             contexts,
+            who,
             opts,
             sampler,
             control,

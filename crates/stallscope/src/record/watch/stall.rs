@@ -72,6 +72,9 @@ impl Watcher<'_> {
     ) -> Result<Option<u64>> {
         self.stall += 1;
         let stall = self.stall;
+        if let Some(w) = &self.who {
+            w.begin(stall);
+        }
         self.control.open_window();
         let t_first = mono_ns();
         // A thread started since the last baseline must be in the first look: it is often the
@@ -269,6 +272,9 @@ impl Watcher<'_> {
                 blocked: sampled.blocked.clone(),
                 lock_from: st.last_ok.saturating_sub(1_000_000_000),
             });
+        }
+        if let Some(w) = &self.who {
+            w.end(stall);
         }
         let dropped_samples = self.w.samples.dropped() - sampled.dropped_before;
         let (control_max_late_ns, queued) = self.control.take_window();

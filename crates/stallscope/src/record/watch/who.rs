@@ -1,0 +1,402 @@
+//! Who set a stall off, looked for while it lasts, off the watch loop: the VM operation the VM
+//! thread runs and the thread that asked for it (`procwatch::vmops`), the process at the other
+//! end of the attach listener when that thread is the listener (`procwatch::attachers`), how the
+//! process is stopped and by whom (its state, its tracer, a cgroup freezer; with root, the
+//! signals sent to it and the freezes written, `procwatch::trace`), and which processes ran
+//! while it stalled (`procwatch::cpuuse`). Written to `who.jsonl` (`recording::who`).
+//!
+//! Invariants:
+//! - The watch loop never waits for this thread, except at a stall's end, for at most
+//!   [`END_PATIENCE`], so that the stall's lines are written before its end event.
+//! - Only reads: the JVM's memory, `/proc`, tracefs. Nothing is asked of the JVM.
+//! - Bounded: one look per [`POLL`] while a stall lasts, nothing between stalls; the attach
+//!   listener's clients are looked for at most [`ATTACH_TRIES`] times a stall; every line is
+//!   written once per change.
+
+use procwatch::clock::mono_ns;
+use procwatch::vmops::{VmOperation, VmOps};
+use recording::{Appender, CpuTaker, Freezer, Who, WhoProcess, WhoThread};
+use std::collections::HashSet;
+use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
+use std::time::Duration;
+
+/// How often the VM operation and the process's state are looked at while a stall lasts.
+const POLL: Duration = Duration::from_millis(10);
+/// How long the watch loop waits at a stall's end for that stall's lines.
+const END_PATIENCE: Duration = Duration::from_millis(100);
+/// Looks for the attach listener's clients in one stall (a client may connect a moment after
+/// the operation is seen, or be gone).
+const ATTACH_TRIES: u32 = 5;
+/// Processes kept of those that took the CPUs in a stall.
+const MAX_TAKERS: usize = 8;
+/// How far before a stall signals to the process are looked for (a SIGSTOP comes first).
+const SIGNALS_BEFORE_NS: u64 = 2_000_000_000;
+
+enum Msg {
+    Begin { stall: u32, t: u64 },
+    End { stall: u32, t: u64, done: Sender<()> },
+}
+
+/// The thread, and what is sent to it.
+pub(super) struct WhoWriter {
+    tx: Option<Sender<Msg>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl WhoWriter {
+    /// Looks for who set off the stalls of `pid`, into `path`; `signals` reads who sent it
+    /// signals and froze its cgroups (root only).
+    pub(super) fn start(
+        pid: i32,
+        path: &std::path::Path,
+        signals: Option<procwatch::trace::WhoReader>,
+    ) -> anyhow::Result<WhoWriter> {
+        let out = Appender::open(path)?;
+        let (tx, rx) = std::sync::mpsc::channel::<Msg>();
+        let thread =
+            std::thread::Builder::new().name("stallscope-who".into()).spawn(move || {
+                Looker::new(pid, out, signals).run(rx);
+            })?;
+        Ok(WhoWriter { tx: Some(tx), thread: Some(thread) })
+    }
+
+    pub(super) fn begin(&self, stall: u32) {
+        if let Some(tx) = &self.tx {
+            let _ = tx.send(Msg::Begin { stall, t: mono_ns() });
+        }
+    }
+
+    /// Ends stall `stall`: waits (briefly) until its lines are written.
+    pub(super) fn end(&self, stall: u32) {
+        let (done, wait) = std::sync::mpsc::channel();
+        if let Some(tx) = &self.tx
+            && tx.send(Msg::End { stall, t: mono_ns(), done }).is_ok()
+        {
+            let _ = wait.recv_timeout(END_PATIENCE);
+        }
+    }
+}
+
+impl Drop for WhoWriter {
+    fn drop(&mut self) {
+        self.tx = None;
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// The stall being looked at.
+struct Open {
+    stall: u32,
+    t: u64,
+    cpu: Vec<procwatch::cpuuse::ProcCpu>,
+    /// The last VM operation written (its class and caller), the last stop state.
+    last_op: Option<(String, Option<i32>)>,
+    last_stop: Option<(char, i32, Option<String>)>,
+    attach_tries: u32,
+    attach_found: bool,
+    signals_seen: HashSet<(u64, i32, i32)>,
+}
+
+struct Looker {
+    pid: i32,
+    out: Appender,
+    ops: Option<Result<VmOps, String>>,
+    signals: Option<procwatch::trace::WhoReader>,
+    mounts: Vec<(String, String, std::path::PathBuf)>,
+    open: Option<Open>,
+    noted: HashSet<String>,
+}
+
+impl Looker {
+    fn new(pid: i32, out: Appender, signals: Option<procwatch::trace::WhoReader>) -> Looker {
+        Looker {
+            pid,
+            out,
+            ops: None,
+            signals,
+            mounts: procwatch::cgroup::mounts(),
+            open: None,
+            noted: HashSet::new(),
+        }
+    }
+
+    fn run(mut self, rx: Receiver<Msg>) {
+        // What the VM operation is read with: read once, before the first stall needs it.
+        self.ops = Some(VmOps::open(self.pid).map_err(|e| e.to_string()));
+        loop {
+            let msg = if self.open.is_some() {
+                match rx.recv_timeout(POLL) {
+                    Ok(m) => Some(m),
+                    Err(RecvTimeoutError::Timeout) => None,
+                    Err(RecvTimeoutError::Disconnected) => return,
+                }
+            } else {
+                match rx.recv() {
+                    Ok(m) => Some(m),
+                    Err(_) => return,
+                }
+            };
+            match msg {
+                Some(Msg::Begin { stall, t }) => {
+                    self.open = Some(Open {
+                        stall,
+                        t,
+                        cpu: procwatch::cpuuse::snapshot(),
+                        last_op: None,
+                        last_stop: None,
+                        attach_tries: 0,
+                        attach_found: false,
+                        signals_seen: HashSet::new(),
+                    });
+                    self.look();
+                }
+                Some(Msg::End { stall, t, done }) => {
+                    if self.open.as_ref().is_some_and(|o| o.stall == stall) {
+                        self.look();
+                        self.signals(t);
+                        self.cpu_use(t);
+                        self.open = None;
+                    }
+                    let _ = done.send(());
+                }
+                None => self.look(),
+            }
+        }
+    }
+
+    fn line(&mut self, w: &Who) {
+        let _ = self.out.line(w);
+    }
+
+    /// Says once why something could not be looked for.
+    fn note(&mut self, stall: u32, note: String) {
+        if self.noted.insert(note.clone()) {
+            self.line(&Who::Note { t: mono_ns(), stall, note });
+        }
+    }
+
+    /// One look: the VM operation, and the process's stop state.
+    fn look(&mut self) {
+        let Some(stall) = self.open.as_ref().map(|o| o.stall) else { return };
+        let op = match self.ops.as_mut() {
+            Some(Ok(ops)) => ops.current().ok().flatten(),
+            Some(Err(e)) => {
+                let e = e.clone();
+                self.note(stall, format!("the VM operation and who asked for it cannot be read from the JVM's memory: {e}"));
+                None
+            }
+            None => None,
+        };
+        if let Some(op) = op {
+            self.vm_operation(stall, op);
+        }
+        self.stop_state(stall);
+    }
+
+    fn vm_operation(&mut self, stall: u32, op: VmOperation) {
+        let key = (op.class.clone(), op.caller.as_ref().map(|c| c.tid));
+        let Some(open) = self.open.as_mut() else { return };
+        let attach = op.caller.as_ref().is_some_and(|c| {
+            !c.vm_thread && c.frames.is_empty() && comm(self.pid, c.tid) == "Attach Listener"
+        });
+        if open.last_op.as_ref() != Some(&key) {
+            open.last_op = Some(key);
+            let caller = op.caller.map(|c| WhoThread {
+                comm: comm(self.pid, c.tid),
+                tid: c.tid,
+                class: c.class,
+                vm_thread: c.vm_thread,
+                frames: c.frames,
+            });
+            let w = Who::VmOperation { t: mono_ns(), stall, op: op.class, caller };
+            self.line(&w);
+        }
+        if attach {
+            self.attach_clients(stall);
+        }
+    }
+
+    /// The processes at the other end of the attach listener, once found in a stall.
+    fn attach_clients(&mut self, stall: u32) {
+        let Some(open) = self.open.as_mut() else { return };
+        if open.attach_found || open.attach_tries >= ATTACH_TRIES {
+            return;
+        }
+        open.attach_tries += 1;
+        let pid = self.pid;
+        match procwatch::attachers::clients(pid) {
+            Ok(clients) => {
+                for c in clients {
+                    let Some(p) = c.process else { continue };
+                    if let Some(o) = self.open.as_mut() {
+                        o.attach_found = true;
+                    }
+                    let asked =
+                        procwatch::attachers::asked(&p.cmdline, &[pid, procwatch::ns::nspid(pid)]);
+                    let w = Who::AttachClient { t: mono_ns(), stall, client: p.into(), asked };
+                    self.line(&w);
+                }
+            }
+            Err(e) => self.note(
+                stall,
+                format!("who is at the other end of the attach listener cannot be looked up: {e}"),
+            ),
+        }
+    }
+
+    /// The process's state, tracer and freezer, written when it is stopped or frozen and that
+    /// changed; the senders of signals then, while they may still be there to be named.
+    fn stop_state(&mut self, stall: u32) {
+        let Some((state, tracer)) = procwatch::task::state_and_tracer(self.pid) else { return };
+        let text =
+            std::fs::read_to_string(format!("/proc/{}/cgroup", self.pid)).unwrap_or_default();
+        let frozen = procwatch::cgroup::frozen_in(&text, &self.mounts);
+        let stopped = matches!(state, 'T' | 't') || tracer > 0;
+        if !stopped && frozen.is_none() {
+            // Running again after a stop or freeze this stall: when it ended.
+            if self.open.as_mut().is_some_and(|o| o.last_stop.take().is_some()) {
+                self.line(&Who::Resumed { t: mono_ns(), stall });
+            }
+            return;
+        }
+        let key = (state, tracer, frozen.as_ref().map(|f| f.path.clone()));
+        let Some(open) = self.open.as_mut() else { return };
+        if open.last_stop.as_ref() == Some(&key) {
+            return;
+        }
+        open.last_stop = Some(key);
+        let freezer = frozen.map(|f| Freezer {
+            version: match f.version {
+                procwatch::cgroup::Version::V1 => "v1".into(),
+                procwatch::cgroup::Version::V2 => "v2".into(),
+            },
+            container: procwatch::process::container_of(&f.path),
+            cgroup: f.path,
+            state: f.state,
+        });
+        let tracer =
+            (tracer > 0).then(|| procwatch::process::describe(tracer)).flatten().map(Into::into);
+        self.line(&Who::Stopped { t: mono_ns(), stall, state, tracer, freezer });
+        self.signals(mono_ns());
+    }
+
+    /// Signals sent to the process, and cgroup freezes written, from before the stall to `to`,
+    /// each written once (root only: the tracepoints).
+    fn signals(&mut self, to: u64) {
+        let (Some(reader), Some(open)) = (self.signals.as_ref(), self.open.as_ref()) else {
+            return;
+        };
+        let (stall, from) = (open.stall, open.t.saturating_sub(SIGNALS_BEFORE_NS));
+        let Ok(events) = reader.read(from, to) else { return };
+        let tids: HashSet<i32> = std::fs::read_dir(format!("/proc/{}/task", self.pid))
+            .map(|d| d.flatten().filter_map(|e| e.file_name().to_str()?.parse().ok()).collect())
+            .unwrap_or_default();
+        let groups = procwatch::cgroup::of(self.pid);
+        let own: Vec<String> =
+            [groups.unified, groups.cpu].into_iter().flatten().map(|g| g.path).collect();
+        for e in events {
+            match e {
+                procwatch::trace::WhoEvent::Signal {
+                    t,
+                    sender_tid,
+                    sender_comm,
+                    sig,
+                    target,
+                    ..
+                } => {
+                    if target != self.pid && !tids.contains(&target) {
+                        continue;
+                    }
+                    let Some(o) = self.open.as_mut() else { return };
+                    if !o.signals_seen.insert((t, sender_tid, sig)) {
+                        continue;
+                    }
+                    let sender = sender_of(sender_tid, &sender_comm);
+                    self.line(&Who::Signal { t, stall, sig, target, sender });
+                }
+                procwatch::trace::WhoEvent::Freeze { t, writer_tid, writer_comm, path, frozen } => {
+                    // The target's own cgroup, or one above it.
+                    let ours = own.iter().any(|g| {
+                        g == &path || g.starts_with(&format!("{}/", path.trim_end_matches('/')))
+                    });
+                    let Some(o) = self.open.as_mut() else { return };
+                    if !ours || !o.signals_seen.insert((t, writer_tid, -1)) {
+                        continue;
+                    }
+                    let writer = sender_of(writer_tid, &writer_comm);
+                    self.line(&Who::FreezeWritten { t, stall, cgroup: path, frozen, writer });
+                }
+            }
+        }
+    }
+
+    /// Who took the CPUs between the stall's first look and `to`.
+    fn cpu_use(&mut self, to: u64) {
+        let Some(open) = self.open.as_ref() else { return };
+        let after = procwatch::cpuuse::snapshot();
+        let taken = procwatch::cpuuse::taken(&open.cpu, &after);
+        let tick = 1_000_000_000 / procwatch::task::clock_ticks().max(1);
+        let me = std::process::id() as i32;
+        let (mut target_ns, mut others_ns, mut takers) = (0, 0, Vec::new());
+        for t in taken {
+            let ns = (t.ticks + t.child_ticks) * tick;
+            if t.pid == self.pid {
+                target_ns += ns;
+                continue;
+            }
+            if t.pid == me {
+                continue;
+            }
+            others_ns += ns;
+            if takers.len() < MAX_TAKERS {
+                let p = procwatch::process::describe(t.pid);
+                takers.push(CpuTaker {
+                    pid: t.pid,
+                    comm: t.comm,
+                    cpu_ns: t.ticks * tick,
+                    children_ns: t.child_ticks * tick,
+                    cgroup: p.as_ref().map(|p| p.cgroup.clone()).unwrap_or_default(),
+                    user: p.as_ref().and_then(|p| p.user.clone()),
+                    cmdline: p.as_ref().map(|p| p.cmdline.clone()).unwrap_or_default(),
+                    container: p.and_then(|p| p.container),
+                });
+            }
+        }
+        let w = Who::CpuUse {
+            stall: open.stall,
+            from: open.t,
+            to,
+            cpus: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
+            target_ns,
+            others_ns,
+            takers,
+        };
+        self.line(&w);
+    }
+}
+
+/// A thread's `comm` in process `pid` (empty when gone).
+fn comm(pid: i32, tid: i32) -> String {
+    std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/comm"))
+        .map(|c| c.trim_end().to_string())
+        .unwrap_or_default()
+}
+
+/// The process of the thread that acted, named while it is there (its thread still has the
+/// name the trace gave it: not a later thread with its id); else what the trace said.
+fn sender_of(tid: i32, comm: &str) -> WhoProcess {
+    let same =
+        std::fs::read_to_string(format!("/proc/{tid}/comm")).is_ok_and(|c| c.trim_end() == comm);
+    let tgid: Option<i32> = std::fs::read_to_string(format!("/proc/{tid}/status"))
+        .ok()
+        .filter(|_| same)
+        .and_then(|s| s.lines().find_map(|l| l.strip_prefix("Tgid:"))?.trim().parse().ok());
+    match tgid.and_then(procwatch::process::describe) {
+        Some(p) => p.into(),
+        None => {
+            WhoProcess { pid: tgid.unwrap_or(tid), comm: comm.to_string(), ..Default::default() }
+        }
+    }
+}
