@@ -230,6 +230,7 @@ fn unknown_finding(ev: &StallEvidence) -> Finding {
         evidence: vec![said.to_string()],
         fix: Cause::Unknown.fix().into(),
         doc: Cause::Unknown.doc(),
+        instigator: None,
     }
 }
 
@@ -444,6 +445,25 @@ fn diagnose_stall(
             (span.start_ns, span.start_ns + duration),
         );
     }
+    let who = crate::instigator::WhoInputs {
+        stall,
+        lines: rec.who.iter().filter(|w| w.stall() == stall).collect(),
+        has_who: rec.has_who,
+        tracepoints: meta.tracepoints,
+        names: &names,
+        start_ns: full.start_ns,
+        end_ns: span.end_ns,
+        samples,
+        trace,
+    };
+    // Frozen in place by a cgroup freezer: its threads' states do not say it, its file does.
+    if findings.first().is_none_or(|f| f.cause != Cause::Frozen)
+        && let Some(f) = crate::instigator::held_finding(&who, classify::HIGH_SHARE)
+    {
+        findings = vec![f];
+        raw.clear();
+    }
+    crate::instigator::assign(&mut findings, &who, safepoint.as_ref());
     StallReport {
         stall,
         start_mono_ns: full.start_ns,
@@ -852,6 +872,8 @@ mod tests {
             damage: vec![],
             notes: vec![],
             counters: vec![],
+            who: vec![],
+            has_who: true,
         }
     }
 

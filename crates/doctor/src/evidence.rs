@@ -327,7 +327,8 @@ pub fn rebuild(samples: &[&Sample], clock_ticks: u64, start_ns: u64, end_ns: u64
             continue;
         }
         ev.sample_times.push(s.t);
-        let stopped = current.values().filter(|t| matches!(t.state, 'T' | 't')).count();
+        let stopped =
+            current.values().filter(|t| crate::wait::seen(t) == crate::wait::Seen::Stopped).count();
         ev.stopped_share.push(if current.is_empty() {
             0.0
         } else {

@@ -28,6 +28,7 @@ pub mod classify;
 pub mod code;
 mod diagnose;
 pub mod evidence;
+pub mod instigator;
 pub mod report;
 pub mod signals;
 mod spans;
@@ -37,6 +38,6 @@ pub use causes::Cause;
 pub use classify::segments;
 pub use diagnose::{diagnose, wall_of};
 pub use report::{
-    Confidence, CulpritView, Finding, Report, SafepointView, StallReport, Summary, ThreadLine,
-    TimeoutCulprit,
+    Confidence, CpuShare, CulpritView, Finding, Instigator, InstigatorKind, Report, SafepointView,
+    StallReport, Summary, ThreadLine, TimeoutCulprit,
 };

@@ -79,6 +79,94 @@ pub struct Finding {
     pub evidence: Vec<String>,
     pub fix: String,
     pub doc: String,
+    /// Who set this part of the stall off (null when nobody did, or nobody could be named; the
+    /// evidence then says why).
+    pub instigator: Option<Instigator>,
+}
+
+/// What kind of one set a stall off (`docs/causes/*.md` say how each is found).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum InstigatorKind {
+    /// A thread of the application asked the JVM for the VM operation (a thread dump, a GC).
+    JavaThread,
+    /// The JVM itself: its VM thread, a GC or compiler thread asked for the operation.
+    Jvm,
+    /// A process outside talking to the JVM's attach listener (`jcmd`, `jmap`, a profiler).
+    AttachClient,
+    /// A remote JMX client, through an RMI connection thread.
+    RemoteJmx,
+    /// A process that sent the JVM a signal that stopped it.
+    Signal,
+    /// A debugger or other tracer attached with ptrace.
+    Tracer,
+    /// A cgroup freezer (a paused container), and who froze it when known.
+    Freezer,
+    /// Other processes that took the CPUs while the JVM's threads waited for one.
+    CpuNeighbours,
+    /// A thread of the JVM that mapped, unmapped or protected memory, holding `mmap_lock` or
+    /// making the TLB shootdowns.
+    MemoryMapper,
+}
+
+impl InstigatorKind {
+    pub fn id(self) -> &'static str {
+        match self {
+            InstigatorKind::JavaThread => "java-thread",
+            InstigatorKind::Jvm => "jvm",
+            InstigatorKind::AttachClient => "attach-client",
+            InstigatorKind::RemoteJmx => "remote-jmx",
+            InstigatorKind::Signal => "signal",
+            InstigatorKind::Tracer => "tracer",
+            InstigatorKind::Freezer => "freezer",
+            InstigatorKind::CpuNeighbours => "cpu-neighbours",
+            InstigatorKind::MemoryMapper => "memory-mapper",
+        }
+    }
+}
+
+/// Who set (part of) a stall off: a thread or a process, how we know, and the fix addressed to
+/// it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Instigator {
+    pub kind: InstigatorKind,
+    /// Who, in a few words: `jcmd`, `"metrics-exporter"`, `/docker/3f2a…`; bounded (no pid): the
+    /// metrics label it.
+    pub name: String,
+    /// Who and what they did, in one line.
+    pub did: String,
+    pub pid: Option<i32>,
+    pub tid: Option<i32>,
+    pub command: Option<String>,
+    pub user: Option<String>,
+    /// Its parent processes, nearest first (`cron (pid 812)`).
+    pub parents: Vec<String>,
+    pub cgroup: Option<String>,
+    pub container: Option<String>,
+    /// A remote client's address.
+    pub address: Option<String>,
+    /// A Java thread's stack where it asked, top first.
+    pub java_stack: Vec<String>,
+    /// For CPUs taken by others: each process and its share.
+    pub processes: Vec<CpuShare>,
+    /// How we know, in words.
+    pub source: String,
+    /// What to do about it.
+    pub fix: String,
+}
+
+/// One process's use of the CPUs during a stall.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CpuShare {
+    pub pid: i32,
+    pub name: String,
+    pub command: Option<String>,
+    pub cgroup: Option<String>,
+    pub container: Option<String>,
+    pub user: Option<String>,
+    pub cpu_ns: u64,
+    /// Of the CPUs' time over the window (its CPU time over window × CPUs).
+    pub share: f64,
 }
 
 #[derive(Debug, Clone, Serialize)]

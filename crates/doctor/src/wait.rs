@@ -203,11 +203,21 @@ fn is_storage(file: &str) -> bool {
         && !file.starts_with("/sys/")
 }
 
+/// Where a cgroup freezer holds a thread: the v1 freezer's `__refrigerator` (state D), and the
+/// v2 freezer's trap (state S in `do_freezer_trap`, which `wchan` shows as `get_signal` where it
+/// is inlined). A frozen thread waits for a thaw, not for I/O. (Since Linux 6.1 a thread asleep
+/// where it may be frozen is frozen in place instead, its wchan unchanged: only the freezer's
+/// own files say so, which the recorder reads.)
+pub fn freezer_wait(wchan: &str) -> bool {
+    matches!(wchan, "__refrigerator" | "do_freezer_trap" | "get_signal")
+}
+
 /// What one sample of a thread shows it doing.
 pub fn seen(t: &TaskSample) -> Seen {
     match t.state {
         'R' => return Seen::Runnable,
         'T' | 't' => return Seen::Stopped,
+        'S' | 'D' if freezer_wait(&t.wchan) => return Seen::Stopped,
         _ => {}
     }
     Seen::Waiting(wait_of(t))
@@ -353,5 +363,8 @@ mod tests {
         );
         assert_eq!(seen(&t('R', "", Syscall::Running, None)), Seen::Runnable);
         assert_eq!(seen(&t('T', "do_signal_stop", Syscall::Unknown, None)), Seen::Stopped);
+        // Held by a cgroup freezer: no I/O, whatever the state letter says.
+        assert_eq!(seen(&t('D', "__refrigerator", Syscall::Unknown, None)), Seen::Stopped);
+        assert_eq!(seen(&t('S', "get_signal", Syscall::Unknown, None)), Seen::Stopped);
     }
 }

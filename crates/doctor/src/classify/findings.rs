@@ -56,6 +56,7 @@ impl Draft {
             evidence: lines(&self.evidence),
             fix: fix_for(cause, &self.evidence),
             doc: cause.doc(),
+            instigator: None,
         }
     }
 }

@@ -386,7 +386,10 @@ impl fmt::Display for Evidence {
 
             // The whole JVM, and the recorder beside it.
             E::AllStopped { stopped, samples } => {
-                write!(f, "every thread in state T in {stopped} of {samples} samples")
+                write!(
+                    f,
+                    "every thread stopped (state T) or held by a cgroup freezer in {stopped} of {samples} samples"
+                )
             }
             E::ControlRanOn { worst_late_ns } => write!(
                 f,

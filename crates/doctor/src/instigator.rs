@@ -1,0 +1,972 @@
+//! Who set a stall off: the thread or process behind each finding, from what the recorder saw
+//! (`who.jsonl`, see `recording::who`) and the stall's own samples. The thread that asked for the
+//! safepoint's VM operation (and, through the attach listener, the tool outside that asked it);
+//! the signal's sender, the tracer or the cgroup freezer that stopped the process; the processes
+//! that took the CPUs; the thread of the JVM that mapped and unmapped memory under the others.
+//! Each comes with how it is known and the fix addressed to it.
+//!
+//! Invariant: an instigator is named only from a direct observation made in the stall (a VM
+//! operation seen running, a signal traced, a freezer read, CPU time counted); otherwise there is
+//! none, and where one was expected the evidence says why it is not known. Never a guess.
+
+use crate::causes::Cause;
+use crate::report::{CpuShare, Finding, Instigator, InstigatorKind, SafepointView};
+use procwatch::task::Syscall;
+use recording::units::fmt_ns;
+use recording::{Sample, Who, WhoProcess, WhoThread};
+use std::collections::{BTreeMap, HashMap};
+
+/// Others' CPU time, as a share of the CPUs over the stall, below which they did not take the
+/// CPUs (the JVM's own threads, or nobody, kept its threads waiting).
+const NEIGHBOURS_MIN_SHARE: f64 = 0.25;
+/// Processes listed of those that took the CPUs.
+const MAX_PROCESSES: usize = 5;
+/// Samples (or traced write locks) that make a thread the one mapping memory.
+const MAPPER_MIN: usize = 2;
+/// A stop signal this long before the stall began is still the one that stopped it.
+const SIGNAL_BEFORE_NS: u64 = 2_000_000_000;
+/// Slack when placing a VM operation seen at `t` in a safepoint.
+const OP_SLACK_NS: u64 = 5_000_000;
+
+/// The system calls that map, unmap or change the protection of memory (x86_64): mmap,
+/// mprotect, munmap, brk, mremap, madvise, mlock, munlock, mlockall, munlockall.
+const MEMORY_CALLS: [i64; 10] = [9, 10, 11, 12, 25, 28, 149, 150, 151, 152];
+
+/// What the instigators of one stall are found from.
+pub struct WhoInputs<'a> {
+    pub stall: u32,
+    /// The stall's lines of `who.jsonl`.
+    pub lines: Vec<&'a Who>,
+    /// Whether the recording looked for instigators at all.
+    pub has_who: bool,
+    /// Whether the recorder had the tracepoints (the signals' senders, the freezes' writers).
+    pub tracepoints: bool,
+    /// Java thread names by tid (the agent's table).
+    pub names: &'a HashMap<i32, String>,
+    pub start_ns: u64,
+    pub end_ns: u64,
+    pub samples: &'a [&'a Sample],
+    pub trace: &'a [procwatch::trace::TraceEvent],
+}
+
+/// Gives each finding its instigator (where one is known), and where one is expected and none
+/// is known, a line saying why. The fix of a finding whose instigator *is* the answer (a long
+/// operation someone asked for, a stop, the CPUs taken) is addressed to the instigator.
+pub fn assign(findings: &mut [Finding], inp: &WhoInputs, safepoint: Option<&SafepointView>) {
+    let requester = safepoint.map(|sp| requester(inp, sp));
+    for f in findings.iter_mut() {
+        let culprits: Vec<i32> = f.culprits.iter().map(|c| c.tid).collect();
+        let found = match f.cause {
+            Cause::Frozen => stopper(inp),
+            Cause::CpuStarvation => {
+                cpu_neighbours(inp).or_else(|| requester.clone().and_then(Result::ok)).ok_or(None)
+            }
+            Cause::MmapLock | Cause::TlbShootdown => memory_mapper(inp, &culprits, f.cause)
+                .or_else(|| requester.clone().and_then(Result::ok))
+                .ok_or(None),
+            Cause::MachinePause => Err(None),
+            _ => match &requester {
+                Some(r) => r.clone().map_err(Some),
+                None => Err(None),
+            },
+        };
+        match found {
+            Ok(i) => {
+                if answers(f.cause, &i) {
+                    f.fix = i.fix.clone();
+                }
+                f.instigator = Some(i);
+            }
+            // Said where the instigator is the answer the user came for.
+            Err(Some(why)) if matches!(f.cause, Cause::LongVmOperation | Cause::Frozen) => {
+                f.evidence.push(why);
+            }
+            Err(_) => {}
+        }
+    }
+}
+
+/// Whether the instigator's fix is the finding's: the operation was long because someone asked
+/// for it, the process was stopped by someone, the CPUs were taken by others, or memory was
+/// mapped by a thread of its own.
+fn answers(cause: Cause, i: &Instigator) -> bool {
+    match cause {
+        Cause::LongVmOperation => matches!(
+            i.kind,
+            InstigatorKind::JavaThread | InstigatorKind::AttachClient | InstigatorKind::RemoteJmx
+        ),
+        Cause::Frozen => true,
+        Cause::CpuStarvation => i.kind == InstigatorKind::CpuNeighbours,
+        Cause::MmapLock | Cause::TlbShootdown => i.kind == InstigatorKind::MemoryMapper,
+        _ => false,
+    }
+}
+
+/// The operation's name as the logs give it, from its class (`VM_HeapDumper` → `HeapDumper`).
+fn op_name(class: &str) -> &str {
+    class.strip_prefix("VM_").unwrap_or(class)
+}
+
+/// Whether a VM operation's class is the safepoint's operation as the log names it.
+fn same_op(class: &str, logged: &str) -> bool {
+    op_name(class).eq_ignore_ascii_case(logged)
+}
+
+/// Who asked for the safepoint's VM operation, or why that is not known.
+pub fn requester(inp: &WhoInputs, sp: &SafepointView) -> Result<Instigator, String> {
+    if !inp.has_who {
+        return Err("who asked for the operation is not known: the recording was made before stallscope looked for it (no who.jsonl)".into());
+    }
+    let (from, to) = (
+        sp.start_mono_ns.saturating_sub(OP_SLACK_NS),
+        sp.start_mono_ns
+            + sp.total_ns.max(inp.end_ns.saturating_sub(sp.start_mono_ns))
+            + OP_SLACK_NS,
+    );
+    let ops: Vec<(u64, &String, &Option<WhoThread>)> = inp
+        .lines
+        .iter()
+        .filter_map(|w| match w {
+            Who::VmOperation { t, op, caller, .. } if *t >= from && *t <= to => {
+                Some((*t, op, caller))
+            }
+            _ => None,
+        })
+        .collect();
+    // The operation the log names; where the log names none (a safepoint placed from the perf
+    // counters), the one operation seen in it.
+    let named: Vec<_> = ops.iter().filter(|(_, op, _)| same_op(op, &sp.op)).collect();
+    let chosen = match named.first() {
+        Some(x) => Some(**x),
+        None if ops.len() == 1 && !known_op_name(&sp.op) => ops.first().copied(),
+        None => None,
+    };
+    let Some((_, op, caller)) = chosen else {
+        let note = inp.lines.iter().find_map(|w| match w {
+            Who::Note { note, .. } if note.contains("VM operation") => Some(note.clone()),
+            _ => None,
+        });
+        return Err(match note {
+            Some(n) => format!("who asked for the operation is not known: {n}"),
+            None => "who asked for the operation is not known: it was not seen running when the recorder looked (over before the first look, or the JVM's memory could not be read)".into(),
+        });
+    };
+    let op = op_name(op).to_string();
+    let Some(c) = caller else {
+        return Err(format!(
+            "who asked for {op} is not known: the VM thread ran it, but its calling thread could not be read"
+        ));
+    };
+    Ok(from_caller(inp, &op, c, sp))
+}
+
+/// Whether a safepoint's operation name is one the JVM logged (not a placeholder of ours).
+fn known_op_name(op: &str) -> bool {
+    !op.is_empty() && !op.starts_with("unknown") && !op.contains(' ')
+}
+
+/// What kind of VM operation, for the fix: a thread dump, a heap dump, an explicit GC, a GC an
+/// allocation asked for, a class redefinition, or another.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum OpKind {
+    ThreadDump,
+    HeapDump,
+    ExplicitGc,
+    AllocationGc,
+    Redefine,
+    Other,
+}
+
+fn op_kind(op: &str, stack: &[String]) -> OpKind {
+    let explicit = stack.iter().any(|f| f == "java.lang.System.gc" || f == "java.lang.Runtime.gc");
+    match op {
+        "ThreadDump"
+        | "PrintThreads"
+        | "FindDeadlocks"
+        | "GetAllStackTraces"
+        | "GetThreadListStackTraces" => OpKind::ThreadDump,
+        "HeapDumper" | "GC_HeapInspection" | "HeapWalkOperation" | "HeapIterateOperation" => {
+            OpKind::HeapDump
+        }
+        "RedefineClasses" | "ChangeBreakpoints" => OpKind::Redefine,
+        _ if explicit => OpKind::ExplicitGc,
+        o if o.contains("CollectForAllocation") || o.contains("CollectForMetadataAllocation") => {
+            OpKind::AllocationGc
+        }
+        _ => OpKind::Other,
+    }
+}
+
+/// The first frame of the application's own code (outside the JDK), else the top one.
+fn app_frame(stack: &[String]) -> Option<&str> {
+    const JDK: [&str; 5] = ["java.", "javax.", "jdk.", "sun.", "com.sun."];
+    stack
+        .iter()
+        .find(|f| !JDK.iter().any(|p| f.starts_with(p)))
+        .or(stack.first())
+        .map(String::as_str)
+}
+
+/// The instigator behind a calling thread: the thread itself, the JVM, the tool at the other end
+/// of the attach listener, or a remote JMX client.
+fn from_caller(inp: &WhoInputs, op: &str, c: &WhoThread, sp: &SafepointView) -> Instigator {
+    let name = inp.names.get(&c.tid).cloned().unwrap_or_else(|| c.comm.clone());
+    let took = fmt_ns(sp.total_ns);
+    let source = "the VM thread's current operation and the thread that asked for it, read from the JVM's memory during the stall (VMThread::_cur_vm_operation)".to_string();
+    let base = Instigator {
+        kind: InstigatorKind::JavaThread,
+        name: name.clone(),
+        did: String::new(),
+        pid: None,
+        tid: Some(c.tid),
+        command: None,
+        user: None,
+        parents: vec![],
+        cgroup: None,
+        container: None,
+        address: None,
+        java_stack: c.frames.clone(),
+        processes: vec![],
+        source: source.clone(),
+        fix: String::new(),
+    };
+    if c.vm_thread {
+        return Instigator {
+            kind: InstigatorKind::Jvm,
+            did: format!(
+                "the JVM's own VM thread began {op} (an operation of its own: cleanup, a guaranteed safepoint, a periodic GC)"
+            ),
+            fix: format!("{op} is the JVM's own doing: see its cause's fix"),
+            ..base
+        };
+    }
+    if c.comm == "Attach Listener" || name == "Attach Listener" {
+        let clients: Vec<(&WhoProcess, &String)> = inp
+            .lines
+            .iter()
+            .filter_map(|w| match w {
+                Who::AttachClient { client, asked, .. } => Some((client, asked)),
+                _ => None,
+            })
+            .collect();
+        let Some((p, asked)) = clients.first() else {
+            return Instigator {
+                kind: InstigatorKind::AttachClient,
+                name: "attach client".into(),
+                did: format!(
+                    "a process outside asked for {op} through the JVM's attach listener (jcmd, jmap, jstack or a profiler); it had gone before it could be named"
+                ),
+                java_stack: vec![],
+                fix: format!(
+                    "{op} stopped the JVM for {took}: find the tool that asks for it (jcmd, jmap, jstack, a profiler or monitoring agent), and run it less often, off-peak, or against a replica"
+                ),
+                ..base
+            };
+        };
+        let words = if asked.is_empty() { op.to_string() } else { (*asked).clone() };
+        let parents =
+            p.ancestors.iter().map(|(pid, c)| format!("{c} (pid {pid})")).collect::<Vec<_>>();
+        let started_by = parents.first().map(|x| format!(", started by {x}")).unwrap_or_default();
+        let what = match op_kind(op, &[]) {
+            OpKind::ThreadDump => "a thread dump",
+            OpKind::HeapDump => "a heap dump (or class histogram)",
+            _ => "this operation",
+        };
+        return Instigator {
+            kind: InstigatorKind::AttachClient,
+            name: p.comm.clone(),
+            did: format!(
+                "{} asked for `{words}` through the JVM's attach listener{started_by}",
+                p.label()
+            ),
+            pid: Some(p.pid),
+            tid: None,
+            command: Some(p.command()).filter(|c| !c.is_empty()),
+            user: p.user.clone(),
+            parents,
+            cgroup: Some(p.cgroup.clone()).filter(|c| !c.is_empty()),
+            container: p.container.clone(),
+            java_stack: vec![],
+            source: format!(
+                "{source}: the attach listener; the process at the other end of its connection (sock_diag), and its command line"
+            ),
+            fix: format!(
+                "`{words}` from {} stopped every thread for {took}: {what} stops the JVM for its whole length, so run {} less often, off-peak, or against a replica, and find what starts it{}",
+                p.comm,
+                p.comm,
+                parents_hint(&p.ancestors)
+            ),
+            ..base
+        };
+    }
+    if name.starts_with("RMI TCP Connection") || c.comm.starts_with("RMI TCP Connect") {
+        let address = name.rsplit_once(")-").map(|(_, a)| a.to_string());
+        let from = address.as_ref().map(|a| format!(" from {a}")).unwrap_or_default();
+        return Instigator {
+            kind: InstigatorKind::RemoteJmx,
+            name: "RMI TCP Connection".into(),
+            did: format!(
+                "a remote JMX client{from} asked for {op} (its RMI connection thread \"{name}\" called it)"
+            ),
+            address,
+            fix: format!(
+                "{op} asked over JMX{from} stopped the JVM for {took}: find the monitoring tool connected there and have it ask less often or for less (thread dumps and deadlock checks are safepoints)"
+            ),
+            ..base
+        };
+    }
+    if c.frames.is_empty() && !c.class.contains("JavaThread") {
+        return Instigator {
+            kind: InstigatorKind::Jvm,
+            did: format!("the JVM's own thread \"{name}\" ({}) asked for {op}", c.class),
+            java_stack: vec![],
+            fix: format!("{op} is the JVM's own doing: see its cause's fix"),
+            ..base
+        };
+    }
+    let at = app_frame(&c.frames).map(|f| format!(" in {f}")).unwrap_or_default();
+    let kind = op_kind(op, &c.frames);
+    let (did, fix) = match kind {
+        OpKind::ThreadDump => (
+            format!("thread \"{name}\" asked for a thread dump ({op}){at}"),
+            format!(
+                "the thread dumps that \"{name}\" asks for{at} stop every thread ({took} here): ask less often or for less (ThreadMXBean.dumpAllThreads(false, false) skips locks; findDeadlockedThreads and thread metrics in exporters such as Prometheus' ThreadExports are safepoints too), or turn that collector off"
+            ),
+        ),
+        OpKind::HeapDump => (
+            format!("thread \"{name}\" asked for a heap dump or class histogram ({op}){at}"),
+            format!(
+                "the heap dump that \"{name}\" asks for{at} stops the JVM for its whole length ({took} here): take heap dumps on demand only, off-peak or from a replica"
+            ),
+        ),
+        OpKind::ExplicitGc => (
+            format!("thread \"{name}\" called System.gc(){at}, a full collection ({op})"),
+            format!(
+                "the explicit System.gc(){at} costs a full stop-the-world collection ({took} here): remove the call, or have it run concurrently (-XX:+ExplicitGCInvokesConcurrent, G1) or ignored (-XX:+DisableExplicitGC)"
+            ),
+        ),
+        OpKind::AllocationGc => (
+            format!(
+                "thread \"{name}\" allocated{at} when the young generation was full, and asked for a collection ({op})"
+            ),
+            format!(
+                "a collection the allocation{at} asked for: allocate less there, or give the young generation room for the allocation rate"
+            ),
+        ),
+        OpKind::Redefine => (
+            format!("thread \"{name}\" redefined classes ({op}){at}"),
+            format!(
+                "class redefinition{at} (an agent: a profiler, an APM or coverage agent, a debugger's hot swap) stops the JVM ({took} here): load such agents at start, or retransform fewer classes at a time"
+            ),
+        ),
+        OpKind::Other => (
+            format!("thread \"{name}\" asked for {op}{at}"),
+            format!(
+                "{op}, asked for by \"{name}\"{at}, stopped the JVM for {took}: ask for it less often"
+            ),
+        ),
+    };
+    Instigator { did, fix, ..base }
+}
+
+/// `: its parents are cron (pid 812), …` when the parents say something (not just init).
+fn parents_hint(ancestors: &[(i32, String)]) -> String {
+    let named: Vec<String> = ancestors
+        .iter()
+        .filter(|(p, _)| *p > 1)
+        .take(3)
+        .map(|(p, c)| format!("{c} (pid {p})"))
+        .collect();
+    if named.is_empty() { String::new() } else { format!(" (its parents: {})", named.join(", ")) }
+}
+
+/// The signal names stallscope speaks of.
+fn signal_name(sig: i32) -> String {
+    match sig {
+        2 => "SIGINT".into(),
+        3 => "SIGQUIT".into(),
+        9 => "SIGKILL".into(),
+        15 => "SIGTERM".into(),
+        18 => "SIGCONT".into(),
+        19 => "SIGSTOP".into(),
+        20 => "SIGTSTP".into(),
+        21 => "SIGTTIN".into(),
+        22 => "SIGTTOU".into(),
+        n => format!("signal {n}"),
+    }
+}
+
+fn process_fields(p: &WhoProcess) -> Instigator {
+    Instigator {
+        kind: InstigatorKind::Signal,
+        name: p.comm.clone(),
+        did: String::new(),
+        pid: Some(p.pid),
+        tid: None,
+        command: Some(p.command()).filter(|c| !c.is_empty()),
+        user: p.user.clone(),
+        parents: p.ancestors.iter().map(|(pid, c)| format!("{c} (pid {pid})")).collect(),
+        cgroup: Some(p.cgroup.clone()).filter(|c| !c.is_empty()),
+        container: p.container.clone(),
+        address: None,
+        java_stack: vec![],
+        processes: vec![],
+        source: String::new(),
+        fix: String::new(),
+    }
+}
+
+/// What stopped the process: a cgroup freezer, a tracer, or a stop signal and its sender.
+pub fn stopper(inp: &WhoInputs) -> Result<Instigator, Option<String>> {
+    if !inp.has_who {
+        return Err(Some("what stopped the process is not known: the recording was made before stallscope looked for it (no who.jsonl)".into()));
+    }
+    let stopped = inp.lines.iter().find_map(|w| match w {
+        Who::Stopped { state, tracer, freezer, .. } => Some((*state, tracer, freezer)),
+        _ => None,
+    });
+    if let Some((_, _, Some(fz))) = stopped {
+        let writer = inp.lines.iter().rev().find_map(|w| match w {
+            Who::FreezeWritten { writer, frozen: true, cgroup, .. } if *cgroup == fz.cgroup => {
+                Some(writer)
+            }
+            _ => None,
+        });
+        let file = if fz.version == "v2" { "cgroup.freeze" } else { "freezer.state" };
+        let what =
+            fz.container.as_ref().map(|c| format!(" (the container {c})")).unwrap_or_default();
+        let by = writer.map(|w| format!(", frozen by {}", w.label())).unwrap_or_default();
+        let mut i = match writer {
+            Some(w) => process_fields(w),
+            None => process_fields(&WhoProcess::default()),
+        };
+        if writer.is_none() {
+            i.pid = None;
+        }
+        return Ok(Instigator {
+            kind: InstigatorKind::Freezer,
+            name: fz.container.clone().unwrap_or_else(|| fz.cgroup.clone()),
+            did: format!("the cgroup {}{what} was frozen ({file} {}){by}", fz.cgroup, fz.state),
+            cgroup: Some(fz.cgroup.clone()),
+            container: fz.container.clone(),
+            source: format!(
+                "the process's cgroup and its {file}{}",
+                if writer.is_some() {
+                    "; who froze it, the cgroup:cgroup_freeze tracepoint"
+                } else {
+                    ""
+                }
+            ),
+            fix: format!(
+                "a frozen cgroup{what} stops every thread in it (a paused container: docker pause, a checkpoint, an orchestrator's freeze): find what freezes {}{}, and thaw it ({})",
+                fz.cgroup,
+                writer.map(|w| format!(" ({})", w.label())).unwrap_or_default(),
+                if fz.version == "v2" {
+                    "echo 0 > cgroup.freeze"
+                } else {
+                    "echo THAWED > freezer.state"
+                }
+            ),
+            ..i
+        });
+    }
+    if let Some((_, Some(t), _)) = stopped {
+        return Ok(Instigator {
+            kind: InstigatorKind::Tracer,
+            did: format!(
+                "{} is attached to the JVM with ptrace (a debugger) and held it stopped",
+                t.label()
+            ),
+            source: "TracerPid in the process's /proc/PID/status".into(),
+            fix: format!(
+                "{} holds the JVM stopped while it is attached: detach it (gdb: detach), or debug a copy",
+                t.comm
+            ),
+            ..process_fields(t)
+        });
+    }
+    let stop_signal = inp.lines.iter().rev().find_map(|w| match w {
+        Who::Signal { t, sig, sender, .. }
+            if matches!(sig, 19..=22)
+                && *t + SIGNAL_BEFORE_NS >= inp.start_ns
+                && *t <= inp.end_ns =>
+        {
+            Some((*sig, sender))
+        }
+        _ => None,
+    });
+    if let Some((sig, p)) = stop_signal {
+        let name = signal_name(sig);
+        let hint = parents_hint(&p.ancestors);
+        return Ok(Instigator {
+            kind: InstigatorKind::Signal,
+            did: format!(
+                "{name} was sent to the JVM by {}{}",
+                p.label(),
+                p.command()
+                    .is_empty()
+                    .then(String::new)
+                    .unwrap_or_else(|| format!(": {}", p.command()))
+            ),
+            source: "the kernel's signal:signal_generate tracepoint, in the sender's context"
+                .into(),
+            fix: format!(
+                "{} stopped the JVM with {name}: find why{hint}; SIGCONT resumes it",
+                p.comm
+            ),
+            ..process_fields(p)
+        });
+    }
+    let Some((state, _, _)) = stopped else {
+        return Err(None);
+    };
+    Err(Some(if inp.tracepoints {
+        format!(
+            "the process was stopped (state {state}), but no stop signal to it was traced and no freezer or tracer held it"
+        )
+    } else {
+        format!(
+            "the process was stopped (state {state}) by a signal whose sender only the kernel's signal tracepoint shows: run stallscope as root (or with CAP_PERFMON) to name it"
+        )
+    }))
+}
+
+/// A stall most of which the recorder saw the process frozen by a cgroup freezer (or stopped),
+/// whatever its threads' states said: since Linux 6.1 a thread asleep where it may be frozen is
+/// frozen in place (state D, its wchan unchanged), which reads as a wait in the kernel. The
+/// freezer's own file, read every few milliseconds, says it. `None` unless it covers at least
+/// `min_share` of the stall.
+pub fn held_finding(inp: &WhoInputs, min_share: f64) -> Option<Finding> {
+    let d = inp.end_ns.saturating_sub(inp.start_ns).max(1);
+    let (seen, freezer) = inp.lines.iter().find_map(|w| match w {
+        Who::Stopped { t, freezer: Some(f), .. } => Some((*t, f)),
+        _ => None,
+    })?;
+    let resumed = inp
+        .lines
+        .iter()
+        .find_map(|w| match w {
+            Who::Resumed { t, .. } if *t >= seen => Some(*t),
+            _ => None,
+        })
+        .unwrap_or(inp.end_ns)
+        .min(inp.end_ns);
+    // Frozen from before it was first seen: the first look of a stall comes a threshold in.
+    let from = if seen.saturating_sub(inp.start_ns) < d / 10 { inp.start_ns } else { seen };
+    let covered = resumed.saturating_sub(from);
+    let share = covered as f64 / d as f64;
+    if share < min_share {
+        return None;
+    }
+    let file = if freezer.version == "v2" { "cgroup.freeze" } else { "freezer.state" };
+    Some(Finding {
+        cause: Cause::Frozen,
+        title: Cause::Frozen.title().into(),
+        confidence: crate::report::Confidence::High,
+        share: share.min(1.0),
+        culprits: vec![],
+        evidence: vec![
+            format!("the cgroup {} was frozen ({file} {}) for {} of the {} stall, read every 10 ms", freezer.cgroup, freezer.state, fmt_ns(covered), fmt_ns(d)),
+            "its threads slept where the freezer held them (a frozen thread waits for its thaw, not for I/O, whatever its state letter)".into(),
+        ],
+        fix: Cause::Frozen.fix().into(),
+        doc: Cause::Frozen.doc(),
+        instigator: None,
+    })
+}
+
+/// The processes that took the CPUs while the stall lasted, when others took enough of them.
+pub fn cpu_neighbours(inp: &WhoInputs) -> Option<Instigator> {
+    let (from, to, cpus, others_ns, takers) = inp.lines.iter().find_map(|w| match w {
+        Who::CpuUse { from, to, cpus, others_ns, takers, .. } => {
+            Some((*from, *to, *cpus, *others_ns, takers))
+        }
+        _ => None,
+    })?;
+    let capacity = (to.saturating_sub(from) as f64 * cpus.max(1) as f64).max(1.0);
+    let share = others_ns as f64 / capacity;
+    if share < NEIGHBOURS_MIN_SHARE || takers.is_empty() {
+        return None;
+    }
+    let processes: Vec<CpuShare> = takers
+        .iter()
+        .take(MAX_PROCESSES)
+        .map(|t| CpuShare {
+            pid: t.pid,
+            name: t.comm.clone(),
+            command: Some(t.cmdline.join(" ")).filter(|c| !c.is_empty()),
+            cgroup: Some(t.cgroup.clone()).filter(|c| !c.is_empty()),
+            container: t.container.clone(),
+            user: t.user.clone(),
+            cpu_ns: t.cpu_ns + t.children_ns,
+            share: ((t.cpu_ns + t.children_ns) as f64 / capacity).min(1.0),
+        })
+        .collect();
+    // Grouped by cgroup: one group taking most of it is the one to act on.
+    let mut by_group: BTreeMap<&str, u64> = BTreeMap::new();
+    for t in takers {
+        *by_group.entry(t.cgroup.as_str()).or_default() += t.cpu_ns + t.children_ns;
+    }
+    let group = by_group
+        .iter()
+        .max_by_key(|(_, ns)| **ns)
+        .filter(|(g, ns)| !g.is_empty() && **g != "/" && **ns as f64 >= 0.6 * others_ns as f64)
+        .map(|(g, _)| g.to_string());
+    let top = &processes[0];
+    let listed: Vec<String> = processes
+        .iter()
+        .map(|p| {
+            format!(
+                "{} (pid {}{}) {:.0}%",
+                p.name,
+                p.pid,
+                p.cgroup
+                    .as_ref()
+                    .filter(|c| *c != "/")
+                    .map(|c| format!(", cgroup {c}"))
+                    .unwrap_or_default(),
+                p.share * 100.0
+            )
+        })
+        .collect();
+    let name = group.clone().unwrap_or_else(|| top.name.clone());
+    let keep = match &group {
+        Some(g) => format!(
+            "the cgroup {g}: cpu.idle=1 on it (cgroup v2) or a lower cpu.weight / cpu.shares"
+        ),
+        None => format!(
+            "{} and the rest: run them at a lower weight (a cgroup with cpu.idle=1, nice 19, SCHED_IDLE)",
+            top.name
+        ),
+    };
+    Some(Instigator {
+        kind: InstigatorKind::CpuNeighbours,
+        name,
+        did: format!("other processes took {:.0}% of the {cpus} CPUs while the JVM's threads waited for one: {}", share * 100.0, listed.join(", ")),
+        pid: Some(top.pid),
+        tid: None,
+        command: top.command.clone(),
+        user: top.user.clone(),
+        parents: vec![],
+        cgroup: group.or_else(|| top.cgroup.clone()),
+        container: top.container.clone(),
+        address: None,
+        java_stack: vec![],
+        processes,
+        source: "every process's CPU time (/proc/PID/stat, in 10 ms ticks; ended children at their parent) from the stall's first look to its end".into(),
+        fix: format!("keep them out of the JVM's way: {keep}; or give the JVM CPUs of its own (a cpuset); else raise its threads while it reaches each safepoint (stallscope run --boost fifo:1)"),
+    })
+}
+
+/// The thread of the JVM that mapped, unmapped or protected memory during the stall: seen in
+/// those system calls (or asleep in their kernel functions), or traced taking mmap_lock to write.
+pub fn memory_mapper(inp: &WhoInputs, culprits: &[i32], cause: Cause) -> Option<Instigator> {
+    let mut seen: HashMap<i32, (usize, String)> = HashMap::new();
+    for s in inp.samples.iter().filter(|s| !s.baseline && s.t >= inp.start_ns && s.t <= inp.end_ns)
+    {
+        for t in &s.threads {
+            let mapping = matches!(t.syscall, Syscall::In { nr, .. } if MEMORY_CALLS.contains(&nr))
+                || crate::wait::mmap_write_caller(&t.wchan);
+            if mapping {
+                let e = seen.entry(t.tid).or_insert((0, t.comm.clone()));
+                e.0 += 1;
+            }
+        }
+    }
+    let mut traced: HashMap<i32, usize> = HashMap::new();
+    for e in inp.trace {
+        if let procwatch::trace::TraceEvent::MmapLockAcquired { t, tid, write: true, success: true } =
+            e
+            && *t >= inp.start_ns
+            && *t <= inp.end_ns
+        {
+            *traced.entry(*tid).or_default() += 1;
+        }
+    }
+    let (tid, hits, comm, writes) = seen
+        .keys()
+        .chain(traced.keys())
+        .filter(|t| !culprits.contains(t))
+        .map(|t| {
+            let (n, c) = seen.get(t).cloned().unwrap_or((0, String::new()));
+            (*t, n, c, traced.get(t).copied().unwrap_or(0))
+        })
+        .max_by_key(|(t, n, _, w)| (n + w, -t))?;
+    if hits + writes < MAPPER_MIN {
+        return None;
+    }
+    let name = inp.names.get(&tid).cloned().filter(|n| !n.is_empty()).unwrap_or(comm);
+    let mut how = Vec::new();
+    if hits > 0 {
+        how.push(format!("seen in mmap, munmap or mprotect in {hits} samples"));
+    }
+    if writes > 0 {
+        how.push(format!("took mmap_lock to write {writes} times (mmap_lock tracepoints)"));
+    }
+    let what = if cause == Cause::TlbShootdown {
+        "its unmaps and protection changes make the TLB shootdowns every other thread pays for"
+    } else {
+        "it held mmap_lock for writing while the others waited to read it"
+    };
+    Some(Instigator {
+        kind: InstigatorKind::MemoryMapper,
+        name: name.clone(),
+        did: format!(
+            "thread \"{name}\" mapped, unmapped or protected memory through the stall ({}): {what}",
+            how.join("; ")
+        ),
+        pid: None,
+        tid: Some(tid),
+        command: None,
+        user: None,
+        parents: vec![],
+        cgroup: None,
+        container: None,
+        address: None,
+        java_stack: vec![],
+        processes: vec![],
+        source: "the stall's samples of every thread (its system call and kernel function)"
+            .to_string()
+            + if writes > 0 { ", and the mmap_lock tracepoints" } else { "" },
+        fix: format!(
+            "stop \"{name}\" from mapping, unmapping and mprotecting memory beside latency-critical threads: reuse its mappings and buffers (a pool, pread into a buffer), keep files mapped once, fix the heap size (-Xms = -Xmx)"
+        ),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::Confidence;
+
+    fn sp(op: &str, start: u64, total: u64) -> SafepointView {
+        SafepointView {
+            op: op.into(),
+            ttsp_ns: 0,
+            at_safepoint_ns: total,
+            total_ns: total,
+            start_mono_ns: start,
+            threads_total: None,
+            threads_running: None,
+            timeout_culprits: vec![],
+            unfinished: false,
+        }
+    }
+
+    fn inputs<'a>(lines: Vec<&'a Who>, names: &'a HashMap<i32, String>) -> WhoInputs<'a> {
+        WhoInputs {
+            stall: 1,
+            lines,
+            has_who: true,
+            tracepoints: true,
+            names,
+            start_ns: 1_000,
+            end_ns: 600_000_000,
+            samples: &[],
+            trace: &[],
+        }
+    }
+
+    fn finding(cause: Cause) -> Finding {
+        Finding {
+            cause,
+            title: cause.title().into(),
+            confidence: Confidence::High,
+            share: 1.0,
+            culprits: vec![],
+            evidence: vec![],
+            fix: cause.fix().into(),
+            doc: cause.doc(),
+            instigator: None,
+        }
+    }
+
+    fn op(t: u64, class: &str, tid: i32, comm: &str, frames: &[&str]) -> Who {
+        Who::VmOperation {
+            t,
+            stall: 1,
+            op: class.into(),
+            caller: Some(WhoThread {
+                tid,
+                comm: comm.into(),
+                class: "JavaThread".into(),
+                vm_thread: false,
+                frames: frames.iter().map(|f| f.to_string()).collect(),
+            }),
+        }
+    }
+
+    #[test]
+    fn a_thread_dump_asked_for_in_the_jvm_names_the_thread_and_its_code() {
+        let names = HashMap::from([(9, "metrics-exporter".to_string())]);
+        let l = op(
+            2_000_000,
+            "VM_ThreadDump",
+            9,
+            "metrics-exporte",
+            &[
+                "sun.management.ThreadImpl.dumpThreads0",
+                "com.acme.Exporter.scrape",
+                "java.lang.Thread.run",
+            ],
+        );
+        let inp = inputs(vec![&l], &names);
+        let mut f = vec![finding(Cause::LongVmOperation)];
+        assign(&mut f, &inp, Some(&sp("ThreadDump", 1_000_000, 580_000_000)));
+        let i = f[0].instigator.as_ref().unwrap();
+        assert_eq!(i.kind, InstigatorKind::JavaThread);
+        assert_eq!(i.name, "metrics-exporter");
+        assert_eq!(i.tid, Some(9));
+        assert!(i.did.contains("in com.acme.Exporter.scrape"), "{}", i.did);
+        assert!(
+            f[0].fix.contains("580 ms") && f[0].fix.contains("dumpAllThreads(false, false)"),
+            "{}",
+            f[0].fix
+        );
+    }
+
+    #[test]
+    fn an_operation_through_the_attach_listener_names_the_tool_outside() {
+        let names = HashMap::new();
+        let l = op(2_000_000, "VM_HeapDumper", 50, "Attach Listener", &[]);
+        let c = Who::AttachClient {
+            t: 3_000_000,
+            stall: 1,
+            client: WhoProcess {
+                pid: 4242,
+                comm: "jcmd".into(),
+                cmdline: vec!["jcmd".into(), "77".into(), "GC.heap_dump".into(), "/tmp/h".into()],
+                user: Some("ops".into()),
+                ancestors: vec![(812, "cron".into()), (1, "systemd".into())],
+                ..Default::default()
+            },
+            asked: "GC.heap_dump /tmp/h".into(),
+        };
+        let inp = inputs(vec![&l, &c], &names);
+        let mut f = vec![finding(Cause::LongVmOperation)];
+        assign(&mut f, &inp, Some(&sp("HeapDumper", 1_000_000, 3_300_000_000)));
+        let i = f[0].instigator.as_ref().unwrap();
+        assert_eq!(
+            (i.kind, i.pid, i.name.as_str()),
+            (InstigatorKind::AttachClient, Some(4242), "jcmd")
+        );
+        assert_eq!(i.user.as_deref(), Some("ops"));
+        assert!(
+            i.did.contains("`GC.heap_dump /tmp/h`") && i.did.contains("cron (pid 812)"),
+            "{}",
+            i.did
+        );
+        assert!(f[0].fix.contains("3.30 s") && f[0].fix.contains("cron (pid 812)"), "{}", f[0].fix);
+    }
+
+    #[test]
+    fn an_operation_of_another_safepoint_or_none_seen_names_nobody_and_says_why() {
+        let names = HashMap::new();
+        let l = op(2_000_000, "VM_ThreadDump", 9, "x", &[]);
+        let inp = inputs(vec![&l], &names);
+        let mut f = vec![finding(Cause::LongVmOperation)];
+        assign(&mut f, &inp, Some(&sp("G1CollectFull", 1_000_000, 100_000_000)));
+        assert!(f[0].instigator.is_none());
+        assert!(f[0].evidence[0].contains("not known"), "{:?}", f[0].evidence);
+        let old = WhoInputs { has_who: false, ..inputs(vec![], &names) };
+        let mut f = vec![finding(Cause::LongVmOperation)];
+        assign(&mut f, &old, Some(&sp("G1CollectFull", 1_000_000, 100_000_000)));
+        assert!(f[0].evidence[0].contains("no who.jsonl"), "{:?}", f[0].evidence);
+    }
+
+    #[test]
+    fn a_stop_is_laid_at_the_freezer_the_tracer_or_the_signals_sender() {
+        let names = HashMap::new();
+        let sender = WhoProcess {
+            pid: 31,
+            comm: "bash".into(),
+            cmdline: vec!["bash".into()],
+            user: Some("ops".into()),
+            ..Default::default()
+        };
+        let sig = Who::Signal { t: 500, stall: 1, sig: 19, target: 77, sender: sender.clone() };
+        let stopped = Who::Stopped { t: 2_000, stall: 1, state: 'T', tracer: None, freezer: None };
+        let inp = inputs(vec![&sig, &stopped], &names);
+        let i = stopper(&inp).unwrap();
+        assert_eq!((i.kind, i.pid), (InstigatorKind::Signal, Some(31)));
+        assert!(
+            i.did.starts_with("SIGSTOP was sent to the JVM by bash (pid 31, user ops)"),
+            "{}",
+            i.did
+        );
+        let frozen = Who::Stopped {
+            t: 2_000,
+            stall: 1,
+            state: 'S',
+            tracer: None,
+            freezer: Some(recording::Freezer {
+                version: "v2".into(),
+                cgroup: "/pods/app".into(),
+                state: "1".into(),
+                container: None,
+            }),
+        };
+        let wrote = Who::FreezeWritten {
+            t: 100,
+            stall: 1,
+            cgroup: "/pods/app".into(),
+            frozen: true,
+            writer: sender.clone(),
+        };
+        let i = stopper(&inputs(vec![&frozen, &wrote], &names)).unwrap();
+        assert_eq!(
+            (i.kind, i.name.as_str(), i.pid),
+            (InstigatorKind::Freezer, "/pods/app", Some(31))
+        );
+        assert!(i.did.contains("frozen by bash"), "{}", i.did);
+        let traced = Who::Stopped {
+            t: 2_000,
+            stall: 1,
+            state: 't',
+            tracer: Some(WhoProcess { pid: 40, comm: "gdb".into(), ..Default::default() }),
+            freezer: None,
+        };
+        assert_eq!(stopper(&inputs(vec![&traced], &names)).unwrap().kind, InstigatorKind::Tracer);
+        let untraced = WhoInputs { tracepoints: false, ..inputs(vec![&stopped], &names) };
+        assert!(stopper(&untraced).unwrap_err().unwrap().contains("run stallscope as root"));
+    }
+
+    #[test]
+    fn cpus_taken_by_others_name_the_processes_and_their_cgroup_only_when_they_took_enough() {
+        let names = HashMap::new();
+        let taker = |pid: i32, comm: &str, ms: u64| recording::CpuTaker {
+            pid,
+            comm: comm.into(),
+            cpu_ns: ms * 1_000_000,
+            children_ns: 0,
+            cgroup: "/build".into(),
+            user: None,
+            cmdline: vec![comm.into()],
+            container: None,
+        };
+        let busy = Who::CpuUse {
+            stall: 1,
+            from: 0,
+            to: 1_000_000_000,
+            cpus: 2,
+            target_ns: 100_000_000,
+            others_ns: 1_500_000_000,
+            takers: vec![taker(10, "rustc", 900), taker(11, "cc1", 600)],
+        };
+        let i = cpu_neighbours(&inputs(vec![&busy], &names)).unwrap();
+        assert_eq!((i.kind, i.name.as_str()), (InstigatorKind::CpuNeighbours, "/build"));
+        assert_eq!(i.processes[0].name, "rustc");
+        assert!((i.processes[0].share - 0.45).abs() < 1e-9);
+        assert!(i.did.contains("took 75% of the 2 CPUs"), "{}", i.did);
+        let idle = Who::CpuUse {
+            stall: 1,
+            from: 0,
+            to: 1_000_000_000,
+            cpus: 2,
+            target_ns: 0,
+            others_ns: 100_000_000,
+            takers: vec![taker(10, "rustc", 100)],
+        };
+        assert!(cpu_neighbours(&inputs(vec![&idle], &names)).is_none());
+    }
+}
