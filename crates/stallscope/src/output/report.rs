@@ -65,6 +65,17 @@ fn code_block(out: &mut String, code: &doctor::code::CulpritCode) {
     }
 }
 
+/// Who set a finding off: what they did, then a Java thread's stack where it asked.
+fn instigator_block(out: &mut String, w: &doctor::Instigator) {
+    wrap(out, "who", &w.did);
+    for f in w.java_stack.iter().take(6) {
+        let _ = writeln!(out, "{:11}at {f}", "");
+    }
+    if w.java_stack.len() > 6 {
+        let _ = writeln!(out, "{:11}…", "");
+    }
+}
+
 /// What is happening now in a JVM `attach` just reached, from the recording up to `now`: the
 /// stall under way (`stall`), as a stall block headed `NOW`, or that it runs.
 pub fn now_text(
@@ -187,8 +198,22 @@ fn stall_body(out: &mut String, s: &StallReport) {
         for e in &f.evidence {
             wrap(out, "evidence", e);
         }
+        let who = f.instigator.as_ref();
+        // Once per stall: a second finding set off by the same one says so.
+        let said =
+            who.is_some_and(|w| s.findings[..i].iter().any(|g| g.instigator.as_ref() == Some(w)));
+        if let Some(w) = who {
+            if said {
+                wrap(out, "who", &format!("{} (as above)", w.name));
+            } else {
+                instigator_block(out, w);
+            }
+        }
         if f.cause != Cause::Unknown || s.findings.len() == 1 {
             wrap(out, "fix", &format!("{} (see {})", f.fix, f.doc));
+        }
+        if let Some(w) = who.filter(|w| !said && w.fix != f.fix && !w.fix.is_empty()) {
+            wrap(out, "fix too", &w.fix);
         }
     }
     if let Some(sp) = &s.safepoint {

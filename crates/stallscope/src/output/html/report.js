@@ -692,13 +692,15 @@
       { label: "TTSP", key: "ttsp", num: true, fmt: function (v) { return v > 0 ? fmtNs(v) : "–"; } },
       { label: "cause", key: "title" },
       { label: "confidence", key: "confidence" },
-      { label: "culprit", key: "culprit" }
+      { label: "culprit", key: "culprit" },
+      { label: "who set it off", key: "who" }
     ], stalls.map(function (s) {
       var f = s.findings[0] || { culprits: [] };
       return {
         stall: s.stall, start_wall: s.start_wall, duration_ns: s.duration_ns, op: s.safepoint ? s.safepoint.op : "",
         ttsp: s.safepoint ? s.safepoint.ttsp_ns : 0, title: s.title, confidence: s.confidence,
-        culprit: f.culprits.map(function (c) { return c.name; }).join(", "), ref: s
+        culprit: f.culprits.map(function (c) { return c.name; }).join(", "),
+        who: f.instigator ? f.instigator.name : "", ref: s
       };
     }), { sortKey: "duration_ns", desc: true, onRow: function (r) { select(r.ref); if (timelineApi) timelineApi.showStall(r.ref); }, rowId: function (r) { return String(r.stall); } });
 
@@ -729,7 +731,21 @@
           })));
         }
         box.appendChild(el("ul", null, f.evidence.map(function (e) { return el("li", { text: e }); })));
+        var w = f.instigator;
+        if (w) {
+          // Who set it off: what they did, their process or thread, and a Java thread's stack.
+          var facts = [w.command ? "command: " + w.command : null, w.user ? "user " + w.user : null,
+            w.parents.length ? "parents: " + w.parents.join(", ") : null, w.container ? "container " + w.container : (w.cgroup ? "cgroup " + w.cgroup : null),
+            w.address ? "from " + w.address : null].filter(Boolean);
+          box.appendChild(el("div", { cls: "who", "data-kind": w.kind }, [el("strong", { text: "who: " }), w.did,
+            facts.length ? el("div", { cls: "muted", text: facts.join("; ") }) : null,
+            w.java_stack.length ? el("pre", { cls: "mono stack" }, w.java_stack.slice(0, 8).map(function (fr) { return el("span", { text: "at " + fr + "\n" }); })) : null,
+            el("div", { cls: "muted", text: "how we know: " + w.source })]));
+        }
         box.appendChild(el("div", { cls: "fix" }, [el("strong", { text: "fix: " }), f.fix + " ", el("span", { cls: "muted mono", text: "(" + f.doc + ")" })]));
+        if (w && w.fix && w.fix !== f.fix) {
+          box.appendChild(el("div", { cls: "fix" }, [el("strong", { text: "fix too: " }), w.fix]));
+        }
         detail.appendChild(box);
       });
       if (sp && sp.timeout_culprits.length) {
