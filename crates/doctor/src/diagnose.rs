@@ -701,6 +701,7 @@ pub fn diagnose(rec: &Recording) -> Report {
         .collect();
     // Stalls shorter than the threshold can be recorded at its edge; they are not stalls.
     stalls.retain(|s| s.duration_ns >= meta.threshold_ns || s.target_exited);
+    crate::instigator::count_repeats(&mut stalls);
     let summary = summarise(rec, &stalls);
     let mut notes: Vec<String> = meta.privileges_note.iter().cloned().collect();
     notes.extend(rec.damage.iter().cloned());
@@ -709,6 +710,9 @@ pub fn diagnose(rec: &Recording) -> Report {
         notes.push("the recording has no end record: the recorder was killed or crashed (or is still recording), so it was cut short; a stall open at its end ends there".into());
     }
     notes.extend(rec.frames_notes.iter().cloned());
+    if !rec.has_who && !stalls.is_empty() {
+        notes.push("the recording was made before stallscope looked for who set stalls off (it has no who.jsonl): no finding names its instigator (the thread or process that asked for an operation, stopped the JVM or took its CPUs)".into());
+    }
     let counted =
         rec.safepoints.iter().filter(|s| s.format == hotspot_log::Format::PerfCounters).count();
     if counted > 0 || (rec.safepoints.is_empty() && rec.counters_info().is_some()) {

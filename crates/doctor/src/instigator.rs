@@ -21,6 +21,8 @@ use std::collections::{BTreeMap, HashMap};
 const NEIGHBOURS_MIN_SHARE: f64 = 0.25;
 /// Processes listed of those that took the CPUs.
 const MAX_PROCESSES: usize = 5;
+/// Those that took less than this share of the CPUs are left out of the words.
+const LISTED_MIN_SHARE: f64 = 0.02;
 /// Samples (or traced write locks) that make a thread the one mapping memory.
 const MAPPER_MIN: usize = 2;
 /// A stop signal this long before the stall began is still the one that stopped it.
@@ -613,20 +615,24 @@ pub fn cpu_neighbours(inp: &WhoInputs) -> Option<Instigator> {
         .filter(|(g, ns)| !g.is_empty() && **g != "/" && **ns as f64 >= 0.6 * others_ns as f64)
         .map(|(g, _)| g.to_string());
     let top = &processes[0];
+    // In words, those that took a visible part; the JSON has them all.
     let listed: Vec<String> = processes
         .iter()
+        .filter(|p| p.share >= LISTED_MIN_SHARE || p.pid == processes[0].pid)
         .map(|p| {
-            format!(
-                "{} (pid {}{}) {:.0}%",
-                p.name,
-                p.pid,
-                p.cgroup
-                    .as_ref()
-                    .filter(|c| *c != "/")
-                    .map(|c| format!(", cgroup {c}"))
-                    .unwrap_or_default(),
-                p.share * 100.0
-            )
+            let cmd = p
+                .command
+                .as_ref()
+                .filter(|c| c.as_str() != p.name)
+                .map(|c| format!(": {}", shorten(c, 60)))
+                .unwrap_or_default();
+            let cg = p
+                .cgroup
+                .as_ref()
+                .filter(|c| *c != "/")
+                .map(|c| format!(", cgroup {c}"))
+                .unwrap_or_default();
+            format!("{} (pid {}{cg}{cmd}) {:.0}%", p.name, p.pid, p.share * 100.0)
         })
         .collect();
     let name = group.clone().unwrap_or_else(|| top.name.clone());
@@ -658,63 +664,152 @@ pub fn cpu_neighbours(inp: &WhoInputs) -> Option<Instigator> {
     })
 }
 
-/// The thread of the JVM that mapped, unmapped or protected memory during the stall: seen in
-/// those system calls (or asleep in their kernel functions), or traced taking mmap_lock to write.
-pub fn memory_mapper(inp: &WhoInputs, culprits: &[i32], cause: Cause) -> Option<Instigator> {
-    let mut seen: HashMap<i32, (usize, String)> = HashMap::new();
-    for s in inp.samples.iter().filter(|s| !s.baseline && s.t >= inp.start_ns && s.t <= inp.end_ns)
-    {
-        for t in &s.threads {
-            let mapping = matches!(t.syscall, Syscall::In { nr, .. } if MEMORY_CALLS.contains(&nr))
-                || crate::wait::mmap_write_caller(&t.wchan);
-            if mapping {
-                let e = seen.entry(t.tid).or_insert((0, t.comm.clone()));
-                e.0 += 1;
+/// `text` cut to `max` characters, with an ellipsis.
+fn shorten(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        return text.to_string();
+    }
+    let mut s: String = text.chars().take(max).collect();
+    s.push('…');
+    s
+}
+
+/// Says of each instigator that set off more than one stall of the recording how many, how long
+/// in all, and how often: "the thread dump asked for every 60 s by jstack costs 600 ms each".
+pub fn count_repeats(stalls: &mut [crate::report::StallReport]) {
+    // A thread of the JVM by its id (its name may be known in one stall and not another); a
+    // process outside by its name (each jcmd or kill is a new process).
+    let key = |i: &Instigator| match i.kind {
+        InstigatorKind::JavaThread
+        | InstigatorKind::Jvm
+        | InstigatorKind::MemoryMapper
+        | InstigatorKind::RemoteJmx => (i.kind, String::new(), i.tid),
+        _ => (i.kind, i.name.clone(), None),
+    };
+    type Key = (InstigatorKind, String, Option<i32>);
+    let mut by: HashMap<Key, Vec<(u64, u64)>> = HashMap::new();
+    for s in stalls.iter() {
+        // Once per stall, whatever number of its findings it set off.
+        let mut seen = Vec::new();
+        for i in s.findings.iter().filter_map(|f| f.instigator.as_ref()) {
+            let k = key(i);
+            if !seen.contains(&k) {
+                by.entry(k.clone()).or_default().push((s.start_mono_ns, s.duration_ns));
+                seen.push(k);
             }
         }
     }
-    let mut traced: HashMap<i32, usize> = HashMap::new();
-    for e in inp.trace {
-        if let procwatch::trace::TraceEvent::MmapLockAcquired { t, tid, write: true, success: true } =
-            e
-            && *t >= inp.start_ns
-            && *t <= inp.end_ns
-        {
-            *traced.entry(*tid).or_default() += 1;
+    for s in stalls.iter_mut() {
+        for f in s.findings.iter_mut() {
+            let Some(i) = f.instigator.as_mut() else { continue };
+            let Some(all) = by.get(&key(i)).filter(|v| v.len() > 1) else { continue };
+            let n = all.len() as u64;
+            let total: u64 = all.iter().map(|(_, d)| d).sum();
+            let (first, last) = (all[0].0, all[all.len() - 1].0);
+            let every = (last - first) / (n - 1);
+            let line = format!(
+                " (the same set off {n} stalls of this recording, {} in all, one every {} on average)",
+                fmt_ns(total),
+                fmt_ns(every)
+            );
+            i.did.push_str(&line);
         }
     }
-    let (tid, hits, comm, writes) = seen
+}
+
+/// A wait for mmap_lock at least this long, traced, is one another thread held it through.
+const LOCK_WAIT_MIN_NS: u64 = 1_000_000;
+
+/// Who held mmap_lock while others waited for it, from the mmap_lock tracepoints: for each wait
+/// of at least [`LOCK_WAIT_MIN_NS`] overlapping the stall, the thread that last took the lock
+/// (to read or to write) before the wait began; by the waiting time it explains.
+fn lock_holders(inp: &WhoInputs) -> HashMap<i32, u64> {
+    use procwatch::trace::TraceEvent::{MmapLockAcquired, MmapLockStart};
+    let mut ev: Vec<&procwatch::trace::TraceEvent> = inp
+        .trace
+        .iter()
+        .filter(|e| matches!(e, MmapLockStart { .. } | MmapLockAcquired { .. }))
+        .collect();
+    ev.sort_by_key(|e| e.t());
+    let mut held: HashMap<i32, u64> = HashMap::new();
+    for (i, e) in ev.iter().enumerate() {
+        let MmapLockStart { t: began, tid: waiter, .. } = **e else { continue };
+        let got = ev[i..].iter().find_map(|x| match x {
+            MmapLockAcquired { t, tid, .. } if *tid == waiter => Some(*t),
+            _ => None,
+        });
+        let until = got.unwrap_or(inp.end_ns);
+        let waited = until.min(inp.end_ns).saturating_sub(began.max(inp.start_ns));
+        if until.saturating_sub(began) < LOCK_WAIT_MIN_NS || waited == 0 {
+            continue;
+        }
+        let holder = ev[..i].iter().rev().find_map(|x| match x {
+            MmapLockAcquired { tid, success: true, .. } if *tid != waiter => Some(*tid),
+            _ => None,
+        });
+        if let Some(h) = holder {
+            *held.entry(h).or_default() += waited;
+        }
+    }
+    held
+}
+
+/// The thread of the JVM that mapped, unmapped or protected memory during the stall: the one
+/// that held mmap_lock while others waited (traced), or one seen inside those system calls and
+/// not waiting for the lock itself.
+pub fn memory_mapper(inp: &WhoInputs, culprits: &[i32], cause: Cause) -> Option<Instigator> {
+    let mut seen: HashMap<i32, (usize, String)> = HashMap::new();
+    let mut comms: HashMap<i32, String> = HashMap::new();
+    for s in inp.samples.iter().filter(|s| !s.baseline && s.t >= inp.start_ns && s.t <= inp.end_ns)
+    {
+        for t in &s.threads {
+            comms.entry(t.tid).or_insert_with(|| t.comm.clone());
+            let in_call = matches!(t.syscall, Syscall::In { nr, .. } if MEMORY_CALLS.contains(&nr));
+            // A thread waiting for the lock is a victim, not the one mapping.
+            let waiting =
+                crate::wait::seen(t) == crate::wait::Seen::Waiting(crate::wait::Wait::MmapLock);
+            if in_call && !waiting {
+                seen.entry(t.tid).or_insert((0, t.comm.clone())).0 += 1;
+            }
+        }
+    }
+    let held = lock_holders(inp);
+    let (tid, hits, held_ns) = seen
         .keys()
-        .chain(traced.keys())
+        .chain(held.keys())
         .filter(|t| !culprits.contains(t))
-        .map(|t| {
-            let (n, c) = seen.get(t).cloned().unwrap_or((0, String::new()));
-            (*t, n, c, traced.get(t).copied().unwrap_or(0))
-        })
-        .max_by_key(|(t, n, _, w)| (n + w, -t))?;
-    if hits + writes < MAPPER_MIN {
+        .map(|t| (*t, seen.get(t).map_or(0, |x| x.0), held.get(t).copied().unwrap_or(0)))
+        .max_by_key(|(t, n, h)| (*h, *n, -*t))?;
+    if held_ns == 0 && hits < MAPPER_MIN {
         return None;
     }
+    let comm = comms.get(&tid).cloned().unwrap_or_default();
     let name = inp.names.get(&tid).cloned().filter(|n| !n.is_empty()).unwrap_or(comm);
-    let mut how = Vec::new();
-    if hits > 0 {
-        how.push(format!("seen in mmap, munmap or mprotect in {hits} samples"));
-    }
-    if writes > 0 {
-        how.push(format!("took mmap_lock to write {writes} times (mmap_lock tracepoints)"));
-    }
+    let name = if name.is_empty() { format!("tid {tid}") } else { name };
     let what = if cause == Cause::TlbShootdown {
         "its unmaps and protection changes make the TLB shootdowns every other thread pays for"
     } else {
-        "it held mmap_lock for writing while the others waited to read it"
+        "the others waited for mmap_lock behind it"
+    };
+    let did = if held_ns > 0 {
+        format!(
+            "thread \"{name}\" held mmap_lock, mapping or unmapping memory, while other threads waited {} for it (mmap_lock tracepoints{})",
+            fmt_ns(held_ns),
+            if hits > 0 {
+                format!("; seen in mmap, munmap or mprotect in {hits} samples")
+            } else {
+                String::new()
+            }
+        )
+    } else {
+        format!(
+            "thread \"{name}\" mapped, unmapped or protected memory through the stall (seen in mmap, munmap or mprotect in {hits} samples): {what}"
+        )
     };
     Some(Instigator {
         kind: InstigatorKind::MemoryMapper,
         name: name.clone(),
-        did: format!(
-            "thread \"{name}\" mapped, unmapped or protected memory through the stall ({}): {what}",
-            how.join("; ")
-        ),
+        did,
         pid: None,
         tid: Some(tid),
         command: None,
@@ -725,9 +820,11 @@ pub fn memory_mapper(inp: &WhoInputs, culprits: &[i32], cause: Cause) -> Option<
         address: None,
         java_stack: vec![],
         processes: vec![],
-        source: "the stall's samples of every thread (its system call and kernel function)"
-            .to_string()
-            + if writes > 0 { ", and the mmap_lock tracepoints" } else { "" },
+        source: if held_ns > 0 {
+            "the mmap_lock tracepoints (who took the lock last before each wait began) and the stall's samples".into()
+        } else {
+            "the stall's samples of every thread (the system call it was in)".into()
+        },
         fix: format!(
             "stop \"{name}\" from mapping, unmapping and mprotecting memory beside latency-critical threads: reuse its mappings and buffers (a pool, pread into a buffer), keep files mapped once, fix the heap size (-Xms = -Xmx)"
         ),

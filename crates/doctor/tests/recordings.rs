@@ -85,6 +85,89 @@ fn the_culprit_s_code_comes_from_the_jvm_s_own_stack_samples() {
     );
 }
 
+/// The instigators of a recording's stalls of at least `min_ns` with cause `cause`: (kind, name).
+fn instigators(
+    dir: &Path,
+    cause: Cause,
+    min_ns: u64,
+) -> Vec<(doctor::InstigatorKind, String, doctor::Instigator)> {
+    diagnose(dir)
+        .stalls
+        .into_iter()
+        .filter(|s| s.duration_ns >= min_ns)
+        .flat_map(|s| s.findings)
+        .filter(|f| f.cause == cause)
+        .filter_map(|f| f.instigator)
+        .map(|i| (i.kind, i.name.clone(), i))
+        .collect()
+}
+
+#[test]
+fn stored_recordings_name_who_set_their_stalls_off() {
+    use doctor::InstigatorKind as K;
+    // jcmd GC.heap_dump beside three CPU hogs: the heap dump laid at jcmd's door, its wait for
+    // a CPU at the hogs'.
+    let d = fixture("jdk17-idle-heap-dump-by-jcmd-beside-cpu-hog");
+    let r = diagnose(&d);
+    let dump = r
+        .stalls
+        .iter()
+        .find(|s| s.safepoint.as_ref().is_some_and(|sp| sp.op == "HeapDumper"))
+        .expect("the heap dump's stall");
+    let by: Vec<&doctor::Instigator> =
+        dump.findings.iter().filter_map(|f| f.instigator.as_ref()).collect();
+    let jcmd = by.iter().find(|i| i.kind == K::AttachClient).expect("the attach client");
+    assert_eq!(jcmd.name, "jcmd");
+    assert!(jcmd.pid.is_some() && jcmd.user.is_some(), "{jcmd:?}");
+    assert!(jcmd.did.contains("`GC.heap_dump -overwrite"), "{}", jcmd.did);
+    assert!(jcmd.command.as_deref().is_some_and(|c| c.starts_with("jcmd ")), "{jcmd:?}");
+    let hogs = by.iter().find(|i| i.kind == K::CpuNeighbours).expect("the CPU hogs");
+    assert_eq!(hogs.processes[0].name, "stallscope", "{hogs:?}");
+    assert!(hogs.processes[0].command.as_deref().is_some_and(|c| c.contains("inject cpu-hog")));
+    let long = dump.findings.iter().find(|f| f.cause == Cause::LongVmOperation);
+    if let Some(f) = long {
+        assert_eq!(f.instigator.as_ref().map(|i| i.kind), Some(K::AttachClient));
+        assert!(f.fix.contains("from jcmd"), "the fix is addressed to jcmd: {}", f.fix);
+    }
+    // A thread of the JVM asking for thread dumps while a counted loop holds the safepoint: the
+    // loop is the culprit, the thread that asked the instigator, with its code.
+    let who = instigators(
+        &fixture("jdk25-counted-loop-threaddump-who"),
+        Cause::NoSafepointPoll,
+        50_000_000,
+    );
+    assert!(!who.is_empty());
+    for (kind, name, i) in &who {
+        assert_eq!((*kind, name.as_str()), (K::JavaThread, "safepoint-trigger"));
+        assert!(
+            i.java_stack.iter().any(|f| f.starts_with("io.stallscope.workloads.CountedLoop")),
+            "{i:?}"
+        );
+    }
+    // SIGSTOP from a shell named ops-pauser: the sender, found by the signal tracepoint.
+    let who = instigators(&fixture("jdk17-idle-sigstop-by-shell"), Cause::Frozen, 100_000_000);
+    assert_eq!(who.len(), 1, "{who:?}");
+    assert_eq!(who[0].0, K::Signal);
+    assert!(who[0].2.command.as_deref().is_some_and(|c| c.starts_with("ops-pauser")), "{who:?}");
+    // A cgroup v1 freezer: its threads sleep frozen in place (state D, their wchan unchanged),
+    // which read as waits; the freezer's own file says frozen, and that is the answer.
+    let r = diagnose(&fixture("jdk17-idle-frozen-cgroup-v1"));
+    let longest = r.stalls.iter().max_by_key(|s| s.duration_ns).unwrap();
+    assert_eq!(longest.findings[0].cause, Cause::Frozen);
+    let i = longest.findings[0].instigator.as_ref().expect("the freezer");
+    assert_eq!(i.kind, K::Freezer);
+    assert!(i.name.starts_with("/stallscope-fixture-"), "{i:?}");
+    // mmap_lock held by the churning thread while the latency-critical one waited: the holder,
+    // from the mmap_lock tracepoints, not the waiter.
+    let who = instigators(&fixture("native-mmap-lock-mprotect-churn"), Cause::MmapLock, 10_000_000);
+    assert!(!who.is_empty());
+    assert!(who.iter().all(|(k, n, _)| *k == K::MemoryMapper && n == "mmap-churn"), "{who:?}");
+    // A recording made before instigators were looked for names none, and says why.
+    let old = diagnose(&fixture("jdk17-idle-frozen-500ms"));
+    assert!(old.stalls.iter().flat_map(|s| &s.findings).all(|f| f.instigator.is_none()));
+    assert!(old.notes.iter().any(|n| n.contains("no who.jsonl")), "{:?}", old.notes);
+}
+
 #[test]
 fn the_diagnosis_is_a_pure_function_of_the_recording() {
     let d = fixture("jdk17-mapped-read-mmap-slowfs-300ms");

@@ -20,13 +20,13 @@ pub struct ProcessInfo {
     pub pid: i32,
     /// Its `comm` (up to 15 bytes, as `ps -o comm` shows it).
     pub comm: String,
-    /// Its command line, shortened: at most [`MAX_ARGS`] arguments of [`MAX_ARG_BYTES`] each.
+    /// Its command line, shortened: at most 32 arguments of 512 bytes each.
     pub cmdline: Vec<String>,
     pub uid: Option<u32>,
     /// The user's name, from the host's `/etc/passwd`.
     pub user: Option<String>,
     pub ppid: Option<i32>,
-    /// Its parents, nearest first, up to init or [`MAX_ANCESTORS`]: `(pid, comm)`.
+    /// Its parents, nearest first, up to init or 8 of them: `(pid, comm)`.
     pub ancestors: Vec<(i32, String)>,
     /// Its cgroup (the v2 group, else the CPU controller's), as `/proc/PID/cgroup` says it.
     pub cgroup: String,
@@ -159,6 +159,16 @@ fn short_cmdline(pid: i32) -> Vec<String> {
 pub fn describe(pid: i32) -> Option<ProcessInfo> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     let (comm, _, ppid, starttime) = parse_stat_head(&stat)?;
+    // A program started through /proc/self/exe (stallscope's own helpers, many launchers) is
+    // named `exe`: its executable's name says who it is.
+    let comm = if comm == "exe" {
+        std::fs::read_link(format!("/proc/{pid}/exe"))
+            .ok()
+            .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+            .unwrap_or(comm)
+    } else {
+        comm
+    };
     let uid = std::fs::read_to_string(format!("/proc/{pid}/status")).ok().and_then(|s| uid_of(&s));
     let groups = crate::cgroup::of(pid);
     let cgroup =

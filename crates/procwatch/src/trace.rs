@@ -75,7 +75,7 @@ pub struct Tracer {
     who: Option<PathBuf>,
 }
 
-/// One act on a process, from [`WHO_EVENTS`]: who did it, as the kernel saw them then.
+/// One act on a process (a signal generated, a cgroup frozen): who did it, as the kernel saw them.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum WhoEvent {
     /// `sender` (its thread id and comm) had signal `sig` generated for thread `target`

@@ -64,6 +64,18 @@ impl Draft {
 /// What fixes a finding: its cause's fix, made specific where the evidence names the thing to
 /// change.
 fn fix_for(cause: Cause, evidence: &[Evidence]) -> String {
+    // First touches of fresh memory are not fixed by a safepoint poll in a loop: a thread
+    // filling or copying fresh memory in one call is fixed by smaller calls or memory touched
+    // ahead; GC threads touching a growing heap, by a heap touched at start.
+    let fresh = evidence.iter().any(|e| matches!(e, Evidence::KernelFreshMemory { .. }));
+    let ran = evidence.iter().any(|e| matches!(e, Evidence::RanWithoutKernel { .. }));
+    if fresh && !ran {
+        match cause {
+            Cause::NoSafepointPoll => return FRESH_MEMORY_CALL_FIX.to_string(),
+            Cause::LongVmOperation => return FRESH_HEAP_FIX.to_string(),
+            _ => {}
+        }
+    }
     if cause != Cause::MappedWriteback {
         return cause.fix().to_string();
     }
@@ -88,6 +100,12 @@ fn fix_for(cause: Cause, evidence: &[Evidence]) -> String {
         _ => cause.fix().to_string(),
     }
 }
+
+/// The fix when a thread late to a safepoint spent it first-touching fresh memory in one call.
+pub(crate) const FRESH_MEMORY_CALL_FIX: &str = "the thread filled or copied memory it had never touched in one call that polls for no safepoint (a huge ByteBuffer.allocateDirect, Unsafe.setMemory or copyMemory): its pages' first touches are the cost, so make the call in pieces of a few MiB, or allocate and touch such buffers once, at start, off the latency-critical path; a loop's safepoint poll (strip mining) does not help a single call";
+
+/// The fix when the operation's threads (a GC) spent it first-touching a growing heap.
+pub(crate) const FRESH_HEAP_FIX: &str = "the GC threads touched heap pages the JVM had never used (the heap growing into fresh memory): touch the whole heap at start (-XX:+AlwaysPreTouch) with a fixed size (-Xms equal to -Xmx), so no pause pays for first touches";
 
 /// The fix when the JVM's own perf-counter file waited for writeback.
 pub(crate) const PERF_DATA_FIX: &str = "take the JVM's perf counters off the disk: -XX:+PerfDisableSharedMem keeps them in anonymous memory (jstat, jps, jcmd's listing and stallscope's attach-free views then cannot see the JVM; the agent's heartbeat still works), or put /tmp on tmpfs (the file is never written back; HotSpot always uses /tmp on Linux, whatever java.io.tmpdir says)";
