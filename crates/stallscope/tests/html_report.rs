@@ -68,6 +68,7 @@ fn a_recording_renders_with_timeline_percentiles_and_drilldown() {
         ("jdk25-counted-loop-parallel-no-cls", Some("counted-loop")),
         ("jdk17-counted-loop-parallel-no-cls-frames", Some("counted-loop")),
         ("jdk17-safepoint-storm-cpu-hog4", None),
+        ("jdk25-counted-loop-threaddump-who", Some("counted-loop")),
     ] {
         let rec = fixture(&format!("recordings/{name}"));
         let page = d.join(format!("{name}.html"));
@@ -142,6 +143,19 @@ fn a_recording_renders_with_timeline_percentiles_and_drilldown() {
             assert!(dom.contains(&format!("at {top}")), "{name}: the culprit's code is shown");
         }
         assert!(dom.contains("fix: "), "{name}: and the fix");
+        // Who set it off, when the recording looked (what it did, how that is known), and its
+        // name in the stall table's column.
+        if let Some(did) = longest["findings"][0]["instigator"]["did"].as_str() {
+            let kind = longest["findings"][0]["instigator"]["kind"].as_str().unwrap();
+            assert!(dom.contains(&format!("data-kind=\"{kind}\"")), "{name}: who, as {kind}");
+            let start: String = did.chars().take(40).collect();
+            assert!(
+                dom.contains(&start) || dom.contains(&start.replace('"', "&quot;")),
+                "{name}: {start}"
+            );
+            assert!(dom.contains("how we know: "), "{name}");
+            assert!(dom.contains("who set it off"), "{name}: the table's column");
+        }
 
         // The per-operation table.
         assert!(browser::num(&dom, "id=\"ops\"", "data-rows") >= 1, "{name}");

@@ -23,6 +23,7 @@ pub fn list(a: LabListArgs) -> Result<i32> {
                 let s = id.spec();
                 serde_json::json!({
                     "id": s.id, "seed": s.seed, "title": s.title, "cause": s.cause.id(),
+                    "instigator": s.who.map(|w| w.words()),
                     "variants": id.variants().iter().map(|v| serde_json::json!({"id": v.id, "label": v.label})).collect::<Vec<_>>(),
                     "published": (s.published)(), "needs_fuse": s.needs_fuse, "needs_root": s.needs_root,
                 })
@@ -35,9 +36,10 @@ pub fn list(a: LabListArgs) -> Result<i32> {
         let s = id.spec();
         println!("{:<15} seed {} — {}", s.id, s.seed, s.title);
         println!(
-            "{:<15} ground truth: {}{}",
+            "{:<15} ground truth: {}{}{}",
             "",
             s.cause.id(),
+            s.who.map(|w| format!(", set off by {}", w.words())).unwrap_or_default(),
             if s.needs_fuse { "; needs FUSE" } else { "" }
         );
         for (i, v) in id.variants().iter().enumerate() {

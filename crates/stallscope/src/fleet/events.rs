@@ -38,6 +38,22 @@ pub struct EventCulprit {
     pub code: Option<String>,
 }
 
+/// Who set the stall off (the main finding's instigator).
+#[derive(Debug, Clone, Serialize)]
+pub struct EventInstigator {
+    /// `java-thread`, `jvm`, `attach-client`, `remote-jmx`, `signal`, `tracer`, `freezer`,
+    /// `cpu-neighbours` or `memory-mapper` (docs/formats/report-json.md).
+    pub kind: String,
+    pub name: String,
+    /// Who and what they did, in one line.
+    pub did: String,
+    pub pid: Option<i32>,
+    pub tid: Option<i32>,
+    pub command: Option<String>,
+    pub user: Option<String>,
+    pub container: Option<String>,
+}
+
 /// One diagnosed stall.
 #[derive(Debug, Clone, Serialize)]
 pub struct StallEvent {
@@ -57,6 +73,7 @@ pub struct StallEvent {
     /// The part of the stall the cause explains (0–1).
     pub share: f64,
     pub culprit: Option<EventCulprit>,
+    pub instigator: Option<EventInstigator>,
     pub fix: String,
     /// The recording holding the evidence (`stallscope report` reads it).
     pub recording: String,
@@ -99,6 +116,16 @@ impl StallEvent {
                 name: c.name.clone(),
                 description: c.description.clone(),
                 code: c.code.as_ref().and_then(|k| k.fix_frame()).map(doctor::code::describe_frame),
+            }),
+            instigator: f.and_then(|f| f.instigator.as_ref()).map(|i| EventInstigator {
+                kind: i.kind.id().to_string(),
+                name: i.name.clone(),
+                did: i.did.clone(),
+                pid: i.pid,
+                tid: i.tid,
+                command: i.command.clone(),
+                user: i.user.clone(),
+                container: i.container.clone(),
             }),
             fix: f.map(|f| f.fix.clone()).unwrap_or_default(),
             recording: r.recording.clone(),
@@ -195,6 +222,16 @@ mod tests {
                 name: String::new(),
                 description: String::new(),
                 code: None,
+            }),
+            instigator: Some(EventInstigator {
+                kind: String::new(),
+                name: String::new(),
+                did: String::new(),
+                pid: None,
+                tid: None,
+                command: None,
+                user: None,
+                container: None,
             }),
             fix: String::new(),
             recording: String::new(),

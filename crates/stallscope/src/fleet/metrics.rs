@@ -56,6 +56,21 @@ pub struct WorstLabels {
     pub culprit: String,
     /// Its code (`Class.method`), empty when none was taken.
     pub code: String,
+    /// Who set it off: the instigator's kind and name (docs/formats/report-json.md), empty when
+    /// none was named.
+    pub instigator_kind: String,
+    pub instigator: String,
+}
+
+/// Stalls by who set them off: bounded labels (the instigator's kind and its name: a command, a
+/// thread's name, a cgroup; never a pid).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct InstigatorLabels {
+    pub pid: String,
+    pub main: String,
+    pub container: String,
+    pub kind: String,
+    pub instigator: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -66,6 +81,8 @@ pub struct SkipLabels {
 }
 
 type Hist = Family<JvmLabels, Histogram, fn() -> Histogram>;
+/// The (kind, name) pairs of the instigators a JVM has counters for.
+type KindsAndNames = std::collections::BTreeSet<(String, String)>;
 type SecondsTotal = Family<JvmLabels, Counter<f64, std::sync::atomic::AtomicU64>>;
 
 fn seconds_buckets() -> Histogram {
@@ -98,6 +115,10 @@ pub struct Metrics {
     causes: Arc<
         std::sync::Mutex<std::collections::HashMap<String, std::collections::BTreeSet<String>>>,
     >,
+    /// Stalls by who set them off.
+    pub instigated: Family<InstigatorLabels, Counter>,
+    /// The instigators each JVM (by pid) has a counter for: what `forget` removes.
+    instigators: Arc<std::sync::Mutex<std::collections::HashMap<String, KindsAndNames>>>,
     registry: Arc<Registry>,
 }
 
@@ -128,6 +149,12 @@ impl Metrics {
             Family::<WorstLabels, Gauge<f64, std::sync::atomic::AtomicU64>>::default();
         r.register("watched_jvm", "A JVM stallscope watch guards (1 while watched)", jvms.clone());
         r.register("stalls", "Stalls diagnosed, by main cause", stalls.clone());
+        let instigated = Family::<InstigatorLabels, Counter>::default();
+        r.register(
+            "instigated_stalls",
+            "Stalls diagnosed, by who set them off (the main finding's instigator)",
+            instigated.clone(),
+        );
         r.register_with_unit(
             "stall_duration",
             "How long each diagnosed stall lasted",
@@ -201,6 +228,8 @@ impl Metrics {
             worst_stall_seconds,
             worst: Arc::default(),
             causes: Arc::default(),
+            instigated,
+            instigators: Arc::default(),
             registry: Arc::new(r),
         }
     }
@@ -253,6 +282,21 @@ impl Metrics {
                 cause,
             });
         }
+        let who = self
+            .instigators
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&jvm.pid)
+            .unwrap_or_default();
+        for (kind, instigator) in who {
+            self.instigated.remove(&InstigatorLabels {
+                pid: jvm.pid.clone(),
+                main: jvm.main.clone(),
+                container: jvm.container.clone(),
+                kind,
+                instigator,
+            });
+        }
     }
 
     /// What `watch`'s loop is told of a JVM watched from outside: its counters' totals go to the
@@ -298,8 +342,9 @@ impl Metrics {
         })
     }
 
-    /// One diagnosed stall of `jvm`: its cause counted, its duration observed, and, when it is
-    /// the JVM's longest so far, it named in `worst_stall_seconds` (its culprit and code).
+    /// One diagnosed stall of `jvm`: its cause counted, its duration observed, who set it off
+    /// counted (`instigator`: kind and name), and, when it is the JVM's longest so far, it named
+    /// in `worst_stall_seconds` (its culprit, code and instigator).
     pub fn stall_named(
         &self,
         jvm: &JvmLabels,
@@ -307,8 +352,26 @@ impl Metrics {
         duration_ns: u64,
         culprit: &str,
         code: &str,
+        instigator: Option<(&str, &str)>,
     ) {
         self.stall(jvm, cause, duration_ns);
+        if let Some((kind, name)) = instigator {
+            self.instigators
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .entry(jvm.pid.clone())
+                .or_default()
+                .insert((kind.to_string(), name.to_string()));
+            self.instigated
+                .get_or_create(&InstigatorLabels {
+                    pid: jvm.pid.clone(),
+                    main: jvm.main.clone(),
+                    container: jvm.container.clone(),
+                    kind: kind.to_string(),
+                    instigator: name.to_string(),
+                })
+                .inc();
+        }
         let mut worst = self.worst.lock().unwrap_or_else(|p| p.into_inner());
         if worst.get(&jvm.pid).is_some_and(|(_, d)| *d >= duration_ns) {
             return;
@@ -320,6 +383,8 @@ impl Metrics {
             cause: cause.into(),
             culprit: culprit.into(),
             code: code.into(),
+            instigator_kind: instigator.map(|i| i.0).unwrap_or_default().into(),
+            instigator: instigator.map(|i| i.1).unwrap_or_default().into(),
         };
         if let Some((old, _)) = worst.insert(jvm.pid.clone(), (l.clone(), duration_ns)) {
             self.worst_stall_seconds.remove(&old);
@@ -436,12 +501,21 @@ mod tests {
                     jdk: "17".into(),
                 })
                 .set(1);
-            m.stall(&l, "no-safepoint-poll", 500_000_000);
+            m.stall_named(
+                &l,
+                "long-vm-operation",
+                500_000_000,
+                "VM Thread",
+                "",
+                Some(("attach-client", "jcmd")),
+            );
         }
+        let text = m.encode();
+        assert!(text.contains("stallscope_instigated_stalls_total{pid=\"1\",main=\"Main\",container=\"\",kind=\"attach-client\",instigator=\"jcmd\"} 1"), "{text}");
         m.forget(&labels("1"), "17");
         let text = m.encode();
         assert!(!text.contains("pid=\"1\""), "{text}");
-        assert!(text.contains("stallscope_stalls_total{pid=\"2\",main=\"Main\",container=\"\",cause=\"no-safepoint-poll\"} 1"), "{text}");
+        assert!(text.contains("stallscope_stalls_total{pid=\"2\",main=\"Main\",container=\"\",cause=\"long-vm-operation\"} 1"), "{text}");
         assert!(text.contains("stallscope_stall_duration_seconds_bucket{"), "{text}");
         assert!(text.ends_with("# EOF\n"), "OpenMetrics text ends with EOF");
     }
@@ -481,7 +555,14 @@ mod tests {
                 jdk: "17".into(),
             })
             .set(1);
-        m.stall_named(&l, "no-safepoint-poll", 1_000_000_000, "counted-loop", "io.x.Loop.run");
+        m.stall_named(
+            &l,
+            "no-safepoint-poll",
+            1_000_000_000,
+            "counted-loop",
+            "io.x.Loop.run",
+            Some(("java-thread", "safepoint-trigger")),
+        );
         for h in [&m.ttsp_seconds, &m.safepoint_seconds, &m.hiccup_seconds] {
             h.get_or_create(&l).observe(0.001);
         }

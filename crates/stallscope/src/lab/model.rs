@@ -50,6 +50,12 @@ pub struct Grade {
     pub matched: bool,
     /// Whether the expected culprit thread was named (when one is expected).
     pub culprit_named: Option<bool>,
+    /// Whether the expected instigator was named (when one is expected and the recording could
+    /// tell), and who was named for the longest stall of the known cause.
+    #[serde(default)]
+    pub instigator_named: Option<bool>,
+    #[serde(default)]
+    pub instigator: Option<String>,
     pub stalls: usize,
     pub longest_stall_ns: u64,
 }
@@ -111,6 +117,10 @@ pub struct ScenarioResult {
     pub title: String,
     /// The ground-truth cause (a docs/causes id).
     pub cause: String,
+    /// Who should be named as having set the stalls off (`java-thread "safepoint-trigger"`),
+    /// when the scenario knows it.
+    #[serde(default)]
+    pub instigator: Option<String>,
     pub published: Published,
     pub metric: String,
     pub unit: String,

@@ -53,10 +53,9 @@ pub fn execute<S: Scenario>(ctx: &Ctx) -> Result<ScenarioResult> {
             match S::run(&mut setup, *variant, ctx, &rec) {
                 Ok(m) => {
                     run.metrics = m.metrics;
-                    run.grade = m
-                        .report
-                        .as_ref()
-                        .and_then(|r| verdict::grade(r, vs.expect, vs.culprit, m.min_stall_ns));
+                    run.grade = m.report.as_ref().and_then(|r| {
+                        verdict::grade(r, vs.expect, vs.culprit, spec.who, m.min_stall_ns)
+                    });
                 }
                 Err(e) => run.error = Some(format!("{e:#}")),
             }
@@ -99,6 +98,7 @@ pub fn result(spec: &Spec, verdict: Verdict, reason: &str) -> ScenarioResult {
         seed: spec.seed.into(),
         title: spec.title.into(),
         cause: spec.cause.id().into(),
+        instigator: spec.who.map(|w| w.words()),
         published: (spec.published)(),
         metric: spec.metric.into(),
         unit: spec.unit.into(),

@@ -74,11 +74,36 @@ pub enum Expect {
     Without(Cause),
 }
 
+/// The instigator a scenario's stalls should be laid at: its kind, and its name (or, for CPUs
+/// taken by others, the name of one of the processes that took them).
+#[derive(Debug, Clone, Copy)]
+pub struct ExpectWho {
+    pub kind: doctor::InstigatorKind,
+    pub name: &'static str,
+    /// Only the tracepoints can tell (a signal's sender, mmap_lock's holder): not graded in a
+    /// recording made without them.
+    pub needs_tracepoints: bool,
+}
+
+impl ExpectWho {
+    /// Whether an instigator the doctor named is this one.
+    pub fn matches(&self, i: &doctor::Instigator) -> bool {
+        i.kind == self.kind
+            && (i.name == self.name || i.processes.iter().any(|p| p.name == self.name))
+    }
+
+    /// `java-thread "safepoint-trigger"`.
+    pub fn words(&self) -> String {
+        format!("{} \"{}\"", self.kind.id(), self.name)
+    }
+}
+
 /// Grades a run's report: the longest stall of at least `min_stall_ns` decides.
 pub fn grade(
     report: &Report,
     expect: Expect,
     culprit: Option<&str>,
+    who: Option<ExpectWho>,
     min_stall_ns: u64,
 ) -> Option<Grade> {
     let significant: Vec<_> =
@@ -94,6 +119,8 @@ pub fn grade(
             diagnosed,
             matched: !named,
             culprit_named: None,
+            instigator_named: None,
+            instigator: None,
             stalls: significant.len(),
             longest_stall_ns: longest.map_or(0, |s| s.duration_ns),
         });
@@ -115,6 +142,8 @@ pub fn grade(
                     diagnosed,
                     matched: true,
                     culprit_named: None,
+                    instigator_named: None,
+                    instigator: None,
                     stalls: 0,
                     longest_stall_ns: 0,
                 });
@@ -136,11 +165,38 @@ pub fn grade(
         ),
         _ => None,
     };
+    // Who set it off, where the scenario knows: the stalls of the known cause (the expected
+    // one's findings among them), any of which names the expected instigator.
+    let cause = match expect {
+        Expect::Cause(c) | Expect::IfStall(c) => Some(c),
+        _ => None,
+    };
+    let of_cause: Vec<_> = significant
+        .iter()
+        .filter(|s| cause.is_some_and(|c| s.findings.iter().any(|f| f.cause == c)))
+        .collect();
+    let instigator = of_cause
+        .iter()
+        .max_by_key(|s| s.duration_ns)
+        .and_then(|s| s.findings.iter().find(|f| Some(f.cause) == cause))
+        .and_then(|f| f.instigator.as_ref())
+        .map(|i| format!("{} \"{}\"", i.kind.id(), i.name));
+    let knowable = who.is_some_and(|w| !w.needs_tracepoints || report.meta.tracepoints);
+    let instigator_named = who.filter(|_| knowable && !of_cause.is_empty()).map(|w| {
+        of_cause.iter().any(|s| {
+            s.findings
+                .iter()
+                .filter(|f| Some(f.cause) == cause)
+                .any(|f| f.instigator.as_ref().is_some_and(|i| w.matches(i)))
+        })
+    });
     Some(Grade {
         expected,
         diagnosed,
         matched,
         culprit_named,
+        instigator_named,
+        instigator,
         stalls: significant.len(),
         longest_stall_ns: longest.map_or(0, |s| s.duration_ns),
     })

@@ -37,6 +37,9 @@ impl<W: io::Write> Render<Comparison<'_>> for ComparisonText<W> {
 fn scenario(out: &mut String, s: &ScenarioResult) {
     let _ = writeln!(out, "{} — seed {}: {}", s.id, s.seed, s.title);
     let _ = writeln!(out, "  known cause  {}", s.cause);
+    if let Some(w) = &s.instigator {
+        let _ = writeln!(out, "  set off by   {w}");
+    }
     let _ = writeln!(out, "  seed's figure  {} ({})", s.published.text, s.published.machine);
     if s.verdict == Verdict::Skipped {
         let _ = writeln!(out, "  verdict      skipped: {}", s.reason);
@@ -86,11 +89,19 @@ fn scenario(out: &mut String, s: &ScenarioResult) {
     if !graded.is_empty() {
         let matched = graded.iter().filter(|g| g.matched).count();
         let named: Vec<bool> = graded.iter().filter_map(|g| g.culprit_named).collect();
-        let culprit = if named.is_empty() {
+        let mut culprit = if named.is_empty() {
             String::new()
         } else {
             format!(", culprit named in {}/{}", named.iter().filter(|n| **n).count(), named.len())
         };
+        let who: Vec<bool> = graded.iter().filter_map(|g| g.instigator_named).collect();
+        if !who.is_empty() {
+            culprit.push_str(&format!(
+                ", instigator named in {}/{}",
+                who.iter().filter(|n| **n).count(),
+                who.len()
+            ));
+        }
         let _ = writeln!(
             out,
             "  doctor       {matched}/{} runs diagnosed as expected{culprit}",
@@ -103,6 +114,16 @@ fn scenario(out: &mut String, s: &ScenarioResult) {
                         out,
                         "               {} run {}: expected {}, diagnosed {} ({} stalls)",
                         v.id, r.rep, g.expected, g.diagnosed, g.stalls
+                    );
+                }
+                if let Some(g) = r.grade.as_ref().filter(|g| g.instigator_named == Some(false)) {
+                    let _ = writeln!(
+                        out,
+                        "               {} run {}: set off by {}, named {}",
+                        v.id,
+                        r.rep,
+                        s.instigator.as_deref().unwrap_or("?"),
+                        g.instigator.as_deref().unwrap_or("nobody")
                     );
                 }
             }

@@ -4,9 +4,9 @@
 use super::common::{args, ms, quiet_launch, run_jvm};
 use crate::lab::model::Published;
 use crate::lab::scenario::{Ctx, Measured, Scenario, Spec, VariantSpec};
-use crate::lab::verdict::Expect;
+use crate::lab::verdict::{Expect, ExpectWho};
 use anyhow::{Context, Result};
-use doctor::Cause;
+use doctor::{Cause, InstigatorKind};
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -41,6 +41,11 @@ impl Scenario for CountedLoop {
         why_not: "loop strip mining (JDK 10+) keeps a poll in long counted loops",
         run_secs: (4, 16),
         side_metrics: &[("ttsp_max_ms", "TTSP max in the JVM log (ms)")],
+        who: Some(ExpectWho {
+            kind: InstigatorKind::JavaThread,
+            name: "safepoint-trigger",
+            needs_tracepoints: false,
+        }),
     };
     const VARIANTS: &'static [(Variant, VariantSpec)] = &[
         (

@@ -7,11 +7,11 @@ use super::common::{Helper, args, me, ms, quiet_launch, run_jvm};
 use crate::inject::cgroup::TempCgroup;
 use crate::lab::model::Published;
 use crate::lab::scenario::{Ctx, Measured, Scenario, Spec, VariantSpec};
-use crate::lab::verdict::Expect;
+use crate::lab::verdict::{Expect, ExpectWho};
 use crate::record::boost::{BoostLevel, BoostOn};
 use crate::record::safepoint_boost::POLL_NS;
 use anyhow::{Context, Result};
-use doctor::Cause;
+use doctor::{Cause, InstigatorKind};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -57,6 +57,11 @@ impl Scenario for CpuContention {
             ("boost_delay_p50_ms", "boost in place after the begin, p50 (ms)"),
             ("boost_delay_p90_ms", "boost in place after the begin, p90 (ms)"),
         ],
+        who: Some(ExpectWho {
+            kind: InstigatorKind::CpuNeighbours,
+            name: "stallscope",
+            needs_tracepoints: false,
+        }),
     };
     const VARIANTS: &'static [(Variant, VariantSpec)] = &[
         (

@@ -47,6 +47,7 @@ impl Scenario for CpuQuota {
         why_not: "",
         run_secs: (5, 17),
         side_metrics: &[("ttsp_p90_ms", "TTSP p90 (ms)"), ("ttsp_max_ms", "TTSP max (ms)")],
+        who: None,
     };
     const VARIANTS: &'static [(Variant, VariantSpec)] = &[
         (

@@ -3,10 +3,10 @@
 use super::common::{diagnose, wait_for_pid};
 use crate::lab::model::{Published, VariantResult, Verdict};
 use crate::lab::scenario::{Ctx, Judged, Measured, Scenario, Spec, VariantSpec};
-use crate::lab::verdict::Expect;
+use crate::lab::verdict::{Expect, ExpectWho};
 use crate::record;
 use anyhow::{Result, bail};
-use doctor::Cause;
+use doctor::{Cause, InstigatorKind};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -34,6 +34,11 @@ impl Scenario for Frozen {
         why_not: "",
         run_secs: (4, 7),
         side_metrics: &[],
+        who: Some(ExpectWho {
+            kind: InstigatorKind::Signal,
+            name: "stallscope",
+            needs_tracepoints: true,
+        }),
     };
     const VARIANTS: &'static [(Variant, VariantSpec)] = &[(
         Variant::Freeze,

@@ -36,6 +36,7 @@ impl Scenario for LongGc {
         why_not: "",
         run_secs: (4, 8),
         side_metrics: &[],
+        who: None,
     };
     const VARIANTS: &'static [(Variant, VariantSpec)] = &[
         (

@@ -56,6 +56,7 @@ impl Scenario for MappedWrite {
             ("update_max_ms", "the writer's slowest update (ms)"),
             ("ttsp_max_ms", "TTSP max in the JVM log (ms)"),
         ],
+        who: None,
     };
     const VARIANTS: &'static [(Variant, VariantSpec)] = &[
         (

@@ -54,6 +54,7 @@ impl Scenario for MemoryPressure {
             ("limit_hits", "times the cgroup hit its limit"),
             ("request_p99_ms", "safepoint request p99 (ms)"),
         ],
+        who: None,
     };
     const VARIANTS: &'static [(Variant, VariantSpec)] = &[
         (

@@ -4,9 +4,9 @@
 use super::common::{Helper, args, me, mount_slowfs, ms, quiet_launch, run_jvm, write_file};
 use crate::lab::model::Published;
 use crate::lab::scenario::{Ctx, Measured, Scenario, Spec, VariantSpec};
-use crate::lab::verdict::Expect;
+use crate::lab::verdict::{Expect, ExpectWho};
 use anyhow::{Context, Result, bail};
-use doctor::Cause;
+use doctor::{Cause, InstigatorKind};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -64,6 +64,11 @@ impl Scenario for MmapFault {
             ("stopped_over_delay", "longest stop ÷ injected delay"),
             ("ttsp_max_ms", "TTSP max in the JVM log (ms)"),
         ],
+        who: Some(ExpectWho {
+            kind: InstigatorKind::JavaThread,
+            name: "main",
+            needs_tracepoints: false,
+        }),
     };
     const VARIANTS: &'static [(Variant, VariantSpec)] = &[
         (

@@ -8,10 +8,10 @@
 use super::common::{diagnose, json_line, me, ms, quiet_launch};
 use crate::lab::model::Published;
 use crate::lab::scenario::{Ctx, Measured, Scenario, Spec, VariantSpec};
-use crate::lab::verdict::Expect;
+use crate::lab::verdict::{Expect, ExpectWho};
 use crate::record;
 use anyhow::{Context, Result, bail};
-use doctor::Cause;
+use doctor::{Cause, InstigatorKind};
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -51,6 +51,11 @@ impl Scenario for MmapLock {
             ("mmap_hold_p50_ms", "mmap held mmap_lock (p50, ms)"),
             ("p99_9_ms", "waiter p99.9 (ms)"),
         ],
+        who: Some(ExpectWho {
+            kind: InstigatorKind::MemoryMapper,
+            name: "mmap-churn",
+            needs_tracepoints: true,
+        }),
     };
     const VARIANTS: &'static [(Variant, VariantSpec)] = &[
         (

@@ -104,6 +104,7 @@ impl Scenario for PerfWriteback {
         why_not: "binding a slow folder over one JVM's /tmp/hsperfdata_root takes a mount namespace",
         run_secs: (8, 15),
         side_metrics: &[],
+        who: None,
     };
     const VARIANTS: &'static [(Variant, VariantSpec)] = &[
         (

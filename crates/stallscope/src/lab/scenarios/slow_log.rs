@@ -50,6 +50,7 @@ impl Scenario for SlowLog {
         why_not: "",
         run_secs: (4, 12),
         side_metrics: &[],
+        who: None,
     };
     const VARIANTS: &'static [(Variant, VariantSpec)] = &[
         (

@@ -64,6 +64,7 @@ impl Scenario for Swap {
                 "longest full GC the workload timed (ms), the metric until 2026-11-26",
             ),
         ],
+        who: None,
     };
     const VARIANTS: &'static [(Variant, VariantSpec)] = &[
         (

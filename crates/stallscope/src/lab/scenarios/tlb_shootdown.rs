@@ -47,6 +47,7 @@ impl Scenario for TlbShootdown {
         why_not: "with two CPUs there are few others to interrupt, and KVM's paravirtual flush skips idle vCPUs",
         run_secs: (3, 10),
         side_metrics: &[("tlb_shootdowns", "TLB shootdowns")],
+        who: None,
     };
     const VARIANTS: &'static [(Variant, VariantSpec)] = &[
         (

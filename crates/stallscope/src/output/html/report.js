@@ -964,15 +964,16 @@
     }
     redrawers.push(draw);
     var graded = [], named = [];
-    s.variants.forEach(function (v) { v.runs.forEach(function (r) { if (r.grade) { graded.push(r.grade); if (r.grade.culprit_named !== null) named.push(r.grade.culprit_named); } }); });
+    var who = [];
+    s.variants.forEach(function (v) { v.runs.forEach(function (r) { if (r.grade) { graded.push(r.grade); if (r.grade.culprit_named !== null) named.push(r.grade.culprit_named); if (r.grade.instigator_named !== null && r.grade.instigator_named !== undefined) who.push(r.grade.instigator_named); } }); });
     return el("div", { cls: "scenario", id: "scenario-" + s.id }, [
       el("h3", null, [s.id + " — seed " + s.seed + ": " + s.title + " ", el("span", { cls: "badge " + s.verdict, text: s.verdict })]),
       el("div", { cls: "meta" }, [
-        el("div", { text: "known cause" }), el("div", { cls: "mono", text: s.cause }),
+        el("div", { text: "known cause" }), el("div", { cls: "mono", text: s.cause + (s.instigator ? ", set off by " + s.instigator : "") }),
         el("div", { text: "seed's figure" }), el("div", { text: s.published.text + " (" + s.published.machine + ")" }),
         el("div", { text: "verdict" }), el("div", { text: s.reason }),
         el("div", { text: "effect" }), el("div", { text: s.effect ? "baseline ÷ best mitigation = " + fmtNum(s.effect) + "×" : "–" }),
-        el("div", { text: "doctor" }), el("div", { text: graded.length ? graded.filter(function (g) { return g.matched; }).length + " of " + graded.length + " runs diagnosed as " + s.cause + (named.length ? "; culprit named in " + named.filter(Boolean).length + " of " + named.length : "") : "no graded runs" })
+        el("div", { text: "doctor" }), el("div", { text: graded.length ? graded.filter(function (g) { return g.matched; }).length + " of " + graded.length + " runs diagnosed as " + s.cause + (named.length ? "; culprit named in " + named.filter(Boolean).length + " of " + named.length : "") + (who.length ? "; instigator named in " + who.filter(Boolean).length + " of " + who.length : "") : "no graded runs" })
       ].concat(s.notes.length ? [el("div", { text: "notes" }), el("div", { text: s.notes.join("; ") })] : [])),
       el("div", { cls: "chart" }, [canvas])
     ]);

@@ -354,7 +354,7 @@ impl Looker {
                 let p = procwatch::process::describe(t.pid);
                 takers.push(CpuTaker {
                     pid: t.pid,
-                    comm: t.comm,
+                    comm: p.as_ref().map_or(t.comm, |p| p.comm.clone()),
                     cpu_ns: t.ticks * tick,
                     children_ns: t.child_ticks * tick,
                     cgroup: p.as_ref().map(|p| p.cgroup.clone()).unwrap_or_default(),
