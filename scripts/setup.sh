@@ -21,6 +21,7 @@ packages=(
   "systemd|systemd-analyze|the check of the watch service's unit (systemd-analyze verify)"
   "util-linux|setpriv|the tests that run as another user"
   "jq|jq|the benchmarks' JSON"
+  "gdb|gdb|the test of a JVM held stopped by a debugger (tests/who.rs)"
 )
 
 have() {

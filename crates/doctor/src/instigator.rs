@@ -268,7 +268,13 @@ fn from_caller(inp: &WhoInputs, op: &str, c: &WhoThread, sp: &SafepointView) -> 
         let words = if asked.is_empty() { op.to_string() } else { (*asked).clone() };
         let parents =
             p.ancestors.iter().map(|(pid, c)| format!("{c} (pid {pid})")).collect::<Vec<_>>();
-        let started_by = parents.first().map(|x| format!(", started by {x}")).unwrap_or_default();
+        // Its parent, unless that is init (which says nothing of who ran it).
+        let started_by = p
+            .ancestors
+            .first()
+            .filter(|(pid, _)| *pid > 1)
+            .map(|(pid, c)| format!(", started by {c} (pid {pid})"))
+            .unwrap_or_default();
         let what = match op_kind(op, &[]) {
             OpKind::ThreadDump => "a thread dump",
             OpKind::HeapDump => "a heap dump (or class histogram)",

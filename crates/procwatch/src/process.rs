@@ -28,7 +28,8 @@ pub struct ProcessInfo {
     pub ppid: Option<i32>,
     /// Its parents, nearest first, up to init or 8 of them: `(pid, comm)`.
     pub ancestors: Vec<(i32, String)>,
-    /// Its cgroup (the v2 group, else the CPU controller's), as `/proc/PID/cgroup` says it.
+    /// Its cgroup (the v2 group, or on a hybrid host the CPU controller's when the v2 group is
+    /// the root), as `/proc/PID/cgroup` says it.
     pub cgroup: String,
     /// The container its cgroup names (`docker 3f2a…`, `pod 5c1d…/cri-containerd 9e8b…`), when
     /// it names one.
@@ -155,6 +156,16 @@ fn short_cmdline(pid: i32) -> Vec<String> {
         .collect()
 }
 
+/// The cgroup that names a process: its v2 group, unless that is the root and its CPU
+/// controller's (v1, on a hybrid host) is not, then that one.
+pub fn cgroup_path(g: &crate::cgroup::Cgroups) -> String {
+    let path = |x: Option<&crate::cgroup::Group>| x.map(|g| g.path.clone()).filter(|p| p != "/");
+    path(g.unified.as_ref())
+        .or_else(|| path(g.cpu.as_ref()))
+        .or_else(|| g.unified.as_ref().or(g.cpu.as_ref()).map(|g| g.path.clone()))
+        .unwrap_or_default()
+}
+
 /// Who `pid` is: `None` only when it is gone (or never was).
 pub fn describe(pid: i32) -> Option<ProcessInfo> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
@@ -170,9 +181,7 @@ pub fn describe(pid: i32) -> Option<ProcessInfo> {
         comm
     };
     let uid = std::fs::read_to_string(format!("/proc/{pid}/status")).ok().and_then(|s| uid_of(&s));
-    let groups = crate::cgroup::of(pid);
-    let cgroup =
-        groups.unified.as_ref().or(groups.cpu.as_ref()).map(|g| g.path.clone()).unwrap_or_default();
+    let cgroup = cgroup_path(&crate::cgroup::of(pid));
     let mut ancestors = Vec::new();
     let mut up = ppid;
     while up > 0 && ancestors.len() < MAX_ANCESTORS {

@@ -1,0 +1,502 @@
+//! Who set a stall off, named in real runs of real JVMs by real tools, each checked by pid and
+//! name: `jcmd GC.heap_dump` from outside (JDK 11, 17, 21, 25), with CPU hogs in a cgroup of
+//! their own beside it; a thread of the JVM calling `System.gc()`; SIGSTOP from a named shell;
+//! gdb attached; a cgroup freezer (v1 and v2); and the same heap dump seen by `attach` (the NOW
+//! block too) and by `watch` from outside. Without the signal tracepoint (not root) the sender
+//! is not guessed: the report says how to find it.
+//!
+//! These need root (the tracepoints, cgroups, a throwaway user) and fail without it.
+
+mod common;
+
+use common::*;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+fn need_root() {
+    assert_eq!(
+        unsafe { libc::geteuid() },
+        0,
+        "these tests need root: the signal tracepoint, cgroups and a throwaway user"
+    );
+}
+
+/// A cgroup made for one test, holding what is moved into it; its processes go back to the
+/// root, a freeze is lifted, and it is removed when dropped (a failed test too).
+struct Group {
+    dir: PathBuf,
+    root: PathBuf,
+    /// The hierarchy's path of it, as /proc/PID/cgroup names it.
+    path: String,
+}
+
+impl Group {
+    /// In the hierarchy mounted at `root` (a v1 controller's, or the v2 tree).
+    fn new(root: &Path, name: &str) -> Group {
+        let leaf = format!("stallscope-test-{name}-{}", std::process::id());
+        let dir = root.join(&leaf);
+        let _ = std::fs::remove_dir(&dir);
+        std::fs::create_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+        Group { dir, root: root.to_path_buf(), path: format!("/{leaf}") }
+    }
+
+    fn add(&self, pid: i32) {
+        std::fs::write(self.dir.join("cgroup.procs"), pid.to_string())
+            .unwrap_or_else(|e| panic!("moving {pid} into {}: {e}", self.dir.display()));
+    }
+}
+
+impl Drop for Group {
+    fn drop(&mut self) {
+        let _ = std::fs::write(self.dir.join("cgroup.freeze"), "0");
+        let _ = std::fs::write(self.dir.join("freezer.state"), "THAWED");
+        for p in std::fs::read_to_string(self.dir.join("cgroup.procs")).unwrap_or_default().lines()
+        {
+            let _ = std::fs::write(self.root.join("cgroup.procs"), p);
+        }
+        let _ = std::fs::remove_dir(&self.dir);
+    }
+}
+
+/// The mount point of a cgroup hierarchy: the v2 tree, or the v1 controller `ctl`'s.
+fn hierarchy(v2: bool, ctl: &str) -> PathBuf {
+    procwatch::cgroup::mounts()
+        .into_iter()
+        .find(
+            |(t, o, _)| {
+                if v2 { t == "cgroup2" } else { t == "cgroup" && o.split(',').any(|x| x == ctl) }
+            },
+        )
+        .map(|(_, _, mp)| mp)
+        .unwrap_or_else(|| panic!("no cgroup {} hierarchy is mounted", if v2 { "v2" } else { ctl }))
+}
+
+/// Where a CPU hog of its own can be put: the v2 tree when it has the cpu controller, else v1.
+fn cpu_hierarchy() -> PathBuf {
+    let v2 = hierarchy(true, "");
+    let ctl = std::fs::read_to_string(v2.join("cgroup.controllers")).unwrap_or_default();
+    if ctl.split_whitespace().any(|c| c == "cpu") { v2 } else { hierarchy(false, "cpu") }
+}
+
+/// `stallscope run --out DIR -- JAVA ARGS…`, started; its JVM's pid once it is up.
+fn run(dir: &Path, java: &Path, args: &[&str]) -> (Reaper, i32) {
+    let child = stallscope()
+        .args(["run", "--out", dir.to_str().unwrap(), "--"])
+        .arg(java)
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = poll(Duration::from_secs(20), Duration::from_millis(20), || {
+        let m: Value = serde_json::from_slice(&std::fs::read(dir.join("meta.json")).ok()?).ok()?;
+        m["pid"].as_i64().map(|p| p as i32)
+    })
+    .expect("the recording began");
+    became_jvm(pid);
+    (Reaper(child), pid)
+}
+
+/// Waits for a `stallscope` child to end (up to a minute), having succeeded.
+fn finish(mut r: Reaper) {
+    let done = poll(Duration::from_secs(60), Duration::from_millis(50), || r.0.try_wait().unwrap())
+        .expect("stallscope ended within a minute");
+    assert!(done.success(), "stallscope run: {done}");
+}
+
+/// The `heap-gc` workload with `live` MB, holding still between --ready and --go.
+fn heap_args<'a>(live: &'a str, ready: &'a Path, go: &'a Path, gcs: &'a str) -> Vec<&'a str> {
+    vec![
+        "-XX:+UseParallelGC",
+        "-jar",
+        workloads_jar_str(),
+        "heap-gc",
+        "--live",
+        live,
+        "--gcs",
+        gcs,
+        "--ready",
+        ready.to_str().unwrap(),
+        "--go",
+        go.to_str().unwrap(),
+    ]
+}
+
+fn workloads_jar_str() -> &'static str {
+    static JAR: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    JAR.get_or_init(|| workloads_jar().display().to_string())
+}
+
+fn wait_for(p: &Path) {
+    poll(Duration::from_secs(60), Duration::from_millis(20), || p.exists().then_some(()))
+        .unwrap_or_else(|| panic!("{} never appeared", p.display()));
+}
+
+/// Every instigator of a report's stalls, with the stall and its finding's cause.
+fn instigators(r: &Value) -> Vec<(&Value, &str, &Value)> {
+    let mut out = Vec::new();
+    for s in r["stalls"].as_array().unwrap() {
+        for f in s["findings"].as_array().unwrap() {
+            if !f["instigator"].is_null() {
+                out.push((s, f["cause"].as_str().unwrap(), &f["instigator"]));
+            }
+        }
+    }
+    out
+}
+
+/// `jcmd PID ARGS…` of the JDK of `java`, started.
+fn jcmd(java: &Path, pid: i32, args: &[&str]) -> Child {
+    Command::new(java.parent().unwrap().join("jcmd"))
+        .arg(pid.to_string())
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+#[test]
+fn a_heap_dump_asked_with_jcmd_is_laid_at_jcmd_and_its_wait_for_cpus_at_the_hogs() {
+    need_root();
+    let _one = exclusive();
+    for jdk in Jdk::LTS {
+        let java = jdk.java();
+        let d = scratch(&format!("who-jcmd-{}", jdk.feature()));
+        let (ready, go, hprof) = (d.join("ready"), d.join("go"), d.join("heap.hprof"));
+        let rec = d.join("rec");
+        let (r, pid) = run(&rec, &java, &heap_args("300", &ready, &go, "1"));
+        wait_for(&ready);
+        // CPU hogs in a cgroup of their own, on JDK 17 and 25: four runnable threads on the
+        // machine's CPUs while the VM thread writes the dump.
+        let hogs = matches!(jdk, Jdk::J17 | Jdk::J25).then(|| {
+            let hog = Reaper(
+                stallscope()
+                    .args(["inject", "cpu-hog", "--threads", "3", "--for", "8s"])
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null())
+                    .spawn()
+                    .unwrap(),
+            );
+            let g = Group::new(&cpu_hierarchy(), "hogs");
+            g.add(hog.0.id() as i32);
+            std::thread::sleep(Duration::from_millis(300));
+            (hog, g)
+        });
+        let mut dump = jcmd(&java, pid, &["GC.heap_dump", hprof.to_str().unwrap()]);
+        let jcmd_pid = dump.id() as i32;
+        assert!(dump.wait().unwrap().success(), "{jdk:?}: jcmd GC.heap_dump failed");
+        std::fs::write(&go, "").unwrap();
+        finish(r);
+        let report = report_json(&rec);
+        let dumped: Vec<&Value> = report["stalls"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|s| s["safepoint"]["op"] == "HeapDumper")
+            .collect();
+        assert!(!dumped.is_empty(), "{jdk:?}: no HeapDumper stall in {}", rec.display());
+        let who = instigators(&report);
+        let by_jcmd: Vec<_> = who
+            .iter()
+            .filter(|(s, _, i)| {
+                s["safepoint"]["op"] == "HeapDumper" && i["kind"] == "attach-client"
+            })
+            .collect();
+        assert!(!by_jcmd.is_empty(), "{jdk:?}: the heap dump is not laid at jcmd: {who:?}");
+        for (_, cause, i) in &by_jcmd {
+            assert_eq!(i["pid"], jcmd_pid, "{jdk:?}: {i}");
+            assert_eq!(i["name"], "jcmd", "{jdk:?}: {i}");
+            assert_eq!(i["user"], "root", "{jdk:?}: {i}");
+            assert!(i["did"].as_str().unwrap().contains("`GC.heap_dump "), "{jdk:?}: {i}");
+            if *cause == "long-vm-operation" {
+                let f = dumped[0]["findings"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .find(|f| f["cause"] == "long-vm-operation")
+                    .unwrap();
+                assert!(f["fix"].as_str().unwrap().contains("from jcmd"), "{jdk:?}: {f}");
+            }
+        }
+        if let Some((hog, g)) = hogs {
+            let taken: Vec<_> =
+                who.iter().filter(|(_, _, i)| i["kind"] == "cpu-neighbours").collect();
+            assert!(!taken.is_empty(), "{jdk:?}: the CPU hogs are not named: {who:?}");
+            for (_, cause, i) in taken {
+                assert_eq!(*cause, "cpu-starvation", "{jdk:?}");
+                let p = &i["processes"][0];
+                assert_eq!(p["pid"], hog.0.id(), "{jdk:?}: {i}");
+                assert_eq!(p["cgroup"], g.path.as_str(), "{jdk:?}: {i}");
+                assert_eq!(i["cgroup"], g.path.as_str(), "{jdk:?}: {i}");
+            }
+            drop(g);
+            drop(hog);
+        }
+        let _ = std::fs::remove_dir_all(&d);
+    }
+}
+
+#[test]
+fn a_thread_of_the_jvm_asking_for_a_full_gc_is_named_with_its_code() {
+    need_root();
+    let _one = exclusive();
+    for jdk in [Jdk::J17, Jdk::J25] {
+        let java = jdk.java();
+        let d = scratch(&format!("who-gc-{}", jdk.feature()));
+        let (ready, go) = (d.join("ready"), d.join("go"));
+        let rec = d.join("rec");
+        std::fs::write(&go, "").unwrap();
+        let (r, _) = run(&rec, &java, &heap_args("300", &ready, &go, "3"));
+        finish(r);
+        let report = report_json(&rec);
+        let who: Vec<_> = instigators(&report)
+            .into_iter()
+            .filter(|(s, _, _)| s["safepoint"]["op"].as_str().is_some_and(|o| o.contains("GC")))
+            .filter(|(_, _, i)| {
+                i["java_stack"].as_array().unwrap().iter().any(|f| f == "java.lang.System.gc")
+            })
+            .collect();
+        assert!(who.len() >= 3, "{jdk:?}: each System.gc() named: {}", rec.display());
+        for (_, cause, i) in &who {
+            assert_eq!(i["kind"], "java-thread", "{jdk:?}: {i}");
+            assert_eq!(i["name"], "main", "{jdk:?}: {i}");
+            assert!(i["tid"].as_i64().unwrap() > 0);
+            assert!(
+                i["java_stack"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .any(|f| f == "io.stallscope.workloads.HeapGc.main"),
+                "{jdk:?}: {i}"
+            );
+            if *cause == "long-vm-operation" {
+                assert!(i["fix"].as_str().unwrap().contains("System.gc()"), "{jdk:?}: {i}");
+            }
+        }
+        let _ = std::fs::remove_dir_all(&d);
+    }
+}
+
+/// The Frozen finding of the longest stall of a report, and its instigator.
+fn frozen(report: &Value) -> (&Value, &Value) {
+    let longest = report["stalls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .max_by_key(|s| s["duration_ns"].as_u64().unwrap())
+        .expect("a stall");
+    let f = &longest["findings"][0];
+    assert_eq!(f["cause"], "frozen", "{longest}");
+    (f, &f["instigator"])
+}
+
+#[test]
+fn a_jvm_stopped_by_a_signal_or_a_debugger_names_the_sender_or_the_debugger() {
+    need_root();
+    let _one = exclusive();
+    for jdk in [Jdk::J17, Jdk::J25] {
+        let d = scratch(&format!("who-stop-{}", jdk.feature()));
+        let rec = d.join("rec");
+        let (r, pid) =
+            run(&rec, &jdk.java(), &["-jar", workloads_jar_str(), "idle", "--duration", "4s"]);
+        jvm_started(pid);
+        std::thread::sleep(Duration::from_millis(800));
+        let script =
+            format!("exec -a ops-pauser bash -c 'kill -STOP {pid}; sleep 0.5; kill -CONT {pid}'");
+        let mut sender = Command::new("bash").args(["-c", &script]).spawn().unwrap();
+        let sender_pid = sender.id() as i32;
+        assert!(sender.wait().unwrap().success());
+        finish(r);
+        let report = report_json(&rec);
+        let (f, i) = frozen(&report);
+        assert_eq!(i["kind"], "signal", "{jdk:?}: {f}");
+        assert_eq!(i["pid"], sender_pid, "{jdk:?}: {i}");
+        assert_eq!(i["name"], "bash", "{jdk:?}: {i}");
+        assert!(i["command"].as_str().unwrap().starts_with("ops-pauser -c "), "{jdk:?}: {i}");
+        assert!(i["did"].as_str().unwrap().starts_with("SIGSTOP was sent"), "{jdk:?}: {i}");
+        let _ = std::fs::remove_dir_all(&d);
+    }
+    // A debugger attached: gdb's ptrace stop.
+    let d = scratch("who-gdb");
+    let rec = d.join("rec");
+    let (r, pid) = run(&rec, &java17(), &["-jar", workloads_jar_str(), "idle", "--duration", "4s"]);
+    jvm_started(pid);
+    std::thread::sleep(Duration::from_millis(800));
+    let mut gdb = Command::new("gdb")
+        .args(["-p", &pid.to_string(), "-batch", "-ex", "shell sleep 0.6", "-ex", "detach"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("gdb (scripts/setup.sh installs it)");
+    let gdb_pid = gdb.id() as i32;
+    assert!(gdb.wait().unwrap().success());
+    finish(r);
+    let report = report_json(&rec);
+    let (f, i) = frozen(&report);
+    assert_eq!(i["kind"], "tracer", "{f}");
+    assert_eq!((&i["pid"], &i["name"]), (&Value::from(gdb_pid), &Value::from("gdb")), "{i}");
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+#[test]
+fn a_jvm_in_a_frozen_cgroup_is_stopped_by_the_freezer_not_waiting_for_io() {
+    need_root();
+    let _one = exclusive();
+    for (jdk, v2) in [(Jdk::J17, true), (Jdk::J17, false), (Jdk::J25, true)] {
+        let d = scratch(&format!("who-freeze-{}-{v2}", jdk.feature()));
+        let rec = d.join("rec");
+        let (r, pid) =
+            run(&rec, &jdk.java(), &["-jar", workloads_jar_str(), "idle", "--duration", "4s"]);
+        jvm_started(pid);
+        std::thread::sleep(Duration::from_millis(800));
+        let g = Group::new(&hierarchy(v2, "freezer"), "freeze");
+        g.add(pid);
+        let (file, on, off) =
+            if v2 { ("cgroup.freeze", "1", "0") } else { ("freezer.state", "FROZEN", "THAWED") };
+        let target = g.dir.join(file);
+        let mut writer = Command::new("sh")
+            .args(["-c", &format!("echo {on} > {}", target.display())])
+            .spawn()
+            .unwrap();
+        let writer_pid = writer.id() as i32;
+        assert!(writer.wait().unwrap().success());
+        std::thread::sleep(Duration::from_millis(500));
+        std::fs::write(&target, off).unwrap();
+        drop(g);
+        finish(r);
+        let report = report_json(&rec);
+        let (f, i) = frozen(&report);
+        let path = format!("/stallscope-test-freeze-{}", std::process::id());
+        assert_eq!(i["kind"], "freezer", "{jdk:?} v2={v2}: {f}");
+        assert_eq!(i["cgroup"], path.as_str(), "{jdk:?} v2={v2}: {i}");
+        if v2 {
+            // Who froze it: the cgroup_freeze tracepoint (v2 only).
+            assert_eq!(i["pid"], writer_pid, "{jdk:?}: {i}");
+        }
+        let words = f.to_string();
+        assert!(!words.contains("I/O") || words.contains("not for I/O"), "{words}");
+        let _ = std::fs::remove_dir_all(&d);
+    }
+}
+
+#[test]
+fn without_root_the_sender_of_a_stop_is_not_guessed_and_the_report_says_how_to_find_it() {
+    need_root();
+    let _one = exclusive();
+    let user = ThrowawayUser::new();
+    let d = scratch("who-unprivileged");
+    std::fs::set_permissions(&d, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+    let rec = d.join("rec");
+    let mut c = user.setpriv();
+    c.arg(bin())
+        .args(["run", "--out", rec.to_str().unwrap(), "--"])
+        .arg(java17())
+        .args(["-jar", workloads_jar_str(), "idle", "--duration", "4s"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    let r = Reaper(c.spawn().unwrap());
+    let pid = poll(Duration::from_secs(20), Duration::from_millis(20), || {
+        let m: Value = serde_json::from_slice(&std::fs::read(rec.join("meta.json")).ok()?).ok()?;
+        m["pid"].as_i64().map(|p| p as i32)
+    })
+    .expect("the recording began");
+    jvm_started(pid);
+    std::thread::sleep(Duration::from_millis(800));
+    unsafe { libc::kill(pid, libc::SIGSTOP) };
+    std::thread::sleep(Duration::from_millis(500));
+    unsafe { libc::kill(pid, libc::SIGCONT) };
+    finish(r);
+    let report = report_json(&rec);
+    let (f, i) = frozen(&report);
+    assert!(i.is_null(), "no instigator without the tracepoint: {f}");
+    let evidence = f["evidence"].to_string();
+    assert!(evidence.contains("run stallscope as root"), "{evidence}");
+    drop(user);
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+#[test]
+fn attach_and_watch_name_the_tool_behind_a_heap_dump_too() {
+    need_root();
+    let _one = exclusive();
+    let java = java17();
+    let d = scratch("who-attach");
+    let (ready, go, hprof) = (d.join("ready"), d.join("go"), d.join("heap.hprof"));
+    // attach, to a JVM already in the middle of a heap dump: what is happening now names jcmd.
+    let jvm = Jvm::start(workload(
+        Command::new(&java),
+        &["-XX:+UseParallelGC"],
+        &heap_args("600", &ready, &go, "1")[3..],
+    ));
+    wait_for(&ready);
+    let mut dump = jcmd(&java, jvm.pid, &["GC.heap_dump", hprof.to_str().unwrap()]);
+    let jcmd_pid = dump.id() as i32;
+    // The JVM is at its safepoint once its perf counters say one began and has not ended.
+    std::thread::sleep(Duration::from_millis(150));
+    let rec = d.join("attach");
+    let out = stallscope()
+        .args(["attach", &jvm.pid.to_string(), "--for", "4s", "--out", rec.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(dump.wait().unwrap().success());
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout);
+    if text.starts_with("NOW") && text.lines().next().is_some_and(|l| l.contains("HeapDumper")) {
+        let now: String = text.split("\n\n").next().unwrap().to_string();
+        assert!(now.contains("jcmd (pid ") && now.contains("GC.heap_dump"), "{now}");
+    }
+    let report = report_json(&rec);
+    let named = instigators(&report)
+        .into_iter()
+        .any(|(_, _, i)| i["kind"] == "attach-client" && i["pid"] == jcmd_pid);
+    assert!(named, "attach: the heap dump is laid at jcmd (pid {jcmd_pid}):\n{text}");
+    std::fs::write(&go, "").unwrap();
+    drop(jvm);
+
+    // watch, from outside (nothing put into the JVM): the event names jcmd.
+    let (ready, go) = (d.join("ready2"), d.join("go2"));
+    let jvm = Jvm::start(workload(
+        Command::new(&java),
+        &["-XX:+UseParallelGC"],
+        &heap_args("300", &ready, &go, "1")[3..],
+    ));
+    wait_for(&ready);
+    jvm_started(jvm.pid);
+    let out_dir = d.join("watch");
+    let watch = stallscope()
+        .args([
+            "watch",
+            &jvm.pid.to_string(),
+            "--for",
+            "6s",
+            "--events",
+            "-",
+            "--out",
+            out_dir.to_str().unwrap(),
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    let mut dump = jcmd(&java, jvm.pid, &["GC.heap_dump", d.join("heap2.hprof").to_str().unwrap()]);
+    let jcmd_pid = dump.id() as i32;
+    assert!(dump.wait().unwrap().success());
+    let out = watch.wait_with_output().unwrap();
+    let events: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let e = events
+        .iter()
+        .find(|e| e["instigator"]["kind"] == "attach-client")
+        .unwrap_or_else(|| panic!("watch: no event names the attach client: {events:?}"));
+    assert_eq!(e["instigator"]["pid"], jcmd_pid, "{e}");
+    assert_eq!(e["instigator"]["name"], "jcmd", "{e}");
+    std::fs::write(&go, "").unwrap();
+    drop(jvm);
+    let _ = std::fs::remove_dir_all(&d);
+}
