@@ -630,7 +630,7 @@ pub fn cpu_neighbours(inp: &WhoInputs) -> Option<Instigator> {
                 .command
                 .as_ref()
                 .filter(|c| c.as_str() != p.name)
-                .map(|c| format!(": {}", shorten(c, 60)))
+                .map(|c| format!(": {}", shorten(&program_named(c), 60)))
                 .unwrap_or_default();
             let cg = p
                 .cgroup
@@ -646,8 +646,12 @@ pub fn cpu_neighbours(inp: &WhoInputs) -> Option<Instigator> {
         Some(g) => format!(
             "the cgroup {g}: cpu.idle=1 on it (cgroup v2) or a lower cpu.weight / cpu.shares"
         ),
+        None if listed.len() == 1 => format!(
+            "{}: run it at a lower weight (in a cgroup with cpu.idle=1, at nice 19, or SCHED_IDLE)",
+            top.name
+        ),
         None => format!(
-            "{} and the rest: run them at a lower weight (a cgroup with cpu.idle=1, nice 19, SCHED_IDLE)",
+            "{} and the others: run them at a lower weight (in a cgroup with cpu.idle=1, at nice 19, or SCHED_IDLE)",
             top.name
         ),
     };
@@ -668,6 +672,15 @@ pub fn cpu_neighbours(inp: &WhoInputs) -> Option<Instigator> {
         source: "every process's CPU time (/proc/PID/stat, in 10 ms ticks; ended children at their parent) from the stall's first look to its end".into(),
         fix: format!("keep them out of the JVM's way: {keep}; or give the JVM CPUs of its own (a cpuset); else raise its threads while it reaches each safepoint (stallscope run --boost fifo:1)"),
     })
+}
+
+/// A command line with its program named by its file name (`/usr/bin/rustc --edition…` →
+/// `rustc --edition…`).
+fn program_named(command: &str) -> String {
+    match command.split_once(' ') {
+        Some((prog, rest)) => format!("{} {rest}", prog.rsplit('/').next().unwrap_or(prog)),
+        None => command.rsplit('/').next().unwrap_or(command).to_string(),
+    }
 }
 
 /// `text` cut to `max` characters, with an ellipsis.

@@ -195,6 +195,31 @@ fn the_quick_lab_runs_every_scenario_and_cleans_up() {
             }
         }
     }
+    // Who set the stalls off, where the scenario knows it (as root, the tracepoints too): every
+    // run graded names them; under CPU contention, where a run's stalls may be the JVM's own
+    // threads' doing, at least one does.
+    for (id, who) in [
+        ("counted-loop", "java-thread \"safepoint-trigger\""),
+        ("mmap-fault", "java-thread \"main\""),
+        ("mmap-lock", "memory-mapper \"mmap-churn\""),
+        ("frozen", "signal \"stallscope\""),
+        ("cpu-contention", "cpu-neighbours \"stallscope\""),
+    ] {
+        let s = scenarios.iter().find(|s| s["id"] == id).unwrap();
+        assert_eq!(s["instigator"], who, "{id}");
+        let named: Vec<bool> = s["variants"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|v| v["runs"].as_array().unwrap())
+            .filter_map(|r| r["grade"]["instigator_named"].as_bool())
+            .collect();
+        assert!(named.iter().any(|n| *n), "{id}: no run named {who}: {named:?}");
+        if id != "cpu-contention" {
+            assert!(named.iter().all(|n| *n), "{id}: a run did not name {who}: {named:?}");
+        }
+    }
+    assert!(summary.contains("instigator named in"), "{summary}");
     assert!(!lab["confusion"].as_object().unwrap().is_empty());
     assert!(summary.contains("The doctor against the known causes"), "{summary}");
 
