@@ -200,7 +200,22 @@ fn unended_safepoint(rec: &Recording, span: &StallSpan) -> Option<SafepointView>
     let info = rec.counters_info()?;
     let u = recording::counters::unended(&rec.counters, info, span.start_ns, span.end_ns);
     let total = span.duration_ns();
-    let ttsp = u.reached.map_or(total, |(_, sync)| sync.min(total));
+    // Where the counters cannot say (their sync time rises only with a look before the begin),
+    // the JVM's own state, read every 10 ms of the stall, can: reached by the first look that
+    // found every thread stopped.
+    let synchronized = rec.who.iter().find_map(|w| match w {
+        recording::Who::Safepoint { t, stall, state }
+            if *stall == span.stall && state == "synchronized" && *t >= span.start_ns =>
+        {
+            Some(*t)
+        }
+        _ => None,
+    });
+    let ttsp = match (u.reached, synchronized) {
+        (Some((_, sync)), _) => sync.min(total),
+        (None, Some(t)) => t.saturating_sub(span.start_ns).min(total),
+        (None, None) => total,
+    };
     Some(SafepointView {
         op: u.op,
         ttsp_ns: ttsp,

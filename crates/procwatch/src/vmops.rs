@@ -38,6 +38,26 @@ impl VmOperation {
     }
 }
 
+/// `SafepointSynchronize::_state` (the same three values from JDK 8 to 25).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SafepointState {
+    NotSynchronized,
+    /// A safepoint is being reached: threads are still running to their polls.
+    Synchronizing,
+    /// Every thread is stopped: the operation runs.
+    Synchronized,
+}
+
+impl SafepointState {
+    pub fn id(self) -> &'static str {
+        match self {
+            SafepointState::NotSynchronized => "not-synchronized",
+            SafepointState::Synchronizing => "synchronizing",
+            SafepointState::Synchronized => "synchronized",
+        }
+    }
+}
+
 /// The thread that asked for a VM operation.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Caller {
@@ -59,6 +79,8 @@ pub struct VmOps {
     pid: i32,
     cur_op: u64,
     vm_thread_ptr: Option<u64>,
+    /// `SafepointSynchronize::_state`, where the symbol table has it.
+    sync_state: Option<u64>,
     /// Vtables by their address range in the process, sorted: (start, end, class).
     vtables: Vec<(u64, u64, String)>,
     osthread: u64,
@@ -113,6 +135,7 @@ impl VmOps {
         let syms = symbols(&vm.libjvm.reached, SymbolTable::Full, &|n| {
             n == "_ZN8VMThread17_cur_vm_operationE"
                 || n == "_ZN8VMThread10_vm_threadE"
+                || n == "_ZN20SafepointSynchronize6_stateE"
                 || (n.starts_with("_ZTV") && (n.contains("VM_") || n.contains("Thread")))
         })?;
         let cur_op = syms
@@ -125,6 +148,10 @@ impl VmOps {
         let vm_thread_ptr = syms
             .iter()
             .find(|s| s.name == "_ZN8VMThread10_vm_threadE")
+            .map(|s| s.value.wrapping_add(bias));
+        let sync_state = syms
+            .iter()
+            .find(|s| s.name == "_ZN20SafepointSynchronize6_stateE")
             .map(|s| s.value.wrapping_add(bias));
         let mut vtables: Vec<(u64, u64, String)> = syms
             .iter()
@@ -155,6 +182,7 @@ impl VmOps {
             pid,
             cur_op,
             vm_thread_ptr,
+            sync_state,
             vtables,
             osthread,
             thread_id,
@@ -174,6 +202,18 @@ impl VmOps {
         let i = self.vtables.partition_point(|v| v.0 <= addr);
         let v = self.vtables.get(i.checked_sub(1)?)?;
         (addr < v.1).then_some(v.2.as_str())
+    }
+
+    /// Where the JVM's safepoint stands now (`SafepointSynchronize::_state`): `None` when this
+    /// `libjvm.so` does not say, or the read failed.
+    pub fn safepoint_state(&self) -> Option<SafepointState> {
+        let v = self.mem().u32(self.sync_state?).ok()?;
+        Some(match v {
+            0 => SafepointState::NotSynchronized,
+            1 => SafepointState::Synchronizing,
+            2 => SafepointState::Synchronized,
+            _ => return None,
+        })
     }
 
     /// The operation the VM thread runs now; `Ok(None)` when it runs none.

@@ -145,6 +145,10 @@ pub enum Who {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         caller: Option<WhoThread>,
     },
+    /// The JVM's safepoint state changed to `state` (`synchronizing`: being reached;
+    /// `synchronized`: every thread stopped; `not-synchronized`), seen at `t`
+    /// (`SafepointSynchronize::_state`, read from the JVM's memory every 10 ms of a stall).
+    Safepoint { t: u64, stall: u32, state: String },
     /// A process connected to the JVM's attach listener at `t`, and what it asked for in its own
     /// words (from its command line).
     AttachClient { t: u64, stall: u32, client: WhoProcess, asked: String },
@@ -195,6 +199,7 @@ impl Who {
             | Who::FreezeWritten { stall, .. }
             | Who::Note { stall, .. }
             | Who::Resumed { stall, .. }
+            | Who::Safepoint { stall, .. }
             | Who::CpuUse { stall, .. } => *stall,
         }
     }

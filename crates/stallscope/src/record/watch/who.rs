@@ -94,6 +94,7 @@ struct Open {
     /// The last VM operation written (its class and caller), the last stop state.
     last_op: Option<(String, Option<i32>)>,
     last_stop: Option<(char, i32, Option<String>)>,
+    last_sync: Option<procwatch::vmops::SafepointState>,
     attach_tries: u32,
     attach_found: bool,
     signals_seen: HashSet<(u64, i32, i32)>,
@@ -146,6 +147,7 @@ impl Looker {
                         cpu: procwatch::cpuuse::snapshot(),
                         last_op: None,
                         last_stop: None,
+                        last_sync: None,
                         attach_tries: 0,
                         attach_found: false,
                         signals_seen: HashSet::new(),
@@ -192,7 +194,20 @@ impl Looker {
         if let Some(op) = op {
             self.vm_operation(stall, op);
         }
+        self.safepoint_state(stall);
         self.stop_state(stall);
+    }
+
+    /// Where the safepoint stands, written when it changed: whether the world is stopped yet.
+    fn safepoint_state(&mut self, stall: u32) {
+        let Some(Ok(ops)) = self.ops.as_ref() else { return };
+        let Some(state) = ops.safepoint_state() else { return };
+        let Some(open) = self.open.as_mut() else { return };
+        if open.last_sync == Some(state) {
+            return;
+        }
+        open.last_sync = Some(state);
+        self.line(&Who::Safepoint { t: mono_ns(), stall, state: state.id().into() });
     }
 
     fn vm_operation(&mut self, stall: u32, op: VmOperation) {
