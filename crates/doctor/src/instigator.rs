@@ -242,6 +242,59 @@ fn from_caller(inp: &WhoInputs, op: &str, c: &WhoThread, sp: &SafepointView) -> 
             ..base
         };
     }
+    if c.comm == "Signal Dispatch" || name == "Signal Dispatcher" {
+        // SIGQUIT asks for a thread dump (kill -3; or a jcmd or jstack whose knock at the attach
+        // mechanism was answered too late, after a safepoint held by another was over).
+        let quit = inp.lines.iter().rev().find_map(|w| match w {
+            Who::Signal { sig: 3, sender, .. } => Some(sender),
+            _ => None,
+        });
+        let Some(p) = quit else {
+            return Instigator {
+                kind: InstigatorKind::Jvm,
+                name: "Signal Dispatcher".into(),
+                did: format!(
+                    "a SIGQUIT asked for {op} (kill -3, or a jcmd or jstack whose attach was answered too late, after another safepoint); {}",
+                    if inp.tracepoints {
+                        "no SIGQUIT to the JVM was traced"
+                    } else {
+                        "its sender is seen only by the signal tracepoint (root)"
+                    }
+                ),
+                java_stack: vec![],
+                fix: format!(
+                    "a SIGQUIT thread dump stopped the JVM for {took}: find who sends it SIGQUIT (kill -3, jstack, a supervisor)"
+                ),
+                ..base
+            };
+        };
+        let hint = parents_hint(&p.ancestors);
+        return Instigator {
+            kind: InstigatorKind::Signal,
+            name: p.comm.clone(),
+            did: format!(
+                "SIGQUIT from {} asked the JVM for a thread dump ({op}){}",
+                p.label(),
+                if p.command().is_empty() { String::new() } else { format!(": {}", p.command()) }
+            ),
+            pid: Some(p.pid),
+            tid: None,
+            command: Some(p.command()).filter(|c| !c.is_empty()),
+            user: p.user.clone(),
+            parents: p.ancestors.iter().map(|(pid, c)| format!("{c} (pid {pid})")).collect(),
+            cgroup: Some(p.cgroup.clone()).filter(|c| !c.is_empty()),
+            container: p.container.clone(),
+            java_stack: vec![],
+            source: format!(
+                "{source}: the signal dispatcher; SIGQUIT's sender from the kernel's signal:signal_generate tracepoint"
+            ),
+            fix: format!(
+                "a thread dump on SIGQUIT from {} stopped every thread for {took}: stop sending the JVM SIGQUIT{hint}, or have it dump less often",
+                p.comm
+            ),
+            ..base
+        };
+    }
     if c.comm == "Attach Listener" || name == "Attach Listener" {
         let clients: Vec<(&WhoProcess, &String)> = inp
             .lines
@@ -973,6 +1026,36 @@ mod tests {
             i.did
         );
         assert!(f[0].fix.contains("3.30 s") && f[0].fix.contains("cron (pid 812)"), "{}", f[0].fix);
+    }
+
+    #[test]
+    fn a_thread_dump_the_signal_dispatcher_asked_for_is_laid_at_the_sigquit_sender() {
+        let names = HashMap::new();
+        let l = op(2_000_000, "VM_PrintThreads", 12, "Signal Dispatch", &[]);
+        let quit = Who::Signal {
+            t: 1_000,
+            stall: 1,
+            sig: 3,
+            target: 77,
+            sender: WhoProcess { pid: 55, comm: "kill".into(), ..Default::default() },
+        };
+        let mut f = vec![finding(Cause::NoSafepointPoll)];
+        assign(
+            &mut f,
+            &inputs(vec![&l, &quit], &names),
+            Some(&sp("PrintThreads", 1_000_000, 2_000_000_000)),
+        );
+        let i = f[0].instigator.as_ref().unwrap();
+        assert_eq!((i.kind, i.pid, i.name.as_str()), (InstigatorKind::Signal, Some(55), "kill"));
+        assert!(i.did.starts_with("SIGQUIT from kill (pid 55)"), "{}", i.did);
+        assert_eq!(f[0].fix, Cause::NoSafepointPoll.fix(), "the loop's fix stays the finding's");
+        // Without the sender traced: the JVM's dispatcher, and why it is not known.
+        let mut f = vec![finding(Cause::NoSafepointPoll)];
+        let untraced = WhoInputs { tracepoints: false, ..inputs(vec![&l], &names) };
+        assign(&mut f, &untraced, Some(&sp("PrintThreads", 1_000_000, 2_000_000_000)));
+        let i = f[0].instigator.as_ref().unwrap();
+        assert_eq!(i.kind, InstigatorKind::Jvm);
+        assert!(i.did.contains("signal tracepoint (root)"), "{}", i.did);
     }
 
     #[test]

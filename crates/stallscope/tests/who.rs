@@ -419,42 +419,66 @@ fn without_root_the_sender_of_a_stop_is_not_guessed_and_the_report_says_how_to_f
 }
 
 #[test]
-fn attach_and_watch_name_the_tool_behind_a_heap_dump_too() {
+fn attach_and_watch_name_the_tool_behind_a_vm_operation_too() {
     need_root();
     let _one = exclusive();
     let java = java17();
     let d = scratch("who-attach");
-    let (ready, go, hprof) = (d.join("ready"), d.join("go"), d.join("heap.hprof"));
-    // attach, to a JVM already in the middle of a heap dump: what is happening now names jcmd.
+    // attach, to a JVM stopped now by a thread dump that jcmd asked for and a loop without a
+    // safepoint poll holds (seconds): what is happening now names both, the loop as the
+    // culprit and jcmd as who set it off.
     let jvm = Jvm::start(workload(
         Command::new(&java),
-        &["-XX:+UseParallelGC"],
-        &heap_args("600", &ready, &go, "1")[3..],
+        // No safepoint of the JVM's own (a guaranteed cleanup, 1 s in) to hold first: jcmd's
+        // is the one the loop holds.
+        &[
+            "-XX:+UseParallelGC",
+            "-XX:-UseCountedLoopSafepoints",
+            "-XX:+UnlockDiagnosticVMOptions",
+            "-XX:GuaranteedSafepointInterval=0",
+        ],
+        &[
+            "counted-loop",
+            "--shape",
+            "dependent",
+            "--rounds",
+            "5",
+            "--duration",
+            "60s",
+            "--trigger",
+            "none",
+        ],
     ));
-    wait_for(&ready);
-    let mut dump = jcmd(&java, jvm.pid, &["GC.heap_dump", hprof.to_str().unwrap()]);
-    let jcmd_pid = dump.id() as i32;
-    // The JVM is at its safepoint once its perf counters say one began and has not ended.
-    std::thread::sleep(Duration::from_millis(150));
+    jvm_started(jvm.pid);
+    std::thread::sleep(Duration::from_secs(2));
+    let mut dump = Reaper(jcmd(&java, jvm.pid, &["Thread.print"]));
+    let jcmd_pid = dump.0.id() as i32;
+    let mut ops = procwatch::vmops::VmOps::open(jvm.pid).unwrap();
+    poll(Duration::from_secs(30), Duration::from_millis(10), || {
+        ops.current().ok().flatten().is_some_and(|o| o.name() == "PrintThreads").then_some(())
+    })
+    .expect("jcmd's thread dump is under way");
     let rec = d.join("attach");
     let out = stallscope()
-        .args(["attach", &jvm.pid.to_string(), "--for", "4s", "--out", rec.to_str().unwrap()])
+        .args(["attach", &jvm.pid.to_string(), "--for", "3s", "--out", rec.to_str().unwrap()])
         .output()
         .unwrap();
-    assert!(dump.wait().unwrap().success());
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let text = String::from_utf8_lossy(&out.stdout);
-    if text.starts_with("NOW") && text.lines().next().is_some_and(|l| l.contains("HeapDumper")) {
-        let now: String = text.split("\n\n").next().unwrap().to_string();
-        assert!(now.contains("jcmd (pid ") && now.contains("GC.heap_dump"), "{now}");
-    }
+    let now: String = text.split("\n\n").next().unwrap().to_string();
+    assert!(now.starts_with("NOW ") && now.contains("in a safepoint not yet reached"), "{now}");
+    assert!(now.contains("culprit  \"counted-loop\""), "{now}");
+    assert!(
+        now.contains(&format!("who      jcmd (pid {jcmd_pid}")) && now.contains("`Thread.print`"),
+        "{now}"
+    );
     let report = report_json(&rec);
     let named = instigators(&report)
         .into_iter()
         .any(|(_, _, i)| i["kind"] == "attach-client" && i["pid"] == jcmd_pid);
-    assert!(named, "attach: the heap dump is laid at jcmd (pid {jcmd_pid}):\n{text}");
-    std::fs::write(&go, "").unwrap();
+    assert!(named, "attach: the thread dump is laid at jcmd (pid {jcmd_pid}):\n{text}");
     drop(jvm);
+    let _ = dump.0.wait();
 
     // watch, from outside (nothing put into the JVM): the event names jcmd.
     let (ready, go) = (d.join("ready2"), d.join("go2"));

@@ -31,6 +31,9 @@ const ATTACH_TRIES: u32 = 5;
 const MAX_TAKERS: usize = 8;
 /// How far before a stall signals to the process are looked for (a SIGSTOP comes first).
 const SIGNALS_BEFORE_NS: u64 = 2_000_000_000;
+/// How far back the SIGQUIT behind a thread dump the signal dispatcher asked for is looked for:
+/// the dispatcher handles it only once a safepoint under way (held by a loop, say) is over.
+const QUIT_BEFORE_NS: u64 = 60_000_000_000;
 
 enum Msg {
     Begin { stall: u32, t: u64 },
@@ -216,7 +219,9 @@ impl Looker {
         let attach = op.caller.as_ref().is_some_and(|c| {
             !c.vm_thread && c.frames.is_empty() && comm(self.pid, c.tid) == "Attach Listener"
         });
-        if open.last_op.as_ref() != Some(&key) {
+        let quit = op.caller.as_ref().is_some_and(|c| comm(self.pid, c.tid) == "Signal Dispatch");
+        let changed = open.last_op.as_ref() != Some(&key);
+        if changed {
             open.last_op = Some(key);
             let caller = op.caller.map(|c| WhoThread {
                 comm: comm(self.pid, c.tid),
@@ -230,6 +235,11 @@ impl Looker {
         }
         if attach {
             self.attach_clients(stall);
+        }
+        if quit && changed {
+            // A thread dump asked for by SIGQUIT: its sender, long before the stall perhaps
+            // (the dispatcher waits for a safepoint held by another to end).
+            self.signals_from(mono_ns().saturating_sub(QUIT_BEFORE_NS), mono_ns());
         }
     }
 
@@ -300,10 +310,16 @@ impl Looker {
     /// Signals sent to the process, and cgroup freezes written, from before the stall to `to`,
     /// each written once (root only: the tracepoints).
     fn signals(&mut self, to: u64) {
+        let Some(open) = self.open.as_ref() else { return };
+        self.signals_from(open.t.saturating_sub(SIGNALS_BEFORE_NS), to);
+    }
+
+    /// [`Self::signals`] between `from` and `to`.
+    fn signals_from(&mut self, from: u64, to: u64) {
         let (Some(reader), Some(open)) = (self.signals.as_ref(), self.open.as_ref()) else {
             return;
         };
-        let (stall, from) = (open.stall, open.t.saturating_sub(SIGNALS_BEFORE_NS));
+        let stall = open.stall;
         let Ok(events) = reader.read(from, to) else { return };
         let tids: HashSet<i32> = std::fs::read_dir(format!("/proc/{}/task", self.pid))
             .map(|d| d.flatten().filter_map(|e| e.file_name().to_str()?.parse().ok()).collect())
@@ -399,19 +415,23 @@ fn comm(pid: i32, tid: i32) -> String {
         .unwrap_or_default()
 }
 
-/// The process of the thread that acted, named while it is there (its thread still has the
-/// name the trace gave it: not a later thread with its id); else what the trace said.
+/// The process of the thread that acted, named while it is there: its thread still has the
+/// name the trace gave it, before and after it is described (not a later process with its id,
+/// nor the program it has since exec'd: a shell's `kill -3 $P; sleep 1` is `sleep` a moment
+/// later); else only what the trace said.
 fn sender_of(tid: i32, comm: &str) -> WhoProcess {
-    let same =
-        std::fs::read_to_string(format!("/proc/{tid}/comm")).is_ok_and(|c| c.trim_end() == comm);
+    let named =
+        || std::fs::read_to_string(format!("/proc/{tid}/comm")).is_ok_and(|c| c.trim_end() == comm);
+    let traced = WhoProcess { pid: tid, comm: comm.to_string(), ..Default::default() };
+    if !named() {
+        return traced;
+    }
     let tgid: Option<i32> = std::fs::read_to_string(format!("/proc/{tid}/status"))
         .ok()
-        .filter(|_| same)
         .and_then(|s| s.lines().find_map(|l| l.strip_prefix("Tgid:"))?.trim().parse().ok());
-    match tgid.and_then(procwatch::process::describe) {
-        Some(p) => p.into(),
-        None => {
-            WhoProcess { pid: tgid.unwrap_or(tid), comm: comm.to_string(), ..Default::default() }
-        }
+    let Some(tgid) = tgid else { return traced };
+    match procwatch::process::describe(tgid) {
+        Some(p) if named() && (tgid != tid || p.comm == comm || comm == "exe") => p.into(),
+        _ => WhoProcess { pid: tgid, ..traced },
     }
 }
