@@ -107,6 +107,9 @@ pub enum InstigatorKind {
     /// A thread of the JVM that mapped, unmapped or protected memory, holding `mmap_lock` or
     /// making the TLB shootdowns.
     MemoryMapper,
+    /// A thread of the JVM, or another process, that wrote (dirtied pages) or read storage, or
+    /// started the writeback others waited for (a flush).
+    Writer,
 }
 
 impl InstigatorKind {
@@ -121,6 +124,7 @@ impl InstigatorKind {
             InstigatorKind::Freezer => "freezer",
             InstigatorKind::CpuNeighbours => "cpu-neighbours",
             InstigatorKind::MemoryMapper => "memory-mapper",
+            InstigatorKind::Writer => "writer",
         }
     }
 }

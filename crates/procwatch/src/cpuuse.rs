@@ -19,6 +19,31 @@ pub struct ProcCpu {
     pub ticks: u64,
     /// User and system time of its children that it waited for, in clock ticks.
     pub child_ticks: u64,
+    /// Bytes it read from and sent to storage so far (`/proc/PID/io` `read_bytes`,
+    /// `write_bytes`: pages dirtied count as written when dirtied, through a mapping too),
+    /// when this user may read that file (its own processes; root: all).
+    pub io: Option<(u64, u64)>,
+}
+
+/// `read_bytes` and `write_bytes` of a `/proc/PID/io` (or a thread's) text.
+pub fn parse_io(text: &str) -> Option<(u64, u64)> {
+    let field = |k: &str| {
+        text.lines().find_map(|l| l.strip_prefix(k)?.strip_prefix(':')?.trim().parse::<u64>().ok())
+    };
+    Some((field("read_bytes")?, field("write_bytes")?))
+}
+
+/// The storage reads and writes of each thread of `pid` so far: `(tid, comm, read, written)`.
+pub fn thread_io(pid: i32) -> Vec<(i32, String, u64, u64)> {
+    let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return vec![] };
+    dir.flatten()
+        .filter_map(|e| {
+            let tid: i32 = e.file_name().to_str()?.parse().ok()?;
+            let (r, w) = parse_io(&std::fs::read_to_string(e.path().join("io")).ok()?)?;
+            let comm = std::fs::read_to_string(e.path().join("comm")).ok()?;
+            Some((tid, comm.trim_end().to_string(), r, w))
+        })
+        .collect()
 }
 
 /// The fields of one `/proc/PID/stat`.
@@ -37,6 +62,7 @@ pub fn parse(pid: i32, stat: &str) -> Option<ProcCpu> {
         starttime: n(22)?,
         ticks: n(14)? + n(15)?,
         child_ticks: n(16)? + n(17)?,
+        io: None,
     })
 }
 
@@ -46,7 +72,10 @@ pub fn snapshot() -> Vec<ProcCpu> {
         .into_iter()
         .filter_map(|pid| {
             let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-            parse(pid, &s)
+            let mut p = parse(pid, &s)?;
+            p.io =
+                std::fs::read_to_string(format!("/proc/{pid}/io")).ok().and_then(|t| parse_io(&t));
+            Some(p)
         })
         .collect()
 }
@@ -61,6 +90,8 @@ pub struct Taken {
     /// Its children's that ended in the window (their time before it taken out where the first
     /// snapshot saw them).
     pub child_ticks: u64,
+    /// Bytes it read from and sent to storage in the window, where both snapshots could say.
+    pub io: Option<(u64, u64)>,
 }
 
 /// Who ran between `before` and `after`, the most first; processes that ran nothing are left
@@ -89,11 +120,20 @@ pub fn taken(before: &[ProcCpu], after: &[ProcCpu]) -> Vec<Taken> {
                 ),
                 None => (p.ticks, p.child_ticks),
             };
-            (ticks + child_ticks > 0).then(|| Taken {
+            let io = match (old.get(&key(p)).map(|o| o.io), p.io) {
+                (Some(Some((r0, w0))), Some((r1, w1))) => {
+                    Some((r1.saturating_sub(r0), w1.saturating_sub(w0)))
+                }
+                (None, io) => io,
+                _ => None,
+            };
+            let did_io = io.is_some_and(|(r, w)| r + w > 0);
+            (ticks + child_ticks > 0 || did_io).then(|| Taken {
                 pid: p.pid,
                 comm: p.comm.clone(),
                 ticks,
                 child_ticks,
+                io,
             })
         })
         .collect();
@@ -106,7 +146,15 @@ mod tests {
     use super::*;
 
     fn p(pid: i32, ppid: i32, start: u64, ticks: u64, child: u64) -> ProcCpu {
-        ProcCpu { pid, ppid, comm: format!("p{pid}"), starttime: start, ticks, child_ticks: child }
+        ProcCpu {
+            pid,
+            ppid,
+            comm: format!("p{pid}"),
+            starttime: start,
+            ticks,
+            child_ticks: child,
+            io: None,
+        }
     }
 
     #[test]
@@ -120,7 +168,8 @@ mod tests {
                 comm: "rustc (x)".into(),
                 starttime: 98765,
                 ticks: 200,
-                child_ticks: 10
+                child_ticks: 10,
+                io: None
             })
         );
         assert_eq!(parse(1, "1 (x) S 0"), None);
@@ -141,10 +190,27 @@ mod tests {
         assert_eq!(
             t,
             vec![
-                Taken { pid: 12, comm: "p12".into(), ticks: 60, child_ticks: 0 },
-                Taken { pid: 10, comm: "p10".into(), ticks: 5, child_ticks: 20 },
-                Taken { pid: 11, comm: "p11".into(), ticks: 3, child_ticks: 0 },
+                Taken { pid: 12, comm: "p12".into(), ticks: 60, child_ticks: 0, io: None },
+                Taken { pid: 10, comm: "p10".into(), ticks: 5, child_ticks: 20, io: None },
+                Taken { pid: 11, comm: "p11".into(), ticks: 3, child_ticks: 0, io: None },
             ]
+        );
+    }
+
+    #[test]
+    fn io_counts_are_read_and_a_process_that_only_wrote_is_among_those_that_took() {
+        let text = "rchar: 1\nwchar: 2\nsyscr: 3\nsyscw: 4\nread_bytes: 4096\nwrite_bytes: 8192\ncancelled_write_bytes: 0\n";
+        assert_eq!(parse_io(text), Some((4096, 8192)));
+        assert_eq!(parse_io("garbage"), None);
+        let mut a = p(5, 1, 9, 10, 0);
+        a.io = Some((0, 100));
+        let mut b = a.clone();
+        b.io = Some((0, 1 << 20));
+        let t = taken(&[a], &[b]);
+        assert_eq!(t.len(), 1);
+        assert_eq!(t[0].io, Some((0, (1 << 20) - 100)));
+        assert!(
+            thread_io(std::process::id() as i32).iter().any(|x| x.0 == std::process::id() as i32)
         );
     }
 

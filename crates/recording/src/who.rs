@@ -128,6 +128,27 @@ pub struct CpuTaker {
     pub container: Option<String>,
 }
 
+/// A thread of the target, or another process, that read from or wrote to storage while the
+/// target stalled (bytes dirtied count as written when dirtied, through a mapping too).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IoTaker {
+    pub pid: i32,
+    /// Set for a thread of the target.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tid: Option<i32>,
+    pub comm: String,
+    pub read_bytes: u64,
+    pub write_bytes: u64,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub cgroup: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cmdline: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub container: Option<String>,
+}
+
 fn is_zero(v: &u64) -> bool {
     *v == 0
 }
@@ -172,6 +193,10 @@ pub enum Who {
     /// A cgroup v2 freeze (or thaw) was written at `t` by `writer` (the `cgroup:cgroup_freeze`
     /// tracepoint; root only).
     FreezeWritten { t: u64, stall: u32, cgroup: String, frozen: bool, writer: WhoProcess },
+    /// Who read from and wrote to storage between `from` and `to` while the stall lasted, the
+    /// most first: the target's own threads and other processes (`/proc/*/io`; another user's
+    /// only as root).
+    IoUse { stall: u32, from: u64, to: u64, takers: Vec<IoTaker> },
     /// Why something was not looked for (the JVM's memory unreadable, a stripped `libjvm.so`).
     Note { t: u64, stall: u32, note: String },
     /// The processes that used a CPU between `from` and `to` while the stall lasted, the most
@@ -200,6 +225,7 @@ impl Who {
             | Who::Note { stall, .. }
             | Who::Resumed { stall, .. }
             | Who::Safepoint { stall, .. }
+            | Who::IoUse { stall, .. }
             | Who::CpuUse { stall, .. } => *stall,
         }
     }

@@ -204,6 +204,8 @@ fn the_quick_lab_runs_every_scenario_and_cleans_up() {
         ("mmap-lock", "memory-mapper \"mmap-churn\""),
         ("frozen", "signal \"stallscope\""),
         ("cpu-contention", "cpu-neighbours \"stallscope\""),
+        ("mapped-write", "writer \"journal-flusher\""),
+        ("memory-pressure", "writer \"file-writer\""),
     ] {
         let s = scenarios.iter().find(|s| s["id"] == id).unwrap();
         assert_eq!(s["instigator"], who, "{id}");
@@ -215,7 +217,9 @@ fn the_quick_lab_runs_every_scenario_and_cleans_up() {
             .filter_map(|r| r["grade"]["instigator_named"].as_bool())
             .collect();
         assert!(named.iter().any(|n| *n), "{id}: no run named {who}: {named:?}");
-        if id != "cpu-contention" {
+        // Under contention a run's stalls may be the JVM's own threads' doing; a flush or a
+        // writer seen in one stall's samples and not another's is named in some.
+        if !["cpu-contention", "mapped-write", "memory-pressure"].contains(&id) {
             assert!(named.iter().all(|n| *n), "{id}: a run did not name {who}: {named:?}");
         }
     }

@@ -8,9 +8,9 @@
 use super::common::{Helper, args, mount_slow_writes, ms, quiet_launch, run_jvm};
 use crate::lab::model::Published;
 use crate::lab::scenario::{Ctx, Measured, Scenario, Spec, VariantSpec};
-use crate::lab::verdict::Expect;
+use crate::lab::verdict::{Expect, ExpectWho};
 use anyhow::{Context, Result};
-use doctor::Cause;
+use doctor::{Cause, InstigatorKind};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -56,7 +56,11 @@ impl Scenario for MappedWrite {
             ("update_max_ms", "the writer's slowest update (ms)"),
             ("ttsp_max_ms", "TTSP max in the JVM log (ms)"),
         ],
-        who: None,
+        who: Some(ExpectWho {
+            kind: InstigatorKind::Writer,
+            name: "journal-flusher",
+            needs_tracepoints: false,
+        }),
     };
     const VARIANTS: &'static [(Variant, VariantSpec)] = &[
         (

@@ -11,9 +11,9 @@ use super::common::{args, ms, quiet_launch, run_jvm};
 use crate::inject::cgroup::TempCgroup;
 use crate::lab::model::Published;
 use crate::lab::scenario::{Ctx, Measured, Scenario, Spec, VariantSpec};
-use crate::lab::verdict::Expect;
+use crate::lab::verdict::{Expect, ExpectWho};
 use anyhow::{Context, Result};
-use doctor::Cause;
+use doctor::{Cause, InstigatorKind};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
@@ -54,7 +54,11 @@ impl Scenario for MemoryPressure {
             ("limit_hits", "times the cgroup hit its limit"),
             ("request_p99_ms", "safepoint request p99 (ms)"),
         ],
-        who: None,
+        who: Some(ExpectWho {
+            kind: InstigatorKind::Writer,
+            name: "file-writer",
+            needs_tracepoints: false,
+        }),
     };
     const VARIANTS: &'static [(Variant, VariantSpec)] = &[
         (

@@ -15,7 +15,7 @@
 
 use procwatch::clock::mono_ns;
 use procwatch::vmops::{VmOperation, VmOps};
-use recording::{Appender, CpuTaker, Freezer, Who, WhoProcess, WhoThread};
+use recording::{Appender, CpuTaker, Freezer, IoTaker, Who, WhoProcess, WhoThread};
 use std::collections::HashSet;
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
 use std::time::Duration;
@@ -29,6 +29,10 @@ const END_PATIENCE: Duration = Duration::from_millis(100);
 const ATTACH_TRIES: u32 = 5;
 /// Processes kept of those that took the CPUs in a stall.
 const MAX_TAKERS: usize = 8;
+/// Threads and processes kept of those that read or wrote storage in a stall, and the least
+/// they read or wrote to be kept.
+const MAX_IO: usize = 8;
+const MIN_IO_BYTES: u64 = 1 << 20;
 /// How far before a stall signals to the process are looked for (a SIGSTOP comes first).
 const SIGNALS_BEFORE_NS: u64 = 2_000_000_000;
 /// How far back the SIGQUIT behind a thread dump the signal dispatcher asked for is looked for:
@@ -94,6 +98,8 @@ struct Open {
     stall: u32,
     t: u64,
     cpu: Vec<procwatch::cpuuse::ProcCpu>,
+    /// The target's threads' storage reads and writes at the first look.
+    io: Vec<(i32, String, u64, u64)>,
     /// The last VM operation written (its class and caller), the last stop state.
     last_op: Option<(String, Option<i32>)>,
     last_stop: Option<(char, i32, Option<String>)>,
@@ -148,6 +154,7 @@ impl Looker {
                         stall,
                         t,
                         cpu: procwatch::cpuuse::snapshot(),
+                        io: procwatch::cpuuse::thread_io(self.pid),
                         last_op: None,
                         last_stop: None,
                         last_sync: None,
@@ -404,6 +411,65 @@ impl Looker {
             others_ns,
             takers,
         };
+        self.line(&w);
+        self.io_use(&after, to);
+    }
+
+    /// Who read or wrote storage between the stall's first look and `to`: the target's own
+    /// threads, and other processes (`after` is every process's snapshot at `to`).
+    fn io_use(&mut self, after: &[procwatch::cpuuse::ProcCpu], to: u64) {
+        let Some(open) = self.open.as_ref() else { return };
+        let me = std::process::id() as i32;
+        let mut takers: Vec<IoTaker> = Vec::new();
+        for (tid, comm, r, w) in procwatch::cpuuse::thread_io(self.pid) {
+            let Some((_, _, r0, w0)) = open.io.iter().find(|x| x.0 == tid) else { continue };
+            let (read_bytes, write_bytes) = (r.saturating_sub(*r0), w.saturating_sub(*w0));
+            if read_bytes + write_bytes >= MIN_IO_BYTES {
+                takers.push(IoTaker {
+                    pid: self.pid,
+                    tid: Some(tid),
+                    comm,
+                    read_bytes,
+                    write_bytes,
+                    cgroup: String::new(),
+                    user: None,
+                    cmdline: vec![],
+                    container: None,
+                });
+            }
+        }
+        for t in procwatch::cpuuse::taken(&open.cpu, after) {
+            let Some((read_bytes, write_bytes)) = t.io else { continue };
+            if t.pid == self.pid || t.pid == me || read_bytes + write_bytes < MIN_IO_BYTES {
+                continue;
+            }
+            takers.push(IoTaker {
+                pid: t.pid,
+                tid: None,
+                comm: t.comm,
+                read_bytes,
+                write_bytes,
+                cgroup: String::new(),
+                user: None,
+                cmdline: vec![],
+                container: None,
+            });
+        }
+        if takers.is_empty() {
+            return;
+        }
+        takers.sort_by_key(|t| std::cmp::Reverse(t.read_bytes + t.write_bytes));
+        takers.truncate(MAX_IO);
+        for t in takers.iter_mut().filter(|t| t.tid.is_none()) {
+            if let Some(p) = procwatch::process::describe(t.pid) {
+                t.comm = p.comm;
+                t.cgroup = p.cgroup;
+                t.user = p.user;
+                t.cmdline = p.cmdline;
+                t.container = p.container;
+            }
+        }
+        let w = Who::IoUse { stall: open.stall, from: open.t, to, takers };
         self.line(&w);
     }
 }
