@@ -66,15 +66,48 @@ pub fn parse(pid: i32, stat: &str) -> Option<ProcCpu> {
     })
 }
 
-/// Every process's CPU use now (kernel threads too: `kswapd` taking a CPU is news).
+/// A kernel thread (`PF_KTHREAD` in its `stat` flags, field 9): it does no I/O of its own.
+fn kernel_thread(stat: &str) -> bool {
+    const PF_KTHREAD: u64 = 0x0020_0000;
+    stat.rfind(')')
+        .and_then(|c| stat[c + 1..].split_whitespace().nth(6))
+        .and_then(|f| f.parse::<u64>().ok())
+        .is_some_and(|f| f & PF_KTHREAD != 0)
+}
+
+/// A small `/proc` file read whole into `buf` with one open, one read and one close (no
+/// `statx`: `/proc` files have no size to ask for).
+fn read_small<'a>(path: &str, buf: &'a mut Vec<u8>) -> Option<&'a str> {
+    use std::io::Read;
+    let mut f = std::fs::File::open(path).ok()?;
+    buf.clear();
+    buf.resize(4096, 0);
+    let mut n = 0;
+    loop {
+        let got = f.read(&mut buf[n..]).ok()?;
+        n += got;
+        if got == 0 || n < buf.len() {
+            break;
+        }
+        buf.resize(buf.len() * 2, 0);
+    }
+    buf.truncate(n);
+    std::str::from_utf8(buf).ok()
+}
+
+/// Every process's CPU use now (kernel threads too: `kswapd` taking a CPU is news), and its
+/// storage I/O where this user may read it (not for kernel threads, which have none).
 pub fn snapshot() -> Vec<ProcCpu> {
+    let mut buf = Vec::with_capacity(4096);
     crate::jvms::pids()
         .into_iter()
         .filter_map(|pid| {
-            let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-            let mut p = parse(pid, &s)?;
-            p.io =
-                std::fs::read_to_string(format!("/proc/{pid}/io")).ok().and_then(|t| parse_io(&t));
+            let s = read_small(&format!("/proc/{pid}/stat"), &mut buf)?;
+            let kernel = kernel_thread(s);
+            let mut p = parse(pid, s)?;
+            if !kernel {
+                p.io = read_small(&format!("/proc/{pid}/io"), &mut buf).and_then(parse_io);
+            }
             Some(p)
         })
         .collect()
@@ -173,6 +206,11 @@ mod tests {
             })
         );
         assert_eq!(parse(1, "1 (x) S 0"), None);
+        assert!(kernel_thread("2 (kthreadd) S 0 0 0 0 -1 2129984 0 0 0 0 0 0 0 0 20 0 1 0 0"));
+        assert!(!kernel_thread(s));
+        let mut buf = Vec::new();
+        let me = read_small("/proc/self/stat", &mut buf).unwrap().to_string();
+        assert!(parse(1, &me).is_some(), "{me}");
     }
 
     #[test]

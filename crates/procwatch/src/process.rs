@@ -168,47 +168,91 @@ pub fn cgroup_path(g: &crate::cgroup::Cgroups) -> String {
 
 /// Who `pid` is: `None` only when it is gone (or never was).
 pub fn describe(pid: i32) -> Option<ProcessInfo> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let (comm, _, ppid, starttime) = parse_stat_head(&stat)?;
-    // A program started through /proc/self/exe (stallscope's own helpers, many launchers) is
-    // named `exe`: its executable's name says who it is.
-    let comm = if comm == "exe" {
-        std::fs::read_link(format!("/proc/{pid}/exe"))
-            .ok()
-            .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
-            .unwrap_or(comm)
-    } else {
-        comm
-    };
-    let uid = std::fs::read_to_string(format!("/proc/{pid}/status")).ok().and_then(|s| uid_of(&s));
-    let cgroup = cgroup_path(&crate::cgroup::of(pid));
-    let mut ancestors = Vec::new();
-    let mut up = ppid;
-    while up > 0 && ancestors.len() < MAX_ANCESTORS {
-        let Some((c, _, p, _)) = std::fs::read_to_string(format!("/proc/{up}/stat"))
-            .ok()
-            .and_then(|s| parse_stat_head(&s))
-        else {
-            break;
-        };
-        ancestors.push((up, c));
-        if p == up {
-            break;
+    Describer::default().describe(pid)
+}
+
+/// Names processes again and again at little cost: the cgroup mounts and the users read once,
+/// and each process (by pid and start time: a pid reused is a new process) described once.
+#[derive(Default)]
+pub struct Describer {
+    mounts: Option<Vec<(String, String, std::path::PathBuf)>>,
+    passwd: Option<String>,
+    known: std::collections::HashMap<(i32, u64), ProcessInfo>,
+}
+
+/// Processes a [`Describer`] remembers before it forgets them all.
+const MAX_KNOWN: usize = 512;
+
+impl Describer {
+    /// Who `pid` is now; `None` only when it is gone.
+    pub fn describe(&mut self, pid: i32) -> Option<ProcessInfo> {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        let (comm, _, ppid, starttime) = parse_stat_head(&stat)?;
+        if let Some(p) = self.known.get(&(pid, starttime)) {
+            // Only its name can change (an exec): then it is described again.
+            if p.comm == comm || comm == "exe" {
+                return Some(p.clone());
+            }
         }
-        up = p;
+        // A program started through /proc/self/exe (stallscope's own helpers, many launchers)
+        // is named `exe`: its executable's name says who it is.
+        let comm = if comm == "exe" {
+            std::fs::read_link(format!("/proc/{pid}/exe"))
+                .ok()
+                .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+                .unwrap_or(comm)
+        } else {
+            comm
+        };
+        let uid =
+            std::fs::read_to_string(format!("/proc/{pid}/status")).ok().and_then(|s| uid_of(&s));
+        let mounts = self.mounts.get_or_insert_with(crate::cgroup::mounts);
+        let groups = crate::cgroup::parse(
+            &std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap_or_default(),
+            mounts,
+        );
+        let cgroup = cgroup_path(&groups);
+        let mut ancestors = Vec::new();
+        let mut up = ppid;
+        while up > 0 && ancestors.len() < MAX_ANCESTORS {
+            let Some((c, _, p, _)) = std::fs::read_to_string(format!("/proc/{up}/stat"))
+                .ok()
+                .and_then(|s| parse_stat_head(&s))
+            else {
+                break;
+            };
+            ancestors.push((up, c));
+            if p == up {
+                break;
+            }
+            up = p;
+        }
+        let user = uid.and_then(|u| {
+            let found = self.passwd.as_deref().and_then(|t| user_in(t, u));
+            found.or_else(|| {
+                // Read again: a user added since.
+                self.passwd = std::fs::read_to_string("/etc/passwd").ok();
+                self.passwd.as_deref().and_then(|t| user_in(t, u))
+            })
+        });
+        let p = ProcessInfo {
+            pid,
+            comm,
+            cmdline: short_cmdline(pid),
+            uid,
+            user,
+            ppid: Some(ppid),
+            ancestors,
+            container: container_of(&cgroup),
+            cgroup,
+            starttime,
+        };
+        if self.known.len() >= MAX_KNOWN {
+            self.known.clear();
+        }
+        self.known.insert((pid, starttime), p.clone());
+        Some(p)
     }
-    Some(ProcessInfo {
-        pid,
-        comm,
-        cmdline: short_cmdline(pid),
-        uid,
-        user: uid.and_then(user_name),
-        ppid: Some(ppid),
-        ancestors,
-        container: container_of(&cgroup),
-        cgroup,
-        starttime,
-    })
 }
 
 #[cfg(test)]
@@ -271,5 +315,8 @@ mod tests {
         assert_eq!(me.uid, Some(unsafe { libc::getuid() }));
         assert!(me.label().contains(&format!("pid {}", me.pid)));
         assert_eq!(describe(i32::MAX), None);
+        let mut d = Describer::default();
+        assert_eq!(d.describe(me.pid), Some(me.clone()), "the same, described once");
+        assert_eq!(d.describe(me.pid), Some(me), "and remembered");
     }
 }

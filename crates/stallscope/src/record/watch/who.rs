@@ -9,7 +9,8 @@
 //! - The watch loop never waits for this thread, except at a stall's end, for at most
 //!   [`END_PATIENCE`], so that the stall's lines are written before its end event.
 //! - Only reads: the JVM's memory, `/proc`, tracefs. Nothing is asked of the JVM.
-//! - Bounded: one look per [`POLL`] while a stall lasts, nothing between stalls; the attach
+//! - Bounded: one look per [`poll`] interval while a stall lasts (10 ms in its first second,
+//!   less and less often after), nothing between stalls; the attach
 //!   listener's clients are looked for at most [`ATTACH_TRIES`] times a stall; every line is
 //!   written once per change.
 
@@ -20,8 +21,16 @@ use std::collections::HashSet;
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
 use std::time::Duration;
 
-/// How often the VM operation and the process's state are looked at while a stall lasts.
-const POLL: Duration = Duration::from_millis(10);
+/// How often the VM operation and the process's state are looked at while a stall lasts: every
+/// 10 ms for its first second (most stalls), then less and less often (an operation or a stop
+/// that lasts is seen by then; a change is seen within a tenth of what it lasted so far).
+fn poll(age_ns: u64) -> Duration {
+    match age_ns {
+        a if a < 1_000_000_000 => Duration::from_millis(10),
+        a if a < 10_000_000_000 => Duration::from_millis(50),
+        _ => Duration::from_millis(250),
+    }
+}
 /// How long the watch loop waits at a stall's end for that stall's lines.
 const END_PATIENCE: Duration = Duration::from_millis(100);
 /// Looks for the attach listener's clients in one stall (a client may connect a moment after
@@ -33,6 +42,8 @@ const MAX_TAKERS: usize = 8;
 /// they read or wrote to be kept.
 const MAX_IO: usize = 8;
 const MIN_IO_BYTES: u64 = 1 << 20;
+/// A look at every process this recent at a stall's begin is its first (the last stall's end).
+const REUSE_LOOK_NS: u64 = 100_000_000;
 /// How far before a stall signals to the process are looked for (a SIGSTOP comes first).
 const SIGNALS_BEFORE_NS: u64 = 2_000_000_000;
 /// How far back the SIGQUIT behind a thread dump the signal dispatcher asked for is looked for:
@@ -104,6 +115,8 @@ struct Open {
     last_op: Option<(String, Option<i32>)>,
     last_stop: Option<(char, i32, Option<String>)>,
     last_sync: Option<procwatch::vmops::SafepointState>,
+    /// It was seen stopped or frozen at some look.
+    saw_stop: bool,
     attach_tries: u32,
     attach_found: bool,
     signals_seen: HashSet<(u64, i32, i32)>,
@@ -117,6 +130,10 @@ struct Looker {
     mounts: Vec<(String, String, std::path::PathBuf)>,
     open: Option<Open>,
     noted: HashSet<String>,
+    /// Names the processes seen, each once.
+    describer: procwatch::process::Describer,
+    /// The last look at every process, and when: the next stall's first, if it begins soon.
+    last_look: Option<(u64, Vec<procwatch::cpuuse::ProcCpu>)>,
 }
 
 impl Looker {
@@ -129,6 +146,8 @@ impl Looker {
             mounts: procwatch::cgroup::mounts(),
             open: None,
             noted: HashSet::new(),
+            describer: procwatch::process::Describer::default(),
+            last_look: None,
         }
     }
 
@@ -136,8 +155,8 @@ impl Looker {
         // What the VM operation is read with: read once, before the first stall needs it.
         self.ops = Some(VmOps::open(self.pid).map_err(|e| e.to_string()));
         loop {
-            let msg = if self.open.is_some() {
-                match rx.recv_timeout(POLL) {
+            let msg = if let Some(o) = &self.open {
+                match rx.recv_timeout(poll(mono_ns().saturating_sub(o.t))) {
                     Ok(m) => Some(m),
                     Err(RecvTimeoutError::Timeout) => None,
                     Err(RecvTimeoutError::Disconnected) => return,
@@ -150,14 +169,21 @@ impl Looker {
             };
             match msg {
                 Some(Msg::Begin { stall, t }) => {
+                    // The last stall's end look, if it was just now (a storm of stalls): one
+                    // look at every process a stall, not two.
+                    let (from, cpu) = match self.last_look.take() {
+                        Some((at, cpu)) if t.saturating_sub(at) < REUSE_LOOK_NS => (at, cpu),
+                        _ => (t, procwatch::cpuuse::snapshot()),
+                    };
                     self.open = Some(Open {
                         stall,
-                        t,
-                        cpu: procwatch::cpuuse::snapshot(),
+                        t: from,
+                        cpu,
                         io: procwatch::cpuuse::thread_io(self.pid),
                         last_op: None,
                         last_stop: None,
                         last_sync: None,
+                        saw_stop: false,
                         attach_tries: 0,
                         attach_found: false,
                         signals_seen: HashSet::new(),
@@ -167,7 +193,11 @@ impl Looker {
                 Some(Msg::End { stall, t, done }) => {
                     if self.open.as_ref().is_some_and(|o| o.stall == stall) {
                         self.look();
-                        self.signals(t);
+                        // Signals matter to a stall the process was stopped in (the ring is
+                        // read then, too: this catches one sent after that read).
+                        if self.open.as_ref().is_some_and(|o| o.saw_stop) {
+                            self.signals(t);
+                        }
                         self.cpu_use(t);
                         self.open = None;
                     }
@@ -299,6 +329,7 @@ impl Looker {
             return;
         }
         open.last_stop = Some(key);
+        open.saw_stop = true;
         let freezer = frozen.map(|f| Freezer {
             version: match f.version {
                 procwatch::cgroup::Version::V1 => "v1".into(),
@@ -309,7 +340,7 @@ impl Looker {
             state: f.state,
         });
         let tracer =
-            (tracer > 0).then(|| procwatch::process::describe(tracer)).flatten().map(Into::into);
+            (tracer > 0).then(|| self.describer.describe(tracer)).flatten().map(Into::into);
         self.line(&Who::Stopped { t: mono_ns(), stall, state, tracer, freezer });
         self.signals(mono_ns());
     }
@@ -351,7 +382,7 @@ impl Looker {
                     if !o.signals_seen.insert((t, sender_tid, sig)) {
                         continue;
                     }
-                    let sender = sender_of(sender_tid, &sender_comm);
+                    let sender = sender_of(&mut self.describer, sender_tid, &sender_comm);
                     self.line(&Who::Signal { t, stall, sig, target, sender });
                 }
                 procwatch::trace::WhoEvent::Freeze { t, writer_tid, writer_comm, path, frozen } => {
@@ -363,7 +394,7 @@ impl Looker {
                     if !ours || !o.signals_seen.insert((t, writer_tid, -1)) {
                         continue;
                     }
-                    let writer = sender_of(writer_tid, &writer_comm);
+                    let writer = sender_of(&mut self.describer, writer_tid, &writer_comm);
                     self.line(&Who::FreezeWritten { t, stall, cgroup: path, frozen, writer });
                 }
             }
@@ -389,7 +420,7 @@ impl Looker {
             }
             others_ns += ns;
             if takers.len() < MAX_TAKERS {
-                let p = procwatch::process::describe(t.pid);
+                let p = self.describer.describe(t.pid);
                 takers.push(CpuTaker {
                     pid: t.pid,
                     comm: p.as_ref().map_or(t.comm, |p| p.comm.clone()),
@@ -413,6 +444,7 @@ impl Looker {
         };
         self.line(&w);
         self.io_use(&after, to);
+        self.last_look = Some((to, after));
     }
 
     /// Who read or wrote storage between the stall's first look and `to`: the target's own
@@ -461,7 +493,7 @@ impl Looker {
         takers.sort_by_key(|t| std::cmp::Reverse(t.read_bytes + t.write_bytes));
         takers.truncate(MAX_IO);
         for t in takers.iter_mut().filter(|t| t.tid.is_none()) {
-            if let Some(p) = procwatch::process::describe(t.pid) {
+            if let Some(p) = self.describer.describe(t.pid) {
                 t.comm = p.comm;
                 t.cgroup = p.cgroup;
                 t.user = p.user;
@@ -485,7 +517,7 @@ fn comm(pid: i32, tid: i32) -> String {
 /// name the trace gave it, before and after it is described (not a later process with its id,
 /// nor the program it has since exec'd: a shell's `kill -3 $P; sleep 1` is `sleep` a moment
 /// later); else only what the trace said.
-fn sender_of(tid: i32, comm: &str) -> WhoProcess {
+fn sender_of(d: &mut procwatch::process::Describer, tid: i32, comm: &str) -> WhoProcess {
     let named =
         || std::fs::read_to_string(format!("/proc/{tid}/comm")).is_ok_and(|c| c.trim_end() == comm);
     let traced = WhoProcess { pid: tid, comm: comm.to_string(), ..Default::default() };
@@ -496,7 +528,7 @@ fn sender_of(tid: i32, comm: &str) -> WhoProcess {
         .ok()
         .and_then(|s| s.lines().find_map(|l| l.strip_prefix("Tgid:"))?.trim().parse().ok());
     let Some(tgid) = tgid else { return traced };
-    match procwatch::process::describe(tgid) {
+    match d.describe(tgid) {
         Some(p) if named() && (tgid != tid || p.comm == comm || comm == "exe") => p.into(),
         _ => WhoProcess { pid: tgid, ..traced },
     }
