@@ -96,7 +96,8 @@ pub fn assign(findings: &mut [Finding], inp: &WhoInputs, safepoint: Option<&Safe
 
 /// Whether the instigator's fix is the finding's: the operation was long because someone asked
 /// for it, the process was stopped by someone, the CPUs were taken by others, or memory was
-/// mapped by a thread of its own.
+/// mapped by a thread of its own. A writer's or flusher's fix is shown beside the cause's, which
+/// names the file and the mechanism.
 fn answers(cause: Cause, i: &Instigator) -> bool {
     match cause {
         Cause::LongVmOperation => matches!(
@@ -106,9 +107,6 @@ fn answers(cause: Cause, i: &Instigator) -> bool {
         Cause::Frozen => true,
         Cause::CpuStarvation => i.kind == InstigatorKind::CpuNeighbours,
         Cause::MmapLock | Cause::TlbShootdown => i.kind == InstigatorKind::MemoryMapper,
-        Cause::MappedWriteback | Cause::MemoryReclaim | Cause::MemcgHigh | Cause::VmThreadIo => {
-            i.kind == InstigatorKind::Writer
-        }
         _ => false,
     }
 }

@@ -147,6 +147,23 @@ fn instigators(r: &Value) -> Vec<(&Value, &str, &Value)> {
     out
 }
 
+/// One row of the table of cases the closing note and docs/instigators.md give: printed (see
+/// it with `cargo test --test who -- --nocapture | grep WHO-ROW`).
+fn row(case: &str, jdk: Jdk, mode: &str, finding: &Value) {
+    let i = &finding["instigator"];
+    let named = if i.is_null() {
+        "no".to_string()
+    } else {
+        format!("yes: {} `{}`", i["kind"].as_str().unwrap_or(""), i["name"].as_str().unwrap_or(""))
+    };
+    let fix = i["fix"].as_str().filter(|f| !f.is_empty()).or(finding["fix"].as_str()).unwrap_or("");
+    println!(
+        "WHO-ROW | {case} | {} | {mode} | {} | {named} | {fix} |",
+        jdk.feature(),
+        finding["cause"].as_str().unwrap_or("")
+    );
+}
+
 /// `jcmd PID ARGS…` of the JDK of `java`, started.
 fn jcmd(java: &Path, pid: i32, args: &[&str]) -> Child {
     Command::new(java.parent().unwrap().join("jcmd"))
@@ -206,6 +223,13 @@ fn a_heap_dump_asked_with_jcmd_is_laid_at_jcmd_and_its_wait_for_cpus_at_the_hogs
             })
             .collect();
         assert!(!by_jcmd.is_empty(), "{jdk:?}: the heap dump is not laid at jcmd: {who:?}");
+        let f = dumped[0]["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["instigator"]["kind"] == "attach-client")
+            .unwrap_or(&dumped[0]["findings"][0]);
+        row("jcmd GC.heap_dump", jdk, "run", f);
         for (_, cause, i) in &by_jcmd {
             assert_eq!(i["pid"], jcmd_pid, "{jdk:?}: {i}");
             assert_eq!(i["name"], "jcmd", "{jdk:?}: {i}");
@@ -225,6 +249,14 @@ fn a_heap_dump_asked_with_jcmd_is_laid_at_jcmd_and_its_wait_for_cpus_at_the_hogs
             let taken: Vec<_> =
                 who.iter().filter(|(_, _, i)| i["kind"] == "cpu-neighbours").collect();
             assert!(!taken.is_empty(), "{jdk:?}: the CPU hogs are not named: {who:?}");
+            let f = dumped[0]["findings"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|f| f["instigator"]["kind"] == "cpu-neighbours");
+            if let Some(f) = f {
+                row("CPU hogs in a cgroup of their own", jdk, "run", f);
+            }
             for (_, cause, i) in taken {
                 assert_eq!(*cause, "cpu-starvation", "{jdk:?}");
                 let p = &i["processes"][0];
@@ -260,6 +292,14 @@ fn a_thread_of_the_jvm_asking_for_a_full_gc_is_named_with_its_code() {
             })
             .collect();
         assert!(who.len() >= 3, "{jdk:?}: each System.gc() named: {}", rec.display());
+        let first = report["stalls"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|s| s["findings"].as_array().unwrap())
+            .find(|f| f["instigator"]["kind"] == "java-thread")
+            .unwrap();
+        row("System.gc() from a thread of the JVM", jdk, "run", first);
         for (_, cause, i) in &who {
             assert_eq!(i["kind"], "java-thread", "{jdk:?}: {i}");
             assert_eq!(i["name"], "main", "{jdk:?}: {i}");
@@ -312,6 +352,7 @@ fn a_jvm_stopped_by_a_signal_or_a_debugger_names_the_sender_or_the_debugger() {
         finish(r);
         let report = report_json(&rec);
         let (f, i) = frozen(&report);
+        row("SIGSTOP from a shell", jdk, "run (root)", f);
         assert_eq!(i["kind"], "signal", "{jdk:?}: {f}");
         assert_eq!(i["pid"], sender_pid, "{jdk:?}: {i}");
         assert_eq!(i["name"], "bash", "{jdk:?}: {i}");
@@ -336,6 +377,7 @@ fn a_jvm_stopped_by_a_signal_or_a_debugger_names_the_sender_or_the_debugger() {
     finish(r);
     let report = report_json(&rec);
     let (f, i) = frozen(&report);
+    row("gdb attached", Jdk::J17, "run", f);
     assert_eq!(i["kind"], "tracer", "{f}");
     assert_eq!((&i["pid"], &i["name"]), (&Value::from(gdb_pid), &Value::from("gdb")), "{i}");
     let _ = std::fs::remove_dir_all(&d);
@@ -369,6 +411,8 @@ fn a_jvm_in_a_frozen_cgroup_is_stopped_by_the_freezer_not_waiting_for_io() {
         finish(r);
         let report = report_json(&rec);
         let (f, i) = frozen(&report);
+        let case = if v2 { "cgroup v2 freezer" } else { "cgroup v1 freezer" };
+        row(case, jdk, "run (root)", f);
         let path = format!("/stallscope-test-freeze-{}", std::process::id());
         assert_eq!(i["kind"], "freezer", "{jdk:?} v2={v2}: {f}");
         assert_eq!(i["cgroup"], path.as_str(), "{jdk:?} v2={v2}: {i}");
@@ -411,6 +455,7 @@ fn without_root_the_sender_of_a_stop_is_not_guessed_and_the_report_says_how_to_f
     finish(r);
     let report = report_json(&rec);
     let (f, i) = frozen(&report);
+    row("SIGSTOP, recorded without root", Jdk::J17, "run (not root)", f);
     assert!(i.is_null(), "no instigator without the tracepoint: {f}");
     let evidence = f["evidence"].to_string();
     assert!(evidence.contains("run stallscope as root"), "{evidence}");
@@ -473,6 +518,11 @@ fn attach_and_watch_name_the_tool_behind_a_vm_operation_too() {
         "{now}"
     );
     let report = report_json(&rec);
+    if let Some(s) =
+        report["stalls"].as_array().unwrap().iter().max_by_key(|s| s["duration_ns"].as_u64())
+    {
+        row("jcmd Thread.print held by a loop", Jdk::J17, "attach", &s["findings"][0]);
+    }
     let named = instigators(&report)
         .into_iter()
         .any(|(_, _, i)| i["kind"] == "attach-client" && i["pid"] == jcmd_pid);
@@ -518,6 +568,13 @@ fn attach_and_watch_name_the_tool_behind_a_vm_operation_too() {
         .iter()
         .find(|e| e["instigator"]["kind"] == "attach-client")
         .unwrap_or_else(|| panic!("watch: no event names the attach client: {events:?}"));
+    println!(
+        "WHO-ROW | jcmd GC.heap_dump | 17 | watch (outside) | {} | yes: {} `{}` | {} |",
+        e["cause"].as_str().unwrap_or(""),
+        e["instigator"]["kind"].as_str().unwrap_or(""),
+        e["instigator"]["name"].as_str().unwrap_or(""),
+        e["fix"].as_str().unwrap_or("")
+    );
     assert_eq!(e["instigator"]["pid"], jcmd_pid, "{e}");
     assert_eq!(e["instigator"]["name"], "jcmd", "{e}");
     std::fs::write(&go, "").unwrap();
