@@ -320,6 +320,7 @@ fn diagnose_stall(
     floor: u64,
     samples: &[&Sample],
     meter_tid: Option<i32>,
+    all_names: &HashMap<i32, String>,
 ) -> StallReport {
     let meta = &rec.meta;
     let stall = seen.stall;
@@ -460,12 +461,16 @@ fn diagnose_stall(
             (span.start_ns, span.start_ns + duration),
         );
     }
+    // Java names from every stall's table where this one's lacks a thread (the agent's table
+    // of the first stalls may not be written yet): a thread keeps its id.
+    let mut who_names = all_names.clone();
+    who_names.extend(names.iter().map(|(k, v)| (*k, v.clone())));
     let who = crate::instigator::WhoInputs {
         stall,
         lines: rec.who.iter().filter(|w| w.stall() == stall).collect(),
         has_who: rec.has_who,
         tracepoints: meta.tracepoints,
-        names: &names,
+        names: &who_names,
         start_ns: full.start_ns,
         end_ns: span.end_ns,
         samples,
@@ -700,6 +705,11 @@ pub fn diagnose(rec: &Recording) -> Report {
             s.start_ns = prev_end.min(s.end_ns);
         }
     }
+    let all_names: HashMap<i32, String> = rec
+        .context
+        .iter()
+        .flat_map(|c| c.java_threads.iter().filter(|j| j.tid > 0).map(|j| (j.tid, j.name.clone())))
+        .collect();
     let mut stalls: Vec<StallReport> = spans
         .iter()
         .enumerate()
@@ -711,6 +721,7 @@ pub fn diagnose(rec: &Recording) -> Report {
                 floor,
                 by_stall.get(&span.stall).map_or(&[][..], |v| &v[..]),
                 meter_tid,
+                &all_names,
             )
         })
         .collect();

@@ -199,9 +199,9 @@ fn op_kind(op: &str, stack: &[String]) -> OpKind {
         }
         "RedefineClasses" | "ChangeBreakpoints" => OpKind::Redefine,
         _ if explicit => OpKind::ExplicitGc,
-        o if o.contains("CollectForAllocation") || o.contains("CollectForMetadataAllocation") => {
-            OpKind::AllocationGc
-        }
+        // G1CollectForAllocation, ParallelGCFailedAllocation, GenCollectForAllocation,
+        // CollectForMetadataAllocation …
+        o if o.contains("Allocation") => OpKind::AllocationGc,
         _ => OpKind::Other,
     }
 }

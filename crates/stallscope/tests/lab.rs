@@ -196,8 +196,8 @@ fn the_quick_lab_runs_every_scenario_and_cleans_up() {
         }
     }
     // Who set the stalls off, where the scenario knows it (as root, the tracepoints too): every
-    // run graded names them; under CPU contention, where a run's stalls may be the JVM's own
-    // threads' doing, at least one does.
+    // baseline run graded names them; under CPU contention, where a run's stalls may be the
+    // JVM's own threads' doing, at least one does.
     for (id, who) in [
         ("counted-loop", "java-thread \"safepoint-trigger\""),
         ("mmap-fault", "java-thread \"main\""),

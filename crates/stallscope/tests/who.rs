@@ -334,6 +334,58 @@ fn frozen(report: &Value) -> (&Value, &Value) {
 }
 
 #[test]
+fn a_remote_jmx_client_asking_for_thread_dumps_is_named_with_its_address() {
+    need_root();
+    let _one = exclusive();
+    for jdk in [Jdk::J17, Jdk::J25] {
+        let d = scratch(&format!("who-jmx-{}", jdk.feature()));
+        let rec = d.join("rec");
+        // A free port for the JVM's JMX agent.
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let agent = [
+            format!("-Dcom.sun.management.jmxremote.port={port}"),
+            format!("-Dcom.sun.management.jmxremote.rmi.port={port}"),
+            "-Dcom.sun.management.jmxremote.authenticate=false".into(),
+            "-Dcom.sun.management.jmxremote.ssl=false".into(),
+            "-Djava.rmi.server.hostname=127.0.0.1".into(),
+        ];
+        let mut args: Vec<&str> = agent.iter().map(String::as_str).collect();
+        // Many threads, so that each dump stops the JVM for a while.
+        args.extend(["-jar", workloads_jar_str(), "idle", "--duration", "10s", "--threads", "400"]);
+        let (r, pid) = run(&rec, &jdk.java(), &args);
+        jvm_started(pid);
+        let client = poll(Duration::from_secs(20), Duration::from_millis(300), || {
+            let o = Command::new(jdk.java())
+                .args(["-jar", workloads_jar_str(), "jmx-dump", "--port", &port.to_string()])
+                .args(["--count", "4", "--every", "300ms"])
+                .output()
+                .unwrap();
+            o.status.success().then_some(o)
+        });
+        assert!(client.is_some(), "{jdk:?}: the JMX client never got through to port {port}");
+        finish(r);
+        let report = report_json(&rec);
+        let remote: Vec<_> = instigators(&report)
+            .into_iter()
+            .filter(|(s, _, i)| s["safepoint"]["op"] == "ThreadDump" && i["kind"] == "remote-jmx")
+            .collect();
+        assert!(
+            !remote.is_empty(),
+            "{jdk:?}: no dump laid at the remote client: {}",
+            rec.display()
+        );
+        for (_, _, i) in &remote {
+            assert_eq!(i["address"], "127.0.0.1", "{jdk:?}: {i}");
+            assert_eq!(i["name"], "RMI TCP Connection", "{jdk:?}: {i}");
+        }
+        let (s, _, i) = remote[0];
+        let f = s["findings"].as_array().unwrap().iter().find(|f| f["instigator"] == *i).unwrap();
+        row("a remote JMX client's thread dumps", jdk, "run", f);
+        let _ = std::fs::remove_dir_all(&d);
+    }
+}
+
+#[test]
 fn a_jvm_stopped_by_a_signal_or_a_debugger_names_the_sender_or_the_debugger() {
     need_root();
     let _one = exclusive();

@@ -55,8 +55,8 @@ pub struct Spec {
     pub run_secs: (u64, u64),
     /// Secondary measurements shown beside the metric, by their key in a run's metrics.
     pub side_metrics: &'static [(&'static str, &'static str)],
-    /// Who set the stalls off, when the scenario knows it: graded in each run whose stalls are
-    /// of the known cause.
+    /// Who set the stalls off, when the scenario knows it: graded in each baseline run whose
+    /// stalls are of the known cause.
     pub who: Option<verdict::ExpectWho>,
 }
 

@@ -18,6 +18,7 @@ public final class Main {
             System.out.println("  heap-gc         timed full GCs of a live heap (the swap and slow-log scenarios)");
             System.out.println("  memory-squeeze  fresh memory needed while the page cache fills (the memory-pressure scenario)");
             System.out.println("  set-memory      a huge Unsafe.setMemory that holds every safepoint (the frames benchmark)");
+            System.out.println("  jmx-dump        a remote JMX client asking another JVM for thread dumps");
             return;
         }
         String[] rest = Arrays.copyOfRange(args, 1, args.length);
@@ -31,8 +32,9 @@ public final class Main {
             case "heap-gc": HeapGc.main(rest); break;
             case "memory-squeeze": MemorySqueeze.main(rest); break;
             case "set-memory": SetMemory.main(rest); break;
+            case "jmx-dump": JmxDump.main(rest); break;
             default:
-                System.err.println("unknown workload '" + args[0] + "' (counted-loop, mapped-read, mapped-write, tlb-readers, safepoint-storm, idle, heap-gc, memory-squeeze, set-memory)");
+                System.err.println("unknown workload '" + args[0] + "' (counted-loop, mapped-read, mapped-write, tlb-readers, safepoint-storm, idle, heap-gc, memory-squeeze, set-memory, jmx-dump)");
                 System.exit(2);
         }
     }
