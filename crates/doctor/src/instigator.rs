@@ -223,21 +223,10 @@ fn from_caller(inp: &WhoInputs, op: &str, c: &WhoThread, sp: &SafepointView) -> 
     let took = fmt_ns(sp.total_ns);
     let source = "the VM thread's current operation and the thread that asked for it, read from the JVM's memory during the stall (VMThread::_cur_vm_operation)".to_string();
     let base = Instigator {
-        kind: InstigatorKind::JavaThread,
-        name: name.clone(),
-        did: String::new(),
-        pid: None,
         tid: Some(c.tid),
-        command: None,
-        user: None,
-        parents: vec![],
-        cgroup: None,
-        container: None,
-        address: None,
         java_stack: c.frames.clone(),
-        processes: vec![],
         source: source.clone(),
-        fix: String::new(),
+        ..blank(InstigatorKind::JavaThread, name.clone())
     };
     if c.vm_thread {
         return Instigator {
@@ -277,21 +266,11 @@ fn from_caller(inp: &WhoInputs, op: &str, c: &WhoThread, sp: &SafepointView) -> 
         };
         let hint = parents_hint(&p.ancestors);
         return Instigator {
-            kind: InstigatorKind::Signal,
-            name: p.comm.clone(),
             did: format!(
                 "SIGQUIT from {} asked the JVM for a thread dump ({op}){}",
                 p.label(),
                 if p.command().is_empty() { String::new() } else { format!(": {}", p.command()) }
             ),
-            pid: Some(p.pid),
-            tid: None,
-            command: Some(p.command()).filter(|c| !c.is_empty()),
-            user: p.user.clone(),
-            parents: p.ancestors.iter().map(|(pid, c)| format!("{c} (pid {pid})")).collect(),
-            cgroup: Some(p.cgroup.clone()).filter(|c| !c.is_empty()),
-            container: p.container.clone(),
-            java_stack: vec![],
             source: format!(
                 "{source}: the signal dispatcher; SIGQUIT's sender from the kernel's signal:signal_generate tracepoint"
             ),
@@ -299,7 +278,7 @@ fn from_caller(inp: &WhoInputs, op: &str, c: &WhoThread, sp: &SafepointView) -> 
                 "a thread dump on SIGQUIT from {} stopped every thread for {took}: stop sending the JVM SIGQUIT{hint}, or have it dump less often",
                 p.comm
             ),
-            ..base
+            ..process_fields(InstigatorKind::Signal, p)
         };
     }
     if c.comm == "Attach Listener" || name == "Attach Listener" {
@@ -326,8 +305,6 @@ fn from_caller(inp: &WhoInputs, op: &str, c: &WhoThread, sp: &SafepointView) -> 
             };
         };
         let words = if asked.is_empty() { op.to_string() } else { (*asked).clone() };
-        let parents =
-            p.ancestors.iter().map(|(pid, c)| format!("{c} (pid {pid})")).collect::<Vec<_>>();
         // Its parent, unless that is init (which says nothing of who ran it).
         let started_by = p
             .ancestors
@@ -341,20 +318,10 @@ fn from_caller(inp: &WhoInputs, op: &str, c: &WhoThread, sp: &SafepointView) -> 
             _ => "this operation",
         };
         return Instigator {
-            kind: InstigatorKind::AttachClient,
-            name: p.comm.clone(),
             did: format!(
                 "{} asked for `{words}` through the JVM's attach listener{started_by}",
                 p.label()
             ),
-            pid: Some(p.pid),
-            tid: None,
-            command: Some(p.command()).filter(|c| !c.is_empty()),
-            user: p.user.clone(),
-            parents,
-            cgroup: Some(p.cgroup.clone()).filter(|c| !c.is_empty()),
-            container: p.container.clone(),
-            java_stack: vec![],
             source: format!(
                 "{source}: the attach listener; the process at the other end of its connection (sock_diag), and its command line"
             ),
@@ -364,7 +331,7 @@ fn from_caller(inp: &WhoInputs, op: &str, c: &WhoThread, sp: &SafepointView) -> 
                 p.comm,
                 parents_hint(&p.ancestors)
             ),
-            ..base
+            ..process_fields(InstigatorKind::AttachClient, p)
         };
     }
     if name.starts_with("RMI TCP Connection") || c.comm.starts_with("RMI TCP Connect") {
@@ -464,23 +431,37 @@ fn signal_name(sig: i32) -> String {
     }
 }
 
-fn process_fields(p: &WhoProcess) -> Instigator {
+/// An instigator of `kind` named `name`, nothing else known yet.
+fn blank(kind: InstigatorKind, name: String) -> Instigator {
     Instigator {
-        kind: InstigatorKind::Signal,
-        name: p.comm.clone(),
+        kind,
+        name,
         did: String::new(),
-        pid: Some(p.pid),
+        pid: None,
         tid: None,
-        command: Some(p.command()).filter(|c| !c.is_empty()),
-        user: p.user.clone(),
-        parents: p.ancestors.iter().map(|(pid, c)| format!("{c} (pid {pid})")).collect(),
-        cgroup: Some(p.cgroup.clone()).filter(|c| !c.is_empty()),
-        container: p.container.clone(),
+        command: None,
+        user: None,
+        parents: vec![],
+        cgroup: None,
+        container: None,
         address: None,
         java_stack: vec![],
         processes: vec![],
         source: String::new(),
         fix: String::new(),
+    }
+}
+
+/// An instigator of `kind` that is process `p`: its name, pid, command, user, parents, cgroup.
+fn process_fields(kind: InstigatorKind, p: &WhoProcess) -> Instigator {
+    Instigator {
+        pid: Some(p.pid),
+        command: Some(p.command()).filter(|c| !c.is_empty()),
+        user: p.user.clone(),
+        parents: p.ancestors.iter().map(|(pid, c)| format!("{c} (pid {pid})")).collect(),
+        cgroup: Some(p.cgroup.clone()).filter(|c| !c.is_empty()),
+        container: p.container.clone(),
+        ..blank(kind, p.comm.clone())
     }
 }
 
@@ -505,8 +486,8 @@ pub fn stopper(inp: &WhoInputs) -> Result<Instigator, Option<String>> {
             fz.container.as_ref().map(|c| format!(" (the container {c})")).unwrap_or_default();
         let by = writer.map(|w| format!(", frozen by {}", w.label())).unwrap_or_default();
         let mut i = match writer {
-            Some(w) => process_fields(w),
-            None => process_fields(&WhoProcess::default()),
+            Some(w) => process_fields(InstigatorKind::Freezer, w),
+            None => blank(InstigatorKind::Freezer, String::new()),
         };
         if writer.is_none() {
             i.pid = None;
@@ -550,7 +531,7 @@ pub fn stopper(inp: &WhoInputs) -> Result<Instigator, Option<String>> {
                 "{} holds the JVM stopped while it is attached: detach it (gdb: detach), or debug a copy",
                 t.comm
             ),
-            ..process_fields(t)
+            ..process_fields(InstigatorKind::Tracer, t)
         });
     }
     let stop_signal = inp.lines.iter().rev().find_map(|w| match w {
@@ -582,7 +563,7 @@ pub fn stopper(inp: &WhoInputs) -> Result<Instigator, Option<String>> {
                 "{} stopped the JVM with {name}: find why{hint}; SIGCONT resumes it",
                 p.comm
             ),
-            ..process_fields(p)
+            ..process_fields(InstigatorKind::Signal, p)
         });
     }
     let Some((state, _, _)) = stopped else {
@@ -662,10 +643,10 @@ pub fn cpu_neighbours(inp: &WhoInputs) -> Option<Instigator> {
         .map(|t| CpuShare {
             pid: t.pid,
             name: t.comm.clone(),
-            command: Some(t.cmdline.join(" ")).filter(|c| !c.is_empty()),
-            cgroup: Some(t.cgroup.clone()).filter(|c| !c.is_empty()),
-            container: t.container.clone(),
-            user: t.user.clone(),
+            command: Some(t.named.cmdline.join(" ")).filter(|c| !c.is_empty()),
+            cgroup: Some(t.named.cgroup.clone()).filter(|c| !c.is_empty()),
+            container: t.named.container.clone(),
+            user: t.named.user.clone(),
             cpu_ns: t.cpu_ns + t.children_ns,
             share: ((t.cpu_ns + t.children_ns) as f64 / capacity).min(1.0),
         })
@@ -673,7 +654,7 @@ pub fn cpu_neighbours(inp: &WhoInputs) -> Option<Instigator> {
     // Grouped by cgroup: one group taking most of it is the one to act on.
     let mut by_group: BTreeMap<&str, u64> = BTreeMap::new();
     for t in takers {
-        *by_group.entry(t.cgroup.as_str()).or_default() += t.cpu_ns + t.children_ns;
+        *by_group.entry(t.named.cgroup.as_str()).or_default() += t.cpu_ns + t.children_ns;
     }
     let group = by_group
         .iter()
@@ -716,21 +697,16 @@ pub fn cpu_neighbours(inp: &WhoInputs) -> Option<Instigator> {
         ),
     };
     Some(Instigator {
-        kind: InstigatorKind::CpuNeighbours,
-        name,
         did: format!("other processes took {:.0}% of the {cpus} CPUs while the JVM's threads waited for one: {}", share * 100.0, listed.join(", ")),
         pid: Some(top.pid),
-        tid: None,
         command: top.command.clone(),
         user: top.user.clone(),
-        parents: vec![],
         cgroup: group.or_else(|| top.cgroup.clone()),
         container: top.container.clone(),
-        address: None,
-        java_stack: vec![],
         processes,
         source: "every process's CPU time (/proc/PID/stat, in 10 ms ticks; ended children at their parent) from the stall's first look to its end".into(),
         fix: format!("keep them out of the JVM's way: {keep}; or give the JVM CPUs of its own (a cpuset); else raise its threads while it reaches each safepoint (stallscope run --boost fifo:1)"),
+        ..blank(InstigatorKind::CpuNeighbours, name)
     })
 }
 
@@ -807,23 +783,7 @@ const WRITER_MIN_BYTES: u64 = 1 << 20;
 /// thread or process that read or wrote the most storage during the stall (dirtying the pages
 /// that were written back, or filling the page cache the kernel had to reclaim).
 pub fn writer(inp: &WhoInputs, culprits: &[i32], cause: Cause) -> Option<Instigator> {
-    let base = |name: String| Instigator {
-        kind: InstigatorKind::Writer,
-        name,
-        did: String::new(),
-        pid: None,
-        tid: None,
-        command: None,
-        user: None,
-        parents: vec![],
-        cgroup: None,
-        container: None,
-        address: None,
-        java_stack: vec![],
-        processes: vec![],
-        source: String::new(),
-        fix: String::new(),
-    };
+    let base = |name: String| blank(InstigatorKind::Writer, name);
     let mut flushing: HashMap<i32, (usize, String, i64)> = HashMap::new();
     for s in inp.samples.iter().filter(|s| !s.baseline && s.t >= inp.start_ns && s.t <= inp.end_ns)
     {
@@ -901,10 +861,10 @@ pub fn writer(inp: &WhoInputs, culprits: &[i32], cause: Cause) -> Option<Instiga
     Some(Instigator {
         pid: Some(t.pid),
         tid: t.tid,
-        command: Some(t.cmdline.join(" ")).filter(|c| !c.is_empty()),
-        user: t.user.clone(),
-        cgroup: Some(t.cgroup.clone()).filter(|c| !c.is_empty()),
-        container: t.container.clone(),
+        command: Some(t.named.cmdline.join(" ")).filter(|c| !c.is_empty()),
+        user: t.named.user.clone(),
+        cgroup: Some(t.named.cgroup.clone()).filter(|c| !c.is_empty()),
+        container: t.named.container.clone(),
         did: format!("{who} {what} during the stall, {why}"),
         source: "every thread's and process's storage reads and writes (/proc/*/io) from the stall's first look to its end".into(),
         fix,
@@ -1002,19 +962,8 @@ pub fn memory_mapper(inp: &WhoInputs, culprits: &[i32], cause: Cause) -> Option<
         )
     };
     Some(Instigator {
-        kind: InstigatorKind::MemoryMapper,
-        name: name.clone(),
         did,
-        pid: None,
         tid: Some(tid),
-        command: None,
-        user: None,
-        parents: vec![],
-        cgroup: None,
-        container: None,
-        address: None,
-        java_stack: vec![],
-        processes: vec![],
         source: if held_ns > 0 {
             "the mmap_lock tracepoints (who took the lock last before each wait began) and the stall's samples".into()
         } else {
@@ -1023,6 +972,7 @@ pub fn memory_mapper(inp: &WhoInputs, culprits: &[i32], cause: Cause) -> Option<
         fix: format!(
             "stop \"{name}\" from mapping, unmapping and mprotecting memory beside latency-critical threads: reuse its mappings and buffers (a pool, pread into a buffer), keep files mapped once, fix the heap size (-Xms = -Xmx)"
         ),
+        ..blank(InstigatorKind::MemoryMapper, name.clone())
     })
 }
 
@@ -1285,10 +1235,7 @@ mod tests {
             comm: comm.into(),
             read_bytes: 0,
             write_bytes: mb << 20,
-            cgroup: String::new(),
-            user: None,
-            cmdline: vec![],
-            container: None,
+            named: recording::Named::default(),
         };
         let one = Who::IoUse {
             stall: 1,
@@ -1319,10 +1266,11 @@ mod tests {
             comm: comm.into(),
             cpu_ns: ms * 1_000_000,
             children_ns: 0,
-            cgroup: "/build".into(),
-            user: None,
-            cmdline: vec![comm.into()],
-            container: None,
+            named: recording::Named {
+                cgroup: "/build".into(),
+                cmdline: vec![comm.into()],
+                ..Default::default()
+            },
         };
         let busy = Who::CpuUse {
             stall: 1,

@@ -41,27 +41,36 @@ pub struct ProcessInfo {
 impl ProcessInfo {
     /// `jcmd (pid 4242, user root)`, the way a report names it.
     pub fn label(&self) -> String {
-        let name = if self.comm.is_empty() { "?" } else { &self.comm };
-        match &self.user {
-            Some(u) => format!("{name} (pid {}, user {u})", self.pid),
-            None => format!("{name} (pid {})", self.pid),
-        }
+        label(&self.comm, self.pid, self.user.as_deref())
     }
 
     /// The command line as one line, shell-like (arguments with spaces quoted).
     pub fn command(&self) -> String {
-        self.cmdline
-            .iter()
-            .map(|a| {
-                if a.is_empty() || a.contains(char::is_whitespace) {
-                    format!("'{a}'")
-                } else {
-                    a.clone()
-                }
-            })
-            .collect::<Vec<_>>()
-            .join(" ")
+        command_line(&self.cmdline)
     }
+}
+
+/// `jcmd (pid 4242, user root)`: a process the way a report names it.
+pub fn label(comm: &str, pid: i32, user: Option<&str>) -> String {
+    let name = if comm.is_empty() { "?" } else { comm };
+    match user {
+        Some(u) => format!("{name} (pid {pid}, user {u})"),
+        None => format!("{name} (pid {pid})"),
+    }
+}
+
+/// A command line as one line, shell-like (arguments with spaces quoted).
+pub fn command_line(args: &[String]) -> String {
+    args.iter()
+        .map(|a| {
+            if a.is_empty() || a.contains(char::is_whitespace) {
+                format!("'{a}'")
+            } else {
+                a.clone()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// Fields of `/proc/PID/stat` after its `comm`: (comm, state, ppid, starttime).

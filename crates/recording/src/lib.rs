@@ -30,7 +30,7 @@ pub mod writer;
 
 pub use read::{FlightRecordings, Recording, read_lines, read_lines_noting, read_meta};
 pub use schema::*;
-pub use who::{CpuTaker, Freezer, IoTaker, Who, WhoProcess, WhoThread};
+pub use who::{CpuTaker, Freezer, IoTaker, Named, Who, WhoProcess, WhoThread};
 pub use writer::{Appender, Barrier, Writer, create_new};
 
 use std::path::{Path, PathBuf};

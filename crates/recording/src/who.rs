@@ -51,26 +51,12 @@ impl From<procwatch::process::ProcessInfo> for WhoProcess {
 impl WhoProcess {
     /// `jcmd (pid 4242, user root)`.
     pub fn label(&self) -> String {
-        let name = if self.comm.is_empty() { "?" } else { &self.comm };
-        match &self.user {
-            Some(u) => format!("{name} (pid {}, user {u})", self.pid),
-            None => format!("{name} (pid {})", self.pid),
-        }
+        procwatch::process::label(&self.comm, self.pid, self.user.as_deref())
     }
 
     /// Its command line as one line (arguments with spaces quoted).
     pub fn command(&self) -> String {
-        self.cmdline
-            .iter()
-            .map(|a| {
-                if a.is_empty() || a.contains(char::is_whitespace) {
-                    format!("'{a}'")
-                } else {
-                    a.clone()
-                }
-            })
-            .collect::<Vec<_>>()
-            .join(" ")
+        procwatch::process::command_line(&self.cmdline)
     }
 }
 
@@ -108,6 +94,26 @@ pub struct Freezer {
     pub container: Option<String>,
 }
 
+/// What names a process in a list of those that took the CPUs or did I/O: its cgroup, user,
+/// command line and container (empty where it could not be read).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Named {
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub cgroup: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cmdline: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub container: Option<String>,
+}
+
+impl From<procwatch::process::ProcessInfo> for Named {
+    fn from(p: procwatch::process::ProcessInfo) -> Named {
+        Named { cgroup: p.cgroup, user: p.user, cmdline: p.cmdline, container: p.container }
+    }
+}
+
 /// A process that ran while the target stalled, and how much.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CpuTaker {
@@ -118,14 +124,8 @@ pub struct CpuTaker {
     pub cpu_ns: u64,
     #[serde(default, skip_serializing_if = "is_zero")]
     pub children_ns: u64,
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub cgroup: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub user: Option<String>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub cmdline: Vec<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub container: Option<String>,
+    #[serde(flatten)]
+    pub named: Named,
 }
 
 /// A thread of the target, or another process, that read from or wrote to storage while the
@@ -139,14 +139,8 @@ pub struct IoTaker {
     pub comm: String,
     pub read_bytes: u64,
     pub write_bytes: u64,
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub cgroup: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub user: Option<String>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub cmdline: Vec<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub container: Option<String>,
+    #[serde(flatten)]
+    pub named: Named,
 }
 
 fn is_zero(v: &u64) -> bool {

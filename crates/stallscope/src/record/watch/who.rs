@@ -426,10 +426,7 @@ impl Looker {
                     comm: p.as_ref().map_or(t.comm, |p| p.comm.clone()),
                     cpu_ns: t.ticks * tick,
                     children_ns: t.child_ticks * tick,
-                    cgroup: p.as_ref().map(|p| p.cgroup.clone()).unwrap_or_default(),
-                    user: p.as_ref().and_then(|p| p.user.clone()),
-                    cmdline: p.as_ref().map(|p| p.cmdline.clone()).unwrap_or_default(),
-                    container: p.and_then(|p| p.container),
+                    named: p.map(Into::into).unwrap_or_default(),
                 });
             }
         }
@@ -457,17 +454,7 @@ impl Looker {
             let Some((_, _, r0, w0)) = open.io.iter().find(|x| x.0 == tid) else { continue };
             let (read_bytes, write_bytes) = (r.saturating_sub(*r0), w.saturating_sub(*w0));
             if read_bytes + write_bytes >= MIN_IO_BYTES {
-                takers.push(IoTaker {
-                    pid: self.pid,
-                    tid: Some(tid),
-                    comm,
-                    read_bytes,
-                    write_bytes,
-                    cgroup: String::new(),
-                    user: None,
-                    cmdline: vec![],
-                    container: None,
-                });
+                takers.push(io_taker(self.pid, Some(tid), comm, read_bytes, write_bytes));
             }
         }
         for t in procwatch::cpuuse::taken(&open.cpu, after) {
@@ -475,17 +462,7 @@ impl Looker {
             if t.pid == self.pid || t.pid == me || read_bytes + write_bytes < MIN_IO_BYTES {
                 continue;
             }
-            takers.push(IoTaker {
-                pid: t.pid,
-                tid: None,
-                comm: t.comm,
-                read_bytes,
-                write_bytes,
-                cgroup: String::new(),
-                user: None,
-                cmdline: vec![],
-                container: None,
-            });
+            takers.push(io_taker(t.pid, None, t.comm, read_bytes, write_bytes));
         }
         if takers.is_empty() {
             return;
@@ -494,16 +471,24 @@ impl Looker {
         takers.truncate(MAX_IO);
         for t in takers.iter_mut().filter(|t| t.tid.is_none()) {
             if let Some(p) = self.describer.describe(t.pid) {
-                t.comm = p.comm;
-                t.cgroup = p.cgroup;
-                t.user = p.user;
-                t.cmdline = p.cmdline;
-                t.container = p.container;
+                t.comm = p.comm.clone();
+                t.named = p.into();
             }
         }
         let w = Who::IoUse { stall: open.stall, from: open.t, to, takers };
         self.line(&w);
     }
+}
+
+/// A thread or process that read and wrote so much, not yet described.
+fn io_taker(
+    pid: i32,
+    tid: Option<i32>,
+    comm: String,
+    read_bytes: u64,
+    write_bytes: u64,
+) -> IoTaker {
+    IoTaker { pid, tid, comm, read_bytes, write_bytes, named: recording::Named::default() }
 }
 
 /// A thread's `comm` in process `pid` (empty when gone).
