@@ -507,9 +507,16 @@ pub fn stopper(inp: &WhoInputs) -> Result<Instigator, Option<String>> {
                 }
             ),
             fix: format!(
-                "a frozen cgroup{what} stops every thread in it (a paused container: docker pause, a checkpoint, an orchestrator's freeze): find what freezes {}{}, and thaw it ({})",
-                fz.cgroup,
-                writer.map(|w| format!(" ({})", w.label())).unwrap_or_default(),
+                "a frozen cgroup{what} stops every thread in it (a paused container: docker pause, a checkpoint, an orchestrator's freeze): {}, and thaw it ({})",
+                match writer {
+                    Some(w) => format!(
+                        "find why {} froze {}{}",
+                        w.label(),
+                        fz.cgroup,
+                        parents_hint(&w.ancestors)
+                    ),
+                    None => format!("find what freezes {}", fz.cgroup),
+                },
                 if fz.version == "v2" {
                     "echo 0 > cgroup.freeze"
                 } else {

@@ -297,7 +297,11 @@ fn a_thread_of_the_jvm_asking_for_a_full_gc_is_named_with_its_code() {
             .unwrap()
             .iter()
             .flat_map(|s| s["findings"].as_array().unwrap())
-            .find(|f| f["instigator"]["kind"] == "java-thread")
+            .find(|f| {
+                f["instigator"]["java_stack"]
+                    .as_array()
+                    .is_some_and(|s| s.iter().any(|x| x == "java.lang.System.gc"))
+            })
             .unwrap();
         row("System.gc() from a thread of the JVM", jdk, "run", first);
         for (_, cause, i) in &who {
