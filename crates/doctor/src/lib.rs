@@ -22,6 +22,9 @@
 //! machine, the cgroups and the recorder did meanwhile), [`classify`] (evidence to causes and
 //! shares), [`causes`] (each cause's name, fix and page), [`code`] (a culprit's Java code, from
 //! the JVM's own stack samples), and [`report`] (the result).
+//!
+//! Depends on the recording and its readers' types (procwatch, hotspot-log) only: it reads a
+//! recording and decides, and knows no command.
 
 pub mod causes;
 pub mod classify;

@@ -20,6 +20,8 @@
 //! Layers, each usable alone: [`decorators`] (unified-logging prefixes), [`line`](mod@line) (one line to
 //! one event), [`assemble`] (events to records), [`scan`] (streams to records), [`summary`]
 //! (records to statistics). The shapes themselves are named once, in [`formats`].
+//!
+//! Depends on no crate of the workspace.
 
 pub mod assemble;
 mod bytes;

@@ -7,6 +7,8 @@
 //!
 //! Each module reads one kind of kernel state into plain data and keeps no policy: what to
 //! sample, when, and what it means belong to the caller.
+//!
+//! Depends on no crate of the workspace.
 
 pub mod attachers;
 pub mod cgroup;

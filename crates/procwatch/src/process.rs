@@ -73,6 +73,18 @@ pub fn command_line(args: &[String]) -> String {
         .join(" ")
 }
 
+/// This executable, to start its own helpers as child processes: `/proc/self/exe`, which a
+/// child's exec resolves to the very file running, even after it was replaced or removed (a
+/// package upgrade, a rebuild) while a long run was going; `current_exe()`'s path would then
+/// name nothing, or a newer binary.
+pub fn own_exe() -> std::io::Result<std::path::PathBuf> {
+    let proc = std::path::PathBuf::from("/proc/self/exe");
+    if proc.exists() {
+        return Ok(proc);
+    }
+    std::env::current_exe()
+}
+
 /// Fields of `/proc/PID/stat` after its `comm`: (comm, state, ppid, starttime).
 pub fn parse_stat_head(stat: &str) -> Option<(String, char, i32, u64)> {
     let open = stat.find('(')?;

@@ -18,6 +18,8 @@
 //!
 //! Invariant: a recording is read by [`Recording::read`] and nothing else, so every command
 //! (`report`, `watch`, the lab) diagnoses the same recording from the same input.
+//!
+//! Depends on procwatch and hotspot-log (the readers whose values it stores) only.
 
 pub mod counters;
 pub mod files;

@@ -3,10 +3,10 @@
 //! string it must parse again. The injectors' options live with them (`inject/`), as do the
 //! hidden `workload` command's.
 
-use crate::lab::catalog::ScenarioId;
-use crate::lab::scenario::Profile;
-use crate::record::boost::BoostLevel;
 use clap::{Args, Parser, Subcommand};
+use lab::catalog::ScenarioId;
+use lab::scenario::Profile;
+use recorder::boost::BoostLevel;
 use recording::units::Duration;
 use std::path::PathBuf;
 
@@ -29,7 +29,7 @@ pub enum Command {
     /// Make a pathology happen on demand: a slow disk, an evicted file, throttled I/O, CPU
     /// contention, a frozen process. Every injector undoes itself.
     #[command(subcommand)]
-    Inject(crate::inject::InjectCommand),
+    Inject(lab::inject::InjectCommand),
     /// Launch a JVM with the agent and safepoint logging, watch it, and explain every stall.
     Run(RunArgs),
     /// Watch a running JVM (native attach: loads the agent, switches safepoint logging on).
@@ -52,7 +52,7 @@ pub enum Command {
     /// Native workloads of the lab (see `stallscope lab`); each runs alone, prints a summary
     /// and one JSON line.
     #[command(subcommand, hide = true)]
-    Workload(crate::workload::WorkloadCommand),
+    Workload(lab::workload::WorkloadCommand),
     /// The guardian that undoes stallscope's changes if it dies (started by stallscope itself).
     #[command(hide = true)]
     Guard,

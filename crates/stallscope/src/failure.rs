@@ -39,7 +39,22 @@ impl fmt::Display for Failure {
 
 impl std::error::Error for Failure {}
 
-/// The exit code an error should end the program with.
+/// The exit code an error should end the program with: its own where it carries one
+/// ([`Failure`], or a library's typed refusal), else [`EXIT_FAILURE`].
 pub fn exit_code(e: &anyhow::Error) -> i32 {
-    e.chain().find_map(|c| c.downcast_ref::<Failure>()).map_or(EXIT_FAILURE, |f| f.code)
+    e.chain()
+        .find_map(|c| {
+            if let Some(f) = c.downcast_ref::<Failure>() {
+                return Some(f.code);
+            }
+            if c.downcast_ref::<lab::UnknownVariant>().is_some() {
+                return Some(EXIT_USAGE);
+            }
+            c.downcast_ref::<logs::Nothing>().map(|n| match n {
+                logs::Nothing::Binary(_) => EXIT_BINARY,
+                logs::Nothing::Empty(_) => EXIT_EMPTY,
+                logs::Nothing::NoRecords(_) => EXIT_NO_RECORDS,
+            })
+        })
+        .unwrap_or(EXIT_FAILURE)
 }

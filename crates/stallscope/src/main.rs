@@ -1,9 +1,44 @@
-//! stallscope: find out why a JVM stopped. This file only parses the command line, runs the
-//! command (`stallscope::run`, the library in lib.rs) and turns its error into a message and
-//! an exit code.
+//! stallscope: find out why a JVM stopped. The binary is the command line and nothing else:
+//! it parses the arguments (cli.rs, every option), runs the command (commands/, each one a
+//! call into the crate that does the job: the `recorder`, the `fleet`, the `lab`, the `logs`
+//! analysis, the `doctor`), prints the result (output/, the only code that prints) and turns an
+//! error into a message and an exit code (failure.rs).
+//!
+//! Depends on every crate of the workspace but the stacks agent; nothing depends on it.
+
+// Its docs are built with --document-private-items (make lint): module docs may name the
+// private constants their invariants are about.
+#![allow(rustdoc::private_intra_doc_links)]
 
 use clap::Parser;
-use stallscope::{cli, failure};
+
+mod cli;
+mod commands;
+mod failure;
+mod output;
+
+/// Runs one command, as `stallscope` does with its command line: the exit code on success (for
+/// `run`, the JVM's own), or the error [`failure::exit_code`] maps to one.
+fn run(command: cli::Command) -> anyhow::Result<i32> {
+    match command {
+        cli::Command::Logs(a) => commands::logs::run(a),
+        cli::Command::Inject(c) => lab::inject::run(c),
+        cli::Command::Workload(c) => lab::workload::run(c),
+        cli::Command::Guard => guard::run_guardian(),
+        cli::Command::JfrChunks { file, samples } => {
+            logs::sandbox::reader_main(&file, samples.as_deref())
+        }
+        cli::Command::Run(a) => commands::record::run(a),
+        cli::Command::Attach(a) => commands::record::attach(a),
+        cli::Command::Report(a) => commands::report::run(a),
+        cli::Command::Jvms(a) => commands::jvms::run(a),
+        cli::Command::Counters(a) => commands::counters::run(a),
+        cli::Command::Watch(a) => commands::watch::run(a),
+        cli::Command::Lab(cli::LabCommand::List(a)) => commands::lab::list(a),
+        cli::Command::Lab(cli::LabCommand::Run(a)) => commands::lab::run(a),
+        cli::Command::Lab(cli::LabCommand::Compare(a)) => commands::lab::compare(a),
+    }
+}
 
 fn main() {
     // Behave like other Unix filters when the reader goes away (`stallscope logs … | head`).
@@ -11,7 +46,7 @@ fn main() {
     unsafe {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
-    match stallscope::run(cli::Cli::parse().command) {
+    match run(cli::Cli::parse().command) {
         Ok(code) => std::process::exit(code),
         Err(e) => {
             eprintln!("Error: {e:#}");

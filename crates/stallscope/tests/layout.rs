@@ -1,7 +1,8 @@
 //! The layout the project keeps (DESIGN.md): import arrows run one way. Within each crate no
-//! two modules import each other, and the top-level modules form no circle; across crates the
-//! binary uses the doctor, which uses the recording, which uses hotspot-log and procwatch, and
-//! never the other way.
+//! two modules import each other, and the top-level modules form no circle; across crates each
+//! may use only the crates below it (`ALLOWED`): the binary uses the jobs (the fleet, the lab,
+//! the recorder, the log analysis), which use the diagnosis, the recording and the readers, and
+//! never the other way. The recorder knows neither the lab nor the fleet.
 
 mod common;
 
@@ -149,7 +150,7 @@ fn check_crate(src: &Path) {
 
 #[test]
 fn no_module_pair_imports_each_other_and_top_level_modules_form_no_circle() {
-    for krate in ["stallscope", "doctor", "recording", "procwatch", "hotspot-log", "stacks-agent"] {
+    for krate in CRATES {
         check_crate(&common::root().join("crates").join(krate).join("src"));
     }
 }
@@ -178,34 +179,113 @@ fn the_check_finds_a_circle_when_there_is_one() {
     assert!(caught.is_err(), "a -> b -> a::x is a circle of top-level modules");
 }
 
+/// Every crate of the workspace, by directory.
+const CRATES: [&str; 12] = [
+    "stallscope",
+    "fleet",
+    "lab",
+    "recorder",
+    "logs",
+    "guard",
+    "hotspot-attach",
+    "doctor",
+    "recording",
+    "procwatch",
+    "hotspot-log",
+    "stacks-agent",
+];
+
+/// The crates of the workspace each may depend on (by package name): the arrows that may exist.
+const ALLOWED: [(&str, &[&str]); 12] = [
+    (
+        "stallscope",
+        &[
+            "fleet",
+            "lab",
+            "recorder",
+            "logs",
+            "guard",
+            "hotspot-attach",
+            "doctor",
+            "recording",
+            "procwatch",
+            "hotspot-log",
+        ],
+    ),
+    (
+        "fleet",
+        &["recorder", "logs", "hotspot-attach", "doctor", "recording", "procwatch", "hotspot-log"],
+    ),
+    ("lab", &["recorder", "logs", "guard", "doctor", "recording", "procwatch", "hotspot-log"]),
+    (
+        "recorder",
+        &["logs", "guard", "hotspot-attach", "doctor", "recording", "procwatch", "hotspot-log"],
+    ),
+    ("logs", &["recording", "procwatch", "hotspot-log"]),
+    ("guard", &["hotspot-attach", "procwatch"]),
+    ("hotspot-attach", &["procwatch"]),
+    ("doctor", &["recording", "procwatch", "hotspot-log"]),
+    ("recording", &["procwatch", "hotspot-log"]),
+    ("procwatch", &[]),
+    ("hotspot-log", &[]),
+    // The stacks agent runs inside the JVM: libc only, nothing of the sidecar's.
+    ("stacks-agent", &[]),
+];
+
+/// The workspace crates (package names) a crate's `[dependencies]` name.
+fn workspace_deps(dir: &str) -> Vec<String> {
+    let m = std::fs::read_to_string(common::root().join("crates").join(dir).join("Cargo.toml"))
+        .unwrap();
+    let deps = m
+        .split("[dependencies]")
+        .nth(1)
+        .unwrap_or("")
+        .split("\n[")
+        .next()
+        .unwrap_or("")
+        .to_string();
+    let names = [
+        "stallscope",
+        "fleet",
+        "lab",
+        "recorder",
+        "logs",
+        "guard",
+        "hotspot-attach",
+        "doctor",
+        "recording",
+        "procwatch",
+        "hotspot-log",
+        "stallscope-stacks",
+    ];
+    names
+        .iter()
+        .filter(|d| {
+            deps.lines().any(|l| l.starts_with(&format!("{d} ")) || l.starts_with(&format!("{d}.")))
+        })
+        .map(|d| d.to_string())
+        .collect()
+}
+
 #[test]
 fn crates_depend_downward_only() {
-    let manifest = |c: &str| {
-        std::fs::read_to_string(common::root().join("crates").join(c).join("Cargo.toml")).unwrap()
-    };
-    let deps = |c: &str| -> Vec<String> {
-        let m = manifest(c);
-        let deps = m
-            .split("[dependencies]")
-            .nth(1)
-            .unwrap_or("")
-            .split("\n[")
-            .next()
-            .unwrap_or("")
-            .to_string();
-        ["stallscope", "doctor", "recording", "procwatch", "hotspot-log", "stallscope-stacks"]
+    for (krate, allowed) in ALLOWED {
+        let deps = workspace_deps(krate);
+        let extra: Vec<&String> = deps.iter().filter(|d| !allowed.contains(&d.as_str())).collect();
+        assert!(extra.is_empty(), "{krate} depends on {extra:?}, which it may not");
+    }
+    // Every crate of the workspace is in the table, and the workspace has no other.
+    let members = std::fs::read_to_string(common::root().join("Cargo.toml")).unwrap();
+    for krate in CRATES {
+        assert!(members.contains(&format!("\"crates/{krate}\"")), "{krate} is not a member");
+    }
+    let list = members.split("members = [").nth(1).and_then(|m| m.split(']').next()).unwrap();
+    assert_eq!(list.matches("\"crates/").count(), CRATES.len(), "a crate is missing here");
+    // The recorder knows neither the lab nor the fleet; the diagnosis knows no job.
+    assert!(!workspace_deps("recorder").iter().any(|d| d == "lab" || d == "fleet"));
+    assert!(
+        workspace_deps("doctor")
             .iter()
-            .filter(|d| {
-                deps.lines()
-                    .any(|l| l.starts_with(&format!("{d} ")) || l.starts_with(&format!("{d}.")))
-            })
-            .map(|d| d.to_string())
-            .collect()
-    };
-    assert_eq!(deps("stallscope"), ["doctor", "recording", "procwatch", "hotspot-log"]);
-    assert_eq!(deps("doctor"), ["recording", "procwatch", "hotspot-log"]);
-    assert_eq!(deps("recording"), ["procwatch", "hotspot-log"]);
-    assert!(deps("procwatch").is_empty() && deps("hotspot-log").is_empty());
-    // The stacks agent runs inside the JVM: libc only, nothing of the sidecar's.
-    assert!(deps("stacks-agent").is_empty());
+            .all(|d| ["recording", "procwatch", "hotspot-log"].contains(&d.as_str()))
+    );
 }

@@ -2,11 +2,11 @@
 //! `--match` choosing by main class, jar or command line (the selection `watch` will use).
 
 use crate::cli::JvmsArgs;
-use crate::fleet::discover::Selection;
 use crate::output::Render;
 use crate::output::json::Json;
 use crate::output::jvms::{JvmList, JvmsText};
 use anyhow::Result;
+use fleet::discover::Selection;
 
 pub fn run(a: JvmsArgs) -> Result<i32> {
     let selection = match a.matches.as_deref() {

@@ -3,15 +3,15 @@
 
 use crate::cli::{LabCompareArgs, LabListArgs, LabRunArgs};
 use crate::failure::EXIT_OK;
-use crate::lab::catalog::ScenarioId;
-use crate::lab::model::read_result;
-use crate::lab::scenario::Profile;
-use crate::lab::{self, LabOptions, Progress};
 use crate::output::Render;
 use crate::output::html::{html_path, write_page};
 use crate::output::json::Json;
 use crate::output::lab::{Comparison, ComparisonText, LabText};
 use anyhow::{Result, bail};
+use lab::catalog::ScenarioId;
+use lab::model::read_result;
+use lab::scenario::Profile;
+use lab::{self, LabOptions, Progress};
 use std::io;
 use std::path::{Path, PathBuf};
 
@@ -95,7 +95,7 @@ pub fn run(a: LabRunArgs) -> Result<i32> {
     let out = out.canonicalize()?;
     let java = a.java.clone().unwrap_or_else(|| PathBuf::from("java"));
     let java = if java.components().count() > 1 { java } else { which(&java).unwrap_or(java) };
-    let stop = crate::inject::stop_flag()?;
+    let stop = lab::inject::stop_flag()?;
     let bar =
         if a.json { indicatif::ProgressBar::hidden() } else { indicatif::ProgressBar::new(0) };
     bar.set_style(

@@ -2,11 +2,11 @@
 
 use crate::cli::LogsArgs;
 use crate::failure::EXIT_OK;
-use crate::logs::filter::{Filter, TimeBound};
-use crate::logs::{self, LogsOptions, inputs};
 use crate::output::{Render, csv::Csv, json::Json, terminal::Terminal};
 use anyhow::{Context, Result};
 use hotspot_log::Safepoint;
+use logs::filter::{Filter, TimeBound};
+use logs::{self, LogsOptions, inputs};
 use std::io;
 
 pub fn run(a: LogsArgs) -> Result<i32> {

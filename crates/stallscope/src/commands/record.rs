@@ -2,12 +2,12 @@
 //! the recording, exactly as `stallscope report` prints it later.
 
 use super::report::print_report;
-use crate::attach::Jvm;
 use crate::cli::{AttachArgs, BoostOnArg, RecordOptions, RunArgs};
 use crate::failure::EXIT_OK;
-use crate::record::boost::BoostOn;
-use crate::record::{self, Launch, RecordRequest, watch};
 use anyhow::Result;
+use hotspot_attach::Jvm;
+use recorder::boost::BoostOn;
+use recorder::{self, Launch, RecordRequest, watch};
 use recording::Event;
 use std::os::unix::process::ExitStatusExt;
 
@@ -22,9 +22,9 @@ fn request(o: &RecordOptions) -> RecordRequest<'_> {
 }
 
 pub fn run(a: RunArgs) -> Result<i32> {
-    let mut s = record::settings(&request(&a.record))?;
-    if a.jfr && s.stacks == record::Stacks::Agent {
-        s.stacks = record::Stacks::Jfr;
+    let mut s = recorder::settings(&request(&a.record))?;
+    if a.jfr && s.stacks == recorder::Stacks::Agent {
+        s.stacks = recorder::Stacks::Jfr;
     }
     s.outside = a.outside;
     let boost = a.boost.map(|level| {
@@ -36,7 +36,7 @@ pub fn run(a: RunArgs) -> Result<i32> {
             },
         )
     });
-    let stop = crate::inject::stop_flag()?;
+    let stop = lab::inject::stop_flag()?;
     let launch = Launch {
         safepoint_timeout: !a.no_safepoint_timeout,
         boost,
@@ -47,7 +47,7 @@ pub fn run(a: RunArgs) -> Result<i32> {
         timeout: None,
         perf_data_dir: None,
     };
-    let r = record::record_jvm(&s, &a.command, &launch, &stop)?;
+    let r = recorder::record_jvm(&s, &a.command, &launch, &stop)?;
     print_report(&s.dir, a.record.json)?;
     eprintln!(
         "stallscope: recording in {} (stallscope report {} shows it again)",
@@ -59,9 +59,9 @@ pub fn run(a: RunArgs) -> Result<i32> {
 
 pub fn attach(a: AttachArgs) -> Result<i32> {
     let jvm = Jvm::find(a.pid)?;
-    let s = record::settings(&request(&a.record))?;
-    record::hand_to(&s.dir, jvm.uid)?;
-    let stop = crate::inject::stop_flag()?;
+    let s = recorder::settings(&request(&a.record))?;
+    recorder::hand_to(&s.dir, jvm.uid)?;
+    let stop = lab::inject::stop_flag()?;
     // What is happening now, said about a second in, on a thread of its own: the watch loop
     // only hands it a barrier for what it wrote so far.
     let (tx, rx) = std::sync::mpsc::channel::<watch::Now>();
@@ -77,7 +77,7 @@ pub fn attach(a: AttachArgs) -> Result<i32> {
     let told: Box<dyn FnOnce(watch::Now) + Send> = Box::new(move |n| {
         let _ = tx.send(n);
     });
-    let r = record::attached::record_attached(
+    let r = recorder::attached::record_attached(
         &s,
         &jvm,
         a.run_for.map(|d| d.std()),
@@ -103,7 +103,7 @@ fn say_now(
     json: bool,
 ) -> Result<()> {
     now.written.wait();
-    let mut rec = recording::Recording::read(dir, Some(&crate::jfr::FlightRecordings))?;
+    let mut rec = recording::Recording::read(dir, Some(&logs::sandbox::FlightRecordings))?;
     rec.events.retain(|e| e.t() <= now.t);
     rec.samples.retain(|x| x.t <= now.t);
     // The stall under way goes on: cut here, not ended by an exit.

@@ -3,13 +3,13 @@
 
 use crate::cli::ReportArgs;
 use crate::failure::{EXIT_FAILURE, EXIT_OK, Failure};
-use crate::lab::model::read_result;
 use crate::output::Render;
 use crate::output::html::{html_path, view::recording_view, write_page};
 use crate::output::json::Json;
 use crate::output::lab::LabText;
 use crate::output::report::ReportText;
 use anyhow::Result;
+use lab::model::read_result;
 use recording::files;
 use std::io;
 use std::path::Path;
@@ -34,7 +34,7 @@ fn recordings_in(dir: &Path) -> Vec<std::path::PathBuf> {
 /// `report` prints again.
 pub fn print_report(dir: &Path, json: bool) -> Result<()> {
     let r =
-        doctor::diagnose(&recording::Recording::read(dir, Some(&crate::jfr::FlightRecordings))?);
+        doctor::diagnose(&recording::Recording::read(dir, Some(&logs::sandbox::FlightRecordings))?);
     let out = io::stdout().lock();
     if json {
         Json(out).finish(&r)?
@@ -61,27 +61,27 @@ pub fn run(a: ReportArgs) -> Result<i32> {
                 kept.len()
             )?;
             for k in &kept {
-                let line = match recording::Recording::read(k, Some(&crate::jfr::FlightRecordings))
-                {
-                    Ok(rec) => {
-                        let r = doctor::diagnose(&rec);
-                        let main = procwatch::jvms::main_of(&r.meta.command);
-                        let worst = r
-                            .stalls
-                            .iter()
-                            .max_by_key(|s| s.duration_ns)
-                            .map(|s| {
-                                format!(
-                                    ", longest {} ({})",
-                                    recording::units::fmt_ns(s.duration_ns),
-                                    s.findings.first().map_or("unknown", |f| f.cause.id())
-                                )
-                            })
-                            .unwrap_or_default();
-                        format!("pid {} {main}: {} stalls{worst}", r.meta.pid, r.stalls.len())
-                    }
-                    Err(e) => format!("cannot be read: {e}"),
-                };
+                let line =
+                    match recording::Recording::read(k, Some(&logs::sandbox::FlightRecordings)) {
+                        Ok(rec) => {
+                            let r = doctor::diagnose(&rec);
+                            let main = procwatch::jvms::main_of(&r.meta.command);
+                            let worst = r
+                                .stalls
+                                .iter()
+                                .max_by_key(|s| s.duration_ns)
+                                .map(|s| {
+                                    format!(
+                                        ", longest {} ({})",
+                                        recording::units::fmt_ns(s.duration_ns),
+                                        s.findings.first().map_or("unknown", |f| f.cause.id())
+                                    )
+                                })
+                                .unwrap_or_default();
+                            format!("pid {} {main}: {} stalls{worst}", r.meta.pid, r.stalls.len())
+                        }
+                        Err(e) => format!("cannot be read: {e}"),
+                    };
                 writeln!(
                     out,
                     "  {}  {line}",
@@ -110,7 +110,7 @@ pub fn run(a: ReportArgs) -> Result<i32> {
     }
     match html {
         Some(out) => {
-            let rec = recording::Recording::read(dir, Some(&crate::jfr::FlightRecordings))?;
+            let rec = recording::Recording::read(dir, Some(&logs::sandbox::FlightRecordings))?;
             let r = doctor::diagnose(&rec);
             write_page(&html_path(out, dir, "report.html"), &recording_view(&rec, &r))?;
         }

@@ -3,8 +3,8 @@
 
 use crate::cli::WatchArgs;
 use crate::failure::{EXIT_OK, EXIT_USAGE, Failure};
-use crate::fleet::{self, discover::Selection, retain};
 use anyhow::Result;
+use fleet::{self, discover::Selection, retain};
 use std::path::PathBuf;
 
 pub fn run(a: WatchArgs) -> Result<i32> {
@@ -40,7 +40,7 @@ pub fn run(a: WatchArgs) -> Result<i32> {
         None => fleet::Attach::Never,
         Some(s) => fleet::Attach::parse(s).map_err(|e| Failure::error(EXIT_USAGE, e))?,
     };
-    let stop = crate::inject::stop_flag()?;
+    let stop = lab::inject::stop_flag()?;
     let cfg = fleet::Config {
         selection,
         out,

@@ -1,8 +1,8 @@
 //! CSV output: one row per safepoint, streamed as the log is read.
 
 use super::Render;
-use crate::logs::view::LogsView;
 use hotspot_log::{Safepoint, format_wall};
+use logs::view::LogsView;
 use std::io::{self, Write};
 
 pub const HEADER: &str = "file,line,format,operation,start_uptime_ns,end_uptime_ns,end_wall,end_timenanos,ttsp_ns,cleanup_ns,at_safepoint_ns,leaving_ns,total_ns,since_last_ns,threads_total,threads_running,page_traps,timeout_culprits";

@@ -2,8 +2,8 @@
 //! (`docs/formats/logs-json.md`, `report-json.md`, and lab.json).
 
 use super::Render;
-use crate::logs::view::LogsView;
 use hotspot_log::Safepoint;
+use logs::view::LogsView;
 use serde::Serialize;
 use std::io::{self, Write};
 

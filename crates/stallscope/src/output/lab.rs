@@ -1,7 +1,7 @@
 //! The lab's human summary and its comparison of two lab runs.
 
 use super::Render;
-use crate::lab::model::{LabResult, ScenarioResult, Stats, Verdict};
+use lab::model::{LabResult, ScenarioResult, Stats, Verdict};
 use recording::units::fmt_num;
 use std::fmt::Write as _;
 use std::io;

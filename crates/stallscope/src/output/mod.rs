@@ -4,7 +4,7 @@
 //! ([`jvms`]) or JSON.
 //!
 //! Invariant: renderers only read the plain view types ([`doctor::Report`],
-//! [`crate::lab::model::LabResult`], [`crate::logs::view::LogsView`], [`html::view::RecordingView`],
+//! [`::lab::model::LabResult`], [`logs::view::LogsView`], [`html::view::RecordingView`],
 //! [`jvms::JvmList`]);
 //! they never compute analysis.
 

@@ -2,9 +2,9 @@
 //! worst windows, timeout culprits, and what was read.
 
 use super::Render;
-use crate::logs::view::LogsView;
 use hotspot_log::summary::{Clock, Distribution, Window};
 use hotspot_log::{Stamps, format_wall};
+use logs::view::LogsView;
 use recording::units::{fmt_count, fmt_ns, fmt_uptime};
 use std::io::{self, Write};
 

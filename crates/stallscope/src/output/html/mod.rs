@@ -9,8 +9,8 @@
 pub mod view;
 
 use super::Render;
-use crate::lab::model::LabResult;
 use anyhow::Context as _;
+use lab::model::LabResult;
 use serde::Serialize;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -154,12 +154,12 @@ mod tests {
 
     #[test]
     fn data_cannot_close_its_script_element() {
-        let view = crate::lab::model::LabResult {
+        let view = lab::model::LabResult {
             schema: "x".into(),
             started: "</script><script>alert(1)</script><!-- {{DATA}} /*{{SCRIPT}}*/".into(),
             profile: "quick".into(),
             reps: 1,
-            environment: crate::lab::model::Environment {
+            environment: lab::model::Environment {
                 kernel: "k".into(),
                 cpus: 2,
                 java: "j".into(),

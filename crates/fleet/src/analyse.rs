@@ -1,0 +1,234 @@
+//! `watch`'s analysis thread: every stall is diagnosed as it ends, with the same analysis as
+//! `report` (`doctor::diagnose` of the JVM's recording), and goes out as a metric and an event
+//! line; every few seconds the JVMs' own logs (safepoints, the agent's hiccups) are read on
+//! from where they were left, into the TTSP, safepoint and hiccup histograms.
+//!
+//! Invariant: this thread alone reads recordings; the watchers only tell it what ended, so a
+//! slow diagnosis never delays the next stall's sampling.
+
+use super::events::{EventJvm, Events, StallEvent};
+use super::metrics::{JvmLabels, Metrics};
+use recording::{Barrier, Recording, files};
+use std::collections::HashMap;
+use std::io::{Read, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::time::{Duration, Instant};
+
+/// What the watchers tell the analysis.
+pub enum Note {
+    /// A recording of a JVM began.
+    Opened { dir: PathBuf, jvm: EventJvm, labels: JvmLabels },
+    /// A stall of the recording in `dir` ended; its lines are written once `barrier` is through.
+    Ended { dir: PathBuf, stall: u32, barrier: Barrier },
+    /// The recording in `dir` is finished (the JVM exited, watch detached, or it was rolled).
+    Closed { dir: PathBuf },
+    /// The JVM is no longer watched: its series leave the metrics (after what came before).
+    Gone { labels: JvmLabels, jdk: String },
+}
+
+/// How often the JVMs' own logs are read on.
+const TAIL_EVERY: Duration = Duration::from_secs(2);
+/// Stalls that end this close together are diagnosed from one reading of their recording.
+const GATHER: Duration = Duration::from_millis(200);
+
+/// A log read on from where it was left: only whole lines.
+#[derive(Default)]
+struct Tail {
+    offset: u64,
+}
+
+impl Tail {
+    /// The whole lines appended to `path` since the last call (at most 16 MiB at a time).
+    fn read(&mut self, path: &Path) -> Vec<u8> {
+        let Ok(mut f) = std::fs::File::open(path) else { return Vec::new() };
+        if f.seek(SeekFrom::Start(self.offset)).is_err() {
+            return Vec::new();
+        }
+        let mut buf = Vec::new();
+        let _ = (&mut f).take(16 << 20).read_to_end(&mut buf);
+        let whole = buf.iter().rposition(|b| *b == b'\n').map_or(0, |p| p + 1);
+        buf.truncate(whole);
+        self.offset += whole as u64;
+        buf
+    }
+}
+
+/// One recording being read on.
+struct Open {
+    jvm: EventJvm,
+    labels: JvmLabels,
+    safepoints: Tail,
+    scanner: hotspot_log::Scanner,
+    hiccups: Tail,
+    hlog: recording::hlog::Reader,
+    /// Stalls already diagnosed (a recording read again for a later stall lists them all).
+    done: u32,
+    dropped: u64,
+}
+
+impl Open {
+    fn tail(&mut self, dir: &Path, m: &Metrics) {
+        let text = self.safepoints.read(&dir.join(files::SAFEPOINT_LOG));
+        if !text.is_empty() {
+            let (ttsp, total) = (
+                m.ttsp_seconds.get_or_create_owned(&self.labels),
+                m.safepoint_seconds.get_or_create_owned(&self.labels),
+            );
+            let _ = self.scanner.scan(0, &text[..], &mut |s: &hotspot_log::Safepoint| {
+                if let Some(t) = s.ttsp_ns {
+                    ttsp.observe(t as f64 / 1e9);
+                }
+                total.observe(s.total_ns as f64 / 1e9);
+            });
+        }
+        let text = self.hiccups.read(&dir.join(files::HICCUPS));
+        if !text.is_empty() {
+            let h = m.hiccup_seconds.get_or_create_owned(&self.labels);
+            self.hlog.feed(&text, &mut |value_ns, count| {
+                for _ in 0..count.min(100_000) {
+                    h.observe(value_ns as f64 / 1e9);
+                }
+            });
+        }
+    }
+}
+
+/// Runs until every sender of `notes` is gone; then reads on every open recording one last time.
+/// A JVM no longer watched keeps its series for `keep`, so that a scrape after it exited still
+/// finds its stalls.
+pub fn run(notes: Receiver<Note>, metrics: Metrics, mut events: Events, keep: Duration) {
+    let mut open: HashMap<PathBuf, Open> = HashMap::new();
+    let mut last_tail = Instant::now();
+    let mut forget: Vec<(Instant, JvmLabels, String)> = Vec::new();
+    loop {
+        let now = Instant::now();
+        forget.retain(|(at, labels, jdk)| {
+            let due = now >= *at;
+            if due {
+                metrics.forget(labels, jdk);
+            }
+            !due
+        });
+        let first = match notes.recv_timeout(
+            TAIL_EVERY.saturating_sub(last_tail.elapsed()).max(Duration::from_millis(10)),
+        ) {
+            Ok(n) => Some(n),
+            Err(RecvTimeoutError::Timeout) => None,
+            Err(RecvTimeoutError::Disconnected) => break,
+        };
+        let mut batch: Vec<Note> = first.into_iter().collect();
+        if matches!(batch.first(), Some(Note::Ended { .. })) {
+            // Let stalls that end together be read together.
+            let until = Instant::now() + GATHER;
+            while let Ok(n) = notes.recv_timeout(until.saturating_duration_since(Instant::now())) {
+                batch.push(n);
+            }
+        }
+        batch.extend(notes.try_iter());
+        let mut ended: HashMap<PathBuf, Vec<u32>> = HashMap::new();
+        let mut closed = Vec::new();
+        let mut gone = Vec::new();
+        for n in batch {
+            match n {
+                Note::Opened { dir, jvm, labels } => {
+                    // Closed earlier in this batch and opened again: a recording that failed at
+                    // once was removed and its name taken again (an escalation refused). Nothing
+                    // of the removed one is left to diagnose; the close is not this one's.
+                    closed.retain(|d| *d != dir);
+                    open.insert(
+                        dir,
+                        Open {
+                            jvm,
+                            labels,
+                            safepoints: Tail::default(),
+                            scanner: hotspot_log::Scanner::new(),
+                            hiccups: Tail::default(),
+                            hlog: recording::hlog::Reader::default(),
+                            done: 0,
+                            dropped: 0,
+                        },
+                    );
+                }
+                Note::Ended { dir, stall, barrier } => {
+                    barrier.wait();
+                    ended.entry(dir).or_default().push(stall);
+                }
+                Note::Closed { dir } => closed.push(dir),
+                Note::Gone { labels, jdk } => gone.push((labels, jdk)),
+            }
+        }
+        for (dir, stalls) in ended {
+            if let Some(o) = open.get_mut(&dir) {
+                diagnose(&dir, o, stalls.iter().copied().max().unwrap_or(0), &metrics, &mut events);
+            }
+        }
+        if last_tail.elapsed() >= TAIL_EVERY || !closed.is_empty() {
+            last_tail = Instant::now();
+            for (dir, o) in open.iter_mut() {
+                o.tail(dir, &metrics);
+            }
+        }
+        for dir in closed {
+            if let Some(mut o) = open.remove(&dir) {
+                // Stalls the JVM ended inside (it exited) are diagnosed with the recording's end.
+                diagnose(&dir, &mut o, u32::MAX, &metrics, &mut events);
+            }
+        }
+        for (labels, jdk) in gone {
+            metrics.exited(&labels, &jdk);
+            forget.push((Instant::now() + keep, labels, jdk));
+        }
+    }
+    for (dir, mut o) in open {
+        o.tail(&dir, &metrics);
+        diagnose(&dir, &mut o, u32::MAX, &metrics, &mut events);
+    }
+    events.flush();
+}
+
+/// Diagnoses the recording in `dir` and reports its stalls after those already reported, up to
+/// stall number `upto`.
+fn diagnose(dir: &Path, o: &mut Open, upto: u32, m: &Metrics, events: &mut Events) {
+    let rec = match Recording::read(dir, Some(&logs::sandbox::FlightRecordings)) {
+        Ok(r) => r,
+        // Removed: it failed at once (an escalation refused), with nothing in it.
+        Err(_) if !dir.exists() => return,
+        Err(e) => {
+            eprintln!("stallscope: {}: cannot diagnose it: {e}", dir.display());
+            return;
+        }
+    };
+    let report = doctor::diagnose(&rec);
+    let dropped: u64 = rec
+        .events
+        .iter()
+        .filter_map(|e| {
+            if let recording::Event::StallEnd { dropped_samples, .. } = e {
+                Some(*dropped_samples)
+            } else {
+                None
+            }
+        })
+        .sum();
+    if dropped > o.dropped {
+        m.dropped_samples.get_or_create(&o.labels).inc_by(dropped - o.dropped);
+        o.dropped = dropped;
+    }
+    for s in report.stalls.iter().filter(|s| s.stall > o.done && s.stall <= upto) {
+        let e = StallEvent::of(&o.jvm, &report, s);
+        let (culprit, code) = e.culprit.as_ref().map_or((String::new(), String::new()), |c| {
+            (c.name.clone(), c.code.clone().unwrap_or_default())
+        });
+        let who = e.instigator.as_ref().map(|i| (i.kind.as_str(), i.name.as_str()));
+        m.stall_named(&o.labels, &e.cause, s.duration_ns, &culprit, &code, who);
+        events.write(&e);
+    }
+    // A stall shorter than the threshold is no stall; one still open is left for later.
+    if let Some(last) = report.stalls.iter().map(|s| s.stall).filter(|s| *s <= upto).max() {
+        o.done = o.done.max(last);
+    }
+    if upto != u32::MAX {
+        o.done = o.done.max(upto);
+    }
+}

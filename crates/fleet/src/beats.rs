@@ -1,0 +1,249 @@
+//! The one loop of `stallscope watch`, for every JVM of the host: one timer, whatever the
+//! number of JVMs. Each pass looks at every JVM's pulse: its perf counters (a safepoint begun and
+//! not ended; a few loads from a shared mapping) and, a few times a second, whether its process
+//! is stopped; or, for a JVM the agent was attached to (`--attach`), its heartbeat. A stall is
+//! handed to that JVM's watcher (record/watch.rs, driven), which samples it; the loop sleeps
+//! until the next look is due. Between stalls it also follows each JVM's safepoints to their
+//! end, so every one of them reaches the metrics, not only the stalls.
+//!
+//! Its own wake-up lateness is the control meter between stalls (as in record/control.rs): it is
+//! exported as a histogram, so a recorder that was itself held shows in its metrics.
+//!
+//! Invariant: the loop never does more than read shared memory (and a JVM's `stat`, at most ten
+//! times a second) and send wake-ups; the sampling, which can wait on a stalled process's /proc
+//! files, happens on the JVM's own watcher thread.
+
+use procwatch::clock::mono_ns;
+use procwatch::heartbeat::{Heartbeat, MeterState};
+use procwatch::jvmcounters::{CountedSafepoint, CounterLook, JvmCounters};
+use recorder::control::sleep_until;
+use recorder::pulse::{Check, Pulse};
+use recorder::watch::{Driven, MAX_SLEEP_NS, MIN_SLEEP_NS, Wake};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{Receiver, SyncSender, TrySendError};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// What one JVM's counters showed since the last pass: its counters' totals, and the safepoints
+/// that ended (for the metrics).
+pub struct Seen<'a> {
+    pub look: &'a CounterLook,
+    pub ended: &'a [CountedSafepoint],
+}
+
+/// Told what a JVM's counters show, from the loop (it must be quick).
+pub type Observer = Box<dyn FnMut(Seen) + Send>;
+
+/// How a watched JVM is looked at.
+enum Source {
+    /// The agent's heartbeat (`--attach`): the watcher looks at it itself once woken.
+    Heartbeat { hb: Heartbeat, resolution_ns: u64 },
+    /// Its counters and /proc, from outside.
+    Outside {
+        pulse: Box<Pulse>,
+        /// The looks since the last safepoint ended: what the next ended ones are read from.
+        looks: Vec<CounterLook>,
+        includes_sync: bool,
+        observe: Observer,
+    },
+}
+
+/// One watched JVM.
+struct Entry {
+    source: Source,
+    wake: SyncSender<Wake>,
+    busy: Arc<AtomicBool>,
+}
+
+/// The loop's shared side: JVMs join it from their watcher threads and leave when their
+/// watcher ends (the wake-up channel closes).
+#[derive(Clone)]
+pub struct Beats {
+    entries: Arc<Mutex<Vec<Entry>>>,
+    threshold_ns: u64,
+}
+
+/// How often a JVM's process state (stopped, or gone) is read: a system call per JVM. A stopped
+/// process cannot be timed closer than that anyway (nothing says when it stopped).
+const STOPPED_EVERY_NS: u64 = 250_000_000;
+/// Looks kept while a safepoint goes on (a long one at one look per threshold); past it, the
+/// oldest go (its begin is then placed less closely).
+const MAX_LOOKS: usize = 4096;
+
+impl Beats {
+    pub fn new(threshold_ns: u64) -> Beats {
+        Beats { entries: Arc::new(Mutex::new(Vec::new())), threshold_ns }
+    }
+
+    fn driven(
+        &self,
+        source: Source,
+        idle_sample: Duration,
+        ended: Box<dyn FnMut(u32, recording::Barrier) + Send>,
+    ) -> Driven {
+        // A queue of one: a wake-up pending is as good as two.
+        let (tx, rx): (SyncSender<Wake>, Receiver<Wake>) = std::sync::mpsc::sync_channel(1);
+        let busy = Arc::new(AtomicBool::new(false));
+        self.entries.lock().unwrap_or_else(|p| p.into_inner()).push(Entry {
+            source,
+            wake: tx,
+            busy: Arc::clone(&busy),
+        });
+        Driven { wake: rx, busy, idle_sample, ended }
+    }
+
+    /// Adds the JVM `pid`'s heartbeat (opened again here: the watcher keeps its own mapping)
+    /// and returns what drives its watcher.
+    pub fn join(
+        &self,
+        pid: i32,
+        hb: &Heartbeat,
+        idle_sample: Duration,
+        ended: Box<dyn FnMut(u32, recording::Barrier) + Send>,
+    ) -> Driven {
+        match Heartbeat::open(&hb.path) {
+            Ok(mine) => {
+                let resolution_ns = mine.read().resolution_ns.max(1);
+                self.driven(
+                    Source::Heartbeat { hb: mine.of_pid(pid), resolution_ns },
+                    idle_sample,
+                    ended,
+                )
+            }
+            Err(e) => {
+                // The watcher still looks for itself once a second; say why it is slower.
+                eprintln!(
+                    "stallscope: JVM pid {pid}: cannot map its heartbeat for the watch loop ({e}); its stalls are noticed up to a second late"
+                );
+                let (_, rx) = std::sync::mpsc::sync_channel(1);
+                Driven { wake: rx, busy: Arc::new(AtomicBool::new(false)), idle_sample, ended }
+            }
+        }
+    }
+
+    /// Adds JVM `pid`, watched from outside through its counters (`jc`, this loop's own mapping)
+    /// and /proc; `observe` is told what its counters show.
+    pub fn join_outside(
+        &self,
+        pid: i32,
+        jc: Option<JvmCounters>,
+        observe: Observer,
+        idle_sample: Duration,
+        ended: Box<dyn FnMut(u32, recording::Barrier) + Send>,
+    ) -> Driven {
+        let includes_sync = jc.as_ref().is_some_and(|c| c.info.safepoint_time_includes_sync);
+        let pulse = Pulse::counters(pid, jc).stopped_every(STOPPED_EVERY_NS);
+        self.driven(
+            Source::Outside { pulse: Box::new(pulse), looks: Vec::new(), includes_sync, observe },
+            idle_sample,
+            ended,
+        )
+    }
+
+    /// Wakes every watcher (to see that watching ends).
+    pub fn wake_all(&self) {
+        for e in self.entries.lock().unwrap_or_else(|p| p.into_inner()).iter() {
+            let _ = e.wake.try_send(Wake::Look);
+        }
+    }
+
+    /// One pass: wakes the watchers of stalled JVMs, drops those whose watcher is gone, and
+    /// returns when the next look is due.
+    fn pass(&self, now: u64) -> u64 {
+        let mut due = now + MAX_SLEEP_NS;
+        let threshold = self.threshold_ns;
+        let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+        entries.retain_mut(|e| {
+            // Its watcher ended (the `Driven` holding the other reference is gone).
+            if Arc::strong_count(&e.busy) == 1 {
+                return false;
+            }
+            let busy = e.busy.load(Ordering::Acquire);
+            let wake = match &mut e.source {
+                Source::Heartbeat { hb, resolution_ns } => {
+                    if busy {
+                        return true;
+                    }
+                    let b = hb.read();
+                    if matches!(b.state, MeterState::Exited | MeterState::Stopped) {
+                        // The watcher sees it too within its wait; nothing to sample.
+                        return !matches!(
+                            e.wake.try_send(Wake::Look),
+                            Err(TrySendError::Disconnected(_))
+                        );
+                    }
+                    let stale_at = b.last_tick_ns + *resolution_ns + threshold;
+                    if now < stale_at {
+                        due = due.min(stale_at);
+                        return true;
+                    }
+                    Wake::Look
+                }
+                Source::Outside { pulse, looks, includes_sync, observe } => {
+                    let mut changed = None;
+                    let c = pulse.check(now, threshold, &mut |l| changed = Some(l.clone()));
+                    if let Some(l) = changed {
+                        if looks.len() >= MAX_LOOKS {
+                            looks.remove(0);
+                        }
+                        looks.push(l);
+                        let closed = pulse.counters.as_ref().is_some_and(|c| {
+                            c.state == procwatch::jvmcounters::SafepointState::Closed
+                        });
+                        let ended = if closed && looks.len() >= 2 {
+                            procwatch::jvmcounters::safepoints(looks, *includes_sync)
+                        } else {
+                            Vec::new()
+                        };
+                        if let Some(last) = looks.last() {
+                            observe(Seen { look: last, ended: &ended });
+                        }
+                        if closed {
+                            let last = looks.pop();
+                            looks.clear();
+                            looks.extend(last);
+                        }
+                    }
+                    match c {
+                        Check::Stalled(st) if !busy => Wake::Stall(st, looks.clone()),
+                        // Gone: its watcher ends its recording (it is told, and looks).
+                        Check::Over(_) => Wake::Look,
+                        Check::Quiet { due: d, .. } => {
+                            due = due.min(d);
+                            return true;
+                        }
+                        _ => {
+                            due = due.min(now + threshold);
+                            return true;
+                        }
+                    }
+                }
+            };
+            // Busy only once the watcher has it: a wake-up still pending (the queue holds one)
+            // leaves this one for the next pass.
+            match e.wake.try_send(wake) {
+                Ok(()) => {
+                    e.busy.store(true, Ordering::Release);
+                    true
+                }
+                Err(TrySendError::Full(_)) => true,
+                Err(TrySendError::Disconnected(_)) => false,
+            }
+        });
+        due
+    }
+
+    /// Runs the loop until `stop` is set; every wake-up's lateness goes to `lateness`.
+    pub fn run(&self, stop: &AtomicBool, lateness: &dyn Fn(u64)) {
+        // SAFETY: setpriority on this thread's own tid; failure (EPERM) leaves it as it was.
+        unsafe { libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, -10) };
+        while !stop.load(Ordering::Relaxed) {
+            let now = mono_ns();
+            let due = self.pass(now);
+            let t = mono_ns();
+            let late = sleep_until(due.clamp(t + MIN_SLEEP_NS, t + MAX_SLEEP_NS));
+            lateness(late);
+        }
+        self.wake_all();
+    }
+}

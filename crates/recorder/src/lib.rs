@@ -1,0 +1,306 @@
+//! The recorder behind `stallscope run` and `stallscope attach`: put the agent and safepoint
+//! logging into a JVM, watch it, and write the recording (the format is the `recording` crate).
+//!
+//! Invariant: the target's stdout, stderr and exit code pass through untouched (`run`), and
+//! whatever ends the recording, the JVM is left as it was found (`attach` switches its logging
+//! off and stops the agent's meter).
+//!
+//! Depends on the doctor (to diagnose a stall as it ends), the recording (the writer), the log
+//! analysis, the guardian, the attach protocol and the readers; never on the lab or the fleet,
+//! which call it.
+
+// Its docs are built with --document-private-items (make lint): module docs may name the
+// private constants their invariants are about.
+#![allow(rustdoc::private_intra_doc_links)]
+
+pub mod agent_jar;
+pub mod attached;
+mod attachment;
+pub mod boost;
+pub mod control;
+mod dirs;
+pub mod dumps;
+pub mod frames;
+mod launch;
+pub mod outside;
+pub mod pulse;
+pub mod safepoint_boost;
+pub mod stacks;
+pub mod staging;
+pub mod watch;
+
+use anyhow::{Result, bail};
+use procwatch::clock::mono_ns;
+use recording::units::fmt_ns;
+use recording::{Event, Meta, Writer};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+use watch::WatchOptions;
+
+pub use dirs::{hand_to, option_safe, own_dir, own_empty_dir, unused_name};
+pub use launch::{Launch, join_cgroup, record_jvm, record_native};
+
+/// What a recording needs: the agent, the directory, the thresholds.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub jar: PathBuf,
+    pub dir: PathBuf,
+    pub threshold_ns: u64,
+    pub sample_interval_ns: u64,
+    /// How the culprits' Java stacks are taken, if at all.
+    pub stacks: Stacks,
+    /// The agent's meter resolution when attaching (None: the agent's 1 ms).
+    pub resolution_ns: Option<u64>,
+    /// `run --outside`: put nothing into the JVM (no agent, no log, no flags); watch it through
+    /// its perf counters and /proc alone, as `attach` does a JVM that will not answer.
+    pub outside: bool,
+}
+
+/// How the culprits' Java stacks are taken during stalls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stacks {
+    /// Not at all (`--no-frames`).
+    Off,
+    /// With the stacks agent (record/stacks.rs), or the JVM's flight recorder (record/frames.rs)
+    /// where the agent library is missing; read from outside (record/outside.rs) when nothing
+    /// is put into the JVM.
+    Agent,
+    /// With the flight recorder even where the stacks agent is there (`run --jfr`).
+    Jfr,
+}
+
+impl Settings {
+    /// Settings for a recording into `dir` (created, empty), with default thresholds.
+    pub fn new(jar: PathBuf, dir: &Path) -> Result<Settings> {
+        own_empty_dir(dir)?;
+        Ok(Settings {
+            jar,
+            dir: std::fs::canonicalize(dir)?,
+            threshold_ns: 5_000_000,
+            sample_interval_ns: 2_000_000,
+            stacks: Stacks::Off,
+            resolution_ns: None,
+            outside: false,
+        })
+    }
+}
+
+/// What `run` and `attach` are asked for: where, the stall threshold, the sampling interval, the
+/// agent jar.
+pub struct RecordRequest<'a> {
+    pub out: Option<&'a Path>,
+    pub threshold_ns: u64,
+    pub sample_interval_ns: u64,
+    pub agent: Option<&'a Path>,
+    pub frames: bool,
+}
+
+/// Settings for a user's recording: checks the request, finds the agent, creates the directory
+/// (`./stallscope-<date>-<time>` by default).
+pub fn settings(o: &RecordRequest) -> Result<Settings> {
+    let (threshold_ns, sample_interval_ns) = (o.threshold_ns, o.sample_interval_ns);
+    if threshold_ns < 1_000_000 {
+        bail!("--threshold {} is below the agent's 1 ms resolution", fmt_ns(threshold_ns));
+    }
+    let jar = agent_jar::find(o.agent)?;
+    let dir = match o.out {
+        Some(d) => d.to_path_buf(),
+        None => unused_name(
+            Path::new(""),
+            &format!("stallscope-{}", chrono::Local::now().format("%Y%m%d-%H%M%S")),
+        ),
+    };
+    option_safe(&dir)?;
+    own_empty_dir(&dir)?;
+    let dir = std::fs::canonicalize(&dir)?;
+    Ok(Settings {
+        jar,
+        dir,
+        threshold_ns,
+        sample_interval_ns,
+        stacks: if o.frames { Stacks::Agent } else { Stacks::Off },
+        resolution_ns: None,
+        outside: false,
+    })
+}
+
+fn kernel() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default()
+}
+
+/// Starts tracepoint evidence for `pid` when privileged, and says in one line what is missing.
+/// The instance is registered with `guard` before it is made, so that stallscope killed outright,
+/// even mid-start, does not leave its events on (they would tax every page fault on the machine).
+pub(crate) fn start_tracer(
+    pid: i32,
+    mut guard: Option<&mut guard::Guard>,
+) -> (Option<procwatch::trace::Tracer>, Option<String>) {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return (None, Some("not root: no tracepoint evidence (fault addresses, mmap_lock wait times); rerun with sudo or CAP_PERFMON for it".into()));
+    }
+    let mut announce = |dir: &Path| match guard {
+        Some(ref mut g) => g
+            .add(guard::Undo::RemoveTraceInstance { dir: dir.to_path_buf() })
+            .map(|_| ())
+            .map_err(|e| std::io::Error::other(format!("{e:#}"))),
+        None => Ok(()),
+    };
+    match procwatch::trace::Tracer::start_announced(pid, &mut announce) {
+        Ok(t) => (Some(t), None),
+        Err(e) => (None, Some(format!("no tracepoint evidence: {e}"))),
+    }
+}
+
+pub(crate) fn meta(
+    mode: &str,
+    command: Vec<String>,
+    pid: i32,
+    java_home: Option<&Path>,
+    s: &Settings,
+    timeout_ms: Option<u64>,
+    tracing: &(Option<procwatch::trace::Tracer>, Option<String>),
+) -> Meta {
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    Meta {
+        stallscope_version: env!("CARGO_PKG_VERSION").to_string(),
+        mode: mode.to_string(),
+        command,
+        pid,
+        java_home: java_home.map(|h| h.display().to_string()),
+        java_version: java_home.and_then(frames::java_version),
+        kernel: kernel(),
+        cpus: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
+        root,
+        tracepoints: tracing.0.is_some(),
+        privileges_note: tracing.1.clone(),
+        start_mono_ns: mono_ns(),
+        start_epoch_ms: chrono::Utc::now().timestamp_millis(),
+        utc_offset_min: (chrono::Local::now().offset().local_minus_utc() / 60) as i16,
+        clock_ticks: procwatch::task::clock_ticks(),
+        threshold_ns: s.threshold_ns,
+        sample_interval_ns: s.sample_interval_ns,
+        safepoint_timeout_ms: timeout_ms,
+        cgroups: Some(procwatch::cgroup::of(pid)),
+        recorder_shares: Some(watch::shares(
+            &procwatch::cgroup::of(pid),
+            &procwatch::cgroup::of(0),
+        )),
+    }
+}
+
+pub(crate) fn watch_options(s: &Settings) -> WatchOptions {
+    WatchOptions {
+        threshold_ns: s.threshold_ns,
+        sample_interval_ns: s.sample_interval_ns,
+        system_interval_ns: 50_000_000,
+        boost: None,
+    }
+}
+
+/// Stacks read from outside the JVM during stalls, unless `--no-frames`.
+pub(crate) fn outside_stacks(s: &Settings, pid: i32) -> Option<outside::Outside> {
+    if s.stacks == Stacks::Off {
+        return None;
+    }
+    match outside::Outside::start(pid, &s.dir) {
+        Ok(o) => Some(o),
+        Err(e) => {
+            eprintln!("stallscope: pid {pid}: no code from outside: {e:#}");
+            None
+        }
+    }
+}
+
+/// Opens the JVM's perf counters for the recording, and says in it what they are, or why there
+/// are none.
+pub(crate) fn open_counters(
+    pid: i32,
+    w: &mut Writer,
+) -> Result<Option<procwatch::jvmcounters::JvmCounters>> {
+    // A JVM just started may still be creating them: a moment's patience.
+    let t0 = Instant::now();
+    let opened = loop {
+        match procwatch::jvmcounters::JvmCounters::of_pid(pid) {
+            Err(
+                procwatch::perfdata::Error::NotReady { .. }
+                | procwatch::perfdata::Error::Truncated { .. },
+            ) if t0.elapsed() < Duration::from_secs(3) => {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            other => break other,
+        }
+    };
+    match opened {
+        Ok(c) => {
+            w.events.line(&Event::Counters { t: mono_ns(), info: c.info.clone() })?;
+            Ok(Some(c))
+        }
+        Err(e) => {
+            w.events.line(&Event::NoCounters { t: mono_ns(), reason: e.to_string() })?;
+            Ok(None)
+        }
+    }
+}
+
+/// Makes the [`watch::Driven`] for a JVM whose heartbeat is found: `stallscope watch` hands its
+/// heartbeat to its one loop.
+pub type Drive<'a> = &'a (dyn Fn(i32, &procwatch::heartbeat::Heartbeat) -> watch::Driven + Sync);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scratch(name: &str) -> PathBuf {
+        let d =
+            std::env::temp_dir().join(format!("stallscope-settings-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    fn request<'a>(out: &'a Path, agent: &'a Path, threshold_ns: u64) -> RecordRequest<'a> {
+        RecordRequest {
+            out: Some(out),
+            threshold_ns,
+            sample_interval_ns: 2_000_000,
+            agent: Some(agent),
+            frames: true,
+        }
+    }
+
+    #[test]
+    fn settings_make_a_private_directory_and_say_how_stacks_are_taken() {
+        let d = scratch("ok");
+        let jar = d.join("agent.jar");
+        std::fs::write(&jar, b"PK").unwrap();
+        let s = settings(&request(&d.join("rec"), &jar, 5_000_000)).unwrap();
+        assert!(s.dir.is_absolute() && s.dir.is_dir(), "{}", s.dir.display());
+        assert_eq!(s.stacks, Stacks::Agent);
+        assert!(!s.outside);
+        let o = watch_options(&s);
+        assert_eq!((o.threshold_ns, o.sample_interval_ns), (5_000_000, 2_000_000));
+        let off =
+            settings(&RecordRequest { frames: false, ..request(&d.join("b"), &jar, 5_000_000) });
+        assert_eq!(off.unwrap().stacks, Stacks::Off);
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn settings_refuse_a_threshold_below_the_agents_resolution_and_a_used_directory() {
+        let d = scratch("refused");
+        let jar = d.join("agent.jar");
+        std::fs::write(&jar, b"PK").unwrap();
+        let e = settings(&request(&d.join("rec"), &jar, 500_000)).unwrap_err().to_string();
+        assert!(e.contains("below the agent's 1 ms resolution"), "{e}");
+        // A directory with something in it is no recording directory of ours.
+        let e = settings(&request(&d, &jar, 5_000_000)).unwrap_err().to_string();
+        assert!(e.contains(&d.display().to_string()), "{e}");
+        let e = settings(&request(&d.join("a,b"), &jar, 5_000_000)).unwrap_err().to_string();
+        assert!(e.contains("cannot hold ','"), "{e}");
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+}

@@ -1,0 +1,308 @@
+//! One stall, from the watch loop's side: its first look and header (begin event, baseline,
+//! context), its samples at the sampling rate until it resumes, and its end.
+//!
+//! Invariant: the first look is taken before anything else (a short stall under CPU contention
+//! may be over by the time the maps are read), and a stall that lasts is sampled less and less
+//! often down to a floor ([`backoff`]), so an hour costs thousands of samples, not millions.
+
+use super::sources::system_sample;
+use super::traces::TraceRequest;
+use super::{ALIVE_CHECK, MAX_BACKLOG, Until, Watcher, settle};
+use crate::dumps::DumpDue;
+use crate::pulse::Still;
+use anyhow::Result;
+use procwatch::clock::mono_ns;
+use procwatch::heartbeat;
+use procwatch::task::TaskSample;
+use recording::{Event, Sample, SystemSample};
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+/// What sampling one stall found out.
+pub(super) struct Sampled {
+    /// The last time the heartbeat was seen not to have moved: it resumed after that.
+    pub(super) unchanged_at: u64,
+    pub(super) exited: bool,
+    /// Threads seen blocked in the kernel outside a system call, or in D: whose faults matter.
+    pub(super) blocked: HashSet<i32>,
+    /// Samples the writer had dropped before this stall (a disk that did not keep up).
+    pub(super) dropped_before: u64,
+    /// How the last look found the stall.
+    pub(super) still: Still,
+}
+
+/// How far apart samples of a stall are once it has lasted `age_ns`: the full rate for its first
+/// 2 s, then 10 ms until 10 s, 100 ms until a minute, then once a second, the floor. A stall
+/// that lasts an hour costs about 6,000 samples, not 1.8 million (docs/formats/recording.md).
+pub fn backoff(base_ns: u64, age_ns: u64) -> u64 {
+    const S: u64 = 1_000_000_000;
+    let stage = match age_ns {
+        a if a < 2 * S => base_ns,
+        a if a < 10 * S => 10_000_000,
+        a if a < 60 * S => 100_000_000,
+        _ => S,
+    };
+    stage.max(base_ns)
+}
+
+/// When the next sample is due: a fixed rate on absolute deadlines. When behind (a slow /proc
+/// read, a system sample), sample again at once until caught up, so the rate holds; when far
+/// behind (the sidecar itself was descheduled), start afresh rather than burst.
+pub(super) fn next_sample_due(prev_due: u64, t: u64, interval_ns: u64) -> u64 {
+    let base = if prev_due == 0 || t > prev_due + MAX_BACKLOG * interval_ns { t } else { prev_due };
+    base + interval_ns
+}
+
+/// Threads whose sample differs from the previous one (what a delta sample lists).
+pub(super) fn changed(prev: &HashMap<i32, TaskSample>, now: &[TaskSample]) -> Vec<TaskSample> {
+    now.iter().filter(|t| prev.get(&t.tid) != Some(*t)).cloned().collect()
+}
+
+impl Watcher<'_> {
+    /// The heartbeat went stale: the first look (before anything else, since a short stall
+    /// under CPU contention may be over by the time the maps are read, and this sample is often
+    /// the only evidence), then the stall's header: its begin event, baseline and context.
+    /// `None` when the target was already gone: it exited, it did not stall.
+    pub(super) fn begin_stall(
+        &mut self,
+        st: &crate::pulse::Stall,
+        now: u64,
+        cur: &mut Vec<TaskSample>,
+    ) -> Result<Option<u64>> {
+        self.stall += 1;
+        let stall = self.stall;
+        if let Some(w) = &self.who {
+            w.begin(stall);
+        }
+        self.control.open_window();
+        let t_first = mono_ns();
+        // A thread started since the last baseline must be in the first look: it is often the
+        // one the stall is about (measured: a reader thread started 100 ms before its fault was
+        // missing from the first 48 samples). Listing the task directory costs tens of µs.
+        if self.sampler.rescan().is_err() || self.sampler.sample(cur).is_err() {
+            return Ok(None);
+        }
+        self.w.events.line(&Event::StallBegin {
+            t: now,
+            stall,
+            last_tick_ns: st.last_ok,
+            expected_ns: st.since,
+            by: st.by,
+        })?;
+        self.held_look("the first look", t_first, 0, stall)?;
+        let from = mono_ns();
+        if !self.idle.threads.is_empty() {
+            self.w.samples.line(&Sample {
+                t: self.idle.system.t,
+                stall,
+                full: true,
+                baseline: true,
+                threads: self.idle.threads.clone(),
+                gone: vec![],
+            })?;
+        }
+        self.w.system.line(&SystemSample { stall, ..self.idle.system.clone() })?;
+        let mut java_threads = self
+            .threads_file
+            .as_ref()
+            .and_then(|f| heartbeat::read_threads(f).ok())
+            .unwrap_or_default();
+        let host = procwatch::ns::host_tids(self.pid);
+        for j in java_threads.iter_mut() {
+            j.tid = procwatch::ns::host_tid(&host, j.tid);
+        }
+        // The maps are read off this thread (the read can wait behind the stall's own faults).
+        // A read just finished is written first, so this stall's can go out.
+        self.write_context()?;
+        if let Some(c) = self.contexts.ask(stall, java_threads) {
+            self.w.context.line(&c)?;
+        }
+        self.held("the stall's header", from, stall)?;
+        Ok(Some(t_first))
+    }
+
+    /// Samples every thread at the sampling rate (the machine every `system_interval_ns`) until
+    /// the heartbeat moves, the meter stops, watching ends or the target exits.
+    pub(super) fn sample_stall(
+        &mut self,
+        st: &crate::pulse::Stall,
+        now: u64,
+        t_first: u64,
+        cur: &mut Vec<TaskSample>,
+        until: &mut Until,
+    ) -> Result<Sampled> {
+        let stall = self.stall;
+        let mut prev: HashMap<i32, TaskSample> = HashMap::new();
+        let mut out = Sampled {
+            unchanged_at: now,
+            exited: false,
+            blocked: HashSet::new(),
+            dropped_before: self.w.samples.dropped(),
+            still: Still::Stalled,
+        };
+        let mut first_taken = Some(t_first);
+        let mut next_due = 0u64;
+        let mut first = true;
+        let mut last_system = 0u64;
+        // The dump asked in this stall so far.
+        let mut asked = DumpDue::None;
+        loop {
+            let t = match first_taken.take() {
+                Some(t) => t,
+                None => {
+                    let t = mono_ns();
+                    if self.sampler.sample(cur).is_err() {
+                        out.exited = true;
+                        return Ok(out);
+                    }
+                    t
+                }
+            };
+            out.blocked.extend(
+                cur.iter()
+                    .filter(|c| {
+                        c.state == 'D'
+                            || matches!(c.syscall, procwatch::task::Syscall::NotInSyscall { .. })
+                    })
+                    .map(|c| c.tid),
+            );
+            let now_tids: HashSet<i32> = cur.iter().map(|c| c.tid).collect();
+            let gone: Vec<i32> = prev.keys().filter(|k| !now_tids.contains(k)).copied().collect();
+            let threads = if first { cur.clone() } else { changed(&prev, cur) };
+            self.w.samples.line(&Sample {
+                t,
+                stall,
+                full: first,
+                baseline: false,
+                threads,
+                gone,
+            })?;
+            first = false;
+            prev = cur.iter().map(|s| (s.tid, s.clone())).collect();
+            let interval = backoff(self.opts.sample_interval_ns, t.saturating_sub(now));
+            let mut system_ns = 0;
+            if t - last_system >= self.opts.system_interval_ns.max(interval) {
+                last_system = t;
+                let from = mono_ns();
+                self.w.system.line(&system_sample(t, stall, false, &self.sources))?;
+                system_ns = mono_ns() - from;
+            }
+            if t != t_first {
+                self.held_look("a look", t, system_ns, stall)?;
+            }
+            self.write_context()?;
+            let lasted = t.saturating_sub(st.last_ok);
+            let due = DumpDue::after(lasted);
+            if due > asked {
+                // The threads are looked over only where dumps are taken (not in the lab or
+                // `watch`). Marked asked only once the ask is queued: behind a dump still under
+                // way, a long stall's ask is tried again at the next look, not lost.
+                if self
+                    .code
+                    .dumper
+                    .as_ref()
+                    .is_some_and(|d| crate::dumps::worth_a_dump(cur) && d.ask(stall, lasted))
+                {
+                    asked = due;
+                }
+            }
+            if let Some(s) = self.code.signaller.as_mut() {
+                s.look(cur, t, stall);
+            }
+            if let Some(o) = self.code.outside.as_mut() {
+                o.look(cur, t, stall);
+            }
+            let looked = mono_ns();
+            let mut counted = Vec::new();
+            out.still = self.pulse.still(st, looked, &mut |l| counted.push(l.clone()));
+            for l in counted {
+                self.w.counters.line(&l)?;
+            }
+            if out.still != Still::Stalled || until.stop.load(Ordering::Relaxed) {
+                return Ok(out);
+            }
+            out.unchanged_at = looked;
+            self.now_hook(Some(stall));
+            if until.deadline.is_some_and(|d| Instant::now() >= d) {
+                return Ok(out);
+            }
+            if self.last_alive_check.elapsed() > ALIVE_CHECK {
+                self.last_alive_check = Instant::now();
+                if !(until.alive)() {
+                    out.exited = true;
+                    return Ok(out);
+                }
+            }
+            next_due = next_sample_due(next_due, t, interval);
+            if mono_ns() < next_due {
+                self.control.sleep_until(next_due);
+            }
+        }
+    }
+
+    /// The last look, at the moment of resumption; tracepoint evidence; the stall's end event.
+    /// True when the target exited.
+    pub(super) fn end_stall(
+        &mut self,
+        st: &crate::pulse::Stall,
+        sampled: Sampled,
+        cur: &mut Vec<TaskSample>,
+    ) -> Result<bool> {
+        let stall = self.stall;
+        let t = mono_ns();
+        if self.sampler.sample(cur).is_ok() && !cur.is_empty() {
+            self.w.samples.line(&Sample {
+                t,
+                stall,
+                full: true,
+                baseline: false,
+                threads: cur.clone(),
+                gone: vec![],
+            })?;
+        }
+        let from = mono_ns();
+        self.w.system.line(&system_sample(t, stall, false, &self.sources))?;
+        self.held_look("the last look", t, mono_ns() - from, stall)?;
+        let (resumed, ticked) = self.pulse.resumed_at(st, sampled.still, sampled.unchanged_at, t);
+        self.boost.restore();
+        if let Some(tr) = &self.traces {
+            // The fault or lock wait behind a stall began before it was noticed: look back.
+            tr.request(TraceRequest {
+                stall,
+                from: st.last_ok.saturating_sub(30_000_000_000),
+                to: t,
+                blocked: sampled.blocked.clone(),
+                lock_from: st.last_ok.saturating_sub(1_000_000_000),
+            });
+        }
+        if let Some(w) = &self.who {
+            w.end(stall);
+        }
+        let dropped_samples = self.w.samples.dropped() - sampled.dropped_before;
+        let (control_max_late_ns, queued) = self.control.take_window();
+        let exiting = self.pulse.exiting();
+        self.w.events.line(&Event::StallEnd {
+            t,
+            stall,
+            resumed_ns: resumed,
+            control_max_late_ns,
+            control_queued_ns: Some(queued),
+            resumed: ticked,
+            dropped_samples,
+            exiting,
+        })?;
+        if let Some(d) = &mut self.driven {
+            (d.ended)(stall, self.w.barrier());
+        }
+        let mut exited = sampled.exited;
+        if !ticked && exiting {
+            if let Some(hb) = &self.pulse.hb {
+                settle(hb);
+            }
+            exited = true;
+        }
+        self.control.take_outside();
+        Ok(exited)
+    }
+}
