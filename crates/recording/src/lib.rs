@@ -24,12 +24,14 @@
 pub mod counters;
 pub mod files;
 pub mod hlog;
+pub mod notice;
 pub mod read;
 pub mod schema;
 pub mod units;
 pub mod who;
 pub mod writer;
 
+pub use notice::{Notice, Notices};
 pub use read::{FlightRecordings, Recording, read_lines, read_lines_noting, read_meta};
 pub use schema::*;
 pub use who::{CpuTaker, Freezer, IoTaker, Named, Who, WhoProcess, WhoThread};

@@ -1,11 +1,10 @@
 //! The command line: every subcommand, option and help text, and nothing else. Options are
 //! parsed into their types here (durations, enums, boost levels), so a command never sees a
-//! string it must parse again. The injectors' options live with them (`inject/`), as do the
-//! hidden `workload` command's.
+//! string it must parse again. The libraries know no clap: where an option is one of a
+//! library's enums, its mirror here (`…Arg`) converts to it.
 
 use clap::{Args, Parser, Subcommand};
 use lab::catalog::ScenarioId;
-use lab::scenario::Profile;
 use recorder::boost::BoostLevel;
 use recording::units::Duration;
 use std::path::PathBuf;
@@ -29,7 +28,7 @@ pub enum Command {
     /// Make a pathology happen on demand: a slow disk, an evicted file, throttled I/O, CPU
     /// contention, a frozen process. Every injector undoes itself.
     #[command(subcommand)]
-    Inject(lab::inject::InjectCommand),
+    Inject(InjectCommand),
     /// Launch a JVM with the agent and safepoint logging, watch it, and explain every stall.
     Run(RunArgs),
     /// Watch a running JVM (native attach: loads the agent, switches safepoint logging on).
@@ -52,7 +51,7 @@ pub enum Command {
     /// Native workloads of the lab (see `stallscope lab`); each runs alone, prints a summary
     /// and one JSON line.
     #[command(subcommand, hide = true)]
-    Workload(lab::workload::WorkloadCommand),
+    Workload(WorkloadCommand),
     /// The guardian that undoes stallscope's changes if it dies (started by stallscope itself).
     #[command(hide = true)]
     Guard,
@@ -370,8 +369,8 @@ pub struct LabRunArgs {
     #[arg(value_name = "SCENARIO", value_parser = ScenarioId::parse)]
     pub scenarios: Vec<ScenarioId>,
     /// `quick` (seconds per run) or `full` (the seeds' proportions).
-    #[arg(long, value_enum, default_value_t = Profile::Quick)]
-    pub profile: Profile,
+    #[arg(long, value_enum, default_value_t = ProfileArg::Quick)]
+    pub profile: ProfileArg,
     /// Repetitions of each variant (default: 2 quick, 5 full).
     #[arg(long)]
     pub reps: Option<usize>,
@@ -446,5 +445,259 @@ mod tests {
         assert!(e.contains("has no unit"), "{e}");
         let Ok(Command::Attach(a)) = parse(&["attach", "42", "--for", "1.5s"]) else { panic!() };
         assert_eq!((a.pid, a.run_for.map(|d| d.ns())), (42, Some(1_500_000_000)));
+    }
+}
+
+/// `stallscope inject …`: the fault injectors (the lab's `inject` module), each alone.
+#[derive(Subcommand, Debug)]
+pub enum InjectCommand {
+    /// Mount a FUSE passthrough of BACKING at MOUNT whose reads (and mmap page-ins) are slow.
+    Slowfs(SlowfsArgs),
+    /// Change a mounted slowfs's settings without remounting; prints the settings.
+    SlowfsSet(SlowfsSetArgs),
+    /// Drop files from the page cache (posix_fadvise DONTNEED, like vmtouch -e).
+    Evict(EvictArgs),
+    /// Report how much of each file is in the page cache (mincore).
+    Resident(ResidentArgs),
+    /// Run a command in a cgroup whose reads from a block device are throttled (root).
+    Throttle(ThrottleArgs),
+    /// Generate competing CPU load.
+    CpuHog(CpuHogArgs),
+    /// Stop a process with SIGSTOP, then continue it with SIGCONT, guaranteed.
+    Freeze(FreezeArgs),
+}
+
+#[derive(Args, Debug, Clone)]
+#[command(after_help = "\
+While mounted, `MOUNT/.stallscope-slowfs` shows the settings and counters; writing
+`read_delay=5s` (or write_delay=, jitter=, error_rate=, glob=) to it changes them, as
+`stallscope inject slowfs-set MOUNT --read-delay 5s` does.
+
+Example, the seed's experiment with a 300 ms disk:
+  stallscope inject slowfs /data /mnt/slow --read-delay 300ms &
+  stallscope inject evict /mnt/slow/test.dat
+  java LongTTSP /mnt/slow/test.dat")]
+pub struct SlowfsArgs {
+    /// The directory whose files the mount shows.
+    pub backing: PathBuf,
+    /// Where to mount (created if missing, and then removed afterwards).
+    pub mount: PathBuf,
+    /// Delay of each read that reaches the file system (page-cache hits are not delayed).
+    #[arg(long, default_value = "300ms")]
+    pub read_delay: recording::units::Duration,
+    /// Delay of each write and fsync (writes are not cached: every write(2) waits, as on a slow
+    /// network file system; a JVM's GC log written here slows whatever writes it).
+    #[arg(long, default_value = "0ms")]
+    pub write_delay: recording::units::Duration,
+    /// A random extra delay, uniform between 0 and this.
+    #[arg(long, default_value = "0ms")]
+    pub jitter: recording::units::Duration,
+    /// Only files whose path in the mount matches this glob are slow (e.g. `*.dat`).
+    #[arg(long, default_value = "**")]
+    pub glob: String,
+    /// Fraction of matching reads that fail with EIO, between 0 and 1.
+    #[arg(long, default_value_t = 0.0)]
+    pub error_rate: f64,
+    /// Upper bound on any delay, now or set later.
+    #[arg(long, default_value = "10s")]
+    pub max_delay: recording::units::Duration,
+    /// Unmount after this long (default: until Ctrl-C or SIGTERM).
+    #[arg(long = "for", value_name = "DURATION")]
+    pub run_for: Option<recording::units::Duration>,
+    /// FUSE worker threads (delayed reads do not occupy them).
+    #[arg(long, default_value_t = 4)]
+    pub threads: usize,
+    /// Let other users use the mount too (FUSE `allow_other`; needs root or `user_allow_other`
+    /// in /etc/fuse.conf). Off by default: only the user who mounted it can use it, and the
+    /// kernel checks every file's mode for them either way (`default_permissions`).
+    #[arg(long)]
+    pub allow_other: bool,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct SlowfsSetArgs {
+    /// The slowfs mount point.
+    pub mount: PathBuf,
+    #[arg(long)]
+    pub read_delay: Option<recording::units::Duration>,
+    #[arg(long)]
+    pub write_delay: Option<recording::units::Duration>,
+    #[arg(long)]
+    pub jitter: Option<recording::units::Duration>,
+    #[arg(long)]
+    pub error_rate: Option<f64>,
+    #[arg(long)]
+    pub glob: Option<String>,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct EvictArgs {
+    #[arg(required = true, value_name = "FILE")]
+    pub files: Vec<PathBuf>,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct ResidentArgs {
+    #[arg(required = true, value_name = "FILE")]
+    pub files: Vec<PathBuf>,
+    /// One JSON object per file.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct ThrottleArgs {
+    /// Read operations per second allowed from the device.
+    #[arg(long)]
+    pub riops: u64,
+    /// The block device (`/dev/vda`, `254:0`); default: the disk holding the working directory.
+    #[arg(long)]
+    pub device: Option<String>,
+    /// The command to run, after `--`.
+    #[arg(last = true, required = true, value_name = "CMD")]
+    pub command: Vec<String>,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct CpuHogArgs {
+    /// Spinning threads.
+    #[arg(long, default_value_t = 2)]
+    pub threads: usize,
+    /// How long.
+    #[arg(long = "for", value_name = "DURATION")]
+    pub run_for: recording::units::Duration,
+    /// Nice value for the spinning threads (negative needs root).
+    #[arg(long, allow_hyphen_values = true)]
+    pub nice: Option<i32>,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct FreezeArgs {
+    pub pid: i32,
+    /// How long to keep it stopped.
+    #[arg(long = "for", value_name = "DURATION")]
+    pub run_for: recording::units::Duration,
+}
+
+/// `stallscope workload …` (hidden): the lab's native workloads, each alone.
+#[derive(Subcommand, Debug)]
+pub enum WorkloadCommand {
+    /// Seed 001: timed condition-variable waits beside a thread that maps and unmaps large
+    /// regions; private vs shared futexes, mlockall, churn vs a reused mapping.
+    FutexMmap(FutexMmapArgs),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ChurnArg {
+    /// mmap, touch every page, munmap, again: mmap_lock taken for write each cycle.
+    #[value(name = "churn")]
+    MapUnmap,
+    /// One mapping, made before the waiter starts, touched and MADV_DONTNEEDed again and
+    /// again: faults, no mmap/munmap (under mlockall DONTNEED is refused: writes only).
+    Reuse,
+    /// No second thread: the baseline.
+    None,
+}
+
+/// Which futex the waiter sleeps on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum FutexArg {
+    /// glibc's default: never takes mmap_lock.
+    Private,
+    /// pthread_*attr_setpshared: its wake-up looks the address up under mmap_lock.
+    Shared,
+}
+
+/// What the waiter does after each wake-up, inside the time measured.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum WakePathArg {
+    /// Nothing more: the futex wait alone.
+    Wait,
+    /// Touch a page of a mapping never faulted before (mmap_lock for read, on the fallback
+    /// from per-VMA locks). Without --mlock only: mlockall populates every mapping first.
+    Fault,
+    /// Read /proc/self/smaps_rollup (mmap_lock for read), as a monitoring agent does.
+    Smaps,
+    /// Read /proc/self/maps (per-VMA locks since Linux 6.17, mmap_lock for read before).
+    Maps,
+    /// mprotect one page of its own (mmap_lock for write), as a JIT or a guard page does.
+    Mprotect,
+    /// mmap and munmap 64 KiB (mmap_lock for write, twice), as a large malloc and free do.
+    Mmap,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct FutexMmapArgs {
+    /// The futex the waiter sleeps on.
+    #[arg(long, value_enum, default_value_t = FutexArg::Private)]
+    pub futex: FutexArg,
+    /// mlockall(MCL_CURRENT|MCL_FUTURE) during the run.
+    #[arg(long)]
+    pub mlock: bool,
+    /// What the second thread does: mmap/touch/munmap, one mapping MADV_DONTNEEDed, or nothing.
+    #[arg(long, value_enum, default_value_t = ChurnArg::MapUnmap)]
+    pub churn: ChurnArg,
+    /// Size of each mapping.
+    #[arg(long, default_value_t = 100)]
+    pub region_mb: usize,
+    /// How often the latency-critical thread wakes.
+    #[arg(long, default_value = "1ms")]
+    pub period: recording::units::Duration,
+    /// How long each variant runs.
+    #[arg(long, default_value = "5s")]
+    pub duration: recording::units::Duration,
+    /// Run the latency-critical thread SCHED_FIFO where permitted.
+    #[arg(long)]
+    pub fifo: bool,
+    /// Run the standard set of variants one after another.
+    #[arg(long)]
+    pub matrix: bool,
+    /// Publish a stallscope heartbeat from the waiting thread, so the recorder can watch it.
+    #[arg(long)]
+    pub heartbeat: bool,
+    /// What the waiter does after each wake-up, inside the time measured.
+    #[arg(long, value_enum, default_value_t = WakePathArg::Wait)]
+    pub path: WakePathArg,
+}
+
+impl FutexMmapArgs {
+    /// The variant these options ask for (without `--matrix`).
+    pub fn variant(&self) -> lab::workload::futex_mmap::Variant {
+        use lab::workload::futex_mmap::{Churn, WakePath};
+        lab::workload::futex_mmap::Variant {
+            shared: self.futex == FutexArg::Shared,
+            mlock: self.mlock,
+            churn: match self.churn {
+                ChurnArg::MapUnmap => Churn::MapUnmap,
+                ChurnArg::Reuse => Churn::Reuse,
+                ChurnArg::None => Churn::None,
+            },
+            fifo: self.fifo,
+            path: match self.path {
+                WakePathArg::Wait => WakePath::Wait,
+                WakePathArg::Fault => WakePath::Fault,
+                WakePathArg::Smaps => WakePath::Smaps,
+                WakePathArg::Maps => WakePath::Maps,
+                WakePathArg::Mprotect => WakePath::Mprotect,
+                WakePathArg::Mmap => WakePath::Mmap,
+            },
+        }
+    }
+}
+
+/// How long a lab scenario runs (the lab's `Profile`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ProfileArg {
+    // No doc comments on the values: the option's own help says what each is.
+    Quick,
+    Full,
+}
+
+impl ProfileArg {
+    pub fn profile(self) -> lab::scenario::Profile {
+        match self {
+            ProfileArg::Quick => lab::scenario::Profile::Quick,
+            ProfileArg::Full => lab::scenario::Profile::Full,
+        }
     }
 }

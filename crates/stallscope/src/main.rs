@@ -22,8 +22,8 @@ mod output;
 fn run(command: cli::Command) -> anyhow::Result<i32> {
     match command {
         cli::Command::Logs(a) => commands::logs::run(a),
-        cli::Command::Inject(c) => lab::inject::run(c),
-        cli::Command::Workload(c) => lab::workload::run(c),
+        cli::Command::Inject(c) => commands::inject::run(c),
+        cli::Command::Workload(c) => commands::workload::run(c),
         cli::Command::Guard => guard::run_guardian(),
         cli::Command::JfrChunks { file, samples } => {
             logs::sandbox::reader_main(&file, samples.as_deref())

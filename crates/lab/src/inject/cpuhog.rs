@@ -1,34 +1,28 @@
-//! `stallscope inject cpu-hog`: competing CPU load, N spinning threads at a chosen nice value.
+//! Competing CPU load (`stallscope inject cpu-hog`): N spinning threads at a chosen nice value.
 
 use anyhow::Result;
-use recording::units::fmt_ns;
+use recording::notice::{Kind, Notices};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-#[derive(clap::Args, Debug, Clone)]
-pub struct CpuHogArgs {
-    /// Spinning threads.
-    #[arg(long, default_value_t = 2)]
-    pub threads: usize,
-    /// How long.
-    #[arg(long = "for", value_name = "DURATION")]
-    pub run_for: recording::units::Duration,
-    /// Nice value for the spinning threads (negative needs root).
-    #[arg(long, allow_hyphen_values = true)]
-    pub nice: Option<i32>,
-}
-
-pub fn run(a: CpuHogArgs) -> Result<i32> {
-    let dur = a.run_for.ns();
-    let stop = super::stop_flag()?;
+/// Spins `threads` threads (at nice `nice`, if given) for `dur` or until `stop` is set, and
+/// returns the units of work they did between them. A nice value that cannot be set is told to
+/// `notices` and the thread spins at its normal priority.
+pub fn spin(
+    threads: usize,
+    nice: Option<i32>,
+    dur: Duration,
+    stop: &AtomicBool,
+    notices: &Notices,
+) -> Result<u64> {
     let done = Arc::new(AtomicBool::new(false));
     let work = Arc::new(AtomicU64::new(0));
     let started = Instant::now();
-    let mut threads = Vec::new();
-    for i in 0..a.threads {
-        let (done, work, nice) = (Arc::clone(&done), Arc::clone(&work), a.nice);
-        threads.push(std::thread::Builder::new().name(format!("cpu-hog-{i}")).spawn(
+    let mut spinning = Vec::new();
+    for i in 0..threads {
+        let (done, work, notices) = (Arc::clone(&done), Arc::clone(&work), notices.clone());
+        spinning.push(std::thread::Builder::new().name(format!("cpu-hog-{i}")).spawn(
             move || {
                 if let Some(n) = nice {
                     // SAFETY: setpriority on our own thread id.
@@ -36,9 +30,13 @@ pub fn run(a: CpuHogArgs) -> Result<i32> {
                         libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, n)
                     };
                     if rc != 0 {
-                        eprintln!(
-                            "cpu-hog: cannot set nice {n}: {} (raising priority needs root)",
-                            std::io::Error::last_os_error()
+                        notices.tell(
+                            "cpu-hog",
+                            Kind::Warning,
+                            format!(
+                                "cannot set nice {n}: {} (raising priority needs root)",
+                                std::io::Error::last_os_error()
+                            ),
                         );
                     }
                 }
@@ -53,23 +51,12 @@ pub fn run(a: CpuHogArgs) -> Result<i32> {
             },
         )?);
     }
-    eprintln!(
-        "cpu-hog: {} threads{} for {}",
-        a.threads,
-        a.nice.map(|n| format!(" at nice {n}")).unwrap_or_default(),
-        fmt_ns(dur)
-    );
-    while started.elapsed() < Duration::from_nanos(dur) && !stop.load(Ordering::Relaxed) {
+    while started.elapsed() < dur && !stop.load(Ordering::Relaxed) {
         std::thread::sleep(Duration::from_millis(10));
     }
     done.store(true, Ordering::Relaxed);
-    for t in threads {
+    for t in spinning {
         let _ = t.join();
     }
-    let elapsed = started.elapsed();
-    println!(
-        "{}",
-        serde_json::json!({"injector": "cpu-hog", "threads": a.threads, "nice": a.nice, "elapsed_ns": elapsed.as_nanos() as u64, "work_units": work.load(Ordering::Relaxed)})
-    );
-    Ok(0)
+    Ok(work.load(Ordering::Relaxed))
 }

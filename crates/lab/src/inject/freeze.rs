@@ -1,19 +1,10 @@
-//! `stallscope inject freeze PID --for D`: SIGSTOP a process, then SIGCONT it.
+//! Freeze a process (`stallscope inject freeze PID --for D`): SIGSTOP it, then SIGCONT it.
 //!
 //! Invariant: the process is continued on every exit path. A forked guardian waits on a pipe
 //! and sends SIGCONT when the pipe closes, which happens even if this process is SIGKILLed.
 
 use anyhow::{Context, Result};
-use recording::units::fmt_ns;
 use std::time::{Duration, Instant};
-
-#[derive(clap::Args, Debug, Clone)]
-pub struct FreezeArgs {
-    pub pid: i32,
-    /// How long to keep it stopped.
-    #[arg(long = "for", value_name = "DURATION")]
-    pub run_for: recording::units::Duration,
-}
 
 /// The process state letter from `/proc/<pid>/stat` (after the `comm` field).
 pub fn process_state(pid: i32) -> Option<char> {
@@ -80,16 +71,4 @@ pub fn freeze(pid: i32, dur: Duration, stop: &std::sync::atomic::AtomicBool) -> 
         libc::waitpid(guardian, std::ptr::null_mut(), 0);
     }
     result
-}
-
-pub fn run(a: FreezeArgs) -> Result<i32> {
-    let dur = a.run_for.ns();
-    let stop = super::stop_flag()?;
-    let stopped = freeze(a.pid, Duration::from_nanos(dur), &stop)?;
-    println!(
-        "{}",
-        serde_json::json!({"injector": "freeze", "pid": a.pid, "requested_ns": dur, "stopped_ns": stopped.as_nanos() as u64, "state_after": process_state(a.pid).map(String::from)})
-    );
-    eprintln!("freeze: pid {} stopped for {}", a.pid, fmt_ns(stopped.as_nanos() as u64));
-    Ok(0)
 }

@@ -11,20 +11,18 @@
 //! Invariant: the measuring thread allocates nothing in its loop; every variant restores the
 //! process (munlockall, scheduling policy) before the next begins.
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 use hdrhistogram::Histogram;
 use procwatch::clock::mono_ns;
-use recording::units::fmt_ns;
 use serde::Serialize;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
 #[serde(rename_all = "kebab-case")]
 pub enum Churn {
     /// mmap, touch every page, munmap, again: mmap_lock taken for write each cycle.
-    #[value(name = "churn")]
     #[serde(rename = "churn")]
     MapUnmap,
     /// One mapping, made before the waiter starts, touched and MADV_DONTNEEDed again and
@@ -35,7 +33,7 @@ pub enum Churn {
 }
 
 /// Which futex the waiter sleeps on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Futex {
     /// glibc's default: never takes mmap_lock.
     Private,
@@ -44,7 +42,7 @@ pub enum Futex {
 }
 
 /// What the waiter does after each wake-up, inside the time measured.
-#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
 #[serde(rename_all = "kebab-case")]
 pub enum WakePath {
     /// Nothing more: the futex wait alone.
@@ -60,40 +58,6 @@ pub enum WakePath {
     Mprotect,
     /// mmap and munmap 64 KiB (mmap_lock for write, twice), as a large malloc and free do.
     Mmap,
-}
-
-#[derive(clap::Args, Debug, Clone)]
-pub struct FutexMmapArgs {
-    /// The futex the waiter sleeps on.
-    #[arg(long, value_enum, default_value_t = Futex::Private)]
-    pub futex: Futex,
-    /// mlockall(MCL_CURRENT|MCL_FUTURE) during the run.
-    #[arg(long)]
-    pub mlock: bool,
-    /// What the second thread does: mmap/touch/munmap, one mapping MADV_DONTNEEDed, or nothing.
-    #[arg(long, value_enum, default_value_t = Churn::MapUnmap)]
-    pub churn: Churn,
-    /// Size of each mapping.
-    #[arg(long, default_value_t = 100)]
-    pub region_mb: usize,
-    /// How often the latency-critical thread wakes.
-    #[arg(long, default_value = "1ms")]
-    pub period: recording::units::Duration,
-    /// How long each variant runs.
-    #[arg(long, default_value = "5s")]
-    pub duration: recording::units::Duration,
-    /// Run the latency-critical thread SCHED_FIFO where permitted.
-    #[arg(long)]
-    pub fifo: bool,
-    /// Run the standard set of variants one after another.
-    #[arg(long)]
-    pub matrix: bool,
-    /// Publish a stallscope heartbeat from the waiting thread, so the recorder can watch it.
-    #[arg(long)]
-    pub heartbeat: bool,
-    /// What the waiter does after each wake-up, inside the time measured.
-    #[arg(long, value_enum, default_value_t = WakePath::Wait)]
-    pub path: WakePath,
 }
 
 #[derive(Debug, Clone, Copy, Serialize)]
@@ -554,60 +518,4 @@ pub fn matrix(fifo: bool) -> Vec<Variant> {
         all.push(Variant { path, ..v(false, false, Churn::MapUnmap) });
     }
     all
-}
-
-pub fn run(a: FutexMmapArgs) -> Result<i32> {
-    let (period, duration) = (a.period.std(), a.duration.std());
-    if period.is_zero() || period > duration {
-        bail!("--period must be positive and shorter than --duration");
-    }
-    let region = a.region_mb.max(1) * 1024 * 1024;
-    if a.heartbeat && a.matrix {
-        bail!("--heartbeat watches one variant: drop --matrix");
-    }
-    let variants = if a.matrix {
-        matrix(a.fifo)
-    } else {
-        vec![Variant {
-            shared: a.futex == Futex::Shared,
-            mlock: a.mlock,
-            churn: a.churn,
-            fifo: a.fifo,
-            path: a.path,
-        }]
-    };
-    let started = Instant::now();
-    let mut outcomes = Vec::new();
-    println!(
-        "futex-mmap: a thread waits {} at a time on a condition variable; another churns {} MB mappings",
-        fmt_ns(period.as_nanos() as u64),
-        a.region_mb
-    );
-    println!(
-        "  {:<64} {:>8} {:>9} {:>9} {:>9} {:>9} {:>7} {:>11}",
-        "variant", "wakeups", "p50", "p99", "p99.9", "max", "cycles", "mmap p50"
-    );
-    for v in variants {
-        let o = run_variant(v, period, duration, region, a.heartbeat)?;
-        println!(
-            "  {:<64} {:>8} {:>9} {:>9} {:>9} {:>9} {:>7} {:>11}",
-            o.name,
-            o.wakeups,
-            fmt_ns(o.p50_ns),
-            fmt_ns(o.p99_ns),
-            fmt_ns(o.p99_9_ns),
-            fmt_ns(o.max_ns),
-            o.churn_cycles,
-            if o.churn_cycles > 0 { fmt_ns(o.mmap_p50_ns) } else { "-".into() }
-        );
-        for n in &o.notes {
-            println!("    note: {n}");
-        }
-        outcomes.push(o);
-    }
-    println!(
-        "{}",
-        serde_json::json!({"workload": "futex-mmap", "period_ns": period.as_nanos() as u64, "duration_ns": duration.as_nanos() as u64, "region_mb": a.region_mb, "elapsed_ns": started.elapsed().as_nanos() as u64, "variants": outcomes})
-    );
-    Ok(0)
 }

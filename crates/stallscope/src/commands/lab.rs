@@ -83,7 +83,7 @@ fn which(p: &Path) -> Option<PathBuf> {
 }
 
 pub fn run(a: LabRunArgs) -> Result<i32> {
-    let profile = a.profile;
+    let profile = a.profile.profile();
     let reps = a.reps.unwrap_or(if profile == Profile::Quick { 2 } else { 5 }).max(1);
     let out = a.out.clone().unwrap_or_else(|| {
         PathBuf::from(format!("stallscope-lab-{}", chrono::Local::now().format("%Y%m%d-%H%M%S")))
@@ -95,7 +95,7 @@ pub fn run(a: LabRunArgs) -> Result<i32> {
     let out = out.canonicalize()?;
     let java = a.java.clone().unwrap_or_else(|| PathBuf::from("java"));
     let java = if java.components().count() > 1 { java } else { which(&java).unwrap_or(java) };
-    let stop = lab::inject::stop_flag()?;
+    let stop = super::stop_flag()?;
     let bar =
         if a.json { indicatif::ProgressBar::hidden() } else { indicatif::ProgressBar::new(0) };
     bar.set_style(

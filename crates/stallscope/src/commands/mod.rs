@@ -3,9 +3,24 @@
 //! with `output`. The pieces never print results themselves.
 
 pub mod counters;
+pub mod inject;
 pub mod jvms;
 pub mod lab;
 pub mod logs;
 pub mod record;
 pub mod report;
 pub mod watch;
+pub mod workload;
+
+/// Registers SIGINT, SIGTERM and SIGHUP to set the returned flag instead of killing us, so the
+/// command can undo what it did: the signal handling of `run`, `attach`, `watch`, `lab` and the
+/// injectors, handed to the libraries as a flag.
+pub fn stop_flag() -> anyhow::Result<std::sync::Arc<std::sync::atomic::AtomicBool>> {
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    for sig in
+        [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM, signal_hook::consts::SIGHUP]
+    {
+        signal_hook::flag::register(sig, std::sync::Arc::clone(&stop))?;
+    }
+    Ok(stop)
+}

@@ -36,7 +36,7 @@ pub fn run(a: RunArgs) -> Result<i32> {
             },
         )
     });
-    let stop = lab::inject::stop_flag()?;
+    let stop = super::stop_flag()?;
     let launch = Launch {
         safepoint_timeout: !a.no_safepoint_timeout,
         boost,
@@ -61,7 +61,7 @@ pub fn attach(a: AttachArgs) -> Result<i32> {
     let jvm = Jvm::find(a.pid)?;
     let s = recorder::settings(&request(&a.record))?;
     recorder::hand_to(&s.dir, jvm.uid)?;
-    let stop = lab::inject::stop_flag()?;
+    let stop = super::stop_flag()?;
     // What is happening now, said about a second in, on a thread of its own: the watch loop
     // only hands it a barrier for what it wrote so far.
     let (tx, rx) = std::sync::mpsc::channel::<watch::Now>();

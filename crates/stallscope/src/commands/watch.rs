@@ -40,7 +40,7 @@ pub fn run(a: WatchArgs) -> Result<i32> {
         None => fleet::Attach::Never,
         Some(s) => fleet::Attach::parse(s).map_err(|e| Failure::error(EXIT_USAGE, e))?,
     };
-    let stop = lab::inject::stop_flag()?;
+    let stop = super::stop_flag()?;
     let cfg = fleet::Config {
         selection,
         out,

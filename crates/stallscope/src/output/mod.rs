@@ -6,7 +6,8 @@
 //! Invariant: renderers only read the plain view types ([`doctor::Report`],
 //! [`::lab::model::LabResult`], [`logs::view::LogsView`], [`html::view::RecordingView`],
 //! [`jvms::JvmList`]);
-//! they never compute analysis.
+//! they never compute analysis. What the libraries notice on the way reaches stderr through
+//! [`notices`], one line each.
 
 pub mod csv;
 pub mod html;
@@ -17,6 +18,12 @@ pub mod report;
 pub mod terminal;
 
 use std::io;
+
+/// The sink the libraries tell what they noticed (progress, warnings): stderr, one line each,
+/// `source: text`, as stallscope has always printed them.
+pub fn notices() -> recording::Notices {
+    recording::Notices::new(|n| eprintln!("{n}"))
+}
 
 /// One format of one kind of result `V`. A streamed result (a log analysis) also hands each
 /// record `I` to the format as it is read, so a format that writes per record (CSV) needs no

@@ -12,6 +12,7 @@ use fuser::{
     OpenFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry,
     ReplyOpen, ReplyStatfs, ReplyWrite, Request, TimeOrNow, WriteFlags,
 };
+use recording::notice::{Kind, Notices};
 use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::fs::{File, Metadata, OpenOptions};
@@ -29,6 +30,8 @@ const INO_SHIFT: u64 = 16;
 pub struct SlowFs {
     root: PathBuf,
     settings: Arc<Settings>,
+    /// Where the FUSE threads' warnings go.
+    notices: Notices,
     /// FUSE inode → backing path (relative to the root). Read-mostly: lookups add entries.
     paths: RwLock<HashMap<u64, PathBuf>>,
     handles: RwLock<HashMap<u64, Arc<File>>>,
@@ -45,10 +48,11 @@ fn system_time(secs: i64, nsec: i64) -> SystemTime {
 }
 
 impl SlowFs {
-    pub fn new(root: PathBuf, settings: Arc<Settings>) -> SlowFs {
+    pub fn new(root: PathBuf, settings: Arc<Settings>, notices: Notices) -> SlowFs {
         SlowFs {
             root,
             settings,
+            notices,
             paths: RwLock::new(HashMap::new()),
             handles: RwLock::new(HashMap::new()),
             next_fh: AtomicU64::new(1),
@@ -315,7 +319,11 @@ impl Filesystem for SlowFs {
             }
         });
         if let Err(e) = spawned {
-            eprintln!("slowfs: cannot start a delay thread ({e}); this read fails with EAGAIN");
+            self.notices.tell(
+                "slowfs",
+                Kind::Warning,
+                format!("cannot start a delay thread ({e}); this read fails with EAGAIN"),
+            );
         }
     }
 
@@ -337,14 +345,22 @@ impl Filesystem for SlowFs {
                 .and_then(|t| self.settings.apply(t))
             {
                 Ok(()) => {
-                    eprintln!(
-                        "slowfs: settings now {}",
-                        self.settings.render().lines().take(4).collect::<Vec<_>>().join(", ")
+                    self.notices.tell(
+                        "slowfs",
+                        Kind::Progress,
+                        format!(
+                            "settings now {}",
+                            self.settings.render().lines().take(4).collect::<Vec<_>>().join(", ")
+                        ),
                     );
                     reply.written(data.len() as u32)
                 }
                 Err(msg) => {
-                    eprintln!("slowfs: control write refused: {msg}");
+                    self.notices.tell(
+                        "slowfs",
+                        Kind::Warning,
+                        format!("control write refused: {msg}"),
+                    );
                     reply.error(Errno::EINVAL)
                 }
             };
@@ -367,7 +383,11 @@ impl Filesystem for SlowFs {
             write(reply, &data);
         });
         if let Err(e) = spawned {
-            eprintln!("slowfs: cannot start a delay thread ({e}); this write fails with EAGAIN");
+            self.notices.tell(
+                "slowfs",
+                Kind::Warning,
+                format!("cannot start a delay thread ({e}); this write fails with EAGAIN"),
+            );
         }
     }
 
@@ -408,7 +428,11 @@ impl Filesystem for SlowFs {
             sync(reply);
         });
         if let Err(e) = spawned {
-            eprintln!("slowfs: cannot start a delay thread ({e}); this fsync fails with EAGAIN");
+            self.notices.tell(
+                "slowfs",
+                Kind::Warning,
+                format!("cannot start a delay thread ({e}); this fsync fails with EAGAIN"),
+            );
         }
     }
 

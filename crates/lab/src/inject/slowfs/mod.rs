@@ -1,82 +1,61 @@
-//! `stallscope inject slowfs`: a slow disk without a kernel module. Mounts a FUSE passthrough
-//! of a backing directory whose reads are delayed (and optionally fail), runs in the
-//! foreground, and always unmounts.
+//! slowfs, a slow disk without a kernel module (`stallscope inject slowfs`): a FUSE passthrough
+//! of a backing directory whose reads are delayed (and optionally fail).
 //!
-//! Invariant: the mount is gone when this returns, whatever ended it (`--for`, Ctrl-C,
-//! SIGTERM, an error); if the process is killed outright, a guardian process detaches it.
+//! Invariant: the mount is gone once its [`Slowfs`] is unmounted or dropped, whatever ended it
+//! (`--for`, Ctrl-C, SIGTERM, an error); if the process is killed outright, a guardian process
+//! detaches it.
 
 pub mod control;
 mod fs;
 
 use anyhow::{Context, Result, bail};
 use control::{CONTROL_NAME, Settings};
-use recording::units::fmt_ns;
+use recording::notice::{Kind, Notices};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-#[derive(clap::Args, Debug, Clone)]
-#[command(after_help = "\
-While mounted, `MOUNT/.stallscope-slowfs` shows the settings and counters; writing
-`read_delay=5s` (or write_delay=, jitter=, error_rate=, glob=) to it changes them, as
-`stallscope inject slowfs-set MOUNT --read-delay 5s` does.
-
-Example, the seed's experiment with a 300 ms disk:
-  stallscope inject slowfs /data /mnt/slow --read-delay 300ms &
-  stallscope inject evict /mnt/slow/test.dat
-  java LongTTSP /mnt/slow/test.dat")]
-pub struct SlowfsArgs {
+/// What a slowfs mount is asked for: what it mirrors, where, and how slow.
+#[derive(Debug, Clone)]
+pub struct Options {
     /// The directory whose files the mount shows.
     pub backing: PathBuf,
     /// Where to mount (created if missing, and then removed afterwards).
     pub mount: PathBuf,
-    /// Delay of each read that reaches the file system (page-cache hits are not delayed).
-    #[arg(long, default_value = "300ms")]
-    pub read_delay: recording::units::Duration,
-    /// Delay of each write and fsync (writes are not cached: every write(2) waits, as on a slow
-    /// network file system; a JVM's GC log written here slows whatever writes it).
-    #[arg(long, default_value = "0ms")]
-    pub write_delay: recording::units::Duration,
-    /// A random extra delay, uniform between 0 and this.
-    #[arg(long, default_value = "0ms")]
-    pub jitter: recording::units::Duration,
-    /// Only files whose path in the mount matches this glob are slow (e.g. `*.dat`).
-    #[arg(long, default_value = "**")]
+    pub read_delay_ns: u64,
+    pub write_delay_ns: u64,
+    pub jitter_ns: u64,
+    /// Only files whose path in the mount matches this glob are slow.
     pub glob: String,
     /// Fraction of matching reads that fail with EIO, between 0 and 1.
-    #[arg(long, default_value_t = 0.0)]
     pub error_rate: f64,
     /// Upper bound on any delay, now or set later.
-    #[arg(long, default_value = "10s")]
-    pub max_delay: recording::units::Duration,
-    /// Unmount after this long (default: until Ctrl-C or SIGTERM).
-    #[arg(long = "for", value_name = "DURATION")]
-    pub run_for: Option<recording::units::Duration>,
-    /// FUSE worker threads (delayed reads do not occupy them).
-    #[arg(long, default_value_t = 4)]
+    pub max_delay_ns: u64,
+    /// FUSE worker threads.
     pub threads: usize,
-    /// Let other users use the mount too (FUSE `allow_other`; needs root or `user_allow_other`
-    /// in /etc/fuse.conf). Off by default: only the user who mounted it can use it, and the
-    /// kernel checks every file's mode for them either way (`default_permissions`).
-    #[arg(long)]
+    /// FUSE `allow_other`.
     pub allow_other: bool,
 }
 
-#[derive(clap::Args, Debug, Clone)]
-pub struct SlowfsSetArgs {
-    /// The slowfs mount point.
-    pub mount: PathBuf,
-    #[arg(long)]
-    pub read_delay: Option<recording::units::Duration>,
-    #[arg(long)]
-    pub write_delay: Option<recording::units::Duration>,
-    #[arg(long)]
-    pub jitter: Option<recording::units::Duration>,
-    #[arg(long)]
+/// A change of a mounted slowfs's settings (`slowfs-set`): each `Some` is set.
+#[derive(Debug, Clone, Default)]
+pub struct Changes {
+    pub read_delay_ns: Option<u64>,
+    pub write_delay_ns: Option<u64>,
+    pub jitter_ns: Option<u64>,
     pub error_rate: Option<f64>,
-    #[arg(long)]
     pub glob: Option<String>,
+}
+
+/// What a mount served, told when it is unmounted.
+#[derive(Debug, Clone, Copy)]
+pub struct Served {
+    pub elapsed: Duration,
+    pub reads: u64,
+    pub delayed: u64,
+    pub delayed_ns: u64,
+    pub failed: u64,
 }
 
 /// What the host must provide for FUSE, with what to do when it does not.
@@ -187,161 +166,197 @@ fn lazy_unmount(mount: &Path) {
     }
 }
 
-pub fn run(a: SlowfsArgs) -> Result<i32> {
-    check_fuse()?;
-    let backing = std::fs::canonicalize(&a.backing).with_context(|| {
-        format!("{}: the backing directory cannot be read", a.backing.display())
-    })?;
-    if !backing.is_dir() {
-        bail!("{}: the backing path is not a directory", backing.display());
-    }
-    let max_delay = a.max_delay.ns();
-    let settings = Settings::new(
-        a.read_delay.ns(),
-        a.write_delay.ns(),
-        a.jitter.ns(),
-        a.error_rate,
-        &a.glob,
-        max_delay,
-    )
-    .map_err(|e| anyhow::anyhow!(e))?;
-    let settings = Arc::new(settings);
-    let run_for = a.run_for.map(|d| d.ns());
-
-    // A FUSE mount whose process died with its unmount guardian (a machine or container restart
-    // kills them all at once) stays mounted and answers everything with ENOTCONN; found when a
-    // killed lab's mount blocked the next run. It serves nothing, so it is detached, and said.
-    if std::fs::metadata(&a.mount).err().and_then(|e| e.raw_os_error()) == Some(libc::ENOTCONN) {
-        eprintln!(
-            "stallscope slowfs: {}: a dead FUSE mount (its process is gone); detaching it",
-            a.mount.display()
-        );
-        lazy_unmount(&a.mount);
-    }
-    let created = if a.mount.exists() {
-        false
-    } else {
-        std::fs::create_dir_all(&a.mount)
-            .with_context(|| format!("{}: cannot create the mount point", a.mount.display()))?;
-        true
-    };
-    let mount = std::fs::canonicalize(&a.mount)?;
-    if is_mounted(&mount) {
-        bail!("{}: something is already mounted there", mount.display());
-    }
-    if mount.starts_with(&backing) {
-        bail!(
-            "{}: the mount point is inside the backing directory {}",
-            mount.display(),
-            backing.display()
-        );
-    }
-
-    // Stop on SIGINT/SIGTERM/SIGHUP from here on, so no signal can leave the mount behind.
-    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    for sig in
-        [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM, signal_hook::consts::SIGHUP]
-    {
-        signal_hook::flag::register(sig, Arc::clone(&stop))?;
-    }
-
-    let guardian = UnmountGuardian::spawn(&mount)?;
-    let mut config = fuser::Config::default();
-    config.mount_options = vec![
-        fuser::MountOption::FSName(format!("slowfs:{}", backing.display())),
-        fuser::MountOption::Subtype("stallscope-slowfs".into()),
-        // The kernel checks modes and owners as on the backing directory: without it, anyone
-        // who can reach the mount acts with slowfs's rights (root's, when root mounted it).
-        fuser::MountOption::DefaultPermissions,
-    ];
-    config.acl = if a.allow_other { fuser::SessionACL::All } else { fuser::SessionACL::Owner };
-    config.n_threads = Some(a.threads.max(1));
-    config.clone_fd = true;
-    let session = fuser::spawn_mount(
-        fs::SlowFs::new(backing.clone(), Arc::clone(&settings)),
-        &mount,
-        &config,
-    )
-    .with_context(|| format!("mounting slowfs on {}", mount.display()))?;
-
-    let started = Instant::now();
-    eprintln!(
-        "slowfs: {} mirrors {}; reads of '{}' delayed {}, writes {} (jitter {}), error rate {}, max delay {}",
-        mount.display(),
-        backing.display(),
-        a.glob,
-        fmt_ns(settings.read_delay_ns.load(Ordering::Relaxed)),
-        fmt_ns(settings.write_delay_ns.load(Ordering::Relaxed)),
-        fmt_ns(settings.jitter_ns.load(Ordering::Relaxed)),
-        a.error_rate,
-        fmt_ns(max_delay)
-    );
-    eprintln!(
-        "slowfs: change settings live with `stallscope inject slowfs-set {} --read-delay 5s`; {}",
-        mount.display(),
-        match run_for {
-            Some(d) => format!("unmounts after {}", fmt_ns(d)),
-            None => "Ctrl-C unmounts".to_string(),
-        }
-    );
-    while !stop.load(Ordering::Relaxed) {
-        if run_for.is_some_and(|d| started.elapsed() >= Duration::from_nanos(d))
-            || session.guard.is_finished()
-        {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    // Detach first: readers blocked in the file system get ENOTCONN instead of keeping the
-    // unmount waiting, and the FUSE workers see the device close and return.
-    lazy_unmount(&mount);
-    let result = session.umount_and_join();
-    drop(guardian);
-    if created {
-        let _ = std::fs::remove_dir(&mount);
-    }
-    let st = &settings.stats;
-    eprintln!(
-        "slowfs: unmounted {} after {}; {} reads, {} delayed ({} in all), {} failed with EIO",
-        mount.display(),
-        fmt_ns(started.elapsed().as_nanos() as u64),
-        st.reads.load(Ordering::Relaxed),
-        st.delayed.load(Ordering::Relaxed),
-        fmt_ns(st.delayed_ns.load(Ordering::Relaxed)),
-        st.failed.load(Ordering::Relaxed)
-    );
-    if let Err(e) = result {
-        // The session ending with an error after a clean unmount is not worth failing for.
-        if is_mounted(&mount) {
-            return Err(e).context("unmounting slowfs");
-        }
-    }
-    Ok(0)
+/// A mounted slowfs, served by FUSE threads until [`Slowfs::unmount`] (or its drop, or, if
+/// this process is killed, its unmount guardian).
+pub struct Slowfs {
+    mount: PathBuf,
+    backing: PathBuf,
+    created: bool,
+    settings: Arc<Settings>,
+    session: Option<fuser::BackgroundSession>,
+    guardian: Option<UnmountGuardian>,
+    started: Instant,
 }
 
-/// `stallscope inject slowfs-set MOUNT …`: writes the control file.
-pub fn set(a: SlowfsSetArgs) -> Result<i32> {
-    let control: PathBuf = a.mount.join(CONTROL_NAME);
+impl Slowfs {
+    /// Mounts `o.backing` at `o.mount`, slow as asked. A dead FUSE mount left at the mount
+    /// point is detached first, and told to `notices`; so are the FUSE threads' warnings.
+    pub fn mount(o: &Options, notices: &Notices) -> Result<Slowfs> {
+        check_fuse()?;
+        let backing = std::fs::canonicalize(&o.backing).with_context(|| {
+            format!("{}: the backing directory cannot be read", o.backing.display())
+        })?;
+        if !backing.is_dir() {
+            bail!("{}: the backing path is not a directory", backing.display());
+        }
+        let settings = Settings::new(
+            o.read_delay_ns,
+            o.write_delay_ns,
+            o.jitter_ns,
+            o.error_rate,
+            &o.glob,
+            o.max_delay_ns,
+        )
+        .map_err(|e| anyhow::anyhow!(e))?;
+        let settings = Arc::new(settings);
+
+        // A FUSE mount whose process died with its unmount guardian (a machine or container
+        // restart kills them all at once) stays mounted and answers everything with ENOTCONN;
+        // found when a killed lab's mount blocked the next run. It serves nothing, so it is
+        // detached, and said.
+        if std::fs::metadata(&o.mount).err().and_then(|e| e.raw_os_error()) == Some(libc::ENOTCONN)
+        {
+            notices.tell(
+                "stallscope slowfs",
+                Kind::Warning,
+                format!(
+                    "{}: a dead FUSE mount (its process is gone); detaching it",
+                    o.mount.display()
+                ),
+            );
+            lazy_unmount(&o.mount);
+        }
+        let created = if o.mount.exists() {
+            false
+        } else {
+            std::fs::create_dir_all(&o.mount)
+                .with_context(|| format!("{}: cannot create the mount point", o.mount.display()))?;
+            true
+        };
+        let mount = std::fs::canonicalize(&o.mount)?;
+        if is_mounted(&mount) {
+            bail!("{}: something is already mounted there", mount.display());
+        }
+        if mount.starts_with(&backing) {
+            bail!(
+                "{}: the mount point is inside the backing directory {}",
+                mount.display(),
+                backing.display()
+            );
+        }
+
+        let guardian = UnmountGuardian::spawn(&mount)?;
+        let mut config = fuser::Config::default();
+        config.mount_options = vec![
+            fuser::MountOption::FSName(format!("slowfs:{}", backing.display())),
+            fuser::MountOption::Subtype("stallscope-slowfs".into()),
+            // The kernel checks modes and owners as on the backing directory: without it,
+            // anyone who can reach the mount acts with slowfs's rights (root's, when root
+            // mounted it).
+            fuser::MountOption::DefaultPermissions,
+        ];
+        config.acl = if o.allow_other { fuser::SessionACL::All } else { fuser::SessionACL::Owner };
+        config.n_threads = Some(o.threads.max(1));
+        config.clone_fd = true;
+        let session = fuser::spawn_mount(
+            fs::SlowFs::new(backing.clone(), Arc::clone(&settings), notices.clone()),
+            &mount,
+            &config,
+        )
+        .with_context(|| format!("mounting slowfs on {}", mount.display()))?;
+        Ok(Slowfs {
+            mount,
+            backing,
+            created,
+            settings,
+            session: Some(session),
+            guardian: Some(guardian),
+            started: Instant::now(),
+        })
+    }
+
+    /// The mount point (canonical).
+    pub fn mount_point(&self) -> &Path {
+        &self.mount
+    }
+
+    /// The backing directory (canonical).
+    pub fn backing(&self) -> &Path {
+        &self.backing
+    }
+
+    /// Its live settings.
+    pub fn settings(&self) -> &Settings {
+        &self.settings
+    }
+
+    /// Serves until `run_for` has passed since the mount, `stop` is set, or the session ends
+    /// by itself (someone unmounted it).
+    pub fn serve(&self, run_for: Option<Duration>, stop: &AtomicBool) {
+        while !stop.load(Ordering::Relaxed) {
+            if run_for.is_some_and(|d| self.started.elapsed() >= d)
+                || self.session.as_ref().is_none_or(|s| s.guard.is_finished())
+            {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Unmounts, removes a mount point it created, and says what it served.
+    pub fn unmount(mut self) -> Result<Served> {
+        let result = self.take_down();
+        let st = &self.settings.stats;
+        let served = Served {
+            elapsed: self.started.elapsed(),
+            reads: st.reads.load(Ordering::Relaxed),
+            delayed: st.delayed.load(Ordering::Relaxed),
+            delayed_ns: st.delayed_ns.load(Ordering::Relaxed),
+            failed: st.failed.load(Ordering::Relaxed),
+        };
+        if let Err(e) = result {
+            // The session ending with an error after a clean unmount is not worth failing for.
+            if is_mounted(&self.mount) {
+                return Err(e).context("unmounting slowfs");
+            }
+        }
+        Ok(served)
+    }
+
+    fn take_down(&mut self) -> std::io::Result<()> {
+        let Some(session) = self.session.take() else { return Ok(()) };
+        // Detach first: readers blocked in the file system get ENOTCONN instead of keeping the
+        // unmount waiting, and the FUSE workers see the device close and return.
+        lazy_unmount(&self.mount);
+        let result = session.umount_and_join();
+        drop(self.guardian.take());
+        if self.created {
+            let _ = std::fs::remove_dir(&self.mount);
+        }
+        result
+    }
+}
+
+impl Drop for Slowfs {
+    fn drop(&mut self) {
+        let _ = self.take_down();
+    }
+}
+
+/// `slowfs-set`: writes `changes` to the control file of the slowfs mounted at `mount` and
+/// returns the settings it shows afterwards.
+pub fn set(mount: &Path, changes: &Changes) -> Result<String> {
+    let control: PathBuf = mount.join(CONTROL_NAME);
     if !control.exists() {
         return Err(anyhow::anyhow!(
             "{}: no slowfs is mounted there (no {CONTROL_NAME})",
-            a.mount.display()
+            mount.display()
         ));
     }
     let mut lines = Vec::new();
-    if let Some(d) = a.read_delay {
-        lines.push(format!("read_delay={}ns", d.ns()));
+    if let Some(d) = changes.read_delay_ns {
+        lines.push(format!("read_delay={d}ns"));
     }
-    if let Some(d) = a.write_delay {
-        lines.push(format!("write_delay={}ns", d.ns()));
+    if let Some(d) = changes.write_delay_ns {
+        lines.push(format!("write_delay={d}ns"));
     }
-    if let Some(j) = a.jitter {
-        lines.push(format!("jitter={}ns", j.ns()));
+    if let Some(j) = changes.jitter_ns {
+        lines.push(format!("jitter={j}ns"));
     }
-    if let Some(r) = a.error_rate {
+    if let Some(r) = changes.error_rate {
         lines.push(format!("error_rate={r}"));
     }
-    if let Some(g) = &a.glob {
+    if let Some(g) = &changes.glob {
         lines.push(format!("glob={g}"));
     }
     if !lines.is_empty() {
@@ -349,6 +364,5 @@ pub fn set(a: SlowfsSetArgs) -> Result<i32> {
             anyhow::anyhow!("{}: the settings were refused ({e}); the slowfs process printed why (e.g. a delay above its --max-delay)", control.display())
         })?;
     }
-    print!("{}", std::fs::read_to_string(&control)?);
-    Ok(0)
+    Ok(std::fs::read_to_string(&control)?)
 }
