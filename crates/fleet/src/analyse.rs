@@ -8,6 +8,7 @@
 
 use super::events::{EventJvm, Events, StallEvent};
 use super::metrics::{JvmLabels, Metrics};
+use recording::Notices;
 use recording::{Barrier, Recording, files};
 use std::collections::HashMap;
 use std::io::{Read, Seek, SeekFrom};
@@ -97,7 +98,13 @@ impl Open {
 /// Runs until every sender of `notes` is gone; then reads on every open recording one last time.
 /// A JVM no longer watched keeps its series for `keep`, so that a scrape after it exited still
 /// finds its stalls.
-pub fn run(notes: Receiver<Note>, metrics: Metrics, mut events: Events, keep: Duration) {
+pub fn run(
+    notes: Receiver<Note>,
+    metrics: Metrics,
+    mut events: Events,
+    keep: Duration,
+    notices: Notices,
+) {
     let mut open: HashMap<PathBuf, Open> = HashMap::new();
     let mut last_tail = Instant::now();
     let mut forget: Vec<(Instant, JvmLabels, String)> = Vec::new();
@@ -160,7 +167,14 @@ pub fn run(notes: Receiver<Note>, metrics: Metrics, mut events: Events, keep: Du
         }
         for (dir, stalls) in ended {
             if let Some(o) = open.get_mut(&dir) {
-                diagnose(&dir, o, stalls.iter().copied().max().unwrap_or(0), &metrics, &mut events);
+                diagnose(
+                    &dir,
+                    o,
+                    stalls.iter().copied().max().unwrap_or(0),
+                    &metrics,
+                    &mut events,
+                    &notices,
+                );
             }
         }
         if last_tail.elapsed() >= TAIL_EVERY || !closed.is_empty() {
@@ -172,7 +186,7 @@ pub fn run(notes: Receiver<Note>, metrics: Metrics, mut events: Events, keep: Du
         for dir in closed {
             if let Some(mut o) = open.remove(&dir) {
                 // Stalls the JVM ended inside (it exited) are diagnosed with the recording's end.
-                diagnose(&dir, &mut o, u32::MAX, &metrics, &mut events);
+                diagnose(&dir, &mut o, u32::MAX, &metrics, &mut events, &notices);
             }
         }
         for (labels, jdk) in gone {
@@ -182,20 +196,27 @@ pub fn run(notes: Receiver<Note>, metrics: Metrics, mut events: Events, keep: Du
     }
     for (dir, mut o) in open {
         o.tail(&dir, &metrics);
-        diagnose(&dir, &mut o, u32::MAX, &metrics, &mut events);
+        diagnose(&dir, &mut o, u32::MAX, &metrics, &mut events, &notices);
     }
     events.flush();
 }
 
 /// Diagnoses the recording in `dir` and reports its stalls after those already reported, up to
 /// stall number `upto`.
-fn diagnose(dir: &Path, o: &mut Open, upto: u32, m: &Metrics, events: &mut Events) {
+fn diagnose(
+    dir: &Path,
+    o: &mut Open,
+    upto: u32,
+    m: &Metrics,
+    events: &mut Events,
+    notices: &Notices,
+) {
     let rec = match Recording::read(dir, Some(&logs::sandbox::FlightRecordings)) {
         Ok(r) => r,
         // Removed: it failed at once (an escalation refused), with nothing in it.
         Err(_) if !dir.exists() => return,
         Err(e) => {
-            eprintln!("stallscope: {}: cannot diagnose it: {e}", dir.display());
+            notices.warn(format!("{}: cannot diagnose it: {e}", dir.display()));
             return;
         }
     };

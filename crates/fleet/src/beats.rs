@@ -19,6 +19,7 @@ use procwatch::jvmcounters::{CountedSafepoint, CounterLook, JvmCounters};
 use recorder::control::sleep_until;
 use recorder::pulse::{Check, Pulse};
 use recorder::watch::{Driven, MAX_SLEEP_NS, MIN_SLEEP_NS, Wake};
+use recording::Notices;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex};
@@ -61,6 +62,7 @@ struct Entry {
 pub struct Beats {
     entries: Arc<Mutex<Vec<Entry>>>,
     threshold_ns: u64,
+    notices: Notices,
 }
 
 /// How often a JVM's process state (stopped, or gone) is read: a system call per JVM. A stopped
@@ -71,8 +73,8 @@ const STOPPED_EVERY_NS: u64 = 250_000_000;
 const MAX_LOOKS: usize = 4096;
 
 impl Beats {
-    pub fn new(threshold_ns: u64) -> Beats {
-        Beats { entries: Arc::new(Mutex::new(Vec::new())), threshold_ns }
+    pub fn new(threshold_ns: u64, notices: Notices) -> Beats {
+        Beats { entries: Arc::new(Mutex::new(Vec::new())), threshold_ns, notices }
     }
 
     fn driven(
@@ -112,9 +114,9 @@ impl Beats {
             }
             Err(e) => {
                 // The watcher still looks for itself once a second; say why it is slower.
-                eprintln!(
-                    "stallscope: JVM pid {pid}: cannot map its heartbeat for the watch loop ({e}); its stalls are noticed up to a second late"
-                );
+                self.notices.warn(format!(
+                    "JVM pid {pid}: cannot map its heartbeat for the watch loop ({e}); its stalls are noticed up to a second late"
+                ));
                 let (_, rx) = std::sync::mpsc::sync_channel(1);
                 Driven { wake: rx, busy: Arc::new(AtomicBool::new(false)), idle_sample, ended }
             }

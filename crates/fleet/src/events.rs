@@ -5,6 +5,7 @@
 //! away (EPIPE, a full disk) costs the events, never the watching.
 
 use doctor::report::{Report, StallReport};
+use recording::Notices;
 use serde::Serialize;
 use std::io::Write;
 
@@ -137,19 +138,25 @@ impl StallEvent {
 pub struct Events {
     out: Option<Box<dyn Write + Send>>,
     what: String,
+    /// Told when the events can no longer be written.
+    notices: Notices,
 }
 
 impl Events {
     pub fn none() -> Events {
-        Events { out: None, what: String::new() }
+        Events { out: None, what: String::new(), notices: Notices::ignore() }
     }
 
     /// `-` is stdout; a path is appended to (created 0640 when missing).
-    pub fn open(target: &str) -> anyhow::Result<Events> {
+    pub fn open(target: &str, notices: Notices) -> anyhow::Result<Events> {
         use anyhow::Context;
         use std::os::unix::fs::OpenOptionsExt;
         if target == "-" {
-            return Ok(Events { out: Some(Box::new(std::io::stdout())), what: "stdout".into() });
+            return Ok(Events {
+                out: Some(Box::new(std::io::stdout())),
+                what: "stdout".into(),
+                notices,
+            });
         }
         let f = std::fs::OpenOptions::new()
             .create(true)
@@ -158,7 +165,7 @@ impl Events {
             .custom_flags(libc::O_NOFOLLOW)
             .open(target)
             .with_context(|| format!("--events {target}: cannot append to it"))?;
-        Ok(Events { out: Some(Box::new(f)), what: target.to_string() })
+        Ok(Events { out: Some(Box::new(f)), what: target.to_string(), notices })
     }
 
     pub fn write(&mut self, e: &StallEvent) {
@@ -166,7 +173,7 @@ impl Events {
         let mut line = serde_json::to_vec(e).unwrap_or_default();
         line.push(b'\n');
         if let Err(err) = out.write_all(&line).and_then(|_| out.flush()) {
-            eprintln!("stallscope: --events {}: {err}; no more events are written", self.what);
+            self.notices.warn(format!("--events {}: {err}; no more events are written", self.what));
             self.out = None;
         }
     }

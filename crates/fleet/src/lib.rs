@@ -34,6 +34,7 @@ use hotspot_attach::Jvm;
 use metrics::{JvmInfoLabels, JvmLabels, Metrics, SkipLabels};
 use procwatch::jvms::JvmProcess;
 use recorder::{self, Settings, Stacks};
+use recording::Notices;
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -59,6 +60,8 @@ pub struct Config {
     pub attach: Attach,
     /// How long an exited JVM's series stay in the metrics.
     pub keep_exited: Duration,
+    /// Where what `watch` notices goes (JVMs found and skipped, escalations, failures).
+    pub notices: Notices,
 }
 
 /// `--attach`: which JVMs `watch` escalates to a full recording (the agent, safepoint logging).
@@ -114,6 +117,7 @@ struct Shared {
     /// Set before every JVM's `stop` when watch ends: a roll then attaches no more.
     ending: AtomicBool,
     attach: Attach,
+    notices: Notices,
 }
 
 /// One JVM being guarded: what the main loop and its guarding thread share, and that thread.
@@ -195,7 +199,7 @@ fn guard_jvm(sh: Arc<Shared>, j: JvmProcess, g: Guarding) {
     let Guarding { stop, roll, current, stalls, escalate, refused } = g;
     let (pid, labels) = (j.pid, labels_of(&j));
     let skip = |reason: &str, why: String| {
-        eprintln!("stallscope: JVM pid {pid} ({}): not watched: {why}", labels.main);
+        sh.notices.warn(format!("JVM pid {pid} ({}): not watched: {why}", labels.main));
         sh.metrics.skipped.get_or_create(&SkipLabels { reason: reason.into() }).inc();
     };
     if sh.attach == Attach::All {
@@ -238,6 +242,7 @@ fn guard_jvm(sh: Arc<Shared>, j: JvmProcess, g: Guarding) {
             stacks: if attached { Stacks::Off } else { Stacks::Agent },
             resolution_ns: sh.resolution_ns,
             outside: !attached,
+            notices: sh.notices.clone(),
         };
         let notes = sh.notes.lock().unwrap_or_else(|p| p.into_inner()).clone();
         let _ = notes.send(Note::Opened {
@@ -286,13 +291,13 @@ fn guard_jvm(sh: Arc<Shared>, j: JvmProcess, g: Guarding) {
                 return skip("refused", format!("{e:#}"));
             }
             if !attached || sh.attach == Attach::All {
-                eprintln!("stallscope: JVM pid {pid}: watching ended: {e:#}");
+                sh.notices.warn(format!("JVM pid {pid}: watching ended: {e:#}"));
                 return;
             }
             // Escalating failed (the JVM refuses the attach protocol, or the agent did not
             // start): it is watched from outside again, and not escalated again.
             let _ = std::fs::remove_dir_all(&dir);
-            eprintln!("stallscope: JVM pid {pid}: not attached ({e:#}); watched from outside");
+            sh.notices.warn(format!("JVM pid {pid}: not attached ({e:#}); watched from outside"));
             escalate.store(false, Ordering::SeqCst);
             refused.store(true, Ordering::SeqCst);
             again = true;
@@ -330,20 +335,20 @@ pub fn run(cfg: Config, stop: &AtomicBool) -> Result<()> {
     let metrics = Metrics::new();
     if let Some(a) = cfg.metrics {
         let bound = metrics.serve(a)?;
-        eprintln!("stallscope: metrics at http://{bound}/metrics");
+        cfg.notices.progress(format!("metrics at http://{bound}/metrics"));
     }
     let events = match &cfg.events {
-        Some(t) => Events::open(t)?,
+        Some(t) => Events::open(t, cfg.notices.clone())?,
         None => Events::none(),
     };
     let (notes_tx, notes_rx) = std::sync::mpsc::channel();
     let analysis = {
-        let (m, keep) = (metrics.clone(), cfg.keep_exited);
+        let (m, keep, n) = (metrics.clone(), cfg.keep_exited, cfg.notices.clone());
         std::thread::Builder::new()
             .name("stallscope-analyse".into())
-            .spawn(move || analyse::run(notes_rx, m, events, keep))?
+            .spawn(move || analyse::run(notes_rx, m, events, keep, n))?
     };
-    let beats = beats::Beats::new(cfg.threshold_ns);
+    let beats = beats::Beats::new(cfg.threshold_ns, cfg.notices.clone());
     let loop_stop = Arc::new(AtomicBool::new(false));
     let beat_loop = {
         let (b, ls, h) =
@@ -363,9 +368,10 @@ pub fn run(cfg: Config, stop: &AtomicBool) -> Result<()> {
         metrics: metrics.clone(),
         ending: AtomicBool::new(false),
         attach: cfg.attach,
+        notices: cfg.notices.clone(),
     });
-    eprintln!(
-        "stallscope: watching {} (stalls ≥ {}) {}; recordings in {}",
+    cfg.notices.progress(format!(
+        "watching {} (stalls ≥ {}) {}; recordings in {}",
         match &cfg.selection {
             Selection::All => "every JVM".to_string(),
             Selection::Matching(m) => format!("JVMs matching '{m}'"),
@@ -383,7 +389,7 @@ pub fn run(cfg: Config, stop: &AtomicBool) -> Result<()> {
             ),
         },
         out.display()
-    );
+    ));
 
     let mut guarded: HashMap<(i32, u64), Guarded> = HashMap::new();
     let mut discovery = Discovery::default();
@@ -398,7 +404,7 @@ pub fn run(cfg: Config, stop: &AtomicBool) -> Result<()> {
         let min_age = if cfg.attach == Attach::All { discover::MIN_AGE_S } else { 0.0 };
         let (found, unreadable) = discovery.pass(&cfg.selection, min_age);
         for u in unreadable {
-            eprintln!("stallscope: pid {}: not watched: {}", u.pid, u.reason);
+            cfg.notices.warn(format!("pid {}: not watched: {}", u.pid, u.reason));
             metrics.skipped.get_or_create(&SkipLabels { reason: "unreadable".into() }).inc();
         }
         for j in found {
@@ -445,10 +451,10 @@ pub fn run(cfg: Config, stop: &AtomicBool) -> Result<()> {
             apply_retention(&out, cfg.retain, &guarded, &metrics, &beats);
         }
         if let Attach::After { stalls, window } = cfg.attach {
-            escalate_often_stalled(&guarded, stalls, window, &beats);
+            escalate_often_stalled(&guarded, stalls, window, &beats, &cfg.notices);
         }
         if matches!(cfg.selection, Selection::Pids(_)) && ever && guarded.is_empty() {
-            eprintln!("stallscope: every JVM named has exited");
+            cfg.notices.progress("every JVM named has exited");
             break;
         }
         let t0 = Instant::now();
@@ -462,12 +468,12 @@ pub fn run(cfg: Config, stop: &AtomicBool) -> Result<()> {
     // Detach from every JVM, then let the analysis finish what they wrote.
     let attached = guarded.values().filter(|g| g.flags.escalate.load(Ordering::Relaxed)).count();
     if attached > 0 {
-        eprintln!(
-            "stallscope: closing the recordings of {} JVM(s), detaching from those attached to",
+        cfg.notices.progress(format!(
+            "closing the recordings of {} JVM(s), detaching from those attached to",
             guarded.len()
-        );
+        ));
     } else {
-        eprintln!("stallscope: closing the recordings of {} JVM(s)", guarded.len());
+        cfg.notices.progress(format!("closing the recordings of {} JVM(s)", guarded.len()));
     }
     shared.ending.store(true, Ordering::SeqCst);
     for g in guarded.values() {
@@ -497,6 +503,7 @@ fn escalate_often_stalled(
     n: usize,
     window: Duration,
     beats: &beats::Beats,
+    notices: &Notices,
 ) {
     for ((pid, _), g) in guarded {
         if g.flags.escalate.load(Ordering::SeqCst)
@@ -510,12 +517,12 @@ fn escalate_often_stalled(
             recent.pop_front();
         }
         if recent.len() > n {
-            eprintln!(
-                "stallscope: JVM pid {pid} ({}): {} stalls in {}: attaching the agent and safepoint logging",
+            notices.progress(format!(
+                "JVM pid {pid} ({}): {} stalls in {}: attaching the agent and safepoint logging",
                 g.labels.main,
                 recent.len(),
                 recording::units::fmt_ns(window.as_nanos() as u64)
-            );
+            ));
             recent.clear();
             g.flags.escalate.store(true, Ordering::SeqCst);
             g.flags.roll.store(true, Ordering::SeqCst);

@@ -151,8 +151,9 @@ impl Drop for Guard {
 }
 
 /// The guardian: reads changes until its owner closes the pipe (or dies), then undoes the ones
-/// left, newest first. `stallscope guard`, started by [`Guard::start`].
-pub fn run_guardian() -> Result<i32> {
+/// left, newest first. `stallscope guard`, started by [`Guard::start`]; what it could not do goes
+/// to `say`, one line each.
+pub fn run_guardian(say: &dyn Fn(String)) -> Result<i32> {
     // SAFETY: ignoring the terminal's signals in this process only.
     unsafe {
         libc::signal(libc::SIGINT, libc::SIG_IGN);
@@ -165,12 +166,12 @@ pub fn run_guardian() -> Result<i32> {
         match serde_json::from_str::<Message>(&line) {
             Ok(Message::Add { id, change }) => pending.push((id, change)),
             Ok(Message::Forget { id }) => pending.retain(|(i, _)| *i != id),
-            Err(e) => eprintln!("stallscope guard: ignoring '{line}': {e}"),
+            Err(e) => say(format!("stallscope guard: ignoring '{line}': {e}")),
         }
     }
     for (_, change) in pending.into_iter().rev() {
         if let Err(e) = undo(&change) {
-            eprintln!("stallscope guard: could not undo {change:?}: {e:#}");
+            say(format!("stallscope guard: could not undo {change:?}: {e:#}"));
         }
     }
     Ok(0)
@@ -185,7 +186,7 @@ pub fn undo(change: &Undo) -> Result<()> {
             unsafe { libc::swapoff(c.as_ptr()) };
             let _ = std::fs::remove_file(path);
         }
-        Undo::RemoveCgroup { dir } => kill_and_remove(dir),
+        Undo::RemoveCgroup { dir } => kill_and_remove(dir)?,
         Undo::Reschedule { tid, nice, policy, rt_priority } => {
             reschedule(*tid, *nice, *policy, *rt_priority)
         }
@@ -315,10 +316,10 @@ pub fn reschedule(tid: i32, nice: i32, policy: i32, rt_priority: i32) {
 
 /// Kills whatever is left in a cgroup (it held only what stallscope put there) and removes it;
 /// nothing when it is gone already.
-fn kill_and_remove(dir: &Path) {
+fn kill_and_remove(dir: &Path) -> Result<()> {
     for _ in 0..100 {
         if !dir.exists() || std::fs::remove_dir(dir).is_ok() {
-            return;
+            return Ok(());
         }
         for pid in std::fs::read_to_string(dir.join("cgroup.procs"))
             .unwrap_or_default()
@@ -330,7 +331,7 @@ fn kill_and_remove(dir: &Path) {
         }
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
-    eprintln!("stallscope: could not remove cgroup {}; remove it with rmdir", dir.display());
+    Err(anyhow::anyhow!("could not remove cgroup {}; remove it with rmdir", dir.display()))
 }
 
 #[cfg(test)]

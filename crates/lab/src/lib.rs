@@ -59,6 +59,8 @@ pub struct LabOptions {
     pub variants: Vec<String>,
     /// Record each JVM from outside only (`lab run --outside`).
     pub outside: bool,
+    /// Where what the recorder notices during the runs goes.
+    pub notices: recording::Notices,
 }
 
 /// Where the lab reports its progress (a progress bar, or nothing).
@@ -207,6 +209,7 @@ pub fn run(o: &LabOptions, progress: &dyn Progress, stop: &AtomicBool) -> Result
             variants: &o.variants,
             guard: std::sync::Arc::clone(&guard),
             outside: o.outside,
+            notices: o.notices.clone(),
         };
         let r = match skip {
             Some(why) => {

@@ -86,12 +86,14 @@ pub struct Ctx<'a> {
     /// `lab run --outside`: each JVM recorded from outside (its counters and /proc), nothing
     /// put into it.
     pub outside: bool,
+    /// Where what the recorder notices goes.
+    pub notices: recording::Notices,
 }
 
 impl Ctx<'_> {
     /// The recorder's settings for a run recorded into `dir`.
     pub fn settings(&self, dir: &std::path::Path) -> anyhow::Result<recorder::Settings> {
-        let mut s = recorder::Settings::new(self.agent.clone(), dir)?;
+        let mut s = recorder::Settings::new(self.agent.clone(), dir, self.notices.clone())?;
         s.outside = self.outside;
         // From outside the culprits' code is read by the kernel's sampling, at no cost to the JVM.
         s.stacks = if self.outside { recorder::Stacks::Agent } else { recorder::Stacks::Off };

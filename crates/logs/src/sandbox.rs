@@ -17,6 +17,9 @@ use std::process::{Command, Stdio};
 
 /// The reader's address space: far above what a chunk of any real recording needs (JFR's chunks
 /// are about 12 MB by default), far below what a damaged count asks for.
+/// How the reader process says its parser panicked: the first words of its one stderr line.
+pub const PARSER_FAILED: &str = "the JFR parser failed";
+
 const READER_ADDRESS_SPACE: u64 = 4 << 30;
 
 /// What the reader is asked for.
@@ -130,26 +133,17 @@ pub fn read(
     Ok(Some(if why.is_empty() { format!("it died ({})", out.status) } else { why }))
 }
 
-/// `stallscope jfr-chunks [--samples TIDS] FILE`: the reader process. One JSON line per chunk,
-/// as each is read; a `lost` line for each part that cannot be read, and why.
-pub fn reader_main(path: &Path, samples: Option<&str>) -> Result<i32> {
-    // A panic in the parser is one line on stderr for the parent to quote, not a backtrace.
-    std::panic::set_hook(Box::new(|info| {
-        let msg = info
-            .payload()
-            .downcast_ref::<&str>()
-            .map(|s| s.to_string())
-            .or_else(|| info.payload().downcast_ref::<String>().cloned())
-            .unwrap_or_default();
-        eprintln!("the JFR parser failed: {msg}");
-    }));
+/// `stallscope jfr-chunks [--samples TIDS] FILE`: the reader process's work. One JSON line per
+/// chunk to `out`, as each is read; a `lost` line for each part that cannot be read, and why.
+/// The process's main sets a panic hook that says [`PARSER_FAILED`] and the panic's message as
+/// one line on stderr, which the parent quotes.
+pub fn read_chunks(path: &Path, samples: Option<&str>, out: &mut dyn Write) -> Result<i32> {
     let tids: Option<Vec<i64>> = samples
         .map(|s| s.split(',').filter(|t| !t.is_empty()).filter_map(|t| t.parse().ok()).collect());
     let mut f =
         std::fs::File::open(path).with_context(|| format!("{}: cannot read it", path.display()))?;
     let len = f.metadata()?.len();
     let (spans, rest) = jfr::chunk_spans(&mut f, len)?;
-    let mut out = std::io::stdout().lock();
     for span in spans {
         let mut bytes = vec![0u8; span.size as usize];
         std::io::Seek::seek(&mut f, std::io::SeekFrom::Start(span.offset))?;

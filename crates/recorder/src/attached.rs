@@ -19,6 +19,7 @@ use anyhow::Result;
 use guard::Guard;
 use hotspot_attach::Jvm;
 use procwatch::clock::mono_ns;
+use recording::Notices;
 use recording::units::fmt_ns;
 use recording::{Event, Writer};
 use std::path::Path;
@@ -87,9 +88,8 @@ pub fn record_attached(
     let asking = match &refusal {
         None => Some(ask(s, jvm, Arc::clone(&askable), joined_tx)?),
         Some(why) if drive.is_none() => {
-            eprintln!(
-                "stallscope: JVM pid {pid}: {why}; recorded from its counters and /proc alone"
-            );
+            s.notices
+                .warn(format!("JVM pid {pid}: {why}; recorded from its counters and /proc alone"));
             w.events.line(&Event::Attached { t: mono_ns(), refused: Some(why.clone()) })?;
             None
         }
@@ -105,7 +105,7 @@ pub fn record_attached(
             askable.store(true, Ordering::Relaxed);
             let joined = joined_rx.recv_timeout(Duration::from_secs(30)).map_err(|_| ());
             let Ok(j) = joined else {
-                let asked = asking.map(|a| finish(a, pid));
+                let asked = asking.map(|a| finish(a, pid, &s.notices));
                 let why = asked.and_then(|a| a.refused).map_or_else(
                     || refusal.clone().unwrap_or_else(|| "the agent did not start".into()),
                     |r| r.1,
@@ -127,8 +127,8 @@ pub fn record_attached(
             Hooks { askable: Some(Arc::clone(&askable)), heartbeat: Some(joined_rx), now },
         ),
     };
-    eprintln!(
-        "stallscope: watching JVM pid {pid} into {} (stalls ≥ {}){}",
+    s.notices.progress(format!(
+        "watching JVM pid {pid} into {} (stalls ≥ {}){}",
         s.dir.display(),
         fmt_ns(s.threshold_ns),
         match (run_for, drive) {
@@ -136,7 +136,7 @@ pub fn record_attached(
             (None, None) => "; Ctrl-C detaches".into(),
             (None, Some(_)) => String::new(),
         }
-    );
+    ));
     let what = watch::Watch {
         pid,
         pulse,
@@ -149,12 +149,12 @@ pub fn record_attached(
     };
     let watched = watch::watch(&mut w, what, stop, alive);
     let ended_at = mono_ns();
-    let asked = asking.map(|a| finish(a, pid));
+    let asked = asking.map(|a| finish(a, pid, &s.notices));
     if let Some(a) = &asked {
         if let Some((t, why)) = &a.refused {
-            eprintln!(
-                "stallscope: JVM pid {pid}: the attach protocol did not get in ({why}); recorded from its counters and /proc alone"
-            );
+            s.notices.warn(format!(
+                "JVM pid {pid}: the attach protocol did not get in ({why}); recorded from its counters and /proc alone"
+            ));
             w.events.line(&Event::Attached { t: *t, refused: Some(why.clone()) })?;
         } else if let Some(t) = a.joined_at {
             w.events.line(&Event::Attached { t, refused: None })?;
@@ -171,16 +171,16 @@ pub fn record_attached(
 
 /// Ends the asking: it stops asking, undoes what it asked (the JVM as it was found) and says how
 /// it went; a JVM that does not answer within [`UNDO_WAIT`] is left to the guardian.
-fn finish(a: Asking, pid: i32) -> Asked {
+fn finish(a: Asking, pid: i32, notices: &Notices) -> Asked {
     a.done.store(true, Ordering::Relaxed);
     let t0 = Instant::now();
     let mut said = false;
     while !a.thread.is_finished() && t0.elapsed() < UNDO_WAIT {
         if !said && t0.elapsed() > Duration::from_secs(2) {
-            eprintln!(
-                "stallscope: JVM pid {pid} answers slowly (its safepoints are held up): leaving it as it was found, up to {} s",
+            notices.warn(format!(
+                "JVM pid {pid} answers slowly (its safepoints are held up): leaving it as it was found, up to {} s",
                 UNDO_WAIT.as_secs()
-            );
+            ));
             said = true;
         }
         std::thread::sleep(Duration::from_millis(20));
@@ -189,10 +189,10 @@ fn finish(a: Asking, pid: i32) -> Asked {
     if a.thread.is_finished() {
         let _ = a.thread.join();
     } else {
-        eprintln!(
-            "stallscope: JVM pid {pid} did not answer within {} s; the guardian undoes what was asked of it once it does",
+        notices.warn(format!(
+            "JVM pid {pid} did not answer within {} s; the guardian undoes what was asked of it once it does",
             UNDO_WAIT.as_secs()
-        );
+        ));
     }
     // Still waiting to ask, or for an answer, when watching ended.
     outcome.unwrap_or_else(|| Asked { joined_at: None, refused: Some((mono_ns(), "the JVM could not be asked before watching ended (it was stopped, or in a safepoint, or did not answer)".into())) })
@@ -264,9 +264,9 @@ fn cooperate(
         if att.stacks_asked() { dumps::Dumper::start(jvm.clone(), &s.dir).ok() } else { None };
     let at = mono_ns();
     let _ = joined.send(Joined { hb, dumper });
-    eprintln!(
-        "stallscope: JVM pid {pid}: the agent is in; its heartbeat drives the recording from here"
-    );
+    s.notices.progress(format!(
+        "JVM pid {pid}: the agent is in; its heartbeat drives the recording from here"
+    ));
     Ok(Some(at))
 }
 
@@ -298,9 +298,9 @@ pub fn record_outside(
             .err()
             .map(|e| e.to_string())
             .unwrap_or_default();
-        eprintln!(
-            "stallscope: {why}; watched through /proc alone (a stall is seen only when it stops)"
-        );
+        s.notices.warn(format!(
+            "{why}; watched through /proc alone (a stall is seen only when it stops)"
+        ));
     }
     let driven = drive(pid, procwatch::jvmcounters::JvmCounters::of_pid(pid).ok());
     let alive = &mut || Path::new(&format!("/proc/{pid}")).exists();

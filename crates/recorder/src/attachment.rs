@@ -144,7 +144,7 @@ impl Attachment {
             return Ok(());
         }
         if !frames::has_jfr(self.jvm.java_home.as_deref()) {
-            eprintln!("stallscope: JVM pid {}: {}", self.jvm.pid, frames::NO_JFR);
+            self.s.notices.warn(format!("JVM pid {}: {}", self.jvm.pid, frames::NO_JFR));
             frames::note(&self.s.dir, frames::NO_JFR)?;
             return Ok(());
         }
@@ -190,12 +190,12 @@ impl Attachment {
                             if running()
                                 && let Err(e) = self.jvm.jcmd(&frames::jcmd_stop())
                             {
-                                eprintln!("stallscope: detaching: {e:#}");
+                                self.s.notices.warn(format!("detaching: {e:#}"));
                             }
                         }
                         Some(said) => {
                             let text = format!("no stacks: JFR.start failed: {said}");
-                            eprintln!("stallscope: JVM pid {pid}: {text}");
+                            self.s.notices.warn(format!("JVM pid {pid}: {text}"));
                             let _ = frames::note(&self.s.dir, &text);
                         }
                     }
@@ -206,7 +206,7 @@ impl Attachment {
                         && let Err(e) =
                             self.jvm.jcmd(&format!("VM.log output={output} what=all=off"))
                     {
-                        eprintln!("stallscope: detaching: {e:#}");
+                        self.s.notices.warn(format!("detaching: {e:#}"));
                     }
                     self.guard.forget(token);
                 }
@@ -214,7 +214,7 @@ impl Attachment {
                     if running()
                         && let Err(e) = self.jvm.load_agent(&jar, "stop")
                     {
-                        eprintln!("stallscope: detaching: {e:#}");
+                        self.s.notices.warn(format!("detaching: {e:#}"));
                     }
                     self.guard.forget(token);
                 }
@@ -232,7 +232,7 @@ impl Attachment {
                         self.guard.forget(token);
                     }
                     if let Some(p) = problem {
-                        eprintln!("stallscope: {p}");
+                        self.s.notices.warn(p);
                     }
                 }
             }
@@ -240,13 +240,17 @@ impl Attachment {
         if flight {
             // In a container, a thread the JVM numbers is only known on the host while the JVM
             // runs; after it exited, its stacks cannot be placed and are left out.
-            frames::extract_or_note(&self.s.dir, &|t| {
-                if in_container && host_tids.is_empty() {
-                    0
-                } else {
-                    procwatch::ns::host_tid(&host_tids, t as i32)
-                }
-            });
+            frames::extract_or_note(
+                &self.s.dir,
+                &|t| {
+                    if in_container && host_tids.is_empty() {
+                        0
+                    } else {
+                        procwatch::ns::host_tid(&host_tids, t as i32)
+                    }
+                },
+                &self.s.notices,
+            );
         }
     }
 }

@@ -11,6 +11,7 @@
 //! `default` settings, which the JDK documents as meant to be left on in production.
 
 use anyhow::{Context, Result};
+use recording::Notices;
 use recording::{Appender, Event, FrameSample, FramesLine, FramesNote, Meta, files};
 use std::collections::HashMap;
 use std::path::Path;
@@ -257,12 +258,12 @@ pub fn extract(dir: &Path, host_tid: &dyn Fn(i64) -> i32) -> Result<usize> {
     Ok(kept)
 }
 
-/// [`extract`], with what goes wrong said as a note in `frames.jsonl` and on stderr, never an
+/// [`extract`], with what goes wrong said as a note in `frames.jsonl` and to `notices`, never an
 /// error: the recording is complete without stacks.
-pub fn extract_or_note(dir: &Path, host_tid: &dyn Fn(i64) -> i32) {
+pub fn extract_or_note(dir: &Path, host_tid: &dyn Fn(i64) -> i32, notices: &Notices) {
     if let Err(e) = extract(dir, host_tid) {
         let text = format!("the JVM's stack samples could not be read: {e:#}");
-        eprintln!("stallscope: {text}");
+        notices.warn(text.clone());
         let _ = note(dir, &text);
     }
 }

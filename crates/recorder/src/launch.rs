@@ -16,6 +16,7 @@ use super::{boost, dumps, pulse};
 use anyhow::{Context, Result};
 use hotspot_attach::Jvm;
 use procwatch::clock::mono_ns;
+use recording::Notices;
 use recording::units::fmt_ns;
 use recording::{Event, Writer, files};
 use std::os::unix::process::ExitStatusExt;
@@ -52,7 +53,7 @@ struct Deadline {
 }
 
 impl Deadline {
-    fn arm(pid: i32, after: Duration) -> Deadline {
+    fn arm(pid: i32, after: Duration, notices: Notices) -> Deadline {
         let done = std::sync::Arc::new(AtomicBool::new(false));
         let d = std::sync::Arc::clone(&done);
         std::thread::spawn(move || {
@@ -64,10 +65,10 @@ impl Deadline {
                 std::thread::sleep(Duration::from_millis(50));
             }
             if !d.load(Ordering::Relaxed) {
-                eprintln!(
-                    "stallscope: pid {pid} ran past its {} limit; killing it",
+                notices.warn(format!(
+                    "pid {pid} ran past its {} limit; killing it",
                     fmt_ns(after.as_nanos() as u64)
-                );
+                ));
                 // SAFETY: a signal to our own child, still running.
                 unsafe { libc::kill(pid, libc::SIGKILL) };
             }
@@ -162,7 +163,7 @@ pub fn record_jvm(
     let r = record_child(s, child, l, stop)?;
     if frames {
         // A child of ours in our pid namespace: its thread ids are ours.
-        frames::extract_or_note(&s.dir, &|t| t as i32);
+        frames::extract_or_note(&s.dir, &|t| t as i32, &s.notices);
     }
     Ok(r)
 }
@@ -221,7 +222,7 @@ fn record_child(s: &Settings, child: Spawn, l: &Launch, stop: &AtomicBool) -> Re
     let mut child = cmd
         .spawn()
         .with_context(|| format!("starting {}", command.first().map_or("", String::as_str)))?;
-    let _deadline = l.timeout.map(|t| Deadline::arm(child.id() as i32, t));
+    let _deadline = l.timeout.map(|t| Deadline::arm(child.id() as i32, t, s.notices.clone()));
     let reader = child.stdout.take().map(|mut out| {
         std::thread::spawn(move || {
             let mut text = String::new();
@@ -240,11 +241,11 @@ fn record_child(s: &Settings, child: Spawn, l: &Launch, stop: &AtomicBool) -> Re
         &meta("run", command.to_vec(), pid, java_home, s, timeout_ms, &tracing),
     )?;
     if l.chatty {
-        eprintln!(
-            "stallscope: recording pid {pid} into {} (stalls ≥ {})",
+        s.notices.progress(format!(
+            "recording pid {pid} into {} (stalls ≥ {})",
             s.dir.display(),
             fmt_ns(s.threshold_ns)
-        );
+        ));
     }
 
     let mut exit: Option<std::process::ExitStatus> = None;
@@ -266,9 +267,9 @@ fn record_child(s: &Settings, child: Spawn, l: &Launch, stop: &AtomicBool) -> Re
         // Its counters exist once HotSpot has started: until then only /proc is watched.
         let jc = wait_for_counters(pid, &mut || alive(&mut exit, &mut child), stop);
         if jc.is_none() && alive(&mut exit, &mut child) {
-            eprintln!(
-                "stallscope: pid {pid}: no perf counters to watch; only a stopped process is seen from /proc"
-            );
+            s.notices.warn(format!(
+                "pid {pid}: no perf counters to watch; only a stopped process is seen from /proc"
+            ));
         }
         let jc = match jc {
             Some(c) => {
@@ -301,7 +302,7 @@ fn record_child(s: &Settings, child: Spawn, l: &Launch, stop: &AtomicBool) -> Re
         ) {
             Ok(h) => h,
             Err(e) => {
-                eprintln!("stallscope: {e:#}; recording without stall detection");
+                s.notices.warn(format!("{e:#}; recording without stall detection"));
                 None
             }
         }
@@ -377,7 +378,7 @@ fn record_child(s: &Settings, child: Spawn, l: &Launch, stop: &AtomicBool) -> Re
     };
     for e in booster.map(|b| b.finish()).unwrap_or_default() {
         if let (Event::SafepointBooster { failed: Some(why), .. }, true) = (&e, l.chatty) {
-            eprintln!("stallscope: pid {pid}: did not boost: {why}");
+            s.notices.warn(format!("pid {pid}: did not boost: {why}"));
         }
         w.events.line(&e)?;
     }

@@ -32,7 +32,7 @@ pub mod watch;
 use anyhow::{Result, bail};
 use procwatch::clock::mono_ns;
 use recording::units::fmt_ns;
-use recording::{Event, Meta, Writer};
+use recording::{Event, Meta, Notices, Writer};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 use watch::WatchOptions;
@@ -54,6 +54,8 @@ pub struct Settings {
     /// `run --outside`: put nothing into the JVM (no agent, no log, no flags); watch it through
     /// its perf counters and /proc alone, as `attach` does a JVM that will not answer.
     pub outside: bool,
+    /// Where what the recorder notices on the way goes (it never prints).
+    pub notices: Notices,
 }
 
 /// How the culprits' Java stacks are taken during stalls.
@@ -70,8 +72,9 @@ pub enum Stacks {
 }
 
 impl Settings {
-    /// Settings for a recording into `dir` (created, empty), with default thresholds.
-    pub fn new(jar: PathBuf, dir: &Path) -> Result<Settings> {
+    /// Settings for a recording into `dir` (created, empty), with default thresholds; what the
+    /// recorder notices goes to `notices`.
+    pub fn new(jar: PathBuf, dir: &Path, notices: Notices) -> Result<Settings> {
         own_empty_dir(dir)?;
         Ok(Settings {
             jar,
@@ -81,6 +84,7 @@ impl Settings {
             stacks: Stacks::Off,
             resolution_ns: None,
             outside: false,
+            notices,
         })
     }
 }
@@ -93,6 +97,7 @@ pub struct RecordRequest<'a> {
     pub sample_interval_ns: u64,
     pub agent: Option<&'a Path>,
     pub frames: bool,
+    pub notices: Notices,
 }
 
 /// Settings for a user's recording: checks the request, finds the agent, creates the directory
@@ -121,6 +126,7 @@ pub fn settings(o: &RecordRequest) -> Result<Settings> {
         stacks: if o.frames { Stacks::Agent } else { Stacks::Off },
         resolution_ns: None,
         outside: false,
+        notices: o.notices.clone(),
     })
 }
 
@@ -206,10 +212,10 @@ pub(crate) fn outside_stacks(s: &Settings, pid: i32) -> Option<outside::Outside>
     if s.stacks == Stacks::Off {
         return None;
     }
-    match outside::Outside::start(pid, &s.dir) {
+    match outside::Outside::start(pid, &s.dir, s.notices.clone()) {
         Ok(o) => Some(o),
         Err(e) => {
-            eprintln!("stallscope: pid {pid}: no code from outside: {e:#}");
+            s.notices.warn(format!("pid {pid}: no code from outside: {e:#}"));
             None
         }
     }
@@ -269,6 +275,7 @@ mod tests {
             sample_interval_ns: 2_000_000,
             agent: Some(agent),
             frames: true,
+            notices: Notices::ignore(),
         }
     }
 

@@ -14,6 +14,7 @@ use hotspot_log::jfr::JavaFrame;
 use procwatch::codecache::{Code, CodeCache};
 use procwatch::perf::ThreadSampler;
 use procwatch::task::{Syscall, TaskSample};
+use recording::Notices;
 use recording::{Appender, FrameSample, FramesLine, FramesNote, files};
 use std::collections::HashMap;
 use std::path::Path;
@@ -63,11 +64,12 @@ pub struct Outside {
     stall: u32,
     /// Why sampling a running thread was refused, once said.
     refused: bool,
+    notices: Notices,
 }
 
 impl Outside {
-    /// Stacks of JVM `pid` into `dir/outside.jsonl`.
-    pub fn start(pid: i32, dir: &Path) -> anyhow::Result<Outside> {
+    /// Stacks of JVM `pid` into `dir/outside.jsonl`; a refusal is also told to `notices`.
+    pub fn start(pid: i32, dir: &Path, notices: Notices) -> anyhow::Result<Outside> {
         let mut out = Appender::open(&dir.join(files::OUTSIDE))?;
         let (tx, rx): (Sender<Msg>, Receiver<Msg>) = std::sync::mpsc::channel();
         let thread = std::thread::Builder::new().name("stallscope-code".into()).spawn(move || {
@@ -103,6 +105,7 @@ impl Outside {
             last: HashMap::new(),
             stall: 0,
             refused: false,
+            notices,
         })
     }
 
@@ -151,7 +154,7 @@ impl Outside {
                         Err(e) => {
                             self.refused = true;
                             let note = format!("no code of running threads from outside: {e}");
-                            eprintln!("stallscope: pid {}: {note}", self.pid);
+                            self.notices.warn(format!("pid {}: {note}", self.pid));
                             if let Some(tx) = &self.tx {
                                 let _ = tx.send(Msg::Note(note));
                             }

@@ -24,9 +24,9 @@ fn run(command: cli::Command) -> anyhow::Result<i32> {
         cli::Command::Logs(a) => commands::logs::run(a),
         cli::Command::Inject(c) => commands::inject::run(c),
         cli::Command::Workload(c) => commands::workload::run(c),
-        cli::Command::Guard => guard::run_guardian(),
+        cli::Command::Guard => guard::run_guardian(&|line| eprintln!("{line}")),
         cli::Command::JfrChunks { file, samples } => {
-            logs::sandbox::reader_main(&file, samples.as_deref())
+            commands::jfr_chunks::run(&file, samples.as_deref())
         }
         cli::Command::Run(a) => commands::record::run(a),
         cli::Command::Attach(a) => commands::record::attach(a),

@@ -289,3 +289,56 @@ fn crates_depend_downward_only() {
             .all(|d| ["recording", "procwatch", "hotspot-log"].contains(&d.as_str()))
     );
 }
+
+/// Lines of `src` (tests and comments left out) that print: `println!`, `eprintln!`, `print!`,
+/// `eprint!`, `dbg!`.
+fn prints(src: &Path) -> Vec<String> {
+    let mut files = Vec::new();
+    sources(src, &mut files);
+    let mut found = Vec::new();
+    for f in files {
+        let text = std::fs::read_to_string(&f).unwrap();
+        // A file's unit tests (`#[cfg(test)] mod tests`, at its end by the house style) may print.
+        let code = text.split("#[cfg(test)]").next().unwrap_or("");
+        for (i, l) in code.lines().enumerate() {
+            let t = l.trim_start();
+            if t.starts_with("//") {
+                continue;
+            }
+            if ["println!(", "eprintln!(", "print!(", "eprint!(", "dbg!("].iter().any(|m| {
+                t.match_indices(m).any(|(at, _)| {
+                    at == 0 || !t[..at].ends_with(|c: char| c.is_alphanumeric() || c == '_')
+                })
+            }) {
+                found.push(format!("{}:{}: {}", f.display(), i + 1, t));
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn only_the_binary_prints_and_parses_options() {
+    // The libraries tell a `recording::Notices` sink or return values; the binary prints. The
+    // stacks agent is no library of ours but a JVMTI agent inside the JVM: its stderr is the
+    // JVM's, the one place its user can read that it could not start.
+    for krate in CRATES.iter().filter(|c| !["stallscope", "stacks-agent"].contains(c)) {
+        let src = common::root().join("crates").join(krate).join("src");
+        let p = prints(&src);
+        assert!(p.is_empty(), "{krate} prints; tell its caller instead:\n{}", p.join("\n"));
+        let m =
+            std::fs::read_to_string(common::root().join("crates").join(krate).join("Cargo.toml"))
+                .unwrap();
+        assert!(!m.contains("\nclap "), "{krate} depends on clap: options belong in cli.rs");
+    }
+    // The check finds a print where there is one.
+    let d = common::scratch("layout-prints");
+    std::fs::create_dir_all(d.join("src")).unwrap();
+    std::fs::write(
+        d.join("src/lib.rs"),
+        "// eprintln!(\"in a comment\")\nfn f() { my_eprintln!(); eprintln!(\"x\"); }\n#[cfg(test)]\nmod tests { fn t() { println!(); } }\n",
+    )
+    .unwrap();
+    let p = prints(&d.join("src"));
+    assert_eq!(p.len(), 1, "{p:?}");
+}

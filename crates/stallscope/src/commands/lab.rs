@@ -105,6 +105,13 @@ pub fn run(a: LabRunArgs) -> Result<i32> {
         .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
         .progress_chars("=> "),
     );
+    // What the recorder notices goes above the bar (or straight to stderr, with no bar).
+    let notices = if a.json {
+        crate::output::notices()
+    } else {
+        let b = bar.clone();
+        recording::Notices::new(move |n| b.println(n.to_string()))
+    };
     let bar = Bar(bar);
     let result = lab::run(
         &LabOptions {
@@ -115,6 +122,7 @@ pub fn run(a: LabRunArgs) -> Result<i32> {
             java,
             variants: a.variants.clone(),
             outside: a.outside,
+            notices,
         },
         &bar,
         &stop,

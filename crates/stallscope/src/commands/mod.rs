@@ -4,6 +4,7 @@
 
 pub mod counters;
 pub mod inject;
+pub mod jfr_chunks;
 pub mod jvms;
 pub mod lab;
 pub mod logs;

@@ -18,6 +18,7 @@ fn request(o: &RecordOptions) -> RecordRequest<'_> {
         sample_interval_ns: o.sample_interval.ns(),
         agent: o.agent.as_deref(),
         frames: !o.no_frames,
+        notices: crate::output::notices(),
     }
 }
 

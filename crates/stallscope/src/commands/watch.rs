@@ -54,6 +54,7 @@ pub fn run(a: WatchArgs) -> Result<i32> {
         run_for: a.run_for.map(|d| d.std()),
         attach,
         keep_exited: a.keep_exited.std(),
+        notices: crate::output::notices(),
     };
     fleet::run(cfg, &stop)?;
     Ok(EXIT_OK)
