@@ -705,11 +705,13 @@ pub fn diagnose(rec: &Recording) -> Report {
             s.start_ns = prev_end.min(s.end_ns);
         }
     }
-    let all_names: HashMap<i32, String> = rec
-        .context
-        .iter()
-        .flat_map(|c| c.java_threads.iter().filter(|j| j.tid > 0).map(|j| (j.tid, j.name.clone())))
-        .collect();
+    // Each thread's name as first seen: the names are for the first stalls, whose own table may
+    // not be written yet, and a thread renamed since (an RMI connection thread back in its pool
+    // as "RMI TCP Connection(idle)") was called by its earlier name when it acted.
+    let mut all_names: HashMap<i32, String> = HashMap::new();
+    for j in rec.context.iter().flat_map(|c| c.java_threads.iter()).filter(|j| j.tid > 0) {
+        all_names.entry(j.tid).or_insert_with(|| j.name.clone());
+    }
     let mut stalls: Vec<StallReport> = spans
         .iter()
         .enumerate()

@@ -361,7 +361,7 @@ fn a_remote_jmx_client_asking_for_thread_dumps_is_named_with_its_address() {
         let client = poll(Duration::from_secs(20), Duration::from_millis(300), || {
             let o = Command::new(jdk.java())
                 .args(["-jar", workloads_jar_str(), "jmx-dump", "--port", &port.to_string()])
-                .args(["--count", "4", "--every", "300ms"])
+                .args(["--count", "8", "--every", "300ms"])
                 .output()
                 .unwrap();
             o.status.success().then_some(o)
