@@ -14,7 +14,7 @@
 
 use hotspot_log::jfr::JavaFrame;
 use recording::FrameSample;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// The furthest from a stall a stack may have been taken and still be shown for it. JFR takes
 /// no stack of a thread that is parked, or (JDK 17) late to a safepoint: a thread held in one
@@ -23,7 +23,7 @@ use serde::Serialize;
 pub const NEAR_NS: u64 = 5_000_000_000;
 
 /// A culprit's code, as one stack.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CulpritCode {
     /// The JFR event the stack came from.
     pub event: String,
@@ -42,7 +42,7 @@ pub struct CulpritCode {
     /// library's name: where the user's choice is the library's (another `Directory`, say), not
     /// a change to its code.
     pub library_frame: Option<usize>,
-    pub library: Option<&'static str>,
+    pub library: Option<String>,
     /// Where the stack came from and when, in words.
     pub source: String,
 }
@@ -306,7 +306,7 @@ pub fn for_thread(
         latency_ns: f.latency_ns,
         app_frame,
         library_frame,
-        library: library.map(|l| l.name),
+        library: library.map(|l| l.name.to_string()),
         frames: f.frames.clone(),
         truncated: f.truncated,
         source,
@@ -388,7 +388,7 @@ mod tests {
     fn inside_a_known_library_the_users_frame_and_the_library_are_named() {
         let fs = vec![sample("jdk.ExecutionSample", 1500, 7, LUCENE)];
         let c = for_thread(&fs, 7, 1000 * MS, 2000 * MS, (1000 * MS, 2000 * MS)).unwrap();
-        assert_eq!((c.app_frame, c.library_frame, c.library), (Some(5), Some(0), Some("Lucene")));
+        assert_eq!((c.app_frame, c.library_frame, c.library.clone()), (Some(5), Some(0), Some("Lucene".to_string())));
         assert_eq!(describe_frame(c.fix_frame().unwrap()), "Catalog.find (line 7)");
         assert_eq!(
             library_of("io.netty.buffer.PooledByteBufAllocator.newDirectBuffer").unwrap().name,

@@ -780,7 +780,7 @@ pub fn diagnose(rec: &Recording) -> Report {
         ));
     }
     Report {
-        schema: SCHEMA,
+        schema: SCHEMA.into(),
         recording: rec.dir.display().to_string(),
         meta: meta.clone(),
         stalls,
@@ -815,7 +815,7 @@ mod tests {
             truncated: false,
             app_frame: app,
             library_frame: library.map(|l| l.0),
-            library: library.map(|l| l.1),
+            library: library.map(|l| l.1.to_string()),
             source: String::new(),
         }
     }

@@ -1,18 +1,19 @@
 //! The report: what the doctor concluded about a recording, as plain data. Every renderer (text,
 //! JSON, HTML) reads these types; the JSON form is documented in `docs/formats/report-json.md`.
 //!
-//! Invariant: nothing here decides anything; the types only carry the diagnosis.
+//! Invariant: nothing here decides anything; the types only carry the diagnosis. Every type
+//! reads back from its JSON (`report --json`): tests assert on typed values, not strings.
 
 use crate::causes::Cause;
 use recording::Meta;
 use recording::hlog::HiccupSummary;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// The report's JSON schema name.
 pub const SCHEMA: &str = "stallscope.report/1";
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, PartialOrd, Ord)]
 #[serde(rename_all = "kebab-case")]
 pub enum Confidence {
     Low,
@@ -30,7 +31,7 @@ impl Confidence {
     }
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct TimeoutCulprit {
     pub name: String,
     pub tid: Option<i32>,
@@ -38,7 +39,7 @@ pub struct TimeoutCulprit {
     pub state: Option<String>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct SafepointView {
     pub op: String,
     pub ttsp_ns: u64,
@@ -52,7 +53,7 @@ pub struct SafepointView {
     pub unfinished: bool,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct CulpritView {
     pub tid: i32,
     /// The full Java thread name when the agent or SafepointTimeout gave it, else `comm`.
@@ -68,7 +69,7 @@ pub struct CulpritView {
     pub code: Option<crate::code::CulpritCode>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Finding {
     pub cause: Cause,
     pub title: String,
@@ -85,7 +86,7 @@ pub struct Finding {
 }
 
 /// What kind of one set a stall off (`docs/causes/*.md` say how each is found).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum InstigatorKind {
     /// A thread of the application asked the JVM for the VM operation (a thread dump, a GC).
@@ -131,7 +132,7 @@ impl InstigatorKind {
 
 /// Who set (part of) a stall off: a thread or a process, how we know, and the fix addressed to
 /// it.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Instigator {
     pub kind: InstigatorKind,
     /// Who, in a few words: `jcmd`, `"metrics-exporter"`, `/docker/3f2a…`; bounded (no pid): the
@@ -160,7 +161,7 @@ pub struct Instigator {
 }
 
 /// One process's use of the CPUs during a stall.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CpuShare {
     pub pid: i32,
     pub name: String,
@@ -173,7 +174,7 @@ pub struct CpuShare {
     pub share: f64,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ThreadLine {
     pub tid: i32,
     pub name: String,
@@ -184,7 +185,7 @@ pub struct ThreadLine {
     pub majflt: u64,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct StallReport {
     pub stall: u32,
     pub start_mono_ns: u64,
@@ -212,7 +213,7 @@ pub struct StallReport {
     pub begun_before_stop_ns: Option<u64>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Summary {
     pub stalls: usize,
     pub by_cause: BTreeMap<String, usize>,
@@ -236,7 +237,7 @@ pub struct Summary {
 }
 
 /// `run --boost-on safepoint`: how many safepoints it boosted and how soon after each began.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct BoostSummary {
     pub boosts: usize,
     /// From the safepoint's begin (as the JVM's counters place it) to the last thread raised.
@@ -261,9 +262,9 @@ pub struct BoostSummary {
     pub failed: Option<String>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Report {
-    pub schema: &'static str,
+    pub schema: String,
     pub recording: String,
     pub meta: Meta,
     pub stalls: Vec<StallReport>,

@@ -5,7 +5,7 @@
 use hdrhistogram::Histogram;
 use hdrhistogram::serialization::Deserializer;
 use hdrhistogram::serialization::interval_log::{IntervalLogIterator, LogEntry};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::path::Path;
 
 /// One interval of the log, as plotted on a timeline.
@@ -27,7 +27,7 @@ pub struct IntervalLog {
 }
 
 /// Percentiles of a summed log, for reports.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct HiccupSummary {
     pub intervals: usize,
     pub count: u64,

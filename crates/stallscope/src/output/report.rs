@@ -53,7 +53,7 @@ fn code_block(out: &mut String, code: &doctor::code::CulpritCode) {
         if Some(i) == code.app_frame && i > 0 {
             at.push_str("   <- its code");
         }
-        if let (Some(li), Some(name)) = (code.library_frame, code.library)
+        if let (Some(li), Some(name)) = (code.library_frame, code.library.as_deref())
             && li == i
         {
             at.push_str(&format!("   <- in {name}"));
