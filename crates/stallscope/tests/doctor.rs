@@ -743,16 +743,17 @@ fn stalls_at_the_safepoint_swap_slow_writes_and_reclaim_are_named_on_both_jdks()
             // once more, and the second run is judged.
             let first = longest(&report_json(&dir));
             let said = first["findings"][0]["evidence"].to_string();
-            // The squeezed cgroup on JDK 25 is named right in most runs, not all (10 of 13 by
-            // hand on 2026-11-26): a late thread that reaches its poll writes stallscope's own
-            // debug line (`found polling page … exception`) to the safepoint log, and that write
-            // waits in the full cgroup too, where /proc shows a write, not reclaim. A miss that
-            // says unknown runs once more; the second run is judged.
-            let jdk25_reclaim = scenario == "memory-pressure"
-                && java.to_string_lossy().contains("25")
-                && first["findings"][0]["cause"] == "unknown";
+            // A late thread that reaches its poll writes stallscope's own debug line (`found
+            // polling page … exception`) to the safepoint log, and in the full cgroup that write
+            // waits too, where /proc shows a write, not reclaim (JDK 25: 3 of 13 runs by hand on
+            // 2026-11-26; JDK 17 once in CI on 2026-11-27). The doctor reads such a write as
+            // reclaim when the cgroup hit its limit; a sample that caught the thread between
+            // states still leaves it unknown. A miss that says unknown runs once more; the
+            // second run is judged.
+            let reclaim_missed =
+                scenario == "memory-pressure" && first["findings"][0]["cause"] == "unknown";
             if first["findings"][0]["cause"] == "unknown"
-                && (jdk25_reclaim
+                && (reclaim_missed
                     || said.contains("the recorder itself was held")
                     || said.contains("the recorder noticed the stall"))
             {

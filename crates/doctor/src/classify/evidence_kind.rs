@@ -78,6 +78,12 @@ pub enum Evidence {
     WritebackUnderReclaim {
         role: Role,
     },
+    /// A late thread asleep in a write of the JVM's own (it was running Java) while its
+    /// memory cgroup was at its limit.
+    WriteInFullCgroup {
+        role: Role,
+        file: Option<String>,
+    },
     /// A safepoint's operation reading or writing while the application was stopped.
     VmThreadIo {
         role: Role,

@@ -737,6 +737,45 @@ mod tests {
         assert!(f[0].evidence.contains(&Evidence::MemoryHighEvents { times: 40 }), "{f:?}");
     }
 
+    #[test]
+    fn a_late_thread_writing_the_jvms_log_in_a_full_memory_cgroup_waits_for_reclaim() {
+        // From a CI run on JDK 17 (memory-pressure, squeezed): a 60 ms ThreadDump whose TTSP was
+        // 56 ms; SafepointTimeout named "allocator" runnable, and /proc saw it in state D in
+        // write(2) to the recording's safepoint.log (the line a thread writes as it takes a
+        // poll), wchan ext4_da_write_end, for 26 of 28 samples; its cgroup hit its limit 382
+        // times. Then it read "unknown" for 76% of the stall.
+        let late = |limit_hits: Option<u64>| {
+            let mut t = thread(7, "allocator", 'D', MS, 0);
+            t.span_ns = 58 * MS;
+            t.wchan = "ext4_da_write_end".into();
+            t.syscall_nr = Some(1);
+            t.files = BTreeMap::from([("/tmp/rec/safepoint.log".to_string(), 20)]);
+            t.seen_ns = BTreeMap::from([
+                (Seen::Waiting(Wait::FileWrite), 45 * MS),
+                (Seen::Waiting(Wait::Reclaim), 13 * MS),
+            ]);
+            let mut sig = SystemSignals::default();
+            sig.memory.memcg_limit_hits = limit_hits;
+            let mut sp = safepoint("ThreadDump", 56 * MS, 170_000);
+            sp.timeout_culprits = vec![crate::report::TimeoutCulprit {
+                name: "allocator".into(),
+                tid: Some(7),
+                state: Some("runnable".into()),
+            }];
+            run(Some(vec![t.clone()]), None, vec![t], sp, 60 * MS, sig)
+        };
+        let f = late(Some(382));
+        assert_eq!(f[0].cause, Cause::MemoryReclaim, "{f:?}");
+        // /proc shows the write, not the reclaim: the right cause, never a confident one.
+        assert_eq!(f[0].confidence, Confidence::Medium, "{f:?}");
+        let said: Vec<String> = f[0].evidence.iter().map(|e| e.to_string()).collect();
+        assert!(said.iter().any(|e| e.contains("safepoint.log (the JVM's own safepoint log")), "{said:?}");
+        // Without the cgroup at its limit the write says nothing of reclaim: the 13 ms seen in
+        // reclaim are named, the rest is not.
+        let f = late(None);
+        assert_eq!(f[0].cause, Cause::Unknown, "{f:?}");
+    }
+
     /// The recorder's own control meter late by most of a stall outside any safepoint.
     fn recorder_late(queued_ns: Option<u64>, shares: Shares, signals: SystemSignals) -> Vec<Draft> {
         let names = HashMap::new();

@@ -122,6 +122,22 @@ pub(super) fn cause_of(t: &ThreadEvidence, act: Activity, role: Role, inp: &Inpu
                 let file = t.file().map(str::to_string);
                 (Cause::VmThreadIo, true, vec![Evidence::VmThreadIo { role, wait: w, file }])
             }
+            // A late thread the JVM's SafepointTimeout saw running Java (only those reach
+            // here), yet asleep in a write: the JVM writing a line of its own log on the way to
+            // the safepoint (stallscope's `-Xlog:safepoint=debug` writes one per poll taken). In a
+            // memory cgroup at its limit the page cache of that write is charged to the cgroup,
+            // so the write waits for reclaim; /proc shows the filesystem's function, not the
+            // reclaim, hence never a confident reading.
+            Wait::FileWrite
+                if role == Role::Late
+                    && t.states.get(&'D').is_some_and(|n| *n > 0)
+                    && mem.memcg_limit_hits.is_some_and(|n| n > 0) =>
+            {
+                let file = t.file().map(str::to_string);
+                let mut ev = vec![Evidence::WriteInFullCgroup { role, file }];
+                ev.extend(reclaim_lines(inp));
+                (Cause::MemoryReclaim, false, ev)
+            }
             Wait::Writeback => (
                 Cause::Unknown,
                 false,

@@ -121,6 +121,21 @@ impl fmt::Display for Evidence {
                 "{} waited for dirty pages to be written back while memory was being reclaimed",
                 role.subject().who
             ),
+            E::WriteInFullCgroup { role, file } => {
+                let sj = role.subject();
+                let own = match file.as_deref() {
+                    Some(f) if f.ends_with("/safepoint.log") => {
+                        format!(" to {f} (the JVM's own safepoint log: the line a thread writes as it takes a poll, see docs/formats/recording.md)")
+                    }
+                    Some(f) => format!(" to {f} (a write of the JVM's own: the thread was running Java)"),
+                    None => " (a write of the JVM's own: the thread was running Java)".to_string(),
+                };
+                write!(
+                    f,
+                    "{} {} asleep writing{own} while its memory cgroup was at its limit: the page cache of a write is charged to that cgroup, so the write waited for reclaim (/proc shows the filesystem, not the reclaim)",
+                    sj.who, sj.was
+                )
+            }
             E::VmThreadIo { role, wait, file } => {
                 let sj = role.subject();
                 let what = match (wait, file) {
