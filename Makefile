@@ -4,7 +4,7 @@ CARGO ?= cargo
 MVN   ?= mvn
 JAVA_POM := $(wildcard java/pom.xml)
 
-.PHONY: setup build lint test demo bench dist clean
+.PHONY: setup build lint check test demo bench dist clean
 
 # What the tests and the demo need from the machine (fuse3, chromium, …): installed when
 # missing as root, else the one apt command to run is printed.
@@ -21,11 +21,20 @@ endif
 lint:
 	scripts/lint.sh
 
+# The fast tier: every unit test, and the tests on stored recordings, logs and the layout; no
+# JVM, FUSE, root or Chromium. The tests that need root are marked ignored here and run by
+# `make test`.
+check:
+	$(CARGO) test --workspace --lib --bins \
+		--test layout --test report_fixtures --test logs_fixtures --test logs_schema_doc \
+		--test logs_cli --test recordings --test damage --test oracle --test properties
+	$(CARGO) test --workspace --doc
+
 test: setup build
 # The tests run the debug binary, which loads the stacks agent built beside it (cargo test
 # builds no cdylib).
 	$(CARGO) build -p stallscope-stacks
-	$(CARGO) test --workspace
+	$(CARGO) test --workspace -- --include-ignored
 ifneq ($(JAVA_POM),)
 	$(MVN) -q -B -f java/pom.xml verify
 endif

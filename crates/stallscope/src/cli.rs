@@ -31,7 +31,9 @@ pub enum Command {
     Inject(InjectCommand),
     /// Launch a JVM with the agent and safepoint logging, watch it, and explain every stall.
     Run(RunArgs),
-    /// Watch a running JVM (native attach: loads the agent, switches safepoint logging on).
+    /// Watch a running JVM: explain a stall under way now from its perf counters and /proc,
+    /// then record it (the attach protocol loads the agent and switches safepoint logging on;
+    /// --outside puts nothing into it).
     Attach(AttachArgs),
     /// Print the diagnosis of a finished recording, exactly as the live run printed it; or
     /// write it as an HTML page (a lab directory too).
@@ -41,9 +43,10 @@ pub enum Command {
     Jvms(JvmsArgs),
     /// Print a JVM's perf counters (its hsperfdata), as `jstat -snap` does, without attaching.
     Counters(CountersArgs),
-    /// Guard every JVM of this host (or those chosen), always on: attach to each as it starts,
-    /// diagnose each stall as it ends, keep the evidence within a bound, and export metrics
-    /// (OpenMetrics) and events (JSON lines).
+    /// Guard every JVM of this host (or those chosen), always on: watch each from outside as it
+    /// starts (its perf counters and /proc; --attach puts the agent in), diagnose each stall as
+    /// it ends, keep the evidence within a bound, and export metrics (OpenMetrics) and events
+    /// (JSON lines).
     Watch(WatchArgs),
     /// Rerun each seed's experiment, baseline beside mitigation, and grade the doctor.
     #[command(subcommand)]
@@ -258,11 +261,12 @@ pub struct JvmsArgs {
 
 #[derive(Args, Debug, Clone)]
 #[command(after_help = "\
-Each JVM gets the agent and safepoint logging as `attach` gives them, and is watched by one
-loop for the whole host; its recordings go under --out (one directory per JVM and segment,
-which `stallscope report` reads). SIGTERM or Ctrl-C detaches from every JVM (logging off,
-meter stopped); a JVM that exits is closed; one started later is attached. Metrics and
-events are documented in docs/watch.md.
+Each JVM is watched from outside by one loop for the whole host (its perf counters and
+/proc; nothing is put into it); --attach gives every JVM, or those that stall often, the agent
+and safepoint logging as `attach` does. Recordings go under --out (one directory per JVM and
+segment, which `stallscope report` reads). SIGTERM or Ctrl-C ends the watch (an attached JVM:
+logging off, meter stopped); a JVM that exits is closed; one started later is watched. Metrics
+and events are documented in docs/watch.md.
 
 Examples:
   stallscope watch --all --metrics 127.0.0.1:9464
