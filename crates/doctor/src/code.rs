@@ -388,7 +388,10 @@ mod tests {
     fn inside_a_known_library_the_users_frame_and_the_library_are_named() {
         let fs = vec![sample("jdk.ExecutionSample", 1500, 7, LUCENE)];
         let c = for_thread(&fs, 7, 1000 * MS, 2000 * MS, (1000 * MS, 2000 * MS)).unwrap();
-        assert_eq!((c.app_frame, c.library_frame, c.library.clone()), (Some(5), Some(0), Some("Lucene".to_string())));
+        assert_eq!(
+            (c.app_frame, c.library_frame, c.library.clone()),
+            (Some(5), Some(0), Some("Lucene".to_string()))
+        );
         assert_eq!(describe_frame(c.fix_frame().unwrap()), "Catalog.find (line 7)");
         assert_eq!(
             library_of("io.netty.buffer.PooledByteBufAllocator.newDirectBuffer").unwrap().name,

@@ -18,7 +18,7 @@ use procwatch::heartbeat::{Heartbeat, MeterState};
 use procwatch::jvmcounters::{CountedSafepoint, CounterLook, JvmCounters};
 use recorder::control::sleep_until;
 use recorder::pulse::{Check, Pulse};
-use recorder::watch::{Driven, MAX_SLEEP_NS, MIN_SLEEP_NS, Wake};
+use recorder::sampler::{Driven, MAX_SLEEP_NS, MIN_SLEEP_NS, Wake};
 use recording::Notices;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender, TrySendError};
@@ -115,7 +115,7 @@ impl Beats {
             Err(e) => {
                 // The watcher still looks for itself once a second; say why it is slower.
                 self.notices.warn(format!(
-                    "JVM pid {pid}: cannot map its heartbeat for the watch loop ({e}); its stalls are noticed up to a second late"
+                    "JVM pid {pid}: cannot map its heartbeat for the sampling loop ({e}); its stalls are noticed up to a second late"
                 ));
                 let (_, rx) = std::sync::mpsc::sync_channel(1);
                 Driven { wake: rx, busy: Arc::new(AtomicBool::new(false)), idle_sample, ended }

@@ -267,7 +267,7 @@ fn guard_jvm(sh: Arc<Shared>, j: JvmProcess, g: Guarding) {
             let drive = |p: i32, hb: &procwatch::heartbeat::Heartbeat| {
                 sh.beats.join(p, hb, IDLE_SAMPLE, ended())
             };
-            recorder::attached::record_attached(&s, &jvm, None, &stop, Some(&drive), None)
+            recorder::attach::record_attached(&s, &jvm, None, &stop, Some(&drive), None)
         } else {
             let observer = |jc: &Option<procwatch::jvmcounters::JvmCounters>| {
                 sh.metrics.counters_observer(
@@ -279,7 +279,7 @@ fn guard_jvm(sh: Arc<Shared>, j: JvmProcess, g: Guarding) {
                 let o = observer(&jc);
                 sh.beats.join_outside(p, jc, o, IDLE_SAMPLE, ended())
             };
-            recorder::attached::record_outside(&s, pid, &stop, &drive)
+            recorder::attach::record_outside(&s, pid, &stop, &drive)
         };
         *current.lock().unwrap_or_else(|p| p.into_inner()) = None;
         let _ = notes.send(Note::Closed { dir: dir.clone() });

@@ -1,7 +1,7 @@
 //! The recorder's own hiccup meter, the control of jHiccup's `-c`: if the JVM and the recorder
 //! stall together, the machine (or the recorder) paused, not the JVM.
 //!
-//! It rides on the watch loop's own sleeps: every sleep is to an absolute CLOCK_MONOTONIC
+//! It rides on the sampling loop's own sleeps: every sleep is to an absolute CLOCK_MONOTONIC
 //! deadline, and how late the wake-up came is the lateness, as cyclictest measures it. That
 //! costs no wake-ups of its own; a separate 1 ms meter thread cost about 1.5% of a core on this
 //! kind of VM, three times the sidecar's whole idle budget. Work the loop does between sleeps is

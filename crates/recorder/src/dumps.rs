@@ -10,7 +10,7 @@
 //! application threads all wait); at most one per stall, one per [`MIN_GAP`] for stalls shorter
 //! than [`LONG_NS`] and, apart from those, one per `MIN_GAP` for longer ones (a long stall is never
 //! left without a dump by a short one just before it): at most two safepoints of its own per
-//! `MIN_GAP` per JVM. Dumps are taken on a thread of their own (the watch loop never waits on the
+//! `MIN_GAP` per JVM. Dumps are taken on a thread of their own (the sampling loop never waits on the
 //! attach protocol); their stacks go to `dumps.jsonl` (the format of `frames.jsonl`, event
 //! `thread-dump`), with thread ids as the host numbers them.
 

@@ -6,10 +6,10 @@
 //! only the trace instance needs a guardian here.
 
 use super::frames::{NO_JFR, has_jfr};
-use super::watch::Ending;
-use super::watch::WatchOptions;
+use super::sampler::Ending;
+use super::sampler::SamplerOptions;
 use super::{
-    Settings, Stacks, frames, meta, open_counters, outside_stacks, stacks, start_tracer, watch,
+    Settings, Stacks, frames, meta, open_counters, outside_stacks, sampler, stacks, start_tracer,
     watch_options,
 };
 use super::{boost, dumps, pulse};
@@ -278,8 +278,8 @@ fn record_child(s: &Settings, child: Spawn, l: &Launch, stop: &AtomicBool) -> Re
             }
             None => open_counters(pid, &mut w)?,
         };
-        let code = watch::CodeAsks { outside: outside_stacks(s, pid), ..Default::default() };
-        let what = watch::Watch {
+        let code = sampler::CodeAsks { outside: outside_stacks(s, pid), ..Default::default() };
+        let what = sampler::Target {
             pid,
             pulse: pulse::Pulse::counters(pid, jc),
             tracer: tracing.0.as_ref(),
@@ -289,12 +289,12 @@ fn record_child(s: &Settings, child: Spawn, l: &Launch, stop: &AtomicBool) -> Re
             code,
             hooks: Default::default(),
         };
-        ending = watch::watch(&mut w, what, stop, &mut || alive(&mut exit, &mut child))?;
+        ending = sampler::run(&mut w, what, stop, &mut || alive(&mut exit, &mut child))?;
     }
     let hb = if s.outside {
         None
     } else {
-        match watch::wait_for_heartbeat(
+        match sampler::wait_for_heartbeat(
             pid,
             Duration::from_secs(60),
             &mut || alive(&mut exit, &mut child),
@@ -312,12 +312,12 @@ fn record_child(s: &Settings, child: Spawn, l: &Launch, stop: &AtomicBool) -> Re
             Some((level, boost::BoostOn::Heartbeat { after_ns })) => Some((level, after_ns)),
             _ => None,
         };
-        let opts = WatchOptions { boost, ..watch_options(s) };
+        let opts = SamplerOptions { boost, ..watch_options(s) };
         // A JVM of ours with its stacks sampled: its thread dump too, during long stalls.
         // Its stacks: the agent's, taken by signal in the stall; without the agent, JFR's
         // samples and, during long stalls, the JVM's thread dump.
         let code = if stacks {
-            watch::CodeAsks {
+            sampler::CodeAsks {
                 signaller: Some(stacks::Signaller::new(pid, &s.dir)),
                 ..Default::default()
             }
@@ -330,10 +330,10 @@ fn record_child(s: &Settings, child: Spawn, l: &Launch, stop: &AtomicBool) -> Re
             } else {
                 None
             };
-            watch::CodeAsks { dumper, ..Default::default() }
+            sampler::CodeAsks { dumper, ..Default::default() }
         };
         let pulse = pulse::Pulse::heartbeat(pid, hb, open_counters(pid, &mut w)?);
-        let what = watch::Watch {
+        let what = sampler::Target {
             pid,
             pulse,
             tracer: tracing.0.as_ref(),
@@ -343,7 +343,7 @@ fn record_child(s: &Settings, child: Spawn, l: &Launch, stop: &AtomicBool) -> Re
             code,
             hooks: Default::default(),
         };
-        ending = watch::watch(&mut w, what, stop, &mut || alive(&mut exit, &mut child))?;
+        ending = sampler::run(&mut w, what, stop, &mut || alive(&mut exit, &mut child))?;
     }
     if let Ending::Stopped(reason) = &ending {
         // Ctrl-C in a terminal reaches the JVM too; forward it only if it did not.

@@ -14,9 +14,9 @@
 #![allow(rustdoc::private_intra_doc_links)]
 
 pub mod agent_jar;
-pub mod attached;
-mod attachment;
+pub mod attach;
 pub mod boost;
+mod changes;
 pub mod control;
 mod dirs;
 pub mod dumps;
@@ -25,17 +25,17 @@ mod launch;
 pub mod outside;
 pub mod pulse;
 pub mod safepoint_boost;
+pub mod sampler;
 pub mod stacks;
 pub mod staging;
-pub mod watch;
 
 use anyhow::{Result, bail};
 use procwatch::clock::mono_ns;
 use recording::units::fmt_ns;
 use recording::{Event, Meta, Notices, Writer};
+use sampler::SamplerOptions;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
-use watch::WatchOptions;
 
 pub use dirs::{hand_to, option_safe, own_dir, own_empty_dir, unused_name};
 pub use launch::{Launch, join_cgroup, record_jvm, record_native};
@@ -191,15 +191,15 @@ pub(crate) fn meta(
         sample_interval_ns: s.sample_interval_ns,
         safepoint_timeout_ms: timeout_ms,
         cgroups: Some(procwatch::cgroup::of(pid)),
-        recorder_shares: Some(watch::shares(
+        recorder_shares: Some(sampler::shares(
             &procwatch::cgroup::of(pid),
             &procwatch::cgroup::of(0),
         )),
     }
 }
 
-pub(crate) fn watch_options(s: &Settings) -> WatchOptions {
-    WatchOptions {
+pub(crate) fn watch_options(s: &Settings) -> SamplerOptions {
+    SamplerOptions {
         threshold_ns: s.threshold_ns,
         sample_interval_ns: s.sample_interval_ns,
         system_interval_ns: 50_000_000,
@@ -252,9 +252,9 @@ pub(crate) fn open_counters(
     }
 }
 
-/// Makes the [`watch::Driven`] for a JVM whose heartbeat is found: `stallscope watch` hands its
+/// Makes the [`sampler::Driven`] for a JVM whose heartbeat is found: `stallscope watch` hands its
 /// heartbeat to its one loop.
-pub type Drive<'a> = &'a (dyn Fn(i32, &procwatch::heartbeat::Heartbeat) -> watch::Driven + Sync);
+pub type Drive<'a> = &'a (dyn Fn(i32, &procwatch::heartbeat::Heartbeat) -> sampler::Driven + Sync);
 
 #[cfg(test)]
 mod tests {

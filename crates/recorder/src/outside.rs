@@ -6,7 +6,7 @@
 //! loaded into the JVM and no thread is stopped. Written to `outside.jsonl`, the lines of
 //! `frames.jsonl` with event `outside-sample`.
 //!
-//! Invariant: the watch loop only drains ring buffers and hands raw samples over a channel; the
+//! Invariant: the sampling loop only drains ring buffers and hands raw samples over a channel; the
 //! code cache is read on a thread of its own. Bounded: at most [`MAX_THREADS`] threads sampled
 //! at once, a stack per thread every [`EVERY_NS`], at most [`PER_STALL`] per thread and stall.
 

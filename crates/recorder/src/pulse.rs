@@ -1,4 +1,4 @@
-//! What tells the watch loop that its target stalled, and when it resumed: the stallscope
+//! What tells the sampling loop that its target stalled, and when it resumed: the stallscope
 //! agent's heartbeat when the agent is in the JVM; otherwise the JVM's own perf counters (a
 //! safepoint begun and not ended, `procwatch::jvmcounters`) and `/proc` (the process stopped),
 //! which need nothing from the JVM, so a JVM that is stuck, stopped or refusing attach is

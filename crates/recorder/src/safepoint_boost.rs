@@ -262,7 +262,7 @@ fn make_realtime(level: BoostLevel) -> bool {
     // SAFETY: sets this thread's own policy; an error is returned, nothing else changes.
     let ok = unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) } == 0;
     if !ok {
-        // SAFETY: as in the watch loop: this thread's own nice value; EPERM leaves it.
+        // SAFETY: as in the sampling loop: this thread's own nice value; EPERM leaves it.
         unsafe { libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, -10) };
     }
     ok

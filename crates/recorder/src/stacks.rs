@@ -1,5 +1,5 @@
 //! The stacks agent (`crates/stacks-agent`, `libstallscope_stacks.so`): where the recorder finds
-//! it, how `run` loads it, and the signaller the watch loop calls after each look at the threads
+//! it, how `run` loads it, and the signaller the sampling loop calls after each look at the threads
 //! in a stall. The signalled thread's handler takes its Java stack where it stands, with no
 //! safepoint (docs/frames.md); the agent writes it to `stacks.jsonl`.
 //!

@@ -122,7 +122,7 @@ pub enum Event {
     },
     /// The recorder's own control meter woke late, outside any stall of the target.
     ControlHiccup { t: u64, late_ns: u64 },
-    /// One step of the recorder's watch loop took `held_ns` from `t` (a `/proc` read waiting on
+    /// One step of the recorder's sampling loop took `held_ns` from `t` (a `/proc` read waiting on
     /// a kernel lock, a write to a slow recording disk, the recorder descheduled mid-read): it
     /// took no look at the target meanwhile. `stall` is 0 between stalls.
     RecorderHeld { t: u64, stall: u32, held_ns: u64, step: String },

@@ -147,7 +147,7 @@ enum Queued {
 
 /// Waits, on another thread than the writer's, until the lines appended before it was taken are
 /// in their files: `stallscope watch` diagnoses a stall from the files once its end is written,
-/// without its watch loop ever waiting on the disk itself.
+/// without its sampling loop ever waiting on the disk itself.
 pub struct Barrier {
     queues: Vec<std::sync::mpsc::SyncSender<Queued>>,
 }
@@ -166,7 +166,7 @@ impl Barrier {
 }
 
 /// The writer side of a recording directory (tracepoint evidence, `trace.jsonl`, is appended
-/// by its own writer, off the watch loop).
+/// by its own writer, off the sampling loop).
 pub struct Writer {
     pub dir: PathBuf,
     /// The recording's start on CLOCK_MONOTONIC and the wall clock (from the meta).
@@ -196,7 +196,7 @@ impl Writer {
         Writer::open_with(dir, meta, Appender::open)
     }
 
-    /// The same, with every file written by a thread of its own: the recorder's watch loop then
+    /// The same, with every file written by a thread of its own: the recorder's sampling loop then
     /// never waits on the disk. Samples and system samples are dropped (and counted) past a
     /// queue of 4096 lines; events and contexts wait for room.
     pub fn open_background(dir: &Path, meta: &Meta) -> Result<Writer, Error> {

@@ -28,8 +28,8 @@ fn run(command: cli::Command) -> anyhow::Result<i32> {
         cli::Command::JfrChunks { file, samples } => {
             commands::jfr_chunks::run(&file, samples.as_deref())
         }
-        cli::Command::Run(a) => commands::record::run(a),
-        cli::Command::Attach(a) => commands::record::attach(a),
+        cli::Command::Run(a) => commands::run::run(a),
+        cli::Command::Attach(a) => commands::attach::attach(a),
         cli::Command::Report(a) => commands::report::run(a),
         cli::Command::Jvms(a) => commands::jvms::run(a),
         cli::Command::Counters(a) => commands::counters::run(a),

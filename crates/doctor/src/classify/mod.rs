@@ -769,7 +769,10 @@ mod tests {
         // /proc shows the write, not the reclaim: the right cause, never a confident one.
         assert_eq!(f[0].confidence, Confidence::Medium, "{f:?}");
         let said: Vec<String> = f[0].evidence.iter().map(|e| e.to_string()).collect();
-        assert!(said.iter().any(|e| e.contains("safepoint.log (the JVM's own safepoint log")), "{said:?}");
+        assert!(
+            said.iter().any(|e| e.contains("safepoint.log (the JVM's own safepoint log")),
+            "{said:?}"
+        );
         // Without the cgroup at its limit the write says nothing of reclaim: the 13 ms seen in
         // reclaim are named, the rest is not.
         let f = late(None);

@@ -5,8 +5,8 @@
 //! swap) on success, on error, on Ctrl-C and on SIGTERM (its caller's stop flag), and through
 //! a guardian if stallscope is killed outright.
 
-pub mod cgroup;
 pub mod cpuhog;
 pub mod freeze;
 pub mod slowfs;
 pub mod swap;
+pub mod temp_cgroup;

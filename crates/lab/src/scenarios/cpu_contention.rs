@@ -4,7 +4,7 @@
 //! Linux offers the other way round: the hogs in a `cpu.idle` cgroup.
 
 use super::common::{Helper, args, me, ms, quiet_launch, run_jvm};
-use crate::inject::cgroup::TempCgroup;
+use crate::inject::temp_cgroup::TempCgroup;
 use crate::model::Published;
 use crate::scenario::{Ctx, Measured, Scenario, Spec, VariantSpec};
 use crate::verdict::{Expect, ExpectWho};

@@ -6,7 +6,7 @@
 //! Needs root (a CPU cgroup). Only the JVM is in the cgroup, which goes on every exit path.
 
 use super::common::{args, ms, quiet_launch, run_jvm};
-use crate::inject::cgroup::TempCgroup;
+use crate::inject::temp_cgroup::TempCgroup;
 use crate::model::Published;
 use crate::scenario::{Ctx, Measured, Scenario, Spec, VariantSpec};
 use crate::verdict::Expect;

@@ -8,7 +8,7 @@
 //! limit, and the cgroup goes on every exit path (a guardian removes it if stallscope is killed).
 
 use super::common::{args, ms, quiet_launch, run_jvm};
-use crate::inject::cgroup::TempCgroup;
+use crate::inject::temp_cgroup::TempCgroup;
 use crate::model::Published;
 use crate::scenario::{Ctx, Measured, Scenario, Spec, VariantSpec};
 use crate::verdict::{Expect, ExpectWho};

@@ -9,8 +9,8 @@
 //! them if stallscope is killed).
 
 use super::common::{args, diagnose, json_line, ms, quiet_launch, wait_for_pid};
-use crate::inject::cgroup::TempCgroup;
 use crate::inject::swap::SwapFile;
+use crate::inject::temp_cgroup::TempCgroup;
 use crate::model::Published;
 use crate::scenario::{Ctx, Measured, Scenario, Spec, VariantSpec};
 use crate::verdict::Expect;

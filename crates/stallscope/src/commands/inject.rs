@@ -7,7 +7,7 @@ use crate::cli::{
     ThrottleArgs,
 };
 use anyhow::{Context, Result};
-use lab::inject::cgroup::{TempCgroup, block_device};
+use lab::inject::temp_cgroup::{TempCgroup, block_device};
 use lab::inject::{cpuhog, freeze, slowfs};
 use procwatch::pagecache;
 use recording::units::fmt_ns;

@@ -2,7 +2,7 @@
 
 use crate::cli::LogsArgs;
 use crate::failure::EXIT_OK;
-use crate::output::{Render, csv::Csv, json::Json, terminal::Terminal};
+use crate::output::{Render, csv::Csv, json::Json, logs::Terminal};
 use anyhow::{Context, Result};
 use hotspot_log::Safepoint;
 use logs::filter::{Filter, TimeBound};

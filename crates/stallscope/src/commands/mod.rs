@@ -2,14 +2,15 @@
 //! pieces (the recorder, the lab, the log analysis, the doctor), and renders what they return
 //! with `output`. The pieces never print results themselves.
 
+pub mod attach;
 pub mod counters;
 pub mod inject;
 pub mod jfr_chunks;
 pub mod jvms;
 pub mod lab;
 pub mod logs;
-pub mod record;
 pub mod report;
+pub mod run;
 pub mod watch;
 pub mod workload;
 

@@ -4,10 +4,10 @@
 use crate::cli::ReportArgs;
 use crate::failure::{EXIT_FAILURE, EXIT_OK, Failure};
 use crate::output::Render;
+use crate::output::diagnosis::ReportText;
 use crate::output::html::{html_path, view::recording_view, write_page};
 use crate::output::json::Json;
 use crate::output::lab::LabText;
-use crate::output::report::ReportText;
 use anyhow::Result;
 use lab::model::read_result;
 use recording::files;

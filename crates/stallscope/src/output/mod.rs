@@ -10,12 +10,12 @@
 //! [`notices`], one line each.
 
 pub mod csv;
+pub mod diagnosis;
 pub mod html;
 pub mod json;
 pub mod jvms;
 pub mod lab;
-pub mod report;
-pub mod terminal;
+pub mod logs;
 
 use std::io;
 

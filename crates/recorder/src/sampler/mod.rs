@@ -1,4 +1,4 @@
-//! The watch loop: look at the target's pulse (the agent's heartbeat, or the JVM's own perf
+//! The sampling loop: look at the target's pulse (the agent's heartbeat, or the JVM's own perf
 //! counters and `/proc`, see pulse.rs); when it shows a stall, sample every thread of the
 //! target at the sampling rate (and the machine less often) until it resumes; write it all to
 //! the recording.
@@ -35,7 +35,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 #[derive(Debug, Clone, Copy)]
-pub struct WatchOptions {
+pub struct SamplerOptions {
     pub threshold_ns: u64,
     pub sample_interval_ns: u64,
     /// How often machine-wide counters are read during a stall.
@@ -125,19 +125,19 @@ struct Idle {
     last: Instant,
 }
 
-/// The watch loop's state: what it reads, writes and remembers between looks.
+/// The sampling loop's state: what it reads, writes and remembers between looks.
 struct Watcher<'a> {
     w: &'a mut Writer,
     pid: i32,
     pulse: Pulse,
-    /// Reads tracepoint evidence off the watch loop, which must not miss the next stall while
+    /// Reads tracepoint evidence off the sampling loop, which must not miss the next stall while
     /// the ring buffer is formatted.
     traces: Option<TraceWriter>,
-    /// Reads each stall's maps off the watch loop: the read takes the target's mmap_lock.
+    /// Reads each stall's maps off the sampling loop: the read takes the target's mmap_lock.
     contexts: ContextReader,
-    /// Looks for who set each stall off, off the watch loop.
+    /// Looks for who set each stall off, off the sampling loop.
     who: Option<WhoWriter>,
-    opts: WatchOptions,
+    opts: SamplerOptions,
     sampler: TaskSampler,
     control: Control,
     sources: Sources,
@@ -173,7 +173,7 @@ pub struct Hooks {
     pub now: Option<Box<dyn FnOnce(Now) + Send>>,
 }
 
-/// What the attach protocol hands the watch loop once the agent runs in the JVM.
+/// What the attach protocol hands the sampling loop once the agent runs in the JVM.
 pub struct Joined {
     pub hb: Heartbeat,
     /// Thread dumps during long stalls, when the JVM's flight recorder is recording stacks.
@@ -192,7 +192,7 @@ pub struct Now {
 /// How long into watching `attach` says what is happening now.
 pub const NOW_AFTER: Duration = Duration::from_millis(700);
 
-/// What the watch loop asks of the JVM for the culprits' code during a stall: a thread dump in
+/// What the sampling loop asks of the JVM for the culprits' code during a stall: a thread dump in
 /// a long one (record/dumps.rs), or the stacks of the threads worth one, after every look
 /// (record/stacks.rs).
 #[derive(Default)]
@@ -221,8 +221,8 @@ const MAX_BACKLOG: u64 = 5;
 const HELD_INTERVALS: u64 = 10;
 
 impl<'a> Watcher<'a> {
-    fn new(w: &'a mut Writer, what: Watch<'a>) -> Result<Watcher<'a>> {
-        let Watch { pid, pulse, tracer, opts, deadline: _, driven, code, hooks } = what;
+    fn new(w: &'a mut Writer, what: Target<'a>) -> Result<Watcher<'a>> {
+        let Target { pid, pulse, tracer, opts, deadline: _, driven, code, hooks } = what;
         let sampler = TaskSampler::new(pid)?;
         // A sidecar starved of CPU sees nothing of the starvation it is there to explain: when
         // allowed (root, CAP_SYS_NICE), this thread runs at nice -10. It sleeps between looks, so
@@ -489,12 +489,12 @@ impl<'a> Watcher<'a> {
     }
 }
 
-/// What to watch, and how.
-pub struct Watch<'a> {
+/// What to sample, and how.
+pub struct Target<'a> {
     pub pid: i32,
     pub pulse: Pulse,
     pub tracer: Option<&'a procwatch::trace::Tracer>,
-    pub opts: WatchOptions,
+    pub opts: SamplerOptions,
     /// Watching ends then (`--for`).
     pub deadline: Option<Instant>,
     pub driven: Option<Driven>,
@@ -511,9 +511,9 @@ struct Until<'s> {
 }
 
 /// Watches until the target exits, `stop` is set, or the deadline passes.
-pub fn watch(
+pub fn run(
     w: &mut Writer,
-    what: Watch,
+    what: Target,
     stop: &AtomicBool,
     alive: &mut dyn FnMut() -> bool,
 ) -> Result<Ending> {
@@ -539,7 +539,7 @@ pub fn watch(
 }
 
 impl Watcher<'_> {
-    /// The watch loop: idle ticks between stalls, each stall begun, sampled and ended.
+    /// The sampling loop: idle ticks between stalls, each stall begun, sampled and ended.
     fn until_end(&mut self, until: &mut Until) -> Result<Ending> {
         let mut cur = Vec::new();
         loop {
@@ -623,8 +623,8 @@ mod tests {
 
     const MS: u64 = 1_000_000;
 
-    fn opts() -> WatchOptions {
-        WatchOptions {
+    fn opts() -> SamplerOptions {
+        SamplerOptions {
             threshold_ns: 5 * MS,
             sample_interval_ns: 2 * MS,
             system_interval_ns: 50 * MS,
@@ -633,10 +633,10 @@ mod tests {
     }
 
     /// Watching this process's heartbeat `hb`, with nothing else.
-    fn of_heartbeat(hb: &Heartbeat, deadline: Option<Instant>) -> Watch<'static> {
+    fn of_heartbeat(hb: &Heartbeat, deadline: Option<Instant>) -> Target<'static> {
         let pid = std::process::id() as i32;
         let hb = Heartbeat::open(&hb.path).unwrap();
-        Watch {
+        Target {
             pid,
             pulse: Pulse::heartbeat(pid, hb, None),
             tracer: None,
@@ -718,7 +718,7 @@ mod tests {
         let (dir, mut w) = recording("pause");
         let (h, hb) = ticker(150, Duration::from_millis(80), 150);
         let stop = AtomicBool::new(false);
-        let ending = watch(&mut w, of_heartbeat(&hb, None), &stop, &mut || true).unwrap();
+        let ending = run(&mut w, of_heartbeat(&hb, None), &stop, &mut || true).unwrap();
         h.join().unwrap();
         assert_eq!(ending, Ending::TargetExited, "the meter's exit ends watching");
         let events: Vec<Event> = read_lines(&dir.join(files::EVENTS)).unwrap();
@@ -782,14 +782,14 @@ mod tests {
         let stop = AtomicBool::new(false);
         let deadline = Some(Instant::now() + Duration::from_millis(50));
         assert_eq!(
-            watch(&mut w, of_heartbeat(&hb, deadline), &stop, &mut || true).unwrap(),
+            run(&mut w, of_heartbeat(&hb, deadline), &stop, &mut || true).unwrap(),
             Ending::Stopped("--for elapsed".into())
         );
         stop.store(true, Ordering::Relaxed);
         // A recording is watched once: its files are created new (O_EXCL).
         let (dir2, mut w2) = recording("ends-again");
         assert_eq!(
-            watch(&mut w2, of_heartbeat(&hb, None), &stop, &mut || true).unwrap(),
+            run(&mut w2, of_heartbeat(&hb, None), &stop, &mut || true).unwrap(),
             Ending::Stopped("interrupted".into())
         );
         h.join().unwrap();

@@ -1,4 +1,4 @@
-//! One stall, from the watch loop's side: its first look and header (begin event, baseline,
+//! One stall, from the sampling loop's side: its first look and header (begin event, baseline,
 //! context), its samples at the sampling rate until it resumes, and its end.
 //!
 //! Invariant: the first look is taken before anything else (a short stall under CPU contention

@@ -1,12 +1,12 @@
 //! A stall's context (the target's maps and the page-cache residency of the files it maps) read
-//! off the watch loop: reading `/proc/<pid>/maps` takes the target's mmap_lock, and looking at
+//! off the sampling loop: reading `/proc/<pid>/maps` takes the target's mmap_lock, and looking at
 //! a mapped file opens it, so both can wait behind the very faults a stall is made of (measured:
 //! the recorder held up to 146 ms by them in a mapped read from a slow disk; the maps thread
 //! 590 ms, the whole stall, mapping a FUSE file to ask `mincore` while its pages were written
 //! back).
 //!
 //! Invariants:
-//! - The watch loop never waits for a read. At most one is under way.
+//! - The sampling loop never waits for a read. At most one is under way.
 //! - A stall that begins while one is still out gets the newest maps read before it, marked with
 //!   when they were read (`maps_t`); without any, none. Mappings of data files live long, so an
 //!   older read still names the file a fault was on.
@@ -15,7 +15,7 @@
 //! - Every stall's context is written once.
 //! - The target's files are looked at through descriptors opened once and kept (closed when
 //!   watching ends), with `cachestat`: never mapped (mapping a FUSE file can wait for its
-//!   writeback under the recorder's own mmap_lock, which its watch loop then waits for, most
+//!   writeback under the recorder's own mmap_lock, which its sampling loop then waits for, most
 //!   likely in an allocation: measured, the loop held 191 ms in the first stall of every run,
 //!   and never once the file was no longer mapped), and not closed at each look (closing a
 //!   FUSE file writes its dirty pages back: the observer would start the very writeback the

@@ -37,7 +37,7 @@ pub struct Sources {
 }
 
 impl Sources {
-    /// For the calling thread (the watch loop) watching `pid`.
+    /// For the calling thread (the sampling loop) watching `pid`.
     pub fn new(pid: i32) -> Sources {
         let own_cpu = cgroup::of(0).cpu.filter(|g| g.path != "/");
         // SAFETY: gettid has no preconditions.

@@ -10,8 +10,8 @@
 //! that says it has no attach mechanism; and whatever the attach changed is undone at the end,
 //! or by the guardian if stallscope dies or the JVM stops answering first.
 
-use super::attachment::Attachment;
-use super::watch::{self, Ending, Hooks, Joined};
+use super::changes::Attachment;
+use super::sampler::{self, Ending, Hooks, Joined};
 use super::{
     Drive, Settings, Stacks, dumps, open_counters, pulse::Pulse, start_tracer, watch_options,
 };
@@ -70,7 +70,7 @@ pub fn record_attached(
     run_for: Option<Duration>,
     stop: &AtomicBool,
     drive: Option<Drive>,
-    now: Option<Box<dyn FnOnce(watch::Now) + Send>>,
+    now: Option<Box<dyn FnOnce(sampler::Now) + Send>>,
 ) -> Result<()> {
     let pid = jvm.pid;
     let command = procwatch::jvms::cmdline(pid);
@@ -116,14 +116,14 @@ pub fn record_attached(
             (
                 Pulse::heartbeat(pid, j.hb, counters),
                 Some(driven),
-                watch::CodeAsks { dumper: j.dumper, ..Default::default() },
+                sampler::CodeAsks { dumper: j.dumper, ..Default::default() },
                 Hooks { askable: None, heartbeat: None, now },
             )
         }
         None => (
             Pulse::counters(pid, counters),
             None,
-            watch::CodeAsks { outside: super::outside_stacks(s, pid), ..Default::default() },
+            sampler::CodeAsks { outside: super::outside_stacks(s, pid), ..Default::default() },
             Hooks { askable: Some(Arc::clone(&askable)), heartbeat: Some(joined_rx), now },
         ),
     };
@@ -137,7 +137,7 @@ pub fn record_attached(
             (None, Some(_)) => String::new(),
         }
     ));
-    let what = watch::Watch {
+    let what = sampler::Target {
         pid,
         pulse,
         tracer: tracing.0.as_ref(),
@@ -147,7 +147,7 @@ pub fn record_attached(
         code,
         hooks,
     };
-    let watched = watch::watch(&mut w, what, stop, alive);
+    let watched = sampler::run(&mut w, what, stop, alive);
     let ended_at = mono_ns();
     let asked = asking.map(|a| finish(a, pid, &s.notices));
     if let Some(a) = &asked {
@@ -256,7 +256,7 @@ fn cooperate(
         att.record_stacks(&jvm_dir)?;
     }
     let mut alive = || Path::new(&format!("/proc/{pid}")).exists();
-    let Some(hb) = watch::wait_for_heartbeat(pid, Duration::from_secs(15), &mut alive, done)?
+    let Some(hb) = sampler::wait_for_heartbeat(pid, Duration::from_secs(15), &mut alive, done)?
     else {
         return Ok(None);
     };
@@ -273,7 +273,7 @@ fn cooperate(
 /// Drives a JVM's watcher from `watch`'s one loop, which looks at the JVM from outside through
 /// its own mapping of the JVM's counters (given it here).
 pub type DriveOutside<'a> =
-    &'a (dyn Fn(i32, Option<procwatch::jvmcounters::JvmCounters>) -> watch::Driven + Sync);
+    &'a (dyn Fn(i32, Option<procwatch::jvmcounters::JvmCounters>) -> sampler::Driven + Sync);
 
 /// Records JVM `pid` from outside only, driven by `watch`'s one loop, until `stop` is set or it
 /// exits: nothing is put into the JVM, nothing is asked of it.
@@ -304,17 +304,17 @@ pub fn record_outside(
     }
     let driven = drive(pid, procwatch::jvmcounters::JvmCounters::of_pid(pid).ok());
     let alive = &mut || Path::new(&format!("/proc/{pid}")).exists();
-    let what = watch::Watch {
+    let what = sampler::Target {
         pid,
         pulse: Pulse::counters(pid, counters),
         tracer: None,
         opts: watch_options(s),
         deadline: None,
         driven: Some(driven),
-        code: watch::CodeAsks { outside: super::outside_stacks(s, pid), ..Default::default() },
+        code: sampler::CodeAsks { outside: super::outside_stacks(s, pid), ..Default::default() },
         hooks: Hooks::default(),
     };
-    let watched = watch::watch(&mut w, what, stop, alive)?;
+    let watched = sampler::run(&mut w, what, stop, alive)?;
     let t = mono_ns();
     match watched {
         Ending::TargetExited => {

@@ -1,4 +1,4 @@
-//! Who set a stall off, looked for while it lasts, off the watch loop: the VM operation the VM
+//! Who set a stall off, looked for while it lasts, off the sampling loop: the VM operation the VM
 //! thread runs and the thread that asked for it (`procwatch::vmops`), the process at the other
 //! end of the attach listener when that thread is the listener (`procwatch::attachers`), how the
 //! process is stopped and by whom (its state, its tracer, a cgroup freezer; with root, the
@@ -6,7 +6,7 @@
 //! while it stalled (`procwatch::cpuuse`). Written to `who.jsonl` (`recording::who`).
 //!
 //! Invariants:
-//! - The watch loop never waits for this thread, except at a stall's end, for at most
+//! - The sampling loop never waits for this thread, except at a stall's end, for at most
 //!   [`END_PATIENCE`], so that the stall's lines are written before its end event.
 //! - Only reads: the JVM's memory, `/proc`, tracefs. Nothing is asked of the JVM.
 //! - Bounded: one look per [`poll`] interval while a stall lasts (10 ms in its first second,
@@ -31,7 +31,7 @@ fn poll(age_ns: u64) -> Duration {
         _ => Duration::from_millis(250),
     }
 }
-/// How long the watch loop waits at a stall's end for that stall's lines.
+/// How long the sampling loop waits at a stall's end for that stall's lines.
 const END_PATIENCE: Duration = Duration::from_millis(100);
 /// Looks for the attach listener's clients in one stall (a client may connect a moment after
 /// the operation is seen, or be gone).

@@ -1,7 +1,7 @@
-//! Tracepoint evidence of one stall, read off the watch loop: the loop asks, this thread reads
+//! Tracepoint evidence of one stall, read off the sampling loop: the loop asks, this thread reads
 //! the ring buffer and appends `trace.jsonl`.
 //!
-//! Invariant: the watch loop never waits for it (a request is queued), so formatting the ring
+//! Invariant: the sampling loop never waits for it (a request is queued), so formatting the ring
 //! buffer cannot make the loop miss the next stall.
 
 use anyhow::Result;

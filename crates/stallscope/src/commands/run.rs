@@ -1,0 +1,57 @@
+//! `stallscope run`: launch a JVM under the recorder, then print the doctor's diagnosis of the
+//! recording, exactly as `stallscope report` prints it later.
+
+use super::report::print_report;
+use crate::cli::{BoostOnArg, RecordOptions, RunArgs};
+use anyhow::Result;
+use recorder::boost::BoostOn;
+use recorder::{self, Launch, RecordRequest};
+use std::os::unix::process::ExitStatusExt;
+
+/// What `run` and `attach` ask of the recorder.
+pub(super) fn request(o: &RecordOptions) -> RecordRequest<'_> {
+    RecordRequest {
+        out: o.out.as_deref(),
+        threshold_ns: o.threshold.ns(),
+        sample_interval_ns: o.sample_interval.ns(),
+        agent: o.agent.as_deref(),
+        frames: !o.no_frames,
+        notices: crate::output::notices(),
+    }
+}
+
+pub fn run(a: RunArgs) -> Result<i32> {
+    let mut s = recorder::settings(&request(&a.record))?;
+    if a.jfr && s.stacks == recorder::Stacks::Agent {
+        s.stacks = recorder::Stacks::Jfr;
+    }
+    s.outside = a.outside;
+    let boost = a.boost.map(|level| {
+        (
+            level,
+            match a.boost_on {
+                BoostOnArg::Safepoint => BoostOn::Safepoint { poll_ns: a.boost_poll.ns() },
+                BoostOnArg::Heartbeat => BoostOn::Heartbeat { after_ns: a.boost_after.ns() },
+            },
+        )
+    });
+    let stop = super::stop_flag()?;
+    let launch = Launch {
+        safepoint_timeout: !a.no_safepoint_timeout,
+        boost,
+        capture_stdout: false,
+        chatty: true,
+        nice: None,
+        cgroups: vec![],
+        timeout: None,
+        perf_data_dir: None,
+    };
+    let r = recorder::record_jvm(&s, &a.command, &launch, &stop)?;
+    print_report(&s.dir, a.record.json)?;
+    eprintln!(
+        "stallscope: recording in {} (stallscope report {} shows it again)",
+        s.dir.display(),
+        s.dir.display()
+    );
+    Ok(r.status.code().unwrap_or_else(|| 128 + r.status.signal().unwrap_or(0)))
+}
