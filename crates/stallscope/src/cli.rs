@@ -32,8 +32,8 @@ pub enum Command {
     /// Launch a JVM with the agent and safepoint logging, watch it, and explain every stall.
     Run(RunArgs),
     /// Watch a running JVM: explain a stall under way now from its perf counters and /proc,
-    /// then record it (the attach protocol loads the agent and switches safepoint logging on;
-    /// --outside puts nothing into it).
+    /// then record it (once the JVM answers, the attach protocol loads the agent and switches
+    /// safepoint logging on; one that never answers is recorded from outside).
     Attach(AttachArgs),
     /// Print the diagnosis of a finished recording, exactly as the live run printed it; or
     /// write it as an HTML page (a lab directory too).
