@@ -115,157 +115,18 @@ pub fn analyse(
         no_clock: 0,
         write_error: None,
     };
-    let mut input_views = Vec::new();
-    let mut notes = Vec::new();
-    let mut first_stamps = Vec::new();
-    let mut last_stamps = Vec::new();
-    let (mut jfr_inputs, mut jfr_events, mut jfr_safepoints) = (0usize, 0u64, 0u64);
-    for (i, input) in plan.inputs.iter().enumerate() {
-        let name = input.display();
-        if let inputs::Input::File(p) = input
-            && flight::is_jfr(p)
-        {
-            let got = flight::read(p, i as u32, &mut sink)
-                .with_context(|| format!("{name}: reading it as a JFR recording"))?;
-            for lost in &got.lost {
-                notes.push(format!("{name}: {lost}"));
-            }
-            jfr_inputs += 1;
-            jfr_events += got.events;
-            jfr_safepoints += got.safepoints;
-            input_views.push(InputView {
-                path: name,
-                bytes: got.bytes,
-                lines: 0,
-                gzip: false,
-                truncated: !got.lost.is_empty(),
-            });
-            continue;
-        }
-        let binary = |offset: u64| {
-            let hint = if name.ends_with(".hlog") {
-                " (an HdrHistogram log: read it with HistogramLogProcessor)"
-            } else {
-                ""
-            };
-            anyhow::Error::new(Nothing::Binary(format!(
-                "{name}: binary data at byte {offset}, not a text log{hint}; pass a HotSpot GC or safepoint log"
-            )))
-        };
-        // A regular file is read in place; stdin, pipes and gzip through `read`.
-        if let Some(m) = inputs::map(input)? {
-            let (got, shrank) = mapped::read_in_place(&m, |bytes, done| {
-                scanner.scan_slice(i as u32, bytes, &mut sink, done)
-            });
-            if shrank {
-                return Err(anyhow::anyhow!(
-                    "{name}: the file shrank while it was read (truncated by a log rotation?); read it again, or read the rotated copy"
-                ));
-            }
-            let rep = match got {
-                Ok(r) => r,
-                Err(ScanError::Binary { offset }) => return Err(binary(offset)),
-                Err(ScanError::Io(e)) => {
-                    return Err(e).with_context(|| format!("{name}: read failed"));
-                }
-            };
-            first_stamps.extend(rep.first);
-            last_stamps.extend(rep.last);
-            input_views.push(InputView {
-                path: name,
-                bytes: rep.bytes,
-                lines: rep.lines,
-                gzip: false,
-                truncated: false,
-            });
-            continue;
-        }
-        let mut reader = inputs::open(input)?;
-        let rep = match scanner.scan(i as u32, &mut reader, &mut sink) {
-            Ok(r) => r,
-            Err(ScanError::Binary { offset }) => return Err(binary(offset)),
-            Err(ScanError::Io(e)) => return Err(e).with_context(|| format!("{name}: read failed")),
-        };
-        if reader.truncated {
-            notes.push(format!(
-                "{name}: the gzip stream ends early; analysed the {} bytes before the cut",
-                fmt_count(rep.bytes)
-            ));
-        }
-        first_stamps.extend(rep.first);
-        last_stamps.extend(rep.last);
-        input_views.push(InputView {
-            path: name,
-            bytes: rep.bytes,
-            lines: rep.lines,
-            gzip: reader.gzip,
-            truncated: reader.truncated,
-        });
-    }
+    let r = read_inputs(&plan, &mut scanner, &mut sink)?;
     let report = scanner.finish(&mut sink);
     if let Some(e) = sink.write_error.take() {
         return Err(e).context("writing output");
     }
     if filter.is_time_bounded() {
-        clip_span_to_filter(&mut sink.summary, filter, &first_stamps, &last_stamps);
+        clip_span_to_filter(&mut sink.summary, filter, &r.first_stamps, &r.last_stamps);
     }
     sink.summary.add_unfinished_culprits(&report.orphan_culprits);
 
-    if input_views.iter().all(|i| i.bytes == 0) {
-        let which = if input_views.len() == 1 {
-            format!("{} is empty", input_views[0].path)
-        } else {
-            "every input is empty".to_string()
-        };
-        return Err(Nothing::Empty(format!(
-            "{which}: nothing to analyse (is the JVM still starting, or logging elsewhere?)"
-        ))
-        .into());
-    }
-    if sink.read == 0 && jfr_inputs == plan.inputs.len() {
-        let names: Vec<&str> = input_views.iter().map(|i| i.path.as_str()).collect();
-        return Err(Nothing::NoRecords(format!(
-                "{}: no safepoint events in {} JFR events{}",
-                names.join(", "),
-                fmt_count(jfr_events),
-                if notes.is_empty() {
-                    "; JFR's own settings leave them off: record with jdk.SafepointBegin and its companions on (docs/formats/jfr.md gives a settings file)".to_string()
-                } else {
-                    format!(" that could be read: {}", notes.join("; "))
-                }
-        ))
-        .into());
-    }
-    if sink.read == 0 {
-        let names: Vec<&str> = input_views.iter().map(|i| i.path.as_str()).collect();
-        let mut msg = format!(
-            "{}: no safepoint records in {} lines ({} not recognised",
-            names.join(", "),
-            fmt_count(report.lines_total),
-            fmt_count(report.lines_unrecognised)
-        );
-        if report.truncated_last_lines > 0 {
-            msg.push_str(&format!(
-                ", {} cut off at the end of the input",
-                fmt_count(report.truncated_last_lines)
-            ));
-        }
-        msg.push(')');
-        if report.unrecognised_examples.is_empty() {
-            msg.push_str("; log them with -Xlog:safepoint (JDK 9+) or -XX:+PrintGCApplicationStoppedTime (JDK 8)");
-        } else {
-            // Lines that look like records but did not parse: the user needs to see them, not
-            // the advice to turn on a flag that is already on.
-            msg.push_str(
-                "; these look like safepoint records but were not understood (please report them):",
-            );
-            for e in report.unrecognised_examples.iter().take(3) {
-                let path = input_views.get(e.file as usize).map_or("?", |i| i.path.as_str());
-                msg.push_str(&format!("\n  {path}:{}: {}", e.line, e.text));
-            }
-        }
-        return Err(Nothing::NoRecords(msg).into());
-    }
+    nothing_to_analyse(&plan, &r, sink.read, &report)?;
+    let Inputs { views: input_views, mut notes, jfr_safepoints, .. } = r;
     for (i, v) in input_views.iter().enumerate() {
         if v.bytes == 0 {
             notes.push(format!("{} is empty", plan.inputs[i].display()));
@@ -321,6 +182,173 @@ pub fn analyse(
         other_examples: report.other_examples,
     };
     Ok(view)
+}
+
+/// What reading the inputs gave, beside the records handed to the sink.
+#[derive(Default)]
+struct Inputs {
+    views: Vec<InputView>,
+    notes: Vec<String>,
+    first_stamps: Vec<Stamps>,
+    last_stamps: Vec<Stamps>,
+    jfr_inputs: usize,
+    jfr_events: u64,
+    jfr_safepoints: u64,
+}
+
+/// Reads every input of `plan` once, in order: a JFR recording through its reader, a regular
+/// file in place, the rest (stdin, pipes, gzip) through `read`.
+fn read_inputs(plan: &Plan, scanner: &mut Scanner, sink: &mut LogsSink) -> Result<Inputs> {
+    let mut r = Inputs::default();
+    for (i, input) in plan.inputs.iter().enumerate() {
+        let name = input.display();
+        if let inputs::Input::File(p) = input
+            && flight::is_jfr(p)
+        {
+            let got = flight::read(p, i as u32, sink)
+                .with_context(|| format!("{name}: reading it as a JFR recording"))?;
+            for lost in &got.lost {
+                r.notes.push(format!("{name}: {lost}"));
+            }
+            r.jfr_inputs += 1;
+            r.jfr_events += got.events;
+            r.jfr_safepoints += got.safepoints;
+            r.views.push(InputView {
+                path: name,
+                bytes: got.bytes,
+                lines: 0,
+                gzip: false,
+                truncated: !got.lost.is_empty(),
+            });
+            continue;
+        }
+        let binary = |offset: u64| {
+            let hint = if name.ends_with(".hlog") {
+                " (an HdrHistogram log: read it with HistogramLogProcessor)"
+            } else {
+                ""
+            };
+            anyhow::Error::new(Nothing::Binary(format!(
+                "{name}: binary data at byte {offset}, not a text log{hint}; pass a HotSpot GC or safepoint log"
+            )))
+        };
+        // A regular file is read in place; stdin, pipes and gzip through `read`.
+        if let Some(m) = inputs::map(input)? {
+            let (got, shrank) = mapped::read_in_place(&m, |bytes, done| {
+                scanner.scan_slice(i as u32, bytes, sink, done)
+            });
+            if shrank {
+                return Err(anyhow::anyhow!(
+                    "{name}: the file shrank while it was read (truncated by a log rotation?); read it again, or read the rotated copy"
+                ));
+            }
+            let rep = match got {
+                Ok(r) => r,
+                Err(ScanError::Binary { offset }) => return Err(binary(offset)),
+                Err(ScanError::Io(e)) => {
+                    return Err(e).with_context(|| format!("{name}: read failed"));
+                }
+            };
+            r.first_stamps.extend(rep.first);
+            r.last_stamps.extend(rep.last);
+            r.views.push(InputView {
+                path: name,
+                bytes: rep.bytes,
+                lines: rep.lines,
+                gzip: false,
+                truncated: false,
+            });
+            continue;
+        }
+        let mut reader = inputs::open(input)?;
+        let rep = match scanner.scan(i as u32, &mut reader, sink) {
+            Ok(r) => r,
+            Err(ScanError::Binary { offset }) => return Err(binary(offset)),
+            Err(ScanError::Io(e)) => return Err(e).with_context(|| format!("{name}: read failed")),
+        };
+        if reader.truncated {
+            r.notes.push(format!(
+                "{name}: the gzip stream ends early; analysed the {} bytes before the cut",
+                fmt_count(rep.bytes)
+            ));
+        }
+        r.first_stamps.extend(rep.first);
+        r.last_stamps.extend(rep.last);
+        r.views.push(InputView {
+            path: name,
+            bytes: rep.bytes,
+            lines: rep.lines,
+            gzip: reader.gzip,
+            truncated: reader.truncated,
+        });
+    }
+    Ok(r)
+}
+
+/// The error for inputs that held nothing to analyse: all empty, JFR recordings without
+/// safepoint events, or logs without safepoint records.
+fn nothing_to_analyse(
+    plan: &Plan,
+    r: &Inputs,
+    read: u64,
+    report: &hotspot_log::scan::ScanReport,
+) -> Result<()> {
+    if r.views.iter().all(|i| i.bytes == 0) {
+        let which = if r.views.len() == 1 {
+            format!("{} is empty", r.views[0].path)
+        } else {
+            "every input is empty".to_string()
+        };
+        return Err(Nothing::Empty(format!(
+            "{which}: nothing to analyse (is the JVM still starting, or logging elsewhere?)"
+        ))
+        .into());
+    }
+    if read == 0 && r.jfr_inputs == plan.inputs.len() {
+        let names: Vec<&str> = r.views.iter().map(|i| i.path.as_str()).collect();
+        return Err(Nothing::NoRecords(format!(
+                "{}: no safepoint events in {} JFR events{}",
+                names.join(", "),
+                fmt_count(r.jfr_events),
+                if r.notes.is_empty() {
+                    "; JFR's own settings leave them off: record with jdk.SafepointBegin and its companions on (docs/formats/jfr.md gives a settings file)".to_string()
+                } else {
+                    format!(" that could be read: {}", r.notes.join("; "))
+                }
+        ))
+        .into());
+    }
+    if read == 0 {
+        let names: Vec<&str> = r.views.iter().map(|i| i.path.as_str()).collect();
+        let mut msg = format!(
+            "{}: no safepoint records in {} lines ({} not recognised",
+            names.join(", "),
+            fmt_count(report.lines_total),
+            fmt_count(report.lines_unrecognised)
+        );
+        if report.truncated_last_lines > 0 {
+            msg.push_str(&format!(
+                ", {} cut off at the end of the input",
+                fmt_count(report.truncated_last_lines)
+            ));
+        }
+        msg.push(')');
+        if report.unrecognised_examples.is_empty() {
+            msg.push_str("; log them with -Xlog:safepoint (JDK 9+) or -XX:+PrintGCApplicationStoppedTime (JDK 8)");
+        } else {
+            // Lines that look like records but did not parse: the user needs to see them, not
+            // the advice to turn on a flag that is already on.
+            msg.push_str(
+                "; these look like safepoint records but were not understood (please report them):",
+            );
+            for e in report.unrecognised_examples.iter().take(3) {
+                let path = r.views.get(e.file as usize).map_or("?", |i| i.path.as_str());
+                msg.push_str(&format!("\n  {path}:{}: {}", e.line, e.text));
+            }
+        }
+        return Err(Nothing::NoRecords(msg).into());
+    }
+    Ok(())
 }
 
 /// With --since/--until on uptime, "% of time stopped" is over the part of the log the bounds
