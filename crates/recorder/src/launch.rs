@@ -197,28 +197,7 @@ struct Spawn<'c> {
 
 fn record_child(s: &Settings, child: Spawn, l: &Launch, stop: &AtomicBool) -> Result<Recorded> {
     let Spawn { mut cmd, command, java_home, timeout_ms, stacks } = child;
-    if l.capture_stdout {
-        cmd.stdout(std::process::Stdio::piped());
-    }
-    if let Some(n) = l.nice {
-        // SAFETY: between fork and exec, one async-signal-safe call on ourselves.
-        unsafe {
-            std::os::unix::process::CommandExt::pre_exec(&mut cmd, move || {
-                libc::setpriority(libc::PRIO_PROCESS, 0, n);
-                Ok(())
-            });
-        }
-    }
-    for procs in &l.cgroups {
-        let procs = std::ffi::CString::new(procs.as_os_str().as_encoded_bytes())?;
-        // SAFETY: between fork and exec only async-signal-safe calls on memory made before.
-        unsafe {
-            std::os::unix::process::CommandExt::pre_exec(&mut cmd, move || join_cgroup(&procs));
-        }
-    }
-    if let Some(dir) = &l.perf_data_dir {
-        private_perf_data_dir(&mut cmd, dir)?;
-    }
+    configure(&mut cmd, l)?;
     let mut child = cmd
         .spawn()
         .with_context(|| format!("starting {}", command.first().map_or("", String::as_str)))?;
@@ -313,25 +292,7 @@ fn record_child(s: &Settings, child: Spawn, l: &Launch, stop: &AtomicBool) -> Re
             _ => None,
         };
         let opts = SamplerOptions { boost, ..watch_options(s) };
-        // A JVM of ours with its stacks sampled: its thread dump too, during long stalls.
-        // Its stacks: the agent's, taken by signal in the stall; without the agent, JFR's
-        // samples and, during long stalls, the JVM's thread dump.
-        let code = if stacks {
-            sampler::CodeAsks {
-                signaller: Some(stacks::Signaller::new(pid, &s.dir)),
-                ..Default::default()
-            }
-        } else {
-            let dumper = if s.stacks != Stacks::Off
-                && java_home.is_some()
-                && s.dir.join(files::FRAMES_JFC).exists()
-            {
-                Jvm::find(pid).ok().and_then(|j| dumps::Dumper::start(j, &s.dir).ok())
-            } else {
-                None
-            };
-            sampler::CodeAsks { dumper, ..Default::default() }
-        };
+        let code = heartbeat_code_asks(s, pid, stacks, java_home);
         let pulse = pulse::Pulse::heartbeat(pid, hb, open_counters(pid, &mut w)?);
         let what = sampler::Target {
             pid,
@@ -345,37 +306,7 @@ fn record_child(s: &Settings, child: Spawn, l: &Launch, stop: &AtomicBool) -> Re
         };
         ending = sampler::run(&mut w, what, stop, &mut || alive(&mut exit, &mut child))?;
     }
-    if let Ending::Stopped(reason) = &ending {
-        // Ctrl-C in a terminal reaches the JVM too; forward it only if it did not.
-        let t0 = Instant::now();
-        while alive(&mut exit, &mut child) && t0.elapsed() < Duration::from_millis(300) {
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        if alive(&mut exit, &mut child) {
-            // SAFETY: plain kill of our child.
-            unsafe { libc::kill(pid, libc::SIGINT) };
-        }
-        w.events.line(&Event::Detach { t: mono_ns(), reason: reason.clone() })?;
-    }
-    // Cleared to see a second interrupt while the JVM exits; set again after, so that a caller
-    // looping over runs (the lab) stops too.
-    let mut interrupted = stop.swap(false, Ordering::Relaxed)
-        || matches!(&ending, Ending::Stopped(r) if r == "interrupted");
-    let status = match exit {
-        Some(s) => s,
-        None => loop {
-            if let Some(st) = child.try_wait()? {
-                break st;
-            }
-            if stop.swap(false, Ordering::Relaxed) {
-                // An interrupt while it exits (a second one, or the first after it ended on
-                // its own): it is not stopping by itself, and the caller stops too.
-                interrupted = true;
-                let _ = child.kill();
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        },
-    };
+    let (status, interrupted) = wait_for_exit(&ending, exit, &mut child, &mut w, stop)?;
     for e in booster.map(|b| b.finish()).unwrap_or_default() {
         if let (Event::SafepointBooster { failed: Some(why), .. }, true) = (&e, l.chatty) {
             s.notices.warn(format!("pid {pid}: did not boost: {why}"));
@@ -392,6 +323,112 @@ fn record_child(s: &Settings, child: Spawn, l: &Launch, stop: &AtomicBool) -> Re
     }
     let stdout = reader.map(|r| r.join().unwrap_or_default()).unwrap_or_default();
     Ok(Recorded { status, stdout })
+}
+
+/// Sets up the child before exec: its stdout captured, its nice value, the cgroups it joins,
+/// its own perf-data directory.
+fn configure(cmd: &mut std::process::Command, l: &Launch) -> Result<()> {
+    if l.capture_stdout {
+        cmd.stdout(std::process::Stdio::piped());
+    }
+    if let Some(n) = l.nice {
+        // SAFETY: between fork and exec, one async-signal-safe call on ourselves.
+        unsafe {
+            std::os::unix::process::CommandExt::pre_exec(cmd, move || {
+                libc::setpriority(libc::PRIO_PROCESS, 0, n);
+                Ok(())
+            });
+        }
+    }
+    for procs in &l.cgroups {
+        let procs = std::ffi::CString::new(procs.as_os_str().as_encoded_bytes())?;
+        // SAFETY: between fork and exec only async-signal-safe calls on memory made before.
+        unsafe {
+            std::os::unix::process::CommandExt::pre_exec(cmd, move || join_cgroup(&procs));
+        }
+    }
+    if let Some(dir) = &l.perf_data_dir {
+        private_perf_data_dir(cmd, dir)?;
+    }
+    Ok(())
+}
+
+/// How the code of a launched JVM with a heartbeat is named: the stacks agent's samples, taken by
+/// signal in the stall; without it, JFR's samples and, during long stalls, the JVM's thread dump.
+fn heartbeat_code_asks(
+    s: &Settings,
+    pid: i32,
+    stacks: bool,
+    java_home: Option<&Path>,
+) -> sampler::CodeAsks {
+    if stacks {
+        sampler::CodeAsks {
+            signaller: Some(stacks::Signaller::new(pid, &s.dir)),
+            ..Default::default()
+        }
+    } else {
+        let dumper = if s.stacks != Stacks::Off
+            && java_home.is_some()
+            && s.dir.join(files::FRAMES_JFC).exists()
+        {
+            Jvm::find(pid).ok().and_then(|j| dumps::Dumper::start(j, &s.dir).ok())
+        } else {
+            None
+        };
+        sampler::CodeAsks { dumper, ..Default::default() }
+    }
+}
+
+/// After the sampling loop: the JVM told of a stop it did not see (Ctrl-C reaches a terminal's
+/// JVM itself), then waited for; a second interrupt while it exits kills it. Returns its status
+/// and whether the caller was interrupted.
+fn wait_for_exit(
+    ending: &Ending,
+    mut exit: Option<std::process::ExitStatus>,
+    child: &mut std::process::Child,
+    w: &mut Writer,
+    stop: &AtomicBool,
+) -> Result<(std::process::ExitStatus, bool)> {
+    let pid = child.id() as i32;
+    let alive =
+        |exit: &mut Option<std::process::ExitStatus>, child: &mut std::process::Child| -> bool {
+            if exit.is_none() {
+                *exit = child.try_wait().ok().flatten();
+            }
+            exit.is_none()
+        };
+    if let Ending::Stopped(reason) = ending {
+        // Ctrl-C in a terminal reaches the JVM too; forward it only if it did not.
+        let t0 = Instant::now();
+        while alive(&mut exit, child) && t0.elapsed() < Duration::from_millis(300) {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        if alive(&mut exit, child) {
+            // SAFETY: plain kill of our child.
+            unsafe { libc::kill(pid, libc::SIGINT) };
+        }
+        w.events.line(&Event::Detach { t: mono_ns(), reason: reason.clone() })?;
+    }
+    // Cleared to see a second interrupt while the JVM exits; set again after, so that a caller
+    // looping over runs (the lab) stops too.
+    let mut interrupted = stop.swap(false, Ordering::Relaxed)
+        || matches!(ending, Ending::Stopped(r) if r == "interrupted");
+    let status = match exit {
+        Some(s) => s,
+        None => loop {
+            if let Some(st) = child.try_wait()? {
+                break st;
+            }
+            if stop.swap(false, Ordering::Relaxed) {
+                // An interrupt while it exits (a second one, or the first after it ended on
+                // its own): it is not stopping by itself, and the caller stops too.
+                interrupted = true;
+                let _ = child.kill();
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        },
+    };
+    Ok((status, interrupted))
 }
 
 /// Makes the child's `/tmp/hsperfdata_<user>` be `dir`, in a mount namespace of its own (so
