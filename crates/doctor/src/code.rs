@@ -326,6 +326,7 @@ mod tests {
             name: String::new(),
             event: event.into(),
             latency_ns: None,
+            agct: None,
             frames: methods
                 .iter()
                 .map(|m| JavaFrame {

@@ -911,6 +911,7 @@ mod tests {
 
     fn meta() -> Meta {
         Meta {
+            format: None,
             stallscope_version: "test".into(),
             mode: "run".into(),
             command: vec![],

@@ -149,6 +149,7 @@ impl Dumper {
                             latency_ns: Some(answered.saturating_sub(asked)),
                             frames: t.frames,
                             truncated: false,
+                            agct: None,
                         });
                     }
                 }

@@ -235,6 +235,7 @@ pub fn extract(dir: &Path, host_tid: &dyn Fn(i64) -> i32) -> Result<usize> {
                             latency_ns,
                             frames: s.frames,
                             truncated: s.truncated,
+                            agct: None,
                         }))?;
                         kept += 1;
                     }

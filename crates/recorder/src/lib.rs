@@ -172,6 +172,7 @@ pub(crate) fn meta(
     // SAFETY: geteuid has no preconditions.
     let root = unsafe { libc::geteuid() } == 0;
     Meta {
+        format: Some(recording::FORMAT),
         stallscope_version: env!("CARGO_PKG_VERSION").to_string(),
         mode: mode.to_string(),
         command,

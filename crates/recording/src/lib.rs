@@ -39,6 +39,12 @@ pub use writer::{Appender, Barrier, Writer, create_new};
 
 use std::path::{Path, PathBuf};
 
+/// The version of the recording format this build writes and the newest it reads. Raise it when
+/// what is on disk changes meaning or shape (a field renamed, retyped or removed; a new field
+/// that older readers must not ignore), and say what changed in docs/formats/recording.md.
+/// `tests/format.rs` pins the field names of every record type.
+pub const FORMAT: u32 = 1;
+
 /// What can go wrong reading or writing a recording; each names the file (and line) to look at.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -52,6 +58,8 @@ pub enum Error {
     Io { path: PathBuf, what: &'static str, source: std::io::Error },
     #[error("{}: {reason}", path.display())]
     SafepointLog { path: PathBuf, reason: String },
+    #[error("{}: recording format {found}, newer than this stallscope reads ({FORMAT}); read it with the stallscope that made it ({made_by}) or a newer one", path.display())]
+    TooNew { path: PathBuf, found: u32, made_by: String },
     #[error("{}: not a regular file (a FIFO, socket or device?); a recording holds plain files only", path.display())]
     NotAFile { path: PathBuf },
 }

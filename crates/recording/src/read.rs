@@ -83,7 +83,14 @@ pub fn read_meta(dir: &Path) -> Result<Meta, Error> {
         }
         Err(e) => return Err(Error::io(&p, "cannot read it", e)),
     };
-    serde_json::from_str(&text).map_err(|e| Error::BadHeader { path: p, reason: e.to_string() })
+    let meta: Meta = serde_json::from_str(&text)
+        .map_err(|e| Error::BadHeader { path: p.clone(), reason: e.to_string() })?;
+    match meta.format {
+        Some(found) if found > crate::FORMAT => {
+            Err(Error::TooNew { path: p, found, made_by: meta.stallscope_version })
+        }
+        _ => Ok(meta),
+    }
 }
 
 /// A whole recording, read into memory: the input of the diagnosis (`doctor::diagnose`).

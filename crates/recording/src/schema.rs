@@ -15,6 +15,10 @@ use serde::{Deserialize, Serialize};
 /// What was recorded, how, and on what.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct Meta {
+    /// The recording format's version ([`crate::FORMAT`]); absent in recordings made before
+    /// 2026-11-27, which are version 0 and read as they always were.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub format: Option<u32>,
     pub stallscope_version: String,
     /// `run` or `attach`.
     pub mode: String,
@@ -341,6 +345,10 @@ pub struct FrameSample {
     pub frames: Vec<hotspot_log::jfr::JavaFrame>,
     #[serde(default)]
     pub truncated: bool,
+    /// For `signal-sample`: AsyncGetCallTrace's reason (negative) when the JVM gave no stack,
+    /// `frames` then empty (docs/frames.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agct: Option<i32>,
 }
 
 /// A line of `frames.jsonl`: a stack, or a note.

@@ -87,6 +87,7 @@ fn main() -> std::io::Result<()> {
     // The header and the JSON Lines files go through the recorder's own writer and types, so
     // this stand-in cannot drift from the format the doctor reads.
     let meta = Meta {
+        format: Some(recording::FORMAT),
         stallscope_version: env!("CARGO_PKG_VERSION").into(),
         mode: "run".into(),
         command: ["java", "-jar", "synthetic.jar"].map(String::from).to_vec(),

@@ -653,6 +653,7 @@ mod tests {
             std::env::temp_dir().join(format!("stallscope-watch-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         let meta = Meta {
+            format: None,
             stallscope_version: "test".into(),
             mode: "run".into(),
             command: vec![],
