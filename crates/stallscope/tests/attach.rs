@@ -5,6 +5,7 @@
 mod common;
 
 use common::*;
+use doctor::Cause;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -44,9 +45,9 @@ fn attach_watches_a_running_jvm_and_leaves_it_as_it_was() {
     let live = String::from_utf8_lossy(&o.stdout);
     // What was happening about a second in, then the whole recording's diagnosis.
     assert!(live.starts_with("NOW (") && live.contains("\nstallscope attach: "), "{live}");
-    let r = report_json(&dir);
-    assert_eq!(r["meta"]["mode"], "attach");
-    assert_eq!(stalls_with(&r, "frozen").len(), 1, "{:?}", causes(&r));
+    let r = report(&dir);
+    assert_eq!(r.meta.mode, "attach");
+    assert_eq!(stalls_with(&r, Cause::Frozen).len(), 1, "{:?}", causes(&r));
     assert!(
         std::fs::metadata(dir.join("safepoint.log")).unwrap().len() > 0,
         "VM.log wrote into the recording"
@@ -111,8 +112,8 @@ fn an_agent_that_cannot_start_inside_the_jvm_says_why() {
         "and what to do: {err}"
     );
     assert!(said[0].contains("recorded from its counters and /proc alone"), "{err}");
-    let r = report_json(&dir);
-    assert_eq!(r["meta"]["mode"], "attach", "the JVM was recorded from outside");
+    let r = report(&dir);
+    assert_eq!(r.meta.mode, "attach", "the JVM was recorded from outside");
     let jcmd = java17().parent().unwrap().join("jcmd");
     let list = Command::new(&jcmd).args([&pid.to_string(), "VM.log", "list"]).output().unwrap();
     let list = String::from_utf8_lossy(&list.stdout).into_owned();
@@ -210,8 +211,8 @@ fn attach_reaches_a_jvm_in_a_container() {
     assert!(f.status.success());
     let o = att.wait_with_output().unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let r = report_json(&dir);
-    assert_eq!(stalls_with(&r, "frozen").len(), 1, "{:?}", causes(&r));
+    let r = report(&dir);
+    assert_eq!(stalls_with(&r, Cause::Frozen).len(), 1, "{:?}", causes(&r));
     for f in ["safepoint.log", "hiccups.hlog"] {
         assert!(
             std::fs::metadata(dir.join(f)).map(|m| m.len() > 0).unwrap_or(false),

@@ -4,7 +4,8 @@
 mod common;
 
 use common::*;
-use serde_json::Value;
+use doctor::code::CulpritCode;
+use doctor::{Cause, Confidence, CulpritView, StallReport};
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Output, Stdio};
@@ -32,6 +33,19 @@ fn run_recorded_with(
         .args(workload)
         .output()
         .unwrap()
+}
+
+/// The code of the first culprit of a stall's first finding, if it has one.
+fn first_code(s: &StallReport) -> Option<&CulpritCode> {
+    s.findings[0].culprits.first().and_then(|c| c.code.as_ref())
+}
+
+/// The method of a culprit's code where a fix goes: its application frame, else its top one
+/// ("" when there is none).
+fn app_method(code: Option<&CulpritCode>) -> &str {
+    code.and_then(|c| c.frames.get(c.app_frame.unwrap_or(0)))
+        .map(|f| f.method.as_str())
+        .unwrap_or_default()
 }
 
 /// Major faults the threads `tids` took during stall `n`: each thread's highest count sampled in
@@ -72,35 +86,30 @@ fn counted_loop_runs_without_a_safepoint_poll_on_both_jdks() {
             !live.contains("SafepointSynchronize"),
             "SafepointTimeout's warnings stay out of the application's stdout"
         );
-        let r = report_json(&dir);
-        let hits = stalls_with(&r, "no-safepoint-poll");
+        let r = report(&dir);
+        let hits = stalls_with(&r, Cause::NoSafepointPoll);
         assert!(!hits.is_empty(), "{java:?}: {:?}", causes(&r));
         for s in &hits {
             assert_eq!(
                 culprit_names(s),
                 vec!["counted-loop".to_string()],
-                "{java:?}: the culprit by its full Java name: {s}"
+                "{java:?}: the culprit by its full Java name: {s:?}"
             );
-            assert!(
-                s["safepoint"]["ttsp_ns"].as_u64().unwrap()
-                    > s["safepoint"]["at_safepoint_ns"].as_u64().unwrap()
-            );
+            let sp = s.safepoint.as_ref().unwrap();
+            assert!(sp.ttsp_ns > sp.at_safepoint_ns);
             // Its code, from the stack the stacks agent took when the recorder signalled the
             // thread in the stall: the workload's loop, named in the fix.
-            let code = &s["findings"][0]["culprits"][0]["code"];
-            let top = code["frames"][code["app_frame"].as_u64().unwrap_or(0) as usize]["method"]
-                .as_str()
-                .unwrap_or_default();
+            let code = first_code(s);
+            let top = app_method(code);
             assert_eq!(
                 top, "io.stallscope.workloads.CountedLoop.invoke",
-                "{java:?}: the culprit's code: {code}"
+                "{java:?}: the culprit's code: {code:?}"
             );
-            let fix = s["findings"][0]["fix"].as_str().unwrap();
+            let fix = &s.findings[0].fix;
             assert!(fix.starts_with("the loop in CountedLoop.invoke (line "), "{java:?}: {fix}");
         }
         assert!(
-            hits.iter()
-                .any(|s| s["findings"][0]["culprits"][0]["code"]["event"] == "signal-sample"),
+            hits.iter().any(|s| first_code(s).is_some_and(|c| c.event == "signal-sample")),
             "{java:?}: a stack taken in the stall: {hits:?}"
         );
         assert!(
@@ -108,28 +117,20 @@ fn counted_loop_runs_without_a_safepoint_poll_on_both_jdks() {
             "{java:?}: the stacks agent, not JFR (is target/debug/libstallscope_stacks.so built? `make test` builds it)"
         );
         assert!(
-            hits.iter().any(|s| s["findings"][0]["confidence"] == "high"),
+            hits.iter().any(|s| s.findings[0].confidence == Confidence::High),
             "SafepointTimeout and /proc agree: high confidence"
         );
 
         // `report` prints exactly what the live run printed.
         let again = stallscope().args(["report", dir.to_str().unwrap()]).output().unwrap();
-        let report = String::from_utf8_lossy(&again.stdout).into_owned();
-        assert!(report.starts_with("stallscope run: "), "{report}");
+        let printed = String::from_utf8_lossy(&again.stdout).into_owned();
+        assert!(printed.starts_with("stallscope run: "), "{printed}");
         assert!(
-            live.ends_with(&report),
-            "live output and report differ:\n--- live\n{live}\n--- report\n{report}"
+            live.ends_with(&printed),
+            "live output and report differ:\n--- live\n{live}\n--- report\n{printed}"
         );
 
-        assert!(
-            !r["notes"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .any(|n| n.as_str().unwrap().contains("no stack")),
-            "{java:?}: {}",
-            r["notes"]
-        );
+        assert!(!r.notes.iter().any(|n| n.contains("no stack")), "{java:?}: {:?}", r.notes);
         if java != java25() {
             continue;
         }
@@ -149,17 +150,18 @@ fn counted_loop_runs_without_a_safepoint_poll_on_both_jdks() {
             dir.join("frames.jfr").exists() && !dir.join("stacks.jsonl").exists(),
             "--jfr: JFR, not the stacks agent"
         );
-        let r = report_json(&dir);
-        let hits = stalls_with(&r, "no-safepoint-poll");
-        assert!(hits.iter().any(|s| s["findings"][0]["culprits"][0]["code"]["event"] == "jdk.SafepointLatency"), "JDK 25 says how long the loop held the thread from its poll: {hits:?}");
+        let r = report(&dir);
+        let hits = stalls_with(&r, Cause::NoSafepointPoll);
+        assert!(
+            hits.iter().any(|s| first_code(s).is_some_and(|c| c.event == "jdk.SafepointLatency")),
+            "JDK 25 says how long the loop held the thread from its poll: {hits:?}"
+        );
         for s in &hits {
-            let code = &s["findings"][0]["culprits"][0]["code"];
-            let top = code["frames"][code["app_frame"].as_u64().unwrap_or(0) as usize]["method"]
-                .as_str()
-                .unwrap_or_default();
+            let code = first_code(s);
+            let top = app_method(code);
             assert_eq!(
                 top, "io.stallscope.workloads.CountedLoop.invoke",
-                "--jfr: the culprit's code: {code}"
+                "--jfr: the culprit's code: {code:?}"
             );
         }
 
@@ -172,25 +174,22 @@ fn counted_loop_runs_without_a_safepoint_poll_on_both_jdks() {
         {
             std::fs::copy(e.path(), bare.join(e.file_name())).unwrap();
         }
-        let r = report_json(&bare);
-        let notes: Vec<&str> =
-            r["notes"].as_array().unwrap().iter().filter_map(Value::as_str).collect();
+        let r = report(&bare);
+        let notes: Vec<&str> = r.notes.iter().map(String::as_str).collect();
         assert!(
             notes.iter().any(|n| n.contains("safepoints read from") && n.contains("frames.jfr")),
             "{java:?}: {notes:?}"
         );
-        let hits = stalls_with(&r, "no-safepoint-poll");
+        let hits = stalls_with(&r, Cause::NoSafepointPoll);
         assert!(!hits.is_empty(), "{java:?} from JFR: {:?}", causes(&r));
         for s in &hits {
             assert_eq!(
                 culprit_names(s),
                 vec!["counted-loop".to_string()],
-                "{java:?} from JFR: {s}"
+                "{java:?} from JFR: {s:?}"
             );
-            assert!(
-                s["safepoint"]["ttsp_ns"].as_u64().unwrap()
-                    > s["safepoint"]["at_safepoint_ns"].as_u64().unwrap()
-            );
+            let sp = s.safepoint.as_ref().unwrap();
+            assert!(sp.ttsp_ns > sp.at_safepoint_ns);
         }
     }
 }
@@ -232,58 +231,52 @@ fn mapped_read_on_a_slow_disk_is_a_major_fault_on_the_named_file_on_both_jdks() 
             ],
         );
         assert!(o.status.success(), "JDK {jdk}: {}", String::from_utf8_lossy(&o.stderr));
-        let r = report_json(&dir);
-        let hits: Vec<Value> = stalls_with(&r, "major-fault").into_iter().cloned().collect();
+        let r = report(&dir);
+        let hits: Vec<StallReport> =
+            stalls_with(&r, Cause::MajorFault).into_iter().cloned().collect();
         assert!(!hits.is_empty(), "JDK {jdk}: {:?}", causes(&r));
         let s = &hits[0];
-        assert!(s["duration_ns"].as_u64().unwrap() >= 300_000_000, "JDK {jdk}: {s}");
-        let c = &s["findings"][0]["culprits"][0];
-        assert_eq!(c["name"], "reader-thread", "JDK {jdk}: {s}");
-        assert!(c["description"].as_str().unwrap().contains("not in a syscall"), "JDK {jdk}: {c}");
+        assert!(s.duration_ns >= 300_000_000, "JDK {jdk}: {s:?}");
+        let c = s.findings[0].culprits.first();
+        assert_eq!(c.map(|c| c.name.as_str()), Some("reader-thread"), "JDK {jdk}: {s:?}");
+        let c = c.unwrap();
+        assert!(c.description.contains("not in a syscall"), "JDK {jdk}: {c:?}");
         assert!(
-            c["files"].as_array().unwrap().iter().any(|f| f.as_str().unwrap().contains("test.dat")),
-            "JDK {jdk}: the mapped file is named: {c}"
+            c.files.iter().any(|f| f.contains("test.dat")),
+            "JDK {jdk}: the mapped file is named: {c:?}"
         );
-        assert_eq!(s["findings"][0]["confidence"], "high", "JDK {jdk}");
+        assert_eq!(s.findings[0].confidence, Confidence::High, "JDK {jdk}");
         // Its code: the thread is signalled in the fault and takes the signal when the fault is
         // over, where it stopped: in the copy the reader's method made.
-        let frames = c["code"]["frames"]
-            .as_array()
-            .unwrap_or_else(|| panic!("JDK {jdk}: the reader's code is named: {s}"));
+        let frames = c
+            .code
+            .as_ref()
+            .map(|code| &code.frames)
+            .unwrap_or_else(|| panic!("JDK {jdk}: the reader's code is named: {s:?}"));
         assert!(
-            frames.iter().any(|f| f["method"]
-                .as_str()
-                .unwrap()
-                .starts_with("io.stallscope.workloads.MappedRead")),
-            "JDK {jdk}: {c}"
+            frames.iter().any(|f| f.method.starts_with("io.stallscope.workloads.MappedRead")),
+            "JDK {jdk}: {c:?}"
         );
         assert!(
-            s["findings"][0]["fix"].as_str().unwrap().starts_with("the read in MappedRead"),
+            s.findings[0].fix.starts_with("the read in MappedRead"),
             "JDK {jdk}: {}",
-            s["findings"][0]["fix"]
+            s.findings[0].fix
         );
         if jdk == "17" {
             seventeen = Some((r, hits));
         }
     }
     let (r, hits) = seventeen.unwrap();
-    let hits: Vec<&Value> = hits.iter().collect();
     // With root, the page-fault tracepoint turns the fault into a file and an offset.
     assert_eq!(
         unsafe { libc::geteuid() },
         0,
         "this test needs root for tracepoints (CI runs as root)"
     );
-    assert_eq!(r["meta"]["tracepoints"], true, "{}", r["meta"]);
+    assert!(r.meta.tracepoints, "{:?}", r.meta);
     let offsets: Vec<&str> = hits
         .iter()
-        .flat_map(|s| {
-            s["findings"][0]["culprits"][0]["files"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .filter_map(|f| f.as_str())
-        })
+        .flat_map(|s| s.findings[0].culprits[0].files.iter().map(String::as_str))
         .filter(|f| f.contains("page-fault tracepoint"))
         .collect();
     // Each read starts a 4 MiB stride; which of them a safepoint happened to wait on varies.
@@ -312,9 +305,10 @@ fn without_tracepoints(dir: &Path, to: &Path) {
         std::fs::copy(e.path(), to.join(&name)).unwrap();
     }
     let meta = to.join("meta.json");
-    let mut m: Value = serde_json::from_str(&std::fs::read_to_string(&meta).unwrap()).unwrap();
-    m["tracepoints"] = Value::Bool(false);
-    std::fs::write(&meta, m.to_string()).unwrap();
+    let mut m: recording::Meta =
+        serde_json::from_str(&std::fs::read_to_string(&meta).unwrap()).unwrap();
+    m.tracepoints = false;
+    std::fs::write(&meta, serde_json::to_string(&m).unwrap()).unwrap();
 }
 
 #[test]
@@ -341,36 +335,29 @@ fn a_store_to_a_mapped_file_under_writeback_is_named_with_the_file_on_every_lts_
         let w: Vec<&str> = w.iter().map(|s| s.as_str()).collect();
         let o = run_recorded(&dir, &java, &[], &w);
         assert!(o.status.success(), "JDK {jdk}: {}", String::from_utf8_lossy(&o.stderr));
-        let r = report_json(&dir);
+        let r = report(&dir);
         // A store waits for the page's writeback (a force() starts it): 300 ms, a few times.
-        let hits: Vec<Value> = stalls_with(&r, "mapped-writeback").into_iter().cloned().collect();
-        let long: Vec<&Value> = r["stalls"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|s| s["duration_ns"].as_u64().unwrap() >= 200_000_000)
-            .collect();
+        let hits = stalls_with(&r, Cause::MappedWriteback);
+        let long: Vec<&StallReport> =
+            r.stalls.iter().filter(|s| s.duration_ns >= 200_000_000).collect();
         assert!(!long.is_empty(), "JDK {jdk}: no store waited: {:?}", causes(&r));
         for s in &long {
-            assert_eq!(s["findings"][0]["cause"], "mapped-writeback", "JDK {jdk}: {s}");
+            assert_eq!(s.findings[0].cause, Cause::MappedWriteback, "JDK {jdk}: {s:?}");
         }
         for s in &hits {
-            let f = &s["findings"][0];
-            assert_eq!(culprit_names(s), ["journal-writer"], "JDK {jdk}: {s}");
-            let c = &f["culprits"][0];
-            assert!(
-                c["description"].as_str().unwrap().contains("not in a syscall"),
-                "JDK {jdk}: {c}"
-            );
+            let f = &s.findings[0];
+            assert_eq!(culprit_names(s), ["journal-writer"], "JDK {jdk}: {s:?}");
+            let c = &f.culprits[0];
+            assert!(c.description.contains("not in a syscall"), "JDK {jdk}: {c:?}");
             // The writeback tracepoint names the file: certain. The fix is that file's, never the
-            // perf counters'.
-            let said = f["evidence"].to_string();
+            // perf counters'. (The evidence as its JSON text, as `report --json` writes it.)
+            let said = serde_json::to_string(&f.evidence).unwrap();
             assert!(
                 said.contains("state.dat") && said.contains("writeback tracepoint"),
                 "JDK {jdk}: {said}"
             );
-            assert_eq!(f["confidence"], "high", "JDK {jdk}: {s}");
-            let fix = f["fix"].as_str().unwrap();
+            assert_eq!(f.confidence, Confidence::High, "JDK {jdk}: {s:?}");
+            let fix = &f.fix;
             assert!(
                 fix.contains("state.dat is written through a shared mapping")
                     && !fix.contains("PerfDisableSharedMem"),
@@ -384,42 +371,33 @@ fn a_store_to_a_mapped_file_under_writeback_is_named_with_the_file_on_every_lts_
         // user's code, never the JDK's.
         assert!(
             hits.iter().any(|s| {
-                let fix = s["findings"][0]["fix"].as_str().unwrap();
+                let fix = &s.findings[0].fix;
                 fix.starts_with("the write in MappedWrite.update (line ")
                     || fix.starts_with("the write in MappedWrite.lambda$main$")
             }),
             "JDK {jdk}: the writer's code is named in a fix: {:?}",
-            hits.iter().map(|s| &s["findings"][0]["fix"]).collect::<Vec<_>>()
+            hits.iter().map(|s| &s.findings[0].fix).collect::<Vec<_>>()
         );
         // Without root: no tracepoints, but the recorder's own look at the file (cachestat) saw
         // its pages under writeback as each stall began. The same stalls, named with less
         // certainty, and the same file.
         let plain = d.join(format!("rec-{jdk}-unprivileged"));
         without_tracepoints(&dir, &plain);
-        let u = report_json(&plain);
-        for s in u["stalls"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|s| s["duration_ns"].as_u64().unwrap() >= 200_000_000)
-        {
-            let f = &s["findings"][0];
+        let u = report(&plain);
+        for s in u.stalls.iter().filter(|s| s.duration_ns >= 200_000_000) {
+            let f = &s.findings[0];
             assert_eq!(
-                (&f["cause"], &f["confidence"]),
-                (&Value::from("mapped-writeback"), &Value::from("medium")),
-                "JDK {jdk} unprivileged: {s}"
+                (f.cause, f.confidence),
+                (Cause::MappedWriteback, Confidence::Medium),
+                "JDK {jdk} unprivileged: {s:?}"
             );
-            let said = f["evidence"].to_string();
+            let said = serde_json::to_string(&f.evidence).unwrap();
             assert!(
                 said.contains("of ")
                     && said.contains("state.dat were under writeback as the stall began"),
                 "JDK {jdk} unprivileged: {said}"
             );
-            assert!(
-                f["fix"].as_str().unwrap().contains("state.dat is written through"),
-                "JDK {jdk}: {}",
-                f["fix"]
-            );
+            assert!(f.fix.contains("state.dat is written through"), "JDK {jdk}: {}", f.fix);
         }
         // The recorder was never held: it does not map the file, nor close it at each look (a
         // FUSE close writes the file back).
@@ -433,8 +411,8 @@ fn a_store_to_a_mapped_file_under_writeback_is_named_with_the_file_on_every_lts_
     let w: Vec<&str> = w.iter().map(|s| s.as_str()).collect();
     let o = run_recorded(&dir, &java17(), &[], &w);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let r = report_json(&dir);
-    assert!(stalls_with(&r, "mapped-writeback").is_empty(), "{:?}", causes(&r));
+    let r = report(&dir);
+    assert!(stalls_with(&r, Cause::MappedWriteback).is_empty(), "{:?}", causes(&r));
 }
 
 #[test]
@@ -451,38 +429,42 @@ fn a_huge_set_memory_is_named_by_the_method_that_calls_it_on_both_jdks() {
             &["set-memory", "--duration", "12s", "--size-mb", "512", "--every", "200ms"],
         );
         assert!(o.status.success(), "{java:?}: {}", String::from_utf8_lossy(&o.stderr));
-        let r = report_json(&dir);
-        assert!(!stalls_with(&r, "no-safepoint-poll").is_empty(), "{java:?}: {:?}", causes(&r));
+        let r = report(&dir);
+        assert!(!stalls_with(&r, Cause::NoSafepointPoll).is_empty(), "{java:?}: {:?}", causes(&r));
         // The stacks agent walks a thread inside the VM from its last Java frame: the stack
         // taken in a stall the filling thread held names the caller of setMemory, and the fix
         // says so.
-        let names_fill = |c: &Value| {
-            c["code"]["frames"].as_array().is_some_and(|fs| {
-                fs.iter().any(|f| f["method"] == "io.stallscope.workloads.SetMemory.fill")
+        let names_fill = |c: &CulpritView| {
+            c.code.as_ref().is_some_and(|code| {
+                code.frames.iter().any(|f| f.method == "io.stallscope.workloads.SetMemory.fill")
             })
         };
         let mut named = 0;
         let mut renamed = false;
-        for s in r["stalls"].as_array().unwrap() {
-            for f in s["findings"].as_array().unwrap() {
-                for c in f["culprits"].as_array().unwrap().iter().filter(|c| names_fill(c)) {
+        for s in &r.stalls {
+            for f in &s.findings {
+                for c in f.culprits.iter().filter(|c| names_fill(c)) {
                     named += 1;
                     // The workload's main thread renames itself just before its first fill,
                     // but a stall in that fill can still carry the old name (JDK 25's own
                     // SafepointTimeout list says "main" then), and startup stalls may come
                     // first. Once the new name is seen, the old one must not come back.
-                    renamed |= c["name"] == "set-memory";
+                    renamed |= c.name == "set-memory";
                     assert!(
-                        c["name"] == "set-memory" || (c["name"] == "main" && !renamed),
-                        "{java:?}: {s}"
+                        c.name == "set-memory" || (c.name == "main" && !renamed),
+                        "{java:?}: {s:?}"
                     );
                     // Caught inside setMemory0 (a stack between two fills shows the loop that
                     // calls it, and says "the loop in").
-                    let in_fill = c["code"]["frames"][0]["method"]
-                        .as_str()
-                        .is_some_and(|m| m.ends_with("Unsafe.setMemory0"));
-                    if in_fill && f["cause"] == "no-safepoint-poll" && f["culprits"][0] == *c {
-                        let fix = f["fix"].as_str().unwrap();
+                    let in_fill = c
+                        .code
+                        .as_ref()
+                        .and_then(|code| code.frames.first())
+                        .is_some_and(|top| top.method.ends_with("Unsafe.setMemory0"));
+                    // `c` is the finding's first culprit.
+                    let first = f.culprits.first().is_some_and(|c0| std::ptr::eq(c0, c));
+                    if in_fill && f.cause == Cause::NoSafepointPoll && first {
+                        let fix = &f.fix;
                         assert!(
                             fix.starts_with(
                                 "split the call to Unsafe.setMemory0 in SetMemory.fill (line "
@@ -493,16 +475,15 @@ fn a_huge_set_memory_is_named_by_the_method_that_calls_it_on_both_jdks() {
                 }
             }
         }
-        let seen: Vec<String> = r["stalls"]
-            .as_array()
-            .unwrap()
+        let seen: Vec<String> = r
+            .stalls
             .iter()
             .map(|s| {
                 format!(
-                    "{} {:.0} ms: {}",
-                    s["findings"][0]["cause"],
-                    s["duration_ns"].as_f64().unwrap_or(0.0) / 1e6,
-                    s["findings"][0]["culprits"][0]["code"]["source"]
+                    "{} {:.0} ms: {:?}",
+                    s.findings[0].cause.id(),
+                    s.duration_ns as f64 / 1e6,
+                    first_code(s).map(|c| &c.source)
                 )
             })
             .collect();
@@ -555,12 +536,12 @@ fn a_frozen_jvm_is_a_frozen_process_and_a_quiet_one_has_no_stalls() {
     assert!(f.status.success());
     let o = finish(child, out);
     assert!(o.status.success());
-    let r = report_json(&d.join("rec"));
-    let frozen = stalls_with(&r, "frozen");
+    let r = report(&d.join("rec"));
+    let frozen = stalls_with(&r, Cause::Frozen);
     assert_eq!(frozen.len(), 1, "{:?}", causes(&r));
-    assert!(frozen[0]["duration_ns"].as_u64().unwrap() >= 450_000_000);
-    assert!(frozen[0]["safepoint"].is_null(), "a freeze is not a safepoint: {}", frozen[0]);
-    let control = frozen[0]["control_max_late_ns"].as_u64().unwrap();
+    assert!(frozen[0].duration_ns >= 450_000_000);
+    assert!(frozen[0].safepoint.is_none(), "a freeze is not a safepoint: {:?}", frozen[0]);
+    let control = frozen[0].control_max_late_ns;
     assert!(
         control < 100_000_000,
         "the recorder kept time while the JVM was frozen (control meter {control} ns late)"
@@ -580,34 +561,29 @@ fn a_frozen_jvm_is_a_frozen_process_and_a_quiet_one_has_no_stalls() {
         .output()
         .unwrap();
     assert!(o.status.success());
-    let r = report_json(&quiet);
+    let r = report(&quiet);
     // A shared 2-vCPU guest gives even a quiet JVM the odd hiccup (the JIT's start-up burst,
     // the guest itself pausing). The doctor must not blame the JVM for them: CPU starvation, a
     // machine pause, or an honest "unknown" that is short. Nothing JVM-made. A paused guest or
     // a starved CPU can last longer, and then the doctor says which.
-    for s in r["stalls"].as_array().unwrap() {
-        let cause = s["findings"][0]["cause"].as_str().unwrap_or("none");
+    for s in &r.stalls {
+        let cause = s.findings.first().map(|f| f.cause);
         assert!(
-            ["cpu-starvation", "machine-pause", "unknown"].contains(&cause),
-            "a hiccup of a quiet JVM blamed on it: {s}"
+            [Some(Cause::CpuStarvation), Some(Cause::MachinePause), Some(Cause::Unknown)]
+                .contains(&cause),
+            "a hiccup of a quiet JVM blamed on it: {s:?}"
         );
-        assert!(
-            cause != "unknown" || s["duration_ns"].as_u64().unwrap() < 50_000_000,
-            "a quiet JVM: {s}"
-        );
+        assert!(cause != Some(Cause::Unknown) || s.duration_ns < 50_000_000, "a quiet JVM: {s:?}");
     }
-    if r["summary"]["stalls"] == 0 {
+    if r.summary.stalls == 0 {
         assert!(String::from_utf8_lossy(&o.stdout).contains("stalls      none of 5.00 ms or more"));
     }
     assert!(
-        r["summary"]["hiccups"]["intervals"].as_u64().unwrap() >= 3,
+        r.summary.hiccups.as_ref().unwrap().intervals >= 3,
         "the agent's interval log is in the recording"
     );
-    let control = &r["summary"]["control"];
-    assert!(
-        control["intervals"].as_u64().unwrap() >= 3 && control["count"].as_u64().unwrap() > 400,
-        "the control meter's log: {control}"
-    );
+    let control = r.summary.control.as_ref().unwrap();
+    assert!(control.intervals >= 3 && control.count > 400, "the control meter's log: {control:?}");
 }
 
 #[test]
@@ -629,43 +605,34 @@ fn safepoints_under_cpu_contention_are_cpu_starvation() {
         &["safepoint-storm", "--threads", "2", "--duration", "4s", "--every", "10ms"],
     );
     assert!(o.status.success());
-    let r = report_json(&d.join("rec"));
+    let r = report(&d.join("rec"));
     let all = causes(&r);
-    let starved = stalls_with(&r, "cpu-starvation");
+    let starved = stalls_with(&r, Cause::CpuStarvation);
     // Stalls of a few samples are often honestly unknown (README, known limits): measured over
     // four runs here, 45-60% of the stalls under 10 ms were unknown, against a quarter of the
     // longer ones. "Most" is judged where the evidence has at least five samples. How long
     // the stalls grow depends on how the host shares its cores: one CI run saw 13 stalls, 12 of
     // them CPU starvation, but only two of 10 ms or more. Then "most" is judged on them all.
-    let long: Vec<&str> = r["stalls"]
-        .as_array()
-        .unwrap()
+    let long: Vec<Cause> = r
+        .stalls
         .iter()
-        .filter(|s| s["duration_ns"].as_u64().unwrap() >= 10_000_000)
-        .map(|s| s["findings"][0]["cause"].as_str().unwrap())
+        .filter(|s| s.duration_ns >= 10_000_000)
+        .map(|s| s.findings[0].cause)
         .collect();
-    let judged: Vec<&str> =
-        if long.len() >= 3 { long } else { all.iter().map(|c| c.as_str()).collect() };
-    let judged_starved = judged.iter().filter(|c| **c == "cpu-starvation").count();
+    let judged: Vec<Cause> = if long.len() >= 3 { long } else { all.clone() };
+    let judged_starved = judged.iter().filter(|c| **c == Cause::CpuStarvation).count();
     assert!(judged.len() >= 3, "contention makes stalls: {all:?}");
     assert!(
         judged_starved * 2 > judged.len(),
         "most stalls (of 10 ms and more, where there are three) are CPU starvation: {judged:?}"
     );
     assert!(
-        !all.iter().any(|c| c == "no-safepoint-poll" || c == "major-fault" || c == "frozen"),
+        !all.iter()
+            .any(|c| matches!(c, Cause::NoSafepointPoll | Cause::MajorFault | Cause::Frozen)),
         "{all:?}"
     );
-    let evidence: Vec<String> = starved
-        .iter()
-        .flat_map(|s| {
-            s["findings"][0]["evidence"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|e| e.as_str().unwrap().to_string())
-        })
-        .collect();
+    let evidence: Vec<String> =
+        starved.iter().flat_map(|s| s.findings[0].evidence.iter().cloned()).collect();
     assert!(
         evidence.iter().any(|e| e.contains("for a CPU") || e.contains("run queue")),
         "run-queue evidence: {evidence:?}"
@@ -698,11 +665,11 @@ fn stalls_at_the_safepoint_swap_slow_writes_and_reclaim_are_named_on_both_jdks()
     // full GCs, a GC log on a disk whose writes are slow, a JVM touching fresh memory in a full
     // memory cgroup.
     let cases = [
-        ("swap", "swappable", "swap-in"),
-        ("slow-log", "slow-disk", "vm-thread-io"),
-        ("memory-pressure", "squeezed", "memory-reclaim"),
+        ("swap", "swappable", Cause::SwapIn),
+        ("slow-log", "slow-disk", Cause::VmThreadIo),
+        ("memory-pressure", "squeezed", Cause::MemoryReclaim),
     ];
-    let lab = |java: &Path, out: &Path, cases: &[(&str, &str, &str)]| {
+    let lab = |java: &Path, out: &Path, cases: &[(&str, &str, Cause)]| {
         let mut c = stallscope();
         c.args([
             "lab",
@@ -721,17 +688,7 @@ fn stalls_at_the_safepoint_swap_slow_writes_and_reclaim_are_named_on_both_jdks()
         assert!(o.status.success(), "{java:?}: {}", String::from_utf8_lossy(&o.stderr));
     };
     // The stall the fault made: the one holding the longest safepoint (a busy two-CPU machine
-    // makes stalls of its own, at start-up above all).
-    let sp_total = |s: &Value| s["safepoint"]["total_ns"].as_u64().unwrap_or(0);
-    let longest = |r: &Value| {
-        r["stalls"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .max_by_key(|s| sp_total(s))
-            .cloned()
-            .expect("the fault made a stall")
-    };
+    // makes stalls of its own, at start-up above all): `longest_safepoint`.
     for (i, java) in [java17(), java25()].into_iter().enumerate() {
         let out = scratch(&format!("doctor-memory-{i}")).join("lab");
         lab(&java, &out, &cases);
@@ -741,8 +698,9 @@ fn stalls_at_the_safepoint_swap_slow_writes_and_reclaim_are_named_on_both_jdks()
             // most of it, seen once in a CI run: one look in a 1 s stall) is rightly unknown,
             // and the recording says why; it says nothing of the doctor. That scenario runs
             // once more, and the second run is judged.
-            let first = longest(&report_json(&dir));
-            let said = first["findings"][0]["evidence"].to_string();
+            let first_report = report(&dir);
+            let first = longest_safepoint(&first_report);
+            let said = serde_json::to_string(&first.findings[0].evidence).unwrap();
             // A late thread that reaches its poll writes stallscope's own debug line (`found
             // polling page … exception`) to the safepoint log, and in the full cgroup that write
             // waits too, where /proc shows a write, not reclaim (JDK 25: 3 of 13 runs by hand on
@@ -751,8 +709,8 @@ fn stalls_at_the_safepoint_swap_slow_writes_and_reclaim_are_named_on_both_jdks()
             // states still leaves it unknown. A miss that says unknown runs once more; the
             // second run is judged.
             let reclaim_missed =
-                scenario == "memory-pressure" && first["findings"][0]["cause"] == "unknown";
-            if first["findings"][0]["cause"] == "unknown"
+                scenario == "memory-pressure" && first.findings[0].cause == Cause::Unknown;
+            if first.findings[0].cause == Cause::Unknown
                 && (reclaim_missed
                     || said.contains("the recorder itself was held")
                     || said.contains("the recorder noticed the stall"))
@@ -764,14 +722,14 @@ fn stalls_at_the_safepoint_swap_slow_writes_and_reclaim_are_named_on_both_jdks()
                 lab(&java, &again, &[(scenario, variant, cause)]);
                 dir = again.join(scenario).join(format!("{variant}-1"));
             }
-            let r = report_json(&dir);
-            let stalls = r["stalls"].as_array().unwrap();
+            let r = report(&dir);
+            let stalls = &r.stalls;
             // Named with confidence.
-            let longest = longest(&r);
+            let longest = longest_safepoint(&r);
             let events = std::fs::read_to_string(dir.join("events.jsonl")).unwrap_or_default();
             assert_eq!(
-                longest["findings"][0]["cause"], cause,
-                "{java:?} {scenario}: {longest}\nthe recorder's events: {events}"
+                longest.findings[0].cause, cause,
+                "{java:?} {scenario}: {longest:?}\nthe recorder's events: {events}"
             );
             // Reclaim is seen directly (reclaim_throttle, shrink_*) only while a thread is inside
             // it; the JVM's own log writes in the squeezed cgroup wait in the filesystem meanwhile,
@@ -782,37 +740,39 @@ fn stalls_at_the_safepoint_swap_slow_writes_and_reclaim_are_named_on_both_jdks()
             // beside them): when that wait is a third of their time (measured in a CI run: 658
             // and 724 ms of 2.3 s), the doctor gives it its share and says "medium", swap-in
             // still first. The slow disk is seen for all of its stalls.
-            let confident: &[&str] =
-                if scenario == "slow-log" { &["high"] } else { &["high", "medium"] };
-            let conf = longest["findings"][0]["confidence"].as_str().unwrap_or("");
-            assert!(confident.contains(&conf), "{java:?} {scenario}: confidence {conf}: {longest}");
+            let confident: &[Confidence] = if scenario == "slow-log" {
+                &[Confidence::High]
+            } else {
+                &[Confidence::High, Confidence::Medium]
+            };
+            let conf = longest.findings[0].confidence;
+            assert!(
+                confident.contains(&conf),
+                "{java:?} {scenario}: confidence {}: {longest:?}",
+                conf.word()
+            );
             let rec = recording::Recording::read(&dir, None).unwrap();
             for s in stalls {
-                let findings = s["findings"].as_array().unwrap();
-                let n = s["stall"].as_u64().unwrap() as u32;
-                for f in findings.iter().filter(|f| f["confidence"] == "high") {
+                let findings = &s.findings;
+                let n = s.stall;
+                for f in findings.iter().filter(|f| f.confidence == Confidence::High) {
                     // Nothing else is named with confidence beside it. Elsewhere CPU starvation
                     // may be, in a workload that keeps both of this machine's CPUs busy; and a
                     // long VM operation may be, for a GC whose threads paged little in (the
                     // recorder's raw samples are the judge): a GC first touching a growing heap,
                     // or computing while others page, is slow on its own.
-                    let other = findings[0]["cause"] != cause;
-                    let culprits: Vec<i64> = f["culprits"]
-                        .as_array()
-                        .unwrap()
-                        .iter()
-                        .filter_map(|c| c["tid"].as_i64())
-                        .collect();
+                    let other = findings[0].cause != cause;
+                    let culprits: Vec<i64> = f.culprits.iter().map(|c| c.tid as i64).collect();
                     let paged = major_faults_in_stall(&rec, n, &culprits);
                     // Paging GC threads take tens of thousands of major faults each (issue 12
                     // measured 36,000 to 71,000); a GC that computes takes a few dozen.
-                    let ok = f["cause"] == cause
-                        || (other && f["cause"] == "cpu-starvation")
-                        || (other && paged < 1000 && f["cause"] == "long-vm-operation");
+                    let ok = f.cause == cause
+                        || (other && f.cause == Cause::CpuStarvation)
+                        || (other && paged < 1000 && f.cause == Cause::LongVmOperation);
                     assert!(
                         ok,
-                        "{java:?} {scenario}: {} with high confidence (its threads took {paged} major faults): {s}",
-                        f["cause"]
+                        "{java:?} {scenario}: {} with high confidence (its threads took {paged} major faults): {s:?}",
+                        f.cause.id()
                     );
                 }
             }

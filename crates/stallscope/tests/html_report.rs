@@ -75,14 +75,14 @@ fn a_recording_renders_with_timeline_percentiles_and_drilldown() {
         html_of(&rec, &page);
         let html = std::fs::read_to_string(&page).unwrap();
         self_contained(&html);
-        let r = report_json(&rec);
+        let r = report(&rec);
         let dom = browser::dump_dom(&page, &[]);
         healthy(&dom);
         assert_eq!(browser::attr(&dom, "<body", "data-kind").as_deref(), Some("recording"));
 
         // The timeline holds every safepoint and stall, and drew them.
-        let safepoints = r["summary"]["safepoints"].as_i64().unwrap();
-        let stalls = r["summary"]["stalls"].as_i64().unwrap();
+        let safepoints = r.summary.safepoints as i64;
+        let stalls = r.summary.stalls as i64;
         assert!(safepoints > 0 && stalls > 0, "{name}: the fixture has safepoints and stalls");
         assert_eq!(browser::num(&dom, "id=\"timeline\"", "data-safepoints"), safepoints, "{name}");
         assert_eq!(browser::num(&dom, "id=\"timeline\"", "data-stalls"), stalls, "{name}");
@@ -107,20 +107,14 @@ fn a_recording_renders_with_timeline_percentiles_and_drilldown() {
             stalls,
             "{name}: one row per stall"
         );
-        let longest = r["stalls"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .max_by_key(|s| s["duration_ns"].as_u64().unwrap())
-            .unwrap();
+        let longest = r.stalls.iter().max_by_key(|s| s.duration_ns).unwrap();
         assert_eq!(
             browser::num(&dom, "id=\"drilldown\"", "data-selected"),
-            longest["stall"].as_i64().unwrap(),
+            longest.stall as i64,
             "{name}: the longest stall is shown first"
         );
         assert!(
-            browser::num(&dom, "id=\"drilldown\"", "data-rows")
-                >= longest["threads"].as_i64().unwrap().min(10),
+            browser::num(&dom, "id=\"drilldown\"", "data-rows") >= (longest.threads as i64).min(10),
             "{name}: a strip per thread"
         );
         assert!(
@@ -134,19 +128,23 @@ fn a_recording_renders_with_timeline_percentiles_and_drilldown() {
             );
             assert!(dom.contains(&format!("culprit \"{c}\"")), "{name}: the culprit is named");
         }
-        let cause = longest["findings"][0]["title"].as_str().unwrap();
+        let cause = &longest.findings[0].title;
         assert!(dom.contains(&format!("cause: {cause}")), "{name}: the cause in words");
         // The culprit's code, as a stack trace, when the JVM's stacks were recorded.
-        if let Some(top) =
-            longest["findings"][0]["culprits"][0]["code"]["frames"][0]["method"].as_str()
+        if let Some(top) = longest.findings[0]
+            .culprits
+            .first()
+            .and_then(|c| c.code.as_ref())
+            .and_then(|code| code.frames.first())
+            .map(|f| &f.method)
         {
             assert!(dom.contains(&format!("at {top}")), "{name}: the culprit's code is shown");
         }
         assert!(dom.contains("fix: "), "{name}: and the fix");
         // Who set it off, when the recording looked (what it did, how that is known), and its
         // name in the stall table's column.
-        if let Some(did) = longest["findings"][0]["instigator"]["did"].as_str() {
-            let kind = longest["findings"][0]["instigator"]["kind"].as_str().unwrap();
+        if let Some(i) = &longest.findings[0].instigator {
+            let (did, kind) = (&i.did, i.kind.id());
             assert!(dom.contains(&format!("data-kind=\"{kind}\"")), "{name}: who, as {kind}");
             let start: String = did.chars().take(40).collect();
             assert!(

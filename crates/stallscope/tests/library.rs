@@ -7,7 +7,7 @@
 mod common;
 
 use common::*;
-use serde_json::Value;
+use doctor::{Cause, StallReport};
 use std::process::Command;
 
 #[test]
@@ -40,32 +40,37 @@ fn a_lucene_search_on_a_slow_disk_is_a_major_fault_fixed_by_lucenes_choices_on_b
             .output()
             .unwrap();
         assert!(o.status.success(), "JDK {jdk}: {}", String::from_utf8_lossy(&o.stderr));
-        let r = report_json(&dir);
-        let hits: Vec<&Value> = stalls_with(&r, "major-fault");
+        let r = report(&dir);
+        let hits: Vec<&StallReport> = stalls_with(&r, Cause::MajorFault);
         assert!(!hits.is_empty(), "JDK {jdk}: {:?}", causes(&r));
         // The stalls whose culprit's code was taken: the fix names the user's frame and Lucene.
-        let named: Vec<&Value> = hits
+        let named: Vec<&StallReport> = hits
             .iter()
             .copied()
-            .filter(|s| !s["findings"][0]["culprits"][0]["code"].is_null())
+            .filter(|s| s.findings[0].culprits.first().is_some_and(|c| c.code.is_some()))
             .collect();
         assert!(!named.is_empty(), "JDK {jdk}: no culprit's code in {hits:?}");
         for s in &named {
-            let f = &s["findings"][0];
-            let c = &f["culprits"][0];
+            let f = &s.findings[0];
+            let c = &f.culprits[0];
             // The query threads read the index, and so does the main thread, opening it.
-            let name = c["name"].as_str().unwrap();
-            assert!(name.starts_with("search-") || name == "main", "JDK {jdk}: {c}");
-            assert_eq!(c["code"]["library"], "Lucene", "JDK {jdk}: {c}");
-            let fix = f["fix"].as_str().unwrap();
+            let name = c.name.as_str();
+            assert!(name.starts_with("search-") || name == "main", "JDK {jdk}: {c:?}");
+            assert_eq!(
+                c.code.as_ref().and_then(|code| code.library.as_deref()),
+                Some("Lucene"),
+                "JDK {jdk}: {c:?}"
+            );
+            let fix = &f.fix;
             assert!(fix.starts_with("the read in Lucene's "), "JDK {jdk}: {fix}");
             assert!(fix.contains("called from LuceneSearch."), "JDK {jdk}: {fix}");
             assert!(fix.contains("NIOFSDirectory"), "JDK {jdk}: {fix}");
         }
         assert!(
-            named.iter().any(|s| s["findings"][0]["culprits"][0]["name"]
-                .as_str()
-                .is_some_and(|n| n.starts_with("search-"))),
+            named.iter().any(|s| s.findings[0]
+                .culprits
+                .first()
+                .is_some_and(|c| c.name.starts_with("search-"))),
             "JDK {jdk}: no query thread named"
         );
     }

@@ -4,7 +4,7 @@
 mod common;
 
 use common::*;
-use serde_json::Value;
+use doctor::Cause;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
@@ -51,16 +51,14 @@ fn a_target_that_dies_mid_stall_still_gets_its_diagnosis() {
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-    let meta: Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.join("meta.json")).unwrap()).unwrap();
-    let jvm = meta["pid"].as_i64().unwrap() as i32;
+    let jvm = recording::read_meta(&dir).unwrap().pid;
     unsafe { libc::kill(jvm, libc::SIGKILL) };
     let status = child.wait().unwrap();
     assert_eq!(status.code(), Some(137), "the JVM's fate is the exit code");
-    let r = report_json(&dir);
-    let last = r["stalls"].as_array().unwrap().last().unwrap().clone();
-    assert_eq!(last["target_exited"], true, "{last}");
-    assert_eq!(last["findings"][0]["cause"], "no-safepoint-poll", "{last}");
+    let r = report(&dir);
+    let last = r.stalls.last().unwrap();
+    assert!(last.target_exited, "{last:?}");
+    assert_eq!(last.findings[0].cause, Cause::NoSafepointPoll, "{last:?}");
     assert!(
         !heartbeat(jvm).exists() || std::fs::metadata(heartbeat(jvm)).is_ok(),
         "a stale heartbeat may remain; the reader checks liveness"

@@ -6,7 +6,7 @@
 mod common;
 
 use common::*;
-use serde_json::Value;
+use doctor::{Cause, Report, StallReport};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -57,14 +57,8 @@ fn now_block(out: &str) -> (String, Duration) {
     (block, Duration::from_secs_f64(secs))
 }
 
-fn longest(r: &Value) -> Value {
-    r["stalls"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .max_by_key(|s| s["duration_ns"].as_u64().unwrap_or(0))
-        .cloned()
-        .unwrap_or_else(|| panic!("no stall: {r}"))
+fn longest(r: &Report) -> &StallReport {
+    r.stalls.iter().max_by_key(|s| s.duration_ns).unwrap_or_else(|| panic!("no stall: {r:?}"))
 }
 
 /// What the JVM printed of its own never holds a thread dump (SIGQUIT, the attach protocol's
@@ -108,8 +102,8 @@ fn a_stopped_jvm_is_said_to_be_frozen_at_once_and_is_never_signalled_on_jdk_17_a
             now.contains("has been stalled") && now.contains("process frozen or stopped"),
             "{java:?}: {now}"
         );
-        let r = report_json(&dir);
-        assert_eq!(longest(&r)["findings"][0]["cause"], "frozen", "{java:?}: {r}");
+        let r = report(&dir);
+        assert_eq!(longest(&r).findings[0].cause, Cause::Frozen, "{java:?}: {r:?}");
         // Continued: it never got SIGQUIT (a stopped JVM takes it only when continued, and then
         // prints a thread dump into the application's stdout), nor the agent.
         unsafe { libc::kill(pid, libc::SIGCONT) };
@@ -160,13 +154,18 @@ fn a_loop_holding_a_safepoint_is_named_at_once_from_outside_on_every_lts_jdk() {
             "{java:?}: {now}"
         );
         assert!(now.contains("fix      the loop in CountedLoop.dependent"), "{java:?}: {now}");
-        let stall = longest(&report_json(&dir));
-        let f = &stall["findings"][0];
-        assert_eq!(f["cause"], "no-safepoint-poll", "{java:?}: {stall}");
-        assert_eq!(f["culprits"][0]["name"], "counted-loop", "{java:?}: {stall}");
+        let r = report(&dir);
+        let stall = longest(&r);
+        let f = &stall.findings[0];
+        assert_eq!(f.cause, Cause::NoSafepointPoll, "{java:?}: {stall:?}");
+        assert_eq!(
+            f.culprits.first().map(|c| c.name.as_str()),
+            Some("counted-loop"),
+            "{java:?}: {stall:?}"
+        );
         assert!(
-            stall["duration_ns"].as_u64().unwrap() > 3_000_000_000,
-            "the stall began before attach, at the GC's request: {stall}"
+            stall.duration_ns > 3_000_000_000,
+            "the stall began before attach, at the GC's request: {stall:?}"
         );
         untouched(&out);
         no_agent(pid);
@@ -209,7 +208,7 @@ fn a_jvm_without_an_attach_mechanism_stuck_in_a_loop_is_diagnosed() {
             && now.contains("\"counted-loop\""),
         "{now}"
     );
-    assert_eq!(longest(&report_json(&dir))["findings"][0]["cause"], "no-safepoint-poll");
+    assert_eq!(longest(&report(&dir)).findings[0].cause, Cause::NoSafepointPoll);
     // Let it run on a little: nothing arrives late either.
     std::thread::sleep(Duration::from_millis(500));
     untouched(&out);
@@ -239,15 +238,8 @@ fn a_jvm_without_perf_data_is_watched_through_proc_and_says_so() {
     assert!(live.contains("no perf counters") && live.contains("-XX:-UsePerfData"), "{live}");
     let (now, _) = now_block(&live);
     assert!(now.contains("process frozen or stopped"), "{now}");
-    let r = report_json(&dir);
-    assert!(
-        r["notes"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|n| n.as_str().unwrap().contains("no perf counters")),
-        "{r}"
-    );
+    let r = report(&dir);
+    assert!(r.notes.iter().any(|n| n.contains("no perf counters")), "{r:?}");
     drop(jvm);
 }
 
@@ -330,34 +322,23 @@ fn stalls_at_the_safepoint_are_named_from_the_counters_and_proc_alone() {
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     for (scenario, variant, cause) in [
-        ("swap", "swappable", "swap-in"),
-        ("slow-log", "slow-disk", "vm-thread-io"),
-        ("mmap-fault", "mmap", "major-fault"),
+        ("swap", "swappable", Cause::SwapIn),
+        ("slow-log", "slow-disk", Cause::VmThreadIo),
+        ("mmap-fault", "mmap", Cause::MajorFault),
     ] {
         let dir = out.join(scenario).join(format!("{variant}-1"));
         assert!(
             !dir.join("safepoint.log").exists() && !dir.join("hiccups.hlog").exists(),
             "nothing was put into the JVM"
         );
-        let r = report_json(&dir);
-        let sp_total = |s: &Value| s["safepoint"]["total_ns"].as_u64().unwrap_or(0);
-        let stall = r["stalls"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .max_by_key(|s| sp_total(s))
-            .cloned()
-            .expect("a stall");
-        assert_eq!(stall["findings"][0]["cause"], cause, "{scenario}: {stall}");
+        let r = report(&dir);
+        let stall = longest_safepoint(&r);
+        assert_eq!(stall.findings[0].cause, cause, "{scenario}: {stall:?}");
         if scenario == "mmap-fault" {
-            let code = &stall["findings"][0]["culprits"][0]["code"];
-            assert_eq!(code["event"], "outside-sample", "{stall}");
-            let methods: Vec<&str> = code["frames"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|f| f["method"].as_str().unwrap())
-                .collect();
+            let code = stall.findings[0].culprits.first().and_then(|c| c.code.as_ref());
+            assert_eq!(code.map(|c| c.event.as_str()), Some("outside-sample"), "{stall:?}");
+            let methods: Vec<&str> =
+                code.unwrap().frames.iter().map(|f| f.method.as_str()).collect();
             assert!(
                 methods.iter().any(|m| m.starts_with("io.stallscope.workloads.MappedRead")),
                 "the reader's own frame: {methods:?}"
@@ -365,8 +346,8 @@ fn stalls_at_the_safepoint_are_named_from_the_counters_and_proc_alone() {
             continue;
         }
         assert!(
-            stall["safepoint"]["op"].as_str().unwrap().starts_with("GC: "),
-            "the safepoint is placed from the counters, with its collector: {stall}"
+            stall.safepoint.as_ref().unwrap().op.starts_with("GC: "),
+            "the safepoint is placed from the counters, with its collector: {stall:?}"
         );
     }
 }

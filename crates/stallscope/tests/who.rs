@@ -10,6 +10,7 @@
 mod common;
 
 use common::*;
+use doctor::{Cause, Finding, Instigator, InstigatorKind, Report, StallReport};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -91,8 +92,7 @@ fn run(dir: &Path, java: &Path, args: &[&str]) -> (Reaper, i32) {
         .spawn()
         .unwrap();
     let pid = poll(Duration::from_secs(20), Duration::from_millis(20), || {
-        let m: Value = serde_json::from_slice(&std::fs::read(dir.join("meta.json")).ok()?).ok()?;
-        m["pid"].as_i64().map(|p| p as i32)
+        recording::read_meta(dir).ok().map(|m| m.pid)
     })
     .expect("the recording began");
     became_jvm(pid);
@@ -135,32 +135,36 @@ fn wait_for(p: &Path) {
 }
 
 /// Every instigator of a report's stalls, with the stall and its finding's cause.
-fn instigators(r: &Value) -> Vec<(&Value, &str, &Value)> {
+fn instigators(r: &Report) -> Vec<(&StallReport, Cause, &Instigator)> {
     let mut out = Vec::new();
-    for s in r["stalls"].as_array().unwrap() {
-        for f in s["findings"].as_array().unwrap() {
-            if !f["instigator"].is_null() {
-                out.push((s, f["cause"].as_str().unwrap(), &f["instigator"]));
+    for s in &r.stalls {
+        for f in &s.findings {
+            if let Some(i) = &f.instigator {
+                out.push((s, f.cause, i));
             }
         }
     }
     out
 }
 
+/// The operation of a stall's safepoint, if it has one.
+fn op(s: &StallReport) -> Option<&str> {
+    s.safepoint.as_ref().map(|sp| sp.op.as_str())
+}
+
 /// One row of the table of cases the closing note and docs/instigators.md give: printed (see
 /// it with `cargo test --test who -- --nocapture | grep WHO-ROW`).
-fn row(case: &str, jdk: Jdk, mode: &str, finding: &Value) {
-    let i = &finding["instigator"];
-    let named = if i.is_null() {
-        "no".to_string()
-    } else {
-        format!("yes: {} `{}`", i["kind"].as_str().unwrap_or(""), i["name"].as_str().unwrap_or(""))
+fn row(case: &str, jdk: Jdk, mode: &str, finding: &Finding) {
+    let i = finding.instigator.as_ref();
+    let named = match i {
+        None => "no".to_string(),
+        Some(i) => format!("yes: {} `{}`", i.kind.id(), i.name),
     };
-    let fix = i["fix"].as_str().filter(|f| !f.is_empty()).or(finding["fix"].as_str()).unwrap_or("");
+    let fix = i.map(|i| i.fix.as_str()).filter(|f| !f.is_empty()).unwrap_or(&finding.fix);
     println!(
         "WHO-ROW | {case} | {} | {mode} | {} | {named} | {fix} |",
         jdk.feature(),
-        finding["cause"].as_str().unwrap_or("")
+        finding.cause.id()
     );
 }
 
@@ -207,62 +211,57 @@ fn a_heap_dump_asked_with_jcmd_is_laid_at_jcmd_and_its_wait_for_cpus_at_the_hogs
         assert!(dump.wait().unwrap().success(), "{jdk:?}: jcmd GC.heap_dump failed");
         std::fs::write(&go, "").unwrap();
         finish(r);
-        let report = report_json(&rec);
-        let dumped: Vec<&Value> = report["stalls"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|s| s["safepoint"]["op"] == "HeapDumper")
-            .collect();
+        let report = report(&rec);
+        let dumped: Vec<&StallReport> =
+            report.stalls.iter().filter(|s| op(s) == Some("HeapDumper")).collect();
         assert!(!dumped.is_empty(), "{jdk:?}: no HeapDumper stall in {}", rec.display());
         let who = instigators(&report);
         let by_jcmd: Vec<_> = who
             .iter()
             .filter(|(s, _, i)| {
-                s["safepoint"]["op"] == "HeapDumper" && i["kind"] == "attach-client"
+                op(s) == Some("HeapDumper") && i.kind == InstigatorKind::AttachClient
             })
             .collect();
         assert!(!by_jcmd.is_empty(), "{jdk:?}: the heap dump is not laid at jcmd: {who:?}");
-        let f = dumped[0]["findings"]
-            .as_array()
-            .unwrap()
+        let kind_of = |f: &Finding| f.instigator.as_ref().map(|i| i.kind);
+        let f = dumped[0]
+            .findings
             .iter()
-            .find(|f| f["instigator"]["kind"] == "attach-client")
-            .unwrap_or(&dumped[0]["findings"][0]);
+            .find(|f| kind_of(f) == Some(InstigatorKind::AttachClient))
+            .unwrap_or(&dumped[0].findings[0]);
         row("jcmd GC.heap_dump", jdk, "run", f);
         for (_, cause, i) in &by_jcmd {
-            assert_eq!(i["pid"], jcmd_pid, "{jdk:?}: {i}");
-            assert_eq!(i["name"], "jcmd", "{jdk:?}: {i}");
-            assert_eq!(i["user"], "root", "{jdk:?}: {i}");
-            assert!(i["did"].as_str().unwrap().contains("`GC.heap_dump "), "{jdk:?}: {i}");
-            if *cause == "long-vm-operation" {
-                let f = dumped[0]["findings"]
-                    .as_array()
-                    .unwrap()
-                    .iter()
-                    .find(|f| f["cause"] == "long-vm-operation")
-                    .unwrap();
-                assert!(f["fix"].as_str().unwrap().contains("from jcmd"), "{jdk:?}: {f}");
+            assert_eq!(i.pid, Some(jcmd_pid), "{jdk:?}: {i:?}");
+            assert_eq!(i.name, "jcmd", "{jdk:?}: {i:?}");
+            assert_eq!(i.user.as_deref(), Some("root"), "{jdk:?}: {i:?}");
+            assert!(i.did.contains("`GC.heap_dump "), "{jdk:?}: {i:?}");
+            if *cause == Cause::LongVmOperation {
+                let f =
+                    dumped[0].findings.iter().find(|f| f.cause == Cause::LongVmOperation).unwrap();
+                assert!(f.fix.contains("from jcmd"), "{jdk:?}: {f:?}");
             }
         }
         if let Some((hog, g)) = hogs {
             let taken: Vec<_> =
-                who.iter().filter(|(_, _, i)| i["kind"] == "cpu-neighbours").collect();
+                who.iter().filter(|(_, _, i)| i.kind == InstigatorKind::CpuNeighbours).collect();
             assert!(!taken.is_empty(), "{jdk:?}: the CPU hogs are not named: {who:?}");
-            let f = dumped[0]["findings"]
-                .as_array()
-                .unwrap()
+            let f = dumped[0]
+                .findings
                 .iter()
-                .find(|f| f["instigator"]["kind"] == "cpu-neighbours");
+                .find(|f| kind_of(f) == Some(InstigatorKind::CpuNeighbours));
             if let Some(f) = f {
                 row("CPU hogs in a cgroup of their own", jdk, "run", f);
             }
             for (_, cause, i) in taken {
-                assert_eq!(*cause, "cpu-starvation", "{jdk:?}");
-                let p = &i["processes"][0];
-                assert_eq!(p["pid"], hog.0.id(), "{jdk:?}: {i}");
-                assert_eq!(p["cgroup"], g.path.as_str(), "{jdk:?}: {i}");
-                assert_eq!(i["cgroup"], g.path.as_str(), "{jdk:?}: {i}");
+                assert_eq!(*cause, Cause::CpuStarvation, "{jdk:?}");
+                let p = i.processes.first();
+                assert_eq!(p.map(|p| p.pid), Some(hog.0.id() as i32), "{jdk:?}: {i:?}");
+                assert_eq!(
+                    p.and_then(|p| p.cgroup.as_deref()),
+                    Some(g.path.as_str()),
+                    "{jdk:?}: {i:?}"
+                );
+                assert_eq!(i.cgroup.as_deref(), Some(g.path.as_str()), "{jdk:?}: {i:?}");
             }
             drop(g);
             drop(hog);
@@ -283,41 +282,34 @@ fn a_thread_of_the_jvm_asking_for_a_full_gc_is_named_with_its_code() {
         std::fs::write(&go, "").unwrap();
         let (r, _) = run(&rec, &java, &heap_args("300", &ready, &go, "3"));
         finish(r);
-        let report = report_json(&rec);
+        let report = report(&rec);
         let who: Vec<_> = instigators(&report)
             .into_iter()
-            .filter(|(s, _, _)| s["safepoint"]["op"].as_str().is_some_and(|o| o.contains("GC")))
-            .filter(|(_, _, i)| {
-                i["java_stack"].as_array().unwrap().iter().any(|f| f == "java.lang.System.gc")
-            })
+            .filter(|(s, _, _)| op(s).is_some_and(|o| o.contains("GC")))
+            .filter(|(_, _, i)| i.java_stack.iter().any(|f| f == "java.lang.System.gc"))
             .collect();
         assert!(who.len() >= 3, "{jdk:?}: each System.gc() named: {}", rec.display());
-        let first = report["stalls"]
-            .as_array()
-            .unwrap()
+        let first = report
+            .stalls
             .iter()
-            .flat_map(|s| s["findings"].as_array().unwrap())
+            .flat_map(|s| &s.findings)
             .find(|f| {
-                f["instigator"]["java_stack"]
-                    .as_array()
-                    .is_some_and(|s| s.iter().any(|x| x == "java.lang.System.gc"))
+                f.instigator
+                    .as_ref()
+                    .is_some_and(|i| i.java_stack.iter().any(|x| x == "java.lang.System.gc"))
             })
             .unwrap();
         row("System.gc() from a thread of the JVM", jdk, "run", first);
         for (_, cause, i) in &who {
-            assert_eq!(i["kind"], "java-thread", "{jdk:?}: {i}");
-            assert_eq!(i["name"], "main", "{jdk:?}: {i}");
-            assert!(i["tid"].as_i64().unwrap() > 0);
+            assert_eq!(i.kind, InstigatorKind::JavaThread, "{jdk:?}: {i:?}");
+            assert_eq!(i.name, "main", "{jdk:?}: {i:?}");
+            assert!(i.tid.unwrap() > 0);
             assert!(
-                i["java_stack"]
-                    .as_array()
-                    .unwrap()
-                    .iter()
-                    .any(|f| f == "io.stallscope.workloads.HeapGc.main"),
-                "{jdk:?}: {i}"
+                i.java_stack.iter().any(|f| f == "io.stallscope.workloads.HeapGc.main"),
+                "{jdk:?}: {i:?}"
             );
-            if *cause == "long-vm-operation" {
-                assert!(i["fix"].as_str().unwrap().contains("System.gc()"), "{jdk:?}: {i}");
+            if *cause == Cause::LongVmOperation {
+                assert!(i.fix.contains("System.gc()"), "{jdk:?}: {i:?}");
             }
         }
         let _ = std::fs::remove_dir_all(&d);
@@ -325,16 +317,11 @@ fn a_thread_of_the_jvm_asking_for_a_full_gc_is_named_with_its_code() {
 }
 
 /// The Frozen finding of the longest stall of a report, and its instigator.
-fn frozen(report: &Value) -> (&Value, &Value) {
-    let longest = report["stalls"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .max_by_key(|s| s["duration_ns"].as_u64().unwrap())
-        .expect("a stall");
-    let f = &longest["findings"][0];
-    assert_eq!(f["cause"], "frozen", "{longest}");
-    (f, &f["instigator"])
+fn frozen(report: &Report) -> (&Finding, Option<&Instigator>) {
+    let longest = report.stalls.iter().max_by_key(|s| s.duration_ns).expect("a stall");
+    let f = &longest.findings[0];
+    assert_eq!(f.cause, Cause::Frozen, "{longest:?}");
+    (f, f.instigator.as_ref())
 }
 
 #[test]
@@ -368,10 +355,10 @@ fn a_remote_jmx_client_asking_for_thread_dumps_is_named_with_its_address() {
         });
         assert!(client.is_some(), "{jdk:?}: the JMX client never got through to port {port}");
         finish(r);
-        let report = report_json(&rec);
+        let report = report(&rec);
         let remote: Vec<_> = instigators(&report)
             .into_iter()
-            .filter(|(s, _, i)| s["safepoint"]["op"] == "ThreadDump" && i["kind"] == "remote-jmx")
+            .filter(|(s, _, i)| op(s) == Some("ThreadDump") && i.kind == InstigatorKind::RemoteJmx)
             .collect();
         assert!(
             !remote.is_empty(),
@@ -379,11 +366,11 @@ fn a_remote_jmx_client_asking_for_thread_dumps_is_named_with_its_address() {
             rec.display()
         );
         for (_, _, i) in &remote {
-            assert_eq!(i["address"], "127.0.0.1", "{jdk:?}: {i}");
-            assert_eq!(i["name"], "RMI TCP Connection", "{jdk:?}: {i}");
+            assert_eq!(i.address.as_deref(), Some("127.0.0.1"), "{jdk:?}: {i:?}");
+            assert_eq!(i.name, "RMI TCP Connection", "{jdk:?}: {i:?}");
         }
         let (s, _, i) = remote[0];
-        let f = s["findings"].as_array().unwrap().iter().find(|f| f["instigator"] == *i).unwrap();
+        let f = s.findings.iter().find(|f| f.instigator.as_ref() == Some(i)).unwrap();
         row("a remote JMX client's thread dumps", jdk, "run", f);
         let _ = std::fs::remove_dir_all(&d);
     }
@@ -406,14 +393,15 @@ fn a_jvm_stopped_by_a_signal_or_a_debugger_names_the_sender_or_the_debugger() {
         let sender_pid = sender.id() as i32;
         assert!(sender.wait().unwrap().success());
         finish(r);
-        let report = report_json(&rec);
+        let report = report(&rec);
         let (f, i) = frozen(&report);
         row("SIGSTOP from a shell", jdk, "run (root)", f);
-        assert_eq!(i["kind"], "signal", "{jdk:?}: {f}");
-        assert_eq!(i["pid"], sender_pid, "{jdk:?}: {i}");
-        assert_eq!(i["name"], "bash", "{jdk:?}: {i}");
-        assert!(i["command"].as_str().unwrap().starts_with("ops-pauser -c "), "{jdk:?}: {i}");
-        assert!(i["did"].as_str().unwrap().starts_with("SIGSTOP was sent"), "{jdk:?}: {i}");
+        assert_eq!(i.map(|i| i.kind), Some(InstigatorKind::Signal), "{jdk:?}: {f:?}");
+        let i = i.unwrap();
+        assert_eq!(i.pid, Some(sender_pid), "{jdk:?}: {i:?}");
+        assert_eq!(i.name, "bash", "{jdk:?}: {i:?}");
+        assert!(i.command.as_deref().unwrap().starts_with("ops-pauser -c "), "{jdk:?}: {i:?}");
+        assert!(i.did.starts_with("SIGSTOP was sent"), "{jdk:?}: {i:?}");
         let _ = std::fs::remove_dir_all(&d);
     }
     // A debugger attached: gdb's ptrace stop.
@@ -431,11 +419,12 @@ fn a_jvm_stopped_by_a_signal_or_a_debugger_names_the_sender_or_the_debugger() {
     let gdb_pid = gdb.id() as i32;
     assert!(gdb.wait().unwrap().success());
     finish(r);
-    let report = report_json(&rec);
+    let report = report(&rec);
     let (f, i) = frozen(&report);
     row("gdb attached", Jdk::J17, "run", f);
-    assert_eq!(i["kind"], "tracer", "{f}");
-    assert_eq!((&i["pid"], &i["name"]), (&Value::from(gdb_pid), &Value::from("gdb")), "{i}");
+    assert_eq!(i.map(|i| i.kind), Some(InstigatorKind::Tracer), "{f:?}");
+    let i = i.unwrap();
+    assert_eq!((i.pid, i.name.as_str()), (Some(gdb_pid), "gdb"), "{i:?}");
     let _ = std::fs::remove_dir_all(&d);
 }
 
@@ -465,18 +454,20 @@ fn a_jvm_in_a_frozen_cgroup_is_stopped_by_the_freezer_not_waiting_for_io() {
         std::fs::write(&target, off).unwrap();
         drop(g);
         finish(r);
-        let report = report_json(&rec);
+        let report = report(&rec);
         let (f, i) = frozen(&report);
         let case = if v2 { "cgroup v2 freezer" } else { "cgroup v1 freezer" };
         row(case, jdk, "run (root)", f);
         let path = format!("/stallscope-test-freeze-{}", std::process::id());
-        assert_eq!(i["kind"], "freezer", "{jdk:?} v2={v2}: {f}");
-        assert_eq!(i["cgroup"], path.as_str(), "{jdk:?} v2={v2}: {i}");
+        assert_eq!(i.map(|i| i.kind), Some(InstigatorKind::Freezer), "{jdk:?} v2={v2}: {f:?}");
+        let i = i.unwrap();
+        assert_eq!(i.cgroup.as_deref(), Some(path.as_str()), "{jdk:?} v2={v2}: {i:?}");
         if v2 {
             // Who froze it: the cgroup_freeze tracepoint (v2 only).
-            assert_eq!(i["pid"], writer_pid, "{jdk:?}: {i}");
+            assert_eq!(i.pid, Some(writer_pid), "{jdk:?}: {i:?}");
         }
-        let words = f.to_string();
+        // The whole finding as its JSON text, as `report --json` writes it.
+        let words = serde_json::to_string(f).unwrap();
         assert!(!words.contains("I/O") || words.contains("not for I/O"), "{words}");
         let _ = std::fs::remove_dir_all(&d);
     }
@@ -499,8 +490,7 @@ fn without_root_the_sender_of_a_stop_is_not_guessed_and_the_report_says_how_to_f
         .stderr(Stdio::null());
     let r = Reaper(c.spawn().unwrap());
     let pid = poll(Duration::from_secs(20), Duration::from_millis(20), || {
-        let m: Value = serde_json::from_slice(&std::fs::read(rec.join("meta.json")).ok()?).ok()?;
-        m["pid"].as_i64().map(|p| p as i32)
+        recording::read_meta(&rec).ok().map(|m| m.pid)
     })
     .expect("the recording began");
     jvm_started(pid);
@@ -509,11 +499,12 @@ fn without_root_the_sender_of_a_stop_is_not_guessed_and_the_report_says_how_to_f
     std::thread::sleep(Duration::from_millis(500));
     unsafe { libc::kill(pid, libc::SIGCONT) };
     finish(r);
-    let report = report_json(&rec);
+    let report = report(&rec);
     let (f, i) = frozen(&report);
     row("SIGSTOP, recorded without root", Jdk::J17, "run (not root)", f);
-    assert!(i.is_null(), "no instigator without the tracepoint: {f}");
-    let evidence = f["evidence"].to_string();
+    assert!(i.is_none(), "no instigator without the tracepoint: {f:?}");
+    // The evidence as its JSON text, as `report --json` writes it.
+    let evidence = serde_json::to_string(&f.evidence).unwrap();
     assert!(evidence.contains("run stallscope as root"), "{evidence}");
     drop(user);
     let _ = std::fs::remove_dir_all(&d);
@@ -573,15 +564,13 @@ fn attach_and_watch_name_the_tool_behind_a_vm_operation_too() {
         now.contains(&format!("who      jcmd (pid {jcmd_pid}")) && now.contains("`Thread.print`"),
         "{now}"
     );
-    let report = report_json(&rec);
-    if let Some(s) =
-        report["stalls"].as_array().unwrap().iter().max_by_key(|s| s["duration_ns"].as_u64())
-    {
-        row("jcmd Thread.print held by a loop", Jdk::J17, "attach", &s["findings"][0]);
+    let report = report(&rec);
+    if let Some(s) = report.stalls.iter().max_by_key(|s| s.duration_ns) {
+        row("jcmd Thread.print held by a loop", Jdk::J17, "attach", &s.findings[0]);
     }
     let named = instigators(&report)
         .into_iter()
-        .any(|(_, _, i)| i["kind"] == "attach-client" && i["pid"] == jcmd_pid);
+        .any(|(_, _, i)| i.kind == InstigatorKind::AttachClient && i.pid == Some(jcmd_pid));
     assert!(named, "attach: the thread dump is laid at jcmd (pid {jcmd_pid}):\n{text}");
     drop(jvm);
     let _ = dump.0.wait();

@@ -477,36 +477,37 @@ pub fn contained_jvm() -> (Reaper, i32) {
     (Reaper(child), child_of(unshare))
 }
 
-/// `stallscope report --json DIR`, having succeeded.
-pub fn report_json(dir: &Path) -> serde_json::Value {
+/// The diagnosis of a recording, typed: `report --json` read back into [`doctor::Report`], so a
+/// renamed or retyped field fails here instead of turning a check into a check of nothing.
+pub fn report(dir: &Path) -> doctor::Report {
     let o = stallscope().args(["report", "--json", dir.to_str().unwrap()]).output().unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    serde_json::from_slice(&o.stdout).unwrap()
+    serde_json::from_slice(&o.stdout)
+        .unwrap_or_else(|e| panic!("report --json of {} reads back: {e}", dir.display()))
 }
 
 /// Each stall's first cause, in order.
-pub fn causes(r: &serde_json::Value) -> Vec<String> {
-    r["stalls"]
-        .as_array()
-        .unwrap()
+pub fn causes(r: &doctor::Report) -> Vec<doctor::Cause> {
+    r.stalls.iter().map(|s| s.findings[0].cause).collect()
+}
+
+/// The stall whose safepoint lasted longest (the one a fault made, where a busy machine makes
+/// short stalls of its own).
+pub fn longest_safepoint(r: &doctor::Report) -> &doctor::StallReport {
+    r.stalls
         .iter()
-        .map(|s| s["findings"][0]["cause"].as_str().unwrap().to_string())
-        .collect()
+        .max_by_key(|s| s.safepoint.as_ref().map_or(0, |sp| sp.total_ns))
+        .expect("the recording has a stall")
 }
 
 /// The stalls whose first finding is `cause`.
-pub fn stalls_with<'a>(r: &'a serde_json::Value, cause: &str) -> Vec<&'a serde_json::Value> {
-    r["stalls"].as_array().unwrap().iter().filter(|s| s["findings"][0]["cause"] == cause).collect()
+pub fn stalls_with(r: &doctor::Report, cause: doctor::Cause) -> Vec<&doctor::StallReport> {
+    r.stalls.iter().filter(|s| s.findings.first().is_some_and(|f| f.cause == cause)).collect()
 }
 
 /// The names of a stall's first finding's culprits.
-pub fn culprit_names(s: &serde_json::Value) -> Vec<String> {
-    s["findings"][0]["culprits"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| c["name"].as_str().unwrap().to_string())
-        .collect()
+pub fn culprit_names(s: &doctor::StallReport) -> Vec<String> {
+    s.findings[0].culprits.iter().map(|c| c.name.clone()).collect()
 }
 
 /// The agent's heartbeat file of a JVM on the host (`/dev/shm`, by its pid).
