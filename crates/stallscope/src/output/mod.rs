@@ -1,10 +1,10 @@
 //! Output formats, one file each, behind one trait ([`Render`]), as hyperfine's `export`: a log
-//! analysis as text ([`terminal`]), JSON or CSV; a recording's report as text ([`report`]), JSON
+//! analysis as text ([`logs`]), JSON or CSV; a recording's diagnosis as text ([`diagnosis`]), JSON
 //! or HTML; a lab run as text ([`lab`]), JSON or HTML ([`html`]); the JVMs on the host as text
 //! ([`jvms`]) or JSON.
 //!
 //! Invariant: renderers only read the plain view types ([`doctor::Report`],
-//! [`::lab::model::LabResult`], [`logs::view::LogsView`], [`html::view::RecordingView`],
+//! [`::lab::model::LabResult`], [`::logs::view::LogsView`], [`html::view::RecordingView`],
 //! [`jvms::JvmList`]);
 //! they never compute analysis. What the libraries notice on the way reaches stderr through
 //! [`notices`], one line each.
