@@ -241,8 +241,8 @@ fn diagnose(
         let (culprit, code) = e.culprit.as_ref().map_or((String::new(), String::new()), |c| {
             (c.name.clone(), c.code.clone().unwrap_or_default())
         });
-        let who = e.instigator.as_ref().map(|i| (i.kind.as_str(), i.name.as_str()));
-        m.stall_named(&o.labels, &e.cause, s.duration_ns, &culprit, &code, who);
+        let who = e.instigator.as_ref().map(|i| (i.kind.id(), i.name.as_str()));
+        m.stall_named(&o.labels, e.cause.id(), s.duration_ns, &culprit, &code, who);
         events.write(&e);
     }
     // A stall shorter than the threshold is no stall; one still open is left for later.

@@ -5,14 +5,15 @@
 //! away (EPIPE, a full disk) costs the events, never the watching.
 
 use doctor::report::{Report, StallReport};
+use doctor::{Cause, Confidence, InstigatorKind};
 use recording::Notices;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::io::Write;
 
 pub const SCHEMA: &str = "stallscope.watch-event/1";
 
 /// The JVM an event is about.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct EventJvm {
     pub pid: i32,
     /// Its pid inside its own namespace (a container's).
@@ -23,14 +24,14 @@ pub struct EventJvm {
     pub jdk: Option<String>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct EventSafepoint {
     pub op: String,
     pub ttsp_ns: u64,
     pub total_ns: u64,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct EventCulprit {
     pub tid: i32,
     pub name: String,
@@ -40,11 +41,11 @@ pub struct EventCulprit {
 }
 
 /// Who set the stall off (the main finding's instigator).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct EventInstigator {
     /// `java-thread`, `jvm`, `attach-client`, `remote-jmx`, `signal`, `tracer`, `freezer`,
-    /// `cpu-neighbours` or `memory-mapper` (docs/formats/report-json.md).
-    pub kind: String,
+    /// `cpu-neighbours`, `memory-mapper` or `writer` (docs/formats/report-json.md).
+    pub kind: InstigatorKind,
     pub name: String,
     /// Who and what they did, in one line.
     pub did: String,
@@ -56,9 +57,9 @@ pub struct EventInstigator {
 }
 
 /// One diagnosed stall.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct StallEvent {
-    pub schema: &'static str,
+    pub schema: String,
     /// When it began, local wall time with its offset (RFC 3339).
     pub time: String,
     pub host: String,
@@ -68,9 +69,9 @@ pub struct StallEvent {
     pub duration_ns: u64,
     pub safepoint: Option<EventSafepoint>,
     /// The main cause's id (docs/causes/ID.md), `unknown` when none was found.
-    pub cause: String,
+    pub cause: Cause,
     pub title: String,
-    pub confidence: String,
+    pub confidence: Confidence,
     /// The part of the stall the cause explains (0–1).
     pub share: f64,
     pub culprit: Option<EventCulprit>,
@@ -97,7 +98,7 @@ impl StallEvent {
             })
             .unwrap_or_default();
         StallEvent {
-            schema: SCHEMA,
+            schema: SCHEMA.into(),
             time,
             host: host(),
             jvm: jvm.clone(),
@@ -108,9 +109,9 @@ impl StallEvent {
                 ttsp_ns: p.ttsp_ns,
                 total_ns: p.total_ns,
             }),
-            cause: f.map_or("unknown", |f| f.cause.id()).to_string(),
+            cause: f.map_or(Cause::Unknown, |f| f.cause),
             title: f.map_or_else(|| "no cause found".to_string(), |f| f.title.clone()),
-            confidence: f.map_or("low", |f| f.confidence.word()).to_string(),
+            confidence: f.map_or(Confidence::Low, |f| f.confidence),
             share: f.map_or(0.0, |f| f.share),
             culprit: f.and_then(|f| f.culprits.first()).map(|c| EventCulprit {
                 tid: c.tid,
@@ -119,7 +120,7 @@ impl StallEvent {
                 code: c.code.as_ref().and_then(|k| k.fix_frame()).map(doctor::code::describe_frame),
             }),
             instigator: f.and_then(|f| f.instigator.as_ref()).map(|i| EventInstigator {
-                kind: i.kind.id().to_string(),
+                kind: i.kind,
                 name: i.name.clone(),
                 did: i.did.clone(),
                 pid: i.pid,
@@ -207,7 +208,7 @@ mod tests {
         )
         .unwrap();
         let e = StallEvent {
-            schema: SCHEMA,
+            schema: SCHEMA.into(),
             time: String::new(),
             host: String::new(),
             jvm: EventJvm {
@@ -220,9 +221,9 @@ mod tests {
             stall: 1,
             duration_ns: 0,
             safepoint: Some(EventSafepoint { op: String::new(), ttsp_ns: 0, total_ns: 0 }),
-            cause: String::new(),
+            cause: Cause::Unknown,
             title: String::new(),
-            confidence: String::new(),
+            confidence: Confidence::Low,
             share: 0.0,
             culprit: Some(EventCulprit {
                 tid: 1,
@@ -231,7 +232,7 @@ mod tests {
                 code: None,
             }),
             instigator: Some(EventInstigator {
-                kind: String::new(),
+                kind: InstigatorKind::Jvm,
                 name: String::new(),
                 did: String::new(),
                 pid: None,

@@ -11,6 +11,8 @@
 mod common;
 
 use common::*;
+use doctor::Cause;
+use fleet::events::StallEvent;
 use serde_json::Value;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
@@ -305,17 +307,17 @@ fn watch_guards_three_jvms_one_contained_and_prometheus_sees_the_stall_under_its
 
     // The events: one line per diagnosed stall, the loop's named with its culprit and fix.
     let text = std::fs::read_to_string(&events).unwrap();
-    let lines: Vec<Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let lines = watch_events(&text);
     let e = lines
         .iter()
-        .find(|e| e["cause"] == "no-safepoint-poll")
+        .find(|e| e.cause == Cause::NoSafepointPoll)
         .unwrap_or_else(|| panic!("{text}"));
-    assert_eq!(e["schema"], "stallscope.watch-event/1");
-    assert_eq!(e["jvm"]["pid"], loop_pid);
-    assert_eq!(e["culprit"]["name"], "counted-loop", "{e}");
-    assert!(Path::new(e["recording"].as_str().unwrap()).join("meta.json").exists());
+    assert_eq!(e.schema, "stallscope.watch-event/1");
+    assert_eq!(e.jvm.pid, loop_pid);
+    assert_eq!(e.culprit.as_ref().map(|c| c.name.as_str()), Some("counted-loop"), "{e:?}");
+    assert!(Path::new(&e.recording).join("meta.json").exists());
     assert!(
-        lines.iter().all(|e| e["cause"] != "no-safepoint-poll" || e["jvm"]["pid"] == loop_pid),
+        lines.iter().all(|e| e.cause != Cause::NoSafepointPoll || e.jvm.pid == loop_pid),
         "{text}"
     );
 
@@ -330,17 +332,8 @@ fn watch_guards_three_jvms_one_contained_and_prometheus_sees_the_stall_under_its
     }
     assert!(left.is_empty(), "left behind: {left:#?}");
     // What it kept, `report` reads.
-    let rec = e["recording"].as_str().unwrap();
-    let o = stallscope().args(["report", "--json", rec]).output().unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let r: Value = serde_json::from_slice(&o.stdout).unwrap();
-    assert!(
-        r["stalls"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|s| s["findings"][0]["cause"] == "no-safepoint-poll")
-    );
+    let r = report(Path::new(&e.recording));
+    assert!(causes(&r).contains(&Cause::NoSafepointPoll), "{:?}", causes(&r));
     // And the directory of them all: one line per recording.
     let o = stallscope().args(["report", out.to_str().unwrap()]).output().unwrap();
     let listing = String::from_utf8_lossy(&o.stdout);
@@ -605,11 +598,10 @@ fn many_jvms_watched_from_outside_hold_nothing_of_ours_and_the_stall_among_them_
     });
     assert!(stalled.is_some(), "the loop's stall was diagnosed");
     let text = std::fs::read_to_string(&events).unwrap();
-    for l in text.lines() {
-        let e: Value = serde_json::from_str(l).unwrap();
-        if e["cause"] == "no-safepoint-poll" {
-            assert_eq!(e["jvm"]["pid"], loop_pid, "{l}");
-            assert_eq!(e["culprit"]["name"], "counted-loop", "{l}");
+    for e in watch_events(&text) {
+        if e.cause == Cause::NoSafepointPoll {
+            assert_eq!(e.jvm.pid, loop_pid, "{e:?}");
+            assert_eq!(e.culprit.as_ref().map(|c| c.name.as_str()), Some("counted-loop"), "{e:?}");
         }
     }
     let mut inside = Vec::new();
@@ -713,8 +705,8 @@ fn a_jvm_that_stalls_often_is_attached_to_and_left_as_found() {
             .unwrap_or_default()
             .lines()
             .filter(|l| {
-                serde_json::from_str::<Value>(l)
-                    .is_ok_and(|e| e["jvm"]["pid"] == p && e["cause"] == "no-safepoint-poll")
+                serde_json::from_str::<StallEvent>(l)
+                    .is_ok_and(|e| e.jvm.pid == p && e.cause == Cause::NoSafepointPoll)
             })
             .count()
     };

@@ -11,7 +11,6 @@ mod common;
 
 use common::*;
 use doctor::{Cause, Finding, Instigator, InstigatorKind, Report, StallReport};
-use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -605,23 +604,22 @@ fn attach_and_watch_name_the_tool_behind_a_vm_operation_too() {
     let jcmd_pid = dump.id() as i32;
     assert!(dump.wait().unwrap().success());
     let out = watch.wait_with_output().unwrap();
-    let events: Vec<Value> = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect();
+    // Its stdout holds the events only (`--events -`); each reads back typed.
+    let events = watch_events(&String::from_utf8_lossy(&out.stdout));
     let e = events
         .iter()
-        .find(|e| e["instigator"]["kind"] == "attach-client")
+        .find(|e| e.instigator.as_ref().is_some_and(|i| i.kind == InstigatorKind::AttachClient))
         .unwrap_or_else(|| panic!("watch: no event names the attach client: {events:?}"));
+    let i = e.instigator.as_ref().unwrap();
     println!(
         "WHO-ROW | jcmd GC.heap_dump | 17 | watch (outside) | {} | yes: {} `{}` | {} |",
-        e["cause"].as_str().unwrap_or(""),
-        e["instigator"]["kind"].as_str().unwrap_or(""),
-        e["instigator"]["name"].as_str().unwrap_or(""),
-        e["fix"].as_str().unwrap_or("")
+        e.cause.id(),
+        i.kind.id(),
+        i.name,
+        e.fix
     );
-    assert_eq!(e["instigator"]["pid"], jcmd_pid, "{e}");
-    assert_eq!(e["instigator"]["name"], "jcmd", "{e}");
+    assert_eq!(i.pid, Some(jcmd_pid), "{e:?}");
+    assert_eq!(i.name, "jcmd", "{e:?}");
     std::fs::write(&go, "").unwrap();
     drop(jvm);
     let _ = std::fs::remove_dir_all(&d);

@@ -486,6 +486,14 @@ pub fn report(dir: &Path) -> doctor::Report {
         .unwrap_or_else(|e| panic!("report --json of {} reads back: {e}", dir.display()))
 }
 
+/// `watch --events` lines, typed: each reads back into [`fleet::events::StallEvent`] (a line
+/// that does not is a failure naming it).
+pub fn watch_events(text: &str) -> Vec<fleet::events::StallEvent> {
+    text.lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("a watch event: {e}: {l}")))
+        .collect()
+}
+
 /// Each stall's first cause, in order.
 pub fn causes(r: &doctor::Report) -> Vec<doctor::Cause> {
     r.stalls.iter().map(|s| s.findings[0].cause).collect()
