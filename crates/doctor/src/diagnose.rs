@@ -6,36 +6,27 @@
 //!
 //! The steps, each a function with its own test: [`stall_spans`] (when each stall began and ended,
 //! from the recorder's events; in [`crate::spans`]), [`match_safepoint`] (the safepoint that held
-//! the world then) and [`spanned_safepoints`] (every one the stall spans), [`segments`] (the stall
+//! the world then) and [`spanned_safepoints`] (every one the stall spans; both in
+//! [`crate::safepoints`]), [`segments`] (the stall
 //! cut into reaching each safepoint, at it, and outside any; in `classify`), [`crate::signals`]
 //! (machine-wide counters around it), then per stall the evidence ([`crate::evidence`]) and its
 //! classification ([`crate::classify`]), an honest `unknown` with the busiest threads when nothing
-//! explains it, and finally [`summarise`].
+//! explains it, and finally [`summarise`] (in [`crate::summary`]).
 
 use crate::causes::Cause;
 use crate::classify::{self, Evidence, Segment, segments};
 use crate::evidence::{self, StallEvidence};
-use crate::report::{
-    BoostSummary, Confidence, Finding, Report, SCHEMA, SafepointView, StallReport, Summary,
-    ThreadLine, TimeoutCulprit,
+use crate::report::{Confidence, Finding, Report, SCHEMA, SafepointView, StallReport, ThreadLine};
+use crate::safepoints::{
+    LATE_BEGIN_NS, TICK_AFTER_BEGIN_NS, match_safepoint, spanned_safepoints, unended_safepoint,
 };
 use crate::signals::system_signals;
 use crate::spans::{StallSpan, end_of_recording, stall_spans};
+use crate::summary::summarise;
 use crate::wait::Wait;
-use hotspot_log::Safepoint;
 use recording::{Event, Meta, Recording, Sample, SystemSample};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 
-/// A safepoint counts as what held the world only if it overlaps at least this share of the stall
-/// (a short one that merely falls inside a freeze is not the cause).
-const SAFEPOINT_MIN_OVERLAP: f64 = 0.5;
-/// Slack on each side when overlapping a stall with a safepoint: the meter's stall starts when a
-/// tick was due, not when the safepoint began.
-const OVERLAP_SLACK_NS: u64 = 2_000_000;
-/// Another safepoint the stall spans is shown beside the main one when it overlaps the stall by
-/// at least this share of it (or this long).
-const SPANNED_MIN_SHARE: f64 = 0.1;
-const SPANNED_MIN_NS: u64 = 5_000_000;
 /// A thread parked this share of a stall was holding nothing up.
 const PARKED_THROUGHOUT: f64 = 0.9;
 /// A stall the JVM began to exit in, shorter than this, is the exit itself.
@@ -48,184 +39,6 @@ pub fn wall_of(meta: &Meta, mono_ns: u64) -> String {
     hotspot_log::format_wall(hotspot_log::WallTime {
         epoch_ms: meta.epoch_ms_of_mono(mono_ns),
         offset_min: meta.utc_offset_min,
-    })
-}
-
-fn safepoint_view(s: &Safepoint, names: &HashMap<i32, String>) -> SafepointView {
-    let end = s.end.mono_ns.unwrap_or(0);
-    SafepointView {
-        op: s.op.to_string(),
-        ttsp_ns: s.ttsp_ns.unwrap_or(0),
-        at_safepoint_ns: s.at_safepoint_ns.unwrap_or(0),
-        total_ns: s.total_ns,
-        start_mono_ns: end.saturating_sub(s.total_ns),
-        threads_total: s.threads_total,
-        threads_running: s.threads_running,
-        timeout_culprits: s
-            .culprits
-            .iter()
-            .map(|c| {
-                let tid = c.os_tid.map(|t| t as i32);
-                TimeoutCulprit {
-                    name: tid
-                        .and_then(|t| names.get(&t).cloned())
-                        .unwrap_or_else(|| c.name.clone()),
-                    tid,
-                    state: c.state.clone(),
-                }
-            })
-            .collect(),
-        unfinished: false,
-    }
-}
-
-/// How long safepoint `s` overlaps [start, end], with slack on each side (0 without a stamp).
-fn overlap_ns(s: &Safepoint, start: u64, end: u64) -> u64 {
-    let Some(e) = s.end.mono_ns else { return 0 };
-    let b = e.saturating_sub(s.total_ns);
-    e.min(end + OVERLAP_SLACK_NS).saturating_sub(b.max(start.saturating_sub(OVERLAP_SLACK_NS)))
-}
-
-/// Every safepoint the stall spans, in time order: the main one, and any other that overlaps it
-/// by a tenth (or 5 ms) — a stall over back-to-back safepoints shows each of them.
-pub fn spanned_safepoints(
-    span: &StallSpan,
-    safepoints: &[Safepoint],
-    main: Option<&SafepointView>,
-    names: &HashMap<i32, String>,
-) -> Vec<SafepointView> {
-    let d = span.duration_ns();
-    let min = ((SPANNED_MIN_SHARE * d as f64) as u64).max(SPANNED_MIN_NS.min(d / 2));
-    let mut v: Vec<SafepointView> = safepoints
-        .iter()
-        .filter(|s| {
-            let o = overlap_ns(s, span.start_ns, span.end_ns);
-            o > 0 && o >= min
-        })
-        .map(|s| safepoint_view(s, names))
-        .collect();
-    if let Some(m) =
-        main.filter(|m| !v.iter().any(|x| x.start_mono_ns == m.start_mono_ns && x.op == m.op))
-    {
-        v.push(m.clone());
-    }
-    v.sort_by_key(|s| s.start_mono_ns);
-    v
-}
-
-/// How long after a safepoint's begin the meter may still have ticked with the world stopping
-/// from that begin: the log's and the heartbeat's stamps, a tick in flight.
-const TICK_AFTER_BEGIN_NS: u64 = 2_000_000;
-/// A safepoint begun this long before the meter's last tick is reported as begun late: well
-/// past the meter's period (1 ms) and a scheduling hiccup, short of any stall worth naming.
-const LATE_BEGIN_NS: u64 = 10_000_000;
-
-/// How far before a stall's start a safepoint's reaching may have begun and still be the
-/// stall's: the meter misses its tick once the safepoint stops it, within a tick or two.
-const OPEN_SYNC_SLACK_NS: u64 = 50_000_000;
-
-/// The safepoint this stall falls in: the one with the largest overlap on CLOCK_MONOTONIC,
-/// covering at least half of it; or, when the recording ended inside a safepoint whose record was
-/// never written (the JVM died, or the recorder detached), that unfinished one: from its
-/// SafepointTimeout culprits, else from the log's last `Safepoint synchronization initiated`
-/// line (`open_sync_ns`), which no record followed.
-pub fn match_safepoint(
-    span: &StallSpan,
-    safepoints: &[Safepoint],
-    unfinished: &[hotspot_log::Culprit],
-    open_sync_ns: Option<u64>,
-    names: &HashMap<i32, String>,
-) -> Option<SafepointView> {
-    let (start, end_ns, duration) = (span.start_ns, span.end_ns, span.duration_ns());
-    let overlap = |s: &Safepoint| overlap_ns(s, start, end_ns);
-    let found = safepoints
-        .iter()
-        .filter(|s| {
-            overlap(s) > 0 && overlap(s) as f64 >= SAFEPOINT_MIN_OVERLAP * duration.max(1) as f64
-        })
-        .max_by_key(|s| overlap(s))
-        .map(|s| safepoint_view(s, names));
-    if found.is_some() || !span.cut {
-        return found;
-    }
-    let inside: Vec<_> = if span.exited_during {
-        unfinished.iter().filter(|c| c.stamps.mono_ns.is_some_and(|t| t >= start)).collect()
-    } else {
-        vec![]
-    };
-    if inside.is_empty() {
-        // No culprits were named, but the log says a safepoint was being reached when it ended.
-        let began = open_sync_ns
-            .filter(|t| *t < end_ns && t.saturating_add(OPEN_SYNC_SLACK_NS) >= start)?;
-        return Some(SafepointView {
-            op: "unknown (still being reached when the recording ended)".into(),
-            ttsp_ns: end_ns - began,
-            at_safepoint_ns: 0,
-            total_ns: end_ns - began,
-            start_mono_ns: began,
-            threads_total: None,
-            threads_running: None,
-            timeout_culprits: vec![],
-            unfinished: true,
-        });
-    }
-    (!inside.is_empty()).then(|| SafepointView {
-        op: "unknown (never completed)".into(),
-        ttsp_ns: duration,
-        at_safepoint_ns: 0,
-        total_ns: duration,
-        start_mono_ns: start,
-        threads_total: None,
-        threads_running: None,
-        timeout_culprits: inside
-            .iter()
-            .map(|c| TimeoutCulprit {
-                name: c.name.clone(),
-                tid: c.os_tid.map(|t| t as i32),
-                state: c.state.clone(),
-            })
-            .collect(),
-        unfinished: true,
-    })
-}
-
-/// A stall the counters began (a safepoint begun and not ended) that no safepoint record
-/// covers: the safepoint never ended inside the recording (it was cut, or the JVM exited in
-/// it), or it began before the first look. Its time to reach is the sync time's rise, when the
-/// looks saw one; else it was being reached throughout.
-fn unended_safepoint(rec: &Recording, span: &StallSpan) -> Option<SafepointView> {
-    if span.by != recording::StallTrigger::Safepoint {
-        return None;
-    }
-    let info = rec.counters_info()?;
-    let u = recording::counters::unended(&rec.counters, info, span.start_ns, span.end_ns);
-    let total = span.duration_ns();
-    // Where the counters cannot say (their sync time rises only with a look before the begin),
-    // the JVM's own state, read every 10 ms of the stall, can: reached by the first look that
-    // found every thread stopped.
-    let synchronized = rec.who.iter().find_map(|w| match w {
-        recording::Who::Safepoint { t, stall, state }
-            if *stall == span.stall && state == "synchronized" && *t >= span.start_ns =>
-        {
-            Some(*t)
-        }
-        _ => None,
-    });
-    let ttsp = match (u.reached, synchronized) {
-        (Some((_, sync)), _) => sync.min(total),
-        (None, Some(t)) => t.saturating_sub(span.start_ns).min(total),
-        (None, None) => total,
-    };
-    Some(SafepointView {
-        op: u.op,
-        ttsp_ns: ttsp,
-        at_safepoint_ns: total - ttsp,
-        total_ns: total,
-        start_mono_ns: span.start_ns,
-        threads_total: None,
-        threads_running: None,
-        timeout_culprits: vec![],
-        unfinished: span.cut,
     })
 }
 
@@ -586,99 +399,6 @@ fn fix_in_code(cause: Cause, code: &crate::code::CulpritCode, fix: &str) -> Opti
     Some(format!("{lead} {}{tail}: {fix}", describe_frame(frame)))
 }
 
-/// The recording as a whole: stalls by their main cause, safepoints, the hiccup and control
-/// meters, the recorder's own pauses.
-pub fn summarise(rec: &Recording, stalls: &[StallReport]) -> Summary {
-    let mut by_cause: BTreeMap<String, usize> = BTreeMap::new();
-    for s in stalls {
-        if let Some(f) = s.findings.first() {
-            *by_cause.entry(f.cause.title().to_string()).or_default() += 1;
-        }
-    }
-    let meta = &rec.meta;
-    let recorder_pauses: Vec<u64> = rec
-        .events
-        .iter()
-        .filter_map(|e| match e {
-            Event::ControlHiccup { late_ns, .. } => Some(*late_ns),
-            Event::RecorderHeld { held_ns, .. } => Some(*held_ns),
-            _ => None,
-        })
-        .collect();
-    Summary {
-        stalls: stalls.len(),
-        by_cause,
-        longest_stall_ns: stalls.iter().map(|s| s.duration_ns).max().unwrap_or(0),
-        safepoints: rec.safepoints.len() as u64,
-        total_stopped_ns: rec.safepoints.iter().map(|s| s.total_ns).sum(),
-        ttsp_max_ns: rec.safepoints.iter().filter_map(|s| s.ttsp_ns).max(),
-        hiccups: rec.hiccups.as_ref().and_then(|h| h.summary()),
-        control: rec.control.as_ref().and_then(|h| h.summary()),
-        recorded_ns: end_of_recording(&rec.events)
-            .unwrap_or(meta.start_mono_ns)
-            .saturating_sub(meta.start_mono_ns),
-        recorder_pauses: recorder_pauses.len(),
-        recorder_pause_max_ns: recorder_pauses.iter().copied().max().unwrap_or(0),
-        boost: boost_summary(&rec.events),
-    }
-}
-
-/// What the safepoint booster did, from its events (none: it did not run).
-fn boost_summary(events: &[Event]) -> Option<BoostSummary> {
-    let mut s = BoostSummary::default();
-    let (mut delays, mut seen, mut within, mut threads) = (vec![], vec![], vec![], vec![]);
-    let mut ran = false;
-    for e in events {
-        match e {
-            Event::SafepointBoost {
-                t,
-                begun,
-                begun_within_ns,
-                seen: sn,
-                threads: n,
-                refused,
-                capped,
-                ..
-            } => {
-                s.capped += usize::from(*capped);
-                delays.push(t.saturating_sub(*begun));
-                seen.push(sn.saturating_sub(*begun));
-                within.push(*begun_within_ns);
-                threads.push(*n as u64);
-                s.refused += *refused as u64;
-            }
-            Event::SafepointBooster { cpu_ns, ran_ns, realtime, failed, .. } => {
-                ran = true;
-                s.cpu_share = *cpu_ns as f64 / (*ran_ns).max(1) as f64;
-                s.realtime = *realtime;
-                s.failed = failed.clone();
-            }
-            _ => {}
-        }
-    }
-    if !ran && delays.is_empty() {
-        return None;
-    }
-    s.boosts = delays.len();
-    s.delay_p50_ns = quantile(&mut delays, 0.5);
-    s.delay_p90_ns = quantile(&mut delays, 0.9);
-    s.delay_max_ns = delays.last().copied().unwrap_or(0);
-    s.seen_p50_ns = quantile(&mut seen, 0.5);
-    s.begun_within_p50_ns = quantile(&mut within, 0.5);
-    s.threads_p50 = quantile(&mut threads, 0.5) as u32;
-    Some(s)
-}
-
-/// The `q` quantile (nearest rank) of `v`, sorted in place; 0 when empty.
-fn quantile(v: &mut [u64], q: f64) -> u64 {
-    if v.is_empty() {
-        return 0;
-    }
-    v.sort_unstable();
-    let i = ((q * v.len() as f64).ceil() as usize).clamp(1, v.len()) - 1;
-    v[i]
-}
-
 /// The diagnosis of a recording: every stall, its causes and culprits, and a summary.
 pub fn diagnose(rec: &Recording) -> Report {
     let meta = &rec.meta;
@@ -793,6 +513,8 @@ pub fn diagnose(rec: &Recording) -> Report {
 mod tests {
     use super::*;
     use crate::spans::tests::{begin, end};
+    use crate::summary::boost_summary;
+    use hotspot_log::Safepoint;
     use recording::StallContext;
 
     fn code(

@@ -33,8 +33,10 @@ mod diagnose;
 pub mod evidence;
 pub mod instigator;
 pub mod report;
+mod safepoints;
 pub mod signals;
 mod spans;
+mod summary;
 pub mod wait;
 
 pub use causes::Cause;
