@@ -35,7 +35,7 @@ class CountedLoopIT {
                 .jvmArgs("-XX:+UseParallelGC", "-XX:-UseCountedLoopSafepoints",
                         "-Xlog:safepoint:file=" + safepoints + ":uptime")
                 .agent("resolution=1ms,interval=1s,log=" + hlog)
-                .start(CountedLoopApp.class, "2")) {
+                .start(CountedLoopApp.class, "3")) {
             jvm.awaitLine("done", Duration.ofSeconds(90));
             assertTrue(jvm.awaitExit(Duration.ofSeconds(30)) == 0, "exit status" + jvm.describe());
         }
@@ -49,7 +49,11 @@ class CountedLoopIT {
         String report = "max hiccup " + maxHiccupNs / 1e6 + " ms, longest safepoint (Total) "
                 + longestSafepointNs / 1e6 + " ms on " + jdk;
         System.out.println(report);
-        assertTrue(longestSafepointNs > 100 * MS, "the counted loop delays safepoints: " + report);
+        // Each GC waits for the rest of the loop's call: anything from nothing to a whole call,
+        // which C2 vectorises on JDK 25 (one CI run's longest of two was 86 ms). Three GCs, and
+        // 20 ms: far beyond a safepoint without the loop (under 1 ms here), and met by the
+        // longest of three waits but in a fraction of a percent of runs.
+        assertTrue(longestSafepointNs > 20 * MS, "the counted loop delays safepoints: " + report);
         assertTrue(maxHiccupNs >= longestSafepointNs / 2 && maxHiccupNs <= 2 * longestSafepointNs + 50 * MS, report);
     }
 }
