@@ -12,8 +12,8 @@
 //! JDK 25's `jdk.SafepointLatency` gives the stack where a sampled thread reached its next
 //! safepoint poll, and how long that took: the best evidence for a thread late to a safepoint.
 
-use hotspot_log::jfr::JavaFrame;
 use recording::FrameSample;
+use recording::disk::JavaFrame;
 use serde::{Deserialize, Serialize};
 
 /// The furthest from a stall a stack may have been taken and still be shown for it. JFR takes

@@ -528,7 +528,7 @@ mod tests {
             latency_ns: None,
             frames: methods
                 .iter()
-                .map(|m| hotspot_log::jfr::JavaFrame {
+                .map(|m| recording::disk::JavaFrame {
                     method: m.to_string(),
                     line: Some(9),
                     kind: String::new(),

@@ -8,8 +8,8 @@
 //! from the thread's own counters (schedstat), which are exact; the samples split the rest.
 
 use crate::wait::{Seen, Wait, seen};
-use procwatch::task::{Syscall, TaskSample};
 use recording::Sample;
+use recording::disk::{Syscall, TaskSample};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
 
@@ -431,7 +431,7 @@ pub fn rebuild(samples: &[&Sample], clock_ticks: u64, start_ns: u64, end_ns: u64
 #[cfg(test)]
 mod tests {
     use super::*;
-    use procwatch::task::Syscall;
+    use recording::disk::Syscall;
 
     const MS: u64 = 1_000_000;
 

@@ -11,7 +11,7 @@
 
 use crate::causes::Cause;
 use crate::report::{CpuShare, Finding, Instigator, InstigatorKind, SafepointView};
-use procwatch::task::Syscall;
+use recording::disk::Syscall;
 use recording::units::fmt_ns;
 use recording::{Sample, Who, WhoProcess, WhoThread};
 use std::collections::{BTreeMap, HashMap};
@@ -48,7 +48,7 @@ pub struct WhoInputs<'a> {
     pub start_ns: u64,
     pub end_ns: u64,
     pub samples: &'a [&'a Sample],
-    pub trace: &'a [procwatch::trace::TraceEvent],
+    pub trace: &'a [recording::disk::TraceEvent],
 }
 
 /// Gives each finding its instigator (where one is known), and where one is expected and none
@@ -886,8 +886,8 @@ const LOCK_WAIT_MIN_NS: u64 = 1_000_000;
 /// of at least [`LOCK_WAIT_MIN_NS`] overlapping the stall, the thread that last took the lock
 /// (to read or to write) before the wait began; by the waiting time it explains.
 fn lock_holders(inp: &WhoInputs) -> HashMap<i32, u64> {
-    use procwatch::trace::TraceEvent::{MmapLockAcquired, MmapLockStart};
-    let mut ev: Vec<&procwatch::trace::TraceEvent> = inp
+    use recording::disk::TraceEvent::{MmapLockAcquired, MmapLockStart};
+    let mut ev: Vec<&recording::disk::TraceEvent> = inp
         .trace
         .iter()
         .filter(|e| matches!(e, MmapLockStart { .. } | MmapLockAcquired { .. }))
@@ -1213,7 +1213,7 @@ mod tests {
     #[test]
     fn who_wrote_or_flushed_is_named_only_when_one_did_most_of_it() {
         let names = HashMap::from([(30, "journal-flusher".to_string())]);
-        let flushing = procwatch::task::TaskSample {
+        let flushing = recording::disk::TaskSample {
             tid: 30,
             comm: "journal-flushe".into(),
             state: 'D',

@@ -129,9 +129,9 @@ pub fn system_signals(meta: &Meta, sys: &[&SystemSample]) -> SystemSignals {
     let tick_ns = 1_000_000_000 / meta.clock_ticks.max(1);
     let sub = |a: u64, b: u64| b.saturating_sub(a);
     let vm =
-        |f: fn(&procwatch::system::VmStat) -> u64| move |s: &SystemSample| s.vmstat.as_ref().map(f);
+        |f: fn(&recording::disk::VmStat) -> u64| move |s: &SystemSample| s.vmstat.as_ref().map(f);
     let mc =
-        |f: fn(&procwatch::cgroup::Memory) -> u64| move |s: &SystemSample| s.memcg.as_ref().map(f);
+        |f: fn(&recording::disk::Memory) -> u64| move |s: &SystemSample| s.memcg.as_ref().map(f);
     // Memory pressure of the target's own cgroup when it has one, else of the machine.
     let own_psi = last.is_some_and(|l| l.cgroup_pressure.is_some());
     let mem_full = move |s: &SystemSample| {
@@ -208,8 +208,8 @@ pub fn system_signals(meta: &Meta, sys: &[&SystemSample]) -> SystemSignals {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use procwatch::system::{CpuTimes, VmStat};
-    use procwatch::task::ProcessMemory;
+    use recording::disk::ProcessMemory;
+    use recording::disk::{CpuTimes, VmStat};
 
     const MS: u64 = 1_000_000;
 

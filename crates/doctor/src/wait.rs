@@ -7,7 +7,7 @@
 //! Invariant: a pure function of one sample; when nothing says what the thread waited for, the
 //! answer is `Other`, never a guess.
 
-use procwatch::task::{Syscall, TaskSample};
+use recording::disk::{Syscall, TaskSample};
 use serde::Serialize;
 
 /// What a thread off a CPU was waiting for.

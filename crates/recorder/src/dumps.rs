@@ -147,7 +147,7 @@ impl Dumper {
                             name: t.name,
                             event: EVENT.into(),
                             latency_ns: Some(answered.saturating_sub(asked)),
-                            frames: t.frames,
+                            frames: recording::disk::all(t.frames),
                             truncated: false,
                             agct: None,
                         });

@@ -252,7 +252,7 @@ fn record_child(s: &Settings, child: Spawn, l: &Launch, stop: &AtomicBool) -> Re
         }
         let jc = match jc {
             Some(c) => {
-                w.events.line(&Event::Counters { t: mono_ns(), info: c.info.clone() })?;
+                w.events.line(&Event::Counters { t: mono_ns(), info: c.info.clone().into() })?;
                 Some(c)
             }
             None => open_counters(pid, &mut w)?,

@@ -191,7 +191,7 @@ pub(crate) fn meta(
         threshold_ns: s.threshold_ns,
         sample_interval_ns: s.sample_interval_ns,
         safepoint_timeout_ms: timeout_ms,
-        cgroups: Some(procwatch::cgroup::of(pid)),
+        cgroups: Some(procwatch::cgroup::of(pid).into()),
         recorder_shares: Some(sampler::shares(
             &procwatch::cgroup::of(pid),
             &procwatch::cgroup::of(0),
@@ -243,7 +243,7 @@ pub(crate) fn open_counters(
     };
     match opened {
         Ok(c) => {
-            w.events.line(&Event::Counters { t: mono_ns(), info: c.info.clone() })?;
+            w.events.line(&Event::Counters { t: mono_ns(), info: c.info.clone().into() })?;
             Ok(Some(c))
         }
         Err(e) => {

@@ -87,7 +87,7 @@ impl Outside {
                     Ok(cc) => {
                         let frames = name(cc, pid, &r);
                         if !frames.is_empty() {
-                            let _ = out.line(&FramesLine::Sample(FrameSample { t: r.t, tid: r.tid, name: r.name, event: EVENT.into(), latency_ns: None, frames, truncated: false, agct: None }));
+                            let _ = out.line(&FramesLine::Sample(FrameSample { t: r.t, tid: r.tid, name: r.name, event: EVENT.into(), latency_ns: None, frames: recording::disk::all(frames), truncated: false, agct: None }));
                         }
                     }
                     Err(e) => {

@@ -8,8 +8,8 @@
 //! it); its operation's name is never invented: `GC` with the collector's name where one paused
 //! in it, else `unknown`.
 
+use crate::disk::{CounterLook, CountersInfo};
 use hotspot_log::{Format, Safepoint, Source, Stamps};
-use procwatch::jvmcounters::{self, CounterLook, CountersInfo};
 
 fn op_of(info: &CountersInfo, collectors: &[usize], cause: Option<&str>) -> String {
     if collectors.is_empty() {
@@ -44,7 +44,8 @@ fn cause_between(looks: &[CounterLook], from: u64, to: u64) -> Option<&str> {
 
 /// The safepoints the looks saw begin and end, as safepoint records on the recording's clock.
 pub fn safepoints(looks: &[CounterLook], info: &CountersInfo) -> Vec<Safepoint> {
-    jvmcounters::safepoints(looks, info.safepoint_time_includes_sync)
+    let theirs: Vec<procwatch::jvmcounters::CounterLook> = looks.iter().map(Into::into).collect();
+    procwatch::jvmcounters::safepoints(&theirs, info.safepoint_time_includes_sync)
         .into_iter()
         .map(|c| {
             let end = c.end_ns();
@@ -153,7 +154,7 @@ mod tests {
         for l in &mut looks {
             l.gcs = vec![
                 Default::default(),
-                jvmcounters::GcLook { invocations: 0, ..Default::default() },
+                crate::disk::GcLook { invocations: 0, ..Default::default() },
             ];
         }
         looks[2].gcs[1].invocations = 1;
@@ -180,7 +181,7 @@ mod tests {
             l.gcs = vec![Default::default(), Default::default()];
         }
         looks[3].gcs[1] =
-            jvmcounters::GcLook { invocations: 1, last_entry_ns: 5, last_exit_ns: 0, cycle: false };
+            crate::disk::GcLook { invocations: 1, last_entry_ns: 5, last_exit_ns: 0, cycle: false };
         looks[3].gc_cause = Some("Allocation Failure".into());
         assert_eq!(
             unended(&looks, &info(), 103 * MS, 2000 * MS).op,

@@ -10,7 +10,8 @@
 //! # Ok::<(), recording::Error>(())
 //! ```
 //!
-//! Layers: [`files`] (the names), [`schema`] (what each line holds), [`writer`] (the recorder's
+//! Layers: [`files`] (the names), [`schema`] (what each line holds), [`disk`] (the recording's
+//! own types for what the readers produced, converted from theirs), [`writer`] (the recorder's
 //! side), [`read`] (everything into one [`Recording`]), [`hlog`] (the HdrHistogram interval
 //! logs of the hiccup and control meters), [`counters`] (safepoints from the JVM's perf
 //! counters, where its log says nothing), [`units`] (durations as people type and read
@@ -19,9 +20,10 @@
 //! Invariant: a recording is read by [`Recording::read`] and nothing else, so every command
 //! (`report`, `watch`, the lab) diagnoses the same recording from the same input.
 //!
-//! Depends on procwatch and hotspot-log (the readers whose values it stores) only.
+//! Depends on procwatch and hotspot-log (the readers whose values it converts and stores) only.
 
 pub mod counters;
+pub mod disk;
 pub mod files;
 pub mod hlog;
 pub mod notice;

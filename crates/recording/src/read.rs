@@ -124,7 +124,7 @@ pub struct Recording {
     /// What reading found worth saying that is no damage (where the safepoints came from).
     pub notes: Vec<String>,
     /// The JVM's perf counters, each look that changed (empty when they were not read).
-    pub counters: Vec<procwatch::jvmcounters::CounterLook>,
+    pub counters: Vec<crate::disk::CounterLook>,
     /// Who set the stalls off, as the recorder saw it (`who.jsonl`).
     pub who: Vec<crate::who::Who>,
     /// Whether the recording has `who.jsonl` at all (recordings made before 2026-11-27 do not:
@@ -236,7 +236,7 @@ impl Recording {
     }
 
     /// What the recorder said of the JVM's perf counters, if it read them.
-    pub fn counters_info(&self) -> Option<&procwatch::jvmcounters::CountersInfo> {
+    pub fn counters_info(&self) -> Option<&crate::disk::CountersInfo> {
         self.events.iter().find_map(|e| match e {
             Event::Counters { info, .. } => Some(info),
             _ => None,

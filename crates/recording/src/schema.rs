@@ -5,11 +5,10 @@
 //! Invariant: a field added later is optional on reading (`#[serde(default)]`), so a recording
 //! made by an older stallscope still reads.
 
-use procwatch::cgroup::{Cgroups, Memory, Pressure, Throttling};
-use procwatch::heartbeat::JavaThread;
-use procwatch::maps::Mapping;
-use procwatch::system::{CpuTimes, VmStat};
-use procwatch::task::{ProcessMemory, TaskSample};
+use crate::disk::{
+    Cgroups, CpuTimes, JavaFrame, JavaThread, Mapping, Memory, Pressure, ProcessMemory, TaskSample,
+    Throttling, TraceEvent, VmStat,
+};
 use serde::{Deserialize, Serialize};
 
 /// What was recorded, how, and on what.
@@ -93,7 +92,7 @@ pub enum Event {
         by: StallTrigger,
     },
     /// The recorder watches the JVM's perf counters (`counters.jsonl`): what they say of the JVM.
-    Counters { t: u64, info: procwatch::jvmcounters::CountersInfo },
+    Counters { t: u64, info: crate::disk::CountersInfo },
     /// The JVM has no perf counters the recorder can read, and why: it is watched through
     /// `/proc` alone.
     NoCounters { t: u64, reason: String },
@@ -342,7 +341,7 @@ pub struct FrameSample {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub latency_ns: Option<u64>,
     /// Top first.
-    pub frames: Vec<hotspot_log::jfr::JavaFrame>,
+    pub frames: Vec<JavaFrame>,
     #[serde(default)]
     pub truncated: bool,
     /// For `signal-sample`: AsyncGetCallTrace's reason (negative) when the JVM gave no stack,
@@ -371,5 +370,5 @@ pub struct FramesNote {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct StallTrace {
     pub stall: u32,
-    pub events: Vec<procwatch::trace::TraceEvent>,
+    pub events: Vec<TraceEvent>,
 }

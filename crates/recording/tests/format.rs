@@ -1,9 +1,9 @@
 //! The recording format, pinned: every line of every stored recording (tests/fixtures/recordings,
 //! real runs of every format version) reads into this build's record types and writes back as
-//! the same JSON. The record types still hold `/proc` readers' structs (procwatch's `TaskSample`,
-//! `Mapping`, …); a field renamed, retyped or dropped there changes what is on disk, and fails
-//! here, naming the file and line, before it silently changes docs/formats/recording.md. Such a
-//! change raises `recording::FORMAT`.
+//! the same JSON. The record types are the recording's own (`recording::disk` for what the
+//! `/proc` and JFR readers produced, converted at the boundary); a field renamed, retyped or
+//! dropped in them changes what is on disk, and fails here, naming the file and line, before it
+//! silently changes docs/formats/recording.md. Such a change raises `recording::FORMAT`.
 
 use recording::{
     Event, FrameSample, FramesLine, Meta, Recording, Sample, StallContext, StallTrace,
@@ -101,7 +101,7 @@ fn every_line_of_every_stored_recording_reads_back_as_written() {
         total += round_trips::<FrameSample>(&dir, files::DUMPS);
         total += round_trips::<FrameSample>(&dir, files::STACKS);
         total += round_trips::<FramesLine>(&dir, files::OUTSIDE);
-        total += round_trips::<procwatch::jvmcounters::CounterLook>(&dir, files::COUNTERS);
+        total += round_trips::<recording::disk::CounterLook>(&dir, files::COUNTERS);
         total += round_trips::<Who>(&dir, files::WHO);
         // And the whole recording reads, as the doctor reads it.
         Recording::read(&dir, None).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));

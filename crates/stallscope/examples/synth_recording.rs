@@ -8,9 +8,9 @@
 
 use hdrhistogram::Histogram;
 use hdrhistogram::serialization::{Serializer, V2DeflateSerializer};
-use procwatch::heartbeat::JavaThread;
-use procwatch::system::CpuTimes;
-use procwatch::task::{Syscall, TaskSample};
+use recording::disk::CpuTimes;
+use recording::disk::JavaThread;
+use recording::disk::{Syscall, TaskSample};
 use recording::{Event, JvmTotals, Meta, Sample, StallContext, SystemSample, Writer};
 use std::io::{BufWriter, Write};
 

@@ -17,7 +17,7 @@ use crate::causes::Cause;
 use crate::evidence::{ThreadEvidence, stallscope_own};
 use crate::report::{Confidence, CulpritView, Finding};
 use crate::wait::Wait;
-use procwatch::maps::Mapping;
+use recording::disk::Mapping;
 use recording::units::fmt_ns;
 use std::collections::BTreeMap;
 
@@ -211,7 +211,7 @@ fn culprit_view(t: &ThreadEvidence, held: &[&Held], cause: Cause, inp: &Inputs) 
     let faulting = held.iter().any(|h| h.activity == Activity::Waiting(Wait::PageIn));
     let place = if faulting {
         traced_fault(t.tid, t.first_blocked_t.unwrap_or(inp.end_ns), inp).and_then(|(addr, _)| {
-            let m = procwatch::maps::lookup(inp.maps, addr)?;
+            let m = recording::disk::lookup(inp.maps, addr)?;
             m.is_file().then(|| {
                 format!(
                     "offset {:#x} of {} (page-fault tracepoint)",
@@ -246,7 +246,7 @@ fn culprit_view(t: &ThreadEvidence, held: &[&Held], cause: Cause, inp: &Inputs) 
 
 /// Where an address is: `JIT-compiled code`, `libjvm.so`, a file.
 fn module_of(pc: u64, maps: &[Mapping]) -> Option<String> {
-    let m = procwatch::maps::lookup(maps, pc)?;
+    let m = recording::disk::lookup(maps, pc)?;
     Some(if m.path.is_empty() && m.perms.contains('x') {
         "code the JVM generated (JIT-compiled code or a stub)".to_string()
     } else if m.path.is_empty() {

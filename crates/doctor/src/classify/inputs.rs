@@ -7,8 +7,8 @@ use super::segment::Segment;
 use crate::evidence::{StallEvidence, ThreadEvidence};
 use crate::report::SafepointView;
 use crate::signals::SystemSignals;
-use procwatch::maps::Mapping;
 use recording::Shares;
+use recording::disk::Mapping;
 use std::collections::HashMap;
 
 /// What the doctor knows about one stall.
@@ -38,7 +38,7 @@ pub struct Inputs<'a> {
     pub writeback_files: &'a [(String, u64, u64)],
     pub meter_tid: Option<i32>,
     /// Tracepoint events around the stall (root only).
-    pub trace: &'a [procwatch::trace::TraceEvent],
+    pub trace: &'a [recording::disk::TraceEvent],
     pub clock_ticks: u64,
 }
 

@@ -43,7 +43,7 @@ pub(super) fn shared_writable_files(inp: &Inputs) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     // Files under /dev (/dev/shm: tmpfs, shared memory) are never written back to a disk.
     // Nor are files the recorder found on tmpfs or ramfs (a /tmp on tmpfs holds hsperfdata).
-    let writable = |m: &&procwatch::maps::Mapping| {
+    let writable = |m: &&recording::disk::Mapping| {
         m.is_shared_writable_file()
             && !m.path.starts_with("/dev/")
             && !inp.in_memory_files.contains(&m.path)
@@ -73,7 +73,7 @@ pub(super) fn traced_writeback(
     t: &crate::evidence::ThreadEvidence,
     inp: &Inputs,
 ) -> Option<String> {
-    use procwatch::trace::TraceEvent;
+    use recording::disk::TraceEvent;
     let since = t.first_blocked_t.unwrap_or(inp.start_ns).saturating_sub(WAIT_BEGAN_BEFORE_NS);
     inp.trace.iter().rev().find_map(|e| match e {
         TraceEvent::WritebackWait { tid, t: at, ino, .. } if *tid == t.tid && *at >= since => inp
@@ -87,7 +87,7 @@ pub(super) fn traced_writeback(
 
 /// What the tracepoints say about a thread's last page fault before `until`: (address, ip).
 pub(super) fn traced_fault(tid: i32, until: u64, inp: &Inputs) -> Option<(u64, u64)> {
-    use procwatch::trace::TraceEvent;
+    use recording::disk::TraceEvent;
     inp.trace.iter().rev().find_map(|e| match e {
         TraceEvent::PageFault { tid: t, t: at, address, ip } if *t == tid && *at <= until => {
             Some((*address, *ip))
@@ -99,7 +99,7 @@ pub(super) fn traced_fault(tid: i32, until: u64, inp: &Inputs) -> Option<(u64, u
 /// A thread's mmap_lock waits from the tracepoints, in order: each one's start, and its end if
 /// the trace holds it.
 fn traced_lock_waits(tid: i32, inp: &Inputs) -> Vec<(u64, Option<u64>)> {
-    use procwatch::trace::TraceEvent;
+    use recording::disk::TraceEvent;
     let mut waits = Vec::new();
     let mut started = None;
     for e in inp.trace {

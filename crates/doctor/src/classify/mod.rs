@@ -162,8 +162,8 @@ mod tests {
         sp: SafepointView,
         duration_ns: u64,
         signals: SystemSignals,
-        maps: &[procwatch::maps::Mapping],
-        trace: &[procwatch::trace::TraceEvent],
+        maps: &[recording::disk::Mapping],
+        trace: &[recording::disk::TraceEvent],
     ) -> Vec<Draft> {
         run_seen_files(reaching, at, whole, sp, duration_ns, signals, maps, trace, &[], &[])
     }
@@ -178,8 +178,8 @@ mod tests {
         sp: SafepointView,
         duration_ns: u64,
         signals: SystemSignals,
-        maps: &[procwatch::maps::Mapping],
-        trace: &[procwatch::trace::TraceEvent],
+        maps: &[recording::disk::Mapping],
+        trace: &[recording::disk::TraceEvent],
         writeback_files: &[(String, u64, u64)],
         mapped_files: &[(String, u64, u64)],
     ) -> Vec<Draft> {
@@ -395,8 +395,8 @@ mod tests {
     /// started every 150 ms. A compiler thread 147 ms in D in `folio_wait_bit` outside any
     /// system call, its major faults unmoved, named by SafepointTimeout.
     fn held_in_a_write_fault(
-        maps: &[procwatch::maps::Mapping],
-        trace: &[procwatch::trace::TraceEvent],
+        maps: &[recording::disk::Mapping],
+        trace: &[recording::disk::TraceEvent],
     ) -> Vec<Draft> {
         let mut c2 = thread(9, "C2 CompilerThre", 'D', 200_000, 0);
         c2.span_ns = 150 * MS;
@@ -415,8 +415,8 @@ mod tests {
         run_seen(Some(vec![c2.clone()]), None, vec![c2], sp, 154 * MS, signals, maps, trace)
     }
 
-    fn mapping(perms: &str, inode: u64, path: &str) -> procwatch::maps::Mapping {
-        procwatch::maps::Mapping {
+    fn mapping(perms: &str, inode: u64, path: &str) -> recording::disk::Mapping {
+        recording::disk::Mapping {
             start: inode << 20,
             end: (inode << 20) + 32768,
             perms: perms.into(),
@@ -445,7 +445,7 @@ mod tests {
         assert!(fin.fix.contains("jstat"), "and what it costs: {}", fin.fix);
 
         // The writeback tracepoint names the inode: certain, and that file.
-        let trace = [procwatch::trace::TraceEvent::WritebackWait {
+        let trace = [recording::disk::TraceEvent::WritebackWait {
             t: 10 * MS,
             tid: 9,
             ino: 7,
@@ -493,7 +493,7 @@ mod tests {
         signals.memory.writeback_pages = Some(0);
         let files =
             [("/tmp/hsperfdata_root/42".to_string(), 1, 0), ("/data/state.dat".to_string(), 0, 16)];
-        let go_with = |maps: &[procwatch::maps::Mapping],
+        let go_with = |maps: &[recording::disk::Mapping],
                        files: &[(String, u64, u64)],
                        mapped: &[(String, u64, u64)]| {
             run_seen_files(
@@ -673,7 +673,7 @@ mod tests {
             t
         };
         let t = blocked(20 * MS);
-        let fault = [procwatch::trace::TraceEvent::PageFault {
+        let fault = [recording::disk::TraceEvent::PageFault {
             t: 10 * MS,
             tid: 9,
             address: (7 << 20) + 4096,
@@ -692,7 +692,7 @@ mod tests {
         assert_eq!((f[0].cause, f[0].confidence), (Cause::MappedWriteback, Confidence::Medium));
         // A writeback wait traced long before the thread blocked (an fsync a minute ago) names
         // nothing.
-        let old = [procwatch::trace::TraceEvent::WritebackWait {
+        let old = [recording::disk::TraceEvent::WritebackWait {
             t: 0,
             tid: 9,
             ino: 7,

@@ -217,7 +217,7 @@ fn page_in_cause(t: &ThreadEvidence, role: Role, inp: &Inputs) -> Reading {
     // With tracepoints, the fault's address says what it was: a data file, or the JVM's own
     // files (code, the class archive), which only fault when memory pressure evicted them.
     if let Some((addr, _)) = traced_fault(t.tid, t.first_blocked_t.unwrap_or(inp.end_ns), inp)
-        && let Some(m) = procwatch::maps::lookup(inp.maps, addr).filter(|m| m.is_file())
+        && let Some(m) = recording::disk::lookup(inp.maps, addr).filter(|m| m.is_file())
     {
         if m.is_shared_writable_file() && faults == 0 && !mem.reclaiming() {
             // A fault on a file mapped shared and writable that read nothing in: a write fault

@@ -296,7 +296,7 @@ impl<'a> Watcher<'a> {
         let mut looked = Vec::new();
         let c = self.pulse.check(now, self.opts.threshold_ns, &mut |l| looked.push(l.clone()));
         for l in looked {
-            self.w.counters.line(&l)?;
+            self.w.counters.line(&recording::disk::CounterLook::from(l))?;
         }
         if let Some(a) = &self.hooks.askable {
             a.store(matches!(c, Check::Quiet { .. }), Ordering::Relaxed);
@@ -527,7 +527,7 @@ pub fn run(
     if let Some(l) = wt.pulse.counters.as_ref().and_then(|c| c.last()) {
         // The last look closes the last window the doctor reads.
         let l = l.clone();
-        wt.w.counters.line(&l)?;
+        wt.w.counters.line(&recording::disk::CounterLook::from(l))?;
     }
     if let (Ending::TargetExited, false, Some(hb)) = (&end, (until.alive)(), &wt.pulse.hb) {
         // A JVM that died without its shutdown hooks (SIGKILL, the OOM killer, a crash) leaves
@@ -553,15 +553,15 @@ impl Watcher<'_> {
                     // The loop's looks first (the first of them after a gap in this file), then
                     // this watcher's from there on.
                     for (i, l) in looks.iter().enumerate() {
-                        self.w.counters.line(&procwatch::jvmcounters::CounterLook {
+                        self.w.counters.line(&recording::disk::CounterLook {
                             gap: i == 0,
-                            ..l.clone()
+                            ..l.clone().into()
                         })?;
                     }
                     let mut looked = Vec::new();
                     self.pulse.adopt(&st, now, looks.last(), &mut |l| looked.push(l.clone()));
                     for l in looked {
-                        self.w.counters.line(&l)?;
+                        self.w.counters.line(&recording::disk::CounterLook::from(l))?;
                     }
                     Check::Stalled(st)
                 }

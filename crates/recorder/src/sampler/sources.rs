@@ -88,16 +88,22 @@ pub(super) fn system_sample(t: u64, stall: u32, baseline: bool, src: &Sources) -
         stall,
         baseline,
         tlb: system::read_tlb_shootdowns(),
-        cpu: system::read_cpu_times(),
+        cpu: system::read_cpu_times().map(Into::into),
         psi_cpu_us: system::read_psi_some_total_us("cpu"),
         psi_io_us: system::read_psi_some_total_us("io"),
         psi_memory_us: system::read_psi_some_total_us("memory"),
-        throttling: src.target.cpu.as_ref().and_then(|g| g.throttling()),
-        vmstat: system::read_vmstat(),
+        throttling: src.target.cpu.as_ref().and_then(|g| g.throttling()).map(Into::into),
+        vmstat: system::read_vmstat().map(Into::into),
         psi_memory_full_us: system::read_psi_memory_full_us(),
-        process: procwatch::task::process_memory(src.pid),
-        memcg: src.target.memory.as_ref().filter(|g| g.path != "/").and_then(|g| g.memory()),
-        cgroup_pressure: unified.and_then(|g| g.pressure()),
+        process: procwatch::task::process_memory(src.pid).map(Into::into),
+        memcg: src
+            .target
+            .memory
+            .as_ref()
+            .filter(|g| g.path != "/")
+            .and_then(|g| g.memory())
+            .map(Into::into),
+        cgroup_pressure: unified.and_then(|g| g.pressure()).map(Into::into),
         recorder: src.recorder(),
         jvm: None,
     }

@@ -98,7 +98,7 @@ impl Watcher<'_> {
                 stall,
                 full: true,
                 baseline: true,
-                threads: self.idle.threads.clone(),
+                threads: recording::disk::all(self.idle.threads.clone()),
                 gone: vec![],
             })?;
         }
@@ -175,7 +175,7 @@ impl Watcher<'_> {
                 stall,
                 full: first,
                 baseline: false,
-                threads,
+                threads: recording::disk::all(threads),
                 gone,
             })?;
             first = false;
@@ -217,7 +217,7 @@ impl Watcher<'_> {
             let mut counted = Vec::new();
             out.still = self.pulse.still(st, looked, &mut |l| counted.push(l.clone()));
             for l in counted {
-                self.w.counters.line(&l)?;
+                self.w.counters.line(&recording::disk::CounterLook::from(l))?;
             }
             if out.still != Still::Stalled || until.stop.load(Ordering::Relaxed) {
                 return Ok(out);
@@ -257,7 +257,7 @@ impl Watcher<'_> {
                 stall,
                 full: true,
                 baseline: false,
-                threads: cur.clone(),
+                threads: recording::disk::all(cur.clone()),
                 gone: vec![],
             })?;
         }

@@ -61,7 +61,11 @@ impl TraceWriter {
                             .collect();
                         let _ = out.line(&StallTrace {
                             stall: r.stall,
-                            events: keep_recent(mine, &r.blocked, r.lock_from),
+                            events: recording::disk::all(keep_recent(
+                                mine,
+                                &r.blocked,
+                                r.lock_from,
+                            )),
                         });
                     }
                 }

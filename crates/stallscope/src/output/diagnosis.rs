@@ -83,7 +83,7 @@ pub fn now_text(
     stall: Option<u32>,
     pid: i32,
     after_ns: u64,
-    counters: Option<&procwatch::jvmcounters::CounterLook>,
+    counters: Option<&recording::disk::CounterLook>,
 ) -> String {
     let mut out = String::new();
     let open = stall.and_then(|n| r.stalls.iter().find(|s| s.stall == n));

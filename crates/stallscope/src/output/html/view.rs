@@ -289,7 +289,7 @@ fn strips(
     culprits: &HashSet<i32>,
     names: &HashMap<i32, String>,
 ) -> Strips {
-    let mut current: HashMap<i32, procwatch::task::TaskSample> = HashMap::new();
+    let mut current: HashMap<i32, recording::disk::TaskSample> = HashMap::new();
     let mut comms: HashMap<i32, String> = HashMap::new();
     let mut times = Vec::new();
     let mut cols: Vec<HashMap<i32, (char, String)>> = Vec::new();
