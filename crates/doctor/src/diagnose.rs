@@ -143,52 +143,9 @@ fn diagnose_stall(
             c.java_threads.iter().filter(|j| j.tid > 0).map(|j| (j.tid, j.name.clone())).collect()
         })
         .unwrap_or_default();
-    // A safepoint that began before the previous stall ended is that stall's (see below).
-    let own = |s: &SafepointView| floor == 0 || s.start_mono_ns >= floor;
-    let safepoint =
-        match_safepoint(seen, &rec.safepoints, &rec.unfinished_culprits, rec.open_sync_ns, &names)
-            .filter(own)
-            .or_else(|| unended_safepoint(rec, seen));
-    let spanned: Vec<SafepointView> = if safepoint.as_ref().is_some_and(|s| s.unfinished) {
-        safepoint.iter().cloned().collect()
-    } else {
-        spanned_safepoints(seen, &rec.safepoints, safepoint.as_ref(), &names)
-    };
-    let spanned: Vec<SafepointView> = spanned.into_iter().filter(own).collect();
-    // The world stopped when the safepoint began, even if the meter noticed later (it was
-    // asleep, or the recorder itself was held up): the stall starts there.
-    // Not, though, into the previous stall: when the heartbeat resumed inside a safepoint (its
-    // tick held up, then published) and stalled again, that safepoint is already explained there
-    // (seen in a lab run: a second 1.6 s "unknown" stall made of the first one's safepoint), and
-    // `own` left it out above.
-    // Nor back past the meter's last tick: the meter is a Java thread, so while it ticked no
-    // thread was stopped yet. (A VM thread held before it stops any thread, e.g. in a write
-    // fault on its perf counters, starts the safepoint's clock long before the world stops.)
-    let mut span = seen.clone();
-    let ran_until = seen.last_tick_ns.unwrap_or(0);
-    if let Some(first) = spanned.first().filter(|s| {
-        s.start_mono_ns < span.start_ns
-            && s.start_mono_ns + s.total_ns > span.start_ns
-            && ran_until <= s.start_mono_ns + TICK_AFTER_BEGIN_NS
-    }) {
-        span.start_ns = first.start_mono_ns;
-    }
-    // The other case: the meter ticked well into the safepoint's TTSP, so the VM thread began it
-    // (and started its clock) long before it stopped anyone. The log's TTSP is not what the
-    // application felt; say how much of it was the VM thread's own lateness.
-    let begun_before_stop_ns = safepoint
-        .as_ref()
-        .filter(|s| {
-            s.start_mono_ns < span.start_ns
-                && ran_until > s.start_mono_ns + LATE_BEGIN_NS
-                && !s.unfinished
-        })
-        .map(|s| ran_until.min(s.start_mono_ns + s.ttsp_ns) - s.start_mono_ns);
-    // A stall under way when the recorder started (`attach` to a JVM stuck already) is judged on
-    // the part it saw: what held the JVM before is not known, and not counted against the cause.
-    let full = span.clone();
-    let unseen_ns = meta.start_mono_ns.saturating_sub(span.start_ns).min(span.duration_ns());
-    span.start_ns += unseen_ns;
+    let (safepoint, spanned) = stall_safepoints(rec, seen, floor, &names);
+    let (full, span, unseen_ns, begun_before_stop_ns) =
+        stall_extent(seen, &spanned, safepoint.as_ref(), meta.start_mono_ns);
     let span = &span;
     let until = if span.exited_during { u64::MAX } else { span.end_ns };
     // From the stall's start: a thread's run-queue wait before its first sample counts from there.
@@ -274,29 +231,8 @@ fn diagnose_stall(
             (span.start_ns, span.start_ns + duration),
         );
     }
-    // Java names from every stall's table where this one's lacks a thread (the agent's table
-    // of the first stalls may not be written yet): a thread keeps its id.
-    let mut who_names = all_names.clone();
-    who_names.extend(names.iter().map(|(k, v)| (*k, v.clone())));
-    let who = crate::instigator::WhoInputs {
-        stall,
-        lines: rec.who.iter().filter(|w| w.stall() == stall).collect(),
-        has_who: rec.has_who,
-        tracepoints: meta.tracepoints,
-        names: &who_names,
-        start_ns: full.start_ns,
-        end_ns: span.end_ns,
-        samples,
-        trace,
-    };
-    // Frozen in place by a cgroup freezer: its threads' states do not say it, its file does.
-    if findings.first().is_none_or(|f| f.cause != Cause::Frozen)
-        && let Some(f) = crate::instigator::held_finding(&who, classify::HIGH_SHARE)
-    {
-        findings = vec![f];
-        raw.clear();
-    }
-    crate::instigator::assign(&mut findings, &who, safepoint.as_ref());
+    let who = WhoSpan { samples, trace, start_ns: full.start_ns, end_ns: span.end_ns };
+    instigators(rec, stall, who, &names, all_names, safepoint.as_ref(), &mut findings, &mut raw);
     StallReport {
         stall,
         start_mono_ns: full.start_ns,
@@ -313,6 +249,120 @@ fn diagnose_stall(
         raw,
         begun_before_stop_ns,
     }
+}
+
+/// The safepoint that held the world during a stall, and every one it spans; none that began
+/// before the previous stall ended at `floor` (that stall's already).
+fn stall_safepoints(
+    rec: &Recording,
+    seen: &StallSpan,
+    floor: u64,
+    names: &HashMap<i32, String>,
+) -> (Option<SafepointView>, Vec<SafepointView>) {
+    // A safepoint that began before the previous stall ended is that stall's (see below).
+    let own = |s: &SafepointView| floor == 0 || s.start_mono_ns >= floor;
+    let safepoint =
+        match_safepoint(seen, &rec.safepoints, &rec.unfinished_culprits, rec.open_sync_ns, names)
+            .filter(own)
+            .or_else(|| unended_safepoint(rec, seen));
+    let spanned: Vec<SafepointView> = if safepoint.as_ref().is_some_and(|s| s.unfinished) {
+        safepoint.iter().cloned().collect()
+    } else {
+        spanned_safepoints(seen, &rec.safepoints, safepoint.as_ref(), names)
+    };
+    let spanned: Vec<SafepointView> = spanned.into_iter().filter(own).collect();
+    (safepoint, spanned)
+}
+
+/// When a stall really began and ended (`full`), the part of it after the recorder started, how
+/// much of it came before the recorder started, and how long the VM thread began its safepoint
+/// before it stopped anyone.
+fn stall_extent(
+    seen: &StallSpan,
+    spanned: &[SafepointView],
+    safepoint: Option<&SafepointView>,
+    recording_start_ns: u64,
+) -> (StallSpan, StallSpan, u64, Option<u64>) {
+    // The world stopped when the safepoint began, even if the meter noticed later (it was
+    // asleep, or the recorder itself was held up): the stall starts there.
+    // Not, though, into the previous stall: when the heartbeat resumed inside a safepoint (its
+    // tick held up, then published) and stalled again, that safepoint is already explained there
+    // (seen in a lab run: a second 1.6 s "unknown" stall made of the first one's safepoint), and
+    // `stall_safepoints` left it out.
+    // Nor back past the meter's last tick: the meter is a Java thread, so while it ticked no
+    // thread was stopped yet. (A VM thread held before it stops any thread, e.g. in a write
+    // fault on its perf counters, starts the safepoint's clock long before the world stops.)
+    let mut span = seen.clone();
+    let ran_until = seen.last_tick_ns.unwrap_or(0);
+    if let Some(first) = spanned.first().filter(|s| {
+        s.start_mono_ns < span.start_ns
+            && s.start_mono_ns + s.total_ns > span.start_ns
+            && ran_until <= s.start_mono_ns + TICK_AFTER_BEGIN_NS
+    }) {
+        span.start_ns = first.start_mono_ns;
+    }
+    // The other case: the meter ticked well into the safepoint's TTSP, so the VM thread began it
+    // (and started its clock) long before it stopped anyone. The log's TTSP is not what the
+    // application felt; say how much of it was the VM thread's own lateness.
+    let begun_before_stop_ns = safepoint
+        .filter(|s| {
+            s.start_mono_ns < span.start_ns
+                && ran_until > s.start_mono_ns + LATE_BEGIN_NS
+                && !s.unfinished
+        })
+        .map(|s| ran_until.min(s.start_mono_ns + s.ttsp_ns) - s.start_mono_ns);
+    // A stall under way when the recorder started (`attach` to a JVM stuck already) is judged on
+    // the part it saw: what held the JVM before is not known, and not counted against the cause.
+    let full = span.clone();
+    let unseen_ns = recording_start_ns.saturating_sub(span.start_ns).min(span.duration_ns());
+    span.start_ns += unseen_ns;
+    (full, span, unseen_ns, begun_before_stop_ns)
+}
+
+/// A stall's window and the samples and tracepoint events in it, for naming who set it off.
+struct WhoSpan<'a> {
+    samples: &'a [&'a Sample],
+    trace: &'a [recording::disk::TraceEvent],
+    start_ns: u64,
+    end_ns: u64,
+}
+
+/// Names who set off each finding of a stall (and, for a JVM frozen in place by a cgroup
+/// freezer, which its threads' states do not show, replaces them with that).
+#[allow(clippy::too_many_arguments)]
+fn instigators(
+    rec: &Recording,
+    stall: u32,
+    w: WhoSpan,
+    names: &HashMap<i32, String>,
+    all_names: &HashMap<i32, String>,
+    safepoint: Option<&SafepointView>,
+    findings: &mut Vec<Finding>,
+    raw: &mut Vec<ThreadLine>,
+) {
+    // Java names from every stall's table where this one's lacks a thread (the agent's table
+    // of the first stalls may not be written yet): a thread keeps its id.
+    let mut who_names = all_names.clone();
+    who_names.extend(names.iter().map(|(k, v)| (*k, v.clone())));
+    let who = crate::instigator::WhoInputs {
+        stall,
+        lines: rec.who.iter().filter(|w| w.stall() == stall).collect(),
+        has_who: rec.has_who,
+        tracepoints: rec.meta.tracepoints,
+        names: &who_names,
+        start_ns: w.start_ns,
+        end_ns: w.end_ns,
+        samples: w.samples,
+        trace: w.trace,
+    };
+    // Frozen in place by a cgroup freezer: its threads' states do not say it, its file does.
+    if findings.first().is_none_or(|f| f.cause != Cause::Frozen)
+        && let Some(f) = crate::instigator::held_finding(&who, classify::HIGH_SHARE)
+    {
+        *findings = vec![f];
+        raw.clear();
+    }
+    crate::instigator::assign(findings, &who, safepoint);
 }
 
 /// Gives each culprit its code (the JVM's stack sample nearest the stall, see [`crate::code`]),
