@@ -321,17 +321,7 @@ fn guard_jvm(sh: Arc<Shared>, j: JvmProcess, g: Guarding) {
 pub fn run(cfg: Config, stop: &AtomicBool) -> Result<()> {
     let jar = recorder::agent_jar::find(cfg.agent.as_deref())?;
     let out = own_out_dir(&cfg.out)?;
-    if let Selection::Pids(pids) = &cfg.selection {
-        for &pid in pids {
-            match procwatch::jvms::jvm(pid) {
-                Ok(Some(_)) => {}
-                Ok(None) => bail!(
-                    "pid {pid}: no such process, or not a JVM (no libjvm.so is mapped); `stallscope jvms` lists the JVMs"
-                ),
-                Err(u) => bail!("pid {pid}: {}", u.reason),
-            }
-        }
-    }
+    check_named_pids(&cfg.selection)?;
     let metrics = Metrics::new();
     if let Some(a) = cfg.metrics {
         let bound = metrics.serve(a)?;
@@ -370,26 +360,7 @@ pub fn run(cfg: Config, stop: &AtomicBool) -> Result<()> {
         attach: cfg.attach,
         notices: cfg.notices.clone(),
     });
-    cfg.notices.progress(format!(
-        "watching {} (stalls ≥ {}) {}; recordings in {}",
-        match &cfg.selection {
-            Selection::All => "every JVM".to_string(),
-            Selection::Matching(m) => format!("JVMs matching '{m}'"),
-            Selection::Pids(p) =>
-                format!("pid {}", p.iter().map(|p| p.to_string()).collect::<Vec<_>>().join(", ")),
-        },
-        recording::units::fmt_ns(cfg.threshold_ns),
-        match cfg.attach {
-            Attach::Never =>
-                "from outside (their perf counters and /proc; nothing put into them)".to_string(),
-            Attach::All => "with the agent and safepoint logging in each".to_string(),
-            Attach::After { stalls, window } => format!(
-                "from outside, attaching to a JVM that stalls more than {stalls} times in {}",
-                recording::units::fmt_ns(window.as_nanos() as u64)
-            ),
-        },
-        out.display()
-    ));
+    cfg.notices.progress(starting_line(&cfg, &out));
 
     let mut guarded: HashMap<(i32, u64), Guarded> = HashMap::new();
     let mut discovery = Discovery::default();
@@ -409,26 +380,7 @@ pub fn run(cfg: Config, stop: &AtomicBool) -> Result<()> {
         }
         for j in found {
             let key = (j.pid, j.starttime);
-            let shared_flags = Guarding::default();
-            let labels = labels_of(&j);
-            let jdk = j.java_version.clone().unwrap_or_default();
-            metrics
-                .jvms
-                .get_or_create(&JvmInfoLabels {
-                    pid: labels.pid.clone(),
-                    main: labels.main.clone(),
-                    container: labels.container.clone(),
-                    jdk: jdk.clone(),
-                })
-                .set(1);
-            let thread = {
-                let g = shared_flags.clone();
-                let sh = Arc::clone(&shared);
-                std::thread::Builder::new()
-                    .name(format!("stallscope-jvm-{}", j.pid))
-                    .spawn(move || guard_jvm(sh, j, g))?
-            };
-            guarded.insert(key, Guarded { labels, jdk, flags: shared_flags, thread });
+            guarded.insert(key, start_guarding(j, &shared, &metrics)?);
             ever = true;
         }
         // Closed: the JVM exited, or could not be watched.
@@ -494,6 +446,70 @@ pub fn run(cfg: Config, stop: &AtomicBool) -> Result<()> {
     let _ = analysis.join();
     apply_retention(&out, cfg.retain, &guarded, &metrics, &beats);
     Ok(())
+}
+
+/// Each pid named on the command line is a JVM, or the watch does not start.
+fn check_named_pids(selection: &Selection) -> Result<()> {
+    if let Selection::Pids(pids) = selection {
+        for &pid in pids {
+            match procwatch::jvms::jvm(pid) {
+                Ok(Some(_)) => {}
+                Ok(None) => bail!(
+                    "pid {pid}: no such process, or not a JVM (no libjvm.so is mapped); `stallscope jvms` lists the JVMs"
+                ),
+                Err(u) => bail!("pid {pid}: {}", u.reason),
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The line that says what is watched, how, and where the recordings go.
+fn starting_line(cfg: &Config, out: &std::path::Path) -> String {
+    format!(
+        "watching {} (stalls ≥ {}) {}; recordings in {}",
+        match &cfg.selection {
+            Selection::All => "every JVM".to_string(),
+            Selection::Matching(m) => format!("JVMs matching '{m}'"),
+            Selection::Pids(p) =>
+                format!("pid {}", p.iter().map(|p| p.to_string()).collect::<Vec<_>>().join(", ")),
+        },
+        recording::units::fmt_ns(cfg.threshold_ns),
+        match cfg.attach {
+            Attach::Never =>
+                "from outside (their perf counters and /proc; nothing put into them)".to_string(),
+            Attach::All => "with the agent and safepoint logging in each".to_string(),
+            Attach::After { stalls, window } => format!(
+                "from outside, attaching to a JVM that stalls more than {stalls} times in {}",
+                recording::units::fmt_ns(window.as_nanos() as u64)
+            ),
+        },
+        out.display()
+    )
+}
+
+/// Starts guarding one JVM found: its info series, and a thread of its own.
+fn start_guarding(j: JvmProcess, shared: &Arc<Shared>, metrics: &Metrics) -> Result<Guarded> {
+    let shared_flags = Guarding::default();
+    let labels = labels_of(&j);
+    let jdk = j.java_version.clone().unwrap_or_default();
+    metrics
+        .jvms
+        .get_or_create(&JvmInfoLabels {
+            pid: labels.pid.clone(),
+            main: labels.main.clone(),
+            container: labels.container.clone(),
+            jdk: jdk.clone(),
+        })
+        .set(1);
+    let thread = {
+        let g = shared_flags.clone();
+        let sh = Arc::clone(shared);
+        std::thread::Builder::new()
+            .name(format!("stallscope-jvm-{}", j.pid))
+            .spawn(move || guard_jvm(sh, j, g))?
+    };
+    Ok(Guarded { labels, jdk, flags: shared_flags, thread })
 }
 
 /// `--attach N/WINDOW`: a JVM watched from outside that stalled more than `n` times within
