@@ -239,100 +239,10 @@ fn from_caller(inp: &WhoInputs, op: &str, c: &WhoThread, sp: &SafepointView) -> 
         };
     }
     if c.comm == "Signal Dispatch" || name == "Signal Dispatcher" {
-        // SIGQUIT asks for a thread dump (kill -3; or a jcmd or jstack whose knock at the attach
-        // mechanism was answered too late, after a safepoint held by another was over).
-        let quit = inp.lines.iter().rev().find_map(|w| match w {
-            Who::Signal { sig: 3, sender, .. } => Some(sender),
-            _ => None,
-        });
-        let Some(p) = quit else {
-            return Instigator {
-                kind: InstigatorKind::Jvm,
-                name: "Signal Dispatcher".into(),
-                did: format!(
-                    "a SIGQUIT asked for {op} (kill -3, or a jcmd or jstack whose attach was answered too late, after another safepoint); {}",
-                    if inp.tracepoints {
-                        "no SIGQUIT to the JVM was traced"
-                    } else {
-                        "its sender is seen only by the signal tracepoint (root)"
-                    }
-                ),
-                java_stack: vec![],
-                fix: format!(
-                    "a SIGQUIT thread dump stopped the JVM for {took}: find who sends it SIGQUIT (kill -3, jstack, a supervisor)"
-                ),
-                ..base
-            };
-        };
-        let hint = parents_hint(&p.ancestors);
-        return Instigator {
-            did: format!(
-                "SIGQUIT from {} asked the JVM for a thread dump ({op}){}",
-                p.label(),
-                if p.command().is_empty() { String::new() } else { format!(": {}", p.command()) }
-            ),
-            source: format!(
-                "{source}: the signal dispatcher; SIGQUIT's sender from the kernel's signal:signal_generate tracepoint"
-            ),
-            fix: format!(
-                "a thread dump on SIGQUIT from {} stopped every thread for {took}: stop sending the JVM SIGQUIT{hint}, or have it dump less often",
-                p.comm
-            ),
-            ..process_fields(InstigatorKind::Signal, p)
-        };
+        return from_sigquit(inp, op, &took, &source, base);
     }
     if c.comm == "Attach Listener" || name == "Attach Listener" {
-        let clients: Vec<(&WhoProcess, &String)> = inp
-            .lines
-            .iter()
-            .filter_map(|w| match w {
-                Who::AttachClient { client, asked, .. } => Some((client, asked)),
-                _ => None,
-            })
-            .collect();
-        let Some((p, asked)) = clients.first() else {
-            return Instigator {
-                kind: InstigatorKind::AttachClient,
-                name: "attach client".into(),
-                did: format!(
-                    "a process outside asked for {op} through the JVM's attach listener (jcmd, jmap, jstack or a profiler); it had gone before it could be named"
-                ),
-                java_stack: vec![],
-                fix: format!(
-                    "{op} stopped the JVM for {took}: find the tool that asks for it (jcmd, jmap, jstack, a profiler or monitoring agent), and run it less often, off-peak, or against a replica"
-                ),
-                ..base
-            };
-        };
-        let words = if asked.is_empty() { op.to_string() } else { (*asked).clone() };
-        // Its parent, unless that is init (which says nothing of who ran it).
-        let started_by = p
-            .ancestors
-            .first()
-            .filter(|(pid, _)| *pid > 1)
-            .map(|(pid, c)| format!(", started by {c} (pid {pid})"))
-            .unwrap_or_default();
-        let what = match op_kind(op, &[]) {
-            OpKind::ThreadDump => "a thread dump",
-            OpKind::HeapDump => "a heap dump (or class histogram)",
-            _ => "this operation",
-        };
-        return Instigator {
-            did: format!(
-                "{} asked for `{words}` through the JVM's attach listener{started_by}",
-                p.label()
-            ),
-            source: format!(
-                "{source}: the attach listener; the process at the other end of its connection (sock_diag), and its command line"
-            ),
-            fix: format!(
-                "`{words}` from {} stopped every thread for {took}: {what} stops the JVM for its whole length, so run {} less often, off-peak, or against a replica, and find what starts it{}",
-                p.comm,
-                p.comm,
-                parents_hint(&p.ancestors)
-            ),
-            ..process_fields(InstigatorKind::AttachClient, p)
-        };
+        return from_attach_client(inp, op, &took, &source, base);
     }
     if name.starts_with("RMI TCP Connection") || c.comm.starts_with("RMI TCP Connect") {
         let address = name.rsplit_once(")-").map(|(_, a)| a.to_string());
@@ -361,7 +271,126 @@ fn from_caller(inp: &WhoInputs, op: &str, c: &WhoThread, sp: &SafepointView) -> 
     }
     let at = app_frame(&c.frames).map(|f| format!(" in {f}")).unwrap_or_default();
     let kind = op_kind(op, &c.frames);
-    let (did, fix) = match kind {
+    let (did, fix) = java_thread_words(kind, &name, &at, op, &took);
+
+    Instigator { did, fix, ..base }
+}
+
+/// A thread dump the signal dispatcher ran: SIGQUIT's sender when the tracepoint saw it.
+fn from_sigquit(
+    inp: &WhoInputs,
+    op: &str,
+    took: &str,
+    source: &str,
+    base: Instigator,
+) -> Instigator {
+    // SIGQUIT asks for a thread dump (kill -3; or a jcmd or jstack whose knock at the attach
+    // mechanism was answered too late, after a safepoint held by another was over).
+    let quit = inp.lines.iter().rev().find_map(|w| match w {
+        Who::Signal { sig: 3, sender, .. } => Some(sender),
+        _ => None,
+    });
+    let Some(p) = quit else {
+        return Instigator {
+            kind: InstigatorKind::Jvm,
+            name: "Signal Dispatcher".into(),
+            did: format!(
+                "a SIGQUIT asked for {op} (kill -3, or a jcmd or jstack whose attach was answered too late, after another safepoint); {}",
+                if inp.tracepoints {
+                    "no SIGQUIT to the JVM was traced"
+                } else {
+                    "its sender is seen only by the signal tracepoint (root)"
+                }
+            ),
+            java_stack: vec![],
+            fix: format!(
+                "a SIGQUIT thread dump stopped the JVM for {took}: find who sends it SIGQUIT (kill -3, jstack, a supervisor)"
+            ),
+            ..base
+        };
+    };
+    let hint = parents_hint(&p.ancestors);
+    Instigator {
+        did: format!(
+            "SIGQUIT from {} asked the JVM for a thread dump ({op}){}",
+            p.label(),
+            if p.command().is_empty() { String::new() } else { format!(": {}", p.command()) }
+        ),
+        source: format!(
+            "{source}: the signal dispatcher; SIGQUIT's sender from the kernel's signal:signal_generate tracepoint"
+        ),
+        fix: format!(
+            "a thread dump on SIGQUIT from {} stopped every thread for {took}: stop sending the JVM SIGQUIT{hint}, or have it dump less often",
+            p.comm
+        ),
+        ..process_fields(InstigatorKind::Signal, p)
+    }
+}
+
+/// An operation the attach listener ran: the process at the other end of its connection.
+fn from_attach_client(
+    inp: &WhoInputs,
+    op: &str,
+    took: &str,
+    source: &str,
+    base: Instigator,
+) -> Instigator {
+    let clients: Vec<(&WhoProcess, &String)> = inp
+        .lines
+        .iter()
+        .filter_map(|w| match w {
+            Who::AttachClient { client, asked, .. } => Some((client, asked)),
+            _ => None,
+        })
+        .collect();
+    let Some((p, asked)) = clients.first() else {
+        return Instigator {
+            kind: InstigatorKind::AttachClient,
+            name: "attach client".into(),
+            did: format!(
+                "a process outside asked for {op} through the JVM's attach listener (jcmd, jmap, jstack or a profiler); it had gone before it could be named"
+            ),
+            java_stack: vec![],
+            fix: format!(
+                "{op} stopped the JVM for {took}: find the tool that asks for it (jcmd, jmap, jstack, a profiler or monitoring agent), and run it less often, off-peak, or against a replica"
+            ),
+            ..base
+        };
+    };
+    let words = if asked.is_empty() { op.to_string() } else { (*asked).clone() };
+    // Its parent, unless that is init (which says nothing of who ran it).
+    let started_by = p
+        .ancestors
+        .first()
+        .filter(|(pid, _)| *pid > 1)
+        .map(|(pid, c)| format!(", started by {c} (pid {pid})"))
+        .unwrap_or_default();
+    let what = match op_kind(op, &[]) {
+        OpKind::ThreadDump => "a thread dump",
+        OpKind::HeapDump => "a heap dump (or class histogram)",
+        _ => "this operation",
+    };
+    Instigator {
+        did: format!(
+            "{} asked for `{words}` through the JVM's attach listener{started_by}",
+            p.label()
+        ),
+        source: format!(
+            "{source}: the attach listener; the process at the other end of its connection (sock_diag), and its command line"
+        ),
+        fix: format!(
+            "`{words}` from {} stopped every thread for {took}: {what} stops the JVM for its whole length, so run {} less often, off-peak, or against a replica, and find what starts it{}",
+            p.comm,
+            p.comm,
+            parents_hint(&p.ancestors)
+        ),
+        ..process_fields(InstigatorKind::AttachClient, p)
+    }
+}
+
+/// What a Java thread did and the fix addressed to it, by the kind of operation it asked for.
+fn java_thread_words(kind: OpKind, name: &str, at: &str, op: &str, took: &str) -> (String, String) {
+    match kind {
         OpKind::ThreadDump => (
             format!("thread \"{name}\" asked for a thread dump ({op}){at}"),
             format!(
@@ -400,8 +429,7 @@ fn from_caller(inp: &WhoInputs, op: &str, c: &WhoThread, sp: &SafepointView) -> 
                 "{op}, asked for by \"{name}\"{at}, stopped the JVM for {took}: ask for it less often"
             ),
         ),
-    };
-    Instigator { did, fix, ..base }
+    }
 }
 
 /// `: its parents are cron (pid 812), …` when the parents say something (not just init).
