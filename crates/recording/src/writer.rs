@@ -16,10 +16,13 @@ use std::path::{Path, PathBuf};
 /// An append-only JSON Lines file. Written directly, or (for the recorder) from a thread of its
 /// own, so that a disk that blocks writes (dirty-page throttling, a slow device) never holds up
 /// the caller: lines queue, and past the queue's bound the lossy ones are counted, not written.
-pub struct Appender {
+/// Typed by what its lines hold (`Appender<Sample>`), so that nothing but the recording's own
+/// types reaches its files.
+pub struct Appender<T> {
     path: PathBuf,
     buf: Vec<u8>,
     to: Sink,
+    lines: std::marker::PhantomData<fn(&T)>,
 }
 
 enum Sink {
@@ -34,13 +37,14 @@ enum Sink {
     },
 }
 
-impl Appender {
-    pub fn open(path: &Path) -> Result<Appender, Error> {
+impl<T: Serialize> Appender<T> {
+    pub fn open(path: &Path) -> Result<Appender<T>, Error> {
         let file = create_new(path)?;
         Ok(Appender {
             path: path.to_path_buf(),
             buf: Vec::with_capacity(1 << 16),
             to: Sink::File(file),
+            lines: std::marker::PhantomData,
         })
     }
 
@@ -55,7 +59,7 @@ impl Appender {
 
     /// An appender whose lines are written by a thread of its own, holding at most `capacity`
     /// lines queued; when full, `lossy` ones are dropped (and counted), others wait.
-    pub fn background(path: &Path, capacity: usize, lossy: bool) -> Result<Appender, Error> {
+    pub fn background(path: &Path, capacity: usize, lossy: bool) -> Result<Appender<T>, Error> {
         let mut file = create_new(path)?;
         let (tx, rx) = std::sync::mpsc::sync_channel::<Queued>(capacity);
         let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
@@ -79,11 +83,12 @@ impl Appender {
             path: path.to_path_buf(),
             buf: Vec::new(),
             to: Sink::Queue { tx: Some(tx), thread: Some(thread), dropped: 0, lossy },
+            lines: std::marker::PhantomData,
         })
     }
 
     /// Appends one value as one line, in one write.
-    pub fn line<T: Serialize>(&mut self, v: &T) -> Result<(), Error> {
+    pub fn line(&mut self, v: &T) -> Result<(), Error> {
         self.buf.clear();
         serde_json::to_writer(&mut self.buf, v)
             .map_err(|e| Error::io(&self.path, "cannot encode a record", e.into()))?;
@@ -127,7 +132,7 @@ impl Appender {
     }
 }
 
-impl Drop for Appender {
+impl<T> Drop for Appender<T> {
     fn drop(&mut self) {
         if let Sink::Queue { tx, thread, .. } = &mut self.to {
             drop(tx.take());
@@ -172,45 +177,52 @@ pub struct Writer {
     /// The recording's start on CLOCK_MONOTONIC and the wall clock (from the meta).
     pub start_mono_ns: u64,
     pub start_epoch_ms: i64,
-    pub events: Appender,
-    pub samples: Appender,
-    pub system: Appender,
-    pub context: Appender,
-    pub counters: Appender,
+    pub events: Appender<crate::schema::Event>,
+    pub samples: Appender<crate::schema::Sample>,
+    pub system: Appender<crate::schema::SystemSample>,
+    pub context: Appender<crate::schema::StallContext>,
+    pub counters: Appender<crate::disk::CounterLook>,
 }
 
 impl Writer {
     /// A barrier for every line written so far to each of the recording's files.
     pub fn barrier(&self) -> Barrier {
-        let queues = [&self.events, &self.samples, &self.system, &self.context, &self.counters]
-            .into_iter()
-            .filter_map(|a| a.barrier())
-            .flat_map(|b| b.queues)
-            .collect();
+        let queues = [
+            self.events.barrier(),
+            self.samples.barrier(),
+            self.system.barrier(),
+            self.context.barrier(),
+            self.counters.barrier(),
+        ]
+        .into_iter()
+        .flatten()
+        .flat_map(|b| b.queues)
+        .collect();
         Barrier { queues }
     }
 
     /// Opens the recording in `dir` (created by the caller) and writes its header; its lines are
     /// written directly.
     pub fn open(dir: &Path, meta: &Meta) -> Result<Writer, Error> {
-        Writer::open_with(dir, meta, Appender::open)
+        Writer::open_with(dir, meta, false)
     }
 
     /// The same, with every file written by a thread of its own: the recorder's sampling loop then
     /// never waits on the disk. Samples and system samples are dropped (and counted) past a
     /// queue of 4096 lines; events and contexts wait for room.
     pub fn open_background(dir: &Path, meta: &Meta) -> Result<Writer, Error> {
-        Writer::open_with(dir, meta, |p| {
-            let lossy = p.ends_with(files::SAMPLES) || p.ends_with(files::SYSTEM);
-            Appender::background(p, 4096, lossy)
-        })
+        Writer::open_with(dir, meta, true)
     }
 
-    fn open_with(
-        dir: &Path,
-        meta: &Meta,
-        open: impl Fn(&Path) -> Result<Appender, Error>,
-    ) -> Result<Writer, Error> {
+    fn open_with(dir: &Path, meta: &Meta, background: bool) -> Result<Writer, Error> {
+        fn open<T: Serialize>(p: &Path, background: bool) -> Result<Appender<T>, Error> {
+            if background {
+                let lossy = p.ends_with(files::SAMPLES) || p.ends_with(files::SYSTEM);
+                Appender::background(p, 4096, lossy)
+            } else {
+                Appender::open(p)
+            }
+        }
         std::fs::create_dir_all(dir)
             .map_err(|e| Error::io(dir, "cannot create the recording directory", e))?;
         let header = serde_json::to_vec_pretty(meta)
@@ -223,11 +235,11 @@ impl Writer {
             dir: dir.to_path_buf(),
             start_mono_ns: meta.start_mono_ns,
             start_epoch_ms: meta.start_epoch_ms,
-            events: open(&dir.join(files::EVENTS))?,
-            samples: open(&dir.join(files::SAMPLES))?,
-            system: open(&dir.join(files::SYSTEM))?,
-            context: open(&dir.join(files::CONTEXT))?,
-            counters: open(&dir.join(files::COUNTERS))?,
+            events: open(&dir.join(files::EVENTS), background)?,
+            samples: open(&dir.join(files::SAMPLES), background)?,
+            system: open(&dir.join(files::SYSTEM), background)?,
+            context: open(&dir.join(files::CONTEXT), background)?,
+            counters: open(&dir.join(files::COUNTERS), background)?,
         })
     }
 }

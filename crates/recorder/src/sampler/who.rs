@@ -124,7 +124,7 @@ struct Open {
 
 struct Looker {
     pid: i32,
-    out: Appender,
+    out: Appender<Who>,
     ops: Option<Result<VmOps, String>>,
     signals: Option<procwatch::trace::WhoReader>,
     mounts: Vec<(String, String, std::path::PathBuf)>,
@@ -137,7 +137,7 @@ struct Looker {
 }
 
 impl Looker {
-    fn new(pid: i32, out: Appender, signals: Option<procwatch::trace::WhoReader>) -> Looker {
+    fn new(pid: i32, out: Appender<Who>, signals: Option<procwatch::trace::WhoReader>) -> Looker {
         Looker {
             pid,
             out,
