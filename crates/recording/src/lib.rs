@@ -30,6 +30,7 @@ pub mod notice;
 pub mod read;
 pub mod schema;
 pub mod units;
+pub mod verify;
 pub mod who;
 pub mod writer;
 

@@ -479,7 +479,11 @@ pub fn contained_jvm() -> (Reaper, i32) {
 
 /// The diagnosis of a recording, typed: `report --json` read back into [`doctor::Report`], so a
 /// renamed or retyped field fails here instead of turning a check into a check of nothing.
+///
+/// Every recording read so also reads back through the recording's own types, line for line
+/// (`recording::verify::round_trip`): what this build writes, it reads as written.
 pub fn report(dir: &Path) -> doctor::Report {
+    recording::verify::round_trip(dir).unwrap_or_else(|m| panic!("{m}"));
     let o = stallscope().args(["report", "--json", dir.to_str().unwrap()]).output().unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     serde_json::from_slice(&o.stdout)
