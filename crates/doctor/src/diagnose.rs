@@ -24,7 +24,7 @@ use crate::signals::system_signals;
 use crate::spans::{StallSpan, end_of_recording, stall_spans};
 use crate::summary::summarise;
 use crate::wait::Wait;
-use recording::{Event, Meta, Recording, Sample, SystemSample};
+use recording::{Event, Meta, Recording, Sample, StallContext, SystemSample};
 use std::collections::HashMap;
 
 /// A thread parked this share of a stall was holding nothing up.
@@ -342,8 +342,7 @@ fn instigators(
 ) {
     // Java names from every stall's table where this one's lacks a thread (the agent's table
     // of the first stalls may not be written yet): a thread keeps its id.
-    let mut who_names = all_names.clone();
-    who_names.extend(names.iter().map(|(k, v)| (*k, v.clone())));
+    let who_names = stall_names(all_names, names);
     let who = crate::instigator::WhoInputs {
         stall,
         lines: rec.who.iter().filter(|w| w.stall() == stall).collect(),
@@ -363,6 +362,43 @@ fn instigators(
         raw.clear();
     }
     crate::instigator::assign(findings, &who, safepoint);
+}
+
+/// Each thread's name as first seen: the names are for the first stalls, whose own table may
+/// not be written yet, and a thread renamed since (an RMI connection thread back in its pool as
+/// "RMI TCP Connection(idle)") was called by its earlier name when it acted. A pool's placeholder
+/// name gives way to the first real one, whenever seen: the agent's table can lag a pooled
+/// thread's rename by a call or two (seen on JDK 25: "(idle)" in the table of the stalls its
+/// first JMX calls made, "RMI TCP Connection(1)-127.0.0.1" from the fourth on).
+fn first_names(contexts: &[StallContext]) -> HashMap<i32, String> {
+    let mut all: HashMap<i32, String> = HashMap::new();
+    for j in contexts.iter().flat_map(|c| c.java_threads.iter()).filter(|j| j.tid > 0) {
+        match all.get(&j.tid) {
+            Some(n) if !pool_placeholder(n) || pool_placeholder(&j.name) => {}
+            _ => {
+                all.insert(j.tid, j.name.clone());
+            }
+        }
+    }
+    all
+}
+
+/// The names for naming who set a stall off: the stall's own table over the recording's, but
+/// never a pool's placeholder over a real name.
+fn stall_names(all: &HashMap<i32, String>, own: &HashMap<i32, String>) -> HashMap<i32, String> {
+    let mut names = all.clone();
+    for (tid, n) in own {
+        if !pool_placeholder(n) || all.get(tid).is_none_or(|a| pool_placeholder(a)) {
+            names.insert(*tid, n.clone());
+        }
+    }
+    names
+}
+
+/// The name a pool gives a thread between tasks (`RMI TCP Connection(idle)`): it says nothing of
+/// what the thread did when it acted.
+fn pool_placeholder(name: &str) -> bool {
+    name.ends_with("(idle)")
 }
 
 /// Gives each culprit its code (the JVM's stack sample nearest the stall, see [`crate::code`]),
@@ -475,13 +511,7 @@ pub fn diagnose(rec: &Recording) -> Report {
             s.start_ns = prev_end.min(s.end_ns);
         }
     }
-    // Each thread's name as first seen: the names are for the first stalls, whose own table may
-    // not be written yet, and a thread renamed since (an RMI connection thread back in its pool
-    // as "RMI TCP Connection(idle)") was called by its earlier name when it acted.
-    let mut all_names: HashMap<i32, String> = HashMap::new();
-    for j in rec.context.iter().flat_map(|c| c.java_threads.iter()).filter(|j| j.tid > 0) {
-        all_names.entry(j.tid).or_insert_with(|| j.name.clone());
-    }
+    let all_names = first_names(&rec.context);
     let mut stalls: Vec<StallReport> = spans
         .iter()
         .enumerate()
@@ -562,6 +592,46 @@ pub fn diagnose(rec: &Recording) -> Report {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_pool_s_placeholder_name_gives_way_to_the_thread_s_real_one() {
+        // Seen on JDK 25: the agent's table named the RMI connection thread "(idle)" in the first
+        // stalls its JMX calls made, and by its connection from the fourth on.
+        let ctx = |stall: u32, name: &str| StallContext {
+            stall,
+            java_threads: vec![recording::disk::JavaThread {
+                tid: 7,
+                java_id: 30,
+                matched: "self".into(),
+                daemon: true,
+                name: name.into(),
+            }],
+            t: 0,
+            maps: vec![],
+            mapped_files: vec![],
+            in_memory_files: vec![],
+            writeback_files: vec![],
+            maps_t: None,
+        };
+        let contexts = [
+            ctx(3, "RMI TCP Connection(idle)"),
+            ctx(6, "RMI TCP Connection(1)-127.0.0.1"),
+            ctx(16, "RMI TCP Connection(idle)"),
+        ];
+        let all = first_names(&contexts);
+        assert_eq!(all[&7], "RMI TCP Connection(1)-127.0.0.1");
+        let own: HashMap<i32, String> = [(7, "RMI TCP Connection(idle)".to_string())].into();
+        assert_eq!(stall_names(&all, &own)[&7], "RMI TCP Connection(1)-127.0.0.1");
+        // A real name first seen stays (a thread renamed since was called by it when it acted),
+        // and a stall's own real name is taken over the recording's.
+        let all = first_names(&[ctx(1, "worker-1"), ctx(2, "worker-2")]);
+        assert_eq!(all[&7], "worker-1");
+        let own: HashMap<i32, String> = [(7, "worker-2".to_string())].into();
+        assert_eq!(stall_names(&all, &own)[&7], "worker-2");
+        // Only a placeholder known: it is all there is.
+        let all = first_names(&[ctx(1, "RMI TCP Connection(idle)")]);
+        assert_eq!(stall_names(&all, &HashMap::new())[&7], "RMI TCP Connection(idle)");
+    }
     use crate::spans::tests::{begin, end};
     use crate::summary::boost_summary;
     use hotspot_log::Safepoint;
