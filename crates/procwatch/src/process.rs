@@ -209,9 +209,20 @@ impl Describer {
     pub fn describe(&mut self, pid: i32) -> Option<ProcessInfo> {
         let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
         let (comm, _, ppid, starttime) = parse_stat_head(&stat)?;
-        if let Some(p) = self.known.get(&(pid, starttime)) {
-            // Only its name can change (an exec): then it is described again.
+        let mounts = self.mounts.get_or_insert_with(crate::cgroup::mounts);
+        let cgroup = cgroup_path(&crate::cgroup::parse(
+            &std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap_or_default(),
+            mounts,
+        ));
+        if let Some(p) = self.known.get_mut(&(pid, starttime)) {
+            // Its name changes with an exec: then it is described again. Its cgroup can change
+            // at any time (a process moved into a container's or a slice's group), so it is
+            // read at each look.
             if p.comm == comm || comm == "exe" {
+                if p.cgroup != cgroup {
+                    p.container = container_of(&cgroup);
+                    p.cgroup = cgroup;
+                }
                 return Some(p.clone());
             }
         }
@@ -227,12 +238,6 @@ impl Describer {
         };
         let uid =
             std::fs::read_to_string(format!("/proc/{pid}/status")).ok().and_then(|s| uid_of(&s));
-        let mounts = self.mounts.get_or_insert_with(crate::cgroup::mounts);
-        let groups = crate::cgroup::parse(
-            &std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap_or_default(),
-            mounts,
-        );
-        let cgroup = cgroup_path(&groups);
         let mut ancestors = Vec::new();
         let mut up = ppid;
         while up > 0 && ancestors.len() < MAX_ANCESTORS {
