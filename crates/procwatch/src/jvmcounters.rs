@@ -66,10 +66,18 @@ impl CounterLook {
 
     /// The collector whose pause is under way (entered and not yet left), if any.
     pub fn gc_in_progress(&self) -> Option<usize> {
-        self.gcs
-            .iter()
-            .position(|g| !g.cycle && g.invocations > 0 && g.last_entry_ns > g.last_exit_ns)
+        pause_under_way(
+            self.gcs.iter().map(|g| (g.cycle, g.invocations, g.last_entry_ns, g.last_exit_ns)),
+        )
     }
+}
+
+/// Which collector's pause is under way (entered and not yet left), given each collector's
+/// (cycle, invocations, last entry, last exit); a concurrent cycle's counters say nothing of a
+/// pause. Also for the recording's copy of a look.
+pub fn pause_under_way(gcs: impl IntoIterator<Item = (bool, u64, u64, u64)>) -> Option<usize> {
+    gcs.into_iter()
+        .position(|(cycle, invocations, entry, exit)| !cycle && invocations > 0 && entry > exit)
 }
 
 /// What the JVM says of itself in its counters, for the recording's header.

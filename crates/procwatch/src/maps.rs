@@ -20,15 +20,32 @@ pub struct Mapping {
 
 impl Mapping {
     pub fn is_file(&self) -> bool {
-        self.inode != 0 && self.path.starts_with('/')
+        is_file(self.inode, &self.path)
     }
 
     /// A file mapped shared and writable (`rw-s`): its writes go to the file, and a write can
     /// wait for the page's writeback.
     pub fn is_shared_writable_file(&self) -> bool {
-        let p = self.perms.as_bytes();
-        self.is_file() && p.len() >= 4 && p[1] == b'w' && p[3] == b's'
+        is_shared_writable_file(&self.perms, self.inode, &self.path)
     }
+}
+
+/// Whether a mapping with this inode and path is a file's (not anonymous memory, the heap, the
+/// stack or the vDSO). Also for the recording's copy of a mapping.
+pub fn is_file(inode: u64, path: &str) -> bool {
+    inode != 0 && path.starts_with('/')
+}
+
+/// Whether a mapping is of a file mapped shared and writable (`rw-s`).
+pub fn is_shared_writable_file(perms: &str, inode: u64, path: &str) -> bool {
+    let p = perms.as_bytes();
+    is_file(inode, path) && p.len() >= 4 && p[1] == b'w' && p[3] == b's'
+}
+
+/// The entry holding `addr` among entries sorted by their start, each `range` (start, end).
+pub fn find_by<T>(entries: &[T], addr: u64, range: impl Fn(&T) -> (u64, u64)) -> Option<&T> {
+    let i = entries.partition_point(|m| range(m).0 <= addr);
+    entries.get(i.checked_sub(1)?).filter(|m| addr < range(m).1)
 }
 
 /// Parses the text of a maps file. Malformed lines are skipped.
@@ -65,8 +82,7 @@ pub fn read(pid: i32) -> std::io::Result<Vec<Mapping>> {
 
 /// The mapping holding `addr`.
 pub fn lookup(maps: &[Mapping], addr: u64) -> Option<&Mapping> {
-    let i = maps.partition_point(|m| m.start <= addr);
-    maps.get(i.checked_sub(1)?).filter(|m| addr < m.end)
+    find_by(maps, addr, |m| (m.start, m.end))
 }
 
 #[cfg(test)]

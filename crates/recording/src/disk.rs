@@ -240,38 +240,22 @@ impl From<procwatch::cgroup::Version> for Version {
     }
 }
 
-impl CpuTimes {
-    /// All the time accounted, in clock ticks.
-    pub fn total(&self) -> u64 {
-        self.user
-            + self.nice
-            + self.system
-            + self.idle
-            + self.iowait
-            + self.irq
-            + self.softirq
-            + self.steal
-    }
-}
-
 impl Mapping {
     /// A mapping of a file (not anonymous memory, the heap, the stack or the vDSO).
     pub fn is_file(&self) -> bool {
-        self.inode != 0 && self.path.starts_with('/')
+        procwatch::maps::is_file(self.inode, &self.path)
     }
 
     /// A file mapped shared and writable (`rw-s`): its writes go to the file, and a write can
     /// wait for the page's writeback.
     pub fn is_shared_writable_file(&self) -> bool {
-        let p = self.perms.as_bytes();
-        self.is_file() && p.len() >= 4 && p[1] == b'w' && p[3] == b's'
+        procwatch::maps::is_shared_writable_file(&self.perms, self.inode, &self.path)
     }
 }
 
 /// The mapping holding `addr`, in maps sorted by their start (as they are read and written).
 pub fn lookup(maps: &[Mapping], addr: u64) -> Option<&Mapping> {
-    let i = maps.partition_point(|m| m.start <= addr);
-    maps.get(i.checked_sub(1)?).filter(|m| addr < m.end)
+    procwatch::maps::find_by(maps, addr, |m| (m.start, m.end))
 }
 
 impl TraceEvent {
@@ -282,16 +266,6 @@ impl TraceEvent {
             | TraceEvent::MmapLockStart { t, .. }
             | TraceEvent::MmapLockAcquired { t, .. }
             | TraceEvent::WritebackWait { t, .. } => *t,
-        }
-    }
-
-    /// The thread it happened to.
-    pub fn tid(&self) -> i32 {
-        match self {
-            TraceEvent::PageFault { tid, .. }
-            | TraceEvent::MmapLockStart { tid, .. }
-            | TraceEvent::MmapLockAcquired { tid, .. }
-            | TraceEvent::WritebackWait { tid, .. } => *tid,
         }
     }
 }
@@ -524,9 +498,9 @@ pub struct CountersInfo {
 impl CounterLook {
     /// The collector whose pause is under way (entered and not yet left), if any.
     pub fn gc_in_progress(&self) -> Option<usize> {
-        self.gcs
-            .iter()
-            .position(|g| !g.cycle && g.invocations > 0 && g.last_entry_ns > g.last_exit_ns)
+        procwatch::jvmcounters::pause_under_way(
+            self.gcs.iter().map(|g| (g.cycle, g.invocations, g.last_entry_ns, g.last_exit_ns)),
+        )
     }
 }
 

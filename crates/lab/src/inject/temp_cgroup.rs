@@ -23,61 +23,40 @@ pub struct TempCgroup {
 
 use procwatch::cgroup::mounts as cgroup_mounts;
 
-/// Where an I/O-limited cgroup can be made: the cgroup v2 root with the io controller, or the
-/// v1 blkio hierarchy.
+/// Where an I/O-limited cgroup can be made: the cgroup v2 root with the io controller, or the v1
+/// blkio hierarchy.
 pub fn io_hierarchy() -> Option<(Version, PathBuf)> {
-    let mounts = cgroup_mounts();
-    for (fstype, _, mp) in &mounts {
-        if fstype == "cgroup2" {
-            let ctl = std::fs::read_to_string(mp.join("cgroup.controllers")).unwrap_or_default();
-            if ctl.split_whitespace().any(|c| c == "io") {
-                return Some((Version::V2, mp.clone()));
-            }
-        }
-    }
-    mounts
-        .into_iter()
-        .find(|(fstype, opts, _)| fstype == "cgroup" && opts.split(',').any(|o| o == "blkio"))
-        .map(|(_, _, mp)| (Version::V1, mp))
+    hierarchy("io", "blkio")
 }
 
 /// Where a memory-limited cgroup can be made: the cgroup v2 root with the memory controller,
 /// or the v1 memory hierarchy.
 pub fn memory_hierarchy() -> Option<(Version, PathBuf)> {
-    let mounts = cgroup_mounts();
-    for (fstype, _, mp) in &mounts {
-        if fstype == "cgroup2"
-            && std::fs::read_to_string(mp.join("cgroup.controllers"))
-                .unwrap_or_default()
-                .split_whitespace()
-                .any(|c| c == "memory")
-        {
-            return Some((Version::V2, mp.clone()));
-        }
-    }
-    mounts
-        .into_iter()
-        .find(|(fstype, opts, _)| fstype == "cgroup" && opts.split(',').any(|o| o == "memory"))
-        .map(|(_, _, mp)| (Version::V1, mp))
+    hierarchy("memory", "memory")
 }
 
 /// Where a CPU-limited cgroup can be made: the cgroup v2 root with the cpu controller, or the v1
 /// cpu hierarchy.
 pub fn cpu_hierarchy() -> Option<(Version, PathBuf)> {
+    hierarchy("cpu", "cpu")
+}
+
+/// The cgroup v2 root when it has controller `v2`, else the v1 hierarchy mounted with `v1`.
+fn hierarchy(v2: &str, v1: &str) -> Option<(Version, PathBuf)> {
     let mounts = cgroup_mounts();
     for (fstype, _, mp) in &mounts {
         if fstype == "cgroup2"
             && std::fs::read_to_string(mp.join("cgroup.controllers"))
                 .unwrap_or_default()
                 .split_whitespace()
-                .any(|c| c == "cpu")
+                .any(|c| c == v2)
         {
             return Some((Version::V2, mp.clone()));
         }
     }
     mounts
         .into_iter()
-        .find(|(fstype, opts, _)| fstype == "cgroup" && opts.split(',').any(|o| o == "cpu"))
+        .find(|(fstype, opts, _)| fstype == "cgroup" && opts.split(',').any(|o| o == v1))
         .map(|(_, _, mp)| (Version::V1, mp))
 }
 
