@@ -35,7 +35,7 @@ test: setup build
 # The tests run the debug binary, which loads the stacks agent built beside it (cargo test
 # builds no cdylib).
 	$(CARGO) build -p stallscope-stacks
-	$(CARGO) test --workspace -- --include-ignored
+	$(CARGO) test --workspace --no-fail-fast -- --include-ignored
 ifneq ($(JAVA_POM),)
 	$(MVN) -q -B -f java/pom.xml verify
 endif

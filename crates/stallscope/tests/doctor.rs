@@ -257,20 +257,25 @@ fn mapped_read_on_a_slow_disk_is_a_major_fault_on_the_named_file_on_both_jdks() 
         );
         assert_eq!(s.findings[0].confidence, Confidence::High, "JDK {jdk}");
         // Its code: the thread is signalled in the fault and takes the signal when the fault is
-        // over, where it stopped: in the copy the reader's method made.
-        let frames = c
-            .code
-            .as_ref()
-            .map(|code| &code.frames)
-            .unwrap_or_else(|| panic!("JDK {jdk}: the reader's code is named: {s:?}"));
+        // over, where it stopped: in the copy the reader's method made. The dump that carries
+        // it is taken one or two faults after the ask, so not every stall has it (seen in CI on
+        // JDK 17: the clearest of five faults was the last, and the dump came after the reader
+        // had exited): one of the faults must name the reader's method, and its fix with it.
+        let reader_code = |s: &&StallReport| {
+            s.findings[0].culprits.first().and_then(|c| c.code.as_ref()).is_some_and(|code| {
+                code.frames
+                    .iter()
+                    .any(|f| f.method.starts_with("io.stallscope.workloads.MappedRead"))
+            })
+        };
+        let coded = hits
+            .iter()
+            .find(reader_code)
+            .unwrap_or_else(|| panic!("JDK {jdk}: no fault names the reader's code: {hits:?}"));
         assert!(
-            frames.iter().any(|f| f.method.starts_with("io.stallscope.workloads.MappedRead")),
-            "JDK {jdk}: {c:?}"
-        );
-        assert!(
-            s.findings[0].fix.starts_with("the read in MappedRead"),
+            coded.findings[0].fix.starts_with("the read in MappedRead"),
             "JDK {jdk}: {}",
-            s.findings[0].fix
+            coded.findings[0].fix
         );
         if jdk == "17" {
             seventeen = Some((r, hits));
