@@ -249,7 +249,13 @@ pub fn for_thread(
         (b, l) => l.or(b),
     };
     let edge = plain().filter(|f| f.t >= start && f.t <= end).min_by_key(|f| f.t);
-    let after = plain().filter(|f| f.t > end && f.t - end <= NEAR_NS).min_by_key(|f| f.t);
+    // Likewise a signal sample well after the stall is from a later stall, of code the thread
+    // went on to (seen in CI: Lucene's main thread, faulting on the index in one stall, was
+    // signalled 362 ms later in the thread dump it then asked for).
+    let after = plain()
+        .filter(|f| f.t > end && f.t - end <= NEAR_NS)
+        .filter(|f| f.event != SIGNAL || f.t - end <= STALE_NS)
+        .min_by_key(|f| f.t);
     // A dump that caught the thread in a bulk copy or fill inside the VM (`setMemory0`,
     // `copyMemory0`) shows code JFR's execution sampler cannot see, and a sample before the
     // stall older than two sampling periods is of code the thread had left: the dump wins.
@@ -349,6 +355,12 @@ mod tests {
         let near = vec![sample(SIGNAL, 990, 7, &["io.x.Ledger.fold"])];
         let c = for_thread(&near, 7, 1000 * MS, 1300 * MS, (1000 * MS, 1300 * MS)).unwrap();
         assert_eq!(c.offset_ns, -10 * MS as i64);
+        // And one from a later stall, 362 ms after this one ended (CI: a thread dump the thread
+        // asked for after its fault), is not this one's either; one just after it is.
+        let later = vec![sample(SIGNAL, 1662, 7, &["sun.management.ThreadImpl.dumpThreads0"])];
+        assert!(for_thread(&later, 7, 1000 * MS, 1300 * MS, (1000 * MS, 1300 * MS)).is_none());
+        let just = vec![sample(SIGNAL, 1310, 7, &["io.x.Ledger.fold"])];
+        assert!(for_thread(&just, 7, 1000 * MS, 1300 * MS, (1000 * MS, 1300 * MS)).is_some());
     }
 
     #[test]
