@@ -227,6 +227,7 @@ fn walk_chunk(
     bytes: Vec<u8>,
     wanted: &[&str],
     out: &mut JfrChunk,
+    mut counts: Option<&mut std::collections::BTreeMap<String, u64>>,
     each: &mut dyn FnMut(&str, jfrs::reader::event::Accessor<'_>, ChunkClock),
 ) -> Result<Option<JfrError>, JfrError> {
     let bad = |e: jfrs::reader::Error| JfrError::Bad {
@@ -259,6 +260,14 @@ fn walk_chunk(
             };
             out.events += 1;
             let name = event.class.name();
+            if let Some(c) = counts.as_deref_mut() {
+                match c.get_mut(name) {
+                    Some(n) => *n += 1,
+                    None => {
+                        c.insert(name.to_string(), 1);
+                    }
+                }
+            }
             if wanted.contains(&name) {
                 each(name, event.value(), clock);
             }
@@ -350,49 +359,32 @@ pub fn read_chunk_samples(
 ) -> Result<(JfrSampleChunk, Option<JfrError>), JfrError> {
     let mut counts = JfrChunk::default();
     let mut samples = Vec::new();
-    let damage = walk_chunk(offset, bytes, &SAMPLE_EVENTS, &mut counts, &mut |name, v, clock| {
-        let thread = if name == "jdk.SafepointLatency" {
-            v.get_field("eventThread")
-        } else {
-            v.get_field("sampledThread")
-        };
-        let Some(thread) = thread else { return };
-        let Some(os_tid) = long_of(&thread, "osThreadId") else { return };
-        if !tids.is_empty() && !tids.contains(&os_tid) {
-            return;
-        }
-        let Some(start) = long_of(&v, "startTime") else { return };
-        let mut frames = Vec::new();
-        let mut truncated = false;
-        if let Some(st) = v.get_field("stackTrace") {
-            truncated = st
-                .get_field("truncated")
-                .and_then(|t| bool::try_from(t.value).ok())
-                .unwrap_or(false);
-            if let Some(fs) = st.get_field("frames").and_then(|f| f.as_iter()) {
-                for f in fs {
-                    if frames.len() == MAX_FRAMES {
-                        truncated = true;
-                        break;
-                    }
-                    if let Some(fr) = frame_of(&f) {
-                        frames.push(fr);
-                    }
-                }
+    let damage =
+        walk_chunk(offset, bytes, &SAMPLE_EVENTS, &mut counts, None, &mut |name, v, clock| {
+            let thread = if name == "jdk.SafepointLatency" {
+                v.get_field("eventThread")
+            } else {
+                v.get_field("sampledThread")
+            };
+            let Some(thread) = thread else { return };
+            let Some(os_tid) = long_of(&thread, "osThreadId") else { return };
+            if !tids.is_empty() && !tids.contains(&os_tid) {
+                return;
             }
-        }
-        samples.push(JfrStackSample {
-            event: name.to_string(),
-            epoch_ns: clock.to_epoch(start),
-            duration_ns: (name == "jdk.SafepointLatency")
-                .then(|| long_of(&v, "duration").map(|d| clock.to_ns(d)))
-                .flatten(),
-            os_tid,
-            java_name: text_of(&thread, "javaName").unwrap_or_default(),
-            frames,
-            truncated,
-        });
-    })?;
+            let Some(start) = long_of(&v, "startTime") else { return };
+            let (frames, truncated) = stack_of(&v);
+            samples.push(JfrStackSample {
+                event: name.to_string(),
+                epoch_ns: clock.to_epoch(start),
+                duration_ns: (name == "jdk.SafepointLatency")
+                    .then(|| long_of(&v, "duration").map(|d| clock.to_ns(d)))
+                    .flatten(),
+                os_tid,
+                java_name: text_of(&thread, "javaName").unwrap_or_default(),
+                frames,
+                truncated,
+            });
+        })?;
     samples.sort_by_key(|s| s.epoch_ns);
     Ok((JfrSampleChunk { offset, samples }, damage))
 }
@@ -420,46 +412,50 @@ pub fn read_chunk(offset: u64, bytes: Vec<u8>) -> Result<(JfrChunk, Option<JfrEr
     let mut by_id: HashMap<i64, Partial> = HashMap::new();
     let mut order: Vec<i64> = Vec::new();
     let mut safepoint_events = 0;
-    let damage = walk_chunk(offset, bytes, &SAFEPOINT_EVENTS, &mut out, &mut |name, v, clock| {
-        let count = |f: &str| {
-            v.get_field(f)
-                .and_then(|x| i32::try_from(x.value).ok())
-                .and_then(|n| u32::try_from(n).ok())
-        };
-        let (Some(id), Some(start), Some(dur)) =
-            (long_of(&v, "safepointId"), long_of(&v, "startTime"), long_of(&v, "duration"))
-        else {
-            return;
-        };
-        if name == "jdk.ExecuteVMOperation"
-            && !v.get_field("safepoint").and_then(|x| bool::try_from(x.value).ok()).unwrap_or(false)
-        {
-            return;
-        }
-        safepoint_events += 1;
-        let p = by_id.entry(id).or_insert_with(|| {
-            order.push(id);
-            Partial::default()
-        });
-        let (to_epoch, to_ns) = (|t| clock.to_epoch(t), |t| clock.to_ns(t));
-        match name {
-            "jdk.SafepointBegin" => {
-                p.begin = Some((to_epoch(start), to_ns(dur), count("totalThreadCount")))
+    let damage =
+        walk_chunk(offset, bytes, &SAFEPOINT_EVENTS, &mut out, None, &mut |name, v, clock| {
+            let count = |f: &str| {
+                v.get_field(f)
+                    .and_then(|x| i32::try_from(x.value).ok())
+                    .and_then(|n| u32::try_from(n).ok())
+            };
+            let (Some(id), Some(start), Some(dur)) =
+                (long_of(&v, "safepointId"), long_of(&v, "startTime"), long_of(&v, "duration"))
+            else {
+                return;
+            };
+            if name == "jdk.ExecuteVMOperation"
+                && !v
+                    .get_field("safepoint")
+                    .and_then(|x| bool::try_from(x.value).ok())
+                    .unwrap_or(false)
+            {
+                return;
             }
-            "jdk.SafepointStateSynchronization" => {
-                p.sync = Some((to_ns(dur), count("initialThreadCount")))
+            safepoint_events += 1;
+            let p = by_id.entry(id).or_insert_with(|| {
+                order.push(id);
+                Partial::default()
+            });
+            let (to_epoch, to_ns) = (|t| clock.to_epoch(t), |t| clock.to_ns(t));
+            match name {
+                "jdk.SafepointBegin" => {
+                    p.begin = Some((to_epoch(start), to_ns(dur), count("totalThreadCount")))
+                }
+                "jdk.SafepointStateSynchronization" => {
+                    p.sync = Some((to_ns(dur), count("initialThreadCount")))
+                }
+                "jdk.ExecuteVMOperation" => {
+                    let op = v
+                        .get_field("operation")
+                        .and_then(|o| o.get_field("type"))
+                        .and_then(|t| <&str>::try_from(t.value).ok())
+                        .unwrap_or("unknown");
+                    p.op = Some((op.to_string(), to_epoch(start), to_ns(dur)));
+                }
+                _ => p.end = Some((to_epoch(start), to_ns(dur))),
             }
-            "jdk.ExecuteVMOperation" => {
-                let op = v
-                    .get_field("operation")
-                    .and_then(|o| o.get_field("type"))
-                    .and_then(|t| <&str>::try_from(t.value).ok())
-                    .unwrap_or("unknown");
-                p.op = Some((op.to_string(), to_epoch(start), to_ns(dur)));
-            }
-            _ => p.end = Some((to_epoch(start), to_ns(dur))),
-        }
-    })?;
+        })?;
     out.safepoint_events = safepoint_events;
     for id in order {
         let p = by_id.remove(&id).expect("every id in order is in the map");
@@ -483,6 +479,379 @@ pub fn read_chunk(offset: u64, bytes: Vec<u8>) -> Result<(JfrChunk, Option<JfrEr
         });
     }
     out.safepoints.sort_by_key(|s| s.end_epoch_ns);
+    Ok((out, damage))
+}
+
+/// A thread as JFR names it (`jdk.types.Thread`): its id in the JVM's pid namespace, and its
+/// Java name (none for the JVM's own threads) or the OS's.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FlightThread {
+    pub os_tid: i64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub java_name: Option<String>,
+    #[serde(default)]
+    pub os_name: String,
+}
+
+impl FlightThread {
+    /// The Java name, else the OS's.
+    pub fn name(&self) -> &str {
+        self.java_name.as_deref().filter(|n| !n.is_empty()).unwrap_or(&self.os_name)
+    }
+}
+
+fn thread_of(v: &jfrs::reader::event::Accessor<'_>, f: &str) -> Option<FlightThread> {
+    let t = v.get_field(f)?;
+    Some(FlightThread {
+        os_tid: long_of(&t, "osThreadId")?,
+        java_name: text_of(&t, "javaName"),
+        os_name: text_of(&t, "osName").unwrap_or_default(),
+    })
+}
+
+/// One safepoint event of a flight recording, as written (`jdk.SafepointBegin`,
+/// `jdk.SafepointStateSynchronization`, `jdk.SafepointEnd`): the diagnosis puts them together
+/// by `safepoint_id` with the operation, since each may be missing under its threshold.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FlightSafepointEvent {
+    /// `begin`, `sync` or `end`.
+    pub phase: String,
+    pub safepoint_id: i64,
+    pub start_epoch_ns: i64,
+    pub duration_ns: i64,
+    /// `totalThreadCount` (begin) or `initialThreadCount` (sync).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub threads: Option<u32>,
+}
+
+/// `jdk.ExecuteVMOperation`: the VM thread ran `op` for `duration_ns`, asked for by `caller`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FlightVmOperation {
+    pub op: String,
+    pub start_epoch_ns: i64,
+    pub duration_ns: i64,
+    /// Whether it ran at a safepoint, and which (none for one that did not).
+    pub safepoint: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub safepoint_id: Option<i64>,
+    /// Whether its caller waited for it.
+    #[serde(default)]
+    pub blocking: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub caller: Option<FlightThread>,
+}
+
+/// `jdk.GarbageCollection`: one collection, its collector, cause and pauses.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FlightGc {
+    pub gc_id: i64,
+    pub name: String,
+    pub cause: String,
+    pub start_epoch_ns: i64,
+    pub duration_ns: i64,
+    pub sum_of_pauses_ns: i64,
+    pub longest_pause_ns: i64,
+}
+
+/// `jdk.CPULoad`: the CPUs' use over the period before `epoch_ns`, each a share of all CPUs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FlightCpuLoad {
+    pub epoch_ns: i64,
+    pub jvm_user: f64,
+    pub jvm_system: f64,
+    pub machine_total: f64,
+}
+
+/// `jdk.ContainerCPUThrottling`: the container's CFS counters at `epoch_ns` (cumulative).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FlightThrottling {
+    pub epoch_ns: i64,
+    pub elapsed_slices: i64,
+    pub throttled_slices: i64,
+    pub throttled_ns: i64,
+}
+
+/// `jdk.JVMInformation`: which JVM wrote the file.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FlightJvm {
+    pub jvm_name: String,
+    pub jvm_version: String,
+    pub jvm_arguments: String,
+    pub java_arguments: String,
+    pub pid: i64,
+    pub start_epoch_ms: i64,
+}
+
+/// What one chunk of a flight recording holds for explaining its stalls.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct FlightChunk {
+    pub offset: u64,
+    pub start_epoch_ns: i64,
+    pub end_epoch_ns: i64,
+    pub events: u64,
+    /// Events of each type that was written, by name.
+    pub counts: std::collections::BTreeMap<String, u64>,
+    pub safepoint_events: Vec<FlightSafepointEvent>,
+    pub vm_operations: Vec<FlightVmOperation>,
+    pub gcs: Vec<FlightGc>,
+    pub cpu_load: Vec<FlightCpuLoad>,
+    pub throttling: Vec<FlightThrottling>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub jvm: Option<FlightJvm>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hw_threads: Option<u32>,
+    /// `jdk.OSInformation`'s `osVersion` (on Linux, its `uname:` line and the distribution's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub os_version: Option<String>,
+    /// Stack samples within [`FLIGHT_SAMPLE_MARGIN_NS`] of a VM operation or safepoint at least
+    /// the threshold long in this chunk (the rest are not kept: memory stays bounded by what
+    /// the stalls need).
+    pub samples: Vec<JfrStackSample>,
+}
+
+impl FlightChunk {
+    /// Adds a later chunk's events to these (the first chunk's JVM and CPUs stand).
+    pub fn merge(&mut self, c: FlightChunk) {
+        if self.events == 0 && self.start_epoch_ns == 0 {
+            self.start_epoch_ns = c.start_epoch_ns;
+        }
+        self.start_epoch_ns = self.start_epoch_ns.min(c.start_epoch_ns);
+        self.end_epoch_ns = self.end_epoch_ns.max(c.end_epoch_ns);
+        self.events += c.events;
+        for (k, n) in c.counts {
+            *self.counts.entry(k).or_default() += n;
+        }
+        self.safepoint_events.extend(c.safepoint_events);
+        self.vm_operations.extend(c.vm_operations);
+        self.gcs.extend(c.gcs);
+        self.cpu_load.extend(c.cpu_load);
+        self.throttling.extend(c.throttling);
+        self.jvm = self.jvm.take().or(c.jvm);
+        self.hw_threads = self.hw_threads.or(c.hw_threads);
+        self.os_version = self.os_version.take().or(c.os_version);
+        self.samples.extend(c.samples);
+    }
+}
+
+/// A whole flight recording (one file, or the chunk files of a repository) as the diagnosis
+/// reads it: its chunks' events together, and what could not be read.
+#[derive(Debug, Clone, Default)]
+pub struct FlightFile {
+    /// What was named (a file, or a directory of chunk files).
+    pub name: String,
+    pub bytes: u64,
+    pub chunks: u64,
+    pub data: FlightChunk,
+    /// What could not be read, each with its file and byte.
+    pub lost: Vec<String>,
+}
+
+/// Stack samples this close to a long safepoint are kept.
+pub const FLIGHT_SAMPLE_MARGIN_NS: i64 = 1_000_000_000;
+
+/// The events [`read_chunk_flight`] reads.
+pub const FLIGHT_EVENTS: [&str; 13] = [
+    "jdk.OSInformation",
+    "jdk.SafepointBegin",
+    "jdk.SafepointStateSynchronization",
+    "jdk.SafepointEnd",
+    "jdk.ExecuteVMOperation",
+    "jdk.GarbageCollection",
+    "jdk.CPULoad",
+    "jdk.ContainerCPUThrottling",
+    "jdk.JVMInformation",
+    "jdk.CPUInformation",
+    "jdk.ExecutionSample",
+    "jdk.NativeMethodSample",
+    "jdk.SafepointLatency",
+];
+
+fn stack_of(v: &jfrs::reader::event::Accessor<'_>) -> (Vec<JavaFrame>, bool) {
+    let mut frames = Vec::new();
+    let mut truncated = false;
+    if let Some(st) = v.get_field("stackTrace") {
+        truncated =
+            st.get_field("truncated").and_then(|t| bool::try_from(t.value).ok()).unwrap_or(false);
+        if let Some(fs) = st.get_field("frames").and_then(|f| f.as_iter()) {
+            for f in fs {
+                if frames.len() == MAX_FRAMES {
+                    truncated = true;
+                    break;
+                }
+                if let Some(fr) = frame_of(&f) {
+                    frames.push(fr);
+                }
+            }
+        }
+    }
+    (frames, truncated)
+}
+
+fn float_of(v: &jfrs::reader::event::Accessor<'_>, f: &str) -> Option<f64> {
+    v.get_field(f).and_then(|x| {
+        f32::try_from(x.value).ok().map(f64::from).or_else(|| f64::try_from(x.value).ok())
+    })
+}
+
+/// Reads one chunk (its bytes, checked by [`chunk_spans`]) for the explanation of its stalls:
+/// the safepoint and VM-operation events, the collections, the CPUs' load, the container's
+/// throttling, the JVM, and the stack samples near any operation or safepoint at least
+/// `threshold_ns` long. Damage is handled as by [`read_chunk`]; may panic or abort on a damaged
+/// chunk (see the module doc).
+pub fn read_chunk_flight(
+    offset: u64,
+    bytes: Vec<u8>,
+    threshold_ns: i64,
+) -> Result<(FlightChunk, Option<JfrError>), JfrError> {
+    let mut span = JfrChunk::default();
+    let mut out = FlightChunk { offset, ..Default::default() };
+    let mut all_samples = Vec::new();
+    let counts = &mut out.counts;
+    let damage = walk_chunk(
+        offset,
+        bytes,
+        &FLIGHT_EVENTS,
+        &mut span,
+        Some(counts),
+        &mut |name, v, clock| {
+            let (Some(start), dur) =
+                (long_of(&v, "startTime"), long_of(&v, "duration").unwrap_or(0))
+            else {
+                return;
+            };
+            let (at, dur_ns) = (clock.to_epoch(start), clock.to_ns(dur));
+            let count = |f: &str| long_of(&v, f).and_then(|n| u32::try_from(n).ok());
+            match name {
+                "jdk.SafepointBegin" | "jdk.SafepointStateSynchronization" | "jdk.SafepointEnd" => {
+                    let Some(id) = long_of(&v, "safepointId") else { return };
+                    let (phase, threads) = match name {
+                        "jdk.SafepointBegin" => ("begin", count("totalThreadCount")),
+                        "jdk.SafepointStateSynchronization" => {
+                            ("sync", count("initialThreadCount"))
+                        }
+                        _ => ("end", None),
+                    };
+                    out.safepoint_events.push(FlightSafepointEvent {
+                        phase: phase.into(),
+                        safepoint_id: id,
+                        start_epoch_ns: at,
+                        duration_ns: dur_ns,
+                        threads,
+                    });
+                }
+                "jdk.ExecuteVMOperation" => {
+                    let op = v
+                        .get_field("operation")
+                        .and_then(|o| o.get_field("type"))
+                        .and_then(|t| <&str>::try_from(t.value).ok())
+                        .unwrap_or("unknown")
+                        .to_string();
+                    let flag = |f: &str| {
+                        v.get_field(f).and_then(|x| bool::try_from(x.value).ok()).unwrap_or(false)
+                    };
+                    let safepoint = flag("safepoint");
+                    out.vm_operations.push(FlightVmOperation {
+                        op,
+                        start_epoch_ns: at,
+                        duration_ns: dur_ns,
+                        safepoint,
+                        safepoint_id: long_of(&v, "safepointId").filter(|_| safepoint),
+                        blocking: flag("blocking"),
+                        caller: thread_of(&v, "caller"),
+                    });
+                }
+                "jdk.GarbageCollection" => {
+                    // `name` is a jdk.types.GCName and `cause` a jdk.types.GCCause: constant-pool
+                    // structs whose one field holds the text, named as the field itself.
+                    let name_of = |f: &str| {
+                        text_of(&v, f)
+                            .or_else(|| v.get_field(f).and_then(|x| text_of(&x, f)))
+                            .unwrap_or_default()
+                    };
+                    out.gcs.push(FlightGc {
+                        gc_id: long_of(&v, "gcId").unwrap_or(-1),
+                        name: name_of("name"),
+                        cause: name_of("cause"),
+                        start_epoch_ns: at,
+                        duration_ns: dur_ns,
+                        sum_of_pauses_ns: long_of(&v, "sumOfPauses").map_or(0, |t| clock.to_ns(t)),
+                        longest_pause_ns: long_of(&v, "longestPause").map_or(0, |t| clock.to_ns(t)),
+                    });
+                }
+                "jdk.CPULoad" => out.cpu_load.push(FlightCpuLoad {
+                    epoch_ns: at,
+                    jvm_user: float_of(&v, "jvmUser").unwrap_or(0.0),
+                    jvm_system: float_of(&v, "jvmSystem").unwrap_or(0.0),
+                    machine_total: float_of(&v, "machineTotal").unwrap_or(0.0),
+                }),
+                "jdk.ContainerCPUThrottling" => out.throttling.push(FlightThrottling {
+                    epoch_ns: at,
+                    elapsed_slices: long_of(&v, "cpuElapsedSlices").unwrap_or(0),
+                    throttled_slices: long_of(&v, "cpuThrottledSlices").unwrap_or(0),
+                    // A Timespan in nanoseconds, not ticks.
+                    throttled_ns: long_of(&v, "cpuThrottledTime").unwrap_or(0),
+                }),
+                "jdk.JVMInformation" => {
+                    out.jvm = Some(FlightJvm {
+                        jvm_name: text_of(&v, "jvmName").unwrap_or_default(),
+                        jvm_version: text_of(&v, "jvmVersion").unwrap_or_default(),
+                        jvm_arguments: text_of(&v, "jvmArguments").unwrap_or_default(),
+                        java_arguments: text_of(&v, "javaArguments").unwrap_or_default(),
+                        pid: long_of(&v, "pid").unwrap_or(0),
+                        start_epoch_ms: long_of(&v, "jvmStartTime").unwrap_or(0),
+                    })
+                }
+                "jdk.CPUInformation" => out.hw_threads = count("hwThreads"),
+                "jdk.OSInformation" => out.os_version = text_of(&v, "osVersion"),
+                _ => {
+                    let thread = if name == "jdk.SafepointLatency" {
+                        thread_of(&v, "eventThread")
+                    } else {
+                        thread_of(&v, "sampledThread")
+                    };
+                    let Some(thread) = thread else { return };
+                    let (frames, truncated) = stack_of(&v);
+                    all_samples.push(JfrStackSample {
+                        event: name.to_string(),
+                        epoch_ns: at,
+                        duration_ns: (name == "jdk.SafepointLatency").then_some(dur_ns),
+                        os_tid: thread.os_tid,
+                        java_name: thread.java_name.unwrap_or_default(),
+                        frames,
+                        truncated,
+                    });
+                }
+            }
+        },
+    )?;
+    out.start_epoch_ns = span.start_epoch_ns;
+    out.end_epoch_ns = span.end_epoch_ns;
+    out.events = span.events;
+    // The spans worth samples: long operations, and long safepoints (whose operation may have
+    // been under its threshold), each widened by the margin.
+    let mut long: Vec<(i64, i64)> = out
+        .vm_operations
+        .iter()
+        .filter(|o| o.duration_ns >= threshold_ns)
+        .map(|o| (o.start_epoch_ns, o.start_epoch_ns.saturating_add(o.duration_ns)))
+        .chain(
+            out.safepoint_events
+                .iter()
+                .filter(|e| e.duration_ns >= threshold_ns)
+                .map(|e| (e.start_epoch_ns, e.start_epoch_ns.saturating_add(e.duration_ns))),
+        )
+        .collect();
+    long.sort_unstable();
+    out.samples = all_samples
+        .into_iter()
+        .filter(|s| {
+            long.iter().any(|&(a, b)| {
+                s.epoch_ns >= a.saturating_sub(FLIGHT_SAMPLE_MARGIN_NS)
+                    && s.epoch_ns <= b.saturating_add(FLIGHT_SAMPLE_MARGIN_NS)
+            })
+        })
+        .collect();
+    out.samples.sort_by_key(|s| s.epoch_ns);
     Ok((out, damage))
 }
 

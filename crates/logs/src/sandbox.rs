@@ -9,7 +9,7 @@
 //! is kept, and each loss is said. `logs` reads safepoints this way, the recorder stack samples.
 
 use anyhow::{Context, Result};
-use hotspot_log::jfr::{self, JfrChunk, JfrSampleChunk};
+use hotspot_log::jfr::{self, FlightChunk, JfrChunk, JfrSampleChunk};
 use serde::{Deserialize, Serialize};
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
@@ -28,6 +28,11 @@ pub enum Want {
     Safepoints,
     /// Stack samples of these threads (`osThreadId`; all when empty).
     Samples(Vec<i64>),
+    /// What explains the stalls of a flight recording alone (`report app.jfr`), with the
+    /// stack samples near operations and safepoints at least this long.
+    Flight {
+        threshold_ns: i64,
+    },
 }
 
 /// One line of the reader's output.
@@ -36,6 +41,7 @@ pub enum Want {
 pub enum Line {
     Chunk(JfrChunk),
     Samples(JfrSampleChunk),
+    Flight(Box<FlightChunk>),
     /// What could not be read at `offset`, and why.
     Lost {
         offset: u64,
@@ -68,7 +74,7 @@ impl recording::FlightRecordings for FlightRecordings {
                     (s.into_safepoint(0), end)
                 })),
                 Line::Lost { offset, reason } => lost.push(format!("byte {offset}: {reason}")),
-                Line::Samples(_) => {}
+                Line::Samples(_) | Line::Flight(_) => {}
             }
             Ok(())
         });
@@ -92,8 +98,14 @@ pub fn read(
         .context("finding stallscope's own binary to read a JFR file")?;
     let mut cmd = Command::new(exe);
     cmd.arg("jfr-chunks");
-    if let Want::Samples(tids) = want {
-        cmd.arg("--samples").arg(tids.iter().map(i64::to_string).collect::<Vec<_>>().join(","));
+    match want {
+        Want::Safepoints => {}
+        Want::Samples(tids) => {
+            cmd.arg("--samples").arg(tids.iter().map(i64::to_string).collect::<Vec<_>>().join(","));
+        }
+        Want::Flight { threshold_ns } => {
+            cmd.arg("--flight").arg(threshold_ns.to_string());
+        }
     }
     cmd.arg(path).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
     // Its last words are quoted to the user: never a backtrace (an allocation that fails prints
@@ -137,7 +149,12 @@ pub fn read(
 /// chunk to `out`, as each is read; a `lost` line for each part that cannot be read, and why.
 /// The process's main sets a panic hook that says [`PARSER_FAILED`] and the panic's message as
 /// one line on stderr, which the parent quotes.
-pub fn read_chunks(path: &Path, samples: Option<&str>, out: &mut dyn Write) -> Result<i32> {
+pub fn read_chunks(
+    path: &Path,
+    samples: Option<&str>,
+    flight: Option<i64>,
+    out: &mut dyn Write,
+) -> Result<i32> {
     let tids: Option<Vec<i64>> = samples
         .map(|s| s.split(',').filter(|t| !t.is_empty()).filter_map(|t| t.parse().ok()).collect());
     let mut f =
@@ -149,12 +166,16 @@ pub fn read_chunks(path: &Path, samples: Option<&str>, out: &mut dyn Write) -> R
         std::io::Seek::seek(&mut f, std::io::SeekFrom::Start(span.offset))?;
         std::io::Read::read_exact(&mut f, &mut bytes)?;
         // Each chunk stands alone: a damaged one costs itself (or its events from the damage on).
-        let (line, damage) = match &tids {
-            None => match jfr::read_chunk(span.offset, bytes) {
+        let (line, damage) = match (&tids, flight) {
+            (_, Some(threshold)) => match jfr::read_chunk_flight(span.offset, bytes, threshold) {
+                Ok((c, d)) => (Some(Line::Flight(Box::new(c))), d),
+                Err(e) => (None, Some(e)),
+            },
+            (None, None) => match jfr::read_chunk(span.offset, bytes) {
                 Ok((c, d)) => (Some(Line::Chunk(c)), d),
                 Err(e) => (None, Some(e)),
             },
-            Some(tids) => match jfr::read_chunk_samples(span.offset, bytes, tids) {
+            (Some(tids), None) => match jfr::read_chunk_samples(span.offset, bytes, tids) {
                 Ok((c, d)) => (Some(Line::Samples(c)), d),
                 Err(e) => (None, Some(e)),
             },

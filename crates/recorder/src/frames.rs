@@ -243,8 +243,8 @@ pub fn extract(dir: &Path, host_tid: &dyn Fn(i64) -> i32) -> Result<usize> {
                 logs::sandbox::Line::Lost { offset, reason } => {
                     lost.push(format!("byte {offset}: {reason}"))
                 }
-                logs::sandbox::Line::Chunk(_) => {
-                    anyhow::bail!("the JFR reader gave safepoints where stacks were asked for")
+                logs::sandbox::Line::Chunk(_) | logs::sandbox::Line::Flight(_) => {
+                    anyhow::bail!("the JFR reader gave other events where stacks were asked for")
                 }
             }
             Ok(())

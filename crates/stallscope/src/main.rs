@@ -25,8 +25,8 @@ fn run(command: cli::Command) -> anyhow::Result<i32> {
         cli::Command::Inject(c) => commands::inject::run(c),
         cli::Command::Workload(c) => commands::workload::run(c),
         cli::Command::Guard => guard::run_guardian(&|line| eprintln!("{line}")),
-        cli::Command::JfrChunks { file, samples } => {
-            commands::jfr_chunks::run(&file, samples.as_deref())
+        cli::Command::JfrChunks { file, samples, flight } => {
+            commands::jfr_chunks::run(&file, samples.as_deref(), flight)
         }
         cli::Command::Run(a) => commands::run::run(a),
         cli::Command::Attach(a) => commands::attach::attach(a),

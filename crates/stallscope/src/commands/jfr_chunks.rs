@@ -5,7 +5,7 @@
 use anyhow::Result;
 use std::path::Path;
 
-pub fn run(file: &Path, samples: Option<&str>) -> Result<i32> {
+pub fn run(file: &Path, samples: Option<&str>, flight: Option<i64>) -> Result<i32> {
     std::panic::set_hook(Box::new(|info| {
         let msg = info
             .payload()
@@ -15,5 +15,5 @@ pub fn run(file: &Path, samples: Option<&str>) -> Result<i32> {
             .unwrap_or_default();
         eprintln!("{}: {msg}", logs::sandbox::PARSER_FAILED);
     }));
-    logs::sandbox::read_chunks(file, samples, &mut std::io::stdout().lock())
+    logs::sandbox::read_chunks(file, samples, flight, &mut std::io::stdout().lock())
 }
