@@ -445,7 +445,11 @@ fn name_the_code(
 /// A fix that names the culprit's code where the user has a choice: their own frame, and when the
 /// thread was inside a well-known library (Lucene, Chronicle, Netty), what that library offers.
 /// `None` where the cause's fix is not a change to code.
-fn fix_in_code(cause: Cause, code: &crate::code::CulpritCode, fix: &str) -> Option<String> {
+pub(crate) fn fix_in_code(
+    cause: Cause,
+    code: &crate::code::CulpritCode,
+    fix: &str,
+) -> Option<String> {
     use crate::code::{bulk_vm_call, describe_frame, library_of, short_method};
     let top = code.frames.first();
     let bulk = top.filter(|t| bulk_vm_call(&t.method));
@@ -727,27 +731,11 @@ mod tests {
     /// A recording of `events` and `safepoints` (a safepoint log read), nothing else in it.
     fn recording(events: Vec<Event>, safepoints: Vec<Safepoint>) -> Recording {
         Recording {
-            dir: "x".into(),
-            meta: meta(),
             events,
-            samples: vec![],
-            system: vec![],
-            context: Vec::<StallContext>::new(),
-            trace: vec![],
-            frames: vec![],
-            frames_notes: vec![],
-            frames_recorded: false,
             has_safepoint_log: true,
             safepoints,
-            unfinished_culprits: vec![],
-            open_sync_ns: None,
-            hiccups: None,
-            control: None,
-            damage: vec![],
-            notes: vec![],
-            counters: vec![],
-            who: vec![],
             has_who: true,
+            ..Recording::of_report(std::path::Path::new("x"), &meta())
         }
     }
 

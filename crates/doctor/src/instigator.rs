@@ -177,7 +177,7 @@ fn known_op_name(op: &str) -> bool {
 /// What kind of VM operation, for the fix: a thread dump, a heap dump, an explicit GC, a GC an
 /// allocation asked for, a class redefinition, or another.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum OpKind {
+pub(crate) enum OpKind {
     ThreadDump,
     HeapDump,
     ExplicitGc,
@@ -186,7 +186,7 @@ enum OpKind {
     Other,
 }
 
-fn op_kind(op: &str, stack: &[String]) -> OpKind {
+pub(crate) fn op_kind(op: &str, stack: &[String]) -> OpKind {
     let explicit = stack.iter().any(|f| f == "java.lang.System.gc" || f == "java.lang.Runtime.gc");
     match op {
         "ThreadDump"
@@ -207,7 +207,7 @@ fn op_kind(op: &str, stack: &[String]) -> OpKind {
 }
 
 /// The first frame of the application's own code (outside the JDK), else the top one.
-fn app_frame(stack: &[String]) -> Option<&str> {
+pub(crate) fn app_frame(stack: &[String]) -> Option<&str> {
     const JDK: [&str; 5] = ["java.", "javax.", "jdk.", "sun.", "com.sun."];
     stack
         .iter()
@@ -245,20 +245,7 @@ fn from_caller(inp: &WhoInputs, op: &str, c: &WhoThread, sp: &SafepointView) -> 
         return from_attach_client(inp, op, &took, &source, base);
     }
     if name.starts_with("RMI TCP Connection") || c.comm.starts_with("RMI TCP Connect") {
-        let address = name.rsplit_once(")-").map(|(_, a)| a.to_string());
-        let from = address.as_ref().map(|a| format!(" from {a}")).unwrap_or_default();
-        return Instigator {
-            kind: InstigatorKind::RemoteJmx,
-            name: "RMI TCP Connection".into(),
-            did: format!(
-                "a remote JMX client{from} asked for {op} (its RMI connection thread \"{name}\" called it)"
-            ),
-            address,
-            fix: format!(
-                "{op} asked over JMX{from} stopped the JVM for {took}: find the monitoring tool connected there and have it ask less often or for less (thread dumps and deadlock checks are safepoints)"
-            ),
-            ..base
-        };
+        return remote_jmx(&name, op, &took, base);
     }
     if c.frames.is_empty() && !c.class.contains("JavaThread") {
         return Instigator {
@@ -274,6 +261,25 @@ fn from_caller(inp: &WhoInputs, op: &str, c: &WhoThread, sp: &SafepointView) -> 
     let (did, fix) = java_thread_words(kind, &name, &at, op, &took);
 
     Instigator { did, fix, ..base }
+}
+
+/// A remote JMX client behind an RMI connection thread (`RMI TCP Connection(N)-addr`): its
+/// address, and the words.
+pub(crate) fn remote_jmx(name: &str, op: &str, took: &str, base: Instigator) -> Instigator {
+    let address = name.rsplit_once(")-").map(|(_, a)| a.to_string());
+    let from = address.as_ref().map(|a| format!(" from {a}")).unwrap_or_default();
+    Instigator {
+        kind: InstigatorKind::RemoteJmx,
+        name: "RMI TCP Connection".into(),
+        did: format!(
+            "a remote JMX client{from} asked for {op} (its RMI connection thread \"{name}\" called it)"
+        ),
+        address,
+        fix: format!(
+            "{op} asked over JMX{from} stopped the JVM for {took}: find the monitoring tool connected there and have it ask less often or for less (thread dumps and deadlock checks are safepoints)"
+        ),
+        ..base
+    }
 }
 
 /// A thread dump the signal dispatcher ran: SIGQUIT's sender when the tracepoint saw it.
@@ -389,7 +395,13 @@ fn from_attach_client(
 }
 
 /// What a Java thread did and the fix addressed to it, by the kind of operation it asked for.
-fn java_thread_words(kind: OpKind, name: &str, at: &str, op: &str, took: &str) -> (String, String) {
+pub(crate) fn java_thread_words(
+    kind: OpKind,
+    name: &str,
+    at: &str,
+    op: &str,
+    took: &str,
+) -> (String, String) {
     match kind {
         OpKind::ThreadDump => (
             format!("thread \"{name}\" asked for a thread dump ({op}){at}"),
@@ -460,7 +472,7 @@ fn signal_name(sig: i32) -> String {
 }
 
 /// An instigator of `kind` named `name`, nothing else known yet.
-fn blank(kind: InstigatorKind, name: String) -> Instigator {
+pub(crate) fn blank(kind: InstigatorKind, name: String) -> Instigator {
     Instigator {
         kind,
         name,

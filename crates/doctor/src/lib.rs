@@ -31,6 +31,7 @@ pub mod classify;
 pub mod code;
 mod diagnose;
 pub mod evidence;
+pub mod flight;
 pub mod instigator;
 pub mod report;
 mod safepoints;
@@ -42,6 +43,7 @@ pub mod wait;
 pub use causes::Cause;
 pub use classify::segments;
 pub use diagnose::{diagnose, wall_of};
+pub use flight::{GcLog, diagnose_flight};
 pub use report::{
     Confidence, CpuShare, CulpritView, Finding, Instigator, InstigatorKind, Report, SafepointView,
     StallReport, Summary, ThreadLine, TimeoutCulprit,

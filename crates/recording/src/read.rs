@@ -144,6 +144,34 @@ pub trait FlightRecordings {
 }
 
 impl Recording {
+    /// A recording of nothing but its meta: what a report made from elsewhere (a flight
+    /// recording alone) is rendered beside, with no samples, events or meters of its own.
+    pub fn of_report(dir: &Path, meta: &Meta) -> Recording {
+        Recording {
+            dir: dir.to_path_buf(),
+            meta: meta.clone(),
+            events: vec![],
+            samples: vec![],
+            system: vec![],
+            context: vec![],
+            trace: vec![],
+            frames: vec![],
+            frames_notes: vec![],
+            frames_recorded: false,
+            has_safepoint_log: false,
+            safepoints: vec![],
+            unfinished_culprits: vec![],
+            open_sync_ns: None,
+            hiccups: None,
+            control: None,
+            damage: vec![],
+            notes: vec![],
+            counters: vec![],
+            who: vec![],
+            has_who: false,
+        }
+    }
+
     /// Reads every file of the recording in `dir`. A missing source is empty; a damaged one is
     /// an error naming the file and line.
     ///

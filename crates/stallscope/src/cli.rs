@@ -36,7 +36,8 @@ pub enum Command {
     /// safepoint logging on; one that never answers is recorded from outside).
     Attach(AttachArgs),
     /// Print the diagnosis of a finished recording, exactly as the live run printed it; or
-    /// write it as an HTML page (a lab directory too).
+    /// write it as an HTML page (a lab directory too). Also explains a JDK flight recording
+    /// (app.jfr) made without stallscope.
     Report(ReportArgs),
     /// List the JVMs on this host (in containers too), as `jcmd -l` does: pid, pid in its own
     /// namespace, user, JDK, main class or jar, container (its cgroup).
@@ -66,6 +67,10 @@ pub enum Command {
         /// safepoints.
         #[arg(long)]
         samples: Option<String>,
+        /// What explains the stalls (`report app.jfr`), with the stack samples near operations
+        /// and safepoints at least this many nanoseconds long.
+        #[arg(long, conflicts_with = "samples")]
+        flight: Option<i64>,
         file: std::path::PathBuf,
     },
 }
@@ -332,8 +337,16 @@ pub struct WatchArgs {
 
 #[derive(Args, Debug, Clone)]
 pub struct ReportArgs {
-    /// A recording directory made by `run` or `attach`, or a lab directory made by `lab run`.
+    /// A recording directory made by `run` or `attach`, a lab directory made by `lab run`, or a
+    /// flight recording (`app.jfr`, `app.jfr.gz`, or a directory of JFR chunk files).
     pub dir: PathBuf,
+    /// For a flight recording: a safepoint this long is a stall.
+    #[arg(long, default_value = "20ms", value_name = "DURATION")]
+    pub threshold: Duration,
+    /// For a flight recording: the JVM's GC or safepoint log of the same run (plain or gzipped),
+    /// for its time to safepoint and the threads SafepointTimeout named.
+    #[arg(long, value_name = "FILE")]
+    pub gc_log: Option<PathBuf>,
     /// The diagnosis as JSON.
     #[arg(long, conflicts_with = "html")]
     pub json: bool,

@@ -48,6 +48,18 @@ pub fn run(a: ReportArgs) -> Result<i32> {
     let dir = &a.dir;
     let html = a.html.as_ref().map(|h| h.as_deref());
     let lab = dir.join("lab.json");
+    if logs::flight::is_flight_input(dir) {
+        return flight_report(dir, &a, html);
+    }
+    if a.gc_log.is_some() {
+        return Err(Failure::error(
+            EXIT_FAILURE,
+            format!(
+                "{}: --gc-log goes with a flight recording (app.jfr); a stallscope recording holds its own safepoint log",
+                dir.display()
+            ),
+        ));
+    }
     if !dir.join(files::META).exists() && !lab.exists() {
         let kept = recordings_in(dir);
         if !kept.is_empty() {
@@ -93,7 +105,7 @@ pub fn run(a: ReportArgs) -> Result<i32> {
         return Err(Failure::error(
             EXIT_FAILURE,
             format!(
-                "{}: neither a stallscope recording (no {}) nor a lab run (no lab.json)",
+                "{}: neither a stallscope recording (no {}), a lab run (no lab.json) nor a flight recording (no JFR chunk)",
                 dir.display(),
                 files::META
             ),
@@ -115,6 +127,35 @@ pub fn run(a: ReportArgs) -> Result<i32> {
             write_page(&html_path(out, dir, "report.html"), &recording_view(&rec, &r))?;
         }
         None => print_report(dir, a.json)?,
+    }
+    Ok(EXIT_OK)
+}
+
+/// `report app.jfr`: the stalls of a flight recording alone.
+fn flight_report(path: &Path, a: &ReportArgs, html: Option<Option<&Path>>) -> Result<i32> {
+    let threshold = a.threshold.ns();
+    let file = logs::flight::read_flight(path, i64::try_from(threshold).unwrap_or(i64::MAX))?;
+    let log = match &a.gc_log {
+        Some(p) => {
+            let (safepoints, notes) = logs::flight::read_log_safepoints(p)?;
+            Some(doctor::GcLog { name: p.display().to_string(), safepoints, notes })
+        }
+        None => None,
+    };
+    let r = doctor::diagnose_flight(&file, threshold, log.as_ref());
+    match html {
+        Some(out) => {
+            let rec = recording::Recording::of_report(path, &r.meta);
+            // Beside the file (`app.html`), or in the chunk directory.
+            let at = match out {
+                Some(o) => o.to_path_buf(),
+                None if path.is_dir() => path.join("report.html"),
+                None => path.with_extension("html"),
+            };
+            write_page(&at, &recording_view(&rec, &r))?;
+        }
+        None if a.json => Json(io::stdout().lock()).finish(&r)?,
+        None => ReportText(io::stdout().lock()).finish(&r)?,
     }
     Ok(EXIT_OK)
 }

@@ -1,0 +1,953 @@
+//! The diagnosis of a flight recording alone (`stallscope report app.jfr`): a JFR file a user
+//! already holds, made with the JDK's `default` or `profile` settings or stallscope's
+//! `stalls.jfc`, with no stallscope beside the JVM.
+//!
+//! A stall is a safepoint at least the threshold long, put together from its events by
+//! `safepointId` (each may be missing under its own threshold: `default` records
+//! `jdk.SafepointBegin` and `jdk.ExecuteVMOperation` above 10 ms). What the file can tell:
+//! - how the stall split into reaching the safepoint (`jdk.SafepointStateSynchronization`, else
+//!   `jdk.SafepointBegin`, which before JDK 22 includes cleanup) and the operation at it;
+//! - the operation, and who asked for it (`jdk.ExecuteVMOperation`'s `caller`), with that
+//!   thread's stack where JFR sampled it near the stall;
+//! - the collection behind a GC operation (`jdk.GarbageCollection`: collector and cause);
+//! - the thread that held the time to safepoint, where `jdk.SafepointLatency` (JDK 25, off in
+//!   the JDK's own settings) caught it, and its code;
+//! - the CPUs' load around it (`jdk.CPULoad`) and the container's throttling.
+//!
+//! What it cannot tell: nothing of the kernel (page faults, run-queue waits, reclaim, a stopped
+//! process), so a thread slow to reach its poll is never named with more than medium
+//! confidence, and a time to safepoint no sample explains is `unknown`, with what would tell.
+//!
+//! Invariant: like [`crate::diagnose()`], a pure function of what was read.
+
+use crate::causes::Cause;
+use crate::report::{
+    Confidence, CulpritView, Finding, Instigator, InstigatorKind, Report, SafepointView,
+    StallReport, Summary, TimeoutCulprit,
+};
+use hotspot_log::Safepoint;
+use hotspot_log::jfr::{FlightFile, FlightGc, FlightThread, FlightVmOperation, JfrStackSample};
+use recording::units::fmt_ns;
+use recording::{FrameSample, Meta};
+use std::collections::{BTreeMap, HashMap};
+
+/// A cause that explains at least this share of a stall is its main one.
+const MAIN_SHARE: f64 = 0.5;
+/// ... and is named with high confidence when the JVM's own timing covers this much of it.
+const HIGH_SHARE: f64 = 0.8;
+/// The machine's CPUs this busy, the JVM's share of it under half, is others taking them.
+const BUSY_MACHINE: f64 = 0.9;
+/// A CPU-load reading this long after the stall still covers it (JFR's period is 1 s).
+const LOAD_NEAR_NS: i64 = 1_500_000_000;
+
+/// One safepoint put together from its events.
+#[derive(Debug, Default, Clone)]
+struct Gathered {
+    begin: Option<(i64, i64, Option<u32>)>,
+    sync: Option<(i64, i64, Option<u32>)>,
+    end: Option<(i64, i64)>,
+    op: Option<FlightVmOperation>,
+}
+
+impl Gathered {
+    fn start(&self) -> i64 {
+        [
+            self.begin.map(|b| b.0),
+            self.sync.map(|s| s.0),
+            self.op.as_ref().map(|o| o.start_epoch_ns),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+        .unwrap_or(0)
+    }
+
+    fn end(&self) -> i64 {
+        [
+            self.begin.map(|b| b.0 + b.1),
+            self.sync.map(|s| s.0 + s.1),
+            self.op.as_ref().map(|o| o.start_epoch_ns + o.duration_ns),
+            self.end.map(|e| e.0 + e.1),
+        ]
+        .into_iter()
+        .flatten()
+        .max()
+        .unwrap_or(0)
+    }
+
+    fn total_ns(&self) -> u64 {
+        (self.end() - self.start()).max(0) as u64
+    }
+
+    /// The time to safepoint, and how it is known.
+    fn ttsp_ns(&self) -> Option<(u64, &'static str)> {
+        if let Some(s) = self.sync {
+            return Some((s.1.max(0) as u64, "jdk.SafepointStateSynchronization"));
+        }
+        self.begin.map(|b| (b.1.max(0) as u64, "jdk.SafepointBegin (with cleanup before JDK 22)"))
+    }
+
+    fn op_ns(&self) -> Option<u64> {
+        self.op.as_ref().map(|o| o.duration_ns.max(0) as u64)
+    }
+}
+
+fn gather(f: &FlightFile) -> Vec<Gathered> {
+    let mut by_id: BTreeMap<i64, Gathered> = BTreeMap::new();
+    for e in &f.data.safepoint_events {
+        let g = by_id.entry(e.safepoint_id).or_default();
+        match e.phase.as_str() {
+            "begin" => g.begin = Some((e.start_epoch_ns, e.duration_ns, e.threads)),
+            "sync" => g.sync = Some((e.start_epoch_ns, e.duration_ns, e.threads)),
+            _ => g.end = Some((e.start_epoch_ns, e.duration_ns)),
+        }
+    }
+    for o in f.data.vm_operations.iter().filter(|o| o.safepoint) {
+        let Some(id) = o.safepoint_id else { continue };
+        let g = by_id.entry(id).or_default();
+        g.op = Some(o.clone());
+    }
+    let mut v: Vec<Gathered> = by_id.into_values().collect();
+    v.sort_by_key(Gathered::start);
+    v
+}
+
+/// The file's clock pair: its start on the wall clock, made the zero of the report's clock.
+fn meta_of(f: &FlightFile, threshold_ns: u64) -> Meta {
+    let jvm = f.data.jvm.clone().unwrap_or_default();
+    let mut command = vec!["java".to_string()];
+    command.extend(jvm.jvm_arguments.split_whitespace().map(str::to_string));
+    command.extend(jvm.java_arguments.split_whitespace().map(str::to_string));
+    Meta {
+        format: None,
+        stallscope_version: env!("CARGO_PKG_VERSION").to_string(),
+        mode: "jfr".into(),
+        command,
+        pid: i32::try_from(jvm.pid).unwrap_or(0),
+        java_home: None,
+        java_version: java_version(&jvm.jvm_version),
+        kernel: kernel_of(f.data.os_version.as_deref()),
+        cpus: f.data.hw_threads.unwrap_or(0) as usize,
+        root: false,
+        tracepoints: false,
+        privileges_note: Some(
+            "explained from a flight recording alone: it holds nothing of the kernel (no page faults, run-queue waits, reclaim or stops); run the JVM under `stallscope run` or beside `stallscope watch` for that".into(),
+        ),
+        start_mono_ns: 0,
+        start_epoch_ms: f.data.start_epoch_ns.div_euclid(1_000_000),
+        utc_offset_min: 0,
+        clock_ticks: 100,
+        threshold_ns,
+        sample_interval_ns: 0,
+        safepoint_timeout_ms: None,
+        cgroups: None,
+        recorder_shares: None,
+    }
+}
+
+/// The JDK's version from `jvmVersion` (`OpenJDK 64-Bit Server VM (17.0.15+6-…) for linux-amd64
+/// JRE (…), built on …`): the first parenthesis.
+fn java_version(v: &str) -> Option<String> {
+    if v.is_empty() {
+        return None;
+    }
+    let inner = v.split_once('(').and_then(|(_, r)| r.split_once(')')).map(|(x, _)| x.trim());
+    Some(inner.filter(|x| !x.is_empty()).unwrap_or(v).to_string())
+}
+
+/// The kernel, from the `uname:` line JFR keeps on Linux (`Linux 6.1.0-… x86_64`).
+fn kernel_of(os: Option<&str>) -> String {
+    let Some(os) = os else { return "unknown (no jdk.OSInformation)".into() };
+    let line = os.lines().find_map(|l| l.trim().strip_prefix("uname:")).map(str::trim);
+    let uname = line.unwrap_or_else(|| os.lines().next().unwrap_or("").trim());
+    // `Linux 6.1.0-18-amd64 #1 SMP … x86_64`: the release, as `uname -r` says it.
+    uname.split_whitespace().nth(1).unwrap_or("unknown").to_string()
+}
+
+/// The report's clock: ns since the file's start (its meta's zero).
+fn mono(meta: &Meta, epoch_ns: i64) -> u64 {
+    meta.mono_of_epoch_ns(epoch_ns).unwrap_or(0)
+}
+
+/// The JFR samples as the stack matcher ([`crate::code::for_thread`]) takes them.
+fn frame_samples(meta: &Meta, samples: &[JfrStackSample]) -> Vec<FrameSample> {
+    samples
+        .iter()
+        .filter(|s| !s.frames.is_empty())
+        .map(|s| FrameSample {
+            t: mono(meta, s.epoch_ns),
+            tid: i32::try_from(s.os_tid).unwrap_or(0),
+            name: s.java_name.clone(),
+            event: s.event.clone(),
+            latency_ns: s.duration_ns.and_then(|d| u64::try_from(d).ok()),
+            frames: recording::disk::all(s.frames.clone()),
+            truncated: s.truncated,
+            agct: None,
+        })
+        .collect()
+}
+
+/// Who asked for the operation, from its `caller`, with the caller's stack where JFR sampled
+/// it within a second before the operation.
+fn requester(
+    op: &FlightVmOperation,
+    samples: &[JfrStackSample],
+    took: &str,
+    gc_cause: Option<&str>,
+) -> Instigator {
+    let source = "jdk.ExecuteVMOperation's caller, as the JVM recorded it".to_string();
+    let blank = |kind, name: &str| Instigator {
+        source: source.clone(),
+        ..crate::instigator::blank(kind, name.to_string())
+    };
+    let name_op = &op.op;
+    let Some(c) = &op.caller else {
+        return Instigator {
+            did: format!("the JVM began {name_op} itself (no caller recorded)"),
+            fix: format!("{name_op} is the JVM's own doing: see its cause's fix"),
+            ..blank(InstigatorKind::Jvm, "VM Thread")
+        };
+    };
+    let tid = i32::try_from(c.os_tid).ok();
+    let name = c.name().to_string();
+    let base = Instigator { tid, ..blank(InstigatorKind::JavaThread, &name) };
+    if c.java_name.as_deref().is_none_or(str::is_empty) || name == "VM Thread" {
+        return Instigator {
+            kind: InstigatorKind::Jvm,
+            did: format!("the JVM's own thread \"{name}\" asked for {name_op}"),
+            fix: format!("{name_op} is the JVM's own doing: see its cause's fix"),
+            ..base
+        };
+    }
+    match name.as_str() {
+        "Attach Listener" => {
+            return Instigator {
+                kind: InstigatorKind::AttachClient,
+                did: format!(
+                    "a tool outside the JVM asked for {name_op} through its attach listener (jcmd, jstack, jmap, a profiler); the file cannot say which: `stallscope watch` names its process"
+                ),
+                fix: format!(
+                    "{name_op}, asked for through the attach listener, stopped the JVM for {took}: find the tool that attaches (a cron job, a monitoring agent) and have it ask less often"
+                ),
+                ..base
+            };
+        }
+        "Signal Dispatcher" => {
+            return Instigator {
+                kind: InstigatorKind::Signal,
+                name: "Signal Dispatcher".into(),
+                did: format!(
+                    "a SIGQUIT asked for {name_op} (kill -3, or a jstack or jcmd whose attach was answered late); the file cannot say who sent it"
+                ),
+                fix: format!(
+                    "a SIGQUIT thread dump stopped the JVM for {took}: find who sends it SIGQUIT (kill -3, jstack, a supervisor)"
+                ),
+                ..base
+            };
+        }
+        _ => {}
+    }
+    if name.starts_with("RMI TCP Connection") {
+        return crate::instigator::remote_jmx(&name, name_op, took, base);
+    }
+    let (stack, before) = caller_stack(c, op.start_epoch_ns, samples).unwrap_or_default();
+    let at = crate::instigator::app_frame(&stack).map(|f| format!(" in {f}")).unwrap_or_default();
+    let kind = match gc_cause {
+        Some("System.gc()") => crate::instigator::OpKind::ExplicitGc,
+        _ => crate::instigator::op_kind(name_op, &stack),
+    };
+    let (did, fix) = crate::instigator::java_thread_words(kind, &name, &at, name_op, took);
+    let source = if stack.is_empty() {
+        format!("{}; JFR sampled no stack of it just before", base.source)
+    } else {
+        format!("{}; its stack as JFR sampled it {} before it asked", base.source, fmt_ns(before))
+    };
+    Instigator { did, fix, java_stack: stack, source, ..base }
+}
+
+/// A sample of the caller this close before it asked shows where it asked from.
+const CALLER_NEAR_NS: i64 = 200_000_000;
+
+/// The caller's stack where JFR last sampled it just before it asked, and how long before.
+fn caller_stack(
+    c: &FlightThread,
+    at: i64,
+    samples: &[JfrStackSample],
+) -> Option<(Vec<String>, u64)> {
+    samples
+        .iter()
+        .filter(|s| s.os_tid == c.os_tid && !s.frames.is_empty())
+        .filter(|s| s.epoch_ns <= at && at - s.epoch_ns <= CALLER_NEAR_NS)
+        .max_by_key(|s| s.epoch_ns)
+        .map(|s| (s.frames.iter().map(|f| f.method.clone()).collect(), (at - s.epoch_ns) as u64))
+}
+
+/// The collection a GC operation ran, by time.
+fn gc_of<'a>(f: &'a FlightFile, g: &Gathered) -> Option<&'a FlightGc> {
+    let (a, b) = (g.start(), g.end());
+    f.data
+        .gcs
+        .iter()
+        .filter(|c| {
+            c.start_epoch_ns < b && c.start_epoch_ns + c.duration_ns.max(c.sum_of_pauses_ns) > a
+        })
+        .max_by_key(|c| c.sum_of_pauses_ns)
+}
+
+fn gc_words(f: &FlightFile, g: &Gathered) -> Option<String> {
+    gc_of(f, g).map(|c| {
+            format!(
+                "collection {} by {} (cause: {}), its pauses {} in all, the longest {} (jdk.GarbageCollection)",
+                c.gc_id,
+                c.name,
+                c.cause,
+                fmt_ns(c.sum_of_pauses_ns.max(0) as u64),
+                fmt_ns(c.longest_pause_ns.max(0) as u64)
+            )
+        })
+}
+
+/// What the CPUs did around the stall, when JFR read their load just after it: `(words, others
+/// took them)`.
+fn cpu_words(f: &FlightFile, end: i64) -> Option<(String, bool)> {
+    let l = f
+        .data
+        .cpu_load
+        .iter()
+        .filter(|l| l.epoch_ns >= end && l.epoch_ns - end <= LOAD_NEAR_NS)
+        .min_by_key(|l| l.epoch_ns)?;
+    let jvm = l.jvm_user + l.jvm_system;
+    let others = l.machine_total >= BUSY_MACHINE && jvm < l.machine_total / 2.0;
+    Some((
+        format!(
+            "over the second around it the machine's CPUs were {:.0}% busy, {:.0}% of them the JVM's (jdk.CPULoad)",
+            l.machine_total * 100.0,
+            jvm * 100.0
+        ),
+        others,
+    ))
+}
+
+fn finding(cause: Cause, confidence: Confidence, share: f64) -> Finding {
+    Finding {
+        cause,
+        title: cause.title().into(),
+        confidence,
+        share,
+        culprits: vec![],
+        evidence: vec![],
+        fix: cause.fix().into(),
+        doc: cause.doc(),
+        instigator: None,
+    }
+}
+
+/// The thread that held the time to safepoint, and how it is known.
+struct Late {
+    tid: i32,
+    name: String,
+    description: String,
+    /// What named it, in words.
+    said: String,
+    /// Its stack (where known) is in a buffer or memory access.
+    touches_memory: bool,
+    /// Its stack is known (a latency sample's, or a sample near the stall).
+    code_known: bool,
+    by_timeout: bool,
+}
+
+/// The thread that held the time to safepoint: where a `jdk.SafepointLatency` sample of the
+/// stall says it ran without a poll for most of it, else where the GC log's SafepointTimeout
+/// named it.
+fn late_thread(
+    g: &Gathered,
+    ttsp: u64,
+    frames: &[FrameSample],
+    meta: &Meta,
+    log: Option<&Safepoint>,
+) -> Option<Late> {
+    let (a, b) = (mono(meta, g.start()), mono(meta, g.start()) + ttsp);
+    let sampled = frames
+        .iter()
+        .filter(|s| s.event == "jdk.SafepointLatency")
+        .filter(|s| s.t < b && s.t + s.latency_ns.unwrap_or(0) > a)
+        .filter(|s| s.latency_ns.unwrap_or(0) as f64 >= MAIN_SHARE * ttsp as f64)
+        .max_by_key(|s| s.latency_ns);
+    if let Some(s) = sampled {
+        let latency = s.latency_ns.unwrap_or(0);
+        return Some(Late {
+            tid: s.tid,
+            name: s.name.clone(),
+            description: format!("slow to reach its safepoint poll ({})", fmt_ns(latency)),
+            said: format!(
+                "JFR's jdk.SafepointLatency sampled \"{}\" taking {} to reach its next safepoint poll inside it",
+                s.name,
+                fmt_ns(latency)
+            ),
+            touches_memory: s.frames.iter().any(|f| memory_access(&f.method)),
+            code_known: true,
+            by_timeout: false,
+        });
+    }
+    let c = log?.culprits.first()?;
+    let tid = c.os_tid.and_then(|t| i32::try_from(t).ok()).unwrap_or(0);
+    let code =
+        crate::code::for_thread(frames, tid, a, mono(meta, g.end()), (a, mono(meta, g.end())));
+    let state = c.state.clone().unwrap_or_else(|| "state not said".into());
+    Some(Late {
+        tid,
+        name: c.name.clone(),
+        description: format!("did not reach the safepoint ({state}, SafepointTimeout)"),
+        said: format!(
+            "the GC log's SafepointTimeout named \"{}\" ({state}) as the thread that did not reach the safepoint",
+            c.name
+        ),
+        touches_memory: code
+            .as_ref()
+            .is_some_and(|k| k.frames.iter().any(|f| memory_access(&f.method))),
+        code_known: code.is_some(),
+        by_timeout: true,
+    })
+}
+
+/// Whether a frame reads or writes memory a fault can stall: a buffer's, or Unsafe's bulk copies.
+fn memory_access(method: &str) -> bool {
+    [
+        "java.nio.",
+        "jdk.internal.misc.ScopedMemoryAccess",
+        "jdk.internal.misc.Unsafe",
+        "sun.misc.Unsafe",
+    ]
+    .iter()
+    .any(|p| method.starts_with(p))
+}
+
+/// Threads JFR sampled running Java code both just before and just after the stall: those
+/// that may have held the time to safepoint (never more than candidates).
+fn running_across(g: &Gathered, frames: &[FrameSample], meta: &Meta) -> Vec<String> {
+    let (a, b) = (mono(meta, g.start()), mono(meta, g.end()));
+    let near = 200_000_000;
+    let java = |s: &&FrameSample| s.event == "jdk.ExecutionSample";
+    let before: HashMap<i32, &FrameSample> = frames
+        .iter()
+        .filter(java)
+        .filter(|s| s.t <= a && a - s.t <= near)
+        .map(|s| (s.tid, s))
+        .collect();
+    let mut out: Vec<String> = frames
+        .iter()
+        .filter(java)
+        .filter(|s| s.t >= b && s.t - b <= near)
+        .filter_map(|s| before.get(&s.tid).map(|p| (s, p)))
+        .filter(|(s, p)| s.frames.first().map(|f| &f.method) == p.frames.first().map(|f| &f.method))
+        .map(|(s, _)| format!("\"{}\" in {}", s.name, crate::code::describe_frame(&s.frames[0])))
+        .collect();
+    out.sort();
+    out.dedup();
+    out
+}
+
+fn diagnose_one(
+    f: &FlightFile,
+    g: &Gathered,
+    n: u32,
+    meta: &Meta,
+    frames: &[FrameSample],
+    log: Option<&Safepoint>,
+) -> StallReport {
+    let total = g.total_ns().max(1);
+    let start = mono(meta, g.start());
+    // The GC log's own time to safepoint, where it has the record: without cleanup, and there
+    // when JFR's begin event was under its threshold.
+    let ttsp = log
+        .and_then(|l| l.ttsp_ns)
+        .map(|t| (t, "the GC log's safepoint record"))
+        .or_else(|| g.ttsp_ns());
+    let op_ns = g.op_ns();
+    let op_name = g.op.as_ref().map_or_else(|| "unknown".to_string(), |o| o.op.clone());
+    let at_safepoint = op_ns.unwrap_or_else(|| match (g.begin, g.end) {
+        (Some(b), Some(e)) => (e.0 - (b.0 + b.1)).max(0) as u64,
+        _ => 0,
+    });
+    let took = fmt_ns(total);
+    let mut findings = Vec::new();
+    let share_of = |ns: u64| (ns as f64 / total as f64).min(1.0);
+    let said_ttsp = match ttsp {
+        Some((ns, from)) => format!("reaching the safepoint took {} ({from})", fmt_ns(ns)),
+        None => "how long reaching the safepoint took is not in the file (jdk.SafepointBegin was under its threshold, or off)".to_string(),
+    };
+    if let Some(ns) = op_ns.filter(|ns| share_of(*ns) >= MAIN_SHARE) {
+        let share = share_of(ns);
+        let conf = if share >= HIGH_SHARE { Confidence::High } else { Confidence::Medium };
+        let mut x = finding(Cause::LongVmOperation, conf, share);
+        x.evidence.push(format!(
+            "the VM thread ran {op_name} for {} of the {took} (jdk.ExecuteVMOperation)",
+            fmt_ns(ns)
+        ));
+        x.evidence.push(said_ttsp.clone());
+        if let Some(w) = gc_words(f, g) {
+            x.evidence.push(w);
+        }
+        findings.push(x);
+    } else if let Some((ns, _)) = ttsp.filter(|(ns, _)| share_of(*ns) >= MAIN_SHARE) {
+        let share = share_of(ns);
+        match late_thread(g, ns, frames, meta, log) {
+            Some(late) => {
+                let culprit = CulpritView {
+                    tid: late.tid,
+                    name: late.name.clone(),
+                    description: late.description.clone(),
+                    module: None,
+                    files: vec![],
+                    named_by_safepoint_timeout: late.by_timeout,
+                    code: None,
+                };
+                let mut x = if late.touches_memory || !late.code_known {
+                    // A copy from a buffer or a mapping: a page fault on a slow file, swap or
+                    // reclaim look the same from inside the JVM as a long copy; and a thread
+                    // whose code is not known could be anywhere.
+                    let mut x = finding(Cause::Unknown, Confidence::Low, share);
+                    x.title = "unknown: one thread was late to the safepoint".into();
+                    x.evidence.push(said_ttsp.clone());
+                    x.evidence.push(late.said.clone());
+                    x.evidence.push(if late.touches_memory {
+                        "its stack is in a buffer or memory access (java.nio, Unsafe): a page fault on a mapped file (major-fault), swap-in or reclaim, or a long copy; the file has no kernel view to tell which: `stallscope run` or `watch` does".into()
+                    } else {
+                        "JFR sampled no stack of it near the stall: its code, and whether it ran or waited in the kernel, are not known".into()
+                    });
+                    x.fix = "find what the thread waited for: run the JVM under `stallscope run` or beside `stallscope watch`, which sees its faults, its waits and the CPUs".into();
+                    x
+                } else {
+                    let mut x = finding(Cause::NoSafepointPoll, Confidence::Medium, share);
+                    x.evidence.push(said_ttsp.clone());
+                    x.evidence.push(late.said.clone());
+                    x.evidence.push("its stack is in plain Java code, no buffer or memory access: a loop without a poll; the file has no kernel view (a fault in a loop would look the same), so medium at most".into());
+                    x
+                };
+                x.culprits.push(culprit);
+                findings.push(x);
+            }
+            None => {
+                let mut x = finding(Cause::Unknown, Confidence::Low, share);
+                x.title = "unknown: a long time to safepoint".into();
+                x.evidence.push(said_ttsp.clone());
+                x.evidence.push(
+                    "the file holds no sample of the thread it waited for: JFR's samplers do not see a thread between polls during a safepoint's synchronization; jdk.SafepointLatency (JDK 25, on in stallscope's docs/formats/stalls.jfc, off in the JDK's default and profile) names it, and `stallscope run` or `watch` sees it from outside".into(),
+                );
+                let candidates = running_across(g, frames, meta);
+                if !candidates.is_empty() {
+                    x.evidence.push(format!(
+                        "running Java code just before and just after it, in the same method (candidates, not proof): {}",
+                        candidates.join(", ")
+                    ));
+                }
+                x.fix = "record the stall with what sees the late thread: -XX:StartFlightRecording:settings=stalls.jfc from stallscope (docs/formats, JDK 25), or the JVM under `stallscope run`/`watch`; -Xlog:safepoint+stats and -XX:+SafepointTimeout -XX:SafepointTimeoutDelay=100 name it in the JVM's log".into();
+                findings.push(x);
+            }
+        }
+    } else {
+        let mut x = finding(Cause::Unknown, Confidence::Low, 1.0);
+        x.evidence.push(format!(
+            "neither reaching the safepoint nor its operation ({op_name}) explains most of the {took}: {said_ttsp}; the operation {}",
+            op_ns.map_or_else(|| "was not recorded (under its threshold, or off)".to_string(), fmt_ns)
+        ));
+        findings.push(x);
+    }
+    // What the CPUs did: a contributor the file can only hint at.
+    if let Some((words, others)) = cpu_words(f, g.end()) {
+        if others && findings[0].cause != Cause::LongVmOperation {
+            let mut x = finding(Cause::CpuStarvation, Confidence::Low, 0.0);
+            x.evidence.push(words);
+            x.evidence.push("the file has no run-queue waits: whether the JVM's threads waited for a CPU is not known".into());
+            findings.push(x);
+        } else {
+            findings[0].evidence.push(words);
+        }
+    }
+    // Its code, where JFR sampled the culprit; the fix then names it.
+    let stall = (start, start + total);
+    for x in findings.iter_mut() {
+        for c in x.culprits.iter_mut() {
+            c.code = crate::code::for_thread(frames, c.tid, start, start + total, stall);
+        }
+        if let Some(code) = x.culprits.first().and_then(|c| c.code.as_ref())
+            && let Some(fix) = crate::diagnose::fix_in_code(x.cause, code, &x.fix)
+        {
+            x.fix = fix;
+        }
+    }
+    // Who asked for the operation.
+    if let Some(op) = &g.op {
+        let who = requester(op, &f.data.samples, &took, gc_of(f, g).map(|c| c.cause.as_str()));
+        let main = &mut findings[0];
+        if main.cause == Cause::LongVmOperation
+            && matches!(
+                who.kind,
+                InstigatorKind::JavaThread
+                    | InstigatorKind::AttachClient
+                    | InstigatorKind::RemoteJmx
+                    | InstigatorKind::Signal
+            )
+        {
+            main.fix = who.fix.clone();
+        }
+        main.instigator = Some(who);
+    } else if let Some(main) = findings.first_mut() {
+        main.evidence.push(
+            "who asked for the operation is not known: jdk.ExecuteVMOperation was not recorded for it (under its threshold, or off)".into(),
+        );
+    }
+    let view = SafepointView {
+        op: op_name,
+        ttsp_ns: ttsp.map_or(0, |t| t.0),
+        at_safepoint_ns: at_safepoint,
+        total_ns: total,
+        start_mono_ns: start,
+        threads_total: g.begin.and_then(|b| b.2),
+        threads_running: g.sync.and_then(|s| s.2),
+        timeout_culprits: log
+            .map(|l| {
+                l.culprits
+                    .iter()
+                    .map(|c| TimeoutCulprit {
+                        name: c.name.clone(),
+                        tid: c.os_tid.and_then(|t| i32::try_from(t).ok()),
+                        state: c.state.clone(),
+                    })
+                    .collect()
+            })
+            .unwrap_or_default(),
+        unfinished: false,
+    };
+    let samples = frames
+        .iter()
+        .filter(|s| s.t + 1_000_000_000 >= start && s.t <= start + total + 1_000_000_000)
+        .count();
+    StallReport {
+        stall: n,
+        start_mono_ns: start,
+        duration_ns: total,
+        start_wall: crate::wall_of(meta, start),
+        safepoint: Some(view.clone()),
+        safepoints: vec![view],
+        findings,
+        parked_threads: 0,
+        threads: 0,
+        samples,
+        control_max_late_ns: 0,
+        target_exited: false,
+        raw: vec![],
+        begun_before_stop_ns: None,
+    }
+}
+
+/// What the file said of itself: what was read, what was lost, and which of the events that
+/// explain stalls it holds.
+fn notes(f: &FlightFile) -> Vec<String> {
+    let mut v = vec![format!(
+        "explained from the flight recording alone ({}: {} chunks, {} events, {}): no kernel view",
+        f.name,
+        f.chunks,
+        f.data.events,
+        format!("{:.1} MB", f.bytes as f64 / 1e6)
+    )];
+    let has = |e: &str| f.data.counts.get(e).copied().unwrap_or(0) > 0;
+    let missing: Vec<&str> = [
+        "jdk.SafepointBegin",
+        "jdk.SafepointStateSynchronization",
+        "jdk.ExecuteVMOperation",
+        "jdk.SafepointLatency",
+        "jdk.ExecutionSample",
+        "jdk.CPULoad",
+    ]
+    .into_iter()
+    .filter(|e| !has(e))
+    .collect();
+    if !missing.is_empty() {
+        v.push(format!(
+            "not in the file (off in its settings, or none above the threshold): {}",
+            missing.join(", ")
+        ));
+    }
+    v.extend(f.lost.iter().map(|l| format!("not read: {l}")));
+    v
+}
+
+/// A GC log's safepoint's end on the wall clock (ns since the epoch): its wall stamp, else its
+/// uptime from the JVM's start as JFR recorded it (`jdk.JVMInformation`, to the millisecond).
+fn log_end_epoch_ns(s: &Safepoint, jvm_start_ms: Option<i64>) -> Option<i64> {
+    if let Some(w) = s.end.wall {
+        return Some(w.epoch_ms.saturating_mul(1_000_000));
+    }
+    let up = i64::try_from(s.end.uptime_ns?).ok()?;
+    Some(jvm_start_ms?.saturating_mul(1_000_000).saturating_add(up))
+}
+
+/// The GC log's record of a stall: the one ending nearest its end, within a few milliseconds
+/// (the log's stamps are to the millisecond, and the JVM's start in JFR too), of the same
+/// operation where both name one.
+fn log_record<'a>(g: &Gathered, log: &'a [(Safepoint, i64)]) -> Option<&'a Safepoint> {
+    let end = g.end();
+    let slack = 5_000_000 + (g.total_ns() / 20) as i64;
+    log.iter()
+        .filter(|(_, e)| (e - end).abs() <= slack)
+        .filter(|(s, _)| match &g.op {
+            Some(o) => *s.op == *o.op || s.op.is_empty(),
+            None => true,
+        })
+        .min_by_key(|(_, e)| (e - end).abs())
+        .map(|(s, _)| s)
+}
+
+/// The report of a flight recording: a stall for every safepoint at least `threshold_ns` long,
+/// joined with the GC log's safepoint records where one was given (`gc_log`: its time to
+/// safepoint, and the thread SafepointTimeout named).
+pub fn diagnose_flight(f: &FlightFile, threshold_ns: u64, gc_log: Option<&GcLog>) -> Report {
+    let meta = meta_of(f, threshold_ns);
+    let frames = frame_samples(&meta, &f.data.samples);
+    let all = gather(f);
+    let start_ms = f.data.jvm.as_ref().map(|j| j.start_epoch_ms).filter(|m| *m > 0);
+    let placed: Vec<(Safepoint, i64)> = gc_log
+        .map(|l| {
+            l.safepoints
+                .iter()
+                .filter_map(|s| log_end_epoch_ns(s, start_ms).map(|e| (s.clone(), e)))
+                .collect()
+        })
+        .unwrap_or_default();
+    let mut joined = 0;
+    let stalls: Vec<StallReport> = all
+        .iter()
+        .filter(|g| g.total_ns() >= threshold_ns)
+        .enumerate()
+        .map(|(i, g)| {
+            let record = log_record(g, &placed);
+            joined += usize::from(record.is_some());
+            diagnose_one(f, g, i as u32 + 1, &meta, &frames, record)
+        })
+        .collect();
+    let mut by_cause: BTreeMap<String, usize> = BTreeMap::new();
+    for s in &stalls {
+        if let Some(x) = s.findings.first() {
+            *by_cause.entry(x.cause.title().to_string()).or_default() += 1;
+        }
+    }
+    let summary = Summary {
+        stalls: stalls.len(),
+        by_cause,
+        longest_stall_ns: stalls.iter().map(|s| s.duration_ns).max().unwrap_or(0),
+        safepoints: all.len() as u64,
+        total_stopped_ns: all.iter().map(Gathered::total_ns).sum(),
+        ttsp_max_ns: all.iter().filter_map(|g| g.ttsp_ns().map(|t| t.0)).max(),
+        hiccups: None,
+        control: None,
+        recorded_ns: (f.data.end_epoch_ns - f.data.start_epoch_ns).max(0) as u64,
+        recorder_pauses: 0,
+        recorder_pause_max_ns: 0,
+        boost: None,
+    };
+    let mut notes = notes(f);
+    if let Some(l) = gc_log {
+        notes.push(format!(
+            "GC log {}: {} safepoint records, {} placed on the recording's clock, {joined} of the {} stalls joined with theirs{}",
+            l.name,
+            l.safepoints.len(),
+            placed.len(),
+            stalls.len(),
+            if placed.len() < l.safepoints.len() {
+                " (the rest carry no wall-clock or uptime stamp, or the file has no JVM start time)"
+            } else {
+                ""
+            }
+        ));
+        notes.extend(l.notes.iter().cloned());
+    }
+    Report {
+        schema: crate::report::SCHEMA.into(),
+        recording: f.name.clone(),
+        meta,
+        stalls,
+        summary,
+        notes,
+    }
+}
+
+/// A GC log given beside a flight recording: its safepoint records, and what reading it said.
+#[derive(Debug, Clone, Default)]
+pub struct GcLog {
+    pub name: String,
+    pub safepoints: Vec<Safepoint>,
+    pub notes: Vec<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hotspot_log::jfr::{FlightChunk, FlightSafepointEvent, JavaFrame};
+    use proptest::prelude::*;
+
+    const T0: i64 = 1_800_000_000_000_000_000;
+    const MS: i64 = 1_000_000;
+
+    fn file(c: FlightChunk) -> FlightFile {
+        FlightFile { name: "app.jfr".into(), bytes: 1000, chunks: 1, data: c, lost: vec![] }
+    }
+
+    fn chunk() -> FlightChunk {
+        FlightChunk { start_epoch_ns: T0, end_epoch_ns: T0 + 10_000 * MS, ..Default::default() }
+    }
+
+    fn begin(id: i64, at: i64, dur: i64) -> FlightSafepointEvent {
+        FlightSafepointEvent {
+            phase: "begin".into(),
+            safepoint_id: id,
+            start_epoch_ns: T0 + at * MS,
+            duration_ns: dur * MS,
+            threads: Some(12),
+        }
+    }
+
+    fn op(
+        id: i64,
+        name: &str,
+        at: i64,
+        dur: i64,
+        caller: Option<(&str, bool)>,
+    ) -> FlightVmOperation {
+        FlightVmOperation {
+            op: name.into(),
+            start_epoch_ns: T0 + at * MS,
+            duration_ns: dur * MS,
+            safepoint: true,
+            safepoint_id: Some(id),
+            blocking: true,
+            caller: caller.map(|(n, java)| FlightThread {
+                os_tid: 77,
+                java_name: java.then(|| n.to_string()),
+                os_name: n.into(),
+            }),
+        }
+    }
+
+    fn latency(tid: i64, name: &str, at: i64, dur: i64, top: &str) -> JfrStackSample {
+        JfrStackSample {
+            event: "jdk.SafepointLatency".into(),
+            epoch_ns: T0 + at * MS,
+            duration_ns: Some(dur * MS),
+            os_tid: tid,
+            java_name: name.into(),
+            frames: vec![
+                JavaFrame { method: top.into(), line: Some(10), kind: "JIT compiled".into() },
+                JavaFrame {
+                    method: "io.app.Main.main".into(),
+                    line: Some(3),
+                    kind: "Interpreted".into(),
+                },
+            ],
+            truncated: false,
+        }
+    }
+
+    #[test]
+    fn an_operation_that_took_most_of_the_stall_is_named_with_its_asker() {
+        let mut c = chunk();
+        c.safepoint_events.push(begin(1, 1000, 2));
+        c.vm_operations.push(op(1, "ThreadDump", 1002, 300, Some(("Attach Listener", true))));
+        let r = diagnose_flight(&file(c), 20 * MS as u64, None);
+        assert_eq!(r.stalls.len(), 1);
+        let f = &r.stalls[0].findings[0];
+        assert_eq!((f.cause, f.confidence), (Cause::LongVmOperation, Confidence::High));
+        let who = f.instigator.as_ref().unwrap();
+        assert_eq!(who.kind, InstigatorKind::AttachClient);
+        assert_eq!(f.fix, who.fix);
+        assert_eq!(r.stalls[0].duration_ns, 302 * MS as u64);
+        assert!(r.notes[0].contains("flight recording alone"), "{:?}", r.notes);
+    }
+
+    #[test]
+    fn an_operation_without_its_begin_event_is_still_a_stall_and_the_jvms_own_is_the_jvm() {
+        let mut c = chunk();
+        c.vm_operations.push(op(
+            4,
+            "G1CollectFull",
+            500,
+            80,
+            Some(("VM Periodic Task Thread", false)),
+        ));
+        let r = diagnose_flight(&file(c), 20 * MS as u64, None);
+        let f = &r.stalls[0].findings[0];
+        assert_eq!(f.cause, Cause::LongVmOperation);
+        assert_eq!(f.instigator.as_ref().unwrap().kind, InstigatorKind::Jvm);
+        assert!(f.evidence.iter().any(|e| e.contains("not in the file")), "{:?}", f.evidence);
+    }
+
+    #[test]
+    fn a_late_thread_in_plain_code_is_a_missing_poll_at_medium_and_in_a_buffer_unknown() {
+        for (top, cause) in [
+            ("io.app.Sum.loop", Cause::NoSafepointPoll),
+            ("java.nio.DirectByteBuffer.get", Cause::Unknown),
+        ] {
+            let mut c = chunk();
+            c.safepoint_events.push(begin(2, 2000, 400));
+            c.vm_operations.push(op(2, "ThreadDump", 2400, 3, Some(("dumper", true))));
+            c.samples.push(latency(55, "worker", 1990, 405, top));
+            let r = diagnose_flight(&file(c), 20 * MS as u64, None);
+            let f = &r.stalls[0].findings[0];
+            assert_eq!(f.cause, cause, "{top}: {f:?}");
+            assert!(f.confidence <= Confidence::Medium);
+            assert_eq!(f.culprits[0].name, "worker");
+            let code = f.culprits[0].code.as_ref().expect("the latency sample's stack");
+            assert_eq!(code.frames[0].method, top);
+            assert_eq!(f.instigator.as_ref().unwrap().name, "dumper");
+        }
+    }
+
+    #[test]
+    fn a_long_time_to_safepoint_nothing_explains_is_unknown_with_what_would_tell() {
+        let mut c = chunk();
+        c.safepoint_events.push(begin(3, 3000, 250));
+        let r = diagnose_flight(&file(c), 20 * MS as u64, None);
+        let f = &r.stalls[0].findings[0];
+        assert_eq!(f.cause, Cause::Unknown);
+        assert!(f.evidence.iter().any(|e| e.contains("jdk.SafepointLatency")));
+        assert!(f.evidence.iter().any(|e| e.contains("who asked for the operation is not known")));
+    }
+
+    fn event() -> impl Strategy<Value = (u8, i64, i64, i64)> {
+        (0u8..4, 0i64..5, 0i64..5_000, 0i64..2_000)
+    }
+
+    proptest! {
+        /// Any events, in any order, with any gaps: never a panic; every high-confidence cause
+        /// explains at least 80% of its stall, every stall is at least the threshold, and no
+        /// kernel cause is ever named from a flight recording.
+        #[test]
+        fn any_events_give_a_report_whose_confidence_the_evidence_covers(
+            evs in proptest::collection::vec(event(), 0..30),
+            threshold in 1i64..100,
+        ) {
+            let mut c = chunk();
+            for (kind, id, at, dur) in evs {
+                match kind {
+                    0 => c.safepoint_events.push(begin(id, at, dur)),
+                    1 => c.vm_operations.push(op(id, "ThreadDump", at, dur, Some(("t", true)))),
+                    2 => c.samples.push(latency(id, "w", at, dur, "io.app.X.y")),
+                    _ => c.safepoint_events.push(FlightSafepointEvent { phase: "end".into(), ..begin(id, at, dur) }),
+                }
+            }
+            let r = diagnose_flight(&file(c), (threshold * MS) as u64, None);
+            for s in &r.stalls {
+                prop_assert!(s.duration_ns >= (threshold * MS) as u64);
+                for f in &s.findings {
+                    if f.confidence == Confidence::High {
+                        prop_assert!(f.share >= HIGH_SHARE, "{:?}", f);
+                    }
+                    prop_assert!(matches!(
+                        f.cause,
+                        Cause::LongVmOperation | Cause::NoSafepointPoll | Cause::CpuStarvation | Cause::Unknown
+                    ));
+                }
+            }
+        }
+    }
+}
