@@ -27,7 +27,7 @@ lint:
 check:
 	$(CARGO) test --workspace --lib --bins \
 		--test layout --test report_fixtures --test logs_fixtures --test logs_schema_doc \
-		--test logs_cli --test recordings --test damage --test oracle --test properties \
+		--test logs_cli --test recordings --test damage --test oracle --test properties --test report_jfr \
 		--test format
 	$(CARGO) test --workspace --doc
 

@@ -233,46 +233,10 @@ fn damaged_jfr_files_give_clear_answers() {
     record(&java17(), &f, settings().to_str().unwrap(), 1);
     let whole = std::fs::read(&f).unwrap();
     let had = summary(&f)["safepoints"].as_u64().unwrap();
-    let seed = std::env::var("STALLSCOPE_JFR_SEED")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos()
-                as u64
-        });
-    eprintln!("STALLSCOPE_JFR_SEED={seed}");
-    let mut rng = fastrand::Rng::with_seed(seed);
+    let (seed, mut rng) = jfr_damage_seed();
     let damaged = d.join("damaged.jfr");
     for case in 0..48 {
-        let mut b = whole.clone();
-        let what = match case % 4 {
-            0 => {
-                let at = rng.usize(0..b.len());
-                b.truncate(at);
-                format!("cut at {at}")
-            }
-            1 => {
-                let at = rng.usize(0..b.len());
-                let n = rng.usize(1..16).min(b.len() - at);
-                for x in &mut b[at..at + n] {
-                    *x = rng.u8(..);
-                }
-                format!("{n} random bytes at {at}")
-            }
-            2 => {
-                // A varint-ish count turned huge: 0xff bytes run into anything.
-                let at = rng.usize(68.min(b.len())..b.len());
-                let n = rng.usize(1..6).min(b.len() - at);
-                b[at..at + n].fill(0xff);
-                format!("{n} bytes 0xff at {at}")
-            }
-            _ => {
-                // The chunk header's own fields: size, offsets, ticks.
-                let at = rng.usize(8..68.min(b.len()));
-                b[at] = rng.u8(..);
-                format!("header byte {at}")
-            }
-        };
+        let (b, what) = damage_jfr(&mut rng, &whole, case);
         std::fs::write(&damaged, &b).unwrap();
         let (code, out, err) = logs(&["--json", damaged.to_str().unwrap()]);
         let ctx = format!("seed {seed}, case {case}: {what}: exit {code}\n{err}");

@@ -537,3 +537,51 @@ pub fn wait_for_heartbeat(pid: i32) {
     }
     std::thread::sleep(Duration::from_millis(300));
 }
+
+/// A copy of a JFR file's bytes damaged the `case % 4`th way: cut anywhere, random bytes, a run
+/// of `0xff` (a count turned huge), or a byte of the chunk header's own fields; and what was done,
+/// in words.
+pub fn damage_jfr(rng: &mut fastrand::Rng, whole: &[u8], case: usize) -> (Vec<u8>, String) {
+    let mut b = whole.to_vec();
+    let what = match case % 4 {
+        0 => {
+            let at = rng.usize(0..b.len());
+            b.truncate(at);
+            format!("cut at {at}")
+        }
+        1 => {
+            let at = rng.usize(0..b.len());
+            let n = rng.usize(1..16).min(b.len() - at);
+            for x in &mut b[at..at + n] {
+                *x = rng.u8(..);
+            }
+            format!("{n} random bytes at {at}")
+        }
+        2 => {
+            let at = rng.usize(68.min(b.len())..b.len());
+            let n = rng.usize(1..6).min(b.len() - at);
+            b[at..at + n].fill(0xff);
+            format!("{n} bytes 0xff at {at}")
+        }
+        _ => {
+            let at = rng.usize(8..68.min(b.len()));
+            b[at] = rng.u8(..);
+            format!("header byte {at}")
+        }
+    };
+    (b, what)
+}
+
+/// The seed of a JFR damage test (`STALLSCOPE_JFR_SEED` replays one; else the clock's), said on
+/// stderr, and its generator.
+pub fn jfr_damage_seed() -> (u64, fastrand::Rng) {
+    let seed = std::env::var("STALLSCOPE_JFR_SEED")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos()
+                as u64
+        });
+    eprintln!("STALLSCOPE_JFR_SEED={seed}");
+    (seed, fastrand::Rng::with_seed(seed))
+}

@@ -6,15 +6,16 @@ package io.stallscope.workloads;
  */
 public final class Idle {
     static final String USAGE = String.join("\n",
-            "usage: idle [--duration 10s] [--threads 4]",
-            "  --threads threads wake every 10 ms to do a little work, until --duration; prints the pid first.",
+            "usage: idle [--duration 10s] [--threads 4] [--every 10ms]",
+            "  --threads threads wake every --every to do a little work, until --duration; prints the pid first.",
             "  Prints a summary, then one JSON line.");
 
     static volatile long sink;
 
     public static void main(String[] args) throws Exception {
-        Options o = new Options("idle", USAGE, args, "duration", "threads");
+        Options o = new Options("idle", USAGE, args, "duration", "threads", "every");
         long duration = o.nanos("duration", "10s");
+        long everyMs = Math.max(1, o.nanos("every", "10ms") / 1_000_000);
         int n = (int) o.integer("threads", 4);
         System.out.println("idle: pid " + ProcessHandle.current().pid());
         System.out.flush();
@@ -24,7 +25,7 @@ public final class Idle {
             ts[i] = new Thread(() -> {
                 while (System.nanoTime() < end) {
                     try {
-                        Thread.sleep(10);
+                        Thread.sleep(everyMs);
                     } catch (InterruptedException e) {
                         return;
                     }

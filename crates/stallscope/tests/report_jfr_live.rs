@@ -1,0 +1,40 @@
+//! `stallscope report app.jfr` on fresh flight recordings of this machine's JDKs, made with
+//! their own `default` settings and nothing of stallscope in the JVM (the stored ones are graded
+//! in report_jfr.rs, in the fast tier).
+
+mod common;
+use common::*;
+use doctor::{Cause, InstigatorKind};
+
+/// A fresh recording of this machine's JDK 17 and 25 (their `default` settings), with nothing
+/// of stallscope in the JVM: a System.gc() on a live heap is named, with its caller.
+#[test]
+fn a_fresh_recording_of_jdk17_and_25_is_explained() {
+    let _x = exclusive();
+    let d = scratch("report-jfr-fresh");
+    for (jdk, java) in [("17", java17()), ("25", java25())] {
+        let file = d.join(format!("jdk{jdk}.jfr"));
+        let flag = format!("-XX:StartFlightRecording=filename={},settings=default", file.display());
+        let o = workload(
+            std::process::Command::new(&java),
+            &["-XX:+UseParallelGC", "-Xmx1g", &flag],
+            &["heap-gc", "--live", "256", "--gcs", "2", "--every", "200ms"],
+        )
+        .output()
+        .unwrap();
+        assert!(o.status.success(), "JDK {jdk}: {}", String::from_utf8_lossy(&o.stderr));
+        let o = stallscope().args(["report", "--json"]).arg(&file).output().unwrap();
+        assert!(o.status.success(), "JDK {jdk}: {}", String::from_utf8_lossy(&o.stderr));
+        let r: doctor::Report = serde_json::from_slice(&o.stdout).unwrap();
+        let s = stalls_with(&r, Cause::LongVmOperation);
+        assert!(!s.is_empty(), "JDK {jdk}: {:?}", r.stalls);
+        let who = s[0].findings[0].instigator.as_ref().unwrap();
+        assert_eq!(
+            (who.kind, who.name.as_str()),
+            (InstigatorKind::JavaThread, "main"),
+            "JDK {jdk}"
+        );
+        assert!(r.meta.java_version.as_deref().unwrap_or("").starts_with(jdk), "{:?}", r.meta);
+    }
+    std::fs::remove_dir_all(&d).unwrap();
+}
