@@ -315,6 +315,8 @@ fn cpu_words(f: &FlightFile, end: i64) -> Option<(String, bool)> {
         .cpu_load
         .iter()
         .filter(|l| l.epoch_ns >= end && l.epoch_ns - end <= LOAD_NEAR_NS)
+        // JFR's first reading of a recording is all zeros: nothing was measured yet.
+        .filter(|l| l.machine_total > 0.0)
         .min_by_key(|l| l.epoch_ns)?;
     let jvm = l.jvm_user + l.jvm_system;
     let others = l.machine_total >= BUSY_MACHINE && jvm < l.machine_total / 2.0;
