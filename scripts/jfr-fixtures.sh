@@ -34,9 +34,23 @@ mkdir -p "$out"
 table="$out/table.tsv"
 [ -s "$table" ] || printf 'file\tscenario\tjdk\tsettings\ttruth\tgc_log\n' > "$table"
 
-# jfr NAME JAVA SETTINGS: the -XX flag that records NAME's file with SETTINGS (a .jfc path or a
-# JDK settings name).
-jfr_flag() { echo "-XX:StartFlightRecording=filename=$work/$1.jfr,settings=$2"; }
+# async-profiler 4.1 (Maven Central), for its --ttsp recordings: its Linux library, unpacked.
+ap_lib="$root/target/peers/async-profiler-4.1/linux-x64/libasyncProfiler.so"
+if [ ! -s "$ap_lib" ]; then
+  mkdir -p "$root/target/peers/async-profiler-4.1"
+  mvn -q -B dependency:copy -Dartifact=tools.profiler:async-profiler:4.1 -DoutputDirectory="$root/target/peers" > /dev/null
+  (cd "$root/target/peers/async-profiler-4.1" && unzip -q -o ../async-profiler-4.1.jar linux-x64/libasyncProfiler.so)
+fi
+
+# jfr_flag NAME SETTINGS: the flag that records NAME's file with SETTINGS (a .jfc path, a JDK
+# settings name, or `async-profiler-ttsp`: async-profiler's CPU samples inside each time to
+# safepoint, written as JFR, with no JDK Flight Recorder at all).
+jfr_flag() {
+  case "$2" in
+    async-profiler-ttsp) echo "-agentpath:$ap_lib=start,event=cpu,ttsp,jfr,file=$work/$1.jfr" ;;
+    *) echo "-XX:StartFlightRecording=filename=$work/$1.jfr,settings=$2" ;;
+  esac
+}
 
 # keep NAME SCENARIO JDK SETTINGS TRUTH: gzips the recording (and its safepoint log, when the
 # run wrote one) into the fixtures and lists it.
@@ -137,7 +151,9 @@ for s in "${scenarios[@]}"; do
   case "$s" in
     counted-loop-log) runs=("17 $j17 default" "25 $j25 default") ;;
     system-gc | jcmd-heap-dump) runs+=("11 $j11 default" "21 $j21 default") ;;
-    counted-loop | mapped-read) runs+=("17 $j17 $root/docs/formats/stalls.jfc" "25 $j25 $root/docs/formats/stalls.jfc") ;;
+    counted-loop | mapped-read)
+      runs+=("17 $j17 $root/docs/formats/stalls.jfc" "25 $j25 $root/docs/formats/stalls.jfc"
+        "17 $j17 async-profiler-ttsp" "25 $j25 async-profiler-ttsp") ;;
   esac
   for r in "${runs[@]}"; do
     read -r jdk java settings <<< "$r"

@@ -47,6 +47,8 @@ struct Gathered {
     sync: Option<(i64, i64, Option<u32>)>,
     end: Option<(i64, i64)>,
     op: Option<FlightVmOperation>,
+    /// async-profiler's window of its time to safepoint (`profiler.Window`), start and length.
+    window: Option<(i64, i64)>,
 }
 
 impl Gathered {
@@ -55,6 +57,7 @@ impl Gathered {
             self.begin.map(|b| b.0),
             self.sync.map(|s| s.0),
             self.op.as_ref().map(|o| o.start_epoch_ns),
+            self.window.map(|w| w.0),
         ]
         .into_iter()
         .flatten()
@@ -68,6 +71,7 @@ impl Gathered {
             self.sync.map(|s| s.0 + s.1),
             self.op.as_ref().map(|o| o.start_epoch_ns + o.duration_ns),
             self.end.map(|e| e.0 + e.1),
+            self.window.map(|w| w.0 + w.1),
         ]
         .into_iter()
         .flatten()
@@ -83,6 +87,12 @@ impl Gathered {
     fn ttsp_ns(&self) -> Option<(u64, &'static str)> {
         if let Some(s) = self.sync {
             return Some((s.1.max(0) as u64, "jdk.SafepointStateSynchronization"));
+        }
+        if let Some(w) = self.window {
+            return Some((
+                w.1.max(0) as u64,
+                "async-profiler's time-to-safepoint window, profiler.Window",
+            ));
         }
         self.begin.map(|b| (b.1.max(0) as u64, "jdk.SafepointBegin (with cleanup before JDK 22)"))
     }
@@ -108,6 +118,14 @@ fn gather(f: &FlightFile) -> Vec<Gathered> {
         g.op = Some(o.clone());
     }
     let mut v: Vec<Gathered> = by_id.into_values().collect();
+    // async-profiler's windows: the safepoint they overlap, else one of their own (its files
+    // hold no safepoint events).
+    for &(a, d) in &f.data.windows {
+        match v.iter_mut().find(|g| g.start() < a + d && g.end() > a) {
+            Some(g) => g.window = Some((a, d)),
+            None => v.push(Gathered { window: Some((a, d)), ..Default::default() }),
+        }
+    }
     v.sort_by_key(Gathered::start);
     v
 }
@@ -391,6 +409,9 @@ fn late_thread(
             by_timeout: false,
         });
     }
+    if let Some(late) = running_in_window(g, frames, meta) {
+        return Some(late);
+    }
     let c = log?.culprits.first()?;
     let tid = c.os_tid.and_then(|t| i32::try_from(t).ok()).unwrap_or(0);
     let code =
@@ -409,6 +430,47 @@ fn late_thread(
             .is_some_and(|k| k.frames.iter().any(|f| memory_access(&f.method))),
         code_known: code.is_some(),
         by_timeout: true,
+    })
+}
+
+/// Samples of one thread, at least, that make it the one running through a window.
+const WINDOW_MIN_SAMPLES: usize = 3;
+
+/// The thread async-profiler sampled on a CPU through most of its time-to-safepoint window: it
+/// samples only inside the windows (`--ttsp`), so a thread sampled there was running, not
+/// stopped at a safepoint.
+fn running_in_window(g: &Gathered, frames: &[FrameSample], meta: &Meta) -> Option<Late> {
+    let (a, d) = g.window?;
+    let (from, to) = (mono(meta, a), mono(meta, a + d));
+    let inside: Vec<&FrameSample> = frames
+        .iter()
+        .filter(|s| s.event == "jdk.ExecutionSample" && s.t >= from && s.t <= to)
+        .collect();
+    let mut by: HashMap<i32, Vec<&FrameSample>> = HashMap::new();
+    for s in &inside {
+        by.entry(s.tid).or_default().push(s);
+    }
+    let (tid, mine) = by.into_iter().max_by_key(|(_, v)| v.len())?;
+    if mine.len() < WINDOW_MIN_SAMPLES || mine.len() * 2 < inside.len() {
+        return None;
+    }
+    let name = mine[0].name.clone();
+    Some(Late {
+        tid,
+        name: name.clone(),
+        description: format!(
+            "running on a CPU through the time to safepoint ({} samples)",
+            mine.len()
+        ),
+        said: format!(
+            "async-profiler sampled \"{name}\" running on a CPU {} times in its {} time-to-safepoint window ({} of the window's samples)",
+            mine.len(),
+            fmt_ns(d.max(0) as u64),
+            inside.len()
+        ),
+        touches_memory: mine.iter().any(|s| s.frames.iter().any(|f| memory_access(&f.method))),
+        code_known: true,
+        by_timeout: false,
     })
 }
 
@@ -664,6 +726,8 @@ fn notes(f: &FlightFile) -> Vec<String> {
     ]
     .into_iter()
     .filter(|e| !has(e))
+    // async-profiler's files have windows instead of the JVM's safepoint events.
+    .filter(|e| f.data.windows.is_empty() || !e.starts_with("jdk.Safepoint"))
     .collect();
     if !missing.is_empty() {
         v.push(format!(
@@ -902,6 +966,27 @@ mod tests {
             assert_eq!(code.frames[0].method, top);
             assert_eq!(f.instigator.as_ref().unwrap().name, "dumper");
         }
+    }
+
+    #[test]
+    fn an_async_profiler_window_with_one_thread_running_through_it_names_that_thread() {
+        let mut c = chunk();
+        c.windows.push((T0 + 4000 * MS, 300 * MS));
+        for i in 0..10 {
+            let mut s = latency(9, "spinner", 4010 + i * 25, 0, "io.app.Spin.run");
+            s.event = "jdk.ExecutionSample".into();
+            s.duration_ns = None;
+            c.samples.push(s);
+        }
+        let r = diagnose_flight(&file(c.clone()), 20 * MS as u64, None);
+        let f = &r.stalls[0].findings[0];
+        assert_eq!((f.cause, f.confidence), (Cause::NoSafepointPoll, Confidence::Medium));
+        assert_eq!(f.culprits[0].name, "spinner");
+        assert!(r.notes.iter().all(|n| !n.contains("jdk.SafepointBegin")), "{:?}", r.notes);
+        // Two samples are not a thread running through it.
+        c.samples.truncate(2);
+        let r = diagnose_flight(&file(c), 20 * MS as u64, None);
+        assert_eq!(r.stalls[0].findings[0].cause, Cause::Unknown);
     }
 
     #[test]

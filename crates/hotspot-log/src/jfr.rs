@@ -603,6 +603,10 @@ pub struct FlightChunk {
     /// `jdk.OSInformation`'s `osVersion` (on Linux, its `uname:` line and the distribution's).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub os_version: Option<String>,
+    /// async-profiler's `profiler.Window` events (`--ttsp`): each a time to safepoint it
+    /// profiled, as (start, duration), ns.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub windows: Vec<(i64, i64)>,
     /// Stack samples within [`FLIGHT_SAMPLE_MARGIN_NS`] of a VM operation or safepoint at least
     /// the threshold long in this chunk (the rest are not kept: memory stays bounded by what
     /// the stalls need).
@@ -629,6 +633,7 @@ impl FlightChunk {
         self.jvm = self.jvm.take().or(c.jvm);
         self.hw_threads = self.hw_threads.or(c.hw_threads);
         self.os_version = self.os_version.take().or(c.os_version);
+        self.windows.extend(c.windows);
         self.samples.extend(c.samples);
     }
 }
@@ -650,8 +655,9 @@ pub struct FlightFile {
 pub const FLIGHT_SAMPLE_MARGIN_NS: i64 = 1_000_000_000;
 
 /// The events [`read_chunk_flight`] reads.
-pub const FLIGHT_EVENTS: [&str; 13] = [
+pub const FLIGHT_EVENTS: [&str; 14] = [
     "jdk.OSInformation",
+    "profiler.Window",
     "jdk.SafepointBegin",
     "jdk.SafepointStateSynchronization",
     "jdk.SafepointEnd",
@@ -803,6 +809,7 @@ pub fn read_chunk_flight(
                 }
                 "jdk.CPUInformation" => out.hw_threads = count("hwThreads"),
                 "jdk.OSInformation" => out.os_version = text_of(&v, "osVersion"),
+                "profiler.Window" => out.windows.push((at, dur_ns)),
                 _ => {
                     let thread = if name == "jdk.SafepointLatency" {
                         thread_of(&v, "eventThread")
@@ -839,6 +846,12 @@ pub fn read_chunk_flight(
                 .iter()
                 .filter(|e| e.duration_ns >= threshold_ns)
                 .map(|e| (e.start_epoch_ns, e.start_epoch_ns.saturating_add(e.duration_ns))),
+        )
+        .chain(
+            out.windows
+                .iter()
+                .filter(|(_, d)| *d >= threshold_ns)
+                .map(|&(a, d)| (a, a.saturating_add(d))),
         )
         .collect();
     long.sort_unstable();

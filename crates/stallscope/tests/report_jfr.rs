@@ -154,7 +154,10 @@ fn every_fixture_is_right_or_unknown_and_never_confidently_wrong() {
         // Where the file holds the evidence, the right answer.
         let holds = match f.scenario.as_str() {
             "system-gc" | "jcmd-heap-dump" => true,
-            "counted-loop" => f.settings == "stalls" && f.jdk == "25",
+            // JDK 25's jdk.SafepointLatency, or async-profiler's samples inside its TTSP windows.
+            "counted-loop" => {
+                (f.settings == "stalls" && f.jdk == "25") || f.settings == "async-profiler-ttsp"
+            }
             "counted-loop-log" => true,
             _ => false,
         };
@@ -228,6 +231,33 @@ fn safepoint_latency_names_the_loop_and_its_code() {
         assert!(
             code.frames.iter().any(|f| f.method.starts_with("io.stallscope.workloads.CountedLoop")),
             "{code:?}"
+        );
+    }
+}
+
+/// async-profiler's `--ttsp` recording (no JDK Flight Recorder): its windows are the times to
+/// safepoint, and the thread it sampled on a CPU through one is the loop.
+#[test]
+fn async_profilers_ttsp_windows_name_the_running_thread() {
+    for jdk in ["17", "25"] {
+        let f = fixtures().join(format!("counted-loop-jdk{jdk}-async-profiler-ttsp.jfr.gz"));
+        let r = report_of(&f, &[]).unwrap();
+        let s = stalls_with(&r, Cause::NoSafepointPoll);
+        assert!(!s.is_empty(), "JDK {jdk}: {:?}", causes(&r));
+        let x = &s[0].findings[0];
+        assert!(x.evidence.iter().any(|e| e.contains("profiler.Window")), "{:?}", x.evidence);
+        let code = x.culprits[0].code.as_ref().expect("its code");
+        assert!(
+            code.frames[0].method.starts_with("io.stallscope.workloads.CountedLoop"),
+            "{code:?}"
+        );
+        // The mapped read's reader waits off the CPU in its faults: nobody is named.
+        let f = fixtures().join(format!("mapped-read-jdk{jdk}-async-profiler-ttsp.jfr.gz"));
+        let r = report_of(&f, &[]).unwrap();
+        assert!(
+            r.stalls.iter().all(|s| s.findings[0].cause != Cause::NoSafepointPoll),
+            "JDK {jdk}: {:?}",
+            causes(&r)
         );
     }
 }
