@@ -5,8 +5,8 @@
 #
 #   scripts/jfr-fixtures.sh [SCENARIO ...]      (as root: the mapped read mounts a FUSE slowfs)
 #
-# Scenarios: counted-loop counted-loop-log mapped-read cpu-contention system-gc jcmd-heap-dump (all
-# by default).
+# Scenarios: counted-loop counted-loop-log mapped-read cpu-contention system-gc jcmd-heap-dump
+# slow-log tlb-shootdown frozen (all by default).
 # Needs `make build` (the workloads jar, stallscope) and scripts/setup.sh's JDKs 11 and 21.
 # Every process, mount and file it makes is removed on every exit path.
 set -euo pipefail
@@ -108,6 +108,44 @@ cpu_contention() {
   wait "$hog" 2> /dev/null || true
 }
 
+# The lab's slow-log: the VM thread writes the GC log to a slow disk (300 ms a write) inside each
+# collection's safepoint.
+slow_log() {
+  mkdir -p "$work/logback"
+  "$bin" inject slowfs --write-delay 300ms --read-delay 0ms --glob '*.log' --for 60s "$work/logback" "$work/logmnt" > /dev/null 2>&1 &
+  local fs=$!
+  pids+=("$fs")
+  for _ in $(seq 50); do mountpoint -q "$work/logmnt" && break; sleep 0.1; done
+  timeout 60 "$2" -XX:+UseParallelGC "-Xlog:gc*:file=$work/logmnt/gc.log" "$(jfr_flag "$1" "$3")" \
+    -jar "$jar" heap-gc --live 32 --gcs 3 --every 200ms > /dev/null
+  rm -f "$work/logmnt/gc.log"
+  kill "$fs"
+  wait "$fs" 2> /dev/null || true
+}
+
+# Seed 002: two threads map, read and unmap thousands of one-page files: TLB shootdowns.
+tlb_shootdown() {
+  [ -d "$work/tlb" ] || "$j17" -jar "$jar" tlb-readers create --dir "$work/tlb" --files 20000 > /dev/null
+  timeout 120 "$2" "$(jfr_flag "$1" "$3")" -jar "$jar" tlb-readers read --dir "$work/tlb" --files 20000 \
+    --threads 2 --reads 100 --mode mmap > /dev/null
+}
+
+# The lab's control: an idle JVM stopped with SIGSTOP for 800 ms, twice.
+frozen() {
+  timeout 60 "$2" "$(jfr_flag "$1" "$3")" -jar "$jar" idle --duration 6s --threads 4 > "$work/idle.out" &
+  local t=$!
+  pids+=("$t")
+  local jvm=
+  for _ in $(seq 100); do
+    jvm=$(sed -n 's/^idle: pid //p' "$work/idle.out")
+    [ -n "$jvm" ] && break
+    sleep 0.1
+  done
+  sleep 1.5
+  for _ in 1 2; do "$bin" inject freeze --for 800ms "$jvm" > /dev/null; sleep 0.7; done
+  wait "$t"
+}
+
 # A long VM operation the application asked for: System.gc() on a 256 MB live heap.
 system_gc() {
   timeout 60 "$2" -XX:+UseParallelGC -Xmx1g "$(jfr_flag "$1" "$3")" -jar "$jar" heap-gc --live 256 --gcs 3 --every 300ms > /dev/null
@@ -135,13 +173,16 @@ jcmd_heap_dump() {
 }
 
 scenarios=("$@")
-[ ${#scenarios[@]} -gt 0 ] || scenarios=(counted-loop counted-loop-log mapped-read cpu-contention system-gc jcmd-heap-dump)
+[ ${#scenarios[@]} -gt 0 ] || scenarios=(counted-loop counted-loop-log mapped-read cpu-contention system-gc jcmd-heap-dump slow-log tlb-shootdown frozen)
 truth_of() {
   case "$1" in
     counted-loop | counted-loop-log) echo no-safepoint-poll ;;
     mapped-read) echo major-fault ;;
     cpu-contention) echo cpu-starvation ;;
     system-gc | jcmd-heap-dump) echo long-vm-operation ;;
+    slow-log) echo vm-thread-io ;;
+    tlb-shootdown) echo tlb-shootdown ;;
+    frozen) echo frozen ;;
   esac
 }
 for s in "${scenarios[@]}"; do

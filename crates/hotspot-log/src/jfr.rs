@@ -551,6 +551,10 @@ pub struct FlightGc {
     pub duration_ns: i64,
     pub sum_of_pauses_ns: i64,
     pub longest_pause_ns: i64,
+    /// `jdk.GCCPUTime` of the collection (JDK 17.0.x and later): its threads' user and system
+    /// CPU time, and its real time, ns (to the clock tick, 10 ms).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu: Option<(i64, i64, i64)>,
 }
 
 /// `jdk.CPULoad`: the CPUs' use over the period before `epoch_ns`, each a share of all CPUs.
@@ -655,7 +659,8 @@ pub struct FlightFile {
 pub const FLIGHT_SAMPLE_MARGIN_NS: i64 = 1_000_000_000;
 
 /// The events [`read_chunk_flight`] reads.
-pub const FLIGHT_EVENTS: [&str; 14] = [
+pub const FLIGHT_EVENTS: [&str; 15] = [
+    "jdk.GCCPUTime",
     "jdk.OSInformation",
     "profiler.Window",
     "jdk.SafepointBegin",
@@ -712,6 +717,7 @@ pub fn read_chunk_flight(
     let mut span = JfrChunk::default();
     let mut out = FlightChunk { offset, ..Default::default() };
     let mut all_samples = Vec::new();
+    let mut gc_cpu: Vec<(i64, (i64, i64, i64))> = Vec::new();
     let counts = &mut out.counts;
     let damage = walk_chunk(
         offset,
@@ -782,8 +788,18 @@ pub fn read_chunk_flight(
                         duration_ns: dur_ns,
                         sum_of_pauses_ns: long_of(&v, "sumOfPauses").map_or(0, |t| clock.to_ns(t)),
                         longest_pause_ns: long_of(&v, "longestPause").map_or(0, |t| clock.to_ns(t)),
+                        cpu: None,
                     });
                 }
+                // Its times are nanoseconds (contentType nanos), not ticks.
+                "jdk.GCCPUTime" => gc_cpu.push((
+                    long_of(&v, "gcId").unwrap_or(-1),
+                    (
+                        long_of(&v, "userTime").unwrap_or(0),
+                        long_of(&v, "systemTime").unwrap_or(0),
+                        long_of(&v, "realTime").unwrap_or(0),
+                    ),
+                )),
                 "jdk.CPULoad" => out.cpu_load.push(FlightCpuLoad {
                     epoch_ns: at,
                     jvm_user: float_of(&v, "jvmUser").unwrap_or(0.0),
@@ -834,6 +850,11 @@ pub fn read_chunk_flight(
     out.start_epoch_ns = span.start_epoch_ns;
     out.end_epoch_ns = span.end_epoch_ns;
     out.events = span.events;
+    for (id, cpu) in gc_cpu {
+        if let Some(g) = out.gcs.iter_mut().find(|g| g.gc_id == id) {
+            g.cpu = Some(cpu);
+        }
+    }
     // The spans worth samples: long operations, and long safepoints (whose operation may have
     // been under its threshold), each widened by the margin.
     let mut long: Vec<(i64, i64)> = out

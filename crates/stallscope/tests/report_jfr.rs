@@ -65,9 +65,10 @@ enum Grade {
     Right,
     /// `unknown`, with its reason.
     Unknown,
-    /// Another cause at low confidence.
-    WrongLow,
-    /// Another cause at medium or high confidence: never allowed.
+    /// Another cause at low or medium confidence (a GC the kernel slowed is a long operation
+    /// from the file's side: medium at most).
+    WrongUnsure,
+    /// Another cause at high confidence: never allowed.
     ConfidentWrong,
 }
 
@@ -88,7 +89,7 @@ fn grade(r: &Report, truth: Cause) -> Vec<(Grade, String)> {
                     .unwrap_or_default()
             );
             let confidently_wrong = s.findings.iter().any(|f| {
-                f.cause != truth && f.cause != Cause::Unknown && f.confidence >= Confidence::Medium
+                f.cause != truth && f.cause != Cause::Unknown && f.confidence == Confidence::High
             });
             let g = if confidently_wrong {
                 Grade::ConfidentWrong
@@ -98,7 +99,7 @@ fn grade(r: &Report, truth: Cause) -> Vec<(Grade, String)> {
                 assert!(!main.evidence.is_empty(), "unknown without a reason: {s:?}");
                 Grade::Unknown
             } else {
-                Grade::WrongLow
+                Grade::WrongUnsure
             };
             (g, words)
         })
@@ -154,6 +155,7 @@ fn every_fixture_is_right_or_unknown_and_never_confidently_wrong() {
         // Where the file holds the evidence, the right answer.
         let holds = match f.scenario.as_str() {
             "system-gc" | "jcmd-heap-dump" => true,
+            // JDK 11's default settings have no jdk.GCCPUTime: its collections stay medium.
             // JDK 25's jdk.SafepointLatency, or async-profiler's samples inside its TTSP windows.
             "counted-loop" => {
                 (f.settings == "stalls" && f.jdk == "25") || f.settings == "async-profiler-ttsp"
@@ -206,7 +208,8 @@ fn a_system_gc_is_named_with_its_caller_and_fix() {
         .find(|s| s.safepoint.as_ref().is_some_and(|v| v.op == "ParallelGCSystemGC"))
         .unwrap_or_else(|| panic!("no System.gc() among {:?}", causes(&r)));
     let x = &full.findings[0];
-    assert_eq!(x.confidence, Confidence::High, "{x:?}");
+    // Medium: a collection the kernel slowed (swap-in, reclaim) would look the same.
+    assert_eq!(x.confidence, Confidence::Medium, "{x:?}");
     let who = x.instigator.as_ref().unwrap();
     assert!(who.did.contains("System.gc()"), "{who:?}");
     assert!(x.fix.contains("System.gc()"), "{}", x.fix);
@@ -259,6 +262,23 @@ fn async_profilers_ttsp_windows_name_the_running_thread() {
             "JDK {jdk}: {:?}",
             causes(&r)
         );
+    }
+}
+
+/// The lab's slow-log: each collection 5-7 s long, its threads mostly off the CPU (writing the GC
+/// log to a slow disk). The file cannot say why they waited: unknown, not a long operation.
+#[test]
+fn a_collection_that_waited_is_not_called_a_long_operation() {
+    for jdk in ["17", "25"] {
+        let f = fixtures().join(format!("slow-log-jdk{jdk}-default.jfr.gz"));
+        let r = report_of(&f, &[]).unwrap();
+        let long: Vec<_> = r.stalls.iter().filter(|s| s.duration_ns >= 1_000_000_000).collect();
+        assert!(!long.is_empty(), "JDK {jdk}: {:?}", causes(&r));
+        for s in long {
+            let x = &s.findings[0];
+            assert_eq!(x.cause, Cause::Unknown, "JDK {jdk}: {x:?}");
+            assert!(x.evidence.iter().any(|e| e.contains("jdk.GCCPUTime")), "{:?}", x.evidence);
+        }
     }
 }
 
