@@ -12,7 +12,7 @@
 //! - the collection behind a GC operation (`jdk.GarbageCollection`: collector and cause);
 //! - the thread that held the time to safepoint, where `jdk.SafepointLatency` (JDK 25, off in
 //!   the JDK's own settings) caught it, and its code;
-//! - the CPUs' load around it (`jdk.CPULoad`) and the container's throttling.
+//! - the CPUs' load around it (`jdk.CPULoad`).
 //!
 //! What it cannot tell: nothing of the kernel (page faults, run-queue waits, reclaim, a stopped
 //! process), so a thread slow to reach its poll is never named with more than medium
@@ -37,6 +37,8 @@ const MAIN_SHARE: f64 = 0.5;
 const HIGH_SHARE: f64 = 0.8;
 /// The machine's CPUs this busy, the JVM's share of it under half, is others taking them.
 const BUSY_MACHINE: f64 = 0.9;
+/// A collection's start this far before its operation's is the same instant (rounding).
+const GC_START_SLACK_NS: i64 = 5_000_000;
 /// A collection this long whose threads' CPU time is under this share of it waited.
 const GC_WAIT_MIN_NS: u64 = 100_000_000;
 const GC_WAIT_CPU_SHARE: f64 = 0.5;
@@ -120,7 +122,10 @@ fn gather(f: &FlightFile) -> Vec<Gathered> {
     for o in f.data.vm_operations.iter().filter(|o| o.safepoint) {
         let Some(id) = o.safepoint_id else { continue };
         let g = by_id.entry(id).or_default();
-        g.op = Some(o.clone());
+        // Before JDK 16 several operations could run in one safepoint: the longest stands.
+        if g.op.as_ref().is_none_or(|x| x.duration_ns < o.duration_ns) {
+            g.op = Some(o.clone());
+        }
     }
     let mut v: Vec<Gathered> = by_id.into_values().collect();
     // async-profiler's windows: the safepoint they overlap, else one of their own (its files
@@ -308,19 +313,24 @@ fn caller_stack(
 /// Whether a VM operation is a collection: `G1CollectForAllocation`, `ParallelGCSystemGC`,
 /// `GenCollectFull`, `CollectForMetadataAllocation`, `G1PauseRemark`, `ZMarkStart` …
 fn gc_operation(op: &str) -> bool {
-    ["GC", "Collect", "G1Pause", "ZMark", "ZRelocate", "Shenandoah"].iter().any(|k| op.contains(k))
+    // A class histogram (`GC_HeapInspection`, jmap -histo) runs a collection inside a longer
+    // operation of its own, as a heap dump does.
+    op != "GC_HeapInspection"
+        && ["GC", "Collect", "G1", "ZMark", "ZRelocate", "Shenandoah"]
+            .iter()
+            .any(|k| op.contains(k))
 }
 
 /// The collection a GC operation ran, by time.
 fn gc_of<'a>(f: &'a FlightFile, g: &Gathered) -> Option<&'a FlightGc> {
+    // The collection that began in the stall (a concurrent cycle spanning it began before),
+    // nearest its start.
     let (a, b) = (g.start(), g.end());
     f.data
         .gcs
         .iter()
-        .filter(|c| {
-            c.start_epoch_ns < b && c.start_epoch_ns + c.duration_ns.max(c.sum_of_pauses_ns) > a
-        })
-        .max_by_key(|c| c.sum_of_pauses_ns)
+        .filter(|c| c.start_epoch_ns >= a - GC_START_SLACK_NS && c.start_epoch_ns <= b)
+        .min_by_key(|c| (c.start_epoch_ns - a).abs())
 }
 
 fn gc_words(f: &FlightFile, g: &Gathered) -> Option<String> {
@@ -425,8 +435,8 @@ fn late_thread(
     }
     let c = log?.culprits.first()?;
     let tid = c.os_tid.and_then(|t| i32::try_from(t).ok()).unwrap_or(0);
-    let code =
-        crate::code::for_thread(frames, tid, a, mono(meta, g.end()), (a, mono(meta, g.end())));
+    let end = mono(meta, g.end());
+    let code = crate::code::for_thread(&near_stall(frames, a, end), tid, a, end, (a, end));
     let state = c.state.clone().unwrap_or_else(|| "state not said".into());
     Some(Late {
         tid,
@@ -444,6 +454,15 @@ fn late_thread(
     })
 }
 
+/// A sample this close to a stall shows a culprit's code there: JFR samples a running thread
+/// every 10-20 ms, and one from further away may be of code it had left.
+const CODE_NEAR_NS: u64 = 100_000_000;
+
+/// The samples within [`CODE_NEAR_NS`] of a stall from `a` to `b`.
+fn near_stall(frames: &[FrameSample], a: u64, b: u64) -> Vec<FrameSample> {
+    frames.iter().filter(|s| s.t + CODE_NEAR_NS >= a && s.t <= b + CODE_NEAR_NS).cloned().collect()
+}
+
 /// Samples of one thread, at least, that make it the one running through a window.
 const WINDOW_MIN_SAMPLES: usize = 3;
 
@@ -457,12 +476,13 @@ fn running_in_window(g: &Gathered, frames: &[FrameSample], meta: &Meta) -> Optio
         .iter()
         .filter(|s| s.event == "jdk.ExecutionSample" && s.t >= from && s.t <= to)
         .collect();
-    let mut by: HashMap<i32, Vec<&FrameSample>> = HashMap::new();
+    let mut by: BTreeMap<i32, Vec<&FrameSample>> = BTreeMap::new();
     for s in &inside {
         by.entry(s.tid).or_default().push(s);
     }
     let (tid, mine) = by.into_iter().max_by_key(|(_, v)| v.len())?;
-    if mine.len() < WINDOW_MIN_SAMPLES || mine.len() * 2 < inside.len() {
+    // More than half the window's samples: one thread, never a tie.
+    if mine.len() < WINDOW_MIN_SAMPLES || mine.len() * 2 <= inside.len() {
         return None;
     }
     let name = mine[0].name.clone();
@@ -604,7 +624,8 @@ fn diagnose_one(
             // A collection's length may be the kernel's doing (swap-in, reclaim, a CPU quota),
             // which the file cannot see: medium at most. Other operations (a dump, a
             // redefinition) are what was asked.
-            let conf = if share >= HIGH_SHARE && gc.is_none() {
+            let collection = g.op.as_ref().is_some_and(|o| gc_operation(&o.op));
+            let conf = if share >= HIGH_SHARE && !collection {
                 Confidence::High
             } else {
                 Confidence::Medium
@@ -612,8 +633,8 @@ fn diagnose_one(
             let mut x = finding(Cause::LongVmOperation, conf, share);
             x.evidence.push(ran);
             x.evidence.push(said_ttsp.clone());
-            if let Some(w) = gc_words(f, g) {
-                x.evidence.push(w);
+            x.evidence.extend(gc_words(f, g));
+            if collection {
                 x.evidence.push("a collection slowed by the kernel (swap-in of the heap, memory reclaim, a CPU quota) looks the same from the file: medium at most".into());
             }
             findings.push(x);
@@ -695,9 +716,10 @@ fn diagnose_one(
     }
     // Its code, where JFR sampled the culprit; the fix then names it.
     let stall = (start, start + total);
+    let near = near_stall(frames, start, start + total);
     for x in findings.iter_mut() {
         for c in x.culprits.iter_mut() {
-            c.code = crate::code::for_thread(frames, c.tid, start, start + total, stall);
+            c.code = crate::code::for_thread(&near, c.tid, start, start + total, stall);
         }
         if let Some(code) = x.culprits.first().and_then(|c| c.code.as_ref())
             && let Some(fix) = crate::diagnose::fix_in_code(x.cause, code, &x.fix)
@@ -800,18 +822,45 @@ fn notes(f: &FlightFile) -> Vec<String> {
             missing.join(", ")
         ));
     }
+    if f.data.runs > 0 {
+        v.push(format!(
+            "the file holds {} runs of a JVM (chunks of several dumps, or files put together): the header names the first; their safepoints are kept apart",
+            f.data.runs + 1
+        ));
+    }
     v.extend(f.lost.iter().map(|l| format!("not read: {l}")));
     v
 }
 
-/// A GC log's safepoint's end on the wall clock (ns since the epoch): its wall stamp, else its
-/// uptime from the JVM's start as JFR recorded it (`jdk.JVMInformation`, to the millisecond).
-fn log_end_epoch_ns(s: &Safepoint, jvm_start_ms: Option<i64>) -> Option<i64> {
+/// A GC log's safepoint's end on the wall clock (ns since the epoch), and whether that came from
+/// its uptime: its wall stamp, else its uptime from the JVM's start as JFR recorded it
+/// (`jdk.JVMInformation`, to the millisecond; it is the end of the JVM's start-up, later than
+/// the log's zero, so [`uptime_offset`] corrects it).
+fn log_end_epoch_ns(s: &Safepoint, jvm_start_ms: Option<i64>) -> Option<(i64, bool)> {
     if let Some(w) = s.end.wall {
-        return Some(w.epoch_ms.saturating_mul(1_000_000));
+        return Some((w.epoch_ms.saturating_mul(1_000_000), false));
     }
     let up = i64::try_from(s.end.uptime_ns?).ok()?;
-    Some(jvm_start_ms?.saturating_mul(1_000_000).saturating_add(up))
+    Some((jvm_start_ms?.saturating_mul(1_000_000).saturating_add(up), true))
+}
+
+/// How far the uptime-placed records are from the flight recording's safepoints: the median
+/// of each named operation's distance to the nearest recorded safepoint of that name (within
+/// 10 s). `None` when no operation is named in both.
+fn uptime_offset(placed: &[(Safepoint, i64)], all: &[Gathered]) -> Option<i64> {
+    let mut d: Vec<i64> = placed
+        .iter()
+        .filter(|(s, _)| &*s.op != "unknown")
+        .filter_map(|(s, e)| {
+            all.iter()
+                .filter(|g| g.op.as_ref().is_some_and(|o| *o.op == *s.op))
+                .map(|g| g.end() - e)
+                .filter(|x| x.abs() <= 10_000_000_000)
+                .min_by_key(|x| x.abs())
+        })
+        .collect();
+    d.sort_unstable();
+    d.get(d.len() / 2).copied()
 }
 
 /// The GC log's record of a stall: the one ending nearest its end, within a few milliseconds
@@ -823,7 +872,8 @@ fn log_record<'a>(g: &Gathered, log: &'a [(Safepoint, i64)]) -> Option<&'a Safep
     log.iter()
         .filter(|(_, e)| (e - end).abs() <= slack)
         .filter(|(s, _)| match &g.op {
-            Some(o) => *s.op == *o.op || s.op.is_empty(),
+            // A log record without its operation's name (JDK 8's) says `unknown`.
+            Some(o) => *s.op == *o.op || &*s.op == "unknown",
             None => true,
         })
         .min_by_key(|(_, e)| (e - end).abs())
@@ -838,14 +888,18 @@ pub fn diagnose_flight(f: &FlightFile, threshold_ns: u64, gc_log: Option<&GcLog>
     let frames = frame_samples(&meta, &f.data.samples);
     let all = gather(f);
     let start_ms = f.data.jvm.as_ref().map(|j| j.start_epoch_ms).filter(|m| *m > 0);
-    let placed: Vec<(Safepoint, i64)> = gc_log
-        .map(|l| {
-            l.safepoints
-                .iter()
-                .filter_map(|s| log_end_epoch_ns(s, start_ms).map(|e| (s.clone(), e)))
-                .collect()
-        })
-        .unwrap_or_default();
+    let (mut placed, mut by_uptime) = (Vec::new(), Vec::new());
+    for s in gc_log.map(|l| l.safepoints.as_slice()).unwrap_or_default() {
+        match log_end_epoch_ns(s, start_ms) {
+            Some((e, false)) => placed.push((s.clone(), e)),
+            Some((e, true)) => by_uptime.push((s.clone(), e)),
+            None => {}
+        }
+    }
+    let offset = uptime_offset(&by_uptime, &all);
+    if let Some(o) = offset {
+        placed.extend(by_uptime.iter().map(|(s, e)| (s.clone(), e + o)));
+    }
     let mut joined = 0;
     let stalls: Vec<StallReport> = all
         .iter()
@@ -886,7 +940,11 @@ pub fn diagnose_flight(f: &FlightFile, threshold_ns: u64, gc_log: Option<&GcLog>
             placed.len(),
             stalls.len(),
             if placed.len() < l.safepoints.len() {
-                " (the rest carry no wall-clock or uptime stamp, or the file has no JVM start time)"
+                if !by_uptime.is_empty() && offset.is_none() {
+                    " (the rest carry only uptime stamps, and no operation named in both places them: log with -Xlog:safepoint:file=…:utctime,uptime)"
+                } else {
+                    " (the rest carry no wall-clock or uptime stamp, or the file has no JVM start time)"
+                }
             } else {
                 ""
             }
@@ -1086,6 +1144,41 @@ mod tests {
         // A heap dump runs a collection inside a longer operation of its own: still high.
         let f = run(Some((40 * MS, 20 * MS, 600 * MS)), "HeapDumper");
         assert_eq!((f.cause, f.confidence), (Cause::LongVmOperation, Confidence::High));
+    }
+
+    /// The log's safepoint records of `text` (a unified `-Xlog:safepoint` log).
+    fn log_of(text: &str) -> GcLog {
+        let mut safepoints = vec![];
+        let mut sc = hotspot_log::Scanner::new();
+        sc.scan(0, text.as_bytes(), &mut |s: &Safepoint| safepoints.push(s.clone())).unwrap();
+        sc.finish(&mut |s: &Safepoint| safepoints.push(s.clone()));
+        GcLog { name: "sp.log".into(), safepoints, notes: vec![] }
+    }
+
+    #[test]
+    fn a_log_with_uptime_stamps_only_is_placed_by_its_named_operations() {
+        // The JVM's start as JFR has it is 250 ms after the log's zero (the end of start-up).
+        let mut c = chunk();
+        c.jvm = Some(hotspot_log::jfr::FlightJvm {
+            pid: 4,
+            start_epoch_ms: T0 / 1_000_000,
+            ..Default::default()
+        });
+        c.safepoint_events.push(begin(1, 1000, 300));
+        c.vm_operations.push(op(1, "ThreadDump", 1300, 2, Some(("dumper", true))));
+        c.samples.push(JfrStackSample {
+            event: "jdk.ExecutionSample".into(),
+            ..latency(8, "looper", 990, 0, "io.app.Loop.run")
+        });
+        // Ends at 1302 ms on JFR's clock, 1552 ms of uptime.
+        let log = log_of(
+            "[1.552s][info][safepoint] Safepoint \"ThreadDump\", Time since last: 1000000 ns, Reaching safepoint: 299000000 ns, Cleanup: 10000 ns, At safepoint: 2000000 ns, Total: 301010000 ns\n",
+        );
+        assert_eq!(log.safepoints.len(), 1, "{:?}", log.safepoints);
+        let r = diagnose_flight(&file(c.clone()), 20 * MS as u64, Some(&log));
+        let sp = r.stalls[0].safepoint.as_ref().unwrap();
+        assert_eq!(sp.ttsp_ns, 299 * MS as u64, "the log's time to safepoint: {r:?}");
+        assert!(r.notes.iter().any(|n| n.contains("1 of the 1 stalls joined")), "{:?}", r.notes);
     }
 
     #[test]

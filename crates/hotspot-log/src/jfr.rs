@@ -611,15 +611,46 @@ pub struct FlightChunk {
     /// profiled, as (start, duration), ns.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub windows: Vec<(i64, i64)>,
+    /// The runs of a JVM merged into these after the first (0: one run), and the last one's pid
+    /// and start.
+    #[serde(skip)]
+    pub runs: u32,
+    #[serde(skip)]
+    pub last_run: Option<(i64, i64)>,
     /// Stack samples within [`FLIGHT_SAMPLE_MARGIN_NS`] of a VM operation or safepoint at least
     /// the threshold long in this chunk (the rest are not kept: memory stays bounded by what
     /// the stalls need).
     pub samples: Vec<JfrStackSample>,
 }
 
+/// Safepoint ids restart with each run of a JVM: those of a later run in one file (files
+/// concatenated, a directory of several runs' dumps) are moved up by this much per run.
+pub const RUN_ID_STRIDE: i64 = 1 << 40;
+
 impl FlightChunk {
-    /// Adds a later chunk's events to these (the first chunk's JVM and CPUs stand).
-    pub fn merge(&mut self, c: FlightChunk) {
+    /// Which run of which JVM wrote the chunk: its pid and start.
+    fn run(&self) -> Option<(i64, i64)> {
+        self.jvm.as_ref().map(|j| (j.pid, j.start_epoch_ms))
+    }
+
+    /// Adds a later chunk's events to these (the first chunk's JVM and CPUs stand). A chunk of
+    /// another JVM run has its safepoint ids moved past this one's, so that the two runs'
+    /// safepoints never join.
+    pub fn merge(&mut self, mut c: FlightChunk) {
+        let theirs = c.run();
+        if theirs.is_some() && theirs != self.last_run {
+            if self.last_run.is_some() {
+                self.runs += 1;
+            }
+            self.last_run = theirs;
+        }
+        let shift = i64::from(self.runs) * RUN_ID_STRIDE;
+        for e in &mut c.safepoint_events {
+            e.safepoint_id = e.safepoint_id.saturating_add(shift);
+        }
+        for o in &mut c.vm_operations {
+            o.safepoint_id = o.safepoint_id.map(|id| id.saturating_add(shift));
+        }
         if self.events == 0 && self.start_epoch_ns == 0 {
             self.start_epoch_ns = c.start_epoch_ns;
         }
@@ -857,23 +888,33 @@ pub fn read_chunk_flight(
     }
     // The spans worth samples: long operations, and long safepoints (whose operation may have
     // been under its threshold), each widened by the margin.
-    let mut long: Vec<(i64, i64)> = out
-        .vm_operations
-        .iter()
-        .filter(|o| o.duration_ns >= threshold_ns)
-        .map(|o| (o.start_epoch_ns, o.start_epoch_ns.saturating_add(o.duration_ns)))
+    // The spans worth samples: each safepoint whole (its events by id, which may each be under
+    // the threshold while the safepoint is not), operations outside safepoints, and
+    // async-profiler's windows, at least the threshold long, each widened by the margin.
+    let mut by_id: HashMap<i64, (i64, i64)> = HashMap::new();
+    let mut span_of = |id: i64, a: i64, d: i64| {
+        let e = by_id.entry(id).or_insert((a, a));
+        e.0 = e.0.min(a);
+        e.1 = e.1.max(a.saturating_add(d));
+    };
+    for e in &out.safepoint_events {
+        span_of(e.safepoint_id, e.start_epoch_ns, e.duration_ns);
+    }
+    for o in &out.vm_operations {
+        if let Some(id) = o.safepoint_id {
+            span_of(id, o.start_epoch_ns, o.duration_ns);
+        }
+    }
+    let mut long: Vec<(i64, i64)> = by_id
+        .into_values()
         .chain(
-            out.safepoint_events
+            out.vm_operations
                 .iter()
-                .filter(|e| e.duration_ns >= threshold_ns)
-                .map(|e| (e.start_epoch_ns, e.start_epoch_ns.saturating_add(e.duration_ns))),
+                .filter(|o| o.safepoint_id.is_none())
+                .map(|o| (o.start_epoch_ns, o.start_epoch_ns.saturating_add(o.duration_ns))),
         )
-        .chain(
-            out.windows
-                .iter()
-                .filter(|(_, d)| *d >= threshold_ns)
-                .map(|&(a, d)| (a, a.saturating_add(d))),
-        )
+        .chain(out.windows.iter().map(|&(a, d)| (a, a.saturating_add(d))))
+        .filter(|(a, b)| b - a >= threshold_ns)
         .collect();
     long.sort_unstable();
     out.samples = all_samples
@@ -924,6 +965,28 @@ mod tests {
         assert!(rest.unwrap().to_string().contains("still being written"));
         let (_, rest) = chunk_spans(&mut io::Cursor::new(header(68, 3)), HEADER_SIZE).unwrap();
         assert!(rest.unwrap().to_string().contains("version 3"));
+    }
+
+    #[test]
+    fn chunks_of_two_runs_of_a_jvm_keep_their_safepoints_apart() {
+        let chunk = |pid, id| FlightChunk {
+            jvm: Some(FlightJvm { pid, start_epoch_ms: pid * 1000, ..Default::default() }),
+            safepoint_events: vec![FlightSafepointEvent {
+                phase: "begin".into(),
+                safepoint_id: id,
+                start_epoch_ns: 0,
+                duration_ns: 1,
+                threads: None,
+            }],
+            ..Default::default()
+        };
+        let mut all = FlightChunk::default();
+        all.merge(chunk(1, 7));
+        all.merge(chunk(1, 8));
+        all.merge(chunk(2, 7));
+        let ids: Vec<i64> = all.safepoint_events.iter().map(|e| e.safepoint_id).collect();
+        assert_eq!(ids, vec![7, 8, RUN_ID_STRIDE + 7]);
+        assert_eq!(all.runs, 1);
     }
 
     proptest! {
