@@ -302,10 +302,11 @@ fn caller_stack(
     at: i64,
     samples: &[JfrStackSample],
 ) -> Option<(Vec<String>, u64)> {
-    samples
+    let from = samples.partition_point(|s| s.epoch_ns < at - CALLER_NEAR_NS);
+    let to = samples.partition_point(|s| s.epoch_ns <= at);
+    samples[from..to.max(from)]
         .iter()
         .filter(|s| s.os_tid == c.os_tid && !s.frames.is_empty())
-        .filter(|s| s.epoch_ns <= at && at - s.epoch_ns <= CALLER_NEAR_NS)
         .max_by_key(|s| s.epoch_ns)
         .map(|s| (s.frames.iter().map(|f| f.method.clone()).collect(), (at - s.epoch_ns) as u64))
 }
@@ -326,11 +327,10 @@ fn gc_of<'a>(f: &'a FlightFile, g: &Gathered) -> Option<&'a FlightGc> {
     // The collection that began in the stall (a concurrent cycle spanning it began before),
     // nearest its start.
     let (a, b) = (g.start(), g.end());
-    f.data
-        .gcs
-        .iter()
-        .filter(|c| c.start_epoch_ns >= a - GC_START_SLACK_NS && c.start_epoch_ns <= b)
-        .min_by_key(|c| (c.start_epoch_ns - a).abs())
+    let gcs = &f.data.gcs;
+    let from = gcs.partition_point(|c| c.start_epoch_ns < a - GC_START_SLACK_NS);
+    let to = gcs.partition_point(|c| c.start_epoch_ns <= b);
+    gcs[from..to.max(from)].iter().min_by_key(|c| (c.start_epoch_ns - a).abs())
 }
 
 fn gc_words(f: &FlightFile, g: &Gathered) -> Option<String> {
@@ -349,11 +349,11 @@ fn gc_words(f: &FlightFile, g: &Gathered) -> Option<String> {
 /// What the CPUs did around the stall, when JFR read their load just after it: `(words, others
 /// took them)`.
 fn cpu_words(f: &FlightFile, end: i64) -> Option<(String, bool)> {
-    let l = f
-        .data
-        .cpu_load
+    let loads = &f.data.cpu_load;
+    let from = loads.partition_point(|l| l.epoch_ns < end);
+    let l = loads[from..]
         .iter()
-        .filter(|l| l.epoch_ns >= end && l.epoch_ns - end <= LOAD_NEAR_NS)
+        .take_while(|l| l.epoch_ns - end <= LOAD_NEAR_NS)
         // JFR's first reading of a recording is all zeros: nothing was measured yet.
         .filter(|l| l.machine_total > 0.0)
         .min_by_key(|l| l.epoch_ns)?;
@@ -454,6 +454,8 @@ fn late_thread(
     })
 }
 
+/// The samples a stall's rules look at: this far either side of it (more than any of theirs).
+const LOCAL_NS: u64 = 2_000_000_000;
 /// A sample this close to a stall shows a culprit's code there: JFR samples a running thread
 /// every 10-20 ms, and one from further away may be of code it had left.
 const CODE_NEAR_NS: u64 = 100_000_000;
@@ -552,6 +554,11 @@ fn diagnose_one(
 ) -> StallReport {
     let total = g.total_ns().max(1);
     let start = mono(meta, g.start());
+    // The samples around this stall only (`frames` is in time order).
+    let frames = {
+        let (a, b) = (start.saturating_sub(LOCAL_NS), start + total + LOCAL_NS);
+        &frames[frames.partition_point(|s| s.t < a)..frames.partition_point(|s| s.t <= b)]
+    };
     // The GC log's own time to safepoint, where it has the record: without cleanup, and there
     // when JFR's begin event was under its threshold.
     let ttsp = log
@@ -884,8 +891,16 @@ fn log_record<'a>(g: &Gathered, log: &'a [(Safepoint, i64)]) -> Option<&'a Safep
 /// joined with the GC log's safepoint records where one was given (`gc_log`: its time to
 /// safepoint, and the thread SafepointTimeout named).
 pub fn diagnose_flight(f: &FlightFile, threshold_ns: u64, gc_log: Option<&GcLog>) -> Report {
+    // Everything by time, so that each stall finds its own by binary search (a 1 GB file
+    // holds tens of thousands of stalls and of samples).
+    let mut sorted = f.clone();
+    sorted.data.samples.sort_by_key(|s| s.epoch_ns);
+    sorted.data.gcs.sort_by_key(|c| c.start_epoch_ns);
+    sorted.data.cpu_load.sort_by_key(|l| l.epoch_ns);
+    let f = &sorted;
     let meta = meta_of(f, threshold_ns);
-    let frames = frame_samples(&meta, &f.data.samples);
+    let mut frames = frame_samples(&meta, &f.data.samples);
+    frames.sort_by_key(|s| s.t);
     let all = gather(f);
     let start_ms = f.data.jvm.as_ref().map(|j| j.start_epoch_ms).filter(|m| *m > 0);
     let (mut placed, mut by_uptime) = (Vec::new(), Vec::new());
