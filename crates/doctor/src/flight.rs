@@ -893,11 +893,21 @@ fn log_record<'a>(g: &Gathered, log: &'a [(Safepoint, i64)]) -> Option<&'a Safep
 pub fn diagnose_flight(f: &FlightFile, threshold_ns: u64, gc_log: Option<&GcLog>) -> Report {
     // Everything by time, so that each stall finds its own by binary search (a 1 GB file
     // holds tens of thousands of stalls and of samples).
-    let mut sorted = f.clone();
-    sorted.data.samples.sort_by_key(|s| s.epoch_ns);
-    sorted.data.gcs.sort_by_key(|c| c.start_epoch_ns);
-    sorted.data.cpu_load.sort_by_key(|l| l.epoch_ns);
-    let f = &sorted;
+    // The reader hands them sorted (`logs::flight::read_flight`); a copy is made only if not.
+    let in_order = f.data.samples.is_sorted_by_key(|s| s.epoch_ns)
+        && f.data.gcs.is_sorted_by_key(|c| c.start_epoch_ns)
+        && f.data.cpu_load.is_sorted_by_key(|l| l.epoch_ns);
+    let sorted;
+    let f = if in_order {
+        f
+    } else {
+        let mut c = f.clone();
+        c.data.samples.sort_by_key(|s| s.epoch_ns);
+        c.data.gcs.sort_by_key(|c| c.start_epoch_ns);
+        c.data.cpu_load.sort_by_key(|l| l.epoch_ns);
+        sorted = c;
+        &sorted
+    };
     let meta = meta_of(f, threshold_ns);
     let mut frames = frame_samples(&meta, &f.data.samples);
     frames.sort_by_key(|s| s.t);

@@ -122,6 +122,11 @@ pub fn read_flight(path: &Path, threshold_ns: i64) -> Result<jfr::FlightFile> {
             Err(e) => return Err(e),
         }
     }
+    // In time order, as the diagnosis looks things up (chunks of several files, or of runs put
+    // together, need not be).
+    out.data.samples.sort_by_key(|s| s.epoch_ns);
+    out.data.gcs.sort_by_key(|c| c.start_epoch_ns);
+    out.data.cpu_load.sort_by_key(|l| l.epoch_ns);
     if out.chunks == 0 {
         let why = out.lost.first().cloned().unwrap_or_else(|| "it holds no chunk".into());
         anyhow::bail!(
