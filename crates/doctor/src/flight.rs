@@ -936,15 +936,9 @@ pub fn diagnose_flight(f: &FlightFile, threshold_ns: u64, gc_log: Option<&GcLog>
             diagnose_one(f, g, i as u32 + 1, &meta, &frames, record)
         })
         .collect();
-    let mut by_cause: BTreeMap<String, usize> = BTreeMap::new();
-    for s in &stalls {
-        if let Some(x) = s.findings.first() {
-            *by_cause.entry(x.cause.title().to_string()).or_default() += 1;
-        }
-    }
     let summary = Summary {
         stalls: stalls.len(),
-        by_cause,
+        by_cause: crate::summary::by_cause(&stalls),
         longest_stall_ns: stalls.iter().map(|s| s.duration_ns).max().unwrap_or(0),
         safepoints: all.len() as u64,
         total_stopped_ns: all.iter().map(Gathered::total_ns).sum(),

@@ -9,12 +9,6 @@ use std::collections::BTreeMap;
 /// The recording as a whole: stalls by their main cause, safepoints, the hiccup and control
 /// meters, the recorder's own pauses.
 pub fn summarise(rec: &Recording, stalls: &[StallReport]) -> Summary {
-    let mut by_cause: BTreeMap<String, usize> = BTreeMap::new();
-    for s in stalls {
-        if let Some(f) = s.findings.first() {
-            *by_cause.entry(f.cause.title().to_string()).or_default() += 1;
-        }
-    }
     let meta = &rec.meta;
     let recorder_pauses: Vec<u64> = rec
         .events
@@ -27,7 +21,7 @@ pub fn summarise(rec: &Recording, stalls: &[StallReport]) -> Summary {
         .collect();
     Summary {
         stalls: stalls.len(),
-        by_cause,
+        by_cause: by_cause(stalls),
         longest_stall_ns: stalls.iter().map(|s| s.duration_ns).max().unwrap_or(0),
         safepoints: rec.safepoints.len() as u64,
         total_stopped_ns: rec.safepoints.iter().map(|s| s.total_ns).sum(),
@@ -41,6 +35,17 @@ pub fn summarise(rec: &Recording, stalls: &[StallReport]) -> Summary {
         recorder_pause_max_ns: recorder_pauses.iter().copied().max().unwrap_or(0),
         boost: boost_summary(&rec.events),
     }
+}
+
+/// Stalls by their main cause's title.
+pub(crate) fn by_cause(stalls: &[StallReport]) -> BTreeMap<String, usize> {
+    let mut by_cause: BTreeMap<String, usize> = BTreeMap::new();
+    for s in stalls {
+        if let Some(f) = s.findings.first() {
+            *by_cause.entry(f.cause.title().to_string()).or_default() += 1;
+        }
+    }
+    by_cause
 }
 
 /// What the safepoint booster did, from its events (none: it did not run).

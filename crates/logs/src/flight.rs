@@ -79,15 +79,11 @@ pub fn is_flight_input(path: &Path) -> bool {
 }
 
 fn gzip_of_jfr(path: &Path) -> bool {
-    let Ok(f) = std::fs::File::open(path) else { return false };
+    // The log inputs' opener, which decompresses gzip when its first bytes say so.
     let mut head = [0u8; 4];
-    let mut br = std::io::BufReader::new(f);
-    let Ok(buf) = std::io::BufRead::fill_buf(&mut br) else { return false };
-    if !buf.starts_with(&[0x1f, 0x8b]) {
-        return false;
-    }
-    let mut gz = flate2::bufread::MultiGzDecoder::new(br);
-    std::io::Read::read_exact(&mut gz, &mut head).is_ok() && jfr::is_jfr(&head)
+    crate::inputs::open(&crate::inputs::Input::File(path.to_path_buf())).is_ok_and(|mut r| {
+        r.gzip && std::io::Read::read_exact(&mut r, &mut head).is_ok() && jfr::is_jfr(&head)
+    })
 }
 
 /// The `*.jfr` files directly in `dir`, in name order (a JFR repository names its chunk files
@@ -145,13 +141,7 @@ fn read_one(path: &Path, threshold_ns: i64, out: &mut jfr::FlightFile) -> Result
             .suffix(".jfr")
             .tempfile()
             .context("making a file to decompress the recording into")?;
-        let src = std::fs::File::open(path)
-            .with_context(|| format!("{}: cannot open it", path.display()))?;
-        let mut gz = crate::inputs::Tolerant {
-            inner: flate2::read::MultiGzDecoder::new(src),
-            truncated: false,
-            gzip: true,
-        };
+        let mut gz = crate::inputs::open(&crate::inputs::Input::File(path.to_path_buf()))?;
         std::io::copy(&mut gz, tmp.as_file_mut())
             .with_context(|| format!("{}: cannot decompress it", path.display()))?;
         if gz.truncated {

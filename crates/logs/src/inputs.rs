@@ -219,7 +219,7 @@ fn first_stamps(p: &Path) -> Option<Stamps> {
 
 /// A reader that ends quietly where a gzip stream was cut short, and remembers that it did.
 pub struct Tolerant<R> {
-    pub(crate) inner: R,
+    inner: R,
     pub truncated: bool,
     pub gzip: bool,
 }
