@@ -11,20 +11,20 @@ JAVA_POM := $(wildcard java/pom.xml)
 setup:
 	scripts/setup.sh
 
-build:
+build: setup
 	$(CARGO) build --release --workspace
 ifneq ($(JAVA_POM),)
 	$(MVN) -q -B -f java/pom.xml -DskipTests install
 endif
 
 # Format, clippy, docs and the declared minimum Rust (.ci/run runs it before the tests).
-lint:
+lint: setup
 	scripts/lint.sh
 
 # The fast tier: every unit test, and the tests on stored recordings, logs and the layout; no
 # JVM, FUSE, root or Chromium. The tests that need root are marked ignored here and run by
 # `make test`.
-check:
+check: setup
 	$(CARGO) test --workspace --lib --bins \
 		--test layout --test report_fixtures --test logs_fixtures --test logs_schema_doc \
 		--test logs_cli --test recordings --test damage --test oracle --test properties --test report_jfr \

@@ -22,11 +22,17 @@ packages=(
   "util-linux|setpriv|the tests that run as another user"
   "jq|jq|the benchmarks' JSON"
   "gdb|gdb|the test of a JVM held stopped by a debugger (tests/who.rs)"
+  "clang|clang|building the BPF off-CPU program (crates/offcpu)"
+  "libelf-dev|/usr/include/libelf.h|building libbpf (crates/offcpu)"
+  "zlib1g-dev|/usr/include/zlib.h|building libbpf (crates/offcpu)"
+  "linux-libc-dev|/usr/include/linux/bpf.h|the BPF program's one kernel header (crates/offcpu)"
+  "pkg-config|pkg-config|building libbpf (crates/offcpu)"
+  "bpftool|bpftool|the test that a killed recorder leaves no BPF program behind"
 )
 
 have() {
   case "$1" in
-    /*) [ -x "$1" ] ;;
+    /*) [ -e "$1" ] ;;
     *) command -v "$1" >/dev/null 2>&1 || [ -x "/usr/sbin/$1" ] || [ -x "/sbin/$1" ] ;;
   esac
 }

@@ -180,7 +180,7 @@ fn the_check_finds_a_circle_when_there_is_one() {
 }
 
 /// Every crate of the workspace, by directory.
-const CRATES: [&str; 12] = [
+const CRATES: [&str; 13] = [
     "stallscope",
     "fleet",
     "lab",
@@ -191,12 +191,13 @@ const CRATES: [&str; 12] = [
     "doctor",
     "recording",
     "procwatch",
+    "offcpu",
     "hotspot-log",
     "stacks-agent",
 ];
 
 /// The crates of the workspace each may depend on (by package name): the arrows that may exist.
-const ALLOWED: [(&str, &[&str]); 12] = [
+const ALLOWED: [(&str, &[&str]); 13] = [
     (
         "stallscope",
         &[
@@ -209,17 +210,36 @@ const ALLOWED: [(&str, &[&str]); 12] = [
             "doctor",
             "recording",
             "procwatch",
+            "offcpu",
             "hotspot-log",
         ],
     ),
     (
         "fleet",
-        &["recorder", "logs", "hotspot-attach", "doctor", "recording", "procwatch", "hotspot-log"],
+        &[
+            "recorder",
+            "logs",
+            "hotspot-attach",
+            "doctor",
+            "recording",
+            "procwatch",
+            "offcpu",
+            "hotspot-log",
+        ],
     ),
     ("lab", &["recorder", "logs", "guard", "doctor", "recording", "procwatch", "hotspot-log"]),
     (
         "recorder",
-        &["logs", "guard", "hotspot-attach", "doctor", "recording", "procwatch", "hotspot-log"],
+        &[
+            "logs",
+            "guard",
+            "hotspot-attach",
+            "doctor",
+            "recording",
+            "procwatch",
+            "offcpu",
+            "hotspot-log",
+        ],
     ),
     ("logs", &["recording", "procwatch", "hotspot-log"]),
     ("guard", &["hotspot-attach", "procwatch"]),
@@ -227,6 +247,9 @@ const ALLOWED: [(&str, &[&str]); 12] = [
     ("doctor", &["recording", "procwatch", "hotspot-log"]),
     ("recording", &["procwatch", "hotspot-log"]),
     ("procwatch", &[]),
+    // The BPF reader stands alone: only the recorder (and the jobs above it) load it, so the
+    // doctor, the recording and the log tools build without clang or libbpf's C.
+    ("offcpu", &[]),
     ("hotspot-log", &[]),
     // The stacks agent runs inside the JVM: libc only, nothing of the sidecar's.
     ("stacks-agent", &[]),
@@ -255,6 +278,7 @@ fn workspace_deps(dir: &str) -> Vec<String> {
         "doctor",
         "recording",
         "procwatch",
+        "offcpu",
         "hotspot-log",
         "stallscope-stacks",
     ];

@@ -1,0 +1,27 @@
+//! Builds the BPF program with clang (Debian's `clang`; `scripts/setup.sh` installs it) and
+//! generates its skeleton. The program needs no kernel headers beyond linux/bpf.h and no BTF: it
+//! reads the scheduler tracepoints' records by their stable layout, which the loader checks
+//! against tracefs before it attaches.
+use libbpf_cargo::SkeletonBuilder;
+use std::path::PathBuf;
+
+fn main() {
+    let src = "src/bpf/offcpu.bpf.c";
+    let out = PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"))
+        .join("offcpu.skel.rs");
+    // Debian keeps <asm/types.h> (which <linux/bpf.h> includes) under the multiarch directory.
+    let multiarch = format!("-I/usr/include/{}-linux-gnu", std::env::consts::ARCH);
+    if let Err(e) = SkeletonBuilder::new()
+        .source(src)
+        .clang_args([multiarch.as_str(), "-O2", "-g"])
+        .build_and_generate(&out)
+    {
+        eprintln!(
+            "offcpu: could not build {src} ({e:#}).\n\
+             It needs clang, libelf-dev, zlib1g-dev and linux-libc-dev: run scripts/setup.sh as root \
+             (or apt-get install clang libelf-dev zlib1g-dev linux-libc-dev)."
+        );
+        std::process::exit(1);
+    }
+    println!("cargo:rerun-if-changed={src}");
+}

@@ -1,0 +1,174 @@
+// SPDX-License-Identifier: GPL-2.0
+// stallscope's off-CPU recorder: for the threads of the target processes only (filtered in the
+// kernel by tgid), every interval a thread spends off a CPU that lasts at least min_ns: when it
+// began and ended (CLOCK_MONOTONIC ns), the state it left in, its kernel stack, the thread that
+// woke it (with that thread's kernel stack) and, for a preempted thread, who ran instead.
+// Uses the classic tracepoints' record layout (checked against tracefs by the loader), so no
+// kernel headers or BTF are needed to build it.
+#include <linux/bpf.h>
+#include <bpf/bpf_helpers.h>
+
+#define MAX_FRAMES 32
+#define TASK_COMM_LEN 16
+
+char LICENSE[] SEC("license") = "GPL";
+
+/* Set by the loader before the program is loaded. */
+const volatile __u64 min_ns = 1000000;
+
+struct sched_switch_args {
+	__u64 common;
+	char prev_comm[TASK_COMM_LEN];
+	__s32 prev_pid;
+	__s32 prev_prio;
+	__s64 prev_state;
+	char next_comm[TASK_COMM_LEN];
+	__s32 next_pid;
+	__s32 next_prio;
+};
+
+struct sched_wakeup_args {
+	__u64 common;
+	char comm[TASK_COMM_LEN];
+	__s32 pid;
+	__s32 prio;
+	__s32 target_cpu;
+};
+
+/* One interval off a CPU, as the ring buffer carries it. */
+struct offcpu_event {
+	__u64 start;
+	__u64 end;
+	__u64 woken;        /* when the waker woke it; 0 if none was seen (preempted, or a signal) */
+	__s64 state;        /* prev_state at the switch: 0 = preempted (runnable) */
+	__u32 tid;
+	__u32 tgid;
+	__u32 waker_tid;
+	__u32 waker_tgid;
+	__u32 instead_tid;  /* who the CPU switched to when this thread left it */
+	__u32 cpu;
+	__u16 nframes;
+	__u16 waker_nframes;
+	__u32 pad;
+	char comm[TASK_COMM_LEN];
+	char waker_comm[TASK_COMM_LEN];
+	char instead_comm[TASK_COMM_LEN];
+	__u64 frames[MAX_FRAMES];
+	__u64 waker_frames[MAX_FRAMES];
+};
+
+/* The processes whose threads are recorded. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1024);
+	__type(key, __u32);
+	__type(value, __u8);
+} targets SEC(".maps");
+
+/* Each target thread now off a CPU: the interval so far (LRU: a thread that exits off a CPU
+ * cannot leak an entry). */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 8192);
+	__type(key, __u32);
+	__type(value, struct offcpu_event);
+} off SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 4 << 20);
+} events SEC(".maps");
+
+/* Records the ring buffer had no room for. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} lost SEC(".maps");
+
+/* Scratch for building an entry (too big for the BPF stack). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct offcpu_event);
+} scratch SEC(".maps");
+
+SEC("tracepoint/sched/sched_switch")
+int on_switch(struct sched_switch_args *ctx)
+{
+	__u64 now = bpf_ktime_get_ns();
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tgid = id >> 32, tid = (__u32)id;
+	__u32 zero = 0;
+
+	/* The thread leaving the CPU (current), if it is a target's. */
+	if (tid != 0 && bpf_map_lookup_elem(&targets, &tgid)) {
+		struct offcpu_event *e = bpf_map_lookup_elem(&scratch, &zero);
+		if (e) {
+			e->start = now;
+			e->end = 0;
+			e->woken = 0;
+			e->state = ctx->prev_state;
+			e->tid = tid;
+			e->tgid = tgid;
+			e->waker_tid = 0;
+			e->waker_tgid = 0;
+			e->waker_nframes = 0;
+			e->instead_tid = ctx->next_pid;
+			e->cpu = bpf_get_smp_processor_id();
+			__builtin_memcpy(e->comm, ctx->prev_comm, TASK_COMM_LEN);
+			__builtin_memcpy(e->instead_comm, ctx->next_comm, TASK_COMM_LEN);
+			long n = bpf_get_stack(ctx, e->frames, sizeof(e->frames), 0);
+			e->nframes = n > 0 ? (__u64)n >> 3 : 0;
+			bpf_map_update_elem(&off, &tid, e, BPF_ANY);
+		}
+	}
+
+	/* The thread coming onto the CPU: its interval off it ends now. */
+	__u32 next = ctx->next_pid;
+	struct offcpu_event *o = bpf_map_lookup_elem(&off, &next);
+	if (!o)
+		return 0;
+	if (now - o->start >= min_ns) {
+		struct offcpu_event *r = bpf_ringbuf_reserve(&events, sizeof(*r), 0);
+		if (r) {
+			__builtin_memcpy(r, o, sizeof(*r));
+			r->end = now;
+			bpf_ringbuf_submit(r, BPF_RB_NO_WAKEUP);
+		} else {
+			__u64 *l = bpf_map_lookup_elem(&lost, &zero);
+			if (l)
+				*l += 1;
+		}
+	}
+	bpf_map_delete_elem(&off, &next);
+	return 0;
+}
+
+static __always_inline int wakeup(struct sched_wakeup_args *ctx)
+{
+	__u32 tid = ctx->pid;
+	struct offcpu_event *o = bpf_map_lookup_elem(&off, &tid);
+	if (!o || o->woken)
+		return 0;
+	__u64 now = bpf_ktime_get_ns();
+	__u64 id = bpf_get_current_pid_tgid();
+	o->woken = now;
+	o->waker_tid = (__u32)id;
+	o->waker_tgid = id >> 32;
+	bpf_get_current_comm(o->waker_comm, TASK_COMM_LEN);
+	/* The waker's stack only for a wait long enough to be kept. */
+	if (now - o->start >= min_ns) {
+		long n = bpf_get_stack(ctx, o->waker_frames, sizeof(o->waker_frames), 0);
+		o->waker_nframes = n > 0 ? (__u64)n >> 3 : 0;
+	}
+	return 0;
+}
+
+SEC("tracepoint/sched/sched_wakeup")
+int on_wakeup(struct sched_wakeup_args *ctx) { return wakeup(ctx); }
+
+SEC("tracepoint/sched/sched_wakeup_new")
+int on_wakeup_new(struct sched_wakeup_args *ctx) { return wakeup(ctx); }

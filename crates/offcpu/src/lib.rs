@@ -1,0 +1,369 @@
+//! Event-driven off-CPU evidence (root, or CAP_BPF with CAP_PERFMON): a BPF program on the
+//! scheduler's tracepoints (`sched_switch`, `sched_wakeup`, `sched_wakeup_new`) records, for the
+//! threads of the target processes only, every interval a thread spends off a CPU that lasts at
+//! least `min_ns`: when it began and ended (CLOCK_MONOTONIC ns), the state it left in, its kernel
+//! stack, the thread that woke it (and that thread's kernel stack), and for a preempted thread
+//! who took the CPU. The filter is in the kernel (a map of tgids), so other processes pay only
+//! the tracepoints' hash lookup; every map and the ring buffer are bounded.
+//!
+//! The ring buffer does not wake the reader per record: a thread of ours empties it every
+//! [`DRAIN`] into a window of the last [`Options::keep_ns`], which [`OffCpu::waits`] reads when
+//! a stall ends.
+//!
+//! Invariant: nothing outlives the process. The programs are attached through BPF links held
+//! only by file descriptors (nothing is pinned), so the kernel detaches and frees them when the
+//! process exits, even by SIGKILL (tests/offcpu.rs checks with the kernel's list of programs).
+
+mod ksyms;
+mod raw;
+
+pub use ksyms::Ksyms;
+pub use raw::{RawWait, RawWaker, parse_event, state_letter};
+
+use std::collections::VecDeque;
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+mod skel {
+    #![allow(clippy::all, clippy::pedantic, missing_docs, non_camel_case_types, dead_code)]
+    include!(concat!(env!("OUT_DIR"), "/offcpu.skel.rs"));
+}
+
+/// How often the ring buffer is emptied into the window.
+pub const DRAIN: Duration = Duration::from_millis(100);
+
+/// The program's name as the kernel lists it (`bpftool prog show`): the first 15 bytes of the
+/// function's name.
+pub const PROGRAM_NAMES: [&str; 3] = ["on_switch", "on_wakeup", "on_wakeup_new"];
+
+#[derive(Debug, Clone, Copy)]
+pub struct Options {
+    /// Shorter intervals off a CPU are not recorded.
+    pub min_ns: u64,
+    /// How long finished waits are kept for a stall to ask for them.
+    pub keep_ns: u64,
+    /// The most waits kept (oldest dropped first).
+    pub keep_max: usize,
+}
+
+impl Default for Options {
+    fn default() -> Options {
+        Options { min_ns: 1_000_000, keep_ns: 60_000_000_000, keep_max: 50_000 }
+    }
+}
+
+/// One wait, its stacks named.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Wait {
+    pub start: u64,
+    /// None while it goes on (the thread is still off a CPU).
+    pub end: Option<u64>,
+    pub woken: Option<u64>,
+    /// The state it left the CPU in: `R` (preempted), `S`, `D`, `T`, `t`, `I` …
+    pub state: char,
+    pub tid: i32,
+    pub tgid: i32,
+    pub comm: String,
+    pub cpu: u32,
+    /// Its kernel stack where it left the CPU, innermost first.
+    pub stack: Vec<String>,
+    pub waker: Option<Waker>,
+    /// Who the CPU switched to as it left (for a preempted thread: who ran instead).
+    pub instead: Option<(i32, String)>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Waker {
+    pub tid: i32,
+    pub tgid: i32,
+    pub comm: String,
+    pub stack: Vec<String>,
+}
+
+enum Cmd {
+    Add(i32),
+    Remove(i32),
+    /// Waits of these processes overlapping `[from, to]`, and those going on now.
+    Read {
+        tgids: Vec<i32>,
+        from: u64,
+        to: u64,
+        reply: mpsc::Sender<Vec<RawWait>>,
+    },
+}
+
+/// The loaded, attached program and the thread that drains it. Dropping it detaches everything.
+pub struct OffCpu {
+    tx: Option<mpsc::Sender<Cmd>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+    ksyms: Ksyms,
+    lost: Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl OffCpu {
+    /// Loads and attaches the program, recording the threads of `tgids` (more can be added).
+    /// The error says what is missing: privilege, BPF, the tracepoints, or kernel symbols.
+    pub fn start(tgids: &[i32], opts: Options) -> Result<OffCpu, String> {
+        check_layout()?;
+        let ksyms = Ksyms::load()?;
+        let (tx, rx) = mpsc::channel::<Cmd>();
+        let (ready_tx, ready_rx) = mpsc::channel::<Result<(), String>>();
+        let lost = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let lost2 = lost.clone();
+        let first: Vec<i32> = tgids.to_vec();
+        let thread = std::thread::Builder::new()
+            .name("stallscope-bpf".into())
+            .spawn(move || run(first, opts, rx, ready_tx, lost2))
+            .map_err(|e| format!("could not start the BPF reader thread: {e}"))?;
+        match ready_rx.recv() {
+            Ok(Ok(())) => Ok(OffCpu { tx: Some(tx), thread: Some(thread), ksyms, lost }),
+            Ok(Err(e)) => {
+                let _ = thread.join();
+                Err(e)
+            }
+            Err(_) => {
+                let _ = thread.join();
+                Err("the BPF reader thread ended before loading the program".into())
+            }
+        }
+    }
+
+    pub fn add(&self, tgid: i32) {
+        if let Some(tx) = &self.tx {
+            let _ = tx.send(Cmd::Add(tgid));
+        }
+    }
+
+    pub fn remove(&self, tgid: i32) {
+        if let Some(tx) = &self.tx {
+            let _ = tx.send(Cmd::Remove(tgid));
+        }
+    }
+
+    /// Records the ring buffer had no room for, since the start.
+    pub fn lost(&self) -> u64 {
+        self.lost.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// The waits of `tgids`' threads that overlap `[from, to]` (finished, newest drained first),
+    /// and those still going on, their stacks named. Empty if the reader is gone.
+    pub fn waits(&self, tgids: &[i32], from: u64, to: u64) -> Vec<Wait> {
+        let Some(tx) = &self.tx else { return vec![] };
+        let (reply, rx) = mpsc::channel();
+        if tx.send(Cmd::Read { tgids: tgids.to_vec(), from, to, reply }).is_err() {
+            return vec![];
+        }
+        let raw = rx.recv_timeout(Duration::from_secs(5)).unwrap_or_default();
+        raw.into_iter().map(|r| self.named(r)).collect()
+    }
+
+    fn named(&self, r: RawWait) -> Wait {
+        let names = |f: &[u64]| f.iter().map(|&a| self.ksyms.name(a)).collect::<Vec<_>>();
+        Wait {
+            start: r.start,
+            end: r.end,
+            woken: r.woken,
+            state: state_letter(r.state),
+            tid: r.tid,
+            tgid: r.tgid,
+            comm: r.comm,
+            cpu: r.cpu,
+            stack: names(&r.frames),
+            waker: r.waker.map(|w| Waker {
+                tid: w.tid,
+                tgid: w.tgid,
+                comm: w.comm,
+                stack: names(&w.frames),
+            }),
+            instead: r.instead,
+        }
+    }
+}
+
+impl Drop for OffCpu {
+    fn drop(&mut self) {
+        drop(self.tx.take());
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// The tracepoints' record layout the program reads (offsets as `tracefs` prints them).
+const LAYOUT: [(&str, &[&str]); 2] = [
+    (
+        "sched/sched_switch",
+        &[
+            "char prev_comm[16];\toffset:8;",
+            "prev_pid;\toffset:24;\tsize:4;",
+            "long prev_state;\toffset:32;\tsize:8;",
+            "char next_comm[16];\toffset:40;",
+            "next_pid;\toffset:56;\tsize:4;",
+        ],
+    ),
+    ("sched/sched_wakeup", &["pid;\toffset:24;\tsize:4;"]),
+];
+
+fn tracefs() -> Option<std::path::PathBuf> {
+    ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"]
+        .iter()
+        .map(std::path::PathBuf::from)
+        .find(|p| p.join("events/sched").is_dir())
+}
+
+/// Checks that this kernel's scheduler tracepoints lay their records out as the program reads
+/// them.
+fn check_layout() -> Result<(), String> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return Err("not root: no BPF off-CPU evidence (kernel stacks, wakers); rerun with sudo, or grant CAP_BPF, CAP_PERFMON and CAP_SYSLOG".into());
+    }
+    let Some(fs) = tracefs() else {
+        return Err("no tracefs with the sched events at /sys/kernel/tracing (mount -t tracefs nodev /sys/kernel/tracing)".into());
+    };
+    for (event, fields) in LAYOUT {
+        let p = fs.join("events").join(event).join("format");
+        let text = std::fs::read_to_string(&p).map_err(|e| format!("{}: {e}", p.display()))?;
+        if let Some(f) = fields.iter().find(|f| !text.contains(*f)) {
+            return Err(format!(
+                "{}: the record's layout differs from what stallscope's BPF program reads (no `{}`); off-CPU evidence is off on this kernel",
+                p.display(),
+                f.replace('\t', " ")
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn load(
+    storage: &mut std::mem::MaybeUninit<libbpf_rs::OpenObject>,
+    opts: Options,
+) -> Result<skel::OffcpuSkel<'_>, String> {
+    use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
+    let mut open = skel::OffcpuSkelBuilder::default()
+        .open(storage)
+        .map_err(|e| format!("could not open the BPF program: {e}"))?;
+    if let Some(ro) = open.maps.rodata_data.as_deref_mut() {
+        ro.min_ns = opts.min_ns;
+    }
+    let mut sk = open.load().map_err(|e| {
+        format!(
+            "the kernel refused the BPF program ({e}); it needs root, or CAP_BPF and CAP_PERFMON"
+        )
+    })?;
+    sk.attach().map_err(|e| format!("could not attach to the scheduler tracepoints: {e}"))?;
+    Ok(sk)
+}
+
+/// The reader thread: loads, attaches, then drains the ring buffer into the window every
+/// [`DRAIN`] and answers commands, until the sender is dropped.
+fn run(
+    first: Vec<i32>,
+    opts: Options,
+    rx: mpsc::Receiver<Cmd>,
+    ready: mpsc::Sender<Result<(), String>>,
+    lost: Arc<std::sync::atomic::AtomicU64>,
+) {
+    use libbpf_rs::MapCore;
+    let mut storage = std::mem::MaybeUninit::uninit();
+    let loaded = load(&mut storage, opts);
+    let sk = match loaded {
+        Ok(sk) => sk,
+        Err(e) => {
+            let _ = ready.send(Err(e));
+            return;
+        }
+    };
+    let set = |tgid: i32, on: bool| {
+        let key = (tgid as u32).to_ne_bytes();
+        if on {
+            let _ = sk.maps.targets.update(&key, &[1u8], libbpf_rs::MapFlags::ANY);
+        } else {
+            let _ = sk.maps.targets.delete(&key);
+        }
+    };
+    for t in &first {
+        set(*t, true);
+    }
+    let window: Arc<Mutex<VecDeque<RawWait>>> = Arc::default();
+    let w2 = window.clone();
+    let mut b = libbpf_rs::RingBufferBuilder::new();
+    let added = b.add(&sk.maps.events, move |d: &[u8]| {
+        if let Some(r) = parse_event(d)
+            && let Ok(mut w) = w2.lock()
+        {
+            w.push_back(r);
+        }
+        0
+    });
+    let ring = match added.map(|_| ()).and_then(|()| b.build()) {
+        Ok(r) => r,
+        Err(e) => {
+            let _ = ready.send(Err(format!("could not read the BPF ring buffer: {e}")));
+            return;
+        }
+    };
+    let _ = ready.send(Ok(()));
+    let drain = |window: &Mutex<VecDeque<RawWait>>| {
+        let _ = ring.consume();
+        let now = now_ns();
+        if let Ok(mut w) = window.lock() {
+            while w.len() > opts.keep_max
+                || w.front().is_some_and(|f| f.end.unwrap_or(now) + opts.keep_ns < now)
+            {
+                w.pop_front();
+            }
+        }
+        let zero = 0u32.to_ne_bytes();
+        if let Ok(Some(v)) = sk.maps.lost.lookup_percpu(&zero, libbpf_rs::MapFlags::ANY) {
+            let n: u64 = v
+                .iter()
+                .filter_map(|b| b.get(..8).and_then(|b| b.try_into().ok()))
+                .map(u64::from_ne_bytes)
+                .sum();
+            lost.store(n, std::sync::atomic::Ordering::Relaxed);
+        }
+    };
+    loop {
+        match rx.recv_timeout(DRAIN) {
+            Ok(Cmd::Add(t)) => set(t, true),
+            Ok(Cmd::Remove(t)) => set(t, false),
+            Ok(Cmd::Read { tgids, from, to, reply }) => {
+                drain(&window);
+                let mut out: Vec<RawWait> = window
+                    .lock()
+                    .map(|w| {
+                        w.iter()
+                            .filter(|r| tgids.contains(&r.tgid))
+                            .filter(|r| r.start <= to && r.end.unwrap_or(u64::MAX) >= from)
+                            .cloned()
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                // Those still off a CPU now.
+                for k in sk.maps.off.keys() {
+                    if let Ok(Some(v)) = sk.maps.off.lookup(&k, libbpf_rs::MapFlags::ANY)
+                        && let Some(mut r) = parse_event(&v)
+                        && tgids.contains(&r.tgid)
+                        && r.start <= to
+                    {
+                        r.end = None;
+                        out.push(r);
+                    }
+                }
+                let _ = reply.send(out);
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => drain(&window),
+            Err(mpsc::RecvTimeoutError::Disconnected) => break,
+        }
+    }
+}
+
+/// CLOCK_MONOTONIC now, in ns (what `bpf_ktime_get_ns` stamps).
+pub fn now_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: ts is a valid timespec to write into.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}

@@ -1,0 +1,192 @@
+//! The BPF program's record (`struct offcpu_event` in `bpf/offcpu.bpf.c`) as plain data.
+//!
+//! Invariant: a record of the wrong size is refused (None), never read past its end.
+
+/// Frames per stack in the record (`MAX_FRAMES`).
+pub const MAX_FRAMES: usize = 32;
+const COMM: usize = 16;
+/// The record's size: 4 u64, 6 u32, 2 u16, 1 u32, 3 comms, 2 stacks.
+pub const SIZE: usize = 4 * 8 + 6 * 4 + 2 * 2 + 4 + 3 * COMM + 2 * MAX_FRAMES * 8;
+
+/// One wait as the program recorded it: kernel addresses, not yet named.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RawWait {
+    pub start: u64,
+    pub end: Option<u64>,
+    pub woken: Option<u64>,
+    /// `prev_state` at the switch (the tracepoint's encoding).
+    pub state: i64,
+    pub tid: i32,
+    pub tgid: i32,
+    pub cpu: u32,
+    pub comm: String,
+    pub frames: Vec<u64>,
+    pub waker: Option<RawWaker>,
+    pub instead: Option<(i32, String)>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RawWaker {
+    pub tid: i32,
+    pub tgid: i32,
+    pub comm: String,
+    pub frames: Vec<u64>,
+}
+
+struct Cursor<'a> {
+    b: &'a [u8],
+    at: usize,
+}
+
+impl Cursor<'_> {
+    fn take<const N: usize>(&mut self) -> [u8; N] {
+        let mut v = [0u8; N];
+        v.copy_from_slice(&self.b[self.at..self.at + N]);
+        self.at += N;
+        v
+    }
+    fn u64(&mut self) -> u64 {
+        u64::from_ne_bytes(self.take())
+    }
+    fn u32(&mut self) -> u32 {
+        u32::from_ne_bytes(self.take())
+    }
+    fn u16(&mut self) -> u16 {
+        u16::from_ne_bytes(self.take())
+    }
+    fn comm(&mut self) -> String {
+        let b: [u8; COMM] = self.take();
+        let n = b.iter().position(|&c| c == 0).unwrap_or(COMM);
+        String::from_utf8_lossy(&b[..n]).into_owned()
+    }
+    fn frames(&mut self, n: u16) -> Vec<u64> {
+        let all: Vec<u64> = (0..MAX_FRAMES).map(|_| self.u64()).collect();
+        all.into_iter().take((n as usize).min(MAX_FRAMES)).collect()
+    }
+}
+
+/// Reads one record; None if it is not one (wrong size).
+pub fn parse_event(b: &[u8]) -> Option<RawWait> {
+    if b.len() != SIZE {
+        return None;
+    }
+    let mut c = Cursor { b, at: 0 };
+    let start = c.u64();
+    let end = c.u64();
+    let woken = c.u64();
+    let state = c.u64() as i64;
+    let tid = c.u32() as i32;
+    let tgid = c.u32() as i32;
+    let waker_tid = c.u32() as i32;
+    let waker_tgid = c.u32() as i32;
+    let instead_tid = c.u32() as i32;
+    let cpu = c.u32();
+    let nframes = c.u16();
+    let waker_nframes = c.u16();
+    let _pad = c.u32();
+    let comm = c.comm();
+    let waker_comm = c.comm();
+    let instead_comm = c.comm();
+    let frames = c.frames(nframes);
+    let waker_frames = c.frames(waker_nframes);
+    Some(RawWait {
+        start,
+        end: (end != 0).then_some(end),
+        woken: (woken != 0).then_some(woken),
+        state,
+        tid,
+        tgid,
+        cpu,
+        comm,
+        frames,
+        waker: (woken != 0).then_some(RawWaker {
+            tid: waker_tid,
+            tgid: waker_tgid,
+            comm: waker_comm,
+            frames: waker_frames,
+        }),
+        instead: (instead_tid != 0 || !instead_comm.is_empty())
+            .then_some((instead_tid, instead_comm)),
+    })
+}
+
+/// The state letter of a `sched_switch` `prev_state`, as the tracepoint prints it: `R` for a
+/// thread that left runnable (preempted, or yielding), else the lowest state bit.
+pub fn state_letter(state: i64) -> char {
+    const LETTERS: [char; 8] = ['S', 'D', 'T', 't', 'X', 'Z', 'P', 'I'];
+    let s = state & 0xff;
+    if s == 0 {
+        return 'R';
+    }
+    LETTERS[s.trailing_zeros() as usize]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(nframes: u16, woken: u64) -> Vec<u8> {
+        let mut b = Vec::new();
+        for v in [10u64, 20, woken, 2] {
+            b.extend(v.to_ne_bytes());
+        }
+        for v in [7u32, 5, 9, 9, 0, 1] {
+            b.extend(v.to_ne_bytes());
+        }
+        b.extend(nframes.to_ne_bytes());
+        b.extend(1u16.to_ne_bytes());
+        b.extend(0u32.to_ne_bytes());
+        for s in ["java", "kworker/0:1", ""] {
+            let mut c = [0u8; COMM];
+            c[..s.len()].copy_from_slice(s.as_bytes());
+            b.extend(c);
+        }
+        for i in 0..2 * MAX_FRAMES as u64 {
+            b.extend((0xffff_0000 + i).to_ne_bytes());
+        }
+        b
+    }
+
+    #[test]
+    fn reads_a_record_as_the_program_writes_it() {
+        let r = parse_event(&record(3, 15)).unwrap();
+        assert_eq!(
+            (r.start, r.end, r.woken, r.tid, r.tgid, r.cpu),
+            (10, Some(20), Some(15), 7, 5, 1)
+        );
+        assert_eq!(state_letter(r.state), 'D');
+        assert_eq!(r.comm, "java");
+        assert_eq!(r.frames, vec![0xffff_0000, 0xffff_0001, 0xffff_0002]);
+        let w = r.waker.unwrap();
+        assert_eq!((w.tid, w.comm.as_str(), w.frames.len()), (9, "kworker/0:1", 1));
+        assert_eq!(w.frames[0], 0xffff_0000 + MAX_FRAMES as u64);
+        assert_eq!(r.instead, None);
+        // Never woken (preempted): no waker; a frame count past the array is capped.
+        let r = parse_event(&record(999, 0)).unwrap();
+        assert!(r.waker.is_none());
+        assert_eq!(r.frames.len(), MAX_FRAMES);
+    }
+
+    #[test]
+    fn states_read_as_the_tracepoint_prints_them() {
+        assert_eq!(state_letter(0), 'R');
+        assert_eq!(state_letter(0x100), 'R');
+        assert_eq!(state_letter(1), 'S');
+        assert_eq!(state_letter(2), 'D');
+        assert_eq!(state_letter(4), 'T');
+        assert_eq!(state_letter(8), 't');
+        assert_eq!(state_letter(0x80), 'I');
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn any_bytes_read_without_panic(b in proptest::collection::vec(proptest::num::u8::ANY, 0..SIZE + 8)) {
+            let _ = parse_event(&b);
+        }
+        #[test]
+        fn any_record_sized_bytes_read(b in proptest::collection::vec(proptest::num::u8::ANY, SIZE..=SIZE), s in proptest::num::i64::ANY) {
+            proptest::prop_assert!(parse_event(&b).is_some());
+            let _ = state_letter(s);
+        }
+    }
+}

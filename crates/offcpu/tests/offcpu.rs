@@ -1,0 +1,151 @@
+//! The BPF off-CPU recorder on this machine's kernel (root needed: run by `make test` as root;
+//! without root or BPF these fail, never skip).
+
+use offcpu::{OffCpu, Options};
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn start(tgids: &[i32]) -> OffCpu {
+    OffCpu::start(tgids, Options::default()).unwrap_or_else(|e| {
+        panic!("the BPF off-CPU recorder must load here (root, BPF, tracefs): {e}")
+    })
+}
+
+#[test]
+fn a_shell_waiting_for_its_children_is_seen_with_its_stack_and_the_child_that_woke_it() {
+    let mut sh = Command::new("sh")
+        .args(["-c", "while :; do sleep 0.05; done"])
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = sh.id() as i32;
+    let oc = start(&[pid]);
+    let from = offcpu::now_ns();
+    std::thread::sleep(Duration::from_millis(600));
+    let to = offcpu::now_ns();
+    let waits = oc.waits(&[pid], from, to);
+    let _ = sh.kill();
+    let _ = sh.wait();
+    // Only the shell's own thread: the children are other processes.
+    assert!(waits.iter().all(|w| w.tgid == pid), "{waits:#?}");
+    // Each loop also waits (in D, a millisecond or so) for its vfork child to exec.
+    let done: Vec<_> = waits
+        .iter()
+        .filter(|w| w.end.is_some() && w.stack.iter().any(|f| f == "do_wait"))
+        .collect();
+    assert!(done.len() >= 5, "about ten 50 ms waits for a child in 600 ms: {waits:#?}");
+    for w in &done {
+        let end = w.end.unwrap();
+        assert!(end > w.start && end - w.start >= 1_000_000, "{w:?}");
+        assert_eq!(w.state, 'S', "{w:?}");
+        let waker = w.waker.as_ref().expect("a child's exit woke it");
+        assert_eq!(waker.comm, "sleep", "{w:?}");
+        assert_ne!(waker.tgid, pid);
+        assert!(
+            waker.stack.iter().any(|f| f.contains("exit")),
+            "woken from the child's exit: {:?}",
+            waker.stack
+        );
+        assert!(w.woken.unwrap() >= w.start && w.woken.unwrap() <= end);
+    }
+    // Nothing was lost at this rate.
+    assert_eq!(oc.lost(), 0);
+}
+
+#[test]
+fn a_thread_off_a_cpu_now_is_returned_as_going_on() {
+    let mut child = Command::new("sleep").arg("5").spawn().unwrap();
+    let pid = child.id() as i32;
+    // Let it start and fall asleep before the program is there.
+    std::thread::sleep(Duration::from_millis(100));
+    let oc = start(&[pid]);
+    // It is seen only once it has been switched out under the program: a sleeping thread is
+    // not. So wake it: SIGSTOP, then SIGCONT, and it sleeps on.
+    unsafe {
+        libc::kill(pid, libc::SIGSTOP);
+        libc::kill(pid, libc::SIGCONT);
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    let waits = oc.waits(&[pid], 0, u64::MAX);
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(
+        waits.iter().any(|w| w.end.is_none() && w.tid == pid && w.state == 'S'),
+        "the sleep going on: {waits:#?}"
+    );
+}
+
+/// Not a test by itself: the child the SIGKILL test starts (it holds the program, then waits).
+#[test]
+fn holder() {
+    if std::env::var_os("OFFCPU_HOLDER").is_none() {
+        return;
+    }
+    let _oc = start(&[1]);
+    println!("ready {}", std::process::id());
+    std::thread::sleep(Duration::from_secs(20));
+}
+
+/// The ids of the BPF programs `pid` holds open (from its descriptors' fdinfo).
+fn programs_of(pid: u32) -> Vec<u32> {
+    let mut ids = vec![];
+    for fd in std::fs::read_dir(format!("/proc/{pid}/fd")).into_iter().flatten().flatten() {
+        let is_prog = std::fs::read_link(fd.path())
+            .is_ok_and(|l| l.to_string_lossy() == "anon_inode:bpf-prog");
+        let info = format!("/proc/{pid}/fdinfo/{}", fd.file_name().to_string_lossy());
+        if let (true, Ok(text)) = (is_prog, std::fs::read_to_string(info)) {
+            ids.extend(
+                text.lines()
+                    .filter_map(|l| l.strip_prefix("prog_id:"))
+                    .filter_map(|v| v.trim().parse::<u32>().ok()),
+            );
+        }
+    }
+    ids
+}
+
+/// Whether the kernel still has program `id` (loaded by anyone).
+fn program_exists(id: u32) -> bool {
+    Command::new("bpftool")
+        .args(["prog", "show", "id", &id.to_string()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .expect("bpftool (Debian's bpftool; scripts/setup.sh installs it)")
+        .success()
+}
+
+#[test]
+fn a_recorder_killed_outright_leaves_no_program_behind() {
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "holder", "--nocapture", "--test-threads", "1"])
+        .env("OFFCPU_HOLDER", "1")
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    while !line.contains("ready") {
+        line.clear();
+        if out.read_line(&mut line).unwrap() == 0 {
+            let _ = child.kill();
+            panic!("the holder ended before loading the program");
+        }
+    }
+    let pid = child.id();
+    let held = programs_of(pid);
+    if held.len() != offcpu::PROGRAM_NAMES.len() || !held.iter().all(|&id| program_exists(id)) {
+        let _ = child.kill();
+        panic!("its {} programs are loaded and held by it: {held:?}", offcpu::PROGRAM_NAMES.len());
+    }
+    unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+    let _ = child.wait();
+    // The kernel frees a program once its last reference goes (RCU: soon, not at once).
+    let t0 = Instant::now();
+    while held.iter().any(|&id| program_exists(id)) && t0.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let left: Vec<_> = held.iter().filter(|&&id| program_exists(id)).collect();
+    assert!(left.is_empty(), "programs left behind by a killed recorder: {left:?}");
+}
