@@ -752,6 +752,7 @@ mod tests {
             cpus: 2,
             root: false,
             tracepoints: false,
+            bpf: false,
             privileges_note: None,
             start_mono_ns: 1_000 * MS,
             start_epoch_ms: 1_795_320_912_759,

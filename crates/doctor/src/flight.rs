@@ -158,6 +158,7 @@ fn meta_of(f: &FlightFile, threshold_ns: u64) -> Meta {
         cpus: f.data.hw_threads.unwrap_or(0) as usize,
         root: false,
         tracepoints: false,
+        bpf: false,
         privileges_note: Some(
             "explained from a flight recording alone: it holds nothing of the kernel (no page faults, run-queue waits, reclaim or stops); run the JVM under `stallscope run` or beside `stallscope watch` for that".into(),
         ),

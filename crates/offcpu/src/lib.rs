@@ -82,6 +82,7 @@ pub struct Waker {
 }
 
 enum Cmd {
+    Stop,
     Add(i32),
     Remove(i32),
     /// Waits of these processes overlapping `[from, to]`, and those going on now.
@@ -97,7 +98,15 @@ enum Cmd {
 pub struct OffCpu {
     tx: Option<mpsc::Sender<Cmd>>,
     thread: Option<std::thread::JoinHandle<()>>,
-    ksyms: Ksyms,
+    reader: Reader,
+}
+
+/// A handle that reads waits from another thread (the recorder's writer); it reads nothing once
+/// the [`OffCpu`] is dropped.
+#[derive(Clone)]
+pub struct Reader {
+    tx: mpsc::Sender<Cmd>,
+    ksyms: Arc<Ksyms>,
     lost: Arc<std::sync::atomic::AtomicU64>,
 }
 
@@ -117,7 +126,10 @@ impl OffCpu {
             .spawn(move || run(first, opts, rx, ready_tx, lost2))
             .map_err(|e| format!("could not start the BPF reader thread: {e}"))?;
         match ready_rx.recv() {
-            Ok(Ok(())) => Ok(OffCpu { tx: Some(tx), thread: Some(thread), ksyms, lost }),
+            Ok(Ok(())) => {
+                let reader = Reader { tx: tx.clone(), ksyms: Arc::new(ksyms), lost };
+                Ok(OffCpu { tx: Some(tx), thread: Some(thread), reader })
+            }
             Ok(Err(e)) => {
                 let _ = thread.join();
                 Err(e)
@@ -141,17 +153,33 @@ impl OffCpu {
         }
     }
 
+    /// A handle for reading from another thread.
+    pub fn reader(&self) -> Reader {
+        self.reader.clone()
+    }
+
+    /// Records the ring buffer had no room for, since the start.
+    pub fn lost(&self) -> u64 {
+        self.reader.lost()
+    }
+
+    /// See [`Reader::waits`].
+    pub fn waits(&self, tgids: &[i32], from: u64, to: u64) -> Vec<Wait> {
+        self.reader.waits(tgids, from, to)
+    }
+}
+
+impl Reader {
     /// Records the ring buffer had no room for, since the start.
     pub fn lost(&self) -> u64 {
         self.lost.load(std::sync::atomic::Ordering::Relaxed)
     }
 
-    /// The waits of `tgids`' threads that overlap `[from, to]` (finished, newest drained first),
-    /// and those still going on, their stacks named. Empty if the reader is gone.
+    /// The waits of `tgids`' threads that overlap `[from, to]` (finished, oldest first), and
+    /// those still going on, their stacks named. Empty once the recorder is gone.
     pub fn waits(&self, tgids: &[i32], from: u64, to: u64) -> Vec<Wait> {
-        let Some(tx) = &self.tx else { return vec![] };
         let (reply, rx) = mpsc::channel();
-        if tx.send(Cmd::Read { tgids: tgids.to_vec(), from, to, reply }).is_err() {
+        if self.tx.send(Cmd::Read { tgids: tgids.to_vec(), from, to, reply }).is_err() {
             return vec![];
         }
         let raw = rx.recv_timeout(Duration::from_secs(5)).unwrap_or_default();
@@ -183,7 +211,10 @@ impl OffCpu {
 
 impl Drop for OffCpu {
     fn drop(&mut self) {
-        drop(self.tx.take());
+        // Readers hold senders too: say stop rather than wait for every sender to go.
+        if let Some(tx) = self.tx.take() {
+            let _ = tx.send(Cmd::Stop);
+        }
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
@@ -327,6 +358,7 @@ fn run(
     };
     loop {
         match rx.recv_timeout(DRAIN) {
+            Ok(Cmd::Stop) => break,
             Ok(Cmd::Add(t)) => set(t, true),
             Ok(Cmd::Remove(t)) => set(t, false),
             Ok(Cmd::Read { tgids, from, to, reply }) => {

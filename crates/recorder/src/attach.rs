@@ -140,7 +140,8 @@ pub fn record_attached(
     let what = sampler::Target {
         pid,
         pulse,
-        tracer: tracing.0.as_ref(),
+        tracer: tracing.tracer.as_ref(),
+        offcpu: tracing.offcpu.as_ref(),
         opts: watch_options(s),
         deadline,
         driven,
@@ -286,7 +287,9 @@ pub fn record_outside(
     let command = procwatch::jvms::cmdline(pid);
     // No tracepoints: an instance per JVM, each filtering by pid, hooks every context switch on
     // the host (measured: 50 idle JVMs took 84% of a core with one each against 44% without).
-    let tracing = (None, Some("watched by `watch` from outside: no tracepoint evidence (fault addresses, mmap_lock wait times); `stallscope attach` as root adds it for one JVM".to_string()));
+    let tracing = super::KernelEvidence::none(
+        "watched by `watch` from outside: no kernel evidence (BPF off-CPU waits, tracepoints); `stallscope attach` as root adds it for one JVM",
+    );
     let java_home = procwatch::jvms::jvm(pid).ok().flatten().and_then(|j| j.java_home);
     let mut w = Writer::open_background(
         &s.dir,
@@ -308,6 +311,7 @@ pub fn record_outside(
         pid,
         pulse: Pulse::counters(pid, counters),
         tracer: None,
+        offcpu: None,
         opts: watch_options(s),
         deadline: None,
         driven: Some(driven),

@@ -261,7 +261,8 @@ fn record_child(s: &Settings, child: Spawn, l: &Launch, stop: &AtomicBool) -> Re
         let what = sampler::Target {
             pid,
             pulse: pulse::Pulse::counters(pid, jc),
-            tracer: tracing.0.as_ref(),
+            tracer: tracing.tracer.as_ref(),
+            offcpu: tracing.offcpu.as_ref(),
             opts: watch_options(s),
             deadline: None,
             driven: None,
@@ -297,7 +298,8 @@ fn record_child(s: &Settings, child: Spawn, l: &Launch, stop: &AtomicBool) -> Re
         let what = sampler::Target {
             pid,
             pulse,
-            tracer: tracing.0.as_ref(),
+            tracer: tracing.tracer.as_ref(),
+            offcpu: tracing.offcpu.as_ref(),
             opts,
             deadline: None,
             driven: None,

@@ -136,16 +136,31 @@ fn kernel() -> String {
         .unwrap_or_default()
 }
 
+/// The kernel's evidence of one target, when privileged: tracepoints (`trace.jsonl`) and the BPF
+/// off-CPU recorder (`kwaits.jsonl`), and one line saying what is missing and why.
+pub(crate) struct KernelEvidence {
+    pub tracer: Option<procwatch::trace::Tracer>,
+    pub offcpu: Option<offcpu::OffCpu>,
+    pub note: Option<String>,
+}
+
+impl KernelEvidence {
+    /// None of it, for the reason given.
+    pub(crate) fn none(why: &str) -> KernelEvidence {
+        KernelEvidence { tracer: None, offcpu: None, note: Some(why.to_string()) }
+    }
+}
+
 /// Starts tracepoint evidence for `pid` when privileged, and says in one line what is missing.
 /// The instance is registered with `guard` before it is made, so that stallscope killed outright,
 /// even mid-start, does not leave its events on (they would tax every page fault on the machine).
-pub(crate) fn start_tracer(
-    pid: i32,
-    mut guard: Option<&mut guard::Guard>,
-) -> (Option<procwatch::trace::Tracer>, Option<String>) {
+/// The BPF recorder needs no guardian: the kernel frees its programs with the process.
+pub(crate) fn start_tracer(pid: i32, mut guard: Option<&mut guard::Guard>) -> KernelEvidence {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
-        return (None, Some("not root: no tracepoint evidence (fault addresses, mmap_lock wait times); rerun with sudo or CAP_PERFMON for it".into()));
+        return KernelEvidence::none(
+            "not root: no kernel evidence (BPF off-CPU waits with kernel stacks and wakers; tracepoints: fault addresses, mmap_lock wait times); the /proc samples stand in. Rerun with sudo for it",
+        );
     }
     let mut announce = |dir: &Path| match guard {
         Some(ref mut g) => g
@@ -154,10 +169,22 @@ pub(crate) fn start_tracer(
             .map_err(|e| std::io::Error::other(format!("{e:#}"))),
         None => Ok(()),
     };
-    match procwatch::trace::Tracer::start_announced(pid, &mut announce) {
-        Ok(t) => (Some(t), None),
-        Err(e) => (None, Some(format!("no tracepoint evidence: {e}"))),
-    }
+    let mut notes = vec![];
+    let tracer = match procwatch::trace::Tracer::start_announced(pid, &mut announce) {
+        Ok(t) => Some(t),
+        Err(e) => {
+            notes.push(format!("no tracepoint evidence: {e}"));
+            None
+        }
+    };
+    let offcpu = match offcpu::OffCpu::start(&[pid], offcpu::Options::default()) {
+        Ok(o) => Some(o),
+        Err(e) => {
+            notes.push(format!("no BPF off-CPU evidence (the /proc samples stand in): {e}"));
+            None
+        }
+    };
+    KernelEvidence { tracer, offcpu, note: (!notes.is_empty()).then(|| notes.join("; ")) }
 }
 
 pub(crate) fn meta(
@@ -167,7 +194,7 @@ pub(crate) fn meta(
     java_home: Option<&Path>,
     s: &Settings,
     timeout_ms: Option<u64>,
-    tracing: &(Option<procwatch::trace::Tracer>, Option<String>),
+    tracing: &KernelEvidence,
 ) -> Meta {
     // SAFETY: geteuid has no preconditions.
     let root = unsafe { libc::geteuid() } == 0;
@@ -182,8 +209,9 @@ pub(crate) fn meta(
         kernel: kernel(),
         cpus: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
         root,
-        tracepoints: tracing.0.is_some(),
-        privileges_note: tracing.1.clone(),
+        tracepoints: tracing.tracer.is_some(),
+        bpf: tracing.offcpu.is_some(),
+        privileges_note: tracing.note.clone(),
         start_mono_ns: mono_ns(),
         start_epoch_ms: chrono::Utc::now().timestamp_millis(),
         utc_offset_min: (chrono::Local::now().offset().local_minus_utc() / 60) as i16,

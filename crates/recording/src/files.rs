@@ -38,8 +38,11 @@ pub const OUTSIDE: &str = "outside.jsonl";
 /// Who set each stall off, as the recorder saw it: the VM operation's caller, attach clients,
 /// stops, signals, freezes, and the processes that took the CPUs (`who::Who`).
 pub const WHO: &str = "who.jsonl";
+/// Each stall's waits off a CPU with their kernel stacks and wakers (root: the BPF recorder,
+/// `offcpu`).
+pub const KWAITS: &str = "kwaits.jsonl";
 /// Every file a recording may hold.
-pub const ALL: [&str; 18] = [
+pub const ALL: [&str; 19] = [
     META,
     SAFEPOINT_LOG,
     HICCUPS,
@@ -48,6 +51,7 @@ pub const ALL: [&str; 18] = [
     SYSTEM,
     CONTEXT,
     TRACE,
+    KWAITS,
     CONTROL,
     FRAMES_JFR,
     FRAMES_JFC,

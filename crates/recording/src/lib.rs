@@ -46,7 +46,7 @@ use std::path::{Path, PathBuf};
 /// what is on disk changes meaning or shape (a field renamed, retyped or removed; a new field
 /// that older readers must not ignore), and say what changed in docs/formats/recording.md.
 /// `tests/format.rs` pins the field names of every record type.
-pub const FORMAT: u32 = 1;
+pub const FORMAT: u32 = 2;
 
 /// What can go wrong reading or writing a recording; each names the file (and line) to look at.
 #[derive(Debug, thiserror::Error)]

@@ -103,6 +103,8 @@ pub struct Recording {
     pub system: Vec<SystemSample>,
     pub context: Vec<StallContext>,
     pub trace: Vec<StallTrace>,
+    /// Each stall's waits off a CPU, from the BPF recorder (empty without it).
+    pub kwaits: Vec<StallKernelWaits>,
     /// The JVM's stack samples near stalls (empty when none were recorded), and what the
     /// recorder said of them (why they are missing).
     pub frames: Vec<FrameSample>,
@@ -155,6 +157,7 @@ impl Recording {
             system: vec![],
             context: vec![],
             trace: vec![],
+            kwaits: vec![],
             frames: vec![],
             frames_notes: vec![],
             frames_recorded: false,
@@ -328,6 +331,7 @@ impl Recording {
             system: read_lines_noting(&dir.join(files::SYSTEM), &mut damage)?,
             context: read_lines_noting(&dir.join(files::CONTEXT), &mut damage)?,
             trace: read_lines_noting(&dir.join(files::TRACE), &mut damage)?,
+            kwaits: read_lines_noting(&dir.join(files::KWAITS), &mut damage)?,
             counters: read_lines_noting(&dir.join(files::COUNTERS), &mut damage)?,
             who: read_lines_noting(&dir.join(files::WHO), &mut damage)?,
             has_who: dir.join(files::WHO).exists(),

@@ -31,6 +31,10 @@ pub struct Meta {
     pub tracepoints: bool,
     /// Why privileged evidence is missing, if it is (one line for the report).
     pub privileges_note: Option<String>,
+    /// The BPF off-CPU recorder ran (`kwaits.jsonl` holds each stall's kernel waits); false in
+    /// recordings made without it, and before format 2.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub bpf: bool,
     pub start_mono_ns: u64,
     pub start_epoch_ms: i64,
     /// The local time zone's offset at the start, for displaying wall times.
@@ -363,6 +367,74 @@ pub enum FramesLine {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct FramesNote {
     pub note: String,
+}
+
+/// Every wait off a CPU of the target's threads that overlapped one stall, as the kernel's
+/// scheduler events recorded it (BPF, root only): `kwaits.jsonl`, one line per stall.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct StallKernelWaits {
+    pub stall: u32,
+    /// The window asked for: from a little before the stall was noticed to its end.
+    pub from: u64,
+    pub to: u64,
+    pub waits: Vec<KernelWait>,
+    /// The kernel stacks the waits name by index, each innermost first, once each.
+    pub stacks: Vec<Vec<String>>,
+    /// Records the kernel's ring buffer had no room for since the recording began (waits lost).
+    #[serde(default, skip_serializing_if = "is_zero_u64")]
+    pub lost: u64,
+}
+
+fn is_zero_u64(v: &u64) -> bool {
+    *v == 0
+}
+
+/// One interval a thread spent off a CPU (at least a millisecond).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct KernelWait {
+    pub tid: i32,
+    pub comm: String,
+    /// CLOCK_MONOTONIC ns: left the CPU, and came back (absent: still off it when read).
+    pub start: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end: Option<u64>,
+    /// The state it left in: `R` preempted (runnable, waiting for a CPU), `S`, `D`, `T`, `t`,
+    /// `I` …
+    pub state: char,
+    pub cpu: u32,
+    /// Its kernel stack where it left the CPU (an index into the line's `stacks`).
+    pub stack: usize,
+    /// Who woke it, and when (absent: preempted, or not woken while recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waker: Option<KernelWaker>,
+    /// Who the CPU went to as it left (for a preempted thread: who ran instead).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instead: Option<KernelThread>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct KernelWaker {
+    pub t: u64,
+    pub pid: i32,
+    pub tid: i32,
+    pub comm: String,
+    /// Its kernel stack as it woke the thread (an index into the line's `stacks`; absent for a
+    /// wake-up before the wait had lasted a millisecond).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stack: Option<usize>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct KernelThread {
+    pub tid: i32,
+    pub comm: String,
+}
+
+impl StallKernelWaits {
+    /// The stack at `i` (empty if the line does not have it).
+    pub fn stack(&self, i: usize) -> &[String] {
+        self.stacks.get(i).map(Vec::as_slice).unwrap_or(&[])
+    }
 }
 
 /// Tracepoint events around one stall: each thread's last few page faults and its mmap_lock

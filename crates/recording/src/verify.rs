@@ -9,7 +9,8 @@
 use crate::disk::CounterLook;
 use crate::files;
 use crate::schema::{
-    Event, FrameSample, FramesLine, Meta, Sample, StallContext, StallTrace, SystemSample,
+    Event, FrameSample, FramesLine, Meta, Sample, StallContext, StallKernelWaits, StallTrace,
+    SystemSample,
 };
 use crate::who::Who;
 use serde::Serialize;
@@ -46,6 +47,7 @@ pub fn round_trip(dir: &Path) -> Result<usize, Mismatch> {
     n += lines::<SystemSample>(dir, files::SYSTEM)?;
     n += lines::<StallContext>(dir, files::CONTEXT)?;
     n += lines::<StallTrace>(dir, files::TRACE)?;
+    n += lines::<StallKernelWaits>(dir, files::KWAITS)?;
     n += lines::<FramesLine>(dir, files::FRAMES)?;
     n += lines::<FrameSample>(dir, files::DUMPS)?;
     n += lines::<FrameSample>(dir, files::STACKS)?;

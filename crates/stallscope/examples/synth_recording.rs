@@ -95,6 +95,7 @@ fn main() -> std::io::Result<()> {
         java_version: Some("17.0.15".into()),
         kernel: "synthetic".into(),
         cpus: 2,
+        bpf: false,
         privileges_note: Some(
             "a synthetic recording (bench/report_html.sh): no privileged evidence".into(),
         ),

@@ -12,6 +12,7 @@
 //! wake-up lateness is the control meter (see control.rs).
 
 mod context;
+mod kwaits;
 mod sources;
 mod stall;
 mod traces;
@@ -20,6 +21,7 @@ mod who;
 pub use sources::{Sources, shares};
 
 use context::ContextReader;
+use kwaits::KwaitsWriter;
 use sources::{system_sample, totals};
 use traces::TraceWriter;
 use who::WhoWriter;
@@ -133,6 +135,8 @@ struct Watcher<'a> {
     /// Reads tracepoint evidence off the sampling loop, which must not miss the next stall while
     /// the ring buffer is formatted.
     traces: Option<TraceWriter>,
+    /// Reads each stall's kernel waits (BPF) off the sampling loop.
+    kwaits: Option<KwaitsWriter>,
     /// Reads each stall's maps off the sampling loop: the read takes the target's mmap_lock.
     contexts: ContextReader,
     /// Looks for who set each stall off, off the sampling loop.
@@ -222,7 +226,7 @@ const HELD_INTERVALS: u64 = 10;
 
 impl<'a> Watcher<'a> {
     fn new(w: &'a mut Writer, what: Target<'a>) -> Result<Watcher<'a>> {
-        let Target { pid, pulse, tracer, opts, deadline: _, driven, code, hooks } = what;
+        let Target { pid, pulse, tracer, offcpu, opts, deadline: _, driven, code, hooks } = what;
         let sampler = TaskSampler::new(pid)?;
         // A sidecar starved of CPU sees nothing of the starvation it is there to explain: when
         // allowed (root, CAP_SYS_NICE), this thread runs at nice -10. It sleeps between looks, so
@@ -240,6 +244,9 @@ impl<'a> Watcher<'a> {
         let traces = tracer
             .map(|t| TraceWriter::start(t.reader(), &w.dir.join(files::TRACE)))
             .transpose()?;
+        let kwaits = offcpu
+            .map(|o| KwaitsWriter::start(o.reader(), pid, &w.dir.join(files::KWAITS)))
+            .transpose()?;
         let contexts = ContextReader::start(pid)?;
         let who = Some(WhoWriter::start(
             pid,
@@ -251,6 +258,7 @@ impl<'a> Watcher<'a> {
             pid,
             pulse,
             traces,
+            kwaits,
             contexts,
             who,
             opts,
@@ -494,6 +502,8 @@ pub struct Target<'a> {
     pub pid: i32,
     pub pulse: Pulse,
     pub tracer: Option<&'a procwatch::trace::Tracer>,
+    /// The BPF off-CPU recorder, when it runs: each stall's kernel waits are read from it.
+    pub offcpu: Option<&'a offcpu::OffCpu>,
     pub opts: SamplerOptions,
     /// Watching ends then (`--for`).
     pub deadline: Option<Instant>,
@@ -640,6 +650,7 @@ mod tests {
             pid,
             pulse: Pulse::heartbeat(pid, hb, None),
             tracer: None,
+            offcpu: None,
             opts: opts(),
             deadline,
             driven: None,
@@ -664,6 +675,7 @@ mod tests {
             cpus: 2,
             root: false,
             tracepoints: false,
+            bpf: false,
             privileges_note: None,
             start_mono_ns: mono_ns(),
             start_epoch_ms: 0,

@@ -276,6 +276,9 @@ impl Watcher<'_> {
                 lock_from: st.last_ok.saturating_sub(1_000_000_000),
             });
         }
+        if let Some(k) = &self.kwaits {
+            k.request(super::kwaits::KwaitsRequest { stall, from: st.last_ok, to: t });
+        }
         if let Some(w) = &self.who {
             w.end(stall);
         }

@@ -1,0 +1,159 @@
+//! The kernel's account of each stall from the BPF off-CPU recorder, read off the sampling loop:
+//! the loop asks as a stall ends, this thread reads the waits that overlapped it and appends
+//! `kwaits.jsonl`.
+//!
+//! Invariant: the sampling loop never waits for it (a request is queued).
+
+use anyhow::Result;
+use recording::{KernelThread, KernelWait, KernelWaker, StallKernelWaits};
+use std::collections::HashMap;
+use std::path::Path;
+use std::time::Duration;
+
+/// The most waits written for one stall (the longest within it are kept).
+const MAX_PER_STALL: usize = 20_000;
+/// How long after a stall's end its waits are read: the threads it released come back onto a
+/// CPU (ending their waits) in the moments after.
+const SETTLE: Duration = Duration::from_millis(30);
+
+pub(super) struct KwaitsRequest {
+    pub(super) stall: u32,
+    pub(super) from: u64,
+    pub(super) to: u64,
+}
+
+/// A thread that writes each stall's kernel waits; finished (and joined) when dropped.
+pub(super) struct KwaitsWriter {
+    tx: Option<std::sync::mpsc::Sender<KwaitsRequest>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl KwaitsWriter {
+    pub(super) fn start(reader: offcpu::Reader, pid: i32, path: &Path) -> Result<KwaitsWriter> {
+        let mut out = recording::Appender::open(path)?;
+        let (tx, rx) = std::sync::mpsc::channel::<KwaitsRequest>();
+        let thread =
+            std::thread::Builder::new().name("stallscope-kwaits".into()).spawn(move || {
+                while let Ok(r) = rx.recv() {
+                    let now = procwatch::clock::mono_ns();
+                    let due = r.to + SETTLE.as_nanos() as u64;
+                    if now < due {
+                        std::thread::sleep(Duration::from_nanos(due - now));
+                    }
+                    let waits = reader.waits(&[pid], r.from, r.to);
+                    let (waits, stacks) = kept(waits, r.from, r.to);
+                    let _ = out.line(&StallKernelWaits {
+                        stall: r.stall,
+                        from: r.from,
+                        to: r.to,
+                        waits,
+                        stacks,
+                        lost: reader.lost(),
+                    });
+                }
+            })?;
+        Ok(KwaitsWriter { tx: Some(tx), thread: Some(thread) })
+    }
+
+    pub(super) fn request(&self, r: KwaitsRequest) {
+        if let Some(tx) = &self.tx {
+            let _ = tx.send(r);
+        }
+    }
+}
+
+impl Drop for KwaitsWriter {
+    fn drop(&mut self) {
+        drop(self.tx.take());
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// A stack as it is worth keeping: without the tracepoint's own frame (`__traceiter_…`), and, for
+/// a wake-up from an interrupt, without what the interrupt happened to interrupt.
+fn trimmed(mut stack: Vec<String>) -> Vec<String> {
+    stack.retain(|f| !f.starts_with("__traceiter_") && !f.starts_with("__bpf_trace_"));
+    if let Some(i) = stack.iter().position(|f| f.starts_with("asm_")) {
+        stack.truncate(i + 1);
+    }
+    stack
+}
+
+/// The waits as the recording holds them, oldest first, and the stacks they name by index; past
+/// [`MAX_PER_STALL`], those that covered the most of `[from, to]`.
+fn kept(mut waits: Vec<offcpu::Wait>, from: u64, to: u64) -> (Vec<KernelWait>, Vec<Vec<String>>) {
+    if waits.len() > MAX_PER_STALL {
+        let within =
+            |w: &offcpu::Wait| w.end.unwrap_or(to).min(to).saturating_sub(w.start.max(from));
+        waits.sort_by_key(|w| std::cmp::Reverse(within(w)));
+        waits.truncate(MAX_PER_STALL);
+    }
+    waits.sort_by_key(|w| (w.start, w.tid));
+    let mut stacks: Vec<Vec<String>> = vec![];
+    let mut index: HashMap<Vec<String>, usize> = HashMap::new();
+    let mut id = |s: Vec<String>| -> usize {
+        let s = trimmed(s);
+        *index.entry(s.clone()).or_insert_with(|| {
+            stacks.push(s);
+            stacks.len() - 1
+        })
+    };
+    let kept = waits
+        .into_iter()
+        .map(|w| KernelWait {
+            tid: w.tid,
+            comm: w.comm,
+            start: w.start,
+            end: w.end,
+            state: w.state,
+            cpu: w.cpu,
+            stack: id(w.stack),
+            waker: w.waker.zip(w.woken).map(|(k, t)| KernelWaker {
+                t,
+                pid: k.tgid,
+                tid: k.tid,
+                comm: k.comm,
+                stack: (!k.stack.is_empty()).then(|| id(k.stack)),
+            }),
+            instead: w.instead.map(|(tid, comm)| KernelThread { tid, comm }),
+        })
+        .collect();
+    (kept, stacks)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn wait(tid: i32, start: u64, end: u64, stack: &[&str]) -> offcpu::Wait {
+        offcpu::Wait {
+            start,
+            end: Some(end),
+            woken: None,
+            state: 'S',
+            tid,
+            tgid: 1,
+            comm: "t".into(),
+            cpu: 0,
+            stack: stack.iter().map(|s| s.to_string()).collect(),
+            waker: None,
+            instead: None,
+        }
+    }
+
+    #[test]
+    fn stacks_are_kept_once_and_trimmed_of_the_tracepoint() {
+        let a = ["__traceiter_sched_switch", "__schedule", "schedule", "futex_wait"];
+        let (w, stacks) = kept(vec![wait(2, 5, 9, &a), wait(1, 1, 9, &a)], 0, 10);
+        assert_eq!(stacks, vec![vec!["__schedule", "schedule", "futex_wait"]]);
+        assert_eq!((w[0].tid, w[0].stack, w[1].stack), (1, 0, 0), "oldest first");
+        let irq = trimmed(
+            ["try_to_wake_up", "hrtimer_wakeup", "asm_sysvec_apic_timer_interrupt", "default_idle"]
+                .map(String::from)
+                .to_vec(),
+        );
+        assert_eq!(irq.last().unwrap(), "asm_sysvec_apic_timer_interrupt");
+    }
+}
