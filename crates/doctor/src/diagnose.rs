@@ -137,6 +137,11 @@ fn diagnose_stall(
 ) -> StallReport {
     let meta = &rec.meta;
     let stall = seen.stall;
+    // The kernel's scheduler events, where recorded, name what each sleeping sample waited in.
+    let kw = rec.kwaits.iter().find(|k| k.stall == stall);
+    let refined: Vec<Sample> = kw.map(|k| crate::kernel::refine(samples, k)).unwrap_or_default();
+    let refined_refs: Vec<&Sample> = refined.iter().collect();
+    let samples: &[&Sample] = if kw.is_some() { &refined_refs } else { samples };
     let ctx = rec.context.iter().find(|c| c.stall == stall);
     let names: HashMap<i32, String> = ctx
         .map(|c| {
@@ -233,6 +238,19 @@ fn diagnose_stall(
     }
     let who = WhoSpan { samples, trace, start_ns: full.start_ns, end_ns: span.end_ns };
     instigators(rec, stall, who, &names, all_names, safepoint.as_ref(), &mut findings, &mut raw);
+    let culprits: Vec<i32> =
+        findings.iter().flat_map(|f| f.culprits.iter().map(|c| c.tid)).collect();
+    let kernel = kw
+        .map(|k| crate::kernel::view(k, span.start_ns, span.end_ns, &names, &culprits, 6))
+        .unwrap_or_default();
+    if let Some(f) = findings.first_mut() {
+        // A culprit that was off a CPU for a tenth of the stall or more: what held it there.
+        for t in
+            kernel.iter().filter(|t| t.share >= 0.1 && f.culprits.iter().any(|c| c.tid == t.tid))
+        {
+            f.evidence.push(crate::kernel::evidence_line(t));
+        }
+    }
     StallReport {
         stall,
         start_mono_ns: full.start_ns,
@@ -248,6 +266,7 @@ fn diagnose_stall(
         target_exited: span.exited_during,
         raw,
         begun_before_stop_ns,
+        kernel,
     }
 }
 
@@ -1015,6 +1034,7 @@ mod tests {
             safepoints: vec![],
             findings: vec![unknown_finding(&StallEvidence::default())],
             begun_before_stop_ns: None,
+            kernel: vec![],
             parked_threads: 0,
             threads: 0,
             samples: 0,

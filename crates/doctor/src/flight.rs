@@ -797,6 +797,7 @@ fn diagnose_one(
         target_exited: false,
         raw: vec![],
         begun_before_stop_ns: None,
+        kernel: vec![],
     }
 }
 

@@ -33,6 +33,7 @@ mod diagnose;
 pub mod evidence;
 pub mod flight;
 pub mod instigator;
+pub mod kernel;
 pub mod report;
 mod safepoints;
 pub mod signals;

@@ -211,6 +211,48 @@ pub struct StallReport {
     /// late to stop anyone (held itself, e.g. writing its perf counters); the operation's
     /// caller waited, the application did not. None when it was not late by much, or unknown.
     pub begun_before_stop_ns: Option<u64>,
+    /// The kernel's account of the threads held longest off a CPU in the stall, from its
+    /// scheduler events (BPF; root only): empty without them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub kernel: Vec<KernelThreadView>,
+}
+
+/// One thread's time off a CPU within a stall, as the kernel's scheduler events recorded it.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct KernelThreadView {
+    pub tid: i32,
+    pub name: String,
+    /// Off a CPU within the stall (each wait cut at the stall's edges).
+    pub off_cpu_ns: u64,
+    /// Of the stall.
+    pub share: f64,
+    /// Waits (of a millisecond or more) that overlapped the stall.
+    pub waits: usize,
+    /// Its time off a CPU by what it waited for, most first.
+    pub kinds: Vec<(String, u64)>,
+    /// Its longest wait within the stall.
+    pub longest: KernelWaitView,
+}
+
+/// One wait off a CPU.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct KernelWaitView {
+    /// The state it left the CPU in (`R`: preempted).
+    pub state: char,
+    /// What it waited for, read from its kernel stack (`writeback`, `page-cache read`, `futex` …).
+    pub kind: String,
+    /// Within the stall, and whole (null: still going on when read).
+    pub within_ns: u64,
+    pub whole_ns: Option<u64>,
+    /// It began before the stall did.
+    pub began_before: bool,
+    /// Its kernel stack from the frame that decided its kind outward, innermost first.
+    pub stack: Vec<String>,
+    /// Who woke it (`comm (pid P, tid T)`), and that thread's kernel stack as it did.
+    pub waker: Option<String>,
+    pub waker_stack: Vec<String>,
+    /// For a preempted thread, who the CPU went to.
+    pub instead: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

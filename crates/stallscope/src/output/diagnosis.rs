@@ -252,6 +252,43 @@ fn stall_body(out: &mut String, s: &StallReport) {
             ),
         );
     }
+    for k in &s.kernel {
+        let l = &k.longest;
+        let mut line = format!(
+            "\"{}\" (tid {}) off a CPU {} ({:.0}%, {} waits): {}",
+            k.name,
+            k.tid,
+            fmt_ns(k.off_cpu_ns),
+            k.share * 100.0,
+            k.waits,
+            k.kinds
+                .iter()
+                .take(3)
+                .map(|(kind, ns)| format!("{} {kind}", fmt_ns(*ns)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        if !l.stack.is_empty() {
+            line.push_str(&format!(
+                "; longest {} in {}",
+                fmt_ns(l.within_ns),
+                l.stack.iter().take(4).cloned().collect::<Vec<_>>().join(" < ")
+            ));
+        }
+        if let Some(w) = &l.waker {
+            line.push_str(&format!(", woken by {w}"));
+            if !l.waker_stack.is_empty() {
+                line.push_str(&format!(
+                    " in {}",
+                    l.waker_stack.iter().take(3).cloned().collect::<Vec<_>>().join(" < ")
+                ));
+            }
+        }
+        if let Some(i) = &l.instead {
+            line.push_str(&format!(", the CPU went to {i}"));
+        }
+        wrap(out, "kernel", &line);
+    }
     for r in &s.raw {
         wrap(
             out,

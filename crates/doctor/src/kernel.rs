@@ -1,0 +1,477 @@
+//! What the kernel's scheduler events (the BPF off-CPU recorder, `kwaits.jsonl`) say of a stall:
+//! each wait's kernel stack read for what it waited on, its time within the stall to the
+//! nanosecond, and who woke it.
+//!
+//! Two uses. [`refine`] gives each `/proc` sample of a thread asleep the kernel function its
+//! whole stack says it waited in (the deciding frame, where `wchan` shows only the innermost
+//! one that is not the scheduler's), so that everything the doctor decides from samples reads
+//! the better name. [`view`] makes the report's per-stall account: the threads held longest, in
+//! what, and woken by whom.
+//!
+//! Invariant: a wait is counted only for the part of it inside the stall (cut at both edges);
+//! a stack that says nothing the `/proc` sample did not leaves the sample as it was.
+
+use crate::report::{KernelThreadView, KernelWaitView};
+use crate::wait;
+use recording::{KernelWait, Sample, StallKernelWaits};
+use std::collections::HashMap;
+
+/// Where every thread leaves the CPU, whatever it waits for: the scheduler, and the generic
+/// sleeps that many waits share (`wchan` skips the first few; these say nothing of the cause).
+const GENERIC: [&str; 30] = [
+    "__schedule",
+    "schedule",
+    "schedule_timeout",
+    "io_schedule",
+    "io_schedule_timeout",
+    "schedule_hrtimeout_range",
+    "schedule_hrtimeout_range_clock",
+    "schedule_preempt_disabled",
+    "preempt_schedule",
+    "preempt_schedule_common",
+    "preempt_schedule_irq",
+    "preempt_schedule_notrace",
+    "__cond_resched",
+    "_cond_resched",
+    "__wait_for_common",
+    "wait_for_completion",
+    "wait_for_completion_state",
+    "wait_for_completion_io",
+    "wait_for_completion_killable",
+    "wait_for_completion_timeout",
+    "bit_wait_io",
+    "bit_wait",
+    "out_of_line_wait_on_bit",
+    "out_of_line_wait_on_bit_lock",
+    "__wait_on_bit",
+    "__wait_on_bit_lock",
+    "folio_wait_bit_common",
+    "folio_wait_bit",
+    "wait_on_page_bit_common",
+    "ttwu_do_activate",
+];
+
+/// Kernel paths that take `mmap_lock`: an rwsem slow path under one of these is a wait for it;
+/// under anything else (an inode's lock) it is not.
+const MM_PATHS: [&str; 16] = [
+    "lock_mm_and_find_vma",
+    "do_user_addr_fault",
+    "exc_page_fault",
+    "vm_mmap_pgoff",
+    "__vm_munmap",
+    "vm_munmap",
+    "do_mprotect_pkey",
+    "do_madvise",
+    "do_mlock",
+    "__do_sys_brk",
+    "__do_sys_mremap",
+    "do_vmi_munmap",
+    "mmap_read_lock",
+    "mmap_write_lock",
+    "__access_remote_vm",
+    "get_user_pages",
+];
+
+/// A read-write semaphore's slow path (mmap_lock is one, an inode's lock another).
+fn rwsem(f: &str) -> bool {
+    f.starts_with("rwsem_down") || f.starts_with("down_read") || f.starts_with("down_write")
+}
+
+fn generic(f: &str) -> bool {
+    GENERIC.contains(&f) || f.starts_with("__traceiter_") || f.starts_with("__pfx_")
+}
+
+/// Stops a thread by a signal or a tracer.
+fn stop_frame(f: &str) -> bool {
+    matches!(f, "do_signal_stop" | "ptrace_stop" | "do_jobctl_trap")
+}
+
+/// The frame of `stack` (innermost first) that says what the thread waited for: the innermost
+/// that one of the doctor's wait tables knows (an rwsem slow path only under a path that takes
+/// `mmap_lock`), else the innermost that is not the scheduler's. None for an empty stack.
+pub fn deciding_frame(stack: &[String]) -> Option<&str> {
+    let mm = stack.iter().any(|f| MM_PATHS.contains(&f.as_str()));
+    let mut first = None;
+    for f in stack.iter().map(String::as_str).filter(|f| !generic(f)) {
+        if rwsem(f) && !mm {
+            continue;
+        }
+        first = first.or(Some(f));
+        if wait::reclaim_wait(f)
+            || wait::memcg_high_wait(f)
+            || wait::mmap_lock_wait(f)
+            || wait::writeback_wait(f)
+            || wait::fault_wait(f)
+            || wait::freezer_wait(f)
+            || stop_frame(f)
+        {
+            return Some(f);
+        }
+    }
+    first
+}
+
+/// How the report names a wait's kind: by its state and deciding frame.
+pub fn kind(w: &KernelWait, stack: &[String]) -> &'static str {
+    let f = deciding_frame(stack).unwrap_or("");
+    match w.state {
+        'R' => "waiting for a CPU (preempted)",
+        'T' | 't' => "stopped",
+        _ if wait::freezer_wait(f) => "frozen (cgroup freezer)",
+        _ if stop_frame(f) => "stopped",
+        _ if stack.iter().any(|s| s.starts_with("swap_read") || s == "do_swap_page") => "swap-in",
+        _ if wait::reclaim_wait(f) => "reclaim",
+        _ if wait::memcg_high_wait(f) => "memory.high throttle",
+        _ if rwsem(f) || f.contains("mmap_lock") || f == "lock_mm_and_find_vma" => "mmap_lock",
+        _ if wait::writeback_wait(f) => "writeback",
+        _ if f.starts_with("fuse_") || f == "request_wait_answer" => "FUSE",
+        _ if wait::fault_wait(f) => "page-cache read",
+        _ if stack.iter().any(|s| rwsem(s)) => "kernel lock (rwsem)",
+        _ if stack.iter().any(|s| s.starts_with("__mutex_lock") || s.starts_with("mutex_lock")) => {
+            "kernel lock (mutex)"
+        }
+        _ if stack.iter().any(|s| s.starts_with("futex_")) => "futex",
+        _ if stack.iter().any(|s| s.contains("nanosleep") || s == "do_nanosleep") => "sleep",
+        _ if stack.iter().any(|s| {
+            s.starts_with("do_epoll") || s.starts_with("do_sys_poll") || s.starts_with("do_select")
+        }) =>
+        {
+            "poll"
+        }
+        'D' => "uninterruptible",
+        _ => "sleeping",
+    }
+}
+
+/// The samples of a stall with each sleeping thread's `wchan` replaced by the deciding frame of
+/// the BPF wait that covered the sample, where that frame differs. Samples no wait covers are
+/// returned as they were.
+pub fn refine(samples: &[&Sample], kw: &StallKernelWaits) -> Vec<Sample> {
+    let mut by_tid: HashMap<i32, Vec<&KernelWait>> = HashMap::new();
+    for w in &kw.waits {
+        if w.state != 'R' {
+            by_tid.entry(w.tid).or_default().push(w);
+        }
+    }
+    samples
+        .iter()
+        .map(|s| {
+            let mut s = (*s).clone();
+            for t in s.threads.iter_mut().filter(|t| matches!(t.state, 'S' | 'D')) {
+                let covering = by_tid.get(&t.tid).and_then(|ws| {
+                    ws.iter().find(|w| w.start <= s.t && w.end.is_none_or(|e| e >= s.t))
+                });
+                if let Some(f) = covering.and_then(|w| deciding_frame(kw.stack(w.stack)))
+                    && f != t.wchan
+                {
+                    t.wchan = f.to_string();
+                }
+            }
+            s
+        })
+        .collect()
+}
+
+/// The part of `w` inside `[from, to]`, in ns.
+fn within(w: &KernelWait, from: u64, to: u64) -> u64 {
+    w.end.unwrap_or(to).min(to).saturating_sub(w.start.max(from))
+}
+
+/// The frames worth showing: from the deciding one outward, without the scheduler's, at most
+/// `n`.
+fn shown(stack: &[String], n: usize) -> Vec<String> {
+    let start = deciding_frame(stack).and_then(|d| stack.iter().position(|f| f == d)).unwrap_or(0);
+    stack[start..].iter().filter(|f| !generic(f)).take(n).cloned().collect()
+}
+
+/// The threads of the stall `[from, to]` held longest off a CPU (by choice or not), up to `max`,
+/// those in `first` (the findings' culprits) before the rest; threads parked by choice
+/// throughout (a futex, a sleep, a poll) only when named in `first`.
+pub fn view(
+    kw: &StallKernelWaits,
+    from: u64,
+    to: u64,
+    names: &HashMap<i32, String>,
+    first: &[i32],
+    max: usize,
+) -> Vec<KernelThreadView> {
+    let mut per: HashMap<i32, Vec<&KernelWait>> = HashMap::new();
+    for w in kw.waits.iter().filter(|w| within(w, from, to) > 0) {
+        per.entry(w.tid).or_default().push(w);
+    }
+    let span = to.saturating_sub(from);
+    let mut views: Vec<(bool, KernelThreadView)> = per
+        .into_iter()
+        .filter_map(|(tid, ws)| {
+            let off: u64 = ws.iter().map(|w| within(w, from, to)).sum();
+            let mut kinds: HashMap<&'static str, u64> = HashMap::new();
+            for w in &ws {
+                *kinds.entry(kind(w, kw.stack(w.stack))).or_default() += within(w, from, to);
+            }
+            let by_choice = ["futex", "sleep", "poll", "sleeping"];
+            let chosen: u64 =
+                kinds.iter().filter(|(k, _)| by_choice.contains(k)).map(|(_, v)| *v).sum();
+            let named = first.contains(&tid);
+            if !named && chosen == off {
+                return None;
+            }
+            let longest = ws.iter().max_by_key(|w| within(w, from, to))?;
+            let mut kinds: Vec<(String, u64)> =
+                kinds.into_iter().map(|(k, v)| (k.to_string(), v)).collect();
+            kinds.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+            let name = names.get(&tid).cloned().unwrap_or_else(|| longest.comm.clone());
+            Some((
+                named,
+                KernelThreadView {
+                    tid,
+                    name,
+                    off_cpu_ns: off,
+                    share: if span > 0 { off as f64 / span as f64 } else { 0.0 },
+                    waits: ws.len(),
+                    kinds,
+                    longest: wait_view(longest, kw, from, to),
+                },
+            ))
+        })
+        .collect();
+    views.sort_by(|a, b| b.0.cmp(&a.0).then(b.1.off_cpu_ns.cmp(&a.1.off_cpu_ns)));
+    views.into_iter().take(max).map(|(_, v)| v).collect()
+}
+
+/// A culprit's kernel account in one line of its finding's evidence.
+pub fn evidence_line(t: &KernelThreadView) -> String {
+    let ms = |ns: u64| format!("{:.1} ms", ns as f64 / 1e6);
+    let kinds: Vec<String> =
+        t.kinds.iter().take(3).map(|(k, ns)| format!("{} {k}", ms(*ns))).collect();
+    let l = &t.longest;
+    let mut s = format!(
+        "kernel (BPF scheduler events): {} was off a CPU {} of the stall ({:.0}%): {}; its longest wait {} in {}",
+        t.name,
+        ms(t.off_cpu_ns),
+        t.share * 100.0,
+        kinds.join(", "),
+        ms(l.within_ns),
+        if l.stack.is_empty() {
+            l.kind.clone()
+        } else {
+            l.stack.iter().take(4).cloned().collect::<Vec<_>>().join(" < ")
+        },
+    );
+    if let Some(w) = &l.waker {
+        s.push_str(&format!(", woken by {w}"));
+        if !l.waker_stack.is_empty() {
+            s.push_str(&format!(
+                " in {}",
+                l.waker_stack.iter().take(3).cloned().collect::<Vec<_>>().join(" < ")
+            ));
+        }
+    }
+    if let Some(i) = &l.instead {
+        s.push_str(&format!(", the CPU going to {i}"));
+    }
+    s
+}
+
+fn wait_view(w: &KernelWait, kw: &StallKernelWaits, from: u64, to: u64) -> KernelWaitView {
+    let stack = kw.stack(w.stack);
+    KernelWaitView {
+        state: w.state,
+        kind: kind(w, stack).to_string(),
+        within_ns: within(w, from, to),
+        whole_ns: w.end.map(|e| e.saturating_sub(w.start)),
+        began_before: w.start < from,
+        stack: shown(stack, 8),
+        waker: w.waker.as_ref().map(|k| {
+            // A wake-up from an interrupt runs in whatever the CPU was running: name the
+            // interrupt, not that thread.
+            let ws = k.stack.map(|i| kw.stack(i)).unwrap_or(&[]);
+            let irq = ws.iter().any(|f| f.starts_with("asm_") || f.starts_with("irq_"));
+            if ws.iter().any(|f| f == "hrtimer_wakeup") {
+                "its timer (an interrupt)".to_string()
+            } else if irq || k.pid == 0 {
+                format!("an interrupt (on the CPU of {} tid {})", k.comm, k.tid)
+            } else {
+                format!("{} (pid {}, tid {})", k.comm, k.pid, k.tid)
+            }
+        }),
+        waker_stack: w
+            .waker
+            .as_ref()
+            .and_then(|k| k.stack)
+            .map(|i| {
+                kw.stack(i)
+                    .iter()
+                    .filter(|f| !generic(f) && *f != "try_to_wake_up")
+                    .take(6)
+                    .cloned()
+                    .collect()
+            })
+            .unwrap_or_default(),
+        instead: (w.state == 'R')
+            .then(|| w.instead.as_ref().map(|i| format!("{} (tid {})", i.comm, i.tid)))
+            .flatten(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn st(v: &[&str]) -> Vec<String> {
+        v.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn the_deciding_frame_is_the_innermost_a_table_knows() {
+        // Waiting for writeback inside reclaim: the writeback is what it waits on.
+        let wb = st(&[
+            "__schedule",
+            "schedule",
+            "io_schedule",
+            "folio_wait_bit_common",
+            "folio_wait_writeback",
+            "shrink_folio_list",
+            "shrink_node",
+            "try_to_free_mem_cgroup_pages",
+        ]);
+        assert_eq!(deciding_frame(&wb), Some("folio_wait_writeback"));
+        // A page-cache read in a fault.
+        let pf = st(&[
+            "__schedule",
+            "io_schedule",
+            "folio_wait_bit_common",
+            "filemap_fault",
+            "__do_fault",
+        ]);
+        assert_eq!(deciding_frame(&pf), Some("filemap_fault"));
+        // An inode's rwsem is not mmap_lock; under a fault it is.
+        let inode = st(&[
+            "__schedule",
+            "rwsem_down_write_slowpath",
+            "down_write",
+            "ext4_buffered_write_iter",
+        ]);
+        assert_eq!(deciding_frame(&inode), Some("ext4_buffered_write_iter"));
+        let w = KernelWait {
+            tid: 1,
+            comm: "x".into(),
+            start: 0,
+            end: Some(10),
+            state: 'D',
+            cpu: 0,
+            stack: 0,
+            waker: None,
+            instead: None,
+        };
+        assert_eq!(kind(&w, &inode), "kernel lock (rwsem)");
+        let mm = st(&[
+            "__schedule",
+            "rwsem_down_read_slowpath",
+            "lock_mm_and_find_vma",
+            "do_user_addr_fault",
+        ]);
+        assert_eq!(deciding_frame(&mm), Some("rwsem_down_read_slowpath"));
+        assert_eq!(kind(&w, &mm), "mmap_lock");
+        assert_eq!(kind(&w, &wb), "writeback");
+        let swap = st(&[
+            "__schedule",
+            "io_schedule",
+            "folio_wait_bit_common",
+            "swap_read_folio",
+            "do_swap_page",
+        ]);
+        assert_eq!(kind(&w, &swap), "swap-in");
+        // Nothing known: the first frame not the scheduler's.
+        assert_eq!(deciding_frame(&st(&["__schedule", "schedule", "do_wait"])), Some("do_wait"));
+        assert_eq!(deciding_frame(&[]), None);
+    }
+
+    fn kw(waits: Vec<KernelWait>, stacks: Vec<Vec<String>>) -> StallKernelWaits {
+        StallKernelWaits { stall: 1, from: 0, to: 1000, waits, stacks, lost: 0 }
+    }
+
+    fn wait(tid: i32, start: u64, end: Option<u64>, state: char, stack: usize) -> KernelWait {
+        KernelWait {
+            tid,
+            comm: format!("t{tid}"),
+            start,
+            end,
+            state,
+            cpu: 0,
+            stack,
+            waker: None,
+            instead: None,
+        }
+    }
+
+    #[test]
+    fn a_wait_counts_only_inside_the_stall_and_parked_threads_are_left_out() {
+        let stacks = vec![
+            st(&["__schedule", "io_schedule", "folio_wait_bit_common", "filemap_fault"]),
+            st(&["__schedule", "futex_wait_queue", "futex_wait"]),
+        ];
+        let k = kw(
+            vec![
+                // Began 50 before the stall [100, 300], ended 50 after: 200 inside.
+                wait(1, 50, Some(350), 'D', 0),
+                // Parked throughout: left out unless a culprit.
+                wait(2, 0, None, 'S', 1),
+                // Preempted for 40 inside.
+                wait(3, 120, Some(160), 'R', 1),
+            ],
+            stacks,
+        );
+        let v = view(&k, 100, 300, &HashMap::new(), &[], 10);
+        assert_eq!(v.iter().map(|t| t.tid).collect::<Vec<_>>(), vec![1, 3]);
+        assert_eq!(v[0].off_cpu_ns, 200);
+        assert!((v[0].share - 1.0).abs() < 1e-9);
+        assert!(v[0].longest.began_before);
+        assert_eq!(v[0].longest.kind, "page-cache read");
+        assert_eq!(v[0].longest.stack, vec!["filemap_fault"]);
+        assert_eq!(v[1].longest.kind, "waiting for a CPU (preempted)");
+        let named = view(&k, 100, 300, &HashMap::new(), &[2], 10);
+        assert_eq!(named[0].tid, 2, "a culprit comes first, parked or not");
+    }
+
+    #[test]
+    fn a_sample_asleep_reads_the_deciding_frame_of_the_wait_that_covered_it() {
+        let k = kw(
+            vec![wait(7, 10, Some(90), 'D', 0)],
+            vec![st(&[
+                "__schedule",
+                "io_schedule",
+                "folio_wait_bit_common",
+                "folio_wait_writeback",
+                "shrink_folio_list",
+            ])],
+        );
+        let t = recording::disk::TaskSample {
+            tid: 7,
+            comm: "x".into(),
+            state: 'D',
+            utime_ticks: 0,
+            stime_ticks: 0,
+            minflt: 0,
+            majflt: 0,
+            processor: 0,
+            exec_ns: 0,
+            run_delay_ns: 0,
+            timeslices: 0,
+            wchan: "folio_wait_bit_common".into(),
+            syscall: recording::disk::Syscall::Unknown,
+            file: None,
+        };
+        let inside = Sample {
+            t: 50,
+            stall: 1,
+            full: true,
+            baseline: false,
+            threads: vec![t.clone()],
+            gone: vec![],
+        };
+        let after = Sample { t: 95, ..inside.clone() };
+        let r = refine(&[&inside, &after], &k);
+        assert_eq!(r[0].threads[0].wchan, "folio_wait_writeback");
+        assert_eq!(r[1].threads[0].wchan, "folio_wait_bit_common", "no wait covered it");
+    }
+}
