@@ -242,6 +242,9 @@ fn guard_jvm(sh: Arc<Shared>, j: JvmProcess, g: Guarding) {
             stacks: if attached { Stacks::Off } else { Stacks::Agent },
             resolution_ns: sh.resolution_ns,
             outside: !attached,
+            // One BPF program per JVM would each hook every context switch on the host; `watch`
+            // does not load it (issue 41: one shared program filtering on the guarded set).
+            bpf: false,
             notices: sh.notices.clone(),
         };
         let notes = sh.notes.lock().unwrap_or_else(|p| p.into_inner()).clone();

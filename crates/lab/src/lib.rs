@@ -59,6 +59,8 @@ pub struct LabOptions {
     pub variants: Vec<String>,
     /// Record each JVM from outside only (`lab run --outside`).
     pub outside: bool,
+    /// Record without the BPF off-CPU recorder (`lab run --no-bpf`).
+    pub no_bpf: bool,
     /// Where what the recorder notices during the runs goes.
     pub notices: recording::Notices,
 }
@@ -209,6 +211,7 @@ pub fn run(o: &LabOptions, progress: &dyn Progress, stop: &AtomicBool) -> Result
             variants: &o.variants,
             guard: std::sync::Arc::clone(&guard),
             outside: o.outside,
+            no_bpf: o.no_bpf,
             notices: o.notices.clone(),
         };
         let r = match skip {

@@ -86,6 +86,8 @@ pub struct Ctx<'a> {
     /// `lab run --outside`: each JVM recorded from outside (its counters and /proc), nothing
     /// put into it.
     pub outside: bool,
+    /// `lab run --no-bpf`: recorded without the BPF off-CPU recorder.
+    pub no_bpf: bool,
     /// Where what the recorder notices goes.
     pub notices: recording::Notices,
 }
@@ -95,6 +97,7 @@ impl Ctx<'_> {
     pub fn settings(&self, dir: &std::path::Path) -> anyhow::Result<recorder::Settings> {
         let mut s = recorder::Settings::new(self.agent.clone(), dir, self.notices.clone())?;
         s.outside = self.outside;
+        s.bpf = !self.no_bpf;
         // From outside the culprits' code is read by the kernel's sampling, at no cost to the JVM.
         s.stacks = if self.outside { recorder::Stacks::Agent } else { recorder::Stacks::Off };
         Ok(s)

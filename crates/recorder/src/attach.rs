@@ -76,7 +76,7 @@ pub fn record_attached(
     let command = procwatch::jvms::cmdline(pid);
     // The trace instance is registered with a guardian before it is made.
     let mut guard = Guard::start()?;
-    let tracing = start_tracer(pid, Some(&mut guard));
+    let tracing = start_tracer(pid, Some(&mut guard), s.bpf);
     let mut w = Writer::open_background(
         &s.dir,
         &super::meta("attach", command, pid, jvm.java_home.as_deref(), s, None, &tracing),

@@ -214,7 +214,7 @@ fn record_child(s: &Settings, child: Spawn, l: &Launch, stop: &AtomicBool) -> Re
     // SAFETY: geteuid has no preconditions.
     let mut guard =
         if unsafe { libc::geteuid() } == 0 { Some(guard::Guard::start()?) } else { None };
-    let tracing = start_tracer(pid, guard.as_mut());
+    let tracing = start_tracer(pid, guard.as_mut(), s.bpf);
     let mut w = Writer::open_background(
         &s.dir,
         &meta("run", command.to_vec(), pid, java_home, s, timeout_ms, &tracing),

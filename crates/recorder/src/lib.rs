@@ -54,6 +54,9 @@ pub struct Settings {
     /// `run --outside`: put nothing into the JVM (no agent, no log, no flags); watch it through
     /// its perf counters and /proc alone, as `attach` does a JVM that will not answer.
     pub outside: bool,
+    /// Load the BPF off-CPU recorder when privileged (`--no-bpf` turns it off: the `/proc`
+    /// samples alone, as an unprivileged run has).
+    pub bpf: bool,
     /// Where what the recorder notices on the way goes (it never prints).
     pub notices: Notices,
 }
@@ -84,6 +87,7 @@ impl Settings {
             stacks: Stacks::Off,
             resolution_ns: None,
             outside: false,
+            bpf: true,
             notices,
         })
     }
@@ -97,6 +101,8 @@ pub struct RecordRequest<'a> {
     pub sample_interval_ns: u64,
     pub agent: Option<&'a Path>,
     pub frames: bool,
+    /// Load the BPF off-CPU recorder when privileged.
+    pub bpf: bool,
     pub notices: Notices,
 }
 
@@ -126,6 +132,7 @@ pub fn settings(o: &RecordRequest) -> Result<Settings> {
         stacks: if o.frames { Stacks::Agent } else { Stacks::Off },
         resolution_ns: None,
         outside: false,
+        bpf: o.bpf,
         notices: o.notices.clone(),
     })
 }
@@ -155,7 +162,11 @@ impl KernelEvidence {
 /// The instance is registered with `guard` before it is made, so that stallscope killed outright,
 /// even mid-start, does not leave its events on (they would tax every page fault on the machine).
 /// The BPF recorder needs no guardian: the kernel frees its programs with the process.
-pub(crate) fn start_tracer(pid: i32, mut guard: Option<&mut guard::Guard>) -> KernelEvidence {
+pub(crate) fn start_tracer(
+    pid: i32,
+    mut guard: Option<&mut guard::Guard>,
+    bpf: bool,
+) -> KernelEvidence {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
         return KernelEvidence::none(
@@ -178,6 +189,10 @@ pub(crate) fn start_tracer(pid: i32, mut guard: Option<&mut guard::Guard>) -> Ke
         }
     };
     let offcpu = match offcpu::OffCpu::start(&[pid], offcpu::Options::default()) {
+        _ if !bpf => {
+            notes.push("--no-bpf: no BPF off-CPU evidence (the /proc samples stand in)".into());
+            None
+        }
         Ok(o) => Some(o),
         Err(e) => {
             notes.push(format!("no BPF off-CPU evidence (the /proc samples stand in): {e}"));
@@ -304,6 +319,7 @@ mod tests {
             sample_interval_ns: 2_000_000,
             agent: Some(agent),
             frames: true,
+            bpf: true,
             notices: Notices::ignore(),
         }
     }

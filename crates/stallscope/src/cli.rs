@@ -162,6 +162,10 @@ pub struct RecordOptions {
     /// their code.
     #[arg(long)]
     pub no_frames: bool,
+    /// Do not load the BPF off-CPU recorder (root only: each wait's kernel stack and waker);
+    /// the /proc samples alone, as without root.
+    #[arg(long)]
+    pub no_bpf: bool,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -409,6 +413,10 @@ pub struct LabRunArgs {
     /// answer).
     #[arg(long)]
     pub outside: bool,
+    /// Record without the BPF off-CPU recorder (the /proc samples alone): run it with and
+    /// without to compare the doctor's answers.
+    #[arg(long)]
+    pub no_bpf: bool,
     /// Also write a self-contained HTML report of the lab run (default: OUT/lab.html).
     #[arg(long, value_name = "OUT.html", num_args = 0..=1)]
     pub html: Option<Option<PathBuf>>,

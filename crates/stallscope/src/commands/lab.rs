@@ -122,6 +122,7 @@ pub fn run(a: LabRunArgs) -> Result<i32> {
             java,
             variants: a.variants.clone(),
             outside: a.outside,
+            no_bpf: a.no_bpf,
             notices,
         },
         &bar,

@@ -16,6 +16,7 @@ pub(super) fn request(o: &RecordOptions) -> RecordRequest<'_> {
         sample_interval_ns: o.sample_interval.ns(),
         agent: o.agent.as_deref(),
         frames: !o.no_frames,
+        bpf: !o.no_bpf,
         notices: crate::output::notices(),
     }
 }
