@@ -1,5 +1,6 @@
 //! Event-driven off-CPU evidence (root, or CAP_BPF with CAP_PERFMON): a BPF program on the
-//! scheduler's tracepoints (`sched_switch`, `sched_wakeup`, `sched_wakeup_new`) records, for the
+//! scheduler's tracepoints (`sched_switch`, and `sched_waking`, which fires in the waker's own
+//! context) records, for the
 //! threads of the target processes only, every interval a thread spends off a CPU that lasts at
 //! least `min_ns`: when it began and ended (CLOCK_MONOTONIC ns), the state it left in, its kernel
 //! stack, the thread that woke it (and that thread's kernel stack), and for a preempted thread
@@ -35,7 +36,7 @@ pub const DRAIN: Duration = Duration::from_millis(100);
 
 /// The program's name as the kernel lists it (`bpftool prog show`): the first 15 bytes of the
 /// function's name.
-pub const PROGRAM_NAMES: [&str; 3] = ["on_switch", "on_wakeup", "on_wakeup_new"];
+pub const PROGRAM_NAMES: [&str; 2] = ["on_switch", "on_waking"];
 
 #[derive(Debug, Clone, Copy)]
 pub struct Options {
@@ -233,7 +234,7 @@ const LAYOUT: [(&str, &[&str]); 2] = [
             "next_pid;\toffset:56;\tsize:4;",
         ],
     ),
-    ("sched/sched_wakeup", &["pid;\toffset:24;\tsize:4;"]),
+    ("sched/sched_waking", &["pid;\toffset:24;\tsize:4;"]),
 ];
 
 fn tracefs() -> Option<std::path::PathBuf> {

@@ -45,9 +45,13 @@ struct Asking {
     done: Arc<AtomicBool>,
 }
 
-/// How long the end waits for the asking thread to undo what it asked of the JVM. Past it the
-/// JVM is not answering, and the guardian undoes it once stallscope exits.
+/// How long the end waits for the asking thread to undo what it asked of a JVM the agent got
+/// into. Past it the JVM is not answering, and the guardian undoes it once stallscope exits.
 const UNDO_WAIT: Duration = Duration::from_secs(20);
+/// How long the end waits for an asking thread that never got in (the JVM held in a safepoint or
+/// stopped all along): what it may have half-asked is the guardian's, and the command ends
+/// within a second of its window.
+const NOT_IN_WAIT: Duration = Duration::from_secs(1);
 
 /// Why the attach protocol must not be tried at all, if it must not.
 fn no_attach(pid: i32, counters: Option<&procwatch::jvmcounters::JvmCounters>) -> Option<String> {
@@ -176,7 +180,17 @@ fn finish(a: Asking, pid: i32, notices: &Notices) -> Asked {
     a.done.store(true, Ordering::Relaxed);
     let t0 = Instant::now();
     let mut said = false;
-    while !a.thread.is_finished() && t0.elapsed() < UNDO_WAIT {
+    let got_in = || {
+        a.outcome
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+            .is_some_and(|o| o.joined_at.is_some())
+    };
+    while !a.thread.is_finished()
+        && t0.elapsed() < UNDO_WAIT
+        && (t0.elapsed() < NOT_IN_WAIT || got_in())
+    {
         if !said && t0.elapsed() > Duration::from_secs(2) {
             notices.warn(format!(
                 "JVM pid {pid} answers slowly (its safepoints are held up): leaving it as it was found, up to {} s",
@@ -192,7 +206,7 @@ fn finish(a: Asking, pid: i32, notices: &Notices) -> Asked {
     } else {
         notices.warn(format!(
             "JVM pid {pid} did not answer within {} s; the guardian undoes what was asked of it once it does",
-            UNDO_WAIT.as_secs()
+            t0.elapsed().as_secs_f64().round()
         ));
     }
     // Still waiting to ask, or for an answer, when watching ended.

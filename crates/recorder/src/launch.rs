@@ -103,6 +103,16 @@ pub fn record_jvm(
         .context("no command after --; e.g. stallscope run -- java -jar app.jar")?;
     let java = find_java(program).with_context(|| format!("{program}: not found on PATH"))?;
     let java_home = java.parent().and_then(Path::parent).map(Path::to_path_buf);
+    if java.file_name().is_none_or(|n| n != "java") {
+        // Handing it -javaagent would only break it (`sleep: invalid option -- 'j'`).
+        anyhow::bail!(
+            "{program} ({}) is not a java launcher: `stallscope run` records a JVM (run -- java …). \
+             A process that is not a JVM has no heartbeat or safepoint record to find its stalls \
+             by, and explaining one from the kernel's scheduler events alone is not supported yet; \
+             to see what holds it, use perf sched or bpftrace",
+            java.display()
+        );
+    }
     if s.outside {
         let mut cmd = std::process::Command::new(&java);
         cmd.args(rest);

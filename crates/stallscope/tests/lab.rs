@@ -224,6 +224,39 @@ fn the_quick_lab_runs_every_scenario_and_cleans_up() {
         }
     }
     assert!(summary.contains("instigator named in"), "{summary}");
+    // As root every run has the kernel's scheduler events (BPF): where a scenario holds a thread
+    // in the kernel, some baseline run's longest stall shows that wait, read from its kernel
+    // stack, and who woke it.
+    for (id, kind, waker) in [
+        ("frozen", "stopped", Some("stallscope")),
+        ("mmap-fault", "page-cache read", Some("slowfs")),
+        ("mapped-write", "writeback", None),
+        ("mmap-lock", "mmap_lock", Some("mmap-churn")),
+        ("memory-pressure", "reclaim", None),
+        ("slow-log", "FUSE", Some("slowfs")),
+    ] {
+        let s = scenarios.iter().find(|s| s["id"] == id).unwrap();
+        let mut seen = vec![];
+        for v in s["variants"].as_array().unwrap().iter().filter(|v| v["baseline"] == true) {
+            for run in v["runs"].as_array().unwrap() {
+                let dir = std::path::Path::new(run["recording"].as_str().unwrap());
+                let meta: Value =
+                    serde_json::from_str(&std::fs::read_to_string(dir.join("meta.json")).unwrap())
+                        .unwrap();
+                assert_eq!(meta["bpf"], true, "{}: recorded with BPF", dir.display());
+                let r = report(dir);
+                let Some(st) = r.stalls.iter().max_by_key(|s| s.duration_ns) else { continue };
+                seen.extend(st.kernel.iter().map(|t| {
+                    (t.kinds.iter().map(|k| k.0.clone()).collect::<Vec<_>>(), t.longest.clone())
+                }));
+            }
+        }
+        assert!(
+            seen.iter().any(|(kinds, l)| kinds.iter().any(|k| k == kind)
+                && waker.is_none_or(|w| l.waker.as_deref().is_some_and(|x| x.contains(w)))),
+            "{id}: no baseline run's longest stall shows a {kind} wait (woken by {waker:?}): {seen:#?}"
+        );
+    }
     assert!(!lab["confusion"].as_object().unwrap().is_empty());
     assert!(summary.contains("The doctor against the known causes"), "{summary}");
 

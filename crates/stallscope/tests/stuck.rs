@@ -141,9 +141,12 @@ fn a_loop_holding_a_safepoint_is_named_at_once_from_outside_on_every_lts_jdk() {
         jvm_started(pid);
         std::thread::sleep(Duration::from_secs(3));
         let dir = d.join("rec");
-        let (live, _) = attach(pid, "2s", &dir);
+        let (live, err) = attach(pid, "2s", &dir);
         let (now, after) = now_block(&live);
         assert!(after < Duration::from_secs(15), "{now}");
+        // The attach protocol never got in: attach does not wait up to 20 s to undo what it
+        // could not ask (issue 41: 25 s for a 5 s window on Temurin 21); the guardian does.
+        assert!(!err.contains("answers slowly"), "{java:?}: {err}");
         assert!(now.contains("in a safepoint not yet reached"), "{java:?}: {now}");
         assert!(now.contains("cause    running without a safepoint poll"), "{java:?}: {now}");
         assert!(now.contains("culprit  \"counted-loop\""), "{java:?}: {now}");

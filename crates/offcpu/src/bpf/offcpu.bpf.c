@@ -4,7 +4,8 @@
 // began and ended (CLOCK_MONOTONIC ns), the state it left in, its kernel stack, the thread that
 // woke it (with that thread's kernel stack) and, for a preempted thread, who ran instead.
 // Uses the classic tracepoints' record layout (checked against tracefs by the loader), so no
-// kernel headers or BTF are needed to build it.
+// kernel headers or BTF are needed to build it. Programs: on_switch (sched_switch), on_waking
+// (sched_waking).
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
 
@@ -167,8 +168,7 @@ static __always_inline int wakeup(struct sched_wakeup_args *ctx)
 	return 0;
 }
 
-SEC("tracepoint/sched/sched_wakeup")
-int on_wakeup(struct sched_wakeup_args *ctx) { return wakeup(ctx); }
-
-SEC("tracepoint/sched/sched_wakeup_new")
-int on_wakeup_new(struct sched_wakeup_args *ctx) { return wakeup(ctx); }
+/* sched_waking fires in the waker's own context, in try_to_wake_up; sched_wakeup may fire later
+ * on the woken thread's CPU (a wake-up queued to it by an IPI), where the waker is unknown. */
+SEC("tracepoint/sched/sched_waking")
+int on_waking(struct sched_wakeup_args *ctx) { return wakeup(ctx); }

@@ -1,0 +1,146 @@
+#!/usr/bin/env bash
+# What the BPF off-CPU recorder (crates/offcpu) costs, each figure beside a reference measured in
+# the same run (issue 41's budgets). Root only. The programs' own time is the kernel's count
+# (sysctl kernel.bpf_stats_enabled=1, switched back off at exit): run_time_ns of on_switch
+# and on_waking, read with bpftool; the sidecar's from its threads' schedstat.
+#   1. a JVM with 200 threads frozen for 5 s, under `run` and under `run --no-bpf`: the sidecar's
+#      CPU plus the programs' (goal: the BPF path <= 1% of a core);
+#   2. an idle JVM under `run`, the same two ways (goal: the programs' time at its floor);
+#   3. a machine busy with other processes' context switches (hackbench, from rt-tests) beside an
+#      idle JVM under `run`, with and without BPF: hackbench's time, and the programs' time as a
+#      share of a core (goal: <= 1% of a core added).
+# Medians over RUNS runs, with min and max.
+#
+#   bench/bpf_overhead.sh            # 3 runs, 10 s idle windows
+#   bench/bpf_overhead.sh --quick    # 2 runs, 4 s idle windows
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+
+runs=${RUNS:-3}
+window=${WINDOW:-10}
+if [[ "${1:-}" == "--quick" ]]; then runs=${RUNS:-2}; window=${WINDOW:-4}; fi
+java=${JAVA:-java}
+workloads="$root/java/workloads/target/stallscope-workloads.jar"
+[[ $(id -u) -eq 0 ]] || { echo "bpf_overhead.sh: needs root (BPF)" >&2; exit 1; }
+for need in "$bin" "$workloads"; do
+  [[ -f "$need" ]] || { echo "bpf_overhead.sh: $need is missing; run make build first" >&2; exit 1; }
+done
+for tool in jq bpftool hackbench; do
+  command -v "$tool" > /dev/null || [[ -x /usr/sbin/$tool ]] || { echo "bpf_overhead.sh: $tool not found (scripts/setup.sh installs it)" >&2; exit 1; }
+done
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/stallscope-bpf-bench.XXXXXX")
+stats_was=$(cat /proc/sys/kernel/bpf_stats_enabled)
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2> /dev/null || true; done
+  wait 2> /dev/null || true
+  echo "$stats_was" > /proc/sys/kernel/bpf_stats_enabled
+  rm -rf "$work"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+echo 1 > /proc/sys/kernel/bpf_stats_enabled
+
+# bpf_ns: the run time of stallscope's programs now loaded, in ns.
+bpf_ns() {
+  bpftool prog show -j 2> /dev/null |
+    jq '[.[] | select(.name == "on_switch" or .name == "on_waking") | .run_time_ns // 0] | add // 0'
+}
+# child_of PID: the java process under the sidecar.
+child_of() {
+  local c=""
+  until [[ -n "$c" ]]; do
+    kill -0 "$1" 2> /dev/null || { echo "bpf_overhead.sh: stallscope (pid $1) exited before starting its JVM" >&2; return 1; }
+    c=$(pgrep -P "$1" | head -n 1 || true); sleep 0.05
+  done
+  echo "$c"
+}
+# mode_args MODE: the run options of "bpf" or "proc".
+mode_args() { [[ $1 == bpf ]] && echo "" || echo "--no-bpf"; }
+
+echo "$("$java" -version 2>&1 | head -n 1); $(nproc) CPUs; ${runs} runs"
+echo
+
+echo "-- 1. a JVM with 200 threads frozen for 5 s: % of one core during the freeze"
+for mode in bpf proc; do : > "$work/freeze-$mode"; done
+for r in $(seq "$runs"); do
+  for mode in bpf proc; do
+    # shellcheck disable=SC2046
+    "$bin" run $(mode_args $mode) --out "$work/rec-freeze-$mode-$r" -- "$java" -jar "$workloads" idle --threads 200 --duration 12s > "$work/freeze-$mode-$r.out" 2>&1 &
+    ss=$!; pids+=("$ss")
+    jvm=$(child_of "$ss")
+    sleep 4
+    s0=$(threads_cpu_ns "$ss"); b0=$(bpf_ns); t0=$(date +%s%N)
+    "$bin" inject freeze "$jvm" --for 5s > /dev/null
+    s1=$(threads_cpu_ns "$ss"); b1=$(bpf_ns); t1=$(date +%s%N)
+    wait "$ss" || true
+    echo "$(pct $((s1 - s0)) $((t1 - t0))) $(pct $((b1 - b0)) $((t1 - t0)))" >> "$work/freeze-$mode"
+  done
+done
+read -r fs_med fs_min fs_max < <(awk '{ print $1 }' "$work/freeze-bpf" | median_spread)
+read -r fb_med fb_min fb_max < <(awk '{ print $2 }' "$work/freeze-bpf" | median_spread)
+read -r ps_med ps_min ps_max < <(awk '{ print $1 }' "$work/freeze-proc" | median_spread)
+printf '  %-52s %8s%%  (%s-%s)\n' "BPF programs (kernel time, all CPUs)" "$fb_med" "$fb_min" "$fb_max"
+printf '  %-52s %8s%%  (%s-%s)\n' "sidecar with BPF (its /proc sampling goes on)" "$fs_med" "$fs_min" "$fs_max"
+printf '  %-52s %8s%%  (%s-%s)\n' "reference: sidecar with --no-bpf (/proc alone)" "$ps_med" "$ps_min" "$ps_max"
+echo "  BPF programs / the /proc sidecar: $(ratio "$fb_med" "$ps_med")x   goal: BPF <= 1% of a core"
+echo
+
+echo "-- 2. an idle JVM under run, ${window} s windows: % of one core"
+for mode in bpf proc; do : > "$work/idle-$mode"; done
+for r in $(seq "$runs"); do
+  for mode in bpf proc; do
+    # shellcheck disable=SC2046
+    "$bin" run $(mode_args $mode) --out "$work/rec-idle-$mode-$r" -- "$java" -jar "$workloads" idle --duration $((window + 6))s > /dev/null 2>&1 &
+    ss=$!; pids+=("$ss")
+    jvm=$(child_of "$ss")
+    sleep 3
+    s0=$(threads_cpu_ns "$ss"); j0=$(threads_cpu_ns "$jvm"); b0=$(bpf_ns); t0=$(date +%s%N)
+    sleep "$window"
+    s1=$(threads_cpu_ns "$ss"); j1=$(threads_cpu_ns "$jvm"); b1=$(bpf_ns); t1=$(date +%s%N)
+    wait "$ss" || true
+    echo "$(pct $((s1 - s0)) $((t1 - t0))) $(pct $((b1 - b0)) $((t1 - t0))) $(pct $((j1 - j0)) $((t1 - t0)))" >> "$work/idle-$mode"
+  done
+done
+read -r is_med is_min is_max < <(awk '{ print $1 }' "$work/idle-bpf" | median_spread)
+read -r ib_med ib_min ib_max < <(awk '{ print $2 }' "$work/idle-bpf" | median_spread)
+read -r ij_med ij_min ij_max < <(awk '{ print $3 }' "$work/idle-bpf" | median_spread)
+read -r ps_med ps_min ps_max < <(awk '{ print $1 }' "$work/idle-proc" | median_spread)
+read -r pj_med pj_min pj_max < <(awk '{ print $3 }' "$work/idle-proc" | median_spread)
+printf '  %-52s %8s%%  (%s-%s)\n' "BPF programs (kernel time)" "$ib_med" "$ib_min" "$ib_max"
+printf '  %-52s %8s%%  (%s-%s)\n' "sidecar with BPF" "$is_med" "$is_min" "$is_max"
+printf '  %-52s %8s%%  (%s-%s)\n' "reference: sidecar with --no-bpf" "$ps_med" "$ps_min" "$ps_max"
+printf '  %-52s %8s%%  (%s-%s)\n' "the JVM, with BPF" "$ij_med" "$ij_min" "$ij_max"
+printf '  %-52s %8s%%  (%s-%s)\n' "reference: the JVM, with --no-bpf" "$pj_med" "$pj_min" "$pj_max"
+echo "  sidecar + BPF / sidecar alone: $(awk -v a="$is_med" -v b="$ib_med" -v c="$ps_med" 'BEGIN { if (c > 0) printf "%.2f", (a + b) / c; else print "n/a" }')x"
+echo
+
+echo "-- 3. hackbench (other processes' context switches) beside an idle JVM under run"
+for mode in bpf proc none; do : > "$work/hb-$mode"; done
+for r in $(seq "$runs"); do
+  for mode in bpf proc none; do
+    ss=""
+    if [[ $mode != none ]]; then
+      # shellcheck disable=SC2046
+      "$bin" run $(mode_args $mode) --out "$work/rec-hb-$mode-$r" -- "$java" -jar "$workloads" idle --duration 60s > /dev/null 2>&1 &
+      ss=$!; pids+=("$ss")
+      child_of "$ss" > /dev/null
+      sleep 3
+    fi
+    b0=$(bpf_ns); t0=$(date +%s%N)
+    hackbench -s 512 -l 2000 -g 8 -f 10 -P > /dev/null 2>&1
+    b1=$(bpf_ns); t1=$(date +%s%N)
+    [[ -n $ss ]] && { kill -INT "$ss" 2> /dev/null || true; wait "$ss" || true; }
+    echo "$(awk -v t=$((t1 - t0)) 'BEGIN { printf "%.3f", t / 1e9 }') $(pct $((b1 - b0)) $((t1 - t0)))" >> "$work/hb-$mode"
+  done
+done
+read -r hb_med hb_min hb_max < <(awk '{ print $1 }' "$work/hb-bpf" | median_spread)
+read -r hbb_med hbb_min hbb_max < <(awk '{ print $2 }' "$work/hb-bpf" | median_spread)
+read -r hp_med hp_min hp_max < <(awk '{ print $1 }' "$work/hb-proc" | median_spread)
+read -r hn_med hn_min hn_max < <(awk '{ print $1 }' "$work/hb-none" | median_spread)
+printf '  %-52s %8s s  (%s-%s)\n' "hackbench beside run (BPF)" "$hb_med" "$hb_min" "$hb_max"
+printf '  %-52s %8s s  (%s-%s)\n' "hackbench beside run --no-bpf" "$hp_med" "$hp_min" "$hp_max"
+printf '  %-52s %8s s  (%s-%s)\n' "reference: hackbench alone" "$hn_med" "$hn_min" "$hn_max"
+printf '  %-52s %8s%%  (%s-%s)\n' "BPF programs during hackbench (kernel time)" "$hbb_med" "$hbb_min" "$hbb_max"
+echo "  hackbench time, BPF / --no-bpf: $(ratio "$hb_med" "$hp_med")x; / alone: $(ratio "$hb_med" "$hn_med")x   goal: BPF <= 1% of a core added"
