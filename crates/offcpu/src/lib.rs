@@ -42,6 +42,8 @@ pub const PROGRAM_NAMES: [&str; 2] = ["on_switch", "on_waking"];
 pub struct Options {
     /// Shorter intervals off a CPU are not recorded.
     pub min_ns: u64,
+    /// The waker's kernel stack is taken only for waits at least this long.
+    pub waker_stack_ns: u64,
     /// How long finished waits are kept for a stall to ask for them.
     pub keep_ns: u64,
     /// The most waits kept (oldest dropped first).
@@ -50,7 +52,7 @@ pub struct Options {
 
 impl Default for Options {
     fn default() -> Options {
-        Options { min_ns: 1_000_000, keep_ns: 60_000_000_000, keep_max: 50_000 }
+        Options { min_ns: 1_000_000, waker_stack_ns: 4_000_000, keep_ns: 60_000_000_000, keep_max: 50_000 }
     }
 }
 
@@ -278,6 +280,7 @@ fn load(
         .map_err(|e| format!("could not open the BPF program: {e}"))?;
     if let Some(ro) = open.maps.rodata_data.as_deref_mut() {
         ro.min_ns = opts.min_ns;
+        ro.waker_stack_ns = opts.waker_stack_ns;
     }
     let mut sk = open.load().map_err(|e| {
         format!(

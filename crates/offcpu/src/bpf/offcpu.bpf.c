@@ -14,8 +14,11 @@
 
 char LICENSE[] SEC("license") = "GPL";
 
-/* Set by the loader before the program is loaded. */
+/* Set by the loader before the program is loaded: the shortest wait recorded, and the shortest
+ * wait whose waker's stack is taken (a stack walk in every wake-up of a thread that sleeps a
+ * millisecond at a time, a hiccup meter's, costs more than the rest of the program). */
 const volatile __u64 min_ns = 1000000;
+const volatile __u64 waker_stack_ns = 4000000;
 
 struct sched_switch_args {
 	__u64 common;
@@ -99,13 +102,19 @@ struct {
 SEC("tracepoint/sched/sched_switch")
 int on_switch(struct sched_switch_args *ctx)
 {
-	__u64 now = bpf_ktime_get_ns();
 	__u64 id = bpf_get_current_pid_tgid();
 	__u32 tgid = id >> 32, tid = (__u32)id;
 	__u32 zero = 0;
+	/* Two hash lookups for every other process's switch; the clock only for ours. */
+	int leaving = tid != 0 && bpf_map_lookup_elem(&targets, &tgid);
+	__u32 next = ctx->next_pid;
+	struct offcpu_event *o = bpf_map_lookup_elem(&off, &next);
+	if (!leaving && !o)
+		return 0;
+	__u64 now = bpf_ktime_get_ns();
 
 	/* The thread leaving the CPU (current), if it is a target's. */
-	if (tid != 0 && bpf_map_lookup_elem(&targets, &tgid)) {
+	if (leaving) {
 		struct offcpu_event *e = bpf_map_lookup_elem(&scratch, &zero);
 		if (e) {
 			e->start = now;
@@ -128,8 +137,6 @@ int on_switch(struct sched_switch_args *ctx)
 	}
 
 	/* The thread coming onto the CPU: its interval off it ends now. */
-	__u32 next = ctx->next_pid;
-	struct offcpu_event *o = bpf_map_lookup_elem(&off, &next);
 	if (!o)
 		return 0;
 	if (now - o->start >= min_ns) {
@@ -160,8 +167,8 @@ static __always_inline int wakeup(struct sched_wakeup_args *ctx)
 	o->waker_tid = (__u32)id;
 	o->waker_tgid = id >> 32;
 	bpf_get_current_comm(o->waker_comm, TASK_COMM_LEN);
-	/* The waker's stack only for a wait long enough to be kept. */
-	if (now - o->start >= min_ns) {
+	/* The waker's stack only for a wait long enough to matter. */
+	if (now - o->start >= waker_stack_ns) {
 		long n = bpf_get_stack(ctx, o->waker_frames, sizeof(o->waker_frames), 0);
 		o->waker_nframes = n > 0 ? (__u64)n >> 3 : 0;
 	}
