@@ -8,7 +8,8 @@
 #   2. an idle JVM under `run`, the same two ways (goal: the programs' time at its floor);
 #   3. a machine busy with other processes' context switches (hackbench, from rt-tests) beside an
 #      idle JVM under `run`, with and without BPF: hackbench's time, and the programs' time as a
-#      share of a core (goal: <= 1% of a core added).
+#      share of a core (goal: <= 1% of a core added);
+#   4. watch over WATCH_JVMS (20; quick 10) idle JVMs, with its one program and with --no-bpf.
 # Medians over RUNS runs, with min and max.
 #
 #   bench/bpf_overhead.sh            # 3 runs, 10 s idle windows
@@ -144,3 +145,39 @@ printf '  %-52s %8s s  (%s-%s)\n' "hackbench beside run --no-bpf" "$hp_med" "$hp
 printf '  %-52s %8s s  (%s-%s)\n' "reference: hackbench alone" "$hn_med" "$hn_min" "$hn_max"
 printf '  %-52s %8s%%  (%s-%s)\n' "BPF programs during hackbench (kernel time)" "$hbb_med" "$hbb_min" "$hbb_max"
 echo "  hackbench time, BPF / --no-bpf: $(ratio "$hb_med" "$hp_med")x; / alone: $(ratio "$hb_med" "$hn_med")x   goal: BPF <= 1% of a core added"
+echo
+
+n=${WATCH_JVMS:-20}
+if [[ "${1:-}" == "--quick" ]]; then n=${WATCH_JVMS:-10}; fi
+echo "-- 4. watch over $n idle JVMs (from outside), ${window} s windows: % of one core"
+mark="$((window * runs * 4 + 120))s"
+jvms=()
+for _ in $(seq "$n"); do
+  "$java" -Xmx16m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -jar "$workloads" idle --duration "$mark" > /dev/null 2>&1 &
+  jvms+=("$!"); pids+=("$!")
+done
+sleep 3
+for mode in bpf proc; do : > "$work/watch-$mode"; done
+for r in $(seq "$runs"); do
+  for mode in bpf proc; do
+    rm -rf "$work/rec-watch"
+    # shellcheck disable=SC2046
+    "$bin" watch $(mode_args $mode) --match "idle --duration $mark" --out "$work/rec-watch" > /dev/null 2>&1 &
+    ws=$!; pids+=("$ws")
+    until (( $(ls "$work/rec-watch" 2> /dev/null | wc -l) >= n )); do sleep 0.5; done
+    sleep 3
+    s0=$(threads_cpu_ns "$ws"); b0=$(bpf_ns); t0=$(date +%s%N)
+    sleep "$window"
+    s1=$(threads_cpu_ns "$ws"); b1=$(bpf_ns); t1=$(date +%s%N)
+    kill -TERM "$ws"; wait "$ws" || true
+    echo "$(pct $((s1 - s0)) $((t1 - t0))) $(pct $((b1 - b0)) $((t1 - t0)))" >> "$work/watch-$mode"
+  done
+done
+for p in "${jvms[@]}"; do kill "$p" 2> /dev/null || true; done
+read -r ws_med ws_min ws_max < <(awk '{ print $1 }' "$work/watch-bpf" | median_spread)
+read -r wb_med wb_min wb_max < <(awk '{ print $2 }' "$work/watch-bpf" | median_spread)
+read -r wp_med wp_min wp_max < <(awk '{ print $1 }' "$work/watch-proc" | median_spread)
+printf '  %-52s %8s%%  (%s-%s)\n' "BPF program (one for the host, kernel time)" "$wb_med" "$wb_min" "$wb_max"
+printf '  %-52s %8s%%  (%s-%s)\n' "watch with BPF" "$ws_med" "$ws_min" "$ws_max"
+printf '  %-52s %8s%%  (%s-%s)\n' "reference: watch --no-bpf" "$wp_med" "$wp_min" "$wp_max"
+echo "  (watch + BPF) / watch --no-bpf: $(awk -v a="$ws_med" -v b="$wb_med" -v c="$wp_med" 'BEGIN { if (c > 0) printf "%.2f", (a + b) / c; else print "n/a" }')x"

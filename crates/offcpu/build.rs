@@ -10,10 +10,18 @@ fn main() {
     let out = PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"))
         .join("offcpu.skel.rs");
     // Debian keeps <asm/types.h> (which <linux/bpf.h> includes) under the multiarch directory.
-    let multiarch = format!("-I/usr/include/{}-linux-gnu", std::env::consts::ARCH);
+    let arch = std::env::var("CARGO_CFG_TARGET_ARCH").unwrap_or_else(|_| "x86_64".into());
+    let multiarch = format!("-I/usr/include/{arch}-linux-gnu");
+    // bpf_tracing.h's name for the architecture.
+    let target = match arch.as_str() {
+        "x86_64" => "x86",
+        "aarch64" => "arm64",
+        other => other,
+    };
+    let target = format!("-D__TARGET_ARCH_{target}");
     if let Err(e) = SkeletonBuilder::new()
         .source(src)
-        .clang_args([multiarch.as_str(), "-O2", "-g"])
+        .clang_args([multiarch.as_str(), target.as_str(), "-O2", "-g"])
         .build_and_generate(&out)
     {
         eprintln!(

@@ -240,9 +240,19 @@ fn diagnose_stall(
     instigators(rec, stall, who, &names, all_names, safepoint.as_ref(), &mut findings, &mut raw);
     let culprits: Vec<i32> =
         findings.iter().flat_map(|f| f.culprits.iter().map(|c| c.tid)).collect();
+    // A stall that began before the target's waits were recorded (the recorder started during
+    // it) has no whole kernel account: its waits from before are not seen.
+    let began_unseen = kw.and_then(|k| k.since).filter(|&s| s > full.start_ns);
     let kernel = kw
+        .filter(|_| began_unseen.is_none())
         .map(|k| crate::kernel::view(k, span.start_ns, span.end_ns, &names, &culprits, 6))
         .unwrap_or_default();
+    if let (Some(f), Some(since)) = (findings.first_mut(), began_unseen) {
+        f.evidence.push(format!(
+            "no kernel account (BPF): the stall began {:.1} ms before the kernel's scheduler events were recorded",
+            (since - full.start_ns) as f64 / 1e6
+        ));
+    }
     if let Some(f) = findings.first_mut() {
         // A culprit that was off a CPU for a tenth of the stall or more: what held it there.
         for t in

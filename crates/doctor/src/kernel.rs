@@ -123,6 +123,9 @@ pub fn kind(w: &KernelWait, stack: &[String]) -> &'static str {
         _ if wait::reclaim_wait(f) => "reclaim",
         _ if wait::memcg_high_wait(f) => "memory.high throttle",
         _ if rwsem(f) || f.contains("mmap_lock") || f == "lock_mm_and_find_vma" => "mmap_lock",
+        // A stack read while asleep skips the lock's slow path (the scheduler's own text, as
+        // `wchan` does): asleep in D in a call that takes mmap_lock for write is that wait.
+        'D' if wait::mmap_write_caller(f) => "mmap_lock",
         _ if wait::writeback_wait(f) => "writeback",
         _ if f.starts_with("fuse_") || f == "request_wait_answer" => "FUSE",
         _ if wait::fault_wait(f) => "page-cache read",
@@ -387,7 +390,7 @@ mod tests {
     }
 
     fn kw(waits: Vec<KernelWait>, stacks: Vec<Vec<String>>) -> StallKernelWaits {
-        StallKernelWaits { stall: 1, from: 0, to: 1000, waits, stacks, lost: 0 }
+        StallKernelWaits { stall: 1, from: 0, to: 1000, since: None, waits, stacks, lost: 0 }
     }
 
     fn wait(tid: i32, start: u64, end: Option<u64>, state: char, stack: usize) -> KernelWait {

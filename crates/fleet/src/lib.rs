@@ -62,6 +62,8 @@ pub struct Config {
     pub keep_exited: Duration,
     /// Where what `watch` notices goes (JVMs found and skipped, escalations, failures).
     pub notices: Notices,
+    /// Load one BPF off-CPU recorder for every JVM guarded, when root (`--no-bpf`: not).
+    pub bpf: bool,
 }
 
 /// `--attach`: which JVMs `watch` escalates to a full recording (the agent, safepoint logging).
@@ -118,6 +120,8 @@ struct Shared {
     ending: AtomicBool,
     attach: Attach,
     notices: Notices,
+    /// The one BPF recorder, filtering in the kernel on the JVMs guarded (root only).
+    offcpu: Option<offcpu::Reader>,
 }
 
 /// One JVM being guarded: what the main loop and its guarding thread share, and that thread.
@@ -224,6 +228,19 @@ fn guard_jvm(sh: Arc<Shared>, j: JvmProcess, g: Guarding) {
         container: labels.container.clone(),
         jdk: j.java_version.clone(),
     };
+    // Its threads are recorded by the one BPF program from now until it is no longer guarded.
+    struct Filtered<'a>(Option<&'a offcpu::Reader>, i32);
+    impl Drop for Filtered<'_> {
+        fn drop(&mut self) {
+            if let Some(r) = self.0 {
+                r.remove(self.1);
+            }
+        }
+    }
+    if let Some(r) = &sh.offcpu {
+        r.add(pid);
+    }
+    let _filtered = Filtered(sh.offcpu.as_ref(), pid);
     let mut first = true;
     loop {
         let dir = recording_dir(&sh.out, &j);
@@ -242,9 +259,9 @@ fn guard_jvm(sh: Arc<Shared>, j: JvmProcess, g: Guarding) {
             stacks: if attached { Stacks::Off } else { Stacks::Agent },
             resolution_ns: sh.resolution_ns,
             outside: !attached,
-            // One BPF program per JVM would each hook every context switch on the host; `watch`
-            // does not load it (issue 41: one shared program filtering on the guarded set).
-            bpf: false,
+            bpf: sh.offcpu.is_some(),
+            // One program for the host, not one per JVM (each would hook every context switch).
+            shared_offcpu: sh.offcpu.clone(),
             notices: sh.notices.clone(),
         };
         let notes = sh.notes.lock().unwrap_or_else(|p| p.into_inner()).clone();
@@ -350,6 +367,20 @@ pub fn run(cfg: Config, stop: &AtomicBool) -> Result<()> {
             .name("stallscope-beats".into())
             .spawn(move || b.run(&ls, &|late| h.observe(late as f64 / 1e9)))?
     };
+    // One BPF program for the host, filtering on the JVMs guarded; none without root.
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    let bpf = match (cfg.bpf, root) {
+        (true, true) => match offcpu::OffCpu::start(&[], offcpu::Options::default()) {
+            Ok(o) => Some(o),
+            Err(e) => {
+                cfg.notices
+                    .warn(format!("no BPF off-CPU evidence (the /proc samples stand in): {e}"));
+                None
+            }
+        },
+        _ => None,
+    };
     let shared = Arc::new(Shared {
         out: out.clone(),
         jar,
@@ -362,6 +393,7 @@ pub fn run(cfg: Config, stop: &AtomicBool) -> Result<()> {
         ending: AtomicBool::new(false),
         attach: cfg.attach,
         notices: cfg.notices.clone(),
+        offcpu: bpf.as_ref().map(|o| o.reader()),
     });
     cfg.notices.progress(starting_line(&cfg, &out));
 
@@ -446,6 +478,7 @@ pub fn run(cfg: Config, stop: &AtomicBool) -> Result<()> {
     loop_stop.store(true, Ordering::SeqCst);
     let _ = beat_loop.join();
     drop(shared);
+    drop(bpf);
     let _ = analysis.join();
     apply_retention(&out, cfg.retain, &guarded, &metrics, &beats);
     Ok(())

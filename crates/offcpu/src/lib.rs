@@ -42,7 +42,9 @@ pub const PROGRAM_NAMES: [&str; 2] = ["on_switch", "on_waking"];
 pub struct Options {
     /// Shorter intervals off a CPU are not recorded.
     pub min_ns: u64,
-    /// The waker's kernel stack is taken only for waits at least this long.
+    /// The kernel stack of a wait, and its waker's, are taken only for waits at least this
+    /// long (shorter ones are recorded with their times, state and waker).
+    pub stack_ns: u64,
     pub waker_stack_ns: u64,
     /// How long finished waits are kept for a stall to ask for them.
     pub keep_ns: u64,
@@ -52,7 +54,13 @@ pub struct Options {
 
 impl Default for Options {
     fn default() -> Options {
-        Options { min_ns: 1_000_000, waker_stack_ns: 4_000_000, keep_ns: 60_000_000_000, keep_max: 50_000 }
+        Options {
+            min_ns: 1_000_000,
+            stack_ns: 4_000_000,
+            waker_stack_ns: 4_000_000,
+            keep_ns: 60_000_000_000,
+            keep_max: 50_000,
+        }
     }
 }
 
@@ -86,6 +94,8 @@ pub struct Waker {
 
 enum Cmd {
     Stop,
+    /// Record `tgid`'s threads; armed (true) or not: whether their waits' stacks are taken.
+    Arm(i32, bool),
     Add(i32),
     Remove(i32),
     /// Waits of these processes overlapping `[from, to]`, and those going on now.
@@ -144,16 +154,9 @@ impl OffCpu {
         }
     }
 
-    pub fn add(&self, tgid: i32) {
-        if let Some(tx) = &self.tx {
-            let _ = tx.send(Cmd::Add(tgid));
-        }
-    }
-
-    pub fn remove(&self, tgid: i32) {
-        if let Some(tx) = &self.tx {
-            let _ = tx.send(Cmd::Remove(tgid));
-        }
+    /// See [`Reader::arm`].
+    pub fn arm(&self, tgid: i32, armed: bool) {
+        self.reader.arm(tgid, armed);
     }
 
     /// A handle for reading from another thread.
@@ -172,7 +175,29 @@ impl OffCpu {
     }
 }
 
+impl std::fmt::Debug for Reader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("offcpu::Reader")
+    }
+}
+
 impl Reader {
+    /// Records the threads of `tgid` too (`watch`: a JVM it guards).
+    pub fn add(&self, tgid: i32) {
+        let _ = self.tx.send(Cmd::Add(tgid));
+    }
+
+    /// While a stall of `tgid` is under way (armed), the waits of its threads that end get
+    /// their kernel stacks and their wakers'; unarmed, only their times, states and wakers.
+    pub fn arm(&self, tgid: i32, armed: bool) {
+        let _ = self.tx.send(Cmd::Arm(tgid, armed));
+    }
+
+    /// Stops recording `tgid`'s threads.
+    pub fn remove(&self, tgid: i32) {
+        let _ = self.tx.send(Cmd::Remove(tgid));
+    }
+
     /// Records the ring buffer had no room for, since the start.
     pub fn lost(&self) -> u64 {
         self.lost.load(std::sync::atomic::Ordering::Relaxed)
@@ -225,19 +250,16 @@ impl Drop for OffCpu {
 }
 
 /// The tracepoints' record layout the program reads (offsets as `tracefs` prints them).
-const LAYOUT: [(&str, &[&str]); 2] = [
-    (
-        "sched/sched_switch",
-        &[
-            "char prev_comm[16];\toffset:8;",
-            "prev_pid;\toffset:24;\tsize:4;",
-            "long prev_state;\toffset:32;\tsize:8;",
-            "char next_comm[16];\toffset:40;",
-            "next_pid;\toffset:56;\tsize:4;",
-        ],
-    ),
-    ("sched/sched_waking", &["pid;\toffset:24;\tsize:4;"]),
-];
+const LAYOUT: [(&str, &[&str]); 1] = [(
+    "sched/sched_switch",
+    &[
+        "char prev_comm[16];\toffset:8;",
+        "prev_pid;\toffset:24;\tsize:4;",
+        "long prev_state;\toffset:32;\tsize:8;",
+        "char next_comm[16];\toffset:40;",
+        "next_pid;\toffset:56;\tsize:4;",
+    ],
+)];
 
 fn tracefs() -> Option<std::path::PathBuf> {
     ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"]
@@ -252,6 +274,10 @@ fn check_layout() -> Result<(), String> {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
         return Err("not root: no BPF off-CPU evidence (kernel stacks, wakers); rerun with sudo, or grant CAP_BPF, CAP_PERFMON and CAP_SYSLOG".into());
+    }
+    // on_waking is a BTF tracepoint that reads the woken task's pid by CO-RE.
+    if !std::path::Path::new("/sys/kernel/btf/vmlinux").exists() {
+        return Err("this kernel has no BTF (/sys/kernel/btf/vmlinux; CONFIG_DEBUG_INFO_BTF): no BPF off-CPU evidence".into());
     }
     let Some(fs) = tracefs() else {
         return Err("no tracefs with the sched events at /sys/kernel/tracing (mount -t tracefs nodev /sys/kernel/tracing)".into());
@@ -280,6 +306,7 @@ fn load(
         .map_err(|e| format!("could not open the BPF program: {e}"))?;
     if let Some(ro) = open.maps.rodata_data.as_deref_mut() {
         ro.min_ns = opts.min_ns;
+        ro.stack_ns = opts.stack_ns;
         ro.waker_stack_ns = opts.waker_stack_ns;
     }
     let mut sk = open.load().map_err(|e| {
@@ -310,16 +337,17 @@ fn run(
             return;
         }
     };
-    let set = |tgid: i32, on: bool| {
+    // 0: not a target; 1: recorded; 2: recorded and armed.
+    let set = |tgid: i32, level: u8| {
         let key = (tgid as u32).to_ne_bytes();
-        if on {
-            let _ = sk.maps.targets.update(&key, &[1u8], libbpf_rs::MapFlags::ANY);
+        if level > 0 {
+            let _ = sk.maps.targets.update(&key, &[level], libbpf_rs::MapFlags::ANY);
         } else {
             let _ = sk.maps.targets.delete(&key);
         }
     };
     for t in &first {
-        set(*t, true);
+        set(*t, 1);
     }
     let window: Arc<Mutex<VecDeque<RawWait>>> = Arc::default();
     let w2 = window.clone();
@@ -363,8 +391,9 @@ fn run(
     loop {
         match rx.recv_timeout(DRAIN) {
             Ok(Cmd::Stop) => break,
-            Ok(Cmd::Add(t)) => set(t, true),
-            Ok(Cmd::Remove(t)) => set(t, false),
+            Ok(Cmd::Add(t)) => set(t, 1),
+            Ok(Cmd::Arm(t, armed)) => set(t, if armed { 2 } else { 1 }),
+            Ok(Cmd::Remove(t)) => set(t, 0),
             Ok(Cmd::Read { tgids, from, to, reply }) => {
                 drain(&window);
                 let mut out: Vec<RawWait> = window
@@ -383,6 +412,8 @@ fn run(
                         && let Some(mut r) = parse_event(&v)
                         && tgids.contains(&r.tgid)
                         && r.start <= to
+                        // A thread that exited off a CPU left its entry behind.
+                        && !matches!(state_letter(r.state), 'X' | 'Z')
                     {
                         r.end = None;
                         out.push(r);

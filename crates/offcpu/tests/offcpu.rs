@@ -21,6 +21,8 @@ fn a_shell_waiting_for_its_children_is_seen_with_its_stack_and_the_child_that_wo
         .unwrap();
     let pid = sh.id() as i32;
     let oc = start(&[pid]);
+    // As while a stall of it is under way: its waits' stacks are taken.
+    oc.arm(pid, true);
     let from = offcpu::now_ns();
     std::thread::sleep(Duration::from_millis(600));
     let to = offcpu::now_ns();
@@ -148,4 +150,24 @@ fn a_recorder_killed_outright_leaves_no_program_behind() {
     }
     let left: Vec<_> = held.iter().filter(|&&id| program_exists(id)).collect();
     assert!(left.is_empty(), "programs left behind by a killed recorder: {left:?}");
+}
+
+#[test]
+fn unarmed_the_waits_are_recorded_without_stacks() {
+    let mut sh = Command::new("sh")
+        .args(["-c", "while :; do sleep 0.05; done"])
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = sh.id() as i32;
+    let oc = start(&[pid]);
+    let from = offcpu::now_ns();
+    std::thread::sleep(Duration::from_millis(400));
+    let waits = oc.waits(&[pid], from, offcpu::now_ns());
+    let _ = sh.kill();
+    let _ = sh.wait();
+    let done: Vec<_> = waits.iter().filter(|w| w.end.is_some() && w.waker.is_some()).collect();
+    assert!(done.len() >= 3, "{waits:#?}");
+    assert!(done.iter().all(|w| w.stack.is_empty()), "no stack walked between stalls: {done:#?}");
+    assert!(done.iter().all(|w| w.waker.as_ref().unwrap().comm == "sleep"), "{done:#?}");
 }

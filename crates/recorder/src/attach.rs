@@ -80,7 +80,7 @@ pub fn record_attached(
     let command = procwatch::jvms::cmdline(pid);
     // The trace instance is registered with a guardian before it is made.
     let mut guard = Guard::start()?;
-    let tracing = start_tracer(pid, Some(&mut guard), s.bpf);
+    let tracing = start_tracer(pid, Some(&mut guard), s);
     let mut w = Writer::open_background(
         &s.dir,
         &super::meta("attach", command, pid, jvm.java_home.as_deref(), s, None, &tracing),
@@ -145,7 +145,7 @@ pub fn record_attached(
         pid,
         pulse,
         tracer: tracing.tracer.as_ref(),
-        offcpu: tracing.offcpu.as_ref(),
+        offcpu: tracing.reader.clone(),
         opts: watch_options(s),
         deadline,
         driven,
@@ -301,9 +301,13 @@ pub fn record_outside(
     let command = procwatch::jvms::cmdline(pid);
     // No tracepoints: an instance per JVM, each filtering by pid, hooks every context switch on
     // the host (measured: 50 idle JVMs took 84% of a core with one each against 44% without).
-    let tracing = super::KernelEvidence::none(
-        "watched by `watch` from outside: no kernel evidence (BPF off-CPU waits, tracepoints); `stallscope attach` as root adds it for one JVM",
-    );
+    let mut tracing = super::KernelEvidence::none(if s.shared_offcpu.is_some() {
+        "watched by `watch` from outside: no tracepoint evidence (fault addresses, mmap_lock wait times); `stallscope attach` as root adds it for one JVM"
+    } else {
+        "watched by `watch` from outside: no kernel evidence (BPF off-CPU waits, tracepoints); `stallscope attach` as root adds it for one JVM"
+    });
+    // `watch`'s one BPF program, filtering on the JVMs it guards.
+    tracing.reader = s.shared_offcpu.clone();
     let java_home = procwatch::jvms::jvm(pid).ok().flatten().and_then(|j| j.java_home);
     let mut w = Writer::open_background(
         &s.dir,
@@ -325,7 +329,7 @@ pub fn record_outside(
         pid,
         pulse: Pulse::counters(pid, counters),
         tracer: None,
-        offcpu: None,
+        offcpu: tracing.reader.clone(),
         opts: watch_options(s),
         deadline: None,
         driven: Some(driven),

@@ -224,7 +224,7 @@ fn record_child(s: &Settings, child: Spawn, l: &Launch, stop: &AtomicBool) -> Re
     // SAFETY: geteuid has no preconditions.
     let mut guard =
         if unsafe { libc::geteuid() } == 0 { Some(guard::Guard::start()?) } else { None };
-    let tracing = start_tracer(pid, guard.as_mut(), s.bpf);
+    let tracing = start_tracer(pid, guard.as_mut(), s);
     let mut w = Writer::open_background(
         &s.dir,
         &meta("run", command.to_vec(), pid, java_home, s, timeout_ms, &tracing),
@@ -272,7 +272,7 @@ fn record_child(s: &Settings, child: Spawn, l: &Launch, stop: &AtomicBool) -> Re
             pid,
             pulse: pulse::Pulse::counters(pid, jc),
             tracer: tracing.tracer.as_ref(),
-            offcpu: tracing.offcpu.as_ref(),
+            offcpu: tracing.reader.clone(),
             opts: watch_options(s),
             deadline: None,
             driven: None,
@@ -309,7 +309,7 @@ fn record_child(s: &Settings, child: Spawn, l: &Launch, stop: &AtomicBool) -> Re
             pid,
             pulse,
             tracer: tracing.tracer.as_ref(),
-            offcpu: tracing.offcpu.as_ref(),
+            offcpu: tracing.reader.clone(),
             opts,
             deadline: None,
             driven: None,

@@ -57,6 +57,9 @@ pub struct Settings {
     /// Load the BPF off-CPU recorder when privileged (`--no-bpf` turns it off: the `/proc`
     /// samples alone, as an unprivileged run has).
     pub bpf: bool,
+    /// A BPF recorder shared by many recordings (`watch`'s one program, filtering on the JVMs it
+    /// guards): used instead of loading one of its own.
+    pub shared_offcpu: Option<offcpu::Reader>,
     /// Where what the recorder notices on the way goes (it never prints).
     pub notices: Notices,
 }
@@ -88,6 +91,7 @@ impl Settings {
             resolution_ns: None,
             outside: false,
             bpf: true,
+            shared_offcpu: None,
             notices,
         })
     }
@@ -133,6 +137,7 @@ pub fn settings(o: &RecordRequest) -> Result<Settings> {
         resolution_ns: None,
         outside: false,
         bpf: o.bpf,
+        shared_offcpu: None,
         notices: o.notices.clone(),
     })
 }
@@ -147,14 +152,18 @@ fn kernel() -> String {
 /// off-CPU recorder (`kwaits.jsonl`), and one line saying what is missing and why.
 pub(crate) struct KernelEvidence {
     pub tracer: Option<procwatch::trace::Tracer>,
-    pub offcpu: Option<offcpu::OffCpu>,
+    /// The BPF recorder this recording loaded, if it loaded one: held only so that it lives as
+    /// long as the recording (dropping it detaches the programs).
+    pub _loaded: Option<offcpu::OffCpu>,
+    /// Where its kernel waits are read from: its own recorder's, or a shared one's.
+    pub reader: Option<offcpu::Reader>,
     pub note: Option<String>,
 }
 
 impl KernelEvidence {
     /// None of it, for the reason given.
     pub(crate) fn none(why: &str) -> KernelEvidence {
-        KernelEvidence { tracer: None, offcpu: None, note: Some(why.to_string()) }
+        KernelEvidence { tracer: None, _loaded: None, reader: None, note: Some(why.to_string()) }
     }
 }
 
@@ -165,8 +174,9 @@ impl KernelEvidence {
 pub(crate) fn start_tracer(
     pid: i32,
     mut guard: Option<&mut guard::Guard>,
-    bpf: bool,
+    s: &Settings,
 ) -> KernelEvidence {
+    let bpf = s.bpf;
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
         return KernelEvidence::none(
@@ -189,6 +199,7 @@ pub(crate) fn start_tracer(
         }
     };
     let offcpu = match offcpu::OffCpu::start(&[pid], offcpu::Options::default()) {
+        _ if s.shared_offcpu.is_some() => None,
         _ if !bpf => {
             notes.push("--no-bpf: no BPF off-CPU evidence (the /proc samples stand in)".into());
             None
@@ -199,7 +210,13 @@ pub(crate) fn start_tracer(
             None
         }
     };
-    KernelEvidence { tracer, offcpu, note: (!notes.is_empty()).then(|| notes.join("; ")) }
+    let reader = offcpu.as_ref().map(|o| o.reader()).or_else(|| s.shared_offcpu.clone());
+    KernelEvidence {
+        tracer,
+        _loaded: offcpu,
+        reader,
+        note: (!notes.is_empty()).then(|| notes.join("; ")),
+    }
 }
 
 pub(crate) fn meta(
@@ -225,7 +242,7 @@ pub(crate) fn meta(
         cpus: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
         root,
         tracepoints: tracing.tracer.is_some(),
-        bpf: tracing.offcpu.is_some(),
+        bpf: tracing.reader.is_some(),
         privileges_note: tracing.note.clone(),
         start_mono_ns: mono_ns(),
         start_epoch_ms: chrono::Utc::now().timestamp_millis(),

@@ -377,6 +377,10 @@ pub struct StallKernelWaits {
     /// The window asked for: from a little before the stall was noticed to its end.
     pub from: u64,
     pub to: u64,
+    /// Since when the target's waits were recorded (a wait that began before is not seen): a
+    /// stall that began earlier has no whole kernel account.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since: Option<u64>,
     pub waits: Vec<KernelWait>,
     /// The kernel stacks the waits name by index, each innermost first, once each.
     pub stacks: Vec<Vec<String>>,

@@ -327,6 +327,10 @@ pub struct WatchArgs {
     /// JVM that stalls and exits between two scrapes still shows its stalls.
     #[arg(long, default_value = "1m", value_name = "DURATION")]
     pub keep_exited: Duration,
+    /// Do not load the BPF off-CPU recorder (as root, one program for the host records each
+    /// wait of the guarded JVMs' threads, its kernel stack and who woke it).
+    #[arg(long)]
+    pub no_bpf: bool,
     /// With --attach, the agents' meter resolution: each JVM's meter wakes this often (1ms,
     /// jHiccup's, costs each JVM a wake-up per millisecond; 5ms a fifth of that).
     #[arg(long, default_value = "1ms", value_name = "DURATION")]

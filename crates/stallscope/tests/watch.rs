@@ -611,6 +611,26 @@ fn many_jvms_watched_from_outside_hold_nothing_of_ours_and_the_stall_among_them_
     assert!(inside.is_empty(), "threads of stallscope's inside the JVMs: {inside:?}");
     w.kill().unwrap();
     let _ = w.wait();
+    // As root, watch's one BPF program recorded the guarded JVMs' waits: the loop's stall has the
+    // kernel's account (the safepoint's other threads waiting for it, or the loop preempted).
+    let loop_rec = std::fs::read_dir(d.join("rec"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.file_name().unwrap().to_string_lossy().starts_with(&format!("{loop_pid}-")))
+        .expect("the loop's recording");
+    let meta: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(loop_rec.join("meta.json")).unwrap())
+            .unwrap();
+    assert_eq!(meta["bpf"], true, "{meta}");
+    let r = report(&loop_rec);
+    assert!(
+        r.stalls
+            .iter()
+            .any(|s| s.findings[0].cause == Cause::NoSafepointPoll && !s.kernel.is_empty()),
+        "the loop's stall has kernel lines: {:?}",
+        r.stalls.iter().map(|s| (s.findings[0].cause, s.kernel.len())).collect::<Vec<_>>()
+    );
     let lines: Vec<String> = said.try_iter().collect();
     assert!(
         lines.iter().any(|l| l.contains(&format!("pid {no_perf_pid}"))

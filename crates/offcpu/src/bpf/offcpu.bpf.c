@@ -4,10 +4,18 @@
 // began and ended (CLOCK_MONOTONIC ns), the state it left in, its kernel stack, the thread that
 // woke it (with that thread's kernel stack) and, for a preempted thread, who ran instead.
 // Uses the classic tracepoints' record layout (checked against tracefs by the loader), so no
-// kernel headers or BTF are needed to build it. Programs: on_switch (sched_switch), on_waking
+// kernel headers or BTF are needed to build it; on_waking reads the woken task's pid through
+// CO-RE (the kernel's BTF, at load time). Programs: on_switch (sched_switch), on_waking
 // (sched_waking).
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+
+/* Only the fields read, relocated to this kernel's layout by libbpf from its BTF (CO-RE). */
+struct task_struct {
+	int pid;
+} __attribute__((preserve_access_index));
 
 #define MAX_FRAMES 32
 #define TASK_COMM_LEN 16
@@ -15,9 +23,11 @@
 char LICENSE[] SEC("license") = "GPL";
 
 /* Set by the loader before the program is loaded: the shortest wait recorded, and the shortest
- * wait whose waker's stack is taken (a stack walk in every wake-up of a thread that sleeps a
- * millisecond at a time, a hiccup meter's, costs more than the rest of the program). */
+ * waits whose kernel stack and whose waker's stack are taken (a stack walk costs more than the
+ * rest of the program, and an idle JVM's threads wait a millisecond or more thousands of times a
+ * second). */
 const volatile __u64 min_ns = 1000000;
+const volatile __u64 stack_ns = 4000000;
 const volatile __u64 waker_stack_ns = 4000000;
 
 struct sched_switch_args {
@@ -61,7 +71,8 @@ struct offcpu_event {
 	__u64 waker_frames[MAX_FRAMES];
 };
 
-/* The processes whose threads are recorded. */
+/* The processes whose threads are recorded: 1, their waits' times, states and wakers; 2 (armed,
+ * while a stall of theirs is under way), their kernel stacks and their wakers' too. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 1024);
@@ -130,8 +141,10 @@ int on_switch(struct sched_switch_args *ctx)
 			e->cpu = bpf_get_smp_processor_id();
 			__builtin_memcpy(e->comm, ctx->prev_comm, TASK_COMM_LEN);
 			__builtin_memcpy(e->instead_comm, ctx->next_comm, TASK_COMM_LEN);
-			long n = bpf_get_stack(ctx, e->frames, sizeof(e->frames), 0);
-			e->nframes = n > 0 ? (__u64)n >> 3 : 0;
+			/* No stack here: most waits are short, and a stack walk in every switch is most of
+			 * the cost. A sleeping thread's stack does not change, so it is taken when it is
+			 * woken, for a wait long enough to be kept (on_waking). */
+			e->nframes = 0;
 			bpf_map_update_elem(&off, &tid, e, BPF_ANY);
 		}
 	}
@@ -155,9 +168,13 @@ int on_switch(struct sched_switch_args *ctx)
 	return 0;
 }
 
-static __always_inline int wakeup(struct sched_wakeup_args *ctx)
+/* sched_waking fires in the waker's own context, in try_to_wake_up, before the woken thread is
+ * queued (sched_wakeup may fire later on the woken thread's CPU, from an IPI, where the waker is
+ * unknown). Its BTF form hands the woken task itself, whose kernel stack is still the wait's. */
+SEC("tp_btf/sched_waking")
+int BPF_PROG(on_waking, struct task_struct *p)
 {
-	__u32 tid = ctx->pid;
+	__u32 tid = BPF_CORE_READ(p, pid);
 	struct offcpu_event *o = bpf_map_lookup_elem(&off, &tid);
 	if (!o || o->woken)
 		return 0;
@@ -166,16 +183,22 @@ static __always_inline int wakeup(struct sched_wakeup_args *ctx)
 	o->woken = now;
 	o->waker_tid = (__u32)id;
 	o->waker_tgid = id >> 32;
+	if (now - o->start < min_ns)
+		return 0;
 	bpf_get_current_comm(o->waker_comm, TASK_COMM_LEN);
+	/* The woken thread's stack (a walk of it costs more than all the rest) only while a stall
+	 * of its process is under way, and for a wait long enough to matter to it: the waits that
+	 * make a stall end when it does, after it was noticed. */
+	__u32 tgid = o->tgid;
+	__u8 *armed = bpf_map_lookup_elem(&targets, &tgid);
+	if (!armed || *armed < 2 || now - o->start < stack_ns)
+		return 0;
+	long n = bpf_get_task_stack(p, o->frames, sizeof(o->frames), 0);
+	o->nframes = n > 0 ? (__u64)n >> 3 : 0;
 	/* The waker's stack only for a wait long enough to matter. */
 	if (now - o->start >= waker_stack_ns) {
-		long n = bpf_get_stack(ctx, o->waker_frames, sizeof(o->waker_frames), 0);
+		n = bpf_get_stack(ctx, o->waker_frames, sizeof(o->waker_frames), 0);
 		o->waker_nframes = n > 0 ? (__u64)n >> 3 : 0;
 	}
 	return 0;
 }
-
-/* sched_waking fires in the waker's own context, in try_to_wake_up; sched_wakeup may fire later
- * on the woken thread's CPU (a wake-up queued to it by an IPI), where the waker is unknown. */
-SEC("tracepoint/sched/sched_waking")
-int on_waking(struct sched_wakeup_args *ctx) { return wakeup(ctx); }

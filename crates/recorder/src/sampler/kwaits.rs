@@ -8,6 +8,7 @@ use anyhow::Result;
 use recording::{KernelThread, KernelWait, KernelWaker, StallKernelWaits};
 use std::collections::HashMap;
 use std::path::Path;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// The most waits written for one stall (the longest within it are kept).
@@ -26,11 +27,19 @@ pub(super) struct KwaitsRequest {
 pub(super) struct KwaitsWriter {
     tx: Option<std::sync::mpsc::Sender<KwaitsRequest>>,
     thread: Option<std::thread::JoinHandle<()>>,
+    reader: offcpu::Reader,
+    pid: i32,
+    /// The newest stall begun: the writer disarms only when it has read that one.
+    latest: Arc<Mutex<u32>>,
 }
 
 impl KwaitsWriter {
     pub(super) fn start(reader: offcpu::Reader, pid: i32, path: &Path) -> Result<KwaitsWriter> {
         let mut out = recording::Appender::open(path)?;
+        let latest = Arc::new(Mutex::new(0u32));
+        let (mine, newest) = (reader.clone(), Arc::clone(&latest));
+        // The target's threads are recorded from now (a wait begun before is not seen).
+        let since = procwatch::clock::mono_ns();
         let (tx, rx) = std::sync::mpsc::channel::<KwaitsRequest>();
         let thread =
             std::thread::Builder::new().name("stallscope-kwaits".into()).spawn(move || {
@@ -40,19 +49,34 @@ impl KwaitsWriter {
                     if now < due {
                         std::thread::sleep(Duration::from_nanos(due - now));
                     }
-                    let waits = reader.waits(&[pid], r.from, r.to);
+                    let waits = mine.waits(&[pid], r.from, r.to);
+                    // Its waits are read: stacks are taken again only once the next stall
+                    // begins (unless it has already: under the lock `begin` arms with).
+                    let newest = newest.lock().unwrap_or_else(|p| p.into_inner());
+                    if *newest == r.stall {
+                        mine.arm(pid, false);
+                    }
+                    drop(newest);
                     let (waits, stacks) = kept(waits, r.from, r.to);
                     let _ = out.line(&StallKernelWaits {
                         stall: r.stall,
                         from: r.from,
                         to: r.to,
+                        since: Some(since),
                         waits,
                         stacks,
-                        lost: reader.lost(),
+                        lost: mine.lost(),
                     });
                 }
             })?;
-        Ok(KwaitsWriter { tx: Some(tx), thread: Some(thread) })
+        Ok(KwaitsWriter { tx: Some(tx), thread: Some(thread), reader, pid, latest })
+    }
+
+    /// A stall began: the waits that end from now on get their kernel stacks.
+    pub(super) fn begin(&self, stall: u32) {
+        let mut latest = self.latest.lock().unwrap_or_else(|p| p.into_inner());
+        *latest = stall;
+        self.reader.arm(self.pid, true);
     }
 
     pub(super) fn request(&self, r: KwaitsRequest) {
@@ -74,6 +98,11 @@ impl Drop for KwaitsWriter {
 /// A stack as it is worth keeping: without the tracepoint's own frame (`__traceiter_…`), and, for
 /// a wake-up from an interrupt, without what the interrupt happened to interrupt.
 fn trimmed(mut stack: Vec<String>) -> Vec<String> {
+    // The BPF program's own frames (its trampoline, `bpf_trace_run1`, and its code, which
+    // kallsyms may name after whatever text symbol precedes it) come before the tracepoint's.
+    if let Some(i) = stack.iter().position(|f| f.starts_with("bpf_trace_run")) {
+        stack.drain(..=i);
+    }
     stack.retain(|f| !f.starts_with("__traceiter_") && !f.starts_with("__bpf_trace_"));
     if let Some(i) = stack.iter().position(|f| f.starts_with("asm_")) {
         stack.truncate(i + 1);
@@ -155,5 +184,9 @@ mod tests {
                 .to_vec(),
         );
         assert_eq!(irq.last().unwrap(), "asm_sysvec_apic_timer_interrupt");
+        let bpf = trimmed(
+            ["_einittext", "bpf_trace_run1", "wake_up_q", "rwsem_wake"].map(String::from).to_vec(),
+        );
+        assert_eq!(bpf, ["wake_up_q", "rwsem_wake"]);
     }
 }

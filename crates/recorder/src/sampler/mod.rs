@@ -244,9 +244,8 @@ impl<'a> Watcher<'a> {
         let traces = tracer
             .map(|t| TraceWriter::start(t.reader(), &w.dir.join(files::TRACE)))
             .transpose()?;
-        let kwaits = offcpu
-            .map(|o| KwaitsWriter::start(o.reader(), pid, &w.dir.join(files::KWAITS)))
-            .transpose()?;
+        let kwaits =
+            offcpu.map(|o| KwaitsWriter::start(o, pid, &w.dir.join(files::KWAITS))).transpose()?;
         let contexts = ContextReader::start(pid)?;
         let who = Some(WhoWriter::start(
             pid,
@@ -503,7 +502,7 @@ pub struct Target<'a> {
     pub pulse: Pulse,
     pub tracer: Option<&'a procwatch::trace::Tracer>,
     /// The BPF off-CPU recorder, when it runs: each stall's kernel waits are read from it.
-    pub offcpu: Option<&'a offcpu::OffCpu>,
+    pub offcpu: Option<offcpu::Reader>,
     pub opts: SamplerOptions,
     /// Watching ends then (`--for`).
     pub deadline: Option<Instant>,

@@ -72,6 +72,9 @@ impl Watcher<'_> {
     ) -> Result<Option<u64>> {
         self.stall += 1;
         let stall = self.stall;
+        if let Some(k) = &self.kwaits {
+            k.begin(stall);
+        }
         if let Some(w) = &self.who {
             w.begin(stall);
         }

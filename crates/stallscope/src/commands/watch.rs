@@ -55,6 +55,7 @@ pub fn run(a: WatchArgs) -> Result<i32> {
         attach,
         keep_exited: a.keep_exited.std(),
         notices: crate::output::notices(),
+        bpf: !a.no_bpf,
     };
     fleet::run(cfg, &stop)?;
     Ok(EXIT_OK)
