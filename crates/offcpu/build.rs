@@ -21,6 +21,10 @@ fn main() {
     let target = format!("-D__TARGET_ARCH_{target}");
     if let Err(e) = SkeletonBuilder::new()
         .source(src)
+        // The generated skeleton is not formatted: rustfmt is cosmetic there, and a toolchain
+        // without it (the minimum Rust's, installed with rustup's minimal profile) would fail
+        // the build. A path that does not exist is how libbpf-cargo is told to skip it.
+        .rustfmt("/nonexistent/stallscope-skips-rustfmt")
         .clang_args([multiarch.as_str(), target.as_str(), "-O2", "-g"])
         .build_and_generate(&out)
     {
