@@ -9,7 +9,9 @@
 #   3. a machine busy with other processes' context switches (hackbench, from rt-tests) beside an
 #      idle JVM under `run`, with and without BPF: hackbench's time, and the programs' time as a
 #      share of a core (goal: <= 1% of a core added);
-#   4. watch over WATCH_JVMS (20; quick 10) idle JVMs, with its one program and with --no-bpf.
+#   4. watch over WATCH_JVMS (20; quick 10) idle JVMs, with its one program and with --no-bpf;
+#   5. a CPU-bound JVM's throughput under run, with and without BPF, against it alone (goal >= 0.99);
+#   6. an idle JVM under run (sidecar + BPF + the agent) against jHiccup at 1 ms (goal <= 0.5x).
 # Medians over RUNS runs, with min and max.
 #
 #   bench/bpf_overhead.sh            # 3 runs, 10 s idle windows
@@ -181,3 +183,62 @@ printf '  %-52s %8s%%  (%s-%s)\n' "BPF program (one for the host, kernel time)" 
 printf '  %-52s %8s%%  (%s-%s)\n' "watch with BPF" "$ws_med" "$ws_min" "$ws_max"
 printf '  %-52s %8s%%  (%s-%s)\n' "reference: watch --no-bpf" "$wp_med" "$wp_min" "$wp_max"
 echo "  (watch + BPF) / watch --no-bpf: $(awk -v a="$ws_med" -v b="$wb_med" -v c="$wp_med" 'BEGIN { if (c > 0) printf "%.2f", (a + b) / c; else print "n/a" }')x"
+echo
+
+echo "-- 5. a CPU-bound JVM ($(nproc) busy threads): work items in ${window} s"
+javac -nowarn --release 11 -d "$work/classes" "$root/java/agent/bench/Workload.java"
+for mode in bpf proc none; do : > "$work/busy-$mode"; done
+for _ in $(seq "$runs"); do
+  for mode in bpf proc none; do
+    cmd=("$java" -cp "$work/classes" Workload busy 3 "$window")
+    if [[ $mode == none ]]; then
+      "${cmd[@]}" < /dev/null 2>&1 | awk '/^end / { print $2 }' >> "$work/busy-$mode"
+    else
+      rm -rf "$work/rec-busy"
+      # shellcheck disable=SC2046
+      "$bin" run $(mode_args $mode) --out "$work/rec-busy" -- "${cmd[@]}" < /dev/null 2>&1 | awk '/^end / { print $2 }' >> "$work/busy-$mode"
+    fi
+  done
+done
+read -r bb_med bb_min bb_max < <(median_spread < "$work/busy-bpf")
+read -r bp_med bp_min bp_max < <(median_spread < "$work/busy-proc")
+read -r bn_med bn_min bn_max < <(median_spread < "$work/busy-none")
+printf '  %-52s %12s (%s-%s)\n' "under run (BPF)" "$bb_med" "$bb_min" "$bb_max"
+printf '  %-52s %12s (%s-%s)\n' "under run --no-bpf" "$bp_med" "$bp_min" "$bp_max"
+printf '  %-52s %12s (%s-%s)\n' "reference: the same JVM alone" "$bn_med" "$bn_min" "$bn_max"
+echo "  throughput, BPF / alone: $(awk -v a="$bb_med" -v b="$bn_med" 'BEGIN { printf "%.4f", a / b }'); --no-bpf / alone: $(awk -v a="$bp_med" -v b="$bn_med" 'BEGIN { printf "%.4f", a / b }')   goal >= 0.99"
+echo
+
+jhiccup="$root/../shared/peers/jHiccup-2.0.11-SNAPSHOT.jar"
+echo "-- 6. an idle JVM: stallscope run (sidecar + agent + BPF) against jHiccup 2.0.11 at 1 ms, ${window} s windows"
+if [[ -f "$jhiccup" ]]; then
+  : > "$work/jh"; : > "$work/ss"
+  for r in $(seq "$runs"); do
+    # The same idle JVM three ways, each window's CPU: alone, with jHiccup, under run.
+    "$java" -jar "$workloads" idle --duration $((window + 5))s > /dev/null 2>&1 &
+    p=$!; pids+=("$p"); sleep 3
+    a0=$(threads_cpu_ns "$p"); t0=$(date +%s%N); sleep "$window"; a1=$(threads_cpu_ns "$p"); t1=$(date +%s%N)
+    wait "$p" || true
+    alone=$(pct $((a1 - a0)) $((t1 - t0)))
+    "$java" "-javaagent:$jhiccup=-l,$work/jh-$r.hlog" -jar "$workloads" idle --duration $((window + 5))s > /dev/null 2>&1 &
+    p=$!; pids+=("$p"); sleep 3
+    a0=$(threads_cpu_ns "$p"); t0=$(date +%s%N); sleep "$window"; a1=$(threads_cpu_ns "$p"); t1=$(date +%s%N)
+    wait "$p" || true
+    awk -v b="$(pct $((a1 - a0)) $((t1 - t0)))" -v a="$alone" 'BEGIN { printf "%.3f\n", b - a }' >> "$work/jh"
+    "$bin" run --out "$work/rec-jh-$r" -- "$java" -jar "$workloads" idle --duration $((window + 6))s > /dev/null 2>&1 &
+    ss=$!; pids+=("$ss"); jvm=$(child_of "$ss"); sleep 3
+    s0=$(threads_cpu_ns "$ss"); j0=$(threads_cpu_ns "$jvm"); b0=$(bpf_ns); t0=$(date +%s%N)
+    sleep "$window"
+    s1=$(threads_cpu_ns "$ss"); j1=$(threads_cpu_ns "$jvm"); b1=$(bpf_ns); t1=$(date +%s%N)
+    wait "$ss" || true
+    awk -v s="$(pct $((s1 - s0)) $((t1 - t0)))" -v j="$(pct $((j1 - j0)) $((t1 - t0)))" -v b="$(pct $((b1 - b0)) $((t1 - t0)))" -v a="$alone" \
+      'BEGIN { printf "%.3f\n", s + b + j - a }' >> "$work/ss"
+  done
+  read -r jh_med jh_min jh_max < <(median_spread < "$work/jh")
+  read -r ss_med ss_min ss_max < <(median_spread < "$work/ss")
+  printf '  %-52s %8s%%  (%s-%s)\n' "stallscope run: sidecar + BPF + the agent's share" "$ss_med" "$ss_min" "$ss_max"
+  printf '  %-52s %8s%%  (%s-%s)\n' "reference: jHiccup at 1 ms (the JVM's CPU less alone)" "$jh_med" "$jh_min" "$jh_max"
+  echo "  stallscope / jHiccup: $(ratio "$ss_med" "$jh_med")x   goal <= 0.5x"
+else
+  echo "  ($jhiccup not found: skipped)"
+fi

@@ -146,9 +146,30 @@ pub fn kind(w: &KernelWait, stack: &[String]) -> &'static str {
     }
 }
 
+/// A `wchan` that says nothing of the cause: none (the thread woke between the reads), the
+/// scheduler's own sleeps, or a read-write semaphore's slow path (mmap_lock, or an inode's lock:
+/// the stack tells). A specific one (a page wait, a FUSE request) is kept: the doctor's rules
+/// are built on it, and the stack is shown beside it in the kernel lines.
+fn vague(wchan: &str) -> bool {
+    const SCHED: [&str; 11] = [
+        "schedule",
+        "__schedule",
+        "schedule_timeout",
+        "io_schedule",
+        "io_schedule_timeout",
+        "schedule_hrtimeout_range",
+        "schedule_hrtimeout_range_clock",
+        "schedule_preempt_disabled",
+        "__wait_for_common",
+        "wait_for_completion",
+        "wait_for_completion_state",
+    ];
+    wchan.is_empty() || wchan == "0" || SCHED.contains(&wchan) || rwsem(wchan)
+}
+
 /// The samples of a stall with each sleeping thread's `wchan` replaced by the deciding frame of
-/// the BPF wait that covered the sample, where that frame differs. Samples no wait covers are
-/// returned as they were.
+/// the BPF wait that covered the sample, where that `wchan` was vague (none, a scheduler sleep, an
+/// rwsem slow path) and the frame differs. Other samples are returned as they were.
 pub fn refine(samples: &[&Sample], kw: &StallKernelWaits) -> Vec<Sample> {
     let mut by_tid: HashMap<i32, Vec<&KernelWait>> = HashMap::new();
     for w in &kw.waits {
@@ -166,6 +187,7 @@ pub fn refine(samples: &[&Sample], kw: &StallKernelWaits) -> Vec<Sample> {
                 });
                 if let Some(f) = covering.and_then(|w| deciding_frame(kw.stack(w.stack)))
                     && f != t.wchan
+                    && vague(&t.wchan)
                 {
                     t.wchan = f.to_string();
                 }
@@ -460,7 +482,7 @@ mod tests {
             exec_ns: 0,
             run_delay_ns: 0,
             timeslices: 0,
-            wchan: "folio_wait_bit_common".into(),
+            wchan: "0".into(),
             syscall: recording::disk::Syscall::Unknown,
             file: None,
         };
@@ -475,6 +497,10 @@ mod tests {
         let after = Sample { t: 95, ..inside.clone() };
         let r = refine(&[&inside, &after], &k);
         assert_eq!(r[0].threads[0].wchan, "folio_wait_writeback");
-        assert_eq!(r[1].threads[0].wchan, "folio_wait_bit_common", "no wait covered it");
+        assert_eq!(r[1].threads[0].wchan, "0", "no wait covered it");
+        // A specific wchan is kept.
+        let mut specific = inside.clone();
+        specific.threads[0].wchan = "folio_wait_bit_common".into();
+        assert_eq!(refine(&[&specific], &k)[0].threads[0].wchan, "folio_wait_bit_common");
     }
 }

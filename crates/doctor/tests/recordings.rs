@@ -37,6 +37,7 @@ fn stored_recordings_get_their_known_diagnosis() {
         ("jdk17-counted-loop-parallel-no-cls-frames", Cause::NoSafepointPoll),
         ("jdk17-mapped-read-mmap-slowfs-300ms", Cause::MajorFault),
         ("jdk17-idle-frozen-500ms", Cause::Frozen),
+        ("jdk17-idle-frozen-500ms-bpf", Cause::Frozen),
     ];
     // The injected fault explains every long stall (a JVM also hiccups briefly on its own, at
     // start-up and exit: those may be anything, honestly labelled).
@@ -56,6 +57,24 @@ fn stored_recordings_get_their_known_diagnosis() {
         "{storm:?}"
     );
     assert!(causes_of(&fixture("jdk17-idle-quiet"), 0).is_empty());
+}
+
+#[test]
+fn a_recording_with_the_kernel_s_events_shows_each_thread_stopped_and_who_continued_it() {
+    // Made as root with the BPF recorder: every thread of the frozen JVM waited in
+    // do_signal_stop, woken by the SIGCONT's sender; without kwaits.jsonl, no kernel lines.
+    let r = diagnose(&fixture("jdk17-idle-frozen-500ms-bpf"));
+    assert!(r.meta.bpf);
+    let s = r.stalls.iter().max_by_key(|s| s.duration_ns).unwrap();
+    assert!(!s.kernel.is_empty());
+    for t in &s.kernel {
+        assert_eq!(t.kinds[0].0, "stopped", "{t:?}");
+        assert!(t.longest.stack.iter().any(|f| f == "do_signal_stop"), "{t:?}");
+        assert!(t.longest.waker.as_deref().unwrap_or("").starts_with("stallscope"), "{t:?}");
+        assert!(t.share > 0.9, "{t:?}");
+    }
+    let old = diagnose(&fixture("jdk17-idle-frozen-500ms"));
+    assert!(old.stalls.iter().all(|s| s.kernel.is_empty()) && !old.meta.bpf);
 }
 
 #[test]
