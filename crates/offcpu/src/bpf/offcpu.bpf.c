@@ -183,9 +183,11 @@ int BPF_PROG(on_waking, struct task_struct *p)
 	o->woken = now;
 	o->waker_tid = (__u32)id;
 	o->waker_tgid = id >> 32;
+	/* Its name always: a wait recorded has its waker named (it may reach min_ns waiting for a
+	 * CPU after this). */
+	bpf_get_current_comm(o->waker_comm, TASK_COMM_LEN);
 	if (now - o->start < min_ns)
 		return 0;
-	bpf_get_current_comm(o->waker_comm, TASK_COMM_LEN);
 	/* The woken thread's stack (a walk of it costs more than all the rest) only while a stall
 	 * of its process is under way, and for a wait long enough to matter to it: the waits that
 	 * make a stall end when it does, after it was noticed. */
