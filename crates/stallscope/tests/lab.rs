@@ -225,8 +225,8 @@ fn the_quick_lab_runs_every_scenario_and_cleans_up() {
     }
     assert!(summary.contains("instigator named in"), "{summary}");
     // As root every run has the kernel's scheduler events (BPF): where a scenario holds a thread
-    // in the kernel, some baseline run's longest stall shows that wait, read from its kernel
-    // stack, and who woke it.
+    // in the kernel, some stall of a baseline run shows that wait, read from its kernel stack,
+    // and who woke it.
     for (id, kind, waker) in [
         ("frozen", "stopped", Some("stallscope")),
         ("mmap-fault", "page-cache read", Some("slowfs")),
@@ -244,9 +244,10 @@ fn the_quick_lab_runs_every_scenario_and_cleans_up() {
                     serde_json::from_str(&std::fs::read_to_string(dir.join("meta.json")).unwrap())
                         .unwrap();
                 assert_eq!(meta["bpf"], true, "{}: recorded with BPF", dir.display());
+                // Any stall of the run: the longest may have begun before the recorder did
+                // (then it has no kernel account).
                 let r = report(dir);
-                let Some(st) = r.stalls.iter().max_by_key(|s| s.duration_ns) else { continue };
-                seen.extend(st.kernel.iter().map(|t| {
+                seen.extend(r.stalls.iter().flat_map(|st| &st.kernel).map(|t| {
                     (t.kinds.iter().map(|k| k.0.clone()).collect::<Vec<_>>(), t.longest.clone())
                 }));
             }
@@ -254,7 +255,7 @@ fn the_quick_lab_runs_every_scenario_and_cleans_up() {
         assert!(
             seen.iter().any(|(kinds, l)| kinds.iter().any(|k| k == kind)
                 && waker.is_none_or(|w| l.waker.as_deref().is_some_and(|x| x.contains(w)))),
-            "{id}: no baseline run's longest stall shows a {kind} wait (woken by {waker:?}): {seen:#?}"
+            "{id}: no baseline run's stall shows a {kind} wait (woken by {waker:?}): {seen:#?}"
         );
     }
     assert!(!lab["confusion"].as_object().unwrap().is_empty());
