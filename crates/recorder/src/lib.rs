@@ -198,16 +198,19 @@ pub(crate) fn start_tracer(
             None
         }
     };
-    let offcpu = match offcpu::OffCpu::start(&[pid], offcpu::Options::default()) {
-        _ if s.shared_offcpu.is_some() => None,
-        _ if !bpf => {
-            notes.push("--no-bpf: no BPF off-CPU evidence (the /proc samples stand in)".into());
-            None
-        }
-        Ok(o) => Some(o),
-        Err(e) => {
-            notes.push(format!("no BPF off-CPU evidence (the /proc samples stand in): {e}"));
-            None
+    // Loaded only when wanted (a shared one, or --no-bpf, loads nothing).
+    let offcpu = if s.shared_offcpu.is_some() {
+        None
+    } else if !bpf {
+        notes.push("--no-bpf: no BPF off-CPU evidence (the /proc samples stand in)".into());
+        None
+    } else {
+        match offcpu::OffCpu::start(&[pid], offcpu::Options::default()) {
+            Ok(o) => Some(o),
+            Err(e) => {
+                notes.push(format!("no BPF off-CPU evidence (the /proc samples stand in): {e}"));
+                None
+            }
         }
     };
     let reader = offcpu.as_ref().map(|o| o.reader()).or_else(|| s.shared_offcpu.clone());
