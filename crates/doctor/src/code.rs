@@ -252,9 +252,16 @@ pub fn for_thread(
     // Likewise a signal sample well after the stall is from a later stall, of code the thread
     // went on to (seen in CI: Lucene's main thread, faulting on the index in one stall, was
     // signalled 362 ms later in the thread dump it then asked for).
+    // And a signal sent once the stall was over finds the thread wherever it went next (seen in
+    // CI: a query thread, out of its fault, signalled 0.6 ms after the stall, in Thread.exit).
+    // One sent during the stall is kept: a thread in a fault takes it as the fault ends.
+    let sent_after = |f: &FrameSample| {
+        f.event == SIGNAL && f.latency_ns.is_some_and(|l| f.t.saturating_sub(l) > end)
+    };
     let after = plain()
         .filter(|f| f.t > end && f.t - end <= NEAR_NS)
         .filter(|f| f.event != SIGNAL || f.t - end <= STALE_NS)
+        .filter(|f| !sent_after(f))
         .min_by_key(|f| f.t);
     // A dump that caught the thread in a bulk copy or fill inside the VM (`setMemory0`,
     // `copyMemory0`) shows code JFR's execution sampler cannot see, and a sample before the
@@ -600,6 +607,16 @@ mod tests {
                 .method,
             "a.Edge.run"
         );
+        // A signal sent after the stall is of wherever the thread went next; one sent during it
+        // and taken as the thread came back from the kernel is the stall's.
+        let mut late = sample(SIGNAL, 2001, 7, &["java.lang.Thread.exit"]);
+        late.latency_ns = Some(60_000);
+        assert_eq!(
+            for_thread(&[late.clone()], 7, 1000 * MS, 2000 * MS, (1000 * MS, 2000 * MS)),
+            None
+        );
+        late.latency_ns = Some(5 * MS);
+        assert!(for_thread(&[late], 7, 1000 * MS, 2000 * MS, (1000 * MS, 2000 * MS)).is_some());
         let fs = vec![sample("jdk.ExecutionSample", 2003, 7, &["a.After.run"])];
         let c = for_thread(&fs, 7, 1000 * MS, 2000 * MS, (1000 * MS, 2000 * MS)).unwrap();
         assert_eq!(c.frames[0].method, "a.After.run");
