@@ -20,11 +20,12 @@ pub enum Cause {
     MemoryReclaim,
     MemcgHigh,
     TlbShootdown,
+    BlockedIo,
     Unknown,
 }
 
 impl Cause {
-    pub const ALL: [Cause; 15] = [
+    pub const ALL: [Cause; 16] = [
         Cause::NoSafepointPoll,
         Cause::MajorFault,
         Cause::SwapIn,
@@ -39,6 +40,7 @@ impl Cause {
         Cause::MemoryReclaim,
         Cause::MemcgHigh,
         Cause::TlbShootdown,
+        Cause::BlockedIo,
         Cause::Unknown,
     ];
 
@@ -58,6 +60,7 @@ impl Cause {
             Cause::MemoryReclaim => "memory-reclaim",
             Cause::MemcgHigh => "memcg-high",
             Cause::TlbShootdown => "tlb-shootdown",
+            Cause::BlockedIo => "blocked-io",
             Cause::Unknown => "unknown",
         }
     }
@@ -78,6 +81,7 @@ impl Cause {
             Cause::MemoryReclaim => "memory reclaim or compaction",
             Cause::MemcgHigh => "memory cgroup over its high limit",
             Cause::TlbShootdown => "TLB shootdown storm",
+            Cause::BlockedIo => "blocked in a system call on file I/O",
             Cause::Unknown => "unknown",
         }
     }
@@ -126,9 +130,41 @@ impl Cause {
             Cause::TlbShootdown => {
                 "stop mapping and unmapping small files or regions in hot paths: read with pread into pooled buffers, or keep the mappings open"
             }
+            Cause::BlockedIo => {
+                "the thread waited in a system call (read, write, fsync) for its disk or filesystem: move that I/O off the latency-critical thread (an I/O thread, asynchronous I/O), keep the files it reads in memory (page-cache headroom, preloading), or put them on faster storage; the waker named is what answered late"
+            }
             Cause::Unknown => {
                 "the evidence is thin; the raw samples below show what each thread was doing"
             }
+        }
+    }
+
+    /// The fix for a process that is not a JVM (no safepoints, no JVM options): where it differs
+    /// from [`Cause::fix`].
+    pub fn fix_for_process(self) -> &'static str {
+        match self {
+            Cause::MajorFault => {
+                "the program read a file it maps and the page was not in memory: fault it in off the critical path (madvise MADV_WILLNEED, MAP_POPULATE, a reader thread), keep it resident (mlock, memory headroom), or read it with pread on another thread; or put the file on faster storage"
+            }
+            Cause::SwapIn => {
+                "keep the process's memory resident: no swap for its cgroup (memory.swap.max=0 on cgroup v2), mlockall, or more headroom in its memory limit"
+            }
+            Cause::MmapLock => {
+                "other threads of the process map, unmap or mprotect memory while this one faults: reuse mappings and pre-size arenas, and keep mmap/munmap off the latency-critical path"
+            }
+            Cause::CpuStarvation => {
+                "give the process the CPUs it needs: fewer runnable threads than cores, or the neighbours named kept out of its way (cpusets, a lower cpu.weight or cpu.idle=1 for batch work), or a higher priority for its latency-critical threads"
+            }
+            Cause::MappedWriteback => {
+                "a write to a file mapped shared waited for that page's writeback to a slow disk: keep such files on tmpfs or a fast local disk, or write them with write(2)"
+            }
+            Cause::MemoryReclaim => {
+                "give the process's memory cgroup headroom above its working set and the page cache of what it writes, and keep bulk file writes out of its cgroup or write them with O_DIRECT"
+            }
+            Cause::MemcgHigh => {
+                "raise the cgroup's memory.high above the process's working set (or remove it and keep memory.max)"
+            }
+            other => other.fix(),
         }
     }
 

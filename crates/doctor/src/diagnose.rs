@@ -189,6 +189,15 @@ fn diagnose_stall(
         clock_ticks: meta.clock_ticks,
     };
     let mut findings = classify::classify(&inputs);
+    // A process that is not a JVM stalls when the kernel holds a thread of it: what held it is
+    // the stall's cause, from the kernel's account, where that covers half of it or more.
+    if seen.by == recording::StallTrigger::Kernel
+        && let Some(f) = kw.and_then(|k| {
+            crate::kernel::held_finding(k, span.start_ns, span.end_ns.max(span.start_ns), &names)
+        })
+    {
+        findings = vec![f];
+    }
     let culprit_tids: Vec<i32> =
         findings.iter().flat_map(|f| f.culprits.iter().map(|c| c.tid)).collect();
     let tick_ns = 1_000_000_000 / meta.clock_ticks.max(1);
@@ -258,7 +267,10 @@ fn diagnose_stall(
         for t in
             kernel.iter().filter(|t| t.share >= 0.1 && f.culprits.iter().any(|c| c.tid == t.tid))
         {
-            f.evidence.push(crate::kernel::evidence_line(t));
+            let line = crate::kernel::evidence_line(t);
+            if !f.evidence.contains(&line) {
+                f.evidence.push(line);
+            }
         }
     }
     StallReport {
@@ -382,6 +394,7 @@ fn instigators(
         end_ns: w.end_ns,
         samples: w.samples,
         trace: w.trace,
+        not_a_jvm: rec.meta.not_a_jvm,
     };
     // Frozen in place by a cgroup freezer: its threads' states do not say it, its file does.
     if findings.first().is_none_or(|f| f.cause != Cause::Frozen)
@@ -576,7 +589,13 @@ pub fn diagnose(rec: &Recording) -> Report {
     }
     let counted =
         rec.safepoints.iter().filter(|s| s.format == hotspot_log::Format::PerfCounters).count();
-    if counted > 0 || (rec.safepoints.is_empty() && rec.counters_info().is_some()) {
+    if meta.not_a_jvm {
+        notes.push(format!(
+            "{} is not a JVM: it has no safepoint record, heartbeat or perf counters; a stall here is a thread of it held off a CPU by the kernel for {} or more, not by its own choice (waiting for a CPU, in an uninterruptible wait, stopped), found from the kernel's scheduler events",
+            meta.command.first().map_or("the program", String::as_str),
+            recording::units::fmt_ns(meta.threshold_ns)
+        ));
+    } else if counted > 0 || (rec.safepoints.is_empty() && rec.counters_info().is_some()) {
         notes.push(format!(
             "the safepoint log {}: {counted} safepoints are placed from the JVM's perf counters (their time to reach and at the safepoint, not their operation but for GCs)",
             if rec.has_safepoint_log { "has no records" } else { "is not in the recording (the JVM was not asked to write one, or could not be)" }
@@ -586,7 +605,7 @@ pub fn diagnose(rec: &Recording) -> Report {
             "no safepoint log in the recording: stalls cannot be joined with safepoints".into(),
         );
     }
-    if let Some(why) = rec.counters_missing() {
+    if let Some(why) = rec.counters_missing().filter(|_| !meta.not_a_jvm) {
         let heartbeat = rec.events.iter().any(|e| matches!(e, Event::MeterRunning { .. }));
         notes.push(if heartbeat {
             format!("no perf counters ({why})")
@@ -782,6 +801,7 @@ mod tests {
             root: false,
             tracepoints: false,
             bpf: false,
+            not_a_jvm: false,
             privileges_note: None,
             start_mono_ns: 1_000 * MS,
             start_epoch_ms: 1_795_320_912_759,

@@ -159,6 +159,7 @@ fn meta_of(f: &FlightFile, threshold_ns: u64) -> Meta {
         root: false,
         tracepoints: false,
         bpf: false,
+        not_a_jvm: false,
         privileges_note: Some(
             "explained from a flight recording alone: it holds nothing of the kernel (no page faults, run-queue waits, reclaim or stops); run the JVM under `stallscope run` or beside `stallscope watch` for that".into(),
         ),

@@ -49,6 +49,8 @@ pub struct WhoInputs<'a> {
     pub end_ns: u64,
     pub samples: &'a [&'a Sample],
     pub trace: &'a [recording::disk::TraceEvent],
+    /// The target is not a JVM (no safepoints to boost it through).
+    pub not_a_jvm: bool,
 }
 
 /// Gives each finding its instigator (where one is known), and where one is expected and none
@@ -743,8 +745,23 @@ pub fn cpu_neighbours(inp: &WhoInputs) -> Option<Instigator> {
             top.name
         ),
     };
+    let (whose, fix) = if inp.not_a_jvm {
+        (
+            "its",
+            format!(
+                "keep them out of its way: {keep}; or give it CPUs of its own (a cpuset), or raise its latency-critical threads (a higher weight or nice value, SCHED_FIFO)"
+            ),
+        )
+    } else {
+        (
+            "the JVM's",
+            format!(
+                "keep them out of the JVM's way: {keep}; or give the JVM CPUs of its own (a cpuset); else raise its threads while it reaches each safepoint (stallscope run --boost fifo:1)"
+            ),
+        )
+    };
     Some(Instigator {
-        did: format!("other processes took {:.0}% of the {cpus} CPUs while the JVM's threads waited for one: {}", share * 100.0, listed.join(", ")),
+        did: format!("other processes took {:.0}% of the {cpus} CPUs while {whose} threads waited for one: {}", share * 100.0, listed.join(", ")),
         pid: Some(top.pid),
         command: top.command.clone(),
         user: top.user.clone(),
@@ -752,7 +769,7 @@ pub fn cpu_neighbours(inp: &WhoInputs) -> Option<Instigator> {
         container: top.container.clone(),
         processes,
         source: "every process's CPU time (/proc/PID/stat, in 10 ms ticks; ended children at their parent) from the stall's first look to its end".into(),
-        fix: format!("keep them out of the JVM's way: {keep}; or give the JVM CPUs of its own (a cpuset); else raise its threads while it reaches each safepoint (stallscope run --boost fifo:1)"),
+        fix,
         ..blank(InstigatorKind::CpuNeighbours, name)
     })
 }
@@ -1053,6 +1070,7 @@ mod tests {
             end_ns: 600_000_000,
             samples: &[],
             trace: &[],
+            not_a_jvm: false,
         }
     }
 

@@ -263,6 +263,108 @@ pub fn view(
     views.into_iter().take(max).map(|(_, v)| v).collect()
 }
 
+/// A frame of the page-fault path: a wait under it is a fault, not a system call's I/O.
+fn fault_frame(f: &str) -> bool {
+    matches!(
+        f,
+        "exc_page_fault"
+            | "do_user_addr_fault"
+            | "handle_mm_fault"
+            | "filemap_fault"
+            | "__do_fault"
+            | "do_page_mkwrite"
+    )
+}
+
+/// The cause a held thread's kind of wait names, for a process that is not a JVM; `fault`: its
+/// stack runs through the page-fault path. None where the kind names no cause (a plain
+/// uninterruptible wait).
+fn held_cause(kind: &str, fault: bool) -> Option<crate::Cause> {
+    use crate::Cause;
+    Some(match kind {
+        "waiting for a CPU (preempted)" => Cause::CpuStarvation,
+        "stopped" | "frozen (cgroup freezer)" => Cause::Frozen,
+        "swap-in" => Cause::SwapIn,
+        "reclaim" => Cause::MemoryReclaim,
+        "memory.high throttle" => Cause::MemcgHigh,
+        "mmap_lock" => Cause::MmapLock,
+        "page-cache read" | "FUSE" if fault => Cause::MajorFault,
+        "page-cache read" | "FUSE" => Cause::BlockedIo,
+        "writeback" if fault => Cause::MappedWriteback,
+        "writeback" => Cause::BlockedIo,
+        _ => return None,
+    })
+}
+
+/// The finding of a stall of a process that is not a JVM (found by its threads held off a CPU,
+/// `StallTrigger::Kernel`), from its kernel account alone: the thread and kind of wait that held
+/// it longest within `[from, to]`. High confidence when that covers 80% of the stall or more,
+/// medium from half; none below half, or for a kind that names no cause.
+pub fn held_finding(
+    kw: &StallKernelWaits,
+    from: u64,
+    to: u64,
+    names: &HashMap<i32, String>,
+) -> Option<crate::report::Finding> {
+    use crate::report::{Confidence, CulpritView, Finding};
+    let span = to.saturating_sub(from);
+    let mut per: HashMap<(i32, &'static str), (u64, bool)> = HashMap::new();
+    for w in kw.waits.iter().filter(|w| involuntary(w.state)) {
+        let ns = within(w, from, to);
+        if ns == 0 {
+            continue;
+        }
+        let stack = kw.stack(w.stack);
+        let e = per.entry((w.tid, kind(w, stack))).or_default();
+        e.0 += ns;
+        e.1 |= stack.iter().any(|f| fault_frame(f));
+    }
+    let (&(tid, k), &(ns, fault)) =
+        per.iter().max_by_key(|((tid, k), (ns, _))| (*ns, std::cmp::Reverse((*tid, *k))))?;
+    let share = if span > 0 { ns as f64 / span as f64 } else { 0.0 };
+    if share < 0.5 {
+        return None;
+    }
+    let cause = held_cause(k, fault)?;
+    let t = view(kw, from, to, names, &[tid], 1).into_iter().next()?;
+    let state = t.longest.state;
+    let place = t.longest.stack.iter().take(4).cloned().collect::<Vec<_>>().join(" < ");
+    let how = match state {
+        'R' => "waiting for a CPU (preempted)".to_string(),
+        'T' | 't' => "stopped".to_string(),
+        _ => format!("in a {k} wait"),
+    };
+    let description = format!(
+        "state {state} for {} {how}{}",
+        recording::units::fmt_ns(ns),
+        if place.is_empty() { String::new() } else { format!(" ({place})") }
+    );
+    Some(Finding {
+        cause,
+        title: cause.title().into(),
+        confidence: if share >= 0.8 { Confidence::High } else { Confidence::Medium },
+        share,
+        culprits: vec![CulpritView {
+            tid,
+            name: t.name.clone(),
+            description,
+            module: None,
+            files: vec![],
+            named_by_safepoint_timeout: false,
+            code: None,
+        }],
+        evidence: vec![evidence_line(&t)],
+        fix: cause.fix_for_process().into(),
+        doc: cause.doc(),
+        instigator: None,
+    })
+}
+
+/// Whether a wait that left a CPU in `state` was not the thread's choice.
+fn involuntary(state: char) -> bool {
+    matches!(state, 'R' | 'D' | 'T' | 't')
+}
+
 /// A culprit's kernel account in one line of its finding's evidence.
 pub fn evidence_line(t: &KernelThreadView) -> String {
     let ms = |ns: u64| format!("{:.1} ms", ns as f64 / 1e6);
@@ -502,5 +604,51 @@ mod tests {
         let mut specific = inside.clone();
         specific.threads[0].wchan = "folio_wait_bit_common".into();
         assert_eq!(refine(&[&specific], &k)[0].threads[0].wchan, "folio_wait_bit_common");
+    }
+
+    #[test]
+    fn a_held_process_s_cause_is_the_kind_of_wait_that_covers_most_of_its_stall() {
+        use crate::{Cause, Confidence};
+        let read = st(&[
+            "__schedule",
+            "io_schedule",
+            "folio_wait_bit_common",
+            "filemap_get_pages",
+            "filemap_read",
+            "vfs_read",
+        ]);
+        let fault = st(&[
+            "__schedule",
+            "io_schedule",
+            "folio_wait_bit_common",
+            "filemap_fault",
+            "__do_fault",
+            "handle_mm_fault",
+        ]);
+        let futex = st(&["__schedule", "futex_wait_queue", "futex_wait"]);
+        let names = HashMap::new();
+        let one = |w: KernelWait, stacks: Vec<Vec<String>>| {
+            held_finding(&kw(vec![w], stacks), 0, 1000, &names)
+        };
+        // A read held it 900 of 1000 ns: blocked I/O, high; under a fault, a major fault.
+        let f = one(wait(7, 50, Some(950), 'D', 0), vec![read.clone()]).unwrap();
+        assert_eq!((f.cause, f.confidence), (Cause::BlockedIo, Confidence::High));
+        assert_eq!(f.culprits[0].tid, 7);
+        assert!(f.culprits[0].description.starts_with("state D for "), "{:?}", f.culprits);
+        assert!(!f.fix.contains("JVM"));
+        let f = one(wait(7, 50, Some(950), 'D', 0), vec![fault]).unwrap();
+        assert_eq!(f.cause, Cause::MajorFault);
+        assert!(!f.fix.contains("MappedByteBuffer"), "{}", f.fix);
+        // Cut at the stall's edges: 600 of it is medium, 400 names nothing.
+        let f = one(wait(7, 400, None, 'D', 0), vec![read.clone()]).unwrap();
+        assert_eq!(f.confidence, Confidence::Medium);
+        assert!(one(wait(7, 600, Some(5000), 'D', 0), vec![read.clone()]).is_none());
+        // Preempted: CPU starvation; asleep by choice: nothing.
+        let f = one(wait(7, 0, Some(1000), 'R', 0), vec![vec![]]).unwrap();
+        assert_eq!(f.cause, Cause::CpuStarvation);
+        assert!(f.culprits[0].description.contains("waiting for a CPU"));
+        assert!(one(wait(7, 0, Some(1000), 'S', 0), vec![futex]).is_none());
+        // A plain uninterruptible wait names no cause.
+        assert!(one(wait(7, 0, Some(1000), 'D', 0), vec![st(&["__schedule", "msleep"])]).is_none());
     }
 }

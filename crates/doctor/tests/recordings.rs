@@ -38,6 +38,8 @@ fn stored_recordings_get_their_known_diagnosis() {
         ("jdk17-mapped-read-mmap-slowfs-300ms", Cause::MajorFault),
         ("jdk17-idle-frozen-500ms", Cause::Frozen),
         ("jdk17-idle-frozen-500ms-bpf", Cause::Frozen),
+        // Not a JVM: dd's reads through a slow disk, found from the kernel's events.
+        ("not-a-jvm-dd-slowfs-300ms-bpf", Cause::BlockedIo),
     ];
     // The injected fault explains every long stall (a JVM also hiccups briefly on its own, at
     // start-up and exit: those may be anything, honestly labelled).

@@ -37,6 +37,15 @@ fn status_field(pid: i32, key: &str) -> Option<String> {
     s.lines().find_map(|l| l.strip_prefix(key)).map(|v| v.trim().to_string())
 }
 
+/// Whether process `pid` has a JVM in it (maps `libjvm.so`); None when its map cannot be read
+/// (gone, or not ours).
+pub fn maps_libjvm(pid: i32) -> Option<bool> {
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).ok()?;
+    Some(
+        maps.lines().filter_map(|l| l.split_whitespace().nth(5)).any(|p| p.ends_with("/libjvm.so")),
+    )
+}
+
 impl Jvm {
     /// Checks that `pid` is a JVM this user may attach to.
     pub fn find(pid: i32) -> Result<Jvm> {

@@ -84,6 +84,30 @@ pub struct Wait {
     pub instead: Option<(i32, String)>,
 }
 
+/// A thread off a CPU now, not by its own choice: preempted (`R`, waiting for a CPU), in an
+/// uninterruptible wait (`D`: a fault, I/O, a lock in the kernel), or stopped (`T`, `t`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Held {
+    pub tid: i32,
+    pub comm: String,
+    /// When it left the CPU (CLOCK_MONOTONIC ns).
+    pub start: u64,
+    pub state: char,
+}
+
+/// Whether a thread that left a CPU in `state` was held there rather than waiting by choice
+/// (an interruptible sleep: a futex, a socket, a timer, which a process asks for itself).
+pub fn involuntary(state: char) -> bool {
+    matches!(state, 'R' | 'D' | 'T' | 't')
+}
+
+/// Whether this kernel and these privileges let the program load, and if not, why: checked
+/// before a process is started whose stalls only the program can find.
+pub fn available() -> Result<(), String> {
+    check_layout()?;
+    Ksyms::load().map(|_| ())
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Waker {
     pub tid: i32,
@@ -98,6 +122,11 @@ enum Cmd {
     Arm(i32, bool),
     Add(i32),
     Remove(i32),
+    /// The threads of this process held off a CPU now, not by their own choice.
+    Held {
+        tgid: i32,
+        reply: mpsc::Sender<Vec<Held>>,
+    },
     /// Waits of these processes overlapping `[from, to]`, and those going on now.
     Read {
         tgids: Vec<i32>,
@@ -196,6 +225,17 @@ impl Reader {
     /// Stops recording `tgid`'s threads.
     pub fn remove(&self, tgid: i32) {
         let _ = self.tx.send(Cmd::Remove(tgid));
+    }
+
+    /// The threads of `tgid` held off a CPU now, not by their own choice ([`involuntary`]),
+    /// whatever for how long; empty once the recorder is gone. Reads only the map of threads off
+    /// a CPU, not the window.
+    pub fn held(&self, tgid: i32) -> Vec<Held> {
+        let (reply, rx) = mpsc::channel();
+        if self.tx.send(Cmd::Held { tgid, reply }).is_err() {
+            return vec![];
+        }
+        rx.recv_timeout(Duration::from_secs(5)).unwrap_or_default()
     }
 
     /// Records the ring buffer had no room for, since the start.
@@ -394,6 +434,20 @@ fn run(
             Ok(Cmd::Add(t)) => set(t, 1),
             Ok(Cmd::Arm(t, armed)) => set(t, if armed { 2 } else { 1 }),
             Ok(Cmd::Remove(t)) => set(t, 0),
+            Ok(Cmd::Held { tgid, reply }) => {
+                let mut out = vec![];
+                for k in sk.maps.off.keys() {
+                    if let Ok(Some(v)) = sk.maps.off.lookup(&k, libbpf_rs::MapFlags::ANY)
+                        && let Some(r) = parse_event(&v)
+                        && r.tgid == tgid
+                        && involuntary(state_letter(r.state))
+                    {
+                        let state = state_letter(r.state);
+                        out.push(Held { tid: r.tid, comm: r.comm, start: r.start, state });
+                    }
+                }
+                let _ = reply.send(out);
+            }
             Ok(Cmd::Read { tgids, from, to, reply }) => {
                 drain(&window);
                 let mut out: Vec<RawWait> = window

@@ -174,6 +174,65 @@ pub fn record_attached(
     Ok(())
 }
 
+/// Watches process `pid`, which is not a JVM, into `s.dir` until `run_for` elapses, `stop` is
+/// set or it exits: its stalls are its threads held off a CPU by the kernel (the kernel's
+/// events, see pulse.rs). Nothing is asked of it. Refused, before anything starts, where the
+/// kernel's events cannot be had.
+pub fn record_process(
+    s: &Settings,
+    pid: i32,
+    run_for: Option<Duration>,
+    stop: &AtomicBool,
+) -> Result<()> {
+    let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+    if let Some(why) = super::no_kernel_events(s) {
+        anyhow::bail!(super::not_a_jvm_refusal(&format!("pid {pid} ({})", comm.trim()), &why));
+    }
+    let command = procwatch::jvms::cmdline(pid);
+    let mut guard = Guard::start()?;
+    let tracing = start_tracer(pid, Some(&mut guard), s);
+    let Some(reader) = tracing.reader.clone() else {
+        anyhow::bail!(super::not_a_jvm_refusal(
+            &format!("pid {pid} ({})", comm.trim()),
+            tracing.note.as_deref().unwrap_or("the BPF program did not load")
+        ));
+    };
+    let mut m = super::meta("attach", command, pid, None, s, None, &tracing);
+    m.not_a_jvm = true;
+    let mut w = Writer::open_background(&s.dir, &m)?;
+    s.notices.progress(format!(
+        "watching pid {pid} ({}, not a JVM: its threads held by the kernel) into {} (stalls ≥ {}){}",
+        comm.trim(),
+        s.dir.display(),
+        fmt_ns(s.threshold_ns),
+        match run_for {
+            Some(d) => format!(" for {}", fmt_ns(d.as_nanos() as u64)),
+            None => "; Ctrl-C detaches".into(),
+        }
+    ));
+    let what = sampler::Target {
+        pid,
+        pulse: Pulse::kernel(pid, reader),
+        tracer: tracing.tracer.as_ref(),
+        offcpu: tracing.reader.clone(),
+        opts: watch_options(s),
+        deadline: run_for.map(|d| Instant::now() + d),
+        driven: None,
+        code: Default::default(),
+        hooks: Default::default(),
+    };
+    let alive = &mut || Path::new(&format!("/proc/{pid}")).exists();
+    let watched = sampler::run(&mut w, what, stop, alive);
+    let ended_at = mono_ns();
+    match watched? {
+        Ending::TargetExited => {
+            w.events.line(&Event::TargetExit { t: ended_at, code: None, signal: None })?
+        }
+        Ending::Stopped(reason) => w.events.line(&Event::Detach { t: ended_at, reason })?,
+    }
+    Ok(())
+}
+
 /// Ends the asking: it stops asking, undoes what it asked (the JVM as it was found) and says how
 /// it went; a JVM that does not answer within [`UNDO_WAIT`] is left to the guardian.
 fn finish(a: Asking, pid: i32, notices: &Notices) -> Asked {

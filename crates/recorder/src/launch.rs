@@ -104,14 +104,7 @@ pub fn record_jvm(
     let java = find_java(program).with_context(|| format!("{program}: not found on PATH"))?;
     let java_home = java.parent().and_then(Path::parent).map(Path::to_path_buf);
     if java.file_name().is_none_or(|n| n != "java") {
-        // Handing it -javaagent would only break it (`sleep: invalid option -- 'j'`).
-        anyhow::bail!(
-            "{program} ({}) is not a java launcher: `stallscope run` records a JVM (run -- java …). \
-             A process that is not a JVM has no heartbeat or safepoint record to find its stalls \
-             by, and explaining one from the kernel's scheduler events alone is not supported yet; \
-             to see what holds it, use perf sched or bpftrace",
-            java.display()
-        );
+        return record_process(s, &java, command, l, stop);
     }
     if s.outside {
         let mut cmd = std::process::Command::new(&java);
@@ -122,6 +115,7 @@ pub fn record_jvm(
             java_home: java_home.as_deref(),
             timeout_ms: None,
             stacks: false,
+            kernel: false,
         };
         return record_child(s, child, l, stop);
     }
@@ -169,6 +163,7 @@ pub fn record_jvm(
         java_home: java_home.as_deref(),
         timeout_ms,
         stacks: stacks_lib.is_some(),
+        kernel: false,
     };
     let r = record_child(s, child, l, stop)?;
     if frames {
@@ -176,6 +171,30 @@ pub fn record_jvm(
         frames::extract_or_note(&s.dir, &|t| t as i32, &s.notices);
     }
     Ok(r)
+}
+
+/// Records a program that is not a JVM (`run -- dd …`): started as given, with nothing put into
+/// it (handing it -javaagent would only break it: `sleep: invalid option -- 'j'`); its stalls are
+/// its threads held off a CPU by the kernel, which only the kernel's events show (BPF), so
+/// without them it is refused before it starts.
+fn record_process(
+    s: &Settings,
+    program: &Path,
+    command: &[String],
+    l: &Launch,
+    stop: &AtomicBool,
+) -> Result<Recorded> {
+    if let Some(why) = super::no_kernel_events(s) {
+        anyhow::bail!(super::not_a_jvm_refusal(
+            &format!("{} (run -- java … records a JVM)", program.display()),
+            &why
+        ));
+    }
+    let mut cmd = std::process::Command::new(program);
+    cmd.args(&command[1..]);
+    let child =
+        Spawn { cmd, command, java_home: None, timeout_ms: None, stacks: false, kernel: true };
+    record_child(s, child, l, stop)
 }
 
 /// Records a native program that publishes a stallscope heartbeat itself (the lab's native
@@ -189,7 +208,8 @@ pub fn record_native(
     let (program, rest) = command.split_first().context("no command")?;
     let mut cmd = std::process::Command::new(program);
     cmd.args(rest);
-    let child = Spawn { cmd, command, java_home: None, timeout_ms: None, stacks: false };
+    let child =
+        Spawn { cmd, command, java_home: None, timeout_ms: None, stacks: false, kernel: false };
     record_child(s, child, l, stop)
 }
 
@@ -203,10 +223,12 @@ struct Spawn<'c> {
     timeout_ms: Option<u64>,
     /// The stacks agent is loaded (record/stacks.rs).
     stacks: bool,
+    /// Not a JVM: its stalls are found from the kernel's events ([`record_process`]).
+    kernel: bool,
 }
 
 fn record_child(s: &Settings, child: Spawn, l: &Launch, stop: &AtomicBool) -> Result<Recorded> {
-    let Spawn { mut cmd, command, java_home, timeout_ms, stacks } = child;
+    let Spawn { mut cmd, command, java_home, timeout_ms, stacks, kernel } = child;
     configure(&mut cmd, l)?;
     let mut child = cmd
         .spawn()
@@ -225,10 +247,9 @@ fn record_child(s: &Settings, child: Spawn, l: &Launch, stop: &AtomicBool) -> Re
     let mut guard =
         if unsafe { libc::geteuid() } == 0 { Some(guard::Guard::start()?) } else { None };
     let tracing = start_tracer(pid, guard.as_mut(), s);
-    let mut w = Writer::open_background(
-        &s.dir,
-        &meta("run", command.to_vec(), pid, java_home, s, timeout_ms, &tracing),
-    )?;
+    let mut m = meta("run", command.to_vec(), pid, java_home, s, timeout_ms, &tracing);
+    m.not_a_jvm = kernel;
+    let mut w = Writer::open_background(&s.dir, &m)?;
     if l.chatty {
         s.notices.progress(format!(
             "recording pid {pid} into {} (stalls ≥ {})",
@@ -252,7 +273,30 @@ fn record_child(s: &Settings, child: Spawn, l: &Launch, stop: &AtomicBool) -> Re
         }
         _ => None,
     };
-    if s.outside {
+    if kernel {
+        let pulse = match tracing.reader.clone() {
+            Some(r) => pulse::Pulse::kernel(pid, r),
+            None => {
+                s.notices.warn(format!(
+                    "pid {pid}: the kernel's events could not be read ({}); only a stopped process is seen from /proc",
+                    tracing.note.as_deref().unwrap_or("no BPF")
+                ));
+                pulse::Pulse::counters(pid, None)
+            }
+        };
+        let what = sampler::Target {
+            pid,
+            pulse,
+            tracer: tracing.tracer.as_ref(),
+            offcpu: tracing.reader.clone(),
+            opts: watch_options(s),
+            deadline: None,
+            driven: None,
+            code: Default::default(),
+            hooks: Default::default(),
+        };
+        ending = sampler::run(&mut w, what, stop, &mut || alive(&mut exit, &mut child))?;
+    } else if s.outside {
         // Its counters exist once HotSpot has started: until then only /proc is watched.
         let jc = wait_for_counters(pid, &mut || alive(&mut exit, &mut child), stop);
         if jc.is_none() && alive(&mut exit, &mut child) {
@@ -281,7 +325,7 @@ fn record_child(s: &Settings, child: Spawn, l: &Launch, stop: &AtomicBool) -> Re
         };
         ending = sampler::run(&mut w, what, stop, &mut || alive(&mut exit, &mut child))?;
     }
-    let hb = if s.outside {
+    let hb = if s.outside || kernel {
         None
     } else {
         match sampler::wait_for_heartbeat(

@@ -222,6 +222,28 @@ pub(crate) fn start_tracer(
     }
 }
 
+/// Why the stalls of a process that is not a JVM cannot be found here (they are its threads held
+/// off a CPU, which only the kernel's events show), if they cannot: checked before anything
+/// starts.
+pub(crate) fn no_kernel_events(s: &Settings) -> Option<String> {
+    if !s.bpf {
+        Some("--no-bpf was given".to_string())
+    } else if s.shared_offcpu.is_some() {
+        None
+    } else {
+        offcpu::available().err()
+    }
+}
+
+/// What `run` and `attach` say when a process that is not a JVM cannot be watched.
+pub(crate) fn not_a_jvm_refusal(what: &str, why: &str) -> String {
+    format!(
+        "{what} is not a JVM, and a process that is not a JVM has no heartbeat or safepoint record \
+         to find its stalls by: stallscope finds them from the kernel's scheduler events (BPF), \
+         which are off here ({why}). Run stallscope as root without --no-bpf, or give it a JVM"
+    )
+}
+
 pub(crate) fn meta(
     mode: &str,
     command: Vec<String>,
@@ -246,6 +268,7 @@ pub(crate) fn meta(
         root,
         tracepoints: tracing.tracer.is_some(),
         bpf: tracing.reader.is_some(),
+        not_a_jvm: false,
         privileges_note: tracing.note.clone(),
         start_mono_ns: mono_ns(),
         start_epoch_ms: chrono::Utc::now().timestamp_millis(),

@@ -182,6 +182,7 @@ impl VmThread {
 /// The process's own `stat`, read in place: its state letter says stopped (`T`, `t`). Read at
 /// most every `every_ns` (`watch` reads hundreds of JVMs' from one loop: a system call each).
 pub struct ProcState {
+    pid: i32,
     stat: Option<File>,
     every_ns: u64,
     read_at: u64,
@@ -193,6 +194,7 @@ pub struct ProcState {
 impl ProcState {
     pub fn new(pid: i32) -> ProcState {
         ProcState {
+            pid,
             stat: File::open(format!("/proc/{pid}/stat")).ok(),
             every_ns: 0,
             read_at: 0,
@@ -276,7 +278,13 @@ pub struct Pulse {
     vm_thread: VmThread,
     /// The last look at which the counters and /proc showed no stall.
     last_ok: u64,
+    /// A process that is not a JVM: its threads held off a CPU, from the kernel's events.
+    kernel: Option<offcpu::Reader>,
 }
+
+/// A wait younger than this does not keep a stall found by the kernel's events going: a thread
+/// preempted for a moment while the one that was held runs again is not still held.
+const HELD_AT_LEAST_NS: u64 = 1_000_000;
 
 impl Pulse {
     /// A pulse for `pid` from its counters (when it has them) and `/proc`.
@@ -288,7 +296,21 @@ impl Pulse {
             proc_state: ProcState::new(pid),
             vm_thread: VmThread::new(pid),
             last_ok: procwatch::clock::mono_ns(),
+            kernel: None,
         }
+    }
+
+    /// A pulse for `pid`, a process that is not a JVM (no heartbeat, no safepoints): it stalls
+    /// when one of its threads is held off a CPU by the kernel, not by its own choice, for the
+    /// threshold (the kernel's events, `reader`), or when it is stopped (`/proc`).
+    pub fn kernel(pid: i32, reader: offcpu::Reader) -> Pulse {
+        Pulse { kernel: Some(reader), ..Pulse::counters(pid, None) }
+    }
+
+    /// The longest held thread's wait, when one has lasted `at_least` by `now`.
+    fn held_since(&self, now: u64, at_least: u64) -> Option<u64> {
+        let r = self.kernel.as_ref()?;
+        r.held(self.proc_state.pid).iter().map(|h| h.start).filter(|s| *s + at_least <= now).min()
     }
 
     /// A pulse from the agent's heartbeat, looking at the counters too (for the recording).
@@ -374,6 +396,24 @@ impl Pulse {
                 tick_count: 0,
             });
         }
+        if self.kernel.is_some() {
+            if self.proc_state.gone {
+                return Check::Over(Over::Exited);
+            }
+            // The oldest wait going on, whatever its age: due when it reaches the threshold.
+            let oldest = self.held_since(now, 0);
+            if let Some(since) = oldest.filter(|s| now >= s + threshold_ns) {
+                return Check::Stalled(Stall {
+                    since,
+                    last_ok: since,
+                    by: StallTrigger::Kernel,
+                    tick_count: 0,
+                });
+            }
+            self.last_ok = now;
+            let due = oldest.map_or(now + threshold_ns, |s| s + threshold_ns);
+            return Check::Quiet { expected: now, due: due.max(now + HELD_AT_LEAST_NS) };
+        }
         if let Some(SafepointState::Open { since, .. }) = self.counters.as_ref().map(|c| c.state) {
             let began = since.0 + (since.1 - since.0) / 2;
             // A safepoint begins before the GC inside it: a GC begun before the look that first
@@ -415,6 +455,11 @@ impl Pulse {
             } else {
                 Still::Stalled
             };
+        }
+        if s.by == StallTrigger::Kernel {
+            let held =
+                self.proc_state.stopped() || self.held_since(now, HELD_AT_LEAST_NS).is_some();
+            return if held { Still::Stalled } else { Still::Resumed };
         }
         let open =
             self.counters.as_ref().is_some_and(|c| matches!(c.state, SafepointState::Open { .. }));

@@ -35,6 +35,10 @@ pub struct Meta {
     /// recordings made without it, and before format 2.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub bpf: bool,
+    /// The target is not a JVM: its stalls are its threads held off a CPU by the kernel (BPF),
+    /// and there is no heartbeat, safepoint log or perf counter.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub not_a_jvm: bool,
     pub start_mono_ns: u64,
     pub start_epoch_ms: i64,
     /// The local time zone's offset at the start, for displaying wall times.
@@ -203,6 +207,9 @@ pub enum StallTrigger {
     Safepoint,
     /// `/proc`: the process stopped (SIGSTOP, a debugger).
     Stopped,
+    /// The kernel's scheduler events (BPF): a thread of a process that is not a JVM held off a
+    /// CPU, not by its own choice (waiting for a CPU, in an uninterruptible wait, stopped).
+    Kernel,
 }
 
 impl StallTrigger {

@@ -96,6 +96,7 @@ fn main() -> std::io::Result<()> {
         kernel: "synthetic".into(),
         cpus: 2,
         bpf: false,
+        not_a_jvm: false,
         privileges_note: Some(
             "a synthetic recording (bench/report_html.sh): no privileged evidence".into(),
         ),

@@ -29,11 +29,13 @@ pub enum Command {
     /// contention, a frozen process. Every injector undoes itself.
     #[command(subcommand)]
     Inject(InjectCommand),
-    /// Launch a JVM with the agent and safepoint logging, watch it, and explain every stall.
+    /// Launch a JVM with the agent and safepoint logging, watch it, and explain every stall. Any
+    /// other program is run as given, its stalls its threads held by the kernel (root, BPF).
     Run(RunArgs),
     /// Watch a running JVM: explain a stall under way now from its perf counters and /proc,
     /// then record it (once the JVM answers, the attach protocol loads the agent and switches
-    /// safepoint logging on; one that never answers is recorded from outside).
+    /// safepoint logging on; one that never answers is recorded from outside). A process that
+    /// is not a JVM is watched through the kernel's events (root, BPF).
     Attach(AttachArgs),
     /// Print the diagnosis of a finished recording, exactly as the live run printed it; or
     /// write it as an HTML page (a lab directory too). Also explains a JDK flight recording

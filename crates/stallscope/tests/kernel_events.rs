@@ -64,15 +64,123 @@ fn without_bpf_the_same_stall_is_explained_from_proc_and_the_report_says_so() {
     );
 }
 
-#[test]
-fn a_program_that_is_not_a_jvm_is_refused_clearly() {
-    let d = scratch("kernel-not-java");
+/// `run --json` on a program that is not a JVM, after `setup`; its report and meta.
+fn run_process(name: &str, extra: &[&str], command: &[&str]) -> (doctor::Report, Value) {
+    let rec = scratch(name).join("rec");
     let o = stallscope()
-        .args(["run", "--out", d.join("rec").to_str().unwrap(), "--", "sleep", "1"])
+        .args(["run", "--out", rec.to_str().unwrap()])
+        .args(extra)
+        .arg("--")
+        .args(command)
         .output()
         .unwrap();
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert!(!o.status.success());
-    assert!(err.contains("sleep") && err.contains("is not a java launcher"), "{err}");
-    assert!(!err.contains("panicked") && !err.contains("invalid option"), "{err}");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let meta: Value =
+        serde_json::from_str(&std::fs::read_to_string(rec.join("meta.json")).unwrap()).unwrap();
+    (report(&rec), meta)
+}
+
+#[test]
+fn a_program_that_is_not_a_jvm_stalls_when_the_kernel_holds_it_and_is_told_what_held_it() {
+    let _x = exclusive();
+    assert_eq!(unsafe { libc::geteuid() }, 0, "this test needs root (BPF)");
+    let d = scratch("kernel-dd");
+    let (back, mnt) = (d.join("back"), d.join("mnt"));
+    std::fs::create_dir_all(&back).unwrap();
+    write_random(&back.join("data"), 4 << 20);
+    let _fs = Slowfs::start(&back, &mnt, &["--read-delay", "200ms"]);
+    evict(&back.join("data"));
+    // dd's reads through the slow disk: each one a wait in the kernel, woken by slowfs.
+    let input = format!("if={}", mnt.join("data").display());
+    let (r, meta) =
+        run_process("kernel-dd-run", &[], &["dd", &input, "of=/dev/null", "bs=1M", "count=2"]);
+    assert_eq!(meta["not_a_jvm"], true, "{meta}");
+    assert!(
+        r.notes.iter().any(|n| n.contains("dd is not a JVM") && n.contains("kernel")),
+        "the report says how a stall was found: {:?}",
+        r.notes
+    );
+    assert!(!r.notes.iter().any(|n| n.starts_with("no perf counters")), "{:?}", r.notes);
+    let long: Vec<_> = r.stalls.iter().filter(|s| s.duration_ns >= 150_000_000).collect();
+    assert!(!long.is_empty(), "a 200 ms read is a stall: {:?}", causes(&r));
+    for s in &long {
+        let f = &s.findings[0];
+        assert_eq!(f.cause, doctor::Cause::BlockedIo, "{f:#?}");
+        assert_eq!(f.confidence, doctor::Confidence::High, "{f:#?}");
+        let c = &f.culprits[0];
+        assert_eq!(c.name, "dd", "{c:#?}");
+        assert!(c.description.starts_with("state D for "), "{c:#?}");
+        // The waker is the filesystem's own thread that answered late.
+        let k = s.kernel.iter().find(|t| t.name == "dd").expect("dd's kernel account");
+        let waker = k.longest.waker.as_deref().unwrap_or("");
+        assert!(waker.starts_with("slowfs"), "woken by the slow disk: {k:#?}");
+        assert!(!f.fix.contains("JVM") && !f.fix.contains("safepoint"), "{}", f.fix);
+    }
+    drop(_fs);
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+#[test]
+fn a_program_starved_of_its_cpu_is_told_who_took_it() {
+    let _x = exclusive();
+    assert_eq!(unsafe { libc::geteuid() }, 0, "this test needs root (BPF)");
+    // A busy loop at nice 19 on CPU 0 beside one at nice 0: it waits hundreds of milliseconds
+    // for each few milliseconds it runs. Each is one process (taskset and nice exec, bash's
+    // own clock ends the loop), so killing it leaves nothing behind.
+    let hog = Reaper(
+        std::process::Command::new("taskset")
+            .args(["-c", "0", "bash", "-c", "while [ $SECONDS -lt 30 ]; do :; done"])
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let (r, meta) = run_process(
+        "kernel-starved",
+        &["--threshold", "50ms"],
+        // One process throughout (no fork): bash's own clock ends the loop.
+        &[
+            "taskset",
+            "-c",
+            "0",
+            "nice",
+            "-n",
+            "19",
+            "bash",
+            "-c",
+            "while [ $SECONDS -lt 2 ]; do :; done",
+        ],
+    );
+    drop(hog);
+    assert_eq!(meta["not_a_jvm"], true, "{meta}");
+    let long: Vec<_> = r.stalls.iter().filter(|s| s.duration_ns >= 100_000_000).collect();
+    assert!(!long.is_empty(), "{:?}", causes(&r));
+    let starved = long.iter().filter(|s| s.findings[0].cause == doctor::Cause::CpuStarvation);
+    let mut named = 0;
+    for s in starved {
+        let f = &s.findings[0];
+        assert!(f.culprits[0].description.contains("waiting for a CPU"), "{f:#?}");
+        if let Some(i) = &f.instigator {
+            assert!(!i.did.contains("JVM") && !i.fix.contains("safepoint"), "{i:#?}");
+            named += 1;
+        }
+    }
+    assert!(named > 0, "the neighbour that took the CPU is named: {:#?}", long);
+}
+
+#[test]
+fn a_program_that_is_not_a_jvm_is_refused_clearly_without_the_kernel_s_events() {
+    let d = scratch("kernel-not-java");
+    for (cmd, pid) in [("run", None), ("attach", Some(std::process::id().to_string()))] {
+        let mut c = stallscope();
+        c.args([cmd, "--no-bpf", "--out", d.join(cmd).to_str().unwrap()]);
+        match &pid {
+            Some(p) => c.args([p.as_str(), "--for", "1s"]),
+            None => c.args(["--", "sleep", "1"]),
+        };
+        let o = c.output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success(), "{cmd}: {err}");
+        assert!(err.contains("is not a JVM") && err.contains("--no-bpf"), "{cmd}: {err}");
+        assert!(!err.contains("panicked") && !err.contains("invalid option"), "{err}");
+    }
 }

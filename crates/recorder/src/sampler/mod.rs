@@ -675,6 +675,7 @@ mod tests {
             root: false,
             tracepoints: false,
             bpf: false,
+            not_a_jvm: false,
             privileges_note: None,
             start_mono_ns: mono_ns(),
             start_epoch_ms: 0,

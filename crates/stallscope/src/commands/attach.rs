@@ -11,7 +11,11 @@ use recorder::{self, sampler};
 use recording::Event;
 
 pub fn attach(a: AttachArgs) -> Result<i32> {
-    let jvm = Jvm::find(a.pid)?;
+    let jvm = match Jvm::find(a.pid) {
+        Ok(j) => j,
+        Err(_) if hotspot_attach::maps_libjvm(a.pid) == Some(false) => return attach_process(a),
+        Err(e) => return Err(e),
+    };
     let s = recorder::settings(&request(&a.record))?;
     recorder::hand_to(&s.dir, jvm.uid)?;
     let stop = super::stop_flag()?;
@@ -40,6 +44,22 @@ pub fn attach(a: AttachArgs) -> Result<i32> {
     );
     let _ = sayer.join();
     r?;
+    print_report(&s.dir, a.record.json)?;
+    eprintln!("stallscope: recording in {}", s.dir.display());
+    Ok(EXIT_OK)
+}
+
+/// `attach` to a process that is not a JVM: its threads held by the kernel, from the kernel's
+/// events; the diagnosis at the end.
+fn attach_process(a: AttachArgs) -> Result<i32> {
+    let s = recorder::settings(&request(&a.record))?;
+    let stop = super::stop_flag()?;
+    let r = recorder::attach::record_process(&s, a.pid, a.run_for.map(|d| d.std()), &stop);
+    if let Err(e) = r {
+        // Nothing was recorded: the directory made for it goes too.
+        let _ = std::fs::remove_dir(&s.dir);
+        return Err(e);
+    }
     print_report(&s.dir, a.record.json)?;
     eprintln!("stallscope: recording in {}", s.dir.display());
     Ok(EXIT_OK)

@@ -134,7 +134,8 @@ pub fn now_text(
     out
 }
 
-fn stall_block(out: &mut String, s: &StallReport) {
+/// `not_a_jvm`: the target has no safepoints; its stalls are threads the kernel held.
+fn stall_block(out: &mut String, s: &StallReport, not_a_jvm: bool) {
     let head = match (&s.safepoint, s.safepoints.len()) {
         (Some(sp), _) if sp.unfinished => {
             let why = if s.target_exited { "the JVM exited" } else { "the recording ended first" };
@@ -164,6 +165,7 @@ fn stall_block(out: &mut String, s: &StallReport) {
                 .collect();
             format!(" — {n} safepoints: {}", each.join(", then "))
         }
+        _ if not_a_jvm => " — a thread held by the kernel (not a JVM: no safepoints)".to_string(),
         _ => " — a hiccup outside any safepoint".to_string(),
     };
     let _ = writeln!(out, "STALL {} at {}{head}", fmt_ns(s.duration_ns), s.start_wall);
@@ -321,10 +323,11 @@ fn render(r: &Report) -> String {
         m.mode,
         cmd,
         m.pid,
-        m.java_version
-            .as_deref()
-            .map(|v| format!("JDK {v}"))
-            .unwrap_or_else(|| "JDK unknown".into()),
+        match m.java_version.as_deref() {
+            _ if m.not_a_jvm => "not a JVM".to_string(),
+            Some(v) => format!("JDK {v}"),
+            None => "JDK unknown".into(),
+        },
         m.kernel,
         m.cpus,
         fmt_ns(m.threshold_ns)
@@ -334,7 +337,7 @@ fn render(r: &Report) -> String {
     }
     let _ = writeln!(out);
     for s in &r.stalls {
-        stall_block(&mut out, s);
+        stall_block(&mut out, s, m.not_a_jvm);
     }
     let sm = &r.summary;
     let _ = writeln!(out, "Summary ({} recorded)", fmt_ns(sm.recorded_ns));
