@@ -281,7 +281,7 @@ fn root_attaches_to_another_users_jvm() {
 fn attach_refusals_are_one_clear_line() {
     let _x = exclusive();
     let them = ThrowawayUser::new();
-    let attach = |pid: String, as_them: bool| {
+    let attach_with = |pid: String, as_them: bool, extra: &[&str]| {
         let dir = scratch("doctor-refuse").join("rec");
         let mut c = if as_them { them.setpriv() } else { stallscope() };
         if as_them {
@@ -289,6 +289,7 @@ fn attach_refusals_are_one_clear_line() {
         }
         let o = c
             .args(["attach", &pid, "--for", "1s", "--out", dir.to_str().unwrap()])
+            .args(extra)
             .output()
             .unwrap();
         let err = String::from_utf8_lossy(&o.stderr).into_owned();
@@ -296,9 +297,22 @@ fn attach_refusals_are_one_clear_line() {
         assert_eq!(err.lines().count(), 1, "one line: {err}");
         err
     };
+    let attach = |pid: String, as_them: bool| attach_with(pid, as_them, &[]);
     assert!(attach("999999999".into(), false).contains("pid 999999999: no such process"));
+    // A process that is not a JVM is watched through the kernel's events (root here); without
+    // them it is refused.
     let sleeper = Reaper(Command::new("sleep").arg("30").spawn().unwrap());
-    assert!(attach(sleeper.0.id().to_string(), false).contains("is not a JVM"));
+    let err = attach_with(sleeper.0.id().to_string(), false, &["--no-bpf"]);
+    assert!(err.contains("is not a JVM") && err.contains("--no-bpf"), "{err}");
+    let dir = scratch("doctor-not-jvm").join("rec");
+    let o = stallscope()
+        .args(["attach", &sleeper.0.id().to_string(), "--for", "1s", "--out"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(out.contains("not a JVM") && out.contains("none of"), "asleep by choice: {out}");
     let (_jvm, pid) = idle_jvm(&[]);
     assert!(attach(pid.to_string(), true).contains("belongs to uid 0"), "another user's JVM");
 }
