@@ -120,9 +120,11 @@ pub fn record_jvm(
         return record_child(s, child, l, stop);
     }
     let timeout_ms = l.safepoint_timeout.then(|| s.threshold_ns.div_ceil(1_000_000).max(1));
+    let resolution =
+        s.resolution_ns.map(|r| format!(",resolution={}us", r / 1000)).unwrap_or_default();
     let mut args = vec![
         format!(
-            "-javaagent:{}=log={}/{},interval=1s",
+            "-javaagent:{}=log={}/{},interval=1s{resolution}",
             s.jar.display(),
             s.dir.display(),
             files::HICCUPS

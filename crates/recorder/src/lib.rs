@@ -49,7 +49,8 @@ pub struct Settings {
     pub sample_interval_ns: u64,
     /// How the culprits' Java stacks are taken, if at all.
     pub stacks: Stacks,
-    /// The agent's meter resolution when attaching (None: the agent's 1 ms).
+    /// The agent's meter resolution (`run --resolution`, `watch --resolution`; None: the
+    /// agent's 1 ms).
     pub resolution_ns: Option<u64>,
     /// `run --outside`: put nothing into the JVM (no agent, no log, no flags); watch it through
     /// its perf counters and /proc alone, as `attach` does a JVM that will not answer.

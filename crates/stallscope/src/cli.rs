@@ -183,6 +183,14 @@ Example:
 pub struct RunArgs {
     #[command(flatten)]
     pub record: RecordOptions,
+    /// The agent's meter resolution: its thread wakes this often to time the JVM's hiccups and
+    /// tick its heartbeat. 1ms (jHiccup's) costs an idle JVM about 2% of a core on a small
+    /// machine; 10ms about a tenth of that. At any resolution the hiccup log is corrected for
+    /// coordinated omission, as jHiccup's is, but a pause shorter than it may fall inside the
+    /// meter's sleep and not be seen, and a stall's start is placed to within it. --threshold
+    /// must be at least this.
+    #[arg(long, default_value = "1ms", value_name = "DURATION")]
+    pub resolution: Duration,
     /// Do not add -XX:+SafepointTimeout (it names the threads late to a safepoint).
     #[arg(long)]
     pub no_safepoint_timeout: bool,

@@ -68,6 +68,55 @@ fn major_faults_in_stall(rec: &recording::Recording, n: u32, tids: &[i64]) -> u6
     top.iter().map(|(tid, m)| m.saturating_sub(base.get(tid).copied().unwrap_or(0))).sum()
 }
 
+/// `run --resolution`: a meter that wakes every 10 ms finds the same loop, logs its hiccups
+/// corrected for coordinated omission (the ticks the loop held up recorded as a 1 ms meter's
+/// would be, down from the longest), and a resolution above the threshold is refused before
+/// anything starts.
+#[test]
+fn a_coarser_meter_finds_the_same_loop_and_logs_its_hiccups_whole() {
+    let _x = exclusive();
+    let dir = scratch("doctor-resolution").join("rec");
+    let o = run_recorded_with(
+        &["--resolution", "10ms", "--threshold", "10ms"],
+        &dir,
+        &java17(),
+        &["-XX:+UseParallelGC", "-XX:-UseCountedLoopSafepoints"],
+        &["counted-loop", "--duration", "2s", "--rounds", "300", "--trigger", "threaddump"],
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let events = std::fs::read_to_string(dir.join("events.jsonl")).unwrap();
+    assert!(events.contains("\"resolution_ns\":10000000"), "the meter ran at 10 ms: {events}");
+    let r = report(&dir);
+    let longest = stalls_with(&r, Cause::NoSafepointPoll)
+        .into_iter()
+        .max_by_key(|s| s.duration_ns)
+        .unwrap_or_else(|| panic!("{:?}", causes(&r)));
+    let h = r.summary.hiccups.as_ref().expect("the hiccup log");
+    // The longest hiccup is the stall, to within the meter's sleep and the stall's edges.
+    assert!(
+        h.max_ns + 20_000_000 >= longest.duration_ns
+            && h.max_ns <= longest.duration_ns + 20_000_000,
+        "{h:?} vs {} ns",
+        longest.duration_ns
+    );
+    // Corrected: the missed ticks are there, one per 10 ms of the longest hiccup.
+    assert!(h.count >= longest.duration_ns / 10_000_000 / 2, "{h:?}");
+    let refused = scratch("doctor-resolution-refused").join("rec");
+    let o = run_recorded_with(
+        &["--resolution", "20ms"],
+        &refused,
+        &java17(),
+        &[],
+        &["idle", "--duration", "1s"],
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        !o.status.success() && err.contains("--resolution") && err.contains("--threshold"),
+        "{err}"
+    );
+    assert!(!refused.exists(), "nothing made for a refused run");
+}
+
 #[test]
 fn counted_loop_runs_without_a_safepoint_poll_on_both_jdks() {
     let _x = exclusive();

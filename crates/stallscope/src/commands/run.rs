@@ -22,7 +22,16 @@ pub(super) fn request(o: &RecordOptions) -> RecordRequest<'_> {
 }
 
 pub fn run(a: RunArgs) -> Result<i32> {
+    let resolution = a.resolution.ns();
+    if resolution < 1_000_000 || resolution > a.record.threshold.ns() {
+        anyhow::bail!(
+            "--resolution {} must be at least 1 ms and at most --threshold ({}): a stall is a heartbeat late by the threshold, and the heartbeat ticks once per resolution",
+            a.resolution,
+            a.record.threshold
+        );
+    }
     let mut s = recorder::settings(&request(&a.record))?;
+    s.resolution_ns = (resolution != 1_000_000).then_some(resolution);
     if a.jfr && s.stacks == recorder::Stacks::Agent {
         s.stacks = recorder::Stacks::Jfr;
     }
