@@ -516,6 +516,25 @@ fn without_root_the_sender_of_a_stop_is_not_guessed_and_the_report_says_how_to_f
     // The evidence as its JSON text, as `report --json` writes it.
     let evidence = serde_json::to_string(&f.evidence).unwrap();
     assert!(evidence.contains("run stallscope as root"), "{evidence}");
+    // Nor the kernel's scheduler events (BPF): the /proc samples stand in, and the report says so.
+    assert!(!report.meta.bpf && report.stalls.iter().all(|s| s.kernel.is_empty()));
+    assert!(
+        report.notes.iter().any(|n| n.contains("not root") && n.contains("BPF off-CPU waits")),
+        "{:?}",
+        report.notes
+    );
+    // A program that is not a JVM is refused, saying why, before it starts.
+    let o = user
+        .setpriv()
+        .arg(bin())
+        .args(["run", "--out", d.join("rec-sleep").to_str().unwrap(), "--", "sleep", "1"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        !o.status.success() && err.contains("is not a JVM") && err.contains("not root"),
+        "{err}"
+    );
     drop(user);
     let _ = std::fs::remove_dir_all(&d);
 }
