@@ -393,10 +393,59 @@ pub fn evidence_line(t: &KernelThreadView) -> String {
             ));
         }
     }
+    if let Some(c) = l.waker_chain.first() {
+        s.push_str(&format!("; {c}"));
+    }
     if let Some(i) = &l.instead {
         s.push_str(&format!(", the CPU going to {i}"));
     }
     s
+}
+
+/// How soon after its own wait ended a waker must have woken the next thread for that wait to be
+/// part of the chain: it woke the other as it came back (a lock released after a fault, a reply
+/// passed on).
+const CHAIN_GAP_NS: u64 = 2_000_000;
+const CHAIN_STEPS: usize = 3;
+
+/// The wake-up of `w` followed back through the target's own threads (see
+/// `KernelWaitView::waker_chain`).
+fn waker_chain(w: &KernelWait, kw: &StallKernelWaits) -> Vec<String> {
+    let mut out = vec![];
+    let mut cur = w;
+    let mut seen = vec![w.tid];
+    while out.len() < CHAIN_STEPS {
+        let Some(k) = cur.waker.as_ref().filter(|k| k.tid > 0 && !seen.contains(&k.tid)) else {
+            break;
+        };
+        seen.push(k.tid);
+        let Some(prev) = kw
+            .waits
+            .iter()
+            .filter(|x| x.tid == k.tid)
+            .filter(|x| x.end.is_some_and(|e| e <= k.t && k.t - e <= CHAIN_GAP_NS))
+            .max_by_key(|x| x.end)
+        else {
+            break;
+        };
+        let stack = kw.stack(prev.stack);
+        let whole = prev.end.unwrap_or(prev.start).saturating_sub(prev.start);
+        let at = deciding_frame(stack).map(|f| format!(" ({f})")).unwrap_or_default();
+        let by = prev
+            .waker
+            .as_ref()
+            .map(|x| format!(", woken by {} (pid {}, tid {})", x.comm, x.pid, x.tid))
+            .unwrap_or_default();
+        out.push(format!(
+            "{} (tid {}) had been off a CPU {} in {}{at}{by}",
+            k.comm,
+            k.tid,
+            recording::units::fmt_ns(whole),
+            kind(prev, stack)
+        ));
+        cur = prev;
+    }
+    out
 }
 
 fn wait_view(w: &KernelWait, kw: &StallKernelWaits, from: u64, to: u64) -> KernelWaitView {
@@ -434,6 +483,7 @@ fn wait_view(w: &KernelWait, kw: &StallKernelWaits, from: u64, to: u64) -> Kerne
                     .collect()
             })
             .unwrap_or_default(),
+        waker_chain: waker_chain(w, kw),
         instead: (w.state == 'R')
             .then(|| w.instead.as_ref().map(|i| format!("{} (tid {})", i.comm, i.tid)))
             .flatten(),
@@ -650,5 +700,40 @@ mod tests {
         assert!(one(wait(7, 0, Some(1000), 'S', 0), vec![futex]).is_none());
         // A plain uninterruptible wait names no cause.
         assert!(one(wait(7, 0, Some(1000), 'D', 0), vec![st(&["__schedule", "msleep"])]).is_none());
+    }
+
+    #[test]
+    fn a_wake_up_is_followed_back_through_the_target_s_threads_that_had_just_come_back() {
+        const MS: u64 = 1_000_000;
+        let fault = st(&["__schedule", "io_schedule", "folio_wait_bit_common", "filemap_fault"]);
+        let futex = st(&["__schedule", "futex_wait_queue", "futex_wait"]);
+        let waker = |tid: i32, t: u64, comm: &str| recording::KernelWaker {
+            t,
+            pid: if tid == 99 { 9 } else { 1 },
+            tid,
+            comm: comm.into(),
+            stack: None,
+        };
+        // B waits on a lock from 100 ms; A, holding it, faults from 50 ms to 398 ms, woken by
+        // the disk's server; A releases the lock and wakes B at 399 ms.
+        let mut b = wait(2, 100 * MS, Some(400 * MS), 'S', 1);
+        b.waker = Some(waker(1, 399 * MS, "holder"));
+        let mut a = wait(1, 50 * MS, Some(398 * MS), 'D', 0);
+        a.waker = Some(waker(99, 397 * MS, "slowfs-delay"));
+        let k = kw(vec![a.clone(), b.clone()], vec![fault, futex]);
+        let chain = waker_chain(&b, &k);
+        assert_eq!(chain.len(), 1, "{chain:?}");
+        assert!(chain[0].starts_with("holder (tid 1) had been off a CPU 348 ms in page-cache read (filemap_fault), woken by slowfs-delay (pid 9, tid 99)"), "{chain:?}");
+        // A waker that had been running for a while (its wait ended 10 ms before) ends it there.
+        let mut early = a.clone();
+        early.end = Some(389 * MS);
+        assert!(waker_chain(&b, &kw(vec![early, b.clone()], k.stacks.clone())).is_empty());
+        // Two threads that woke each other are followed once each, not forever.
+        let mut a2 = a.clone();
+        a2.waker = Some(waker(2, 397 * MS, "t2"));
+        let mut b0 = wait(2, 10 * MS, Some(396 * MS), 'S', 1);
+        b0.waker = Some(waker(1, 395 * MS, "holder"));
+        let chain = waker_chain(&b, &kw(vec![a2, b0, b.clone()], k.stacks.clone()));
+        assert_eq!(chain.len(), 1, "{chain:?}");
     }
 }

@@ -285,6 +285,9 @@ fn stall_body(out: &mut String, s: &StallReport) {
                     l.waker_stack.iter().take(3).cloned().collect::<Vec<_>>().join(" < ")
                 ));
             }
+            for c in &l.waker_chain {
+                line.push_str(&format!("; {c}"));
+            }
         }
         if let Some(i) = &l.instead {
             line.push_str(&format!(", the CPU went to {i}"));
