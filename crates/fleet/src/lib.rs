@@ -367,11 +367,14 @@ pub fn run(cfg: Config, stop: &AtomicBool) -> Result<()> {
             .name("stallscope-beats".into())
             .spawn(move || b.run(&ls, &|late| h.observe(late as f64 / 1e9)))?
     };
-    // One BPF program for the host, filtering on the JVMs guarded; none without root.
+    // One BPF program for the host, filtering on the JVMs guarded; none without root. Only a
+    // stalled (armed) JVM's waits are recorded: between stalls, many idle JVMs' thousands of
+    // waits a second would cost the ring buffer and its reader for nothing.
     // SAFETY: geteuid has no preconditions.
     let root = unsafe { libc::geteuid() } == 0;
+    let only_armed = offcpu::Options { record_unarmed: false, ..Default::default() };
     let bpf = match (cfg.bpf, root) {
-        (true, true) => match offcpu::OffCpu::start(&[], offcpu::Options::default()) {
+        (true, true) => match offcpu::OffCpu::start(&[], only_armed) {
             Ok(o) => Some(o),
             Err(e) => {
                 cfg.notices

@@ -50,6 +50,10 @@ pub struct Options {
     pub keep_ns: u64,
     /// The most waits kept (oldest dropped first).
     pub keep_max: usize,
+    /// Record the waits of a process that is not armed (no stall of its under way). Off, only
+    /// an armed process's waits that end are recorded (those still going on are read as ever),
+    /// so a stall's waits that ended before it was armed are not seen.
+    pub record_unarmed: bool,
 }
 
 impl Default for Options {
@@ -60,6 +64,7 @@ impl Default for Options {
             waker_stack_ns: 4_000_000,
             keep_ns: 60_000_000_000,
             keep_max: 50_000,
+            record_unarmed: true,
         }
     }
 }
@@ -348,6 +353,7 @@ fn load(
         ro.min_ns = opts.min_ns;
         ro.stack_ns = opts.stack_ns;
         ro.waker_stack_ns = opts.waker_stack_ns;
+        ro.record_unarmed = u8::from(opts.record_unarmed);
     }
     let mut sk = open.load().map_err(|e| {
         format!(

@@ -175,3 +175,30 @@ fn unarmed_the_waits_are_recorded_without_stacks() {
     assert!(child.len() >= 3, "{waits:#?}");
     assert!(child.iter().all(|w| w.waker.as_ref().unwrap().comm == "sleep"), "{child:#?}");
 }
+
+/// `watch`'s setting: an unarmed process's waits are not recorded at all (between stalls the
+/// ring buffer carries nothing), an armed one's are, and a wait going on is seen either way.
+#[test]
+fn recording_only_the_armed_leaves_an_unarmed_process_s_waits_out() {
+    let mut sh = Command::new("sh")
+        .args(["-c", "while :; do sleep 0.05; done"])
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = sh.id() as i32;
+    let opts = offcpu::Options { record_unarmed: false, ..Default::default() };
+    let oc = offcpu::OffCpu::start(&[pid], opts).unwrap_or_else(|e| panic!("{e}"));
+    let from = offcpu::now_ns();
+    std::thread::sleep(Duration::from_millis(300));
+    let unarmed = oc.waits(&[pid], from, offcpu::now_ns());
+    oc.arm(pid, true);
+    let armed_at = offcpu::now_ns();
+    std::thread::sleep(Duration::from_millis(300));
+    let all = oc.waits(&[pid], from, offcpu::now_ns());
+    let _ = sh.kill();
+    let _ = sh.wait();
+    assert!(unarmed.iter().all(|w| w.end.is_none()), "only waits going on: {unarmed:#?}");
+    let ended: Vec<_> = all.iter().filter(|w| w.end.is_some()).collect();
+    assert!(ended.len() >= 3, "armed, the waits are recorded: {all:#?}");
+    assert!(ended.iter().all(|w| w.end.unwrap() >= armed_at), "none from before: {ended:#?}");
+}

@@ -29,6 +29,11 @@ char LICENSE[] SEC("license") = "GPL";
 const volatile __u64 min_ns = 1000000;
 const volatile __u64 stack_ns = 4000000;
 const volatile __u64 waker_stack_ns = 4000000;
+/* Whether the waits of a process not stalled (not armed) are recorded at all: `run` keeps them
+ * (a stall's waits that ended before it was noticed); `watch`, whose many idle JVMs wait
+ * thousands of times a second, records only an armed process's, so between stalls the ring
+ * buffer and the reader carry nothing. */
+const volatile __u8 record_unarmed = 1;
 
 struct sched_switch_args {
 	__u64 common;
@@ -152,7 +157,13 @@ int on_switch(struct sched_switch_args *ctx)
 	/* The thread coming onto the CPU: its interval off it ends now. */
 	if (!o)
 		return 0;
-	if (now - o->start >= min_ns) {
+	int keep = now - o->start >= min_ns;
+	if (keep && !record_unarmed) {
+		__u32 otgid = o->tgid;
+		__u8 *armed = bpf_map_lookup_elem(&targets, &otgid);
+		keep = armed && *armed >= 2;
+	}
+	if (keep) {
 		struct offcpu_event *r = bpf_ringbuf_reserve(&events, sizeof(*r), 0);
 		if (r) {
 			__builtin_memcpy(r, o, sizeof(*r));
