@@ -252,8 +252,8 @@ pub struct KernelWaitView {
     pub waker: Option<String>,
     pub waker_stack: Vec<String>,
     /// The wake-up followed back (up to three steps): when the waker is a thread of the target
-    /// that had itself just come back from a wait (within 2 ms), that wait, and its waker in
-    /// turn: `comm (tid T) had been off a CPU 300 ms in page-cache read (filemap_fault), woken
+    /// that had itself just come back from a wait (within 2 ms) of at least a tenth of the
+    /// wait it ended, that wait, and its waker in turn: `comm (tid T) had been off a CPU 300 ms in page-cache read (filemap_fault), woken
     /// by …`. Empty when the waker was running already, or is another process or an interrupt.
     #[serde(default)]
     pub waker_chain: Vec<String>,
