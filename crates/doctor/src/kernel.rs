@@ -473,6 +473,12 @@ fn wait_view(w: &KernelWait, kw: &StallKernelWaits, from: u64, to: u64) -> Kerne
                 "its timer (an interrupt)".to_string()
             } else if irq || k.pid == 0 {
                 format!("an interrupt (on the CPU of {} tid {})", k.comm, k.tid)
+            } else if k.stack.is_none() && !kw.waits.iter().any(|x| x.tid == k.tid) {
+                // Without its stack (a short wait, or one outside a stall) a waker of another
+                // process may be only what its CPU ran when a timer or a device interrupted it
+                // (seen in the demo: the VM thread's 1 ms naps "woken by" stallscope's own
+                // thread).
+                format!("{} (pid {}, tid {}) or an interrupt on its CPU", k.comm, k.pid, k.tid)
             } else {
                 format!("{} (pid {}, tid {})", k.comm, k.pid, k.tid)
             }

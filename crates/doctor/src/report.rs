@@ -248,7 +248,8 @@ pub struct KernelWaitView {
     pub began_before: bool,
     /// Its kernel stack from the frame that decided its kind outward, innermost first.
     pub stack: Vec<String>,
-    /// Who woke it (`comm (pid P, tid T)`), and that thread's kernel stack as it did.
+    /// Who woke it (`comm (pid P, tid T)`; `… or an interrupt on its CPU` for another process's
+    /// thread whose stack was not taken), and that thread's kernel stack as it did.
     pub waker: Option<String>,
     pub waker_stack: Vec<String>,
     /// The wake-up followed back (up to three steps): when the waker is a thread of the target
