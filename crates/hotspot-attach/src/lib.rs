@@ -41,9 +41,12 @@ fn status_field(pid: i32, key: &str) -> Option<String> {
 /// (gone, or not ours).
 pub fn maps_libjvm(pid: i32) -> Option<bool> {
     let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).ok()?;
-    Some(
-        maps.lines().filter_map(|l| l.split_whitespace().nth(5)).any(|p| p.ends_with("/libjvm.so")),
-    )
+    Some(libjvm_in(&maps).is_some())
+}
+
+/// The path of `libjvm.so` in a process's memory map (`/proc/PID/maps`), if it maps one.
+fn libjvm_in(maps: &str) -> Option<&str> {
+    maps.lines().filter_map(|l| l.split_whitespace().nth(5)).find(|p| p.ends_with("/libjvm.so"))
 }
 
 impl Jvm {
@@ -66,11 +69,7 @@ impl Jvm {
         let maps = std::fs::read_to_string(proc.join("maps")).map_err(|e| {
             anyhow::anyhow!("pid {pid}: cannot read its memory map ({e}); is it yours?")
         })?;
-        let libjvm = maps
-            .lines()
-            .filter_map(|l| l.split_whitespace().nth(5))
-            .find(|p| p.ends_with("/libjvm.so"));
-        let Some(libjvm) = libjvm else {
+        let Some(libjvm) = libjvm_in(&maps) else {
             let comm = std::fs::read_to_string(proc.join("comm")).unwrap_or_default();
             return Err(anyhow::anyhow!(
                 "pid {pid} ({}) is not a JVM: no libjvm.so is mapped",

@@ -12,13 +12,18 @@ fn start(tgids: &[i32]) -> OffCpu {
     })
 }
 
-#[test]
-fn a_shell_waiting_for_its_children_is_seen_with_its_stack_and_the_child_that_woke_it() {
-    let mut sh = Command::new("sh")
+/// A shell that waits for a 50 ms `sleep` child over and over.
+fn sleeping_shell() -> std::process::Child {
+    Command::new("sh")
         .args(["-c", "while :; do sleep 0.05; done"])
         .stdout(Stdio::null())
         .spawn()
-        .unwrap();
+        .unwrap()
+}
+
+#[test]
+fn a_shell_waiting_for_its_children_is_seen_with_its_stack_and_the_child_that_woke_it() {
+    let mut sh = sleeping_shell();
     let pid = sh.id() as i32;
     let oc = start(&[pid]);
     // As while a stall of it is under way: its waits' stacks are taken.
@@ -154,11 +159,7 @@ fn a_recorder_killed_outright_leaves_no_program_behind() {
 
 #[test]
 fn unarmed_the_waits_are_recorded_without_stacks() {
-    let mut sh = Command::new("sh")
-        .args(["-c", "while :; do sleep 0.05; done"])
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut sh = sleeping_shell();
     let pid = sh.id() as i32;
     let oc = start(&[pid]);
     let from = offcpu::now_ns();
@@ -180,11 +181,7 @@ fn unarmed_the_waits_are_recorded_without_stacks() {
 /// ring buffer carries nothing), an armed one's are, and a wait going on is seen either way.
 #[test]
 fn recording_only_the_armed_leaves_an_unarmed_process_s_waits_out() {
-    let mut sh = Command::new("sh")
-        .args(["-c", "while :; do sleep 0.05; done"])
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut sh = sleeping_shell();
     let pid = sh.id() as i32;
     let opts = offcpu::Options { record_unarmed: false, ..Default::default() };
     let oc = offcpu::OffCpu::start(&[pid], opts).unwrap_or_else(|e| panic!("{e}"));

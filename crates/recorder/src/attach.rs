@@ -210,17 +210,8 @@ pub fn record_process(
             None => "; Ctrl-C detaches".into(),
         }
     ));
-    let what = sampler::Target {
-        pid,
-        pulse: Pulse::kernel(pid, reader),
-        tracer: tracing.tracer.as_ref(),
-        offcpu: tracing.reader.clone(),
-        opts: watch_options(s),
-        deadline: run_for.map(|d| Instant::now() + d),
-        driven: None,
-        code: Default::default(),
-        hooks: Default::default(),
-    };
+    let deadline = run_for.map(|d| Instant::now() + d);
+    let what = super::process_target(pid, Pulse::kernel(pid, reader), &tracing, s, deadline);
     let alive = &mut || Path::new(&format!("/proc/{pid}")).exists();
     let watched = sampler::run(&mut w, what, stop, alive);
     let ended_at = mono_ns();

@@ -286,17 +286,7 @@ fn record_child(s: &Settings, child: Spawn, l: &Launch, stop: &AtomicBool) -> Re
                 pulse::Pulse::counters(pid, None)
             }
         };
-        let what = sampler::Target {
-            pid,
-            pulse,
-            tracer: tracing.tracer.as_ref(),
-            offcpu: tracing.reader.clone(),
-            opts: watch_options(s),
-            deadline: None,
-            driven: None,
-            code: Default::default(),
-            hooks: Default::default(),
-        };
+        let what = super::process_target(pid, pulse, &tracing, s, None);
         ending = sampler::run(&mut w, what, stop, &mut || alive(&mut exit, &mut child))?;
     } else if s.outside {
         // Its counters exist once HotSpot has started: until then only /proc is watched.

@@ -236,6 +236,28 @@ pub(crate) fn no_kernel_events(s: &Settings) -> Option<String> {
     }
 }
 
+/// What the sampling loop watches of a process that is not a JVM (`run` and `attach` alike):
+/// `pulse`, the kernel's events and tracepoints, nothing asked of it.
+pub(crate) fn process_target<'t>(
+    pid: i32,
+    pulse: pulse::Pulse,
+    tracing: &'t KernelEvidence,
+    s: &Settings,
+    deadline: Option<Instant>,
+) -> sampler::Target<'t> {
+    sampler::Target {
+        pid,
+        pulse,
+        tracer: tracing.tracer.as_ref(),
+        offcpu: tracing.reader.clone(),
+        opts: watch_options(s),
+        deadline,
+        driven: None,
+        code: Default::default(),
+        hooks: Default::default(),
+    }
+}
+
 /// What `run` and `attach` say when a process that is not a JVM cannot be watched.
 pub(crate) fn not_a_jvm_refusal(what: &str, why: &str) -> String {
     format!(
