@@ -352,18 +352,34 @@ fn a_remote_jmx_client_asking_for_thread_dumps_is_named_with_its_address() {
         // dump took 9-15 ms on JDK 17, and in one run beside the client JVM's start none of 8
         // was caught; 800 make each some 20-30 ms. (1500 made the client's eight remote dumps
         // outlast the JVM's 10 s.)
-        args.extend(["-jar", workloads_jar_str(), "idle", "--duration", "15s", "--threads", "800"]);
+        // The JVM lives until the client is done (--until), at most a minute.
+        let done = d.join("client-done");
+        let until = done.to_str().unwrap();
+        args.extend(["-jar", workloads_jar_str(), "idle", "--duration", "60s", "--threads", "800"]);
+        args.extend(["--until", until]);
         let (r, pid) = run(&rec, &jdk.java(), &args);
         jvm_started(pid);
-        let client = poll(Duration::from_secs(20), Duration::from_millis(300), || {
+        // The JMX agent listens once the JVM has started it; under load that can take seconds.
+        let listening = poll(Duration::from_secs(40), Duration::from_millis(100), || {
+            std::net::TcpStream::connect(("127.0.0.1", port)).ok()
+        });
+        assert!(listening.is_some(), "{jdk:?}: the JVM's JMX agent never listened on port {port}");
+        // The client, up to three times, keeping what a failed one said.
+        let mut said = Vec::new();
+        let client = (0..3).find_map(|_| {
             let o = Command::new(jdk.java())
                 .args(["-jar", workloads_jar_str(), "jmx-dump", "--port", &port.to_string()])
                 .args(["--count", "8", "--every", "300ms"])
                 .output()
                 .unwrap();
-            o.status.success().then_some(o)
+            if o.status.success() {
+                return Some(o);
+            }
+            said.push(format!("{}: {}", o.status, String::from_utf8_lossy(&o.stderr)));
+            None
         });
-        assert!(client.is_some(), "{jdk:?}: the JMX client never got through to port {port}");
+        std::fs::write(&done, "").unwrap();
+        assert!(client.is_some(), "{jdk:?}: the JMX client failed on port {port}: {said:#?}");
         finish(r);
         let report = report(&rec);
         let remote: Vec<_> = instigators(&report)
