@@ -50,10 +50,23 @@ pub struct Options {
     pub keep_ns: u64,
     /// The most waits kept (oldest dropped first).
     pub keep_max: usize,
-    /// Record the waits of a process that is not armed (no stall of its under way). Off, only
-    /// an armed process's waits that end are recorded (those still going on are read as ever),
-    /// so a stall's waits that ended before it was armed are not seen.
-    pub record_unarmed: bool,
+    /// Which waits of a process that is not armed (no stall of its under way) are recorded
+    /// when they end. An armed process's are all recorded, and those still going on are read
+    /// as ever, whatever this says.
+    pub record_unarmed: Unarmed,
+}
+
+/// Which finished waits of a process not armed go through the ring buffer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unarmed {
+    /// None: a stall's waits that ended before it was armed are not seen (`watch`).
+    Nothing,
+    /// Those the thread did not choose: preempted, uninterruptible, stopped; not an
+    /// interruptible sleep (a futex, a socket, a timer), which an idle JVM's threads do
+    /// hundreds of times a second (`run`).
+    Involuntary,
+    /// Every one.
+    Everything,
 }
 
 impl Default for Options {
@@ -64,7 +77,7 @@ impl Default for Options {
             waker_stack_ns: 4_000_000,
             keep_ns: 60_000_000_000,
             keep_max: 50_000,
-            record_unarmed: true,
+            record_unarmed: Unarmed::Involuntary,
         }
     }
 }
@@ -353,7 +366,11 @@ fn load(
         ro.min_ns = opts.min_ns;
         ro.stack_ns = opts.stack_ns;
         ro.waker_stack_ns = opts.waker_stack_ns;
-        ro.record_unarmed = u8::from(opts.record_unarmed);
+        ro.record_unarmed = match opts.record_unarmed {
+            Unarmed::Nothing => 0,
+            Unarmed::Involuntary => 1,
+            Unarmed::Everything => 2,
+        };
     }
     let mut sk = open.load().map_err(|e| {
         format!(

@@ -161,7 +161,8 @@ fn a_recorder_killed_outright_leaves_no_program_behind() {
 fn unarmed_the_waits_are_recorded_without_stacks() {
     let mut sh = sleeping_shell();
     let pid = sh.id() as i32;
-    let oc = start(&[pid]);
+    let opts = Options { record_unarmed: offcpu::Unarmed::Everything, ..Default::default() };
+    let oc = OffCpu::start(&[pid], opts).unwrap_or_else(|e| panic!("{e}"));
     let from = offcpu::now_ns();
     std::thread::sleep(Duration::from_millis(400));
     let waits = oc.waits(&[pid], from, offcpu::now_ns());
@@ -183,7 +184,7 @@ fn unarmed_the_waits_are_recorded_without_stacks() {
 fn recording_only_the_armed_leaves_an_unarmed_process_s_waits_out() {
     let mut sh = sleeping_shell();
     let pid = sh.id() as i32;
-    let opts = offcpu::Options { record_unarmed: false, ..Default::default() };
+    let opts = Options { record_unarmed: offcpu::Unarmed::Nothing, ..Default::default() };
     let oc = offcpu::OffCpu::start(&[pid], opts).unwrap_or_else(|e| panic!("{e}"));
     let from = offcpu::now_ns();
     std::thread::sleep(Duration::from_millis(300));
@@ -198,4 +199,32 @@ fn recording_only_the_armed_leaves_an_unarmed_process_s_waits_out() {
     let ended: Vec<_> = all.iter().filter(|w| w.end.is_some()).collect();
     assert!(ended.len() >= 3, "armed, the waits are recorded: {all:#?}");
     assert!(ended.iter().all(|w| w.end.unwrap() >= armed_at), "none from before: {ended:#?}");
+}
+
+/// `run`'s setting (the default): unarmed, a sleep the process chose (the shell's wait for its
+/// child) is not recorded, a wait it did not choose (a busy loop preempted by another on its
+/// CPU) is.
+#[test]
+fn unarmed_only_the_waits_a_thread_did_not_choose_are_recorded() {
+    let busy = |n: &str| {
+        Command::new("taskset")
+            .args(["-c", "0", "bash", "-c", &format!("exec -a {n} bash -c 'while :; do :; done'")])
+            .spawn()
+            .unwrap()
+    };
+    let (mut a, mut b) = (busy("loop-a"), busy("loop-b"));
+    let mut sh = sleeping_shell();
+    let (pa, ps) = (a.id() as i32, sh.id() as i32);
+    let oc = start(&[pa, ps]);
+    let from = offcpu::now_ns();
+    std::thread::sleep(Duration::from_millis(500));
+    let waits = oc.waits(&[pa, ps], from, offcpu::now_ns());
+    for c in [&mut a, &mut b, &mut sh] {
+        let _ = c.kill();
+        let _ = c.wait();
+    }
+    let ended: Vec<_> = waits.iter().filter(|w| w.end.is_some()).collect();
+    assert!(ended.iter().all(|w| w.state != 'S'), "no chosen sleep: {ended:#?}");
+    let preempted: Vec<_> = ended.iter().filter(|w| w.tgid == pa && w.state == 'R').collect();
+    assert!(preempted.len() >= 5, "the preempted loop's waits are kept: {waits:#?}");
 }

@@ -29,10 +29,11 @@ char LICENSE[] SEC("license") = "GPL";
 const volatile __u64 min_ns = 1000000;
 const volatile __u64 stack_ns = 4000000;
 const volatile __u64 waker_stack_ns = 4000000;
-/* Whether the waits of a process not stalled (not armed) are recorded at all: `run` keeps them
- * (a stall's waits that ended before it was noticed); `watch`, whose many idle JVMs wait
- * thousands of times a second, records only an armed process's, so between stalls the ring
- * buffer and the reader carry nothing. */
+/* Which waits of a process not stalled (not armed) are recorded: 0, none (`watch`, whose many
+ * idle JVMs wait thousands of times a second: between stalls the ring buffer and its reader
+ * carry nothing); 1, those it did not choose (not an interruptible sleep: preempted, D, stopped),
+ * which `run` keeps for a stall's waits that ended before it was noticed, while an idle JVM's
+ * hundreds of timed sleeps a second stay out of the ring; 2, all. */
 const volatile __u8 record_unarmed = 1;
 
 struct sched_switch_args {
@@ -158,7 +159,8 @@ int on_switch(struct sched_switch_args *ctx)
 	if (!o)
 		return 0;
 	int keep = now - o->start >= min_ns;
-	if (keep && !record_unarmed) {
+	/* TASK_INTERRUPTIBLE alone: a sleep the thread asked for (a futex, a socket, a timer). */
+	if (keep && (record_unarmed == 0 || (record_unarmed == 1 && o->state == 1))) {
 		__u32 otgid = o->tgid;
 		__u8 *armed = bpf_map_lookup_elem(&targets, &otgid);
 		keep = armed && *armed >= 2;
