@@ -5,8 +5,12 @@ import org.HdrHistogram.HistogramLogWriter;
 import org.HdrHistogram.SingleWriterRecorder;
 
 import java.io.PrintStream;
+import java.nio.ByteBuffer;
 import java.nio.file.Path;
+import java.util.Arrays;
+import java.util.Base64;
 import java.util.concurrent.TimeUnit;
+import java.util.zip.Deflater;
 
 /**
  * The HdrHistogram interval log (.hlog) of the hiccup meter, in the format jHiccup writes: a header
@@ -21,6 +25,8 @@ final class HiccupLog implements Runnable {
     static final String THREAD_NAME = "stallscope-hiccup-log";
     /** jHiccup's choice: histogram values in ns, the interval max shown in ms. */
     private static final double MAX_VALUE_UNIT_RATIO = 1e6;
+    /** HdrHistogram's cookie of a V2 encoding compressed with deflate (what its log writer writes). */
+    static final int V2_COMPRESSED_COOKIE = 0x1c849314;
 
     private final Path path;
     private final PrintStream out;
@@ -37,6 +43,11 @@ final class HiccupLog implements Runnable {
     private boolean closed;
     private long intervalStartNs;
     private Histogram recycled;
+    // The interval line's buffers, kept from one interval to the next (guarded by this).
+    private final Deflater deflater = new Deflater(Deflater.BEST_SPEED);
+    private ByteBuffer plain;
+    private byte[] packed = new byte[1024];
+    private final StringBuilder line = new StringBuilder(256);
 
     HiccupLog(Path path, PrintStream out, SingleWriterRecorder recorder, MeterStart start, long intervalNs,
             String loggedWith, String identity, SelfTids selfTids) {
@@ -102,8 +113,7 @@ final class HiccupLog implements Runnable {
         writeHeaderOnce();
         recycled = recorder.getIntervalHistogram(recycled);
         long startNs = start.startNs();
-        writer.outputIntervalHistogram((intervalStartNs - startNs) / 1e9, (endNs - startNs) / 1e9, recycled,
-                MAX_VALUE_UNIT_RATIO);
+        out.print(intervalLine((intervalStartNs - startNs) / 1e9, (endNs - intervalStartNs) / 1e9, recycled));
         intervalStartNs = endNs;
         out.flush();
         if (out.checkError()) {
@@ -131,8 +141,57 @@ final class HiccupLog implements Runnable {
         writer.outputLegend();
     }
 
+    /**
+     * One interval as HistogramLogWriter writes it ({@code start,length,max_ms,histogram}: the
+     * histogram's V2 encoding deflated, behind its cookie and length, in base64), built without
+     * {@code String.format} and without a new Deflater per line: this thread runs once an interval,
+     * so mostly in the interpreter, and those two were most of its cost.
+     */
+    String intervalLine(double startS, double lengthS, Histogram h) {
+        int need = h.getNeededByteBufferCapacity();
+        if (plain == null || plain.capacity() < need) {
+            plain = ByteBuffer.allocate(need);
+        }
+        plain.clear();
+        int n = h.encodeIntoByteBuffer(plain);
+        deflater.reset();
+        deflater.setInput(plain.array(), 0, n);
+        deflater.finish();
+        int len = 8;
+        while (!deflater.finished()) {
+            if (len == packed.length) {
+                packed = Arrays.copyOf(packed, packed.length * 2);
+            }
+            len += deflater.deflate(packed, len, packed.length - len);
+        }
+        ByteBuffer.wrap(packed, 0, 8).putInt(V2_COMPRESSED_COOKIE).putInt(len - 8);
+        line.setLength(0);
+        fixed3(line, startS);
+        line.append(',');
+        fixed3(line, lengthS);
+        line.append(',');
+        fixed3(line, h.getMaxValueAsDouble() / MAX_VALUE_UNIT_RATIO);
+        line.append(',').append(Base64.getEncoder().encodeToString(Arrays.copyOf(packed, len))).append('\n');
+        return line.toString();
+    }
+
+    /** {@code x} (not negative) with three decimals, rounded half up as {@code %.3f} does. */
+    static void fixed3(StringBuilder sb, double x) {
+        long v = Math.round(x * 1000);
+        long f = v % 1000;
+        sb.append(v / 1000).append('.');
+        if (f < 100) {
+            sb.append('0');
+        }
+        if (f < 10) {
+            sb.append('0');
+        }
+        sb.append(f);
+    }
+
     private void close() {
         closed = true;
+        deflater.end();
         out.close();
     }
 }
