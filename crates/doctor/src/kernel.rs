@@ -259,7 +259,10 @@ pub fn view(
             ))
         })
         .collect();
-    views.sort_by(|a, b| b.0.cmp(&a.0).then(b.1.off_cpu_ns.cmp(&a.1.off_cpu_ns)));
+    // Ties by tid: `per` is a HashMap, and `report` must print what the live run printed.
+    views.sort_by(|a, b| {
+        b.0.cmp(&a.0).then(b.1.off_cpu_ns.cmp(&a.1.off_cpu_ns)).then(a.1.tid.cmp(&b.1.tid))
+    });
     views.into_iter().take(max).map(|(_, v)| v).collect()
 }
 
