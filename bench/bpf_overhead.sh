@@ -17,6 +17,7 @@
 #
 #   bench/bpf_overhead.sh            # 3 runs, 10 s idle windows
 #   bench/bpf_overhead.sh --quick    # 2 runs, 4 s idle windows
+#   SECTIONS="2 6" bench/bpf_overhead.sh --quick   # only those sections
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 
@@ -45,6 +46,8 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 echo 1 > /proc/sys/kernel/bpf_stats_enabled
+# SECTIONS="2 6" runs only those sections.
+section() { [[ " ${SECTIONS:-1 2 3 4 5 6} " == *" $1 "* ]]; }
 
 # bpf_ns: the run time of stallscope's programs now loaded, in ns.
 bpf_ns() {
@@ -66,6 +69,7 @@ mode_args() { [[ $1 == bpf ]] && echo "" || echo "--no-bpf"; }
 echo "$("$java" -version 2>&1 | head -n 1); $(nproc) CPUs; ${runs} runs"
 echo
 
+if section 1; then
 echo "-- 1. a JVM with 200 threads frozen for 5 s: % of one core during the freeze"
 for mode in bpf proc; do : > "$work/freeze-$mode"; done
 for r in $(seq "$runs"); do
@@ -90,7 +94,9 @@ printf '  %-52s %8s%%  (%s-%s)\n' "sidecar with BPF (its /proc sampling goes on)
 printf '  %-52s %8s%%  (%s-%s)\n' "reference: sidecar with --no-bpf (/proc alone)" "$ps_med" "$ps_min" "$ps_max"
 echo "  BPF programs / the /proc sidecar: $(ratio "$fb_med" "$ps_med")x   goal: BPF <= 1% of a core"
 echo
+fi
 
+if section 2; then
 echo "-- 2. an idle JVM under run, ${window} s windows: % of one core"
 for mode in bpf proc; do : > "$work/idle-$mode"; done
 for r in $(seq "$runs"); do
@@ -119,7 +125,9 @@ printf '  %-52s %8s%%  (%s-%s)\n' "the JVM, with BPF" "$ij_med" "$ij_min" "$ij_m
 printf '  %-52s %8s%%  (%s-%s)\n' "reference: the JVM, with --no-bpf" "$pj_med" "$pj_min" "$pj_max"
 echo "  sidecar + BPF / sidecar alone: $(awk -v a="$is_med" -v b="$ib_med" -v c="$ps_med" 'BEGIN { if (c > 0) printf "%.2f", (a + b) / c; else print "n/a" }')x"
 echo
+fi
 
+if section 3; then
 echo "-- 3. hackbench (other processes' context switches) beside an idle JVM under run"
 for mode in bpf proc none; do : > "$work/hb-$mode"; done
 for r in $(seq "$runs"); do
@@ -149,7 +157,9 @@ printf '  %-52s %8s s  (%s-%s)\n' "reference: hackbench alone" "$hn_med" "$hn_mi
 printf '  %-52s %8s%%  (%s-%s)\n' "BPF programs during hackbench (kernel time)" "$hbb_med" "$hbb_min" "$hbb_max"
 echo "  hackbench time, BPF / --no-bpf: $(ratio "$hb_med" "$hp_med")x; / alone: $(ratio "$hb_med" "$hn_med")x   goal: BPF <= 1% of a core added"
 echo
+fi
 
+if section 4; then
 n=${WATCH_JVMS:-20}
 if [[ "${1:-}" == "--quick" ]]; then n=${WATCH_JVMS:-10}; fi
 echo "-- 4. watch over $n idle JVMs (from outside), ${window} s windows: % of one core"
@@ -185,7 +195,9 @@ printf '  %-52s %8s%%  (%s-%s)\n' "watch with BPF" "$ws_med" "$ws_min" "$ws_max"
 printf '  %-52s %8s%%  (%s-%s)\n' "reference: watch --no-bpf" "$wp_med" "$wp_min" "$wp_max"
 echo "  (watch + BPF) / watch --no-bpf: $(awk -v a="$ws_med" -v b="$wb_med" -v c="$wp_med" 'BEGIN { if (c > 0) printf "%.2f", (a + b) / c; else print "n/a" }')x"
 echo
+fi
 
+if section 5; then
 echo "-- 5. a CPU-bound JVM ($(nproc) busy threads): work items in ${window} s"
 javac -nowarn --release 11 -d "$work/classes" "$root/java/agent/bench/Workload.java"
 for mode in bpf proc none; do : > "$work/busy-$mode"; done
@@ -209,33 +221,43 @@ printf '  %-52s %12s (%s-%s)\n' "under run --no-bpf" "$bp_med" "$bp_min" "$bp_ma
 printf '  %-52s %12s (%s-%s)\n' "reference: the same JVM alone" "$bn_med" "$bn_min" "$bn_max"
 echo "  throughput, BPF / alone: $(awk -v a="$bb_med" -v b="$bn_med" 'BEGIN { printf "%.4f", a / b }'); --no-bpf / alone: $(awk -v a="$bp_med" -v b="$bn_med" 'BEGIN { printf "%.4f", a / b }')   goal >= 0.99"
 echo
+fi
 
+if section 6; then
 jhiccup="$root/../shared/peers/jHiccup-2.0.11-SNAPSHOT.jar"
 echo "-- 6. an idle JVM: stallscope run (sidecar + agent + BPF) against jHiccup 2.0.11 at 1 ms, ${window} s windows"
 if [[ -f "$jhiccup" ]]; then
-  : > "$work/jh"; : > "$work/ss"
+  : > "$work/jh"; : > "$work/jhd"; : > "$work/ss-1"; : > "$work/ss-10"; : > "$work/ssd-1"; : > "$work/ssd-10"
+  warm=${WARM:-8}
   for r in $(seq "$runs"); do
-    # The same idle JVM three ways, each window's CPU: alone, with jHiccup, under run.
-    "$java" -jar "$workloads" idle --duration $((window + 5))s > /dev/null 2>&1 &
-    p=$!; pids+=("$p"); sleep 3
+    # The same idle JVM three ways, each window's CPU: alone, with jHiccup, under run. Two
+    # figures each: the whole JVM's CPU less alone's (what it costs, with the JIT's and GC's
+    # noise), and the observers' own threads (jHiccup's Hiccup* threads; the sidecar, the BPF
+    # programs and the agent's stallscope-* threads), which that noise does not reach.
+    "$java" -jar "$workloads" idle --duration $((window + warm + 2))s > /dev/null 2>&1 &
+    p=$!; pids+=("$p"); sleep "$warm"
     a0=$(threads_cpu_ns "$p"); t0=$(date +%s%N); sleep "$window"; a1=$(threads_cpu_ns "$p"); t1=$(date +%s%N)
     wait "$p" || true
     alone=$(pct $((a1 - a0)) $((t1 - t0)))
-    "$java" "-javaagent:$jhiccup=-l,$work/jh-$r.hlog" -jar "$workloads" idle --duration $((window + 5))s > /dev/null 2>&1 &
-    p=$!; pids+=("$p"); sleep 3
-    a0=$(threads_cpu_ns "$p"); t0=$(date +%s%N); sleep "$window"; a1=$(threads_cpu_ns "$p"); t1=$(date +%s%N)
+    "$java" "-javaagent:$jhiccup=-l,$work/jh-$r.hlog" -jar "$workloads" idle --duration $((window + warm + 2))s > /dev/null 2>&1 &
+    p=$!; pids+=("$p"); sleep "$warm"
+    a0=$(threads_cpu_ns "$p"); h0=$(named_threads_cpu_ns "$p" '^Hiccup'); t0=$(date +%s%N); sleep "$window"
+    a1=$(threads_cpu_ns "$p"); h1=$(named_threads_cpu_ns "$p" '^Hiccup'); t1=$(date +%s%N)
     wait "$p" || true
     awk -v b="$(pct $((a1 - a0)) $((t1 - t0)))" -v a="$alone" 'BEGIN { printf "%.3f\n", b - a }' >> "$work/jh"
+    echo "$(pct $((h1 - h0)) $((t1 - t0)))" >> "$work/jhd"
     # Under run at the agent's default 1 ms meter, and at --resolution 10ms.
     for res in 1 10; do
-      "$bin" run --resolution ${res}ms --threshold $((res > 5 ? res : 5))ms --out "$work/rec-jh-$r-$res" -- "$java" -jar "$workloads" idle --duration $((window + 6))s > /dev/null 2>&1 &
-      ss=$!; pids+=("$ss"); jvm=$(child_of "$ss"); sleep 3
-      s0=$(threads_cpu_ns "$ss"); j0=$(threads_cpu_ns "$jvm"); b0=$(bpf_ns); t0=$(date +%s%N)
+      "$bin" run --resolution ${res}ms --threshold $((res > 5 ? res : 5))ms --out "$work/rec-jh-$r-$res" -- "$java" -jar "$workloads" idle --duration $((window + warm + 3))s > /dev/null 2>&1 &
+      ss=$!; pids+=("$ss"); jvm=$(child_of "$ss"); sleep "$warm"
+      s0=$(threads_cpu_ns "$ss"); j0=$(threads_cpu_ns "$jvm"); g0=$(named_threads_cpu_ns "$jvm" '^stallscope'); b0=$(bpf_ns); t0=$(date +%s%N)
       sleep "$window"
-      s1=$(threads_cpu_ns "$ss"); j1=$(threads_cpu_ns "$jvm"); b1=$(bpf_ns); t1=$(date +%s%N)
+      s1=$(threads_cpu_ns "$ss"); j1=$(threads_cpu_ns "$jvm"); g1=$(named_threads_cpu_ns "$jvm" '^stallscope'); b1=$(bpf_ns); t1=$(date +%s%N)
       wait "$ss" || true
       awk -v s="$(pct $((s1 - s0)) $((t1 - t0)))" -v j="$(pct $((j1 - j0)) $((t1 - t0)))" -v b="$(pct $((b1 - b0)) $((t1 - t0)))" -v a="$alone" \
         'BEGIN { printf "%.3f\n", s + b + j - a }' >> "$work/ss-$res"
+      awk -v s="$(pct $((s1 - s0)) $((t1 - t0)))" -v g="$(pct $((g1 - g0)) $((t1 - t0)))" -v b="$(pct $((b1 - b0)) $((t1 - t0)))" \
+        'BEGIN { printf "%.3f\n", s + b + g }' >> "$work/ssd-$res"
     done
   done
   read -r jh_med jh_min jh_max < <(median_spread < "$work/jh")
@@ -245,6 +267,15 @@ if [[ -f "$jhiccup" ]]; then
   printf '  %-52s %8s%%  (%s-%s)\n' "the same, run --resolution 10ms --threshold 10ms" "$s10_med" "$s10_min" "$s10_max"
   printf '  %-52s %8s%%  (%s-%s)\n' "reference: jHiccup at 1 ms (the JVM's CPU less alone)" "$jh_med" "$jh_min" "$jh_max"
   echo "  stallscope / jHiccup: $(ratio "$ss_med" "$jh_med")x at 1 ms, $(ratio "$s10_med" "$jh_med")x at 10 ms   goal <= 0.5x"
+  read -r jd_med jd_min jd_max < <(median_spread < "$work/jhd")
+  read -r sd_med sd_min sd_max < <(median_spread < "$work/ssd-1")
+  read -r sd10_med sd10_min sd10_max < <(median_spread < "$work/ssd-10")
+  echo "  the observers' own threads only:"
+  printf '  %-52s %8s%%  (%s-%s)\n' "stallscope: sidecar + BPF + stallscope-* threads, 1 ms" "$sd_med" "$sd_min" "$sd_max"
+  printf '  %-52s %8s%%  (%s-%s)\n' "the same, --resolution 10ms --threshold 10ms" "$sd10_med" "$sd10_min" "$sd10_max"
+  printf '  %-52s %8s%%  (%s-%s)\n' "reference: jHiccup's Hiccup* threads at 1 ms" "$jd_med" "$jd_min" "$jd_max"
+  echo "  stallscope / jHiccup: $(ratio "$sd_med" "$jd_med")x at 1 ms, $(ratio "$sd10_med" "$jd_med")x at 10 ms   goal <= 0.5x"
 else
   echo "  ($jhiccup not found: skipped)"
+fi
 fi

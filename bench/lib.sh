@@ -34,6 +34,16 @@ pct() { awk -v n="$1" -v w="$2" 'BEGIN { printf "%.3f", 100 * n / w }'; }
 # threads_cpu_ns PID: CPU time of every live thread of PID, in ns (%.0f: mawk's %d stops at 2^31).
 threads_cpu_ns() { cat /proc/"$1"/task/*/schedstat 2> /dev/null | awk '{ s += $1 } END { printf "%.0f\n", s }'; }
 
+# named_threads_cpu_ns PID REGEX: the CPU time so far of PID's threads whose name matches REGEX.
+named_threads_cpu_ns() {
+  local t s=0 c
+  for t in /proc/"$1"/task/*; do
+    [[ $(cat "$t/comm" 2> /dev/null) =~ $2 ]] || continue
+    c=$(cut -d' ' -f1 "$t/schedstat" 2> /dev/null) && s=$((s + ${c:-0}))
+  done
+  echo "$s"
+}
+
 # cyclictest_cpu HZ WINDOW RUNS: "median min max" % of a core that cyclictest (SCHED_OTHER, one
 # thread) takes waking HZ times a second, over RUNS windows of WINDOW seconds: the floor for any
 # watcher that wakes this often, on this machine, now. Empty when cyclictest is missing.

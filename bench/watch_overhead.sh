@@ -17,6 +17,7 @@
 #   COUNTS="1 20" WINDOW=20 bench/watch_overhead.sh
 #   COUNTS=100 bench/watch_overhead.sh   # 100 small JVMs, if memory allows
 #   ATTACH=1 COUNTS=10 bench/watch_overhead.sh   # the agent in each JVM (watch --attach), as before
+#   STALLING=1 COUNTS=30 bench/watch_overhead.sh # 30 idle JVMs and one whose safepoints wait on a loop
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 
@@ -100,8 +101,18 @@ fi
 
 for n in $counts; do
   echo
-  echo "-- $n idle JVM(s), threshold 5ms: CPU as % of one core"
+  watched=$n
+  if [[ -n "${STALLING:-}" ]]; then
+    echo "-- $n idle JVM(s) and one whose safepoints wait on a loop (20 rounds, every 300 ms), threshold 5ms: CPU as % of one core"
+  else
+    echo "-- $n idle JVM(s), threshold 5ms: CPU as % of one core"
+  fi
   start_jvms "$n"
+  if [[ -n "${STALLING:-}" ]]; then
+    "$java" -Xmx64m -XX:+UseParallelGC -XX:-UseCountedLoopSafepoints -jar "$workloads" counted-loop \
+      --duration "$mark" --rounds 20 --every 300ms > "$work/stalling.out" 2>&1 &
+    jvms+=("$!"); watched=$((n + 1))
+  fi
   # Each run: a window of the JVMs alone, then one watched (watch started afresh, after it has
   # taken every JVM and settled): the JVMs' own CPU drifts over minutes, so each watched window is
   # set beside the alone one just before it.
@@ -109,12 +120,12 @@ for n in $counts; do
   for _ in $(seq "$runs"); do
     alone=$(window_cpu)
     rm -rf "$work/rec"
-    "$bin" watch --match "idle --duration $mark" --out "$work/rec" "${attach_args[@]}" > "$work/watch.out" 2> "$work/watch.err" &
+    "$bin" watch --match "(idle|counted-loop) --duration $mark" --out "$work/rec" "${attach_args[@]}" > "$work/watch.out" 2> "$work/watch.err" &
     watch_pid=$!
     t_wait=$(date +%s)
-    until (( $(ls "$work/rec" 2> /dev/null | wc -l) >= n )); do
+    until (( $(ls "$work/rec" 2> /dev/null | wc -l) >= watched )); do
       sleep 0.5
-      if (( $(date +%s) - t_wait > 30 + 3 * n )); then echo "watch_overhead.sh: only $(ls "$work/rec" | wc -l) of $n JVMs watched; see $work/watch.err" >&2; cat "$work/watch.err" >&2; exit 1; fi
+      if (( $(date +%s) - t_wait > 30 + 3 * watched )); then echo "watch_overhead.sh: only $(ls "$work/rec" | wc -l) of $watched JVMs watched; see $work/watch.err" >&2; cat "$work/watch.err" >&2; exit 1; fi
     done
     sleep 5
     c0=$(cpu_ns "$watch_pid"); w0=$(wakeups "$watch_pid"); j0=$(jvms_cpu_ns); t0=$(date +%s%N)
