@@ -372,7 +372,8 @@ pub fn run(cfg: Config, stop: &AtomicBool) -> Result<()> {
     // waits a second would cost the ring buffer and its reader for nothing.
     // SAFETY: geteuid has no preconditions.
     let root = unsafe { libc::geteuid() } == 0;
-    let only_armed = offcpu::Options { record_unarmed: offcpu::Unarmed::Nothing, ..Default::default() };
+    let only_armed =
+        offcpu::Options { record_unarmed: offcpu::Unarmed::Nothing, ..Default::default() };
     let bpf = match (cfg.bpf, root) {
         (true, true) => match offcpu::OffCpu::start(&[], only_armed) {
             Ok(o) => Some(o),
