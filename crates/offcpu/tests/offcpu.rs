@@ -1,13 +1,19 @@
 //! The BPF off-CPU recorder on this machine's kernel (root needed: run by `make test` as root;
 //! without root or BPF these fail, never skip).
 
-use offcpu::{OffCpu, Options};
+use offcpu::{OffCpu, Options, Unarmed};
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 fn start(tgids: &[i32]) -> OffCpu {
-    OffCpu::start(tgids, Options::default()).unwrap_or_else(|e| {
+    start_recording(tgids, Options::default().record_unarmed)
+}
+
+/// The recorder, recording `unarmed` of a process not armed.
+fn start_recording(tgids: &[i32], unarmed: Unarmed) -> OffCpu {
+    let opts = Options { record_unarmed: unarmed, ..Default::default() };
+    OffCpu::start(tgids, opts).unwrap_or_else(|e| {
         panic!("the BPF off-CPU recorder must load here (root, BPF, tracefs): {e}")
     })
 }
@@ -161,8 +167,7 @@ fn a_recorder_killed_outright_leaves_no_program_behind() {
 fn unarmed_the_waits_are_recorded_without_stacks() {
     let mut sh = sleeping_shell();
     let pid = sh.id() as i32;
-    let opts = Options { record_unarmed: offcpu::Unarmed::Everything, ..Default::default() };
-    let oc = OffCpu::start(&[pid], opts).unwrap_or_else(|e| panic!("{e}"));
+    let oc = start_recording(&[pid], Unarmed::Everything);
     let from = offcpu::now_ns();
     std::thread::sleep(Duration::from_millis(400));
     let waits = oc.waits(&[pid], from, offcpu::now_ns());
@@ -184,8 +189,7 @@ fn unarmed_the_waits_are_recorded_without_stacks() {
 fn recording_only_the_armed_leaves_an_unarmed_process_s_waits_out() {
     let mut sh = sleeping_shell();
     let pid = sh.id() as i32;
-    let opts = Options { record_unarmed: offcpu::Unarmed::Nothing, ..Default::default() };
-    let oc = offcpu::OffCpu::start(&[pid], opts).unwrap_or_else(|e| panic!("{e}"));
+    let oc = start_recording(&[pid], Unarmed::Nothing);
     let from = offcpu::now_ns();
     std::thread::sleep(Duration::from_millis(300));
     let unarmed = oc.waits(&[pid], from, offcpu::now_ns());

@@ -142,15 +142,10 @@ pub fn record_attached(
         }
     ));
     let what = sampler::Target {
-        pid,
-        pulse,
-        tracer: tracing.tracer.as_ref(),
-        offcpu: tracing.reader.clone(),
-        opts: watch_options(s),
-        deadline,
         driven,
         code,
         hooks,
+        ..super::process_target(pid, pulse, &tracing, s, deadline)
     };
     let watched = sampler::run(&mut w, what, stop, alive);
     let ended_at = mono_ns();

@@ -9,8 +9,8 @@ use super::frames::{NO_JFR, has_jfr};
 use super::sampler::Ending;
 use super::sampler::SamplerOptions;
 use super::{
-    Settings, Stacks, frames, meta, open_counters, outside_stacks, sampler, stacks, start_tracer,
-    watch_options,
+    Settings, Stacks, frames, meta, open_counters, outside_stacks, process_target, sampler, stacks,
+    start_tracer, watch_options,
 };
 use super::{boost, dumps, pulse};
 use anyhow::{Context, Result};
@@ -286,7 +286,7 @@ fn record_child(s: &Settings, child: Spawn, l: &Launch, stop: &AtomicBool) -> Re
                 pulse::Pulse::counters(pid, None)
             }
         };
-        let what = super::process_target(pid, pulse, &tracing, s, None);
+        let what = process_target(pid, pulse, &tracing, s, None);
         ending = sampler::run(&mut w, what, stop, &mut || alive(&mut exit, &mut child))?;
     } else if s.outside {
         // Its counters exist once HotSpot has started: until then only /proc is watched.
@@ -304,17 +304,8 @@ fn record_child(s: &Settings, child: Spawn, l: &Launch, stop: &AtomicBool) -> Re
             None => open_counters(pid, &mut w)?,
         };
         let code = sampler::CodeAsks { outside: outside_stacks(s, pid), ..Default::default() };
-        let what = sampler::Target {
-            pid,
-            pulse: pulse::Pulse::counters(pid, jc),
-            tracer: tracing.tracer.as_ref(),
-            offcpu: tracing.reader.clone(),
-            opts: watch_options(s),
-            deadline: None,
-            driven: None,
-            code,
-            hooks: Default::default(),
-        };
+        let pulse = pulse::Pulse::counters(pid, jc);
+        let what = sampler::Target { code, ..process_target(pid, pulse, &tracing, s, None) };
         ending = sampler::run(&mut w, what, stop, &mut || alive(&mut exit, &mut child))?;
     }
     let hb = if s.outside || kernel {
@@ -341,17 +332,7 @@ fn record_child(s: &Settings, child: Spawn, l: &Launch, stop: &AtomicBool) -> Re
         let opts = SamplerOptions { boost, ..watch_options(s) };
         let code = heartbeat_code_asks(s, pid, stacks, java_home);
         let pulse = pulse::Pulse::heartbeat(pid, hb, open_counters(pid, &mut w)?);
-        let what = sampler::Target {
-            pid,
-            pulse,
-            tracer: tracing.tracer.as_ref(),
-            offcpu: tracing.reader.clone(),
-            opts,
-            deadline: None,
-            driven: None,
-            code,
-            hooks: Default::default(),
-        };
+        let what = sampler::Target { opts, code, ..process_target(pid, pulse, &tracing, s, None) };
         ending = sampler::run(&mut w, what, stop, &mut || alive(&mut exit, &mut child))?;
     }
     let (status, interrupted) = wait_for_exit(&ending, exit, &mut child, &mut w, stop)?;

@@ -236,8 +236,9 @@ pub(crate) fn no_kernel_events(s: &Settings) -> Option<String> {
     }
 }
 
-/// What the sampling loop watches of a process that is not a JVM (`run` and `attach` alike):
-/// `pulse`, the kernel's events and tracepoints, nothing asked of it.
+/// What the sampling loop watches of a process by `pulse`, with the kernel's events and
+/// tracepoints and nothing asked of it: a process that is not a JVM as it is, a JVM with its
+/// code asks, hooks or driver set on top (`run` and `attach` alike).
 pub(crate) fn process_target<'t>(
     pid: i32,
     pulse: pulse::Pulse,
