@@ -306,20 +306,11 @@ impl Heartbeat {
             return if exited(fd) { Liveness::Dead } else { judge(*start) };
         }
         // The pidfd first, then the start time: the process that pid is now has that start time.
-        let fd = pidfd_open(pid);
+        let fd = crate::task::pidfd_open(pid);
         let Some(start) = crate::task::process_starttime(pid) else { return Liveness::Dead };
         let _ = self.pidfd.set(fd.map(|fd| (fd, start)));
         judge(start)
     }
-}
-
-/// A pidfd of `pid` (Linux 5.3+), or None.
-fn pidfd_open(pid: i32) -> Option<std::os::fd::OwnedFd> {
-    use std::os::fd::FromRawFd;
-    // SAFETY: pidfd_open takes a pid and flags; it returns a new descriptor or -1.
-    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) } as i32;
-    // SAFETY: a descriptor just returned to us and owned by nobody else.
-    (fd >= 0).then(|| unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) })
 }
 
 /// Whether the process of a pidfd has exited (it is readable then).

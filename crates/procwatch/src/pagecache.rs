@@ -159,13 +159,7 @@ pub fn borrow_fd(pid: i32, path: &str, inode: u64) -> Option<File> {
     if wanted.is_empty() {
         return None;
     }
-    // SAFETY: pidfd_open takes a pid and flags; it returns a new descriptor or -1.
-    let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) } as i32;
-    if pidfd < 0 {
-        return None;
-    }
-    // SAFETY: a descriptor just returned to us, owned here.
-    let pidfd = unsafe { File::from_raw_fd(pidfd) };
+    let pidfd = crate::task::pidfd_open(pid)?;
     wanted.into_iter().find_map(|n| {
         // SAFETY: pidfd_getfd takes a pidfd, the target's descriptor number and flags; it
         // returns a new descriptor (close-on-exec) or -1.

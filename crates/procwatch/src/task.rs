@@ -440,6 +440,16 @@ pub fn process_starttime(pid: i32) -> Option<u64> {
     parse_stat(s.trim_end()).map(|p| p.starttime)
 }
 
+/// A pidfd of process `pid` (Linux 5.3+): it stays that process's, whatever the pid is reused
+/// for. None if it cannot be opened.
+pub fn pidfd_open(pid: i32) -> Option<std::os::fd::OwnedFd> {
+    use std::os::fd::FromRawFd;
+    // SAFETY: pidfd_open takes a pid and flags; it returns a new descriptor or -1.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) } as i32;
+    // SAFETY: a descriptor just returned to us and owned by nobody else.
+    (fd >= 0).then(|| unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) })
+}
+
 /// Clock ticks per second (for utime/stime).
 pub fn clock_ticks() -> u64 {
     // SAFETY: sysconf has no preconditions.
