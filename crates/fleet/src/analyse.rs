@@ -7,7 +7,7 @@
 //! slow diagnosis never delays the next stall's sampling.
 
 use super::events::{EventJvm, Events, StallEvent};
-use super::metrics::{JvmLabels, Metrics};
+use super::metrics::{JvmInfoLabels, JvmLabels, Metrics};
 use recording::Notices;
 use recording::{Barrier, Recording, files};
 use std::collections::HashMap;
@@ -25,7 +25,7 @@ pub enum Note {
     /// The recording in `dir` is finished (the JVM exited, watch detached, or it was rolled).
     Closed { dir: PathBuf },
     /// The JVM is no longer watched: its series leave the metrics (after what came before).
-    Gone { labels: JvmLabels, jdk: String },
+    Gone { info: JvmInfoLabels },
 }
 
 /// How often the JVMs' own logs are read on.
@@ -107,13 +107,13 @@ pub fn run(
 ) {
     let mut open: HashMap<PathBuf, Open> = HashMap::new();
     let mut last_tail = Instant::now();
-    let mut forget: Vec<(Instant, JvmLabels, String)> = Vec::new();
+    let mut forget: Vec<(Instant, JvmInfoLabels)> = Vec::new();
     loop {
         let now = Instant::now();
-        forget.retain(|(at, labels, jdk)| {
+        forget.retain(|(at, info)| {
             let due = now >= *at;
             if due {
-                metrics.forget(labels, jdk);
+                metrics.forget(info);
             }
             !due
         });
@@ -162,7 +162,7 @@ pub fn run(
                     ended.entry(dir).or_default().push(stall);
                 }
                 Note::Closed { dir } => closed.push(dir),
-                Note::Gone { labels, jdk } => gone.push((labels, jdk)),
+                Note::Gone { info } => gone.push(info),
             }
         }
         for (dir, stalls) in ended {
@@ -189,9 +189,9 @@ pub fn run(
                 diagnose(&dir, &mut o, u32::MAX, &metrics, &mut events, &notices);
             }
         }
-        for (labels, jdk) in gone {
-            metrics.exited(&labels, &jdk);
-            forget.push((Instant::now() + keep, labels, jdk));
+        for info in gone {
+            metrics.exited(&info);
+            forget.push((Instant::now() + keep, info));
         }
     }
     for (dir, mut o) in open {

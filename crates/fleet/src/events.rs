@@ -21,6 +21,9 @@ pub struct EventJvm {
     pub main: String,
     /// Its cgroup path when in a container, else empty.
     pub container: String,
+    /// The pod it runs in, when its cgroup names one (names from the runtime's bundle).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod: Option<procwatch::pods::Pod>,
     pub jdk: Option<String>,
 }
 
@@ -216,6 +219,7 @@ mod tests {
                 nspid: 1,
                 main: String::new(),
                 container: String::new(),
+                pod: Some(procwatch::pods::Pod::default()),
                 jdk: None,
             },
             stall: 1,

@@ -126,8 +126,7 @@ struct Shared {
 
 /// One JVM being guarded: what the main loop and its guarding thread share, and that thread.
 struct Guarded {
-    labels: JvmLabels,
-    jdk: String,
+    info: JvmInfoLabels,
     flags: Guarding,
     thread: std::thread::JoinHandle<()>,
 }
@@ -142,11 +141,47 @@ fn short_main(j: &JvmProcess) -> String {
     if m.is_empty() { "unknown".into() } else { m }
 }
 
-fn labels_of(j: &JvmProcess) -> JvmLabels {
-    JvmLabels {
-        pid: j.pid.to_string(),
-        main: short_main(j),
-        container: if j.contained { j.cgroup.clone() } else { String::new() },
+/// The labels of a JVM's series, and its pod when it runs in one (read once, when it is found).
+fn labels_of(j: &JvmProcess) -> (JvmLabels, Option<procwatch::pods::Pod>) {
+    let pod = procwatch::pods::of(j.pid, &j.cgroup);
+    let labels = match &pod {
+        // A pod's JVM: named by its pod; its pid would only multiply the series per restart.
+        Some(p) if !p.uid.is_empty() || !p.name.is_empty() => JvmLabels {
+            namespace: p.namespace.clone(),
+            pod: if p.name.is_empty() { p.uid.clone() } else { p.name.clone() },
+            container: p.container_label(),
+            workload: p.workload(),
+            main: short_main(j),
+            pid: String::new(),
+        },
+        Some(p) => JvmLabels {
+            container: p.container_label(),
+            main: short_main(j),
+            pid: j.pid.to_string(),
+            ..JvmLabels::default()
+        },
+        None => JvmLabels {
+            container: if j.contained { j.cgroup.clone() } else { String::new() },
+            main: short_main(j),
+            pid: j.pid.to_string(),
+            ..JvmLabels::default()
+        },
+    };
+    (labels, pod)
+}
+
+/// A JVM's `watched_jvm` labels.
+fn info_of(
+    j: &JvmProcess,
+    labels: &JvmLabels,
+    pod: Option<&procwatch::pods::Pod>,
+) -> JvmInfoLabels {
+    JvmInfoLabels {
+        jvm: labels.clone(),
+        process: j.pid.to_string(),
+        container_id: pod.map(|p| p.container_id.clone()).unwrap_or_default(),
+        cgroup: j.cgroup.clone(),
+        jdk: j.java_version.clone().unwrap_or_default(),
     }
 }
 
@@ -199,9 +234,15 @@ struct Guarding {
 
 /// Guards one JVM until it exits or `stop` is set without `roll`: one recording after another,
 /// from outside until it is escalated (or from the start, with `--attach`).
-fn guard_jvm(sh: Arc<Shared>, j: JvmProcess, g: Guarding) {
+fn guard_jvm(
+    sh: Arc<Shared>,
+    j: JvmProcess,
+    labels: JvmLabels,
+    pod: Option<procwatch::pods::Pod>,
+    g: Guarding,
+) {
     let Guarding { stop, roll, current, stalls, escalate, refused } = g;
-    let (pid, labels) = (j.pid, labels_of(&j));
+    let pid = j.pid;
     let skip = |reason: &str, why: String| {
         sh.notices.warn(format!("JVM pid {pid} ({}): not watched: {why}", labels.main));
         sh.metrics.skipped.get_or_create(&SkipLabels { reason: reason.into() }).inc();
@@ -225,7 +266,8 @@ fn guard_jvm(sh: Arc<Shared>, j: JvmProcess, g: Guarding) {
         pid,
         nspid: j.nspid,
         main: labels.main.clone(),
-        container: labels.container.clone(),
+        container: if j.contained || pod.is_some() { j.cgroup.clone() } else { String::new() },
+        pod,
         jdk: j.java_version.clone(),
     };
     // Its threads are recorded by the one BPF program from now until it is no longer guarded.
@@ -433,7 +475,7 @@ pub fn run(cfg: Config, stop: &AtomicBool) -> Result<()> {
                     .notes
                     .lock()
                     .unwrap_or_else(|p| p.into_inner())
-                    .send(Note::Gone { labels: g.labels, jdk: g.jdk });
+                    .send(Note::Gone { info: g.info });
             }
         }
         // Measuring what is kept walks every recording: not every pass.
@@ -477,7 +519,7 @@ pub fn run(cfg: Config, stop: &AtomicBool) -> Result<()> {
             .notes
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .send(Note::Gone { labels: g.labels, jdk: g.jdk });
+            .send(Note::Gone { info: g.info });
     }
     loop_stop.store(true, Ordering::SeqCst);
     let _ = beat_loop.join();
@@ -531,25 +573,17 @@ fn starting_line(cfg: &Config, out: &std::path::Path) -> String {
 /// Starts guarding one JVM found: its info series, and a thread of its own.
 fn start_guarding(j: JvmProcess, shared: &Arc<Shared>, metrics: &Metrics) -> Result<Guarded> {
     let shared_flags = Guarding::default();
-    let labels = labels_of(&j);
-    let jdk = j.java_version.clone().unwrap_or_default();
-    metrics
-        .jvms
-        .get_or_create(&JvmInfoLabels {
-            pid: labels.pid.clone(),
-            main: labels.main.clone(),
-            container: labels.container.clone(),
-            jdk: jdk.clone(),
-        })
-        .set(1);
+    let (labels, pod) = labels_of(&j);
+    let info = info_of(&j, &labels, pod.as_ref());
+    metrics.watched(&info);
     let thread = {
         let g = shared_flags.clone();
         let sh = Arc::clone(shared);
         std::thread::Builder::new()
             .name(format!("stallscope-jvm-{}", j.pid))
-            .spawn(move || guard_jvm(sh, j, g))?
+            .spawn(move || guard_jvm(sh, j, labels, pod, g))?
     };
-    Ok(Guarded { labels, jdk, flags: shared_flags, thread })
+    Ok(Guarded { info, flags: shared_flags, thread })
 }
 
 /// `--attach N/WINDOW`: a JVM watched from outside that stalled more than `n` times within
@@ -575,7 +609,7 @@ fn escalate_often_stalled(
         if recent.len() > n {
             notices.progress(format!(
                 "JVM pid {pid} ({}): {} stalls in {}: attaching the agent and safepoint logging",
-                g.labels.main,
+                g.info.jvm.main,
                 recent.len(),
                 recording::units::fmt_ns(window.as_nanos() as u64)
             ));
@@ -667,10 +701,10 @@ mod tests {
         assert_eq!(short_main(&jvm("io.x.Main")), "io.x.Main");
         assert_eq!(short_main(&jvm("/opt/app/lib/server.jar")), "server.jar");
         assert_eq!(short_main(&jvm("")), "unknown");
-        let l = labels_of(&jvm("io.x.Main"));
+        let l = labels_of(&jvm("io.x.Main")).0;
         assert_eq!((l.pid.as_str(), l.container.as_str()), ("4242", ""), "not in a container");
         let contained = JvmProcess { contained: true, ..jvm("io.x.Main") };
-        assert_eq!(labels_of(&contained).container, "/system.slice/app.service");
+        assert_eq!(labels_of(&contained).0.container, "/system.slice/app.service");
     }
 
     #[test]

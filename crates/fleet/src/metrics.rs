@@ -18,29 +18,41 @@ use std::net::{SocketAddr, TcpListener};
 use std::sync::Arc;
 use std::time::Duration;
 
-/// What names a watched JVM in every series.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+/// What names a watched JVM in every series: the labels Kubernetes users group by (`namespace`,
+/// `pod`, `container`, and the pod's `workload`), its main class, and its `pid` only outside a
+/// pod, where nothing else tells two JVMs apart. In a pod the pid is left empty (so absent in
+/// Prometheus): a container restarted goes on in the same series instead of a new one per pid.
+#[derive(Clone, Debug, Default, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct JvmLabels {
-    pub pid: String,
+    pub namespace: String,
+    pub pod: String,
+    /// The container's name in its pod; outside Kubernetes, its id (12 characters) when a
+    /// runtime's cgroup names one, else the cgroup path of a JVM in another pid or mount
+    /// namespace; empty for a JVM of the host.
+    pub container: String,
+    /// The pod's workload: its name less its controller's suffixes (procwatch::pods).
+    pub workload: String,
     /// Its main class or jar (as `jps -l` names it).
     pub main: String,
-    /// Its cgroup path when it runs in a container (another pid or mount namespace), else empty.
-    pub container: String,
+    pub pid: String,
 }
 
+/// `watched_jvm`: one series per process, so it names the process in full.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct JvmInfoLabels {
-    pub pid: String,
-    pub main: String,
-    pub container: String,
+    #[prometheus(flatten)]
+    pub jvm: JvmLabels,
+    /// Its pid on the node (always given here), its container's full id, its cgroup path.
+    pub process: String,
+    pub container_id: String,
+    pub cgroup: String,
     pub jdk: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct CauseLabels {
-    pub pid: String,
-    pub main: String,
-    pub container: String,
+    #[prometheus(flatten)]
+    pub jvm: JvmLabels,
     /// The stall's main cause (docs/causes), `unknown` when the doctor could not tell.
     pub cause: String,
 }
@@ -48,9 +60,8 @@ pub struct CauseLabels {
 /// The longest stall of a JVM so far, named: what a dashboard's table of the worst stalls shows.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct WorstLabels {
-    pub pid: String,
-    pub main: String,
-    pub container: String,
+    #[prometheus(flatten)]
+    pub jvm: JvmLabels,
     pub cause: String,
     /// The culprit thread's name, empty when none was named.
     pub culprit: String,
@@ -66,9 +77,8 @@ pub struct WorstLabels {
 /// thread's name, a cgroup; never a pid).
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct InstigatorLabels {
-    pub pid: String,
-    pub main: String,
-    pub container: String,
+    #[prometheus(flatten)]
+    pub jvm: JvmLabels,
     pub kind: String,
     pub instigator: String,
 }
@@ -110,15 +120,17 @@ pub struct Metrics {
     pub jvm_safepoint_stopped_seconds: SecondsTotal,
     /// Each JVM's longest stall so far (one series per JVM).
     pub worst_stall_seconds: Family<WorstLabels, Gauge<f64, std::sync::atomic::AtomicU64>>,
-    worst: Arc<std::sync::Mutex<std::collections::HashMap<String, (WorstLabels, u64)>>>,
-    /// The causes each JVM (by pid) has a stall counter for: what `forget` removes.
+    worst: Arc<std::sync::Mutex<std::collections::HashMap<JvmLabels, (WorstLabels, u64)>>>,
+    /// The causes each JVM's labels have a stall counter for: what `forget` removes.
     causes: Arc<
-        std::sync::Mutex<std::collections::HashMap<String, std::collections::BTreeSet<String>>>,
+        std::sync::Mutex<std::collections::HashMap<JvmLabels, std::collections::BTreeSet<String>>>,
     >,
     /// Stalls by who set them off.
     pub instigated: Family<InstigatorLabels, Counter>,
-    /// The instigators each JVM (by pid) has a counter for: what `forget` removes.
-    instigators: Arc<std::sync::Mutex<std::collections::HashMap<String, KindsAndNames>>>,
+    /// The instigators each JVM's labels have a counter for: what `forget` removes.
+    instigators: Arc<std::sync::Mutex<std::collections::HashMap<JvmLabels, KindsAndNames>>>,
+    /// How many JVMs watched now carry each set of labels.
+    live: Arc<std::sync::Mutex<std::collections::HashMap<JvmLabels, usize>>>,
     registry: Arc<Registry>,
 }
 
@@ -230,31 +242,43 @@ impl Metrics {
             causes: Arc::default(),
             instigated,
             instigators: Arc::default(),
+            live: Arc::default(),
             registry: Arc::new(r),
         }
     }
 
-    /// A JVM is no longer watched (it exited, or watch detached): `watched_jvm` goes to 0; its
-    /// series stay until [`Metrics::forget`].
-    pub fn exited(&self, jvm: &JvmLabels, jdk: &str) {
-        self.jvms
-            .get_or_create(&JvmInfoLabels {
-                pid: jvm.pid.clone(),
-                main: jvm.main.clone(),
-                container: jvm.container.clone(),
-                jdk: jdk.to_string(),
-            })
-            .set(0);
+    /// A JVM is watched from now: `watched_jvm` 1. Its other series are shared with any JVM of
+    /// the same labels (a container's JVM restarted) until both are forgotten.
+    pub fn watched(&self, info: &JvmInfoLabels) {
+        *self
+            .live
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(info.jvm.clone())
+            .or_default() += 1;
+        self.jvms.get_or_create(info).set(1);
     }
 
-    /// Forgets every series of a JVM that is no longer watched.
-    pub fn forget(&self, jvm: &JvmLabels, jdk: &str) {
-        self.jvms.remove(&JvmInfoLabels {
-            pid: jvm.pid.clone(),
-            main: jvm.main.clone(),
-            container: jvm.container.clone(),
-            jdk: jdk.to_string(),
-        });
+    /// A JVM is no longer watched (it exited, or watch detached): `watched_jvm` goes to 0; its
+    /// series stay until [`Metrics::forget`].
+    pub fn exited(&self, info: &JvmInfoLabels) {
+        self.jvms.get_or_create(info).set(0);
+    }
+
+    /// Forgets every series of a JVM that is no longer watched: its `watched_jvm`, and the
+    /// series it shares when no JVM watched still has its labels.
+    pub fn forget(&self, info: &JvmInfoLabels) {
+        self.jvms.remove(info);
+        let jvm = &info.jvm;
+        {
+            let mut live = self.live.lock().unwrap_or_else(|p| p.into_inner());
+            let n = live.entry(jvm.clone()).or_default();
+            *n = n.saturating_sub(1);
+            if *n > 0 {
+                return;
+            }
+            live.remove(jvm);
+        }
         for h in
             [&self.stall_seconds, &self.ttsp_seconds, &self.safepoint_seconds, &self.hiccup_seconds]
         {
@@ -264,38 +288,22 @@ impl Metrics {
         self.jvm_safepoints.remove(jvm);
         self.jvm_safepoint_sync_seconds.remove(jvm);
         self.jvm_safepoint_stopped_seconds.remove(jvm);
-        if let Some((l, _)) = self.worst.lock().unwrap_or_else(|p| p.into_inner()).remove(&jvm.pid)
-        {
+        if let Some((l, _)) = self.worst.lock().unwrap_or_else(|p| p.into_inner()).remove(jvm) {
             self.worst_stall_seconds.remove(&l);
         }
-        let causes = self
-            .causes
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(&jvm.pid)
-            .unwrap_or_default();
+        let causes =
+            self.causes.lock().unwrap_or_else(|p| p.into_inner()).remove(jvm).unwrap_or_default();
         for cause in causes {
-            self.stalls.remove(&CauseLabels {
-                pid: jvm.pid.clone(),
-                main: jvm.main.clone(),
-                container: jvm.container.clone(),
-                cause,
-            });
+            self.stalls.remove(&CauseLabels { jvm: jvm.clone(), cause });
         }
         let who = self
             .instigators
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .remove(&jvm.pid)
+            .remove(jvm)
             .unwrap_or_default();
         for (kind, instigator) in who {
-            self.instigated.remove(&InstigatorLabels {
-                pid: jvm.pid.clone(),
-                main: jvm.main.clone(),
-                container: jvm.container.clone(),
-                kind,
-                instigator,
-            });
+            self.instigated.remove(&InstigatorLabels { jvm: jvm.clone(), kind, instigator });
         }
     }
 
@@ -359,34 +367,30 @@ impl Metrics {
             self.instigators
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
-                .entry(jvm.pid.clone())
+                .entry(jvm.clone())
                 .or_default()
                 .insert((kind.to_string(), name.to_string()));
             self.instigated
                 .get_or_create(&InstigatorLabels {
-                    pid: jvm.pid.clone(),
-                    main: jvm.main.clone(),
-                    container: jvm.container.clone(),
+                    jvm: jvm.clone(),
                     kind: kind.to_string(),
                     instigator: name.to_string(),
                 })
                 .inc();
         }
         let mut worst = self.worst.lock().unwrap_or_else(|p| p.into_inner());
-        if worst.get(&jvm.pid).is_some_and(|(_, d)| *d >= duration_ns) {
+        if worst.get(jvm).is_some_and(|(_, d)| *d >= duration_ns) {
             return;
         }
         let l = WorstLabels {
-            pid: jvm.pid.clone(),
-            main: jvm.main.clone(),
-            container: jvm.container.clone(),
+            jvm: jvm.clone(),
             cause: cause.into(),
             culprit: culprit.into(),
             code: code.into(),
             instigator_kind: instigator.map(|i| i.0).unwrap_or_default().into(),
             instigator: instigator.map(|i| i.1).unwrap_or_default().into(),
         };
-        if let Some((old, _)) = worst.insert(jvm.pid.clone(), (l.clone(), duration_ns)) {
+        if let Some((old, _)) = worst.insert(jvm.clone(), (l.clone(), duration_ns)) {
             self.worst_stall_seconds.remove(&old);
         }
         self.worst_stall_seconds.get_or_create(&l).set(duration_ns as f64 / 1e9);
@@ -397,16 +401,11 @@ impl Metrics {
         self.causes
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .entry(jvm.pid.clone())
+            .entry(jvm.clone())
             .or_default()
             .insert(cause.to_string());
         self.stalls
-            .get_or_create(&CauseLabels {
-                pid: jvm.pid.clone(),
-                main: jvm.main.clone(),
-                container: jvm.container.clone(),
-                cause: cause.to_string(),
-            })
+            .get_or_create(&CauseLabels { jvm: jvm.clone(), cause: cause.to_string() })
             .inc();
         self.stall_seconds.get_or_create(jvm).observe(duration_ns as f64 / 1e9);
     }
@@ -485,7 +484,17 @@ mod tests {
     use super::*;
 
     fn labels(pid: &str) -> JvmLabels {
-        JvmLabels { pid: pid.into(), main: "Main".into(), container: String::new() }
+        JvmLabels { main: "Main".into(), pid: pid.into(), ..JvmLabels::default() }
+    }
+
+    fn info(jvm: &JvmLabels, process: &str) -> JvmInfoLabels {
+        JvmInfoLabels {
+            jvm: jvm.clone(),
+            process: process.into(),
+            container_id: String::new(),
+            cgroup: String::new(),
+            jdk: "17".into(),
+        }
     }
 
     #[test]
@@ -493,14 +502,7 @@ mod tests {
         let m = Metrics::new();
         for pid in ["1", "2"] {
             let l = labels(pid);
-            m.jvms
-                .get_or_create(&JvmInfoLabels {
-                    pid: pid.into(),
-                    main: "Main".into(),
-                    container: String::new(),
-                    jdk: "17".into(),
-                })
-                .set(1);
+            m.watched(&info(&l, pid));
             m.stall_named(
                 &l,
                 "long-vm-operation",
@@ -511,13 +513,42 @@ mod tests {
             );
         }
         let text = m.encode();
-        assert!(text.contains("stallscope_instigated_stalls_total{pid=\"1\",main=\"Main\",container=\"\",kind=\"attach-client\",instigator=\"jcmd\"} 1"), "{text}");
-        m.forget(&labels("1"), "17");
+        assert!(text.contains("stallscope_instigated_stalls_total{namespace=\"\",pod=\"\",container=\"\",workload=\"\",main=\"Main\",pid=\"1\",kind=\"attach-client\",instigator=\"jcmd\"} 1"), "{text}");
+        m.forget(&info(&labels("1"), "1"));
         let text = m.encode();
         assert!(!text.contains("pid=\"1\""), "{text}");
-        assert!(text.contains("stallscope_stalls_total{pid=\"2\",main=\"Main\",container=\"\",cause=\"long-vm-operation\"} 1"), "{text}");
+        assert!(text.contains("stallscope_stalls_total{namespace=\"\",pod=\"\",container=\"\",workload=\"\",main=\"Main\",pid=\"2\",cause=\"long-vm-operation\"} 1"), "{text}");
         assert!(text.contains("stallscope_stall_duration_seconds_bucket{"), "{text}");
         assert!(text.ends_with("# EOF\n"), "OpenMetrics text ends with EOF");
+    }
+
+    /// A pod's container restarted: the new JVM (another pid) goes on in the pod's series, and
+    /// forgetting the old one after its grace removes only its own `watched_jvm`.
+    #[test]
+    fn a_restarted_containers_jvm_keeps_the_pods_series_until_both_are_forgotten() {
+        let m = Metrics::new();
+        let pod = JvmLabels {
+            namespace: "shop".into(),
+            pod: "orders-7d4b9c6f5-x2k8q".into(),
+            container: "orders-api".into(),
+            workload: "orders".into(),
+            main: "Main".into(),
+            pid: String::new(),
+        };
+        let (old, new) = (info(&pod, "100"), info(&pod, "200"));
+        m.watched(&old);
+        m.stall(&pod, "no-safepoint-poll", 1_000_000_000);
+        m.exited(&old);
+        m.watched(&new);
+        m.stall(&pod, "no-safepoint-poll", 1_000_000_000);
+        m.forget(&old);
+        let text = m.encode();
+        assert!(text.contains("stallscope_stalls_total{namespace=\"shop\",pod=\"orders-7d4b9c6f5-x2k8q\",container=\"orders-api\",workload=\"orders\",main=\"Main\",pid=\"\",cause=\"no-safepoint-poll\"} 2"), "{text}");
+        assert!(!text.contains("process=\"100\""), "{text}");
+        assert!(text.contains("process=\"200\""), "{text}");
+        m.forget(&new);
+        let text = m.encode();
+        assert!(!text.contains("orders"), "{text}");
     }
 
     #[test]
@@ -547,14 +578,7 @@ mod tests {
     fn the_dashboard_and_the_alerts_use_only_series_watch_exports() {
         let m = Metrics::new();
         let l = labels("1");
-        m.jvms
-            .get_or_create(&JvmInfoLabels {
-                pid: "1".into(),
-                main: "Main".into(),
-                container: String::new(),
-                jdk: "17".into(),
-            })
-            .set(1);
+        m.watched(&info(&l, "1"));
         m.stall_named(
             &l,
             "no-safepoint-poll",

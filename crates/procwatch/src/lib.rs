@@ -23,6 +23,7 @@ pub mod ns;
 pub mod pagecache;
 pub mod perf;
 pub mod perfdata;
+pub mod pods;
 pub mod process;
 pub mod syscalls;
 pub mod system;

@@ -123,35 +123,12 @@ pub fn user_name(uid: u32) -> Option<String> {
 /// `crio-<id>.scope`), their cgroupfs layouts (`/docker/<id>`, `/kubepods/…/pod<uid>/<id>`),
 /// and a Kubernetes pod's UID. Ids are cut to 12 characters, as `docker ps` shows them.
 pub fn container_of(cgroup: &str) -> Option<String> {
-    let short = |id: &str| id.chars().take(12).collect::<String>();
-    let hexish = |s: &str| s.len() >= 12 && s.chars().all(|c| c.is_ascii_hexdigit());
-    let mut pod = None;
-    let mut container = None;
-    for part in cgroup.split('/').filter(|p| !p.is_empty()) {
-        let p = part.strip_suffix(".scope").unwrap_or(part);
-        let p = p.strip_suffix(".slice").unwrap_or(p);
-        if let Some(uid) = p.rsplit_once("-pod").map(|x| x.1).or_else(|| p.strip_prefix("pod")) {
-            let uid = uid.replace('_', "-");
-            if uid.len() >= 12 {
-                pod = Some(uid);
-                continue;
-            }
-        }
-        for (prefix, runtime) in [
-            ("docker-", "docker"),
-            ("cri-containerd-", "containerd"),
-            ("crio-", "cri-o"),
-            ("libpod-", "podman"),
-        ] {
-            if let Some(id) = p.strip_prefix(prefix).filter(|id| hexish(id)) {
-                container = Some(format!("{runtime} {}", short(id)));
-            }
-        }
-        if container.is_none() && hexish(p) && p.len() == 64 {
-            container = Some(format!("container {}", short(p)));
-        }
-    }
-    match (pod, container) {
+    let ids = crate::pods::ids_in_cgroup(cgroup);
+    let container = ids.container_id.map(|id| {
+        let short: String = id.chars().take(12).collect();
+        format!("{} {short}", ids.runtime.unwrap_or("container"))
+    });
+    match (ids.pod_uid, container) {
         (Some(p), Some(c)) => Some(format!("pod {p}, {c}")),
         (Some(p), None) => Some(format!("pod {p}")),
         (None, c) => c,
@@ -310,10 +287,7 @@ mod tests {
             container_of(&format!("/system.slice/docker-{id}.scope")).as_deref(),
             Some("docker 3f2a9c1d5e7b")
         );
-        assert_eq!(
-            container_of(&format!("/docker/{id}")).as_deref(),
-            Some("container 3f2a9c1d5e7b")
-        );
+        assert_eq!(container_of(&format!("/docker/{id}")).as_deref(), Some("docker 3f2a9c1d5e7b"));
         assert_eq!(
             container_of(&format!(
                 "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod5c1d2e3f_4a5b_6c7d_8e9f_0a1b2c3d4e5f.slice/cri-containerd-{id}.scope"

@@ -55,6 +55,10 @@ pub struct Meta {
     /// its own lateness is that limit's doing, not the machine's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub recorder_shares: Option<Shares>,
+    /// The Kubernetes pod and container the target runs in, when its cgroup names a container
+    /// (names from the runtime's bundle, docs/kubernetes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod: Option<procwatch::pods::Pod>,
 }
 
 impl Meta {

@@ -686,6 +686,7 @@ mod tests {
             safepoint_timeout_ms: None,
             cgroups: None,
             recorder_shares: None,
+            pod: None,
         };
         let w = Writer::open(&dir, &meta).unwrap();
         (dir, w)

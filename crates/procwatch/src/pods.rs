@@ -1,0 +1,368 @@
+//! Which Kubernetes pod and container a process runs in, found from the node alone: the
+//! process's cgroup path gives the container's id and its pod's UID (the cgroupfs and the systemd
+//! drivers' layouts, cgroup v1 and v2 alike); the OCI bundle the CRI runtime wrote for that
+//! container gives the names, in the annotations containerd's CRI plugin and CRI-O put there
+//! (`io.kubernetes.cri.sandbox-name`…, `io.kubernetes.pod.name`…). The bundle is found through
+//! the container's shim (`containerd-shim-runc-v2`'s working directory is its pod's bundle;
+//! `conmon` names its bundle with `-b`), else at the runtimes' default state directories, always
+//! read through `/proc/PID/root`, so a watcher in a pod of its own (hostPID) reads the node's.
+//!
+//! Invariant: this only reads files. It never asks the runtime's socket, which a wedged runtime
+//! would leave unanswered (the observer must not be held by the observed) and which grants
+//! control of every container on the node to whoever can connect (a read-only mount does not
+//! stop that). Without a bundle, what the cgroup says (pod UID, container id) is all that is
+//! given, and said to be so.
+
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+/// The pod and container a process runs in, as far as the node tells.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Pod {
+    /// The pod's namespace and name, empty when no bundle named them.
+    pub namespace: String,
+    pub name: String,
+    /// The pod's UID, empty when neither the cgroup nor the bundle gave it.
+    pub uid: String,
+    /// The container's name in the pod spec, empty when no bundle named it.
+    pub container: String,
+    /// The runtime's full id of the container.
+    pub container_id: String,
+    /// `containerd`, `cri-o`, `docker`, `podman`, or empty when the cgroup does not say.
+    pub runtime: String,
+    /// Where the names were read (the bundle's `config.json`), empty when only the cgroup spoke.
+    pub source: String,
+}
+
+impl Pod {
+    /// `namespace/name`, or `pod <uid>` when no name is known, or empty outside a pod.
+    pub fn display_name(&self) -> String {
+        match (self.name.is_empty(), self.uid.is_empty()) {
+            (false, _) => format!("{}/{}", self.namespace, self.name),
+            (true, false) => format!("pod {}", self.uid),
+            (true, true) => String::new(),
+        }
+    }
+
+    /// The workload the pod belongs to, from its name: see [`workload_of`].
+    pub fn workload(&self) -> String {
+        workload_of(&self.name)
+    }
+
+    /// The container's name, else its id cut to 12 characters (as `crictl ps` shows it).
+    pub fn container_label(&self) -> String {
+        if self.container.is_empty() {
+            self.container_id.chars().take(12).collect()
+        } else {
+            self.container.clone()
+        }
+    }
+}
+
+/// What a cgroup path says of a container: its runtime, its id, and its pod's UID.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CgroupIds {
+    pub runtime: Option<&'static str>,
+    /// The container id as the path spells it (64 hex digits in every runtime's layout).
+    pub container_id: Option<String>,
+    /// The pod's UID with dashes (the systemd driver spells them as underscores).
+    pub pod_uid: Option<String>,
+}
+
+/// The ids in a cgroup path: Kubernetes' pod level (`pod<uid>` under the cgroupfs driver,
+/// `kubepods-<qos>-pod<uid>.slice` under systemd's), and the container below it in each
+/// runtime's words (`cri-containerd-<id>.scope`, `crio-<id>.scope`, `docker-<id>.scope`,
+/// `libpod-<id>.scope` under systemd; a bare id, or `crio-<id>`, under cgroupfs).
+pub fn ids_in_cgroup(path: &str) -> CgroupIds {
+    let hex = |s: &str| s.len() >= 12 && s.chars().all(|c| c.is_ascii_hexdigit());
+    let mut ids = CgroupIds::default();
+    for part in path.split('/').filter(|p| !p.is_empty()) {
+        let p = part.strip_suffix(".scope").unwrap_or(part);
+        let p = p.strip_suffix(".slice").unwrap_or(p);
+        if let Some(uid) = p.rsplit_once("-pod").map(|x| x.1).or_else(|| p.strip_prefix("pod")) {
+            let uid = uid.replace('_', "-");
+            if uid.len() >= 12 && uid.chars().all(|c| c.is_ascii_hexdigit() || c == '-') {
+                ids.pod_uid = Some(uid);
+                continue;
+            }
+        }
+        // conmon's own group (`crio-conmon-<id>.scope`) is the monitor's, not the container's.
+        if p.starts_with("crio-conmon-") {
+            continue;
+        }
+        let mut named = false;
+        for (prefix, runtime) in [
+            ("docker-", "docker"),
+            ("cri-containerd-", "containerd"),
+            ("crio-", "cri-o"),
+            ("libpod-", "podman"),
+        ] {
+            if let Some(id) = p.strip_prefix(prefix).filter(|id| hex(id)) {
+                (ids.runtime, ids.container_id, named) =
+                    (Some(runtime), Some(id.to_string()), true);
+            }
+        }
+        if !named && hex(p) && p.len() == 64 {
+            ids.container_id = Some(p.to_string());
+            // A bare id under `docker/` is Docker's; under a pod, the runtime is in the bundle.
+            ids.runtime = path.starts_with("/docker/").then_some("docker");
+        }
+    }
+    ids
+}
+
+/// The names in an OCI runtime config's annotations, as containerd's CRI plugin and CRI-O write
+/// them: (namespace, pod name, pod UID, container name). `None` when the config is no JSON or
+/// names no pod (a container started outside Kubernetes, or a pod's sandbox).
+pub fn names_in_config(json: &str) -> Option<(String, String, String, String)> {
+    #[derive(Deserialize)]
+    struct Config {
+        #[serde(default)]
+        annotations: std::collections::HashMap<String, String>,
+    }
+    let c: Config = serde_json::from_str(json).ok()?;
+    let a = |keys: &[&str]| {
+        keys.iter().find_map(|k| c.annotations.get(*k)).cloned().unwrap_or_default()
+    };
+    let kind = a(&["io.kubernetes.cri.container-type", "io.kubernetes.cri-o.ContainerType"]);
+    let names = (
+        a(&["io.kubernetes.cri.sandbox-namespace", "io.kubernetes.pod.namespace"]),
+        a(&["io.kubernetes.cri.sandbox-name", "io.kubernetes.pod.name"]),
+        a(&["io.kubernetes.cri.sandbox-uid", "io.kubernetes.pod.uid"]),
+        a(&["io.kubernetes.cri.container-name", "io.kubernetes.container.name"]),
+    );
+    (kind != "sandbox" && !names.1.is_empty()).then_some(names)
+}
+
+/// The workload a pod's name comes from: the name less the suffixes its controller adds. A
+/// ReplicaSet's (a Deployment's) pods end in `-<pod-template-hash>-<5>`, a DaemonSet's and a
+/// Job's in `-<5>`, a StatefulSet's in `-<ordinal>`; the generated parts use only the
+/// characters Kubernetes generates names from (no vowels, no 0, 1 or 3). A name with no such
+/// suffix is its own workload. The pod's owner is not on the node: this reads the name only.
+pub fn workload_of(pod: &str) -> String {
+    const GENERATED: &str = "bcdfghjklmnpqrstvwxz2456789";
+    let generated = |s: &str, min: usize, max: usize| {
+        (min..=max).contains(&s.len()) && s.chars().all(|c| GENERATED.contains(c))
+    };
+    let Some((head, tail)) = pod.rsplit_once('-').filter(|(h, _)| !h.is_empty()) else {
+        return pod.to_string();
+    };
+    if generated(tail, 5, 5) {
+        // A Deployment's pod: its ReplicaSet's hash too; a CronJob's: the Job's minute stamp.
+        if let Some((h2, t2)) = head.rsplit_once('-').filter(|(h, _)| !h.is_empty())
+            && (generated(t2, 6, 10) && t2.chars().any(|c| c.is_ascii_alphabetic())
+                || t2.len() >= 8 && t2.chars().all(|c| c.is_ascii_digit()))
+        {
+            return h2.to_string();
+        }
+        return head.to_string();
+    }
+    if !tail.is_empty() && tail.len() <= 5 && tail.chars().all(|c| c.is_ascii_digit()) {
+        return head.to_string();
+    }
+    pod.to_string()
+}
+
+/// The pod and container `pid` runs in, given its cgroup path: `None` when the path names no
+/// container. The names come from the runtime's bundle when one is found.
+pub fn of(pid: i32, cgroup: &str) -> Option<Pod> {
+    let ids = ids_in_cgroup(cgroup);
+    let id = ids.container_id.clone()?;
+    let mut pod = Pod {
+        uid: ids.pod_uid.clone().unwrap_or_default(),
+        container_id: id.clone(),
+        runtime: ids.runtime.unwrap_or_default().to_string(),
+        ..Pod::default()
+    };
+    for (config, runtime) in bundle_configs(pid, &id) {
+        let Some(text) = read_small(&config) else { continue };
+        if let Some((namespace, name, uid, container)) = names_in_config(&text) {
+            pod.namespace = namespace;
+            pod.name = name;
+            if !uid.is_empty() {
+                pod.uid = uid;
+            }
+            pod.container = container;
+            if pod.runtime.is_empty() {
+                pod.runtime = runtime.to_string();
+            }
+            pod.source = config.display().to_string();
+            break;
+        }
+    }
+    Some(pod)
+}
+
+/// A config.json of at most a few megabytes (a bundle's is tens of kilobytes).
+fn read_small(path: &Path) -> Option<String> {
+    use std::io::Read;
+    let mut s = String::new();
+    std::fs::File::open(path).ok()?.take(4 << 20).read_to_string(&mut s).ok()?;
+    Some(s)
+}
+
+/// Where the bundle of container `id` may be, most likely first: beside the sandbox's bundle
+/// its containerd shim runs in, or where its CRI-O `conmon` says, then the runtimes' defaults.
+fn bundle_configs(pid: i32, id: &str) -> Vec<(PathBuf, &'static str)> {
+    let mut out = Vec::new();
+    let mut p = pid;
+    for _ in 0..16 {
+        let Some((comm, _, ppid, _)) = std::fs::read_to_string(format!("/proc/{p}/stat"))
+            .ok()
+            .and_then(|s| crate::process::parse_stat_head(&s))
+        else {
+            break;
+        };
+        let root = PathBuf::from(format!("/proc/{p}/root"));
+        if comm.starts_with("containerd-shim") {
+            if let Ok(cwd) = std::fs::read_link(format!("/proc/{p}/cwd")) {
+                let cwd = cwd.strip_prefix("/").unwrap_or(&cwd).to_path_buf();
+                // runc v2 shims serve a pod from the sandbox's bundle; v1 shims one container.
+                if let Some(parent) = cwd.parent() {
+                    out.push((root.join(parent).join(id).join("config.json"), "containerd"));
+                }
+                out.push((root.join(&cwd).join("config.json"), "containerd"));
+            }
+        } else if comm == "conmon" {
+            let args = crate::jvms::cmdline(p);
+            let bundle = args
+                .windows(2)
+                .find(|w| w[0] == "-b" || w[0] == "--bundle")
+                .map(|w| w[1].clone())
+                .or_else(|| {
+                    args.iter().find_map(|a| a.strip_prefix("--bundle=").map(String::from))
+                });
+            if let Some(b) = bundle {
+                out.push((root.join(b.trim_start_matches('/')).join("config.json"), "cri-o"));
+            }
+        }
+        if ppid <= 1 {
+            break;
+        }
+        p = ppid;
+    }
+    for (dir, runtime) in [
+        ("run/containerd/io.containerd.runtime.v2.task/k8s.io", "containerd"),
+        ("run/containerd/io.containerd.runtime.v1.linux/k8s.io", "containerd"),
+        ("run/containers/storage/overlay-containers", "cri-o"),
+    ] {
+        let d = Path::new("/proc/1/root").join(dir).join(id);
+        let config =
+            if runtime == "cri-o" { d.join("userdata/config.json") } else { d.join("config.json") };
+        out.push((config, runtime));
+    }
+    // Only a directory named by the id is this container's bundle.
+    out.retain(|(c, _)| c.parent().is_some_and(|d| d.ends_with(id) || d.ends_with("userdata")));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    const ID: &str = "65d5a9da8c0fcdd09e237df6405cae50f6f016b0b72cfdd755635648f08dfe1e";
+    const UID: &str = "0b6f1c2e-3d4a-4e5f-8a9b-1c2d3e4f5a6b";
+
+    #[test]
+    fn every_driver_and_runtime_layout_gives_the_container_and_its_pod() {
+        let u = UID.replace('-', "_");
+        for (path, runtime) in [
+            (format!("/kubepods/besteffort/pod{UID}/{ID}"), None),
+            (format!("/kubepods/pod{UID}/{ID}"), None),
+            (format!("/kubepods/burstable/pod{UID}/crio-{ID}"), Some("cri-o")),
+            (
+                format!(
+                    "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod{u}.slice/cri-containerd-{ID}.scope"
+                ),
+                Some("containerd"),
+            ),
+            (format!("/kubepods.slice/kubepods-pod{u}.slice/crio-{ID}.scope"), Some("cri-o")),
+            (
+                format!(
+                    "/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod{u}.slice/docker-{ID}.scope"
+                ),
+                Some("docker"),
+            ),
+        ] {
+            let ids = ids_in_cgroup(&path);
+            assert_eq!(ids.container_id.as_deref(), Some(ID), "{path}");
+            assert_eq!(ids.pod_uid.as_deref(), Some(UID), "{path}");
+            assert_eq!(ids.runtime, runtime, "{path}");
+        }
+        let conmon =
+            ids_in_cgroup(&format!("/kubepods.slice/kubepods-pod{u}.slice/crio-conmon-{ID}.scope"));
+        assert_eq!((conmon.container_id, conmon.pod_uid.as_deref()), (None, Some(UID)));
+        let docker = ids_in_cgroup(&format!("/docker/{ID}"));
+        assert_eq!(
+            (docker.container_id.as_deref(), docker.runtime, docker.pod_uid),
+            (Some(ID), Some("docker"), None)
+        );
+        for none in
+            ["/", "/user.slice/user-1000.slice/session-2.scope", "/system.slice/app.service"]
+        {
+            assert_eq!(ids_in_cgroup(none), CgroupIds::default(), "{none}");
+        }
+    }
+
+    #[test]
+    fn the_names_come_from_containerds_and_cri_os_annotations_and_a_sandbox_names_none() {
+        let containerd = format!(
+            r#"{{"ociVersion":"1.0.2","annotations":{{"io.kubernetes.cri.container-name":"orders-api","io.kubernetes.cri.container-type":"container","io.kubernetes.cri.sandbox-name":"orders-7d4b9c6f5-x2k8q","io.kubernetes.cri.sandbox-namespace":"shop","io.kubernetes.cri.sandbox-uid":"{UID}"}}}}"#
+        );
+        let want = (
+            "shop".to_string(),
+            "orders-7d4b9c6f5-x2k8q".to_string(),
+            UID.to_string(),
+            "orders-api".to_string(),
+        );
+        assert_eq!(names_in_config(&containerd), Some(want.clone()));
+        let crio = format!(
+            r#"{{"annotations":{{"io.kubernetes.cri-o.ContainerType":"container","io.kubernetes.pod.name":"orders-7d4b9c6f5-x2k8q","io.kubernetes.pod.namespace":"shop","io.kubernetes.pod.uid":"{UID}","io.kubernetes.container.name":"orders-api"}}}}"#
+        );
+        assert_eq!(names_in_config(&crio), Some(want));
+        let sandbox = r#"{"annotations":{"io.kubernetes.cri.container-type":"sandbox","io.kubernetes.cri.sandbox-name":"p"}}"#;
+        assert_eq!(names_in_config(sandbox), None);
+        for bad in ["", "{", "[]", r#"{"annotations":7}"#, r#"{"annotations":{}}"#] {
+            assert_eq!(names_in_config(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn workloads_are_pod_names_less_their_controllers_suffixes() {
+        for (pod, workload) in [
+            ("orders-7d4b9c6f5-x2k8q", "orders"),
+            ("payments-api-5f8d7c9b4d-2m4zt", "payments-api"),
+            ("node-exporter-7xq2z", "node-exporter"),
+            ("kafka-2", "kafka"),
+            ("nightly-report-29360160-4gq7s", "nightly-report"),
+            ("standalone", "standalone"),
+            ("my-app", "my-app"),
+            ("web-aeiou", "web-aeiou"),
+            ("-7xq2z", "-7xq2z"),
+            ("", ""),
+        ] {
+            assert_eq!(workload_of(pod), workload, "{pod}");
+        }
+    }
+
+    #[test]
+    fn this_process_is_in_no_pod() {
+        let cg = crate::process::cgroup_path(&crate::cgroup::of(std::process::id() as i32));
+        let ids = ids_in_cgroup(&cg);
+        assert!(ids.pod_uid.is_none(), "{cg}");
+    }
+
+    proptest! {
+        #[test]
+        fn any_cgroup_path_or_config_is_read_without_a_panic(path in "(/[a-z0-9_.:-]{0,70}){0,6}", json in ".{0,200}") {
+            let ids = ids_in_cgroup(&path);
+            if let Some(id) = ids.container_id {
+                prop_assert!(path.contains(&id));
+            }
+            let _ = names_in_config(&json);
+            let w = workload_of(&path);
+            prop_assert!(path.starts_with(&w));
+        }
+    }
+}

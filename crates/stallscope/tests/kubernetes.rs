@@ -1,0 +1,501 @@
+//! A JVM in a Kubernetes pod, on a real container runtime: Debian's containerd with its CRI
+//! plugin and runc, driven through the CRI API by `crictl` (cri-tools, built from the Go module
+//! proxy by scripts/setup.sh), with an image built here (no registry is reachable). A pod sandbox
+//! with a name, a namespace and a UID holds a container running a JVM (Temurin 25 bind-mounted
+//! from the host) whose safepoints wait on a counted loop; `watch` on the host names the stall
+//! by that pod, namespace and container in its metrics, its event and `report`, and the threads
+//! it recorded are the container's.
+//!
+//! The cgroup layout is the cgroupfs driver's, on this host's cgroup v1 controllers (with the v2
+//! hierarchy beside them); the systemd driver needs systemd as init, which this machine lacks
+//! (docs/kubernetes/README.md says what was tried). Needs root: it fails without it, as it does
+//! when containerd, runc, crictl or gcc is missing. Everything it makes (the runtime and its
+//! shims, the pod, its mounts and cgroups) is removed on every exit path.
+
+mod common;
+
+use common::*;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+const IMAGE: &str = "stallscope.test/pause:1";
+/// A marker in the JVM's command line, for `watch --match`.
+const MARK: &str = "67s";
+const POD: &str = "orders-7d4b9c6f5-x2k8q";
+const NAMESPACE: &str = "shop";
+const CONTAINER: &str = "orders-api";
+
+fn tool(name: &str) -> PathBuf {
+    let local = root().join("target/tools").join(name);
+    if local.exists() {
+        return local;
+    }
+    for dir in ["/usr/bin", "/usr/sbin", "/usr/local/bin"] {
+        let p = Path::new(dir).join(name);
+        if p.exists() {
+            return p;
+        }
+    }
+    panic!(
+        "{name} is needed for the Kubernetes test (scripts/setup.sh installs containerd and runc \
+         with apt, and builds crictl into target/tools from sigs.k8s.io/cri-tools)"
+    )
+}
+
+/// A containerd of this test's own (its root, state and socket in a scratch directory), and
+/// everything it made, removed when dropped: pods, shims, mounts, cgroups.
+struct Runtime {
+    dir: PathBuf,
+    sock: PathBuf,
+    daemon: Option<Reaper>,
+    /// The cgroup directories under the controllers' roots that did not exist before the test.
+    new_cgroups: Vec<PathBuf>,
+}
+
+impl Runtime {
+    fn start(dir: &Path, cgroup_parent: &str) -> Runtime {
+        std::fs::create_dir_all(dir).unwrap();
+        let sock = dir.join("containerd.sock");
+        let config = dir.join("config.toml");
+        std::fs::write(
+            &config,
+            format!(
+                r#"version = 2
+root = "{d}/root"
+state = "{d}/state"
+[grpc]
+  address = "{s}"
+[ttrpc]
+  address = "{s}.ttrpc"
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = "{IMAGE}"
+  # A sandbox asks for oom_score_adj -998, which needs CAP_SYS_RESOURCE; keep ours instead.
+  restrict_oom_score_adj = true
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    snapshotter = "overlayfs"
+    default_runtime_name = "runc"
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+        SystemdCgroup = false
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = "{d}/cni/bin"
+    conf_dir = "{d}/cni/conf"
+"#,
+                d = dir.display(),
+                s = sock.display()
+            ),
+        )
+        .unwrap();
+        // Which levels of the pod's cgroup path are new, in every hierarchy, to remove after.
+        let mut new_cgroups = Vec::new();
+        for h in std::fs::read_dir("/sys/fs/cgroup").unwrap().flatten() {
+            let mut p = h.path();
+            for part in cgroup_parent.split('/').filter(|p| !p.is_empty()) {
+                p = p.join(part);
+                if !p.exists() {
+                    new_cgroups.push(p.clone());
+                }
+            }
+        }
+        let mut daemon = Command::new(tool("containerd"));
+        daemon
+            .arg("--config")
+            .arg(&config)
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(dir.join("containerd.log")).unwrap());
+        // It goes with this test's thread if the test is killed.
+        unsafe {
+            use std::os::unix::process::CommandExt;
+            daemon.pre_exec(|| {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                Ok(())
+            });
+        }
+        let daemon = daemon.spawn().unwrap();
+        let rt = Runtime { dir: dir.into(), sock, daemon: Some(Reaper(daemon)), new_cgroups };
+        let up = poll(Duration::from_secs(30), Duration::from_millis(200), || {
+            rt.crictl(&["version"]).ok()
+        });
+        assert!(up.is_some(), "containerd did not answer: {}", rt.log());
+        let image = dir.join("pause.tar");
+        let o = Command::new("bash")
+            .arg(root().join("crates/stallscope/tests/kubernetes/pause-image.sh"))
+            .arg(&image)
+            .arg(IMAGE)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "building the image: {}", String::from_utf8_lossy(&o.stderr));
+        let o = Command::new(tool("ctr"))
+            .arg("--address")
+            .arg(&rt.sock)
+            .args(["-n", "k8s.io", "images", "import"])
+            .arg(&image)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "ctr images import: {}", String::from_utf8_lossy(&o.stderr));
+        rt
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("containerd.log")).unwrap_or_default()
+    }
+
+    /// `crictl ARGS` against this runtime: its standard output, or what it said on failure.
+    fn crictl(&self, args: &[&str]) -> Result<String, String> {
+        let endpoint = format!("unix://{}", self.sock.display());
+        let o = Command::new("timeout")
+            .arg("60")
+            .arg(tool("crictl"))
+            .args(["--runtime-endpoint", &endpoint, "--image-endpoint", &endpoint])
+            .args(["--timeout", "30s"])
+            .args(args)
+            .output()
+            .map_err(|e| e.to_string())?;
+        let out = String::from_utf8_lossy(&o.stdout).trim().to_string();
+        if o.status.success() {
+            Ok(out)
+        } else {
+            Err(format!("crictl {args:?}: {out} {}", String::from_utf8_lossy(&o.stderr)))
+        }
+    }
+
+    /// The processes whose command line names this runtime's socket (its shims).
+    fn shims(&self) -> Vec<i32> {
+        let sock = self.sock.to_string_lossy().to_string();
+        std::fs::read_dir("/proc")
+            .unwrap()
+            .flatten()
+            .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+            .filter(|pid| {
+                std::fs::read(format!("/proc/{pid}/cmdline"))
+                    .is_ok_and(|c| String::from_utf8_lossy(&c).contains(&sock))
+            })
+            .collect()
+    }
+}
+
+impl Drop for Runtime {
+    fn drop(&mut self) {
+        let _ = self.crictl(&["rmp", "--force", "--all"]);
+        let procs: Vec<i32> = self
+            .new_cgroups
+            .iter()
+            .flat_map(|g| {
+                walk(g)
+                    .into_iter()
+                    .filter_map(|d| std::fs::read_to_string(d.join("cgroup.procs")).ok())
+                    .flat_map(|t| {
+                        t.lines().filter_map(|l| l.parse::<i32>().ok()).collect::<Vec<_>>()
+                    })
+            })
+            .collect();
+        for pid in procs.into_iter().chain(self.shims()) {
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        }
+        self.daemon.take();
+        std::thread::sleep(Duration::from_millis(300));
+        // Mounts the runtime left (a sandbox's shm, a container's rootfs), deepest first.
+        let dir = self.dir.to_string_lossy().to_string();
+        let mut mounts: Vec<String> = std::fs::read_to_string("/proc/self/mountinfo")
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| l.split(' ').nth(4).map(String::from))
+            .filter(|m| m.starts_with(&dir))
+            .collect();
+        mounts.sort_by_key(|m| std::cmp::Reverse(m.len()));
+        for m in mounts {
+            let _ = Command::new("umount").arg("-l").arg(&m).status();
+        }
+        for g in self.new_cgroups.iter().rev() {
+            for d in walk(g).into_iter().rev() {
+                let _ = std::fs::remove_dir(&d);
+            }
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// The prefix of this test's pod UIDs; the test's pid, in hex, completes them.
+const UID_PREFIX: &str = "5c1d2e3f-4a5b-4c7d-8e9f-";
+
+/// What a run of this test that was killed left (its runtime's shims and containers, its pod's
+/// cgroups) is removed by the next run: whatever names a scratch directory or pod UID of a test
+/// process that is gone.
+fn remove_leftovers() {
+    // Gone, or a zombie no one reaps (an orphan here may stay one).
+    let gone = |pid: &str| {
+        pid.parse::<i32>().is_ok_and(|p| {
+            std::fs::read_to_string(format!("/proc/{p}/stat"))
+                .ok()
+                .and_then(|s| Some(s.get(s.rfind(')')? + 2..)?.starts_with('Z')))
+                .unwrap_or(true)
+        })
+    };
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else {
+            continue;
+        };
+        let cmd = String::from_utf8_lossy(
+            &std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default(),
+        )
+        .to_string();
+        if let Some(rest) = cmd.split("/tmp/kubernetes-").nth(1)
+            && gone(rest.split('/').next().unwrap_or(""))
+        {
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        }
+    }
+    let mut mounts: Vec<String> = std::fs::read_to_string("/proc/self/mountinfo")
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.split(' ').nth(4).map(String::from))
+        .filter(|m| {
+            m.split("/tmp/kubernetes-")
+                .nth(1)
+                .is_some_and(|r| gone(r.split('/').next().unwrap_or("")))
+        })
+        .collect();
+    mounts.sort_by_key(|m| std::cmp::Reverse(m.len()));
+    for m in mounts {
+        let _ = Command::new("umount").arg("-l").arg(&m).status();
+    }
+    for e in std::fs::read_dir(env!("CARGO_TARGET_TMPDIR")).into_iter().flatten().flatten() {
+        let name = e.file_name().to_string_lossy().to_string();
+        if name.strip_prefix("kubernetes-").is_some_and(gone) {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
+    }
+    for h in std::fs::read_dir("/sys/fs/cgroup").unwrap().flatten() {
+        let qos = h.path().join("kubepods/besteffort");
+        for pod in std::fs::read_dir(&qos).into_iter().flatten().flatten() {
+            let name = pod.file_name().to_string_lossy().to_string();
+            let Some(hex) = name.strip_prefix("pod").and_then(|u| u.strip_prefix(UID_PREFIX))
+            else {
+                continue;
+            };
+            let Ok(owner) = i64::from_str_radix(hex, 16) else { continue };
+            if !gone(&owner.to_string()) {
+                continue;
+            }
+            for d in walk(&pod.path()).into_iter().rev() {
+                for p in std::fs::read_to_string(d.join("cgroup.procs")).unwrap_or_default().lines()
+                {
+                    if let Ok(p) = p.parse::<i32>() {
+                        unsafe { libc::kill(p, libc::SIGKILL) };
+                    }
+                }
+                // Empty once its processes are dead, which takes a moment.
+                poll(Duration::from_secs(10), Duration::from_millis(50), || {
+                    std::fs::remove_dir(&d).ok().or_else(|| (!d.exists()).then_some(()))
+                });
+            }
+        }
+        for d in [qos.clone(), h.path().join("kubepods")] {
+            let _ = std::fs::remove_dir(d);
+        }
+    }
+}
+
+/// A cgroup directory and every one below it, parents first.
+fn walk(g: &Path) -> Vec<PathBuf> {
+    let mut out = vec![];
+    let mut todo = vec![g.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        if !d.is_dir() {
+            continue;
+        }
+        if let Ok(rd) = std::fs::read_dir(&d) {
+            todo.extend(rd.flatten().map(|e| e.path()).filter(|p| p.is_dir()));
+        }
+        out.push(d);
+    }
+    out
+}
+
+fn metrics(addr: &str) -> String {
+    use std::io::{Read, Write};
+    let Ok(mut c) = std::net::TcpStream::connect(addr) else { return String::new() };
+    let _ = c.set_read_timeout(Some(Duration::from_secs(10)));
+    let _ = write!(c, "GET /metrics HTTP/1.0\r\nHost: x\r\n\r\n");
+    let mut s = String::new();
+    let _ = c.read_to_string(&mut s);
+    s
+}
+
+#[test]
+fn a_stall_in_a_pod_is_named_by_its_pod_namespace_and_container() {
+    assert_eq!(unsafe { libc::geteuid() }, 0, "this test runs a container runtime: run it as root");
+    let _x = exclusive();
+    remove_leftovers();
+    let d = scratch("kubernetes");
+    let uid = format!("{UID_PREFIX}{:012x}", std::process::id());
+    let parent = format!("/kubepods/besteffort/pod{uid}");
+    let rt = Runtime::start(&d.join("containerd"), &parent);
+
+    // watch first, on the marked JVM only; then the pod.
+    let events = d.join("events.jsonl");
+    let out = d.join("recordings");
+    let mut w = stallscope()
+        .args(["watch", "--match", MARK, "--metrics", "127.0.0.1:0", "--for", "150s"])
+        .arg("--events")
+        .arg(&events)
+        .arg("--out")
+        .arg(&out)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let said = {
+        use std::io::BufRead;
+        let (tx, rx) = std::sync::mpsc::channel();
+        let err = w.stderr.take().unwrap();
+        std::thread::spawn(move || {
+            for l in std::io::BufReader::new(err).lines().map_while(Result::ok) {
+                let _ = tx.send(l);
+            }
+        });
+        rx
+    };
+    let w = Reaper(w);
+    let addr = poll(Duration::from_secs(20), Duration::from_millis(100), || {
+        said.try_iter().find_map(|l| {
+            l.strip_prefix("stallscope: metrics at http://")
+                .map(|a| a.trim_end_matches("/metrics").to_string())
+        })
+    })
+    .expect("watch said where its metrics are");
+
+    let pod_json = d.join("pod.json");
+    std::fs::write(
+        &pod_json,
+        serde_json::json!({
+            "metadata": {"name": POD, "namespace": NAMESPACE, "uid": uid, "attempt": 0},
+            "log_directory": d.join("logs"),
+            "linux": {
+                "cgroup_parent": parent,
+                // The node's network (no CNI here); a pid namespace of the pod's own.
+                "security_context": {"namespace_options": {"network": 2, "pid": 0, "ipc": 0}}
+            }
+        })
+        .to_string(),
+    )
+    .unwrap();
+    let java = java25();
+    let jdk_home = java.parent().and_then(Path::parent).unwrap();
+    assert!(jdk_home.starts_with("/usr"), "the JDK is bind-mounted with /usr: {}", java.display());
+    let jar = workloads_jar();
+    let ctr_json = d.join("container.json");
+    std::fs::write(
+        &ctr_json,
+        serde_json::json!({
+            "metadata": {"name": CONTAINER},
+            "image": {"image": IMAGE},
+            "command": [java, "-Xmx64m", "-XX:+UseParallelGC", "-XX:-UseCountedLoopSafepoints",
+                "-jar", "/work/stallscope-workloads.jar",
+                "counted-loop", "--duration", MARK, "--rounds", "300", "--trigger", "threaddump"],
+            "log_path": "orders-api.log",
+            "mounts": [
+                {"container_path": "/usr", "host_path": "/usr", "readonly": true},
+                {"container_path": "/work", "host_path": jar.parent().unwrap(), "readonly": true}
+            ],
+            "linux": {}
+        })
+        .to_string(),
+    )
+    .unwrap();
+    let sandbox = rt
+        .crictl(&["runp", pod_json.to_str().unwrap()])
+        .unwrap_or_else(|e| panic!("{e}\n{}", rt.log()));
+    let id = rt
+        .crictl(&["create", &sandbox, ctr_json.to_str().unwrap(), pod_json.to_str().unwrap()])
+        .unwrap_or_else(|e| panic!("{e}\n{}", rt.log()));
+    rt.crictl(&["start", &id]).unwrap_or_else(|e| panic!("{e}\n{}", rt.log()));
+
+    // The JVM on the host: a process in the container's cgroup.
+    let jvm = poll(Duration::from_secs(30), Duration::from_millis(200), || {
+        std::fs::read_dir("/proc").ok()?.flatten().find_map(|e| {
+            let pid: i32 = e.file_name().to_str()?.parse().ok()?;
+            let cg = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
+            let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+            (cg.contains(&id) && String::from_utf8_lossy(&cmd).contains(MARK)).then_some(pid)
+        })
+    })
+    .unwrap_or_else(|| {
+        panic!("the container's JVM never ran: {}", rt.crictl(&["logs", &id]).unwrap_or_else(|e| e))
+    });
+
+    // Its stall, under the pod's names, in the metrics.
+    let want = format!(
+        "namespace=\"{NAMESPACE}\",pod=\"{POD}\",container=\"{CONTAINER}\",workload=\"orders\",main=\"stallscope-workloads.jar\",pid=\"\",cause=\"no-safepoint-poll\""
+    );
+    let scraped = poll(Duration::from_secs(90), Duration::from_millis(500), || {
+        let m = metrics(&addr);
+        m.lines()
+            .any(|l| l.starts_with("stallscope_stalls_total{") && l.contains(&want))
+            .then_some(m)
+    });
+    let said_so_far: Vec<String> = said.try_iter().collect();
+    let scraped = scraped.unwrap_or_else(|| {
+        panic!("no stall of the pod's JVM in the metrics: {}\n{said_so_far:#?}", metrics(&addr))
+    });
+    let info = scraped
+        .lines()
+        .find(|l| l.starts_with("stallscope_watched_jvm{") && l.contains(POD))
+        .unwrap_or_else(|| panic!("no watched_jvm series for the pod: {scraped}"));
+    assert!(
+        info.contains(&format!("process=\"{jvm}\""))
+            && info.contains(&format!("container_id=\"{id}\"")),
+        "{info}"
+    );
+    println!("scraped, the pod's series:");
+    for l in scraped.lines().filter(|l| l.contains(POD) && !l.contains("_bucket{")) {
+        println!("  {l}");
+    }
+
+    // The event names the pod, from the runtime's bundle.
+    let event = poll(Duration::from_secs(30), Duration::from_millis(250), || {
+        watch_events(&std::fs::read_to_string(&events).ok()?).into_iter().next()
+    })
+    .expect("an event for the pod's stall");
+    let pod = event.jvm.pod.clone().unwrap_or_else(|| panic!("the event names no pod: {event:?}"));
+    assert_eq!(
+        (pod.namespace.as_str(), pod.name.as_str(), pod.uid.as_str(), pod.container.as_str()),
+        (NAMESPACE, POD, uid.as_str(), CONTAINER),
+        "{pod:?}"
+    );
+    assert_eq!((pod.container_id.as_str(), pod.runtime.as_str()), (id.as_str(), "containerd"));
+    assert!(pod.source.ends_with(&format!("{id}/config.json")), "{}", pod.source);
+    assert_eq!(event.jvm.pid, jvm);
+    let culprit = event.culprit.clone().expect("a culprit thread");
+    assert_eq!(culprit.name, "counted-loop", "{event:?}");
+    // The threads recorded are the container's: the culprit is a thread of its JVM.
+    assert!(
+        Path::new(&format!("/proc/{jvm}/task/{}", culprit.tid)).exists(),
+        "the culprit {} is no thread of the container's JVM {jvm}",
+        culprit.tid
+    );
+
+    // report reads the recording and says where it ran.
+    let o = stallscope().arg("report").arg(&event.recording).output().unwrap();
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{text}{}", String::from_utf8_lossy(&o.stderr));
+    let line = format!("pod {NAMESPACE}/{POD}, container {CONTAINER} (containerd {})", &id[..12]);
+    assert!(text.contains(&line), "report does not say {line:?}:\n{text}");
+    let r = report(Path::new(&event.recording));
+    assert_eq!(r.meta.pod.as_ref().map(|p| p.name.as_str()), Some(POD));
+
+    drop(w);
+    drop(rt);
+    let left: Vec<String> = std::fs::read_dir("/sys/fs/cgroup")
+        .unwrap()
+        .flatten()
+        .map(|h| h.path().join(parent.trim_start_matches('/')))
+        .filter(|p| p.exists())
+        .map(|p| p.display().to_string())
+        .collect();
+    assert!(left.is_empty(), "the pod's cgroups are left: {left:?}");
+    assert!(!Path::new(&format!("/proc/{jvm}")).exists(), "the container's JVM is left running");
+    let _ = std::fs::remove_dir_all(&d);
+}
