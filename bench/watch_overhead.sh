@@ -132,8 +132,10 @@ for n in $counts; do
     sleep "$window"
     c1=$(cpu_ns "$watch_pid"); w1=$(wakeups "$watch_pid"); j1=$(jvms_cpu_ns); t1=$(date +%s%N)
     inside=$(ours_inside)
+    # Its peak resident memory, MiB: what a DaemonSet's memory request is set from.
+    hwm=$(awk '/^VmHWM/ { printf "%.1f", $2 / 1024 }' /proc/"$watch_pid"/status)
     kill -TERM "$watch_pid"; wait "$watch_pid" || true; watch_pid=""
-    echo "$(pct $((c1 - c0)) $((t1 - t0))) $(( (w1 - w0) * 1000000000 / (t1 - t0) )) $(pct $((j1 - j0)) $((t1 - t0))) $alone $inside" >> "$work/w"
+    echo "$(pct $((c1 - c0)) $((t1 - t0))) $(( (w1 - w0) * 1000000000 / (t1 - t0) )) $(pct $((j1 - j0)) $((t1 - t0))) $alone $inside $hwm" >> "$work/w"
   done
   read -r w_med w_min w_max < <(awk '{ print $1 }' "$work/w" | median_spread)
   read -r hz _ _ < <(awk '{ print $2 }' "$work/w" | median_spread)
@@ -141,10 +143,12 @@ for n in $counts; do
   read -r a_med a_min a_max < <(awk '{ print $4 }' "$work/w" | median_spread)
   read -r r_med r_min r_max < <(awk '$4 > 0 { printf "%.3f\n", $3 / $4 }' "$work/w" | median_spread)
   inside=$(awk '{ s += $5 } END { print s }' "$work/w")
+  read -r m_med m_min m_max < <(awk '{ print $6 }' "$work/w" | median_spread)
   printf '  %-50s %7s%%  (%s-%s), %s wake-ups/s\n' "stallscope watch, $n JVM(s)" "$w_med" "$w_min" "$w_max" "$hz"
   printf '  %-50s %7s%%  (%s-%s)\n' "the $n JVMs themselves, watched" "$j_med" "$j_min" "$j_max"
   printf '  %-50s %7s%%  (%s-%s)\n' "the $n JVMs themselves, alone (the window before)" "$a_med" "$a_min" "$a_max"
   echo "  the JVMs watched / alone, per run: $r_med ($r_min-$r_max); stallscope threads inside the JVMs: $inside"
+  echo "  watch's peak resident memory: $m_med MiB ($m_min-$m_max)"
   read -r c_med c_min c_max < <(cyclictest_cpu "$hz" "$window" "$runs") || true
   if [[ -n "$c_med" ]]; then
     printf '  %-50s %7s%%  (%s-%s)\n' "reference: cyclictest at the same $hz Hz" "$c_med" "$c_min" "$c_max"

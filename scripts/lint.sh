@@ -16,6 +16,11 @@ cargo clippy --workspace --all-targets -- -D warnings
 step "cargo doc, warnings denied"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --document-private-items --quiet
 
+step "gofmt and go vet (deploy/kubecheck)"
+unformatted=$(gofmt -l deploy/kubecheck)
+[ -z "$unformatted" ] || { echo "lint: gofmt would change: $unformatted" >&2; exit 1; }
+(cd deploy/kubecheck && go vet .)
+
 msrv=$(sed -n 's/^rust-version = "\(.*\)"/\1/p' Cargo.toml)
 if [ -n "$msrv" ]; then
   step "cargo +$msrv check (the declared minimum Rust)"

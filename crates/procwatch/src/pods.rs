@@ -201,18 +201,21 @@ fn read_small(path: &Path) -> Option<String> {
     Some(s)
 }
 
+/// A process's `comm` and parent, from its `stat`.
+fn comm_and_parent(pid: i32) -> Option<(String, i32)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let (open, close) = (stat.find('(')?, stat.rfind(')')?);
+    let ppid = stat.get(close + 1..)?.split_whitespace().nth(1)?.parse().ok()?;
+    Some((stat.get(open + 1..close)?.to_string(), ppid))
+}
+
 /// Where the bundle of container `id` may be, most likely first: beside the sandbox's bundle
 /// its containerd shim runs in, or where its CRI-O `conmon` says, then the runtimes' defaults.
 fn bundle_configs(pid: i32, id: &str) -> Vec<(PathBuf, &'static str)> {
     let mut out = Vec::new();
     let mut p = pid;
     for _ in 0..16 {
-        let Some((comm, _, ppid, _)) = std::fs::read_to_string(format!("/proc/{p}/stat"))
-            .ok()
-            .and_then(|s| crate::process::parse_stat_head(&s))
-        else {
-            break;
-        };
+        let Some((comm, ppid)) = comm_and_parent(p) else { break };
         let root = PathBuf::from(format!("/proc/{p}/root"));
         if comm.starts_with("containerd-shim") {
             if let Ok(cwd) = std::fs::read_link(format!("/proc/{p}/cwd")) {
@@ -347,10 +350,15 @@ mod tests {
     }
 
     #[test]
-    fn this_process_is_in_no_pod() {
-        let cg = crate::process::cgroup_path(&crate::cgroup::of(std::process::id() as i32));
-        let ids = ids_in_cgroup(&cg);
-        assert!(ids.pod_uid.is_none(), "{cg}");
+    fn this_process_is_in_no_pod_and_its_parent_is_read() {
+        let me = std::fs::read_to_string("/proc/self/cgroup").unwrap();
+        for line in me.lines() {
+            let path = line.splitn(3, ':').nth(2).unwrap_or("");
+            assert!(ids_in_cgroup(path).pod_uid.is_none(), "{line}");
+        }
+        let (comm, ppid) = comm_and_parent(std::process::id() as i32).unwrap();
+        assert!(!comm.is_empty() && ppid > 0);
+        assert_eq!(of(std::process::id() as i32, "/user.slice"), None);
     }
 
     proptest! {

@@ -71,6 +71,68 @@ fn the_daemonset_example_gives_watch_only_options_it_takes_and_the_access_it_nee
     }
 }
 
+/// `deploy/kubecheck` on the given manifests: its exit status and what it printed.
+fn kubecheck(files: &[std::path::PathBuf]) -> (bool, String) {
+    let dir = root().join("deploy/kubecheck");
+    let o = Command::new("go")
+        .arg("run")
+        .arg(".")
+        .args(files)
+        .current_dir(&dir)
+        .output()
+        .unwrap_or_else(|e| {
+            panic!("go: {e}: the manifests are checked with Go against k8s.io/api (Go comes with the machine; see README)")
+        });
+    let said =
+        format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    assert!(o.status.code() != Some(2) && !said.contains("go: "), "kubecheck did not run: {said}");
+    (o.status.success(), said)
+}
+
+/// The DaemonSet and the PodMonitor decode strictly into the upstream Kubernetes and Prometheus
+/// Operator types (k8s.io/api, prometheus-operator's monitoring/v1: an unknown field is an
+/// error) and hold the least-privilege policy; a manifest that breaks either is refused.
+#[test]
+fn the_kubernetes_manifests_are_valid_api_objects_with_least_privilege() {
+    let docs = root().join("docs/kubernetes");
+    let (ds, pm) =
+        (docs.join("stallscope-daemonset.yaml"), docs.join("stallscope-podmonitor.yaml"));
+    let (ok, said) = kubecheck(&[ds.clone(), pm.clone()]);
+    assert!(ok, "kubecheck: {said}");
+    assert!(said.contains("valid: 1 DaemonSet, 1 PodMonitor"), "{said}");
+    let d = scratch("kubecheck");
+    let text = std::fs::read_to_string(&ds).unwrap();
+    for (change, from, to, finding) in [
+        (
+            "a misspelt field",
+            "hostPID: true",
+            "hostPid: true",
+            "unknown field \"spec.template.spec.hostPid\"",
+        ),
+        ("privileged", "privileged: false", "privileged: true", "privileged: true grants"),
+        ("a capability more", "- SYSLOG ", "- SYS_ADMIN ", "capability SYS_ADMIN"),
+        (
+            "a CPU limit",
+            "limits: {memory: 768Mi}",
+            "limits: {memory: 768Mi, cpu: 200m}",
+            "no CPU limit",
+        ),
+        (
+            "the runtime's socket",
+            "path: /sys/kernel/tracing, type: Directory",
+            "path: /run/containerd/containerd.sock, type: Socket",
+            "runtime socket",
+        ),
+    ] {
+        assert!(text.contains(from), "{change}: the DaemonSet has no {from:?}");
+        let bad = d.join("daemonset.yaml");
+        std::fs::write(&bad, text.replacen(from, to, 1)).unwrap();
+        let (ok, said) = kubecheck(&[bad, pm.clone()]);
+        assert!(!ok && said.contains(finding), "{change}: kubecheck said {said}");
+    }
+    let _ = std::fs::remove_dir_all(&d);
+}
+
 /// The alerting rules are valid Prometheus rules (`promtool check rules`); the Grafana dashboard
 /// is JSON a Grafana imports: panels with Prometheus queries (that they name only series watch
 /// exports is checked in fleet::metrics's tests, against the exporter itself).

@@ -20,7 +20,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 const IMAGE: &str = "stallscope.test/pause:1";
-/// A marker in the JVM's command line, for `watch --match`.
+/// A marker in the JVM's command line, to find it on the host.
 const MARK: &str = "67s";
 const POD: &str = "orders-7d4b9c6f5-x2k8q";
 const NAMESPACE: &str = "shop";
@@ -334,11 +334,11 @@ fn a_stall_in_a_pod_is_named_by_its_pod_namespace_and_container() {
     let parent = format!("/kubepods/besteffort/pod{uid}");
     let rt = Runtime::start(&d.join("containerd"), &parent);
 
-    // watch first, on the marked JVM only; then the pod.
+    // watch first, on every JVM of the host, as the DaemonSet runs it; then the pod.
     let events = d.join("events.jsonl");
     let out = d.join("recordings");
     let mut w = stallscope()
-        .args(["watch", "--match", MARK, "--metrics", "127.0.0.1:0", "--for", "150s"])
+        .args(["watch", "--all", "--metrics", "127.0.0.1:0", "--for", "150s"])
         .arg("--events")
         .arg(&events)
         .arg("--out")
@@ -483,8 +483,13 @@ fn a_stall_in_a_pod_is_named_by_its_pod_namespace_and_container() {
     assert!(o.status.success(), "{text}{}", String::from_utf8_lossy(&o.stderr));
     let line = format!("pod {NAMESPACE}/{POD}, container {CONTAINER} (containerd {})", &id[..12]);
     assert!(text.contains(&line), "report does not say {line:?}:\n{text}");
+    println!("report, its first lines:");
+    for l in text.lines().take(4) {
+        println!("  {l}");
+    }
     let r = report(Path::new(&event.recording));
     assert_eq!(r.meta.pod.as_ref().map(|p| p.name.as_str()), Some(POD));
+    assert_eq!(r.meta.pid, jvm, "the recording is of the container's JVM");
 
     drop(w);
     drop(rt);

@@ -684,11 +684,15 @@ fn a_short_lived_jvm_that_stalls_and_exits_is_still_scraped_after_it_exited() {
     let mut jvm = jvm;
     let exited = poll(Duration::from_secs(40), EVERY, || jvm.0.try_wait().ok().flatten());
     assert!(exited.is_some(), "the JVM ran and exited");
-    let want = format!("stallscope_stalls_total{{pid=\"{pid}\",");
+    let want = format!(",pid=\"{pid}\",");
     let seen = poll(Duration::from_secs(20), EVERY, || {
         scrape(&addr)
             .lines()
-            .find(|l| l.starts_with(&want) && l.contains("cause=\"no-safepoint-poll\""))
+            .find(|l| {
+                l.starts_with("stallscope_stalls_total{")
+                    && l.contains(&want)
+                    && l.contains("cause=\"no-safepoint-poll\"")
+            })
             .map(str::to_string)
     });
     assert!(seen.is_some(), "the exited JVM's stall is in the metrics: {}", scrape(&addr));

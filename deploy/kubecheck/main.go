@@ -1,0 +1,234 @@
+// kubecheck reads Kubernetes manifests the way the API server would (strictly, into the
+// upstream API types: an unknown or misspelt field is an error, as with kubectl's
+// --validate=strict) and checks what stallscope's DaemonSet must hold: least privilege stated
+// capability by capability, the host's pids, read-only mounts of the host, resources set.
+//
+// Usage: go run . FILE.yaml...   (exit 1 and one line per finding when a check fails)
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"regexp"
+	"sort"
+	"strings"
+
+	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	sigsjson "sigs.k8s.io/json"
+	"sigs.k8s.io/yaml"
+)
+
+// The capabilities watch may hold, each for one reason (docs/kubernetes/README.md says which).
+var allowedCaps = map[string]bool{
+	"SYS_PTRACE": true, "DAC_READ_SEARCH": true, "DAC_OVERRIDE": true, "CHOWN": true,
+	"FOWNER": true, "KILL": true, "SETUID": true, "SETGID": true, "SYS_NICE": true,
+	"BPF": true, "PERFMON": true, "SYSLOG": true, "SYS_RESOURCE": true,
+}
+
+type finding struct{ file, what string }
+
+var findings []finding
+
+func fail(file, format string, a ...any) {
+	findings = append(findings, finding{file, fmt.Sprintf(format, a...)})
+}
+
+// strict decodes YAML into v as the API server does (sigs.k8s.io/json): field names matched
+// case-sensitively, and a field the type does not have, or one given twice, is an error.
+func strict(doc []byte, v any) error {
+	j, err := yaml.YAMLToJSONStrict(doc)
+	if err != nil {
+		return err
+	}
+	strictErrs, err := sigsjson.UnmarshalStrict(j, v)
+	if err != nil {
+		return err
+	}
+	return errors.Join(strictErrs...)
+}
+
+func main() {
+	if len(os.Args) < 2 {
+		fmt.Fprintln(os.Stderr, "usage: kubecheck FILE.yaml...")
+		os.Exit(2)
+	}
+	kinds := map[string]int{}
+	for _, file := range os.Args[1:] {
+		text, err := os.ReadFile(file)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(2)
+		}
+		for i, doc := range regexp.MustCompile(`(?m)^---\s*$`).Split(string(text), -1) {
+			if strings.TrimSpace(stripComments(doc)) == "" {
+				continue
+			}
+			where := fmt.Sprintf("%s (document %d)", file, i+1)
+			var meta struct {
+				APIVersion string `json:"apiVersion"`
+				Kind       string `json:"kind"`
+			}
+			if err := yaml.Unmarshal([]byte(doc), &meta); err != nil {
+				fail(where, "not YAML: %v", err)
+				continue
+			}
+			kinds[meta.Kind]++
+			switch meta.APIVersion + " " + meta.Kind {
+			case "apps/v1 DaemonSet":
+				var ds appsv1.DaemonSet
+				if err := strict([]byte(doc), &ds); err != nil {
+					fail(where, "not a valid apps/v1 DaemonSet: %v", err)
+					continue
+				}
+				checkDaemonSet(where, &ds)
+			case "monitoring.coreos.com/v1 PodMonitor":
+				var pm monitoringv1.PodMonitor
+				if err := strict([]byte(doc), &pm); err != nil {
+					fail(where, "not a valid monitoring.coreos.com/v1 PodMonitor: %v", err)
+					continue
+				}
+				checkPodMonitor(where, &pm)
+			case "v1 ServiceAccount":
+				var sa corev1.ServiceAccount
+				if err := strict([]byte(doc), &sa); err != nil {
+					fail(where, "not a valid v1 ServiceAccount: %v", err)
+				}
+			default:
+				fail(where, "kubecheck does not know %s %s", meta.APIVersion, meta.Kind)
+			}
+		}
+	}
+	if kinds["DaemonSet"] != 1 {
+		fail("manifests", "want exactly one DaemonSet, found %d", kinds["DaemonSet"])
+	}
+	if kinds["PodMonitor"] != 1 {
+		fail("manifests", "want one PodMonitor example, found %d", kinds["PodMonitor"])
+	}
+	for _, f := range findings {
+		fmt.Printf("%s: %s\n", f.file, f.what)
+	}
+	if len(findings) > 0 {
+		os.Exit(1)
+	}
+	names := []string{}
+	for k, n := range kinds {
+		names = append(names, fmt.Sprintf("%d %s", n, k))
+	}
+	sort.Strings(names)
+	fmt.Printf("kubecheck: valid: %s\n", strings.Join(names, ", "))
+}
+
+func stripComments(doc string) string {
+	var b strings.Builder
+	for _, l := range strings.Split(doc, "\n") {
+		if !strings.HasPrefix(strings.TrimSpace(l), "#") {
+			b.WriteString(l + "\n")
+		}
+	}
+	return b.String()
+}
+
+func checkDaemonSet(where string, ds *appsv1.DaemonSet) {
+	spec := ds.Spec.Template.Spec
+	if !spec.HostPID {
+		fail(where, "hostPID must be true: watch finds the node's JVMs in /proc")
+	}
+	if spec.AutomountServiceAccountToken == nil || *spec.AutomountServiceAccountToken {
+		fail(where, "automountServiceAccountToken must be false: watch asks the API server nothing")
+	}
+	if spec.HostNetwork || spec.HostIPC {
+		fail(where, "hostNetwork and hostIPC are not needed")
+	}
+	if ds.Spec.Selector == nil || len(ds.Spec.Selector.MatchLabels) == 0 {
+		fail(where, "the selector names no labels")
+	}
+	for k, v := range ds.Spec.Selector.MatchLabels {
+		if ds.Spec.Template.Labels[k] != v {
+			fail(where, "the template's labels do not match the selector's %s=%s", k, v)
+		}
+	}
+	if len(spec.Containers) != 1 {
+		fail(where, "want one container, found %d", len(spec.Containers))
+		return
+	}
+	c := spec.Containers[0]
+	if len(c.Args) == 0 || c.Args[0] != "watch" {
+		fail(where, "the container's args must start with watch")
+	}
+	sc := c.SecurityContext
+	if sc == nil || sc.Capabilities == nil {
+		fail(where, "no securityContext.capabilities: least privilege must be stated")
+		return
+	}
+	if sc.Privileged != nil && *sc.Privileged {
+		fail(where, "privileged: true grants every capability and device")
+	}
+	if sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation {
+		fail(where, "allowPrivilegeEscalation must be false")
+	}
+	if sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem {
+		fail(where, "readOnlyRootFilesystem must be true")
+	}
+	if len(sc.Capabilities.Drop) != 1 || sc.Capabilities.Drop[0] != "ALL" {
+		fail(where, "capabilities.drop must be [ALL]")
+	}
+	for _, cp := range sc.Capabilities.Add {
+		if !allowedCaps[string(cp)] {
+			fail(where, "capability %s is not one watch uses", cp)
+		}
+	}
+	req, lim := c.Resources.Requests, c.Resources.Limits
+	if req.Cpu().IsZero() || req.Memory().IsZero() {
+		fail(where, "resources.requests must set cpu and memory")
+	}
+	if lim.Memory().IsZero() {
+		fail(where, "resources.limits must set memory")
+	}
+	if !lim.Cpu().IsZero() {
+		fail(where, "no CPU limit: a throttled recorder is late to the stalls it must sample (CFS quota)")
+	}
+	mounts := map[string]corev1.VolumeMount{}
+	for _, m := range c.VolumeMounts {
+		mounts[m.Name] = m
+	}
+	for _, v := range spec.Volumes {
+		m, ok := mounts[v.Name]
+		if !ok {
+			fail(where, "volume %s is mounted nowhere", v.Name)
+			continue
+		}
+		writable := map[string]bool{"/var/lib/stallscope": true, "/sys/kernel/tracing": true}
+		if v.HostPath != nil && !m.ReadOnly && !writable[v.HostPath.Path] {
+			fail(where, "host path %s is mounted writable at %s: only the recordings and tracefs are written", v.HostPath.Path, m.MountPath)
+		}
+		if v.HostPath != nil && strings.HasSuffix(v.HostPath.Path, ".sock") {
+			fail(where, "host path %s is a runtime socket: watch reads the runtime's bundles, and a socket grants control of the node even mounted read-only", v.HostPath.Path)
+		}
+	}
+	for name := range mounts {
+		found := false
+		for _, v := range spec.Volumes {
+			found = found || v.Name == name
+		}
+		if !found {
+			fail(where, "volumeMount %s names no volume", name)
+		}
+	}
+}
+
+func checkPodMonitor(where string, pm *monitoringv1.PodMonitor) {
+	if len(pm.Spec.PodMetricsEndpoints) != 1 {
+		fail(where, "want one podMetricsEndpoint")
+		return
+	}
+	e := pm.Spec.PodMetricsEndpoints[0]
+	if e.Port == nil || *e.Port != "metrics" {
+		fail(where, "the endpoint must scrape the port named metrics")
+	}
+	if !e.HonorLabels {
+		fail(where, "honorLabels must be true: the JVMs' namespace, pod and container labels are watch's, not the scraped pod's")
+	}
+}
