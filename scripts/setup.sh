@@ -100,7 +100,7 @@ if [ ! -x "$tools/crictl" ] || ! grep -qx "$crictl_version" "$tools/crictl.versi
   else
     echo "setup: building crictl $crictl_version (sigs.k8s.io/cri-tools) into $tools" >&2
     mkdir -p "$tools"
-    GOBIN="$tools" GOFLAGS=-mod=mod go install "sigs.k8s.io/cri-tools/cmd/crictl@$crictl_version" >&2 \
+    GOBIN="$tools" go install "sigs.k8s.io/cri-tools/cmd/crictl@$crictl_version" >&2 \
       || { echo "setup: could not build crictl with go install: the Kubernetes test needs it" >&2; exit 1; }
     echo "$crictl_version" >"$tools/crictl.version"
   fi

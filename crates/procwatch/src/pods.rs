@@ -44,6 +44,25 @@ impl Pod {
         }
     }
 
+    /// Where a process runs, in one line for a report: `pod shop/orders-…, container orders-api
+    /// (containerd 65d5a9da8c0f)`, or what the cgroup alone said.
+    pub fn describe(&self) -> String {
+        let id: String = self.container_id.chars().take(12).collect();
+        let runtime =
+            if self.runtime.is_empty() { String::new() } else { format!("{} ", self.runtime) };
+        if !self.name.is_empty() {
+            format!(
+                "pod {}, container {} ({runtime}{id})",
+                self.display_name(),
+                self.container_label()
+            )
+        } else if !self.uid.is_empty() {
+            format!("pod uid {}, container {runtime}{id} (no runtime bundle named them)", self.uid)
+        } else {
+            format!("container {runtime}{id}")
+        }
+    }
+
     /// The workload the pod belongs to, from its name: see [`workload_of`].
     pub fn workload(&self) -> String {
         workload_of(&self.name)

@@ -487,6 +487,12 @@ fn a_stall_in_a_pod_is_named_by_its_pod_namespace_and_container() {
     for l in text.lines().take(4) {
         println!("  {l}");
     }
+    let html = d.join("report.html");
+    let o =
+        stallscope().arg("report").arg(&event.recording).arg("--html").arg(&html).output().unwrap();
+    assert!(o.status.success(), "report --html: {}", String::from_utf8_lossy(&o.stderr));
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(page.contains(&line), "the HTML report does not say {line:?}");
     let r = report(Path::new(&event.recording));
     assert_eq!(r.meta.pod.as_ref().map(|p| p.name.as_str()), Some(POD));
     assert_eq!(r.meta.pid, jvm, "the recording is of the container's JVM");

@@ -316,20 +316,6 @@ fn stall_body(out: &mut String, s: &StallReport) {
     let _ = writeln!(out);
 }
 
-/// Where the target runs, in Kubernetes' words: `pod shop/orders-…, container orders-api
-/// (containerd 65d5a9da8c0f)`, or what the cgroup alone said.
-fn pod_line(p: &procwatch::pods::Pod) -> String {
-    let id: String = p.container_id.chars().take(12).collect();
-    let runtime = if p.runtime.is_empty() { String::new() } else { format!("{} ", p.runtime) };
-    if !p.name.is_empty() {
-        format!("pod {}, container {} ({runtime}{id})", p.display_name(), p.container_label())
-    } else if !p.uid.is_empty() {
-        format!("pod uid {}, container {runtime}{id} (no runtime bundle named them)", p.uid)
-    } else {
-        format!("container {runtime}{id}")
-    }
-}
-
 fn render(r: &Report) -> String {
     let mut out = String::new();
     let m = &r.meta;
@@ -350,7 +336,7 @@ fn render(r: &Report) -> String {
         fmt_ns(m.threshold_ns)
     );
     if let Some(p) = &m.pod {
-        let _ = writeln!(out, "{}", pod_line(p));
+        let _ = writeln!(out, "{}", p.describe());
     }
     for n in &r.notes {
         let _ = writeln!(out, "note: {n}");

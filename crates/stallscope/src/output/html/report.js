@@ -211,6 +211,7 @@
       el("p", { cls: "lead", text: "JDK " + (H.java_version || "?") + " on Linux " + H.kernel + " (" + H.cpus + " CPUs); started " + H.start_wall +
         "; " + fmtNs(H.recorded_s * 1e9) + " recorded; a stall is a heartbeat late by " + fmtNs(H.threshold_ns) +
         "; threads sampled every " + fmtNs(H.sample_interval_ns) + " during stalls" + (H.tracepoints ? "; tracepoints on" : "") + "." }),
+      H.pod ? el("p", { cls: "lead", text: "In " + H.pod + "." }) : null,
       cards(R)
     ]));
     if (R.notes.length) {

@@ -48,6 +48,8 @@ pub struct Header {
     pub start_wall: String,
     pub recorded_s: f64,
     pub tracepoints: bool,
+    /// Where it ran, when in a container (`pod shop/orders-…, container orders-api (…)`).
+    pub pod: Option<String>,
 }
 
 #[derive(Debug, Default, Serialize)]
@@ -484,6 +486,7 @@ pub fn recording_view(l: &Recording, report: &Report) -> RecordingView {
             start_wall: wall_of(meta, meta.start_mono_ns),
             recorded_s: report.summary.recorded_ns as f64 / 1e9,
             tracepoints: meta.tracepoints,
+            pod: meta.pod.as_ref().map(procwatch::pods::Pod::describe),
         },
         summary: report.summary.clone(),
         notes: report.notes.clone(),
