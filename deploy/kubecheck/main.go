@@ -25,8 +25,13 @@ import (
 var allowedCaps = map[string]bool{
 	"SYS_PTRACE": true, "DAC_READ_SEARCH": true, "DAC_OVERRIDE": true, "CHOWN": true,
 	"FOWNER": true, "KILL": true, "SETUID": true, "SETGID": true, "SYS_NICE": true,
-	"BPF": true, "PERFMON": true, "SYSLOG": true, "SYS_RESOURCE": true,
+	"BPF": true, "PERFMON": true, "SYSLOG": true,
 }
+
+// The host paths watch may mount, and only these: its recordings, and tracefs for its BPF
+// program and tracepoint instance. Anything else of the host (a runtime socket, /run, /) is
+// refused, read-only or not: a socket is reachable through any mount of a directory above it.
+var allowedHostPaths = map[string]bool{"/var/lib/stallscope": true, "/sys/kernel/tracing": true}
 
 type finding struct{ file, what string }
 
@@ -144,11 +149,15 @@ func checkDaemonSet(where string, ds *appsv1.DaemonSet) {
 	}
 	if ds.Spec.Selector == nil || len(ds.Spec.Selector.MatchLabels) == 0 {
 		fail(where, "the selector names no labels")
-	}
-	for k, v := range ds.Spec.Selector.MatchLabels {
-		if ds.Spec.Template.Labels[k] != v {
-			fail(where, "the template's labels do not match the selector's %s=%s", k, v)
+	} else {
+		for k, v := range ds.Spec.Selector.MatchLabels {
+			if ds.Spec.Template.Labels[k] != v {
+				fail(where, "the template's labels do not match the selector's %s=%s", k, v)
+			}
 		}
+	}
+	if len(spec.InitContainers) > 0 || len(spec.EphemeralContainers) > 0 {
+		fail(where, "no init or ephemeral containers: each would need its own least privilege")
 	}
 	if len(spec.Containers) != 1 {
 		fail(where, "want one container, found %d", len(spec.Containers))
@@ -157,6 +166,13 @@ func checkDaemonSet(where string, ds *appsv1.DaemonSet) {
 	c := spec.Containers[0]
 	if len(c.Args) == 0 || c.Args[0] != "watch" {
 		fail(where, "the container's args must start with watch")
+	}
+	metricsPort := false
+	for _, p := range c.Ports {
+		metricsPort = metricsPort || p.Name == "metrics"
+	}
+	if !metricsPort {
+		fail(where, "no container port named metrics for the PodMonitor to scrape")
 	}
 	sc := c.SecurityContext
 	if sc == nil || sc.Capabilities == nil {
@@ -190,33 +206,34 @@ func checkDaemonSet(where string, ds *appsv1.DaemonSet) {
 	if !lim.Cpu().IsZero() {
 		fail(where, "no CPU limit: a throttled recorder is late to the stalls it must sample (CFS quota)")
 	}
-	mounts := map[string]corev1.VolumeMount{}
-	for _, m := range c.VolumeMounts {
-		mounts[m.Name] = m
-	}
+	volumes := map[string]corev1.Volume{}
 	for _, v := range spec.Volumes {
-		m, ok := mounts[v.Name]
-		if !ok {
-			fail(where, "volume %s is mounted nowhere", v.Name)
-			continue
-		}
-		writable := map[string]bool{"/var/lib/stallscope": true, "/sys/kernel/tracing": true}
-		if v.HostPath != nil && !m.ReadOnly && !writable[v.HostPath.Path] {
-			fail(where, "host path %s is mounted writable at %s: only the recordings and tracefs are written", v.HostPath.Path, m.MountPath)
-		}
-		if v.HostPath != nil && strings.HasSuffix(v.HostPath.Path, ".sock") {
-			fail(where, "host path %s is a runtime socket: watch reads the runtime's bundles, and a socket grants control of the node even mounted read-only", v.HostPath.Path)
+		volumes[v.Name] = v
+		if v.HostPath != nil && !allowedHostPaths[v.HostPath.Path] {
+			fail(where, "host path %s: watch mounts only %v of the host (a runtime socket is not needed: the pods' names come from the runtime's bundles, read through /proc)", v.HostPath.Path, keys(allowedHostPaths))
 		}
 	}
-	for name := range mounts {
-		found := false
-		for _, v := range spec.Volumes {
-			found = found || v.Name == name
-		}
-		if !found {
-			fail(where, "volumeMount %s names no volume", name)
+	mounted := map[string]bool{}
+	for _, m := range c.VolumeMounts {
+		mounted[m.Name] = true
+		if _, ok := volumes[m.Name]; !ok {
+			fail(where, "volumeMount %s names no volume", m.Name)
 		}
 	}
+	for name := range volumes {
+		if !mounted[name] {
+			fail(where, "volume %s is mounted nowhere", name)
+		}
+	}
+}
+
+func keys(m map[string]bool) []string {
+	out := []string{}
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
 }
 
 func checkPodMonitor(where string, pm *monitoringv1.PodMonitor) {

@@ -143,7 +143,7 @@ fn short_main(j: &JvmProcess) -> String {
 
 /// The labels of a JVM's series, and its pod when it runs in one (read once, when it is found).
 fn labels_of(j: &JvmProcess) -> (JvmLabels, Option<procwatch::pods::Pod>) {
-    let pod = procwatch::pods::of(j.pid, &j.cgroup);
+    let pod = procwatch::pods::of_pid(j.pid);
     let labels = match &pod {
         // A pod's JVM: named by its pod; its pid would only multiply the series per restart.
         Some(p) if !p.uid.is_empty() || !p.name.is_empty() => JvmLabels {
@@ -461,7 +461,8 @@ pub fn run(cfg: Config, stop: &AtomicBool) -> Result<()> {
         }
         for j in found {
             let key = (j.pid, j.starttime);
-            guarded.insert(key, start_guarding(j, &shared, &metrics)?);
+            let g = start_guarding(j, &shared, &metrics, &guarded)?;
+            guarded.insert(key, g);
             ever = true;
         }
         // Closed: the JVM exited, or could not be watched.
@@ -571,9 +572,20 @@ fn starting_line(cfg: &Config, out: &std::path::Path) -> String {
 }
 
 /// Starts guarding one JVM found: its info series, and a thread of its own.
-fn start_guarding(j: JvmProcess, shared: &Arc<Shared>, metrics: &Metrics) -> Result<Guarded> {
+fn start_guarding(
+    j: JvmProcess,
+    shared: &Arc<Shared>,
+    metrics: &Metrics,
+    guarded: &HashMap<(i32, u64), Guarded>,
+) -> Result<Guarded> {
     let shared_flags = Guarding::default();
-    let (labels, pod) = labels_of(&j);
+    let (mut labels, pod) = labels_of(&j);
+    // Two JVMs running at once in one container with one main class (a build's workers, a
+    // script's forks) are told apart by their pids: only a JVM that follows one that exited
+    // takes over its series.
+    if labels.pid.is_empty() && guarded.values().any(|g| g.info.jvm == labels) {
+        labels.pid = j.pid.to_string();
+    }
     let info = info_of(&j, &labels, pod.as_ref());
     metrics.watched(&info);
     let thread = {

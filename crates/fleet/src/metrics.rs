@@ -270,15 +270,15 @@ impl Metrics {
     pub fn forget(&self, info: &JvmInfoLabels) {
         self.jvms.remove(info);
         let jvm = &info.jvm;
-        {
-            let mut live = self.live.lock().unwrap_or_else(|p| p.into_inner());
-            let n = live.entry(jvm.clone()).or_default();
-            *n = n.saturating_sub(1);
-            if *n > 0 {
-                return;
-            }
-            live.remove(jvm);
+        // Held through the removals: a JVM watched meanwhile with the same labels (a container
+        // restarted) waits, then creates its series afresh instead of losing them.
+        let mut live = self.live.lock().unwrap_or_else(|p| p.into_inner());
+        let n = live.entry(jvm.clone()).or_default();
+        *n = n.saturating_sub(1);
+        if *n > 0 {
+            return;
         }
+        live.remove(jvm);
         for h in
             [&self.stall_seconds, &self.ttsp_seconds, &self.safepoint_seconds, &self.hiccup_seconds]
         {

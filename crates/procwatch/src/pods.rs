@@ -88,25 +88,57 @@ pub struct CgroupIds {
     pub pod_uid: Option<String>,
 }
 
+/// A pod UID as the kubelet writes it: a UUID (36 characters, dashes at 8, 13, 18 and 23), or
+/// 32 hex digits (a static pod's, from its manifest's hash).
+fn pod_uid(s: &str) -> bool {
+    let hex = |c: char| c.is_ascii_hexdigit();
+    match s.len() {
+        36 => s
+            .char_indices()
+            .all(|(i, c)| if [8, 13, 18, 23].contains(&i) { c == '-' } else { hex(c) }),
+        32 => s.chars().all(hex),
+        _ => false,
+    }
+}
+
 /// The ids in a cgroup path: Kubernetes' pod level (`pod<uid>` under the cgroupfs driver,
 /// `kubepods-<qos>-pod<uid>.slice` under systemd's), and the container below it in each
 /// runtime's words (`cri-containerd-<id>.scope`, `crio-<id>.scope`, `docker-<id>.scope`,
-/// `libpod-<id>.scope` under systemd; a bare id, or `crio-<id>`, under cgroupfs).
+/// `libpod-<id>.scope` under systemd; `…-pod<uid>.slice:cri-containerd:<id>` where the kubelet
+/// uses systemd's driver and the runtime cgroupfs'; a bare id, or `crio-<id>`, under cgroupfs).
 pub fn ids_in_cgroup(path: &str) -> CgroupIds {
     let hex = |s: &str| s.len() >= 12 && s.chars().all(|c| c.is_ascii_hexdigit());
     let mut ids = CgroupIds::default();
+    let mut parent = "";
     for part in path.split('/').filter(|p| !p.is_empty()) {
-        let p = part.strip_suffix(".scope").unwrap_or(part);
+        // `<slice>:<runtime>:<id>`: the systemd driver's slice, then the container in it.
+        let mut fields = part.split(':');
+        let head = fields.next().unwrap_or_default();
+        let p = head.strip_suffix(".scope").unwrap_or(head);
         let p = p.strip_suffix(".slice").unwrap_or(p);
         if let Some(uid) = p.rsplit_once("-pod").map(|x| x.1).or_else(|| p.strip_prefix("pod")) {
             let uid = uid.replace('_', "-");
-            if uid.len() >= 12 && uid.chars().all(|c| c.is_ascii_hexdigit() || c == '-') {
+            if pod_uid(&uid) {
                 ids.pod_uid = Some(uid);
-                continue;
             }
+        }
+        if let (Some(runtime), Some(id)) = (fields.next(), fields.next()) {
+            if hex(id) {
+                let runtime = match runtime {
+                    "cri-containerd" => "containerd",
+                    "crio" => "cri-o",
+                    "docker" => "docker",
+                    _ => "",
+                };
+                ids.runtime = (!runtime.is_empty()).then_some(runtime);
+                ids.container_id = Some(id.to_string());
+            }
+            parent = part;
+            continue;
         }
         // conmon's own group (`crio-conmon-<id>.scope`) is the monitor's, not the container's.
         if p.starts_with("crio-conmon-") {
+            parent = part;
             continue;
         }
         let mut named = false;
@@ -123,16 +155,18 @@ pub fn ids_in_cgroup(path: &str) -> CgroupIds {
         }
         if !named && hex(p) && p.len() == 64 {
             ids.container_id = Some(p.to_string());
-            // A bare id under `docker/` is Docker's; under a pod, the runtime is in the bundle.
-            ids.runtime = path.starts_with("/docker/").then_some("docker");
+            // A bare id right under `docker/` is Docker's; under a pod, the bundle says whose.
+            ids.runtime = (parent == "docker").then_some("docker");
         }
+        parent = part;
     }
     ids
 }
 
 /// The names in an OCI runtime config's annotations, as containerd's CRI plugin and CRI-O write
-/// them: (namespace, pod name, pod UID, container name). `None` when the config is no JSON or
-/// names no pod (a container started outside Kubernetes, or a pod's sandbox).
+/// them: (namespace, pod name, pod UID, container name). Each runtime's own keys are read, by
+/// which of the two marks the container's type. `None` when the config is no JSON or names no
+/// pod (a container started outside Kubernetes, or a pod's sandbox).
 pub fn names_in_config(json: &str) -> Option<(String, String, String, String)> {
     #[derive(Deserialize)]
     struct Config {
@@ -140,16 +174,28 @@ pub fn names_in_config(json: &str) -> Option<(String, String, String, String)> {
         annotations: std::collections::HashMap<String, String>,
     }
     let c: Config = serde_json::from_str(json).ok()?;
-    let a = |keys: &[&str]| {
-        keys.iter().find_map(|k| c.annotations.get(*k)).cloned().unwrap_or_default()
+    let a = |k: &str| c.annotations.get(k).cloned().unwrap_or_default();
+    let (kind, names) = if c.annotations.contains_key("io.kubernetes.cri.container-type") {
+        (
+            a("io.kubernetes.cri.container-type"),
+            (
+                a("io.kubernetes.cri.sandbox-namespace"),
+                a("io.kubernetes.cri.sandbox-name"),
+                a("io.kubernetes.cri.sandbox-uid"),
+                a("io.kubernetes.cri.container-name"),
+            ),
+        )
+    } else {
+        (
+            a("io.kubernetes.cri-o.ContainerType"),
+            (
+                a("io.kubernetes.pod.namespace"),
+                a("io.kubernetes.pod.name"),
+                a("io.kubernetes.pod.uid"),
+                a("io.kubernetes.container.name"),
+            ),
+        )
     };
-    let kind = a(&["io.kubernetes.cri.container-type", "io.kubernetes.cri-o.ContainerType"]);
-    let names = (
-        a(&["io.kubernetes.cri.sandbox-namespace", "io.kubernetes.pod.namespace"]),
-        a(&["io.kubernetes.cri.sandbox-name", "io.kubernetes.pod.name"]),
-        a(&["io.kubernetes.cri.sandbox-uid", "io.kubernetes.pod.uid"]),
-        a(&["io.kubernetes.cri.container-name", "io.kubernetes.container.name"]),
-    );
     (kind != "sandbox" && !names.1.is_empty()).then_some(names)
 }
 
@@ -157,7 +203,8 @@ pub fn names_in_config(json: &str) -> Option<(String, String, String, String)> {
 /// ReplicaSet's (a Deployment's) pods end in `-<pod-template-hash>-<5>`, a DaemonSet's and a
 /// Job's in `-<5>`, a StatefulSet's in `-<ordinal>`; the generated parts use only the
 /// characters Kubernetes generates names from (no vowels, no 0, 1 or 3). A name with no such
-/// suffix is its own workload. The pod's owner is not on the node: this reads the name only.
+/// suffix is its own workload. A heuristic: the pod's owner is not on the node, and a name can
+/// look generated without being so (a static pod `etcd-node-1` reads as workload `etcd-node`).
 pub fn workload_of(pod: &str) -> String {
     const GENERATED: &str = "bcdfghjklmnpqrstvwxz2456789";
     let generated = |s: &str, min: usize, max: usize| {
@@ -167,10 +214,11 @@ pub fn workload_of(pod: &str) -> String {
         return pod.to_string();
     };
     if generated(tail, 5, 5) {
-        // A Deployment's pod: its ReplicaSet's hash too; a CronJob's: the Job's minute stamp.
+        // A Deployment's pod: its ReplicaSet's hash too; a CronJob's: the Job's minute stamp; an
+        // indexed Job's: the index.
         if let Some((h2, t2)) = head.rsplit_once('-').filter(|(h, _)| !h.is_empty())
             && (generated(t2, 6, 10) && t2.chars().any(|c| c.is_ascii_alphabetic())
-                || t2.len() >= 8 && t2.chars().all(|c| c.is_ascii_digit()))
+                || !t2.is_empty() && t2.chars().all(|c| c.is_ascii_digit()))
         {
             return h2.to_string();
         }
@@ -180,6 +228,14 @@ pub fn workload_of(pod: &str) -> String {
         return head.to_string();
     }
     pod.to_string()
+}
+
+/// The pod and container `pid` runs in: `None` when none of its cgroups names a container.
+/// Every hierarchy's line is read (on a hybrid host a container may be named in the v1
+/// controllers' and not in the v2 one's). The names come from the runtime's bundle when found.
+pub fn of_pid(pid: i32) -> Option<Pod> {
+    let lines = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
+    lines.lines().filter_map(|l| l.splitn(3, ':').nth(2)).find_map(|path| of(pid, path))
 }
 
 /// The pod and container `pid` runs in, given its cgroup path: `None` when the path names no
@@ -212,11 +268,22 @@ pub fn of(pid: i32, cgroup: &str) -> Option<Pod> {
     Some(pod)
 }
 
-/// A config.json of at most a few megabytes (a bundle's is tens of kilobytes).
+/// A config.json of at most a few megabytes (a bundle's is tens of kilobytes), and only a
+/// regular file: opened without blocking and without following a last symlink, so that nothing
+/// a container puts in a path can hold the watcher (a FIFO) or send it elsewhere.
 fn read_small(path: &Path) -> Option<String> {
     use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(path)
+        .ok()?;
+    if !f.metadata().ok()?.file_type().is_file() {
+        return None;
+    }
     let mut s = String::new();
-    std::fs::File::open(path).ok()?.take(4 << 20).read_to_string(&mut s).ok()?;
+    f.take(4 << 20).read_to_string(&mut s).ok()?;
     Some(s)
 }
 
@@ -230,11 +297,22 @@ fn comm_and_parent(pid: i32) -> Option<(String, i32)> {
 
 /// Where the bundle of container `id` may be, most likely first: beside the sandbox's bundle
 /// its containerd shim runs in, or where its CRI-O `conmon` says, then the runtimes' defaults.
+/// Only the first ancestor outside the container (its cgroups no longer name the id) is asked:
+/// a process inside it, whatever its name, is the container's own and could say anything.
 fn bundle_configs(pid: i32, id: &str) -> Vec<(PathBuf, &'static str)> {
     let mut out = Vec::new();
     let mut p = pid;
-    for _ in 0..16 {
+    for _ in 0..64 {
         let Some((comm, ppid)) = comm_and_parent(p) else { break };
+        let inside =
+            std::fs::read_to_string(format!("/proc/{p}/cgroup")).is_ok_and(|c| c.contains(id));
+        if inside {
+            if ppid <= 1 {
+                break;
+            }
+            p = ppid;
+            continue;
+        }
         let root = PathBuf::from(format!("/proc/{p}/root"));
         if comm.starts_with("containerd-shim") {
             if let Ok(cwd) = std::fs::read_link(format!("/proc/{p}/cwd")) {
@@ -258,10 +336,7 @@ fn bundle_configs(pid: i32, id: &str) -> Vec<(PathBuf, &'static str)> {
                 out.push((root.join(b.trim_start_matches('/')).join("config.json"), "cri-o"));
             }
         }
-        if ppid <= 1 {
-            break;
-        }
-        p = ppid;
+        break;
     }
     for (dir, runtime) in [
         ("run/containerd/io.containerd.runtime.v2.task/k8s.io", "containerd"),
@@ -274,7 +349,8 @@ fn bundle_configs(pid: i32, id: &str) -> Vec<(PathBuf, &'static str)> {
         out.push((config, runtime));
     }
     // Only a directory named by the id is this container's bundle.
-    out.retain(|(c, _)| c.parent().is_some_and(|d| d.ends_with(id) || d.ends_with("userdata")));
+    let userdata = Path::new(id).join("userdata");
+    out.retain(|(c, _)| c.parent().is_some_and(|d| d.ends_with(id) || d.ends_with(&userdata)));
     out
 }
 
@@ -343,6 +419,15 @@ mod tests {
             r#"{{"annotations":{{"io.kubernetes.cri-o.ContainerType":"container","io.kubernetes.pod.name":"orders-7d4b9c6f5-x2k8q","io.kubernetes.pod.namespace":"shop","io.kubernetes.pod.uid":"{UID}","io.kubernetes.container.name":"orders-api"}}}}"#
         );
         assert_eq!(names_in_config(&crio), Some(want));
+        // CRI-O's own keys count on CRI-O, whatever else a pod's annotations passed through.
+        let passed = crio.replace(
+            "\"annotations\":{",
+            "\"annotations\":{\"io.kubernetes.cri.sandbox-name\":\"forged\",",
+        );
+        assert_eq!(
+            names_in_config(&passed).map(|n| n.1),
+            Some("orders-7d4b9c6f5-x2k8q".to_string())
+        );
         let sandbox = r#"{"annotations":{"io.kubernetes.cri.container-type":"sandbox","io.kubernetes.cri.sandbox-name":"p"}}"#;
         assert_eq!(names_in_config(sandbox), None);
         for bad in ["", "{", "[]", r#"{"annotations":7}"#, r#"{"annotations":{}}"#] {
@@ -358,6 +443,7 @@ mod tests {
             ("node-exporter-7xq2z", "node-exporter"),
             ("kafka-2", "kafka"),
             ("nightly-report-29360160-4gq7s", "nightly-report"),
+            ("batch-3-7xq2z", "batch"),
             ("standalone", "standalone"),
             ("my-app", "my-app"),
             ("web-aeiou", "web-aeiou"),
@@ -378,6 +464,26 @@ mod tests {
         let (comm, ppid) = comm_and_parent(std::process::id() as i32).unwrap();
         assert!(!comm.is_empty() && ppid > 0);
         assert_eq!(of(std::process::id() as i32, "/user.slice"), None);
+        assert_eq!(of_pid(std::process::id() as i32), None);
+    }
+
+    /// Only a regular file is read: a FIFO (which would block an open for reading) or a symlink
+    /// a container put where its bundle is looked for is refused at once.
+    #[test]
+    fn a_fifo_or_a_symlink_in_place_of_a_config_is_refused_without_blocking() {
+        let d = std::env::temp_dir().join(format!("pods-read-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        let fifo = d.join("fifo");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        assert_eq!(read_small(&fifo), None);
+        let real = d.join("config.json");
+        std::fs::write(&real, "{}").unwrap();
+        std::os::unix::fs::symlink(&real, d.join("link")).unwrap();
+        assert_eq!(read_small(&d.join("link")), None);
+        assert_eq!(read_small(&real).as_deref(), Some("{}"));
+        let _ = std::fs::remove_dir_all(&d);
     }
 
     proptest! {

@@ -123,6 +123,12 @@ fn the_kubernetes_manifests_are_valid_api_objects_with_least_privilege() {
             "path: /run/containerd/containerd.sock, type: Socket",
             "runtime socket",
         ),
+        (
+            "the host's /run, read-only",
+            "path: /sys/kernel/tracing, type: Directory",
+            "path: /run, type: Directory",
+            "host path /run:",
+        ),
     ] {
         assert!(text.contains(from), "{change}: the DaemonSet has no {from:?}");
         let bad = d.join("daemonset.yaml");
