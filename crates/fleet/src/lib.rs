@@ -482,7 +482,7 @@ pub fn run(cfg: Config, stop: &AtomicBool) -> Result<()> {
         // Measuring what is kept walks every recording: not every pass.
         if last_retention.elapsed() >= RETAIN_EVERY {
             last_retention = Instant::now();
-            apply_retention(&out, cfg.retain, &guarded, &metrics, &beats);
+            apply_retention(&out, cfg.retain, &guarded, &metrics, &beats, &cfg.notices);
         }
         if let Attach::After { stalls, window } = cfg.attach {
             escalate_often_stalled(&guarded, stalls, window, &beats, &cfg.notices);
@@ -527,7 +527,7 @@ pub fn run(cfg: Config, stop: &AtomicBool) -> Result<()> {
     drop(shared);
     drop(bpf);
     let _ = analysis.join();
-    apply_retention(&out, cfg.retain, &guarded, &metrics, &beats);
+    apply_retention(&out, cfg.retain, &guarded, &metrics, &beats, &cfg.notices);
     Ok(())
 }
 
@@ -598,6 +598,15 @@ fn start_guarding(
     Ok(Guarded { info, flags: shared_flags, thread })
 }
 
+/// Bytes as GiB (MiB under one) with one decimal, for a warning.
+fn gib(bytes: u64) -> String {
+    if bytes < 1 << 30 {
+        format!("{:.1} MiB", bytes as f64 / (1u64 << 20) as f64)
+    } else {
+        format!("{:.1} GiB", bytes as f64 / (1u64 << 30) as f64)
+    }
+}
+
 /// `--attach N/WINDOW`: a JVM watched from outside that stalled more than `n` times within
 /// `window` is rolled into a recording with the agent and safepoint logging.
 fn escalate_often_stalled(
@@ -642,6 +651,7 @@ fn apply_retention(
     guarded: &HashMap<(i32, u64), Guarded>,
     metrics: &Metrics,
     beats: &beats::Beats,
+    notices: &Notices,
 ) {
     let live: HashMap<PathBuf, i32> = guarded
         .iter()
@@ -669,6 +679,21 @@ fn apply_retention(
     }
     let (free, reserve) = retain::free_space(out);
     let p = retain::plan(&kept, limits, SystemTime::now(), free, reserve);
+    // Recordings removed to keep the disk's reserve, not to keep --retain: said, once per low
+    // spell, or a user would find their evidence gone without a word.
+    static LOW: AtomicBool = AtomicBool::new(false);
+    let low = free < reserve;
+    if low && !p.remove.is_empty() && !LOW.swap(true, Ordering::SeqCst) {
+        notices.warn(format!(
+            "{}: its file system has {} free, under the 5% kept free ({}): recordings are removed, \
+             oldest first, to keep it so. Free space there, or point --out at another disk",
+            out.display(),
+            gib(free),
+            gib(reserve)
+        ));
+    } else if !low {
+        LOW.store(false, Ordering::SeqCst);
+    }
     for d in &p.remove {
         if std::fs::remove_dir_all(d).is_ok() {
             metrics.retention_removed.inc();
