@@ -55,6 +55,17 @@ func strict(doc []byte, v any) error {
 	return errors.Join(strictErrs...)
 }
 
+// decode reads one document strictly into a T, then checks it; a document that does not decode
+// is a finding.
+func decode[T any](where, what, doc string, check func(string, *T)) {
+	var v T
+	if err := strict([]byte(doc), &v); err != nil {
+		fail(where, "not a valid %s: %v", what, err)
+		return
+	}
+	check(where, &v)
+}
+
 func main() {
 	if len(os.Args) < 2 {
 		fmt.Fprintln(os.Stderr, "usage: kubecheck FILE.yaml...")
@@ -83,24 +94,11 @@ func main() {
 			kinds[meta.Kind]++
 			switch meta.APIVersion + " " + meta.Kind {
 			case "apps/v1 DaemonSet":
-				var ds appsv1.DaemonSet
-				if err := strict([]byte(doc), &ds); err != nil {
-					fail(where, "not a valid apps/v1 DaemonSet: %v", err)
-					continue
-				}
-				checkDaemonSet(where, &ds)
+				decode(where, "apps/v1 DaemonSet", doc, checkDaemonSet)
 			case "monitoring.coreos.com/v1 PodMonitor":
-				var pm monitoringv1.PodMonitor
-				if err := strict([]byte(doc), &pm); err != nil {
-					fail(where, "not a valid monitoring.coreos.com/v1 PodMonitor: %v", err)
-					continue
-				}
-				checkPodMonitor(where, &pm)
+				decode(where, "monitoring.coreos.com/v1 PodMonitor", doc, checkPodMonitor)
 			case "v1 ServiceAccount":
-				var sa corev1.ServiceAccount
-				if err := strict([]byte(doc), &sa); err != nil {
-					fail(where, "not a valid v1 ServiceAccount: %v", err)
-				}
+				decode(where, "v1 ServiceAccount", doc, func(string, *corev1.ServiceAccount) {})
 			default:
 				fail(where, "kubecheck does not know %s %s", meta.APIVersion, meta.Kind)
 			}

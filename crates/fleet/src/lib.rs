@@ -144,6 +144,7 @@ fn short_main(j: &JvmProcess) -> String {
 /// The labels of a JVM's series, and its pod when it runs in one (read once, when it is found).
 fn labels_of(j: &JvmProcess) -> (JvmLabels, Option<procwatch::pods::Pod>) {
     let pod = procwatch::pods::of_pid(j.pid);
+    let main = short_main(j);
     let labels = match &pod {
         // A pod's JVM: named by its pod; its pid would only multiply the series per restart.
         Some(p) if !p.uid.is_empty() || !p.name.is_empty() => JvmLabels {
@@ -151,18 +152,16 @@ fn labels_of(j: &JvmProcess) -> (JvmLabels, Option<procwatch::pods::Pod>) {
             pod: if p.name.is_empty() { p.uid.clone() } else { p.name.clone() },
             container: p.container_label(),
             workload: p.workload(),
-            main: short_main(j),
+            main,
             pid: String::new(),
         },
-        Some(p) => JvmLabels {
-            container: p.container_label(),
-            main: short_main(j),
-            pid: j.pid.to_string(),
-            ..JvmLabels::default()
-        },
-        None => JvmLabels {
-            container: if j.contained { j.cgroup.clone() } else { String::new() },
-            main: short_main(j),
+        _ => JvmLabels {
+            container: match &pod {
+                Some(p) => p.container_label(),
+                None if j.contained => j.cgroup.clone(),
+                None => String::new(),
+            },
+            main,
             pid: j.pid.to_string(),
             ..JvmLabels::default()
         },

@@ -35,25 +35,17 @@ pub struct Pod {
 }
 
 impl Pod {
-    /// `namespace/name`, or `pod <uid>` when no name is known, or empty outside a pod.
-    pub fn display_name(&self) -> String {
-        match (self.name.is_empty(), self.uid.is_empty()) {
-            (false, _) => format!("{}/{}", self.namespace, self.name),
-            (true, false) => format!("pod {}", self.uid),
-            (true, true) => String::new(),
-        }
-    }
-
     /// Where a process runs, in one line for a report: `pod shop/orders-…, container orders-api
     /// (containerd 65d5a9da8c0f)`, or what the cgroup alone said.
     pub fn describe(&self) -> String {
-        let id: String = self.container_id.chars().take(12).collect();
+        let id = short_id(&self.container_id);
         let runtime =
             if self.runtime.is_empty() { String::new() } else { format!("{} ", self.runtime) };
         if !self.name.is_empty() {
             format!(
-                "pod {}, container {} ({runtime}{id})",
-                self.display_name(),
+                "pod {}/{}, container {} ({runtime}{id})",
+                self.namespace,
+                self.name,
                 self.container_label()
             )
         } else if !self.uid.is_empty() {
@@ -71,11 +63,16 @@ impl Pod {
     /// The container's name, else its id cut to 12 characters (as `crictl ps` shows it).
     pub fn container_label(&self) -> String {
         if self.container.is_empty() {
-            self.container_id.chars().take(12).collect()
+            short_id(&self.container_id)
         } else {
             self.container.clone()
         }
     }
+}
+
+/// A container id cut to 12 characters, as `docker ps` and `crictl ps` show it.
+pub fn short_id(id: &str) -> String {
+    id.chars().take(12).collect()
 }
 
 /// What a cgroup path says of a container: its runtime, its id, and its pod's UID.

@@ -124,10 +124,9 @@ pub fn user_name(uid: u32) -> Option<String> {
 /// and a Kubernetes pod's UID. Ids are cut to 12 characters, as `docker ps` shows them.
 pub fn container_of(cgroup: &str) -> Option<String> {
     let ids = crate::pods::ids_in_cgroup(cgroup);
-    let container = ids.container_id.map(|id| {
-        let short: String = id.chars().take(12).collect();
-        format!("{} {short}", ids.runtime.unwrap_or("container"))
-    });
+    let container = ids
+        .container_id
+        .map(|id| format!("{} {}", ids.runtime.unwrap_or("container"), crate::pods::short_id(&id)));
     match (ids.pod_uid, container) {
         (Some(p), Some(c)) => Some(format!("pod {p}, {c}")),
         (Some(p), None) => Some(format!("pod {p}")),

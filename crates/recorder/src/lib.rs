@@ -306,10 +306,7 @@ pub(crate) fn meta(
             &procwatch::cgroup::of(pid),
             &procwatch::cgroup::of(0),
         )),
-        pod: procwatch::pods::of(
-            pid,
-            &procwatch::process::cgroup_path(&procwatch::cgroup::of(pid)),
-        ),
+        pod: procwatch::pods::of_pid(pid),
     }
 }
 

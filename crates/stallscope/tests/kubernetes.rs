@@ -349,16 +349,6 @@ fn walk(g: &Path) -> Vec<PathBuf> {
     out
 }
 
-fn metrics(addr: &str) -> String {
-    use std::io::{Read, Write};
-    let Ok(mut c) = std::net::TcpStream::connect(addr) else { return String::new() };
-    let _ = c.set_read_timeout(Some(Duration::from_secs(10)));
-    let _ = write!(c, "GET /metrics HTTP/1.0\r\nHost: x\r\n\r\n");
-    let mut s = String::new();
-    let _ = c.read_to_string(&mut s);
-    s
-}
-
 #[test]
 fn a_stall_in_a_pod_is_named_by_its_pod_namespace_and_container() {
     assert_eq!(unsafe { libc::geteuid() }, 0, "this test runs a container runtime: run it as root");
@@ -372,35 +362,19 @@ fn a_stall_in_a_pod_is_named_by_its_pod_namespace_and_container() {
     // watch first, on every JVM of the host, as the DaemonSet runs it; then the pod.
     let events = d.join("events.jsonl");
     let out = d.join("recordings");
-    let mut w = stallscope()
-        .args(["watch", "--all", "--metrics", "127.0.0.1:0", "--for", "150s"])
-        .arg("--events")
-        .arg(&events)
-        .arg("--out")
-        .arg(&out)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let said = {
-        use std::io::BufRead;
-        let (tx, rx) = std::sync::mpsc::channel();
-        let err = w.stderr.take().unwrap();
-        std::thread::spawn(move || {
-            for l in std::io::BufReader::new(err).lines().map_while(Result::ok) {
-                let _ = tx.send(l);
-            }
-        });
-        rx
-    };
+    let (w, addr, said) = start_watch(&[
+        "--all",
+        "--metrics",
+        "127.0.0.1:0",
+        "--for",
+        "150s",
+        "--events",
+        events.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
     let w = Reaper(w);
-    let addr = poll(Duration::from_secs(20), Duration::from_millis(100), || {
-        said.try_iter().find_map(|l| {
-            l.strip_prefix("stallscope: metrics at http://")
-                .map(|a| a.trim_end_matches("/metrics").to_string())
-        })
-    })
-    .expect("watch said where its metrics are");
+    let addr = addr.unwrap();
 
     let pod_json = d.join("pod.json");
     std::fs::write(
@@ -466,14 +440,14 @@ fn a_stall_in_a_pod_is_named_by_its_pod_namespace_and_container() {
         "namespace=\"{NAMESPACE}\",pod=\"{POD}\",container=\"{CONTAINER}\",workload=\"orders\",main=\"stallscope-workloads.jar\",pid=\"\",cause=\"no-safepoint-poll\""
     );
     let scraped = poll(Duration::from_secs(90), Duration::from_millis(500), || {
-        let m = metrics(&addr);
+        let m = scrape(&addr);
         m.lines()
             .any(|l| l.starts_with("stallscope_stalls_total{") && l.contains(&want))
             .then_some(m)
     });
     let said_so_far: Vec<String> = said.try_iter().collect();
     let scraped = scraped.unwrap_or_else(|| {
-        panic!("no stall of the pod's JVM in the metrics: {}\n{said_so_far:#?}", metrics(&addr))
+        panic!("no stall of the pod's JVM in the metrics: {}\n{said_so_far:#?}", scrape(&addr))
     });
     let info = scraped
         .lines()

@@ -45,37 +45,6 @@ fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
-/// Starts `watch` with `args`; returns it and (with --metrics) the address it serves.
-fn start_watch(args: &[&str]) -> (Child, Option<String>, std::sync::mpsc::Receiver<String>) {
-    let mut w = stallscope()
-        .arg("watch")
-        .args(args)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    let err = w.stderr.take().unwrap();
-    std::thread::spawn(move || {
-        for l in BufReader::new(err).lines().map_while(Result::ok) {
-            let _ = tx.send(l);
-        }
-    });
-    let mut addr = None;
-    if args.contains(&"--metrics") {
-        let t0 = Instant::now();
-        while addr.is_none() && t0.elapsed() < Duration::from_secs(20) {
-            if let Ok(l) = rx.recv_timeout(Duration::from_secs(1)) {
-                addr = l
-                    .strip_prefix("stallscope: metrics at http://")
-                    .map(|a| a.trim_end_matches("/metrics").to_string());
-            }
-        }
-        assert!(addr.is_some(), "watch said nowhere where its metrics are");
-    }
-    (w, addr, rx)
-}
-
 struct Prometheus {
     _child: Reaper,
     port: u16,
@@ -527,14 +496,6 @@ fn jvm_with(options: &[&str], args: &[&str]) -> (Reaper, i32) {
 }
 
 /// The OpenMetrics text watch serves at `addr`.
-fn scrape(addr: &str) -> String {
-    let mut c = std::net::TcpStream::connect(addr).unwrap();
-    write!(c, "GET /metrics HTTP/1.0\r\nHost: x\r\n\r\n").unwrap();
-    let mut s = String::new();
-    c.read_to_string(&mut s).unwrap();
-    s
-}
-
 /// Many idle JVMs and one whose safepoints wait on a loop without a poll, all watched by default
 /// (from outside): the stall is named under its pid, no JVM holds a thread of stallscope's, a JVM
 /// without perf data is watched through /proc and said so, and watch killed outright leaves each

@@ -585,3 +585,45 @@ pub fn jfr_damage_seed() -> (u64, fastrand::Rng) {
     eprintln!("STALLSCOPE_JFR_SEED={seed}");
     (seed, fastrand::Rng::with_seed(seed))
 }
+
+/// Starts `watch` with `args`; returns it and (with --metrics) the address it serves.
+pub fn start_watch(args: &[&str]) -> (Child, Option<String>, std::sync::mpsc::Receiver<String>) {
+    let mut w = stallscope()
+        .arg("watch")
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let err = w.stderr.take().unwrap();
+    std::thread::spawn(move || {
+        for l in std::io::BufRead::lines(std::io::BufReader::new(err)).map_while(Result::ok) {
+            let _ = tx.send(l);
+        }
+    });
+    let mut addr = None;
+    if args.contains(&"--metrics") {
+        let t0 = Instant::now();
+        while addr.is_none() && t0.elapsed() < Duration::from_secs(20) {
+            if let Ok(l) = rx.recv_timeout(Duration::from_secs(1)) {
+                addr = l
+                    .strip_prefix("stallscope: metrics at http://")
+                    .map(|a| a.trim_end_matches("/metrics").to_string());
+            }
+        }
+        assert!(addr.is_some(), "watch said nowhere where its metrics are");
+    }
+    (w, addr, rx)
+}
+
+/// The OpenMetrics text `watch --metrics` serves at `addr` (empty when it cannot be reached).
+pub fn scrape(addr: &str) -> String {
+    use std::io::{Read, Write};
+    let Ok(mut c) = std::net::TcpStream::connect(addr) else { return String::new() };
+    let _ = c.set_read_timeout(Some(Duration::from_secs(10)));
+    let _ = write!(c, "GET /metrics HTTP/1.0\r\nHost: x\r\n\r\n");
+    let mut s = String::new();
+    let _ = c.read_to_string(&mut s);
+    s
+}
