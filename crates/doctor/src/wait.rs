@@ -254,7 +254,9 @@ pub fn wait_of(t: &TaskSample) -> Wait {
             if read_call(name) && storage {
                 return Wait::FileRead;
             }
-            if t.state == 'D' && known && !procwatch::task::parked_wchan(w) {
+            // Uninterruptible in a call: blocked in the kernel, though where is not known when
+            // it woke between the reads ("0"); the tracepoints may tell (an mmap_lock wait).
+            if t.state == 'D' && !(known && procwatch::task::parked_wchan(w)) {
                 return Wait::Other;
             }
             Wait::Parked
@@ -334,6 +336,10 @@ mod tests {
             Wait::PageIn,
             "a wchan read as the thread woke"
         );
+        // In a call, uninterruptible, its wchan read as it woke (a waiter on a contended
+        // mmap_lock woken and put back to sleep): blocked, not parked.
+        assert_eq!(wait_of(&t('D', "0", call("mprotect"), None)), Wait::Other);
+        assert_eq!(wait_of(&t('S', "0", call("mprotect"), None)), Wait::Parked);
         // Measured here: threads of a JVM in a full memory cgroup.
         assert_eq!(wait_of(&t('D', "reclaim_throttle", NOT_IN, None)), Wait::Reclaim);
         assert_eq!(

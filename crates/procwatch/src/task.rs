@@ -181,13 +181,32 @@ pub fn parked_wchan(w: &str) -> bool {
         || w.starts_with("do_sigtimedwait")
 }
 
+/// What a thread's previous sample saw: (state, exec_ns, timeslices, wchan, syscall, file).
+type Last = (char, u64, u64, String, Syscall, Option<String>);
+
 struct TaskFiles {
     stat: File,
     schedstat: Option<File>,
     wchan: Option<File>,
     syscall: Option<File>,
-    /// What the previous sample saw: (state, exec_ns, timeslices, wchan, syscall, file).
-    last: Option<(char, u64, u64, String, Syscall, Option<String>)>,
+    last: Option<Last>,
+}
+
+/// Whether a thread has not moved since its `last` sample (same state, not running, its
+/// schedstat counters unchanged), so that what that sample read of where it waits still holds.
+/// A wchan read as the thread woke ("0", or none: it was on a run queue between the reads of its
+/// state and of its wchan) is read again though the thread did not move: kept, it would stand
+/// for the whole wait that follows (a thread woken and put back to sleep on a contended
+/// mmap_lock, its counters unchanged, showed "0" for the 28 ms it then waited).
+fn unmoved(last: Option<&Last>, state: char, exec_ns: u64, timeslices: u64) -> bool {
+    last.is_some_and(|(st, ex, ts, w, _, _)| {
+        state != 'R'
+            && *st == state
+            && *ex == exec_ns
+            && *ts == timeslices
+            && !w.is_empty()
+            && w != "0"
+    })
 }
 
 /// Samples every thread of one process, keeping each thread's files open.
@@ -320,16 +339,8 @@ impl TaskSampler {
                 timeslices = it.next().unwrap_or(0);
                 have_schedstat = true;
             }
-            let unmoved = match &files.last {
-                Some((st, ex, ts, _, _, _)) => {
-                    have_schedstat
-                        && state != 'R'
-                        && *st == state
-                        && *ex == exec_ns
-                        && *ts == timeslices
-                }
-                None => false,
-            };
+            let unmoved =
+                have_schedstat && unmoved(files.last.as_ref(), state, exec_ns, timeslices);
             let (wchan, syscall, file) = if unmoved {
                 let (_, _, _, w, sc, f) = files.last.as_ref().expect("checked above");
                 (w.clone(), *sc, f.clone())
@@ -471,6 +482,20 @@ mod tests {
             ('R', 100, 3, 57, 12, 1, 9876)
         );
         assert!(parse_stat("garbage").is_none());
+    }
+
+    #[test]
+    fn a_wchan_read_as_the_thread_woke_is_read_again() {
+        let last = |w: &str| ('D', 100, 7, w.to_string(), Syscall::Unknown, None);
+        assert!(unmoved(Some(&last("do_mprotect_pkey")), 'D', 100, 7));
+        assert!(!unmoved(Some(&last("0")), 'D', 100, 7));
+        assert!(!unmoved(Some(&last("")), 'D', 100, 7));
+        assert!(!unmoved(Some(&last("do_mprotect_pkey")), 'D', 101, 7), "it ran");
+        assert!(!unmoved(Some(&last("do_mprotect_pkey")), 'D', 100, 8), "it was scheduled");
+        assert!(!unmoved(Some(&last("do_mprotect_pkey")), 'S', 100, 7), "its state changed");
+        assert!(!unmoved(None, 'D', 100, 7));
+        let running = ('R', 100, 7, String::new(), Syscall::Running, None);
+        assert!(!unmoved(Some(&running), 'R', 100, 7));
     }
 
     #[test]
