@@ -252,8 +252,34 @@ impl Drop for Reaper {
         unsafe { libc::kill(self.0.id() as i32, libc::SIGCONT) };
         let _ = self.0.kill();
         let _ = self.0.wait();
-        // A JVM killed leaves its attach socket, which the next process with its pid would meet.
+        // A JVM killed leaves its attach socket, which the next process with its pid would meet,
+        // and the repository of a flight recording (`attach` starts one) it was making.
         let _ = std::fs::remove_file(format!("/tmp/.java_pid{}", self.0.id()));
+        remove_jfr_repositories(|_, pid| pid == self.0.id());
+    }
+}
+
+/// Removes the repositories that JVMs killed during a flight recording left in /tmp (JFR names
+/// each `yyyy_MM_dd_HH_mm_ss_PID` and removes it only at a normal exit), those for which
+/// `whose(owner uid, pid)` holds.
+pub fn remove_jfr_repositories(whose: impl Fn(u32, u32) -> bool) {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(dir) = std::fs::read_dir("/tmp") else { return };
+    for e in dir.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let parts: Vec<&str> = name.split('_').collect();
+        let shaped = parts.len() == 7
+            && parts.iter().all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
+            && parts[0].len() == 4;
+        let Some(pid) = parts.last().and_then(|p| p.parse::<u32>().ok()).filter(|_| shaped) else {
+            continue;
+        };
+        if let Ok(m) = e.path().symlink_metadata()
+            && m.is_dir()
+            && whose(m.uid(), pid)
+        {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
     }
 }
 
@@ -409,6 +435,7 @@ impl Drop for ThrowawayUser {
         // in /tmp, then the account and its group.
         let _ = Command::new("pkill").args(["-KILL", "-u", &self.uid.to_string()]).status();
         let _ = std::fs::remove_dir_all(format!("/tmp/hsperfdata_{}", self.name));
+        remove_jfr_repositories(|uid, _| uid == self.uid);
         let o = account_tool("userdel", &[&self.name]);
         if !o.status.success() {
             std::thread::sleep(Duration::from_millis(200));
