@@ -533,6 +533,15 @@ pub(crate) fn fix_in_code(
 
 /// The diagnosis of a recording: every stall, its causes and culprits, and a summary.
 pub fn diagnose(rec: &Recording) -> Report {
+    let mut stalls = diagnose_stalls(rec, 0, u32::MAX);
+    crate::instigator::count_repeats(&mut stalls);
+    report_of(rec, stalls)
+}
+
+/// The stalls numbered after `after` and up to `upto`, diagnosed as [`diagnose`] does (each
+/// against the one before it, wherever that is), without the repeats across stalls
+/// ([`crate::Repeats`] counts those for a reader that goes on from where it was).
+pub fn diagnose_stalls(rec: &Recording, after: u32, upto: u32) -> Vec<StallReport> {
     let meta = &rec.meta;
     let meter_tid = rec.events.iter().find_map(|e| match e {
         Event::MeterRunning { meter_tid, .. } => Some(*meter_tid as i32),
@@ -561,6 +570,7 @@ pub fn diagnose(rec: &Recording) -> Report {
     let mut stalls: Vec<StallReport> = spans
         .iter()
         .enumerate()
+        .filter(|(_, span)| span.stall > after && span.stall <= upto)
         .map(|(i, span)| {
             let floor = i.checked_sub(1).map_or(0, |p| spans[p].end_ns);
             diagnose_stall(
@@ -575,7 +585,12 @@ pub fn diagnose(rec: &Recording) -> Report {
         .collect();
     // Stalls shorter than the threshold can be recorded at its edge; they are not stalls.
     stalls.retain(|s| s.duration_ns >= meta.threshold_ns || s.target_exited);
-    crate::instigator::count_repeats(&mut stalls);
+    stalls
+}
+
+/// The report of `rec` with its diagnosed `stalls`: the summary and the notes.
+fn report_of(rec: &Recording, stalls: Vec<StallReport>) -> Report {
+    let meta = &rec.meta;
     let summary = summarise(rec, &stalls);
     let mut notes: Vec<String> = meta.privileges_note.iter().cloned().collect();
     notes.extend(rec.damage.iter().cloned());

@@ -285,3 +285,80 @@ fn documented_report_fields_are_exactly_the_output_fields() {
     assert!(undocumented.is_empty(), "in the output but not documented: {undocumented:?}");
     assert!(unseen.is_empty(), "documented but never in the output: {unseen:?}");
 }
+
+/// `watch` reads a live recording again at each stall's end for the stalls after those it has
+/// diagnosed (`Recording::read_after`, `diagnose_stalls`), counting who set off how many as it
+/// goes (`Repeats`): every stall of a recording diagnosed so, in batches, is the stall the whole
+/// recording's diagnosis gives, and the last stall's count of repeats is the whole recording's.
+#[test]
+fn a_recording_diagnosed_stall_by_stall_as_watch_reads_it_gives_the_whole_diagnosis() {
+    /// A stall as JSON, its count of repeats left out (it counts only the stalls seen so far).
+    fn plain(s: &doctor::report::StallReport) -> Value {
+        let mut v = serde_json::to_value(s).unwrap();
+        for f in v["findings"].as_array_mut().unwrap() {
+            if let Some(did) = f["instigator"]["did"].as_str() {
+                let cut = did.find(" (the same set off").map_or(did, |at| &did[..at]);
+                f["instigator"]["did"] = Value::String(cut.to_string());
+            }
+        }
+        v
+    }
+    for name in [
+        "native-mmap-lock-mprotect-churn",
+        "jdk17-safepoint-storm-cpu-hog4",
+        "jdk17-counted-loop-watched-from-outside",
+    ] {
+        let dir = fixture(name);
+        let whole = diagnose(&dir);
+        assert!(whole.stalls.len() >= 10, "{name}: {} stalls", whole.stalls.len());
+        let last = whole.stalls.iter().map(|s| s.stall).max().unwrap();
+        for step in [1, 3, 7] {
+            let (mut done, mut got) = (0u32, Vec::new());
+            let mut repeats = doctor::Repeats::default();
+            let mut from = recording::ReadFrom::default();
+            while done < last {
+                let upto = (done + step).min(last);
+                let rec = Recording::read_after(&dir, None, done, &mut from).unwrap();
+                if done > 0 {
+                    assert!(
+                        rec.samples.iter().all(|s| s.stall == 0 || s.stall > done),
+                        "{name}: the lines of stalls already diagnosed are left out"
+                    );
+                }
+                let mut batch = doctor::diagnose_stalls(&rec, done, upto);
+                repeats.add(&batch);
+                repeats.annotate(&mut batch);
+                got.extend(batch);
+                done = upto;
+            }
+            assert!(
+                from.of(recording::files::SAMPLES).line > 0,
+                "{name}: the samples are read on from where they were left"
+            );
+            assert_eq!(
+                got.iter().map(plain).collect::<Vec<_>>(),
+                whole.stalls.iter().map(plain).collect::<Vec<_>>(),
+                "{name}, {step} stalls at a time"
+            );
+            let said = |s: &doctor::report::StallReport| {
+                s.findings
+                    .iter()
+                    .filter_map(|f| f.instigator.as_ref())
+                    .map(|i| i.did.clone())
+                    .collect::<Vec<_>>()
+            };
+            assert_eq!(said(got.last().unwrap()), said(whole.stalls.last().unwrap()), "{name}");
+        }
+    }
+    let whole = diagnose(&fixture("native-mmap-lock-mprotect-churn"));
+    assert!(
+        whole
+            .stalls
+            .last()
+            .unwrap()
+            .findings
+            .iter()
+            .any(|f| f.instigator.as_ref().is_some_and(|i| i.did.contains("the same set off"))),
+        "the fixture has repeats to count"
+    );
+}

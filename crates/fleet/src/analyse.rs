@@ -63,9 +63,12 @@ struct Open {
     scanner: hotspot_log::Scanner,
     hiccups: Tail,
     hlog: recording::hlog::Reader,
-    /// Stalls already diagnosed (a recording read again for a later stall lists them all).
+    /// Stalls already diagnosed: the recording is read again for the stalls after them only.
     done: u32,
-    dropped: u64,
+    /// Who set off how many of the stalls diagnosed so far.
+    repeats: doctor::Repeats,
+    /// Where the next reading of each of its files begins.
+    from: recording::ReadFrom,
 }
 
 impl Open {
@@ -153,7 +156,8 @@ pub fn run(
                             hiccups: Tail::default(),
                             hlog: recording::hlog::Reader::default(),
                             done: 0,
-                            dropped: 0,
+                            repeats: doctor::Repeats::default(),
+                            from: recording::ReadFrom::default(),
                         },
                     );
                 }
@@ -211,7 +215,8 @@ fn diagnose(
     events: &mut Events,
     notices: &Notices,
 ) {
-    let rec = match Recording::read(dir, Some(&logs::sandbox::FlightRecordings)) {
+    let jfr = Some(&logs::sandbox::FlightRecordings as &dyn recording::FlightRecordings);
+    let rec = match Recording::read_after(dir, jfr, o.done, &mut o.from) {
         Ok(r) => r,
         // Removed: it failed at once (an escalation refused), with nothing in it.
         Err(_) if !dir.exists() => return,
@@ -220,24 +225,27 @@ fn diagnose(
             return;
         }
     };
-    let report = doctor::diagnose(&rec);
+    let mut stalls = doctor::diagnose_stalls(&rec, o.done, upto);
+    o.repeats.add(&stalls);
+    o.repeats.annotate(&mut stalls);
+    // The samples dropped in the stalls diagnosed now (the reading holds no earlier ones).
     let dropped: u64 = rec
         .events
         .iter()
-        .filter_map(|e| {
-            if let recording::Event::StallEnd { dropped_samples, .. } = e {
+        .filter_map(|e| match e {
+            recording::Event::StallEnd { stall, dropped_samples, .. }
+                if *stall > o.done && *stall <= upto =>
+            {
                 Some(*dropped_samples)
-            } else {
-                None
             }
+            _ => None,
         })
         .sum();
-    if dropped > o.dropped {
-        m.dropped_samples.get_or_create(&o.labels).inc_by(dropped - o.dropped);
-        o.dropped = dropped;
+    if dropped > 0 {
+        m.dropped_samples.get_or_create(&o.labels).inc_by(dropped);
     }
-    for s in report.stalls.iter().filter(|s| s.stall > o.done && s.stall <= upto) {
-        let e = StallEvent::of(&o.jvm, &report, s);
+    for s in &stalls {
+        let e = StallEvent::of(&o.jvm, &rec, s);
         let (culprit, code) = e.culprit.as_ref().map_or((String::new(), String::new()), |c| {
             (c.name.clone(), c.code.clone().unwrap_or_default())
         });
@@ -246,7 +254,7 @@ fn diagnose(
         events.write(&e);
     }
     // A stall shorter than the threshold is no stall; one still open is left for later.
-    if let Some(last) = report.stalls.iter().map(|s| s.stall).filter(|s| *s <= upto).max() {
+    if let Some(last) = stalls.iter().map(|s| s.stall).max() {
         o.done = o.done.max(last);
     }
     if upto != u32::MAX {

@@ -4,7 +4,7 @@
 //! Invariant: one write per line, so a reader never sees half an event; a pipeline that goes
 //! away (EPIPE, a full disk) costs the events, never the watching.
 
-use doctor::report::{Report, StallReport};
+use doctor::report::StallReport;
 use doctor::{Cause, Confidence, InstigatorKind};
 use recording::Notices;
 use serde::{Deserialize, Serialize};
@@ -91,9 +91,10 @@ fn host() -> String {
 }
 
 impl StallEvent {
-    pub fn of(jvm: &EventJvm, r: &Report, s: &StallReport) -> StallEvent {
+    /// The event of stall `s` of the recording `rec`.
+    pub fn of(jvm: &EventJvm, rec: &recording::Recording, s: &StallReport) -> StallEvent {
         let f = s.findings.first();
-        let start_ms = r.meta.epoch_ms_of_mono(s.start_mono_ns);
+        let start_ms = rec.meta.epoch_ms_of_mono(s.start_mono_ns);
         let time = chrono::DateTime::from_timestamp_millis(start_ms)
             .map(|d| {
                 d.with_timezone(&chrono::Local)
@@ -133,7 +134,7 @@ impl StallEvent {
                 container: i.container.clone(),
             }),
             fix: f.map(|f| f.fix.clone()).unwrap_or_default(),
-            recording: r.recording.clone(),
+            recording: rec.dir.display().to_string(),
         }
     }
 }

@@ -35,7 +35,9 @@ pub mod who;
 pub mod writer;
 
 pub use notice::{Notice, Notices};
-pub use read::{FlightRecordings, Recording, read_lines, read_lines_noting, read_meta};
+pub use read::{
+    FlightRecordings, Place, ReadFrom, Recording, read_lines, read_lines_noting, read_meta,
+};
 pub use schema::*;
 pub use who::{CpuTaker, Freezer, IoTaker, Named, Who, WhoProcess, WhoThread};
 pub use writer::{Appender, Barrier, Writer, create_new};

@@ -33,37 +33,171 @@ pub fn read_lines_noting<T: DeserializeOwned>(
     path: &Path,
     damage: &mut Vec<String>,
 ) -> Result<Vec<T>, Error> {
-    let text = match std::fs::read(path) {
-        Ok(t) => String::from_utf8(t).map_err(|e| Error::Damaged {
-            path: path.to_path_buf(),
-            line: line_of(e.as_bytes(), e.utf8_error().valid_up_to()),
-            reason: "not UTF-8 text".into(),
-        })?,
+    read_lines_kept(path, damage, Keep::All, &mut Place::default())
+}
+
+/// The top-level head of a JSON line: its text before its first nested object or array (every
+/// writer puts `stall` and `t` there), at most 160 bytes.
+fn head(line: &str) -> &[u8] {
+    let head = &line.as_bytes()[..line.len().min(160)];
+    let end =
+        head.iter().skip(1).position(|b| *b == b'{' || *b == b'[').map_or(head.len(), |p| p + 1);
+    &head[..end]
+}
+
+/// The unsigned number after `key` (`"stall":`) in `head`, where the key opens a field (after
+/// `{` or `,`). None without one, or past `u64`.
+fn number_at(head: &[u8], key: &[u8]) -> Option<u64> {
+    let mut from = 0;
+    while let Some(p) = head[from..].windows(key.len()).position(|w| w == key) {
+        let at = from + p;
+        from = at + 1;
+        if at == 0 || !matches!(head[at - 1], b'{' | b',') {
+            continue;
+        }
+        let digits = &head[at + key.len()..];
+        let n = digits.iter().take_while(|b| b.is_ascii_digit()).count();
+        if n == 0 || n > 19 {
+            return None;
+        }
+        return std::str::from_utf8(&digits[..n]).ok()?.parse().ok();
+    }
+    None
+}
+
+/// The stall a line of a per-stall file belongs to: the number of its top-level `"stall"` key.
+/// None for a line without one.
+pub fn stall_of_line(line: &str) -> Option<u32> {
+    number_at(head(line), b"\"stall\":").and_then(|n| u32::try_from(n).ok())
+}
+
+/// The time (`"t"`, CLOCK_MONOTONIC ns) of a line, from its top-level key.
+pub fn t_of_line(line: &str) -> Option<u64> {
+    number_at(head(line), b"\"t\":")
+}
+
+/// Which lines of a file to parse.
+#[derive(Debug, Clone, Copy)]
+enum Keep {
+    All,
+    /// All but those of stalls 1 to N (those of no stall, and of stall 0, the recording's
+    /// baseline, are kept).
+    AfterStall(u32),
+    /// From the last line stamped before T (what held at T: a counter look is written only when
+    /// it changed) on.
+    From(u64),
+}
+
+/// Where in a file a reading begins: a byte offset at the start of a line, and that line's
+/// number less one.
+#[derive(Debug, Default, Clone, Copy, PartialEq)]
+pub struct Place {
+    pub byte: u64,
+    pub line: usize,
+}
+
+/// Where [`Recording::read_after`] may begin reading each file of a recording the next time,
+/// for a later stall: past the lines it will never keep again.
+#[derive(Debug, Default, Clone)]
+pub struct ReadFrom {
+    places: std::collections::HashMap<&'static str, Place>,
+}
+
+impl ReadFrom {
+    fn at(&mut self, file: &'static str) -> &mut Place {
+        self.places.entry(file).or_default()
+    }
+
+    /// Where the next reading of `file` (its name in the recording) begins.
+    pub fn of(&self, file: &str) -> Place {
+        self.places.get(file).copied().unwrap_or_default()
+    }
+}
+
+/// [`read_lines_noting`] from `at` on, leaving out unparsed the lines `keep` does not keep; `at`
+/// is moved past the lines no later reading with a larger `keep` will keep (every line of a
+/// stall up to N; every line before the last one stamped before T). A file shorter than `at`
+/// is read from its start.
+fn read_lines_kept<T: DeserializeOwned>(
+    path: &Path,
+    damage: &mut Vec<String>,
+    keep: Keep,
+    at: &mut Place,
+) -> Result<Vec<T>, Error> {
+    let mut bytes = Vec::new();
+    match File::open(path) {
+        Ok(mut f) => {
+            use std::io::{Read, Seek, SeekFrom};
+            let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+            if at.byte > len {
+                *at = Place::default();
+            }
+            f.seek(SeekFrom::Start(at.byte))
+                .and_then(|_| f.read_to_end(&mut bytes))
+                .map_err(|e| Error::io(path, "cannot read it", e))?;
+        }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
         Err(e) => return Err(Error::io(path, "cannot read it", e)),
-    };
+    }
+    let text = String::from_utf8(bytes).map_err(|e| Error::Damaged {
+        path: path.to_path_buf(),
+        line: at.line + line_of(e.as_bytes(), e.utf8_error().valid_up_to()),
+        reason: "not UTF-8 text".into(),
+    })?;
     let complete = text.ends_with('\n');
-    let lines: Vec<&str> = text.lines().collect();
-    let mut out = Vec::with_capacity(lines.len());
-    for (i, l) in lines.iter().enumerate() {
+    // Each line with the byte offset it begins at.
+    let mut lines: Vec<(usize, &str)> = Vec::new();
+    let mut pos = 0;
+    for l in text.split_inclusive('\n') {
+        lines.push((pos, l.strip_suffix('\n').unwrap_or(l)));
+        pos += l.len();
+    }
+    let first = match keep {
+        Keep::From(t0) => {
+            lines.iter().rposition(|(_, l)| t_of_line(l).is_some_and(|t| t < t0)).unwrap_or(0)
+        }
+        _ => 0,
+    };
+    // Where the next reading may begin: the first line kept (a stall after N), else past the
+    // last whole line; for a time, the last line before it.
+    let whole = if complete { lines.len() } else { lines.len().saturating_sub(1) };
+    let next = match keep {
+        Keep::All => 0,
+        Keep::AfterStall(after) => lines[..whole]
+            .iter()
+            .position(|(_, l)| stall_of_line(l).is_none_or(|n| n > after))
+            .unwrap_or(whole),
+        Keep::From(_) => first.min(whole),
+    };
+    let mut out = Vec::new();
+    for (i, (_, l)) in lines.iter().enumerate().skip(first) {
         if l.trim().is_empty() {
+            continue;
+        }
+        if let Keep::AfterStall(after) = keep
+            && stall_of_line(l).is_some_and(|n| n > 0 && n <= after)
+        {
             continue;
         }
         match serde_json::from_str(l) {
             Ok(v) => out.push(v),
-            // The recorder was killed mid-write: the last line may be cut.
+            // The recorder was killed mid-write (or is writing it now): the last line may be cut.
             Err(_) if i + 1 == lines.len() && !complete => {
-                damage.push(format!("{}:{}: the last line is cut off (the recorder was killed mid-write?); left out", path.display(), i + 1));
+                damage.push(format!("{}:{}: the last line is cut off (the recorder was killed mid-write?); left out", path.display(), at.line + i + 1));
                 break;
             }
             Err(e) => {
                 return Err(Error::Damaged {
                     path: path.to_path_buf(),
-                    line: i + 1,
+                    line: at.line + i + 1,
                     reason: e.to_string(),
                 });
             }
         }
+    }
+    if next > 0 {
+        let byte = lines.get(next).map_or(text.len(), |(b, _)| *b);
+        *at = Place { byte: at.byte + byte as u64, line: at.line + next };
     }
     Ok(out)
 }
@@ -187,15 +321,48 @@ impl Recording {
         dir: impl AsRef<Path>,
         jfr: Option<&dyn FlightRecordings>,
     ) -> Result<Recording, Error> {
+        Recording::read_after(dir, jfr, 0, &mut ReadFrom::default())
+    }
+
+    /// [`Recording::read`] for the stalls after stall `after` only, as `watch` reads a live
+    /// recording at each stall's end. When `after` > 0: the lines of stalls 1 to `after` in the
+    /// per-stall files (samples, system, context, trace, kernel waits, who) are left out
+    /// unparsed, and in the events those of the stalls before it (stall `after` is kept: the
+    /// next may not begin before it ended); of the files stamped in time (perf counters, stacks,
+    /// thread dumps), the lines from a second before stall `after` began on, and the last line
+    /// before that (a counter look is written only when it changed); the interval logs
+    /// (hiccups, control), which feed the recording's summary and no stall's diagnosis, are not
+    /// decoded. The JVM's safepoint log and the events are read whole. `from` says where each
+    /// other file's reading begins, past what an earlier reading for fewer stalls found none of
+    /// these stalls' in, and is moved on: reading the whole recording again at every stall made
+    /// a stalling JVM's cost grow with its recording.
+    pub fn read_after(
+        dir: impl AsRef<Path>,
+        jfr: Option<&dyn FlightRecordings>,
+        after: u32,
+        from: &mut ReadFrom,
+    ) -> Result<Recording, Error> {
         let dir = dir.as_ref();
         check_plain_files(dir)?;
         let meta = read_meta(dir)?;
+        if after > 0 {
+            let mut r = Recording::read_lines_of(dir, meta, after, from)?;
+            if r.safepoints.is_empty()
+                && let Some(jfr) = jfr
+            {
+                r.fill_from_jfr(jfr);
+            }
+            if r.safepoints.is_empty() {
+                r.fill_from_counters();
+            }
+            return Ok(r);
+        }
         // The two interval logs decode on their own threads (a day of 1 s intervals is 172,800
         // compressed histograms) while this one reads the rest.
         let (hiccups, control, rest) = std::thread::scope(|sc| {
             let h = sc.spawn(|| crate::hlog::read(&dir.join(files::HICCUPS)));
             let c = sc.spawn(|| crate::hlog::read(&dir.join(files::CONTROL)));
-            let rest = Recording::read_lines_of(dir, meta);
+            let rest = Recording::read_lines_of(dir, meta, 0, &mut ReadFrom::default());
             (h.join().ok().flatten(), c.join().ok().flatten(), rest)
         });
         let mut r = rest?;
@@ -282,7 +449,12 @@ impl Recording {
         })
     }
 
-    fn read_lines_of(dir: &Path, meta: Meta) -> Result<Recording, Error> {
+    fn read_lines_of(
+        dir: &Path,
+        meta: Meta,
+        after: u32,
+        places: &mut ReadFrom,
+    ) -> Result<Recording, Error> {
         let mut safepoints = Vec::new();
         let mut unfinished_culprits = Vec::new();
         let mut open_sync_ns = None;
@@ -307,6 +479,26 @@ impl Recording {
                 damage.push(format!("{}: {} line(s) that look like safepoint records were not understood and are not counted{first}", sp.display(), rep.lines_unrecognised));
             }
         }
+        // Read for the stalls after `after` (`watch`, at each stall's end): the events of the
+        // stalls before it left out (it is kept, for where the next one may begin), and of the
+        // files stamped in time (counters, stacks), what was written from a second before it
+        // began on, and the last line before that.
+        let after_stall = |n: u32| if after > 0 { Keep::AfterStall(n) } else { Keep::All };
+        let events: Vec<Event> = read_lines_kept(
+            &dir.join(files::EVENTS),
+            &mut damage,
+            after_stall(after - after.min(1)),
+            &mut Place::default(),
+        )?;
+        let from = events
+            .iter()
+            .find_map(|e| match e {
+                Event::StallBegin { t, stall, .. } if after > 0 && *stall == after => {
+                    Some(Keep::From(t.saturating_sub(1_000_000_000)))
+                }
+                _ => None,
+            })
+            .unwrap_or(Keep::All);
         let (mut frames, mut frames_notes) = (Vec::new(), Vec::new());
         let frames_file = dir.join(files::FRAMES).exists();
         for l in read_lines_noting::<FramesLine>(&dir.join(files::FRAMES), &mut damage)? {
@@ -315,10 +507,25 @@ impl Recording {
                 FramesLine::Note(n) => frames_notes.push(n.note),
             }
         }
-        frames.extend(read_lines_noting::<FrameSample>(&dir.join(files::DUMPS), &mut damage)?);
+        frames.extend(read_lines_kept::<FrameSample>(
+            &dir.join(files::DUMPS),
+            &mut damage,
+            from,
+            places.at(files::DUMPS),
+        )?);
         let stacks_file = dir.join(files::STACKS).exists() || dir.join(files::OUTSIDE).exists();
-        frames.extend(read_lines_noting::<FrameSample>(&dir.join(files::STACKS), &mut damage)?);
-        for l in read_lines_noting::<FramesLine>(&dir.join(files::OUTSIDE), &mut damage)? {
+        frames.extend(read_lines_kept::<FrameSample>(
+            &dir.join(files::STACKS),
+            &mut damage,
+            from,
+            places.at(files::STACKS),
+        )?);
+        for l in read_lines_kept::<FramesLine>(
+            &dir.join(files::OUTSIDE),
+            &mut damage,
+            from,
+            places.at(files::OUTSIDE),
+        )? {
             match l {
                 FramesLine::Sample(s) => frames.push(s),
                 FramesLine::Note(n) => frames_notes.push(n.note),
@@ -326,14 +533,49 @@ impl Recording {
         }
         Ok(Recording {
             dir: dir.to_path_buf(),
-            events: read_lines_noting(&dir.join(files::EVENTS), &mut damage)?,
-            samples: read_lines_noting(&dir.join(files::SAMPLES), &mut damage)?,
-            system: read_lines_noting(&dir.join(files::SYSTEM), &mut damage)?,
-            context: read_lines_noting(&dir.join(files::CONTEXT), &mut damage)?,
-            trace: read_lines_noting(&dir.join(files::TRACE), &mut damage)?,
-            kwaits: read_lines_noting(&dir.join(files::KWAITS), &mut damage)?,
-            counters: read_lines_noting(&dir.join(files::COUNTERS), &mut damage)?,
-            who: read_lines_noting(&dir.join(files::WHO), &mut damage)?,
+            events,
+            samples: read_lines_kept(
+                &dir.join(files::SAMPLES),
+                &mut damage,
+                after_stall(after),
+                places.at(files::SAMPLES),
+            )?,
+            system: read_lines_kept(
+                &dir.join(files::SYSTEM),
+                &mut damage,
+                after_stall(after),
+                places.at(files::SYSTEM),
+            )?,
+            context: read_lines_kept(
+                &dir.join(files::CONTEXT),
+                &mut damage,
+                after_stall(after),
+                places.at(files::CONTEXT),
+            )?,
+            trace: read_lines_kept(
+                &dir.join(files::TRACE),
+                &mut damage,
+                after_stall(after),
+                places.at(files::TRACE),
+            )?,
+            kwaits: read_lines_kept(
+                &dir.join(files::KWAITS),
+                &mut damage,
+                after_stall(after),
+                places.at(files::KWAITS),
+            )?,
+            counters: read_lines_kept(
+                &dir.join(files::COUNTERS),
+                &mut damage,
+                from,
+                places.at(files::COUNTERS),
+            )?,
+            who: read_lines_kept(
+                &dir.join(files::WHO),
+                &mut damage,
+                after_stall(after),
+                places.at(files::WHO),
+            )?,
             has_who: dir.join(files::WHO).exists(),
             frames_recorded: (frames_file && frames_notes.is_empty()) || stacks_file,
             frames,
@@ -354,6 +596,95 @@ impl Recording {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_line_s_stall_is_its_top_level_key() {
+        assert_eq!(
+            stall_of_line(r#"{"t":79925608961588,"stall":12,"full":true,"threads":[]}"#),
+            Some(12)
+        );
+        assert_eq!(stall_of_line(r#"{"stall":13,"events":[{"stall":2}]}"#), Some(13));
+        assert_eq!(stall_of_line(r#"{"t":1,"stall":0,"baseline":true}"#), Some(0));
+        assert_eq!(stall_of_line(r#"{"seen":"note","t":5,"stall":7,"note":"x"}"#), Some(7));
+        // Inside a nested object or array it is another thing's.
+        assert_eq!(stall_of_line(r#"{"t":1,"threads":[{"stall":3}]}"#), None);
+        assert_eq!(stall_of_line(r#"{"t":1,"x":{"stall":3}}"#), None);
+        assert_eq!(stall_of_line(r#"{"event":"detach","t":3}"#), None);
+        assert_eq!(stall_of_line(r#"{"stall":-1}"#), None);
+        assert_eq!(stall_of_line(r#"{"stall":99999999999}"#), None);
+        assert_eq!(stall_of_line(""), None);
+        assert_eq!(stall_of_line("\"stall\":"), None);
+        assert_eq!(stall_of_line(r#"{"stall":4294967296}"#), None, "past u32");
+    }
+
+    #[test]
+    fn a_live_file_is_read_on_from_past_what_no_later_reading_keeps() {
+        let d = std::env::temp_dir().join(format!("stallscope-readfrom-{}", std::process::id()));
+        std::fs::create_dir_all(&d).unwrap();
+        let p = d.join("samples.jsonl");
+        let stalls = |v: &[serde_json::Value]| -> Vec<u64> {
+            v.iter().map(|x| x["stall"].as_u64().unwrap()).collect()
+        };
+        // Stalls 1, 1, 2 and the first half of a line of stall 3, as a live recorder leaves it.
+        std::fs::write(
+            &p,
+            "{\"stall\":1,\"a\":1}\n{\"stall\":1,\"a\":2}\n{\"stall\":2}\n{\"stall\":3,",
+        )
+        .unwrap();
+        let (mut at, mut damage) = (Place::default(), Vec::new());
+        let got: Vec<serde_json::Value> =
+            read_lines_kept(&p, &mut damage, Keep::AfterStall(1), &mut at).unwrap();
+        assert_eq!(stalls(&got), [2]);
+        assert_eq!(at, Place { byte: 36, line: 2 }, "at stall 2's line");
+        assert_eq!(damage.len(), 1, "the cut line is said");
+        assert!(damage[0].contains("samples.jsonl:4"), "{damage:?}");
+        // The line is finished and another written.
+        let mut f = OpenOptions::new().append(true).open(&p).unwrap();
+        f.write_all(b"\"b\":1}\n{\"stall\":4}\n").unwrap();
+        let got: Vec<serde_json::Value> =
+            read_lines_kept(&p, &mut Vec::new(), Keep::AfterStall(2), &mut at).unwrap();
+        assert_eq!(stalls(&got), [3, 4]);
+        assert_eq!(at.line, 3, "at stall 3's line");
+        // Damage is named by its line in the whole file.
+        f.write_all(b"not json\n{\"stall\":5}\n").unwrap();
+        let e =
+            read_lines_kept::<serde_json::Value>(&p, &mut Vec::new(), Keep::AfterStall(4), &mut at)
+                .unwrap_err()
+                .to_string();
+        assert!(e.contains("samples.jsonl:6"), "{e}");
+        // By time: from the last line stamped before T; a file that shrank is read from its start.
+        let q = d.join("counters.jsonl");
+        std::fs::write(&q, "{\"t\":10}\n{\"t\":20}\n{\"t\":30}\n{\"t\":40}\n").unwrap();
+        let mut at = Place::default();
+        let ts = |v: Vec<serde_json::Value>| -> Vec<u64> {
+            v.iter().map(|x| x["t"].as_u64().unwrap()).collect()
+        };
+        assert_eq!(
+            ts(read_lines_kept(&q, &mut Vec::new(), Keep::From(25), &mut at).unwrap()),
+            [20, 30, 40]
+        );
+        assert_eq!(at.line, 1);
+        assert_eq!(
+            ts(read_lines_kept(&q, &mut Vec::new(), Keep::From(45), &mut at).unwrap()),
+            [40]
+        );
+        std::fs::write(&q, "{\"t\":50}\n").unwrap();
+        assert_eq!(
+            ts(read_lines_kept(&q, &mut Vec::new(), Keep::From(45), &mut at).unwrap()),
+            [50]
+        );
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn a_line_s_time_is_its_own_t_not_another_key_ending_in_t() {
+        let look = r#"{"t":82773390622267,"prev_t":82773385527477,"safepoints":0,"gcs":[{"t":1}]}"#;
+        assert_eq!(t_of_line(look), Some(82773390622267));
+        assert_eq!(t_of_line(r#"{"prev_t":5,"t":7}"#), Some(7));
+        assert_eq!(t_of_line(r#"{"prev_t":5}"#), None);
+        assert_eq!(t_of_line(r#"{"x":[{"t":5}],"t":7}"#), None, "after a nested array");
+        assert_eq!(t_of_line(r#"{"t":"soon"}"#), None);
+    }
     use crate::writer::Appender;
     use std::fs::OpenOptions;
     use std::io::Write;
