@@ -414,6 +414,13 @@ fn instigators(
 /// first JMX calls made, "RMI TCP Connection(1)-127.0.0.1" from the fourth on).
 fn first_names(contexts: &[StallContext]) -> HashMap<i32, String> {
     let mut all: HashMap<i32, String> = HashMap::new();
+    add_first_names(&mut all, contexts);
+    all
+}
+
+/// Adds to `all` the names `contexts` give threads it has none for, or only a pool's
+/// placeholder.
+fn add_first_names(all: &mut HashMap<i32, String>, contexts: &[StallContext]) {
     for j in contexts.iter().flat_map(|c| c.java_threads.iter()).filter(|j| j.tid > 0) {
         match all.get(&j.tid) {
             Some(n) if !pool_placeholder(n) || pool_placeholder(&j.name) => {}
@@ -422,7 +429,6 @@ fn first_names(contexts: &[StallContext]) -> HashMap<i32, String> {
             }
         }
     }
-    all
 }
 
 /// The names for naming who set a stall off: the stall's own table over the recording's, but
@@ -533,15 +539,45 @@ pub(crate) fn fix_in_code(
 
 /// The diagnosis of a recording: every stall, its causes and culprits, and a summary.
 pub fn diagnose(rec: &Recording) -> Report {
-    let mut stalls = diagnose_stalls(rec, 0, u32::MAX);
+    let mut stalls = stalls_of(rec, 0, u32::MAX, &first_names(&rec.context));
     crate::instigator::count_repeats(&mut stalls);
     report_of(rec, stalls)
 }
 
-/// The stalls numbered after `after` and up to `upto`, diagnosed as [`diagnose`] does (each
-/// against the one before it, wherever that is), without the repeats across stalls
-/// ([`crate::Repeats`] counts those for a reader that goes on from where it was).
-pub fn diagnose_stalls(rec: &Recording, after: u32, upto: u32) -> Vec<StallReport> {
+/// What diagnosing a recording's stalls a few at a time, from readings of the stalls after
+/// those done (`watch`), carries from one reading to the next: who set off how many stalls, and
+/// the names its threads were first seen with.
+#[derive(Debug, Default)]
+pub struct Carry {
+    repeats: crate::instigator::Repeats,
+    names: HashMap<i32, String>,
+}
+
+/// The stalls numbered after `after` and up to `upto` of `rec` (a reading of the stalls after
+/// `after`, `Recording::read_after`), diagnosed as [`diagnose`] does each (against the one
+/// before it, wherever that is), with what earlier readings carried: the names of threads seen
+/// before, and the count of who set off how many stalls so far.
+pub fn diagnose_stalls(
+    rec: &Recording,
+    after: u32,
+    upto: u32,
+    carry: &mut Carry,
+) -> Vec<StallReport> {
+    add_first_names(&mut carry.names, &rec.context);
+    let mut stalls = stalls_of(rec, after, upto, &carry.names);
+    carry.repeats.add(&stalls);
+    carry.repeats.annotate(&mut stalls);
+    stalls
+}
+
+/// The stalls numbered after `after` and up to `upto`, each diagnosed; `all_names`: the names
+/// of the recording's threads, for naming who set them off.
+fn stalls_of(
+    rec: &Recording,
+    after: u32,
+    upto: u32,
+    all_names: &HashMap<i32, String>,
+) -> Vec<StallReport> {
     let meta = &rec.meta;
     let meter_tid = rec.events.iter().find_map(|e| match e {
         Event::MeterRunning { meter_tid, .. } => Some(*meter_tid as i32),
@@ -566,7 +602,6 @@ pub fn diagnose_stalls(rec: &Recording, after: u32, upto: u32) -> Vec<StallRepor
             s.start_ns = prev_end.min(s.end_ns);
         }
     }
-    let all_names = first_names(&rec.context);
     let mut stalls: Vec<StallReport> = spans
         .iter()
         .enumerate()
@@ -579,7 +614,7 @@ pub fn diagnose_stalls(rec: &Recording, after: u32, upto: u32) -> Vec<StallRepor
                 floor,
                 by_stall.get(&span.stall).map_or(&[][..], |v| &v[..]),
                 meter_tid,
-                &all_names,
+                all_names,
             )
         })
         .collect();
@@ -698,6 +733,13 @@ mod tests {
         // Only a placeholder known: it is all there is.
         let all = first_names(&[ctx(1, "RMI TCP Connection(idle)")]);
         assert_eq!(stall_names(&all, &HashMap::new())[&7], "RMI TCP Connection(idle)");
+        // Read a few stalls at a time (watch), the names seen before are carried on.
+        let mut carried = first_names(&[ctx(3, "RMI TCP Connection(1)-127.0.0.1")]);
+        add_first_names(&mut carried, &[ctx(4, "RMI TCP Connection(idle)")]);
+        assert_eq!(carried[&7], "RMI TCP Connection(1)-127.0.0.1");
+        let mut carried = first_names(&[ctx(3, "RMI TCP Connection(idle)")]);
+        add_first_names(&mut carried, &[ctx(4, "RMI TCP Connection(2)-127.0.0.1")]);
+        assert_eq!(carried[&7], "RMI TCP Connection(2)-127.0.0.1");
     }
     use crate::spans::tests::{begin, end};
     use crate::summary::boost_summary;

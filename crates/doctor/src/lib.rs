@@ -43,9 +43,8 @@ pub mod wait;
 
 pub use causes::Cause;
 pub use classify::segments;
-pub use diagnose::{diagnose, diagnose_stalls, wall_of};
+pub use diagnose::{Carry, diagnose, diagnose_stalls, wall_of};
 pub use flight::{GcLog, diagnose_flight};
-pub use instigator::Repeats;
 pub use report::{
     Confidence, CpuShare, CulpritView, Finding, Instigator, InstigatorKind, Report, SafepointView,
     StallReport, Summary, ThreadLine, TimeoutCulprit,

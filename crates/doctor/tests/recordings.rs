@@ -287,8 +287,8 @@ fn documented_report_fields_are_exactly_the_output_fields() {
 }
 
 /// `watch` reads a live recording again at each stall's end for the stalls after those it has
-/// diagnosed (`Recording::read_after`, `diagnose_stalls`), counting who set off how many as it
-/// goes (`Repeats`): every stall of a recording diagnosed so, in batches, is the stall the whole
+/// diagnosed (`Recording::read_after`, `diagnose_stalls`), carrying who set off how many and the
+/// threads' names as it goes (`Carry`): every stall of a recording diagnosed so, in batches, is the stall the whole
 /// recording's diagnosis gives, and the last stall's count of repeats is the whole recording's.
 #[test]
 fn a_recording_diagnosed_stall_by_stall_as_watch_reads_it_gives_the_whole_diagnosis() {
@@ -314,7 +314,7 @@ fn a_recording_diagnosed_stall_by_stall_as_watch_reads_it_gives_the_whole_diagno
         let last = whole.stalls.iter().map(|s| s.stall).max().unwrap();
         for step in [1, 3, 7] {
             let (mut done, mut got) = (0u32, Vec::new());
-            let mut repeats = doctor::Repeats::default();
+            let mut carry = doctor::Carry::default();
             let mut from = recording::ReadFrom::default();
             while done < last {
                 let upto = (done + step).min(last);
@@ -325,10 +325,7 @@ fn a_recording_diagnosed_stall_by_stall_as_watch_reads_it_gives_the_whole_diagno
                         "{name}: the lines of stalls already diagnosed are left out"
                     );
                 }
-                let mut batch = doctor::diagnose_stalls(&rec, done, upto);
-                repeats.add(&batch);
-                repeats.annotate(&mut batch);
-                got.extend(batch);
+                got.extend(doctor::diagnose_stalls(&rec, done, upto, &mut carry));
                 done = upto;
             }
             assert!(

@@ -65,8 +65,9 @@ struct Open {
     hlog: recording::hlog::Reader,
     /// Stalls already diagnosed: the recording is read again for the stalls after them only.
     done: u32,
-    /// Who set off how many of the stalls diagnosed so far.
-    repeats: doctor::Repeats,
+    /// What the diagnosis of the stalls so far carries to the next (who set off how many, the
+    /// threads' names).
+    carry: doctor::Carry,
     /// Where the next reading of each of its files begins.
     from: recording::ReadFrom,
 }
@@ -156,7 +157,7 @@ pub fn run(
                             hiccups: Tail::default(),
                             hlog: recording::hlog::Reader::default(),
                             done: 0,
-                            repeats: doctor::Repeats::default(),
+                            carry: doctor::Carry::default(),
                             from: recording::ReadFrom::default(),
                         },
                     );
@@ -225,9 +226,7 @@ fn diagnose(
             return;
         }
     };
-    let mut stalls = doctor::diagnose_stalls(&rec, o.done, upto);
-    o.repeats.add(&stalls);
-    o.repeats.annotate(&mut stalls);
+    let stalls = doctor::diagnose_stalls(&rec, o.done, upto, &mut o.carry);
     // The samples dropped in the stalls diagnosed now (the reading holds no earlier ones).
     let dropped: u64 = rec
         .events

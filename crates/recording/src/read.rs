@@ -76,15 +76,20 @@ pub fn t_of_line(line: &str) -> Option<u64> {
     number_at(head(line), b"\"t\":")
 }
 
+/// How far before the last stall diagnosed a reading for the stalls after it keeps the lines
+/// stamped in time: beyond the 5 s within which the doctor takes a thread's stack as near a
+/// stall (doctor::code::NEAR_NS), and the counter looks since the stall before.
+const LOOK_BACK_NS: u64 = 10_000_000_000;
+
 /// Which lines of a file to parse.
 #[derive(Debug, Clone, Copy)]
 enum Keep {
     All,
-    /// All but those of stalls 1 to N (those of no stall, and of stall 0, the recording's
-    /// baseline, are kept).
+    /// All but those of stalls 1 to N (those of no stall, and of stall 0, the baseline between
+    /// stalls, are kept, but a later reading may begin past the latter).
     AfterStall(u32),
-    /// From the last line stamped before T (what held at T: a counter look is written only when
-    /// it changed) on.
+    /// Those stamped T or later, and the one stamped last before T (what held at T: a counter
+    /// look is written only when it changed).
     From(u64),
 }
 
@@ -152,31 +157,41 @@ fn read_lines_kept<T: DeserializeOwned>(
         lines.push((pos, l.strip_suffix('\n').unwrap_or(l)));
         pos += l.len();
     }
-    let first = match keep {
-        Keep::From(t0) => {
-            lines.iter().rposition(|(_, l)| t_of_line(l).is_some_and(|t| t < t0)).unwrap_or(0)
-        }
-        _ => 0,
-    };
-    // Where the next reading may begin: the first line kept (a stall after N), else past the
-    // last whole line; for a time, the last line before it.
     let whole = if complete { lines.len() } else { lines.len().saturating_sub(1) };
+    // Kept: every line of a stall after N (and of none); by time, every line stamped T or later
+    // wherever it is (a stack sampled late is written after later ones), the line stamped last
+    // before T, and any line without a stamp. A cut last line is read (and said) either way.
+    let before = match keep {
+        Keep::From(t0) => lines[..whole]
+            .iter()
+            .enumerate()
+            .filter_map(|(i, (_, l))| t_of_line(l).filter(|t| *t < t0).map(|t| (t, i)))
+            .max()
+            .map(|(_, i)| i),
+        _ => None,
+    };
+    let kept = |i: usize, l: &str| match keep {
+        Keep::All => true,
+        Keep::AfterStall(after) => stall_of_line(l).is_none_or(|n| n == 0 || n > after),
+        Keep::From(t0) => Some(i) == before || t_of_line(l).is_none_or(|t| t >= t0),
+    };
+    // Where the next reading may begin: past the whole lines before the first kept one (no
+    // later reading, for a later stall or time, keeps them; stall 0's lines, the baseline
+    // between stalls, are wanted by no stall's diagnosis).
     let next = match keep {
         Keep::All => 0,
-        Keep::AfterStall(after) => lines[..whole]
+        _ => lines[..whole]
             .iter()
-            .position(|(_, l)| stall_of_line(l).is_none_or(|n| n > after))
+            .enumerate()
+            .position(|(i, (_, l))| match keep {
+                Keep::AfterStall(after) => stall_of_line(l).is_none_or(|n| n > after),
+                _ => kept(i, l),
+            })
             .unwrap_or(whole),
-        Keep::From(_) => first.min(whole),
     };
     let mut out = Vec::new();
-    for (i, (_, l)) in lines.iter().enumerate().skip(first) {
-        if l.trim().is_empty() {
-            continue;
-        }
-        if let Keep::AfterStall(after) = keep
-            && stall_of_line(l).is_some_and(|n| n > 0 && n <= after)
-        {
+    for (i, (_, l)) in lines.iter().enumerate() {
+        if l.trim().is_empty() || (i < whole && !kept(i, l)) {
             continue;
         }
         match serde_json::from_str(l) {
@@ -329,8 +344,8 @@ impl Recording {
     /// per-stall files (samples, system, context, trace, kernel waits, who) are left out
     /// unparsed, and in the events those of the stalls before it (stall `after` is kept: the
     /// next may not begin before it ended); of the files stamped in time (perf counters, stacks,
-    /// thread dumps), the lines from a second before stall `after` began on, and the last line
-    /// before that (a counter look is written only when it changed); the interval logs
+    /// thread dumps), the lines stamped from 10 s before stall `after` began on, and the last
+    /// one before that (a counter look is written only when it changed); the interval logs
     /// (hiccups, control), which feed the recording's summary and no stall's diagnosis, are not
     /// decoded. The JVM's safepoint log and the events are read whole. `from` says where each
     /// other file's reading begins, past what an earlier reading for fewer stalls found none of
@@ -481,8 +496,8 @@ impl Recording {
         }
         // Read for the stalls after `after` (`watch`, at each stall's end): the events of the
         // stalls before it left out (it is kept, for where the next one may begin), and of the
-        // files stamped in time (counters, stacks), what was written from a second before it
-        // began on, and the last line before that.
+        // files stamped in time (counters, stacks), what was stamped from LOOK_BACK_NS before
+        // it began on, and the last line before that.
         let after_stall = |n: u32| if after > 0 { Keep::AfterStall(n) } else { Keep::All };
         let events: Vec<Event> = read_lines_kept(
             &dir.join(files::EVENTS),
@@ -494,7 +509,7 @@ impl Recording {
             .iter()
             .find_map(|e| match e {
                 Event::StallBegin { t, stall, .. } if after > 0 && *stall == after => {
-                    Some(Keep::From(t.saturating_sub(1_000_000_000)))
+                    Some(Keep::From(t.saturating_sub(LOOK_BACK_NS)))
                 }
                 _ => None,
             })
@@ -673,6 +688,25 @@ mod tests {
             ts(read_lines_kept(&q, &mut Vec::new(), Keep::From(45), &mut at).unwrap()),
             [50]
         );
+        // A stack sampled late is written after later ones: what is stamped T or later is kept
+        // wherever it is, and the next reading begins no later than the first line kept.
+        std::fs::write(&q, "{\"t\":10}\n{\"t\":30}\n{\"t\":40}\n{\"t\":15}\n{\"t\":50}\n").unwrap();
+        let mut at = Place::default();
+        assert_eq!(
+            ts(read_lines_kept(&q, &mut Vec::new(), Keep::From(25), &mut at).unwrap()),
+            [30, 40, 15, 50]
+        );
+        assert_eq!(at.line, 1, "the first line kept");
+        // A line cut inside its stamp ({"t":8) is no line stamped before T.
+        std::fs::write(&q, "{\"t\":30}\n{\"t\":40}\n{\"t\":8").unwrap();
+        let mut at = Place::default();
+        let mut damage = Vec::new();
+        assert_eq!(
+            ts(read_lines_kept(&q, &mut damage, Keep::From(35), &mut at).unwrap()),
+            [30, 40]
+        );
+        assert_eq!(at.line, 0);
+        assert_eq!(damage.len(), 1);
         std::fs::remove_dir_all(&d).unwrap();
     }
 
