@@ -15,8 +15,11 @@
 //! only by file descriptors (nothing is pinned), so the kernel detaches and frees them when the
 //! process exits, even by SIGKILL (tests/offcpu.rs checks with the kernel's list of programs).
 
+mod alarm;
 mod ksyms;
 mod raw;
+
+pub use alarm::{Alarm, Woke};
 
 pub use ksyms::Ksyms;
 pub use raw::{RawWait, RawWaker, parse_event, state_letter};
@@ -31,12 +34,18 @@ mod skel {
     include!(concat!(env!("OUT_DIR"), "/offcpu.skel.rs"));
 }
 
-/// How often the ring buffer is emptied into the window.
+/// How often the ring buffer is emptied into the window while a target is armed (a stall of its
+/// under way: every wait of its threads goes through the ring then).
 pub const DRAIN: Duration = Duration::from_millis(100);
+/// How often otherwise: only the waits a thread did not choose come through then, a few a
+/// second (a stall's end empties it first anyway).
+pub const DRAIN_IDLE: Duration = Duration::from_secs(1);
 
 /// The program's name as the kernel lists it (`bpftool prog show`): the first 15 bytes of the
 /// function's name.
 pub const PROGRAM_NAMES: [&str; 2] = ["on_switch", "on_waking"];
+/// The watchdog's program, loaded with [`Options::watchdog`].
+pub const WATCHDOG_PROGRAM: &str = "on_meter";
 
 #[derive(Debug, Clone, Copy)]
 pub struct Options {
@@ -54,6 +63,12 @@ pub struct Options {
     /// when they end. An armed process's are all recorded, and those still going on are read
     /// as ever, whatever this says.
     pub record_unarmed: Unarmed,
+    /// Load the watchdog (`on_meter`, a third program on sched_switch): it fires when a meter
+    /// thread named with [`Reader::watch_meter`] stops sleeping once per tick, so the recorder
+    /// need not look once per threshold (`run`). Where the kernel refuses it (no BPF timers in
+    /// tracing programs, no `prev_state` in sched_switch: before 5.18), the rest loads without
+    /// it and [`Reader::alarm`] says so.
+    pub watchdog: bool,
 }
 
 /// Which finished waits of a process not armed go through the ring buffer.
@@ -78,6 +93,7 @@ impl Default for Options {
             keep_ns: 60_000_000_000,
             keep_max: 50_000,
             record_unarmed: Unarmed::Involuntary,
+            watchdog: false,
         }
     }
 }
@@ -140,6 +156,8 @@ enum Cmd {
     Arm(i32, bool),
     Add(i32),
     Remove(i32),
+    /// Watch this meter thread (host tid; 0: none): alarm when it has not slept for `after_ns`.
+    Watch(u32, u64),
     /// The threads of this process held off a CPU now, not by their own choice.
     Held {
         tgid: i32,
@@ -168,6 +186,8 @@ pub struct Reader {
     tx: mpsc::Sender<Cmd>,
     ksyms: Arc<Ksyms>,
     lost: Arc<std::sync::atomic::AtomicU64>,
+    /// The watchdog's alarm ring, or why there is none.
+    alarms: Arc<Result<std::os::fd::OwnedFd, String>>,
 }
 
 impl OffCpu {
@@ -177,7 +197,7 @@ impl OffCpu {
         check_layout()?;
         let ksyms = Ksyms::load()?;
         let (tx, rx) = mpsc::channel::<Cmd>();
-        let (ready_tx, ready_rx) = mpsc::channel::<Result<(), String>>();
+        let (ready_tx, ready_rx) = mpsc::channel::<Result<Alarms, String>>();
         let lost = Arc::new(std::sync::atomic::AtomicU64::new(0));
         let lost2 = lost.clone();
         let first: Vec<i32> = tgids.to_vec();
@@ -186,8 +206,9 @@ impl OffCpu {
             .spawn(move || run(first, opts, rx, ready_tx, lost2))
             .map_err(|e| format!("could not start the BPF reader thread: {e}"))?;
         match ready_rx.recv() {
-            Ok(Ok(())) => {
-                let reader = Reader { tx: tx.clone(), ksyms: Arc::new(ksyms), lost };
+            Ok(Ok(alarms)) => {
+                let alarms = Arc::new(alarms);
+                let reader = Reader { tx: tx.clone(), ksyms: Arc::new(ksyms), lost, alarms };
                 Ok(OffCpu { tx: Some(tx), thread: Some(thread), reader })
             }
             Ok(Err(e)) => {
@@ -243,6 +264,21 @@ impl Reader {
     /// Stops recording `tgid`'s threads.
     pub fn remove(&self, tgid: i32) {
         let _ = self.tx.send(Cmd::Remove(tgid));
+    }
+
+    /// Watches the meter thread `tid` (host numbering): an alarm when it has not gone to sleep
+    /// for `after_ns` (its resolution plus the threshold). `tid` 0 stops watching.
+    pub fn watch_meter(&self, tid: u32, after_ns: u64) {
+        let _ = self.tx.send(Cmd::Watch(tid, after_ns));
+    }
+
+    /// A reader of the watchdog's alarms, or why there is none (not asked for in [`Options`],
+    /// or refused by this kernel).
+    pub fn alarm(&self) -> Result<Alarm, String> {
+        match &*self.alarms {
+            Ok(fd) => Alarm::open(fd),
+            Err(e) => Err(e.clone()),
+        }
     }
 
     /// The threads of `tgid` held off a CPU now, not by their own choice ([`involuntary`]),
@@ -354,6 +390,9 @@ fn check_layout() -> Result<(), String> {
     Ok(())
 }
 
+/// The watchdog's alarm ring (a duplicate of its fd), or why there is none.
+type Alarms = Result<std::os::fd::OwnedFd, String>;
+
 fn load(
     storage: &mut std::mem::MaybeUninit<libbpf_rs::OpenObject>,
     opts: Options,
@@ -372,6 +411,9 @@ fn load(
             Unarmed::Everything => 2,
         };
     }
+    if !opts.watchdog {
+        open.progs.on_meter.set_autoload(false);
+    }
     let mut sk = open.load().map_err(|e| {
         format!(
             "the kernel refused the BPF program ({e}); it needs root, or CAP_BPF and CAP_PERFMON"
@@ -387,18 +429,30 @@ fn run(
     first: Vec<i32>,
     opts: Options,
     rx: mpsc::Receiver<Cmd>,
-    ready: mpsc::Sender<Result<(), String>>,
+    ready: mpsc::Sender<Result<Alarms, String>>,
     lost: Arc<std::sync::atomic::AtomicU64>,
 ) {
     use libbpf_rs::MapCore;
     let mut storage = std::mem::MaybeUninit::uninit();
-    let loaded = load(&mut storage, opts);
+    let mut again = std::mem::MaybeUninit::uninit();
+    let (loaded, refused) = match load(&mut storage, opts) {
+        Err(e) if opts.watchdog => (load(&mut again, Options { watchdog: false, ..opts }), Some(e)),
+        other => (other, None),
+    };
     let sk = match loaded {
         Ok(sk) => sk,
         Err(e) => {
             let _ = ready.send(Err(e));
             return;
         }
+    };
+    let alarms: Alarms = if let Some(e) = refused {
+        Err(format!("no BPF watchdog on this kernel: {e}"))
+    } else if !opts.watchdog {
+        Err("no BPF watchdog asked for".into())
+    } else {
+        use std::os::fd::AsFd;
+        sk.maps.alarms.as_fd().try_clone_to_owned().map_err(|e| format!("the BPF alarm ring: {e}"))
     };
     // 0: not a target; 1: recorded; 2: recorded and armed.
     let set = |tgid: i32, level: u8| {
@@ -430,7 +484,7 @@ fn run(
             return;
         }
     };
-    let _ = ready.send(Ok(()));
+    let _ = ready.send(Ok(alarms));
     let drain = |window: &Mutex<VecDeque<RawWait>>| {
         let _ = ring.consume();
         let now = now_ns();
@@ -451,12 +505,34 @@ fn run(
             lost.store(n, std::sync::atomic::Ordering::Relaxed);
         }
     };
+    let mut armed = std::collections::HashSet::new();
     loop {
-        match rx.recv_timeout(DRAIN) {
+        let every = if armed.is_empty() && opts.record_unarmed != Unarmed::Everything {
+            DRAIN_IDLE
+        } else {
+            DRAIN
+        };
+        match rx.recv_timeout(every) {
             Ok(Cmd::Stop) => break,
             Ok(Cmd::Add(t)) => set(t, 1),
-            Ok(Cmd::Arm(t, armed)) => set(t, if armed { 2 } else { 1 }),
-            Ok(Cmd::Remove(t)) => set(t, 0),
+            Ok(Cmd::Arm(t, on)) => {
+                set(t, if on { 2 } else { 1 });
+                if on {
+                    armed.insert(t);
+                } else {
+                    armed.remove(&t);
+                }
+            }
+            Ok(Cmd::Remove(t)) => {
+                set(t, 0);
+                armed.remove(&t);
+            }
+            Ok(Cmd::Watch(tid, after_ns)) => {
+                let mut v = [0u8; 16];
+                v[..4].copy_from_slice(&tid.to_ne_bytes());
+                v[8..].copy_from_slice(&after_ns.to_ne_bytes());
+                let _ = sk.maps.watch.update(&0u32.to_ne_bytes(), &v, libbpf_rs::MapFlags::ANY);
+            }
             Ok(Cmd::Held { tgid, reply }) => {
                 let mut out = vec![];
                 for k in sk.maps.off.keys() {

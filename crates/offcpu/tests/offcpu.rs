@@ -95,7 +95,14 @@ fn holder() {
     if std::env::var_os("OFFCPU_HOLDER").is_none() {
         return;
     }
-    let _oc = start(&[1]);
+    // With the watchdog, its timer armed on a thread that then stops sleeping: a pending BPF
+    // timer must not keep anything alive either.
+    let oc = OffCpu::start(&[1], Options { watchdog: true, ..Default::default() }).unwrap();
+    let tick = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let (tid, _end) = meter(tick.clone(), false);
+    oc.reader().watch_meter(tid, 60_000_000_000);
+    std::thread::sleep(Duration::from_millis(50));
+    tick.store(false, std::sync::atomic::Ordering::Relaxed);
     println!("ready {}", std::process::id());
     std::thread::sleep(Duration::from_secs(20));
 }
@@ -148,9 +155,10 @@ fn a_recorder_killed_outright_leaves_no_program_behind() {
     }
     let pid = child.id();
     let held = programs_of(pid);
-    if held.len() != offcpu::PROGRAM_NAMES.len() || !held.iter().all(|&id| program_exists(id)) {
+    let programs = offcpu::PROGRAM_NAMES.len() + 1;
+    if held.len() != programs || !held.iter().all(|&id| program_exists(id)) {
         let _ = child.kill();
-        panic!("its {} programs are loaded and held by it: {held:?}", offcpu::PROGRAM_NAMES.len());
+        panic!("its {programs} programs (the watchdog's too) are loaded and held by it: {held:?}");
     }
     unsafe { libc::kill(pid as i32, libc::SIGKILL) };
     let _ = child.wait();
@@ -231,4 +239,66 @@ fn unarmed_only_the_waits_a_thread_did_not_choose_are_recorded() {
     assert!(ended.iter().all(|w| w.state != 'S'), "no chosen sleep: {ended:#?}");
     let preempted: Vec<_> = ended.iter().filter(|w| w.tgid == pa && w.state == 'R').collect();
     assert!(preempted.len() >= 5, "the preempted loop's waits are kept: {waits:#?}");
+}
+
+/// A stand-in meter: a thread of this test that sleeps 2 ms at a time while `tick` holds, then
+/// blocks (an interruptible wait that does not end) or spins, as a meter held by a safepoint or
+/// kept off its sleep would.
+fn meter(
+    tick: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    spin: bool,
+) -> (u32, std::sync::mpsc::Sender<()>) {
+    use std::sync::atomic::Ordering;
+    let (tid_tx, tid_rx) = std::sync::mpsc::channel();
+    let (end_tx, end_rx) = std::sync::mpsc::channel::<()>();
+    std::thread::spawn(move || {
+        tid_tx.send(unsafe { libc::gettid() } as u32).unwrap();
+        while tick.load(Ordering::Relaxed) {
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        if spin {
+            while end_rx.try_recv().is_err() {
+                std::hint::spin_loop();
+            }
+        } else {
+            let _ = end_rx.recv();
+        }
+    });
+    (tid_rx.recv().unwrap(), end_tx)
+}
+
+#[test]
+fn the_watchdog_fires_once_the_meter_stops_sleeping_and_not_while_it_ticks() {
+    use std::sync::atomic::Ordering;
+    let opts = Options { watchdog: true, ..Default::default() };
+    let oc = OffCpu::start(&[], opts).unwrap_or_else(|e| panic!("the BPF recorder must load: {e}"));
+    let alarm =
+        oc.reader().alarm().unwrap_or_else(|e| panic!("this kernel runs the watchdog: {e}"));
+    for spin in [false, true] {
+        let tick = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+        let (tid, end) = meter(tick.clone(), spin);
+        // Half a second without a sleep: far beyond any delay of a 2 ms sleeper here.
+        oc.reader().watch_meter(tid, 500_000_000);
+        std::thread::sleep(Duration::from_millis(100));
+        let _ = alarm.take();
+        let until = offcpu::now_ns() + 1_000_000_000;
+        let mut woke = offcpu::Woke::Early;
+        while woke == offcpu::Woke::Early {
+            woke = alarm.wait_until(until);
+        }
+        assert_eq!(woke, offcpu::Woke::Deadline, "no alarm while the meter sleeps every 2 ms");
+        tick.store(false, Ordering::Relaxed);
+        let until = offcpu::now_ns() + 10_000_000_000;
+        let mut woke = offcpu::Woke::Early;
+        while woke == offcpu::Woke::Early {
+            woke = alarm.wait_until(until);
+        }
+        assert_eq!(
+            woke,
+            offcpu::Woke::Alarm,
+            "an alarm once the meter stops sleeping (spin: {spin})"
+        );
+        oc.reader().watch_meter(0, 0);
+        let _ = end.send(());
+    }
 }

@@ -6,7 +6,8 @@
 // Uses the classic tracepoints' record layout (checked against tracefs by the loader), so no
 // kernel headers or BTF are needed to build it; on_waking reads the woken task's pid through
 // CO-RE (the kernel's BTF, at load time). Programs: on_switch (sched_switch), on_waking
-// (sched_waking).
+// (sched_waking), and, when a meter is watched, on_meter (sched_switch, tp_btf: a BPF timer
+// needs a program with BTF) and its timer's callback.
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
@@ -215,5 +216,79 @@ int BPF_PROG(on_waking, struct task_struct *p)
 		n = bpf_get_stack(ctx, o->waker_frames, sizeof(o->waker_frames), 0);
 		o->waker_nframes = n > 0 ? (__u64)n >> 3 : 0;
 	}
+	return 0;
+}
+
+/* The watchdog: the agent's meter thread (`tid`, host numbering) leaves a CPU in an
+ * interruptible sleep once per tick. Each such sleep restarts a timer of `after_ns` (the meter's
+ * resolution plus the threshold); a meter held (blocked on a safepoint, preempted, stopped, in a
+ * fault) sleeps no more, the timer fires, and its callback puts a record in `alarms`, which wakes
+ * the recorder. So the recorder sleeps between stalls instead of looking once per threshold.
+ * tid 0: no meter watched (nothing is done). Written by the loader's thread. */
+struct watch_cfg {
+	__u32 tid;
+	__u32 pad;
+	__u64 after_ns;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct watch_cfg);
+} watch SEC(".maps");
+
+struct watchdog {
+	struct bpf_timer timer;
+	__u32 ready;
+	__u32 pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct watchdog);
+} dog SEC(".maps");
+
+/* One record per alarm: when it fired (CLOCK_MONOTONIC ns). */
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 4096);
+} alarms SEC(".maps");
+
+static int on_alarm(void *map, __u32 *key, struct watchdog *d)
+{
+	__u64 now = bpf_ktime_get_ns();
+	/* A full ring (the recorder has not read it) already holds an alarm: nothing is lost. */
+	bpf_ringbuf_output(&alarms, &now, sizeof(now), 0);
+	return 0;
+}
+
+SEC("tp_btf/sched_switch")
+int BPF_PROG(on_meter, _Bool preempt, struct task_struct *prev, struct task_struct *next,
+	     unsigned int prev_state)
+{
+	__u32 zero = 0;
+	struct watch_cfg *c = bpf_map_lookup_elem(&watch, &zero);
+	/* The raw state: TASK_INTERRUPTIBLE (1), with TASK_FREEZABLE (0x2000) in a sleep or a
+	 * futex wait on recent kernels; anything else (preempted, D, stopped, frozen) is a meter
+	 * held, not asleep. */
+	if (!c || c->tid == 0 || preempt || (prev_state & 0xfff) != 1)
+		return 0;
+	if ((__u32)BPF_CORE_READ(prev, pid) != c->tid)
+		return 0;
+	struct watchdog *d = bpf_map_lookup_elem(&dog, &zero);
+	if (!d)
+		return 0;
+	if (!d->ready) {
+		/* -EBUSY: another CPU initialised it first. */
+		long r = bpf_timer_init(&d->timer, &dog, 1 /* CLOCK_MONOTONIC */);
+		if (r != 0 && r != -16)
+			return 0;
+		bpf_timer_set_callback(&d->timer, on_alarm);
+		d->ready = 1;
+	}
+	bpf_timer_start(&d->timer, c->after_ns, 0);
 	return 0;
 }
