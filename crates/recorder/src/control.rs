@@ -203,6 +203,22 @@ impl Control {
         self.note_queued(late, queued, deadline_ns + late);
     }
 
+    /// Sleeps until `deadline_ns` through `wait`, which may end early (an alarm): says so. Only
+    /// a wake-up at the deadline is a measure of lateness for the meter.
+    pub fn sleep_or_wake(&mut self, deadline_ns: u64, wait: impl FnOnce(u64) -> bool) -> bool {
+        let recent = self.run_delay_after.filter(|(_, at)| mono_ns() < at + REUSE_RUN_DELAY_NS);
+        let before = recent.map(|(d, _)| d).or_else(|| self.run_delay());
+        let at_deadline = wait(deadline_ns);
+        let after = self.run_delay();
+        self.run_delay_after = after.map(|d| (d, mono_ns()));
+        if at_deadline {
+            let late = mono_ns().saturating_sub(deadline_ns);
+            let queued = before.zip(after).map_or(0, |(b, a)| a.saturating_sub(b));
+            self.note_queued(late, queued, deadline_ns + late);
+        }
+        !at_deadline
+    }
+
     /// Opens a stall's window; the wake-up that noticed the stall belongs to it.
     pub fn open_window(&mut self) {
         self.window_max = self.last;

@@ -206,8 +206,15 @@ pub(crate) fn start_tracer(
         notes.push("--no-bpf: no BPF off-CPU evidence (the /proc samples stand in)".into());
         None
     } else {
-        match offcpu::OffCpu::start(&[pid], offcpu::Options::default()) {
-            Ok(o) => Some(o),
+        // The watchdog lets the loop sleep between stalls while the agent's meter ticks.
+        let opts = offcpu::Options { watchdog: true, ..Default::default() };
+        match offcpu::OffCpu::start(&[pid], opts) {
+            Ok(o) => {
+                if let Err(e) = o.reader().alarm() {
+                    notes.push(format!("{e} (the recorder looks once per threshold instead)"));
+                }
+                Some(o)
+            }
             Err(e) => {
                 notes.push(format!("no BPF off-CPU evidence (the /proc samples stand in): {e}"));
                 None

@@ -7,6 +7,8 @@ mod common;
 
 use common::*;
 use serde_json::Value;
+use std::process::Stdio;
+use std::time::Duration;
 
 /// One quick run of the lab's `frozen` scenario (SIGSTOP for a known time), its recording's
 /// report and its meta.
@@ -130,7 +132,7 @@ fn a_program_starved_of_its_cpu_is_told_who_took_it() {
     let hog = Reaper(
         std::process::Command::new("taskset")
             .args(["-c", "0", "bash", "-c", "while [ $SECONDS -lt 30 ]; do :; done"])
-            .stdout(std::process::Stdio::null())
+            .stdout(Stdio::null())
             .spawn()
             .unwrap(),
     );
@@ -183,4 +185,53 @@ fn a_program_that_is_not_a_jvm_is_refused_clearly_without_the_kernel_s_events() 
         assert!(err.contains("is not a JVM") && err.contains("--no-bpf"), "{cmd}: {err}");
         assert!(!err.contains("panicked") && !err.contains("invalid option"), "{err}");
     }
+}
+
+/// The voluntary context switches so far of thread `tid` of `pid`.
+fn voluntary_switches(pid: u32, tid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("voluntary_ctxt_switches:"))
+        .and_then(|v| v.trim().parse().ok())
+        .expect("voluntary_ctxt_switches in /proc/PID/task/TID/status")
+}
+
+/// As root, `run`'s recorder sleeps between stalls: the BPF watchdog wakes it when the agent's
+/// meter stops ticking, not a look per threshold (5 ms: 200 a second). Counted, not timed: its
+/// sampling thread's wake-ups over two idle seconds. That a stall still wakes it is what every
+/// `run` test as root shows (tests/doctor.rs, the lab).
+#[test]
+fn between_stalls_the_recorder_sleeps_until_the_watchdog_wakes_it() {
+    let _x = exclusive();
+    assert_eq!(unsafe { libc::geteuid() }, 0, "this test needs root (BPF)");
+    let rec = scratch("kernel-watchdog").join("rec");
+    let mut c = stallscope();
+    c.args(["run", "--threshold", "5ms", "--out", rec.to_str().unwrap(), "--"])
+        .arg(java17())
+        .args(["-jar", workloads_jar().to_str().unwrap(), "idle", "--duration", "8s"]);
+    let child = c.stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
+    let mut sidecar = Reaper(child);
+    let pid = sidecar.0.id();
+    // Looking from the moment the meter runs (the watchdog is armed then).
+    poll(Duration::from_secs(20), Duration::from_millis(50), || {
+        std::fs::read_to_string(rec.join("events.jsonl"))
+            .ok()
+            .filter(|e| e.contains("\"meter-running\""))
+    })
+    .expect("the agent's meter ran");
+    std::thread::sleep(Duration::from_millis(500));
+    // The sampling loop is stallscope's main thread.
+    let before = voluntary_switches(pid, pid);
+    std::thread::sleep(Duration::from_secs(2));
+    let woke = voluntary_switches(pid, pid) - before;
+    let status = sidecar.0.wait().unwrap();
+    let mut err = String::new();
+    std::io::Read::read_to_string(sidecar.0.stderr.as_mut().unwrap(), &mut err).unwrap();
+    assert!(status.success(), "{err}");
+    let r = report(&rec);
+    assert!(!r.notes.iter().any(|n| n.contains("no BPF")), "the watchdog loaded: {:?}", r.notes);
+    // Its longest sleep between stalls is 250 ms, with a baseline look every second: about ten
+    // in two seconds, against 400 looks once per threshold.
+    assert!(woke < 100, "the recorder woke {woke} times in 2 s between stalls");
 }

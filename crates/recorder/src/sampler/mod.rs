@@ -161,6 +161,20 @@ struct Watcher<'a> {
     /// A stall the driving loop saw begin, to sample next, and its looks since the last
     /// safepoint ended.
     handed: Option<(super::pulse::Stall, Vec<procwatch::jvmcounters::CounterLook>)>,
+    /// The BPF watchdog (`run`, `attach` with the agent in, as root): it wakes the loop when the
+    /// agent's meter stops sleeping once per tick, so that between stalls the loop sleeps its
+    /// longest step instead of waking once per threshold. Armed once the meter is known.
+    watchdog: Option<Watchdog>,
+}
+
+struct Watchdog {
+    alarm: offcpu::Alarm,
+    reader: offcpu::Reader,
+    /// The meter is watched.
+    armed: bool,
+    /// The last wake-up was an alarm: the next sleep ends when the heartbeat would be stale,
+    /// in case the alarm came before it was.
+    alarmed: bool,
 }
 
 /// What else the loop is told or tells while it watches.
@@ -211,6 +225,9 @@ pub struct CodeAsks {
 /// exit (or, for `watch`'s one loop, a JVM joining) go unnoticed.
 pub const MIN_SLEEP_NS: u64 = 250_000;
 pub const MAX_SLEEP_NS: u64 = 50_000_000;
+/// With the BPF watchdog to wake it for a stall, the loop's longest sleep between stalls: what
+/// Ctrl-C, --for and the target's exit may wait (and the control meter's step between stalls).
+const WATCHDOG_SLEEP_NS: u64 = 250_000_000;
 /// The longest a driven watcher waits for its loop before it looks for itself whether watching
 /// should end (the target gone).
 const DRIVEN_MAX_WAIT: Duration = Duration::from_secs(1);
@@ -244,6 +261,12 @@ impl<'a> Watcher<'a> {
         let traces = tracer
             .map(|t| TraceWriter::start(t.reader(), &w.dir.join(files::TRACE)))
             .transpose()?;
+        // Not for `watch` (its one loop wakes every watcher) nor with --boost (which looks often).
+        let watchdog =
+            offcpu.as_ref().filter(|_| driven.is_none() && opts.boost.is_none()).and_then(|o| {
+                let alarm = o.alarm().ok()?;
+                Some(Watchdog { alarm, reader: o.clone(), armed: false, alarmed: false })
+            });
         let kwaits =
             offcpu.map(|o| KwaitsWriter::start(o, pid, &w.dir.join(files::KWAITS))).transpose()?;
         let contexts = ContextReader::start(pid)?;
@@ -280,6 +303,7 @@ impl<'a> Watcher<'a> {
             hooks,
             started: Instant::now(),
             handed: None,
+            watchdog,
         };
         if wt.pulse.hb.is_some() {
             wt.meter_running()?;
@@ -295,6 +319,10 @@ impl<'a> Watcher<'a> {
             procwatch::ns::host_tid(&procwatch::ns::host_tids(self.pid), tid as i32) as u32;
         self.threads_file = self.pulse.hb.as_ref().map(|h| heartbeat::threads_path(&h.path));
         self.w.events.line(&Event::MeterRunning { t: mono_ns(), resolution_ns, meter_tid })?;
+        if let Some(d) = self.watchdog.as_mut() {
+            d.reader.watch_meter(meter_tid, resolution_ns + self.opts.threshold_ns);
+            d.armed = true;
+        }
         Ok(())
     }
 
@@ -491,7 +519,26 @@ impl<'a> Watcher<'a> {
             };
         }
         let t = mono_ns();
-        self.control.sleep_until(due.clamp(t + MIN_SLEEP_NS, t + MAX_SLEEP_NS));
+        let deadline = due.clamp(t + MIN_SLEEP_NS, t + MAX_SLEEP_NS);
+        match self.watchdog.as_mut() {
+            Some(d) if d.armed => {
+                // The watchdog says when the meter stops ticking: sleep until the next baseline
+                // look, at most WATCHDOG_SLEEP_NS, or until the heartbeat would be stale once
+                // after an alarm.
+                let baseline =
+                    t + IDLE_SAMPLE.saturating_sub(self.idle.last.elapsed()).as_nanos() as u64;
+                let until = if d.alarmed {
+                    deadline
+                } else {
+                    (t + WATCHDOG_SLEEP_NS).min(baseline).max(t + MIN_SLEEP_NS)
+                };
+                let alarm = &d.alarm;
+                d.alarmed = self
+                    .control
+                    .sleep_or_wake(until, |at| alarm.wait_until(at) == offcpu::Woke::Deadline);
+            }
+            _ => self.control.sleep_until(deadline),
+        }
         Ok(None)
     }
 }
