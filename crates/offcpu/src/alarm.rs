@@ -121,6 +121,9 @@ impl Alarm {
             libc::pollfd { fd: self.ring.as_raw_fd(), events: libc::POLLIN, revents: 0 },
             libc::pollfd { fd: self.timer.as_raw_fd(), events: libc::POLLIN, revents: 0 },
         ];
+        // The timerfd keeps the deadline to the µs; poll's own timeout (whole ms, later) is
+        // only a backstop should it not be set.
+        let left_ms = deadline_ns.saturating_sub(crate::now_ns()).div_ceil(1_000_000) + 1;
         // SAFETY: valid fds and structures we own.
         let n = unsafe {
             libc::timerfd_settime(
@@ -129,7 +132,7 @@ impl Alarm {
                 &spec,
                 std::ptr::null_mut(),
             );
-            libc::poll(fds.as_mut_ptr(), 2, -1)
+            libc::poll(fds.as_mut_ptr(), 2, left_ms.min(i32::MAX as u64) as i32)
         };
         if fds[1].revents & libc::POLLIN != 0 {
             let mut buf = [0u8; 8];
@@ -138,7 +141,9 @@ impl Alarm {
         }
         if self.take() {
             Woke::Alarm
-        } else if n > 0 && fds[1].revents & libc::POLLIN != 0 {
+        } else if (n > 0 && fds[1].revents & libc::POLLIN != 0)
+            || (n == 0 && crate::now_ns() >= deadline_ns)
+        {
             Woke::Deadline
         } else {
             Woke::Early

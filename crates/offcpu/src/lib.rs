@@ -34,12 +34,8 @@ mod skel {
     include!(concat!(env!("OUT_DIR"), "/offcpu.skel.rs"));
 }
 
-/// How often the ring buffer is emptied into the window while a target is armed (a stall of its
-/// under way: every wait of its threads goes through the ring then).
+/// How often the ring buffer is emptied into the window.
 pub const DRAIN: Duration = Duration::from_millis(100);
-/// How often otherwise: only the waits a thread did not choose come through then, a few a
-/// second (a stall's end empties it first anyway).
-pub const DRAIN_IDLE: Duration = Duration::from_secs(1);
 
 /// The program's name as the kernel lists it (`bpftool prog show`): the first 15 bytes of the
 /// function's name.
@@ -156,8 +152,9 @@ enum Cmd {
     Arm(i32, bool),
     Add(i32),
     Remove(i32),
-    /// Watch this meter thread (host tid; 0: none): alarm when it has not slept for `after_ns`.
-    Watch(u32, u64),
+    /// Watch this meter thread (host tid; 0: none): alarm `after_ns` after its last tick (read
+    /// at that address in its process; 0: after its last sleep).
+    Watch(u32, u64, u64),
     /// The threads of this process held off a CPU now, not by their own choice.
     Held {
         tgid: i32,
@@ -266,10 +263,12 @@ impl Reader {
         let _ = self.tx.send(Cmd::Remove(tgid));
     }
 
-    /// Watches the meter thread `tid` (host numbering): an alarm when it has not gone to sleep
-    /// for `after_ns` (its resolution plus the threshold). `tid` 0 stops watching.
-    pub fn watch_meter(&self, tid: u32, after_ns: u64) {
-        let _ = self.tx.send(Cmd::Watch(tid, after_ns));
+    /// Watches the meter thread `tid` (host numbering): an alarm `after_ns` (its resolution
+    /// plus the threshold) after its last tick, whose CLOCK_MONOTONIC ns the meter keeps at
+    /// `tick_addr` in its own process (the heartbeat's `last_tick_ns`), or, with `tick_addr` 0
+    /// or unreadable, after it last went to sleep. `tid` 0 stops watching.
+    pub fn watch_meter(&self, tid: u32, after_ns: u64, tick_addr: u64) {
+        let _ = self.tx.send(Cmd::Watch(tid, after_ns, tick_addr));
     }
 
     /// A reader of the watchdog's alarms, or why there is none (not asked for in [`Options`],
@@ -505,32 +504,17 @@ fn run(
             lost.store(n, std::sync::atomic::Ordering::Relaxed);
         }
     };
-    let mut armed = std::collections::HashSet::new();
     loop {
-        let every = if armed.is_empty() && opts.record_unarmed != Unarmed::Everything {
-            DRAIN_IDLE
-        } else {
-            DRAIN
-        };
-        match rx.recv_timeout(every) {
+        match rx.recv_timeout(DRAIN) {
             Ok(Cmd::Stop) => break,
             Ok(Cmd::Add(t)) => set(t, 1),
-            Ok(Cmd::Arm(t, on)) => {
-                set(t, if on { 2 } else { 1 });
-                if on {
-                    armed.insert(t);
-                } else {
-                    armed.remove(&t);
-                }
-            }
-            Ok(Cmd::Remove(t)) => {
-                set(t, 0);
-                armed.remove(&t);
-            }
-            Ok(Cmd::Watch(tid, after_ns)) => {
-                let mut v = [0u8; 16];
+            Ok(Cmd::Arm(t, armed)) => set(t, if armed { 2 } else { 1 }),
+            Ok(Cmd::Remove(t)) => set(t, 0),
+            Ok(Cmd::Watch(tid, after_ns, tick_addr)) => {
+                let mut v = [0u8; 24];
                 v[..4].copy_from_slice(&tid.to_ne_bytes());
-                v[8..].copy_from_slice(&after_ns.to_ne_bytes());
+                v[8..16].copy_from_slice(&after_ns.to_ne_bytes());
+                v[16..].copy_from_slice(&tick_addr.to_ne_bytes());
                 let _ = sk.maps.watch.update(&0u32.to_ne_bytes(), &v, libbpf_rs::MapFlags::ANY);
             }
             Ok(Cmd::Held { tgid, reply }) => {

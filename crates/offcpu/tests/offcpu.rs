@@ -98,11 +98,12 @@ fn holder() {
     // With the watchdog, its timer armed on a thread that then stops sleeping: a pending BPF
     // timer must not keep anything alive either.
     let oc = OffCpu::start(&[1], Options { watchdog: true, ..Default::default() }).unwrap();
-    let tick = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
-    let (tid, _end) = meter(tick.clone(), false);
-    oc.reader().watch_meter(tid, 60_000_000_000);
+    let ticking = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let tick = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let (tid, _end) = meter(ticking.clone(), tick.clone(), Held::Blocks);
+    oc.reader().watch_meter(tid, 60_000_000_000, tick.as_ptr() as u64);
     std::thread::sleep(Duration::from_millis(50));
-    tick.store(false, std::sync::atomic::Ordering::Relaxed);
+    ticking.store(false, std::sync::atomic::Ordering::Relaxed);
     println!("ready {}", std::process::id());
     std::thread::sleep(Duration::from_secs(20));
 }
@@ -241,64 +242,105 @@ fn unarmed_only_the_waits_a_thread_did_not_choose_are_recorded() {
     assert!(preempted.len() >= 5, "the preempted loop's waits are kept: {waits:#?}");
 }
 
-/// A stand-in meter: a thread of this test that sleeps 2 ms at a time while `tick` holds, then
-/// blocks (an interruptible wait that does not end) or spins, as a meter held by a safepoint or
-/// kept off its sleep would.
+/// What a stand-in meter does once it stops ticking.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Held {
+    /// Blocks in an interruptible wait that does not end (a safepoint's barrier).
+    Blocks,
+    /// Never sleeps again (kept off its sleep).
+    Spins,
+    /// Still sleeps every 2 ms, but no longer stamps its tick (woken and blocked, again and
+    /// again, without reaching the code that ticks).
+    SleepsWithoutTicking,
+}
+
+/// A stand-in meter: a thread of this test that sleeps 2 ms at a time and stamps `tick` with
+/// CLOCK_MONOTONIC after each sleep while `ticking` holds, then is held as `held` says.
 fn meter(
-    tick: std::sync::Arc<std::sync::atomic::AtomicBool>,
-    spin: bool,
+    ticking: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    tick: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    held: Held,
 ) -> (u32, std::sync::mpsc::Sender<()>) {
     use std::sync::atomic::Ordering;
     let (tid_tx, tid_rx) = std::sync::mpsc::channel();
     let (end_tx, end_rx) = std::sync::mpsc::channel::<()>();
     std::thread::spawn(move || {
         tid_tx.send(unsafe { libc::gettid() } as u32).unwrap();
-        while tick.load(Ordering::Relaxed) {
+        while ticking.load(Ordering::Relaxed) {
             std::thread::sleep(Duration::from_millis(2));
+            tick.store(offcpu::now_ns(), Ordering::Release);
         }
-        if spin {
-            while end_rx.try_recv().is_err() {
-                std::hint::spin_loop();
+        match held {
+            Held::Spins => {
+                while end_rx.try_recv().is_err() {
+                    std::hint::spin_loop();
+                }
             }
-        } else {
-            let _ = end_rx.recv();
+            Held::Blocks => {
+                let _ = end_rx.recv();
+            }
+            Held::SleepsWithoutTicking => {
+                while end_rx.recv_timeout(Duration::from_millis(2)).is_err() {}
+            }
         }
     });
     (tid_rx.recv().unwrap(), end_tx)
 }
 
+/// Waits on `alarm` until `secs` from now, through early wake-ups.
+fn woke_within(alarm: &offcpu::Alarm, secs: u64) -> offcpu::Woke {
+    let until = offcpu::now_ns() + secs * 1_000_000_000;
+    loop {
+        match alarm.wait_until(until) {
+            offcpu::Woke::Early => continue,
+            w => return w,
+        }
+    }
+}
+
 #[test]
-fn the_watchdog_fires_once_the_meter_stops_sleeping_and_not_while_it_ticks() {
-    use std::sync::atomic::Ordering;
+fn the_watchdog_fires_once_the_meter_stops_ticking_and_not_while_it_ticks() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
     let opts = Options { watchdog: true, ..Default::default() };
     let oc = OffCpu::start(&[], opts).unwrap_or_else(|e| panic!("the BPF recorder must load: {e}"));
     let alarm =
         oc.reader().alarm().unwrap_or_else(|e| panic!("this kernel runs the watchdog: {e}"));
-    for spin in [false, true] {
-        let tick = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
-        let (tid, end) = meter(tick.clone(), spin);
-        // Half a second without a sleep: far beyond any delay of a 2 ms sleeper here.
-        oc.reader().watch_meter(tid, 500_000_000);
+    // With the tick's address (its last tick read from its memory), and without (from its
+    // last sleep): a meter that keeps sleeping without ticking is seen only with it.
+    for (held, with_tick) in [
+        (Held::Blocks, true),
+        (Held::Spins, true),
+        (Held::SleepsWithoutTicking, true),
+        (Held::Blocks, false),
+        (Held::Spins, false),
+    ] {
+        let ticking = Arc::new(AtomicBool::new(true));
+        let tick = Arc::new(AtomicU64::new(0));
+        let (tid, end) = meter(ticking.clone(), tick.clone(), held);
+        let addr = if with_tick { tick.as_ptr() as u64 } else { 0 };
+        // Half a second without a tick: far beyond any delay of a 2 ms sleeper here.
+        oc.reader().watch_meter(tid, 500_000_000, addr);
         std::thread::sleep(Duration::from_millis(100));
         let _ = alarm.take();
-        let until = offcpu::now_ns() + 1_000_000_000;
-        let mut woke = offcpu::Woke::Early;
-        while woke == offcpu::Woke::Early {
-            woke = alarm.wait_until(until);
-        }
-        assert_eq!(woke, offcpu::Woke::Deadline, "no alarm while the meter sleeps every 2 ms");
-        tick.store(false, Ordering::Relaxed);
-        let until = offcpu::now_ns() + 10_000_000_000;
-        let mut woke = offcpu::Woke::Early;
-        while woke == offcpu::Woke::Early {
-            woke = alarm.wait_until(until);
-        }
+        let case = format!("{held:?}, tick address known: {with_tick}");
         assert_eq!(
-            woke,
-            offcpu::Woke::Alarm,
-            "an alarm once the meter stops sleeping (spin: {spin})"
+            woke_within(&alarm, 1),
+            offcpu::Woke::Deadline,
+            "no alarm while it ticks ({case})"
         );
-        oc.reader().watch_meter(0, 0);
+        ticking.store(false, Ordering::Relaxed);
+        assert_eq!(woke_within(&alarm, 10), offcpu::Woke::Alarm, "an alarm once it stops ({case})");
+        oc.reader().watch_meter(0, 0, 0);
         let _ = end.send(());
     }
+    // Without the tick's address a meter that still sleeps restarts the timer each time.
+    let ticking = Arc::new(AtomicBool::new(false));
+    let (tid, end) = meter(ticking, Arc::new(AtomicU64::new(0)), Held::SleepsWithoutTicking);
+    oc.reader().watch_meter(tid, 500_000_000, 0);
+    std::thread::sleep(Duration::from_millis(100));
+    let _ = alarm.take();
+    assert_eq!(woke_within(&alarm, 1), offcpu::Woke::Deadline, "a sleeping thread is not held");
+    oc.reader().watch_meter(0, 0, 0);
+    let _ = end.send(());
 }

@@ -85,6 +85,19 @@ pub enum Liveness {
     Reused,
 }
 
+/// Where the JVM `pid` has the heartbeat file at `path` mapped, plus the offset of its
+/// `last_tick_ns`: the address of the meter's last tick in the JVM's own memory (the BPF
+/// watchdog reads it there). Found by the file's inode, so a JVM in a container, which names the
+/// file by another path, is found too. None when it is not mapped (yet) or maps cannot be read.
+pub fn mapped_last_tick(pid: i32, path: &std::path::Path) -> Option<u64> {
+    use std::os::unix::fs::MetadataExt;
+    let ino = std::fs::metadata(path).ok()?.ino();
+    let maps = crate::maps::read(pid).ok()?;
+    maps.iter()
+        .find(|m| m.inode == ino && m.offset == 0 && m.end - m.start >= SIZE as u64)
+        .map(|m| m.start + off::LAST_TICK_NS as u64)
+}
+
 #[derive(Debug)]
 pub struct Heartbeat {
     base: *const u8,

@@ -80,7 +80,7 @@ pub fn record_attached(
     let command = procwatch::jvms::cmdline(pid);
     // The trace instance is registered with a guardian before it is made.
     let mut guard = Guard::start()?;
-    let tracing = start_tracer(pid, Some(&mut guard), s);
+    let tracing = start_tracer(pid, Some(&mut guard), s, drive.is_none());
     let mut w = Writer::open_background(
         &s.dir,
         &super::meta("attach", command, pid, jvm.java_home.as_deref(), s, None, &tracing),
@@ -185,7 +185,7 @@ pub fn record_process(
     }
     let command = procwatch::jvms::cmdline(pid);
     let mut guard = Guard::start()?;
-    let tracing = start_tracer(pid, Some(&mut guard), s);
+    let tracing = start_tracer(pid, Some(&mut guard), s, false);
     let Some(reader) = tracing.reader.clone() else {
         anyhow::bail!(super::not_a_jvm_refusal(
             &format!("pid {pid} ({})", comm.trim()),

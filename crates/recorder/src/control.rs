@@ -107,6 +107,16 @@ pub fn sleep_until(deadline_ns: u64) -> u64 {
     mono_ns().saturating_sub(deadline_ns)
 }
 
+/// What ended a [`Control::sleep_or_wake`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Woken {
+    Deadline,
+    /// Before the deadline, for a reason (an alarm).
+    Alarm,
+    /// Before the deadline, for none.
+    Early,
+}
+
 impl Control {
     /// A meter writing `path` (an interval log) every `interval_ns`, or only counting when
     /// `path` is None. `start_epoch_ms`/`start_mono_ns` are the recording's start on both clocks.
@@ -203,20 +213,24 @@ impl Control {
         self.note_queued(late, queued, deadline_ns + late);
     }
 
-    /// Sleeps until `deadline_ns` through `wait`, which may end early (an alarm): says so. Only
-    /// a wake-up at the deadline is a measure of lateness for the meter.
-    pub fn sleep_or_wake(&mut self, deadline_ns: u64, wait: impl FnOnce(u64) -> bool) -> bool {
+    /// Sleeps until `deadline_ns` through `wait`, which may end early. `wait` says when the
+    /// wake-up was due (the deadline, or for an alarm the moment it stood for), or None for one
+    /// that stands for nothing (a signal): each due wake-up's lateness goes to the meter.
+    pub fn sleep_or_wake(
+        &mut self,
+        deadline_ns: u64,
+        wait: impl FnOnce(u64) -> Option<u64>,
+    ) -> Woken {
         let recent = self.run_delay_after.filter(|(_, at)| mono_ns() < at + REUSE_RUN_DELAY_NS);
         let before = recent.map(|(d, _)| d).or_else(|| self.run_delay());
-        let at_deadline = wait(deadline_ns);
+        let due = wait(deadline_ns);
         let after = self.run_delay();
         self.run_delay_after = after.map(|d| (d, mono_ns()));
-        if at_deadline {
-            let late = mono_ns().saturating_sub(deadline_ns);
-            let queued = before.zip(after).map_or(0, |(b, a)| a.saturating_sub(b));
-            self.note_queued(late, queued, deadline_ns + late);
-        }
-        !at_deadline
+        let Some(due) = due else { return Woken::Early };
+        let late = mono_ns().saturating_sub(due);
+        let queued = before.zip(after).map_or(0, |(b, a)| a.saturating_sub(b));
+        self.note_queued(late, queued, due + late);
+        if due == deadline_ns { Woken::Deadline } else { Woken::Alarm }
     }
 
     /// Opens a stall's window; the wake-up that noticed the stall belongs to it.

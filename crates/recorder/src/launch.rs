@@ -248,7 +248,7 @@ fn record_child(s: &Settings, child: Spawn, l: &Launch, stop: &AtomicBool) -> Re
     // SAFETY: geteuid has no preconditions.
     let mut guard =
         if unsafe { libc::geteuid() } == 0 { Some(guard::Guard::start()?) } else { None };
-    let tracing = start_tracer(pid, guard.as_mut(), s);
+    let tracing = start_tracer(pid, guard.as_mut(), s, !kernel && !s.outside && l.boost.is_none());
     let mut m = meta("run", command.to_vec(), pid, java_home, s, timeout_ms, &tracing);
     m.not_a_jvm = kernel;
     let mut w = Writer::open_background(&s.dir, &m)?;

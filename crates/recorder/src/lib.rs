@@ -172,10 +172,13 @@ impl KernelEvidence {
 /// The instance is registered with `guard` before it is made, so that stallscope killed outright,
 /// even mid-start, does not leave its events on (they would tax every page fault on the machine).
 /// The BPF recorder needs no guardian: the kernel frees its programs with the process.
+/// `watchdog`: load the BPF watchdog too, for a recording whose loop the agent's heartbeat drives
+/// (not with --boost, --outside, for a process that is not a JVM, nor under `watch`).
 pub(crate) fn start_tracer(
     pid: i32,
     mut guard: Option<&mut guard::Guard>,
     s: &Settings,
+    watchdog: bool,
 ) -> KernelEvidence {
     let bpf = s.bpf;
     // SAFETY: geteuid has no preconditions.
@@ -207,11 +210,11 @@ pub(crate) fn start_tracer(
         None
     } else {
         // The watchdog lets the loop sleep between stalls while the agent's meter ticks.
-        let opts = offcpu::Options { watchdog: true, ..Default::default() };
+        let opts = offcpu::Options { watchdog, ..Default::default() };
         match offcpu::OffCpu::start(&[pid], opts) {
             Ok(o) => {
-                if let Err(e) = o.reader().alarm() {
-                    notes.push(format!("{e} (the recorder looks once per threshold instead)"));
+                if watchdog && o.reader().alarm().is_err() {
+                    notes.push("this kernel refused the BPF watchdog (BPF timers in a BTF tracepoint program, Linux 5.18+): the recorder looks at the heartbeat once per threshold".into());
                 }
                 Some(o)
             }

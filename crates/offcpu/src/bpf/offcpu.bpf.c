@@ -220,15 +220,20 @@ int BPF_PROG(on_waking, struct task_struct *p)
 }
 
 /* The watchdog: the agent's meter thread (`tid`, host numbering) leaves a CPU in an
- * interruptible sleep once per tick. Each such sleep restarts a timer of `after_ns` (the meter's
- * resolution plus the threshold); a meter held (blocked on a safepoint, preempted, stopped, in a
- * fault) sleeps no more, the timer fires, and its callback puts a record in `alarms`, which wakes
- * the recorder. So the recorder sleeps between stalls instead of looking once per threshold.
- * tid 0: no meter watched (nothing is done). Written by the loader's thread. */
+ * interruptible sleep once per tick. Each such sleep restarts a timer to fire when the heartbeat
+ * would be stale: `after_ns` (the meter's resolution plus the threshold) after the meter's last
+ * tick, read from its heartbeat at `tick_addr` in its own memory (the meter is the task leaving
+ * the CPU, so its memory is current's), or after the sleep where it cannot be read. A meter held
+ * (blocked on a safepoint, preempted, stopped, in a fault) ticks no more; a meter blocked at a
+ * safepoint after waking on time restarts it from the old tick, so the alarm still comes when
+ * the heartbeat goes stale. The callback puts a record in `alarms`, which wakes the recorder: it
+ * sleeps between stalls instead of looking once per threshold. tid 0: no meter watched.
+ * Written by the loader's thread. */
 struct watch_cfg {
 	__u32 tid;
 	__u32 pad;
 	__u64 after_ns;
+	__u64 tick_addr;
 };
 
 struct {
@@ -289,6 +294,13 @@ int BPF_PROG(on_meter, _Bool preempt, struct task_struct *prev, struct task_stru
 		bpf_timer_set_callback(&d->timer, on_alarm);
 		d->ready = 1;
 	}
-	bpf_timer_start(&d->timer, c->after_ns, 0);
+	__u64 delay = c->after_ns, last = 0;
+	if (c->tick_addr &&
+	    bpf_probe_read_user(&last, sizeof(last), (const void *)c->tick_addr) == 0 && last) {
+		__u64 now = bpf_ktime_get_ns(), due = last + c->after_ns;
+		/* Already stale (it is going to sleep without having ticked for that long): now. */
+		delay = due > now ? due - now : 1000;
+	}
+	bpf_timer_start(&d->timer, delay, 0);
 	return 0;
 }

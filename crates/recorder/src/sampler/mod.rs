@@ -26,7 +26,7 @@ use sources::{system_sample, totals};
 use traces::TraceWriter;
 use who::WhoWriter;
 
-use super::control::Control;
+use super::control::{Control, Woken};
 use super::pulse::{Check, Over, Pulse};
 use anyhow::Result;
 use procwatch::clock::mono_ns;
@@ -165,6 +165,8 @@ struct Watcher<'a> {
     /// agent's meter stops sleeping once per tick, so that between stalls the loop sleeps its
     /// longest step instead of waking once per threshold. Armed once the meter is known.
     watchdog: Option<Watchdog>,
+    /// `--for`'s end.
+    deadline: Option<Instant>,
 }
 
 struct Watchdog {
@@ -172,9 +174,9 @@ struct Watchdog {
     reader: offcpu::Reader,
     /// The meter is watched.
     armed: bool,
-    /// The last wake-up was an alarm: the next sleep ends when the heartbeat would be stale,
-    /// in case the alarm came before it was.
-    alarmed: bool,
+    /// After an alarm that found the heartbeat fresh (it came early): until then the loop looks
+    /// once per threshold again, as without the watchdog (CLOCK_MONOTONIC ns; 0: none).
+    look_until: u64,
 }
 
 /// What else the loop is told or tells while it watches.
@@ -243,7 +245,7 @@ const HELD_INTERVALS: u64 = 10;
 
 impl<'a> Watcher<'a> {
     fn new(w: &'a mut Writer, what: Target<'a>) -> Result<Watcher<'a>> {
-        let Target { pid, pulse, tracer, offcpu, opts, deadline: _, driven, code, hooks } = what;
+        let Target { pid, pulse, tracer, offcpu, opts, deadline, driven, code, hooks } = what;
         let sampler = TaskSampler::new(pid)?;
         // A sidecar starved of CPU sees nothing of the starvation it is there to explain: when
         // allowed (root, CAP_SYS_NICE), this thread runs at nice -10. It sleeps between looks, so
@@ -265,7 +267,7 @@ impl<'a> Watcher<'a> {
         let watchdog =
             offcpu.as_ref().filter(|_| driven.is_none() && opts.boost.is_none()).and_then(|o| {
                 let alarm = o.alarm().ok()?;
-                Some(Watchdog { alarm, reader: o.clone(), armed: false, alarmed: false })
+                Some(Watchdog { alarm, reader: o.clone(), armed: false, look_until: 0 })
             });
         let kwaits =
             offcpu.map(|o| KwaitsWriter::start(o, pid, &w.dir.join(files::KWAITS))).transpose()?;
@@ -304,6 +306,7 @@ impl<'a> Watcher<'a> {
             started: Instant::now(),
             handed: None,
             watchdog,
+            deadline,
         };
         if wt.pulse.hb.is_some() {
             wt.meter_running()?;
@@ -319,8 +322,18 @@ impl<'a> Watcher<'a> {
             procwatch::ns::host_tid(&procwatch::ns::host_tids(self.pid), tid as i32) as u32;
         self.threads_file = self.pulse.hb.as_ref().map(|h| heartbeat::threads_path(&h.path));
         self.w.events.line(&Event::MeterRunning { t: mono_ns(), resolution_ns, meter_tid })?;
-        if let Some(d) = self.watchdog.as_mut() {
-            d.reader.watch_meter(meter_tid, resolution_ns + self.opts.threshold_ns);
+        // A meter whose thread is not found here is not watched: the loop looks once per
+        // threshold, as without the watchdog.
+        if let Some(d) = self.watchdog.as_mut()
+            && meter_tid > 0
+        {
+            let tick =
+                self.pulse.hb.as_ref().and_then(|h| heartbeat::mapped_last_tick(self.pid, &h.path));
+            d.reader.watch_meter(
+                meter_tid,
+                resolution_ns + self.opts.threshold_ns,
+                tick.unwrap_or(0),
+            );
             d.armed = true;
         }
         Ok(())
@@ -521,21 +534,41 @@ impl<'a> Watcher<'a> {
         let t = mono_ns();
         let deadline = due.clamp(t + MIN_SLEEP_NS, t + MAX_SLEEP_NS);
         match self.watchdog.as_mut() {
-            Some(d) if d.armed => {
-                // The watchdog says when the meter stops ticking: sleep until the next baseline
-                // look, at most WATCHDOG_SLEEP_NS, or until the heartbeat would be stale once
-                // after an alarm.
+            Some(d) if d.armed && t >= d.look_until => {
+                // The watchdog says when the heartbeat goes stale: sleep until the next
+                // baseline look or the end of --for, at most WATCHDOG_SLEEP_NS.
                 let baseline =
                     t + IDLE_SAMPLE.saturating_sub(self.idle.last.elapsed()).as_nanos() as u64;
-                let until = if d.alarmed {
-                    deadline
-                } else {
-                    (t + WATCHDOG_SLEEP_NS).min(baseline).max(t + MIN_SLEEP_NS)
-                };
+                let mut until = (t + WATCHDOG_SLEEP_NS).min(baseline);
+                if let Some(end) = self.deadline {
+                    until = until
+                        .min(t + end.saturating_duration_since(Instant::now()).as_nanos() as u64);
+                }
                 let alarm = &d.alarm;
-                d.alarmed = self
-                    .control
-                    .sleep_or_wake(until, |at| alarm.wait_until(at) == offcpu::Woke::Deadline);
+                let pulse = &self.pulse;
+                let stale_by = self.opts.threshold_ns;
+                let mut stale_at = due;
+                let woke = self.control.sleep_or_wake(until.max(t + MIN_SLEEP_NS), |at| {
+                    match alarm.wait_until(at) {
+                        offcpu::Woke::Deadline => Some(at),
+                        // Due when the heartbeat went stale (as it is now, not as it was before
+                        // the sleep): the wake-up's lateness, for the control meter (a stall's
+                        // window opens with it).
+                        offcpu::Woke::Alarm => {
+                            let now = mono_ns();
+                            if let Some(h) = &pulse.hb {
+                                stale_at = h.read().last_tick_ns + pulse.resolution_ns + stale_by;
+                            }
+                            Some(stale_at.min(now))
+                        }
+                        offcpu::Woke::Early => None,
+                    }
+                });
+                if woke == Woken::Alarm && mono_ns() < stale_at {
+                    // Early: the heartbeat is fresh yet. Look as without the watchdog for a
+                    // tick and a threshold.
+                    d.look_until = stale_at + self.pulse.resolution_ns + self.opts.threshold_ns;
+                }
             }
             _ => self.control.sleep_until(deadline),
         }
