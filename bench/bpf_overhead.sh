@@ -53,7 +53,7 @@ section() { [[ " ${SECTIONS:-1 2 3 4 5 6} " == *" $1 "* ]]; }
 # bpf_ns: the run time of stallscope's programs now loaded, in ns.
 bpf_ns() {
   bpftool prog show -j 2> /dev/null |
-    jq '[.[] | select(.name == "on_switch" or .name == "on_waking" or .name == "on_meter") | .run_time_ns // 0] | add // 0'
+    jq '[.[] | select(.name == "on_switch" or .name == "on_switch_btf" or .name == "on_waking") | .run_time_ns // 0] | add // 0'
 }
 # child_of PID: the java process under the sidecar.
 child_of() {

@@ -37,11 +37,10 @@ mod skel {
 /// How often the ring buffer is emptied into the window.
 pub const DRAIN: Duration = Duration::from_millis(100);
 
-/// The program's name as the kernel lists it (`bpftool prog show`): the first 15 bytes of the
-/// function's name.
-pub const PROGRAM_NAMES: [&str; 2] = ["on_switch", "on_waking"];
-/// The watchdog's program, loaded with [`Options::watchdog`].
-pub const WATCHDOG_PROGRAM: &str = "on_meter";
+/// The programs' names as the kernel lists them (`bpftool prog show`: the first 15 bytes of the
+/// function's name), as loaded on a kernel with BTF tracepoints that pass `prev_state` (5.18+).
+/// Elsewhere `on_switch`, the classic tracepoint's, stands in for `on_switch_btf`.
+pub const PROGRAM_NAMES: [&str; 2] = ["on_switch_btf", "on_waking"];
 
 #[derive(Debug, Clone, Copy)]
 pub struct Options {
@@ -59,11 +58,11 @@ pub struct Options {
     /// when they end. An armed process's are all recorded, and those still going on are read
     /// as ever, whatever this says.
     pub record_unarmed: Unarmed,
-    /// Load the watchdog (`on_meter`, a third program on sched_switch): it fires when a meter
-    /// thread named with [`Reader::watch_meter`] stops sleeping once per tick, so the recorder
-    /// need not look once per threshold (`run`). Where the kernel refuses it (no BPF timers in
-    /// tracing programs, no `prev_state` in sched_switch: before 5.18), the rest loads without
-    /// it and [`Reader::alarm`] says so.
+    /// Hand out the watchdog's alarms ([`Reader::alarm`]): it fires when the meter thread named
+    /// with [`Reader::watch_meter`] stops ticking, so the recorder need not look once per
+    /// threshold (`run`). It runs in `on_switch_btf`; where the kernel lacks that program (no
+    /// `prev_state` in the BTF sched_switch: before 5.18) the classic `on_switch` loads instead,
+    /// without it, and [`Reader::alarm`] says so.
     pub watchdog: bool,
 }
 
@@ -395,6 +394,7 @@ type Alarms = Result<std::os::fd::OwnedFd, String>;
 fn load(
     storage: &mut std::mem::MaybeUninit<libbpf_rs::OpenObject>,
     opts: Options,
+    classic: bool,
 ) -> Result<skel::OffcpuSkel<'_>, String> {
     use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
     let mut open = skel::OffcpuSkelBuilder::default()
@@ -410,9 +410,9 @@ fn load(
             Unarmed::Everything => 2,
         };
     }
-    if !opts.watchdog {
-        open.progs.on_meter.set_autoload(false);
-    }
+    // The BTF tracepoint, or the classic one where the kernel refused it.
+    open.progs.on_switch_btf.set_autoload(!classic);
+    open.progs.on_switch.set_autoload(classic);
     let mut sk = open.load().map_err(|e| {
         format!(
             "the kernel refused the BPF program ({e}); it needs root, or CAP_BPF and CAP_PERFMON"
@@ -434,9 +434,9 @@ fn run(
     use libbpf_rs::MapCore;
     let mut storage = std::mem::MaybeUninit::uninit();
     let mut again = std::mem::MaybeUninit::uninit();
-    let (loaded, refused) = match load(&mut storage, opts) {
-        Err(e) if opts.watchdog => (load(&mut again, Options { watchdog: false, ..opts }), Some(e)),
-        other => (other, None),
+    let (loaded, refused) = match load(&mut storage, opts, false) {
+        Err(e) => (load(&mut again, opts, true), Some(e)),
+        ok => (ok, None),
     };
     let sk = match loaded {
         Ok(sk) => sk,
@@ -446,7 +446,7 @@ fn run(
         }
     };
     let alarms: Alarms = if let Some(e) = refused {
-        Err(format!("no BPF watchdog on this kernel: {e}"))
+        Err(format!("no BPF watchdog on this kernel (its BTF sched_switch was refused: {e})"))
     } else if !opts.watchdog {
         Err("no BPF watchdog asked for".into())
     } else {

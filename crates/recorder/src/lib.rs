@@ -172,8 +172,9 @@ impl KernelEvidence {
 /// The instance is registered with `guard` before it is made, so that stallscope killed outright,
 /// even mid-start, does not leave its events on (they would tax every page fault on the machine).
 /// The BPF recorder needs no guardian: the kernel frees its programs with the process.
-/// `watchdog`: load the BPF watchdog too, for a recording whose loop the agent's heartbeat drives
-/// (not with --boost, --outside, for a process that is not a JVM, nor under `watch`).
+/// `watchdog`: the BPF watchdog's alarms are wanted, for a recording whose loop the agent's
+/// heartbeat drives (not with --boost, --outside, for a process that is not a JVM, nor under
+/// `watch`).
 pub(crate) fn start_tracer(
     pid: i32,
     mut guard: Option<&mut guard::Guard>,
@@ -214,7 +215,7 @@ pub(crate) fn start_tracer(
         match offcpu::OffCpu::start(&[pid], opts) {
             Ok(o) => {
                 if watchdog && o.reader().alarm().is_err() {
-                    notes.push("this kernel refused the BPF watchdog (BPF timers in a BTF tracepoint program, Linux 5.18+): the recorder looks at the heartbeat once per threshold".into());
+                    notes.push("no BPF watchdog on this kernel (it needs the BTF sched_switch tracepoint with prev_state, Linux 5.18+): the recorder looks at the heartbeat once per threshold".into());
                 }
                 Some(o)
             }

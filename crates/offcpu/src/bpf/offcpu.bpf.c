@@ -5,9 +5,10 @@
 // woke it (with that thread's kernel stack) and, for a preempted thread, who ran instead.
 // Uses the classic tracepoints' record layout (checked against tracefs by the loader), so no
 // kernel headers or BTF are needed to build it; on_waking reads the woken task's pid through
-// CO-RE (the kernel's BTF, at load time). Programs: on_switch (sched_switch), on_waking
-// (sched_waking), and, when a meter is watched, on_meter (sched_switch, tp_btf: a BPF timer
-// needs a program with BTF) and its timer's callback.
+// CO-RE (the kernel's BTF, at load time). Programs: on_switch_btf (sched_switch as a BTF
+// tracepoint, which also runs the watchdog: BPF timers are refused in classic tracepoint
+// programs) or, where the kernel lacks it, on_switch (the classic tracepoint, no watchdog);
+// on_waking (sched_waking).
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
@@ -16,6 +17,8 @@
 /* Only the fields read, relocated to this kernel's layout by libbpf from its BTF (CO-RE). */
 struct task_struct {
 	int pid;
+	int exit_state;
+	char comm[16];
 } __attribute__((preserve_access_index));
 
 #define MAX_FRAMES 32
@@ -117,15 +120,18 @@ struct {
 	__type(value, struct offcpu_event);
 } scratch SEC(".maps");
 
-SEC("tracepoint/sched/sched_switch")
-int on_switch(struct sched_switch_args *ctx)
+/* Whether the watchdog's meter is the thread leaving (a target's thread): see on_switch_btf. */
+static __always_inline void watchdog(__u32 tid, _Bool preempt, unsigned int raw_state);
+
+/* A switch: `prev_comm` and `next_comm` are read only for a target's thread leaving. Whether
+ * the thread leaving is a target's. */
+static __always_inline int switched(__u32 tgid, __u32 tid, __s64 state, __u32 next,
+				    const char *prev_comm, struct task_struct *next_task,
+				    const char *next_comm)
 {
-	__u64 id = bpf_get_current_pid_tgid();
-	__u32 tgid = id >> 32, tid = (__u32)id;
 	__u32 zero = 0;
 	/* Two hash lookups for every other process's switch; the clock only for ours. */
 	int leaving = tid != 0 && bpf_map_lookup_elem(&targets, &tgid);
-	__u32 next = ctx->next_pid;
 	struct offcpu_event *o = bpf_map_lookup_elem(&off, &next);
 	if (!leaving && !o)
 		return 0;
@@ -138,16 +144,22 @@ int on_switch(struct sched_switch_args *ctx)
 			e->start = now;
 			e->end = 0;
 			e->woken = 0;
-			e->state = ctx->prev_state;
+			e->state = state;
 			e->tid = tid;
 			e->tgid = tgid;
 			e->waker_tid = 0;
 			e->waker_tgid = 0;
 			e->waker_nframes = 0;
-			e->instead_tid = ctx->next_pid;
+			e->instead_tid = next;
 			e->cpu = bpf_get_smp_processor_id();
-			__builtin_memcpy(e->comm, ctx->prev_comm, TASK_COMM_LEN);
-			__builtin_memcpy(e->instead_comm, ctx->next_comm, TASK_COMM_LEN);
+			if (prev_comm)
+				__builtin_memcpy(e->comm, prev_comm, TASK_COMM_LEN);
+			else
+				bpf_get_current_comm(e->comm, TASK_COMM_LEN);
+			if (next_comm)
+				__builtin_memcpy(e->instead_comm, next_comm, TASK_COMM_LEN);
+			else
+				BPF_CORE_READ_STR_INTO(&e->instead_comm, next_task, comm);
 			/* No stack here: most waits are short, and a stack walk in every switch is most of
 			 * the cost. A sleeping thread's stack does not change, so it is taken when it is
 			 * woken, for a wait long enough to be kept (on_waking). */
@@ -158,7 +170,7 @@ int on_switch(struct sched_switch_args *ctx)
 
 	/* The thread coming onto the CPU: its interval off it ends now. */
 	if (!o)
-		return 0;
+		return leaving;
 	int keep = now - o->start >= min_ns;
 	/* TASK_INTERRUPTIBLE alone: a sleep the thread asked for (a futex, a socket, a timer). */
 	if (keep && (record_unarmed == 0 || (record_unarmed == 1 && o->state == 1))) {
@@ -179,6 +191,50 @@ int on_switch(struct sched_switch_args *ctx)
 		}
 	}
 	bpf_map_delete_elem(&off, &next);
+	return leaving;
+}
+
+/* The classic tracepoint, for kernels whose BTF tracepoint lacks `prev_state` (before 5.18):
+ * its record carries the state already reported (one bit per letter; preempted: 0x100). */
+SEC("tracepoint/sched/sched_switch")
+int on_switch(struct sched_switch_args *ctx)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	switched(id >> 32, (__u32)id, ctx->prev_state, ctx->next_pid, ctx->prev_comm, 0,
+		 ctx->next_comm);
+	return 0;
+}
+
+/* The state as the classic tracepoint reports it (__trace_sched_switch_state): preempted,
+ * TASK_REPORT_MAX (0x100); else one bit, the highest of the state's TASK_REPORT bits with the
+ * exit state's (S 1, D 2, T 4, t 8, X 16, Z 32, P 64), I (idle) 128. */
+static __always_inline __s64 reported(_Bool preempt, unsigned int raw, struct task_struct *p)
+{
+	if (preempt)
+		return 0x100;
+	if (raw == 0x402) /* TASK_IDLE */
+		return 0x80;
+	unsigned int st = (raw | (unsigned int)BPF_CORE_READ(p, exit_state)) & 0x7f;
+	if (raw == 0x1000) /* TASK_RTLOCK_WAIT */
+		st = 2;
+	for (int b = 6; b >= 0; b--)
+		if (st & (1u << b))
+			return 1 << b;
+	return 0;
+}
+
+/* The BTF tracepoint: its arguments are the tasks themselves, with no record built (cheaper for
+ * every switch on the machine), and BPF timers are allowed here, so it also runs the watchdog. */
+SEC("tp_btf/sched_switch")
+int BPF_PROG(on_switch_btf, _Bool preempt, struct task_struct *prev, struct task_struct *next,
+	     unsigned int prev_state)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tid = (__u32)id;
+	__u32 next_pid = BPF_CORE_READ(next, pid);
+	/* Only a target's thread can be the meter watched. */
+	if (switched(id >> 32, tid, reported(preempt, prev_state, prev), next_pid, 0, next, 0))
+		watchdog(tid, preempt, prev_state);
 	return 0;
 }
 
@@ -270,27 +326,23 @@ static int on_alarm(void *map, __u32 *key, struct watchdog *d)
 	return 0;
 }
 
-SEC("tp_btf/sched_switch")
-int BPF_PROG(on_meter, _Bool preempt, struct task_struct *prev, struct task_struct *next,
-	     unsigned int prev_state)
+static __always_inline void watchdog(__u32 tid, _Bool preempt, unsigned int prev_state)
 {
 	__u32 zero = 0;
 	struct watch_cfg *c = bpf_map_lookup_elem(&watch, &zero);
 	/* The raw state: TASK_INTERRUPTIBLE (1), with TASK_FREEZABLE (0x2000) in a sleep or a
 	 * futex wait on recent kernels; anything else (preempted, D, stopped, frozen) is a meter
 	 * held, not asleep. */
-	if (!c || c->tid == 0 || preempt || (prev_state & 0xfff) != 1)
-		return 0;
-	if ((__u32)BPF_CORE_READ(prev, pid) != c->tid)
-		return 0;
+	if (!c || c->tid == 0 || c->tid != tid || preempt || (prev_state & 0xfff) != 1)
+		return;
 	struct watchdog *d = bpf_map_lookup_elem(&dog, &zero);
 	if (!d)
-		return 0;
+		return;
 	if (!d->ready) {
 		/* -EBUSY: another CPU initialised it first. */
 		long r = bpf_timer_init(&d->timer, &dog, 1 /* CLOCK_MONOTONIC */);
 		if (r != 0 && r != -16)
-			return 0;
+			return;
 		bpf_timer_set_callback(&d->timer, on_alarm);
 		d->ready = 1;
 	}
@@ -302,5 +354,4 @@ int BPF_PROG(on_meter, _Bool preempt, struct task_struct *prev, struct task_stru
 		delay = due > now ? due - now : 1000;
 	}
 	bpf_timer_start(&d->timer, delay, 0);
-	return 0;
 }
