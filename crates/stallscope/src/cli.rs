@@ -186,9 +186,9 @@ pub struct RunArgs {
     /// The agent's meter resolution: its thread wakes this often to time the JVM's hiccups and
     /// tick its heartbeat. Default: the threshold (5ms), since a stall is a heartbeat late by the
     /// threshold; as root the recorder then sleeps between stalls (a BPF watchdog wakes it when
-    /// the meter stops ticking), and an idle JVM pays about a fifth of what jHiccup's 1ms meter
-    /// costs (docs/overhead.md). 1ms is jHiccup's resolution: hiccups shorter than 5ms are then
-    /// timed too, for about five times the meter's CPU. At any resolution the hiccup log is
+    /// the meter stops ticking), and the observers of an idle JVM cost about 0.6 of what
+    /// jHiccup's 1ms meter does (docs/overhead.md). 1ms is jHiccup's resolution: hiccups shorter
+    /// than 5ms are then timed too, for about three times the CPU. At any resolution the hiccup log is
     /// corrected for coordinated omission, as jHiccup's is, but a pause shorter than it may fall
     /// inside the meter's sleep and not be seen, and a stall's start is placed to within it.
     /// --threshold must be at least this.
