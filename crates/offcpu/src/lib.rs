@@ -64,6 +64,9 @@ pub struct Options {
     /// `prev_state` in the BTF sched_switch: before 5.18) the classic `on_switch` loads instead,
     /// without it, and [`Reader::alarm`] says so.
     pub watchdog: bool,
+    /// Read `sched_switch` through the classic tracepoint, as a kernel before 5.18 must (no
+    /// watchdog then): for the tests of that path.
+    pub classic_switch: bool,
 }
 
 /// Which finished waits of a process not armed go through the ring buffer.
@@ -89,6 +92,7 @@ impl Default for Options {
             keep_max: 50_000,
             record_unarmed: Unarmed::Involuntary,
             watchdog: false,
+            classic_switch: false,
         }
     }
 }
@@ -434,9 +438,10 @@ fn run(
     use libbpf_rs::MapCore;
     let mut storage = std::mem::MaybeUninit::uninit();
     let mut again = std::mem::MaybeUninit::uninit();
-    let (loaded, refused) = match load(&mut storage, opts, false) {
-        Err(e) => (load(&mut again, opts, true), Some(e)),
-        ok => (ok, None),
+    let (loaded, refused) = match load(&mut storage, opts, opts.classic_switch) {
+        Err(e) if !opts.classic_switch => (load(&mut again, opts, true), Some(e)),
+        Ok(sk) if opts.classic_switch => (Ok(sk), Some("the classic one asked for".into())),
+        other => (other, None),
     };
     let sk = match loaded {
         Ok(sk) => sk,

@@ -29,9 +29,26 @@ fn sleeping_shell() -> std::process::Child {
 
 #[test]
 fn a_shell_waiting_for_its_children_is_seen_with_its_stack_and_the_child_that_woke_it() {
+    shell_waits_seen(Options::default());
+}
+
+/// The same through the classic sched_switch tracepoint (what a kernel before 5.18 loads), which
+/// has no watchdog.
+#[test]
+fn through_the_classic_tracepoint_the_same_waits_are_seen_without_a_watchdog() {
+    let opts = Options { classic_switch: true, watchdog: true, ..Default::default() };
+    let oc = OffCpu::start(&[1], opts).unwrap_or_else(|e| panic!("the classic program loads: {e}"));
+    let err = oc.reader().alarm().expect_err("no watchdog in the classic program");
+    assert!(err.contains("no BPF watchdog"), "{err}");
+    drop(oc);
+    shell_waits_seen(opts);
+}
+
+fn shell_waits_seen(opts: Options) {
     let mut sh = sleeping_shell();
     let pid = sh.id() as i32;
-    let oc = start(&[pid]);
+    let oc = OffCpu::start(&[pid], opts)
+        .unwrap_or_else(|e| panic!("the BPF off-CPU recorder must load here: {e}"));
     // As while a stall of it is under way: its waits' stacks are taken.
     oc.arm(pid, true);
     let from = offcpu::now_ns();

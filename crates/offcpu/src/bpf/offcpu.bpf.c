@@ -123,11 +123,11 @@ struct {
 /* Whether the watchdog's meter is the thread leaving (a target's thread): see on_switch_btf. */
 static __always_inline void watchdog(__u32 tid, _Bool preempt, unsigned int raw_state);
 
-/* A switch: `prev_comm` and `next_comm` are read only for a target's thread leaving. Whether
- * the thread leaving is a target's. */
+/* A switch: the names are read only for a target's thread leaving (its own is current's; the
+ * next thread's from `next_comm`, else from `next_task`). Whether the thread leaving is a
+ * target's. */
 static __always_inline int switched(__u32 tgid, __u32 tid, __s64 state, __u32 next,
-				    const char *prev_comm, struct task_struct *next_task,
-				    const char *next_comm)
+				    struct task_struct *next_task, const char *next_comm)
 {
 	__u32 zero = 0;
 	/* Two hash lookups for every other process's switch; the clock only for ours. */
@@ -152,10 +152,7 @@ static __always_inline int switched(__u32 tgid, __u32 tid, __s64 state, __u32 ne
 			e->waker_nframes = 0;
 			e->instead_tid = next;
 			e->cpu = bpf_get_smp_processor_id();
-			if (prev_comm)
-				__builtin_memcpy(e->comm, prev_comm, TASK_COMM_LEN);
-			else
-				bpf_get_current_comm(e->comm, TASK_COMM_LEN);
+			bpf_get_current_comm(e->comm, TASK_COMM_LEN);
 			if (next_comm)
 				__builtin_memcpy(e->instead_comm, next_comm, TASK_COMM_LEN);
 			else
@@ -200,8 +197,11 @@ SEC("tracepoint/sched/sched_switch")
 int on_switch(struct sched_switch_args *ctx)
 {
 	__u64 id = bpf_get_current_pid_tgid();
-	switched(id >> 32, (__u32)id, ctx->prev_state, ctx->next_pid, ctx->prev_comm, 0,
-		 ctx->next_comm);
+	/* Copied here: the verifier refuses a load through a pointer into the record (ctx + 40)
+	 * once it is handed on. The leaving thread's name is current's. */
+	char next_comm[TASK_COMM_LEN];
+	__builtin_memcpy(next_comm, ctx->next_comm, TASK_COMM_LEN);
+	switched(id >> 32, (__u32)id, ctx->prev_state, ctx->next_pid, 0, next_comm);
 	return 0;
 }
 
@@ -233,7 +233,7 @@ int BPF_PROG(on_switch_btf, _Bool preempt, struct task_struct *prev, struct task
 	__u32 tid = (__u32)id;
 	__u32 next_pid = BPF_CORE_READ(next, pid);
 	/* Only a target's thread can be the meter watched. */
-	if (switched(id >> 32, tid, reported(preempt, prev_state, prev), next_pid, 0, next, 0))
+	if (switched(id >> 32, tid, reported(preempt, prev_state, prev), next_pid, next, 0))
 		watchdog(tid, preempt, prev_state);
 	return 0;
 }
