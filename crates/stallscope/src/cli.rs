@@ -184,16 +184,16 @@ pub struct RunArgs {
     #[command(flatten)]
     pub record: RecordOptions,
     /// The agent's meter resolution: its thread wakes this often to time the JVM's hiccups and
-    /// tick its heartbeat. Default: the threshold (5ms), since a stall is a heartbeat late by the
-    /// threshold; as root the recorder then sleeps between stalls (a BPF watchdog wakes it when
-    /// the meter stops ticking), and the observers of an idle JVM cost about 0.6 of what
-    /// jHiccup's 1ms meter does (docs/overhead.md). 1ms is jHiccup's resolution: hiccups shorter
-    /// than 5ms are then timed too, for about three times the CPU. At any resolution the hiccup log is
-    /// corrected for coordinated omission, as jHiccup's is, but a pause shorter than it may fall
-    /// inside the meter's sleep and not be seen, and a stall's start is placed to within it.
+    /// tick its heartbeat. 1ms (jHiccup's) costs an idle JVM about 1.5 times what jHiccup does
+    /// on a small machine (the meter, plus stallscope's recorder, which as root sleeps between
+    /// stalls: a BPF watchdog wakes it when the meter stops ticking); 5ms about half of what
+    /// jHiccup does (docs/overhead.md). At any resolution the hiccup log is corrected for
+    /// coordinated omission, as jHiccup's is, but a pause shorter than it may fall inside the
+    /// meter's sleep and not be seen, a pause just past the threshold may read as up to one
+    /// resolution shorter (and so not as a stall), and a stall's start is placed to within it.
     /// --threshold must be at least this.
-    #[arg(long, value_name = "DURATION")]
-    pub resolution: Option<Duration>,
+    #[arg(long, default_value = "1ms", value_name = "DURATION")]
+    pub resolution: Duration,
     /// Do not add -XX:+SafepointTimeout (it names the threads late to a safepoint).
     #[arg(long)]
     pub no_safepoint_timeout: bool,

@@ -646,8 +646,10 @@ fn a_frozen_jvm_is_a_frozen_process_and_a_quiet_one_has_no_stalls() {
         r.summary.hiccups.as_ref().unwrap().intervals >= 3,
         "the agent's interval log is in the recording"
     );
+    // The control meter: the recorder's own wake-ups, every 250 ms between stalls as root (the
+    // BPF watchdog wakes it for a stall), once per threshold without it: 16 or 800 in 4 s.
     let control = r.summary.control.as_ref().unwrap();
-    assert!(control.intervals >= 3 && control.count > 400, "the control meter's log: {control:?}");
+    assert!(control.intervals >= 3 && control.count >= 12, "the control meter's log: {control:?}");
 }
 
 #[test]

@@ -236,7 +236,7 @@ fn between_stalls_the_recorder_sleeps_until_the_watchdog_wakes_it() {
     assert!(woke < 100, "the recorder woke {woke} times in 2 s between stalls");
 }
 
-/// With the watchdog and the meter at the threshold (run's defaults), a safepoint that holds the
+/// With the watchdog and the meter at the threshold (`--resolution 5ms`), a safepoint that holds the
 /// meter beyond the threshold is noticed while it lasts: the safepoints of the log of 20 ms or
 /// more (the heartbeat late by at least 15 ms, whatever the meter's phase; stale 10 ms before
 /// the end) are stalls with samples, but for one in ten at most (a recorder kept off its CPU on
@@ -249,7 +249,8 @@ fn with_the_watchdog_a_safepoint_past_the_threshold_is_noticed_while_it_lasts() 
     let rec = scratch("kernel-watchdog-short").join("rec");
     // A thread dump every 200 ms waits for the 800 MB Unsafe.setMemory in progress: 0-40 ms.
     let o = stallscope()
-        .args(["run", "--threshold", "5ms", "--out", rec.to_str().unwrap(), "--"])
+        .args(["run", "--threshold", "5ms", "--resolution", "5ms"])
+        .args(["--out", rec.to_str().unwrap(), "--"])
         .arg(java17())
         .args(["-XX:+UseParallelGC", "-jar", workloads_jar().to_str().unwrap()])
         .args(["set-memory", "--size-mb", "800", "--every", "200ms", "--duration", "6s"])

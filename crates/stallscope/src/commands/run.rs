@@ -22,12 +22,11 @@ pub(super) fn request(o: &RecordOptions) -> RecordRequest<'_> {
 }
 
 pub fn run(a: RunArgs) -> Result<i32> {
-    // By default the meter ticks once per threshold (at least once per ms).
-    let resolution = a.resolution.map_or(a.record.threshold.ns().max(1_000_000), |r| r.ns());
+    let resolution = a.resolution.ns();
     if resolution < 1_000_000 || resolution > a.record.threshold.ns() {
         anyhow::bail!(
             "--resolution {} must be at least 1 ms and at most --threshold ({}): a stall is a heartbeat late by the threshold, and the heartbeat ticks once per resolution",
-            a.resolution.map_or_else(|| "(the threshold)".to_string(), |r| r.to_string()),
+            a.resolution,
             a.record.threshold
         );
     }
