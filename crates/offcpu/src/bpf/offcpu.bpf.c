@@ -123,11 +123,30 @@ struct {
 /* Whether the watchdog's meter is the thread leaving (a target's thread): see on_switch_btf. */
 static __always_inline void watchdog(__u32 tid, _Bool preempt, unsigned int raw_state);
 
-/* A switch: the names are read only for a target's thread leaving (its own is current's; the
- * next thread's from `next_comm`, else from `next_task`). Whether the thread leaving is a
- * target's. */
+/* The state as the classic tracepoint reports it (__trace_sched_switch_state): preempted,
+ * TASK_REPORT_MAX (0x100); else one bit, the highest of the state's TASK_REPORT bits with the
+ * exit state's (S 1, D 2, T 4, t 8, X 16, Z 32, P 64), I (idle) 128. */
+static __always_inline __s64 reported(_Bool preempt, unsigned int raw, struct task_struct *p)
+{
+	if (preempt)
+		return 0x100;
+	if (raw == 0x402) /* TASK_IDLE */
+		return 0x80;
+	unsigned int st = (raw | (unsigned int)BPF_CORE_READ(p, exit_state)) & 0x7f;
+	if (raw == 0x1000) /* TASK_RTLOCK_WAIT */
+		st = 2;
+	for (int b = 6; b >= 0; b--)
+		if (st & (1u << b))
+			return 1 << b;
+	return 0;
+}
+
+/* A switch: the names and the state are read only for a target's thread leaving (its own name
+ * is current's; the next thread's from `next_comm`, else from `next_task`; the state `state`,
+ * else reported from `prev`'s). Whether the thread leaving is a target's. */
 static __always_inline int switched(__u32 tgid, __u32 tid, __s64 state, __u32 next,
-				    struct task_struct *next_task, const char *next_comm)
+				    struct task_struct *next_task, const char *next_comm,
+				    struct task_struct *prev, _Bool preempt, unsigned int raw)
 {
 	__u32 zero = 0;
 	/* Two hash lookups for every other process's switch; the clock only for ours. */
@@ -144,7 +163,8 @@ static __always_inline int switched(__u32 tgid, __u32 tid, __s64 state, __u32 ne
 			e->start = now;
 			e->end = 0;
 			e->woken = 0;
-			e->state = state;
+			/* From the BTF tracepoint (state < 0): reported here, for a target only. */
+			e->state = state >= 0 ? state : reported(preempt, raw, prev);
 			e->tid = tid;
 			e->tgid = tgid;
 			e->waker_tid = 0;
@@ -201,25 +221,7 @@ int on_switch(struct sched_switch_args *ctx)
 	 * once it is handed on. The leaving thread's name is current's. */
 	char next_comm[TASK_COMM_LEN];
 	__builtin_memcpy(next_comm, ctx->next_comm, TASK_COMM_LEN);
-	switched(id >> 32, (__u32)id, ctx->prev_state, ctx->next_pid, 0, next_comm);
-	return 0;
-}
-
-/* The state as the classic tracepoint reports it (__trace_sched_switch_state): preempted,
- * TASK_REPORT_MAX (0x100); else one bit, the highest of the state's TASK_REPORT bits with the
- * exit state's (S 1, D 2, T 4, t 8, X 16, Z 32, P 64), I (idle) 128. */
-static __always_inline __s64 reported(_Bool preempt, unsigned int raw, struct task_struct *p)
-{
-	if (preempt)
-		return 0x100;
-	if (raw == 0x402) /* TASK_IDLE */
-		return 0x80;
-	unsigned int st = (raw | (unsigned int)BPF_CORE_READ(p, exit_state)) & 0x7f;
-	if (raw == 0x1000) /* TASK_RTLOCK_WAIT */
-		st = 2;
-	for (int b = 6; b >= 0; b--)
-		if (st & (1u << b))
-			return 1 << b;
+	switched(id >> 32, (__u32)id, ctx->prev_state, ctx->next_pid, 0, next_comm, 0, 0, 0);
 	return 0;
 }
 
@@ -233,7 +235,7 @@ int BPF_PROG(on_switch_btf, _Bool preempt, struct task_struct *prev, struct task
 	__u32 tid = (__u32)id;
 	__u32 next_pid = BPF_CORE_READ(next, pid);
 	/* Only a target's thread can be the meter watched. */
-	if (switched(id >> 32, tid, reported(preempt, prev_state, prev), next_pid, next, 0))
+	if (switched(id >> 32, tid, -1, next_pid, next, 0, prev, preempt, prev_state))
 		watchdog(tid, preempt, prev_state);
 	return 0;
 }
