@@ -204,13 +204,10 @@ impl Control {
 
     /// Sleeps until `deadline_ns` and records how late it woke.
     pub fn sleep_until(&mut self, deadline_ns: u64) {
-        let recent = self.run_delay_after.filter(|(_, at)| mono_ns() < at + REUSE_RUN_DELAY_NS);
-        let before = recent.map(|(d, _)| d).or_else(|| self.run_delay());
-        let late = sleep_until(deadline_ns);
-        let after = self.run_delay();
-        self.run_delay_after = after.map(|d| (d, mono_ns()));
-        let queued = before.zip(after).map_or(0, |(b, a)| a.saturating_sub(b));
-        self.note_queued(late, queued, deadline_ns + late);
+        self.sleep_or_wake(deadline_ns, |d| {
+            sleep_until(d);
+            Some(d)
+        });
     }
 
     /// Sleeps until `deadline_ns` through `wait`, which may end early. `wait` says when the
@@ -224,10 +221,11 @@ impl Control {
         let recent = self.run_delay_after.filter(|(_, at)| mono_ns() < at + REUSE_RUN_DELAY_NS);
         let before = recent.map(|(d, _)| d).or_else(|| self.run_delay());
         let due = wait(deadline_ns);
+        let woke = mono_ns();
         let after = self.run_delay();
         self.run_delay_after = after.map(|d| (d, mono_ns()));
         let Some(due) = due else { return Woken::Early };
-        let late = mono_ns().saturating_sub(due);
+        let late = woke.saturating_sub(due);
         let queued = before.zip(after).map_or(0, |(b, a)| a.saturating_sub(b));
         self.note_queued(late, queued, due + late);
         if due == deadline_ns { Woken::Deadline } else { Woken::Alarm }
