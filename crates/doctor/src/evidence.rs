@@ -14,7 +14,7 @@ use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
 
 /// stallscope's own threads in the target (the agent's meter, log and thread-table threads):
-/// never culprits, whatever they did.
+/// never culprits on what the samples saw, only when the JVM's SafepointTimeout named them.
 pub fn stallscope_own(name: &str) -> bool {
     name.starts_with("stallscope-")
 }

@@ -151,7 +151,9 @@ fn covered_by_samples(
     parts_of(&refs, role, len_ns, cpu_is_evidence, inp, &mut Vec::new())
 }
 
-/// The threads late to safepoint `sp`, with whether SafepointTimeout named them.
+/// The threads late to safepoint `sp`, with whether SafepointTimeout named them. A thread the
+/// JVM named is late whoever it is, stallscope's own included: the observer can hold a
+/// safepoint too (its log thread faulting a page in from a slow disk, as seen here).
 fn late_threads<'e>(
     ev: &'e StallEvidence,
     sp: &SafepointView,
@@ -160,12 +162,8 @@ fn late_threads<'e>(
 ) -> Vec<(&'e ThreadEvidence, bool)> {
     let named: Vec<i32> = sp.timeout_culprits.iter().filter_map(|c| c.tid).collect();
     let own = |t: &ThreadEvidence| stallscope_own(&inp.name_of(t));
-    let by_name: Vec<(&ThreadEvidence, bool)> = ev
-        .threads
-        .iter()
-        .filter(|t| named.contains(&t.tid) && !own(t))
-        .map(|t| (t, true))
-        .collect();
+    let by_name: Vec<(&ThreadEvidence, bool)> =
+        ev.threads.iter().filter(|t| named.contains(&t.tid)).map(|t| (t, true)).collect();
     if !by_name.is_empty() {
         return by_name;
     }

@@ -251,6 +251,10 @@ pub enum Evidence {
     },
     MeterRunningAgain,
     NamedByTimeout,
+    /// A culprit is stallscope's own thread in the JVM (named by SafepointTimeout).
+    OwnThreadHeld {
+        name: String,
+    },
     /// Named by SafepointTimeout, but parked in the kernel by /proc.
     NamedButParked,
     /// Culprits beyond those listed.

@@ -3,8 +3,8 @@
 //! contributors, whatever no evidence covers as `unknown`, and the order a reader sees them in.
 //!
 //! Invariant: every finding lists the evidence it rests on; high confidence needs evidence of
-//! its kind covering at least [`HIGH_SHARE`] of the stall; stallscope's own threads are never
-//! culprits.
+//! its kind covering at least [`HIGH_SHARE`] of the stall; stallscope's own threads are
+//! culprits only when the JVM's SafepointTimeout named them.
 
 use super::activity::Activity;
 use super::attribute::{Held, Part};
@@ -376,7 +376,7 @@ pub(super) fn explained_ns(by_cause: &BTreeMap<Cause, Part>) -> u64 {
 }
 
 /// One cause's finding: its share of the stall, its culprits (each thread once, longest first;
-/// stallscope's never) and its evidence.
+/// stallscope's only when SafepointTimeout named them) and its evidence.
 pub(super) fn of_cause(p: Part, inp: &Inputs) -> Draft {
     let d = inp.duration_ns.max(1);
     let cause = p.cause;
@@ -399,16 +399,19 @@ pub(super) fn of_cause(p: Part, inp: &Inputs) -> Draft {
         .take(MAX_CULPRITS)
         .filter_map(|tid| {
             let t = inp.evidence.threads.iter().find(|t| t.tid == *tid)?;
-            if stallscope_own(&inp.name_of(t)) {
+            let mine: Vec<&Held> = held.iter().filter(|h| h.tid == *tid).collect();
+            if stallscope_own(&inp.name_of(t)) && !mine.iter().any(|h| h.named) {
                 return None;
             }
-            let mine: Vec<&Held> = held.iter().filter(|h| h.tid == *tid).collect();
             Some(culprit_view(t, &mine, cause, inp))
         })
         .collect();
     let mut evidence = Vec::new();
     if held.iter().any(|h| h.named) && cause != Cause::Unknown {
         evidence.push(Evidence::NamedByTimeout);
+    }
+    for c in culprits.iter().filter(|c| stallscope_own(&c.name)) {
+        evidence.push(Evidence::OwnThreadHeld { name: c.name.clone() });
     }
     if cause == Cause::LongVmOperation {
         evidence.extend(operation_line(inp));

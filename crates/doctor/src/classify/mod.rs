@@ -12,7 +12,8 @@
 //!
 //! Invariant: every finding lists the evidence it rests on; high confidence needs evidence of
 //! its kind covering at least [`HIGH_SHARE`] of the stall; whatever the evidence does not cover
-//! is `unknown`, with the raw samples. stallscope's own threads are never culprits.
+//! is `unknown`, with the raw samples. stallscope's own threads are culprits only when the JVM's
+//! SafepointTimeout named them.
 //!
 //! The steps, one file each: `segment` cuts the stall; `attribute` finds whose time each
 //! segment waited on, broken down by `activity` and read as causes by `readings`, with the
@@ -474,6 +475,50 @@ mod tests {
             [mapping("rw-s", 7, "/tmp/hsperfdata_root/42"), mapping("rw-s", 8, "/data/orders.db")];
         let fin = held_in_a_write_fault(&both, &[]).into_iter().next().unwrap().into_finding();
         assert_eq!(fin.fix, Cause::MappedWriteback.fix(), "{:?}", fin.evidence);
+    }
+
+    #[test]
+    fn stallscopes_own_thread_named_by_the_safepoint_timeout_is_the_culprit() {
+        // As seen in CI: a thread dump's safepoint waited 311 ms for the agent's log thread, D in
+        // folio_wait_bit reading a page of the JVM's own library in from a slow disk.
+        let mut log = thread(26, "stallscope-hicc", 'D', 100_000, 0);
+        log.span_ns = 311 * MS;
+        log.wchan = "folio_wait_bit_common".into();
+        log.not_in_syscall = 10;
+        log.majflt_since_baseline = 1;
+        log.seen_ns = BTreeMap::from([(Seen::Waiting(Wait::PageIn), 310 * MS)]);
+        let mut sp = safepoint("ThreadDump", 311 * MS, 137_000);
+        let named = |tid| crate::report::TimeoutCulprit {
+            name: "stallscope-hiccup-log".into(),
+            tid: Some(tid),
+            state: Some("runnable".into()),
+        };
+        sp.timeout_culprits = vec![named(26)];
+        let maps = [mapping("r-xp", 5, "/usr/lib/jvm/java-21/lib/server/libjvm.so")];
+        let fault = [recording::disk::TraceEvent::PageFault {
+            t: MS,
+            tid: 26,
+            address: (5 << 20) + 8192,
+            ip: 1,
+        }];
+        let go = |sp: SafepointView| {
+            let l = vec![log.clone()];
+            let d = SystemSignals::default();
+            run_seen(Some(l.clone()), None, l, sp, 311 * MS, d, &maps, &fault)
+        };
+        let f = go(sp.clone());
+        assert_eq!(f[0].cause, Cause::MajorFault, "{f:?}");
+        assert_eq!(f[0].culprits[0].name, "stallscope-hicc", "{f:?}");
+        let fin = f.into_iter().next().unwrap().into_finding();
+        let text = fin.evidence.join("\n");
+        assert!(
+            text.contains("stallscope's own agent thread") && text.contains("libjvm.so"),
+            "{text}"
+        );
+        // Not named by the JVM: stallscope's thread is never blamed on the samples alone.
+        sp.timeout_culprits = vec![named(99)];
+        let f = go(sp);
+        assert!(f.iter().all(|d| d.culprits.iter().all(|c| c.tid != 26)), "{f:?}");
     }
 
     #[test]

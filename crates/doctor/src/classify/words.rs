@@ -378,6 +378,10 @@ impl fmt::Display for Evidence {
             E::NamedByTimeout => {
                 f.write_str("SafepointTimeout named the thread as not reaching the safepoint")
             }
+            E::OwnThreadHeld { name } => write!(
+                f,
+                "\"{name}\" is stallscope's own agent thread: the observer held this safepoint (`run --outside` puts nothing into the JVM, to compare; please report it)"
+            ),
             E::NamedButParked => f.write_str(
                 "SafepointTimeout named it, but /proc showed it parked in the kernel; the evidence is thin",
             ),
