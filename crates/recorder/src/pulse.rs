@@ -493,6 +493,12 @@ impl Pulse {
         }
     }
 
+    /// When the heartbeat, as it reads now, goes stale by `threshold_ns`: its last tick, then
+    /// the tick due a resolution later, then the threshold. None without a heartbeat.
+    pub fn stale_at(&self, threshold_ns: u64) -> Option<u64> {
+        self.hb.as_ref().map(|h| h.read().last_tick_ns + self.resolution_ns + threshold_ns)
+    }
+
     /// The heartbeat's meter thread, as the JVM's own namespace numbers it, and its resolution.
     pub fn meter(&self) -> Option<(u32, u64)> {
         self.hb.as_ref().map(|h| (h.read().meter_tid, self.resolution_ns))

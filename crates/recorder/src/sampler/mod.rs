@@ -500,10 +500,7 @@ impl<'a> Watcher<'a> {
             d.busy.store(false, Ordering::Release);
             // The loop may have found the heartbeat stale while it was still marked busy, and so
             // left it alone: look once more before waiting.
-            if self.pulse.hb.as_ref().is_some_and(|h| {
-                mono_ns()
-                    >= h.read().last_tick_ns + self.pulse.resolution_ns + self.opts.threshold_ns
-            }) {
+            if self.pulse.stale_at(self.opts.threshold_ns).is_some_and(|at| mono_ns() >= at) {
                 return Ok(None);
             }
             // Driven from outside, the loop also says when the JVM is gone: wait for it, or the
@@ -556,9 +553,7 @@ impl<'a> Watcher<'a> {
                         // window opens with it).
                         offcpu::Woke::Alarm => {
                             let now = mono_ns();
-                            if let Some(h) = &pulse.hb {
-                                stale_at = h.read().last_tick_ns + pulse.resolution_ns + stale_by;
-                            }
+                            stale_at = pulse.stale_at(stale_by).unwrap_or(stale_at);
                             Some(stale_at.min(now))
                         }
                         offcpu::Woke::Early => None,
