@@ -88,6 +88,9 @@ pub struct VmOps {
     anchor: Option<Anchor>,
     stack: Option<(u64, u64)>,
     code: Option<CodeCache>,
+    /// The last operation read, by its address, vtable and caller's address: read again while
+    /// those stay, it is not walked again (its caller's frames cost dozens of reads).
+    last: Option<((u64, u64, u64), VmOperation)>,
 }
 
 /// Where a Java thread's last Java frame is kept.
@@ -190,6 +193,7 @@ impl VmOps {
             stack,
             code: CodeCache::read(pid).ok(),
             vm,
+            last: None,
         })
     }
 
@@ -216,24 +220,42 @@ impl VmOps {
         })
     }
 
-    /// The operation the VM thread runs now; `Ok(None)` when it runs none.
+    /// The operation the VM thread runs now; `Ok(None)` when it runs none. The same operation
+    /// object (its address, vtable and caller unchanged since the last call) is not read again:
+    /// call [`Self::forget`] where a new operation at the same address must be read afresh.
     pub fn current(&mut self) -> Result<Option<VmOperation>, Error> {
         let op = self.mem().u64(self.cur_op)?;
         if op == 0 {
             return Ok(None);
         }
         let vtable = self.mem().u64(op)?;
-        let Some(class) = self.class_at_vtable(vtable).map(str::to_string) else {
-            // Not an object with a known vtable: the operation ended while we read.
-            return Ok(None);
-        };
         let caller_ptr = self.mem().u64(op.wrapping_add(CALLING_THREAD))?;
-        let caller = (caller_ptr != 0).then(|| self.caller(caller_ptr)).flatten();
+        let key = (op, vtable, caller_ptr);
+        let known = self.last.as_ref().filter(|(k, _)| *k == key).map(|(_, o)| o.clone());
+        let read = match known {
+            Some(o) => o,
+            None => {
+                let Some(class) = self.class_at_vtable(vtable).map(str::to_string) else {
+                    // Not an object with a known vtable: the operation ended while we read.
+                    return Ok(None);
+                };
+                let caller = (caller_ptr != 0).then(|| self.caller(caller_ptr)).flatten();
+                VmOperation { class, caller }
+            }
+        };
         // Read again: an operation that ended under us is not reported with a stale caller.
         if self.mem().u64(self.cur_op)? != op {
+            self.last = None;
             return Ok(None);
         }
-        Ok(Some(VmOperation { class, caller }))
+        // A caller that could not be told (its thread not listed yet) is looked for again.
+        self.last = (caller_ptr == 0 || read.caller.is_some()).then(|| (key, read.clone()));
+        Ok(Some(read))
+    }
+
+    /// Forgets the last operation read: the next [`Self::current`] reads it whole.
+    pub fn forget(&mut self) {
+        self.last = None;
     }
 
     fn caller(&mut self, thread: u64) -> Option<Caller> {
