@@ -11,8 +11,9 @@
 //! - Only reads: the JVM's memory, `/proc`, tracefs. Nothing is asked of the JVM.
 //! - Bounded: one look per [`poll`] interval while a stall lasts (10 ms in its first second,
 //!   less and less often after), nothing between stalls; the attach
-//!   listener's clients are looked for at most [`ATTACH_TRIES`] times a stall; every line is
-//!   written once per change.
+//!   listener's clients are looked for at most [`ATTACH_TRIES`] times a stall; every process
+//!   on the host at most twice a stall, and only once the kernel's pressure shows somebody
+//!   waited for a CPU or storage ([`Pressure`]); every line is written once per change.
 
 use procwatch::clock::mono_ns;
 use procwatch::vmops::{VmOperation, VmOps};
@@ -49,6 +50,34 @@ const SIGNALS_BEFORE_NS: u64 = 2_000_000_000;
 /// How far back the SIGQUIT behind a thread dump the signal dispatcher asked for is looked for:
 /// the dispatcher handles it only once a safepoint under way (held by a loop, say) is over.
 const QUIT_BEFORE_NS: u64 = 60_000_000_000;
+/// Some task waited this long for a CPU or for storage since a stall began, machine-wide, before
+/// every process is looked at for who took them.
+const WAITED_US: u64 = 1_000;
+
+/// The kernel's pressure stall totals, machine-wide (`/proc/pressure/{cpu,io}`, `some`): how long,
+/// in µs, at least one task waited for a CPU, and for storage. Nobody took the CPUs or storage
+/// from the target in a stall in which nobody waited for either: every process is looked at
+/// (two files each, about 20 µs of CPU a process here) only once somebody did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Pressure {
+    cpu_us: u64,
+    io_us: u64,
+}
+
+impl Pressure {
+    fn now() -> Option<Pressure> {
+        Some(Pressure {
+            cpu_us: procwatch::system::read_psi_some_total_us("cpu")?,
+            io_us: procwatch::system::read_psi_some_total_us("io")?,
+        })
+    }
+
+    /// Somebody waited since `self` (read at a stall's begin) as `now` reads.
+    fn waited_by(self, now: Pressure) -> bool {
+        now.cpu_us.saturating_sub(self.cpu_us) >= WAITED_US
+            || now.io_us.saturating_sub(self.io_us) >= WAITED_US
+    }
+}
 
 enum Msg {
     Begin { stall: u32, t: u64 },
@@ -107,10 +136,16 @@ impl Drop for WhoWriter {
 /// The stall being looked at.
 struct Open {
     stall: u32,
+    /// Since when the processes' use is counted: the stall's first look, or the later look that
+    /// took `cpu`.
     t: u64,
-    cpu: Vec<procwatch::cpuuse::ProcCpu>,
-    /// The target's threads' storage reads and writes at the first look.
+    /// Every process's CPU and storage use at `t`; None until taken (see [`Pressure`]).
+    cpu: Option<Vec<procwatch::cpuuse::ProcCpu>>,
+    /// The target's threads' storage reads and writes at `t`.
     io: Vec<(i32, String, u64, u64)>,
+    /// The kernel's pressure at the stall's first look (None: not known, everything is looked
+    /// at then).
+    pressure: Option<Pressure>,
     /// The last VM operation written (its class and caller), the last stop state.
     last_op: Option<(String, Option<i32>)>,
     last_stop: Option<(char, i32, Option<String>)>,
@@ -170,16 +205,30 @@ impl Looker {
             match msg {
                 Some(Msg::Begin { stall, t }) => {
                     // The last stall's end look, if it was just now (a storm of stalls): one
-                    // look at every process a stall, not two.
+                    // look at every process a stall, not two. Otherwise every process is looked
+                    // at now only where the kernel's pressure cannot say later whether anybody
+                    // waited (look_at_takers).
+                    let pressure = Pressure::now();
                     let (from, cpu) = match self.last_look.take() {
-                        Some((at, cpu)) if t.saturating_sub(at) < REUSE_LOOK_NS => (at, cpu),
-                        _ => (t, procwatch::cpuuse::snapshot()),
+                        Some((at, cpu)) if t.saturating_sub(at) < REUSE_LOOK_NS => (at, Some(cpu)),
+                        _ if pressure.is_some() => (t, None),
+                        _ => (t, Some(procwatch::cpuuse::snapshot())),
                     };
+                    let io = if cpu.is_some() {
+                        procwatch::cpuuse::thread_io(self.pid)
+                    } else {
+                        Vec::new()
+                    };
+                    // A new operation may sit where the last stall's did (on its caller's stack).
+                    if let Some(Ok(ops)) = self.ops.as_mut() {
+                        ops.forget();
+                    }
                     self.open = Some(Open {
                         stall,
                         t: from,
                         cpu,
-                        io: procwatch::cpuuse::thread_io(self.pid),
+                        io,
+                        pressure,
                         last_op: None,
                         last_stop: None,
                         last_sync: None,
@@ -203,7 +252,10 @@ impl Looker {
                     }
                     let _ = done.send(());
                 }
-                None => self.look(),
+                None => {
+                    self.look();
+                    self.look_at_takers();
+                }
             }
         }
     }
@@ -401,11 +453,34 @@ impl Looker {
         }
     }
 
-    /// Who took the CPUs between the stall's first look and `to`.
+    /// Every process (and the target's threads' storage use), looked at once per stall, at the
+    /// first look after somebody waited for a CPU or storage: who took them is counted from then.
+    fn look_at_takers(&mut self) {
+        let pid = self.pid;
+        let Some(open) = self.open.as_mut() else { return };
+        let Some(at_begin) = open.pressure.filter(|_| open.cpu.is_none()) else { return };
+        if !Pressure::now().is_some_and(|now| at_begin.waited_by(now)) {
+            return;
+        }
+        open.t = mono_ns();
+        open.cpu = Some(procwatch::cpuuse::snapshot());
+        open.io = procwatch::cpuuse::thread_io(pid);
+    }
+
+    /// Who took the CPUs between the stall's first look at every process and `to`.
     fn cpu_use(&mut self, to: u64) {
         let Some(open) = self.open.as_ref() else { return };
+        let Some(before) = open.cpu.as_ref() else {
+            // Nobody waited at any look: nobody took the CPUs or storage from the target. Said
+            // when somebody did wait, but only after the last look.
+            let stall = open.stall;
+            if open.pressure.zip(Pressure::now()).is_some_and(|(b, now)| b.waited_by(now)) {
+                self.note(stall, "who took the CPUs or storage is looked at from the first look (every 10 ms) after some task waited for either; a stall ended before that look, and its takers are not known".into());
+            }
+            return;
+        };
         let after = procwatch::cpuuse::snapshot();
-        let taken = procwatch::cpuuse::taken(&open.cpu, &after);
+        let taken = procwatch::cpuuse::taken(before, &after);
         let tick = 1_000_000_000 / procwatch::task::clock_ticks().max(1);
         let me = std::process::id() as i32;
         let (mut target_ns, mut others_ns, mut takers) = (0, 0, Vec::new());
@@ -457,7 +532,8 @@ impl Looker {
                 takers.push(io_taker(self.pid, Some(tid), comm, read_bytes, write_bytes));
             }
         }
-        for t in procwatch::cpuuse::taken(&open.cpu, after) {
+        let Some(before) = open.cpu.as_ref() else { return };
+        for t in procwatch::cpuuse::taken(before, after) {
             let Some((read_bytes, write_bytes)) = t.io else { continue };
             if t.pid == self.pid || t.pid == me || read_bytes + write_bytes < MIN_IO_BYTES {
                 continue;
@@ -516,5 +592,23 @@ fn sender_of(d: &mut procwatch::process::Describer, tid: i32, comm: &str) -> Who
     match d.describe(tgid) {
         Some(p) if named() && (tgid != tid || p.comm == comm || comm == "exe") => p.into(),
         _ => WhoProcess { pid: tgid, ..traced },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn somebody_waited_once_either_pressure_grew_by_a_millisecond() {
+        let at = Pressure { cpu_us: 5_000, io_us: 9_000 };
+        assert!(!at.waited_by(at));
+        assert!(!at.waited_by(Pressure { cpu_us: 5_999, io_us: 9_999 }));
+        assert!(at.waited_by(Pressure { cpu_us: 6_000, io_us: 9_000 }));
+        assert!(at.waited_by(Pressure { cpu_us: 5_000, io_us: 10_000 }));
+        // Totals that went back (another pressure file, a reset) are no wait.
+        assert!(!at.waited_by(Pressure { cpu_us: 0, io_us: 0 }));
+        // Read here: this kernel has pressure stall information.
+        assert!(Pressure::now().is_some());
     }
 }
