@@ -23,7 +23,8 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a/b; else p
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 out="$root/bench/out"
 mkdir -p "$out"
-bin="$root/target/release/stallscope"
+# STALLSCOPE_BIN: another build to measure (an A/B of two commits), else the release build.
+bin="${STALLSCOPE_BIN:-$root/target/release/stallscope}"
 
 # median_spread: "median min max" of the numbers on stdin.
 median_spread() { sort -g | awk '{ a[NR]=$1 } END { printf "%s %s %s\n", a[int((NR+1)/2)], a[1], a[NR] }'; }
