@@ -40,13 +40,17 @@ impl Scenario for CpuQuota {
                 None,
             )
         },
-        metric: "longest stall",
+        metric: "longest stall (not a whole-machine pause)",
         unit: "ms",
         needs_fuse: false,
         needs_root: true,
         why_not: "",
         run_secs: (5, 17),
-        side_metrics: &[("ttsp_p90_ms", "TTSP p90 (ms)"), ("ttsp_max_ms", "TTSP max (ms)")],
+        side_metrics: &[
+            ("ttsp_p90_ms", "TTSP p90 (ms)"),
+            ("ttsp_max_ms", "TTSP max (ms)"),
+            ("machine_pauses", "stalls left out: the whole machine paused"),
+        ],
         who: None,
     };
     const VARIANTS: &'static [(Variant, VariantSpec)] = &[
@@ -101,8 +105,16 @@ impl Scenario for CpuQuota {
         launch.timeout = Some(Duration::from_secs(secs + 60));
         let (j, r) = run_jvm(ctx, rec, &[], &workload, launch)?;
         drop(cg);
+        // A stall in which stallscope's own control meter, outside the cgroup, was held as long
+        // is the whole machine's, not the quota's (CI on 2026-11-28: one mitigated run's only
+        // stall, 104 ms, the control meter 94.5 ms late with it): left out, and counted.
+        let paused = |s: &&doctor::StallReport| {
+            s.findings.first().is_some_and(|f| f.cause == Cause::MachinePause)
+        };
+        let longest = r.stalls.iter().filter(|s| !paused(s)).map(|s| s.duration_ns).max();
         let metrics = BTreeMap::from([
-            ("metric".to_string(), r.summary.longest_stall_ns as f64 / 1e6),
+            ("metric".to_string(), longest.unwrap_or(0) as f64 / 1e6),
+            ("machine_pauses".to_string(), r.stalls.iter().filter(paused).count() as f64),
             ("ttsp_p90_ms".to_string(), ms(&j["ttsp"]["p90_ns"]).context("ttsp")?),
             ("ttsp_max_ms".to_string(), ms(&j["ttsp"]["max_ns"]).unwrap_or(0.0)),
         ]);
