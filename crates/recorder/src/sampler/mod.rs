@@ -174,8 +174,9 @@ struct Watchdog {
     reader: offcpu::Reader,
     /// The meter is watched.
     armed: bool,
-    /// After an alarm that found the heartbeat fresh (it came early): until then the loop looks
-    /// once per threshold again, as without the watchdog (CLOCK_MONOTONIC ns; 0: none).
+    /// After an alarm that found the heartbeat fresh (it came early), and just after arming:
+    /// until then the loop looks once per threshold again, as without the watchdog
+    /// (CLOCK_MONOTONIC ns; 0: none).
     look_until: u64,
 }
 
@@ -335,6 +336,11 @@ impl<'a> Watcher<'a> {
                 tick.unwrap_or(0),
             );
             d.armed = true;
+            // The alarm is set each time the meter goes to sleep from now: a meter already held
+            // (a stall under way as watching began) sleeps no more, and would be noticed only
+            // at the loop's next wake-up, up to 250 ms late (the lab saw 251 ms once). Looked
+            // at as without the watchdog until a meter that went stale before arming would show.
+            d.look_until = mono_ns() + resolution_ns + self.opts.threshold_ns;
         }
         Ok(())
     }
