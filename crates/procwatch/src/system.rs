@@ -70,6 +70,13 @@ pub fn psi_some_total_us(text: &str) -> Option<u64> {
     l.split_whitespace().find_map(|f| f.strip_prefix("total=")).and_then(|v| v.parse().ok())
 }
 
+/// `avg10=` of the `some` line of a PSI file: the share of the last 10 s, in percent, in which
+/// some task waited.
+pub fn psi_some_avg10(text: &str) -> Option<f64> {
+    let l = text.lines().find(|l| l.starts_with("some "))?;
+    l.split_whitespace().find_map(|f| f.strip_prefix("avg10=")).and_then(|v| v.parse().ok())
+}
+
 pub fn read_psi_some_total_us(resource: &str) -> Option<u64> {
     psi_some_total_us(&std::fs::read_to_string(format!("/proc/pressure/{resource}")).ok()?)
 }
@@ -141,6 +148,11 @@ mod tests {
             ),
             Some(2381711)
         );
+        assert_eq!(
+            psi_some_avg10("some avg10=3.19 avg60=2.42 avg300=0.68 total=2381711\n"),
+            Some(3.19)
+        );
+        assert_eq!(psi_some_avg10("full avg10=3.19 total=1\n"), None);
         let v = vmstat("pswpin 5\nallocstall_dma 1\nallocstall_normal 2\nnr_dirty 7\nbogus x\n");
         assert_eq!((v.pswpin, v.allocstall, v.nr_dirty), (5, 3, 7));
         assert!(read_vmstat().is_some());

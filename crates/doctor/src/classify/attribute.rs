@@ -152,8 +152,9 @@ fn covered_by_samples(
 }
 
 /// The threads late to safepoint `sp`, with whether SafepointTimeout named them. A thread the
-/// JVM named is late whoever it is, stallscope's own included: the observer can hold a
-/// safepoint too (its log thread faulting a page in from a slow disk, as seen here).
+/// JVM named is late whoever it is, stallscope's own included (its log thread faulting a page in
+/// from a slow disk, as seen in CI), except the meter: whatever held the JVM's threads held it
+/// too, and it is evidence of that, not a cause.
 fn late_threads<'e>(
     ev: &'e StallEvidence,
     sp: &SafepointView,
@@ -162,8 +163,12 @@ fn late_threads<'e>(
 ) -> Vec<(&'e ThreadEvidence, bool)> {
     let named: Vec<i32> = sp.timeout_culprits.iter().filter_map(|c| c.tid).collect();
     let own = |t: &ThreadEvidence| stallscope_own(&inp.name_of(t));
-    let by_name: Vec<(&ThreadEvidence, bool)> =
-        ev.threads.iter().filter(|t| named.contains(&t.tid)).map(|t| (t, true)).collect();
+    let by_name: Vec<(&ThreadEvidence, bool)> = ev
+        .threads
+        .iter()
+        .filter(|t| named.contains(&t.tid) && Some(t.tid) != inp.meter_tid)
+        .map(|t| (t, true))
+        .collect();
     if !by_name.is_empty() {
         return by_name;
     }
@@ -227,6 +232,8 @@ fn segment_parts(seg: &Segment, inp: &Inputs, out: &mut Vec<Part>) {
                     .timeout_culprits
                     .iter()
                     .filter(|c| c.state.as_deref().is_some_and(|s| s.starts_with("runnable")))
+                    // stallscope's threads starved with the JVM's are no culprits of it.
+                    .filter(|c| !stallscope_own(&c.name))
                     .filter_map(|c| {
                         Some(Held { tid: c.tid?, activity: Activity::RunQueue, ns: 0, named: true })
                     })

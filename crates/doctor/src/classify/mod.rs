@@ -522,6 +522,65 @@ mod tests {
     }
 
     #[test]
+    fn the_meter_named_by_the_safepoint_timeout_is_no_culprit() {
+        // A quota throttles every thread of the JVM, the meter's too: SafepointTimeout names the
+        // busy thread and the meter, both runnable, waiting for a CPU.
+        let queued = |tid: i32, comm: &str| {
+            let mut t = thread(tid, comm, 'R', MS, 60 * MS);
+            t.span_ns = 80 * MS;
+            t.seen_ns = BTreeMap::from([(Seen::Runnable, 80 * MS)]);
+            t
+        };
+        let threads = vec![queued(7, "busy-0"), queued(30, "stallscope-hicc")];
+        let mut sp = safepoint("ThreadDump", 80 * MS, MS);
+        let named = |tid, name: &str| crate::report::TimeoutCulprit {
+            name: name.into(),
+            tid: Some(tid),
+            state: Some("runnable".into()),
+        };
+        sp.timeout_culprits = vec![named(7, "busy-0"), named(30, "stallscope-hiccup-meter")];
+        let sps = vec![sp];
+        let whole = evidence(threads);
+        let segments: Vec<Segment> = segments(0, 81 * MS, &sps)
+            .into_iter()
+            .map(|(kind, start_ns, end_ns)| Segment {
+                kind,
+                start_ns,
+                end_ns,
+                evidence: whole.clone(),
+            })
+            .collect();
+        let names = HashMap::new();
+        let signals = SystemSignals::default();
+        let f = drafts(&Inputs {
+            duration_ns: 81 * MS,
+            start_ns: 0,
+            end_ns: 81 * MS,
+            evidence: &whole,
+            segments: &segments,
+            safepoints: &sps,
+            control_max_late_ns: 0,
+            control_queued_ns: None,
+            signals: &signals,
+            shares: Shares::default(),
+            names: &names,
+            maps: &[],
+            mapped_files: &[],
+            in_memory_files: &[],
+            writeback_files: &[],
+            meter_tid: Some(30),
+            trace: &[],
+            clock_ticks: 100,
+        });
+        let culprits: Vec<i32> = f.iter().flat_map(|d| d.culprits.iter().map(|c| c.tid)).collect();
+        assert!(culprits.contains(&7) && !culprits.contains(&30), "{f:?}");
+        assert!(
+            f.iter()
+                .all(|d| d.evidence.iter().all(|e| !matches!(e, Evidence::OwnThreadHeld { .. })))
+        );
+    }
+
+    #[test]
     fn the_file_whose_pages_were_under_writeback_is_named_without_a_tracepoint() {
         // As measured with the mapped-write workload: a journal writer held in a write fault on
         // its own state file, /proc/vmstat's nr_writeback 0 (the per-CPU counts not yet folded

@@ -380,7 +380,7 @@ impl fmt::Display for Evidence {
             }
             E::OwnThreadHeld { name } => write!(
                 f,
-                "\"{name}\" is stallscope's own agent thread: the observer held this safepoint (`run --outside` puts nothing into the JVM, to compare; please report it)"
+                "\"{name}\" is stallscope's own agent thread: the JVM named it late to this safepoint, so the observer held it too (`run --outside` puts nothing into the JVM, to compare)"
             ),
             E::NamedButParked => f.write_str(
                 "SafepointTimeout named it, but /proc showed it parked in the kernel; the evidence is thin",

@@ -12,8 +12,9 @@
 //! - Bounded: one look per [`poll`] interval while a stall lasts (10 ms in its first second,
 //!   less and less often after), nothing between stalls; the attach
 //!   listener's clients are looked for at most [`ATTACH_TRIES`] times a stall; every process
-//!   on the host at most twice a stall, and only once the kernel's pressure shows somebody
-//!   waited for a CPU or storage ([`Pressure`]); every line is written once per change.
+//!   on the host at most twice a stall, and, unless the machine was contended as it began, only
+//!   once the kernel's pressure shows somebody waited ([`Pressure`]); every line is written once
+//!   per change.
 
 use procwatch::clock::mono_ns;
 use procwatch::vmops::{VmOperation, VmOps};
@@ -50,25 +51,37 @@ const SIGNALS_BEFORE_NS: u64 = 2_000_000_000;
 /// How far back the SIGQUIT behind a thread dump the signal dispatcher asked for is looked for:
 /// the dispatcher handles it only once a safepoint under way (held by a loop, say) is over.
 const QUIT_BEFORE_NS: u64 = 60_000_000_000;
-/// Some task waited this long for a CPU or for storage since a stall began, machine-wide, before
-/// every process is looked at for who took them.
+/// Some task waited this long for a CPU, storage or memory since a stall began, machine-wide,
+/// before every process is looked at for who took them.
 const WAITED_US: u64 = 1_000;
+/// Somebody waited this share of the last 10 s (percent, PSI's `avg10`) as a stall begins: the
+/// machine is contended now, and every process is looked at from the stall's first look.
+const BUSY_AVG10: f64 = 1.0;
 
-/// The kernel's pressure stall totals, machine-wide (`/proc/pressure/{cpu,io}`, `some`): how long,
-/// in µs, at least one task waited for a CPU, and for storage. Nobody took the CPUs or storage
-/// from the target in a stall in which nobody waited for either: every process is looked at
-/// (two files each, about 20 µs of CPU a process here) only once somebody did.
+/// The kernel's pressure stall totals, machine-wide (`/proc/pressure/{cpu,io,memory}`, `some`):
+/// how long, in µs, at least one task waited for a CPU, for storage, for memory. Nobody took the
+/// CPUs or storage from the target in a stall in which nobody waited: every process is looked at
+/// (two files each, about 20 µs of CPU a process here) at a stall's first look only when the
+/// machine was contended in the last seconds (`busy`), else once somebody waited.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Pressure {
     cpu_us: u64,
     io_us: u64,
+    memory_us: u64,
+    busy: bool,
 }
 
 impl Pressure {
     fn now() -> Option<Pressure> {
+        let read = |r: &str| std::fs::read_to_string(format!("/proc/pressure/{r}")).ok();
+        let (cpu, io, memory) = (read("cpu")?, read("io")?, read("memory")?);
+        let total = procwatch::system::psi_some_total_us;
+        let avg10 = |t: &str| procwatch::system::psi_some_avg10(t).unwrap_or(0.0);
         Some(Pressure {
-            cpu_us: procwatch::system::read_psi_some_total_us("cpu")?,
-            io_us: procwatch::system::read_psi_some_total_us("io")?,
+            cpu_us: total(&cpu)?,
+            io_us: total(&io)?,
+            memory_us: total(&memory)?,
+            busy: [&cpu, &io, &memory].iter().any(|t| avg10(t) >= BUSY_AVG10),
         })
     }
 
@@ -76,6 +89,7 @@ impl Pressure {
     fn waited_by(self, now: Pressure) -> bool {
         now.cpu_us.saturating_sub(self.cpu_us) >= WAITED_US
             || now.io_us.saturating_sub(self.io_us) >= WAITED_US
+            || now.memory_us.saturating_sub(self.memory_us) >= WAITED_US
     }
 }
 
@@ -136,12 +150,15 @@ impl Drop for WhoWriter {
 /// The stall being looked at.
 struct Open {
     stall: u32,
-    /// Since when the processes' use is counted: the stall's first look, or the later look that
-    /// took `cpu`.
+    /// The stall's first look.
     t: u64,
-    /// Every process's CPU and storage use at `t`; None until taken (see [`Pressure`]).
+    /// Since when the processes' use is counted: the stall's first look, the last stall's end
+    /// look (just before), or the later look that took `cpu`.
+    counted_from: u64,
+    /// Every process's CPU and storage use at `counted_from`; None until taken (see
+    /// [`Pressure`]).
     cpu: Option<Vec<procwatch::cpuuse::ProcCpu>>,
-    /// The target's threads' storage reads and writes at `t`.
+    /// The target's threads' storage reads and writes at `counted_from`.
     io: Vec<(i32, String, u64, u64)>,
     /// The kernel's pressure at the stall's first look (None: not known, everything is looked
     /// at then).
@@ -211,7 +228,7 @@ impl Looker {
                     let pressure = Pressure::now();
                     let (from, cpu) = match self.last_look.take() {
                         Some((at, cpu)) if t.saturating_sub(at) < REUSE_LOOK_NS => (at, Some(cpu)),
-                        _ if pressure.is_some() => (t, None),
+                        _ if pressure.is_some_and(|p| !p.busy) => (t, None),
                         _ => (t, Some(procwatch::cpuuse::snapshot())),
                     };
                     let io = if cpu.is_some() {
@@ -225,7 +242,8 @@ impl Looker {
                     }
                     self.open = Some(Open {
                         stall,
-                        t: from,
+                        t,
+                        counted_from: from,
                         cpu,
                         io,
                         pressure,
@@ -462,7 +480,7 @@ impl Looker {
         if !Pressure::now().is_some_and(|now| at_begin.waited_by(now)) {
             return;
         }
-        open.t = mono_ns();
+        open.counted_from = mono_ns();
         open.cpu = Some(procwatch::cpuuse::snapshot());
         open.io = procwatch::cpuuse::thread_io(pid);
     }
@@ -475,10 +493,15 @@ impl Looker {
             // when somebody did wait, but only after the last look.
             let stall = open.stall;
             if open.pressure.zip(Pressure::now()).is_some_and(|(b, now)| b.waited_by(now)) {
-                self.note(stall, "who took the CPUs or storage is looked at from the first look (every 10 ms) after some task waited for either; a stall ended before that look, and its takers are not known".into());
+                self.note(stall, "who took the CPUs or storage is looked at from the first look after some task waited for a CPU, storage or memory (unless the machine was contended as the stall began); a stall ended before that look, and its takers are not known".into());
             }
             return;
         };
+        // Taken after the end was sent (the end waited in the channel behind that look): no
+        // window to count in.
+        if open.counted_from >= to {
+            return;
+        }
         let after = procwatch::cpuuse::snapshot();
         let taken = procwatch::cpuuse::taken(before, &after);
         let tick = 1_000_000_000 / procwatch::task::clock_ticks().max(1);
@@ -507,7 +530,7 @@ impl Looker {
         }
         let w = Who::CpuUse {
             stall: open.stall,
-            from: open.t,
+            from: open.counted_from,
             to,
             cpus: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
             target_ns,
@@ -551,7 +574,7 @@ impl Looker {
                 t.named = p.into();
             }
         }
-        let w = Who::IoUse { stall: open.stall, from: open.t, to, takers };
+        let w = Who::IoUse { stall: open.stall, from: open.counted_from, to, takers };
         self.line(&w);
     }
 }
@@ -601,13 +624,15 @@ mod tests {
 
     #[test]
     fn somebody_waited_once_either_pressure_grew_by_a_millisecond() {
-        let at = Pressure { cpu_us: 5_000, io_us: 9_000 };
+        let at = Pressure { cpu_us: 5_000, io_us: 9_000, memory_us: 100, busy: false };
+        let p = |cpu_us, io_us, memory_us| Pressure { cpu_us, io_us, memory_us, busy: false };
         assert!(!at.waited_by(at));
-        assert!(!at.waited_by(Pressure { cpu_us: 5_999, io_us: 9_999 }));
-        assert!(at.waited_by(Pressure { cpu_us: 6_000, io_us: 9_000 }));
-        assert!(at.waited_by(Pressure { cpu_us: 5_000, io_us: 10_000 }));
+        assert!(!at.waited_by(p(5_999, 9_999, 1_099)));
+        assert!(at.waited_by(p(6_000, 9_000, 100)));
+        assert!(at.waited_by(p(5_000, 10_000, 100)));
+        assert!(at.waited_by(p(5_000, 9_000, 1_100)));
         // Totals that went back (another pressure file, a reset) are no wait.
-        assert!(!at.waited_by(Pressure { cpu_us: 0, io_us: 0 }));
+        assert!(!at.waited_by(p(0, 0, 0)));
         // Read here: this kernel has pressure stall information.
         assert!(Pressure::now().is_some());
     }
