@@ -166,11 +166,11 @@ mod tests {
         maps: &[recording::disk::Mapping],
         trace: &[recording::disk::TraceEvent],
     ) -> Vec<Draft> {
-        run_seen_files(reaching, at, whole, sp, duration_ns, signals, maps, trace, &[], &[])
+        run_seen_files(reaching, at, whole, sp, duration_ns, signals, maps, trace, &[], &[], None)
     }
 
-    /// [`run_seen`] with the shared writable files' pages as `cachestat` counted them, and the
-    /// mapped files' residency.
+    /// [`run_seen`] with the shared writable files' pages as `cachestat` counted them, the
+    /// mapped files' residency, and the agent's meter thread.
     #[allow(clippy::too_many_arguments)]
     fn run_seen_files(
         reaching: Option<Vec<ThreadEvidence>>,
@@ -183,6 +183,7 @@ mod tests {
         trace: &[recording::disk::TraceEvent],
         writeback_files: &[(String, u64, u64)],
         mapped_files: &[(String, u64, u64)],
+        meter_tid: Option<i32>,
     ) -> Vec<Draft> {
         let names = HashMap::new();
         let sps = vec![sp];
@@ -217,7 +218,7 @@ mod tests {
             mapped_files,
             in_memory_files: &[],
             writeback_files,
-            meter_tid: None,
+            meter_tid,
             trace,
             clock_ticks: 100,
         })
@@ -539,39 +540,9 @@ mod tests {
             state: Some("runnable".into()),
         };
         sp.timeout_culprits = vec![named(7, "busy-0"), named(30, "stallscope-hiccup-meter")];
-        let sps = vec![sp];
-        let whole = evidence(threads);
-        let segments: Vec<Segment> = segments(0, 81 * MS, &sps)
-            .into_iter()
-            .map(|(kind, start_ns, end_ns)| Segment {
-                kind,
-                start_ns,
-                end_ns,
-                evidence: whole.clone(),
-            })
-            .collect();
-        let names = HashMap::new();
-        let signals = SystemSignals::default();
-        let f = drafts(&Inputs {
-            duration_ns: 81 * MS,
-            start_ns: 0,
-            end_ns: 81 * MS,
-            evidence: &whole,
-            segments: &segments,
-            safepoints: &sps,
-            control_max_late_ns: 0,
-            control_queued_ns: None,
-            signals: &signals,
-            shares: Shares::default(),
-            names: &names,
-            maps: &[],
-            mapped_files: &[],
-            in_memory_files: &[],
-            writeback_files: &[],
-            meter_tid: Some(30),
-            trace: &[],
-            clock_ticks: 100,
-        });
+        let d = SystemSignals::default();
+        let th = Some(threads.clone());
+        let f = run_seen_files(th, None, threads, sp, 81 * MS, d, &[], &[], &[], &[], Some(30));
         let culprits: Vec<i32> = f.iter().flat_map(|d| d.culprits.iter().map(|c| c.tid)).collect();
         assert!(culprits.contains(&7) && !culprits.contains(&30), "{f:?}");
         assert!(
@@ -611,6 +582,7 @@ mod tests {
                 &[],
                 files,
                 mapped,
+                None,
             )
         };
         let go = |files: &[(String, u64, u64)]| go_with(&maps, files, &[]);
