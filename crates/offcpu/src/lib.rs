@@ -25,6 +25,7 @@ pub use ksyms::Ksyms;
 pub use raw::{RawWait, RawWaker, parse_event, state_letter};
 
 use std::collections::VecDeque;
+use std::sync::atomic::AtomicU64;
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -40,7 +41,9 @@ pub const DRAIN: Duration = Duration::from_millis(100);
 /// The programs' names as the kernel lists them (`bpftool prog show`: the first 15 bytes of the
 /// function's name), as loaded on a kernel with BTF tracepoints that pass `prev_state` (5.18+).
 /// Elsewhere `on_switch`, the classic tracepoint's, stands in for `on_switch_btf`.
-pub const PROGRAM_NAMES: [&str; 2] = ["on_switch_btf", "on_waking"];
+/// The JVM's safepoint probes' programs load with them, attached only when asked
+/// ([`Reader::watch_safepoints`]).
+pub const PROGRAM_NAMES: [&str; 4] = ["on_switch_btf", "on_waking", "on_sp_begin", "on_sp_end"];
 
 #[derive(Debug, Clone, Copy)]
 pub struct Options {
@@ -158,6 +161,12 @@ enum Cmd {
     /// Watch this meter thread (host tid; 0: none): alarm `after_ns` after its last tick (read
     /// at that address in its process; 0: after its last sleep).
     Watch(u32, u64, u64),
+    /// Attach the safepoint probes of this libjvm.so in this process.
+    Safepoints {
+        pid: i32,
+        libjvm: std::path::PathBuf,
+        reply: mpsc::Sender<Result<(), String>>,
+    },
     /// The threads of this process held off a CPU now, not by their own choice.
     Held {
         tgid: i32,
@@ -188,6 +197,84 @@ pub struct Reader {
     lost: Arc<std::sync::atomic::AtomicU64>,
     /// The watchdog's alarm ring, or why there is none.
     alarms: Arc<Result<std::os::fd::OwnedFd, String>>,
+    /// The safepoint probes' state, mapped.
+    sp: Arc<Option<SpMap>>,
+}
+
+/// The program's `sp` map (one `sp_state`), mapped into our memory: read and written in place.
+struct SpMap {
+    words: *mut AtomicU64,
+    len: usize,
+}
+
+// SAFETY: the mapping is owned by the SpMap and only touched through atomics.
+unsafe impl Send for SpMap {}
+unsafe impl Sync for SpMap {}
+
+impl SpMap {
+    fn open(fd: &std::os::fd::OwnedFd) -> Option<SpMap> {
+        use std::os::fd::AsRawFd;
+        let len = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as usize;
+        // SAFETY: maps the array map's values (BPF_F_MMAPABLE), checked for failure.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                fd.as_raw_fd(),
+                0,
+            )
+        };
+        (p != libc::MAP_FAILED).then_some(SpMap { words: p.cast(), len })
+    }
+
+    fn word(&self, i: usize) -> &AtomicU64 {
+        assert!(i < SP_WORDS);
+        // SAFETY: `sp_state` is SP_WORDS u64s at the start of the live mapping.
+        unsafe { &*self.words.add(i) }
+    }
+}
+
+impl Drop for SpMap {
+    fn drop(&mut self) {
+        // SAFETY: the mapping made in open, unmapped once.
+        unsafe { libc::munmap(self.words.cast(), self.len) };
+    }
+}
+
+/// `struct sp_state`'s words: open_since, last_begin, last_end, seq, after_ns.
+const SP_WORDS: usize = 5;
+
+/// The JVM's safepoints as its own probes report them (CLOCK_MONOTONIC ns).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Safepoints {
+    /// The safepoint under way began then.
+    pub open_since: Option<u64>,
+    /// The last safepoint to begin, and the last to end (the same one unless one is open).
+    pub last_begin: u64,
+    pub last_end: u64,
+    /// How many have begun since the probes were attached.
+    pub count: u64,
+}
+
+/// The libjvm.so a running JVM loaded, as a path that reaches it from here (through the
+/// process's root, so a container's does too).
+pub fn libjvm_of(pid: i32) -> Option<std::path::PathBuf> {
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).ok()?;
+    let path = maps.lines().find_map(|l| {
+        let p = l.split_whitespace().nth(5)?;
+        p.ends_with("/libjvm.so").then(|| p.to_string())
+    })?;
+    Some(std::path::PathBuf::from(format!("/proc/{pid}/root{path}")))
+}
+
+/// Whether this libjvm.so has HotSpot's safepoint probes (`hs_private:safepoint__begin`, a
+/// USDT note in every JDK 8-25 build looked at: OpenJDK, Debian's and Temurin's).
+pub fn has_safepoint_probes(libjvm: &std::path::Path) -> bool {
+    // A note's description ends with the provider's and the probe's names, NUL-terminated.
+    const NEEDLE: &[u8] = b"hs_private\0safepoint__begin\0";
+    std::fs::read(libjvm).is_ok_and(|b| b.windows(NEEDLE.len()).any(|w| w == NEEDLE))
 }
 
 impl OffCpu {
@@ -197,7 +284,7 @@ impl OffCpu {
         check_layout()?;
         let ksyms = Ksyms::load()?;
         let (tx, rx) = mpsc::channel::<Cmd>();
-        let (ready_tx, ready_rx) = mpsc::channel::<Result<Alarms, String>>();
+        let (ready_tx, ready_rx) = mpsc::channel::<Result<(Alarms, Option<OwnedFd>), String>>();
         let lost = Arc::new(std::sync::atomic::AtomicU64::new(0));
         let lost2 = lost.clone();
         let first: Vec<i32> = tgids.to_vec();
@@ -206,9 +293,10 @@ impl OffCpu {
             .spawn(move || run(first, opts, rx, ready_tx, lost2))
             .map_err(|e| format!("could not start the BPF reader thread: {e}"))?;
         match ready_rx.recv() {
-            Ok(Ok(alarms)) => {
+            Ok(Ok((alarms, sp))) => {
                 let alarms = Arc::new(alarms);
-                let reader = Reader { tx: tx.clone(), ksyms: Arc::new(ksyms), lost, alarms };
+                let sp = Arc::new(sp.as_ref().and_then(SpMap::open));
+                let reader = Reader { tx: tx.clone(), ksyms: Arc::new(ksyms), lost, alarms, sp };
                 Ok(OffCpu { tx: Some(tx), thread: Some(thread), reader })
             }
             Ok(Err(e)) => {
@@ -272,6 +360,54 @@ impl Reader {
     /// or unreadable, after it last went to sleep. `tid` 0 stops watching.
     pub fn watch_meter(&self, tid: u32, after_ns: u64, tick_addr: u64) {
         let _ = self.tx.send(Cmd::Watch(tid, after_ns, tick_addr));
+    }
+
+    /// Attaches the safepoint probes of `libjvm` (see [`libjvm_of`]) in the JVM `pid`: from
+    /// then on [`Reader::safepoints`] reads its safepoints as they begin and end, and the
+    /// watchdog alarms once one has lasted `after_ns` (once a thread of the JVM leaves a CPU
+    /// after that: the VM thread waiting, a thread blocking at it, the meter at its next tick).
+    /// One JVM at a time; why not, when the probes cannot be attached.
+    pub fn watch_safepoints(
+        &self,
+        pid: i32,
+        libjvm: &std::path::Path,
+        after_ns: u64,
+    ) -> Result<(), String> {
+        let Some(sp) = self.sp.as_ref() else {
+            return Err("the BPF program's safepoint map could not be mapped".into());
+        };
+        let (reply, rx) = mpsc::channel();
+        self.tx
+            .send(Cmd::Safepoints { pid, libjvm: libjvm.to_path_buf(), reply })
+            .map_err(|_| "the BPF reader has stopped".to_string())?;
+        rx.recv_timeout(Duration::from_secs(10))
+            .map_err(|_| "the BPF reader did not answer".to_string())??;
+        sp.word(4).store(after_ns, std::sync::atomic::Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// The watched JVM's safepoints, as its probes report them; None before
+    /// [`Reader::watch_safepoints`] succeeded.
+    pub fn safepoints(&self) -> Option<Safepoints> {
+        use std::sync::atomic::Ordering::Acquire;
+        let sp = self.sp.as_ref().as_ref()?;
+        if sp.word(4).load(Acquire) == 0 {
+            return None;
+        }
+        // The probes write without a lock: read until the begin count holds still around it.
+        loop {
+            let count = sp.word(3).load(Acquire);
+            let open = sp.word(0).load(Acquire);
+            let s = Safepoints {
+                open_since: (open != 0).then_some(open),
+                last_begin: sp.word(1).load(Acquire),
+                last_end: sp.word(2).load(Acquire),
+                count,
+            };
+            if sp.word(3).load(Acquire) == count {
+                return Some(s);
+            }
+        }
     }
 
     /// A reader of the watchdog's alarms, or why there is none (not asked for in [`Options`],
@@ -393,7 +529,8 @@ fn check_layout() -> Result<(), String> {
 }
 
 /// The watchdog's alarm ring (a duplicate of its fd), or why there is none.
-type Alarms = Result<std::os::fd::OwnedFd, String>;
+type Alarms = Result<OwnedFd, String>;
+use std::os::fd::OwnedFd;
 
 fn load(
     storage: &mut std::mem::MaybeUninit<libbpf_rs::OpenObject>,
@@ -432,7 +569,7 @@ fn run(
     first: Vec<i32>,
     opts: Options,
     rx: mpsc::Receiver<Cmd>,
-    ready: mpsc::Sender<Result<Alarms, String>>,
+    ready: mpsc::Sender<Result<(Alarms, Option<OwnedFd>), String>>,
     lost: Arc<std::sync::atomic::AtomicU64>,
 ) {
     use libbpf_rs::MapCore;
@@ -488,7 +625,13 @@ fn run(
             return;
         }
     };
-    let _ = ready.send(Ok(alarms));
+    let sp = {
+        use std::os::fd::AsFd;
+        sk.maps.sp.as_fd().try_clone_to_owned().ok()
+    };
+    let _ = ready.send(Ok((alarms, sp)));
+    // The safepoint probes' links, while attached.
+    let mut probes: Vec<libbpf_rs::Link> = Vec::new();
     let drain = |window: &Mutex<VecDeque<RawWait>>| {
         let _ = ring.consume();
         let now = now_ns();
@@ -521,6 +664,21 @@ fn run(
                 v[8..16].copy_from_slice(&after_ns.to_ne_bytes());
                 v[16..].copy_from_slice(&tick_addr.to_ne_bytes());
                 let _ = sk.maps.watch.update(&0u32.to_ne_bytes(), &v, libbpf_rs::MapFlags::ANY);
+            }
+            Ok(Cmd::Safepoints { pid, libjvm, reply }) => {
+                probes.clear();
+                let attach = |prog: &libbpf_rs::ProgramMut, name: &str| {
+                    prog.attach_usdt(pid, &libjvm, "hs_private", name).map_err(|e| {
+                        format!(
+                            "could not attach the JVM's safepoint probe hs_private:{name} in {} (pid {pid}): {e}",
+                            libjvm.display()
+                        )
+                    })
+                };
+                let r = attach(&sk.progs.on_sp_begin, "safepoint__begin").and_then(|b| {
+                    attach(&sk.progs.on_sp_end, "safepoint__end").map(|e| probes = vec![b, e])
+                });
+                let _ = reply.send(r);
             }
             Ok(Cmd::Held { tgid, reply }) => {
                 let mut out = vec![];

@@ -367,3 +367,92 @@ fn the_watchdog_fires_once_the_meter_stops_ticking_and_not_while_it_ticks() {
     oc.reader().watch_meter(0, 0, 0);
     let _ = end.send(());
 }
+
+/// A JDK 17 JVM (`java` on the PATH) whose main thread asks for a full GC of a heap of two
+/// million objects every 200 ms, beside a thread named `sp-ticker` that sleeps 2 ms at a time.
+/// Returned once the heap is filled.
+fn collecting_jvm(dir: &std::path::Path) -> std::process::Child {
+    let src = dir.join("Collect.java");
+    std::fs::write(
+        &src,
+        r#"public class Collect {
+    public static void main(String[] a) throws Exception {
+        Thread t = new Thread(() -> {
+            while (true) {
+                try { Thread.sleep(2); } catch (InterruptedException e) { return; }
+            }
+        }, "sp-ticker");
+        t.setDaemon(true);
+        t.start();
+        Object[] keep = new Object[2_000_000];
+        for (int i = 0; i < keep.length; i++) keep[i] = new int[4];
+        System.out.println("ready");
+        System.out.flush();
+        while (keep.length > 0) { Thread.sleep(200); System.gc(); }
+    }
+}
+"#,
+    )
+    .unwrap();
+    let mut child = Command::new("java")
+        .args(["-Xmx512m", "-XX:+UseSerialGC"])
+        .arg(&src)
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("java (JDK 17) must be on the PATH");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    assert_eq!(line.trim(), "ready", "the JVM did not start");
+    child
+}
+
+fn tid_named(pid: u32, name: &str) -> Option<u32> {
+    std::fs::read_dir(format!("/proc/{pid}/task")).ok()?.flatten().find_map(|e| {
+        let comm = std::fs::read_to_string(e.path().join("comm")).ok()?;
+        (comm.trim_end() == name).then(|| e.file_name().to_str()?.parse().ok())?
+    })
+}
+
+#[test]
+fn the_jvm_s_own_safepoint_probes_time_each_safepoint_and_alarm_a_long_one() {
+    let dir = std::env::temp_dir().join(format!("offcpu-sp-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut jvm = collecting_jvm(&dir);
+    let pid = jvm.id() as i32;
+    let outcome = std::panic::catch_unwind(|| {
+        let libjvm = offcpu::libjvm_of(pid).expect("a running JVM maps libjvm.so");
+        assert!(offcpu::has_safepoint_probes(&libjvm), "{} has the probes", libjvm.display());
+        assert!(!offcpu::has_safepoint_probes(std::path::Path::new("/bin/sh")));
+        let opts = Options { watchdog: true, ..Default::default() };
+        let oc = OffCpu::start(&[pid], opts).unwrap_or_else(|e| panic!("must load: {e}"));
+        let r = oc.reader();
+        assert_eq!(r.safepoints(), None, "nothing before the probes are attached");
+        let alarm = r.alarm().unwrap_or_else(|e| panic!("this kernel runs the watchdog: {e}"));
+        // The ticker as the meter, with an alarm only after 10 s without a sleep; safepoints
+        // alarmed after 2 ms.
+        let ticker = tid_named(pid as u32, "sp-ticker").expect("the ticker thread");
+        r.watch_meter(ticker, 10_000_000_000, 0);
+        r.watch_safepoints(pid, &libjvm, 2_000_000).unwrap_or_else(|e| panic!("{e}"));
+        let t0 = offcpu::now_ns();
+        let _ = alarm.take();
+        assert_eq!(woke_within(&alarm, 5), offcpu::Woke::Alarm, "a full GC lasts over 2 ms");
+        let woke = offcpu::now_ns();
+        // The alarm's safepoint: begun after the probes went in, at least 2 ms before it.
+        let s = r.safepoints().expect("the probes are attached");
+        let began = s.open_since.unwrap_or(s.last_begin);
+        assert!(s.count >= 1 && began >= t0, "{s:?} since {t0}");
+        assert!(woke >= began + 2_000_000, "alarmed {} ns after it began", woke - began);
+        // Over a second more, every safepoint ends after it began and the count moves on.
+        std::thread::sleep(Duration::from_millis(1000));
+        let later = r.safepoints().unwrap();
+        assert!(later.count >= s.count + 2, "{later:?} after {s:?}");
+        assert!(later.open_since.is_some() || later.last_end > later.last_begin, "{later:?}");
+        r.watch_meter(0, 0, 0);
+    });
+    let _ = jvm.kill();
+    let _ = jvm.wait();
+    let _ = std::fs::remove_dir_all(&dir);
+    if let Err(e) = outcome {
+        std::panic::resume_unwind(e);
+    }
+}

@@ -8,11 +8,17 @@
 // CO-RE (the kernel's BTF, at load time). Programs: on_switch_btf (sched_switch as a BTF
 // tracepoint, which also runs the watchdog: BPF timers are refused in classic tracepoint
 // programs) or, where the kernel lacks it, on_switch (the classic tracepoint, no watchdog);
-// on_waking (sched_waking).
+// on_waking (sched_waking); on_sp_begin and on_sp_end (the JVM's own safepoint probes,
+// hs_private:safepoint__begin and __end, USDT in libjvm.so, attached to one JVM on request).
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
+/* usdt.bpf.h: libbpf's USDT support (its maps are how libbpf attaches a probe), which needs
+ * `bool` and the user-space pt_regs. */
+#include <stdbool.h>
+#include <asm/ptrace.h>
+#include <bpf/usdt.bpf.h>
 
 /* Only the fields read, relocated to this kernel's layout by libbpf from its BTF (CO-RE). */
 struct task_struct {
@@ -120,7 +126,29 @@ struct {
 	__type(value, struct offcpu_event);
 } scratch SEC(".maps");
 
-/* Whether the watchdog's meter is the thread leaving (a target's thread): see on_switch_btf. */
+/* The safepoints of the one JVM whose probes are attached (`run`, `attach`): written by the
+ * probes, read in place by the recorder (the map is mapped into its memory). `open_since`: the
+ * safepoint under way began then (0: none); `seq` counts begins; `after_ns` (written by the
+ * recorder): how long a safepoint may last before the watchdog's alarm. HotSpot fires the begin
+ * probe as its safepoint begins, before the threads are stopped, and the end probe after they
+ * are let go: the whole pause its safepoint log reports. */
+struct sp_state {
+	__u64 open_since;
+	__u64 last_begin;
+	__u64 last_end;
+	__u64 seq;
+	__u64 after_ns;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__type(key, __u32);
+	__type(value, struct sp_state);
+} sp SEC(".maps");
+
+/* The watchdog, when a target's thread leaves a CPU: see on_switch_btf. */
 static __always_inline void watchdog(__u32 tid, _Bool preempt, unsigned int raw_state);
 
 /* The state as the classic tracepoint reports it (__trace_sched_switch_state): preempted,
@@ -234,7 +262,7 @@ int BPF_PROG(on_switch_btf, _Bool preempt, struct task_struct *prev, struct task
 	__u64 id = bpf_get_current_pid_tgid();
 	__u32 tid = (__u32)id;
 	__u32 next_pid = BPF_CORE_READ(next, pid);
-	/* Only a target's thread can be the meter watched. */
+	/* Only a target's thread can be the meter watched, or show a safepoint begun. */
 	if (switched(id >> 32, tid, -1, next_pid, next, 0, prev, preempt, prev_state))
 		watchdog(tid, preempt, prev_state);
 	return 0;
@@ -277,6 +305,36 @@ int BPF_PROG(on_waking, struct task_struct *p)
 	return 0;
 }
 
+/* The JVM's safepoint probes (no arguments, no semaphore: always compiled in). A uprobe program
+ * may not start a BPF timer, so the watchdog's timer is set for an open safepoint at the next
+ * switch of one of the JVM's threads (the VM thread waiting for the others, a thread blocking at
+ * the safepoint, the meter at its next tick at the latest). */
+SEC("usdt")
+int BPF_USDT(on_sp_begin)
+{
+	__u32 zero = 0;
+	struct sp_state *s = bpf_map_lookup_elem(&sp, &zero);
+	if (!s)
+		return 0;
+	__u64 now = bpf_ktime_get_ns();
+	s->last_begin = now;
+	s->open_since = now;
+	__sync_fetch_and_add(&s->seq, 1);
+	return 0;
+}
+
+SEC("usdt")
+int BPF_USDT(on_sp_end)
+{
+	__u32 zero = 0;
+	struct sp_state *s = bpf_map_lookup_elem(&sp, &zero);
+	if (!s)
+		return 0;
+	s->last_end = bpf_ktime_get_ns();
+	s->open_since = 0;
+	return 0;
+}
+
 /* The watchdog: the agent's meter thread (`tid`, host numbering) leaves a CPU in an
  * interruptible sleep once per tick. Each such sleep restarts a timer to fire when the heartbeat
  * would be stale: `after_ns` (the meter's resolution plus the threshold) after the meter's last
@@ -305,6 +363,10 @@ struct watchdog {
 	struct bpf_timer timer;
 	__u32 ready;
 	__u32 pad;
+	/* When the meter's heartbeat goes stale (set as it goes to sleep), and the safepoint whose
+	 * alarm the timer was last set for (its begin). */
+	__u64 meter_due;
+	__u64 sp_armed;
 };
 
 struct {
@@ -328,18 +390,47 @@ static int on_alarm(void *map, __u32 *key, struct watchdog *d)
 	return 0;
 }
 
+/* Starts the timer for the earlier of the meter's heartbeat going stale and the safepoint under
+ * way lasting `after_ns`. */
+static __always_inline void set_timer(struct watchdog *d, __u64 now)
+{
+	__u32 zero = 0;
+	__u64 due = d->meter_due;
+	struct sp_state *s = bpf_map_lookup_elem(&sp, &zero);
+	/* A safepoint whose alarm is past is not alarmed again (the recorder has it). */
+	if (s && s->open_since && s->after_ns &&
+	    (s->open_since != d->sp_armed || s->open_since + s->after_ns > now)) {
+		__u64 sp_due = s->open_since + s->after_ns;
+		d->sp_armed = s->open_since;
+		if (!due || sp_due < due)
+			due = sp_due;
+	}
+	if (!due)
+		return;
+	/* Already due (it is going to sleep without having ticked for that long): now. */
+	bpf_timer_start(&d->timer, due > now ? due - now : 1000, 0);
+}
+
 static __always_inline void watchdog(__u32 tid, _Bool preempt, unsigned int prev_state)
 {
 	__u32 zero = 0;
 	struct watch_cfg *c = bpf_map_lookup_elem(&watch, &zero);
-	/* The raw state: TASK_INTERRUPTIBLE (1), with TASK_FREEZABLE (0x2000) in a sleep or a
-	 * futex wait on recent kernels; anything else (preempted, D, stopped, frozen) is a meter
-	 * held, not asleep. */
-	if (!c || c->tid == 0 || c->tid != tid || preempt || (prev_state & 0xfff) != 1)
+	if (!c || c->tid == 0)
 		return;
 	struct watchdog *d = bpf_map_lookup_elem(&dog, &zero);
 	if (!d)
 		return;
+	/* The raw state: TASK_INTERRUPTIBLE (1), with TASK_FREEZABLE (0x2000) in a sleep or a
+	 * futex wait on recent kernels; anything else (preempted, D, stopped, frozen) is a meter
+	 * held, not asleep. */
+	if (c->tid != tid || preempt || (prev_state & 0xfff) != 1) {
+		/* Another thread of the JVM: a safepoint begun since the timer was last set gets its
+		 * alarm (once the meter has set up the timer). */
+		struct sp_state *s = bpf_map_lookup_elem(&sp, &zero);
+		if (d->ready && s && s->open_since && s->open_since != d->sp_armed && s->after_ns)
+			set_timer(d, bpf_ktime_get_ns());
+		return;
+	}
 	if (!d->ready) {
 		/* -EBUSY: another CPU initialised it first. */
 		long r = bpf_timer_init(&d->timer, &dog, 1 /* CLOCK_MONOTONIC */);
@@ -348,12 +439,10 @@ static __always_inline void watchdog(__u32 tid, _Bool preempt, unsigned int prev
 		bpf_timer_set_callback(&d->timer, on_alarm);
 		d->ready = 1;
 	}
-	__u64 delay = c->after_ns, last = 0;
+	__u64 now = bpf_ktime_get_ns(), last = 0;
+	d->meter_due = now + c->after_ns;
 	if (c->tick_addr &&
-	    bpf_probe_read_user(&last, sizeof(last), (const void *)c->tick_addr) == 0 && last) {
-		__u64 now = bpf_ktime_get_ns(), due = last + c->after_ns;
-		/* Already stale (it is going to sleep without having ticked for that long): now. */
-		delay = due > now ? due - now : 1000;
-	}
-	bpf_timer_start(&d->timer, delay, 0);
+	    bpf_probe_read_user(&last, sizeof(last), (const void *)c->tick_addr) == 0 && last)
+		d->meter_due = last + c->after_ns;
+	set_timer(d, now);
 }
