@@ -655,6 +655,28 @@ fn report_of(rec: &Recording, stalls: Vec<StallReport>) -> Report {
             "no safepoint log in the recording: stalls cannot be joined with safepoints".into(),
         );
     }
+    // How the meter ran, and what found the safepoints.
+    if let Some((res, probes, refused)) = rec.events.iter().find_map(|e| match e {
+        Event::MeterRunning { resolution_ns, safepoint_probes, probes_refused, .. } => {
+            Some((*resolution_ns, *safepoint_probes, probes_refused.clone()))
+        }
+        _ => None,
+    }) {
+        let res_s = recording::units::fmt_ns(res);
+        match (probes, refused) {
+            (true, _) if res > 1_000_000 => notes.push(format!(
+                "the agent's meter ticked every {res_s}: the JVM's safepoints were found and timed by its own probes (hs_private:safepoint__begin/__end, BPF), the rest by the meter, to within {res_s}"
+            )),
+            (true, _) => {}
+            (false, Some(why)) => notes.push(format!(
+                "the JVM's safepoint probes could not be attached ({why}): its stalls were found by the agent's meter alone, every {res_s}"
+            )),
+            (false, None) if res > 1_000_000 => notes.push(format!(
+                "the agent's meter ticked every {res_s}: a pause shorter than that may not be seen, and one just past the threshold may read as up to {res_s} shorter"
+            )),
+            (false, None) => {}
+        }
+    }
     if let Some(why) = rec.counters_missing().filter(|_| !meta.not_a_jvm) {
         let heartbeat = rec.events.iter().any(|e| matches!(e, Event::MeterRunning { .. }));
         notes.push(if heartbeat {

@@ -164,7 +164,10 @@ pub fn match_safepoint(
 /// it), or it began before the first look. Its time to reach is the sync time's rise, when the
 /// looks saw one; else it was being reached throughout.
 pub(crate) fn unended_safepoint(rec: &Recording, span: &StallSpan) -> Option<SafepointView> {
-    if span.by != recording::StallTrigger::Safepoint {
+    if !matches!(
+        span.by,
+        recording::StallTrigger::Safepoint | recording::StallTrigger::SafepointProbe
+    ) {
         return None;
     }
     let info = rec.counters_info()?;

@@ -280,6 +280,13 @@ pub struct Pulse {
     last_ok: u64,
     /// A process that is not a JVM: its threads held off a CPU, from the kernel's events.
     kernel: Option<offcpu::Reader>,
+    /// The JVM's own safepoint probes, once attached (BPF): a safepoint past the threshold is
+    /// a stall from its begin to its end, whatever the meter saw.
+    probes: Option<offcpu::Reader>,
+    /// A resolution after the last stall the probes found ended: the heartbeat's next tick is
+    /// not expected before (a meter that blocked at the safepoint on its way into a sleep
+    /// sleeps a whole resolution once it is let go).
+    probe_floor: u64,
 }
 
 /// A wait younger than this does not keep a stall found by the kernel's events going: a thread
@@ -297,6 +304,8 @@ impl Pulse {
             vm_thread: VmThread::new(pid),
             last_ok: procwatch::clock::mono_ns(),
             kernel: None,
+            probes: None,
+            probe_floor: 0,
         }
     }
 
@@ -372,9 +381,21 @@ impl Pulse {
                 MeterState::Stopped => return Check::Over(Over::MeterStopped),
                 _ => {}
             }
-            let expected = b.last_tick_ns + self.resolution_ns;
+            let expected = (b.last_tick_ns + self.resolution_ns).max(self.probe_floor);
+            // A safepoint under way, by the JVM's probes: a stall from its begin, unless the
+            // heartbeat went stale before it began.
+            let open = self.probes.as_ref().and_then(|r| r.safepoints()?.open_since);
+            if let Some(began) = open.filter(|b| now >= b + threshold_ns && *b <= expected) {
+                return Check::Stalled(Stall {
+                    since: began,
+                    last_ok: b.last_tick_ns.min(began),
+                    by: StallTrigger::SafepointProbe,
+                    tick_count: b.tick_count,
+                });
+            }
             if now < expected + threshold_ns {
-                return Check::Quiet { expected, due: expected + threshold_ns };
+                let due = open.map_or(expected, |b| b.min(expected)) + threshold_ns;
+                return Check::Quiet { expected, due };
             }
             return Check::Stalled(Stall {
                 since: expected,
@@ -444,6 +465,17 @@ impl Pulse {
     /// Whether the stall `s` goes on, at a look at `now`.
     pub fn still(&mut self, s: &Stall, now: u64, out: &mut dyn FnMut(&CounterLook)) -> Still {
         self.look_counters(now, out);
+        if s.by == StallTrigger::SafepointProbe {
+            let ended = self.hb.as_ref().is_some_and(|h| {
+                matches!(h.read().state, MeterState::Exited | MeterState::Stopped)
+            });
+            let open = self.probes.as_ref().and_then(|r| r.safepoints()?.open_since);
+            return match open {
+                Some(b) if b == s.since && ended => Still::MeterEnded,
+                Some(b) if b == s.since => Still::Stalled,
+                _ => Still::Resumed,
+            };
+        }
         if s.by == StallTrigger::Heartbeat {
             let Some(hb) = &self.hb else { return Still::Resumed };
             let b = hb.read();
@@ -471,8 +503,27 @@ impl Pulse {
 
     /// When the stall `s` ended, seen over at `now` and last seen going on at `unchanged_at`;
     /// and whether the target showed it was running again (else watching ended first).
-    pub fn resumed_at(&self, s: &Stall, still: Still, unchanged_at: u64, now: u64) -> (u64, bool) {
+    pub fn resumed_at(
+        &mut self,
+        s: &Stall,
+        still: Still,
+        unchanged_at: u64,
+        now: u64,
+    ) -> (u64, bool) {
         match (s.by, still) {
+            (StallTrigger::SafepointProbe, Still::Resumed) => {
+                // Its end as the probe stamped it, when it was this safepoint's.
+                let end = self
+                    .probes
+                    .as_ref()
+                    .and_then(|r| r.safepoints())
+                    .filter(|p| p.last_begin == s.since && p.last_end >= s.since)
+                    .map_or(unchanged_at + now.saturating_sub(unchanged_at) / 2, |p| p.last_end);
+                // A meter that blocked on its way into a sleep sleeps a whole resolution
+                // after the safepoint lets it go: its heartbeat is due only then.
+                self.probe_floor = end + self.resolution_ns;
+                (end, true)
+            }
             (StallTrigger::Heartbeat, Still::Resumed) => {
                 // A tick's time is read before it is published; a safepoint between the two (the
                 // meter is a Java thread) publishes a time from before the stall. The stall cannot
@@ -495,8 +546,19 @@ impl Pulse {
 
     /// When the heartbeat, as it reads now, goes stale by `threshold_ns`: its last tick, then
     /// the tick due a resolution later, then the threshold. None without a heartbeat.
+    /// With the JVM's safepoint probes, a safepoint under way is due a threshold after it began.
     pub fn stale_at(&self, threshold_ns: u64) -> Option<u64> {
-        self.hb.as_ref().map(|h| h.read().last_tick_ns + self.resolution_ns + threshold_ns)
+        let hb = self.hb.as_ref().map(|h| {
+            (h.read().last_tick_ns + self.resolution_ns).max(self.probe_floor) + threshold_ns
+        })?;
+        let open = self.probes.as_ref().and_then(|r| r.safepoints()?.open_since);
+        Some(open.map_or(hb, |b| hb.min(b + threshold_ns)))
+    }
+
+    /// Finds and times the JVM's safepoints with its own probes from now (`reader` has them
+    /// attached).
+    pub fn use_probes(&mut self, reader: offcpu::Reader) {
+        self.probes = Some(reader);
     }
 
     /// The heartbeat's meter thread, as the JVM's own namespace numbers it, and its resolution.

@@ -89,8 +89,18 @@ pub struct Shares {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(tag = "event", rename_all = "kebab-case")]
 pub enum Event {
-    /// The agent's meter is ticking.
-    MeterRunning { t: u64, resolution_ns: u64, meter_tid: u32 },
+    /// The agent's meter is ticking. `safepoint_probes`: the JVM's own safepoint probes are
+    /// attached (BPF), so its safepoints are found and timed without the meter; else, when
+    /// they were tried, why they could not be (`probes_refused`).
+    MeterRunning {
+        t: u64,
+        resolution_ns: u64,
+        meter_tid: u32,
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        safepoint_probes: bool,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        probes_refused: Option<String>,
+    },
     /// A stall began at `expected_ns` (noticed at `t`). By the heartbeat (the default): the
     /// meter should have ticked then and did not, its last tick at `last_tick_ns`. By the
     /// counters: a safepoint began then and has not ended; or the process was seen stopped.
@@ -214,6 +224,10 @@ pub enum StallTrigger {
     /// The kernel's scheduler events (BPF): a thread of a process that is not a JVM held off a
     /// CPU, not by its own choice (waiting for a CPU, in an uninterruptible wait, stopped).
     Kernel,
+    /// The JVM's own safepoint probes (`hs_private:safepoint__begin` and `__end`, read with
+    /// BPF): a safepoint begun at `expected_ns` to the ns, and not ended; it ends as the JVM's
+    /// probe says it did.
+    SafepointProbe,
 }
 
 impl StallTrigger {

@@ -162,6 +162,8 @@ fn main() -> std::io::Result<()> {
             t: MONO0 + 1_000_000,
             resolution_ns: 1_000_000,
             meter_tid: 4300,
+            safepoint_probes: false,
+            probes_refused: None,
         })
         .map_err(std::io::Error::other)?;
     let thread = |tid: i32, state: char, exec: u64, wchan: &str| TaskSample {

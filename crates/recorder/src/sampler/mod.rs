@@ -322,7 +322,29 @@ impl<'a> Watcher<'a> {
         let meter_tid =
             procwatch::ns::host_tid(&procwatch::ns::host_tids(self.pid), tid as i32) as u32;
         self.threads_file = self.pulse.hb.as_ref().map(|h| heartbeat::threads_path(&h.path));
-        self.w.events.line(&Event::MeterRunning { t: mono_ns(), resolution_ns, meter_tid })?;
+        // The JVM's own safepoint probes, where the watchdog runs: its safepoints are found and
+        // timed without the meter (which may then tick less often).
+        let probes = self.watchdog.as_ref().filter(|_| meter_tid > 0).map(|d| {
+            let lib = offcpu::libjvm_of(self.pid)
+                .ok_or_else(|| format!("no libjvm.so in /proc/{}/maps", self.pid))?;
+            d.reader.watch_safepoints(self.pid, &lib, self.opts.threshold_ns)?;
+            Ok::<_, String>(d.reader.clone())
+        });
+        let (safepoint_probes, probes_refused) = match probes {
+            Some(Ok(r)) => {
+                self.pulse.use_probes(r);
+                (true, None)
+            }
+            Some(Err(why)) => (false, Some(why)),
+            None => (false, None),
+        };
+        self.w.events.line(&Event::MeterRunning {
+            t: mono_ns(),
+            resolution_ns,
+            meter_tid,
+            safepoint_probes,
+            probes_refused,
+        })?;
         // A meter whose thread is not found here is not watched: the loop looks once per
         // threshold, as without the watchdog.
         if let Some(d) = self.watchdog.as_mut()
