@@ -24,6 +24,7 @@ pub mod frames;
 mod launch;
 pub mod outside;
 pub mod pulse;
+pub mod resolution;
 pub mod safepoint_boost;
 pub mod sampler;
 pub mod stacks;

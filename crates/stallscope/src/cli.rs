@@ -184,16 +184,17 @@ pub struct RunArgs {
     #[command(flatten)]
     pub record: RecordOptions,
     /// The agent's meter resolution: its thread wakes this often to time the JVM's hiccups and
-    /// tick its heartbeat. 1ms (jHiccup's) costs an idle JVM about 1.5 times what jHiccup does
-    /// on a small machine (the meter, plus stallscope's recorder, which as root sleeps between
-    /// stalls: a BPF watchdog wakes it when the meter stops ticking); 5ms about half of what
-    /// jHiccup does (docs/overhead.md). At any resolution the hiccup log is corrected for
-    /// coordinated omission, as jHiccup's is, but a pause shorter than it may fall inside the
-    /// meter's sleep and not be seen, a pause just past the threshold may read as up to one
-    /// resolution shorter (and so not as a stall), and a stall's start is placed to within it.
-    /// --threshold must be at least this.
-    #[arg(long, default_value = "1ms", value_name = "DURATION")]
-    pub resolution: Duration,
+    /// tick its heartbeat. Default: 5ms as root with BPF when the JVM's libjvm.so has HotSpot's
+    /// safepoint probes (every JDK 8-25 build looked at): the JVM's safepoints are then found
+    /// and timed by its own probes, to the µs, whatever the meter saw; else 1ms (jHiccup's).
+    /// Idle, 1ms costs about 1.5 times what jHiccup does on a small machine, 5ms about half
+    /// (docs/overhead.md). At any resolution the hiccup log is corrected for coordinated
+    /// omission, as jHiccup's is, but a pause shorter than the resolution may fall inside the
+    /// meter's sleep and not be seen there, and one just past the threshold may read as up to
+    /// one resolution shorter (a safepoint is still a stall, by its probes); a stall that is
+    /// not a safepoint is placed to within a resolution. --threshold must be at least this.
+    #[arg(long, value_name = "DURATION")]
+    pub resolution: Option<Duration>,
     /// Do not add -XX:+SafepointTimeout (it names the threads late to a safepoint).
     #[arg(long)]
     pub no_safepoint_timeout: bool,

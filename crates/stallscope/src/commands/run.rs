@@ -22,15 +22,20 @@ pub(super) fn request(o: &RecordOptions) -> RecordRequest<'_> {
 }
 
 pub fn run(a: RunArgs) -> Result<i32> {
-    let resolution = a.resolution.ns();
-    if resolution < 1_000_000 || resolution > a.record.threshold.ns() {
+    if let Some(r) = a.resolution
+        && (r.ns() < 1_000_000 || r.ns() > a.record.threshold.ns())
+    {
         anyhow::bail!(
-            "--resolution {} must be at least 1 ms and at most --threshold ({}): a stall is a heartbeat late by the threshold, and the heartbeat ticks once per resolution",
-            a.resolution,
+            "--resolution {r} must be at least 1 ms and at most --threshold ({}): a stall is a heartbeat late by the threshold, and the heartbeat ticks once per resolution",
             a.record.threshold
         );
     }
     let mut s = recorder::settings(&request(&a.record))?;
+    // Unless asked for, 5 ms where the JVM's safepoint probes will time its safepoints, else
+    // 1 ms (never above the threshold).
+    let resolution = a.resolution.map(|r| r.ns()).unwrap_or_else(|| {
+        recorder::resolution::default_for(&s, &a.command, a.boost.is_none() && !a.outside).0
+    });
     s.resolution_ns = (resolution != 1_000_000).then_some(resolution);
     if a.jfr && s.stacks == recorder::Stacks::Agent {
         s.stacks = recorder::Stacks::Jfr;
