@@ -665,7 +665,7 @@ fn report_of(rec: &Recording, stalls: Vec<StallReport>) -> Report {
         let res_s = recording::units::fmt_ns(res);
         match (probes, refused) {
             (true, _) if res > 1_000_000 => notes.push(format!(
-                "the agent's meter ticked every {res_s}: the JVM's safepoints were found and timed by its own probes (hs_private:safepoint__begin/__end, BPF), the rest by the meter, to within {res_s}"
+                "the agent's meter ticked every {res_s}: a safepoint seen under way past the threshold was found and timed by the JVM's own probes (hs_private:safepoint__begin/__end, BPF), the rest by the meter, to within {res_s}"
             )),
             (true, _) => {}
             (false, Some(why)) => notes.push(format!(

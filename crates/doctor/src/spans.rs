@@ -82,7 +82,12 @@ pub fn stall_spans(events: &[Event]) -> Vec<StallSpan> {
         out.push(StallSpan {
             stall: *stall,
             noticed_ns: *noticed,
-            last_tick_ns: (*by == recording::StallTrigger::Heartbeat && *last_tick_ns > 0)
+            // The meter's last tick (a safepoint probe's stall keeps it too: the world ran
+            // while the meter ticked, whatever the probe said).
+            last_tick_ns: (matches!(
+                by,
+                recording::StallTrigger::Heartbeat | recording::StallTrigger::SafepointProbe
+            ) && *last_tick_ns > 0)
                 .then_some(*last_tick_ns),
             start_ns: *expected_ns,
             end_ns: end_ns.max(*noticed),

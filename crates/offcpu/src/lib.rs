@@ -243,28 +243,46 @@ impl Drop for SpMap {
     }
 }
 
-/// `struct sp_state`'s words: open_since, last_begin, last_end, seq, after_ns.
-const SP_WORDS: usize = 5;
+/// `struct sp_state`'s words: open_since, seq, after_ns, pad, then SP_RING (begin, end) pairs.
+const SP_RING: usize = 8;
+const SP_WORDS: usize = 4 + 2 * SP_RING;
+const SP_OPEN: usize = 0;
+const SP_SEQ: usize = 1;
+const SP_AFTER: usize = 2;
 
 /// The JVM's safepoints as its own probes report them (CLOCK_MONOTONIC ns).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Safepoints {
     /// The safepoint under way began then.
     pub open_since: Option<u64>,
-    /// The last safepoint to begin, and the last to end (the same one unless one is open).
-    pub last_begin: u64,
-    pub last_end: u64,
     /// How many have begun since the probes were attached.
     pub count: u64,
+    /// The last few to begin, newest first: (begin, end), end None while it lasts.
+    pub recent: [(u64, Option<u64>); SP_RING],
+}
+
+impl Safepoints {
+    /// When the safepoint begun at `begin` ended, if it did and is still among the recent.
+    pub fn end_of(&self, begin: u64) -> Option<u64> {
+        self.recent.iter().find(|(b, _)| *b == begin).and_then(|(_, e)| *e)
+    }
+
+    /// The last to begin: (begin, end).
+    pub fn last(&self) -> Option<(u64, Option<u64>)> {
+        (self.count > 0).then_some(self.recent[0])
+    }
 }
 
 /// The libjvm.so a running JVM loaded, as a path that reaches it from here (through the
 /// process's root, so a container's does too).
 pub fn libjvm_of(pid: i32) -> Option<std::path::PathBuf> {
     let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).ok()?;
+    // A library replaced since the JVM loaded it (`… libjvm.so (deleted)`, after an upgrade)
+    // is not the file at its path now: its probes there would never fire.
     let path = maps.lines().find_map(|l| {
-        let p = l.split_whitespace().nth(5)?;
-        p.ends_with("/libjvm.so").then(|| p.to_string())
+        let mut f = l.split_whitespace().skip(5);
+        let p = f.next()?;
+        (p.ends_with("/libjvm.so") && f.next().is_none()).then(|| p.to_string())
     })?;
     Some(std::path::PathBuf::from(format!("/proc/{pid}/root{path}")))
 }
@@ -382,7 +400,7 @@ impl Reader {
             .map_err(|_| "the BPF reader has stopped".to_string())?;
         rx.recv_timeout(Duration::from_secs(10))
             .map_err(|_| "the BPF reader did not answer".to_string())??;
-        sp.word(4).store(after_ns, std::sync::atomic::Ordering::Relaxed);
+        sp.word(SP_AFTER).store(after_ns, std::sync::atomic::Ordering::Relaxed);
         Ok(())
     }
 
@@ -391,21 +409,21 @@ impl Reader {
     pub fn safepoints(&self) -> Option<Safepoints> {
         use std::sync::atomic::Ordering::Acquire;
         let sp = self.sp.as_ref().as_ref()?;
-        if sp.word(4).load(Acquire) == 0 {
+        if sp.word(SP_AFTER).load(Acquire) == 0 {
             return None;
         }
         // The probes write without a lock: read until the begin count holds still around it.
         loop {
-            let count = sp.word(3).load(Acquire);
-            let open = sp.word(0).load(Acquire);
-            let s = Safepoints {
-                open_since: (open != 0).then_some(open),
-                last_begin: sp.word(1).load(Acquire),
-                last_end: sp.word(2).load(Acquire),
-                count,
-            };
-            if sp.word(3).load(Acquire) == count {
-                return Some(s);
+            let count = sp.word(SP_SEQ).load(Acquire);
+            let open = sp.word(SP_OPEN).load(Acquire);
+            let mut recent = [(0, None); SP_RING];
+            for (i, r) in recent.iter_mut().enumerate().take(count.min(SP_RING as u64) as usize) {
+                let slot = (count - 1 - i as u64) as usize % SP_RING;
+                let end = sp.word(4 + 2 * slot + 1).load(Acquire);
+                *r = (sp.word(4 + 2 * slot).load(Acquire), (end != 0).then_some(end));
+            }
+            if sp.word(SP_SEQ).load(Acquire) == count {
+                return Some(Safepoints { open_since: (open != 0).then_some(open), count, recent });
             }
         }
     }
@@ -629,6 +647,8 @@ fn run(
         use std::os::fd::AsFd;
         sk.maps.sp.as_fd().try_clone_to_owned().ok()
     };
+    // This thread's own mapping of it, to reset it before the probes are attached.
+    let sp_map = sp.as_ref().and_then(SpMap::open);
     let _ = ready.send(Ok((alarms, sp)));
     // The safepoint probes' links, while attached.
     let mut probes: Vec<libbpf_rs::Link> = Vec::new();
@@ -675,8 +695,15 @@ fn run(
                         )
                     })
                 };
-                let r = attach(&sk.progs.on_sp_begin, "safepoint__begin").and_then(|b| {
-                    attach(&sk.progs.on_sp_end, "safepoint__end").map(|e| probes = vec![b, e])
+                // Forget any other JVM's, then the end probe first: a begin seen without its
+                // end would hold a safepoint open until the next one.
+                if let Some(m) = sp_map.as_ref() {
+                    for i in 0..SP_WORDS {
+                        m.word(i).store(0, std::sync::atomic::Ordering::Relaxed);
+                    }
+                }
+                let r = attach(&sk.progs.on_sp_end, "safepoint__end").and_then(|e| {
+                    attach(&sk.progs.on_sp_begin, "safepoint__begin").map(|b| probes = vec![e, b])
                 });
                 let _ = reply.send(r);
             }

@@ -439,14 +439,22 @@ fn the_jvm_s_own_safepoint_probes_time_each_safepoint_and_alarm_a_long_one() {
         let woke = offcpu::now_ns();
         // The alarm's safepoint: begun after the probes went in, at least 2 ms before it.
         let s = r.safepoints().expect("the probes are attached");
-        let began = s.open_since.unwrap_or(s.last_begin);
+        let (began, _) = s.last().expect("one begun");
         assert!(s.count >= 1 && began >= t0, "{s:?} since {t0}");
         assert!(woke >= began + 2_000_000, "alarmed {} ns after it began", woke - began);
         // Over a second more, every safepoint ends after it began and the count moves on.
         std::thread::sleep(Duration::from_millis(1000));
         let later = r.safepoints().unwrap();
         assert!(later.count >= s.count + 2, "{later:?} after {s:?}");
-        assert!(later.open_since.is_some() || later.last_end > later.last_begin, "{later:?}");
+        // The recent ones, newest first: each ended after it began, before the next began.
+        let n = later.count.min(later.recent.len() as u64) as usize;
+        for w in later.recent[..n].windows(2) {
+            let ((b1, _), (b0, e0)) = (w[0], w[1]);
+            let e0 = e0.expect("an older one ended");
+            assert!(b0 < e0 && e0 <= b1, "{later:?}");
+            assert_eq!(later.end_of(b0), Some(e0));
+        }
+        assert_eq!(later.open_since.is_some(), later.recent[0].1.is_none(), "{later:?}");
         r.watch_meter(0, 0, 0);
     });
     let _ = jvm.kill();

@@ -287,6 +287,8 @@ pub struct Pulse {
     /// not expected before (a meter that blocked at the safepoint on its way into a sleep
     /// sleeps a whole resolution once it is let go).
     probe_floor: u64,
+    /// When the last stall ended: a stall by the probes does not begin before it.
+    stall_end: u64,
 }
 
 /// A wait younger than this does not keep a stall found by the kernel's events going: a thread
@@ -306,6 +308,7 @@ impl Pulse {
             kernel: None,
             probes: None,
             probe_floor: 0,
+            stall_end: 0,
         }
     }
 
@@ -382,20 +385,24 @@ impl Pulse {
                 _ => {}
             }
             let expected = (b.last_tick_ns + self.resolution_ns).max(self.probe_floor);
-            // A safepoint under way, by the JVM's probes: a stall from its begin, unless the
-            // heartbeat went stale before it began.
-            let open = self.probes.as_ref().and_then(|r| r.safepoints()?.open_since);
-            if let Some(began) = open.filter(|b| now >= b + threshold_ns && *b <= expected) {
+            // A safepoint under way, by the JVM's probes: a stall once the world has been
+            // stopped for the threshold, from its begin, or from the meter's last tick if the
+            // meter still ticked after it (the probe fires before the threads are stopped).
+            // Unless the heartbeat was late by half a threshold before it began: then the meter
+            // was held first, and the heartbeat's stall covers the safepoint.
+            if let Some(began) = self.probe_since(b.last_tick_ns, expected, threshold_ns) {
+                if now < began + threshold_ns {
+                    return Check::Quiet { expected, due: began + threshold_ns };
+                }
                 return Check::Stalled(Stall {
                     since: began,
-                    last_ok: b.last_tick_ns.min(began),
+                    last_ok: b.last_tick_ns,
                     by: StallTrigger::SafepointProbe,
                     tick_count: b.tick_count,
                 });
             }
             if now < expected + threshold_ns {
-                let due = open.map_or(expected, |b| b.min(expected)) + threshold_ns;
-                return Check::Quiet { expected, due };
+                return Check::Quiet { expected, due: expected + threshold_ns };
             }
             return Check::Stalled(Stall {
                 since: expected,
@@ -466,14 +473,16 @@ impl Pulse {
     pub fn still(&mut self, s: &Stall, now: u64, out: &mut dyn FnMut(&CounterLook)) -> Still {
         self.look_counters(now, out);
         if s.by == StallTrigger::SafepointProbe {
-            let ended = self.hb.as_ref().is_some_and(|h| {
-                matches!(h.read().state, MeterState::Exited | MeterState::Stopped)
-            });
-            let open = self.probes.as_ref().and_then(|r| r.safepoints()?.open_since);
-            return match open {
-                Some(b) if b == s.since && ended => Still::MeterEnded,
-                Some(b) if b == s.since => Still::Stalled,
-                _ => Still::Resumed,
+            let Some(hb) = &self.hb else { return Still::Resumed };
+            let b = hb.read();
+            // The safepoint ended, or the meter ticked (the world was not stopped after all).
+            if self.open_safepoint() != Some(s.since) || b.tick_count != s.tick_count {
+                return Still::Resumed;
+            }
+            return if matches!(b.state, MeterState::Exited | MeterState::Stopped) {
+                Still::MeterEnded
+            } else {
+                Still::Stalled
             };
         }
         if s.by == StallTrigger::Heartbeat {
@@ -510,15 +519,17 @@ impl Pulse {
         unchanged_at: u64,
         now: u64,
     ) -> (u64, bool) {
-        match (s.by, still) {
+        let r = match (s.by, still) {
             (StallTrigger::SafepointProbe, Still::Resumed) => {
-                // Its end as the probe stamped it, when it was this safepoint's.
+                // Its end as the probe stamped it (still known when the next few began first),
+                // else the meter's tick that showed the world running.
+                let tick = self.hb.as_ref().map(|h| h.read().last_tick_ns);
                 let end = self
                     .probes
                     .as_ref()
-                    .and_then(|r| r.safepoints())
-                    .filter(|p| p.last_begin == s.since && p.last_end >= s.since)
-                    .map_or(unchanged_at + now.saturating_sub(unchanged_at) / 2, |p| p.last_end);
+                    .and_then(|r| r.safepoints()?.end_of(s.since))
+                    .or(tick.filter(|t| *t > s.since))
+                    .unwrap_or(unchanged_at + now.saturating_sub(unchanged_at) / 2);
                 // A meter that blocked on its way into a sleep sleeps a whole resolution
                 // after the safepoint lets it go: its heartbeat is due only then.
                 self.probe_floor = end + self.resolution_ns;
@@ -533,7 +544,9 @@ impl Pulse {
             }
             (_, Still::Resumed) => (unchanged_at + now.saturating_sub(unchanged_at) / 2, true),
             _ => (now, false),
-        }
+        };
+        self.stall_end = self.stall_end.max(r.0);
+        r
     }
 
     /// Whether the JVM is exiting: its meter said so, or it removed its perf counters.
@@ -548,11 +561,25 @@ impl Pulse {
     /// the tick due a resolution later, then the threshold. None without a heartbeat.
     /// With the JVM's safepoint probes, a safepoint under way is due a threshold after it began.
     pub fn stale_at(&self, threshold_ns: u64) -> Option<u64> {
-        let hb = self.hb.as_ref().map(|h| {
-            (h.read().last_tick_ns + self.resolution_ns).max(self.probe_floor) + threshold_ns
-        })?;
-        let open = self.probes.as_ref().and_then(|r| r.safepoints()?.open_since);
-        Some(open.map_or(hb, |b| hb.min(b + threshold_ns)))
+        let expected = self
+            .hb
+            .as_ref()
+            .map(|h| (h.read().last_tick_ns + self.resolution_ns).max(self.probe_floor))?;
+        let last_tick = self.hb.as_ref().map(|h| h.read().last_tick_ns)?;
+        let began = self.probe_since(last_tick, expected, threshold_ns);
+        Some(began.unwrap_or(expected) + threshold_ns)
+    }
+
+    /// Where a stall by the safepoint under way would begin (see [`Pulse::check`]), if one is
+    /// under way and the heartbeat was not late by half a threshold before it began.
+    fn probe_since(&self, last_tick: u64, expected: u64, threshold_ns: u64) -> Option<u64> {
+        let began = self.open_safepoint()?;
+        (began < expected + threshold_ns / 2).then_some(began.max(last_tick).max(self.stall_end))
+    }
+
+    /// When the safepoint under way began, by the JVM's probes.
+    fn open_safepoint(&self) -> Option<u64> {
+        self.probes.as_ref().and_then(|r| r.safepoints()?.open_since)
     }
 
     /// Finds and times the JVM's safepoints with its own probes from now (`reader` has them

@@ -191,8 +191,9 @@ pub struct RunArgs {
     /// (docs/overhead.md). At any resolution the hiccup log is corrected for coordinated
     /// omission, as jHiccup's is, but a pause shorter than the resolution may fall inside the
     /// meter's sleep and not be seen there, and one just past the threshold may read as up to
-    /// one resolution shorter (a safepoint is still a stall, by its probes); a stall that is
-    /// not a safepoint is placed to within a resolution. --threshold must be at least this.
+    /// one resolution shorter (a safepoint the recorder sees under way past the threshold is
+    /// still a stall, by its probes); a stall that is not a safepoint is placed to within a
+    /// resolution. --threshold must be at least this.
     #[arg(long, value_name = "DURATION")]
     pub resolution: Option<Duration>,
     /// Do not add -XX:+SafepointTimeout (it names the threads late to a safepoint).

@@ -129,15 +129,25 @@ struct {
 /* The safepoints of the one JVM whose probes are attached (`run`, `attach`): written by the
  * probes, read in place by the recorder (the map is mapped into its memory). `open_since`: the
  * safepoint under way began then (0: none); `seq` counts begins; `after_ns` (written by the
- * recorder): how long a safepoint may last before the watchdog's alarm. HotSpot fires the begin
- * probe as its safepoint begins, before the threads are stopped, and the end probe after they
- * are let go: the whole pause its safepoint log reports. */
+ * recorder): how long a safepoint may last before the watchdog's alarm; `ring`: the last
+ * SP_RING safepoints' begin and end (0 while open), the n-th begun at ring[n % SP_RING], so a
+ * safepoint's end is still there when the next ones began before the recorder looked. HotSpot
+ * fires the begin probe as its safepoint begins, before the threads are stopped, and the end
+ * probe after they are let go: the whole pause its safepoint log reports. Only the VM thread
+ * fires them, one safepoint after the other. */
+#define SP_RING 8
+
+struct sp_span {
+	__u64 begin;
+	__u64 end;
+};
+
 struct sp_state {
 	__u64 open_since;
-	__u64 last_begin;
-	__u64 last_end;
 	__u64 seq;
 	__u64 after_ns;
+	__u64 pad;
+	struct sp_span ring[SP_RING];
 };
 
 struct {
@@ -316,9 +326,12 @@ int BPF_USDT(on_sp_begin)
 	struct sp_state *s = bpf_map_lookup_elem(&sp, &zero);
 	if (!s)
 		return 0;
-	__u64 now = bpf_ktime_get_ns();
-	s->last_begin = now;
+	__u64 now = bpf_ktime_get_ns(), n = s->seq;
+	struct sp_span *r = &s->ring[n & (SP_RING - 1)];
+	r->begin = now;
+	r->end = 0;
 	s->open_since = now;
+	/* Published last: a reader that sees the count sees the slot. */
 	__sync_fetch_and_add(&s->seq, 1);
 	return 0;
 }
@@ -330,7 +343,11 @@ int BPF_USDT(on_sp_end)
 	struct sp_state *s = bpf_map_lookup_elem(&sp, &zero);
 	if (!s)
 		return 0;
-	s->last_end = bpf_ktime_get_ns();
+	__u64 n = s->seq;
+	/* An end without its begin (the probes attached inside a safepoint): nothing to close. */
+	if (n == 0 || !s->open_since)
+		return 0;
+	s->ring[(n - 1) & (SP_RING - 1)].end = bpf_ktime_get_ns();
 	s->open_since = 0;
 	return 0;
 }
@@ -392,10 +409,12 @@ static int on_alarm(void *map, __u32 *key, struct watchdog *d)
 
 /* Starts the timer for the earlier of the meter's heartbeat going stale and the safepoint under
  * way lasting `after_ns`. */
-static __always_inline void set_timer(struct watchdog *d, __u64 now)
+static __always_inline void set_timer(struct watchdog *d, __u64 now, _Bool meter)
 {
 	__u32 zero = 0;
-	__u64 due = d->meter_due;
+	/* From another thread's switch, a meter deadline already past is an old one (its alarm
+	 * came, or a safepoint's took its place): the safepoint's alone then. */
+	__u64 due = meter || d->meter_due > now ? d->meter_due : 0;
 	struct sp_state *s = bpf_map_lookup_elem(&sp, &zero);
 	/* A safepoint whose alarm is past is not alarmed again (the recorder has it). */
 	if (s && s->open_since && s->after_ns &&
@@ -428,7 +447,7 @@ static __always_inline void watchdog(__u32 tid, _Bool preempt, unsigned int prev
 		 * alarm (once the meter has set up the timer). */
 		struct sp_state *s = bpf_map_lookup_elem(&sp, &zero);
 		if (d->ready && s && s->open_since && s->open_since != d->sp_armed && s->after_ns)
-			set_timer(d, bpf_ktime_get_ns());
+			set_timer(d, bpf_ktime_get_ns(), 0);
 		return;
 	}
 	if (!d->ready) {
@@ -444,5 +463,5 @@ static __always_inline void watchdog(__u32 tid, _Bool preempt, unsigned int prev
 	if (c->tick_addr &&
 	    bpf_probe_read_user(&last, sizeof(last), (const void *)c->tick_addr) == 0 && last)
 		d->meter_due = last + c->after_ns;
-	set_timer(d, now);
+	set_timer(d, now, 1);
 }

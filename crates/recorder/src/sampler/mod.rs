@@ -165,6 +165,9 @@ struct Watcher<'a> {
     /// agent's meter stops sleeping once per tick, so that between stalls the loop sleeps its
     /// longest step instead of waking once per threshold. Armed once the meter is known.
     watchdog: Option<Watchdog>,
+    /// The BPF recorder, until the JVM's safepoint probes are attached through it (once the
+    /// meter runs).
+    probe_reader: Option<offcpu::Reader>,
     /// `--for`'s end.
     deadline: Option<Instant>,
 }
@@ -270,6 +273,8 @@ impl<'a> Watcher<'a> {
                 let alarm = o.alarm().ok()?;
                 Some(Watchdog { alarm, reader: o.clone(), armed: false, look_until: 0 })
             });
+        // Not for `watch` (its one BPF recorder serves every JVM).
+        let probe_reader = offcpu.clone().filter(|_| driven.is_none());
         let kwaits =
             offcpu.map(|o| KwaitsWriter::start(o, pid, &w.dir.join(files::KWAITS))).transpose()?;
         let contexts = ContextReader::start(pid)?;
@@ -307,6 +312,7 @@ impl<'a> Watcher<'a> {
             started: Instant::now(),
             handed: None,
             watchdog,
+            probe_reader,
             deadline,
         };
         if wt.pulse.hb.is_some() {
@@ -324,11 +330,14 @@ impl<'a> Watcher<'a> {
         self.threads_file = self.pulse.hb.as_ref().map(|h| heartbeat::threads_path(&h.path));
         // The JVM's own safepoint probes, where the watchdog runs: its safepoints are found and
         // timed without the meter (which may then tick less often).
-        let probes = self.watchdog.as_ref().filter(|_| meter_tid > 0).map(|d| {
+        // Wherever this recording has its own BPF recorder (not `watch`'s shared one, which
+        // many JVMs share): with the watchdog they also wake the loop; without it the loop
+        // looks once per threshold and finds them all the same.
+        let probes = self.probe_reader.take().map(|r| {
             let lib = offcpu::libjvm_of(self.pid)
                 .ok_or_else(|| format!("no libjvm.so in /proc/{}/maps", self.pid))?;
-            d.reader.watch_safepoints(self.pid, &lib, self.opts.threshold_ns)?;
-            Ok::<_, String>(d.reader.clone())
+            r.watch_safepoints(self.pid, &lib, self.opts.threshold_ns)?;
+            Ok::<_, String>(r)
         });
         let (safepoint_probes, probes_refused) = match probes {
             Some(Ok(r)) => {
@@ -719,6 +728,13 @@ impl Watcher<'_> {
             let sampled = sampled?;
             if self.end_stall(&st, sampled, &mut cur)? {
                 return Ok(Ending::TargetExited);
+            }
+            // A stall the probes ended leaves the watchdog's timer unset until the meter next
+            // sleeps: look once per threshold until its heartbeat would show it held.
+            if let Some(d) = self.watchdog.as_mut() {
+                d.look_until = d
+                    .look_until
+                    .max(mono_ns() + self.pulse.resolution_ns + 2 * self.opts.threshold_ns);
             }
         }
     }
