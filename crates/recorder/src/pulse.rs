@@ -255,6 +255,9 @@ pub struct Stall {
     pub by: StallTrigger,
     /// The heartbeat's tick count then.
     tick_count: u64,
+    /// A stall by the JVM's safepoint probes: when its safepoint began by the probe (`since`
+    /// may be later: the meter's last tick, or the last stall's end).
+    probe_begin: u64,
 }
 
 /// How a look during a stall found it.
@@ -390,7 +393,9 @@ impl Pulse {
             // meter still ticked after it (the probe fires before the threads are stopped).
             // Unless the heartbeat was late by half a threshold before it began: then the meter
             // was held first, and the heartbeat's stall covers the safepoint.
-            if let Some(began) = self.probe_since(b.last_tick_ns, expected, threshold_ns) {
+            if let Some((began_at, began)) =
+                self.probe_since(b.last_tick_ns, expected, threshold_ns)
+            {
                 if now < began + threshold_ns {
                     return Check::Quiet { expected, due: began + threshold_ns };
                 }
@@ -399,6 +404,7 @@ impl Pulse {
                     last_ok: b.last_tick_ns,
                     by: StallTrigger::SafepointProbe,
                     tick_count: b.tick_count,
+                    probe_begin: began_at,
                 });
             }
             if now < expected + threshold_ns {
@@ -409,6 +415,7 @@ impl Pulse {
                 last_ok: b.last_tick_ns,
                 by: StallTrigger::Heartbeat,
                 tick_count: b.tick_count,
+                probe_begin: 0,
             });
         }
         if self.proc_state.stopped_at(now) {
@@ -422,6 +429,7 @@ impl Pulse {
                 last_ok: self.last_ok,
                 by: StallTrigger::Stopped,
                 tick_count: 0,
+                probe_begin: 0,
             });
         }
         if self.kernel.is_some() {
@@ -436,6 +444,7 @@ impl Pulse {
                     last_ok: since,
                     by: StallTrigger::Kernel,
                     tick_count: 0,
+                    probe_begin: 0,
                 });
             }
             self.last_ok = now;
@@ -458,6 +467,7 @@ impl Pulse {
                     last_ok: since.0,
                     by: StallTrigger::Safepoint,
                     tick_count: 0,
+                    probe_begin: 0,
                 });
             }
             return Check::Quiet { expected: began, due: began + threshold_ns };
@@ -476,7 +486,7 @@ impl Pulse {
             let Some(hb) = &self.hb else { return Still::Resumed };
             let b = hb.read();
             // The safepoint ended, or the meter ticked (the world was not stopped after all).
-            if self.open_safepoint() != Some(s.since) || b.tick_count != s.tick_count {
+            if self.open_safepoint() != Some(s.probe_begin) || b.tick_count != s.tick_count {
                 return Still::Resumed;
             }
             return if matches!(b.state, MeterState::Exited | MeterState::Stopped) {
@@ -527,7 +537,7 @@ impl Pulse {
                 let end = self
                     .probes
                     .as_ref()
-                    .and_then(|r| r.safepoints()?.end_of(s.since))
+                    .and_then(|r| r.safepoints()?.end_of(s.probe_begin))
                     .or(tick.filter(|t| *t > s.since))
                     .unwrap_or(unchanged_at + now.saturating_sub(unchanged_at) / 2);
                 // A meter that blocked on its way into a sleep sleeps a whole resolution
@@ -566,15 +576,17 @@ impl Pulse {
             .as_ref()
             .map(|h| (h.read().last_tick_ns + self.resolution_ns).max(self.probe_floor))?;
         let last_tick = self.hb.as_ref().map(|h| h.read().last_tick_ns)?;
-        let began = self.probe_since(last_tick, expected, threshold_ns);
+        let began = self.probe_since(last_tick, expected, threshold_ns).map(|(_, since)| since);
         Some(began.unwrap_or(expected) + threshold_ns)
     }
 
     /// Where a stall by the safepoint under way would begin (see [`Pulse::check`]), if one is
     /// under way and the heartbeat was not late by half a threshold before it began.
-    fn probe_since(&self, last_tick: u64, expected: u64, threshold_ns: u64) -> Option<u64> {
+    /// Returns (the safepoint's begin by the probe, the stall's begin).
+    fn probe_since(&self, last_tick: u64, expected: u64, threshold_ns: u64) -> Option<(u64, u64)> {
         let began = self.open_safepoint()?;
-        (began < expected + threshold_ns / 2).then_some(began.max(last_tick).max(self.stall_end))
+        (began < expected + threshold_ns / 2)
+            .then_some((began, began.max(last_tick).max(self.stall_end)))
     }
 
     /// When the safepoint under way began, by the JVM's probes.

@@ -348,13 +348,27 @@ fn at_the_default_resolution_the_jvm_s_safepoint_probes_time_each_long_safepoint
         // Found by the probes, where the log places it; or inside a stall of the heartbeat's
         // that began before it (the meter was held first), ending once the meter ticked after
         // it (within a resolution).
+        // A stall by the probes may end up to 5 ms before the log's end: the VM thread lets the
+        // threads go, then may wait for a CPU before its end probe and its log line (a meter
+        // tick in between ends the stall there; seen on JDK 21 in CI, 2 ms).
         let found = |(b, e): (u64, u64)| {
             stalls.iter().any(|&(sb, se, probe)| {
-                (probe && near(sb, b) && near(se, e))
+                (probe && near(sb, b) && se <= e + 1_000_000 && se + 5_000_000 >= e)
                     || (!probe && sb <= b && se + 1_000_000 >= e && se <= e + 6_000_000)
             })
         };
         let missed: Vec<_> = long.iter().filter(|s| !found(**s)).collect();
+        // One safepoint, one stall: never a run of stalls inside it (a defect seen in CI: a
+        // stall begun at the meter's last tick, after the begin probe, ended at once and began
+        // again every threshold through a 1 s full GC).
+        for (b, e) in &long {
+            let inside = stalls.iter().filter(|&&(sb, se, _)| sb >= *b && se <= *e + 1_000_000);
+            assert!(
+                inside.count() <= 1,
+                "JDK {}: more than one stall inside the safepoint {b}-{e}: {stalls:?}",
+                jdk.feature()
+            );
+        }
         assert!(
             missed.len() <= long.len() / 10,
             "JDK {}: safepoints of 10 ms or more not found as the log times them: {missed:?} of {long:?}; the stalls (begin, end, by the probes): {stalls:?}",
