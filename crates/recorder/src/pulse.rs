@@ -388,11 +388,10 @@ impl Pulse {
                 _ => {}
             }
             let expected = (b.last_tick_ns + self.resolution_ns).max(self.probe_floor);
-            // A safepoint under way, by the JVM's probes: a stall once the world has been
-            // stopped for the threshold, from its begin, or from the meter's last tick if the
-            // meter still ticked after it (the probe fires before the threads are stopped).
-            // Unless the heartbeat was late by half a threshold before it began: then the meter
-            // was held first, and the heartbeat's stall covers the safepoint.
+            // A safepoint under way, by the JVM's probes: a stall from its begin once it has
+            // lasted the threshold. Unless the meter ticked after it began (the heartbeat then
+            // says when the world stopped), or the heartbeat was late by half a threshold
+            // before it began (the meter was held first, and the heartbeat's stall covers it).
             if let Some((began_at, began)) =
                 self.probe_since(b.last_tick_ns, expected, threshold_ns)
             {
@@ -582,11 +581,15 @@ impl Pulse {
 
     /// Where a stall by the safepoint under way would begin (see [`Pulse::check`]), if one is
     /// under way and the heartbeat was not late by half a threshold before it began.
-    /// Returns (the safepoint's begin by the probe, the stall's begin).
+    /// Returns (the safepoint's begin by the probe, the stall's begin). None too when the
+    /// meter ticked after the begin probe: the world still ran then (the probe fires before
+    /// HotSpot stops any thread; a VM thread held there, in a write fault on its perf counters
+    /// or on a contended `Threads_lock`, has stopped nobody), so only the heartbeat can say
+    /// when it stopped; a stall from that tick would end at the meter's next and begin again.
     fn probe_since(&self, last_tick: u64, expected: u64, threshold_ns: u64) -> Option<(u64, u64)> {
         let began = self.open_safepoint()?;
-        (began < expected + threshold_ns / 2)
-            .then_some((began, began.max(last_tick).max(self.stall_end)))
+        (began >= last_tick && began < expected + threshold_ns / 2)
+            .then_some((began, began.max(self.stall_end)))
     }
 
     /// When the safepoint under way began, by the JVM's probes.
