@@ -481,23 +481,14 @@ impl Pulse {
     /// Whether the stall `s` goes on, at a look at `now`.
     pub fn still(&mut self, s: &Stall, now: u64, out: &mut dyn FnMut(&CounterLook)) -> Still {
         self.look_counters(now, out);
-        if s.by == StallTrigger::SafepointProbe {
+        if matches!(s.by, StallTrigger::Heartbeat | StallTrigger::SafepointProbe) {
             let Some(hb) = &self.hb else { return Still::Resumed };
             let b = hb.read();
-            // The safepoint ended, or the meter ticked (the world was not stopped after all).
-            if self.open_safepoint() != Some(s.probe_begin) || b.tick_count != s.tick_count {
-                return Still::Resumed;
-            }
-            return if matches!(b.state, MeterState::Exited | MeterState::Stopped) {
-                Still::MeterEnded
-            } else {
-                Still::Stalled
-            };
-        }
-        if s.by == StallTrigger::Heartbeat {
-            let Some(hb) = &self.hb else { return Still::Resumed };
-            let b = hb.read();
-            if b.tick_count != s.tick_count {
+            // The meter ticked; or, for a stall by the probes, its safepoint ended (a tick then
+            // also says the world was not stopped after all).
+            let probe_over = s.by == StallTrigger::SafepointProbe
+                && self.open_safepoint() != Some(s.probe_begin);
+            if probe_over || b.tick_count != s.tick_count {
                 return Still::Resumed;
             }
             return if matches!(b.state, MeterState::Exited | MeterState::Stopped) {
