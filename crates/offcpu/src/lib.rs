@@ -24,7 +24,7 @@ pub use alarm::{Alarm, Woke};
 pub use ksyms::Ksyms;
 pub use raw::{RawWait, RawWaker, parse_event, state_letter};
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::AtomicU64;
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
@@ -161,12 +161,22 @@ enum Cmd {
     /// Watch this meter thread (host tid; 0: none): alarm `after_ns` after its last tick (read
     /// at that address in its process; 0: after its last sleep).
     Watch(u32, u64, u64),
-    /// Attach the safepoint probes of this libjvm.so in this process.
+    /// Attach the safepoint probes of this libjvm.so in this process (slot 0).
     Safepoints {
         pid: i32,
         libjvm: std::path::PathBuf,
         reply: mpsc::Sender<Result<(), String>>,
     },
+    /// Watch this JVM's safepoints in a slot of its own (1 on), with its own watchdog timer
+    /// alarming `after_ns` into one; the probes of its libjvm.so attached in every process.
+    SafepointsOf {
+        pid: i32,
+        libjvm: std::path::PathBuf,
+        after_ns: u64,
+        reply: mpsc::Sender<Result<usize, String>>,
+    },
+    /// Stop watching this JVM's safepoints (its slot is free again).
+    Unslot(i32),
     /// The threads of this process held off a CPU now, not by their own choice.
     Held {
         tgid: i32,
@@ -201,7 +211,8 @@ pub struct Reader {
     sp: Arc<Option<SpMap>>,
 }
 
-/// The program's `sp` map (one `sp_state`), mapped into our memory: read and written in place.
+/// The program's `sp` map (SP_SLOTS `sp_state`s), mapped into our memory: read and written in
+/// place.
 struct SpMap {
     words: *mut AtomicU64,
     len: usize,
@@ -214,7 +225,8 @@ unsafe impl Sync for SpMap {}
 impl SpMap {
     fn open(fd: &std::os::fd::OwnedFd) -> Option<SpMap> {
         use std::os::fd::AsRawFd;
-        let len = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as usize;
+        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as usize;
+        let len = (SP_SLOTS * SP_WORDS * 8).div_ceil(page) * page;
         // SAFETY: maps the array map's values (BPF_F_MMAPABLE), checked for failure.
         let p = unsafe {
             libc::mmap(
@@ -229,10 +241,40 @@ impl SpMap {
         (p != libc::MAP_FAILED).then_some(SpMap { words: p.cast(), len })
     }
 
-    fn word(&self, i: usize) -> &AtomicU64 {
-        assert!(i < SP_WORDS);
-        // SAFETY: `sp_state` is SP_WORDS u64s at the start of the live mapping.
-        unsafe { &*self.words.add(i) }
+    /// Word `i` of slot `slot`'s `sp_state`.
+    fn word(&self, slot: usize, i: usize) -> &AtomicU64 {
+        assert!(i < SP_WORDS && slot < SP_SLOTS);
+        // SAFETY: the map is SP_SLOTS `sp_state`s of SP_WORDS u64s each (a multiple of 8 bytes,
+        // so laid out back to back) at the start of the live mapping.
+        unsafe { &*self.words.add(slot * SP_WORDS + i) }
+    }
+
+    fn clear(&self, slot: usize) {
+        for i in 0..SP_WORDS {
+            self.word(slot, i).store(0, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+
+    /// Slot `slot`'s safepoints; None while it is not watched.
+    fn read(&self, slot: usize) -> Option<Safepoints> {
+        use std::sync::atomic::Ordering::Acquire;
+        if self.word(slot, SP_AFTER).load(Acquire) == 0 {
+            return None;
+        }
+        // The probes write without a lock: read until the begin count holds still around it.
+        loop {
+            let count = self.word(slot, SP_SEQ).load(Acquire);
+            let open = self.word(slot, SP_OPEN).load(Acquire);
+            let mut recent = [(0, None); SP_RING];
+            for (i, r) in recent.iter_mut().enumerate().take(count.min(SP_RING as u64) as usize) {
+                let k = (count - 1 - i as u64) as usize % SP_RING;
+                let end = self.word(slot, 4 + 2 * k + 1).load(Acquire);
+                *r = (self.word(slot, 4 + 2 * k).load(Acquire), (end != 0).then_some(end));
+            }
+            if self.word(slot, SP_SEQ).load(Acquire) == count {
+                return Some(Safepoints { open_since: (open != 0).then_some(open), count, recent });
+            }
+        }
     }
 }
 
@@ -245,6 +287,8 @@ impl Drop for SpMap {
 
 /// `struct sp_state`'s words: open_since, seq, after_ns, pad, then SP_RING (begin, end) pairs.
 const SP_RING: usize = 8;
+/// Slots in the `sp` map: `run`'s one JVM in slot 0, `watch`'s JVMs from 1.
+const SP_SLOTS: usize = 64;
 const SP_WORDS: usize = 4 + 2 * SP_RING;
 const SP_OPEN: usize = 0;
 const SP_SEQ: usize = 1;
@@ -349,6 +393,34 @@ impl OffCpu {
     }
 }
 
+/// One JVM's safepoints watched beside others' ([`Reader::watch_safepoints_of`]); dropped, it
+/// stops watching them.
+pub struct SafepointSlot {
+    reader: Reader,
+    pid: i32,
+    slot: usize,
+}
+
+impl SafepointSlot {
+    /// Its safepoints as its probes report them; None once the recorder is gone or the JVM is
+    /// no longer recorded.
+    pub fn read(&self) -> Option<Safepoints> {
+        self.reader.sp.as_ref().as_ref()?.read(self.slot)
+    }
+}
+
+impl Drop for SafepointSlot {
+    fn drop(&mut self) {
+        let _ = self.reader.tx.send(Cmd::Unslot(self.pid));
+    }
+}
+
+impl std::fmt::Debug for SafepointSlot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "offcpu::SafepointSlot({} in slot {})", self.pid, self.slot)
+    }
+}
+
 impl std::fmt::Debug for Reader {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("offcpu::Reader")
@@ -400,32 +472,40 @@ impl Reader {
             .map_err(|_| "the BPF reader has stopped".to_string())?;
         rx.recv_timeout(Duration::from_secs(10))
             .map_err(|_| "the BPF reader did not answer".to_string())??;
-        sp.word(SP_AFTER).store(after_ns, std::sync::atomic::Ordering::Relaxed);
+        sp.word(0, SP_AFTER).store(after_ns, std::sync::atomic::Ordering::Relaxed);
         Ok(())
+    }
+
+    /// Watches the safepoints of the JVM `pid` (one of the processes recorded, [`Reader::add`])
+    /// in a slot of its own, beside others' (`watch`): its `libjvm` (see [`libjvm_of`]) has its
+    /// probes attached in every process that maps it (once per file), the program keeping only
+    /// the JVMs watched; the watchdog's alarm ([`Reader::alarm`]) fires once one of its
+    /// safepoints has lasted `after_ns` (at the first switch of one of its threads after the
+    /// safepoint began, or later). Dropping the handle stops watching. Why not, when no slot is
+    /// free or the probes cannot be attached.
+    pub fn watch_safepoints_of(
+        &self,
+        pid: i32,
+        libjvm: &std::path::Path,
+        after_ns: u64,
+    ) -> Result<SafepointSlot, String> {
+        if self.sp.is_none() {
+            return Err("the BPF program's safepoint map could not be mapped".into());
+        }
+        let (reply, rx) = mpsc::channel();
+        self.tx
+            .send(Cmd::SafepointsOf { pid, libjvm: libjvm.to_path_buf(), after_ns, reply })
+            .map_err(|_| "the BPF reader has stopped".to_string())?;
+        let slot = rx
+            .recv_timeout(Duration::from_secs(10))
+            .map_err(|_| "the BPF reader did not answer".to_string())??;
+        Ok(SafepointSlot { reader: self.clone(), pid, slot })
     }
 
     /// The watched JVM's safepoints, as its probes report them; None before
     /// [`Reader::watch_safepoints`] succeeded.
     pub fn safepoints(&self) -> Option<Safepoints> {
-        use std::sync::atomic::Ordering::Acquire;
-        let sp = self.sp.as_ref().as_ref()?;
-        if sp.word(SP_AFTER).load(Acquire) == 0 {
-            return None;
-        }
-        // The probes write without a lock: read until the begin count holds still around it.
-        loop {
-            let count = sp.word(SP_SEQ).load(Acquire);
-            let open = sp.word(SP_OPEN).load(Acquire);
-            let mut recent = [(0, None); SP_RING];
-            for (i, r) in recent.iter_mut().enumerate().take(count.min(SP_RING as u64) as usize) {
-                let slot = (count - 1 - i as u64) as usize % SP_RING;
-                let end = sp.word(4 + 2 * slot + 1).load(Acquire);
-                *r = (sp.word(4 + 2 * slot).load(Acquire), (end != 0).then_some(end));
-            }
-            if sp.word(SP_SEQ).load(Acquire) == count {
-                return Some(Safepoints { open_since: (open != 0).then_some(open), count, recent });
-            }
-        }
+        self.sp.as_ref().as_ref()?.read(0)
     }
 
     /// A reader of the watchdog's alarms, or why there is none (not asked for in [`Options`],
@@ -613,17 +693,28 @@ fn run(
         use std::os::fd::AsFd;
         sk.maps.alarms.as_fd().try_clone_to_owned().map_err(|e| format!("the BPF alarm ring: {e}"))
     };
-    // 0: not a target; 1: recorded; 2: recorded and armed.
-    let set = |tgid: i32, level: u8| {
+    // Each target's level (0: not a target; 1: recorded; 2: recorded and armed) and its slot
+    // in `sp` (None: its safepoints not watched), as the program's `targets` holds them.
+    let mut targets: HashMap<i32, (u8, Option<usize>)> = HashMap::new();
+    let put = |targets: &mut HashMap<i32, (u8, Option<usize>)>, tgid: i32| {
         let key = (tgid as u32).to_ne_bytes();
-        if level > 0 {
-            let _ = sk.maps.targets.update(&key, &[level], libbpf_rs::MapFlags::ANY);
-        } else {
-            let _ = sk.maps.targets.delete(&key);
+        match targets.get(&tgid).copied() {
+            Some((level, slot)) if level > 0 => {
+                let v = level as u32 | (slot.map_or(0, |s| s as u32 + 1) << 8);
+                let _ = sk.maps.targets.update(&key, &v.to_ne_bytes(), libbpf_rs::MapFlags::ANY);
+            }
+            _ => {
+                targets.remove(&tgid);
+                let _ = sk.maps.targets.delete(&key);
+            }
         }
     };
+    let set = |targets: &mut HashMap<i32, (u8, Option<usize>)>, tgid: i32, level: u8| {
+        targets.entry(tgid).or_insert((0, None)).0 = level;
+        put(targets, tgid);
+    };
     for t in &first {
-        set(*t, 1);
+        set(&mut targets, *t, 1);
     }
     let window: Arc<Mutex<VecDeque<RawWait>>> = Arc::default();
     let w2 = window.clone();
@@ -650,8 +741,18 @@ fn run(
     // This thread's own mapping of it, to reset it before the probes are attached.
     let sp_map = sp.as_ref().and_then(SpMap::open);
     let _ = ready.send(Ok((alarms, sp)));
-    // The safepoint probes' links, while attached.
+    // The safepoint probes' links, while attached: slot 0's (one process), and those attached
+    // in every process, once per libjvm.so (its device and inode).
     let mut probes: Vec<libbpf_rs::Link> = Vec::new();
+    let mut everywhere: HashMap<(u64, u64), Vec<libbpf_rs::Link>> = HashMap::new();
+    let attach = |prog: &libbpf_rs::ProgramMut, pid: i32, libjvm: &std::path::Path, name: &str| {
+        prog.attach_usdt(pid, libjvm, "hs_private", name).map_err(|e| {
+            format!(
+                "could not attach the JVM's safepoint probe hs_private:{name} in {} (pid {pid}): {e}",
+                libjvm.display()
+            )
+        })
+    };
     let drain = |window: &Mutex<VecDeque<RawWait>>| {
         let _ = ring.consume();
         let now = now_ns();
@@ -675,9 +776,60 @@ fn run(
     loop {
         match rx.recv_timeout(DRAIN) {
             Ok(Cmd::Stop) => break,
-            Ok(Cmd::Add(t)) => set(t, 1),
-            Ok(Cmd::Arm(t, armed)) => set(t, if armed { 2 } else { 1 }),
-            Ok(Cmd::Remove(t)) => set(t, 0),
+            Ok(Cmd::Add(t)) => set(&mut targets, t, 1),
+            Ok(Cmd::Arm(t, armed)) => set(&mut targets, t, if armed { 2 } else { 1 }),
+            Ok(Cmd::Remove(t)) => {
+                if let (Some((_, Some(slot))), Some(m)) = (targets.get(&t), sp_map.as_ref()) {
+                    m.clear(*slot);
+                }
+                set(&mut targets, t, 0);
+            }
+            Ok(Cmd::Unslot(t)) => {
+                if let Some((_, slot)) = targets.get_mut(&t)
+                    && let Some(s) = slot.take()
+                {
+                    if let Some(m) = sp_map.as_ref() {
+                        m.clear(s);
+                    }
+                    put(&mut targets, t);
+                }
+            }
+            Ok(Cmd::SafepointsOf { pid, libjvm, after_ns, reply }) => {
+                let r = (|| {
+                    let m =
+                        sp_map.as_ref().ok_or("the BPF program's safepoint map is not mapped")?;
+                    let level = targets.get(&pid).map_or(0, |t| t.0);
+                    if level == 0 {
+                        return Err(format!("pid {pid} is not recorded"));
+                    }
+                    use std::os::unix::fs::MetadataExt;
+                    let meta = std::fs::metadata(&libjvm)
+                        .map_err(|e| format!("{}: {e}", libjvm.display()))?;
+                    let used: Vec<usize> = targets.values().filter_map(|t| t.1).collect();
+                    let slot = match targets.get(&pid).and_then(|t| t.1) {
+                        Some(s) => s,
+                        None => (1..SP_SLOTS).find(|s| !used.contains(s)).ok_or_else(|| {
+                            format!("{} JVMs' safepoints are watched already", SP_SLOTS - 1)
+                        })?,
+                    };
+                    let file = (meta.dev(), meta.ino());
+                    if !everywhere.contains_key(&file) {
+                        // The end probe first: a begin seen without its end would hold a
+                        // safepoint open until the next one.
+                        let e = attach(&sk.progs.on_sp_end, -1, &libjvm, "safepoint__end")?;
+                        let b = attach(&sk.progs.on_sp_begin, -1, &libjvm, "safepoint__begin")?;
+                        everywhere.insert(file, vec![e, b]);
+                    }
+                    m.clear(slot);
+                    m.word(slot, SP_AFTER).store(after_ns, std::sync::atomic::Ordering::Release);
+                    if let Some(t) = targets.get_mut(&pid) {
+                        t.1 = Some(slot);
+                    }
+                    put(&mut targets, pid);
+                    Ok(slot)
+                })();
+                let _ = reply.send(r);
+            }
             Ok(Cmd::Watch(tid, after_ns, tick_addr)) => {
                 let mut v = [0u8; 24];
                 v[..4].copy_from_slice(&tid.to_ne_bytes());
@@ -687,23 +839,25 @@ fn run(
             }
             Ok(Cmd::Safepoints { pid, libjvm, reply }) => {
                 probes.clear();
-                let attach = |prog: &libbpf_rs::ProgramMut, name: &str| {
-                    prog.attach_usdt(pid, &libjvm, "hs_private", name).map_err(|e| {
-                        format!(
-                            "could not attach the JVM's safepoint probe hs_private:{name} in {} (pid {pid}): {e}",
-                            libjvm.display()
-                        )
-                    })
-                };
                 // Forget any other JVM's, then the end probe first: a begin seen without its
                 // end would hold a safepoint open until the next one.
                 if let Some(m) = sp_map.as_ref() {
-                    for i in 0..SP_WORDS {
-                        m.word(i).store(0, std::sync::atomic::Ordering::Relaxed);
-                    }
+                    m.clear(0);
                 }
-                let r = attach(&sk.progs.on_sp_end, "safepoint__end").and_then(|e| {
-                    attach(&sk.progs.on_sp_begin, "safepoint__begin").map(|b| probes = vec![e, b])
+                let had: Vec<i32> =
+                    targets.iter().filter(|(_, t)| t.1 == Some(0)).map(|(p, _)| *p).collect();
+                for p in had {
+                    if let Some(t) = targets.get_mut(&p) {
+                        t.1 = None;
+                    }
+                    put(&mut targets, p);
+                }
+                let e = targets.entry(pid).or_insert((1, None));
+                e.1 = Some(0);
+                put(&mut targets, pid);
+                let r = attach(&sk.progs.on_sp_end, pid, &libjvm, "safepoint__end").and_then(|e| {
+                    attach(&sk.progs.on_sp_begin, pid, &libjvm, "safepoint__begin")
+                        .map(|b| probes = vec![e, b])
                 });
                 let _ = reply.send(r);
             }

@@ -464,3 +464,72 @@ fn the_jvm_s_own_safepoint_probes_time_each_safepoint_and_alarm_a_long_one() {
         std::panic::resume_unwind(e);
     }
 }
+
+#[test]
+fn each_jvm_watched_beside_others_has_its_own_safepoints_and_its_own_alarm() {
+    let dir = std::env::temp_dir().join(format!("offcpu-slots-{}", std::process::id()));
+    let (da, db) = (dir.join("a"), dir.join("b"));
+    std::fs::create_dir_all(&da).unwrap();
+    std::fs::create_dir_all(&db).unwrap();
+    let mut jvms = vec![collecting_jvm(&da), collecting_jvm(&db)];
+    let (a, b) = (jvms[0].id() as i32, jvms[1].id() as i32);
+    let outcome = std::panic::catch_unwind(|| {
+        // As `watch` runs it: no process recorded at first, no unarmed waits, the watchdog on.
+        let opts = Options {
+            watchdog: true,
+            record_unarmed: offcpu::Unarmed::Nothing,
+            ..Default::default()
+        };
+        let oc = OffCpu::start(&[], opts).unwrap_or_else(|e| panic!("must load: {e}"));
+        let r = oc.reader();
+        let alarm = r.alarm().unwrap_or_else(|e| panic!("this kernel runs the watchdog: {e}"));
+        let lib = |p: i32| offcpu::libjvm_of(p).expect("a running JVM maps libjvm.so");
+        assert!(r.watch_safepoints_of(a, &lib(a), 2_000_000).is_err(), "not recorded yet");
+        r.add(a);
+        r.add(b);
+        // B first, alarmed only after 10 s: its full GCs (tens of ms) ring no alarm.
+        let sb =
+            r.watch_safepoints_of(b, &lib(b), 10_000_000_000).unwrap_or_else(|e| panic!("{e}"));
+        std::thread::sleep(Duration::from_millis(100));
+        let _ = alarm.take();
+        assert_eq!(
+            woke_within(&alarm, 1),
+            offcpu::Woke::Deadline,
+            "B's safepoints are short of 10 s"
+        );
+        let sa = r.watch_safepoints_of(a, &lib(a), 2_000_000).unwrap_or_else(|e| panic!("{e}"));
+        let t0 = offcpu::now_ns();
+        assert_eq!(woke_within(&alarm, 5), offcpu::Woke::Alarm, "A's full GC lasts over 2 ms");
+        let woke = offcpu::now_ns();
+        let s = sa.read().expect("A's safepoints are watched");
+        let (began, _) = s.last().expect("one of A's begun");
+        assert!(began >= t0 && woke >= began + 2_000_000, "{s:?}, since {t0}, alarmed at {woke}");
+        std::thread::sleep(Duration::from_millis(1000));
+        let (ra, rb) = (sa.read().unwrap(), sb.read().unwrap());
+        assert!(ra.count >= 3 && rb.count >= 3, "A {ra:?}, B {rb:?}");
+        // Each JVM's own: no safepoint is in both (two JVMs' begins never share a ns).
+        let begins = |s: &offcpu::Safepoints| {
+            s.recent[..s.count.min(s.recent.len() as u64) as usize]
+                .iter()
+                .map(|r| r.0)
+                .collect::<Vec<_>>()
+        };
+        let (ba, bb) = (begins(&ra), begins(&rb));
+        assert!(ba.iter().all(|x| !bb.contains(x)), "A {ra:?}, B {rb:?}");
+        // `run`'s slot is untouched; a slot let go reads no more.
+        assert_eq!(r.safepoints(), None);
+        drop(sa);
+        let again = r.watch_safepoints_of(a, &lib(a), 3_000_000).unwrap_or_else(|e| panic!("{e}"));
+        std::thread::sleep(Duration::from_millis(50));
+        let fresh = again.read().expect("watched again");
+        assert!(fresh.count < ra.count, "a slot taken again starts afresh: {fresh:?} after {ra:?}");
+    });
+    for j in jvms.iter_mut() {
+        let _ = j.kill();
+        let _ = j.wait();
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    if let Err(e) = outcome {
+        std::panic::resume_unwind(e);
+    }
+}

@@ -87,14 +87,19 @@ struct offcpu_event {
 	__u64 waker_frames[MAX_FRAMES];
 };
 
-/* The processes whose threads are recorded: 1, their waits' times, states and wakers; 2 (armed,
- * while a stall of theirs is under way), their kernel stacks and their wakers' too. */
+/* The processes whose threads are recorded. The low byte: 1, their waits' times, states and
+ * wakers; 2 (armed, while a stall of theirs is under way), their kernel stacks and their wakers'
+ * too. The next byte: 1 + the process's slot in `sp` once its safepoint probes are watched (0:
+ * not watched). */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 1024);
 	__type(key, __u32);
-	__type(value, __u8);
+	__type(value, __u32);
 } targets SEC(".maps");
+
+#define LEVEL(v) ((v) & 0xff)
+#define SLOT(v) ((((v) >> 8) & 0xff) - 1)
 
 /* Each target thread now off a CPU: the interval so far (LRU: a thread that exits off a CPU
  * cannot leak an entry). */
@@ -126,8 +131,10 @@ struct {
 	__type(value, struct offcpu_event);
 } scratch SEC(".maps");
 
-/* The safepoints of the one JVM whose probes are attached (`run`, `attach`): written by the
- * probes, read in place by the recorder (the map is mapped into its memory). `open_since`: the
+/* The safepoints of the JVMs whose probes are watched, one slot each (`run` and `attach`: slot 0,
+ * its one JVM; `watch`: slots 1 on, the JVMs it guards, with their own watchdog timers in
+ * `spdog`): written by the probes, read in place by the recorder (the map is mapped into its
+ * memory). A JVM's slot is in its `targets` value. `open_since`: the
  * safepoint under way began then (0: none); `seq` counts begins; `after_ns` (written by the
  * recorder): how long a safepoint may last before the watchdog's alarm; `ring`: the last
  * SP_RING safepoints' begin and end (0 while open), the n-th begun at ring[n % SP_RING], so a
@@ -136,6 +143,7 @@ struct {
  * probe after they are let go: the whole pause its safepoint log reports. Only the VM thread
  * fires them, one safepoint after the other. */
 #define SP_RING 8
+#define SP_SLOTS 64
 
 struct sp_span {
 	__u64 begin;
@@ -152,14 +160,27 @@ struct sp_state {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 1);
+	__uint(max_entries, SP_SLOTS);
 	__uint(map_flags, BPF_F_MMAPABLE);
 	__type(key, __u32);
 	__type(value, struct sp_state);
 } sp SEC(".maps");
 
+/* The slot of the current process in `sp`, or 0 when its safepoints are not watched. */
+static __always_inline struct sp_state *my_sp(void)
+{
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	__u32 *v = bpf_map_lookup_elem(&targets, &tgid);
+	if (!v || !(*v >> 8))
+		return 0;
+	__u32 slot = SLOT(*v);
+	return bpf_map_lookup_elem(&sp, &slot);
+}
+
 /* The watchdog, when a target's thread leaves a CPU: see on_switch_btf. */
 static __always_inline void watchdog(__u32 tid, _Bool preempt, unsigned int raw_state);
+/* `watch`'s per-JVM safepoint watchdog, when a target's thread leaves a CPU: see spdog. */
+static __always_inline void sp_watchdog(__u32 target);
 
 /* The state as the classic tracepoint reports it (__trace_sched_switch_state): preempted,
  * TASK_REPORT_MAX (0x100); else one bit, the highest of the state's TASK_REPORT bits with the
@@ -181,14 +202,21 @@ static __always_inline __s64 reported(_Bool preempt, unsigned int raw, struct ta
 
 /* A switch: the names and the state are read only for a target's thread leaving (its own name
  * is current's; the next thread's from `next_comm`, else from `next_task`; the state `state`,
- * else reported from `prev`'s). Whether the thread leaving is a target's. */
+ * else reported from `prev`'s). The leaving thread's process's `targets` value (0: not a
+ * target's). */
 static __always_inline int switched(__u32 tgid, __u32 tid, __s64 state, __u32 next,
 				    struct task_struct *next_task, const char *next_comm,
 				    struct task_struct *prev, _Bool preempt, unsigned int raw)
 {
 	__u32 zero = 0;
 	/* Two hash lookups for every other process's switch; the clock only for ours. */
-	int leaving = tid != 0 && bpf_map_lookup_elem(&targets, &tgid);
+	__u32 target = 0;
+	if (tid != 0) {
+		__u32 *t = bpf_map_lookup_elem(&targets, &tgid);
+		if (t)
+			target = *t;
+	}
+	int leaving = target != 0;
 	struct offcpu_event *o = bpf_map_lookup_elem(&off, &next);
 	if (!leaving && !o)
 		return 0;
@@ -225,13 +253,13 @@ static __always_inline int switched(__u32 tgid, __u32 tid, __s64 state, __u32 ne
 
 	/* The thread coming onto the CPU: its interval off it ends now. */
 	if (!o)
-		return leaving;
+		return target;
 	int keep = now - o->start >= min_ns;
 	/* TASK_INTERRUPTIBLE alone: a sleep the thread asked for (a futex, a socket, a timer). */
 	if (keep && (record_unarmed == 0 || (record_unarmed == 1 && o->state == 1))) {
 		__u32 otgid = o->tgid;
-		__u8 *armed = bpf_map_lookup_elem(&targets, &otgid);
-		keep = armed && *armed >= 2;
+		__u32 *armed = bpf_map_lookup_elem(&targets, &otgid);
+		keep = armed && LEVEL(*armed) >= 2;
 	}
 	if (keep) {
 		struct offcpu_event *r = bpf_ringbuf_reserve(&events, sizeof(*r), 0);
@@ -246,7 +274,7 @@ static __always_inline int switched(__u32 tgid, __u32 tid, __s64 state, __u32 ne
 		}
 	}
 	bpf_map_delete_elem(&off, &next);
-	return leaving;
+	return target;
 }
 
 /* The classic tracepoint, for kernels whose BTF tracepoint lacks `prev_state` (before 5.18):
@@ -273,8 +301,11 @@ int BPF_PROG(on_switch_btf, _Bool preempt, struct task_struct *prev, struct task
 	__u32 tid = (__u32)id;
 	__u32 next_pid = BPF_CORE_READ(next, pid);
 	/* Only a target's thread can be the meter watched, or show a safepoint begun. */
-	if (switched(id >> 32, tid, -1, next_pid, next, 0, prev, preempt, prev_state))
+	__u32 target = switched(id >> 32, tid, -1, next_pid, next, 0, prev, preempt, prev_state);
+	if (target) {
 		watchdog(tid, preempt, prev_state);
+		sp_watchdog(target);
+	}
 	return 0;
 }
 
@@ -302,8 +333,8 @@ int BPF_PROG(on_waking, struct task_struct *p)
 	 * of its process is under way, and for a wait long enough to matter to it: the waits that
 	 * make a stall end when it does, after it was noticed. */
 	__u32 tgid = o->tgid;
-	__u8 *armed = bpf_map_lookup_elem(&targets, &tgid);
-	if (!armed || *armed < 2 || now - o->start < stack_ns)
+	__u32 *armed = bpf_map_lookup_elem(&targets, &tgid);
+	if (!armed || LEVEL(*armed) < 2 || now - o->start < stack_ns)
 		return 0;
 	long n = bpf_get_task_stack(p, o->frames, sizeof(o->frames), 0);
 	o->nframes = n > 0 ? (__u64)n >> 3 : 0;
@@ -322,8 +353,7 @@ int BPF_PROG(on_waking, struct task_struct *p)
 SEC("usdt")
 int BPF_USDT(on_sp_begin)
 {
-	__u32 zero = 0;
-	struct sp_state *s = bpf_map_lookup_elem(&sp, &zero);
+	struct sp_state *s = my_sp();
 	if (!s)
 		return 0;
 	__u64 now = bpf_ktime_get_ns(), n = s->seq;
@@ -339,8 +369,7 @@ int BPF_USDT(on_sp_begin)
 SEC("usdt")
 int BPF_USDT(on_sp_end)
 {
-	__u32 zero = 0;
-	struct sp_state *s = bpf_map_lookup_elem(&sp, &zero);
+	struct sp_state *s = my_sp();
 	if (!s)
 		return 0;
 	__u64 n = s->seq;
@@ -427,6 +456,55 @@ static __always_inline void set_timer(struct watchdog *d, __u64 now, _Bool meter
 	if (!due)
 		return;
 	/* Already due (it is going to sleep without having ticked for that long): now. */
+	bpf_timer_start(&d->timer, due > now ? due - now : 1000, 0);
+}
+
+/* `watch`'s watchdog, one timer per JVM slot (1 on): a safepoint of a guarded JVM that lasts
+ * `after_ns` puts a record in `alarms`. Its timer is set at the first switch of one of the JVM's
+ * threads after the begin probe (a uprobe program may not start a timer). */
+struct spdog {
+	struct bpf_timer timer;
+	__u32 ready;
+	__u32 pad;
+	/* The safepoint (its begin) the timer was last set for. */
+	__u64 armed;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, SP_SLOTS);
+	__type(key, __u32);
+	__type(value, struct spdog);
+} spdog SEC(".maps");
+
+static int on_sp_alarm(void *map, __u32 *key, struct spdog *d)
+{
+	__u64 now = bpf_ktime_get_ns();
+	bpf_ringbuf_output(&alarms, &now, sizeof(now), 0);
+	return 0;
+}
+
+static __always_inline void sp_watchdog(__u32 target)
+{
+	__u32 slot = SLOT(target);
+	/* Not watched, or slot 0 (`run`'s, whose watchdog also watches its meter). */
+	if (!(target >> 8) || slot == 0)
+		return;
+	struct sp_state *s = bpf_map_lookup_elem(&sp, &slot);
+	if (!s || !s->open_since || !s->after_ns)
+		return;
+	struct spdog *d = bpf_map_lookup_elem(&spdog, &slot);
+	if (!d || d->armed == s->open_since)
+		return;
+	if (!d->ready) {
+		long r = bpf_timer_init(&d->timer, &spdog, 1 /* CLOCK_MONOTONIC */);
+		if (r != 0 && r != -16)
+			return;
+		bpf_timer_set_callback(&d->timer, on_sp_alarm);
+		d->ready = 1;
+	}
+	__u64 now = bpf_ktime_get_ns(), due = s->open_since + s->after_ns;
+	d->armed = s->open_since;
 	bpf_timer_start(&d->timer, due > now ? due - now : 1000, 0);
 }
 
