@@ -35,6 +35,14 @@ pct() { awk -v n="$1" -v w="$2" 'BEGIN { printf "%.3f", 100 * n / w }'; }
 # threads_cpu_ns PID: CPU time of every live thread of PID, in ns (%.0f: mawk's %d stops at 2^31).
 threads_cpu_ns() { cat /proc/"$1"/task/*/schedstat 2> /dev/null | awk '{ s += $1 } END { printf "%.0f\n", s }'; }
 
+# process_cpu_ns PID: CPU time of PID so far, in ns, threads that exited included (their time
+# stays in the process's utime and stime, /proc/PID/stat, in clock ticks: 10 ms each). For a
+# process that starts and ends threads as it goes (watch, a thread set per stall).
+process_cpu_ns() {
+  local hz; hz=$(getconf CLK_TCK)
+  sed 's/.*) //' /proc/"$1"/stat 2> /dev/null | awk -v hz="$hz" '{ printf "%.0f\n", ($12 + $13) * 1e9 / hz }'
+}
+
 # named_threads_cpu_ns PID REGEX: the CPU time so far of PID's threads whose name matches REGEX.
 named_threads_cpu_ns() {
   local t s=0 c

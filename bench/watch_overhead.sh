@@ -47,7 +47,8 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 # (%.0f: mawk's %d stops at 2^31, 2.1 s of CPU.)
-cpu_ns() { threads_cpu_ns "$1"; }
+# watch's: every thread's, those ended in the window too (a stall's threads come and go).
+cpu_ns() { process_cpu_ns "$1"; }
 wakeups() { cat /proc/"$1"/task/*/schedstat 2> /dev/null | awk '{ s += $3 } END { printf "%.0f\n", s }'; }
 # The CPU of every bench JVM, in ns.
 jvms_cpu_ns() { local s=0; for p in "${jvms[@]}"; do s=$((s + $(threads_cpu_ns "$p"))); done; echo "$s"; }

@@ -6,6 +6,13 @@
 //! until the next look is due. Between stalls it also follows each JVM's safepoints to their
 //! end, so every one of them reaches the metrics, not only the stalls.
 //!
+//! With BPF (root), a JVM whose `libjvm.so` has HotSpot's safepoint probes is not polled: its
+//! probes stamp each safepoint's begin and end in a slot of its own, and the BPF watchdog wakes
+//! the loop once one has lasted the threshold (`offcpu::Reader::watch_safepoints_of`). Its
+//! counters are then looked at only every [`PROBED_LOOK_NS`] (its process's state, and the
+//! safepoints for the metrics; safepoints closer together than that reach the histograms as
+//! one), and a loop over idle JVMs sleeps instead of waking 1/threshold times a second.
+//!
 //! Its own wake-up lateness is the control meter between stalls (as in record/control.rs): it is
 //! exported as a histogram, so a recorder that was itself held shows in its metrics.
 //!
@@ -46,6 +53,12 @@ enum Source {
         looks: Vec<CounterLook>,
         includes_sync: bool,
         observe: Observer,
+        /// Its safepoint probes (BPF), when they find its safepoints.
+        probes: Option<offcpu::SafepointSlot>,
+        /// The safepoint (its begin) last handed to the watcher as a stall.
+        handed: u64,
+        /// With probes: when its counters are looked at next.
+        next_look: u64,
     },
 }
 
@@ -68,6 +81,9 @@ pub struct Beats {
 /// How often a JVM's process state (stopped, or gone) is read: a system call per JVM. A stopped
 /// process cannot be timed closer than that anyway (nothing says when it stopped).
 const STOPPED_EVERY_NS: u64 = 250_000_000;
+/// How often the counters of a JVM whose probes find its safepoints are looked at: for its
+/// process's state and its metrics, not for its stalls.
+pub const PROBED_LOOK_NS: u64 = 50_000_000;
 /// Looks kept while a safepoint goes on (a long one at one look per threshold); past it, the
 /// oldest go (its begin is then placed less closely).
 const MAX_LOOKS: usize = 4096;
@@ -124,11 +140,13 @@ impl Beats {
     }
 
     /// Adds JVM `pid`, watched from outside through its counters (`jc`, this loop's own mapping)
-    /// and /proc; `observe` is told what its counters show.
+    /// and /proc, and its safepoint probes when it has them (`probes`); `observe` is told what
+    /// its counters show.
     pub fn join_outside(
         &self,
         pid: i32,
         jc: Option<JvmCounters>,
+        probes: Option<offcpu::SafepointSlot>,
         observe: Observer,
         idle_sample: Duration,
         ended: Box<dyn FnMut(u32, recording::Barrier) + Send>,
@@ -136,7 +154,15 @@ impl Beats {
         let includes_sync = jc.as_ref().is_some_and(|c| c.info.safepoint_time_includes_sync);
         let pulse = Pulse::counters(pid, jc).stopped_every(STOPPED_EVERY_NS);
         self.driven(
-            Source::Outside { pulse: Box::new(pulse), looks: Vec::new(), includes_sync, observe },
+            Source::Outside {
+                pulse: Box::new(pulse),
+                looks: Vec::new(),
+                includes_sync,
+                observe,
+                probes,
+                handed: 0,
+                next_look: 0,
+            },
             idle_sample,
             ended,
         )
@@ -181,7 +207,27 @@ impl Beats {
                     }
                     Wake::Look
                 }
-                Source::Outside { pulse, looks, includes_sync, observe } => {
+                Source::Outside {
+                    pulse,
+                    looks,
+                    includes_sync,
+                    observe,
+                    probes,
+                    handed,
+                    next_look,
+                } => {
+                    // Its probes, while they read (the BPF recorder may be gone: the counters
+                    // alone then, as without BPF).
+                    let sp = probes.as_ref().and_then(|p| p.read());
+                    if sp.is_none() {
+                        *probes = None;
+                    }
+                    let open = sp.and_then(|s| s.open_since).filter(|b| *b != *handed);
+                    let probe_due = open.map_or(u64::MAX, |b| b + threshold);
+                    if sp.is_some() && now < probe_due && now < *next_look {
+                        due = due.min(probe_due).min(*next_look);
+                        return true;
+                    }
                     let mut changed = None;
                     let c = pulse.check(now, threshold, &mut |l| changed = Some(l.clone()));
                     if let Some(l) = changed {
@@ -206,8 +252,38 @@ impl Beats {
                             looks.extend(last);
                         }
                     }
+                    let c = if sp.is_some() {
+                        // On one grid for every JVM: one wake-up looks at them all.
+                        *next_look = (now / PROBED_LOOK_NS + 1) * PROBED_LOOK_NS;
+                        // The probes time its safepoints: the counters' guess is no stall.
+                        let guess = |c: &Check| {
+                            matches!(c, Check::Stalled(st) if st.by == recording::StallTrigger::Safepoint)
+                        };
+                        match c {
+                            Check::Quiet { .. } if now >= probe_due => Check::Stalled(
+                                recorder::pulse::Stall::by_probe(probe_due - threshold),
+                            ),
+                            c if guess(&c) && now >= probe_due => Check::Stalled(
+                                recorder::pulse::Stall::by_probe(probe_due - threshold),
+                            ),
+                            c if guess(&c) => {
+                                Check::Quiet { expected: now, due: probe_due.min(*next_look) }
+                            }
+                            Check::Quiet { expected, .. } => {
+                                Check::Quiet { expected, due: probe_due.min(*next_look) }
+                            }
+                            c => c,
+                        }
+                    } else {
+                        c
+                    };
                     match c {
-                        Check::Stalled(st) if !busy => Wake::Stall(st, looks.clone()),
+                        Check::Stalled(st) if !busy => {
+                            if st.by == recording::StallTrigger::SafepointProbe {
+                                *handed = st.since;
+                            }
+                            Wake::Stall(st, looks.clone())
+                        }
                         // Gone: its watcher ends its recording (it is told, and looks).
                         Check::Over(_) => Wake::Look,
                         Check::Quiet { due: d, .. } => {
@@ -235,16 +311,24 @@ impl Beats {
         due
     }
 
-    /// Runs the loop until `stop` is set; every wake-up's lateness goes to `lateness`.
-    pub fn run(&self, stop: &AtomicBool, lateness: &dyn Fn(u64)) {
+    /// Runs the loop until `stop` is set; every wake-up's lateness goes to `lateness`. With the
+    /// BPF watchdog's `alarm`, a safepoint past the threshold wakes it early.
+    pub fn run(&self, stop: &AtomicBool, lateness: &dyn Fn(u64), alarm: Option<offcpu::Alarm>) {
         // SAFETY: setpriority on this thread's own tid; failure (EPERM) leaves it as it was.
         unsafe { libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, -10) };
         while !stop.load(Ordering::Relaxed) {
             let now = mono_ns();
             let due = self.pass(now);
             let t = mono_ns();
-            let late = sleep_until(due.clamp(t + MIN_SLEEP_NS, t + MAX_SLEEP_NS));
-            lateness(late);
+            let due = due.clamp(t + MIN_SLEEP_NS, t + MAX_SLEEP_NS);
+            match &alarm {
+                Some(a) => {
+                    if a.wait_until(due) == offcpu::Woke::Deadline {
+                        lateness(mono_ns().saturating_sub(due));
+                    }
+                }
+                None => lateness(sleep_until(due)),
+            }
         }
         self.wake_all();
     }

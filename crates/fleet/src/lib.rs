@@ -122,6 +122,8 @@ struct Shared {
     notices: Notices,
     /// The one BPF recorder, filtering in the kernel on the JVMs guarded (root only).
     offcpu: Option<offcpu::Reader>,
+    /// Its watchdog wakes the loop: the JVMs' safepoint probes find their safepoints.
+    probes: bool,
 }
 
 /// One JVM being guarded: what the main loop and its guarding thread share, and that thread.
@@ -338,7 +340,7 @@ fn guard_jvm(
             };
             let drive = |p: i32, jc: Option<procwatch::jvmcounters::JvmCounters>| {
                 let o = observer(&jc);
-                sh.beats.join_outside(p, jc, o, IDLE_SAMPLE, ended())
+                sh.beats.join_outside(p, jc, safepoint_probes(&sh, p), o, IDLE_SAMPLE, ended())
             };
             recorder::attach::record_outside(&s, pid, &stop, &drive)
         };
@@ -377,6 +379,24 @@ fn guard_jvm(
     }
 }
 
+/// The JVM `pid`'s safepoint probes, watched in a slot of their own by the one BPF recorder;
+/// None (its counters are polled) without BPF, or when they cannot be attached (said once).
+fn safepoint_probes(sh: &Shared, pid: i32) -> Option<offcpu::SafepointSlot> {
+    let r = sh.offcpu.as_ref().filter(|_| sh.probes)?;
+    let Some(lib) = offcpu::libjvm_of(pid) else {
+        sh.notices.warn(format!(
+            "JVM pid {pid}: no libjvm.so found in its maps; its counters are polled for its safepoints"
+        ));
+        return None;
+    };
+    r.watch_safepoints_of(pid, &lib, sh.threshold_ns)
+        .map_err(|e| {
+            sh.notices
+                .warn(format!("JVM pid {pid}: its counters are polled for its safepoints ({e})"))
+        })
+        .ok()
+}
+
 /// Runs `watch` until `stop` is set (SIGTERM, Ctrl-C), `--for` elapses, or (with pids named)
 /// every JVM named has exited.
 pub fn run(cfg: Config, stop: &AtomicBool) -> Result<()> {
@@ -399,22 +419,17 @@ pub fn run(cfg: Config, stop: &AtomicBool) -> Result<()> {
             .name("stallscope-analyse".into())
             .spawn(move || analyse::run(notes_rx, m, events, keep, n))?
     };
-    let beats = beats::Beats::new(cfg.threshold_ns, cfg.notices.clone());
-    let loop_stop = Arc::new(AtomicBool::new(false));
-    let beat_loop = {
-        let (b, ls, h) =
-            (beats.clone(), Arc::clone(&loop_stop), metrics.control_lateness_seconds.clone());
-        std::thread::Builder::new()
-            .name("stallscope-beats".into())
-            .spawn(move || b.run(&ls, &|late| h.observe(late as f64 / 1e9)))?
-    };
     // One BPF program for the host, filtering on the JVMs guarded; none without root. Only a
     // stalled (armed) JVM's waits are recorded: between stalls, many idle JVMs' thousands of
     // waits a second would cost the ring buffer and its reader for nothing.
     // SAFETY: geteuid has no preconditions.
     let root = unsafe { libc::geteuid() } == 0;
-    let only_armed =
-        offcpu::Options { record_unarmed: offcpu::Unarmed::Nothing, ..Default::default() };
+    // The watchdog: the JVMs' safepoint probes wake the loop, instead of it polling them.
+    let only_armed = offcpu::Options {
+        record_unarmed: offcpu::Unarmed::Nothing,
+        watchdog: true,
+        ..Default::default()
+    };
     let bpf = match (cfg.bpf, root) {
         (true, true) => match offcpu::OffCpu::start(&[], only_armed) {
             Ok(o) => Some(o),
@@ -425,6 +440,23 @@ pub fn run(cfg: Config, stop: &AtomicBool) -> Result<()> {
             }
         },
         _ => None,
+    };
+    let alarm = bpf.as_ref().map(|o| o.reader().alarm());
+    if let Some(Err(e)) = &alarm {
+        cfg.notices.warn(format!(
+            "the JVMs' safepoints are found by polling their counters, not by their probes: {e}"
+        ));
+    }
+    let alarm = alarm.and_then(|a| a.ok());
+    let probes = alarm.is_some();
+    let beats = beats::Beats::new(cfg.threshold_ns, cfg.notices.clone());
+    let loop_stop = Arc::new(AtomicBool::new(false));
+    let beat_loop = {
+        let (b, ls, h) =
+            (beats.clone(), Arc::clone(&loop_stop), metrics.control_lateness_seconds.clone());
+        std::thread::Builder::new()
+            .name("stallscope-beats".into())
+            .spawn(move || b.run(&ls, &|late| h.observe(late as f64 / 1e9), alarm))?
     };
     let shared = Arc::new(Shared {
         out: out.clone(),
@@ -439,6 +471,7 @@ pub fn run(cfg: Config, stop: &AtomicBool) -> Result<()> {
         attach: cfg.attach,
         notices: cfg.notices.clone(),
         offcpu: bpf.as_ref().map(|o| o.reader()),
+        probes,
     });
     cfg.notices.progress(starting_line(&cfg, &out));
 

@@ -175,8 +175,9 @@ enum Cmd {
         after_ns: u64,
         reply: mpsc::Sender<Result<usize, String>>,
     },
-    /// Stop watching this JVM's safepoints (its slot is free again).
-    Unslot(i32),
+    /// Stop watching this JVM's safepoints in this slot (free again, unless the JVM has another
+    /// slot by now: watched again).
+    Unslot(i32, usize),
     /// The threads of this process held off a CPU now, not by their own choice.
     Held {
         tgid: i32,
@@ -288,7 +289,7 @@ impl Drop for SpMap {
 /// `struct sp_state`'s words: open_since, seq, after_ns, pad, then SP_RING (begin, end) pairs.
 const SP_RING: usize = 8;
 /// Slots in the `sp` map: `run`'s one JVM in slot 0, `watch`'s JVMs from 1.
-const SP_SLOTS: usize = 64;
+const SP_SLOTS: usize = 255;
 const SP_WORDS: usize = 4 + 2 * SP_RING;
 const SP_OPEN: usize = 0;
 const SP_SEQ: usize = 1;
@@ -411,7 +412,7 @@ impl SafepointSlot {
 
 impl Drop for SafepointSlot {
     fn drop(&mut self) {
-        let _ = self.reader.tx.send(Cmd::Unslot(self.pid));
+        let _ = self.reader.tx.send(Cmd::Unslot(self.pid, self.slot));
     }
 }
 
@@ -784,8 +785,9 @@ fn run(
                 }
                 set(&mut targets, t, 0);
             }
-            Ok(Cmd::Unslot(t)) => {
+            Ok(Cmd::Unslot(t, held)) => {
                 if let Some((_, slot)) = targets.get_mut(&t)
+                    && *slot == Some(held)
                     && let Some(s) = slot.take()
                 {
                     if let Some(m) = sp_map.as_ref() {
@@ -805,20 +807,22 @@ fn run(
                     use std::os::unix::fs::MetadataExt;
                     let meta = std::fs::metadata(&libjvm)
                         .map_err(|e| format!("{}: {e}", libjvm.display()))?;
+                    // A fresh slot, also for a JVM watched again (its old handle, until dropped,
+                    // reads nothing: its slot is cleared).
                     let used: Vec<usize> = targets.values().filter_map(|t| t.1).collect();
-                    let slot = match targets.get(&pid).and_then(|t| t.1) {
-                        Some(s) => s,
-                        None => (1..SP_SLOTS).find(|s| !used.contains(s)).ok_or_else(|| {
-                            format!("{} JVMs' safepoints are watched already", SP_SLOTS - 1)
-                        })?,
-                    };
+                    let slot = (1..SP_SLOTS).find(|s| !used.contains(s)).ok_or_else(|| {
+                        format!("{} JVMs' safepoints are watched already", SP_SLOTS - 1)
+                    })?;
+                    if let Some(old) = targets.get(&pid).and_then(|t| t.1) {
+                        m.clear(old);
+                    }
                     let file = (meta.dev(), meta.ino());
-                    if !everywhere.contains_key(&file) {
+                    if let std::collections::hash_map::Entry::Vacant(v) = everywhere.entry(file) {
                         // The end probe first: a begin seen without its end would hold a
                         // safepoint open until the next one.
                         let e = attach(&sk.progs.on_sp_end, -1, &libjvm, "safepoint__end")?;
                         let b = attach(&sk.progs.on_sp_begin, -1, &libjvm, "safepoint__begin")?;
-                        everywhere.insert(file, vec![e, b]);
+                        v.insert(vec![e, b]);
                     }
                     m.clear(slot);
                     m.word(slot, SP_AFTER).store(after_ns, std::sync::atomic::Ordering::Release);

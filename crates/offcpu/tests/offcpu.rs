@@ -471,7 +471,7 @@ fn each_jvm_watched_beside_others_has_its_own_safepoints_and_its_own_alarm() {
     let (da, db) = (dir.join("a"), dir.join("b"));
     std::fs::create_dir_all(&da).unwrap();
     std::fs::create_dir_all(&db).unwrap();
-    let mut jvms = vec![collecting_jvm(&da), collecting_jvm(&db)];
+    let mut jvms = [collecting_jvm(&da), collecting_jvm(&db)];
     let (a, b) = (jvms[0].id() as i32, jvms[1].id() as i32);
     let outcome = std::panic::catch_unwind(|| {
         // As `watch` runs it: no process recorded at first, no unarmed waits, the watchdog on.

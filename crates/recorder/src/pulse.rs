@@ -195,7 +195,10 @@ impl ProcState {
     pub fn new(pid: i32) -> ProcState {
         ProcState {
             pid,
-            stat: File::open(format!("/proc/{pid}/stat")).ok(),
+            // The main thread's own: the same state letter as the process's (the leader's),
+            // without the process's times, summed over every thread at each read (a JVM's
+            // dozens: `watch` reads hundreds of JVMs').
+            stat: File::open(format!("/proc/{pid}/task/{pid}/stat")).ok(),
             every_ns: 0,
             read_at: 0,
             was: false,
@@ -258,6 +261,22 @@ pub struct Stall {
     /// A stall by the JVM's safepoint probes: when its safepoint began by the probe (`since`
     /// may be later: the meter's last tick, or the last stall's end).
     probe_begin: u64,
+}
+
+impl Stall {
+    /// A safepoint under way since `began`, by the JVM's probes, past the threshold: found by
+    /// another loop than the one that samples it (`watch`'s, which has no heartbeat). Its
+    /// watcher follows it to its end with the counters ([`Pulse::adopt`]).
+    pub fn by_probe(began: u64) -> Stall {
+        Stall {
+            since: began,
+            // The world ran until the safepoint began (its evidence is read from there).
+            last_ok: began,
+            by: StallTrigger::SafepointProbe,
+            tick_count: 0,
+            probe_begin: began,
+        }
+    }
 }
 
 /// How a look during a stall found it.
@@ -348,7 +367,7 @@ impl Pulse {
         after: Option<&CounterLook>,
         out: &mut dyn FnMut(&CounterLook),
     ) {
-        if s.by == StallTrigger::Safepoint
+        if matches!(s.by, StallTrigger::Safepoint | StallTrigger::SafepointProbe)
             && let Some(c) = self.counters.as_mut()
             && let Some(l) = c.adopt(now, s.since, after)
         {
@@ -481,7 +500,11 @@ impl Pulse {
     /// Whether the stall `s` goes on, at a look at `now`.
     pub fn still(&mut self, s: &Stall, now: u64, out: &mut dyn FnMut(&CounterLook)) -> Still {
         self.look_counters(now, out);
-        if matches!(s.by, StallTrigger::Heartbeat | StallTrigger::SafepointProbe) {
+        // Without a heartbeat (`watch`), a probe's stall is followed with the counters, below,
+        // as the safepoint it is.
+        if s.by == StallTrigger::Heartbeat
+            || (s.by == StallTrigger::SafepointProbe && self.hb.is_some())
+        {
             let Some(hb) = &self.hb else { return Still::Resumed };
             let b = hb.read();
             // The meter ticked; or, for a stall by the probes, its safepoint ended (a tick then

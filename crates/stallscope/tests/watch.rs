@@ -285,6 +285,14 @@ fn watch_guards_three_jvms_one_contained_and_prometheus_sees_the_stall_under_its
     assert_eq!(e.jvm.pid, loop_pid);
     assert_eq!(e.culprit.as_ref().map(|c| c.name.as_str()), Some("counted-loop"), "{e:?}");
     assert!(Path::new(&e.recording).join("meta.json").exists());
+    // As root with BPF, the JVM's own safepoint probes found its safepoints (the BPF watchdog
+    // woke the loop), not a poll of its counters.
+    let events = std::fs::read_to_string(Path::new(&e.recording).join("events.jsonl")).unwrap();
+    let begins: Vec<&str> = events.lines().filter(|l| l.contains(r#""stall-begin""#)).collect();
+    assert!(
+        !begins.is_empty() && begins.iter().all(|l| l.contains(r#""by":"safepoint-probe""#)),
+        "{begins:#?}"
+    );
     assert!(
         lines.iter().all(|e| e.cause != Cause::NoSafepointPoll || e.jvm.pid == loop_pid),
         "{text}"

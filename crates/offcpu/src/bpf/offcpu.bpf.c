@@ -143,7 +143,7 @@ struct {
  * probe after they are let go: the whole pause its safepoint log reports. Only the VM thread
  * fires them, one safepoint after the other. */
 #define SP_RING 8
-#define SP_SLOTS 64
+#define SP_SLOTS 255
 
 struct sp_span {
 	__u64 begin;
