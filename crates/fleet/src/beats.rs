@@ -54,7 +54,7 @@ enum Source {
         includes_sync: bool,
         observe: Observer,
         /// Its safepoint probes (BPF), when they find its safepoints.
-        probes: Option<offcpu::SafepointSlot>,
+        probes: Option<Arc<offcpu::SafepointSlot>>,
         /// The safepoint (its begin) last handed to the watcher as a stall.
         handed: u64,
         /// With probes: when its counters are looked at next.
@@ -98,6 +98,7 @@ impl Beats {
         source: Source,
         idle_sample: Duration,
         ended: Box<dyn FnMut(u32, recording::Barrier) + Send>,
+        probes: Option<Arc<offcpu::SafepointSlot>>,
     ) -> Driven {
         // A queue of one: a wake-up pending is as good as two.
         let (tx, rx): (SyncSender<Wake>, Receiver<Wake>) = std::sync::mpsc::sync_channel(1);
@@ -107,7 +108,7 @@ impl Beats {
             wake: tx,
             busy: Arc::clone(&busy),
         });
-        Driven { wake: rx, busy, idle_sample, ended }
+        Driven { wake: rx, busy, idle_sample, ended, probes }
     }
 
     /// Adds the JVM `pid`'s heartbeat (opened again here: the watcher keeps its own mapping)
@@ -126,6 +127,7 @@ impl Beats {
                     Source::Heartbeat { hb: mine.of_pid(pid), resolution_ns },
                     idle_sample,
                     ended,
+                    None,
                 )
             }
             Err(e) => {
@@ -134,7 +136,13 @@ impl Beats {
                     "JVM pid {pid}: cannot map its heartbeat for the sampling loop ({e}); its stalls are noticed up to a second late"
                 ));
                 let (_, rx) = std::sync::mpsc::sync_channel(1);
-                Driven { wake: rx, busy: Arc::new(AtomicBool::new(false)), idle_sample, ended }
+                Driven {
+                    wake: rx,
+                    busy: Arc::new(AtomicBool::new(false)),
+                    idle_sample,
+                    ended,
+                    probes: None,
+                }
             }
         }
     }
@@ -153,6 +161,8 @@ impl Beats {
     ) -> Driven {
         let includes_sync = jc.as_ref().is_some_and(|c| c.info.safepoint_time_includes_sync);
         let pulse = Pulse::counters(pid, jc).stopped_every(STOPPED_EVERY_NS);
+        let probes = probes.map(Arc::new);
+        let theirs = probes.clone();
         self.driven(
             Source::Outside {
                 pulse: Box::new(pulse),
@@ -165,6 +175,7 @@ impl Beats {
             },
             idle_sample,
             ended,
+            theirs,
         )
     }
 
@@ -187,6 +198,8 @@ impl Beats {
                 return false;
             }
             let busy = e.busy.load(Ordering::Acquire);
+            // A probe's safepoint handed over with this wake-up, once it is sent.
+            let mut hand = None;
             let wake = match &mut e.source {
                 Source::Heartbeat { hb, resolution_ns } => {
                     if busy {
@@ -222,6 +235,8 @@ impl Beats {
                     if sp.is_none() {
                         *probes = None;
                     }
+                    // A safepoint under way as the probes went in has no begin by them.
+                    let probes_since = probes.as_ref().map_or(0, |p| p.since());
                     let open = sp.and_then(|s| s.open_since).filter(|b| *b != *handed);
                     let probe_due = open.map_or(u64::MAX, |b| b + threshold);
                     if sp.is_some() && now < probe_due && now < *next_look {
@@ -255,9 +270,12 @@ impl Beats {
                     let c = if sp.is_some() {
                         // On one grid for every JVM: one wake-up looks at them all.
                         *next_look = (now / PROBED_LOOK_NS + 1) * PROBED_LOOK_NS;
-                        // The probes time its safepoints: the counters' guess is no stall.
+                        // The probes time its safepoints: the counters' guess is no stall, but
+                        // for one begun before the probes were in.
                         let guess = |c: &Check| {
-                            matches!(c, Check::Stalled(st) if st.by == recording::StallTrigger::Safepoint)
+                            matches!(c, Check::Stalled(st)
+                                if st.by == recording::StallTrigger::Safepoint
+                                    && st.since >= probes_since)
                         };
                         match c {
                             Check::Quiet { .. } if now >= probe_due => Check::Stalled(
@@ -280,7 +298,7 @@ impl Beats {
                     match c {
                         Check::Stalled(st) if !busy => {
                             if st.by == recording::StallTrigger::SafepointProbe {
-                                *handed = st.since;
+                                hand = Some(st.since);
                             }
                             Wake::Stall(st, looks.clone())
                         }
@@ -302,6 +320,9 @@ impl Beats {
             match e.wake.try_send(wake) {
                 Ok(()) => {
                     e.busy.store(true, Ordering::Release);
+                    if let (Some(b), Source::Outside { handed, .. }) = (hand, &mut e.source) {
+                        *handed = b;
+                    }
                     true
                 }
                 Err(TrySendError::Full(_)) => true,

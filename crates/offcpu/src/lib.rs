@@ -173,11 +173,11 @@ enum Cmd {
         pid: i32,
         libjvm: std::path::PathBuf,
         after_ns: u64,
-        reply: mpsc::Sender<Result<usize, String>>,
+        reply: mpsc::Sender<Result<(usize, u64), String>>,
     },
     /// Stop watching this JVM's safepoints in this slot (free again, unless the JVM has another
     /// slot by now: watched again).
-    Unslot(i32, usize),
+    Unslot(i32, usize, u64),
     /// The threads of this process held off a CPU now, not by their own choice.
     Held {
         tgid: i32,
@@ -250,16 +250,23 @@ impl SpMap {
         unsafe { &*self.words.add(slot * SP_WORDS + i) }
     }
 
+    /// Clears a slot: not watched first (a reader then reads nothing), then the rest.
     fn clear(&self, slot: usize) {
+        use std::sync::atomic::Ordering::Release;
+        self.word(slot, SP_AFTER).store(0, Release);
+        self.word(slot, SP_GEN).store(0, Release);
         for i in 0..SP_WORDS {
-            self.word(slot, i).store(0, std::sync::atomic::Ordering::Relaxed);
+            self.word(slot, i).store(0, Release);
         }
     }
 
-    /// Slot `slot`'s safepoints; None while it is not watched.
-    fn read(&self, slot: usize) -> Option<Safepoints> {
+    /// Slot `slot`'s safepoints; None while it is not watched, or (`generation`) watched again since
+    /// (another JVM's now).
+    fn read(&self, slot: usize, generation: Option<u64>) -> Option<Safepoints> {
         use std::sync::atomic::Ordering::Acquire;
-        if self.word(slot, SP_AFTER).load(Acquire) == 0 {
+        if self.word(slot, SP_AFTER).load(Acquire) == 0
+            || generation.is_some_and(|g| self.word(slot, SP_GEN).load(Acquire) != g)
+        {
             return None;
         }
         // The probes write without a lock: read until the begin count holds still around it.
@@ -286,7 +293,7 @@ impl Drop for SpMap {
     }
 }
 
-/// `struct sp_state`'s words: open_since, seq, after_ns, pad, then SP_RING (begin, end) pairs.
+/// `struct sp_state`'s words: open_since, seq, after_ns, gen, then SP_RING (begin, end) pairs.
 const SP_RING: usize = 8;
 /// Slots in the `sp` map: `run`'s one JVM in slot 0, `watch`'s JVMs from 1.
 const SP_SLOTS: usize = 255;
@@ -294,6 +301,7 @@ const SP_WORDS: usize = 4 + 2 * SP_RING;
 const SP_OPEN: usize = 0;
 const SP_SEQ: usize = 1;
 const SP_AFTER: usize = 2;
+const SP_GEN: usize = 3;
 
 /// The JVM's safepoints as its own probes report them (CLOCK_MONOTONIC ns).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -400,19 +408,28 @@ pub struct SafepointSlot {
     reader: Reader,
     pid: i32,
     slot: usize,
+    /// Which watching of the slot this is (a slot freed is reused for another JVM).
+    generation: u64,
+    since: u64,
 }
 
 impl SafepointSlot {
-    /// Its safepoints as its probes report them; None once the recorder is gone or the JVM is
-    /// no longer recorded.
+    /// Its safepoints as its probes report them; None once the recorder is gone, the JVM is
+    /// no longer recorded, or it is watched in another slot since.
     pub fn read(&self) -> Option<Safepoints> {
-        self.reader.sp.as_ref().as_ref()?.read(self.slot)
+        self.reader.sp.as_ref().as_ref()?.read(self.slot, Some(self.generation))
+    }
+
+    /// When watching began (CLOCK_MONOTONIC ns): a safepoint under way then is not seen by the
+    /// probes (its begin came before they were in).
+    pub fn since(&self) -> u64 {
+        self.since
     }
 }
 
 impl Drop for SafepointSlot {
     fn drop(&mut self) {
-        let _ = self.reader.tx.send(Cmd::Unslot(self.pid, self.slot));
+        let _ = self.reader.tx.send(Cmd::Unslot(self.pid, self.slot, self.generation));
     }
 }
 
@@ -497,16 +514,17 @@ impl Reader {
         self.tx
             .send(Cmd::SafepointsOf { pid, libjvm: libjvm.to_path_buf(), after_ns, reply })
             .map_err(|_| "the BPF reader has stopped".to_string())?;
-        let slot = rx
+        let since = now_ns();
+        let (slot, generation) = rx
             .recv_timeout(Duration::from_secs(10))
             .map_err(|_| "the BPF reader did not answer".to_string())??;
-        Ok(SafepointSlot { reader: self.clone(), pid, slot })
+        Ok(SafepointSlot { reader: self.clone(), pid, slot, generation, since })
     }
 
     /// The watched JVM's safepoints, as its probes report them; None before
     /// [`Reader::watch_safepoints`] succeeded.
     pub fn safepoints(&self) -> Option<Safepoints> {
-        self.sp.as_ref().as_ref()?.read(0)
+        self.sp.as_ref().as_ref()?.read(0, None)
     }
 
     /// A reader of the watchdog's alarms, or why there is none (not asked for in [`Options`],
@@ -746,6 +764,8 @@ fn run(
     // in every process, once per libjvm.so (its device and inode).
     let mut probes: Vec<libbpf_rs::Link> = Vec::new();
     let mut everywhere: HashMap<(u64, u64), Vec<libbpf_rs::Link>> = HashMap::new();
+    // The last generation handed out (slots watched, one after the other).
+    let mut gens = 0u64;
     let attach = |prog: &libbpf_rs::ProgramMut, pid: i32, libjvm: &std::path::Path, name: &str| {
         prog.attach_usdt(pid, libjvm, "hs_private", name).map_err(|e| {
             format!(
@@ -780,20 +800,26 @@ fn run(
             Ok(Cmd::Add(t)) => set(&mut targets, t, 1),
             Ok(Cmd::Arm(t, armed)) => set(&mut targets, t, if armed { 2 } else { 1 }),
             Ok(Cmd::Remove(t)) => {
-                if let (Some((_, Some(slot))), Some(m)) = (targets.get(&t), sp_map.as_ref()) {
-                    m.clear(*slot);
-                }
+                // Out of the program's targets first, so its probes write there no more.
+                let slot = targets.get(&t).and_then(|t| t.1);
                 set(&mut targets, t, 0);
+                if let (Some(slot), Some(m)) = (slot, sp_map.as_ref()) {
+                    m.clear(slot);
+                }
             }
-            Ok(Cmd::Unslot(t, held)) => {
-                if let Some((_, slot)) = targets.get_mut(&t)
+            Ok(Cmd::Unslot(t, held, generation)) => {
+                let current = sp_map.as_ref().is_some_and(|m| {
+                    m.word(held, SP_GEN).load(std::sync::atomic::Ordering::Acquire) == generation
+                });
+                if current
+                    && let Some((_, slot)) = targets.get_mut(&t)
                     && *slot == Some(held)
-                    && let Some(s) = slot.take()
                 {
-                    if let Some(m) = sp_map.as_ref() {
-                        m.clear(s);
-                    }
+                    *slot = None;
                     put(&mut targets, t);
+                    if let Some(m) = sp_map.as_ref() {
+                        m.clear(held);
+                    }
                 }
             }
             Ok(Cmd::SafepointsOf { pid, libjvm, after_ns, reply }) => {
@@ -813,9 +839,6 @@ fn run(
                     let slot = (1..SP_SLOTS).find(|s| !used.contains(s)).ok_or_else(|| {
                         format!("{} JVMs' safepoints are watched already", SP_SLOTS - 1)
                     })?;
-                    if let Some(old) = targets.get(&pid).and_then(|t| t.1) {
-                        m.clear(old);
-                    }
                     let file = (meta.dev(), meta.ino());
                     if let std::collections::hash_map::Entry::Vacant(v) = everywhere.entry(file) {
                         // The end probe first: a begin seen without its end would hold a
@@ -825,12 +848,16 @@ fn run(
                         v.insert(vec![e, b]);
                     }
                     m.clear(slot);
+                    gens += 1;
+                    m.word(slot, SP_GEN).store(gens, std::sync::atomic::Ordering::Release);
                     m.word(slot, SP_AFTER).store(after_ns, std::sync::atomic::Ordering::Release);
-                    if let Some(t) = targets.get_mut(&pid) {
-                        t.1 = Some(slot);
-                    }
+                    let old = targets.get_mut(&pid).and_then(|t| t.1.replace(slot));
                     put(&mut targets, pid);
-                    Ok(slot)
+                    // Its old slot (a JVM watched again), now that the new one is in.
+                    if let Some(old) = old {
+                        m.clear(old);
+                    }
+                    Ok((slot, gens))
                 })();
                 let _ = reply.send(r);
             }

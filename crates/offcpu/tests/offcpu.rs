@@ -432,8 +432,8 @@ fn the_jvm_s_own_safepoint_probes_time_each_safepoint_and_alarm_a_long_one() {
         // alarmed after 2 ms.
         let ticker = tid_named(pid as u32, "sp-ticker").expect("the ticker thread");
         r.watch_meter(ticker, 10_000_000_000, 0);
-        r.watch_safepoints(pid, &libjvm, 2_000_000).unwrap_or_else(|e| panic!("{e}"));
         let t0 = offcpu::now_ns();
+        r.watch_safepoints(pid, &libjvm, 2_000_000).unwrap_or_else(|e| panic!("{e}"));
         let _ = alarm.take();
         assert_eq!(woke_within(&alarm, 5), offcpu::Woke::Alarm, "a full GC lasts over 2 ms");
         let woke = offcpu::now_ns();
@@ -497,13 +497,24 @@ fn each_jvm_watched_beside_others_has_its_own_safepoints_and_its_own_alarm() {
             offcpu::Woke::Deadline,
             "B's safepoints are short of 10 s"
         );
-        let sa = r.watch_safepoints_of(a, &lib(a), 2_000_000).unwrap_or_else(|e| panic!("{e}"));
         let t0 = offcpu::now_ns();
-        assert_eq!(woke_within(&alarm, 5), offcpu::Woke::Alarm, "A's full GC lasts over 2 ms");
-        let woke = offcpu::now_ns();
-        let s = sa.read().expect("A's safepoints are watched");
-        let (began, _) = s.last().expect("one of A's begun");
-        assert!(began >= t0 && woke >= began + 2_000_000, "{s:?}, since {t0}, alarmed at {woke}");
+        let sa = r.watch_safepoints_of(a, &lib(a), 2_000_000).unwrap_or_else(|e| panic!("{e}"));
+        assert!(sa.since() >= t0);
+        // Every alarm is a safepoint of A's that lasted 2 ms (the timer is set for nearly all
+        // of them, the short ones too, and must not fire for those that ended first).
+        let mut long = 0;
+        while long < 3 {
+            assert_eq!(woke_within(&alarm, 5), offcpu::Woke::Alarm, "A's full GCs last over 2 ms");
+            let woke = offcpu::now_ns();
+            let s = sa.read().expect("A's safepoints are watched");
+            let (began, end) = s.last().expect("one of A's begun");
+            assert!(
+                began >= t0 && woke >= began + 2_000_000,
+                "{s:?}, since {t0}, alarmed at {woke}"
+            );
+            assert!(end.is_none_or(|e| e >= began + 2_000_000), "alarmed for a short one: {s:?}");
+            long += 1;
+        }
         std::thread::sleep(Duration::from_millis(1000));
         let (ra, rb) = (sa.read().unwrap(), sb.read().unwrap());
         assert!(ra.count >= 3 && rb.count >= 3, "A {ra:?}, B {rb:?}");
@@ -523,6 +534,14 @@ fn each_jvm_watched_beside_others_has_its_own_safepoints_and_its_own_alarm() {
         std::thread::sleep(Duration::from_millis(50));
         let fresh = again.read().expect("watched again");
         assert!(fresh.count < ra.count, "a slot taken again starts afresh: {fresh:?} after {ra:?}");
+        // A JVM watched again (a rolled recording): its old handle reads nothing, and dropping
+        // it late does not unwatch the new one.
+        let sb2 = r.watch_safepoints_of(b, &lib(b), 3_000_000).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(sb.read(), None, "the old handle of a JVM watched again");
+        drop(sb);
+        std::thread::sleep(Duration::from_millis(300));
+        let b2 = sb2.read().expect("still watched after the old handle went");
+        assert!(b2.count >= 1, "{b2:?}");
     });
     for j in jvms.iter_mut() {
         let _ = j.kill();

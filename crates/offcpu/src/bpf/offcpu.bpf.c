@@ -154,7 +154,7 @@ struct sp_state {
 	__u64 open_since;
 	__u64 seq;
 	__u64 after_ns;
-	__u64 pad;
+	__u64 gen;      /* written by the recorder: which watching of the slot this is */
 	struct sp_span ring[SP_RING];
 };
 
@@ -431,6 +431,14 @@ struct {
 static int on_alarm(void *map, __u32 *key, struct watchdog *d)
 {
 	__u64 now = bpf_ktime_get_ns();
+	/* The meter's heartbeat stale, or the safepoint the timer was set for still under way (the
+	 * timer is not cancelled as a safepoint ends short of it). */
+	__u32 zero = 0;
+	struct sp_state *s = bpf_map_lookup_elem(&sp, &zero);
+	int meter = d->meter_due && d->meter_due <= now;
+	int safepoint = s && s->open_since && s->open_since == d->sp_armed;
+	if (!meter && !safepoint)
+		return 0;
 	/* A full ring (the recorder has not read it) already holds an alarm: nothing is lost. */
 	bpf_ringbuf_output(&alarms, &now, sizeof(now), 0);
 	return 0;
@@ -479,6 +487,11 @@ struct {
 
 static int on_sp_alarm(void *map, __u32 *key, struct spdog *d)
 {
+	/* Only for the safepoint it was set for, still under way: most end well short of it (the
+	 * timer is set for nearly every one, and not cancelled as it ends). */
+	struct sp_state *s = bpf_map_lookup_elem(&sp, key);
+	if (!s || !s->open_since || s->open_since != d->armed)
+		return 0;
 	__u64 now = bpf_ktime_get_ns();
 	bpf_ringbuf_output(&alarms, &now, sizeof(now), 0);
 	return 0;
