@@ -327,6 +327,12 @@ pub(crate) fn watch_options(s: &Settings) -> SamplerOptions {
         threshold_ns: s.threshold_ns,
         sample_interval_ns: s.sample_interval_ns,
         system_interval_ns: 50_000_000,
+        // `watch`'s host-wide BPF recorder has every wait of a stall exactly.
+        full_rate_ns: if s.shared_offcpu.is_some() {
+            sampler::WATCH_BPF_FULL_RATE_NS
+        } else {
+            sampler::FULL_RATE_NS
+        },
         boost: None,
     }
 }

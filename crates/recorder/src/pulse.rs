@@ -304,13 +304,29 @@ pub struct Pulse {
     kernel: Option<offcpu::Reader>,
     /// The JVM's own safepoint probes, once attached (BPF): a safepoint past the threshold is
     /// a stall from its begin to its end, whatever the meter saw.
-    probes: Option<offcpu::Reader>,
+    probes: Option<Probes>,
     /// A resolution after the last stall the probes found ended: the heartbeat's next tick is
     /// not expected before (a meter that blocked at the safepoint on its way into a sleep
     /// sleeps a whole resolution once it is let go).
     probe_floor: u64,
     /// When the last stall ended: a stall by the probes does not begin before it.
     stall_end: u64,
+}
+
+/// Where the JVM's safepoint probes are read: `run`'s own BPF recorder (its one JVM), or the
+/// slot `watch`'s host-wide recorder keeps for this JVM.
+pub enum Probes {
+    Own(offcpu::Reader),
+    Slot(std::sync::Arc<offcpu::SafepointSlot>),
+}
+
+impl Probes {
+    fn read(&self) -> Option<offcpu::Safepoints> {
+        match self {
+            Probes::Own(r) => r.safepoints(),
+            Probes::Slot(s) => s.read(),
+        }
+    }
 }
 
 /// A wait younger than this does not keep a stall found by the kernel's events going: a thread
@@ -500,8 +516,18 @@ impl Pulse {
     /// Whether the stall `s` goes on, at a look at `now`.
     pub fn still(&mut self, s: &Stall, now: u64, out: &mut dyn FnMut(&CounterLook)) -> Still {
         self.look_counters(now, out);
-        // Without a heartbeat (`watch`), a probe's stall is followed with the counters, below,
-        // as the safepoint it is.
+        // Without a heartbeat (`watch`), a probe's stall lasts while its safepoint does, by the
+        // probes (read in the loop's slot); where they no longer read, by the counters, below.
+        if s.by == StallTrigger::SafepointProbe
+            && self.hb.is_none()
+            && let Some(sp) = self.probes.as_ref().and_then(|p| p.read())
+        {
+            return match sp.open_since {
+                Some(b) if b == s.probe_begin && self.exiting() => Still::MeterEnded,
+                Some(b) if b == s.probe_begin => Still::Stalled,
+                _ => Still::Resumed,
+            };
+        }
         if s.by == StallTrigger::Heartbeat
             || (s.by == StallTrigger::SafepointProbe && self.hb.is_some())
         {
@@ -550,7 +576,7 @@ impl Pulse {
                 let end = self
                     .probes
                     .as_ref()
-                    .and_then(|r| r.safepoints()?.end_of(s.probe_begin))
+                    .and_then(|r| r.read()?.end_of(s.probe_begin))
                     .or(tick.filter(|t| *t > s.since))
                     .unwrap_or(unchanged_at + now.saturating_sub(unchanged_at) / 2);
                 // A meter that blocked on its way into a sleep sleeps a whole resolution
@@ -608,13 +634,19 @@ impl Pulse {
 
     /// When the safepoint under way began, by the JVM's probes.
     fn open_safepoint(&self) -> Option<u64> {
-        self.probes.as_ref().and_then(|r| r.safepoints()?.open_since)
+        self.probes.as_ref().and_then(|r| r.read()?.open_since)
     }
 
     /// Finds and times the JVM's safepoints with its own probes from now (`reader` has them
     /// attached).
     pub fn use_probes(&mut self, reader: offcpu::Reader) {
-        self.probes = Some(reader);
+        self.probes = Some(Probes::Own(reader));
+    }
+
+    /// Follows the stalls `watch`'s loop found by this JVM's probes to their ends with them
+    /// (`slot`, the loop's), to the µs, however often it looks.
+    pub fn use_slot(&mut self, slot: std::sync::Arc<offcpu::SafepointSlot>) {
+        self.probes = Some(Probes::Slot(slot));
     }
 
     /// The heartbeat's meter thread, as the JVM's own namespace numbers it, and its resolution.

@@ -15,6 +15,7 @@ mod context;
 mod kwaits;
 mod sources;
 mod stall;
+pub use stall::{FULL_RATE_NS, WATCH_BPF_FULL_RATE_NS};
 mod traces;
 mod who;
 
@@ -42,6 +43,9 @@ pub struct SamplerOptions {
     pub sample_interval_ns: u64,
     /// How often machine-wide counters are read during a stall.
     pub system_interval_ns: u64,
+    /// How long a stall is sampled every `sample_interval_ns` before sampling slows down
+    /// ([`stall::backoff`]).
+    pub full_rate_ns: u64,
     /// `--boost`: raise the target's threads once the heartbeat is this stale.
     pub boost: Option<(super::boost::BoostLevel, u64)>,
 }
@@ -61,6 +65,9 @@ pub struct Driven {
     /// Told each stall's number once its end is written, with a barrier for the recording's
     /// lines so far (the diagnosis waits on it, never the watcher).
     pub ended: Box<dyn FnMut(u32, recording::Barrier) + Send>,
+    /// The JVM's safepoint probes, as the loop reads them: the stalls they found are followed
+    /// to their ends with them.
+    pub probes: Option<std::sync::Arc<offcpu::SafepointSlot>>,
 }
 
 /// What the driving loop wakes a watcher for.
@@ -249,7 +256,10 @@ const HELD_INTERVALS: u64 = 10;
 
 impl<'a> Watcher<'a> {
     fn new(w: &'a mut Writer, what: Target<'a>) -> Result<Watcher<'a>> {
-        let Target { pid, pulse, tracer, offcpu, opts, deadline, driven, code, hooks } = what;
+        let Target { pid, mut pulse, tracer, offcpu, opts, deadline, driven, code, hooks } = what;
+        if let Some(slot) = driven.as_ref().and_then(|d| d.probes.clone()) {
+            pulse.use_slot(slot);
+        }
         let sampler = TaskSampler::new(pid)?;
         // A sidecar starved of CPU sees nothing of the starvation it is there to explain: when
         // allowed (root, CAP_SYS_NICE), this thread runs at nice -10. It sleeps between looks, so
@@ -756,6 +766,7 @@ mod tests {
             threshold_ns: 5 * MS,
             sample_interval_ns: 2 * MS,
             system_interval_ns: 50 * MS,
+            full_rate_ns: FULL_RATE_NS,
             boost: None,
         }
     }
@@ -935,15 +946,21 @@ mod tests {
     #[test]
     fn a_long_stall_is_sampled_less_and_less_often_down_to_a_floor() {
         const S: u64 = 1_000_000_000;
-        assert_eq!(backoff(2 * MS, 0), 2 * MS, "the first two seconds at full rate");
-        assert_eq!(backoff(2 * MS, 3 * S), 10 * MS);
-        assert_eq!(backoff(2 * MS, 30 * S), 100 * MS);
-        assert_eq!(backoff(2 * MS, 3600 * S), S, "the floor: once a second");
-        assert_eq!(backoff(50 * MS, 3 * S), 50 * MS, "never faster than asked");
+        let full = FULL_RATE_NS;
+        assert_eq!(backoff(2 * MS, 0, full), 2 * MS, "the first two seconds at full rate");
+        assert_eq!(backoff(2 * MS, 1999 * MS, full), 2 * MS);
+        assert_eq!(backoff(2 * MS, 3 * S, full), 10 * MS);
+        assert_eq!(backoff(2 * MS, 30 * S, full), 100 * MS);
+        assert_eq!(backoff(2 * MS, 3600 * S, full), S, "the floor: once a second");
+        assert_eq!(backoff(50 * MS, 3 * S, full), 50 * MS, "never faster than asked");
+        // `watch` with BPF: the full rate for 200 ms only.
+        let w = WATCH_BPF_FULL_RATE_NS;
+        assert_eq!(backoff(2 * MS, 199 * MS, w), 2 * MS);
+        assert_eq!(backoff(2 * MS, 200 * MS, w), 10 * MS);
         // How many samples an hour-long stall takes, as the docs say.
         let (mut t, mut n) = (0u64, 0u64);
         while t < 3600 * S {
-            t += backoff(2 * MS, t);
+            t += backoff(2 * MS, t, full);
             n += 1;
         }
         assert!((5_000..7_000).contains(&n), "{n} samples");

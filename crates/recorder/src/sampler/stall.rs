@@ -39,13 +39,22 @@ pub(super) struct Sampled {
 /// A frozen JVM of 200 threads cost 20% of a core read at 500 Hz.
 pub const STOPPED_EVERY_NS: u64 = 20_000_000;
 
+/// How long a stall is sampled at the full rate before [`backoff`] slows down.
+pub const FULL_RATE_NS: u64 = 2_000_000_000;
+/// The same for `watch` with BPF: the kernel's events give every wait of the stalled JVM's
+/// threads to the µs, and its probes the safepoint's end, so after its first 200 ms a stall's
+/// threads are read every 10 ms (a JVM that stalls most of the time, read at 500 Hz throughout,
+/// took more than the other 30 JVMs and the loop together).
+pub const WATCH_BPF_FULL_RATE_NS: u64 = 200_000_000;
+
 /// How far apart samples of a stall are once it has lasted `age_ns`: the full rate for its first
-/// 2 s, then 10 ms until 10 s, 100 ms until a minute, then once a second, the floor. A stall
-/// that lasts an hour costs about 6,000 samples, not 1.8 million (docs/formats/recording.md).
-pub fn backoff(base_ns: u64, age_ns: u64) -> u64 {
+/// `full_ns` (2 s, [`FULL_RATE_NS`]), then 10 ms until 10 s, 100 ms until a minute, then once a
+/// second, the floor. A stall that lasts an hour costs about 6,000 samples, not 1.8 million
+/// (docs/formats/recording.md).
+pub fn backoff(base_ns: u64, age_ns: u64, full_ns: u64) -> u64 {
     const S: u64 = 1_000_000_000;
     let stage = match age_ns {
-        a if a < 2 * S => base_ns,
+        a if a < full_ns => base_ns,
         a if a < 10 * S => 10_000_000,
         a if a < 60 * S => 100_000_000,
         _ => S,
@@ -169,7 +178,11 @@ impl Watcher<'_> {
                     // which the pulse sees (one read of its `stat`): its threads are read again
                     // only every STOPPED_EVERY_NS, the pulse at the full rate.
                     if all_stopped && t < threads_at + STOPPED_EVERY_NS {
-                        let interval = backoff(self.opts.sample_interval_ns, t.saturating_sub(now));
+                        let interval = backoff(
+                            self.opts.sample_interval_ns,
+                            t.saturating_sub(now),
+                            self.opts.full_rate_ns,
+                        );
                         if self.look_at_pulse(st, &mut out, until)? {
                             return Ok(out);
                         }
@@ -209,7 +222,11 @@ impl Watcher<'_> {
             })?;
             first = false;
             prev = cur.iter().map(|s| (s.tid, s.clone())).collect();
-            let interval = backoff(self.opts.sample_interval_ns, t.saturating_sub(now));
+            let interval = backoff(
+                self.opts.sample_interval_ns,
+                t.saturating_sub(now),
+                self.opts.full_rate_ns,
+            );
             let mut system_ns = 0;
             if t - last_system >= self.opts.system_interval_ns.max(interval) {
                 last_system = t;
