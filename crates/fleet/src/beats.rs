@@ -277,20 +277,20 @@ impl Beats {
                                 if st.by == recording::StallTrigger::Safepoint
                                     && st.since >= probes_since)
                         };
-                        match c {
-                            Check::Quiet { .. } if now >= probe_due => Check::Stalled(
+                        // Quiet, or as good as quiet: a stall when the probes say so.
+                        let expected = match &c {
+                            Check::Quiet { expected, .. } => Some(*expected),
+                            c if guess(c) => Some(now),
+                            _ => None,
+                        };
+                        match expected {
+                            Some(_) if now >= probe_due => Check::Stalled(
                                 recorder::pulse::Stall::by_probe(probe_due - threshold),
                             ),
-                            c if guess(&c) && now >= probe_due => Check::Stalled(
-                                recorder::pulse::Stall::by_probe(probe_due - threshold),
-                            ),
-                            c if guess(&c) => {
-                                Check::Quiet { expected: now, due: probe_due.min(*next_look) }
-                            }
-                            Check::Quiet { expected, .. } => {
+                            Some(expected) => {
                                 Check::Quiet { expected, due: probe_due.min(*next_look) }
                             }
-                            c => c,
+                            None => c,
                         }
                     } else {
                         c

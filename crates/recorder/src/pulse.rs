@@ -266,7 +266,8 @@ pub struct Stall {
 impl Stall {
     /// A safepoint under way since `began`, by the JVM's probes, past the threshold: found by
     /// another loop than the one that samples it (`watch`'s, which has no heartbeat). Its
-    /// watcher follows it to its end with the counters ([`Pulse::adopt`]).
+    /// watcher follows it to its end with the loop's probes ([`Pulse::use_slot`]), or with the
+    /// counters where those no longer read ([`Pulse::adopt`]).
     pub fn by_probe(began: u64) -> Stall {
         Stall {
             since: began,
