@@ -95,9 +95,10 @@ fn read_small<'a>(path: &str, buf: &'a mut Vec<u8>) -> Option<&'a str> {
     std::str::from_utf8(buf).ok()
 }
 
-/// Every process's CPU use now (kernel threads too: `kswapd` taking a CPU is news), and its
-/// storage I/O where this user may read it (not for kernel threads, which have none).
-pub fn snapshot() -> Vec<ProcCpu> {
+/// Every process's CPU use now (kernel threads too: `kswapd` taking a CPU is news), and, with
+/// `with_io`, its storage I/O where this user may read it (not for kernel threads, which have
+/// none): a second file a process, as much again as the first.
+pub fn snapshot(with_io: bool) -> Vec<ProcCpu> {
     let mut buf = Vec::with_capacity(4096);
     crate::jvms::pids()
         .into_iter()
@@ -105,7 +106,7 @@ pub fn snapshot() -> Vec<ProcCpu> {
             let s = read_small(&format!("/proc/{pid}/stat"), &mut buf)?;
             let kernel = kernel_thread(s);
             let mut p = parse(pid, s)?;
-            if !kernel {
+            if with_io && !kernel {
                 p.io = read_small(&format!("/proc/{pid}/io"), &mut buf).and_then(parse_io);
             }
             Some(p)
@@ -254,7 +255,10 @@ mod tests {
 
     #[test]
     fn this_machine_has_processes_and_we_are_among_them() {
-        let s = snapshot();
-        assert!(s.iter().any(|p| p.pid == std::process::id() as i32));
+        let me = std::process::id() as i32;
+        let s = snapshot(false);
+        assert!(s.iter().any(|p| p.pid == me && p.io.is_none()), "no storage I/O asked for");
+        let s = snapshot(true);
+        assert!(s.iter().any(|p| p.pid == me && p.io.is_some()), "our own I/O is readable");
     }
 }

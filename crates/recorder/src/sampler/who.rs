@@ -13,8 +13,9 @@
 //!   less and less often after), nothing between stalls; the attach
 //!   listener's clients are looked for at most [`ATTACH_TRIES`] times a stall; every process
 //!   on the host at most twice a stall, and, unless the machine was contended as it began, only
-//!   once the kernel's pressure shows somebody waited ([`Pressure`]); every line is written once
-//!   per change.
+//!   once the kernel's pressure shows somebody waited ([`Pressure`]): for its CPU time when
+//!   somebody waited for a CPU or memory, for its storage I/O when somebody waited for storage
+//!   or memory; every line is written once per change.
 
 use procwatch::clock::mono_ns;
 use procwatch::vmops::{VmOperation, VmOps};
@@ -60,15 +61,32 @@ const BUSY_AVG10: f64 = 1.0;
 
 /// The kernel's pressure stall totals, machine-wide (`/proc/pressure/{cpu,io,memory}`, `some`):
 /// how long, in µs, at least one task waited for a CPU, for storage, for memory. Nobody took the
-/// CPUs or storage from the target in a stall in which nobody waited: every process is looked at
-/// (two files each, about 20 µs of CPU a process here) at a stall's first look only when the
-/// machine was contended in the last seconds (`busy`), else once somebody waited.
+/// CPUs (or storage) from the target in a stall in which nobody waited for one: every process's
+/// CPU time (its `stat`, about 10 µs of CPU a process here) is read at a stall's first look only
+/// when the machine was short of CPUs or memory in the last seconds (`busy`), else once somebody
+/// waited for one; its storage I/O (its `io`, as much again) the same way for storage or memory.
+/// Measured (`bench/watch_overhead.sh`, 30 idle JVMs and one whose safepoints wait on a loop, a
+/// stall every 300 ms on a machine short of CPUs): reading both files for every process twice a
+/// stall was 80% of this thread's time, 2% of a core.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Pressure {
     cpu_us: u64,
     io_us: u64,
     memory_us: u64,
-    busy: bool,
+    busy: Wants,
+}
+
+/// What of every process is worth reading: its CPU time, its storage I/O.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+struct Wants {
+    cpu: bool,
+    io: bool,
+}
+
+impl Wants {
+    fn any(self) -> bool {
+        self.cpu || self.io
+    }
 }
 
 impl Pressure {
@@ -81,16 +99,30 @@ impl Pressure {
             cpu_us: total(&cpu)?,
             io_us: total(&io)?,
             memory_us: total(&memory)?,
-            busy: [&cpu, &io, &memory].iter().any(|t| avg10(t) >= BUSY_AVG10),
+            busy: Wants {
+                cpu: [&cpu, &memory].iter().any(|t| avg10(t) >= BUSY_AVG10),
+                io: [&io, &memory].iter().any(|t| avg10(t) >= BUSY_AVG10),
+            },
         })
     }
 
-    /// Somebody waited since `self` (read at a stall's begin) as `now` reads.
-    fn waited_by(self, now: Pressure) -> bool {
-        now.cpu_us.saturating_sub(self.cpu_us) >= WAITED_US
-            || now.io_us.saturating_sub(self.io_us) >= WAITED_US
-            || now.memory_us.saturating_sub(self.memory_us) >= WAITED_US
+    /// Somebody waited since `self` (read at a stall's begin) as `now` reads: for a CPU or
+    /// memory (reclaim takes CPUs), for storage or memory (reclaim writes and reads swap).
+    fn waited_by(self, now: Pressure) -> Wants {
+        let grew = |a: u64, b: u64| b.saturating_sub(a) >= WAITED_US;
+        let memory = grew(self.memory_us, now.memory_us);
+        Wants {
+            cpu: grew(self.cpu_us, now.cpu_us) || memory,
+            io: grew(self.io_us, now.io_us) || memory,
+        }
     }
+}
+
+/// Every process's use at some look, from which what each took is counted.
+struct Baseline {
+    /// When it was read.
+    from: u64,
+    procs: Vec<procwatch::cpuuse::ProcCpu>,
 }
 
 enum Msg {
@@ -152,14 +184,13 @@ struct Open {
     stall: u32,
     /// The stall's first look.
     t: u64,
-    /// Since when the processes' use is counted: the stall's first look, the last stall's end
-    /// look (just before), or the later look that took `cpu`.
-    counted_from: u64,
-    /// Every process's CPU and storage use at `counted_from`; None until taken (see
-    /// [`Pressure`]).
-    cpu: Option<Vec<procwatch::cpuuse::ProcCpu>>,
-    /// The target's threads' storage reads and writes at `counted_from`.
-    io: Vec<(i32, String, u64, u64)>,
+    /// Every process's CPU time from when it is counted: the stall's first look, the last
+    /// stall's end look (just before), or the later look after somebody waited (see
+    /// [`Pressure`]); None until taken.
+    cpu: Option<Baseline>,
+    /// The same for storage I/O (every process's, read with its CPU time, and the target's
+    /// threads').
+    io: Option<(Baseline, Vec<(i32, String, u64, u64)>)>,
     /// The kernel's pressure at the stall's first look (None: not known, everything is looked
     /// at then).
     pressure: Option<Pressure>,
@@ -184,8 +215,9 @@ struct Looker {
     noted: HashSet<String>,
     /// Names the processes seen, each once.
     describer: procwatch::process::Describer,
-    /// The last look at every process, and when: the next stall's first, if it begins soon.
-    last_look: Option<(u64, Vec<procwatch::cpuuse::ProcCpu>)>,
+    /// The last look at every process (with storage I/O or not): the next stall's first, if it
+    /// begins soon.
+    last_look: Option<(Baseline, bool)>,
 }
 
 impl Looker {
@@ -226,16 +258,21 @@ impl Looker {
                     // at now only where the kernel's pressure cannot say later whether anybody
                     // waited (look_at_takers).
                     let pressure = Pressure::now();
-                    let (from, cpu) = match self.last_look.take() {
-                        Some((at, cpu)) if t.saturating_sub(at) < REUSE_LOOK_NS => (at, Some(cpu)),
-                        _ if pressure.is_some_and(|p| !p.busy) => (t, None),
-                        _ => (t, Some(procwatch::cpuuse::snapshot())),
+                    let wants = pressure.map_or(Wants { cpu: true, io: true }, |p| p.busy);
+                    let recent = self
+                        .last_look
+                        .take()
+                        .filter(|(b, _)| t.saturating_sub(b.from) < REUSE_LOOK_NS);
+                    let (cpu, io) = match recent {
+                        Some((b, with_io)) => (Some(b), with_io),
+                        None if wants.any() => (Some(look_at_all(t, wants.io)), wants.io),
+                        None => (None, false),
                     };
-                    let io = if cpu.is_some() {
-                        procwatch::cpuuse::thread_io(self.pid)
-                    } else {
-                        Vec::new()
-                    };
+                    let io = io.then(|| {
+                        let b = cpu.as_ref().expect("read with the CPU time");
+                        let procs = b.procs.clone();
+                        (Baseline { from: b.from, procs }, procwatch::cpuuse::thread_io(self.pid))
+                    });
                     // A new operation may sit where the last stall's did (on its caller's stack).
                     if let Some(Ok(ops)) = self.ops.as_mut() {
                         ops.forget();
@@ -243,7 +280,6 @@ impl Looker {
                     self.open = Some(Open {
                         stall,
                         t,
-                        counted_from: from,
                         cpu,
                         io,
                         pressure,
@@ -265,7 +301,7 @@ impl Looker {
                         if self.open.as_ref().is_some_and(|o| o.saw_stop) {
                             self.signals(t);
                         }
-                        self.cpu_use(t);
+                        self.use_to(t);
                         self.open = None;
                     }
                     let _ = done.send(());
@@ -476,34 +512,67 @@ impl Looker {
     fn look_at_takers(&mut self) {
         let pid = self.pid;
         let Some(open) = self.open.as_mut() else { return };
-        let Some(at_begin) = open.pressure.filter(|_| open.cpu.is_none()) else { return };
-        if !Pressure::now().is_some_and(|now| at_begin.waited_by(now)) {
+        let Some(at_begin) = open.pressure else { return };
+        let missing = Wants { cpu: open.cpu.is_none(), io: open.io.is_none() };
+        if !missing.any() {
             return;
         }
-        open.counted_from = mono_ns();
-        open.cpu = Some(procwatch::cpuuse::snapshot());
-        open.io = procwatch::cpuuse::thread_io(pid);
+        let Some(now) = Pressure::now() else { return };
+        let waited = at_begin.waited_by(now);
+        let due = Wants { cpu: missing.cpu && waited.cpu, io: missing.io && waited.io };
+        if !due.any() {
+            return;
+        }
+        let b = look_at_all(mono_ns(), due.io);
+        if due.io {
+            let procs = b.procs.clone();
+            open.io = Some((Baseline { from: b.from, procs }, procwatch::cpuuse::thread_io(pid)));
+        }
+        if due.cpu {
+            open.cpu = Some(b);
+        }
     }
 
-    /// Who took the CPUs between the stall's first look at every process and `to`.
-    fn cpu_use(&mut self, to: u64) {
+    /// Who took the CPUs and storage between the stall's first looks at every process and `to`.
+    fn use_to(&mut self, to: u64) {
         let Some(open) = self.open.as_ref() else { return };
-        let Some(before) = open.cpu.as_ref() else {
+        if open.cpu.is_none() || open.io.is_none() {
             // Nobody waited at any look: nobody took the CPUs or storage from the target. Said
             // when somebody did wait, but only after the last look.
             let stall = open.stall;
-            if open.pressure.zip(Pressure::now()).is_some_and(|(b, now)| b.waited_by(now)) {
+            let missed = open.pressure.zip(Pressure::now()).is_some_and(|(b, now)| {
+                let w = b.waited_by(now);
+                (w.cpu && open.cpu.is_none()) || (w.io && open.io.is_none())
+            });
+            if missed {
                 self.note(stall, "who took the CPUs or storage is looked at from the first look after some task waited for a CPU, storage or memory (unless the machine was contended as the stall began); a stall ended before that look, and its takers are not known".into());
             }
-            return;
-        };
-        // Taken after the end was sent (the end waited in the channel behind that look): no
-        // window to count in.
-        if open.counted_from >= to {
+        }
+        let Some(open) = self.open.as_ref() else { return };
+        // Counted from a look taken after the end was sent (the end waited in the channel
+        // behind that look): no window to count in.
+        let cpu_from = open.cpu.as_ref().map(|b| b.from).filter(|f| *f < to);
+        let io_from = open.io.as_ref().map(|(b, _)| b.from).filter(|f| *f < to);
+        if cpu_from.is_none() && io_from.is_none() {
             return;
         }
-        let after = procwatch::cpuuse::snapshot();
-        let taken = procwatch::cpuuse::taken(before, &after);
+        let with_io = io_from.is_some();
+        let after = look_at_all(to, with_io);
+        if cpu_from.is_some() {
+            self.cpu_use(&after.procs, to);
+        }
+        if io_from.is_some() {
+            self.io_use(&after.procs, to);
+        }
+        self.last_look = Some((after, with_io));
+    }
+
+    /// Who took the CPUs between the stall's first look at every process and `to`, when every
+    /// process was read again (`after`).
+    fn cpu_use(&mut self, after: &[procwatch::cpuuse::ProcCpu], to: u64) {
+        let Some(open) = self.open.as_ref() else { return };
+        let Some(before) = open.cpu.as_ref() else { return };
+        let taken = procwatch::cpuuse::taken(&before.procs, after);
         let tick = 1_000_000_000 / procwatch::task::clock_ticks().max(1);
         let me = std::process::id() as i32;
         let (mut target_ns, mut others_ns, mut takers) = (0, 0, Vec::new());
@@ -530,7 +599,7 @@ impl Looker {
         }
         let w = Who::CpuUse {
             stall: open.stall,
-            from: open.counted_from,
+            from: before.from,
             to,
             cpus: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
             target_ns,
@@ -538,8 +607,6 @@ impl Looker {
             takers,
         };
         self.line(&w);
-        self.io_use(&after, to);
-        self.last_look = Some((to, after));
     }
 
     /// Who read or wrote storage between the stall's first look and `to`: the target's own
@@ -548,15 +615,15 @@ impl Looker {
         let Some(open) = self.open.as_ref() else { return };
         let me = std::process::id() as i32;
         let mut takers: Vec<IoTaker> = Vec::new();
+        let Some((before, threads)) = open.io.as_ref() else { return };
         for (tid, comm, r, w) in procwatch::cpuuse::thread_io(self.pid) {
-            let Some((_, _, r0, w0)) = open.io.iter().find(|x| x.0 == tid) else { continue };
+            let Some((_, _, r0, w0)) = threads.iter().find(|x| x.0 == tid) else { continue };
             let (read_bytes, write_bytes) = (r.saturating_sub(*r0), w.saturating_sub(*w0));
             if read_bytes + write_bytes >= MIN_IO_BYTES {
                 takers.push(io_taker(self.pid, Some(tid), comm, read_bytes, write_bytes));
             }
         }
-        let Some(before) = open.cpu.as_ref() else { return };
-        for t in procwatch::cpuuse::taken(before, after) {
+        for t in procwatch::cpuuse::taken(&before.procs, after) {
             let Some((read_bytes, write_bytes)) = t.io else { continue };
             if t.pid == self.pid || t.pid == me || read_bytes + write_bytes < MIN_IO_BYTES {
                 continue;
@@ -574,9 +641,14 @@ impl Looker {
                 t.named = p.into();
             }
         }
-        let w = Who::IoUse { stall: open.stall, from: open.counted_from, to, takers };
+        let w = Who::IoUse { stall: open.stall, from: before.from, to, takers };
         self.line(&w);
     }
+}
+
+/// Every process's CPU time now, and its storage I/O `with_io`; `t` says when.
+fn look_at_all(t: u64, with_io: bool) -> Baseline {
+    Baseline { from: t, procs: procwatch::cpuuse::snapshot(with_io) }
 }
 
 /// A thread or process that read and wrote so much, not yet described.
@@ -624,15 +696,18 @@ mod tests {
 
     #[test]
     fn somebody_waited_once_either_pressure_grew_by_a_millisecond() {
-        let at = Pressure { cpu_us: 5_000, io_us: 9_000, memory_us: 100, busy: false };
-        let p = |cpu_us, io_us, memory_us| Pressure { cpu_us, io_us, memory_us, busy: false };
-        assert!(!at.waited_by(at));
-        assert!(!at.waited_by(p(5_999, 9_999, 1_099)));
-        assert!(at.waited_by(p(6_000, 9_000, 100)));
-        assert!(at.waited_by(p(5_000, 10_000, 100)));
-        assert!(at.waited_by(p(5_000, 9_000, 1_100)));
+        let none = Wants::default();
+        let at = Pressure { cpu_us: 5_000, io_us: 9_000, memory_us: 100, busy: none };
+        let p = |cpu_us, io_us, memory_us| Pressure { cpu_us, io_us, memory_us, busy: none };
+        assert_eq!(at.waited_by(at), none);
+        assert_eq!(at.waited_by(p(5_999, 9_999, 1_099)), none);
+        // A CPU wait asks for every process's CPU time, a storage wait for its storage I/O, a
+        // memory wait (reclaim takes CPUs and storage) for both.
+        assert_eq!(at.waited_by(p(6_000, 9_000, 100)), Wants { cpu: true, io: false });
+        assert_eq!(at.waited_by(p(5_000, 10_000, 100)), Wants { cpu: false, io: true });
+        assert_eq!(at.waited_by(p(5_000, 9_000, 1_100)), Wants { cpu: true, io: true });
         // Totals that went back (another pressure file, a reset) are no wait.
-        assert!(!at.waited_by(p(0, 0, 0)));
+        assert_eq!(at.waited_by(p(0, 0, 0)), none);
         // Read here: this kernel has pressure stall information.
         assert!(Pressure::now().is_some());
     }
