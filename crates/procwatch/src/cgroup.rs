@@ -37,7 +37,7 @@ pub struct Cgroups {
 
 /// Mount points of cgroup hierarchies: (fstype, super options, mount point).
 pub fn mounts() -> Vec<(String, String, PathBuf)> {
-    let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    let info = crate::procfile::read("/proc/self/mountinfo").unwrap_or_default();
     info.lines()
         .filter_map(|l| {
             let (pre, post) = l.split_once(" - ")?;
@@ -58,7 +58,7 @@ pub fn parse(proc_cgroup: &str, mounts: &[(String, String, PathBuf)]) -> Cgroups
     let v2_mount = mounts.iter().find(|(t, _, _)| t == "cgroup2").map(|m| m.2.clone());
     let v2_controllers = v2_mount
         .as_ref()
-        .and_then(|m| std::fs::read_to_string(m.join("cgroup.controllers")).ok())
+        .and_then(|m| crate::procfile::read(m.join("cgroup.controllers")).ok())
         .unwrap_or_default();
     let v1_mount = |c: &str| {
         mounts
@@ -106,7 +106,7 @@ pub fn parse(proc_cgroup: &str, mounts: &[(String, String, PathBuf)]) -> Cgroups
 pub fn of(pid: i32) -> Cgroups {
     let file =
         if pid == 0 { "/proc/self/cgroup".to_string() } else { format!("/proc/{pid}/cgroup") };
-    parse(&std::fs::read_to_string(file).unwrap_or_default(), &mounts())
+    parse(&crate::procfile::read(file).unwrap_or_default(), &mounts())
 }
 
 /// A cgroup freezer holding a process: which interface, the frozen cgroup (the process's own,
@@ -123,7 +123,7 @@ pub struct Frozen {
 /// ancestor), or the v1 freezer controller's `freezer.state` (`FROZEN` or `FREEZING`, the
 /// ancestor that set it found through `freezer.self_freezing`).
 pub fn frozen(pid: i32) -> Option<Frozen> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
+    let text = crate::procfile::read(format!("/proc/{pid}/cgroup")).ok()?;
     frozen_in(&text, &mounts())
 }
 
@@ -181,7 +181,7 @@ fn field(text: &str, key: &str) -> Option<u64> {
 }
 
 fn read(dir: &Path, file: &str) -> Option<String> {
-    std::fs::read_to_string(dir.join(file)).ok()
+    crate::procfile::read(dir.join(file)).ok()
 }
 
 fn number(dir: &Path, file: &str) -> Option<u64> {

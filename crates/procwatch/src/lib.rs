@@ -24,6 +24,7 @@ pub mod pagecache;
 pub mod perf;
 pub mod perfdata;
 pub mod pods;
+pub mod procfile;
 pub mod process;
 pub mod syscalls;
 pub mod system;

@@ -15,7 +15,7 @@ pub fn tlb_shootdowns(interrupts: &str) -> Option<Vec<u64>> {
 }
 
 pub fn read_tlb_shootdowns() -> Option<Vec<u64>> {
-    tlb_shootdowns(&std::fs::read_to_string("/proc/interrupts").ok()?)
+    tlb_shootdowns(&crate::procfile::read("/proc/interrupts").ok()?)
 }
 
 /// Aggregate CPU time from the `cpu` line of `/proc/stat`, in clock ticks.
@@ -61,7 +61,7 @@ pub fn cpu_times(stat: &str) -> Option<CpuTimes> {
 }
 
 pub fn read_cpu_times() -> Option<CpuTimes> {
-    cpu_times(&std::fs::read_to_string("/proc/stat").ok()?)
+    cpu_times(&crate::procfile::read("/proc/stat").ok()?)
 }
 
 /// `total=` of the `some` line of a PSI file (`/proc/pressure/cpu|io|memory`), in µs.
@@ -78,7 +78,7 @@ pub fn psi_some_avg10(text: &str) -> Option<f64> {
 }
 
 pub fn read_psi_some_total_us(resource: &str) -> Option<u64> {
-    psi_some_total_us(&std::fs::read_to_string(format!("/proc/pressure/{resource}")).ok()?)
+    psi_some_total_us(&crate::procfile::read(format!("/proc/pressure/{resource}")).ok()?)
 }
 
 /// Memory-management counters from `/proc/vmstat` that say what the kernel did to make room:
@@ -123,12 +123,12 @@ pub fn vmstat(text: &str) -> VmStat {
 }
 
 pub fn read_vmstat() -> Option<VmStat> {
-    Some(vmstat(&std::fs::read_to_string("/proc/vmstat").ok()?))
+    Some(vmstat(&crate::procfile::read("/proc/vmstat").ok()?))
 }
 
 /// PSI `full` of memory, machine-wide: the time every non-idle task waited for memory, µs.
 pub fn read_psi_memory_full_us() -> Option<u64> {
-    crate::cgroup::psi_total_us(&std::fs::read_to_string("/proc/pressure/memory").ok()?, "full")
+    crate::cgroup::psi_total_us(&crate::procfile::read("/proc/pressure/memory").ok()?, "full")
 }
 
 #[cfg(test)]

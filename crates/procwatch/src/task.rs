@@ -148,7 +148,7 @@ pub fn process_start_mono_ns(pid: i32) -> Option<u64> {
 
 /// Whether process `pid` is stopped (state `T`, or `t` under a tracer).
 pub fn stopped(pid: i32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+    crate::procfile::read(format!("/proc/{pid}/stat"))
         .ok()
         .and_then(|s| parse_stat(&s))
         .is_some_and(|f| matches!(f.state, 'T' | 't'))
@@ -156,7 +156,7 @@ pub fn stopped(pid: i32) -> bool {
 
 /// A process's state letter and its tracer's pid (0: none), from its `status`.
 pub fn state_and_tracer(pid: i32) -> Option<(char, i32)> {
-    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let s = crate::procfile::read(format!("/proc/{pid}/status")).ok()?;
     let state = s.lines().find_map(|l| l.strip_prefix("State:"))?.trim().chars().next()?;
     let tracer =
         s.lines().find_map(|l| l.strip_prefix("TracerPid:")).and_then(|v| v.trim().parse().ok());
@@ -427,7 +427,7 @@ pub struct ProcessMemory {
 }
 
 pub fn process_memory(pid: i32) -> Option<ProcessMemory> {
-    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let s = crate::procfile::read(format!("/proc/{pid}/status")).ok()?;
     let kb = |k: &str| {
         s.lines()
             .find_map(|l| l.strip_prefix(k))
@@ -438,7 +438,7 @@ pub fn process_memory(pid: i32) -> Option<ProcessMemory> {
 
 /// `/proc/<pid>/status` context-switch counters of one thread (voluntary, involuntary).
 pub fn context_switches(pid: i32, tid: i32) -> Option<(u64, u64)> {
-    let s = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/status")).ok()?;
+    let s = crate::procfile::read(format!("/proc/{pid}/task/{tid}/status")).ok()?;
     let get =
         |k: &str| s.lines().find_map(|l| l.strip_prefix(k)).and_then(|v| v.trim().parse().ok());
     Some((get("voluntary_ctxt_switches:")?, get("nonvoluntary_ctxt_switches:")?))
@@ -447,7 +447,7 @@ pub fn context_switches(pid: i32, tid: i32) -> Option<(u64, u64)> {
 /// Field 22 of `/proc/<pid>/stat`: when the process started, in clock ticks since boot. With
 /// the pid, it names a process across pid reuse.
 pub fn process_starttime(pid: i32) -> Option<u64> {
-    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let s = crate::procfile::read(format!("/proc/{pid}/stat")).ok()?;
     parse_stat(s.trim_end()).map(|p| p.starttime)
 }
 
@@ -558,7 +558,7 @@ mod tests {
         let tid = rx.recv().unwrap();
         let mut seen = None;
         for _ in 0..200 {
-            let s = std::fs::read_to_string(format!("/proc/self/task/{tid}/syscall"))
+            let s = crate::procfile::read(format!("/proc/self/task/{tid}/syscall"))
                 .unwrap_or_default();
             if let Syscall::In { nr, arg0, .. } = parse_syscall(&s) {
                 seen = Some((nr, arg0));

@@ -330,7 +330,7 @@ pub struct WatchArgs {
     #[arg(long, default_value = "5ms", value_name = "DURATION")]
     pub threshold: Duration,
     /// How often every thread of a stalled JVM is sampled: for a stall's first 2 s (as root
-    /// with BPF, its first 200 ms: the kernel's events then give every wait exactly), then
+    /// with BPF, its first 10 ms: the kernel's events then give every wait exactly), then
     /// every 10 ms, and less often as it lasts.
     #[arg(long, default_value = "2ms", value_name = "DURATION")]
     pub sample_interval: Duration,

@@ -953,10 +953,10 @@ mod tests {
         assert_eq!(backoff(2 * MS, 30 * S, full), 100 * MS);
         assert_eq!(backoff(2 * MS, 3600 * S, full), S, "the floor: once a second");
         assert_eq!(backoff(50 * MS, 3 * S, full), 50 * MS, "never faster than asked");
-        // `watch` with BPF: the full rate for 200 ms only.
+        // `watch` with BPF: the full rate for 10 ms only.
         let w = WATCH_BPF_FULL_RATE_NS;
-        assert_eq!(backoff(2 * MS, 199 * MS, w), 2 * MS);
-        assert_eq!(backoff(2 * MS, 200 * MS, w), 10 * MS);
+        assert_eq!(backoff(2 * MS, 9 * MS, w), 2 * MS);
+        assert_eq!(backoff(2 * MS, 10 * MS, w), 10 * MS);
         // How many samples an hour-long stall takes, as the docs say.
         let (mut t, mut n) = (0u64, 0u64);
         while t < 3600 * S {

@@ -51,7 +51,7 @@ impl Sources {
     }
 
     fn recorder(&self) -> Option<RecorderSelf> {
-        let text = std::fs::read_to_string(self.own_schedstat.as_ref()?).ok()?;
+        let text = procwatch::procfile::read(self.own_schedstat.as_ref()?).ok()?;
         let mut it = text.split_whitespace().map(|v| v.parse::<u64>().unwrap_or(0));
         Some(RecorderSelf {
             exec_ns: it.next()?,

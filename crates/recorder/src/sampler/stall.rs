@@ -42,10 +42,12 @@ pub const STOPPED_EVERY_NS: u64 = 20_000_000;
 /// How long a stall is sampled at the full rate before [`backoff`] slows down.
 pub const FULL_RATE_NS: u64 = 2_000_000_000;
 /// The same for `watch` with BPF: the kernel's events give every wait of the stalled JVM's
-/// threads to the µs, and its probes the safepoint's end, so after its first 200 ms a stall's
-/// threads are read every 10 ms (a JVM that stalls most of the time, read at 500 Hz throughout,
-/// took more than the other 30 JVMs and the loop together).
-pub const WATCH_BPF_FULL_RATE_NS: u64 = 200_000_000;
+/// threads to the µs, and its probes the safepoint's end, so after its first 10 ms (its first
+/// look and the five after it, which see how it began) a stall's threads are read every 10 ms.
+/// Measured (`bench/watch_overhead.sh`, 30 idle JVMs and one whose safepoints wait on a loop
+/// for 20 to 40 ms every 300 ms): reading its threads at 500 Hz took more than the other 30
+/// JVMs and the loop together; 200 ms at the full rate left nearly every stall at it.
+pub const WATCH_BPF_FULL_RATE_NS: u64 = 10_000_000;
 
 /// How far apart samples of a stall are once it has lasted `age_ns`: the full rate for its first
 /// `full_ns` (2 s, [`FULL_RATE_NS`]), then 10 ms until 10 s, 100 ms until a minute, then once a

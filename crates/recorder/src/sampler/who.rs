@@ -91,7 +91,7 @@ impl Wants {
 
 impl Pressure {
     fn now() -> Option<Pressure> {
-        let read = |r: &str| std::fs::read_to_string(format!("/proc/pressure/{r}")).ok();
+        let read = |r: &str| procwatch::procfile::read(format!("/proc/pressure/{r}")).ok();
         let (cpu, io, memory) = (read("cpu")?, read("io")?, read("memory")?);
         let total = procwatch::system::psi_some_total_us;
         let avg10 = |t: &str| procwatch::system::psi_some_avg10(t).unwrap_or(0.0);
