@@ -90,21 +90,27 @@ pub struct Stat {
 pub fn parse_stat(s: &str) -> Option<Stat> {
     let open = s.find('(')?;
     let close = s.rfind(')')?;
-    let comm = s.get(open + 1..close)?.to_string();
-    let f: Vec<&str> = s.get(close + 2..)?.split(' ').collect();
+    let comm = s.get(open + 1..close)?;
     // Fields after comm, 0-based: state 0, minflt 7, majflt 9, utime 11, stime 12,
-    // starttime 19, processor 36.
-    let num = |i: usize| f.get(i).and_then(|v| v.parse::<u64>().ok());
-    Some(Stat {
-        comm,
-        state: f.first()?.chars().next()?,
-        minflt: num(7)?,
-        majflt: num(9)?,
-        utime: num(11)?,
-        stime: num(12)?,
-        processor: f.get(36).and_then(|v| v.parse().ok()).unwrap_or(-1),
-        starttime: num(19)?,
-    })
+    // starttime 19, processor 36. Walked once, without collecting them: every thread of a
+    // stalled JVM is parsed at the sampling rate.
+    let mut f = s.get(close + 2..)?.split(' ');
+    let state = f.next()?.chars().next()?;
+    // After state (0), the nth field: nth skips those in between.
+    let mut at = 0;
+    let mut next = |i: usize| -> Option<&str> {
+        let v = f.nth(i - at - 1);
+        at = i;
+        v
+    };
+    let num = |v: Option<&str>| v.and_then(|v| v.parse::<u64>().ok());
+    let minflt = num(next(7))?;
+    let majflt = num(next(9))?;
+    let utime = num(next(11))?;
+    let stime = num(next(12))?;
+    let starttime = num(next(19))?;
+    let processor = next(36).and_then(|v| v.parse().ok()).unwrap_or(-1);
+    Some(Stat { comm: comm.to_string(), state, minflt, majflt, utime, stime, processor, starttime })
 }
 
 /// Parses `syscall`: `running`, `-1 sp pc`, or `nr a1 … a6 sp pc`.
@@ -484,6 +490,41 @@ mod tests {
         assert!(parse_stat("garbage").is_none());
     }
 
+    /// The first version, which collected every field: the reference for the one in use.
+    fn parse_stat_collected(s: &str) -> Option<Stat> {
+        let open = s.find('(')?;
+        let close = s.rfind(')')?;
+        let comm = s.get(open + 1..close)?.to_string();
+        let f: Vec<&str> = s.get(close + 2..)?.split(' ').collect();
+        let num = |i: usize| f.get(i).and_then(|v| v.parse::<u64>().ok());
+        Some(Stat {
+            comm,
+            state: f.first()?.chars().next()?,
+            minflt: num(7)?,
+            majflt: num(9)?,
+            utime: num(11)?,
+            stime: num(12)?,
+            processor: f.get(36).and_then(|v| v.parse().ok()).unwrap_or(-1),
+            starttime: num(19)?,
+        })
+    }
+
+    proptest::proptest! {
+        /// Any line, and lines shaped like a stat line with some fields missing or not numbers,
+        /// parse as the collecting version did, and never panic.
+        #[test]
+        fn a_stat_line_parses_as_the_collecting_parser_did(
+            comm in "[a-z() ]{0,12}",
+            fields in proptest::collection::vec("[0-9]{1,4}|-1|x|", 0..45),
+            state in "[RSDTtZI]",
+            junk in ".{0,80}",
+        ) {
+            let line = format!("4242 ({comm}) {state} {}", fields.join(" "));
+            proptest::prop_assert_eq!(parse_stat(&line), parse_stat_collected(&line));
+            proptest::prop_assert_eq!(parse_stat(&junk), parse_stat_collected(&junk));
+        }
+    }
+
     #[test]
     fn a_wchan_read_as_the_thread_woke_is_read_again() {
         let last = |w: &str| ('D', 100, 7, w.to_string(), Syscall::Unknown, None);
@@ -558,8 +599,8 @@ mod tests {
         let tid = rx.recv().unwrap();
         let mut seen = None;
         for _ in 0..200 {
-            let s = crate::procfile::read(format!("/proc/self/task/{tid}/syscall"))
-                .unwrap_or_default();
+            let s =
+                crate::procfile::read(format!("/proc/self/task/{tid}/syscall")).unwrap_or_default();
             if let Syscall::In { nr, arg0, .. } = parse_syscall(&s) {
                 seen = Some((nr, arg0));
                 break;
