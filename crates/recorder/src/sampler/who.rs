@@ -118,6 +118,9 @@ impl Pressure {
     }
 }
 
+/// A thread of the target's storage reads and writes so far: `(tid, comm, read, written)`.
+type ThreadIo = (i32, String, u64, u64);
+
 /// Every process's use at some look, from which what each took is counted.
 struct Baseline {
     /// When it was read.
@@ -190,7 +193,7 @@ struct Open {
     cpu: Option<Baseline>,
     /// The same for storage I/O (every process's, read with its CPU time, and the target's
     /// threads').
-    io: Option<(Baseline, Vec<(i32, String, u64, u64)>)>,
+    io: Option<(Baseline, Vec<ThreadIo>)>,
     /// The kernel's pressure at the stall's first look (None: not known, everything is looked
     /// at then).
     pressure: Option<Pressure>,
