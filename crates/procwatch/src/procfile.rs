@@ -1,23 +1,35 @@
 //! Reading a `/proc` or cgroup file whole, in as few system calls as it allows.
 //!
-//! `std::fs::read_to_string` asks such a file its size (none: 0), then reads it in small probes
-//! that double from 32 bytes: nine system calls for `/proc/vmstat`, each one a pass of the
+//! `std::fs::read_to_string` asks such a file its size (`statx`: 0), then reads it in small
+//! probes that double from 32 bytes: nine reads for `/proc/vmstat`, each one a pass of the
 //! kernel's `seq_file` code. A stall's system sample reads a dozen of them every 50 ms. Here one
-//! open, one read into a buffer large enough for nearly all of them, one read that finds the end,
-//! and one close.
+//! open, one read into a buffer large enough for nearly all of them, one read that finds the
+//! end (a short read is not the end: `seq_file` may stop early), and one close.
 
 use std::io::Read;
 use std::path::Path;
 
 /// Enough for `/proc/vmstat`, `/proc/interrupts` on a few dozen CPUs, a cgroup's `memory.stat`
-/// and a process's `status`; a larger file is read on in larger reads.
+/// and a process's `status`; a larger file is read on into a buffer twice the size, and so on.
 const FIRST_READ: usize = 16 << 10;
 
 /// The file's whole text (invalid UTF-8 is an error, as with `std::fs::read_to_string`).
 pub fn read(path: impl AsRef<Path>) -> std::io::Result<String> {
     let mut f = std::fs::File::open(path)?;
-    let mut buf = Vec::with_capacity(FIRST_READ);
-    f.read_to_end(&mut buf)?;
+    let mut buf = vec![0u8; FIRST_READ];
+    let mut n = 0;
+    loop {
+        if n == buf.len() {
+            buf.resize(buf.len() * 2, 0);
+        }
+        match f.read(&mut buf[n..]) {
+            Ok(0) => break,
+            Ok(got) => n += got,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    buf.truncate(n);
     String::from_utf8(buf).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
 }
 

@@ -12,10 +12,11 @@
 //! - Bounded: one look per [`poll`] interval while a stall lasts (10 ms in its first second,
 //!   less and less often after), nothing between stalls; the attach
 //!   listener's clients are looked for at most [`ATTACH_TRIES`] times a stall; every process
-//!   on the host at most twice a stall, and, unless the machine was contended as it began, only
-//!   once the kernel's pressure shows somebody waited ([`Pressure`]): for its CPU time when
-//!   somebody waited for a CPU or memory, for its storage I/O when somebody waited for storage
-//!   or memory; every line is written once per change.
+//!   on the host at most three times a stall (for CPU time, then storage too, then at the end),
+//!   and, unless the machine was contended as it began, only once the kernel's pressure shows
+//!   somebody waited ([`Pressure`]): its CPU time (read with every look) when somebody waited
+//!   for a CPU or memory, its storage I/O when somebody waited for storage or memory; every
+//!   line is written once per change.
 
 use procwatch::clock::mono_ns;
 use procwatch::vmops::{VmOperation, VmOps};
@@ -121,11 +122,13 @@ impl Pressure {
 /// A thread of the target's storage reads and writes so far: `(tid, comm, read, written)`.
 type ThreadIo = (i32, String, u64, u64);
 
-/// Every process's use at some look, from which what each took is counted.
+/// Every process's use at some look, from which what each took is counted (shared by the CPU
+/// and the storage baselines when one look gave both).
+#[derive(Clone)]
 struct Baseline {
     /// When it was read.
     from: u64,
-    procs: Vec<procwatch::cpuuse::ProcCpu>,
+    procs: std::rc::Rc<Vec<procwatch::cpuuse::ProcCpu>>,
 }
 
 enum Msg {
@@ -256,25 +259,23 @@ impl Looker {
             };
             match msg {
                 Some(Msg::Begin { stall, t }) => {
-                    // The last stall's end look, if it was just now (a storm of stalls): one
-                    // look at every process a stall, not two. Otherwise every process is looked
-                    // at now only where the kernel's pressure cannot say later whether anybody
-                    // waited (look_at_takers).
+                    // The last stall's end look, if it was just now (a storm of stalls) and read
+                    // what is wanted: one look at every process a stall, not two. Otherwise
+                    // every process is looked at now only where the kernel's pressure cannot
+                    // say later whether anybody waited (look_at_takers).
                     let pressure = Pressure::now();
                     let wants = pressure.map_or(Wants { cpu: true, io: true }, |p| p.busy);
-                    let recent = self
-                        .last_look
-                        .take()
-                        .filter(|(b, _)| t.saturating_sub(b.from) < REUSE_LOOK_NS);
+                    let recent = self.last_look.take().filter(|(b, with_io)| {
+                        t.saturating_sub(b.from) < REUSE_LOOK_NS && (*with_io || !wants.io)
+                    });
                     let (cpu, io) = match recent {
                         Some((b, with_io)) => (Some(b), with_io),
                         None if wants.any() => (Some(look_at_all(t, wants.io)), wants.io),
                         None => (None, false),
                     };
                     let io = io.then(|| {
-                        let b = cpu.as_ref().expect("read with the CPU time");
-                        let procs = b.procs.clone();
-                        (Baseline { from: b.from, procs }, procwatch::cpuuse::thread_io(self.pid))
+                        let b = cpu.clone().expect("read with the CPU time");
+                        (b, procwatch::cpuuse::thread_io(self.pid))
                     });
                     // A new operation may sit where the last stall's did (on its caller's stack).
                     if let Some(Ok(ops)) = self.ops.as_mut() {
@@ -510,8 +511,10 @@ impl Looker {
         }
     }
 
-    /// Every process (and the target's threads' storage use), looked at once per stall, at the
-    /// first look after somebody waited for a CPU or storage: who took them is counted from then.
+    /// Every process (and the target's threads' storage use) looked at, at the first look after
+    /// somebody waited for a CPU (or memory) and again at the first after somebody waited for
+    /// storage (or memory), where the stall's first look did not: who took them is counted
+    /// from then.
     fn look_at_takers(&mut self) {
         let pid = self.pid;
         let Some(open) = self.open.as_mut() else { return };
@@ -528,10 +531,10 @@ impl Looker {
         }
         let b = look_at_all(mono_ns(), due.io);
         if due.io {
-            let procs = b.procs.clone();
-            open.io = Some((Baseline { from: b.from, procs }, procwatch::cpuuse::thread_io(pid)));
+            open.io = Some((b.clone(), procwatch::cpuuse::thread_io(pid)));
         }
-        if due.cpu {
+        // Every look reads the CPU time: one missing is taken with it.
+        if open.cpu.is_none() {
             open.cpu = Some(b);
         }
     }
@@ -651,7 +654,7 @@ impl Looker {
 
 /// Every process's CPU time now, and its storage I/O `with_io`; `t` says when.
 fn look_at_all(t: u64, with_io: bool) -> Baseline {
-    Baseline { from: t, procs: procwatch::cpuuse::snapshot(with_io) }
+    Baseline { from: t, procs: std::rc::Rc::new(procwatch::cpuuse::snapshot(with_io)) }
 }
 
 /// A thread or process that read and wrote so much, not yet described.
