@@ -125,6 +125,25 @@ fn parked_throughout(t: &evidence::ThreadEvidence, tick_ns: u64) -> bool {
     a.span_ns > 0 && a.wait_ns(Wait::Parked) as f64 >= PARKED_THROUGHOUT * a.span_ns as f64
 }
 
+/// The `wchan` each thread was seen asleep in most often in the samples within `[from, to]` (a
+/// delta sample lists a thread only when it changed: each listing counts once).
+fn sampled_wchans(samples: &[&Sample], from: u64, to: u64) -> HashMap<i32, String> {
+    let mut seen: HashMap<i32, HashMap<&str, u32>> = HashMap::new();
+    for s in samples.iter().filter(|s| !s.baseline && s.t >= from && s.t <= to) {
+        for t in s.threads.iter().filter(|t| t.state != 'R' && !t.wchan.is_empty()) {
+            if t.wchan != "0" {
+                *seen.entry(t.tid).or_default().entry(t.wchan.as_str()).or_default() += 1;
+            }
+        }
+    }
+    seen.into_iter()
+        .filter_map(|(tid, w)| {
+            let (w, _) = w.into_iter().max_by_key(|(w, n)| (*n, std::cmp::Reverse(*w)))?;
+            Some((tid, w.to_string()))
+        })
+        .collect()
+}
+
 /// The whole diagnosis of one stall.
 /// `seen`: the stall as the recorder saw it; `floor`: where the previous stall ended.
 fn diagnose_stall(
@@ -193,7 +212,9 @@ fn diagnose_stall(
     // the stall's cause, from the kernel's account, where that covers half of it or more.
     if seen.by == recording::StallTrigger::Kernel
         && let Some(f) = kw.and_then(|k| {
-            crate::kernel::held_finding(k, span.start_ns, span.end_ns.max(span.start_ns), &names)
+            let (from, to) = (span.start_ns, span.end_ns.max(span.start_ns));
+            let wchans = sampled_wchans(samples, from, to);
+            crate::kernel::held_finding(k, from, to, &names, &wchans)
         })
     {
         findings = vec![f];
@@ -716,6 +737,36 @@ fn report_of(rec: &Recording, stalls: Vec<StallReport>) -> Report {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn each_thread_s_most_seen_wchan_within_the_stall_stands_for_a_wait_without_its_stack() {
+        let task = |tid: i32, state: char, wchan: &str| recording::disk::TaskSample {
+            tid,
+            comm: "dd".into(),
+            state,
+            wchan: wchan.into(),
+            ..Default::default()
+        };
+        let sample = |t: u64, baseline: bool, threads| Sample {
+            t,
+            stall: 1,
+            full: false,
+            baseline,
+            threads,
+            gone: vec![],
+        };
+        let s = [
+            sample(5, true, vec![task(7, 'D', "before_the_stall")]),
+            sample(10, false, vec![task(7, 'D', "request_wait_answer"), task(8, 'R', "")]),
+            sample(12, false, vec![task(7, 'D', "folio_wait_bit_common")]),
+            sample(14, false, vec![task(7, 'D', "request_wait_answer"), task(8, 'S', "0")]),
+            sample(99, false, vec![task(7, 'D', "after_it")]),
+        ];
+        let refs: Vec<&Sample> = s.iter().collect();
+        let w = sampled_wchans(&refs, 10, 20);
+        assert_eq!(w.get(&7).map(String::as_str), Some("request_wait_answer"));
+        assert_eq!(w.get(&8), None, "running, or a wchan of 0, is no wait");
+    }
 
     #[test]
     fn a_pool_s_placeholder_name_gives_way_to_the_thread_s_real_one() {

@@ -302,22 +302,36 @@ fn held_cause(kind: &str, fault: bool) -> Option<crate::Cause> {
 /// The finding of a stall of a process that is not a JVM (found by its threads held off a CPU,
 /// `StallTrigger::Kernel`), from its kernel account alone: the thread and kind of wait that held
 /// it longest within `[from, to]`. High confidence when that covers 80% of the stall or more,
-/// medium from half; none below half, or for a kind that names no cause.
+/// medium from half; none below half, or for a kind that names no cause. A wait whose kernel
+/// stack was not taken (it is taken as the thread is woken, only while a stall is under way: a
+/// wait woken before the recorder armed it has none) is read by the `wchan` the stall's `/proc`
+/// samples saw for that thread most (`wchans`), and the finding says so.
 pub fn held_finding(
     kw: &StallKernelWaits,
     from: u64,
     to: u64,
     names: &HashMap<i32, String>,
+    wchans: &HashMap<i32, String>,
 ) -> Option<crate::report::Finding> {
     use crate::report::{Confidence, CulpritView, Finding};
     let span = to.saturating_sub(from);
     let mut per: HashMap<(i32, &'static str), (u64, bool)> = HashMap::new();
+    let mut from_wchan: Option<(i32, &str)> = None;
     for w in kw.waits.iter().filter(|w| involuntary(w.state)) {
         let ns = within(w, from, to);
         if ns == 0 {
             continue;
         }
-        let stack = kw.stack(w.stack);
+        let taken = kw.stack(w.stack);
+        let sampled: Vec<String>;
+        let stack = match wchans.get(&w.tid) {
+            Some(wchan) if taken.is_empty() && w.state != 'R' => {
+                from_wchan = Some((w.tid, wchan.as_str()));
+                sampled = vec![wchan.clone()];
+                &sampled[..]
+            }
+            _ => taken,
+        };
         let e = per.entry((w.tid, kind(w, stack))).or_default();
         e.0 += ns;
         e.1 |= stack.iter().any(|f| fault_frame(f));
@@ -330,6 +344,12 @@ pub fn held_finding(
     }
     let cause = held_cause(k, fault)?;
     let t = view(kw, from, to, names, &[tid], 1).into_iter().next()?;
+    let mut evidence = vec![evidence_line(&t)];
+    if let Some((_, wchan)) = from_wchan.filter(|(t, _)| *t == tid) {
+        evidence.push(format!(
+            "its kernel stack was not taken (the wait was woken before the recorder armed it); what it waited in is from its /proc samples' wchan, {wchan}"
+        ));
+    }
     let state = t.longest.state;
     let place = t.longest.stack.iter().take(4).cloned().collect::<Vec<_>>().join(" < ");
     let how = match state {
@@ -356,7 +376,7 @@ pub fn held_finding(
             named_by_safepoint_timeout: false,
             code: None,
         }],
-        evidence: vec![evidence_line(&t)],
+        evidence,
         fix: cause.fix_for_process().into(),
         doc: cause.doc(),
         instigator: None,
@@ -693,8 +713,9 @@ mod tests {
         ]);
         let futex = st(&["__schedule", "futex_wait_queue", "futex_wait"]);
         let names = HashMap::new();
+        let none = HashMap::new();
         let one = |w: KernelWait, stacks: Vec<Vec<String>>| {
-            held_finding(&kw(vec![w], stacks), 0, 1000, &names)
+            held_finding(&kw(vec![w], stacks), 0, 1000, &names, &none)
         };
         // A read held it 900 of 1000 ns: blocked I/O, high; under a fault, a major fault.
         let f = one(wait(7, 50, Some(950), 'D', 0), vec![read.clone()]).unwrap();
@@ -716,6 +737,20 @@ mod tests {
         assert!(one(wait(7, 0, Some(1000), 'S', 0), vec![futex]).is_none());
         // A plain uninterruptible wait names no cause.
         assert!(one(wait(7, 0, Some(1000), 'D', 0), vec![st(&["__schedule", "msleep"])]).is_none());
+        // A wait without its stack names nothing, unless the samples saw where it waited: a
+        // FUSE read, blocked I/O, which the finding says came from /proc.
+        assert!(one(wait(7, 0, Some(1000), 'D', 0), vec![vec![]]).is_none());
+        let wchans = HashMap::from([(7, "request_wait_answer".to_string())]);
+        let stackless = kw(vec![wait(7, 0, Some(1000), 'D', 0)], vec![vec![]]);
+        let f = held_finding(&stackless, 0, 1000, &names, &wchans).unwrap();
+        assert_eq!((f.cause, f.confidence), (Cause::BlockedIo, Confidence::High));
+        assert!(f.evidence.iter().any(|e| e.contains("wchan, request_wait_answer")), "{f:#?}");
+        // Another thread's wchan, or a stack that was taken, is not overridden.
+        let other = HashMap::from([(8, "request_wait_answer".to_string())]);
+        assert!(held_finding(&stackless, 0, 1000, &names, &other).is_none());
+        let with = kw(vec![wait(7, 0, Some(1000), 'D', 0)], vec![read.clone()]);
+        let f = held_finding(&with, 0, 1000, &names, &wchans).unwrap();
+        assert!(!f.evidence.iter().any(|e| e.contains("wchan")), "{f:#?}");
     }
 
     #[test]
