@@ -259,11 +259,33 @@ impl Looker {
             };
             match msg {
                 Some(Msg::Begin { stall, t }) => {
+                    // A new operation may sit where the last stall's did (on its caller's stack).
+                    if let Some(Ok(ops)) = self.ops.as_mut() {
+                        ops.forget();
+                    }
+                    let pressure = Pressure::now();
+                    self.open = Some(Open {
+                        stall,
+                        t,
+                        cpu: None,
+                        io: None,
+                        pressure,
+                        last_op: None,
+                        last_stop: None,
+                        last_sync: None,
+                        saw_stop: false,
+                        attach_tries: 0,
+                        attach_found: false,
+                        signals_seen: HashSet::new(),
+                    });
+                    // The VM operation first: a short stall (a 7 ms System.gc()) may be over
+                    // before a look at every process (milliseconds under load) is done, and
+                    // the operation with it.
+                    self.look();
                     // The last stall's end look, if it was just now (a storm of stalls) and read
                     // what is wanted: one look at every process a stall, not two. Otherwise
                     // every process is looked at now only where the kernel's pressure cannot
                     // say later whether anybody waited (look_at_takers).
-                    let pressure = Pressure::now();
                     let wants = pressure.map_or(Wants { cpu: true, io: true }, |p| p.busy);
                     let recent = self.last_look.take().filter(|(b, with_io)| {
                         t.saturating_sub(b.from) < REUSE_LOOK_NS && (*with_io || !wants.io)
@@ -277,25 +299,9 @@ impl Looker {
                         let b = cpu.clone().expect("read with the CPU time");
                         (b, procwatch::cpuuse::thread_io(self.pid))
                     });
-                    // A new operation may sit where the last stall's did (on its caller's stack).
-                    if let Some(Ok(ops)) = self.ops.as_mut() {
-                        ops.forget();
+                    if let Some(o) = self.open.as_mut() {
+                        (o.cpu, o.io) = (cpu, io);
                     }
-                    self.open = Some(Open {
-                        stall,
-                        t,
-                        cpu,
-                        io,
-                        pressure,
-                        last_op: None,
-                        last_stop: None,
-                        last_sync: None,
-                        saw_stop: false,
-                        attach_tries: 0,
-                        attach_found: false,
-                        signals_seen: HashSet::new(),
-                    });
-                    self.look();
                 }
                 Some(Msg::End { stall, t, done }) => {
                     if self.open.as_ref().is_some_and(|o| o.stall == stall) {
