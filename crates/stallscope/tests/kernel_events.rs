@@ -348,12 +348,13 @@ fn at_the_default_resolution_the_jvm_s_safepoint_probes_time_each_long_safepoint
         // Found by the probes, where the log places it; or inside a stall of the heartbeat's
         // that began before it (the meter was held first), ending once the meter ticked after
         // it (within a resolution).
-        // A stall by the probes may end up to 5 ms before the log's end: the VM thread lets the
+        // A stall by the probes may end up to 10 ms before the log's end: the VM thread lets the
         // threads go, then may wait for a CPU before its end probe and its log line (a meter
-        // tick in between ends the stall there; seen on JDK 21 in CI, 2 ms).
+        // tick in between ends the stall there; seen on JDK 21 in CI, 2 ms, and on JDK 17 in a
+        // local CI run under load, 7.2 ms).
         let found = |(b, e): (u64, u64)| {
             stalls.iter().any(|&(sb, se, probe)| {
-                (probe && near(sb, b) && se <= e + 1_000_000 && se + 5_000_000 >= e)
+                (probe && near(sb, b) && se <= e + 1_000_000 && se + 10_000_000 >= e)
                     || (!probe && sb <= b && se + 1_000_000 >= e && se <= e + 6_000_000)
             })
         };
