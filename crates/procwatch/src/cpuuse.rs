@@ -75,24 +75,9 @@ fn kernel_thread(stat: &str) -> bool {
         .is_some_and(|f| f & PF_KTHREAD != 0)
 }
 
-/// A small `/proc` file read whole into `buf` with one open, one read and one close (no
-/// `statx`: `/proc` files have no size to ask for).
+/// A small `/proc` file read whole into `buf` ([`crate::procfile::read_into`]).
 fn read_small<'a>(path: &str, buf: &'a mut Vec<u8>) -> Option<&'a str> {
-    use std::io::Read;
-    let mut f = std::fs::File::open(path).ok()?;
-    buf.clear();
-    buf.resize(4096, 0);
-    let mut n = 0;
-    loop {
-        let got = f.read(&mut buf[n..]).ok()?;
-        n += got;
-        if got == 0 || n < buf.len() {
-            break;
-        }
-        buf.resize(buf.len() * 2, 0);
-    }
-    buf.truncate(n);
-    std::str::from_utf8(buf).ok()
+    crate::procfile::read_into(path, buf).ok()
 }
 
 /// Every process's CPU use now (kernel threads too: `kswapd` taking a CPU is news), and, with

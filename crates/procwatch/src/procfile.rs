@@ -15,8 +15,17 @@ const FIRST_READ: usize = 16 << 10;
 
 /// The file's whole text (invalid UTF-8 is an error, as with `std::fs::read_to_string`).
 pub fn read(path: impl AsRef<Path>) -> std::io::Result<String> {
+    let mut buf = Vec::new();
+    read_into(path, &mut buf)?;
+    String::from_utf8(buf).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
+}
+
+/// The same into `buf` (its allocation kept from one file to the next: a look at every process
+/// reads hundreds), as text.
+pub fn read_into(path: impl AsRef<Path>, buf: &mut Vec<u8>) -> std::io::Result<&str> {
     let mut f = std::fs::File::open(path)?;
-    let mut buf = vec![0u8; FIRST_READ];
+    buf.clear();
+    buf.resize(FIRST_READ.max(buf.capacity()), 0);
     let mut n = 0;
     loop {
         if n == buf.len() {
@@ -30,7 +39,7 @@ pub fn read(path: impl AsRef<Path>) -> std::io::Result<String> {
         }
     }
     buf.truncate(n);
-    String::from_utf8(buf).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
+    std::str::from_utf8(buf).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
 }
 
 #[cfg(test)]
