@@ -18,11 +18,13 @@
 mod alarm;
 mod ksyms;
 mod raw;
+mod tally;
 
 pub use alarm::{Alarm, Woke};
 
 pub use ksyms::Ksyms;
 pub use raw::{RawWait, RawWaker, parse_event, state_letter};
+pub use tally::{Counting, CpuTally, Look as TallyLook, ProcTime, taken as tally_taken};
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::AtomicU64;
@@ -210,6 +212,8 @@ pub struct Reader {
     alarms: Arc<Result<std::os::fd::OwnedFd, String>>,
     /// The safepoint probes' state, mapped.
     sp: Arc<Option<SpMap>>,
+    /// Every process's CPU time while a stall is under way (the BTF program only).
+    tally: Option<CpuTally>,
 }
 
 /// The program's `sp` map (SP_SLOTS `sp_state`s), mapped into our memory: read and written in
@@ -355,7 +359,7 @@ impl OffCpu {
         check_layout()?;
         let ksyms = Ksyms::load()?;
         let (tx, rx) = mpsc::channel::<Cmd>();
-        let (ready_tx, ready_rx) = mpsc::channel::<Result<(Alarms, Option<OwnedFd>), String>>();
+        let (ready_tx, ready_rx) = mpsc::channel::<Result<Ready, String>>();
         let lost = Arc::new(std::sync::atomic::AtomicU64::new(0));
         let lost2 = lost.clone();
         let first: Vec<i32> = tgids.to_vec();
@@ -364,10 +368,12 @@ impl OffCpu {
             .spawn(move || run(first, opts, rx, ready_tx, lost2))
             .map_err(|e| format!("could not start the BPF reader thread: {e}"))?;
         match ready_rx.recv() {
-            Ok(Ok((alarms, sp))) => {
+            Ok(Ok((alarms, sp, tally))) => {
                 let alarms = Arc::new(alarms);
                 let sp = Arc::new(sp.as_ref().and_then(SpMap::open));
-                let reader = Reader { tx: tx.clone(), ksyms: Arc::new(ksyms), lost, alarms, sp };
+                let tally = tally.map(CpuTally::new);
+                let ksyms = Arc::new(ksyms);
+                let reader = Reader { tx: tx.clone(), ksyms, lost, alarms, sp, tally };
                 Ok(OffCpu { tx: Some(tx), thread: Some(thread), reader })
             }
             Ok(Err(e)) => {
@@ -547,6 +553,12 @@ impl Reader {
         rx.recv_timeout(Duration::from_secs(5)).unwrap_or_default()
     }
 
+    /// Every process's CPU time, counted while a stall is under way; None with the classic
+    /// tracepoint's program (a kernel before 5.18), which does not count it.
+    pub fn cpu_tally(&self) -> Option<CpuTally> {
+        self.tally.clone()
+    }
+
     /// Records the ring buffer had no room for, since the start.
     pub fn lost(&self) -> u64 {
         self.lost.load(std::sync::atomic::Ordering::Relaxed)
@@ -680,13 +692,17 @@ fn load(
     Ok(sk)
 }
 
+/// What the reader thread hands back once the program is loaded: the alarm ring (or why none),
+/// the safepoint map, the CPU time tally's maps.
+type Ready = (Alarms, Option<OwnedFd>, Option<tally::Maps>);
+
 /// The reader thread: loads, attaches, then drains the ring buffer into the window every
 /// [`DRAIN`] and answers commands, until the sender is dropped.
 fn run(
     first: Vec<i32>,
     opts: Options,
     rx: mpsc::Receiver<Cmd>,
-    ready: mpsc::Sender<Result<(Alarms, Option<OwnedFd>), String>>,
+    ready: mpsc::Sender<Result<Ready, String>>,
     lost: Arc<std::sync::atomic::AtomicU64>,
 ) {
     use libbpf_rs::MapCore;
@@ -704,6 +720,7 @@ fn run(
             return;
         }
     };
+    let btf = refused.is_none();
     let alarms: Alarms = if let Some(e) = refused {
         Err(format!("no BPF watchdog on this kernel (its BTF sched_switch was refused: {e})"))
     } else if !opts.watchdog {
@@ -759,7 +776,15 @@ fn run(
     };
     // This thread's own mapping of it, to reset it before the probes are attached.
     let sp_map = sp.as_ref().and_then(SpMap::open);
-    let _ = ready.send(Ok((alarms, sp)));
+    // The CPU time tally: the BTF program's alone.
+    let tally = btf.then(|| {
+        Some(tally::Maps {
+            on: libbpf_rs::MapHandle::try_from(&sk.maps.tally_on).ok()?,
+            cputime: libbpf_rs::MapHandle::try_from(&sk.maps.cputime).ok()?,
+            oncpu: libbpf_rs::MapHandle::try_from(&sk.maps.oncpu).ok()?,
+        })
+    });
+    let _ = ready.send(Ok((alarms, sp, tally.flatten())));
     // The safepoint probes' links, while attached: slot 0's (one process), and those attached
     // in every process, once per libjvm.so (its device and inode).
     let mut probes: Vec<libbpf_rs::Link> = Vec::new();

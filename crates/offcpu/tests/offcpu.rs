@@ -106,6 +106,49 @@ fn a_thread_off_a_cpu_now_is_returned_as_going_on() {
     );
 }
 
+/// A shell that counts to `n` (its own loop, no children) and ends; reaped with its CPU time.
+fn spin_and_reap(n: u32) -> (i32, u64) {
+    let child = Command::new("sh")
+        .args(["-c", &format!("i=0; while [ $i -lt {n} ]; do i=$((i+1)); done")])
+        .spawn()
+        .unwrap();
+    let pid = child.id() as i32;
+    let mut status = 0;
+    // SAFETY: an all-zero rusage is valid; wait4 fills it for our own child.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    let r = unsafe { libc::wait4(pid, &mut status, 0, &mut ru) };
+    assert_eq!(r, pid, "reaped");
+    let ns = |t: libc::timeval| t.tv_sec as u64 * 1_000_000_000 + t.tv_usec as u64 * 1_000;
+    (pid, ns(ru.ru_utime) + ns(ru.ru_stime))
+}
+
+#[test]
+fn while_counting_every_process_s_cpu_time_is_tallied_as_the_kernel_accounts_it() {
+    let oc = start(&[]);
+    let tally = oc.reader().cpu_tally().expect("this kernel's BTF sched_switch counts CPU time");
+    let counting = tally.count().unwrap();
+    let before = counting.look();
+    let (pid, cpu_ns) = spin_and_reap(200_000);
+    let after = counting.look();
+    let taken = offcpu::tally_taken(&before, &after);
+    let p = taken.iter().find(|p| p.tgid == pid).unwrap_or_else(|| panic!("{pid}: {taken:#?}"));
+    // The kernel's own account of it (rusage: utime + stime sum to the time it ran, to the µs)
+    // against the switches': the same time, but for what each rounds.
+    let diff = p.ns.abs_diff(cpu_ns);
+    println!("tallied {} ns, rusage {cpu_ns} ns", p.ns);
+    assert!(diff <= 1_000_000 + cpu_ns / 50, "tallied {} ns, rusage {cpu_ns} ns", p.ns);
+    assert_eq!(p.ptgid, std::process::id() as i32, "{p:?}");
+    assert!(cpu_ns > 20_000_000, "it ran: {cpu_ns} ns");
+    // Counting off, the next one is not tallied: counting again is a new epoch, without it.
+    drop(counting);
+    let (off_pid, _) = spin_and_reap(50_000);
+    let counting = tally.count().unwrap();
+    let look = counting.look();
+    assert!(!look.procs.contains_key(&off_pid), "ran while off: {:?}", look.procs.get(&off_pid));
+    assert!(look.epoch > before.epoch);
+    assert!(offcpu::tally_taken(&before, &look).is_empty(), "another epoch's looks");
+}
+
 /// Not a test by itself: the child the SIGKILL test starts (it holds the program, then waits).
 #[test]
 fn holder() {

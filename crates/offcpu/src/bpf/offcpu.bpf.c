@@ -23,8 +23,11 @@
 /* Only the fields read, relocated to this kernel's layout by libbpf from its BTF (CO-RE). */
 struct task_struct {
 	int pid;
+	int tgid;
 	int exit_state;
 	char comm[16];
+	struct task_struct *real_parent;
+	struct task_struct *group_leader;
 } __attribute__((preserve_access_index));
 
 #define MAX_FRAMES 32
@@ -277,6 +280,86 @@ static __always_inline int switched(__u32 tgid, __u32 tid, __s64 state, __u32 ne
 	return target;
 }
 
+/* Every process's CPU time on the machine while a stall is under way anywhere (`run`, `attach`,
+ * `watch`: who took the CPUs from the stalled), counted at each switch to the ns, and nothing
+ * counted between stalls: `tally_on` (written by the recorder) holds the counting's epoch (0: not
+ * counting) and when it began. Each process's time in the epoch is in `cputime` (LRU: processes
+ * gone are evicted first; an entry of an older epoch is stale), each CPU's task now on it (since
+ * the epoch's last switch there) in `oncpu`, so that a reader adds what runs now. Only in the BTF
+ * tracepoint's program (the next task's process is read from the task). */
+struct tally_on {
+	__u64 epoch;
+	__u64 since;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct tally_on);
+} tally_on SEC(".maps");
+
+struct proc_time {
+	__u64 epoch;
+	__u64 ns;
+	__u32 ptgid;
+	__u32 pad;
+	char comm[TASK_COMM_LEN]; /* the process's (its main thread's) */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 8192);
+	__type(key, __u32);
+	__type(value, struct proc_time);
+} cputime SEC(".maps");
+
+struct cpu_run {
+	__u64 since;
+	__u64 epoch;
+	__u32 tgid;
+	__u32 pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct cpu_run);
+} oncpu SEC(".maps");
+
+/* At a switch from `prev` (current, of process `tgid`; 0: the idle task) to `next`: the time
+ * `prev` ran in the epoch is added to its process's. */
+static __always_inline void tally(__u32 tgid, struct task_struct *prev, struct task_struct *next)
+{
+	__u32 zero = 0;
+	struct tally_on *on = bpf_map_lookup_elem(&tally_on, &zero);
+	if (!on || !on->epoch)
+		return;
+	struct cpu_run *c = bpf_map_lookup_elem(&oncpu, &zero);
+	if (!c)
+		return;
+	__u64 epoch = on->epoch, now = bpf_ktime_get_ns();
+	/* A task on the CPU since before the epoch (or whose switch in was another epoch's) ran in
+	 * it from the epoch's start. */
+	__u64 start = c->epoch == epoch && c->since > on->since ? c->since : on->since;
+	c->since = now;
+	c->epoch = epoch;
+	c->tgid = BPF_CORE_READ(next, tgid);
+	if (tgid == 0 || now <= start)
+		return;
+	__u64 d = now - start;
+	struct proc_time *p = bpf_map_lookup_elem(&cputime, &tgid);
+	if (p && p->epoch == epoch) {
+		__sync_fetch_and_add(&p->ns, d);
+		return;
+	}
+	struct proc_time n = {.epoch = epoch, .ns = d};
+	n.ptgid = BPF_CORE_READ(prev, real_parent, tgid);
+	BPF_CORE_READ_STR_INTO(&n.comm, prev, group_leader, comm);
+	bpf_map_update_elem(&cputime, &tgid, &n, BPF_ANY);
+}
+
 /* The classic tracepoint, for kernels whose BTF tracepoint lacks `prev_state` (before 5.18):
  * its record carries the state already reported (one bit per letter; preempted: 0x100). */
 SEC("tracepoint/sched/sched_switch")
@@ -302,6 +385,7 @@ int BPF_PROG(on_switch_btf, _Bool preempt, struct task_struct *prev, struct task
 	__u32 next_pid = BPF_CORE_READ(next, pid);
 	/* Only a target's thread can be the meter watched, or show a safepoint begun. */
 	__u32 target = switched(id >> 32, tid, -1, next_pid, next, 0, prev, preempt, prev_state);
+	tally(id >> 32, prev, next);
 	if (target) {
 		watchdog(tid, preempt, prev_state);
 		sp_watchdog(target);
