@@ -675,9 +675,9 @@ pub fn held_finding(inp: &WhoInputs, min_share: f64) -> Option<Finding> {
 
 /// The processes that took the CPUs while the stall lasted, when others took enough of them.
 pub fn cpu_neighbours(inp: &WhoInputs) -> Option<Instigator> {
-    let (from, to, cpus, others_ns, takers) = inp.lines.iter().find_map(|w| match w {
-        Who::CpuUse { from, to, cpus, others_ns, takers, .. } => {
-            Some((*from, *to, *cpus, *others_ns, takers))
+    let (from, to, cpus, others_ns, takers, counted) = inp.lines.iter().find_map(|w| match w {
+        Who::CpuUse { from, to, cpus, others_ns, takers, counted, .. } => {
+            Some((*from, *to, *cpus, *others_ns, takers, counted.as_str()))
         }
         _ => None,
     })?;
@@ -761,14 +761,22 @@ pub fn cpu_neighbours(inp: &WhoInputs) -> Option<Instigator> {
         )
     };
     Some(Instigator {
-        did: format!("other processes took {:.0}% of the {cpus} CPUs while {whose} threads waited for one: {}", share * 100.0, listed.join(", ")),
+        did: format!(
+            "other processes took {:.0}% of the {cpus} CPUs while {whose} threads waited for one: {}",
+            share * 100.0,
+            listed.join(", ")
+        ),
         pid: Some(top.pid),
         command: top.command.clone(),
         user: top.user.clone(),
         cgroup: group.or_else(|| top.cgroup.clone()),
         container: top.container.clone(),
         processes,
-        source: "every process's CPU time (/proc/PID/stat, in 10 ms ticks; ended children at their parent) from the stall's first look to its end".into(),
+        source: if counted == "bpf" {
+            "every process's CPU time, counted by the kernel's scheduler switches (BPF, to the ns; ended children at their parent), from the stall's first look to its end".into()
+        } else {
+            "every process's CPU time (/proc/PID/stat, in 10 ms ticks; ended children at their parent) from the stall's first look to its end".into()
+        },
         fix,
         ..blank(InstigatorKind::CpuNeighbours, name)
     })
@@ -1383,12 +1391,14 @@ mod tests {
             target_ns: 100_000_000,
             others_ns: 1_500_000_000,
             takers: vec![taker(10, "rustc", 900), taker(11, "cc1", 600)],
+            counted: "bpf".into(),
         };
         let i = cpu_neighbours(&inputs(vec![&busy], &names)).unwrap();
         assert_eq!((i.kind, i.name.as_str()), (InstigatorKind::CpuNeighbours, "/build"));
         assert_eq!(i.processes[0].name, "rustc");
         assert!((i.processes[0].share - 0.45).abs() < 1e-9);
         assert!(i.did.contains("took 75% of the 2 CPUs"), "{}", i.did);
+        assert!(i.source.contains("scheduler switches (BPF"), "{}", i.source);
         let idle = Who::CpuUse {
             stall: 1,
             from: 0,
@@ -1397,6 +1407,7 @@ mod tests {
             target_ns: 0,
             others_ns: 100_000_000,
             takers: vec![taker(10, "rustc", 100)],
+            counted: String::new(),
         };
         assert!(cpu_neighbours(&inputs(vec![&idle], &names)).is_none());
     }

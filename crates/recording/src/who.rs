@@ -195,7 +195,9 @@ pub enum Who {
     Note { t: u64, stall: u32, note: String },
     /// The processes that used a CPU between `from` and `to` while the stall lasted, the most
     /// first (the target itself and stallscope left out), on a machine of `cpus` CPUs; the
-    /// target used `target_ns` and every other process `others_ns` in all.
+    /// target used `target_ns` and every other process `others_ns` in all. `counted`: how,
+    /// `bpf` (the scheduler's switches, to the ns) or `proc` (every process's `/proc/PID/stat`
+    /// at both ends, in clock ticks; a recording without the field counted so).
     CpuUse {
         stall: u32,
         from: u64,
@@ -204,6 +206,8 @@ pub enum Who {
         target_ns: u64,
         others_ns: u64,
         takers: Vec<CpuTaker>,
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        counted: String,
     },
 }
 

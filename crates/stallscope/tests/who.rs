@@ -82,8 +82,15 @@ fn cpu_hierarchy() -> PathBuf {
 
 /// `stallscope run --out DIR -- JAVA ARGS…`, started; its JVM's pid once it is up.
 fn run(dir: &Path, java: &Path, args: &[&str]) -> (Reaper, i32) {
+    run_with(dir, &[], java, args)
+}
+
+/// [`run`] with `opts` for `stallscope run`.
+fn run_with(dir: &Path, opts: &[&str], java: &Path, args: &[&str]) -> (Reaper, i32) {
     let child = stallscope()
-        .args(["run", "--out", dir.to_str().unwrap(), "--"])
+        .args(["run", "--out", dir.to_str().unwrap()])
+        .args(opts)
+        .arg("--")
         .arg(java)
         .args(args)
         .stdout(Stdio::null())
@@ -187,7 +194,10 @@ fn a_heap_dump_asked_with_jcmd_is_laid_at_jcmd_and_its_wait_for_cpus_at_the_hogs
         let d = scratch(&format!("who-jcmd-{}", jdk.feature()));
         let (ready, go, hprof) = (d.join("ready"), d.join("go"), d.join("heap.hprof"));
         let rec = d.join("rec");
-        let (r, pid) = run(&rec, &java, &heap_args("300", &ready, &go, "1"));
+        // Who took the CPUs counted by the BPF recorder (JDK 25) or read from every process's
+        // /proc/PID/stat (JDK 17, without BPF).
+        let opts: &[&str] = if jdk == Jdk::J17 { &["--no-bpf"] } else { &[] };
+        let (r, pid) = run_with(&rec, opts, &java, &heap_args("300", &ready, &go, "1"));
         wait_for(&ready);
         // CPU hogs in a cgroup of their own, on JDK 17 and 25: four runnable threads on the
         // machine's CPUs while the VM thread writes the dump.
@@ -259,8 +269,10 @@ fn a_heap_dump_asked_with_jcmd_is_laid_at_jcmd_and_its_wait_for_cpus_at_the_hogs
             // short stall, the test's own process can take as many 10 ms ticks (seen: 2 and 2).
             let hog_pid = hog.0.id() as i32;
             let mut named = 0;
+            let counted = if jdk == Jdk::J17 { "/proc/PID/stat" } else { "(BPF, to the ns" };
             for (_, cause, i) in taken {
                 assert_eq!(*cause, Cause::CpuStarvation, "{jdk:?}");
+                assert!(i.source.contains(counted), "{jdk:?}: {}", i.source);
                 let Some(p) = i.processes.iter().find(|p| p.pid == hog_pid) else { continue };
                 named += 1;
                 assert_eq!(p.cgroup.as_deref(), Some(g.path.as_str()), "{jdk:?}: {i:?}");

@@ -285,6 +285,7 @@ impl<'a> Watcher<'a> {
             });
         // Not for `watch` (its one BPF recorder serves every JVM).
         let probe_reader = offcpu.clone().filter(|_| driven.is_none());
+        let tally = offcpu.as_ref().and_then(offcpu::Reader::cpu_tally);
         let kwaits =
             offcpu.map(|o| KwaitsWriter::start(o, pid, &w.dir.join(files::KWAITS))).transpose()?;
         let contexts = ContextReader::start(pid)?;
@@ -292,6 +293,7 @@ impl<'a> Watcher<'a> {
             pid,
             &w.dir.join(files::WHO),
             tracer.and_then(|t| t.who_reader()),
+            tally,
         )?);
         let mut wt = Watcher {
             w,

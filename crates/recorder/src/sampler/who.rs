@@ -119,6 +119,15 @@ impl Pressure {
     }
 }
 
+/// What one process ran in a stall: its own CPU time and its children's that ended (ns).
+#[derive(Default)]
+struct Use {
+    pid: i32,
+    comm: String,
+    own_ns: u64,
+    children_ns: u64,
+}
+
 /// A thread of the target's storage reads and writes so far: `(tid, comm, read, written)`.
 type ThreadIo = (i32, String, u64, u64);
 
@@ -144,17 +153,19 @@ pub(super) struct WhoWriter {
 
 impl WhoWriter {
     /// Looks for who set off the stalls of `pid`, into `path`; `signals` reads who sent it
-    /// signals and froze its cgroups (root only).
+    /// signals and froze its cgroups (root only); `tally` counts every process's CPU time while
+    /// a stall lasts (the BPF recorder), instead of reading each process's `stat` at both ends.
     pub(super) fn start(
         pid: i32,
         path: &std::path::Path,
         signals: Option<procwatch::trace::WhoReader>,
+        tally: Option<offcpu::CpuTally>,
     ) -> anyhow::Result<WhoWriter> {
         let out = Appender::open(path)?;
         let (tx, rx) = std::sync::mpsc::channel::<Msg>();
         let thread =
             std::thread::Builder::new().name("stallscope-who".into()).spawn(move || {
-                Looker::new(pid, out, signals).run(rx);
+                Looker::new(pid, out, signals, tally).run(rx);
             })?;
         Ok(WhoWriter { tx: Some(tx), thread: Some(thread) })
     }
@@ -197,6 +208,9 @@ struct Open {
     /// The same for storage I/O (every process's, read with its CPU time, and the target's
     /// threads').
     io: Option<(Baseline, Vec<ThreadIo>)>,
+    /// With the BPF recorder, every process's CPU time counted from the stall's first look
+    /// (`cpu` is then None): counting on, and its first look.
+    counted: Option<(offcpu::Counting, offcpu::TallyLook)>,
     /// The kernel's pressure at the stall's first look (None: not known, everything is looked
     /// at then).
     pressure: Option<Pressure>,
@@ -224,10 +238,17 @@ struct Looker {
     /// The last look at every process (with storage I/O or not): the next stall's first, if it
     /// begins soon.
     last_look: Option<(Baseline, bool)>,
+    /// Counts every process's CPU time while a stall lasts (the BPF recorder).
+    tally: Option<offcpu::CpuTally>,
 }
 
 impl Looker {
-    fn new(pid: i32, out: Appender<Who>, signals: Option<procwatch::trace::WhoReader>) -> Looker {
+    fn new(
+        pid: i32,
+        out: Appender<Who>,
+        signals: Option<procwatch::trace::WhoReader>,
+        tally: Option<offcpu::CpuTally>,
+    ) -> Looker {
         Looker {
             pid,
             out,
@@ -238,6 +259,7 @@ impl Looker {
             noted: HashSet::new(),
             describer: procwatch::process::Describer::default(),
             last_look: None,
+            tally,
         }
     }
 
@@ -269,6 +291,7 @@ impl Looker {
                         t,
                         cpu: None,
                         io: None,
+                        counted: None,
                         pressure,
                         last_op: None,
                         last_stop: None,
@@ -282,11 +305,13 @@ impl Looker {
                     // before a look at every process (milliseconds under load) is done, and
                     // the operation with it.
                     self.look();
+                    let counted = self.count_cpu(stall);
                     // The last stall's end look, if it was just now (a storm of stalls) and read
                     // what is wanted: one look at every process a stall, not two. Otherwise
                     // every process is looked at now only where the kernel's pressure cannot
                     // say later whether anybody waited (look_at_takers).
-                    let wants = pressure.map_or(Wants { cpu: true, io: true }, |p| p.busy);
+                    let mut wants = pressure.map_or(Wants { cpu: true, io: true }, |p| p.busy);
+                    wants.cpu &= counted.is_none();
                     let recent = self.last_look.take().filter(|(b, with_io)| {
                         t.saturating_sub(b.from) < REUSE_LOOK_NS && (*with_io || !wants.io)
                     });
@@ -300,7 +325,9 @@ impl Looker {
                         (b, procwatch::cpuuse::thread_io(self.pid))
                     });
                     if let Some(o) = self.open.as_mut() {
-                        (o.cpu, o.io) = (cpu, io);
+                        // Counted by the BPF recorder: the look (taken for storage) not needed.
+                        let cpu = cpu.filter(|_| counted.is_none());
+                        (o.cpu, o.io, o.counted) = (cpu, io, counted);
                     }
                 }
                 Some(Msg::End { stall, t, done }) => {
@@ -525,7 +552,8 @@ impl Looker {
         let pid = self.pid;
         let Some(open) = self.open.as_mut() else { return };
         let Some(at_begin) = open.pressure else { return };
-        let missing = Wants { cpu: open.cpu.is_none(), io: open.io.is_none() };
+        let counted = open.counted.is_some();
+        let missing = Wants { cpu: open.cpu.is_none() && !counted, io: open.io.is_none() };
         if !missing.any() {
             return;
         }
@@ -540,13 +568,14 @@ impl Looker {
             open.io = Some((b.clone(), procwatch::cpuuse::thread_io(pid)));
         }
         // Every look reads the CPU time: one missing is taken with it.
-        if open.cpu.is_none() {
+        if open.cpu.is_none() && !counted {
             open.cpu = Some(b);
         }
     }
 
     /// Who took the CPUs and storage between the stall's first looks at every process and `to`.
     fn use_to(&mut self, to: u64) {
+        self.cpu_counted();
         let Some(open) = self.open.as_ref() else { return };
         if open.cpu.is_none() || open.io.is_none() {
             // Nobody waited at any look: nobody took the CPUs or storage from the target. Said
@@ -554,7 +583,8 @@ impl Looker {
             let stall = open.stall;
             let missed = open.pressure.zip(Pressure::now()).is_some_and(|(b, now)| {
                 let w = b.waited_by(now);
-                (w.cpu && open.cpu.is_none()) || (w.io && open.io.is_none())
+                (w.cpu && open.cpu.is_none() && open.counted.is_none())
+                    || (w.io && open.io.is_none())
             });
             if missed {
                 self.note(stall, "who took the CPUs or storage is looked at from the first look after some task waited for a CPU, storage or memory (unless the machine was contended as the stall began); a stall ended before that look, and its takers are not known".into());
@@ -579,44 +609,100 @@ impl Looker {
         self.last_look = Some((after, with_io));
     }
 
+    /// Counting every process's CPU time from now, with the BPF recorder; said once when it
+    /// cannot.
+    fn count_cpu(&mut self, stall: u32) -> Option<(offcpu::Counting, offcpu::TallyLook)> {
+        match self.tally.as_ref()?.count() {
+            Ok(c) => {
+                let first = c.look();
+                Some((c, first))
+            }
+            Err(e) => {
+                self.note(stall, format!("{e}; who took the CPUs is read from /proc instead"));
+                None
+            }
+        }
+    }
+
+    /// Who took the CPUs since the stall's first look, as the BPF recorder counted them: a
+    /// process that ended in between counts at its parent, as its children's time.
+    fn cpu_counted(&mut self) {
+        let Some((counting, first)) = self.open.as_ref().and_then(|o| o.counted.as_ref()) else {
+            return;
+        };
+        let now = counting.look();
+        let mut by_pid: std::collections::HashMap<i32, Use> = Default::default();
+        for p in offcpu::tally_taken(first, &now) {
+            let ended = !std::path::Path::new(&format!("/proc/{}", p.tgid)).exists();
+            let (pid, child) = if ended && p.ptgid > 1 { (p.ptgid, true) } else { (p.tgid, false) };
+            let u = by_pid.entry(pid).or_insert_with(|| Use { pid, ..Default::default() });
+            if child {
+                u.children_ns += p.ns;
+            } else {
+                u.own_ns += p.ns;
+                u.comm = p.comm;
+            }
+        }
+        let mut uses: Vec<Use> = by_pid.into_values().collect();
+        uses.sort_by_key(|u| (std::cmp::Reverse(u.own_ns + u.children_ns), u.pid));
+        self.cpu_line(first.at, now.at, uses, "bpf");
+    }
+
     /// Who took the CPUs between the stall's first look at every process and `to`, when every
     /// process was read again (`after`).
     fn cpu_use(&mut self, after: &[procwatch::cpuuse::ProcCpu], to: u64) {
         let Some(open) = self.open.as_ref() else { return };
         let Some(before) = open.cpu.as_ref() else { return };
-        let taken = procwatch::cpuuse::taken(&before.procs, after);
+        let from = before.from;
         let tick = 1_000_000_000 / procwatch::task::clock_ticks().max(1);
+        let uses = procwatch::cpuuse::taken(&before.procs, after)
+            .into_iter()
+            .map(|t| Use {
+                pid: t.pid,
+                comm: t.comm,
+                own_ns: t.ticks * tick,
+                children_ns: t.child_ticks * tick,
+            })
+            .collect();
+        self.cpu_line(from, to, uses, "proc");
+    }
+
+    /// The `cpu-use` line for what each process ran between `from` and `to` (`uses`, the most
+    /// first), counted so (`bpf`, `proc`).
+    fn cpu_line(&mut self, from: u64, to: u64, uses: Vec<Use>, counted: &str) {
+        let Some(stall) = self.open.as_ref().map(|o| o.stall) else { return };
         let me = std::process::id() as i32;
         let (mut target_ns, mut others_ns, mut takers) = (0, 0, Vec::new());
-        for t in taken {
-            let ns = (t.ticks + t.child_ticks) * tick;
-            if t.pid == self.pid {
+        for u in uses {
+            let ns = u.own_ns + u.children_ns;
+            if u.pid == self.pid {
                 target_ns += ns;
                 continue;
             }
-            if t.pid == me {
+            if u.pid == me {
                 continue;
             }
             others_ns += ns;
             if takers.len() < MAX_TAKERS {
-                let p = self.describer.describe(t.pid);
+                let p = self.describer.describe(u.pid);
                 takers.push(CpuTaker {
-                    pid: t.pid,
-                    comm: p.as_ref().map_or(t.comm, |p| p.comm.clone()),
-                    cpu_ns: t.ticks * tick,
-                    children_ns: t.child_ticks * tick,
+                    pid: u.pid,
+                    comm: p.as_ref().map_or(u.comm, |p| p.comm.clone()),
+                    cpu_ns: u.own_ns,
+                    children_ns: u.children_ns,
                     named: p.map(Into::into).unwrap_or_default(),
                 });
             }
         }
         let w = Who::CpuUse {
-            stall: open.stall,
-            from: before.from,
+            stall,
+            from,
             to,
             cpus: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
             target_ns,
             others_ns,
             takers,
+            counted: counted.into(),
         };
         self.line(&w);
     }
