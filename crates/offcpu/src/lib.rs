@@ -918,17 +918,15 @@ fn run(
                 let _ = reply.send(r);
             }
             Ok(Cmd::Held { tgid, reply }) => {
-                let mut out = vec![];
-                for k in sk.maps.off.keys() {
-                    if let Ok(Some(v)) = sk.maps.off.lookup(&k, libbpf_rs::MapFlags::ANY)
-                        && let Some(r) = parse_event(&v)
-                        && r.tgid == tgid
-                        && involuntary(state_letter(r.state))
-                    {
-                        let state = state_letter(r.state);
-                        out.push(Held { tid: r.tid, comm: r.comm, start: r.start, state });
-                    }
-                }
+                let out = off_now(&sk.maps.off, tgid)
+                    .filter(|r| involuntary(state_letter(r.state)))
+                    .map(|r| Held {
+                        tid: r.tid,
+                        comm: r.comm,
+                        start: r.start,
+                        state: state_letter(r.state),
+                    })
+                    .collect();
                 let _ = reply.send(out);
             }
             Ok(Cmd::Read { tgids, from, to, reply }) => {
@@ -944,14 +942,8 @@ fn run(
                     })
                     .unwrap_or_default();
                 // Those still off a CPU now.
-                for k in sk.maps.off.keys() {
-                    if let Ok(Some(v)) = sk.maps.off.lookup(&k, libbpf_rs::MapFlags::ANY)
-                        && let Some(mut r) = parse_event(&v)
-                        && tgids.contains(&r.tgid)
-                        && r.start <= to
-                        // A thread that exited off a CPU left its entry behind.
-                        && !matches!(state_letter(r.state), 'X' | 'Z')
-                    {
+                for &tgid in &tgids {
+                    for mut r in off_now(&sk.maps.off, tgid).filter(|r| r.start <= to) {
                         r.end = None;
                         out.push(r);
                     }
@@ -962,6 +954,20 @@ fn run(
             Err(mpsc::RecvTimeoutError::Disconnected) => break,
         }
     }
+}
+
+/// The threads of `tgid` off a CPU now, as the program's `off` map holds them: looked up by the
+/// process's threads listed in /proc (a lookup each), not by walking the map, which holds every
+/// target's threads off a CPU (`watch`: hundreds, two system calls each). A thread that exited
+/// off a CPU left its entry behind, and is not listed.
+fn off_now<'a>(off: &'a impl libbpf_rs::MapCore, tgid: i32) -> impl Iterator<Item = RawWait> + 'a {
+    let tids: Vec<u32> = std::fs::read_dir(format!("/proc/{tgid}/task"))
+        .map(|d| d.flatten().filter_map(|e| e.file_name().to_str()?.parse().ok()).collect())
+        .unwrap_or_default();
+    tids.into_iter().filter_map(move |tid| {
+        let v = off.lookup(&tid.to_ne_bytes(), libbpf_rs::MapFlags::ANY).ok()??;
+        parse_event(&v).filter(|r| r.tgid == tgid && !matches!(state_letter(r.state), 'X' | 'Z'))
+    })
 }
 
 /// CLOCK_MONOTONIC now, in ns (what `bpf_ktime_get_ns` stamps).

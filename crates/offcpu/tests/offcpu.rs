@@ -127,6 +127,15 @@ fn while_counting_every_process_s_cpu_time_is_tallied_as_the_kernel_accounts_it(
     let oc = start(&[]);
     let tally = oc.reader().cpu_tally().expect("this kernel's BTF sched_switch counts CPU time");
     let counting = tally.count().unwrap();
+    if std::env::var_os("LOOKBENCH").is_some() {
+        std::thread::sleep(Duration::from_millis(300));
+        let t0 = Instant::now();
+        let mut n = 0;
+        for _ in 0..1000 {
+            n += counting.look().procs.len();
+        }
+        println!("LOOKBENCH {:?} per look, {} procs", t0.elapsed() / 1000, n / 1000);
+    }
     let before = counting.look();
     let (pid, cpu_ns) = spin_and_reap(200_000);
     let after = counting.look();
