@@ -42,6 +42,10 @@ const END_PATIENCE: Duration = Duration::from_millis(100);
 const ATTACH_TRIES: u32 = 5;
 /// Processes kept of those that took the CPUs in a stall.
 const MAX_TAKERS: usize = 8;
+/// The least share of the CPUs over a stall (percent) a process kept among those that took them
+/// used to be described (command line, cgroup, user: four files); below it, its pid and name
+/// only. The doctor names a process in words from 2%.
+const DESCRIBED_PERCENT: u64 = 1;
 /// Threads and processes kept of those that read or wrote storage in a stall, and the least
 /// they read or wrote to be kept.
 const MAX_IO: usize = 8;
@@ -632,8 +636,15 @@ impl Looker {
         };
         let now = counting.look();
         let mut by_pid: std::collections::HashMap<i32, Use> = Default::default();
-        for p in offcpu::tally_taken(first, &now) {
-            let ended = !std::path::Path::new(&format!("/proc/{}", p.tgid)).exists();
+        let taken = offcpu::tally_taken(first, &now);
+        // Which are still there: one listing of /proc, not a look for each.
+        let live: HashSet<i32> = if taken.is_empty() {
+            HashSet::new()
+        } else {
+            procwatch::jvms::pids().into_iter().collect()
+        };
+        for p in taken {
+            let ended = !live.contains(&p.tgid);
             let (pid, child) = if ended && p.ptgid > 1 { (p.ptgid, true) } else { (p.tgid, false) };
             let u = by_pid.entry(pid).or_insert_with(|| Use { pid, ..Default::default() });
             if child {
@@ -672,6 +683,8 @@ impl Looker {
     fn cpu_line(&mut self, from: u64, to: u64, uses: Vec<Use>, counted: &str) {
         let Some(stall) = self.open.as_ref().map(|o| o.stall) else { return };
         let me = std::process::id() as i32;
+        let cpus = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+        let described_ns = to.saturating_sub(from) * cpus as u64 * DESCRIBED_PERCENT / 100;
         let (mut target_ns, mut others_ns, mut takers) = (0, 0, Vec::new());
         for u in uses {
             let ns = u.own_ns + u.children_ns;
@@ -684,7 +697,7 @@ impl Looker {
             }
             others_ns += ns;
             if takers.len() < MAX_TAKERS {
-                let p = self.describer.describe(u.pid);
+                let p = (ns >= described_ns).then(|| self.describer.describe(u.pid)).flatten();
                 takers.push(CpuTaker {
                     pid: u.pid,
                     comm: p.as_ref().map_or(u.comm, |p| p.comm.clone()),
@@ -698,7 +711,7 @@ impl Looker {
             stall,
             from,
             to,
-            cpus: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
+            cpus,
             target_ns,
             others_ns,
             takers,
