@@ -53,6 +53,8 @@ pub struct ProcTime {
     /// Its main thread's name then.
     pub comm: String,
     pub ns: u64,
+    /// It ended (its main thread exited) while counted.
+    pub ended: bool,
 }
 
 /// Every process's CPU time counted so far, at `at` (CLOCK_MONOTONIC ns).
@@ -128,7 +130,13 @@ impl Counting {
                 }
                 procs
                     .entry(tgid)
-                    .or_insert_with(|| ProcTime { tgid, ptgid: 0, comm: String::new(), ns: 0 })
+                    .or_insert_with(|| ProcTime {
+                        tgid,
+                        ptgid: 0,
+                        comm: String::new(),
+                        ns: 0,
+                        ended: false,
+                    })
                     .ns += at - since;
             }
         }
@@ -141,10 +149,11 @@ fn parse_entry(key: &[u8], v: &[u8]) -> Option<(u64, ProcTime)> {
     let u64_at = |o: usize| Some(u64::from_ne_bytes(v.get(o..o + 8)?.try_into().ok()?));
     let tgid = i32::from_ne_bytes(key.get(..4)?.try_into().ok()?);
     let ptgid = i32::from_ne_bytes(v.get(16..20)?.try_into().ok()?);
+    let ended = u32::from_ne_bytes(v.get(20..24)?.try_into().ok()?) != 0;
     let comm = v.get(24..40)?;
     let comm = &comm[..comm.iter().position(|b| *b == 0).unwrap_or(comm.len())];
     let comm = String::from_utf8_lossy(comm).into_owned();
-    Some((u64_at(0)?, ProcTime { tgid, ptgid, comm, ns: u64_at(8)? }))
+    Some((u64_at(0)?, ProcTime { tgid, ptgid, comm, ns: u64_at(8)?, ended }))
 }
 
 /// An `oncpu` entry: since when its task has run, in which epoch, and its process.
@@ -181,6 +190,7 @@ mod tests {
         v[..8].copy_from_slice(&epoch.to_ne_bytes());
         v[8..16].copy_from_slice(&ns.to_ne_bytes());
         v[16..20].copy_from_slice(&ptgid.to_ne_bytes());
+        v[20] = u8::from(comm == b"ended");
         v[24..24 + comm.len()].copy_from_slice(comm);
         v
     }
@@ -189,8 +199,11 @@ mod tests {
     fn an_entry_reads_as_the_program_lays_it_out() {
         let (e, p) = parse_entry(&77i32.to_ne_bytes(), &entry(3, 5_000, 1, b"stress-ng")).unwrap();
         assert_eq!(e, 3);
-        let want = ProcTime { tgid: 77, ptgid: 1, comm: "stress-ng".into(), ns: 5_000 };
+        let want =
+            ProcTime { tgid: 77, ptgid: 1, comm: "stress-ng".into(), ns: 5_000, ended: false };
         assert_eq!(p, want);
+        let (_, p) = parse_entry(&1i32.to_ne_bytes(), &entry(1, 1, 0, b"ended")).unwrap();
+        assert!(p.ended);
         // A name of all 16 bytes has no NUL.
         let (_, p) = parse_entry(&1i32.to_ne_bytes(), &entry(1, 1, 0, &[b'x'; 16])).unwrap();
         assert_eq!(p.comm.len(), 16);
@@ -201,7 +214,9 @@ mod tests {
     fn look(epoch: u64, procs: &[(i32, u64)]) -> Look {
         let procs = procs
             .iter()
-            .map(|&(tgid, ns)| (tgid, ProcTime { tgid, ptgid: 1, comm: "p".into(), ns }))
+            .map(|&(tgid, ns)| {
+                (tgid, ProcTime { tgid, ptgid: 1, comm: "p".into(), ns, ended: false })
+            })
             .collect();
         Look { at: 0, epoch, procs }
     }
@@ -234,7 +249,7 @@ mod tests {
             let mut a = b.clone();
             for (tgid, ns) in grow {
                 a.procs.entry(tgid)
-                    .or_insert(ProcTime { tgid, ptgid: 1, comm: "p".into(), ns: 0 })
+                    .or_insert(ProcTime { tgid, ptgid: 1, comm: "p".into(), ns: 0, ended: false })
                     .ns += ns;
             }
             let sum_a: u64 = a.procs.values().map(|p| p.ns).sum();

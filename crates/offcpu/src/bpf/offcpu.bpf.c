@@ -303,7 +303,7 @@ struct proc_time {
 	__u64 epoch;
 	__u64 ns;
 	__u32 ptgid;
-	__u32 pad;
+	__u32 ended; /* its main thread left a CPU for the last time (it exited) */
 	char comm[TASK_COMM_LEN]; /* the process's (its main thread's) */
 };
 
@@ -349,12 +349,17 @@ static __always_inline void tally(__u32 tgid, struct task_struct *prev, struct t
 	if (tgid == 0 || now <= start)
 		return;
 	__u64 d = now - start;
+	/* The process's main thread, dead, leaves its CPU for the last time: the process ended (a
+	 * build's compiler, counted at its parent by the reader). */
+	__u32 ended = BPF_CORE_READ(prev, exit_state) != 0 && BPF_CORE_READ(prev, pid) == (int)tgid;
 	struct proc_time *p = bpf_map_lookup_elem(&cputime, &tgid);
 	if (p && p->epoch == epoch) {
 		__sync_fetch_and_add(&p->ns, d);
+		if (ended)
+			p->ended = 1;
 		return;
 	}
-	struct proc_time n = {.epoch = epoch, .ns = d};
+	struct proc_time n = {.epoch = epoch, .ns = d, .ended = ended};
 	n.ptgid = BPF_CORE_READ(prev, real_parent, tgid);
 	BPF_CORE_READ_STR_INTO(&n.comm, prev, group_leader, comm);
 	bpf_map_update_elem(&cputime, &tgid, &n, BPF_ANY);

@@ -95,9 +95,12 @@ impl Wants {
 }
 
 impl Pressure {
-    fn now() -> Option<Pressure> {
+    /// Now, without the CPU's (0, not busy) unless `cpu`: where the BPF recorder counts who
+    /// took the CPUs, whether anybody waited for one does not matter.
+    fn now_of(cpu: bool) -> Option<Pressure> {
         let read = |r: &str| procwatch::procfile::read(format!("/proc/pressure/{r}")).ok();
-        let (cpu, io, memory) = (read("cpu")?, read("io")?, read("memory")?);
+        let cpu = if cpu { read("cpu")? } else { "some avg10=0.00 total=0".into() };
+        let (io, memory) = (read("io")?, read("memory")?);
         let total = procwatch::system::psi_some_total_us;
         let avg10 = |t: &str| procwatch::system::psi_some_avg10(t).unwrap_or(0.0);
         Some(Pressure {
@@ -218,8 +221,12 @@ struct Open {
     /// The kernel's pressure at the stall's first look (None: not known, everything is looked
     /// at then).
     pressure: Option<Pressure>,
-    /// The last VM operation written (its class and caller), the last stop state.
+    /// The last VM operation written (its class and caller), and its caller's name; the last
+    /// stop state.
     last_op: Option<(String, Option<i32>)>,
+    last_caller_comm: String,
+    /// The process's `/proc/PID/cgroup`, read at the stall's first look (where its freezer is).
+    cgroups: Option<String>,
     last_stop: Option<(char, i32, Option<String>)>,
     last_sync: Option<procwatch::vmops::SafepointState>,
     /// It was seen stopped or frozen at some look.
@@ -289,15 +296,16 @@ impl Looker {
                     if let Some(Ok(ops)) = self.ops.as_mut() {
                         ops.forget();
                     }
-                    let pressure = Pressure::now();
                     self.open = Some(Open {
                         stall,
                         t,
                         cpu: None,
                         io: None,
                         counted: None,
-                        pressure,
+                        pressure: None,
                         last_op: None,
+                        last_caller_comm: String::new(),
+                        cgroups: None,
                         last_stop: None,
                         last_sync: None,
                         saw_stop: false,
@@ -310,6 +318,7 @@ impl Looker {
                     // the operation with it.
                     self.look();
                     let counted = self.count_cpu(stall);
+                    let pressure = Pressure::now_of(counted.is_none());
                     // The last stall's end look, if it was just now (a storm of stalls) and read
                     // what is wanted: one look at every process a stall, not two. Otherwise
                     // every process is looked at now only where the kernel's pressure cannot
@@ -331,7 +340,7 @@ impl Looker {
                     if let Some(o) = self.open.as_mut() {
                         // Counted by the BPF recorder: the look (taken for storage) not needed.
                         let cpu = cpu.filter(|_| counted.is_none());
-                        (o.cpu, o.io, o.counted) = (cpu, io, counted);
+                        (o.cpu, o.io, o.counted, o.pressure) = (cpu, io, counted, pressure);
                     }
                 }
                 Some(Msg::End { stall, t, done }) => {
@@ -400,15 +409,21 @@ impl Looker {
     fn vm_operation(&mut self, stall: u32, op: VmOperation) {
         let key = (op.class.clone(), op.caller.as_ref().map(|c| c.tid));
         let Some(open) = self.open.as_mut() else { return };
-        let attach = op.caller.as_ref().is_some_and(|c| {
-            !c.vm_thread && c.frames.is_empty() && comm(self.pid, c.tid) == "Attach Listener"
-        });
-        let quit = op.caller.as_ref().is_some_and(|c| comm(self.pid, c.tid) == "Signal Dispatch");
         let changed = open.last_op.as_ref() != Some(&key);
+        if changed {
+            // The caller's name, read once an operation (every look while it runs needs it).
+            open.last_caller_comm =
+                op.caller.as_ref().map(|c| comm(self.pid, c.tid)).unwrap_or_default();
+        }
+        let caller_comm = open.last_caller_comm.clone();
+        let attach = op.caller.as_ref().is_some_and(|c| {
+            !c.vm_thread && c.frames.is_empty() && caller_comm == "Attach Listener"
+        });
+        let quit = op.caller.is_some() && caller_comm == "Signal Dispatch";
         if changed {
             open.last_op = Some(key);
             let caller = op.caller.map(|c| WhoThread {
-                comm: comm(self.pid, c.tid),
+                comm: caller_comm,
                 tid: c.tid,
                 class: c.class,
                 vm_thread: c.vm_thread,
@@ -459,9 +474,12 @@ impl Looker {
     /// changed; the senders of signals then, while they may still be there to be named.
     fn stop_state(&mut self, stall: u32) {
         let Some((state, tracer)) = procwatch::task::state_and_tracer(self.pid) else { return };
-        let text =
-            std::fs::read_to_string(format!("/proc/{}/cgroup", self.pid)).unwrap_or_default();
-        let frozen = procwatch::cgroup::frozen_in(&text, &self.mounts);
+        let pid = self.pid;
+        let Some(open) = self.open.as_mut() else { return };
+        let text = open.cgroups.get_or_insert_with(|| {
+            std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap_or_default()
+        });
+        let frozen = procwatch::cgroup::frozen_in(text, &self.mounts);
         let stopped = matches!(state, 'T' | 't') || tracer > 0;
         if !stopped && frozen.is_none() {
             // Running again after a stop or freeze this stall: when it ended.
@@ -561,7 +579,7 @@ impl Looker {
         if !missing.any() {
             return;
         }
-        let Some(now) = Pressure::now() else { return };
+        let Some(now) = Pressure::now_of(!counted) else { return };
         let waited = at_begin.waited_by(now);
         let due = Wants { cpu: missing.cpu && waited.cpu, io: missing.io && waited.io };
         if !due.any() {
@@ -585,7 +603,8 @@ impl Looker {
             // Nobody waited at any look: nobody took the CPUs or storage from the target. Said
             // when somebody did wait, but only after the last look.
             let stall = open.stall;
-            let missed = open.pressure.zip(Pressure::now()).is_some_and(|(b, now)| {
+            let counted = open.counted.is_some();
+            let missed = open.pressure.zip(Pressure::now_of(!counted)).is_some_and(|(b, now)| {
                 let w = b.waited_by(now);
                 (w.cpu && open.cpu.is_none() && open.counted.is_none())
                     || (w.io && open.io.is_none())
@@ -629,23 +648,17 @@ impl Looker {
     }
 
     /// Who took the CPUs since the stall's first look, as the BPF recorder counted them: a
-    /// process that ended in between counts at its parent, as its children's time.
+    /// process that ended in between (the program saw its main thread exit) counts at its
+    /// parent, as its children's time.
     fn cpu_counted(&mut self) {
         let Some((counting, first)) = self.open.as_ref().and_then(|o| o.counted.as_ref()) else {
             return;
         };
         let now = counting.look();
         let mut by_pid: std::collections::HashMap<i32, Use> = Default::default();
-        let taken = offcpu::tally_taken(first, &now);
-        // Which are still there: one listing of /proc, not a look for each.
-        let live: HashSet<i32> = if taken.is_empty() {
-            HashSet::new()
-        } else {
-            procwatch::jvms::pids().into_iter().collect()
-        };
-        for p in taken {
-            let ended = !live.contains(&p.tgid);
-            let (pid, child) = if ended && p.ptgid > 1 { (p.ptgid, true) } else { (p.tgid, false) };
+        for p in offcpu::tally_taken(first, &now) {
+            let (pid, child) =
+                if p.ended && p.ptgid > 1 { (p.ptgid, true) } else { (p.tgid, false) };
             let u = by_pid.entry(pid).or_insert_with(|| Use { pid, ..Default::default() });
             if child {
                 u.children_ns += p.ns;
@@ -820,6 +833,6 @@ mod tests {
         // Totals that went back (another pressure file, a reset) are no wait.
         assert_eq!(at.waited_by(p(0, 0, 0)), none);
         // Read here: this kernel has pressure stall information.
-        assert!(Pressure::now().is_some());
+        assert!(Pressure::now_of(true).is_some());
     }
 }
