@@ -205,14 +205,17 @@ static __always_inline __s64 reported(_Bool preempt, unsigned int raw, struct ta
 
 /* A switch: the names and the state are read only for a target's thread leaving (its own name
  * is current's; the next thread's from `next_comm`, else from `next_task`; the state `state`,
- * else reported from `prev`'s). The leaving thread's process's `targets` value (0: not a
- * target's). */
-static __always_inline int switched(__u32 tgid, __u32 tid, __s64 state, __u32 next,
+ * else reported from `prev`'s). `next_ours`: the next thread may be a target's (0 only where its
+ * process is known not to be: then its interval off a CPU is not looked up). The leaving
+ * thread's process's `targets` value (0: not a target's). */
+static __always_inline int switched(__u32 tgid, __u32 tid, __s64 state, __u32 next, int next_ours,
 				    struct task_struct *next_task, const char *next_comm,
 				    struct task_struct *prev, _Bool preempt, unsigned int raw)
 {
 	__u32 zero = 0;
-	/* Two hash lookups for every other process's switch; the clock only for ours. */
+	/* For every other process's switch, a lookup in `targets` (two with the BTF tracepoint,
+	 * which names the next thread's process) and in `off` where it cannot tell; the clock only
+	 * for ours. */
 	__u32 target = 0;
 	if (tid != 0) {
 		__u32 *t = bpf_map_lookup_elem(&targets, &tgid);
@@ -220,7 +223,7 @@ static __always_inline int switched(__u32 tgid, __u32 tid, __s64 state, __u32 ne
 			target = *t;
 	}
 	int leaving = target != 0;
-	struct offcpu_event *o = bpf_map_lookup_elem(&off, &next);
+	struct offcpu_event *o = next_ours ? bpf_map_lookup_elem(&off, &next) : 0;
 	if (!leaving && !o)
 		return 0;
 	__u64 now = bpf_ktime_get_ns();
@@ -375,7 +378,7 @@ int on_switch(struct sched_switch_args *ctx)
 	 * once it is handed on. The leaving thread's name is current's. */
 	char next_comm[TASK_COMM_LEN];
 	__builtin_memcpy(next_comm, ctx->next_comm, TASK_COMM_LEN);
-	switched(id >> 32, (__u32)id, ctx->prev_state, ctx->next_pid, 0, next_comm, 0, 0, 0);
+	switched(id >> 32, (__u32)id, ctx->prev_state, ctx->next_pid, 1, 0, next_comm, 0, 0, 0);
 	return 0;
 }
 
@@ -388,8 +391,11 @@ int BPF_PROG(on_switch_btf, _Bool preempt, struct task_struct *prev, struct task
 	__u64 id = bpf_get_current_pid_tgid();
 	__u32 tid = (__u32)id;
 	__u32 next_pid = BPF_CORE_READ(next, pid);
+	__u32 next_tgid = BPF_CORE_READ(next, tgid);
+	int next_ours = next_pid != 0 && bpf_map_lookup_elem(&targets, &next_tgid) != 0;
 	/* Only a target's thread can be the meter watched, or show a safepoint begun. */
-	__u32 target = switched(id >> 32, tid, -1, next_pid, next, 0, prev, preempt, prev_state);
+	__u32 target =
+	    switched(id >> 32, tid, -1, next_pid, next_ours, next, 0, prev, preempt, prev_state);
 	tally(id >> 32, prev, next);
 	if (target) {
 		watchdog(tid, preempt, prev_state);
