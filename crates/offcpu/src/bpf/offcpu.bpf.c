@@ -410,6 +410,12 @@ int BPF_PROG(on_switch_btf, _Bool preempt, struct task_struct *prev, struct task
 SEC("tp_btf/sched_waking")
 int BPF_PROG(on_waking, struct task_struct *p)
 {
+	/* Every wake-up on the machine: the small map of targets first, the threads off a CPU
+	 * (an LRU map, which a lookup also marks) only for a target's thread. */
+	__u32 tgid = BPF_CORE_READ(p, tgid);
+	__u32 *armed = bpf_map_lookup_elem(&targets, &tgid);
+	if (!armed)
+		return 0;
 	__u32 tid = BPF_CORE_READ(p, pid);
 	struct offcpu_event *o = bpf_map_lookup_elem(&off, &tid);
 	if (!o || o->woken)
@@ -427,9 +433,7 @@ int BPF_PROG(on_waking, struct task_struct *p)
 	/* The woken thread's stack (a walk of it costs more than all the rest) only while a stall
 	 * of its process is under way, and for a wait long enough to matter to it: the waits that
 	 * make a stall end when it does, after it was noticed. */
-	__u32 tgid = o->tgid;
-	__u32 *armed = bpf_map_lookup_elem(&targets, &tgid);
-	if (!armed || LEVEL(*armed) < 2 || now - o->start < stack_ns)
+	if (LEVEL(*armed) < 2 || now - o->start < stack_ns)
 		return 0;
 	long n = bpf_get_task_stack(p, o->frames, sizeof(o->frames), 0);
 	o->nframes = n > 0 ? (__u64)n >> 3 : 0;
