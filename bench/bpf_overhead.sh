@@ -50,11 +50,6 @@ echo 1 > /proc/sys/kernel/bpf_stats_enabled
 # SECTIONS="2 6" runs only those sections.
 section() { [[ " ${SECTIONS:-1 2 3 4 5 6} " == *" $1 "* ]]; }
 
-# bpf_ns: the run time of stallscope's programs now loaded, in ns.
-bpf_ns() {
-  bpftool prog show -j 2> /dev/null |
-    jq '[.[] | select(.name == "on_switch" or .name == "on_switch_btf" or .name == "on_waking" or .name == "on_sp_begin" or .name == "on_sp_end") | .run_time_ns // 0] | add // 0'
-}
 # child_of PID: the java process under the sidecar.
 child_of() {
   local c=""

@@ -68,3 +68,11 @@ cyclictest_cpu() {
   done
   printf '%s\n' "${got[@]}" | median_spread
 }
+
+# bpf_ns: the run time of stallscope's BPF programs now loaded, in ns (the kernel counts it only
+# while kernel.bpf_stats_enabled is 1; 0 without bpftool or jq).
+bpf_ns() {
+  command -v jq > /dev/null || { echo 0; return; }
+  { bpftool prog show -j 2> /dev/null || /usr/sbin/bpftool prog show -j 2> /dev/null || echo '[]'; } |
+    jq '[.[] | select(.name == "on_switch" or .name == "on_switch_btf" or .name == "on_waking" or .name == "on_sp_begin" or .name == "on_sp_end") | .run_time_ns // 0] | add // 0'
+}

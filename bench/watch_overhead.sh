@@ -37,10 +37,19 @@ attach_args=()
 work=$(mktemp -d "${TMPDIR:-/tmp}/stallscope-watch-bench.XXXXXX")
 jvms=()
 watch_pid=""
+# As root, the kernel counts the BPF programs' time (watch's one recorder runs in every guarded
+# JVM's context switches and wake-ups, so its cost is in none of watch's threads): switched on
+# for the bench, back as it was at exit.
+stats_was=""
+if [[ $(id -u) -eq 0 && -w /proc/sys/kernel/bpf_stats_enabled ]]; then
+  stats_was=$(cat /proc/sys/kernel/bpf_stats_enabled)
+  echo 1 > /proc/sys/kernel/bpf_stats_enabled
+fi
 cleanup() {
   [[ -n "$watch_pid" ]] && kill -TERM "$watch_pid" 2> /dev/null && wait "$watch_pid" 2> /dev/null || true
   for p in "${jvms[@]}"; do kill "$p" 2> /dev/null || true; done
   wait 2> /dev/null || true
+  [[ -n "$stats_was" ]] && echo "$stats_was" > /proc/sys/kernel/bpf_stats_enabled
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -129,14 +138,14 @@ for n in $counts; do
       if (( $(date +%s) - t_wait > 30 + 3 * watched )); then echo "watch_overhead.sh: only $(ls "$work/rec" | wc -l) of $watched JVMs watched; see $work/watch.err" >&2; cat "$work/watch.err" >&2; exit 1; fi
     done
     sleep 5
-    c0=$(cpu_ns "$watch_pid"); w0=$(wakeups "$watch_pid"); j0=$(jvms_cpu_ns); t0=$(date +%s%N)
+    c0=$(cpu_ns "$watch_pid"); w0=$(wakeups "$watch_pid"); j0=$(jvms_cpu_ns); b0=$(bpf_ns); t0=$(date +%s%N)
     sleep "$window"
-    c1=$(cpu_ns "$watch_pid"); w1=$(wakeups "$watch_pid"); j1=$(jvms_cpu_ns); t1=$(date +%s%N)
+    c1=$(cpu_ns "$watch_pid"); w1=$(wakeups "$watch_pid"); j1=$(jvms_cpu_ns); b1=$(bpf_ns); t1=$(date +%s%N)
     inside=$(ours_inside)
     # Its peak resident memory, MiB: what a DaemonSet's memory request is set from.
     hwm=$(awk '/^VmHWM/ { printf "%.1f", $2 / 1024 }' /proc/"$watch_pid"/status)
     kill -TERM "$watch_pid"; wait "$watch_pid" || true; watch_pid=""
-    echo "$(pct $((c1 - c0)) $((t1 - t0))) $(( (w1 - w0) * 1000000000 / (t1 - t0) )) $(pct $((j1 - j0)) $((t1 - t0))) $alone $inside $hwm" >> "$work/w"
+    echo "$(pct $((c1 - c0)) $((t1 - t0))) $(( (w1 - w0) * 1000000000 / (t1 - t0) )) $(pct $((j1 - j0)) $((t1 - t0))) $alone $inside $hwm $(pct $((b1 - b0)) $((t1 - t0))) $(pct $((c1 - c0 + b1 - b0)) $((t1 - t0)))" >> "$work/w"
   done
   read -r w_med w_min w_max < <(awk '{ print $1 }' "$work/w" | median_spread)
   read -r hz _ _ < <(awk '{ print $2 }' "$work/w" | median_spread)
@@ -145,7 +154,13 @@ for n in $counts; do
   read -r r_med r_min r_max < <(awk '$4 > 0 { printf "%.3f\n", $3 / $4 }' "$work/w" | median_spread)
   inside=$(awk '{ s += $5 } END { print s }' "$work/w")
   read -r m_med m_min m_max < <(awk '{ print $6 }' "$work/w" | median_spread)
+  read -r b_med b_min b_max < <(awk '{ print $7 }' "$work/w" | median_spread)
+  read -r t_med t_min t_max < <(awk '{ print $8 }' "$work/w" | median_spread)
   printf '  %-50s %7s%%  (%s-%s), %s wake-ups/s\n' "stallscope watch, $n JVM(s)" "$w_med" "$w_min" "$w_max" "$hz"
+  if [[ -n "$stats_was" ]]; then
+    printf '  %-50s %7s%%  (%s-%s)\n' "its BPF programs (kernel time, in others' switches)" "$b_med" "$b_min" "$b_max"
+    printf '  %-50s %7s%%  (%s-%s)\n' "watch and its BPF programs" "$t_med" "$t_min" "$t_max"
+  fi
   printf '  %-50s %7s%%  (%s-%s)\n' "the $n JVMs themselves, watched" "$j_med" "$j_min" "$j_max"
   printf '  %-50s %7s%%  (%s-%s)\n' "the $n JVMs themselves, alone (the window before)" "$a_med" "$a_min" "$a_max"
   echo "  the JVMs watched / alone, per run: $r_med ($r_min-$r_max); stallscope threads inside the JVMs: $inside"
@@ -158,6 +173,7 @@ for n in $counts; do
     echo "  (cyclictest not found: apt-get install rt-tests for the wake-up reference)"
   fi
   [[ -n "$jh_med" ]] && echo "  watch / jHiccup in one JVM: $(ratio "$w_med" "$jh_med")x   goal: < 1 with 50 JVMs"
+  [[ -n "$jh_med" && -n "$stats_was" ]] && echo "  watch and its BPF programs / jHiccup in one JVM: $(ratio "$t_med" "$jh_med")x"
   stop_jvms
 done
 

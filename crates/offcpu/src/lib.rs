@@ -956,7 +956,8 @@ fn run(
     }
 }
 
-/// The threads of `tgid` off a CPU now, as the program's `off` map holds them: looked up by the
+/// The threads of `tgid` off a CPU now, as the program's `off` map holds them (an entry whose
+/// start is 0 is of a thread that runs: entries are kept from wait to wait): looked up by the
 /// process's threads listed in /proc (a lookup each), not by walking the map, which holds every
 /// target's threads off a CPU (`watch`: hundreds, two system calls each). A thread that exited
 /// off a CPU left its entry behind, and is not listed.
@@ -966,7 +967,10 @@ fn off_now<'a>(off: &'a impl libbpf_rs::MapCore, tgid: i32) -> impl Iterator<Ite
         .unwrap_or_default();
     tids.into_iter().filter_map(move |tid| {
         let v = off.lookup(&tid.to_ne_bytes(), libbpf_rs::MapFlags::ANY).ok()??;
-        parse_event(&v).filter(|r| r.tgid == tgid && !matches!(state_letter(r.state), 'X' | 'Z'))
+        // start 0: the thread runs (its entry is kept from its last wait).
+        parse_event(&v).filter(|r| {
+            r.start != 0 && r.tgid == tgid && !matches!(state_letter(r.state), 'X' | 'Z')
+        })
     })
 }
 

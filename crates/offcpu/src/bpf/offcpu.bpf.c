@@ -104,8 +104,8 @@ struct {
 #define LEVEL(v) ((v) & 0xff)
 #define SLOT(v) ((((v) >> 8) & 0xff) - 1)
 
-/* Each target thread now off a CPU: the interval so far (LRU: a thread that exits off a CPU
- * cannot leak an entry). */
+/* Each target thread's entry: while it is off a CPU, the interval so far; start 0 while it runs
+ * (kept from wait to wait, written in place: LRU, so a thread that exits cannot leak one). */
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, 8192);
@@ -228,15 +228,26 @@ static __always_inline int switched(__u32 tgid, __u32 tid, __s64 state, __u32 ne
 		return 0;
 	__u64 now = bpf_ktime_get_ns();
 
-	/* The thread leaving the CPU (current), if it is a target's. */
+	/* The thread leaving the CPU (current), if it is a target's: its entry, kept from its last
+	 * wait (only a thread's first wait makes one), is written in place. An entry made and
+	 * deleted at every switch cost most of the program, for many idle JVMs' threads. */
 	if (leaving) {
-		struct offcpu_event *e = bpf_map_lookup_elem(&scratch, &zero);
+		struct offcpu_event *e = bpf_map_lookup_elem(&off, &tid);
+		if (!e) {
+			struct offcpu_event *blank = bpf_map_lookup_elem(&scratch, &zero);
+			if (blank) {
+				blank->start = 0;
+				bpf_map_update_elem(&off, &tid, blank, BPF_NOEXIST);
+			}
+			e = bpf_map_lookup_elem(&off, &tid);
+		}
 		if (e) {
-			e->start = now;
+			e->start = 0; /* not off a CPU until written whole (a waker may look meanwhile) */
 			e->end = 0;
 			e->woken = 0;
 			/* From the BTF tracepoint (state < 0): reported here, for a target only. */
-			e->state = state >= 0 ? state : reported(preempt, raw, prev);
+			__s64 st = state >= 0 ? state : reported(preempt, raw, prev);
+			e->state = st;
 			e->tid = tid;
 			e->tgid = tgid;
 			e->waker_tid = 0;
@@ -245,7 +256,10 @@ static __always_inline int switched(__u32 tgid, __u32 tid, __s64 state, __u32 ne
 			e->instead_tid = next;
 			e->cpu = bpf_get_smp_processor_id();
 			bpf_get_current_comm(e->comm, TASK_COMM_LEN);
-			if (next_comm)
+			/* Who ran instead matters to a preempted thread (R) alone. */
+			if ((st & 0xff) != 0)
+				e->instead_comm[0] = 0;
+			else if (next_comm)
 				__builtin_memcpy(e->instead_comm, next_comm, TASK_COMM_LEN);
 			else
 				BPF_CORE_READ_STR_INTO(&e->instead_comm, next_task, comm);
@@ -253,12 +267,13 @@ static __always_inline int switched(__u32 tgid, __u32 tid, __s64 state, __u32 ne
 			 * the cost. A sleeping thread's stack does not change, so it is taken when it is
 			 * woken, for a wait long enough to be kept (on_waking). */
 			e->nframes = 0;
-			bpf_map_update_elem(&off, &tid, e, BPF_ANY);
+			e->start = now;
 		}
 	}
 
-	/* The thread coming onto the CPU: its interval off it ends now. */
-	if (!o)
+	/* The thread coming onto the CPU: its interval off it ends now (an entry whose start is 0
+	 * is of a thread not off a CPU). */
+	if (!o || !o->start)
 		return target;
 	int keep = now - o->start >= min_ns;
 	/* TASK_INTERRUPTIBLE alone: a sleep the thread asked for (a futex, a socket, a timer). */
@@ -279,7 +294,7 @@ static __always_inline int switched(__u32 tgid, __u32 tid, __s64 state, __u32 ne
 				*l += 1;
 		}
 	}
-	bpf_map_delete_elem(&off, &next);
+	o->start = 0;
 	return target;
 }
 
@@ -418,7 +433,8 @@ int BPF_PROG(on_waking, struct task_struct *p)
 		return 0;
 	__u32 tid = BPF_CORE_READ(p, pid);
 	struct offcpu_event *o = bpf_map_lookup_elem(&off, &tid);
-	if (!o || o->woken)
+	/* Not off a CPU (start 0: its entry is kept from its last wait), or woken already. */
+	if (!o || !o->start || o->woken)
 		return 0;
 	__u64 now = bpf_ktime_get_ns();
 	__u64 id = bpf_get_current_pid_tgid();
