@@ -108,7 +108,7 @@ fn a_thread_off_a_cpu_now_is_returned_as_going_on() {
 
 /// A shell that counts to `n` (its own loop, no children) and ends; reaped with its CPU time.
 fn spin_and_reap(n: u32) -> (i32, u64) {
-    let child = Command::new("sh")
+    let mut child = Command::new("sh")
         .args(["-c", &format!("i=0; while [ $i -lt {n} ]; do i=$((i+1)); done")])
         .spawn()
         .unwrap();
@@ -118,6 +118,8 @@ fn spin_and_reap(n: u32) -> (i32, u64) {
     let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
     let r = unsafe { libc::wait4(pid, &mut status, 0, &mut ru) };
     assert_eq!(r, pid, "reaped");
+    // Reaped above (with its rusage): std's handle finds it gone.
+    assert!(child.wait().is_err());
     let ns = |t: libc::timeval| t.tv_sec as u64 * 1_000_000_000 + t.tv_usec as u64 * 1_000;
     (pid, ns(ru.ru_utime) + ns(ru.ru_stime))
 }
