@@ -33,28 +33,33 @@ pub struct RawWaker {
     pub frames: Vec<u64>,
 }
 
-struct Cursor<'a> {
+/// Reads the program's records field by field, in their layout's order (the caller checks the
+/// length first: a read past the end panics).
+pub(crate) struct Cursor<'a> {
     b: &'a [u8],
     at: usize,
 }
 
-impl Cursor<'_> {
+impl<'a> Cursor<'a> {
+    pub(crate) fn new(b: &'a [u8]) -> Cursor<'a> {
+        Cursor { b, at: 0 }
+    }
     fn take<const N: usize>(&mut self) -> [u8; N] {
         let mut v = [0u8; N];
         v.copy_from_slice(&self.b[self.at..self.at + N]);
         self.at += N;
         v
     }
-    fn u64(&mut self) -> u64 {
+    pub(crate) fn u64(&mut self) -> u64 {
         u64::from_ne_bytes(self.take())
     }
-    fn u32(&mut self) -> u32 {
+    pub(crate) fn u32(&mut self) -> u32 {
         u32::from_ne_bytes(self.take())
     }
     fn u16(&mut self) -> u16 {
         u16::from_ne_bytes(self.take())
     }
-    fn comm(&mut self) -> String {
+    pub(crate) fn comm(&mut self) -> String {
         let b: [u8; COMM] = self.take();
         let n = b.iter().position(|&c| c == 0).unwrap_or(COMM);
         String::from_utf8_lossy(&b[..n]).into_owned()
@@ -70,7 +75,7 @@ pub fn parse_event(b: &[u8]) -> Option<RawWait> {
     if b.len() != SIZE {
         return None;
     }
-    let mut c = Cursor { b, at: 0 };
+    let mut c = Cursor::new(b);
     let start = c.u64();
     let end = c.u64();
     let woken = c.u64();

@@ -12,6 +12,7 @@
 //!   recently run are dropped); a look reads it in one
 //!   system call per [`BATCH`] entries, plus one for the CPUs' tasks now running.
 
+use crate::raw::Cursor;
 use libbpf_rs::{MapCore, MapFlags, MapHandle};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -146,20 +147,24 @@ impl Counting {
 
 /// A `cputime` entry: its epoch and the process's time.
 fn parse_entry(key: &[u8], v: &[u8]) -> Option<(u64, ProcTime)> {
-    let u64_at = |o: usize| Some(u64::from_ne_bytes(v.get(o..o + 8)?.try_into().ok()?));
-    let tgid = i32::from_ne_bytes(key.get(..4)?.try_into().ok()?);
-    let ptgid = i32::from_ne_bytes(v.get(16..20)?.try_into().ok()?);
-    let ended = u32::from_ne_bytes(v.get(20..24)?.try_into().ok()?) != 0;
-    let comm = v.get(24..40)?;
-    let comm = &comm[..comm.iter().position(|b| *b == 0).unwrap_or(comm.len())];
-    let comm = String::from_utf8_lossy(comm).into_owned();
-    Some((u64_at(0)?, ProcTime { tgid, ptgid, comm, ns: u64_at(8)?, ended }))
+    // `struct proc_time`: epoch, ns, ptgid, ended, comm[16].
+    if key.len() < 4 || v.len() < 40 {
+        return None;
+    }
+    let tgid = Cursor::new(key).u32() as i32;
+    let mut c = Cursor::new(v);
+    let (epoch, ns, ptgid, ended) = (c.u64(), c.u64(), c.u32() as i32, c.u32() != 0);
+    Some((epoch, ProcTime { tgid, ptgid, comm: c.comm(), ns, ended }))
 }
 
-/// An `oncpu` entry: since when its task has run, in which epoch, and its process.
+/// An `oncpu` entry (`struct cpu_run`): since when its task has run, in which epoch, and its
+/// process.
 fn parse_run(v: &[u8]) -> Option<(u64, u64, i32)> {
-    let u64_at = |o: usize| Some(u64::from_ne_bytes(v.get(o..o + 8)?.try_into().ok()?));
-    Some((u64_at(0)?, u64_at(8)?, i32::from_ne_bytes(v.get(16..20)?.try_into().ok()?)))
+    if v.len() < 20 {
+        return None;
+    }
+    let mut c = Cursor::new(v);
+    Some((c.u64(), c.u64(), c.u32() as i32))
 }
 
 /// What each process ran between two looks of one epoch, the most first; processes that ran

@@ -99,17 +99,17 @@ impl Pressure {
     /// took the CPUs, whether anybody waited for one does not matter.
     fn now_of(cpu: bool) -> Option<Pressure> {
         let read = |r: &str| procwatch::procfile::read(format!("/proc/pressure/{r}")).ok();
-        let cpu = if cpu { read("cpu")? } else { "some avg10=0.00 total=0".into() };
+        let cpu = if cpu { Some(read("cpu")?) } else { None };
         let (io, memory) = (read("io")?, read("memory")?);
         let total = procwatch::system::psi_some_total_us;
-        let avg10 = |t: &str| procwatch::system::psi_some_avg10(t).unwrap_or(0.0);
+        let busy = |t: &str| procwatch::system::psi_some_avg10(t).unwrap_or(0.0) >= BUSY_AVG10;
         Some(Pressure {
-            cpu_us: total(&cpu)?,
+            cpu_us: cpu.as_deref().map_or(Some(0), total)?,
             io_us: total(&io)?,
             memory_us: total(&memory)?,
             busy: Wants {
-                cpu: [&cpu, &memory].iter().any(|t| avg10(t) >= BUSY_AVG10),
-                io: [&io, &memory].iter().any(|t| avg10(t) >= BUSY_AVG10),
+                cpu: cpu.as_deref().is_some_and(busy) || busy(&memory),
+                io: busy(&io) || busy(&memory),
             },
         })
     }
@@ -606,8 +606,7 @@ impl Looker {
             let counted = open.counted.is_some();
             let missed = open.pressure.zip(Pressure::now_of(!counted)).is_some_and(|(b, now)| {
                 let w = b.waited_by(now);
-                (w.cpu && open.cpu.is_none() && open.counted.is_none())
-                    || (w.io && open.io.is_none())
+                (w.cpu && open.cpu.is_none() && !counted) || (w.io && open.io.is_none())
             });
             if missed {
                 self.note(stall, "who took the CPUs or storage is looked at from the first look after some task waited for a CPU, storage or memory (unless the machine was contended as the stall began); a stall ended before that look, and its takers are not known".into());
