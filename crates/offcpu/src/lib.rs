@@ -18,6 +18,7 @@
 mod alarm;
 mod ksyms;
 mod raw;
+mod slots;
 mod tally;
 
 pub use alarm::{Alarm, Woke};
@@ -731,18 +732,28 @@ fn run(
     };
     // Each target's level (0: not a target; 1: recorded; 2: recorded and armed) and its slot
     // in `sp` (None: its safepoints not watched), as the program's `targets` holds them.
+    // The program finds them in `tslots` and, where their index is shared, `targets`.
     let mut targets: HashMap<i32, (u8, Option<usize>)> = HashMap::new();
+    let slots = std::cell::RefCell::new(slots::Slots::default());
     let put = |targets: &mut HashMap<i32, (u8, Option<usize>)>, tgid: i32| {
-        let key = (tgid as u32).to_ne_bytes();
-        match targets.get(&tgid).copied() {
-            Some((level, slot)) if level > 0 => {
-                let v = level as u32 | (slot.map_or(0, |s| s as u32 + 1) << 8);
-                let _ = sk.maps.targets.update(&key, &v.to_ne_bytes(), libbpf_rs::MapFlags::ANY);
-            }
-            _ => {
-                targets.remove(&tgid);
-                let _ = sk.maps.targets.delete(&key);
-            }
+        if targets.get(&tgid).is_some_and(|t| t.0 == 0) {
+            targets.remove(&tgid);
+        }
+        let values: HashMap<u32, u32> = targets
+            .iter()
+            .map(|(&t, &(level, slot))| {
+                (t as u32, level as u32 | (slot.map_or(0, |s| s as u32 + 1) << 8))
+            })
+            .collect();
+        let w = slots.borrow_mut().set(tgid as u32, &values);
+        let any = libbpf_rs::MapFlags::ANY;
+        for (t, v) in &w.spilled {
+            let _ = sk.maps.targets.update(&t.to_ne_bytes(), &v.to_ne_bytes(), any);
+        }
+        let entry = [w.entry[0].to_ne_bytes(), w.entry[1].to_ne_bytes()].concat();
+        let _ = sk.maps.tslots.update(&w.slot.to_ne_bytes(), &entry, any);
+        for t in &w.unspilled {
+            let _ = sk.maps.targets.delete(&t.to_ne_bytes());
         }
     };
     let set = |targets: &mut HashMap<i32, (u8, Option<usize>)>, tgid: i32, level: u8| {

@@ -259,6 +259,44 @@ fn unarmed_the_waits_are_recorded_without_stacks() {
     assert!(child.iter().all(|w| w.waker.as_ref().unwrap().comm == "sleep"), "{child:#?}");
 }
 
+/// A target is found in the program's array by the low 16 bits of its tgid; targets that share
+/// them spill into a hash. A shell added after two others on its index (numbers no process may
+/// have here: above the kernel's pid_max of 4,194,304 at most) is found there, armed or not,
+/// and again once it holds the index itself; removed, it is recorded no more.
+#[test]
+fn a_target_sharing_its_index_with_others_is_recorded_all_the_same() {
+    let mut sh = sleeping_shell();
+    let pid = sh.id() as i32;
+    let (a, b) = (pid + (5 << 22), pid + (6 << 22));
+    assert_eq!(a & 0xffff, pid & 0xffff);
+    let oc = start_recording(&[a, b, pid], Unarmed::Everything);
+    let shell_waits = |ms| {
+        let from = offcpu::now_ns();
+        std::thread::sleep(Duration::from_millis(ms));
+        oc.waits(&[pid], from, offcpu::now_ns())
+    };
+    let spilled = shell_waits(300);
+    oc.arm(pid, true);
+    let armed = shell_waits(300);
+    let reader = oc.reader();
+    reader.remove(a);
+    reader.remove(b);
+    let holding = shell_waits(300);
+    reader.remove(pid);
+    std::thread::sleep(Duration::from_millis(100));
+    let gone = shell_waits(300);
+    let _ = sh.kill();
+    let _ = sh.wait();
+    let ended = |w: &[offcpu::Wait]| w.iter().filter(|w| w.end.is_some()).count();
+    assert!(ended(&spilled) >= 3, "in the hash, unarmed: {spilled:#?}");
+    assert!(spilled.iter().all(|w| w.stack.is_empty()), "{spilled:#?}");
+    let long = armed.iter().filter(|w| w.end.is_some_and(|e| e - w.start >= 20_000_000));
+    assert!(long.clone().count() >= 3, "in the hash, armed: {armed:#?}");
+    assert!(long.clone().all(|w| !w.stack.is_empty()), "armed, with stacks: {armed:#?}");
+    assert!(ended(&holding) >= 3, "holding its index: {holding:#?}");
+    assert!(ended(&gone) == 0, "removed: {gone:#?}");
+}
+
 /// `watch`'s setting: an unarmed process's waits are not recorded at all (between stalls the
 /// ring buffer carries nothing), an armed one's are, and a wait going on is seen either way.
 #[test]

@@ -90,10 +90,32 @@ struct offcpu_event {
 	__u64 waker_frames[MAX_FRAMES];
 };
 
-/* The processes whose threads are recorded. The low byte: 1, their waits' times, states and
- * wakers; 2 (armed, while a stall of theirs is under way), their kernel stacks and their wakers'
- * too. The next byte: 1 + the process's slot in `sp` once its safepoint probes are watched (0:
- * not watched). */
+/* The processes whose threads are recorded, each with its value. The value's low byte: 1, their
+ * waits' times, states and wakers; 2 (armed, while a stall of theirs is under way), their kernel
+ * stacks and their wakers' too. The next byte: 1 + the process's slot in `sp` once its safepoint
+ * probes are watched (0: not watched).
+ *
+ * Every switch and wake-up on the machine asks whether a process is a target, twice a switch.
+ * A hash lookup touches its bucket, its element and the map's header, each a cache miss on a CPU
+ * that was idle: most of the program's cost for other processes. So a target is found in
+ * `tslots`, an array indexed by the low bits of its tgid (one line, no helper call): the entry
+ * names the target that holds the index, and SPILL says other targets with the same low bits are
+ * in the hash `targets` (written by the loader, which keeps the two in step). */
+#define TSLOTS 65536
+#define SPILL 0x80000000u
+
+struct target_slot {
+	__u32 tgid;
+	__u32 value;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, TSLOTS);
+	__type(key, __u32);
+	__type(value, struct target_slot);
+} tslots SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 1024);
@@ -103,6 +125,22 @@ struct {
 
 #define LEVEL(v) ((v) & 0xff)
 #define SLOT(v) ((((v) >> 8) & 0xff) - 1)
+
+/* A process's value (0: not a target). */
+static __always_inline __u32 target_of(__u32 tgid)
+{
+	__u32 i = tgid & (TSLOTS - 1);
+	struct target_slot *s = bpf_map_lookup_elem(&tslots, &i);
+	if (!s || tgid == 0)
+		return 0;
+	__u32 v = s->value;
+	if (s->tgid == tgid)
+		return v & ~SPILL;
+	if (!(v & SPILL))
+		return 0;
+	__u32 *h = bpf_map_lookup_elem(&targets, &tgid);
+	return h ? *h : 0;
+}
 
 /* Each target thread's entry: while it is off a CPU, the interval so far; start 0 while it runs
  * (kept from wait to wait, written in place: LRU, so a thread that exits cannot leak one). */
@@ -172,11 +210,10 @@ struct {
 /* The slot of the current process in `sp`, or 0 when its safepoints are not watched. */
 static __always_inline struct sp_state *my_sp(void)
 {
-	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
-	__u32 *v = bpf_map_lookup_elem(&targets, &tgid);
-	if (!v || !(*v >> 8))
+	__u32 v = target_of(bpf_get_current_pid_tgid() >> 32);
+	if (!(v >> 8))
 		return 0;
-	__u32 slot = SLOT(*v);
+	__u32 slot = SLOT(v);
 	return bpf_map_lookup_elem(&sp, &slot);
 }
 
@@ -194,7 +231,7 @@ static __always_inline __s64 reported(_Bool preempt, unsigned int raw, struct ta
 		return 0x100;
 	if (raw == 0x402) /* TASK_IDLE */
 		return 0x80;
-	unsigned int st = (raw | (unsigned int)BPF_CORE_READ(p, exit_state)) & 0x7f;
+	unsigned int st = (raw | (unsigned int)p->exit_state) & 0x7f;
 	if (raw == 0x1000) /* TASK_RTLOCK_WAIT */
 		st = 2;
 	for (int b = 6; b >= 0; b--)
@@ -216,12 +253,7 @@ static __always_inline int switched(__u32 tgid, __u32 tid, __s64 state, __u32 ne
 	/* For every other process's switch, a lookup in `targets` (two with the BTF tracepoint,
 	 * which names the next thread's process) and in `off` where it cannot tell; the clock only
 	 * for ours. */
-	__u32 target = 0;
-	if (tid != 0) {
-		__u32 *t = bpf_map_lookup_elem(&targets, &tgid);
-		if (t)
-			target = *t;
-	}
+	__u32 target = tid != 0 ? target_of(tgid) : 0;
 	int leaving = target != 0;
 	struct offcpu_event *o = next_ours ? bpf_map_lookup_elem(&off, &next) : 0;
 	if (!leaving && !o)
@@ -278,9 +310,7 @@ static __always_inline int switched(__u32 tgid, __u32 tid, __s64 state, __u32 ne
 	int keep = now - o->start >= min_ns;
 	/* TASK_INTERRUPTIBLE alone: a sleep the thread asked for (a futex, a socket, a timer). */
 	if (keep && (record_unarmed == 0 || (record_unarmed == 1 && o->state == 1))) {
-		__u32 otgid = o->tgid;
-		__u32 *armed = bpf_map_lookup_elem(&targets, &otgid);
-		keep = armed && LEVEL(*armed) >= 2;
+		keep = LEVEL(target_of(o->tgid)) >= 2;
 	}
 	if (keep) {
 		struct offcpu_event *r = bpf_ringbuf_reserve(&events, sizeof(*r), 0);
@@ -363,13 +393,13 @@ static __always_inline void tally(__u32 tgid, struct task_struct *prev, struct t
 	__u64 start = c->epoch == epoch && c->since > on->since ? c->since : on->since;
 	c->since = now;
 	c->epoch = epoch;
-	c->tgid = BPF_CORE_READ(next, tgid);
+	c->tgid = next->tgid;
 	if (tgid == 0 || now <= start)
 		return;
 	__u64 d = now - start;
 	/* The process's main thread, dead, leaves its CPU for the last time: the process ended (a
 	 * build's compiler, counted at its parent by the reader). */
-	__u32 ended = BPF_CORE_READ(prev, exit_state) != 0 && BPF_CORE_READ(prev, pid) == (int)tgid;
+	__u32 ended = prev->exit_state != 0 && prev->pid == (int)tgid;
 	struct proc_time *p = bpf_map_lookup_elem(&cputime, &tgid);
 	if (p && p->epoch == epoch) {
 		__sync_fetch_and_add(&p->ns, d);
@@ -405,9 +435,9 @@ int BPF_PROG(on_switch_btf, _Bool preempt, struct task_struct *prev, struct task
 {
 	__u64 id = bpf_get_current_pid_tgid();
 	__u32 tid = (__u32)id;
-	__u32 next_pid = BPF_CORE_READ(next, pid);
-	__u32 next_tgid = BPF_CORE_READ(next, tgid);
-	int next_ours = next_pid != 0 && bpf_map_lookup_elem(&targets, &next_tgid) != 0;
+	/* Direct loads (a BTF tracepoint's tasks are trusted pointers): no helper call. */
+	__u32 next_pid = next->pid;
+	int next_ours = next_pid != 0 && target_of(next->tgid) != 0;
 	/* Only a target's thread can be the meter watched, or show a safepoint begun. */
 	__u32 target =
 	    switched(id >> 32, tid, -1, next_pid, next_ours, next, 0, prev, preempt, prev_state);
@@ -427,11 +457,10 @@ int BPF_PROG(on_waking, struct task_struct *p)
 {
 	/* Every wake-up on the machine: the small map of targets first, the threads off a CPU
 	 * (an LRU map, which a lookup also marks) only for a target's thread. */
-	__u32 tgid = BPF_CORE_READ(p, tgid);
-	__u32 *armed = bpf_map_lookup_elem(&targets, &tgid);
+	__u32 armed = target_of(p->tgid);
 	if (!armed)
 		return 0;
-	__u32 tid = BPF_CORE_READ(p, pid);
+	__u32 tid = p->pid;
 	struct offcpu_event *o = bpf_map_lookup_elem(&off, &tid);
 	/* Not off a CPU (start 0: its entry is kept from its last wait), or woken already. */
 	if (!o || !o->start || o->woken)
@@ -449,7 +478,7 @@ int BPF_PROG(on_waking, struct task_struct *p)
 	/* The woken thread's stack (a walk of it costs more than all the rest) only while a stall
 	 * of its process is under way, and for a wait long enough to matter to it: the waits that
 	 * make a stall end when it does, after it was noticed. */
-	if (LEVEL(*armed) < 2 || now - o->start < stack_ns)
+	if (LEVEL(armed) < 2 || now - o->start < stack_ns)
 		return 0;
 	long n = bpf_get_task_stack(p, o->frames, sizeof(o->frames), 0);
 	o->nframes = n > 0 ? (__u64)n >> 3 : 0;
