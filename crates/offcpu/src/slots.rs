@@ -112,7 +112,7 @@ mod tests {
                 for (&t, &v) in &values {
                     prop_assert_eq!(lookup(&array, &hash, t), v, "tgid {}", t);
                 }
-                for (&t, _) in &hash {
+                for &t in hash.keys() {
                     prop_assert!(values.get(&t).is_some_and(|&v| v != 0));
                     prop_assert_ne!(array[&slot_of(t)][0], t);
                 }
