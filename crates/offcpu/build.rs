@@ -25,7 +25,9 @@ fn main() {
         // without it (the minimum Rust's, installed with rustup's minimal profile) would fail
         // the build. A path that does not exist is how libbpf-cargo is told to skip it.
         .rustfmt("/nonexistent/stallscope-skips-rustfmt")
-        .clang_args([multiarch.as_str(), target.as_str(), "-O2", "-g"])
+        // v3: the program takes an index of its entries' array with a compare-and-swap
+        // (kernels 5.12 on; an older kernel refuses the program, and `/proc` is used).
+        .clang_args([multiarch.as_str(), target.as_str(), "-O2", "-g", "-mcpu=v3"])
         .build_and_generate(&out)
     {
         eprintln!(

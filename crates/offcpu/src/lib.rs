@@ -24,7 +24,7 @@ mod tally;
 pub use alarm::{Alarm, Woke};
 
 pub use ksyms::Ksyms;
-pub use raw::{RawWait, RawWaker, parse_event, state_letter};
+pub use raw::{RawWait, RawWaker, parse_entry, parse_event, state_letter};
 pub use tally::{Counting, CpuTally, Look as TallyLook, ProcTime, taken as tally_taken};
 
 use std::collections::{HashMap, VecDeque};
@@ -73,6 +73,10 @@ pub struct Options {
     /// Read `sched_switch` through the classic tracepoint, as a kernel before 5.18 must (no
     /// watchdog then): for the tests of that path.
     pub classic_switch: bool,
+    /// Entries in the array that holds a target thread's wait at the low bits of its tid (a
+    /// power of two; a thread whose index another holds is kept in a hash instead). 1: every
+    /// thread but one in the hash, for the tests of that path.
+    pub entry_slots: u32,
 }
 
 /// Which finished waits of a process not armed go through the ring buffer.
@@ -99,6 +103,7 @@ impl Default for Options {
             record_unarmed: Unarmed::Involuntary,
             watchdog: false,
             classic_switch: false,
+            entry_slots: 16384,
         }
     }
 }
@@ -662,6 +667,12 @@ fn check_layout() -> Result<(), String> {
 type Alarms = Result<OwnedFd, String>;
 use std::os::fd::OwnedFd;
 
+/// The size of the program's array of entries: [`Options::entry_slots`] as a power of two, at
+/// most 2^20.
+fn entry_slots(opts: &Options) -> u32 {
+    opts.entry_slots.clamp(1, 1 << 20).next_power_of_two()
+}
+
 fn load(
     storage: &mut std::mem::MaybeUninit<libbpf_rs::OpenObject>,
     opts: Options,
@@ -675,12 +686,17 @@ fn load(
         ro.min_ns = opts.min_ns;
         ro.stack_ns = opts.stack_ns;
         ro.waker_stack_ns = opts.waker_stack_ns;
+        ro.toff_mask = entry_slots(&opts) - 1;
         ro.record_unarmed = match opts.record_unarmed {
             Unarmed::Nothing => 0,
             Unarmed::Involuntary => 1,
             Unarmed::Everything => 2,
         };
     }
+    open.maps
+        .toff
+        .set_max_entries(entry_slots(&opts))
+        .map_err(|e| format!("could not size the BPF program's entries: {e}"))?;
     // The BTF tracepoint, or the classic one where the kernel refused it.
     open.progs.on_switch_btf.set_autoload(!classic);
     open.progs.on_switch.set_autoload(classic);
@@ -722,6 +738,7 @@ fn run(
         }
     };
     let btf = refused.is_none();
+    let toff_mask = entry_slots(&opts) - 1;
     let alarms: Alarms = if let Some(e) = refused {
         Err(format!("no BPF watchdog on this kernel (its BTF sched_switch was refused: {e})"))
     } else if !opts.watchdog {
@@ -929,7 +946,7 @@ fn run(
                 let _ = reply.send(r);
             }
             Ok(Cmd::Held { tgid, reply }) => {
-                let out = off_now(&sk.maps.off, tgid)
+                let out = off_now(&sk.maps.toff, &sk.maps.off, toff_mask, tgid)
                     .filter(|r| involuntary(state_letter(r.state)))
                     .map(|r| Held {
                         tid: r.tid,
@@ -954,7 +971,9 @@ fn run(
                     .unwrap_or_default();
                 // Those still off a CPU now.
                 for &tgid in &tgids {
-                    for mut r in off_now(&sk.maps.off, tgid).filter(|r| r.start <= to) {
+                    for mut r in off_now(&sk.maps.toff, &sk.maps.off, toff_mask, tgid)
+                        .filter(|r| r.start <= to)
+                    {
                         r.end = None;
                         out.push(r);
                     }
@@ -967,19 +986,30 @@ fn run(
     }
 }
 
-/// The threads of `tgid` off a CPU now, as the program's `off` map holds them (an entry whose
+/// The threads of `tgid` off a CPU now, as the program's entries hold them (an entry whose
 /// start is 0 is of a thread that runs: entries are kept from wait to wait): looked up by the
-/// process's threads listed in /proc (a lookup each), not by walking the map, which holds every
-/// target's threads off a CPU (`watch`: hundreds, two system calls each). A thread that exited
-/// off a CPU left its entry behind, and is not listed.
-fn off_now<'a>(off: &'a impl libbpf_rs::MapCore, tgid: i32) -> impl Iterator<Item = RawWait> + 'a {
+/// process's threads listed in /proc (in `toff` at the tid's index, else in `off`), not by
+/// walking the maps, which hold every target's threads (`watch`: hundreds, two system calls
+/// each).
+fn off_now<'a>(
+    toff: &'a impl libbpf_rs::MapCore,
+    off: &'a impl libbpf_rs::MapCore,
+    toff_mask: u32,
+    tgid: i32,
+) -> impl Iterator<Item = RawWait> + 'a {
     let tids: Vec<u32> = std::fs::read_dir(format!("/proc/{tgid}/task"))
         .map(|d| d.flatten().filter_map(|e| e.file_name().to_str()?.parse().ok()).collect())
         .unwrap_or_default();
+    let any = libbpf_rs::MapFlags::ANY;
     tids.into_iter().filter_map(move |tid| {
-        let v = off.lookup(&tid.to_ne_bytes(), libbpf_rs::MapFlags::ANY).ok()??;
+        let index = (tid & toff_mask).to_ne_bytes();
+        let held = toff.lookup(&index, any).ok().flatten().and_then(|v| parse_entry(&v));
+        let r = match held {
+            Some(r) if r.tid as u32 == tid => r,
+            _ => parse_entry(&off.lookup(&tid.to_ne_bytes(), any).ok()??)?,
+        };
         // start 0: the thread runs (its entry is kept from its last wait).
-        parse_event(&v).filter(|r| {
+        Some(r).filter(|r| {
             r.start != 0 && r.tgid == tgid && !matches!(state_letter(r.state), 'X' | 'Z')
         })
     })

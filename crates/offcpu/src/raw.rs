@@ -115,6 +115,51 @@ pub fn parse_event(b: &[u8]) -> Option<RawWait> {
     })
 }
 
+/// The size of a thread's entry while it waits (`struct off_entry`): 3 u64, 6 u32, 2 u16, 1
+/// u32, 3 comms.
+pub const ENTRY_SIZE: usize = 3 * 8 + 6 * 4 + 2 * 2 + 4 + 3 * COMM;
+
+/// Reads a thread's entry (its wait going on: no end, no stacks yet); None if it is not one
+/// (wrong size).
+pub fn parse_entry(b: &[u8]) -> Option<RawWait> {
+    if b.len() != ENTRY_SIZE {
+        return None;
+    }
+    let mut c = Cursor::new(b);
+    let start = c.u64();
+    let woken = c.u64();
+    let state = c.u64() as i64;
+    let tid = c.u32() as i32;
+    let tgid = c.u32() as i32;
+    let waker_tid = c.u32() as i32;
+    let waker_tgid = c.u32() as i32;
+    let instead_tid = c.u32() as i32;
+    let cpu = c.u32();
+    let _frame_counts = (c.u16(), c.u16(), c.u32());
+    let comm = c.comm();
+    let waker_comm = c.comm();
+    let instead_comm = c.comm();
+    Some(RawWait {
+        start,
+        end: None,
+        woken: (woken != 0).then_some(woken),
+        state,
+        tid,
+        tgid,
+        cpu,
+        comm,
+        frames: Vec::new(),
+        waker: (woken != 0).then_some(RawWaker {
+            tid: waker_tid,
+            tgid: waker_tgid,
+            comm: waker_comm,
+            frames: Vec::new(),
+        }),
+        instead: (instead_tid != 0 || !instead_comm.is_empty())
+            .then_some((instead_tid, instead_comm)),
+    })
+}
+
 /// The state letter of a `sched_switch` `prev_state`, as the tracepoint prints it: `R` for a
 /// thread that left runnable (preempted, or yielding), else the lowest state bit.
 pub fn state_letter(state: i64) -> char {
@@ -173,6 +218,28 @@ mod tests {
     }
 
     #[test]
+    fn reads_an_entry_as_the_program_keeps_it() {
+        let mut b = Vec::new();
+        for v in [10u64, 15, 2] {
+            b.extend(v.to_ne_bytes());
+        }
+        for v in [7u32, 5, 9, 9, 0, 1] {
+            b.extend(v.to_ne_bytes());
+        }
+        b.extend([0u8; 8]);
+        for s in ["java", "kworker/0:1", ""] {
+            let mut c = [0u8; COMM];
+            c[..s.len()].copy_from_slice(s.as_bytes());
+            b.extend(c);
+        }
+        let r = parse_entry(&b).unwrap();
+        assert_eq!((r.start, r.end, r.woken, r.tid, r.tgid, r.cpu), (10, None, Some(15), 7, 5, 1));
+        assert_eq!((state_letter(r.state), r.comm.as_str()), ('D', "java"));
+        assert_eq!(r.waker.map(|w| (w.tid, w.comm)), Some((9, "kworker/0:1".into())));
+        assert_eq!(parse_entry(&b[1..]), None);
+    }
+
+    #[test]
     fn states_read_as_the_tracepoint_prints_them() {
         assert_eq!(state_letter(0), 'R');
         assert_eq!(state_letter(0x100), 'R');
@@ -187,6 +254,11 @@ mod tests {
         #[test]
         fn any_bytes_read_without_panic(b in proptest::collection::vec(proptest::num::u8::ANY, 0..SIZE + 8)) {
             let _ = parse_event(&b);
+            let _ = parse_entry(&b);
+        }
+        #[test]
+        fn any_entry_sized_bytes_read(b in proptest::collection::vec(proptest::num::u8::ANY, ENTRY_SIZE..=ENTRY_SIZE)) {
+            proptest::prop_assert!(parse_entry(&b).is_some());
         }
         #[test]
         fn any_record_sized_bytes_read(b in proptest::collection::vec(proptest::num::u8::ANY, SIZE..=SIZE), s in proptest::num::i64::ANY) {

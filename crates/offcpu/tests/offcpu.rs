@@ -297,6 +297,53 @@ fn a_target_sharing_its_index_with_others_is_recorded_all_the_same() {
     assert!(ended(&gone) == 0, "removed: {gone:#?}");
 }
 
+/// A thread's wait is kept at the low bits of its tid in an array; a thread whose index another
+/// holds is kept in a hash, and a thread that exits gives its index back. With an array of one
+/// entry, every thread of a process but one at a time is in the hash: two batches of four
+/// threads, each sleeping 50 ms over and over, are all recorded, each wait with its own thread.
+#[test]
+fn threads_that_share_an_index_are_each_recorded() {
+    let script = "import threading, time\n\
+        def nap():\n    for _ in range(6): time.sleep(0.05)\n\
+        for batch in range(2):\n\
+        \x20   ts = [threading.Thread(target=nap) for _ in range(4)]\n\
+        \x20   [t.start() for t in ts]; [t.join() for t in ts]\n";
+    let mut py = Command::new("python3")
+        .args(["-c", script])
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("python3 runs here");
+    let pid = py.id() as i32;
+    let opts =
+        Options { entry_slots: 1, record_unarmed: Unarmed::Everything, ..Default::default() };
+    let oc = OffCpu::start(&[pid], opts).unwrap_or_else(|e| panic!("the recorder loads: {e}"));
+    oc.arm(pid, true);
+    let from = offcpu::now_ns();
+    let _ = py.wait();
+    let waits = oc.waits(&[pid], from, offcpu::now_ns());
+    let naps: Vec<_> = waits
+        .iter()
+        .filter(|w| w.tid != pid && w.end.is_some_and(|e| e - w.start >= 40_000_000))
+        .collect();
+    let mut tids: Vec<i32> = naps.iter().map(|w| w.tid).collect();
+    tids.sort_unstable();
+    tids.dedup();
+    assert!(
+        tids.len() >= 7,
+        "eight threads' naps (the first may start before the recorder): {naps:#?}"
+    );
+    for t in &tids {
+        let mine: Vec<_> = naps.iter().filter(|w| w.tid == *t).collect();
+        assert!(mine.len() >= 4, "thread {t}: {mine:#?}");
+        assert!(mine.iter().all(|w| w.state == 'S' && w.comm.starts_with("python")), "{mine:#?}");
+        assert!(mine.iter().all(|w| !w.stack.is_empty()), "armed, with stacks: {mine:#?}");
+        // Its waits one after the other: none overlaps the next (no entry written by two).
+        for pair in mine.windows(2) {
+            assert!(pair[0].end.unwrap() <= pair[1].start, "{pair:#?}");
+        }
+    }
+}
+
 /// `watch`'s setting: an unarmed process's waits are not recorded at all (between stalls the
 /// ring buffer carries nothing), an armed one's are, and a wait going on is seen either way.
 #[test]

@@ -143,13 +143,61 @@ static __always_inline __u32 target_of(__u32 tgid)
 }
 
 /* Each target thread's entry: while it is off a CPU, the interval so far; start 0 while it runs
- * (kept from wait to wait, written in place: LRU, so a thread that exits cannot leak one). */
+ * (kept from wait to wait, written in place). The record's fields without its stacks, which are
+ * taken rarely (`stacks`): two cache lines, where the whole record is ten. */
+struct off_entry {
+	__u64 start;
+	__u64 woken;
+	__s64 state;
+	__u32 tid;          /* in `toff`: the thread that holds the index (0: free) */
+	__u32 tgid;
+	__u32 waker_tid;
+	__u32 waker_tgid;
+	__u32 instead_tid;
+	__u32 cpu;
+	__u16 nframes;      /* the stacks in `stacks` are this wait's */
+	__u16 waker_nframes;
+	__u32 pad;
+	char comm[TASK_COMM_LEN];
+	char waker_comm[TASK_COMM_LEN];
+	char instead_comm[TASK_COMM_LEN];
+};
+
+/* The entries, found like the targets: in `toff`, an array indexed by the tid's low bits, whose
+ * entry a thread takes at its first wait where the index is free and gives back at its last
+ * switch (it exited); else in `off` (LRU: a thread that exits cannot leak one), a hash lookup
+ * (bucket, element and header: three cache misses more than the array's entry). */
+#define TOFF 16384
+/* Set by the loader with the array's size (Options::entry_slots, a power of two). */
+const volatile __u32 toff_mask = TOFF - 1;
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, TOFF);
+	__type(key, __u32);
+	__type(value, struct off_entry);
+} toff SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, 8192);
 	__type(key, __u32);
-	__type(value, struct offcpu_event);
+	__type(value, struct off_entry);
 } off SEC(".maps");
+
+/* A wait's kernel stack and its waker's, taken as it is woken (armed, and long enough), until
+ * the thread is back on a CPU: valid while its entry's frame counts say so. */
+struct stacks {
+	__u64 frames[MAX_FRAMES];
+	__u64 waker_frames[MAX_FRAMES];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 2048);
+	__type(key, __u32);
+	__type(value, struct stacks);
+} stacks SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -164,13 +212,72 @@ struct {
 	__type(value, __u64);
 } lost SEC(".maps");
 
-/* Scratch for building an entry (too big for the BPF stack). */
+/* Scratch for making an entry in `stacks` (too big for the BPF stack). */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);
 	__type(key, __u32);
-	__type(value, struct offcpu_event);
+	__type(value, struct stacks);
 } scratch SEC(".maps");
+
+/* Thread `tid`'s entry, if it has one. */
+static __always_inline struct off_entry *entry_of(__u32 tid)
+{
+	__u32 i = tid & toff_mask;
+	struct off_entry *e = bpf_map_lookup_elem(&toff, &i);
+	if (e && e->tid == tid)
+		return e;
+	return bpf_map_lookup_elem(&off, &tid);
+}
+
+/* Thread `tid`'s entry, made if it has none: its index in `toff` taken if free (compare and
+ * swap: two threads on one index may leave two CPUs at once), else in `off`. */
+static __always_inline struct off_entry *entry_made(__u32 tid)
+{
+	__u32 i = tid & toff_mask;
+	struct off_entry *e = bpf_map_lookup_elem(&toff, &i);
+	if (!e)
+		return 0;
+	if (e->tid == tid)
+		return e;
+	if (e->tid == 0 && __sync_val_compare_and_swap(&e->tid, 0, tid) == 0)
+		return e;
+	struct off_entry *h = bpf_map_lookup_elem(&off, &tid);
+	if (h)
+		return h;
+	struct off_entry blank = {.tid = tid};
+	bpf_map_update_elem(&off, &tid, &blank, BPF_NOEXIST);
+	return bpf_map_lookup_elem(&off, &tid);
+}
+
+/* Thread `tid` leaves a CPU for the last time (it exited): its entry goes. */
+static __always_inline void entry_gone(__u32 tid)
+{
+	__u32 i = tid & toff_mask;
+	struct off_entry *e = bpf_map_lookup_elem(&toff, &i);
+	if (e && e->tid == tid) {
+		e->start = 0;
+		/* Given back last: a thread taking the index finds it blank. */
+		__sync_val_compare_and_swap(&e->tid, tid, 0);
+	} else {
+		bpf_map_delete_elem(&off, &tid);
+	}
+	bpf_map_delete_elem(&stacks, &tid);
+}
+
+/* Thread `tid`'s entry in `stacks`, made if it has none. */
+static __always_inline struct stacks *stacks_made(__u32 tid)
+{
+	struct stacks *st = bpf_map_lookup_elem(&stacks, &tid);
+	if (st)
+		return st;
+	__u32 zero = 0;
+	struct stacks *blank = bpf_map_lookup_elem(&scratch, &zero);
+	if (!blank)
+		return 0;
+	bpf_map_update_elem(&stacks, &tid, blank, BPF_NOEXIST);
+	return bpf_map_lookup_elem(&stacks, &tid);
+}
 
 /* The safepoints of the JVMs whose probes are watched, one slot each (`run` and `attach`: slot 0,
  * its one JVM; `watch`: slots 1 on, the JVMs it guards, with their own watchdog timers in
@@ -250,12 +357,12 @@ static __always_inline int switched(__u32 tgid, __u32 tid, __s64 state, __u32 ne
 				    struct task_struct *prev, _Bool preempt, unsigned int raw)
 {
 	__u32 zero = 0;
-	/* For every other process's switch, a lookup in `targets` (two with the BTF tracepoint,
-	 * which names the next thread's process) and in `off` where it cannot tell; the clock only
-	 * for ours. */
+	/* For every other process's switch, a look in the targets (two with the BTF tracepoint,
+	 * which names the next thread's process), and for the next thread's entry where it cannot
+	 * tell (the classic tracepoint); the clock only for ours. */
 	__u32 target = tid != 0 ? target_of(tgid) : 0;
 	int leaving = target != 0;
-	struct offcpu_event *o = next_ours ? bpf_map_lookup_elem(&off, &next) : 0;
+	struct off_entry *o = next_ours ? entry_of(next) : 0;
 	if (!leaving && !o)
 		return 0;
 	__u64 now = bpf_ktime_get_ns();
@@ -264,23 +371,16 @@ static __always_inline int switched(__u32 tgid, __u32 tid, __s64 state, __u32 ne
 	 * wait (only a thread's first wait makes one), is written in place. An entry made and
 	 * deleted at every switch cost most of the program, for many idle JVMs' threads. */
 	if (leaving) {
-		struct offcpu_event *e = bpf_map_lookup_elem(&off, &tid);
-		if (!e) {
-			struct offcpu_event *blank = bpf_map_lookup_elem(&scratch, &zero);
-			if (blank) {
-				blank->start = 0;
-				bpf_map_update_elem(&off, &tid, blank, BPF_NOEXIST);
-			}
-			e = bpf_map_lookup_elem(&off, &tid);
-		}
+		/* From the BTF tracepoint (state < 0): reported here, for a target only. */
+		__s64 st = state >= 0 ? state : reported(preempt, raw, prev);
+		/* Its last switch (X, Z: it exited): no wait begins; its entry goes. */
+		struct off_entry *e = st & 0x30 ? 0 : entry_made(tid);
+		if (st & 0x30)
+			entry_gone(tid);
 		if (e) {
 			e->start = 0; /* not off a CPU until written whole (a waker may look meanwhile) */
-			e->end = 0;
 			e->woken = 0;
-			/* From the BTF tracepoint (state < 0): reported here, for a target only. */
-			__s64 st = state >= 0 ? state : reported(preempt, raw, prev);
 			e->state = st;
-			e->tid = tid;
 			e->tgid = tgid;
 			e->waker_tid = 0;
 			e->waker_tgid = 0;
@@ -309,14 +409,34 @@ static __always_inline int switched(__u32 tgid, __u32 tid, __s64 state, __u32 ne
 		return target;
 	int keep = now - o->start >= min_ns;
 	/* TASK_INTERRUPTIBLE alone: a sleep the thread asked for (a futex, a socket, a timer). */
-	if (keep && (record_unarmed == 0 || (record_unarmed == 1 && o->state == 1))) {
+	if (keep && (record_unarmed == 0 || (record_unarmed == 1 && o->state == 1)))
 		keep = LEVEL(target_of(o->tgid)) >= 2;
-	}
 	if (keep) {
 		struct offcpu_event *r = bpf_ringbuf_reserve(&events, sizeof(*r), 0);
 		if (r) {
-			__builtin_memcpy(r, o, sizeof(*r));
+			r->start = o->start;
 			r->end = now;
+			r->woken = o->woken;
+			r->state = o->state;
+			r->tid = next;
+			r->tgid = o->tgid;
+			r->waker_tid = o->waker_tid;
+			r->waker_tgid = o->waker_tgid;
+			r->instead_tid = o->instead_tid;
+			r->cpu = o->cpu;
+			r->pad = 0;
+			__builtin_memcpy(r->comm, o->comm, 3 * TASK_COMM_LEN);
+			struct stacks *st = o->nframes || o->waker_nframes
+						? bpf_map_lookup_elem(&stacks, &next)
+						: 0;
+			if (st) {
+				__builtin_memcpy(r->frames, st->frames, sizeof(*st));
+				r->nframes = o->nframes;
+				r->waker_nframes = o->waker_nframes;
+			} else {
+				r->nframes = 0;
+				r->waker_nframes = 0;
+			}
 			bpf_ringbuf_submit(r, BPF_RB_NO_WAKEUP);
 		} else {
 			__u64 *l = bpf_map_lookup_elem(&lost, &zero);
@@ -461,7 +581,7 @@ int BPF_PROG(on_waking, struct task_struct *p)
 	if (!armed)
 		return 0;
 	__u32 tid = p->pid;
-	struct offcpu_event *o = bpf_map_lookup_elem(&off, &tid);
+	struct off_entry *o = entry_of(tid);
 	/* Not off a CPU (start 0: its entry is kept from its last wait), or woken already. */
 	if (!o || !o->start || o->woken)
 		return 0;
@@ -480,11 +600,14 @@ int BPF_PROG(on_waking, struct task_struct *p)
 	 * make a stall end when it does, after it was noticed. */
 	if (LEVEL(armed) < 2 || now - o->start < stack_ns)
 		return 0;
-	long n = bpf_get_task_stack(p, o->frames, sizeof(o->frames), 0);
+	struct stacks *st = stacks_made(tid);
+	if (!st)
+		return 0;
+	long n = bpf_get_task_stack(p, st->frames, sizeof(st->frames), 0);
 	o->nframes = n > 0 ? (__u64)n >> 3 : 0;
 	/* The waker's stack only for a wait long enough to matter. */
 	if (now - o->start >= waker_stack_ns) {
-		n = bpf_get_stack(ctx, o->waker_frames, sizeof(o->waker_frames), 0);
+		n = bpf_get_stack(ctx, st->waker_frames, sizeof(st->waker_frames), 0);
 		o->waker_nframes = n > 0 ? (__u64)n >> 3 : 0;
 	}
 	return 0;
