@@ -389,8 +389,10 @@ static __always_inline int switched(__u32 tgid, __u32 tid, __s64 state, __u32 ne
 			e->cpu = bpf_get_smp_processor_id();
 			bpf_get_current_comm(e->comm, TASK_COMM_LEN);
 			/* Who ran instead matters to a preempted thread (R) alone. */
-			if ((st & 0xff) != 0)
+			if ((st & 0xff) != 0) {
+				e->instead_tid = 0;
 				e->instead_comm[0] = 0;
+			}
 			else if (next_comm)
 				__builtin_memcpy(e->instead_comm, next_comm, TASK_COMM_LEN);
 			else
@@ -507,10 +509,14 @@ static __always_inline void tally(__u32 tgid, struct task_struct *prev, struct t
 	struct cpu_run *c = bpf_map_lookup_elem(&oncpu, &zero);
 	if (!c)
 		return;
-	__u64 epoch = on->epoch, now = bpf_ktime_get_ns();
+	/* Written by the recorder as a whole but read here a field at a time: an epoch without its
+	 * start (half-written) counts nothing, rather than the machine's uptime. */
+	__u64 epoch = on->epoch, since = on->since, now = bpf_ktime_get_ns();
+	if (!since || since > now)
+		return;
 	/* A task on the CPU since before the epoch (or whose switch in was another epoch's) ran in
 	 * it from the epoch's start. */
-	__u64 start = c->epoch == epoch && c->since > on->since ? c->since : on->since;
+	__u64 start = c->epoch == epoch && c->since > since ? c->since : since;
 	c->since = now;
 	c->epoch = epoch;
 	c->tgid = next->tgid;

@@ -476,9 +476,11 @@ impl Looker {
         let Some((state, tracer)) = procwatch::task::state_and_tracer(self.pid) else { return };
         let pid = self.pid;
         let Some(open) = self.open.as_mut() else { return };
-        let text = open.cgroups.get_or_insert_with(|| {
-            std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap_or_default()
-        });
+        // Kept for the stall once read (a failed read is tried again at the next look).
+        if open.cgroups.is_none() {
+            open.cgroups = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok();
+        }
+        let text = open.cgroups.as_deref().unwrap_or_default();
         let frozen = procwatch::cgroup::frozen_in(text, &self.mounts);
         let stopped = matches!(state, 'T' | 't') || tracer > 0;
         if !stopped && frozen.is_none() {
@@ -597,7 +599,7 @@ impl Looker {
 
     /// Who took the CPUs and storage between the stall's first looks at every process and `to`.
     fn use_to(&mut self, to: u64) {
-        self.cpu_counted();
+        self.cpu_counted(to);
         let Some(open) = self.open.as_ref() else { return };
         if open.cpu.is_none() || open.io.is_none() {
             // Nobody waited at any look: nobody took the CPUs or storage from the target. Said
@@ -649,10 +651,15 @@ impl Looker {
     /// Who took the CPUs since the stall's first look, as the BPF recorder counted them: a
     /// process that ended in between (the program saw its main thread exit) counts at its
     /// parent, as its children's time.
-    fn cpu_counted(&mut self) {
+    fn cpu_counted(&mut self, to: u64) {
         let Some((counting, first)) = self.open.as_ref().and_then(|o| o.counted.as_ref()) else {
             return;
         };
+        // Counted from a look taken after the stall ended (its begin waited behind other work):
+        // no window of the stall to count in.
+        if first.at >= to {
+            return;
+        }
         let now = counting.look();
         let mut by_pid: std::collections::HashMap<i32, Use> = Default::default();
         for p in offcpu::tally_taken(first, &now) {
