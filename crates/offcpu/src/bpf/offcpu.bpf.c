@@ -392,8 +392,7 @@ static __always_inline int switched(__u32 tgid, __u32 tid, __s64 state, __u32 ne
 			if ((st & 0xff) != 0) {
 				e->instead_tid = 0;
 				e->instead_comm[0] = 0;
-			}
-			else if (next_comm)
+			} else if (next_comm)
 				__builtin_memcpy(e->instead_comm, next_comm, TASK_COMM_LEN);
 			else
 				BPF_CORE_READ_STR_INTO(&e->instead_comm, next_task, comm);
