@@ -87,13 +87,23 @@ public final class CountedLoop {
             // The seed's MeasureJitter: lateness past a 1 ms sleep.
             long preSleep = System.nanoTime();
             while (true) {
+                boolean last = false;
                 try {
                     Thread.sleep(1);
                 } catch (InterruptedException e) {
-                    return;
+                    // The run's end. A sleep held by the loop's last safepoint returns as the
+                    // interrupt comes: its lateness counts all the same (it was lost before).
+                    last = true;
                 }
                 long wake = System.nanoTime();
-                jitter.add(Math.max(0, wake - (preSleep + 1_000_000)));
+                long late = wake - (preSleep + 1_000_000);
+                if (last) {
+                    if (late > 0) {
+                        jitter.add(late);
+                    }
+                    return;
+                }
+                jitter.add(Math.max(0, late));
                 preSleep = wake;
             }
         }, "jitter-meter");
