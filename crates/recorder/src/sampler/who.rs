@@ -251,6 +251,9 @@ struct Looker {
     last_look: Option<(Baseline, bool)>,
     /// Counts every process's CPU time while a stall lasts (the BPF recorder).
     tally: Option<offcpu::CpuTally>,
+    /// The CPUs the takers' time is a share of, read once (std reads the cgroup's quota files
+    /// at each call: a tenth of this thread's time a stall, in a profile of `watch`).
+    cpus: usize,
 }
 
 impl Looker {
@@ -271,6 +274,7 @@ impl Looker {
             describer: procwatch::process::Describer::default(),
             last_look: None,
             tally,
+            cpus: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
         }
     }
 
@@ -702,8 +706,7 @@ impl Looker {
     fn cpu_line(&mut self, from: u64, to: u64, uses: Vec<Use>, counted: &str) {
         let Some(stall) = self.open.as_ref().map(|o| o.stall) else { return };
         let me = std::process::id() as i32;
-        let cpus = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
-        let described_ns = to.saturating_sub(from) * cpus as u64 * DESCRIBED_PERCENT / 100;
+        let described_ns = to.saturating_sub(from) * self.cpus as u64 * DESCRIBED_PERCENT / 100;
         let (mut target_ns, mut others_ns, mut takers) = (0, 0, Vec::new());
         for u in uses {
             let ns = u.own_ns + u.children_ns;
@@ -730,7 +733,7 @@ impl Looker {
             stall,
             from,
             to,
-            cpus,
+            cpus: self.cpus,
             target_ns,
             others_ns,
             takers,
