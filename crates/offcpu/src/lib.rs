@@ -697,6 +697,21 @@ fn load(
         .toff
         .set_max_entries(entry_slots(&opts))
         .map_err(|e| format!("could not size the BPF program's entries: {e}"))?;
+    // The maps read here, as this build's parsers lay them out: a C struct changed without its
+    // reader would otherwise read as nothing, silently.
+    let m = &open.maps;
+    for (name, size, want) in [
+        ("toff", m.toff.value_size(), raw::ENTRY_SIZE),
+        ("off", m.off.value_size(), raw::ENTRY_SIZE),
+        ("tslots", m.tslots.value_size(), 8),
+    ] {
+        if size as usize != want {
+            return Err(format!(
+                "the BPF program's `{name}` values are {size} bytes, this build reads {want}: \
+                 a mismatched build; rebuild stallscope"
+            ));
+        }
+    }
     // The BTF tracepoint, or the classic one where the kernel refused it.
     open.progs.on_switch_btf.set_autoload(!classic);
     open.progs.on_switch.set_autoload(classic);
@@ -859,6 +874,7 @@ fn run(
                 if let (Some(slot), Some(m)) = (slot, sp_map.as_ref()) {
                     m.clear(slot);
                 }
+                forget_waits(&sk.maps.toff, &sk.maps.off, toff_mask, t);
             }
             Ok(Cmd::Unslot(t, held, generation)) => {
                 let current = sp_map.as_ref().is_some_and(|m| {
@@ -997,11 +1013,8 @@ fn off_now<'a>(
     toff_mask: u32,
     tgid: i32,
 ) -> impl Iterator<Item = RawWait> + 'a {
-    let tids: Vec<u32> = std::fs::read_dir(format!("/proc/{tgid}/task"))
-        .map(|d| d.flatten().filter_map(|e| e.file_name().to_str()?.parse().ok()).collect())
-        .unwrap_or_default();
     let any = libbpf_rs::MapFlags::ANY;
-    tids.into_iter().filter_map(move |tid| {
+    threads_of(tgid).into_iter().filter_map(move |tid| {
         let index = (tid & toff_mask).to_ne_bytes();
         let held = toff.lookup(&index, any).ok().flatten().and_then(|v| parse_entry(&v));
         let r = match held {
@@ -1013,6 +1026,38 @@ fn off_now<'a>(
             r.start != 0 && r.tgid == tgid && !matches!(state_letter(r.state), 'X' | 'Z')
         })
     })
+}
+
+/// The threads of `tgid`, no longer a target, have no wait under way in the program's entries:
+/// the program sees them no more, so a wait noted before would otherwise end, if the process
+/// were added again, as one wait over the whole time between. Their indexes in `toff` stay
+/// held until they exit unseen (a thread that is not a target's is not seen exiting): others
+/// on those indexes are kept in the hash. The entry is rewritten with its own tid, so no thread
+/// can take the index meanwhile.
+fn forget_waits(
+    toff: &impl libbpf_rs::MapCore,
+    off: &impl libbpf_rs::MapCore,
+    toff_mask: u32,
+    tgid: i32,
+) {
+    let any = libbpf_rs::MapFlags::ANY;
+    for tid in threads_of(tgid) {
+        let index = (tid & toff_mask).to_ne_bytes();
+        if let Ok(Some(mut v)) = toff.lookup(&index, any)
+            && parse_entry(&v).is_some_and(|r| r.tid as u32 == tid && r.start != 0)
+        {
+            v[..8].fill(0);
+            let _ = toff.update(&index, &v, any);
+        }
+        let _ = off.delete(&tid.to_ne_bytes());
+    }
+}
+
+/// The threads of `tgid` now, from /proc (none if it is gone).
+fn threads_of(tgid: i32) -> Vec<u32> {
+    std::fs::read_dir(format!("/proc/{tgid}/task"))
+        .map(|d| d.flatten().filter_map(|e| e.file_name().to_str()?.parse().ok()).collect())
+        .unwrap_or_default()
 }
 
 /// CLOCK_MONOTONIC now, in ns (what `bpf_ktime_get_ns` stamps).

@@ -116,8 +116,8 @@ pub fn parse_event(b: &[u8]) -> Option<RawWait> {
 }
 
 /// The size of a thread's entry while it waits (`struct off_entry`): 3 u64, 6 u32, 2 u16, 1
-/// u32, 3 comms.
-pub const ENTRY_SIZE: usize = 3 * 8 + 6 * 4 + 2 * 2 + 4 + 3 * COMM;
+/// u32, 3 comms, 24 bytes spare (to 128: two whole cache lines).
+pub const ENTRY_SIZE: usize = 3 * 8 + 6 * 4 + 2 * 2 + 4 + 3 * COMM + 24;
 
 /// Reads a thread's entry (its wait going on: no end, no stacks yet); None if it is not one
 /// (wrong size).
@@ -232,6 +232,8 @@ mod tests {
             c[..s.len()].copy_from_slice(s.as_bytes());
             b.extend(c);
         }
+        b.extend([0xffu8; 24]);
+        assert_eq!(b.len(), ENTRY_SIZE);
         let r = parse_entry(&b).unwrap();
         assert_eq!((r.start, r.end, r.woken, r.tid, r.tgid, r.cpu), (10, None, Some(15), 7, 5, 1));
         assert_eq!((state_letter(r.state), r.comm.as_str()), ('D', "java"));

@@ -98,7 +98,8 @@ mod tests {
             let mut array: HashMap<u32, [u32; 2]> = HashMap::new();
             let mut hash: HashMap<u32, u32> = HashMap::new();
             for (which, high, value) in ops {
-                // Six processes, three of them on one index, two on another.
+                // Six bases, each times 1 to 3: for each multiplier, three share one index
+                // and two another.
                 let tgid = [7 + SLOTS, 7 + 2 * SLOTS, 7 + 3 * SLOTS, 9 + SLOTS, 9, 11][which as usize] * high;
                 values.insert(tgid, value);
                 let w = slots.set(tgid, &values);

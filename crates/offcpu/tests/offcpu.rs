@@ -51,6 +51,8 @@ fn shell_waits_seen(opts: Options) {
         .unwrap_or_else(|e| panic!("the BPF off-CPU recorder must load here: {e}"));
     // As while a stall of it is under way: its waits' stacks are taken.
     oc.arm(pid, true);
+    // A round trip through the reader: the arm is in before the window opens.
+    let _ = oc.reader().held(pid);
     let from = offcpu::now_ns();
     std::thread::sleep(Duration::from_millis(600));
     let to = offcpu::now_ns();
@@ -277,6 +279,8 @@ fn a_target_sharing_its_index_with_others_is_recorded_all_the_same() {
     };
     let spilled = shell_waits(300);
     oc.arm(pid, true);
+    // A round trip through the reader: the arm is in before the window opens.
+    let _ = oc.reader().held(pid);
     let armed = shell_waits(300);
     let reader = oc.reader();
     reader.remove(a);
@@ -318,6 +322,8 @@ fn threads_that_share_an_index_are_each_recorded() {
         Options { entry_slots: 1, record_unarmed: Unarmed::Everything, ..Default::default() };
     let oc = OffCpu::start(&[pid], opts).unwrap_or_else(|e| panic!("the recorder loads: {e}"));
     oc.arm(pid, true);
+    // A round trip through the reader: the arm is in before the window opens.
+    let _ = oc.reader().held(pid);
     let from = offcpu::now_ns();
     let _ = py.wait();
     let waits = oc.waits(&[pid], from, offcpu::now_ns());
@@ -342,6 +348,34 @@ fn threads_that_share_an_index_are_each_recorded() {
             assert!(pair[0].end.unwrap() <= pair[1].start, "{pair:#?}");
         }
     }
+}
+
+/// A process removed from the targets and added again (`watch` ends a JVM's guarding while it
+/// lives, then guards it again): none of its waits spans the time it was not recorded. The
+/// program saw none of its switches then, so a wait noted before the removal would end after
+/// the return as one long wait over the whole gap.
+#[test]
+fn a_process_removed_and_added_again_has_no_wait_across_the_gap() {
+    let mut sh = sleeping_shell();
+    let pid = sh.id() as i32;
+    let oc = start_recording(&[pid], Unarmed::Everything);
+    let r = oc.reader();
+    std::thread::sleep(Duration::from_millis(200));
+    r.remove(pid);
+    // Round trips through the reader: each command is in before the clock is read.
+    let _ = r.held(pid);
+    let removed = offcpu::now_ns();
+    std::thread::sleep(Duration::from_millis(300));
+    r.add(pid);
+    let _ = r.held(pid);
+    let added = offcpu::now_ns();
+    std::thread::sleep(Duration::from_millis(300));
+    let waits = oc.waits(&[pid], added, offcpu::now_ns());
+    let _ = sh.kill();
+    let _ = sh.wait();
+    let ended: Vec<_> = waits.iter().filter(|w| w.end.is_some()).collect();
+    assert!(ended.len() >= 3, "recorded again once added: {waits:#?}");
+    assert!(waits.iter().all(|w| w.start >= removed), "a wait across the gap: {waits:#?}");
 }
 
 /// `watch`'s setting: an unarmed process's waits are not recorded at all (between stalls the

@@ -144,7 +144,8 @@ static __always_inline __u32 target_of(__u32 tgid)
 
 /* Each target thread's entry: while it is off a CPU, the interval so far; start 0 while it runs
  * (kept from wait to wait, written in place). The record's fields without its stacks, which are
- * taken rarely (`stacks`): two cache lines, where the whole record is ten. */
+ * taken rarely (`stacks`): 128 bytes, two cache lines in `toff` (whose values are page-aligned),
+ * where the whole record is ten. */
 struct off_entry {
 	__u64 start;
 	__u64 woken;
@@ -161,6 +162,7 @@ struct off_entry {
 	char comm[TASK_COMM_LEN];
 	char waker_comm[TASK_COMM_LEN];
 	char instead_comm[TASK_COMM_LEN];
+	__u8 spare[24];
 };
 
 /* The entries, found like the targets: in `toff`, an array indexed by the tid's low bits, whose
@@ -174,6 +176,8 @@ const volatile __u32 toff_mask = TOFF - 1;
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, TOFF);
+	/* Mappable: its values then start on a page, so that each entry is two whole lines. */
+	__uint(map_flags, BPF_F_MMAPABLE);
 	__type(key, __u32);
 	__type(value, struct off_entry);
 } toff SEC(".maps");
@@ -220,9 +224,11 @@ struct {
 	__type(value, struct stacks);
 } scratch SEC(".maps");
 
-/* Thread `tid`'s entry, if it has one. */
+/* Thread `tid`'s entry, if it has one (the idle task, 0, has none: a free index reads 0). */
 static __always_inline struct off_entry *entry_of(__u32 tid)
 {
+	if (tid == 0)
+		return 0;
 	__u32 i = tid & toff_mask;
 	struct off_entry *e = bpf_map_lookup_elem(&toff, &i);
 	if (e && e->tid == tid)
@@ -257,11 +263,11 @@ static __always_inline void entry_gone(__u32 tid)
 	struct off_entry *e = bpf_map_lookup_elem(&toff, &i);
 	if (e && e->tid == tid) {
 		e->start = 0;
-		/* Given back last: a thread taking the index finds it blank. */
+		/* Given back last: a thread taking the index finds no wait under way in it. */
 		__sync_val_compare_and_swap(&e->tid, tid, 0);
-	} else {
-		bpf_map_delete_elem(&off, &tid);
 	}
+	/* An entry it had in the hash before its index was free. */
+	bpf_map_delete_elem(&off, &tid);
 	bpf_map_delete_elem(&stacks, &tid);
 }
 
@@ -334,6 +340,8 @@ static __always_inline void sp_watchdog(__u32 target);
  * exit state's (S 1, D 2, T 4, t 8, X 16, Z 32, P 64), I (idle) 128. */
 static __always_inline __s64 reported(_Bool preempt, unsigned int raw, struct task_struct *p)
 {
+	if (!p)
+		return 0;
 	if (preempt)
 		return 0x100;
 	if (raw == 0x402) /* TASK_IDLE */
@@ -400,6 +408,9 @@ static __always_inline int switched(__u32 tgid, __u32 tid, __s64 state, __u32 ne
 			 * the cost. A sleeping thread's stack does not change, so it is taken when it is
 			 * woken, for a wait long enough to be kept (on_waking). */
 			e->nframes = 0;
+			/* Every field above written before the start that says the wait is under way
+			 * (a compiler barrier: x86 keeps stores in order). */
+			__asm__ __volatile__("" ::: "memory");
 			e->start = now;
 		}
 	}
@@ -434,6 +445,8 @@ static __always_inline int switched(__u32 tgid, __u32 tid, __s64 state, __u32 ne
 				__builtin_memcpy(r->frames, st->frames, sizeof(*st));
 				r->nframes = o->nframes;
 				r->waker_nframes = o->waker_nframes;
+				/* Used: its LRU node is free for another thread's. */
+				bpf_map_delete_elem(&stacks, &next);
 			} else {
 				r->nframes = 0;
 				r->waker_nframes = 0;
@@ -580,8 +593,8 @@ int BPF_PROG(on_switch_btf, _Bool preempt, struct task_struct *prev, struct task
 SEC("tp_btf/sched_waking")
 int BPF_PROG(on_waking, struct task_struct *p)
 {
-	/* Every wake-up on the machine: the small map of targets first, the threads off a CPU
-	 * (an LRU map, which a lookup also marks) only for a target's thread. */
+	/* Every wake-up on the machine: the woken task's process looked up in the targets (an
+	 * array's entry), its thread's entry only for a target's thread. */
 	__u32 armed = target_of(p->tgid);
 	if (!armed)
 		return 0;
