@@ -70,49 +70,81 @@ impl<'a> Cursor<'a> {
     }
 }
 
+/// The fields a record and an entry share, in their order (after the times and the state):
+/// who, the waker, who ran instead, the CPU, the frame counts and the three names.
+struct Body {
+    tid: i32,
+    tgid: i32,
+    waker_tid: i32,
+    waker_tgid: i32,
+    instead_tid: i32,
+    cpu: u32,
+    nframes: u16,
+    waker_nframes: u16,
+    comm: String,
+    waker_comm: String,
+    instead_comm: String,
+}
+
+impl Body {
+    fn read(c: &mut Cursor) -> Body {
+        let (tid, tgid) = (c.u32() as i32, c.u32() as i32);
+        let (waker_tid, waker_tgid) = (c.u32() as i32, c.u32() as i32);
+        let (instead_tid, cpu) = (c.u32() as i32, c.u32());
+        let (nframes, waker_nframes, _pad) = (c.u16(), c.u16(), c.u32());
+        let (comm, waker_comm, instead_comm) = (c.comm(), c.comm(), c.comm());
+        Body {
+            tid,
+            tgid,
+            waker_tid,
+            waker_tgid,
+            instead_tid,
+            cpu,
+            nframes,
+            waker_nframes,
+            comm,
+            waker_comm,
+            instead_comm,
+        }
+    }
+
+    /// The wait, with its stacks (none for an entry: taken as it is woken).
+    fn wait(self, times: [u64; 3], state: i64, stacks: [Vec<u64>; 2]) -> RawWait {
+        let [start, end, woken] = times;
+        let [frames, waker_frames] = stacks;
+        RawWait {
+            start,
+            end: (end != 0).then_some(end),
+            woken: (woken != 0).then_some(woken),
+            state,
+            tid: self.tid,
+            tgid: self.tgid,
+            cpu: self.cpu,
+            comm: self.comm,
+            frames,
+            waker: (woken != 0).then_some(RawWaker {
+                tid: self.waker_tid,
+                tgid: self.waker_tgid,
+                comm: self.waker_comm,
+                frames: waker_frames,
+            }),
+            instead: (self.instead_tid != 0 || !self.instead_comm.is_empty())
+                .then_some((self.instead_tid, self.instead_comm)),
+        }
+    }
+}
+
 /// Reads one record; None if it is not one (wrong size).
 pub fn parse_event(b: &[u8]) -> Option<RawWait> {
     if b.len() != SIZE {
         return None;
     }
     let mut c = Cursor::new(b);
-    let start = c.u64();
-    let end = c.u64();
-    let woken = c.u64();
-    let state = c.u64() as i64;
-    let tid = c.u32() as i32;
-    let tgid = c.u32() as i32;
-    let waker_tid = c.u32() as i32;
-    let waker_tgid = c.u32() as i32;
-    let instead_tid = c.u32() as i32;
-    let cpu = c.u32();
-    let nframes = c.u16();
-    let waker_nframes = c.u16();
-    let _pad = c.u32();
-    let comm = c.comm();
-    let waker_comm = c.comm();
-    let instead_comm = c.comm();
-    let frames = c.frames(nframes);
-    let waker_frames = c.frames(waker_nframes);
-    Some(RawWait {
-        start,
-        end: (end != 0).then_some(end),
-        woken: (woken != 0).then_some(woken),
-        state,
-        tid,
-        tgid,
-        cpu,
-        comm,
-        frames,
-        waker: (woken != 0).then_some(RawWaker {
-            tid: waker_tid,
-            tgid: waker_tgid,
-            comm: waker_comm,
-            frames: waker_frames,
-        }),
-        instead: (instead_tid != 0 || !instead_comm.is_empty())
-            .then_some((instead_tid, instead_comm)),
-    })
+    let (start, end, woken, state) = (c.u64(), c.u64(), c.u64(), c.u64() as i64);
+    let body = Body::read(&mut c);
+    let frames = c.frames(body.nframes);
+    let waker_frames = c.frames(body.waker_nframes);
+    Some(body.wait([start, end, woken], state, [frames, waker_frames]))
 }
 
 /// The size of a thread's entry while it waits (`struct off_entry`): 3 u64, 6 u32, 2 u16, 1
@@ -126,38 +158,8 @@ pub fn parse_entry(b: &[u8]) -> Option<RawWait> {
         return None;
     }
     let mut c = Cursor::new(b);
-    let start = c.u64();
-    let woken = c.u64();
-    let state = c.u64() as i64;
-    let tid = c.u32() as i32;
-    let tgid = c.u32() as i32;
-    let waker_tid = c.u32() as i32;
-    let waker_tgid = c.u32() as i32;
-    let instead_tid = c.u32() as i32;
-    let cpu = c.u32();
-    let _frame_counts = (c.u16(), c.u16(), c.u32());
-    let comm = c.comm();
-    let waker_comm = c.comm();
-    let instead_comm = c.comm();
-    Some(RawWait {
-        start,
-        end: None,
-        woken: (woken != 0).then_some(woken),
-        state,
-        tid,
-        tgid,
-        cpu,
-        comm,
-        frames: Vec::new(),
-        waker: (woken != 0).then_some(RawWaker {
-            tid: waker_tid,
-            tgid: waker_tgid,
-            comm: waker_comm,
-            frames: Vec::new(),
-        }),
-        instead: (instead_tid != 0 || !instead_comm.is_empty())
-            .then_some((instead_tid, instead_comm)),
-    })
+    let (start, woken, state) = (c.u64(), c.u64(), c.u64() as i64);
+    Some(Body::read(&mut c).wait([start, 0, woken], state, [Vec::new(), Vec::new()]))
 }
 
 /// The state letter of a `sched_switch` `prev_state`, as the tracepoint prints it: `R` for a
