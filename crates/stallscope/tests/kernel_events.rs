@@ -288,10 +288,15 @@ fn with_the_watchdog_a_safepoint_past_the_threshold_is_noticed_while_it_lasts() 
 /// JVM's own safepoint probes find and time its safepoints. Every safepoint of the JVM's log
 /// that lasted 10 ms or more (thread dumps waiting on an 800 MB `Unsafe.setMemory`) is a stall
 /// found by the probes, begun and ended where the log says it began and ended (its line's
-/// stamp, less its total), to within a millisecond (the log is written just after the end
-/// probe fires), or lies inside a stall of the heartbeat's begun before it (the meter held
-/// first); but for one in ten at most (a recorder kept off its CPU past a short one's end on a
-/// busy machine).
+/// stamp, less its total), or lies inside a stall of the heartbeat's begun before it (the meter
+/// held first); but for one in ten at most (a recorder kept off its CPU past a short one's end
+/// on a busy machine). "Where the log says" is to within a millisecond, but for the VM thread's
+/// own delays: HotSpot takes the safepoint's end time, writes the log line, then fires the end
+/// probe (`SafepointTracing::end`, then `RuntimeService::record_safepoint_end`), about 10 µs
+/// apart here. A VM thread that loses its CPU between those steps (the threads it just let go
+/// run) shifts the log's begin (its stamp less its total) and the probe's end later, by as long
+/// as it waited: 1.05 ms seen once in CI on JDK 21. One meter resolution (5 ms) is allowed for
+/// that, in that direction only.
 #[test]
 fn at_the_default_resolution_the_jvm_s_safepoint_probes_time_each_long_safepoint_on_every_lts_jdk()
 {
@@ -344,7 +349,9 @@ fn at_the_default_resolution_the_jvm_s_safepoint_probes_time_each_long_safepoint
             jdk.feature(),
             read.safepoints.iter().map(|s| s.total_ns).collect::<Vec<_>>()
         );
-        let near = |a: u64, b: u64| a.abs_diff(b) <= 1_000_000;
+        // The probe's begin, and the log's begin (its stamp less its total) up to a resolution
+        // after it; see above.
+        let begun_at = |probe: u64, log: u64| probe <= log + 1_000_000 && log <= probe + 5_000_000;
         // Found by the probes, where the log places it; or inside a stall of the heartbeat's
         // that began before it (the meter was held first), ending once the meter ticked after
         // it (within a resolution).
@@ -354,7 +361,7 @@ fn at_the_default_resolution_the_jvm_s_safepoint_probes_time_each_long_safepoint
         // local CI run under load, 7.2 ms).
         let found = |(b, e): (u64, u64)| {
             stalls.iter().any(|&(sb, se, probe)| {
-                (probe && near(sb, b) && se <= e + 1_000_000 && se + 10_000_000 >= e)
+                (probe && begun_at(sb, b) && se <= e + 5_000_000 && se + 10_000_000 >= e)
                     || (!probe && sb <= b && se + 1_000_000 >= e && se <= e + 6_000_000)
             })
         };
