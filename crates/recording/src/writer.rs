@@ -52,7 +52,9 @@ impl<T: Serialize> Appender<T> {
     /// whose lines are written when `line` returns.
     pub fn barrier(&self) -> Option<Barrier> {
         match &self.to {
-            Sink::Queue { tx: Some(tx), .. } => Some(Barrier { queues: vec![tx.clone()] }),
+            Sink::Queue { tx: Some(tx), .. } => {
+                Some(Barrier { queues: vec![tx.clone()], others: Vec::new() })
+            }
             _ => None,
         }
     }
@@ -155,6 +157,9 @@ enum Queued {
 /// without its sampling loop ever waiting on the disk itself.
 pub struct Barrier {
     queues: Vec<std::sync::mpsc::SyncSender<Queued>>,
+    /// Other writers' answers, each given once what was asked of that writer before the barrier
+    /// was taken is written (or the writer is gone): see [`Barrier::also`].
+    others: Vec<std::sync::mpsc::Receiver<()>>,
 }
 
 impl Barrier {
@@ -167,6 +172,17 @@ impl Barrier {
                 let _ = answered.recv();
             }
         }
+        for answered in self.others {
+            let _ = answered.recv();
+        }
+    }
+
+    /// The barrier, waiting also for `answered`: a writer of its own (the kernel's waits of each
+    /// stall, appended off the sampling loop once the stall's threads came back) answers, or
+    /// drops its end, once it wrote what it was asked before.
+    pub fn also(mut self, answered: std::sync::mpsc::Receiver<()>) -> Barrier {
+        self.others.push(answered);
+        self
     }
 }
 
@@ -198,7 +214,7 @@ impl Writer {
         .flatten()
         .flat_map(|b| b.queues)
         .collect();
-        Barrier { queues }
+        Barrier { queues, others: Vec::new() }
     }
 
     /// Opens the recording in `dir` (created by the caller) and writes its header; its lines are
@@ -266,4 +282,43 @@ pub fn create_new(path: &Path) -> Result<File, Error> {
                 e,
             )
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    #[test]
+    fn a_barrier_waits_for_the_lines_before_it_and_for_the_other_writer_s_answer() {
+        let dir = std::env::temp_dir().join(format!("stallscope-barrier-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("lines.jsonl");
+        let mut a: Appender<u32> = Appender::background(&path, 16, false).unwrap();
+        for i in 0..100 {
+            a.line(&i).unwrap();
+        }
+        // Another writer, which writes its part before it answers.
+        let (done, answered) = std::sync::mpsc::sync_channel(1);
+        let wrote = Arc::new(AtomicBool::new(false));
+        let w = Arc::clone(&wrote);
+        let other = std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            w.store(true, Ordering::SeqCst);
+            done.send(()).unwrap();
+        });
+        a.barrier().unwrap().also(answered).wait();
+        assert!(wrote.load(Ordering::SeqCst), "the barrier waited for the other writer");
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(text.lines().count(), 100, "every line before the barrier is written");
+        // A writer gone without answering does not hold the barrier.
+        let (gone, unanswered) = std::sync::mpsc::sync_channel::<()>(1);
+        drop(gone);
+        a.barrier().unwrap().also(unanswered).wait();
+        other.join().unwrap();
+        drop(a);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }

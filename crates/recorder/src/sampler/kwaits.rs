@@ -23,9 +23,18 @@ pub(super) struct KwaitsRequest {
     pub(super) to: u64,
 }
 
+/// What the writer is asked, in order.
+enum Msg {
+    /// A stall's waits, read once its threads came back.
+    Stall(KwaitsRequest),
+    /// Answered once every stall asked for before is written (`watch` diagnoses a stall only
+    /// then: its kernel account is part of the diagnosis).
+    Barrier(std::sync::mpsc::SyncSender<()>),
+}
+
 /// A thread that writes each stall's kernel waits; finished (and joined) when dropped.
 pub(super) struct KwaitsWriter {
-    tx: Option<std::sync::mpsc::Sender<KwaitsRequest>>,
+    tx: Option<std::sync::mpsc::Sender<Msg>>,
     thread: Option<std::thread::JoinHandle<()>>,
     reader: offcpu::Reader,
     pid: i32,
@@ -40,10 +49,17 @@ impl KwaitsWriter {
         let (mine, newest) = (reader.clone(), Arc::clone(&latest));
         // The target's threads are recorded from now (a wait begun before is not seen).
         let since = procwatch::clock::mono_ns();
-        let (tx, rx) = std::sync::mpsc::channel::<KwaitsRequest>();
+        let (tx, rx) = std::sync::mpsc::channel::<Msg>();
         let thread =
             std::thread::Builder::new().name("stallscope-kwaits".into()).spawn(move || {
-                while let Ok(r) = rx.recv() {
+                while let Ok(m) = rx.recv() {
+                    let r = match m {
+                        Msg::Stall(r) => r,
+                        Msg::Barrier(done) => {
+                            let _ = done.send(());
+                            continue;
+                        }
+                    };
                     let now = procwatch::clock::mono_ns();
                     let due = r.to + SETTLE.as_nanos() as u64;
                     if now < due {
@@ -81,8 +97,18 @@ impl KwaitsWriter {
 
     pub(super) fn request(&self, r: KwaitsRequest) {
         if let Some(tx) = &self.tx {
-            let _ = tx.send(r);
+            let _ = tx.send(Msg::Stall(r));
         }
+    }
+
+    /// An answer given once every stall asked for so far is written (its end dropped unanswered
+    /// if the writer is gone), for [`recording::Barrier::also`].
+    pub(super) fn barrier(&self) -> std::sync::mpsc::Receiver<()> {
+        let (done, answered) = std::sync::mpsc::sync_channel(1);
+        if let Some(tx) = &self.tx {
+            let _ = tx.send(Msg::Barrier(done));
+        }
+        answered
     }
 }
 

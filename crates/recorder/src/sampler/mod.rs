@@ -63,7 +63,8 @@ pub struct Driven {
     /// How often between stalls the baseline look (every thread, and the machine) is taken.
     pub idle_sample: Duration,
     /// Told each stall's number once its end is written, with a barrier for the recording's
-    /// lines so far (the diagnosis waits on it, never the watcher).
+    /// lines so far and the stall's kernel waits (the diagnosis waits on it, never the
+    /// watcher).
     pub ended: Box<dyn FnMut(u32, recording::Barrier) + Send>,
     /// The JVM's safepoint probes, as the loop reads them: the stalls they found are followed
     /// to their ends with them.

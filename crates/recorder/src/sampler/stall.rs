@@ -358,7 +358,13 @@ impl Watcher<'_> {
             exiting,
         })?;
         if let Some(d) = &mut self.driven {
-            (d.ended)(stall, self.w.barrier());
+            // The stall's lines, and its kernel waits (asked for above, written once its
+            // threads came back): `watch` diagnoses it from both.
+            let mut written = self.w.barrier();
+            if let Some(k) = &self.kwaits {
+                written = written.also(k.barrier());
+            }
+            (d.ended)(stall, written);
         }
         let mut exited = sampled.exited;
         if !ticked && exiting {
