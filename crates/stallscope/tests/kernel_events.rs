@@ -239,7 +239,7 @@ fn between_stalls_the_recorder_sleeps_until_the_watchdog_wakes_it() {
 /// With the watchdog and the meter at the threshold (`--resolution 5ms`), a safepoint that holds the
 /// meter beyond the threshold is noticed while it lasts: the safepoints of the log of 20 ms or
 /// more (the heartbeat late by at least 15 ms, whatever the meter's phase; stale 10 ms before
-/// the end) are stalls with samples, but for one in ten at most (a recorder kept off its CPU on
+/// the end) are stalls with samples, but for one (or one in ten) at most (a recorder kept off its CPU on
 /// a busy machine). That the alarm follows the meter's last tick, not its last sleep, is
 /// crates/offcpu/tests/offcpu.rs's.
 #[test]
@@ -279,7 +279,7 @@ fn with_the_watchdog_a_safepoint_past_the_threshold_is_noticed_while_it_lasts() 
         })
         .collect();
     assert!(
-        missed.len() <= long.len() / 10,
+        missed.len() <= (long.len() / 10).max(1),
         "safepoints of 20 ms or more not noticed while they lasted: {missed:?} of {long:?}"
     );
 }
@@ -289,7 +289,7 @@ fn with_the_watchdog_a_safepoint_past_the_threshold_is_noticed_while_it_lasts() 
 /// that lasted 10 ms or more (thread dumps waiting on an 800 MB `Unsafe.setMemory`) is a stall
 /// found by the probes, begun and ended where the log says it began and ended (its line's
 /// stamp, less its total), or lies inside a stall of the heartbeat's begun before it (the meter
-/// held first); but for one in ten at most (a recorder kept off its CPU past a short one's end
+/// held first); but for one (or one in ten) at most (a recorder kept off its CPU past a short one's end
 /// on a busy machine). "Where the log says" is to within a millisecond, but for the VM thread's
 /// own delays: HotSpot takes the safepoint's end time, writes the log line, then fires the end
 /// probe (`SafepointTracing::end`, then `RuntimeService::record_safepoint_end`), about 10 µs
@@ -354,7 +354,8 @@ fn at_the_default_resolution_the_jvm_s_safepoint_probes_time_each_long_safepoint
         let begun_at = |probe: u64, log: u64| probe <= log + 1_000_000 && log <= probe + 5_000_000;
         // Found by the probes, where the log places it; or inside a stall of the heartbeat's
         // that began before it (the meter was held first), ending once the meter ticked after
-        // it (within a resolution).
+        // it (within a resolution, after its true end: up to a resolution before the log's
+        // stamp, which a VM thread kept off its CPU writes late).
         // A stall by the probes may end up to 10 ms before the log's end: the VM thread lets the
         // threads go, then may wait for a CPU before its end probe and its log line (a meter
         // tick in between ends the stall there; seen on JDK 21 in CI, 2 ms, and on JDK 17 in a
@@ -362,7 +363,7 @@ fn at_the_default_resolution_the_jvm_s_safepoint_probes_time_each_long_safepoint
         let found = |(b, e): (u64, u64)| {
             stalls.iter().any(|&(sb, se, probe)| {
                 (probe && begun_at(sb, b) && se <= e + 5_000_000 && se + 10_000_000 >= e)
-                    || (!probe && sb <= b && se + 1_000_000 >= e && se <= e + 6_000_000)
+                    || (!probe && sb <= b && se + 5_000_000 >= e && se <= e + 6_000_000)
             })
         };
         let missed: Vec<_> = long.iter().filter(|s| !found(**s)).collect();
@@ -378,7 +379,7 @@ fn at_the_default_resolution_the_jvm_s_safepoint_probes_time_each_long_safepoint
             );
         }
         assert!(
-            missed.len() <= long.len() / 10,
+            missed.len() <= (long.len() / 10).max(1),
             "JDK {}: safepoints of 10 ms or more not found as the log times them: {missed:?} of {long:?}; the stalls (begin, end, by the probes): {stalls:?}",
             jdk.feature()
         );

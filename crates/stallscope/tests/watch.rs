@@ -583,7 +583,10 @@ fn many_jvms_watched_from_outside_hold_nothing_of_ours_and_the_stall_among_them_
     w.kill().unwrap();
     let _ = w.wait();
     // As root, watch's one BPF program recorded the guarded JVMs' waits: the loop's stall has the
-    // kernel's account (the safepoint's other threads waiting for it, or the loop preempted).
+    // kernel's account. Its raw waits, not the report's lines: those leave out threads parked by
+    // choice throughout (the VM operation's caller, waiting on a futex for the whole stall), and
+    // a loop that kept its CPU throughout (the other one free) has no wait of its own; the
+    // report then has no kernel line, rightly (seen once in a local CI run).
     let loop_rec = std::fs::read_dir(d.join("rec"))
         .unwrap()
         .flatten()
@@ -595,12 +598,31 @@ fn many_jvms_watched_from_outside_hold_nothing_of_ours_and_the_stall_among_them_
             .unwrap();
     assert_eq!(meta["bpf"], true, "{meta}");
     let r = report(&loop_rec);
+    let rec = recording::Recording::read(&loop_rec, None).unwrap();
+    // The stalls the loop held, and over each the longest share of it one thread's recorded
+    // waits cover.
+    let covered: Vec<(u32, f64)> = r
+        .stalls
+        .iter()
+        .filter(|s| s.findings[0].cause == Cause::NoSafepointPoll)
+        .map(|s| {
+            let (from, to) = (s.start_mono_ns, s.start_mono_ns + s.duration_ns);
+            let mut per: std::collections::HashMap<i32, u64> = Default::default();
+            for k in rec.kwaits.iter().filter(|k| k.stall == s.stall) {
+                for w in &k.waits {
+                    let end = w.end.unwrap_or(to).min(to);
+                    *per.entry(w.tid).or_default() += end.saturating_sub(w.start.max(from));
+                }
+            }
+            let most = per.values().copied().max().unwrap_or(0);
+            (s.stall, most as f64 / s.duration_ns.max(1) as f64)
+        })
+        .collect();
+    println!("the loop's stalls, and the most of each one thread's waits cover: {covered:?}");
+    // Some thread of the JVM (the one that asked for the GC) waited through most of it.
     assert!(
-        r.stalls
-            .iter()
-            .any(|s| s.findings[0].cause == Cause::NoSafepointPoll && !s.kernel.is_empty()),
-        "the loop's stall has kernel lines: {:?}",
-        r.stalls.iter().map(|s| (s.findings[0].cause, s.kernel.len())).collect::<Vec<_>>()
+        covered.iter().any(|&(_, share)| share >= 0.5),
+        "the loop's stall has the kernel's waits, one thread's over most of it: {covered:?}"
     );
     let lines: Vec<String> = said.try_iter().collect();
     assert!(
