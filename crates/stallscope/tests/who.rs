@@ -657,7 +657,16 @@ fn attach_and_watch_name_the_tool_behind_a_vm_operation_too() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_millis(1500));
+    // Once watch guards it (its recording begun), however slow the machine: then a moment for
+    // its first baseline look.
+    let guarding = poll(Duration::from_secs(30), Duration::from_millis(50), || {
+        std::fs::read_dir(&out_dir).ok()?.flatten().find(|e| {
+            e.file_name().to_string_lossy().starts_with(&format!("{}-", jvm.pid))
+                && e.path().join("meta.json").exists()
+        })
+    });
+    assert!(guarding.is_some(), "watch never began a recording of pid {}", jvm.pid);
+    std::thread::sleep(Duration::from_millis(1000));
     let mut dump = jcmd(&java, jvm.pid, &["GC.heap_dump", d.join("heap2.hprof").to_str().unwrap()]);
     let jcmd_pid = dump.id() as i32;
     assert!(dump.wait().unwrap().success());
