@@ -240,16 +240,17 @@ fn between_stalls_the_recorder_sleeps_until_the_watchdog_wakes_it() {
     // stalls came in those two seconds.
     let events = std::fs::read_to_string(rec.join("events.jsonl")).unwrap();
     let events: Vec<Value> = events.lines().filter_map(|l| serde_json::from_str(l).ok()).collect();
-    let at = |kind: &str, n: &Value| {
-        events.iter().find(|e| e["event"] == kind && e["stall"] == *n).and_then(|e| e["t"].as_u64())
-    };
+    let ends: std::collections::HashMap<_, _> = events
+        .iter()
+        .filter(|e| e["event"] == "stall-end")
+        .map(|e| (e["stall"].as_u64(), e["t"].as_u64().unwrap_or(u64::MAX)))
+        .collect();
     let stalls = events
         .iter()
         .filter(|e| e["event"] == "stall-begin")
         .filter(|e| {
-            let began = e["t"].as_u64().unwrap_or(0);
-            let ended = at("stall-end", &e["stall"]).unwrap_or(u64::MAX);
-            began <= window.1 && ended >= window.0
+            let ended = ends.get(&e["stall"].as_u64()).copied().unwrap_or(u64::MAX);
+            e["t"].as_u64().unwrap_or(0) <= window.1 && ended >= window.0
         })
         .count() as u64;
     assert!(
@@ -261,9 +262,9 @@ fn between_stalls_the_recorder_sleeps_until_the_watchdog_wakes_it() {
 /// With the watchdog and the meter at the threshold (`--resolution 5ms`), a safepoint that holds the
 /// meter beyond the threshold is noticed while it lasts: the safepoints of the log of 20 ms or
 /// more (the heartbeat late by at least 15 ms, whatever the meter's phase; stale 10 ms before
-/// the end) are stalls with samples, but for one (or one in ten) at most (a recorder kept off its CPU on
-/// a busy machine). That the alarm follows the meter's last tick, not its last sleep, is
-/// crates/offcpu/tests/offcpu.rs's.
+/// the end) are stalls with samples, but for one (or one in ten) at most (a recorder kept off
+/// its CPU on a busy machine). That the alarm follows the meter's last tick, not its last
+/// sleep, is crates/offcpu/tests/offcpu.rs's.
 #[test]
 fn with_the_watchdog_a_safepoint_past_the_threshold_is_noticed_while_it_lasts() {
     let _x = exclusive();
@@ -311,14 +312,14 @@ fn with_the_watchdog_a_safepoint_past_the_threshold_is_noticed_while_it_lasts() 
 /// that lasted 10 ms or more (thread dumps waiting on an 800 MB `Unsafe.setMemory`) is a stall
 /// found by the probes, begun and ended where the log says it began and ended (its line's
 /// stamp, less its total), or lies inside a stall of the heartbeat's begun before it (the meter
-/// held first); but for one (or one in ten) at most (a recorder kept off its CPU past a short one's end
-/// on a busy machine). "Where the log says" is to within a millisecond, but for the VM thread's
-/// own delays: HotSpot takes the safepoint's end time, writes the log line, then fires the end
-/// probe (`SafepointTracing::end`, then `RuntimeService::record_safepoint_end`), about 10 µs
-/// apart here. A VM thread that loses its CPU between those steps (the threads it just let go
-/// run) shifts the log's begin (its stamp less its total) and the probe's end later, by as long
-/// as it waited: 1.05 ms seen once in CI on JDK 21. One meter resolution (5 ms) is allowed for
-/// that, in that direction only.
+/// held first); but for one (or one in ten) at most (a recorder kept off its CPU past a short
+/// one's end on a busy machine). "Where the log says" is to within a millisecond, but for the
+/// VM thread's own delays: HotSpot takes the safepoint's end time, writes the log line, then
+/// fires the end probe (`SafepointTracing::end`, then `RuntimeService::record_safepoint_end`),
+/// about 10 µs apart here. A VM thread that loses its CPU between those steps (the threads it
+/// just let go run) shifts the log's begin (its stamp less its total) and the probe's end
+/// later, by as long as it waited: 1.05 ms seen once in CI on JDK 21. One meter resolution
+/// (5 ms) is allowed for that, in that direction only.
 #[test]
 fn at_the_default_resolution_the_jvm_s_safepoint_probes_time_each_long_safepoint_on_every_lts_jdk()
 {
