@@ -16,12 +16,14 @@
 //! process exits, even by SIGKILL (tests/offcpu.rs checks with the kernel's list of programs).
 
 mod alarm;
+mod entries;
 mod ksyms;
 mod raw;
 mod slots;
 mod tally;
 
 pub use alarm::{Alarm, Woke};
+pub use entries::Entries;
 
 pub use ksyms::Ksyms;
 pub use raw::{RawWait, RawWaker, parse_entry, parse_event, state_letter};
@@ -220,6 +222,8 @@ pub struct Reader {
     sp: Arc<Option<SpMap>>,
     /// Every process's CPU time while a stall is under way (the BTF program only).
     tally: Option<CpuTally>,
+    /// The target threads' entries, mapped (None where the kernel refused the mapping).
+    entries: Option<Arc<Entries>>,
 }
 
 /// The program's `sp` map (SP_SLOTS `sp_state`s), mapped into our memory: read and written in
@@ -374,12 +378,14 @@ impl OffCpu {
             .spawn(move || run(first, opts, rx, ready_tx, lost2))
             .map_err(|e| format!("could not start the BPF reader thread: {e}"))?;
         match ready_rx.recv() {
-            Ok(Ok((alarms, sp, tally))) => {
+            Ok(Ok((alarms, sp, tally, toff))) => {
                 let alarms = Arc::new(alarms);
                 let sp = Arc::new(sp.as_ref().and_then(SpMap::open));
                 let tally = tally.map(CpuTally::new);
                 let ksyms = Arc::new(ksyms);
-                let reader = Reader { tx: tx.clone(), ksyms, lost, alarms, sp, tally };
+                let entries =
+                    toff.and_then(|fd| Entries::open(&fd, entry_slots(&opts))).map(Arc::new);
+                let reader = Reader { tx: tx.clone(), ksyms, lost, alarms, sp, tally, entries };
                 Ok(OffCpu { tx: Some(tx), thread: Some(thread), reader })
             }
             Ok(Err(e)) => {
@@ -559,6 +565,12 @@ impl Reader {
         rx.recv_timeout(Duration::from_secs(5)).unwrap_or_default()
     }
 
+    /// The target threads' entries, to tell which have not run since some moment (see
+    /// [`Entries`]); None where the kernel would not map them.
+    pub fn entries(&self) -> Option<Arc<Entries>> {
+        self.entries.clone()
+    }
+
     /// Every process's CPU time, counted while a stall is under way; None with the classic
     /// tracepoint's program (a kernel before 5.18), which does not count it.
     pub fn cpu_tally(&self) -> Option<CpuTally> {
@@ -725,8 +737,8 @@ fn load(
 }
 
 /// What the reader thread hands back once the program is loaded: the alarm ring (or why none),
-/// the safepoint map, the CPU time tally's maps.
-type Ready = (Alarms, Option<OwnedFd>, Option<tally::Maps>);
+/// the safepoint map, the CPU time tally's maps, the threads' entries (`toff`).
+type Ready = (Alarms, Option<OwnedFd>, Option<tally::Maps>, Option<OwnedFd>);
 
 /// The reader thread: loads, attaches, then drains the ring buffer into the window every
 /// [`DRAIN`] and answers commands, until the sender is dropped.
@@ -827,7 +839,11 @@ fn run(
             oncpu: libbpf_rs::MapHandle::try_from(&sk.maps.oncpu).ok()?,
         })
     });
-    let _ = ready.send(Ok((alarms, sp, tally.flatten())));
+    let toff = {
+        use std::os::fd::AsFd;
+        sk.maps.toff.as_fd().try_clone_to_owned().ok()
+    };
+    let _ = ready.send(Ok((alarms, sp, tally.flatten(), toff)));
     // The safepoint probes' links, while attached: slot 0's (one process), and those attached
     // in every process, once per libjvm.so (its device and inode).
     let mut probes: Vec<libbpf_rs::Link> = Vec::new();

@@ -718,3 +718,42 @@ fn each_jvm_watched_beside_others_has_its_own_safepoints_and_its_own_alarm() {
         std::panic::resume_unwind(e);
     }
 }
+
+/// `Entries::still`: a thread off a CPU since before a moment, and not woken since, is still
+/// from then on; from an earlier moment, once woken, or once it has run again, it is not; a
+/// thread of another process, or a process that is not a target, never is.
+#[test]
+fn a_thread_off_a_cpu_unwoken_since_a_moment_is_still_and_not_once_it_ran() {
+    let mut child = Command::new("sleep").arg("30").spawn().unwrap();
+    let pid = child.id() as i32;
+    std::thread::sleep(Duration::from_millis(100));
+    let oc = start(&[pid]);
+    let entries = oc.reader().entries().expect("the kernel maps the entries array");
+    // Switched out under the program (a sleeping thread is seen from its next wait): SIGSTOP,
+    // which it handles on a CPU before it stops.
+    let before = offcpu::now_ns();
+    unsafe { libc::kill(pid, libc::SIGSTOP) };
+    std::thread::sleep(Duration::from_millis(100));
+    let stopped = offcpu::now_ns();
+    assert!(entries.still(pid, pid, stopped), "stopped since before then, nobody woke it");
+    assert!(!entries.still(pid, pid, before), "it ran after `before` (to stop)");
+    assert!(!entries.still(pid + 1, pid, stopped), "another process's thread");
+    assert!(!entries.still(1, 1, offcpu::now_ns()), "not a target");
+    // Continued: woken, it runs, and sleeps on in a new wait.
+    unsafe { libc::kill(pid, libc::SIGCONT) };
+    std::thread::sleep(Duration::from_millis(100));
+    assert!(!entries.still(pid, pid, stopped), "it ran since");
+    assert!(entries.still(pid, pid, offcpu::now_ns()), "asleep again since");
+    // A busy thread is never still.
+    let mut spin = Command::new("sh").args(["-c", "while :; do :; done"]).spawn().unwrap();
+    let spid = spin.id() as i32;
+    oc.reader().add(spid);
+    std::thread::sleep(Duration::from_millis(300));
+    let now = offcpu::now_ns();
+    let still = entries.still(spid, spid, now);
+    for c in [&mut child, &mut spin] {
+        let _ = c.kill();
+        let _ = c.wait();
+    }
+    assert!(!still, "a spinning shell ran within the last 300 ms");
+}

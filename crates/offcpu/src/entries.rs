@@ -1,0 +1,97 @@
+//! The program's `toff` array mapped into our memory, read-only: whether a target's thread has
+//! stayed off a CPU, unwoken, since some moment. Such a thread cannot have changed anything
+//! `/proc` shows of it (its state, CPU time, faults, CPU, where it waits, its system call): only
+//! a thread that runs changes those. So the recorder reads a thread's `/proc` files again only
+//! once the kernel's events say it ran or was woken since its last read, and a frozen JVM, or one
+//! whose threads are parked through a stall, costs next to nothing to watch.
+//!
+//! Invariant: a "still" answer is only given when the entry is the thread's own (its tid and
+//! process), says it is off a CPU since before the moment asked about, and no wake-up since,
+//! read twice around the other fields (the program writes without a lock): anything else (a
+//! thread in the hash because another holds its index, a wait under way being written, an entry
+//! of another thread) answers "read it".
+
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+
+/// Where the fields read here sit in a `struct off_entry` (raw.rs parses the rest).
+const START: usize = 0;
+const WOKEN: usize = 8;
+const TID: usize = 24;
+const TGID: usize = 28;
+
+/// The mapping of `toff`.
+pub struct Entries {
+    base: *const u8,
+    len: usize,
+    slots: u32,
+}
+
+// SAFETY: the mapping is owned by the Entries, read only, and only through atomics.
+unsafe impl Send for Entries {}
+unsafe impl Sync for Entries {}
+
+impl Entries {
+    /// Maps `slots` entries of the array map behind `fd` (BPF_F_MMAPABLE: its values start at
+    /// offset 0, page-aligned); None when the kernel refuses.
+    pub(crate) fn open(fd: &std::os::fd::OwnedFd, slots: u32) -> Option<Entries> {
+        use std::os::fd::AsRawFd;
+        // SAFETY: sysconf has no preconditions.
+        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as usize;
+        let len = (slots as usize * crate::raw::ENTRY_SIZE).div_ceil(page) * page;
+        // SAFETY: maps the array map's values read-only, checked for failure.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ,
+                libc::MAP_SHARED,
+                fd.as_raw_fd(),
+                0,
+            )
+        };
+        (p != libc::MAP_FAILED).then_some(Entries { base: p.cast(), len, slots })
+    }
+
+    fn u64_at(&self, index: usize, field: usize) -> u64 {
+        // SAFETY: index < slots (masked by the caller), field + 8 <= ENTRY_SIZE, and every
+        // field read is 8-byte aligned (entries are 128 bytes from a page); the kernel writes
+        // these words in place, so they are read atomically.
+        unsafe {
+            (*self.base.add(index * crate::raw::ENTRY_SIZE + field).cast::<AtomicU64>())
+                .load(Ordering::Acquire)
+        }
+    }
+
+    fn u32_at(&self, index: usize, field: usize) -> u32 {
+        // SAFETY: as u64_at, for a 4-byte aligned word.
+        unsafe {
+            (*self.base.add(index * crate::raw::ENTRY_SIZE + field).cast::<AtomicU32>())
+                .load(Ordering::Acquire)
+        }
+    }
+
+    /// Whether thread `tid` of process `tgid` (host ids) has been off a CPU since before `since`
+    /// (CLOCK_MONOTONIC ns) and nobody woke it meanwhile: nothing of it has changed since then.
+    /// False whenever that cannot be told from its entry.
+    pub fn still(&self, tgid: i32, tid: i32, since: u64) -> bool {
+        if tid <= 0 || tgid <= 0 {
+            return false;
+        }
+        let index = (tid as u32 & (self.slots - 1)) as usize;
+        let start = self.u64_at(index, START);
+        if start == 0 || start >= since {
+            return false;
+        }
+        let own = self.u32_at(index, TID) == tid as u32 && self.u32_at(index, TGID) == tgid as u32;
+        let woken = self.u64_at(index, WOKEN);
+        // The same wait throughout the reads (a new one has a later start).
+        own && woken == 0 && self.u64_at(index, START) == start
+    }
+}
+
+impl Drop for Entries {
+    fn drop(&mut self) {
+        // SAFETY: the mapping made in open, unmapped once.
+        unsafe { libc::munmap(self.base as *mut libc::c_void, self.len) };
+    }
+}
