@@ -32,6 +32,16 @@ pub fn nspid(pid: i32) -> i32 {
         .unwrap_or(pid)
 }
 
+/// The inode of the initial pid namespace (the kernel's `PROC_PID_INIT_INO`, fixed).
+const INIT_PID_NS_INO: u64 = 0xEFFF_FFFC;
+
+/// Whether we number processes as the kernel's own events do (we are in the initial pid
+/// namespace), so that ids read in our `/proc` are those BPF programs see.
+pub fn host_numbering() -> bool {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata("/proc/self/ns/pid").is_ok_and(|m| m.ino() == INIT_PID_NS_INO)
+}
+
 /// Whether `pid` is in another namespace of this kind (`mnt`, `pid`) than ours.
 fn other_ns(pid: i32, kind: &str) -> bool {
     let ns = |p: &str| std::fs::read_link(format!("/proc/{p}/ns/{kind}")).ok();

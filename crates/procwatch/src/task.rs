@@ -196,6 +196,23 @@ struct TaskFiles {
     wchan: Option<File>,
     syscall: Option<File>,
     last: Option<Last>,
+    /// The thread's last sample read from its files, and when that read began
+    /// (CLOCK_MONOTONIC ns): what a thread that has not run since is (see [`Still`]).
+    read: Option<(u64, TaskSample)>,
+}
+
+/// Says whether thread `tid` (of the sampled process, `pid`) has not run, nor been woken, since
+/// `since` (CLOCK_MONOTONIC ns): `(pid, tid, since)`. Such a thread's files would read as they
+/// did then, so they are not read again (the kernel's scheduler events answer this, see
+/// `offcpu::Entries`). Must answer false whenever it cannot tell.
+pub type Still = Box<dyn Fn(i32, i32, u64) -> bool + Send>;
+
+/// How many thread reads a sampler made and how many it left out, the thread not having run
+/// since its last read ([`TaskSampler::set_still`]), since it was made.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Reads {
+    pub read: u64,
+    pub still: u64,
 }
 
 /// Whether a thread has not moved since its `last` sample (same state, not running, its
@@ -225,6 +242,8 @@ pub struct TaskSampler {
     pub rescan_every: u32,
     /// The slowest single read of the last sample: which file of which thread, and how long.
     pub slowest: Option<SlowRead>,
+    still: Option<Still>,
+    pub reads: Reads,
 }
 
 /// One read of a thread's `/proc` file that took long: what waits is the observer's business
@@ -261,6 +280,8 @@ impl TaskSampler {
             samples_since_scan: 0,
             rescan_every: 50,
             slowest: None,
+            still: None,
+            reads: Reads::default(),
         };
         s.rescan()?;
         Ok(s)
@@ -292,6 +313,7 @@ impl TaskSampler {
                     wchan: File::open(d.join("wchan")).ok(),
                     syscall: File::open(d.join("syscall")).ok(),
                     last: None,
+                    read: None,
                 },
             );
         }
@@ -302,6 +324,12 @@ impl TaskSampler {
 
     pub fn threads(&self) -> usize {
         self.tasks.len()
+    }
+
+    /// From now on, a thread `still` says has not run since its last read is not read again:
+    /// its last sample stands (see [`Still`]).
+    pub fn set_still(&mut self, still: Still) {
+        self.still = Some(still);
     }
 
     /// Samples every thread. A process that has exited gives an error; threads that exited
@@ -318,7 +346,16 @@ impl TaskSampler {
         let mut gone = Vec::new();
         let mut buf = std::mem::take(&mut self.buf);
         for (&tid, files) in self.tasks.iter_mut() {
-            let from = crate::clock::mono_ns();
+            let began = crate::clock::mono_ns();
+            if let (Some(still), Some((at, last))) = (&self.still, &files.read)
+                && still(self.pid, tid, *at)
+            {
+                self.reads.still += 1;
+                out.push(last.clone());
+                continue;
+            }
+            self.reads.read += 1;
+            let from = began;
             let read = read_at0(&files.stat, &mut buf);
             SlowRead::note(&mut slowest, Some(tid), "stat", from);
             let Ok(n) = read else {
@@ -385,7 +422,7 @@ impl TaskSampler {
                 (wchan, syscall, file)
             };
             files.last = Some((state, exec_ns, timeslices, wchan.clone(), syscall, file.clone()));
-            out.push(TaskSample {
+            let sample = TaskSample {
                 tid,
                 comm,
                 state,
@@ -400,7 +437,11 @@ impl TaskSampler {
                 wchan,
                 syscall,
                 file,
-            });
+            };
+            if self.still.is_some() {
+                files.read = Some((began, sample.clone()));
+            }
+            out.push(sample);
         }
         self.buf = buf;
         self.slowest = slowest;
@@ -577,6 +618,46 @@ mod tests {
         h.join().unwrap();
         assert!(process_starttime(pid).unwrap() > 0);
         assert!(process_memory(pid).unwrap().rss_kb > 0);
+    }
+
+    #[test]
+    fn a_thread_said_still_since_its_last_read_is_not_read_and_keeps_its_last_sample() {
+        let pid = std::process::id() as i32;
+        let (tx, rx) = std::sync::mpsc::channel();
+        let h = std::thread::Builder::new()
+            .name("still-sampled".into())
+            .spawn(move || {
+                tx.send(unsafe { libc::gettid() }).unwrap();
+                std::thread::sleep(std::time::Duration::from_millis(400))
+            })
+            .unwrap();
+        let sleepy: i32 = rx.recv().unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        let mut s = TaskSampler::new(pid).unwrap();
+        // Asked about the sleeping thread only, with the moment its last read began.
+        let asked = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let a = asked.clone();
+        s.set_still(Box::new(move |p, tid, since| {
+            a.lock().unwrap().push((p, tid, since));
+            tid == sleepy
+        }));
+        let mut first = Vec::new();
+        s.sample(&mut first).unwrap();
+        assert!(asked.lock().unwrap().is_empty(), "a thread never read is read");
+        // (Other tests' threads may exit between a read's count and the read.)
+        assert!(s.reads.read >= first.len() as u64 && s.reads.still == 0, "{:?}", s.reads);
+        let read = s.reads.read;
+        let mut second = Vec::new();
+        s.sample(&mut second).unwrap();
+        let was = first.iter().find(|t| t.tid == sleepy).unwrap();
+        let now = second.iter().find(|t| t.tid == sleepy).unwrap();
+        assert_eq!(was, now, "its last sample stands");
+        assert_eq!(s.reads.still, 1, "{:?}", s.reads);
+        assert!(s.reads.read - read >= second.len() as u64 - 1, "the others are read");
+        let asked = asked.lock().unwrap();
+        assert!(asked.iter().all(|(p, _, since)| *p == pid && *since > 0), "{asked:?}");
+        drop(asked);
+        h.join().unwrap();
     }
 
     #[test]
