@@ -128,6 +128,7 @@ pub(crate) mod tests {
             resumed,
             dropped_samples: 0,
             exiting: false,
+            thread_reads: None,
         }
     }
 

@@ -340,6 +340,7 @@ mod tests {
                 resumed: true,
                 dropped_samples: 0,
                 exiting: false,
+                thread_reads: None,
             },
             Event::StallBegin {
                 t: 0,

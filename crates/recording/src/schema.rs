@@ -144,6 +144,10 @@ pub enum Event {
         /// The JVM began to exit inside it (its meter said so, or it removed its perf counters).
         #[serde(default, skip_serializing_if = "is_false")]
         exiting: bool,
+        /// How the recorder read the target's threads in it (absent in recordings made before
+        /// it was counted).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        thread_reads: Option<ThreadReads>,
     },
     /// The recorder's own control meter woke late, outside any stall of the target.
     ControlHiccup { t: u64, late_ns: u64 },
@@ -208,6 +212,15 @@ impl Event {
             | Event::SafepointBooster { t, .. } => *t,
         }
     }
+}
+
+/// How a stall's looks at the target's threads were taken: `read` threads' `/proc` files read,
+/// `still` threads not read, the kernel's scheduler events showing they had not run nor been
+/// woken since their last read (their last sample stands).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ThreadReads {
+    pub read: u64,
+    pub still: u64,
 }
 
 /// What showed a stall's begin.

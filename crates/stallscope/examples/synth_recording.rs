@@ -247,6 +247,7 @@ fn main() -> std::io::Result<()> {
                 resumed: true,
                 dropped_samples: 0,
                 exiting: false,
+                thread_reads: None,
             })
             .map_err(std::io::Error::other)?;
     }

@@ -638,6 +638,21 @@ fn a_frozen_jvm_is_a_frozen_process_and_a_quiet_one_has_no_stalls() {
         control < 100_000_000,
         "the recorder kept time while the JVM was frozen (control meter {control} ns late)"
     );
+    // With the kernel's events (the suite runs as root), a thread stopped since its last read is
+    // not read again: after the first look, the frozen JVM's threads are left unread.
+    let events: Vec<recording::Event> =
+        recording::read_lines(&d.join("rec").join("events.jsonl")).unwrap();
+    let reads = events.iter().find_map(|e| match e {
+        recording::Event::StallEnd { stall, thread_reads, .. } if *stall == frozen[0].stall => {
+            Some(thread_reads.expect("the stall's thread reads are counted"))
+        }
+        _ => None,
+    });
+    let reads = reads.expect("the frozen stall's end is in the events");
+    assert!(
+        reads.still > 2 * reads.read,
+        "a frozen JVM's threads are not read again while they stay stopped: {reads:?}"
+    );
 
     // The same JVM left alone: nothing to report. Without the JVM's flight recorder: starting it
     // allocates, and in this small default heap that once made a real 12 ms young GC at start

@@ -157,6 +157,8 @@ struct Watcher<'a> {
     threads_file: Option<std::path::PathBuf>,
     boost: super::boost::Boost,
     stall: u32,
+    /// The sampler's reads as the stall under way began.
+    reads_from: procwatch::task::Reads,
     idle: Idle,
     last_alive_check: Instant,
     /// A step of the loop taking longer than this is written down as the recorder held.
@@ -261,7 +263,15 @@ impl<'a> Watcher<'a> {
         if let Some(slot) = driven.as_ref().and_then(|d| d.probes.clone()) {
             pulse.use_slot(slot);
         }
-        let sampler = TaskSampler::new(pid)?;
+        let mut sampler = TaskSampler::new(pid)?;
+        // With the kernel's events, a thread is read again only once it ran or was woken since
+        // its last read: a frozen JVM, or one whose threads are parked through a stall, is not
+        // polled (offcpu::Entries). Ids must number threads as the kernel does.
+        if let Some(entries) = offcpu.as_ref().and_then(offcpu::Reader::entries)
+            && procwatch::ns::host_numbering()
+        {
+            sampler.set_still(Box::new(move |pid, tid, since| entries.still(pid, tid, since)));
+        }
         // A sidecar starved of CPU sees nothing of the starvation it is there to explain: when
         // allowed (root, CAP_SYS_NICE), this thread runs at nice -10. It sleeps between looks, so
         // it takes no more CPU than before, only gets it sooner.
@@ -316,6 +326,7 @@ impl<'a> Watcher<'a> {
                 super::boost::Boost::default()
             },
             stall: 0,
+            reads_from: procwatch::task::Reads::default(),
             idle: Idle { threads: Vec::new(), system, last: Instant::now() - 2 * IDLE_SAMPLE },
             last_alive_check: Instant::now(),
             held_after_ns: opts.threshold_ns.max(HELD_INTERVALS * opts.sample_interval_ns),

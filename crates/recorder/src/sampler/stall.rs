@@ -98,6 +98,7 @@ impl Watcher<'_> {
         }
         self.control.open_window();
         let t_first = mono_ns();
+        self.reads_from = self.sampler.reads;
         // A thread started since the last baseline must be in the first look: it is often the
         // one the stall is about (measured: a reader thread started 100 ms before its fault was
         // missing from the first 48 samples). Listing the task directory costs tens of µs.
@@ -172,6 +173,9 @@ impl Watcher<'_> {
         let mut threads_at = 0u64;
         let mut all_stopped = false;
         loop {
+            // No thread read at this look (each was still since its last read, see
+            // TaskSampler::set_still) and none came or went: nothing changed since the last.
+            let reads_before = self.sampler.reads.read;
             let t = match first_taken.take() {
                 Some(t) => t,
                 None => {
@@ -211,9 +215,17 @@ impl Watcher<'_> {
                     })
                     .map(|c| c.tid),
             );
-            let now_tids: HashSet<i32> = cur.iter().map(|c| c.tid).collect();
-            let gone: Vec<i32> = prev.keys().filter(|k| !now_tids.contains(k)).copied().collect();
-            let threads = if first { cur.clone() } else { changed(&prev, cur) };
+            let unread = !first
+                && self.sampler.reads.read == reads_before
+                && cur.len() == prev.len()
+                && cur.iter().all(|c| prev.contains_key(&c.tid));
+            let (threads, gone) = if unread {
+                (vec![], vec![])
+            } else {
+                let now_tids: HashSet<i32> = cur.iter().map(|c| c.tid).collect();
+                let gone = prev.keys().filter(|k| !now_tids.contains(k)).copied().collect();
+                (if first { cur.clone() } else { changed(&prev, cur) }, gone)
+            };
             self.w.samples.line(&Sample {
                 t,
                 stall,
@@ -223,7 +235,9 @@ impl Watcher<'_> {
                 gone,
             })?;
             first = false;
-            prev = cur.iter().map(|s| (s.tid, s.clone())).collect();
+            if !unread {
+                prev = cur.iter().map(|s| (s.tid, s.clone())).collect();
+            }
             let interval = backoff(
                 self.opts.sample_interval_ns,
                 t.saturating_sub(now),
@@ -345,6 +359,11 @@ impl Watcher<'_> {
             w.end(stall);
         }
         let dropped_samples = self.w.samples.dropped() - sampled.dropped_before;
+        let reads = self.sampler.reads;
+        let thread_reads = Some(recording::ThreadReads {
+            read: reads.read - self.reads_from.read,
+            still: reads.still - self.reads_from.still,
+        });
         let (control_max_late_ns, queued) = self.control.take_window();
         let exiting = self.pulse.exiting();
         self.w.events.line(&Event::StallEnd {
@@ -356,6 +375,7 @@ impl Watcher<'_> {
             resumed: ticked,
             dropped_samples,
             exiting,
+            thread_reads,
         })?;
         if let Some(d) = &mut self.driven {
             // The stall's lines, and its kernel waits (asked for above, written once its

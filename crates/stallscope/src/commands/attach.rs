@@ -90,6 +90,7 @@ fn say_now(
             resumed: false,
             dropped_samples: 0,
             exiting: false,
+            thread_reads: None,
         });
     }
     rec.events.push(Event::Detach { t: now.t, reason: "what is happening now".into() });
