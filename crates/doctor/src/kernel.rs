@@ -520,9 +520,18 @@ fn wait_view(w: &KernelWait, kw: &StallKernelWaits, from: u64, to: u64) -> Kerne
             })
             .unwrap_or_default(),
         waker_chain: waker_chain(w, kw),
-        instead: (w.state == 'R')
-            .then(|| w.instead.as_ref().map(|i| format!("{} (tid {})", i.comm, i.tid)))
-            .flatten(),
+        instead: (w.state == 'R').then(|| w.instead.as_ref().map(instead_of)).flatten(),
+    }
+}
+
+/// The thread a preempted thread's CPU went to, in words; stallscope's own (the recorder's, or
+/// the agent's in the JVM) said to be, so that the observer is never mistaken for another
+/// neighbour, nor left unsaid when it did take the CPU.
+fn instead_of(i: &recording::KernelThread) -> String {
+    if i.comm == "stallscope" || crate::evidence::stallscope_own(&i.comm) {
+        format!("{} (tid {}, stallscope's own thread)", i.comm, i.tid)
+    } else {
+        format!("{} (tid {})", i.comm, i.tid)
     }
 }
 
@@ -532,6 +541,22 @@ mod tests {
 
     fn st(v: &[&str]) -> Vec<String> {
         v.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn a_cpu_that_went_to_stallscope_s_own_thread_says_so() {
+        let t = |comm: &str| recording::KernelThread { tid: 7, comm: comm.into() };
+        assert_eq!(instead_of(&t("java")), "java (tid 7)");
+        assert_eq!(
+            instead_of(&t("stallscope-writ")),
+            "stallscope-writ (tid 7, stallscope's own thread)"
+        );
+        assert_eq!(instead_of(&t("stallscope")), "stallscope (tid 7, stallscope's own thread)");
+        assert_eq!(
+            instead_of(&t("stallscope-hicc")),
+            "stallscope-hicc (tid 7, stallscope's own thread)"
+        );
+        assert_eq!(instead_of(&t("stallscoper")), "stallscoper (tid 7)");
     }
 
     #[test]
