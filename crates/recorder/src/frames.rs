@@ -279,6 +279,49 @@ pub(crate) fn has_jfr(home: Option<&Path>) -> bool {
     major.is_some_and(|m| (11..100).contains(&m))
 }
 
+/// The option that keeps JFR's start-up lines off the application's stdout, where the JVM at
+/// `java` (in `home`) accepts it: the `jfr+startup` log tag came with JDK 17 (JDK-8244190), and a
+/// JVM given a tag it does not know refuses to start ("Invalid tag 'startup' in log selection").
+/// A JDK older than 17, or one whose version is not written down, is asked (`-version` with the
+/// option, bounded in time); None unless it said yes. stallscope never adds an option the JVM in
+/// hand does not take: without it, JFR's two start-up lines go to stdout.
+pub(crate) fn quiet_startup_option(java: &Path, home: Option<&Path>) -> Option<&'static str> {
+    const OPTION: &str = "-Xlog:jfr+startup=off";
+    let feature = home.and_then(java_version).map(|v| procwatch::jvmcounters::feature_release(&v));
+    if feature.is_some_and(|f| f >= 17) {
+        return Some(OPTION);
+    }
+    accepts(java, OPTION, std::time::Duration::from_secs(20)).then_some(OPTION)
+}
+
+/// Whether the JVM at `java` starts with `option` (`java OPTION -version`), within `within`.
+fn accepts(java: &Path, option: &str, within: std::time::Duration) -> bool {
+    use std::process::{Command, Stdio};
+    let Ok(mut child) = Command::new(java)
+        .args([option, "-version"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+    else {
+        return false;
+    };
+    let t0 = std::time::Instant::now();
+    loop {
+        match child.try_wait() {
+            Ok(Some(status)) => return status.success(),
+            Ok(None) if t0.elapsed() < within => {
+                std::thread::sleep(std::time::Duration::from_millis(10))
+            }
+            _ => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return false;
+            }
+        }
+    }
+}
+
 /// What `frames.jsonl` says when [`has_jfr`] does not hold.
 pub(crate) const NO_JFR: &str =
     "no stacks: the JVM has no flight recorder stallscope can start (JDK 11 or later has)";
@@ -292,6 +335,25 @@ pub(crate) fn java_version(home: &Path) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn jfr_is_silenced_only_where_the_jvm_takes_the_option() {
+        let d = std::env::temp_dir().join(format!("stallscope-quiet-{}", std::process::id()));
+        std::fs::create_dir_all(&d).unwrap();
+        let home = |v: &str| {
+            std::fs::write(d.join("release"), format!("JAVA_VERSION=\"{v}\"\n")).unwrap();
+            d.as_path()
+        };
+        let none = Path::new("/nonexistent/bin/java");
+        // 17 on, by its release file: no need to ask.
+        assert!(quiet_startup_option(none, Some(home("17.0.15"))).is_some());
+        assert!(quiet_startup_option(none, Some(home("25"))).is_some());
+        // Older, or not written down: asked, and only a JVM that starts with it gets it.
+        assert_eq!(quiet_startup_option(none, Some(home("11.0.13"))), None);
+        assert_eq!(quiet_startup_option(Path::new("/bin/false"), None), None);
+        assert!(quiet_startup_option(Path::new("/bin/true"), Some(home("11.0.13"))).is_some());
+        std::fs::remove_dir_all(&d).unwrap();
+    }
 
     #[test]
     fn the_options_name_the_recording_directory_as_the_jvm_sees_it() {

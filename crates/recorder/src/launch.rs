@@ -146,7 +146,10 @@ pub fn record_jvm(
         args.push(frames::launch_option(&s.dir));
         // JFR says it started on stdout, which is the application's; only `off` silences it (a
         // JFR that cannot start still fails the JVM's start with "Failure when starting JFR").
-        args.push("-Xlog:jfr+startup=off".into());
+        // Only where the JVM knows that tag (JDK 17 on): an older one would not start at all.
+        if let Some(quiet) = frames::quiet_startup_option(&java, java_home.as_deref()) {
+            args.push(quiet.into());
+        }
     } else if s.stacks != Stacks::Off {
         frames::note(&s.dir, NO_JFR)?;
     }
