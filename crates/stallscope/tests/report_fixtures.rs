@@ -62,6 +62,16 @@ fn a_recording_cut_mid_line_still_reads() {
     let (code, _, err) = report(&root().join("docs"), false);
     assert_eq!(code, 1);
     assert!(err.contains("neither a stallscope recording") && err.lines().count() == 1, "{err}");
+    // A path that is not there is said to be missing, whatever its name looks like.
+    for missing in ["missing.jfr", "missing-dir"] {
+        let (code, _, err) = report(&d.join(missing), false);
+        assert_eq!(code, 1);
+        assert!(
+            err.contains(&format!("{missing}: no such file or directory"))
+                && err.lines().count() == 1,
+            "{err}"
+        );
+    }
 }
 
 /// Where two JSON values differ, as paths (`stalls[0].findings[1].share: 0.5 against 0.25`).

@@ -48,6 +48,16 @@ pub fn run(a: ReportArgs) -> Result<i32> {
     let dir = &a.dir;
     let html = a.html.as_ref().map(|h| h.as_deref());
     let lab = dir.join("lab.json");
+    // A path that is not there at all: say so, not what it is not.
+    if std::fs::symlink_metadata(dir).is_err_and(|e| e.kind() == io::ErrorKind::NotFound) {
+        return Err(Failure::error(
+            EXIT_FAILURE,
+            format!(
+                "{}: no such file or directory (give a recording directory, a lab run's directory or a flight recording, app.jfr)",
+                dir.display()
+            ),
+        ));
+    }
     if logs::flight::is_flight_input(dir) {
         return flight_report(dir, &a, html);
     }
