@@ -132,6 +132,9 @@ pub fn jvm(pid: i32) -> Result<Option<JvmProcess>, Unreadable> {
     let maps = match std::fs::read_to_string(proc.join("maps")) {
         Ok(m) => m,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        // Its command line (readable by anyone) says whether it could be one at all: a host's
+        // init or a sandbox's agent that keeps us out is no JVM to warn about.
+        Err(_) if !may_be_java(&cmdline(pid)) => return Ok(None),
         Err(e) => return Err(unreadable("memory map", e)),
     };
     let Some(java_home) = libjvm_home(&maps) else { return Ok(None) };
@@ -180,6 +183,19 @@ pub fn jvm(pid: i32) -> Result<Option<JvmProcess>, Unreadable> {
     }))
 }
 
+/// Whether a command line may be a JVM's: its program is named like java, or it carries an
+/// option only a JVM's launcher takes (a custom launcher that embeds libjvm.so passes them on).
+fn may_be_java(cmdline: &[String]) -> bool {
+    let program = cmdline.first().map(|p| p.rsplit('/').next().unwrap_or(p)).unwrap_or("");
+    program.contains("java")
+        || cmdline.iter().skip(1).any(|a| {
+            ["-jar", "-cp", "-classpath", "--class-path", "--module-path"].contains(&a.as_str())
+                || ["-XX:", "-Xmx", "-Xms", "-Xss", "-Xlog", "-javaagent:", "-agentpath:"]
+                    .iter()
+                    .any(|p| a.starts_with(p))
+        })
+}
+
 /// Every JVM on the host, by pid, and the processes that could not be read (another user's,
 /// without privilege), each with why.
 pub fn list() -> (Vec<JvmProcess>, Vec<Unreadable>) {
@@ -206,6 +222,17 @@ mod tests {
 
     fn line(s: &str) -> Vec<String> {
         s.split(' ').map(String::from).collect()
+    }
+
+    #[test]
+    fn a_process_that_cannot_be_read_is_warned_of_only_if_it_may_be_a_jvm() {
+        assert!(may_be_java(&line("/usr/lib/jvm/temurin-25/bin/java -jar app.jar")));
+        assert!(may_be_java(&line("javaw -cp x Main")));
+        assert!(may_be_java(&line("/opt/app/bin/launcher -Xmx2g -XX:+UseG1GC")));
+        assert!(may_be_java(&line("/opt/app/bin/launcher -cp lib/* com.acme.Main")));
+        assert!(!may_be_java(&line("/process_api --firecracker-init --addr 0.0.0.0:2024")));
+        assert!(!may_be_java(&line("/sbin/init splash")));
+        assert!(!may_be_java(&[]));
     }
 
     #[test]
