@@ -189,8 +189,12 @@ pub(crate) fn unended_safepoint(rec: &Recording, span: &StallSpan) -> Option<Saf
         (None, Some(t)) => t.saturating_sub(span.start_ns).min(total),
         (None, None) => total,
     };
+    let op = match recording::counters::op_read_between(&rec.who, span.start_ns, span.end_ns) {
+        Some(read) if u.op == recording::counters::UNKNOWN_OP => read,
+        _ => u.op,
+    };
     Some(SafepointView {
-        op: u.op,
+        op,
         ttsp_ns: ttsp,
         at_safepoint_ns: total - ttsp,
         total_ns: total,

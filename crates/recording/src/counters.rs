@@ -11,9 +11,12 @@
 use crate::disk::{CounterLook, CountersInfo};
 use hotspot_log::{Format, Safepoint, Source, Stamps};
 
+/// What the counters call a safepoint no collector paused in: they cannot say what it was for.
+pub const UNKNOWN_OP: &str = "unknown (from the JVM's perf counters)";
+
 fn op_of(info: &CountersInfo, collectors: &[usize], cause: Option<&str>) -> String {
     if collectors.is_empty() {
-        return "unknown (from the JVM's perf counters)".to_string();
+        return UNKNOWN_OP.to_string();
     }
     let names: Vec<&str> = collectors
         .iter()
@@ -74,6 +77,30 @@ pub fn safepoints(looks: &[CounterLook], info: &CountersInfo) -> Vec<Safepoint> 
             }
         })
         .collect()
+}
+
+/// The operation the recorder read in the JVM's memory (`who.jsonl`) between `from` and `to` (the
+/// VM thread's current one, first seen then), as the safepoint log names it: the class
+/// `VM_ThreadDump` is the log's `ThreadDump`. What the counters cannot say of a safepoint.
+pub fn op_read_between(who: &[crate::who::Who], from: u64, to: u64) -> Option<String> {
+    who.iter().find_map(|w| match w {
+        crate::who::Who::VmOperation { t, op, .. } if *t >= from && *t <= to => {
+            Some(format!("{} (read from the JVM's memory)", op.strip_prefix("VM_").unwrap_or(op)))
+        }
+        _ => None,
+    })
+}
+
+/// Names each safepoint the counters could not name ([`UNKNOWN_OP`]) by the operation read in the
+/// JVM's memory while it was under way ([`op_read_between`]); a GC the counters named keeps its
+/// name.
+pub fn name_from_memory(safepoints: &mut [Safepoint], who: &[crate::who::Who]) {
+    for s in safepoints.iter_mut().filter(|s| s.op.as_ref() == UNKNOWN_OP) {
+        let Some(end) = s.end.mono_ns else { continue };
+        if let Some(op) = op_read_between(who, end.saturating_sub(s.total_ns), end) {
+            s.op = op.into();
+        }
+    }
 }
 
 /// A safepoint the recorder saw begin (it began a stall) but whose end no look saw: it was
@@ -161,6 +188,34 @@ mod tests {
         looks[2].gc_cause = Some("System.gc()".into());
         looks[3].gcs[1].invocations = 1;
         assert_eq!(&*safepoints(&looks, &info())[0].op, "GC: PSParallelCompact (System.gc())");
+    }
+
+    #[test]
+    fn a_safepoint_the_counters_cannot_name_is_named_by_the_operation_read_in_memory() {
+        let looks = vec![
+            look(100, 3, 10, 20),
+            look(105, 4, 10, 20),
+            look(1505, 4, 1410, 20),
+            look(1510, 4, 1410, 22),
+        ];
+        let read = |t_ms: u64, op: &str| crate::who::Who::VmOperation {
+            t: t_ms * MS,
+            stall: 1,
+            op: op.into(),
+            caller: None,
+        };
+        // Read while it was under way (it began about 105 ms and ended about 1,507 ms in).
+        let mut s = safepoints(&looks, &info());
+        name_from_memory(&mut s, &[read(50, "VM_HeapDumper"), read(400, "VM_ThreadDump")]);
+        assert_eq!(&*s[0].op, "ThreadDump (read from the JVM's memory)");
+        // Read only before or after it: not its operation.
+        let mut s = safepoints(&looks, &info());
+        name_from_memory(&mut s, &[read(50, "VM_HeapDumper"), read(1600, "VM_ThreadDump")]);
+        assert_eq!(&*s[0].op, UNKNOWN_OP);
+        assert_eq!(
+            op_read_between(&[read(7, "Cleanup")], 0, 10 * MS).as_deref(),
+            Some("Cleanup (read from the JVM's memory)")
+        );
     }
 
     #[test]

@@ -446,6 +446,7 @@ impl Recording {
     fn fill_from_counters(&mut self) {
         let Some(info) = self.counters_info() else { return };
         self.safepoints = crate::counters::safepoints(&self.counters, info);
+        crate::counters::name_from_memory(&mut self.safepoints, &self.who);
     }
 
     /// What the recorder said of the JVM's perf counters, if it read them.
