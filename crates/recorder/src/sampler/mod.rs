@@ -981,6 +981,17 @@ mod tests {
     }
 
     #[test]
+    fn a_stall_in_which_nothing_moves_is_looked_at_less_and_less_often_down_to_a_floor() {
+        use super::stall::{QUIET_MAX_NS, stretched};
+        assert_eq!(stretched(2 * MS, 0), 2 * MS, "something moved: the sampling interval");
+        assert_eq!(stretched(2 * MS, 1), 4 * MS);
+        assert_eq!(stretched(2 * MS, 3), 16 * MS);
+        assert_eq!(stretched(2 * MS, 4), QUIET_MAX_NS);
+        assert_eq!(stretched(2 * MS, 1000), QUIET_MAX_NS, "no overflow");
+        assert_eq!(stretched(100 * MS, 3), 100 * MS, "never faster than the backoff's interval");
+    }
+
+    #[test]
     fn sampling_keeps_its_rate_and_starts_afresh_when_far_behind() {
         assert_eq!(next_sample_due(0, 1000, 10), 1010, "the first sample sets the pace");
         assert_eq!(next_sample_due(1010, 1013, 10), 1020, "on time: the next deadline");

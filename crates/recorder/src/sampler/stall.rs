@@ -16,7 +16,7 @@ use anyhow::Result;
 use procwatch::clock::mono_ns;
 use procwatch::heartbeat;
 use procwatch::task::TaskSample;
-use recording::{Event, Sample, SystemSample};
+use recording::{Event, Sample, StallTrigger, SystemSample};
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::Ordering;
 use std::time::Instant;
@@ -38,6 +38,23 @@ pub(super) struct Sampled {
 /// stall: nothing in them changes until it is continued, which the pulse sees at the full rate.
 /// A frozen JVM of 200 threads cost 20% of a core read at 500 Hz.
 pub const STOPPED_EVERY_NS: u64 = 20_000_000;
+
+/// The longest the loop waits between looks at a stall in which nothing moves (every thread left
+/// unread at the last look, each still since its last read by the kernel's events, and none
+/// waiting for a CPU; or every one stopped): each such look doubles the wait from the sampling
+/// interval up to this. Only where
+/// the stall's end is stamped by the target itself (the meter's tick, the safepoint's end probe),
+/// so that looking later places nothing later; the first thread that runs or is woken brings the
+/// next look back to the full rate.
+pub const QUIET_MAX_NS: u64 = 20_000_000;
+
+/// The wait before the next look of a stall after `quiet` looks in a row at which nothing moved.
+pub(super) fn stretched(interval_ns: u64, quiet: u32) -> u64 {
+    if quiet == 0 {
+        return interval_ns;
+    }
+    interval_ns.saturating_mul(1 << quiet.min(16)).min(QUIET_MAX_NS.max(interval_ns))
+}
 
 /// How long a stall is sampled at the full rate before [`backoff`] slows down.
 pub const FULL_RATE_NS: u64 = 2_000_000_000;
@@ -172,6 +189,9 @@ impl Watcher<'_> {
         // When every thread was last read, and whether all were stopped then.
         let mut threads_at = 0u64;
         let mut all_stopped = false;
+        // Looks in a row at which nothing moved, where the stall's end is stamped (see stretched).
+        let stamped = matches!(st.by, StallTrigger::Heartbeat | StallTrigger::SafepointProbe);
+        let mut quiet = 0u32;
         loop {
             // No thread read at this look (each was still since its last read, see
             // TaskSampler::set_still) and none came or went: nothing changed since the last.
@@ -192,7 +212,10 @@ impl Watcher<'_> {
                         if self.look_at_pulse(st, &mut out, until)? {
                             return Ok(out);
                         }
-                        next_due = next_sample_due(next_due, t, interval);
+                        if stamped {
+                            quiet += 1;
+                        }
+                        next_due = next_sample_due(next_due, t, stretched(interval, quiet));
                         if mono_ns() < next_due {
                             self.control.sleep_until(next_due);
                         }
@@ -278,7 +301,12 @@ impl Watcher<'_> {
             if self.look_at_pulse(st, &mut out, until)? {
                 return Ok(out);
             }
-            next_due = next_sample_due(next_due, t, interval);
+            // Nothing moved, and nobody waits for a CPU: a thread preempted (R) is as still as
+            // a parked one to the kernel's events, but a stall of threads waiting for CPUs is
+            // starvation under way, sampled at the full rate.
+            let idle = unread && cur.iter().all(|c| c.state != 'R');
+            quiet = if stamped && (idle || all_stopped) { quiet + 1 } else { 0 };
+            next_due = next_sample_due(next_due, t, stretched(interval, quiet));
             if mono_ns() < next_due {
                 self.control.sleep_until(next_due);
             }
