@@ -69,12 +69,33 @@ pub fn libjvm_of_launcher(cmd: &str) -> Option<PathBuf> {
 mod tests {
     use super::*;
 
+    /// The fast tier needs no JDK: a JDK's layout, made here. (The `java` on the PATH and its
+    /// real probes are checked by `make test`, tests/run_starts.rs.)
     #[test]
-    fn the_java_on_the_path_leads_to_its_libjvm_and_a_non_java_to_none() {
-        let lib = libjvm_of_launcher("java").expect("java (JDK 17) is on the PATH here");
-        assert!(lib.ends_with("lib/server/libjvm.so"), "{}", lib.display());
-        assert!(offcpu::has_safepoint_probes(&lib), "{} has the probes", lib.display());
+    fn a_java_launcher_leads_to_its_libjvm_in_every_layout_and_a_non_java_to_none() {
+        let d = std::env::temp_dir().join(format!("stallscope-layout-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        let arch = if cfg!(target_arch = "aarch64") { "aarch64" } else { "amd64" };
+        for (name, lib) in [
+            ("jdk11", "lib/server/libjvm.so".to_string()),
+            ("jdk8", format!("jre/lib/{arch}/server/libjvm.so")),
+            ("jre8", format!("lib/{arch}/server/libjvm.so")),
+        ] {
+            let home = d.join(name);
+            std::fs::create_dir_all(home.join("bin")).unwrap();
+            std::fs::create_dir_all(home.join(&lib).parent().unwrap()).unwrap();
+            std::fs::write(home.join("bin/java"), "").unwrap();
+            std::fs::write(home.join(&lib), "").unwrap();
+            let java = home.join("bin/java");
+            let found = libjvm_of_launcher(java.to_str().unwrap());
+            assert_eq!(found, Some(std::fs::canonicalize(&home).unwrap().join(&lib)), "{name}");
+        }
+        // No libjvm.so beside it, or not a java at all.
+        std::fs::create_dir_all(d.join("bare/bin")).unwrap();
+        std::fs::write(d.join("bare/bin/java"), "").unwrap();
+        assert_eq!(libjvm_of_launcher(d.join("bare/bin/java").to_str().unwrap()), None);
         assert_eq!(libjvm_of_launcher("sh"), None);
         assert_eq!(libjvm_of_launcher("/nonexistent/java"), None);
+        std::fs::remove_dir_all(&d).unwrap();
     }
 }

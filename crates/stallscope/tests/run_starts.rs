@@ -49,3 +49,25 @@ fn without_the_stacks_library_every_lts_jvm_starts_and_is_recorded_with_jfr() {
         }
     }
 }
+
+/// `run` finds the JVM's libjvm.so from the `java` it is given before it starts, for the JVM's
+/// own safepoint probes: the JDK 17 on the PATH, and every LTS JDK by its path.
+#[test]
+fn the_java_on_the_path_and_every_lts_jdk_lead_to_a_libjvm_with_safepoint_probes() {
+    let lib =
+        recorder::resolution::libjvm_of_launcher("java").expect("java (JDK 17) is on the PATH");
+    assert!(lib.ends_with("lib/server/libjvm.so"), "{}", lib.display());
+    for jdk in Jdk::LTS {
+        let java = jdk.java();
+        let lib =
+            recorder::resolution::libjvm_of_launcher(java.to_str().unwrap()).unwrap_or_else(|| {
+                panic!("JDK {}: no libjvm.so beside {}", jdk.feature(), java.display())
+            });
+        assert!(
+            offcpu::has_safepoint_probes(&lib),
+            "JDK {}: {} has the probes",
+            jdk.feature(),
+            lib.display()
+        );
+    }
+}
