@@ -9,7 +9,7 @@
 //! process), says it is off a CPU since before the moment asked about, and no wake-up since,
 //! read twice around the other fields (the program writes without a lock): anything else (a
 //! thread in the hash because another holds its index, a wait under way being written, an entry
-//! of another thread) answers "read it".
+//! of another thread, or any once the program is detached) answers "read it".
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
@@ -24,6 +24,8 @@ pub struct Entries {
     base: *const u8,
     len: usize,
     slots: u32,
+    /// False once the program is detached: its entries then say nothing of now.
+    live: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
 
 // SAFETY: the mapping is owned by the Entries, read only, and only through atomics.
@@ -33,7 +35,11 @@ unsafe impl Sync for Entries {}
 impl Entries {
     /// Maps `slots` entries of the array map behind `fd` (BPF_F_MMAPABLE: its values start at
     /// offset 0, page-aligned); None when the kernel refuses.
-    pub(crate) fn open(fd: &std::os::fd::OwnedFd, slots: u32) -> Option<Entries> {
+    pub(crate) fn open(
+        fd: &std::os::fd::OwnedFd,
+        slots: u32,
+        live: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    ) -> Option<Entries> {
         use std::os::fd::AsRawFd;
         // SAFETY: sysconf has no preconditions.
         let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as usize;
@@ -49,7 +55,7 @@ impl Entries {
                 0,
             )
         };
-        (p != libc::MAP_FAILED).then_some(Entries { base: p.cast(), len, slots })
+        (p != libc::MAP_FAILED).then_some(Entries { base: p.cast(), len, slots, live })
     }
 
     fn u64_at(&self, index: usize, field: usize) -> u64 {
@@ -74,7 +80,7 @@ impl Entries {
     /// (CLOCK_MONOTONIC ns) and nobody woke it meanwhile: nothing of it has changed since then.
     /// False whenever that cannot be told from its entry.
     pub fn still(&self, tgid: i32, tid: i32, since: u64) -> bool {
-        if tid <= 0 || tgid <= 0 {
+        if tid <= 0 || tgid <= 0 || !self.live.load(Ordering::Acquire) {
             return false;
         }
         let index = (tid as u32 & (self.slots - 1)) as usize;

@@ -207,6 +207,8 @@ pub struct OffCpu {
     tx: Option<mpsc::Sender<Cmd>>,
     thread: Option<std::thread::JoinHandle<()>>,
     reader: Reader,
+    /// Cleared as it is dropped (the program detached): see [`Entries`].
+    live: Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// A handle that reads waits from another thread (the recorder's writer); it reads nothing once
@@ -373,6 +375,9 @@ impl OffCpu {
         let lost = Arc::new(std::sync::atomic::AtomicU64::new(0));
         let lost2 = lost.clone();
         let first: Vec<i32> = tgids.to_vec();
+        // Whether the program still runs: entries read after it is gone would say every thread
+        // is still, forever.
+        let live = Arc::new(std::sync::atomic::AtomicBool::new(true));
         let thread = std::thread::Builder::new()
             .name("stallscope-bpf".into())
             .spawn(move || run(first, opts, rx, ready_tx, lost2))
@@ -383,10 +388,11 @@ impl OffCpu {
                 let sp = Arc::new(sp.as_ref().and_then(SpMap::open));
                 let tally = tally.map(CpuTally::new);
                 let ksyms = Arc::new(ksyms);
-                let entries =
-                    toff.and_then(|fd| Entries::open(&fd, entry_slots(&opts))).map(Arc::new);
+                let entries = toff
+                    .and_then(|fd| Entries::open(&fd, entry_slots(&opts), live.clone()))
+                    .map(Arc::new);
                 let reader = Reader { tx: tx.clone(), ksyms, lost, alarms, sp, tally, entries };
-                Ok(OffCpu { tx: Some(tx), thread: Some(thread), reader })
+                Ok(OffCpu { tx: Some(tx), thread: Some(thread), reader, live })
             }
             Ok(Err(e)) => {
                 let _ = thread.join();
@@ -618,6 +624,7 @@ impl Reader {
 
 impl Drop for OffCpu {
     fn drop(&mut self) {
+        self.live.store(false, std::sync::atomic::Ordering::Release);
         // Readers hold senders too: say stop rather than wait for every sender to go.
         if let Some(tx) = self.tx.take() {
             let _ = tx.send(Cmd::Stop);
@@ -641,10 +648,22 @@ const LAYOUT: [(&str, &[&str]); 1] = [(
 )];
 
 fn tracefs() -> Option<std::path::PathBuf> {
-    ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"]
-        .iter()
-        .map(std::path::PathBuf::from)
-        .find(|p| p.join("events/sched").is_dir())
+    let found = || {
+        ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"]
+            .iter()
+            .map(std::path::PathBuf::from)
+            .find(|p| p.join("events/sched").is_dir())
+    };
+    found().or_else(|| {
+        // Not mounted (a boot without systemd's mount of it): mounted here, as procwatch's
+        // tracer does, by whoever may load BPF programs at all.
+        let _ = std::process::Command::new("mount")
+            .args(["-t", "tracefs", "nodev", "/sys/kernel/tracing"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status();
+        found()
+    })
 }
 
 /// Checks that this kernel's scheduler tracepoints lay their records out as the program reads

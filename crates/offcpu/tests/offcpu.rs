@@ -744,16 +744,28 @@ fn a_thread_off_a_cpu_unwoken_since_a_moment_is_still_and_not_once_it_ran() {
     std::thread::sleep(Duration::from_millis(100));
     assert!(!entries.still(pid, pid, stopped), "it ran since");
     assert!(entries.still(pid, pid, offcpu::now_ns()), "asleep again since");
-    // A busy thread is never still.
+    // A busy thread is not still since any moment it ran after. (At a given instant it may be
+    // preempted, waiting for a CPU since a moment before: then it is still from that moment,
+    // rightly, its files unchanged since.)
     let mut spin = Command::new("sh").args(["-c", "while :; do :; done"]).spawn().unwrap();
     let spid = spin.id() as i32;
     oc.reader().add(spid);
+    // A round trip through the reader: it is a target from here.
+    let _ = oc.reader().held(spid);
+    let added = offcpu::now_ns();
     std::thread::sleep(Duration::from_millis(300));
-    let now = offcpu::now_ns();
-    let still = entries.still(spid, spid, now);
+    let still = entries.still(spid, spid, added);
+    // Once the recorder is dropped (the program detached), its entries say nothing of now.
+    unsafe { libc::kill(pid, libc::SIGSTOP) };
+    std::thread::sleep(Duration::from_millis(100));
+    let stopped_again = entries.still(pid, pid, offcpu::now_ns());
+    drop(oc);
+    let after_drop = entries.still(pid, pid, offcpu::now_ns());
     for c in [&mut child, &mut spin] {
         let _ = c.kill();
         let _ = c.wait();
     }
-    assert!(!still, "a spinning shell ran within the last 300 ms");
+    assert!(!still, "a spinning shell ran in the 300 ms since it was added");
+    assert!(stopped_again, "stopped again: still");
+    assert!(!after_drop, "the recorder dropped: nothing is still");
 }
