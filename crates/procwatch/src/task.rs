@@ -187,18 +187,15 @@ pub fn parked_wchan(w: &str) -> bool {
         || w.starts_with("do_sigtimedwait")
 }
 
-/// What a thread's previous sample saw: (state, exec_ns, timeslices, wchan, syscall, file).
-type Last = (char, u64, u64, String, Syscall, Option<String>);
-
 struct TaskFiles {
     stat: File,
     schedstat: Option<File>,
     wchan: Option<File>,
     syscall: Option<File>,
-    last: Option<Last>,
     /// The thread's last sample read from its files, and when that read began
-    /// (CLOCK_MONOTONIC ns): what a thread that has not run since is (see [`Still`]).
-    read: Option<(u64, TaskSample)>,
+    /// (CLOCK_MONOTONIC ns): where a thread that has not moved since still waits ([`unmoved`]),
+    /// and what one that has not run since is ([`Still`]).
+    last: Option<(u64, TaskSample)>,
 }
 
 /// Says whether thread `tid` (of the sampled process, `pid`) has not run, nor been woken, since
@@ -221,14 +218,14 @@ pub struct Reads {
 /// state and of its wchan) is read again though the thread did not move: kept, it would stand
 /// for the whole wait that follows (a thread woken and put back to sleep on a contended
 /// mmap_lock, its counters unchanged, showed "0" for the 28 ms it then waited).
-fn unmoved(last: Option<&Last>, state: char, exec_ns: u64, timeslices: u64) -> bool {
-    last.is_some_and(|(st, ex, ts, w, _, _)| {
+fn unmoved(last: Option<&TaskSample>, state: char, exec_ns: u64, timeslices: u64) -> bool {
+    last.is_some_and(|l| {
         state != 'R'
-            && *st == state
-            && *ex == exec_ns
-            && *ts == timeslices
-            && !w.is_empty()
-            && w != "0"
+            && l.state == state
+            && l.exec_ns == exec_ns
+            && l.timeslices == timeslices
+            && !l.wchan.is_empty()
+            && l.wchan != "0"
     })
 }
 
@@ -313,7 +310,6 @@ impl TaskSampler {
                     wchan: File::open(d.join("wchan")).ok(),
                     syscall: File::open(d.join("syscall")).ok(),
                     last: None,
-                    read: None,
                 },
             );
         }
@@ -347,7 +343,7 @@ impl TaskSampler {
         let mut buf = std::mem::take(&mut self.buf);
         for (&tid, files) in self.tasks.iter_mut() {
             let began = crate::clock::mono_ns();
-            if let (Some(still), Some((at, last))) = (&self.still, &files.read)
+            if let (Some(still), Some((at, last))) = (&self.still, &files.last)
                 && still(self.pid, tid, *at)
             {
                 self.reads.still += 1;
@@ -382,11 +378,11 @@ impl TaskSampler {
                 timeslices = it.next().unwrap_or(0);
                 have_schedstat = true;
             }
-            let unmoved =
-                have_schedstat && unmoved(files.last.as_ref(), state, exec_ns, timeslices);
+            let last = files.last.as_ref().map(|(_, l)| l);
+            let unmoved = have_schedstat && unmoved(last, state, exec_ns, timeslices);
             let (wchan, syscall, file) = if unmoved {
-                let (_, _, _, w, sc, f) = files.last.as_ref().expect("checked above");
-                (w.clone(), *sc, f.clone())
+                let l = last.expect("checked above");
+                (l.wchan.clone(), l.syscall, l.file.clone())
             } else {
                 let from = crate::clock::mono_ns();
                 let wchan = match (&files.wchan, state) {
@@ -421,7 +417,6 @@ impl TaskSampler {
                 SlowRead::note(&mut slowest, Some(tid), "fd", from);
                 (wchan, syscall, file)
             };
-            files.last = Some((state, exec_ns, timeslices, wchan.clone(), syscall, file.clone()));
             let sample = TaskSample {
                 tid,
                 comm,
@@ -438,9 +433,7 @@ impl TaskSampler {
                 syscall,
                 file,
             };
-            if self.still.is_some() {
-                files.read = Some((began, sample.clone()));
-            }
+            files.last = Some((began, sample.clone()));
             out.push(sample);
         }
         self.buf = buf;
@@ -568,7 +561,13 @@ mod tests {
 
     #[test]
     fn a_wchan_read_as_the_thread_woke_is_read_again() {
-        let last = |w: &str| ('D', 100, 7, w.to_string(), Syscall::Unknown, None);
+        let last = |w: &str| TaskSample {
+            state: 'D',
+            exec_ns: 100,
+            timeslices: 7,
+            wchan: w.to_string(),
+            ..Default::default()
+        };
         assert!(unmoved(Some(&last("do_mprotect_pkey")), 'D', 100, 7));
         assert!(!unmoved(Some(&last("0")), 'D', 100, 7));
         assert!(!unmoved(Some(&last("")), 'D', 100, 7));
@@ -576,7 +575,13 @@ mod tests {
         assert!(!unmoved(Some(&last("do_mprotect_pkey")), 'D', 100, 8), "it was scheduled");
         assert!(!unmoved(Some(&last("do_mprotect_pkey")), 'S', 100, 7), "its state changed");
         assert!(!unmoved(None, 'D', 100, 7));
-        let running = ('R', 100, 7, String::new(), Syscall::Running, None);
+        let running = TaskSample {
+            state: 'R',
+            exec_ns: 100,
+            timeslices: 7,
+            syscall: Syscall::Running,
+            ..Default::default()
+        };
         assert!(!unmoved(Some(&running), 'R', 100, 7));
     }
 
