@@ -273,10 +273,12 @@ pub fn extract_or_note(dir: &Path, host_tid: &dyn Fn(i64) -> i32, notices: &Noti
 /// `JFR.start` with a settings file (11 and later by its `JAVA_VERSION`; 1.8 has it only from
 /// update 262, where stallscope does not use it).
 pub(crate) fn has_jfr(home: Option<&Path>) -> bool {
-    let major = home
-        .and_then(java_version)
-        .and_then(|v| v.split(['.', '-', '+']).next().and_then(|m| m.parse::<u32>().ok()));
-    major.is_some_and(|m| (11..100).contains(&m))
+    feature(home).is_some_and(|m| (11..100).contains(&m))
+}
+
+/// The JDK's feature release at `home` (8 for 1.8), from its `release` file.
+fn feature(home: Option<&Path>) -> Option<u32> {
+    home.and_then(java_version).map(|v| procwatch::jvmcounters::feature_release(&v))
 }
 
 /// The option that keeps JFR's start-up lines off the application's stdout, where the JVM at
@@ -287,8 +289,7 @@ pub(crate) fn has_jfr(home: Option<&Path>) -> bool {
 /// hand does not take: without it, JFR's two start-up lines go to stdout.
 pub(crate) fn quiet_startup_option(java: &Path, home: Option<&Path>) -> Option<&'static str> {
     const OPTION: &str = "-Xlog:jfr+startup=off";
-    let feature = home.and_then(java_version).map(|v| procwatch::jvmcounters::feature_release(&v));
-    if feature.is_some_and(|f| f >= 17) {
+    if feature(home).is_some_and(|f| f >= 17) {
         return Some(OPTION);
     }
     accepts(java, OPTION, std::time::Duration::from_secs(20)).then_some(OPTION)
