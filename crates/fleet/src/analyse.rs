@@ -1,10 +1,12 @@
 //! `watch`'s analysis thread: every stall is diagnosed as it ends, with the same analysis as
-//! `report` (`doctor::diagnose` of the JVM's recording), and goes out as a metric and an event
-//! line; every few seconds the JVMs' own logs (safepoints, the agent's hiccups) are read on
-//! from where they were left, into the TTSP, safepoint and hiccup histograms.
+//! `report` (`doctor::diagnose_stalls` of the same `Recording`), and goes out as a metric and
+//! an event line; every few seconds the JVMs' own logs (safepoints, the agent's hiccups) are
+//! read on from where they were left, into the TTSP, safepoint and hiccup histograms.
 //!
-//! Invariant: this thread alone reads recordings; the watchers only tell it what ended, so a
-//! slow diagnosis never delays the next stall's sampling.
+//! Invariant: what the recorder wrote is diagnosed from what it kept in memory as it wrote
+//! (`recording::Live`), never read back from its files; only what the JVM wrote (its safepoint
+//! log, its agent's stacks and hiccups) is read. The watchers only tell this thread what ended,
+//! so a slow diagnosis never delays the next stall's sampling.
 
 use super::events::{EventJvm, Events, StallEvent};
 use super::metrics::{JvmInfoLabels, JvmLabels, Metrics};
@@ -18,8 +20,8 @@ use std::time::{Duration, Instant};
 
 /// What the watchers tell the analysis.
 pub enum Note {
-    /// A recording of a JVM began.
-    Opened { dir: PathBuf, jvm: EventJvm, labels: JvmLabels },
+    /// A recording of a JVM began; what its recorder writes is also kept in `live`.
+    Opened { dir: PathBuf, jvm: EventJvm, labels: JvmLabels, live: recording::Live },
     /// A stall of the recording in `dir` ended; its lines are written once `barrier` is through.
     Ended { dir: PathBuf, stall: u32, barrier: Barrier },
     /// The recording in `dir` is finished (the JVM exited, watch detached, or it was rolled).
@@ -30,11 +32,10 @@ pub enum Note {
 
 /// How often the JVMs' own logs are read on.
 const TAIL_EVERY: Duration = Duration::from_secs(2);
-/// Stalls that end within this of the first are diagnosed from one reading of their recording:
-/// a reading opens and reads on about fifteen files, most of its cost (measured with perf, one
-/// JVM stalling three times a second: reading 70% of this thread, the doctor 15%), so a JVM
-/// that stalls several times a second is read once a second, not once a stall. A stall's event
-/// and metrics come at most this long after it ended (Prometheus scrapes every 15 s or more).
+/// Stalls that end within this of the first are diagnosed together: each diagnosis reads the
+/// JVM's safepoint log, so a JVM that stalls several times a second is read once a second, not
+/// once a stall. A stall's event and metrics come at most this long after it ended (Prometheus
+/// scrapes every 15 s or more).
 const GATHER: Duration = Duration::from_secs(1);
 
 /// A log read on from where it was left: only whole lines.
@@ -62,6 +63,8 @@ impl Tail {
 /// One recording being read on.
 struct Open {
     jvm: EventJvm,
+    /// What the recorder wrote, kept in memory as it wrote it.
+    live: recording::Live,
     labels: JvmLabels,
     safepoints: Tail,
     scanner: hotspot_log::Scanner,
@@ -146,7 +149,7 @@ pub fn run(
         let mut gone = Vec::new();
         for n in batch {
             match n {
-                Note::Opened { dir, jvm, labels } => {
+                Note::Opened { dir, jvm, labels, live } => {
                     // Closed earlier in this batch and opened again: a recording that failed at
                     // once was removed and its name taken again (an escalation refused). Nothing
                     // of the removed one is left to diagnose; the close is not this one's.
@@ -155,6 +158,7 @@ pub fn run(
                         dir,
                         Open {
                             jvm,
+                            live,
                             labels,
                             safepoints: Tail::default(),
                             scanner: hotspot_log::Scanner::new(),
@@ -188,8 +192,11 @@ pub fn run(
         }
         if last_tail.elapsed() >= TAIL_EVERY || !closed.is_empty() {
             last_tail = Instant::now();
+            let now = procwatch::clock::mono_ns();
             for (dir, o) in open.iter_mut() {
                 o.tail(dir, &metrics);
+                // A JVM that stalls no more holds nothing it will not read.
+                o.live.forget(o.done, now);
             }
         }
         for dir in closed {
@@ -221,7 +228,7 @@ fn diagnose(
     notices: &Notices,
 ) {
     let jfr = Some(&logs::sandbox::FlightRecordings as &dyn recording::FlightRecordings);
-    let rec = match Recording::read_after(dir, jfr, o.done, &mut o.from) {
+    let rec = match Recording::from_live(dir, &o.live, jfr, o.done, &mut o.from) {
         Ok(r) => r,
         // Removed: it failed at once (an escalation refused), with nothing in it.
         Err(_) if !dir.exists() => return,

@@ -306,12 +306,16 @@ fn guard_jvm(
             // One program for the host, not one per JVM (each would hook every context switch).
             shared_offcpu: sh.offcpu.clone(),
             notices: sh.notices.clone(),
+            // Every line also kept in memory: each stall is diagnosed from there, not from the
+            // files it was written to.
+            live: Some(recording::Live::default()),
         };
         let notes = sh.notes.lock().unwrap_or_else(|p| p.into_inner()).clone();
         let _ = notes.send(Note::Opened {
             dir: dir.clone(),
             jvm: info.clone(),
             labels: labels.clone(),
+            live: s.live.clone().unwrap_or_default(),
         });
         *current.lock().unwrap_or_else(|p| p.into_inner()) = Some(dir.clone());
         let ended_to = Mutex::new(notes.clone());

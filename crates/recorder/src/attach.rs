@@ -19,9 +19,9 @@ use anyhow::Result;
 use guard::Guard;
 use hotspot_attach::Jvm;
 use procwatch::clock::mono_ns;
+use recording::Event;
 use recording::Notices;
 use recording::units::fmt_ns;
-use recording::{Event, Writer};
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -81,8 +81,8 @@ pub fn record_attached(
     // The trace instance is registered with a guardian before it is made.
     let mut guard = Guard::start()?;
     let tracing = start_tracer(pid, Some(&mut guard), s, drive.is_none());
-    let mut w = Writer::open_background(
-        &s.dir,
+    let mut w = super::open_writer(
+        s,
         &super::meta("attach", command, pid, jvm.java_home.as_deref(), s, None, &tracing),
     )?;
     let counters = open_counters(pid, &mut w)?;
@@ -194,7 +194,7 @@ pub fn record_process(
     };
     let mut m = super::meta("attach", command, pid, None, s, None, &tracing);
     m.not_a_jvm = true;
-    let mut w = Writer::open_background(&s.dir, &m)?;
+    let mut w = super::open_writer(s, &m)?;
     s.notices.progress(format!(
         "watching pid {pid} ({}, not a JVM: its threads held by the kernel) into {} (stalls ≥ {}){}",
         comm.trim(),
@@ -320,8 +320,11 @@ fn cooperate(
     else {
         return Ok(None);
     };
-    let dumper =
-        if att.stacks_asked() { dumps::Dumper::start(jvm.clone(), &s.dir).ok() } else { None };
+    let dumper = if att.stacks_asked() {
+        dumps::Dumper::start(jvm.clone(), &s.dir, s.live.as_ref()).ok()
+    } else {
+        None
+    };
     let at = mono_ns();
     let _ = joined.send(Joined { hb, dumper });
     s.notices.progress(format!(
@@ -354,8 +357,8 @@ pub fn record_outside(
     // `watch`'s one BPF program, filtering on the JVMs it guards.
     tracing.reader = s.shared_offcpu.clone();
     let java_home = procwatch::jvms::jvm(pid).ok().flatten().and_then(|j| j.java_home);
-    let mut w = Writer::open_background(
-        &s.dir,
+    let mut w = super::open_writer(
+        s,
         &super::meta("watch", command, pid, java_home.as_deref(), s, None, &tracing),
     )?;
     let counters = open_counters(pid, &mut w)?;

@@ -115,8 +115,15 @@ pub struct Dumper {
 
 impl Dumper {
     /// Dumps of `jvm` go to `dir/dumps.jsonl`.
-    pub fn start(jvm: Jvm, dir: &std::path::Path) -> anyhow::Result<Dumper> {
+    pub fn start(
+        jvm: Jvm,
+        dir: &std::path::Path,
+        live: Option<&recording::Live>,
+    ) -> anyhow::Result<Dumper> {
         let mut out = Appender::open(&dir.join(files::DUMPS))?;
+        if let Some(l) = live {
+            l.keep_dumps(&mut out);
+        }
         let (tx, rx): (SyncSender<Ask>, Receiver<Ask>) = std::sync::mpsc::sync_channel(1);
         let on = Arc::new(AtomicU32::new(0));
         let still_on = on.clone();

@@ -254,7 +254,7 @@ fn record_child(s: &Settings, child: Spawn, l: &Launch, stop: &AtomicBool) -> Re
     let tracing = start_tracer(pid, guard.as_mut(), s, !kernel && !s.outside && l.boost.is_none());
     let mut m = meta("run", command.to_vec(), pid, java_home, s, timeout_ms, &tracing);
     m.not_a_jvm = kernel;
-    let mut w = Writer::open_background(&s.dir, &m)?;
+    let mut w = super::open_writer(s, &m)?;
     if l.chatty {
         s.notices.progress(format!(
             "recording pid {pid} into {} (stalls ≥ {})",
@@ -403,7 +403,7 @@ fn heartbeat_code_asks(
             && java_home.is_some()
             && s.dir.join(files::FRAMES_JFC).exists()
         {
-            Jvm::find(pid).ok().and_then(|j| dumps::Dumper::start(j, &s.dir).ok())
+            Jvm::find(pid).ok().and_then(|j| dumps::Dumper::start(j, &s.dir, s.live.as_ref()).ok())
         } else {
             None
         };

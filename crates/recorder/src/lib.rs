@@ -64,6 +64,9 @@ pub struct Settings {
     pub shared_offcpu: Option<offcpu::Reader>,
     /// Where what the recorder notices on the way goes (it never prints).
     pub notices: Notices,
+    /// Where every line of the recording is also kept in memory, for a diagnosis that reads no
+    /// file back (`watch`'s); None: in the files only.
+    pub live: Option<recording::Live>,
 }
 
 /// How the culprits' Java stacks are taken during stalls.
@@ -95,6 +98,7 @@ impl Settings {
             bpf: true,
             shared_offcpu: None,
             notices,
+            live: None,
         })
     }
 }
@@ -141,6 +145,7 @@ pub fn settings(o: &RecordRequest) -> Result<Settings> {
         bpf: o.bpf,
         shared_offcpu: None,
         notices: o.notices.clone(),
+        live: None,
     })
 }
 
@@ -337,12 +342,23 @@ pub(crate) fn watch_options(s: &Settings) -> SamplerOptions {
     }
 }
 
+/// Opens the recording's writer in `s.dir`, each file written by a thread of its own, its lines
+/// also kept in `s.live` when given.
+pub(crate) fn open_writer(s: &Settings, meta: &recording::Meta) -> anyhow::Result<Writer> {
+    let mut w = Writer::open_background(&s.dir, meta)?;
+    if let Some(l) = &s.live {
+        l.set_meta(meta);
+        w.keep_in(l.clone());
+    }
+    Ok(w)
+}
+
 /// Stacks read from outside the JVM during stalls, unless `--no-frames`.
 pub(crate) fn outside_stacks(s: &Settings, pid: i32) -> Option<outside::Outside> {
     if s.stacks == Stacks::Off {
         return None;
     }
-    match outside::Outside::start(pid, &s.dir, s.notices.clone()) {
+    match outside::Outside::start(pid, &s.dir, s.notices.clone(), s.live.as_ref()) {
         Ok(o) => Some(o),
         Err(e) => {
             s.notices.warn(format!("pid {pid}: no code from outside: {e:#}"));

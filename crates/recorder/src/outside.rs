@@ -69,8 +69,16 @@ pub struct Outside {
 
 impl Outside {
     /// Stacks of JVM `pid` into `dir/outside.jsonl`; a refusal is also told to `notices`.
-    pub fn start(pid: i32, dir: &Path, notices: Notices) -> anyhow::Result<Outside> {
+    pub fn start(
+        pid: i32,
+        dir: &Path,
+        notices: Notices,
+        live: Option<&recording::Live>,
+    ) -> anyhow::Result<Outside> {
         let mut out = Appender::open(&dir.join(files::OUTSIDE))?;
+        if let Some(l) = live {
+            l.keep_outside(&mut out);
+        }
         let (tx, rx): (Sender<Msg>, Receiver<Msg>) = std::sync::mpsc::channel();
         let thread = std::thread::Builder::new().name("stallscope-code".into()).spawn(move || {
             let mut cache: Option<Result<CodeCache, String>> = None;

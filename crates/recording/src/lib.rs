@@ -26,6 +26,7 @@ pub mod counters;
 pub mod disk;
 pub mod files;
 pub mod hlog;
+pub mod live;
 pub mod notice;
 pub mod read;
 pub mod schema;
@@ -34,6 +35,7 @@ pub mod verify;
 pub mod who;
 pub mod writer;
 
+pub use live::Live;
 pub use notice::{Notice, Notices};
 pub use read::{
     FlightRecordings, Place, ReadFrom, Recording, read_lines, read_lines_noting, read_meta,

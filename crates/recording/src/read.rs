@@ -79,11 +79,11 @@ pub fn t_of_line(line: &str) -> Option<u64> {
 /// How far before the last stall diagnosed a reading for the stalls after it keeps the lines
 /// stamped in time: beyond the 5 s within which the doctor takes a thread's stack as near a
 /// stall (doctor::code::NEAR_NS), and the counter looks since the stall before.
-const LOOK_BACK_NS: u64 = 10_000_000_000;
+pub(crate) const LOOK_BACK_NS: u64 = 10_000_000_000;
 
 /// Which lines of a file to parse.
 #[derive(Debug, Clone, Copy)]
-enum Keep {
+pub(crate) enum Keep {
     All,
     /// All but those of stalls 1 to N (those of no stall, and of stall 0, the baseline between
     /// stalls, are kept, but a later reading may begin past the latter).
@@ -362,14 +362,7 @@ impl Recording {
         let meta = read_meta(dir)?;
         if after > 0 {
             let mut r = Recording::read_lines_of(dir, meta, after, from)?;
-            if r.safepoints.is_empty()
-                && let Some(jfr) = jfr
-            {
-                r.fill_from_jfr(jfr);
-            }
-            if r.safepoints.is_empty() {
-                r.fill_from_counters();
-            }
+            r.fill_when_no_log(jfr);
             return Ok(r);
         }
         // The two interval logs decode on their own threads (a day of 1 s intervals is 172,800
@@ -383,14 +376,7 @@ impl Recording {
         let mut r = rest?;
         r.hiccups = hiccups;
         r.control = control;
-        if r.safepoints.is_empty()
-            && let Some(jfr) = jfr
-        {
-            r.fill_from_jfr(jfr);
-        }
-        if r.safepoints.is_empty() {
-            r.fill_from_counters();
-        }
+        r.fill_when_no_log(jfr);
         Ok(r)
     }
 
@@ -471,30 +457,8 @@ impl Recording {
         after: u32,
         places: &mut ReadFrom,
     ) -> Result<Recording, Error> {
-        let mut safepoints = Vec::new();
-        let mut unfinished_culprits = Vec::new();
-        let mut open_sync_ns = None;
         let mut damage = Vec::new();
-        let sp = dir.join(files::SAFEPOINT_LOG);
-        let has_safepoint_log = sp.exists();
-        if has_safepoint_log {
-            let mut scanner = hotspot_log::Scanner::new();
-            let f = File::open(&sp).map_err(|e| Error::io(&sp, "cannot read it", e))?;
-            scanner
-                .scan(0, f, &mut |s: &hotspot_log::Safepoint| safepoints.push(s.clone()))
-                .map_err(|e| Error::SafepointLog { path: sp.clone(), reason: e.to_string() })?;
-            let rep = scanner.finish(&mut |s: &hotspot_log::Safepoint| safepoints.push(s.clone()));
-            unfinished_culprits = rep.orphan_culprits;
-            open_sync_ns = rep.open_sync_ns;
-            if rep.lines_unrecognised > 0 {
-                let first = rep
-                    .unrecognised_examples
-                    .first()
-                    .map(|e| format!("; the first, line {}: {}", e.line, e.text))
-                    .unwrap_or_default();
-                damage.push(format!("{}: {} line(s) that look like safepoint records were not understood and are not counted{first}", sp.display(), rep.lines_unrecognised));
-            }
-        }
+        let log = read_safepoint_log(dir, &mut damage)?;
         // Read for the stalls after `after` (`watch`, at each stall's end): the events of the
         // stalls before it left out (it is kept, for where the next one may begin), and of the
         // files stamped in time (counters, stacks), what was stamped from LOOK_BACK_NS before
@@ -506,15 +470,7 @@ impl Recording {
             after_stall(after - after.min(1)),
             &mut Place::default(),
         )?;
-        let from = events
-            .iter()
-            .find_map(|e| match e {
-                Event::StallBegin { t, stall, .. } if after > 0 && *stall == after => {
-                    Some(Keep::From(t.saturating_sub(LOOK_BACK_NS)))
-                }
-                _ => None,
-            })
-            .unwrap_or(Keep::All);
+        let from = keep_from(&events, after, LOOK_BACK_NS);
         let (mut frames, mut frames_notes) = (Vec::new(), Vec::new());
         let frames_file = dir.join(files::FRAMES).exists();
         for l in read_lines_noting::<FramesLine>(&dir.join(files::FRAMES), &mut damage)? {
@@ -601,12 +557,91 @@ impl Recording {
             hiccups: None,
             control: None,
             meta,
-            has_safepoint_log,
-            safepoints,
-            unfinished_culprits,
-            open_sync_ns,
+            has_safepoint_log: log.present,
+            safepoints: log.safepoints,
+            unfinished_culprits: log.unfinished_culprits,
+            open_sync_ns: log.open_sync_ns,
         })
     }
+
+    /// Where the safepoint log has no records (it is off, missing or empty): the safepoints of
+    /// a flight recording in the recording, else those the JVM's perf counters show.
+    pub(crate) fn fill_when_no_log(&mut self, jfr: Option<&dyn FlightRecordings>) {
+        if self.safepoints.is_empty()
+            && let Some(jfr) = jfr
+        {
+            self.fill_from_jfr(jfr);
+        }
+        if self.safepoints.is_empty() {
+            self.fill_from_counters();
+        }
+    }
+}
+
+/// The JVM's safepoint log of a recording, as read.
+pub(crate) struct SafepointLog {
+    /// Whether the recording holds one at all.
+    pub present: bool,
+    pub safepoints: Vec<hotspot_log::Safepoint>,
+    pub unfinished_culprits: Vec<hotspot_log::Culprit>,
+    pub open_sync_ns: Option<u64>,
+}
+
+/// Reads the recording's safepoint log whole; what it could not understand goes to `damage`.
+pub(crate) fn read_safepoint_log(
+    dir: &Path,
+    damage: &mut Vec<String>,
+) -> Result<SafepointLog, Error> {
+    let mut safepoints = Vec::new();
+    let mut unfinished_culprits = Vec::new();
+    let mut open_sync_ns = None;
+    let sp = dir.join(files::SAFEPOINT_LOG);
+    let present = sp.exists();
+    if present {
+        let mut scanner = hotspot_log::Scanner::new();
+        let f = File::open(&sp).map_err(|e| Error::io(&sp, "cannot read it", e))?;
+        scanner
+            .scan(0, f, &mut |s: &hotspot_log::Safepoint| safepoints.push(s.clone()))
+            .map_err(|e| Error::SafepointLog { path: sp.clone(), reason: e.to_string() })?;
+        let rep = scanner.finish(&mut |s: &hotspot_log::Safepoint| safepoints.push(s.clone()));
+        unfinished_culprits = rep.orphan_culprits;
+        open_sync_ns = rep.open_sync_ns;
+        if rep.lines_unrecognised > 0 {
+            let first = rep
+                .unrecognised_examples
+                .first()
+                .map(|e| format!("; the first, line {}: {}", e.line, e.text))
+                .unwrap_or_default();
+            damage.push(format!("{}: {} line(s) that look like safepoint records were not understood and are not counted{first}", sp.display(), rep.lines_unrecognised));
+        }
+    }
+    Ok(SafepointLog { present, safepoints, unfinished_culprits, open_sync_ns })
+}
+
+/// Which lines of the files stamped in time (counters, stacks) a reading for the stalls after
+/// `after` keeps: from `look_back` before stall `after` began (its `stall-begin` in `events`),
+/// and the last one before that; all when `after` is 0.
+pub(crate) fn keep_from(events: &[Event], after: u32, look_back: u64) -> Keep {
+    events
+        .iter()
+        .find_map(|e| match e {
+            Event::StallBegin { t, stall, .. } if after > 0 && *stall == after => {
+                Some(Keep::From(t.saturating_sub(look_back)))
+            }
+            _ => None,
+        })
+        .unwrap_or(Keep::All)
+}
+
+/// [`read_lines_kept`] of the file `name` in a recording, from where `from` says.
+pub(crate) fn read_lines_from<T: DeserializeOwned>(
+    path: &Path,
+    damage: &mut Vec<String>,
+    keep: Keep,
+    from: &mut ReadFrom,
+    name: &'static str,
+) -> Result<Vec<T>, Error> {
+    read_lines_kept(path, damage, keep, from.at(name))
 }
 
 #[cfg(test)]

@@ -22,8 +22,14 @@ pub struct Appender<T> {
     path: PathBuf,
     buf: Vec<u8>,
     to: Sink,
+    /// Where each value written is also kept in memory, with its line's stall and time
+    /// ([`crate::live::Live`]): `watch` diagnoses from there, not from the file.
+    keep: Option<Keep<T>>,
     lines: std::marker::PhantomData<fn(&T)>,
 }
+
+/// What [`Appender::keep_in`] hands each value written to: the value, its stall and its time.
+pub type Keep<T> = Box<dyn FnMut(&T, Option<u32>, Option<u64>) + Send>;
 
 enum Sink {
     File(File),
@@ -44,6 +50,7 @@ impl<T: Serialize> Appender<T> {
             path: path.to_path_buf(),
             buf: Vec::with_capacity(1 << 16),
             to: Sink::File(file),
+            keep: None,
             lines: std::marker::PhantomData,
         })
     }
@@ -85,8 +92,15 @@ impl<T: Serialize> Appender<T> {
             path: path.to_path_buf(),
             buf: Vec::new(),
             to: Sink::Queue { tx: Some(tx), thread: Some(thread), dropped: 0, lossy },
+            keep: None,
             lines: std::marker::PhantomData,
         })
+    }
+
+    /// Each value written from now on is also handed to `keep`, with the stall and time its line
+    /// says (as a reader of the file would find them); a line dropped is handed nowhere.
+    pub fn keep_in(&mut self, keep: Keep<T>) {
+        self.keep = Some(keep);
     }
 
     /// Appends one value as one line, in one write.
@@ -95,6 +109,23 @@ impl<T: Serialize> Appender<T> {
         serde_json::to_writer(&mut self.buf, v)
             .map_err(|e| Error::io(&self.path, "cannot encode a record", e.into()))?;
         self.buf.push(b'\n');
+        let stamps = self.keep.is_some().then(|| {
+            let line = std::str::from_utf8(&self.buf).unwrap_or_default();
+            (crate::read::stall_of_line(line), crate::read::t_of_line(line))
+        });
+        let dropped_before = self.dropped();
+        self.write_buf()?;
+        let written = self.dropped() == dropped_before;
+        if let (Some(keep), Some((stall, t))) = (&mut self.keep, stamps)
+            && written
+        {
+            keep(v, stall, t);
+        }
+        Ok(())
+    }
+
+    /// Writes (or queues) the line in `buf`.
+    fn write_buf(&mut self) -> Result<(), Error> {
         match &mut self.to {
             Sink::File(f) => {
                 f.write_all(&self.buf).map_err(|e| Error::io(&self.path, "cannot append to it", e))
@@ -198,9 +229,19 @@ pub struct Writer {
     pub system: Appender<crate::schema::SystemSample>,
     pub context: Appender<crate::schema::StallContext>,
     pub counters: Appender<crate::disk::CounterLook>,
+    /// Where every line is also kept in memory, for a diagnosis that reads no file back
+    /// (`watch`); None: in the files only.
+    pub live: Option<crate::Live>,
 }
 
 impl Writer {
+    /// Every line written from now on, to this writer's files and to those the recorder opens
+    /// beside them (given the same `live`), is also kept in `live`.
+    pub fn keep_in(&mut self, live: crate::Live) {
+        live.keep_writer(self);
+        self.live = Some(live);
+    }
+
     /// A barrier for every line written so far to each of the recording's files.
     pub fn barrier(&self) -> Barrier {
         let queues = [
@@ -256,6 +297,7 @@ impl Writer {
             system: open(&dir.join(files::SYSTEM), background)?,
             context: open(&dir.join(files::CONTEXT), background)?,
             counters: open(&dir.join(files::COUNTERS), background)?,
+            live: None,
         })
     }
 }

@@ -599,6 +599,21 @@ fn many_jvms_watched_from_outside_hold_nothing_of_ours_and_the_stall_among_them_
     assert_eq!(meta["bpf"], true, "{meta}");
     let r = report(&loop_rec);
     let rec = recording::Recording::read(&loop_rec, None).unwrap();
+    // One input, one doctor: each stall watch diagnosed live, from what its recorder kept in
+    // memory, is the stall `report` finds in the files later, event for event.
+    let live: Vec<_> = watch_events(&text).into_iter().filter(|e| e.jvm.pid == loop_pid).collect();
+    assert!(!live.is_empty(), "the loop's stalls were events");
+    for e in &live {
+        let s = r.stalls.iter().find(|s| s.stall == e.stall);
+        let s = s.unwrap_or_else(|| panic!("stall {} of the events is in the report", e.stall));
+        let later = fleet::events::StallEvent::of(&e.jvm, &rec, s);
+        assert_eq!(
+            serde_json::to_value(e).unwrap(),
+            serde_json::to_value(&later).unwrap(),
+            "stall {}: watch's event (left) and the report's (right)",
+            e.stall
+        );
+    }
     // The stalls the loop held, and over each the longest share of it one thread's recorded
     // waits cover.
     let covered: Vec<(u32, f64)> = r

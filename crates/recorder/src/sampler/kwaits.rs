@@ -43,8 +43,16 @@ pub(super) struct KwaitsWriter {
 }
 
 impl KwaitsWriter {
-    pub(super) fn start(reader: offcpu::Reader, pid: i32, path: &Path) -> Result<KwaitsWriter> {
+    pub(super) fn start(
+        reader: offcpu::Reader,
+        pid: i32,
+        path: &Path,
+        live: Option<&recording::Live>,
+    ) -> Result<KwaitsWriter> {
         let mut out = recording::Appender::open(path)?;
+        if let Some(l) = live {
+            l.keep_kwaits(&mut out);
+        }
         let latest = Arc::new(Mutex::new(0u32));
         let (mine, newest) = (reader.clone(), Arc::clone(&latest));
         // The target's threads are recorded from now (a wait begun before is not seen).

@@ -286,7 +286,7 @@ impl<'a> Watcher<'a> {
         let sources = Sources::new(pid);
         let system = system_sample(mono_ns(), 0, true, &sources);
         let traces = tracer
-            .map(|t| TraceWriter::start(t.reader(), &w.dir.join(files::TRACE)))
+            .map(|t| TraceWriter::start(t.reader(), &w.dir.join(files::TRACE), w.live.as_ref()))
             .transpose()?;
         // Not for `watch` (its one loop wakes every watcher) nor with --boost (which looks often).
         let watchdog =
@@ -297,14 +297,16 @@ impl<'a> Watcher<'a> {
         // Not for `watch` (its one BPF recorder serves every JVM).
         let probe_reader = offcpu.clone().filter(|_| driven.is_none());
         let tally = offcpu.as_ref().and_then(offcpu::Reader::cpu_tally);
-        let kwaits =
-            offcpu.map(|o| KwaitsWriter::start(o, pid, &w.dir.join(files::KWAITS))).transpose()?;
+        let kwaits = offcpu
+            .map(|o| KwaitsWriter::start(o, pid, &w.dir.join(files::KWAITS), w.live.as_ref()))
+            .transpose()?;
         let contexts = ContextReader::start(pid)?;
         let who = Some(WhoWriter::start(
             pid,
             &w.dir.join(files::WHO),
             tracer.and_then(|t| t.who_reader()),
             tally,
+            w.live.as_ref(),
         )?);
         let mut wt = Watcher {
             w,

@@ -28,8 +28,15 @@ pub(super) struct TraceWriter {
 }
 
 impl TraceWriter {
-    pub(super) fn start(reader: procwatch::trace::TraceReader, path: &Path) -> Result<TraceWriter> {
+    pub(super) fn start(
+        reader: procwatch::trace::TraceReader,
+        path: &Path,
+        live: Option<&recording::Live>,
+    ) -> Result<TraceWriter> {
         let mut out = recording::Appender::open(path)?;
+        if let Some(l) = live {
+            l.keep_trace(&mut out);
+        }
         let (tx, rx) = std::sync::mpsc::channel::<TraceRequest>();
         let thread =
             std::thread::Builder::new().name("stallscope-trace".into()).spawn(move || {

@@ -167,8 +167,12 @@ impl WhoWriter {
         path: &std::path::Path,
         signals: Option<procwatch::trace::WhoReader>,
         tally: Option<offcpu::CpuTally>,
+        live: Option<&recording::Live>,
     ) -> anyhow::Result<WhoWriter> {
-        let out = Appender::open(path)?;
+        let mut out = Appender::open(path)?;
+        if let Some(l) = live {
+            l.keep_who(&mut out);
+        }
         let (tx, rx) = std::sync::mpsc::channel::<Msg>();
         let thread =
             std::thread::Builder::new().name("stallscope-who".into()).spawn(move || {
