@@ -644,7 +644,7 @@ fn stalls_of(
         by_stall.entry(s.stall).or_default().push(s);
     }
     // The safepoint a JVM exits in never ends: a short stall the JVM exited in is its exit.
-    let mut spans: Vec<StallSpan> = stall_spans(&rec.events)
+    let mut spans: Vec<StallSpan> = stall_spans(&rec.events, rec.now)
         .into_iter()
         .filter(|s| !(s.exiting && s.duration_ns() < EXIT_NS))
         .collect();
@@ -686,7 +686,7 @@ fn report_of(rec: &Recording, stalls: Vec<StallReport>) -> Report {
     let mut notes: Vec<String> = meta.privileges_note.iter().cloned().collect();
     notes.extend(rec.damage.iter().cloned());
     notes.extend(rec.notes.iter().cloned());
-    if end_of_recording(&rec.events).is_none() {
+    if end_of_recording(&rec.events, rec.now).is_none() {
         notes.push("the recording has no end record: the recorder was killed or crashed (or is still recording), so it was cut short; a stall open at its end ends there".into());
     }
     notes.extend(rec.frames_notes.iter().cloned());
@@ -1015,6 +1015,7 @@ mod tests {
             has_safepoint_log: true,
             safepoints,
             has_who: true,
+            now: None,
             ..Recording::of_report(std::path::Path::new("x"), &meta())
         }
     }
@@ -1056,7 +1057,8 @@ mod tests {
         };
         // Held 990 ms of a 1 s stall: said, with the step.
         let ev = vec![begin(1, 2000, 2006), held(2006, 990), end(1, 3000, true)];
-        let said = recorder_blind(&ev, &stall_spans(&ev)[0], &stall_spans(&ev)[0], 5 * MS);
+        let said =
+            recorder_blind(&ev, &stall_spans(&ev, None)[0], &stall_spans(&ev, None)[0], 5 * MS);
         // (Noticed 1 ms after its threshold, too.)
         let steps = vec!["the first look".to_string()];
         assert_eq!(
@@ -1070,13 +1072,20 @@ mod tests {
         );
         // Held before the stall began: only the part inside counts (50 of 1000 ms): not said.
         let ev = vec![held(1900, 150), begin(1, 2000, 2006), end(1, 3000, true)];
-        assert_eq!(recorder_blind(&ev, &stall_spans(&ev)[0], &stall_spans(&ev)[0], 5 * MS), None);
+        assert_eq!(
+            recorder_blind(&ev, &stall_spans(&ev, None)[0], &stall_spans(&ev, None)[0], 5 * MS),
+            None
+        );
         // Noticed on time (a threshold after it began): nothing to say.
         let ev = vec![begin(1, 2000, 2006), end(1, 2030, true)];
-        assert_eq!(recorder_blind(&ev, &stall_spans(&ev)[0], &stall_spans(&ev)[0], 5 * MS), None);
+        assert_eq!(
+            recorder_blind(&ev, &stall_spans(&ev, None)[0], &stall_spans(&ev, None)[0], 5 * MS),
+            None
+        );
         // Noticed 500 ms late.
         let ev = vec![begin(1, 2000, 2505), end(1, 3000, true)];
-        let said = recorder_blind(&ev, &stall_spans(&ev)[0], &stall_spans(&ev)[0], 5 * MS);
+        let said =
+            recorder_blind(&ev, &stall_spans(&ev, None)[0], &stall_spans(&ev, None)[0], 5 * MS);
         assert_eq!(
             said,
             Some(Evidence::RecorderBlind {

@@ -37,17 +37,22 @@ impl StallSpan {
     }
 }
 
-/// When the recording ended: the target's exit or the recorder's detach.
-pub fn end_of_recording(events: &[Event]) -> Option<u64> {
-    events.iter().rev().find_map(|e| match e {
-        Event::TargetExit { t, .. } | Event::Detach { t, .. } => Some(*t),
-        _ => None,
+/// When the recording ended: the target's exit or the recorder's detach; `now` for one read as
+/// it stood then, while it was being made (`Recording::now`).
+pub fn end_of_recording(events: &[Event], now: Option<u64>) -> Option<u64> {
+    now.or_else(|| {
+        events.iter().rev().find_map(|e| match e {
+            Event::TargetExit { t, .. } | Event::Detach { t, .. } => Some(*t),
+            _ => None,
+        })
     })
 }
 
-/// Every stall the recorder saw, with its start and end.
-pub fn stall_spans(events: &[Event]) -> Vec<StallSpan> {
-    let end_of_recording = end_of_recording(events);
+/// Every stall the recorder saw, with its start and end; `now`: the recording is read as it
+/// stood then, while it was being made, and a stall with no end yet was under way (cut there,
+/// the JVM not gone).
+pub fn stall_spans(events: &[Event], now: Option<u64>) -> Vec<StallSpan> {
+    let end_of_recording = end_of_recording(events, now);
     let target_exited = events.iter().any(|x| matches!(x, Event::TargetExit { .. }));
     let mut out = Vec::new();
     for e in events {
@@ -71,7 +76,7 @@ pub fn stall_spans(events: &[Event]) -> Vec<StallSpan> {
             .iter()
             .any(|x| matches!(x, Event::StallEnd { stall: s, exiting: true, .. } if s == stall));
         let exited_during = match end {
-            None => true,
+            None => now.is_none(),
             Some((_, _, _, resumed)) => !resumed && target_exited,
         };
         let (end_ns, control, queued, _) =
@@ -140,7 +145,7 @@ pub(crate) mod tests {
             begin(2, 3000, 3005),
             Event::TargetExit { t: 3500 * MS, code: Some(0), signal: None },
         ];
-        let s = stall_spans(&ev);
+        let s = stall_spans(&ev, None);
         assert_eq!(s.len(), 2);
         assert_eq!(
             (s[0].start_ns, s[0].end_ns, s[0].control_max_late_ns, s[0].exited_during),
@@ -153,18 +158,35 @@ pub(crate) mod tests {
 
     #[test]
     fn a_stall_cannot_end_before_it_was_noticed() {
-        let s = stall_spans(&[begin(1, 2000, 2010), end(1, 2004, true)]);
+        let s = stall_spans(&[begin(1, 2000, 2010), end(1, 2004, true)], None);
         assert_eq!(
             s[0].end_ns,
             2010 * MS,
             "an early resumption time is clamped to when it was seen"
         );
         // Watching ended with the meter silent but the JVM alive (detach): not an exit.
-        let s = stall_spans(&[
-            begin(1, 2000, 2005),
-            end(1, 2100, false),
-            Event::Detach { t: 2200 * MS, reason: "x".into() },
-        ]);
+        let s = stall_spans(
+            &[
+                begin(1, 2000, 2005),
+                end(1, 2100, false),
+                Event::Detach { t: 2200 * MS, reason: "x".into() },
+            ],
+            None,
+        );
         assert!(!s[0].exited_during);
+    }
+
+    #[test]
+    fn a_recording_read_as_it_stood_cuts_the_stall_under_way_there_and_nobody_exited() {
+        let ev = [begin(1, 2000, 2005), end(1, 2100, true), begin(2, 3000, 3005)];
+        let s = stall_spans(&ev, Some(3500 * MS));
+        assert_eq!(s[1].end_ns, 3500 * MS);
+        assert!(s[1].cut && !s[1].exited_during, "{:?}", s[1]);
+        assert!(!s[0].cut);
+        // The same events read after the fact: a stall with no end ended with the JVM.
+        let s = stall_spans(&ev, None);
+        assert!(s[1].exited_during, "{:?}", s[1]);
+        assert_eq!(end_of_recording(&ev, Some(3500 * MS)), Some(3500 * MS));
+        assert_eq!(end_of_recording(&ev, None), None);
     }
 }

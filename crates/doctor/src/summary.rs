@@ -28,7 +28,7 @@ pub fn summarise(rec: &Recording, stalls: &[StallReport]) -> Summary {
         ttsp_max_ns: rec.safepoints.iter().filter_map(|s| s.ttsp_ns).max(),
         hiccups: rec.hiccups.as_ref().and_then(|h| h.summary()),
         control: rec.control.as_ref().and_then(|h| h.summary()),
-        recorded_ns: end_of_recording(&rec.events)
+        recorded_ns: end_of_recording(&rec.events, rec.now)
             .unwrap_or(meta.start_mono_ns)
             .saturating_sub(meta.start_mono_ns),
         recorder_pauses: recorder_pauses.len(),

@@ -25,6 +25,8 @@ struct Stamped<T> {
 /// Each file's values not yet forgotten.
 #[derive(Default)]
 struct Lines {
+    /// Nothing more is kept ([`Live::stop`]).
+    stopped: bool,
     meta: Option<Meta>,
     events: Vec<Stamped<Event>>,
     samples: Vec<Stamped<Sample>>,
@@ -62,7 +64,10 @@ impl Live {
     ) {
         let live = self.clone();
         a.keep_in(Box::new(move |v: &T, stall, t| {
-            pick(&mut live.lines()).push(Stamped { stall, t, v: v.clone() })
+            let mut l = live.lines();
+            if !l.stopped {
+                pick(&mut l).push(Stamped { stall, t, v: v.clone() })
+            }
         }));
     }
 
@@ -186,6 +191,14 @@ impl Live {
         forget(&mut l.who, by_stall, true);
     }
 
+    /// Keeps nothing more, and forgets what it holds (its reader is done: `attach`'s "what is
+    /// happening now" was said).
+    pub fn stop(&self) {
+        let mut l = self.lines();
+        let meta = l.meta.take();
+        *l = Lines { stopped: true, meta, ..Lines::default() };
+    }
+
     /// How many values it holds.
     pub fn len(&self) -> usize {
         let l = self.lines();
@@ -269,6 +282,7 @@ impl Recording {
             counters: kept(&mut l.counters, by_time, true),
             who: kept(&mut l.who, after_stall(after), true),
             has_who: dir.join(files::WHO).exists(),
+            now: None,
             frames_recorded: (frames_file && frames_notes.is_empty()) || stacks_file,
             frames,
             frames_notes,

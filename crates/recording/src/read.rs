@@ -281,6 +281,10 @@ pub struct Recording {
     /// Whether the recording has `who.jsonl` at all (recordings made before 2026-11-27 do not:
     /// who set their stalls off was not looked for).
     pub has_who: bool,
+    /// Read while it was being made, as it stood at this time (CLOCK_MONOTONIC ns; `attach`'s
+    /// "what is happening now"): it ends there, and a stall under way then is cut there, not
+    /// ended by an exit. None: it ends where its own end records say.
+    pub now: Option<u64>,
 }
 
 /// Flight recordings (`.jfr`) a recording may hold: the recorder's own `frames.jfr` (its
@@ -321,7 +325,17 @@ impl Recording {
             counters: vec![],
             who: vec![],
             has_who: false,
+            now: None,
         }
+    }
+
+    /// The recording as it stood at `t`, while it was being made: what was recorded after it
+    /// left out, and [`Recording::now`] set.
+    pub fn as_at(mut self, t: u64) -> Recording {
+        self.events.retain(|e| e.t() <= t);
+        self.samples.retain(|x| x.t <= t);
+        self.now = Some(t);
+        self
     }
 
     /// Reads every file of the recording in `dir`. A missing source is empty; a damaged one is
@@ -549,6 +563,7 @@ impl Recording {
                 places.at(files::WHO),
             )?,
             has_who: dir.join(files::WHO).exists(),
+            now: None,
             frames_recorded: (frames_file && frames_notes.is_empty()) || stacks_file,
             frames,
             frames_notes,

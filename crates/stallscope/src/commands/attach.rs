@@ -8,7 +8,6 @@ use crate::failure::EXIT_OK;
 use anyhow::Result;
 use hotspot_attach::Jvm;
 use recorder::{self, sampler};
-use recording::Event;
 
 pub fn attach(a: AttachArgs) -> Result<i32> {
     let jvm = match Jvm::find(a.pid) {
@@ -16,20 +15,23 @@ pub fn attach(a: AttachArgs) -> Result<i32> {
         Err(_) if hotspot_attach::maps_libjvm(a.pid) == Some(false) => return attach_process(a),
         Err(e) => return Err(e),
     };
-    let s = recorder::settings(&request(&a.record))?;
+    let mut s = recorder::settings(&request(&a.record))?;
     recorder::hand_to(&s.dir, jvm.uid)?;
     let stop = super::stop_flag()?;
-    // What is happening now, said about a second in, on a thread of its own: the sampling loop
-    // only hands it a barrier for what it wrote so far.
+    // What is happening now, said about a second in, on a thread of its own, from what the
+    // recorder kept in memory as it wrote (nothing is read back); it keeps nothing after that.
+    let live = recording::Live::default();
+    s.live = Some(live.clone());
     let (tx, rx) = std::sync::mpsc::channel::<sampler::Now>();
     let (dir, json, pid) = (s.dir.clone(), a.record.json, a.pid);
     let started = procwatch::clock::mono_ns();
     let sayer = std::thread::spawn(move || {
         if let Ok(now) = rx.recv()
-            && let Err(e) = say_now(&dir, now, pid, started, json)
+            && let Err(e) = say_now(&dir, &live, now, pid, started, json)
         {
             eprintln!("stallscope: what is happening now could not be told: {e:#}");
         }
+        live.stop();
     });
     let told: Box<dyn FnOnce(sampler::Now) + Send> = Box::new(move |n| {
         let _ = tx.send(n);
@@ -70,30 +72,16 @@ fn attach_process(a: AttachArgs) -> Result<i32> {
 /// document).
 fn say_now(
     dir: &std::path::Path,
+    live: &recording::Live,
     now: sampler::Now,
     pid: i32,
     started: u64,
     json: bool,
 ) -> Result<()> {
     now.written.wait();
-    let mut rec = recording::Recording::read(dir, Some(&logs::sandbox::FlightRecordings))?;
-    rec.events.retain(|e| e.t() <= now.t);
-    rec.samples.retain(|x| x.t <= now.t);
-    // The stall under way goes on: cut here, not ended by an exit.
-    if let Some(stall) = now.stall {
-        rec.events.push(Event::StallEnd {
-            t: now.t,
-            stall,
-            resumed_ns: now.t,
-            control_max_late_ns: 0,
-            control_queued_ns: None,
-            resumed: false,
-            dropped_samples: 0,
-            exiting: false,
-            thread_reads: None,
-        });
-    }
-    rec.events.push(Event::Detach { t: now.t, reason: "what is happening now".into() });
+    let jfr = Some(&logs::sandbox::FlightRecordings as &dyn recording::FlightRecordings);
+    let rec =
+        recording::Recording::from_live(dir, live, jfr, 0, &mut Default::default())?.as_at(now.t);
     let report = doctor::diagnose(&rec);
     let text = crate::output::diagnosis::now_text(
         &report,
