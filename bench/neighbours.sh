@@ -52,6 +52,9 @@ for r in $(seq "$runs"); do
             ([.[] | select([.kernel[]?.longest.instead // "" | test("^stallscope")] | any)] | length),
             ([.[] | select([.kernel[]?.longest.instead // "" | test("^cpu-hog")] | any)] | length)]
            | @tsv' "$work/$name-$r.json" >> "$work/$name"
+    # Which of stallscope's threads, by name (a thread's number left out).
+    jq -r '.stalls[] | [.kernel[]?.longest.instead // "" | select(test("^stallscope"))
+           | sub(" ?\\(tid [0-9]+.*"; "")] | unique[]' "$work/$name-$r.json" >> "$work/$name.who"
     rm -rf "$rec"
   done
 done
@@ -65,5 +68,7 @@ for b in "${builds[@]}"; do
   total=$(awk '{ n += $1; o += $2 } END { printf "%d stalls, %d naming stallscope", n, o }' "$work/$name")
   printf '  %-6s stalls whose CPU went to a stallscope thread %6s%%  (%s-%s); to a hog %6s%%  (%s-%s); %s\n' \
     "$name" "$s_med" "$s_min" "$s_max" "$h_med" "$h_min" "$h_max" "$total"
+  [[ -s "$work/$name.who" ]] && printf '         by thread: %s\n' \
+    "$(sort "$work/$name.who" | uniq -c | sort -rn | awk '{ printf "%s %d, ", $2, $1 }' | sed 's/, $//')"
 done
 echo "  goal: <= 2% of stalls name a stallscope thread (issue 54; 43% before it)"

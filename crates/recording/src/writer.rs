@@ -75,6 +75,7 @@ impl<T: Serialize> Appender<T> {
         let thread = std::thread::Builder::new()
             .name(format!("stallscope-write-{name}"))
             .spawn(move || {
+                idle_priority();
                 for q in rx {
                     match q {
                         // One write per line: a killed writer leaves at most one partial line.
@@ -174,6 +175,16 @@ impl<T> Drop for Appender<T> {
             }
         }
     }
+}
+
+/// The calling thread runs only on a CPU nothing else wants (SCHED_IDLE): a writer never takes
+/// a CPU from the JVM's threads (issue 54). Only for a thread that takes no lock the JVM's
+/// threads could wait for (none of their `/proc` files that take their mmap_lock: `maps`,
+/// `cmdline`, `environ`), which starved would hold them up.
+pub fn idle_priority() {
+    let p = libc::sched_param { sched_priority: 0 };
+    // SAFETY: sched_setscheduler on the calling thread (0) with a valid parameter.
+    unsafe { libc::sched_setscheduler(0, libc::SCHED_IDLE, &p) };
 }
 
 /// What a background appender's thread is handed: a line, or a barrier to answer once every
