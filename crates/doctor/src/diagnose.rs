@@ -207,6 +207,7 @@ fn diagnose_stall(
         writeback_files: ctx.map_or(&[][..], |c| &c.writeback_files),
         meter_tid,
         trace,
+        kwaits: kw,
         clock_ticks: meta.clock_ticks,
     };
     let mut findings = classify::classify(&inputs);

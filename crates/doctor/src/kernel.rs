@@ -267,7 +267,7 @@ pub fn view(
 }
 
 /// A frame of the page-fault path: a wait under it is a fault, not a system call's I/O.
-fn fault_frame(f: &str) -> bool {
+pub(crate) fn fault_frame(f: &str) -> bool {
     matches!(
         f,
         "exc_page_fault"

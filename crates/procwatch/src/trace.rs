@@ -17,7 +17,8 @@ use std::path::{Path, PathBuf};
 #[serde(tag = "event", rename_all = "kebab-case")]
 pub enum TraceEvent {
     /// A user page fault began at `address`, at instruction `ip`.
-    PageFault { t: u64, tid: i32, address: u64, ip: u64 },
+    /// `error_code`: the x86 fault's error code (bit 1 set: a write), where the tracepoint has one.
+    PageFault { t: u64, tid: i32, address: u64, ip: u64, error_code: Option<u64> },
     /// The thread started waiting for mmap_lock.
     MmapLockStart { t: u64, tid: i32, write: bool },
     /// … and got it (or gave up).
@@ -391,6 +392,7 @@ pub fn parse_line(l: &str) -> Option<TraceEvent> {
             tid,
             address: hex(field("address")?)?,
             ip: hex(field("ip")?)?,
+            error_code: field("error_code").and_then(hex),
         },
         "mmap_lock_start_locking" => {
             TraceEvent::MmapLockStart { t, tid, write: field("write")? == "true" }
@@ -428,7 +430,8 @@ mod tests {
                 t: 4_300_123_456_000,
                 tid: 4242,
                 address: 0x7f0000001000,
-                ip: 0x7f0000a00010
+                ip: 0x7f0000a00010,
+                error_code: Some(0x4),
             }
         );
         let e = parse_line(" reader-thread-77 [000] ..... 12.000001: mmap_lock_acquire_returned: mm=00000000abcd memcg_id=1 write=false success=true").unwrap();

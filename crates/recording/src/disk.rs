@@ -188,8 +188,16 @@ pub struct Mapping {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "event", rename_all = "kebab-case")]
 pub enum TraceEvent {
-    /// A user page fault began at `address`, at instruction `ip`.
-    PageFault { t: u64, tid: i32, address: u64, ip: u64 },
+    /// A user page fault began at `address`, at instruction `ip`; `error_code`: the fault's
+    /// error code (x86: bit 1 set for a write; absent in recordings before 2026-11-29).
+    PageFault {
+        t: u64,
+        tid: i32,
+        address: u64,
+        ip: u64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error_code: Option<u64>,
+    },
     /// The thread started waiting for mmap_lock.
     MmapLockStart { t: u64, tid: i32, write: bool },
     /// … and got it (or gave up).
@@ -421,7 +429,9 @@ impl From<procwatch::trace::TraceEvent> for TraceEvent {
     fn from(v: procwatch::trace::TraceEvent) -> TraceEvent {
         use procwatch::trace::TraceEvent as E;
         match v {
-            E::PageFault { t, tid, address, ip } => TraceEvent::PageFault { t, tid, address, ip },
+            E::PageFault { t, tid, address, ip, error_code } => {
+                TraceEvent::PageFault { t, tid, address, ip, error_code }
+            }
             E::MmapLockStart { t, tid, write } => TraceEvent::MmapLockStart { t, tid, write },
             E::MmapLockAcquired { t, tid, write, success } => {
                 TraceEvent::MmapLockAcquired { t, tid, write, success }

@@ -165,6 +165,18 @@ pub enum Evidence {
     BlockedForPage {
         role: Role,
     },
+    /// The page-fault tracepoint's error code says the fault was a read, on a file mapped
+    /// shared and writable.
+    FaultWasRead {
+        role: Role,
+    },
+    /// The kernel's stack of the thread's wait (BPF) reads a page in for a fault (filemap_fault,
+    /// no write fault's writeback wait) on a file it maps shared and writable: a read fault,
+    /// not yet counted (the kernel counts a major fault only once it ends). `ms`: its longest.
+    KernelReadFault {
+        role: Role,
+        ms: u64,
+    },
     NoColdFile,
     /// Swap-ins, with a cold data file mapped too.
     SwapDespiteColdFile(Swap),

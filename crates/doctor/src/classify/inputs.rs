@@ -39,6 +39,8 @@ pub struct Inputs<'a> {
     pub meter_tid: Option<i32>,
     /// Tracepoint events around the stall (root only).
     pub trace: &'a [recording::disk::TraceEvent],
+    /// The kernel's waits of the JVM's threads in the stall (the BPF recorder, root only).
+    pub kwaits: Option<&'a recording::StallKernelWaits>,
     pub clock_ticks: u64,
 }
 

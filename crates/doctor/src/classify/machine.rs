@@ -89,11 +89,23 @@ pub(super) fn traced_writeback(
 pub(super) fn traced_fault(tid: i32, until: u64, inp: &Inputs) -> Option<(u64, u64)> {
     use recording::disk::TraceEvent;
     inp.trace.iter().rev().find_map(|e| match e {
-        TraceEvent::PageFault { tid: t, t: at, address, ip } if *t == tid && *at <= until => {
+        TraceEvent::PageFault { tid: t, t: at, address, ip, .. } if *t == tid && *at <= until => {
             Some((*address, *ip))
         }
         _ => None,
     })
+}
+
+/// Whether the fault [`traced_fault`] finds was a read, by its error code (x86: bit 1 clear);
+/// None where the tracepoint gave no code (recordings before 2026-11-29).
+pub(super) fn traced_fault_read(tid: i32, until: u64, inp: &Inputs) -> Option<bool> {
+    use recording::disk::TraceEvent;
+    inp.trace.iter().rev().find_map(|e| match e {
+        TraceEvent::PageFault { tid: t, t: at, error_code, .. } if *t == tid && *at <= until => {
+            Some(error_code.map(|c| c & 2 == 0))
+        }
+        _ => None,
+    })?
 }
 
 /// A thread's mmap_lock waits from the tracepoints, in order: each one's start, and its end if

@@ -185,6 +185,38 @@ mod tests {
         mapped_files: &[(String, u64, u64)],
         meter_tid: Option<i32>,
     ) -> Vec<Draft> {
+        run_seen_kernel(
+            reaching,
+            at,
+            whole,
+            sp,
+            duration_ns,
+            signals,
+            maps,
+            trace,
+            writeback_files,
+            mapped_files,
+            meter_tid,
+            None,
+        )
+    }
+
+    /// [`run_seen_files`] with the kernel's waits in the stall.
+    #[allow(clippy::too_many_arguments)]
+    fn run_seen_kernel(
+        reaching: Option<Vec<ThreadEvidence>>,
+        at: Option<Vec<ThreadEvidence>>,
+        whole: Vec<ThreadEvidence>,
+        sp: SafepointView,
+        duration_ns: u64,
+        signals: SystemSignals,
+        maps: &[recording::disk::Mapping],
+        trace: &[recording::disk::TraceEvent],
+        writeback_files: &[(String, u64, u64)],
+        mapped_files: &[(String, u64, u64)],
+        meter_tid: Option<i32>,
+        kwaits: Option<&recording::StallKernelWaits>,
+    ) -> Vec<Draft> {
         let names = HashMap::new();
         let sps = vec![sp];
         let seg = |kind, start, end, th: Option<Vec<ThreadEvidence>>| Segment {
@@ -220,6 +252,7 @@ mod tests {
             writeback_files,
             meter_tid,
             trace,
+            kwaits,
             clock_ticks: 100,
         })
     }
@@ -429,6 +462,143 @@ mod tests {
         }
     }
 
+    /// Seed 000 in a real server (issue 56): an index file mapped READ_WRITE and only read, on
+    /// a slow disk, pages under writeback elsewhere. The traced fault is on the shared writable
+    /// mapping and no major fault is counted yet (the kernel counts it when it ends): without the
+    /// kernel's stack it reads as a write fault; with it, it is the read it was.
+    #[test]
+    fn a_read_fault_on_a_read_write_mapping_is_a_major_fault_when_the_kernel_s_stack_says_so() {
+        let maps = [mapping("rw-s", 7, "/data/topic-0/00000000000000000000.index")];
+        let fault = [recording::disk::TraceEvent::PageFault {
+            t: 5 * MS,
+            tid: 9,
+            address: (7 << 20) + 4096,
+            ip: 1,
+            error_code: None,
+        }];
+        let waits = |frames: &[&str]| recording::StallKernelWaits {
+            stall: 1,
+            from: 0,
+            to: 154 * MS,
+            since: Some(0),
+            waits: vec![recording::KernelWait {
+                tid: 9,
+                comm: "C2 CompilerThre".into(),
+                start: 6 * MS,
+                end: Some(153 * MS),
+                state: 'D',
+                cpu: 0,
+                stack: 0,
+                waker: None,
+                instead: None,
+            }],
+            stacks: vec![frames.iter().map(|f| f.to_string()).collect()],
+            lost: 0,
+        };
+        let run = |kw: Option<&recording::StallKernelWaits>| {
+            let mut c2 = thread(9, "C2 CompilerThre", 'D', 200_000, 0);
+            c2.span_ns = 150 * MS;
+            c2.wchan = "folio_wait_bit".into();
+            c2.not_in_syscall = 10;
+            c2.first_blocked_t = Some(6 * MS);
+            c2.seen_ns = BTreeMap::from([(Seen::Waiting(Wait::PageIn), 147 * MS)]);
+            let mut sp = safepoint("ParallelGCSystemGC", 148 * MS, 6 * MS);
+            sp.timeout_culprits = vec![crate::report::TimeoutCulprit {
+                name: "C2 CompilerThread0".into(),
+                tid: Some(9),
+                state: Some("runnable".into()),
+            }];
+            let mut signals = SystemSignals::default();
+            signals.memory.writeback_pages = Some(4);
+            run_seen_kernel(
+                Some(vec![c2.clone()]),
+                None,
+                vec![c2],
+                sp,
+                154 * MS,
+                signals,
+                &maps,
+                &fault,
+                &[],
+                &[],
+                None,
+                kw,
+            )
+        };
+        let read = [
+            "__schedule",
+            "io_schedule",
+            "folio_wait_bit_common",
+            "filemap_fault",
+            "__do_fault",
+            "do_fault",
+            "handle_mm_fault",
+            "do_user_addr_fault",
+            "exc_page_fault",
+        ];
+        let f = run(None);
+        assert_eq!(f[0].cause, Cause::MappedWriteback, "without the kernel's stack: {f:?}");
+        let f = run(Some(&waits(&read)));
+        assert_eq!((f[0].cause, f[0].confidence), (Cause::MajorFault, Confidence::High), "{f:?}");
+        assert!(
+            f[0].evidence.iter().any(|e| matches!(e, Evidence::KernelReadFault { ms: 147, .. })),
+            "{:?}",
+            f[0].evidence
+        );
+        // A write fault's wait for writeback in the same stall: a write it stays.
+        let write = [
+            "__schedule",
+            "io_schedule",
+            "folio_wait_bit_common",
+            "folio_wait_writeback",
+            "folio_wait_stable",
+            "ext4_page_mkwrite",
+            "do_page_mkwrite",
+            "do_shared_fault",
+            "handle_mm_fault",
+            "exc_page_fault",
+        ];
+        let f = run(Some(&waits(&write)));
+        assert_eq!(f[0].cause, Cause::MappedWriteback, "{f:?}");
+    }
+
+    /// The same fault as the tracepoint records it since 2026-11-29, with its error code: a user
+    /// read (0x4) is a major fault with or without the kernel's stack; a user write (0x6) is
+    /// still read as a write fault under writeback.
+    #[test]
+    fn a_traced_fault_s_error_code_tells_a_read_from_a_write_on_a_read_write_mapping() {
+        let maps = [mapping("rw-s", 7, "/data/topic-0/00000000000000000000.index")];
+        let run = |code: u64| {
+            let fault = [recording::disk::TraceEvent::PageFault {
+                t: 5 * MS,
+                tid: 9,
+                address: (7 << 20) + 4096,
+                ip: 1,
+                error_code: Some(code),
+            }];
+            let mut c2 = thread(9, "C2 CompilerThre", 'D', 200_000, 0);
+            c2.span_ns = 150 * MS;
+            c2.wchan = "folio_wait_bit".into();
+            c2.not_in_syscall = 10;
+            c2.first_blocked_t = Some(6 * MS);
+            c2.seen_ns = BTreeMap::from([(Seen::Waiting(Wait::PageIn), 147 * MS)]);
+            let mut sp = safepoint("ParallelGCSystemGC", 148 * MS, 6 * MS);
+            sp.timeout_culprits = vec![crate::report::TimeoutCulprit {
+                name: "C2 CompilerThread0".into(),
+                tid: Some(9),
+                state: Some("runnable".into()),
+            }];
+            let mut signals = SystemSignals::default();
+            signals.memory.writeback_pages = Some(4);
+            run_seen(Some(vec![c2.clone()]), None, vec![c2], sp, 154 * MS, signals, &maps, &fault)
+        };
+        let f = run(0x4);
+        assert_eq!((f[0].cause, f[0].confidence), (Cause::MajorFault, Confidence::High), "{f:?}");
+        assert!(f[0].evidence.iter().any(|e| matches!(e, Evidence::FaultWasRead { .. })));
+        let f = run(0x6);
+        assert_eq!(f[0].cause, Cause::MappedWriteback, "{f:?}");
+    }
+
     #[test]
     fn a_write_fault_on_the_perf_counters_under_writeback_is_mapped_writeback() {
         let maps = [
@@ -501,6 +671,7 @@ mod tests {
             tid: 26,
             address: (5 << 20) + 8192,
             ip: 1,
+            error_code: None,
         }];
         let go = |sp: SafepointView| {
             let l = vec![log.clone()];
@@ -663,6 +834,7 @@ mod tests {
             writeback_files: &[],
             meter_tid: Some(30),
             trace: &[],
+            kwaits: None,
             clock_ticks: 100,
         };
         let f = drafts(&inp);
@@ -754,6 +926,7 @@ mod tests {
             tid: 9,
             address: (7 << 20) + 4096,
             ip: 1,
+            error_code: None,
         }];
         let f = run_seen(
             Some(vec![t.clone()]),
@@ -877,6 +1050,7 @@ mod tests {
             writeback_files: &[],
             meter_tid: None,
             trace: &[],
+            kwaits: None,
             clock_ticks: 100,
         })
     }

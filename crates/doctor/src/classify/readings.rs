@@ -12,7 +12,8 @@ use super::evidence_kind::{Evidence, Role, Tracepoint};
 use super::inputs::Inputs;
 use super::machine::{
     cold_files, cpu_pressure, perf_data_file, reclaim_lines, shared_writable_files, swap,
-    system_file, traced_fault, traced_lock_wait, traced_lock_wait_in_stall, traced_writeback,
+    system_file, traced_fault, traced_fault_read, traced_lock_wait, traced_lock_wait_in_stall,
+    traced_writeback,
 };
 use crate::causes::Cause;
 use crate::evidence::ThreadEvidence;
@@ -219,6 +220,21 @@ fn page_in_cause(t: &ThreadEvidence, role: Role, inp: &Inputs) -> Reading {
     if let Some((addr, _)) = traced_fault(t.tid, t.first_blocked_t.unwrap_or(inp.end_ns), inp)
         && let Some(m) = recording::disk::lookup(inp.maps, addr).filter(|m| m.is_file())
     {
+        if let Some(read) = kernel_read_fault(t, role, inp).filter(|_| m.is_shared_writable_file())
+        {
+            // The kernel's stack: a page read in for this fault, whatever the mapping allows.
+            let line =
+                Evidence::FaultAt { role, offset: addr - m.start + m.offset, path: m.path.clone() };
+            return (Cause::MajorFault, !system_file(&m.path), vec![line, read]);
+        }
+        let read = traced_fault_read(t.tid, t.first_blocked_t.unwrap_or(inp.end_ns), inp);
+        if m.is_shared_writable_file() && read == Some(true) {
+            // The fault's error code: a read of a page that was not there, however the file
+            // is mapped; the kernel counts it as major only once it ends.
+            let line =
+                Evidence::FaultAt { role, offset: addr - m.start + m.offset, path: m.path.clone() };
+            return (Cause::MajorFault, true, vec![line, Evidence::FaultWasRead { role }]);
+        }
         if m.is_shared_writable_file() && faults == 0 && !mem.reclaiming() {
             // A fault on a file mapped shared and writable that read nothing in: a write fault
             // waiting for the page's writeback (or its lock).
@@ -262,6 +278,12 @@ fn page_in_cause(t: &ThreadEvidence, role: Role, inp: &Inputs) -> Reading {
                 let mut ev = vec![Evidence::PagesReclaimedReadBack { role }];
                 ev.extend(reclaim_lines(inp));
                 (Cause::MemoryReclaim, false, ev)
+            } else if let Some(read) = kernel_read_fault(t, role, inp)
+                .filter(|_| untraced_write_fault_files(inp).is_some())
+            {
+                // What reads as a write fault below (a shared writable mapping, nothing counted
+                // yet, pages under writeback), the kernel's stack shows reading a page in.
+                (Cause::MajorFault, true, vec![Evidence::BlockedForPage { role }, read])
             } else if let Some(files) = untraced_write_fault_files(inp).filter(|_| faults == 0) {
                 // Nothing to read a page from, nothing read, and pages under writeback: what is
                 // left is a write fault on a shared mapping waiting for one. Which file: the one
@@ -272,6 +294,33 @@ fn page_in_cause(t: &ThreadEvidence, role: Role, inp: &Inputs) -> Reading {
             }
         }
     }
+}
+
+/// The kernel's account of a thread's waits in the stall, where the BPF recorder kept one: its
+/// waits under the page-fault path read a page in (`page-cache read`) and none waited for
+/// writeback. Then a fault on a file mapped shared and writable is a read, whatever the
+/// counters have not yet counted. The line says so, with the longest such wait.
+fn kernel_read_fault(t: &ThreadEvidence, role: Role, inp: &Inputs) -> Option<Evidence> {
+    let kw = inp.kwaits?;
+    let mut longest = 0;
+    for w in kw.waits.iter().filter(|w| w.tid == t.tid) {
+        let end = w.end.unwrap_or(inp.end_ns).min(inp.end_ns);
+        let ns = end.saturating_sub(w.start.max(inp.start_ns));
+        if ns == 0 {
+            continue;
+        }
+        let stack = kw.stacks.get(w.stack).map_or(&[][..], |s| &s[..]);
+        if !stack.iter().any(|f| crate::kernel::fault_frame(f)) {
+            continue;
+        }
+        match crate::kernel::kind(w, stack) {
+            // A FUSE file's page comes from its daemon (`request_wait_answer`).
+            "page-cache read" | "FUSE" => longest = longest.max(ns),
+            "writeback" => return None,
+            _ => {}
+        }
+    }
+    (longest > 0).then_some(Evidence::KernelReadFault { role, ms: longest / 1_000_000 })
 }
 
 /// The files a write fault with no tracepoint can have waited on, when pages were under

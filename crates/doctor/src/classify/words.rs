@@ -270,6 +270,16 @@ impl fmt::Display for Evidence {
             E::OwnFileEvicted => f.write_str(
                 "that is the JVM's own file, read back because memory pressure had evicted it",
             ),
+            E::FaultWasRead { role } => write!(
+                f,
+                "{} fault was a read (the tracepoint's error code has no write bit): the page was not in memory, though the file is mapped shared and writable",
+                role.subject().its
+            ),
+            E::KernelReadFault { role, ms } => write!(
+                f,
+                "{} kernel stack shows a page being read in for a fault for {ms} ms (page-cache read, filemap_fault, with no wait for writeback): a read of the mapping, not a write, though the file is mapped shared and writable",
+                role.subject().its
+            ),
             E::BlockedForPage { role } => {
                 let sj = role.subject();
                 write!(
