@@ -26,6 +26,7 @@ pub mod perfdata;
 pub mod pods;
 pub mod process;
 pub mod procfile;
+pub mod redact;
 pub mod syscalls;
 pub mod system;
 pub mod task;

@@ -134,9 +134,10 @@ pub fn container_of(cgroup: &str) -> Option<String> {
     }
 }
 
-/// The command line of `pid`, shortened as [`ProcessInfo::cmdline`] is.
+/// The command line of `pid`, its secrets hidden (before it is cut: a URL cut before its `@`
+/// would no longer read as one), shortened as [`ProcessInfo::cmdline`] is.
 fn short_cmdline(pid: i32) -> Vec<String> {
-    crate::jvms::cmdline(pid)
+    crate::redact::command_line(crate::jvms::cmdline(pid))
         .into_iter()
         .take(MAX_ARGS)
         .map(|mut a| {
@@ -303,6 +304,38 @@ mod tests {
         );
         assert_eq!(container_of("/user.slice/user-1000.slice/session-3.scope"), None);
         assert_eq!(container_of("/"), None);
+    }
+
+    #[test]
+    fn a_process_s_secrets_never_reach_its_description() {
+        // A real process whose command line carries a password, a token and a URL's password.
+        let mut child = std::process::Command::new("sh")
+            .args([
+                "-c",
+                "sleep 30",
+                "--password=hunter2",
+                "--token",
+                "hunter2",
+                "jdbc:postgresql://app:hunter2@db/x",
+            ])
+            .spawn()
+            .unwrap();
+        let pid = child.id() as i32;
+        // Until it has exec'd (its command line is the shell's).
+        let mut seen = None;
+        for _ in 0..500 {
+            seen = describe(pid).filter(|p| p.cmdline.first().is_some_and(|a| a == "sh"));
+            if seen.is_some() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+        let seen = seen.expect("the child");
+        assert!(seen.cmdline.len() >= 6, "{:?}", seen.cmdline);
+        assert!(!seen.command().contains("hunter2"), "{}", seen.command());
+        assert!(seen.command().contains("--password=*** --token ***"), "{}", seen.command());
     }
 
     #[test]

@@ -300,7 +300,8 @@ pub(crate) fn meta(
         format: Some(recording::FORMAT),
         stallscope_version: env!("CARGO_PKG_VERSION").to_string(),
         mode: mode.to_string(),
-        command,
+        // Kept with the recording, which may be shared: its secrets hidden (issue 57).
+        command: procwatch::redact::command_line(command),
         pid,
         java_home: java_home.map(|h| h.display().to_string()),
         java_version: java_home.and_then(frames::java_version),
