@@ -102,7 +102,8 @@ impl Jvm {
     }
 
     /// Starts the JVM's attach listener if it is not running: an `.attach_pid` file, then
-    /// SIGQUIT, then wait for the socket.
+    /// SIGQUIT, then wait for the socket. The file is removed however this ends, and by
+    /// [`remove_triggers`] if the process exits while it still waits.
     fn ensure_listener(&self, timeout: Duration) -> Result<PathBuf> {
         let sock = self.socket_path();
         if sock.exists() {
@@ -118,12 +119,13 @@ impl Jvm {
             .with_context(|| {
                 format!("pid {}: cannot create {name} in its working directory or /tmp", self.pid)
             })?;
+        let placed = Placed::new(trigger.clone());
         // The JVM accepts a trigger file owned by its own user (or root).
         let _ = std::os::unix::fs::chown(&trigger, Some(self.uid), None);
         // A stopped JVM takes SIGQUIT only when continued, by which time the trigger file is
         // gone: it would print a full thread dump into the application's own stdout.
         if procwatch::task::stopped(self.pid) {
-            let _ = std::fs::remove_file(&trigger);
+            drop(placed);
             return Err(anyhow::anyhow!(
                 "JVM pid {} is stopped (SIGSTOP or a debugger): not signalled; continue it (kill -CONT {}) and try again",
                 self.pid,
@@ -142,7 +144,7 @@ impl Jvm {
             }
             std::thread::sleep(Duration::from_millis(20));
         };
-        let _ = std::fs::remove_file(&trigger);
+        drop(placed);
         if !found {
             return Err(anyhow::anyhow!(
                 "JVM pid {} did not open its attach socket within {} s (started with -XX:+DisableAttachMechanism, or still starting?)",
@@ -224,5 +226,78 @@ impl Jvm {
     /// Runs a diagnostic command, as `jcmd <pid> <line>` would.
     pub fn jcmd(&self, line: &str) -> Result<String> {
         self.execute("jcmd", &[line])
+    }
+}
+/// Trigger files (`.attach_pid<pid>`) placed and not yet removed.
+static TRIGGERS: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
+
+/// A trigger file placed: removed when dropped.
+struct Placed(PathBuf);
+
+impl Placed {
+    fn new(path: PathBuf) -> Placed {
+        TRIGGERS.lock().unwrap_or_else(|p| p.into_inner()).push(path.clone());
+        Placed(path)
+    }
+}
+
+impl Drop for Placed {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+        TRIGGERS.lock().unwrap_or_else(|p| p.into_inner()).retain(|p| *p != self.0);
+    }
+}
+
+/// Removes every trigger file an attach still waiting placed: for a process about to exit
+/// (the attaching thread would otherwise leave its file behind, in the JVM's /tmp or working
+/// directory, where the JVM would take it up at its next SIGQUIT).
+pub fn remove_triggers() {
+    for p in TRIGGERS.lock().unwrap_or_else(|p| p.into_inner()).drain(..) {
+        let _ = std::fs::remove_file(p);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A process that never answers SIGQUIT (as a JVM held at a safepoint does not): the trigger
+    /// file placed for it is gone once `remove_triggers` runs, while the attach still waits, and
+    /// the wait, once the process is gone, leaves nothing either.
+    #[test]
+    fn a_trigger_file_for_a_process_that_never_answers_is_removed_at_exit() {
+        let dir = std::env::temp_dir().join(format!("stallscope-trigger-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut child = std::process::Command::new("sh")
+            .args(["-c", "trap '' QUIT; exec sleep 30"])
+            .spawn()
+            .unwrap();
+        let pid = child.id() as i32;
+        let jvm = Jvm {
+            pid,
+            nspid: pid,
+            tmp: dir.clone(),
+            cwd: dir.clone(),
+            // SAFETY: getuid and getgid have no preconditions.
+            uid: unsafe { libc::getuid() },
+            gid: unsafe { libc::getgid() },
+            java_home: None,
+        };
+        let trigger = dir.join(format!(".attach_pid{pid}"));
+        let waiting = std::thread::spawn(move || jvm.ensure_listener(Duration::from_secs(60)));
+        let placed = (0..500).any(|_| {
+            std::thread::sleep(Duration::from_millis(10));
+            trigger.exists()
+        });
+        assert!(placed, "the trigger file was placed");
+        remove_triggers();
+        assert!(!trigger.exists(), "removed while the attach still waits");
+        let _ = child.kill();
+        let _ = child.wait();
+        assert!(waiting.join().unwrap().is_err(), "no socket from a process that is gone");
+        assert!(!trigger.exists());
+        assert!(TRIGGERS.lock().unwrap().is_empty());
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -46,7 +46,11 @@ fn main() {
     unsafe {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
-    match run(cli::Cli::parse().command) {
+    let r = run(cli::Cli::parse().command);
+    // An attach still waiting for a JVM that never answered (held at a safepoint, stopped)
+    // leaves no trigger file behind (issue 58).
+    hotspot_attach::remove_triggers();
+    match r {
         Ok(code) => std::process::exit(code),
         Err(e) => {
             eprintln!("Error: {e:#}");
