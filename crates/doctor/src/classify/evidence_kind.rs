@@ -161,6 +161,12 @@ pub enum Evidence {
     },
     /// The faulting file is the JVM's own, evicted by memory pressure.
     OwnFileEvicted,
+    /// Mostly in user mode, but taking this many minor faults: first touches of fresh memory
+    /// (each one a trip into the kernel), not a loop that never left user mode.
+    FreshMemoryTouched {
+        role: Role,
+        minor_faults: u64,
+    },
     /// Blocked outside any system call, waiting for a page.
     BlockedForPage {
         role: Role,

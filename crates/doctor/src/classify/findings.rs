@@ -45,8 +45,13 @@ pub(super) struct Draft {
 
 impl Draft {
     /// The finding as reported: its cause's title, fix and page, and its evidence in words.
-    pub(super) fn into_finding(self) -> Finding {
+    pub(super) fn into_finding(mut self) -> Finding {
         let cause = self.cause;
+        // A stretch whose counters were too coarse to see its faults does not contradict the
+        // faults another stretch counted: they entered the kernel.
+        if fresh_memory(&self.evidence) {
+            self.evidence.retain(|e| !matches!(e, Evidence::RanWithoutKernel { .. }));
+        }
         Finding {
             cause,
             title: cause.title().to_string(),
@@ -67,9 +72,7 @@ fn fix_for(cause: Cause, evidence: &[Evidence]) -> String {
     // First touches of fresh memory are not fixed by a safepoint poll in a loop: a thread
     // filling or copying fresh memory in one call is fixed by smaller calls or memory touched
     // ahead; GC threads touching a growing heap, by a heap touched at start.
-    let fresh = evidence.iter().any(|e| matches!(e, Evidence::KernelFreshMemory { .. }));
-    let ran = evidence.iter().any(|e| matches!(e, Evidence::RanWithoutKernel { .. }));
-    if fresh && !ran {
+    if fresh_memory(evidence) {
         match cause {
             Cause::NoSafepointPoll => return FRESH_MEMORY_CALL_FIX.to_string(),
             Cause::LongVmOperation => return FRESH_HEAP_FIX.to_string(),
@@ -102,7 +105,15 @@ fn fix_for(cause: Cause, evidence: &[Evidence]) -> String {
 }
 
 /// The fix when a thread late to a safepoint spent it first-touching fresh memory in one call.
-pub(crate) const FRESH_MEMORY_CALL_FIX: &str = "the thread filled or copied memory it had never touched in one call that polls for no safepoint (a huge ByteBuffer.allocateDirect, Unsafe.setMemory or copyMemory): its pages' first touches are the cost, so make the call in pieces of a few MiB, or allocate and touch such buffers once, at start, off the latency-critical path; a loop's safepoint poll (strip mining) does not help a single call";
+pub(crate) const FRESH_MEMORY_CALL_FIX: &str = "the thread allocated, filled or copied memory it had never touched in one call that polls for no safepoint (a huge array zeroed as it is allocated, ByteBuffer.allocateDirect, Unsafe.setMemory or copyMemory): its pages' first touches are the cost, so allocate such arrays and buffers once, at start, off the latency-critical path (and reuse them), make fills in pieces of a few MiB, or have the heap touched at start (-XX:+AlwaysPreTouch with -Xms equal to -Xmx); a loop's safepoint poll (strip mining) does not help a single call";
+
+/// Whether the evidence says first touches of fresh memory took the time: then no line says
+/// the thread never entered the kernel (each fault did), and the fix is the fresh memory's.
+fn fresh_memory(evidence: &[Evidence]) -> bool {
+    evidence.iter().any(|e| {
+        matches!(e, Evidence::KernelFreshMemory { .. } | Evidence::FreshMemoryTouched { .. })
+    })
+}
 
 /// The fix when the operation's threads (a GC) spent it first-touching a growing heap.
 pub(crate) const FRESH_HEAP_FIX: &str = "the GC threads touched heap pages the JVM had never used (the heap growing into fresh memory): touch the whole heap at start (-XX:+AlwaysPreTouch) with a fixed size (-Xms equal to -Xmx), so no pause pays for first touches";

@@ -302,6 +302,43 @@ mod tests {
         assert_eq!(f[0].cause, Cause::NoSafepointPoll, "{f:?}");
     }
 
+    /// Issue 56: a thread allocating a 768 MiB array (zeroed as it is allocated) through a
+    /// safepoint's TTSP, mostly in user mode by its counters, with 195,302 minor faults: first
+    /// touches of fresh memory, with their fix; no line says it never entered the kernel.
+    #[test]
+    fn a_huge_array_s_first_touch_is_fresh_memory_with_its_fix_and_no_contradiction() {
+        let mut w = thread(7, "allocator", 'R', 20 * MS, 121_000);
+        w.span_ns = 21 * MS;
+        w.utime_ticks = 2;
+        w.minflt = 195_302;
+        let f = run(
+            None,
+            None,
+            vec![w],
+            safepoint("G1CollectForAllocation", 21 * MS, 60_000),
+            21 * MS,
+            SystemSignals::default(),
+        );
+        assert_eq!(f[0].cause, Cause::NoSafepointPoll, "{f:?}");
+        let d = f.into_iter().next().unwrap();
+        assert!(
+            d.evidence.iter().any(|e| matches!(
+                e,
+                Evidence::FreshMemoryTouched { minor_faults: 195_302, .. }
+                    | Evidence::KernelFreshMemory { minor_faults: 195_302, .. }
+            )),
+            "{:?}",
+            d.evidence
+        );
+        let fin = d.into_finding();
+        assert_eq!(fin.fix, super::findings::FRESH_MEMORY_CALL_FIX, "{:?}", fin.evidence);
+        assert!(
+            !fin.evidence.iter().any(|l| l.contains("without entering the kernel")),
+            "{:?}",
+            fin.evidence
+        );
+    }
+
     #[test]
     fn an_operation_that_ran_is_a_long_vm_operation_and_names_its_threads() {
         let f = gc_pause(

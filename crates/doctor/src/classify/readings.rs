@@ -36,6 +36,12 @@ pub(super) fn cause_of(t: &ThreadEvidence, act: Activity, role: Role, inp: &Inpu
                 let faults = t.majflt + t.minflt;
                 if act == Activity::Cpu && faults > 1000 {
                     kernel_cpu_cause(t, role, inp)
+                } else if t.minflt >= FRESH_MEMORY_FAULTS {
+                    // Mostly in user mode by its counters, but each of those faults entered the
+                    // kernel: a fill or zeroing of fresh memory (a huge array allocated), not a
+                    // loop that never left user mode (issue 56).
+                    let ev = vec![Evidence::FreshMemoryTouched { role, minor_faults: t.minflt }];
+                    (Cause::NoSafepointPoll, false, ev)
                 } else {
                     let user_mode = act == Activity::User;
                     (

@@ -252,6 +252,12 @@ impl fmt::Display for Evidence {
                     plural(*minor_faults, "minor fault")
                 )
             }
+            E::FreshMemoryTouched { role, minor_faults } => write!(
+                f,
+                "{} ran mostly in user mode but took {}: first touches of fresh memory (each a trip into the kernel), inside an allocation, fill or copy that polls for no safepoint (a huge array zeroed, allocateDirect, Unsafe.setMemory)",
+                role.subject().who,
+                plural(*minor_faults, "minor fault")
+            ),
             E::KernelUnexplained { role } => write!(
                 f,
                 "{} ran mostly in the kernel, for no reason the counters show",
