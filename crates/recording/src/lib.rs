@@ -15,10 +15,13 @@
 //! side), [`read`] (everything into one [`Recording`]), [`hlog`] (the HdrHistogram interval
 //! logs of the hiccup and control meters), [`counters`] (safepoints from the JVM's perf
 //! counters, where its log says nothing), [`units`] (durations as people type and read
-//! them), and [`who`] (who set each stall off, as the recorder saw it).
+//! them), [`who`] (who set each stall off, as the recorder saw it), [`stamps`] (a line's
+//! stall and time, from its text) and [`live`] (the recording kept in memory as it is written).
 //!
-//! Invariant: a recording is read by [`Recording::read`] and nothing else, so every command
-//! (`report`, `watch`, the lab) diagnoses the same recording from the same input.
+//! Invariant: a recording is read by [`Recording::read`] (or, while it is being written, built
+//! by [`Recording::from_live`] from what its writer kept, line for line the same) and nothing
+//! else, so every command (`report`, `watch`, `attach`, the lab) diagnoses the same recording
+//! from the same input.
 //!
 //! Depends on procwatch and hotspot-log (the readers whose values it converts and stores) only.
 
@@ -30,6 +33,7 @@ pub mod live;
 pub mod notice;
 pub mod read;
 pub mod schema;
+pub mod stamps;
 pub mod units;
 pub mod verify;
 pub mod who;

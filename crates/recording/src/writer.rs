@@ -112,7 +112,7 @@ impl<T: Serialize> Appender<T> {
         self.buf.push(b'\n');
         let stamps = self.keep.is_some().then(|| {
             let line = std::str::from_utf8(&self.buf).unwrap_or_default();
-            (crate::read::stall_of_line(line), crate::read::t_of_line(line))
+            (crate::stamps::stall_of_line(line), crate::stamps::t_of_line(line))
         });
         let dropped_before = self.dropped();
         self.write_buf()?;
