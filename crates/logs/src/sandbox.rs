@@ -22,6 +22,14 @@ pub const PARSER_FAILED: &str = "the JFR parser failed";
 
 const READER_ADDRESS_SPACE: u64 = 4 << 30;
 
+/// The CPU time a reader may spend on a file of `len` bytes: 5 s, and 1 s more per 10 MB (it
+/// reads a healthy recording at well over 50 MB a second). A damaged file can loop the JFR
+/// parser: `jfrs` 0.2.5 never moves past a metadata or constant-pool record of size 0 (found by
+/// the damage test in a CI run, the reader spinning 13 minutes after its parent was gone).
+fn reader_cpu_seconds(len: u64) -> u64 {
+    5 + len / 10_000_000
+}
+
 /// What the reader is asked for.
 #[derive(Debug, Clone)]
 pub enum Want {
@@ -108,16 +116,22 @@ pub fn read(
         }
     }
     cmd.arg(path).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    let cpu = reader_cpu_seconds(std::fs::metadata(path).map(|m| m.len()).unwrap_or(0));
     // Its last words are quoted to the user: never a backtrace (an allocation that fails prints
     // one after its message when these are set).
     cmd.env_remove("RUST_BACKTRACE").env_remove("RUST_LIB_BACKTRACE");
     // SAFETY: setrlimit only, in the child between fork and exec.
     unsafe {
         use std::os::unix::process::CommandExt;
-        cmd.pre_exec(|| {
+        cmd.pre_exec(move || {
             let lim =
                 libc::rlimit { rlim_cur: READER_ADDRESS_SPACE, rlim_max: READER_ADDRESS_SPACE };
             libc::setrlimit(libc::RLIMIT_AS, &lim);
+            // SIGXCPU (it ends the process) past `cpu` seconds; SIGKILL a few seconds after.
+            let lim = libc::rlimit { rlim_cur: cpu, rlim_max: cpu + 5 };
+            libc::setrlimit(libc::RLIMIT_CPU, &lim);
+            // It never outlives the process that reads its lines (killed, or timed out).
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
             Ok(())
         });
     }
@@ -142,6 +156,12 @@ pub fn read(
         .find(|l| !l.is_empty())
         .unwrap_or("")
         .to_string();
+    use std::os::unix::process::ExitStatusExt;
+    if matches!(out.status.signal(), Some(libc::SIGXCPU | libc::SIGKILL)) && why.is_empty() {
+        return Ok(Some(format!(
+            "the reader spent {cpu} s of CPU without finishing: damage that loops the JFR parser"
+        )));
+    }
     Ok(Some(if why.is_empty() { format!("it died ({})", out.status) } else { why }))
 }
 

@@ -252,6 +252,23 @@ fn damaged_jfr_files_give_clear_answers() {
     std::fs::remove_dir_all(&d).unwrap();
 }
 
+/// A damaged JDK 17 recording (from a CI run of the damage test) on which the JFR parser spins
+/// for ever: a record of size 0 it never moves past. The reader's CPU limit ends it: one clear
+/// line, in seconds, and no reader left behind.
+#[test]
+fn damage_that_loops_the_parser_is_one_clear_line_and_leaves_no_reader() {
+    let f = root().join("tests/fixtures/logs/damaged-jdk17-record-of-size-0-loops-the-parser.jfr");
+    let (code, _, err) = logs(&["--json", f.to_str().unwrap()]);
+    assert_eq!(code, 5, "{err}");
+    assert_eq!(err.lines().count(), 1, "one line: {err}");
+    assert!(err.contains("damage that loops the JFR parser"), "{err}");
+    let left = std::process::Command::new("pgrep")
+        .args(["-f", "jfr-chunks.*record-of-size-0"])
+        .output()
+        .unwrap();
+    assert!(left.stdout.is_empty(), "a reader left: {}", String::from_utf8_lossy(&left.stdout));
+}
+
 /// A damaged JDK 17 recording whose count asks the parser for 6 GB (a CI run's case): the
 /// reader's allocation fails under its limit and it aborts. The answer is still one clear line,
 /// even with RUST_BACKTRACE set (the abort then prints a backtrace after its message).
