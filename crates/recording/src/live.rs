@@ -198,25 +198,6 @@ impl Live {
         let meta = l.meta.take();
         *l = Lines { stopped: true, meta, ..Lines::default() };
     }
-
-    /// How many values it holds.
-    pub fn len(&self) -> usize {
-        let l = self.lines();
-        l.events.len()
-            + l.samples.len()
-            + l.system.len()
-            + l.context.len()
-            + l.trace.len()
-            + l.kwaits.len()
-            + l.counters.len()
-            + l.who.len()
-            + l.dumps.len()
-            + l.outside.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
 }
 
 impl Recording {
