@@ -499,13 +499,51 @@ mod tests {
         }
     }
 
+    /// A compiler thread 147 ms in D in `folio_wait_bit` outside any system call, named by
+    /// SafepointTimeout, an index file mapped shared and writable, pages under writeback: what
+    /// a read fault on a READ_WRITE mapping looks like (issue 56), with `trace` and `kw`.
+    fn held_on_an_index(
+        trace: &[recording::disk::TraceEvent],
+        kw: Option<&recording::StallKernelWaits>,
+    ) -> Vec<Draft> {
+        let maps = [mapping("rw-s", 7, "/data/topic-0/00000000000000000000.index")];
+        let mut c2 = thread(9, "C2 CompilerThre", 'D', 200_000, 0);
+        c2.span_ns = 150 * MS;
+        c2.wchan = "folio_wait_bit".into();
+        c2.not_in_syscall = 10;
+        c2.first_blocked_t = Some(6 * MS);
+        c2.seen_ns = BTreeMap::from([(Seen::Waiting(Wait::PageIn), 147 * MS)]);
+        let mut sp = safepoint("ParallelGCSystemGC", 148 * MS, 6 * MS);
+        sp.timeout_culprits = vec![crate::report::TimeoutCulprit {
+            name: "C2 CompilerThread0".into(),
+            tid: Some(9),
+            state: Some("runnable".into()),
+        }];
+        let mut signals = SystemSignals::default();
+        signals.memory.writeback_pages = Some(4);
+        let c = vec![c2.clone()];
+        run_seen_kernel(
+            Some(c),
+            None,
+            vec![c2],
+            sp,
+            154 * MS,
+            signals,
+            &maps,
+            trace,
+            &[],
+            &[],
+            None,
+            kw,
+        )
+    }
+
     /// Seed 000 in a real server (issue 56): an index file mapped READ_WRITE and only read, on
     /// a slow disk, pages under writeback elsewhere. The traced fault is on the shared writable
     /// mapping and no major fault is counted yet (the kernel counts it when it ends): without the
     /// kernel's stack it reads as a write fault; with it, it is the read it was.
     #[test]
     fn a_read_fault_on_a_read_write_mapping_is_a_major_fault_when_the_kernel_s_stack_says_so() {
-        let maps = [mapping("rw-s", 7, "/data/topic-0/00000000000000000000.index")];
         let fault = [recording::disk::TraceEvent::PageFault {
             t: 5 * MS,
             tid: 9,
@@ -532,36 +570,7 @@ mod tests {
             stacks: vec![frames.iter().map(|f| f.to_string()).collect()],
             lost: 0,
         };
-        let run = |kw: Option<&recording::StallKernelWaits>| {
-            let mut c2 = thread(9, "C2 CompilerThre", 'D', 200_000, 0);
-            c2.span_ns = 150 * MS;
-            c2.wchan = "folio_wait_bit".into();
-            c2.not_in_syscall = 10;
-            c2.first_blocked_t = Some(6 * MS);
-            c2.seen_ns = BTreeMap::from([(Seen::Waiting(Wait::PageIn), 147 * MS)]);
-            let mut sp = safepoint("ParallelGCSystemGC", 148 * MS, 6 * MS);
-            sp.timeout_culprits = vec![crate::report::TimeoutCulprit {
-                name: "C2 CompilerThread0".into(),
-                tid: Some(9),
-                state: Some("runnable".into()),
-            }];
-            let mut signals = SystemSignals::default();
-            signals.memory.writeback_pages = Some(4);
-            run_seen_kernel(
-                Some(vec![c2.clone()]),
-                None,
-                vec![c2],
-                sp,
-                154 * MS,
-                signals,
-                &maps,
-                &fault,
-                &[],
-                &[],
-                None,
-                kw,
-            )
-        };
+        let run = |kw: Option<&recording::StallKernelWaits>| held_on_an_index(&fault, kw);
         let read = [
             "__schedule",
             "io_schedule",
@@ -604,7 +613,6 @@ mod tests {
     /// still read as a write fault under writeback.
     #[test]
     fn a_traced_fault_s_error_code_tells_a_read_from_a_write_on_a_read_write_mapping() {
-        let maps = [mapping("rw-s", 7, "/data/topic-0/00000000000000000000.index")];
         let run = |code: u64| {
             let fault = [recording::disk::TraceEvent::PageFault {
                 t: 5 * MS,
@@ -613,21 +621,7 @@ mod tests {
                 ip: 1,
                 error_code: Some(code),
             }];
-            let mut c2 = thread(9, "C2 CompilerThre", 'D', 200_000, 0);
-            c2.span_ns = 150 * MS;
-            c2.wchan = "folio_wait_bit".into();
-            c2.not_in_syscall = 10;
-            c2.first_blocked_t = Some(6 * MS);
-            c2.seen_ns = BTreeMap::from([(Seen::Waiting(Wait::PageIn), 147 * MS)]);
-            let mut sp = safepoint("ParallelGCSystemGC", 148 * MS, 6 * MS);
-            sp.timeout_culprits = vec![crate::report::TimeoutCulprit {
-                name: "C2 CompilerThread0".into(),
-                tid: Some(9),
-                state: Some("runnable".into()),
-            }];
-            let mut signals = SystemSignals::default();
-            signals.memory.writeback_pages = Some(4);
-            run_seen(Some(vec![c2.clone()]), None, vec![c2], sp, 154 * MS, signals, &maps, &fault)
+            held_on_an_index(&fault, None)
         };
         let f = run(0x4);
         assert_eq!((f[0].cause, f[0].confidence), (Cause::MajorFault, Confidence::High), "{f:?}");
