@@ -92,11 +92,23 @@ fn a_coarser_meter_finds_the_same_loop_and_logs_its_hiccups_whole() {
         .max_by_key(|s| s.duration_ns)
         .unwrap_or_else(|| panic!("{:?}", causes(&r)));
     let h = r.summary.hiccups.as_ref().expect("the hiccup log");
-    // The longest hiccup is the stall, to within the meter's sleep and the stall's edges.
+    // The longest hiccup is the loop's longest stall, to within the meter's sleep. A 10 ms meter
+    // may not wake between stalls closer together than its sleep (a Cleanup safepoint that waits
+    // on the same loop just before the dump), so it may also be the run of such stalls, whole.
+    let mut spans: Vec<(u64, u64)> =
+        r.stalls.iter().map(|s| (s.start_mono_ns, s.start_mono_ns + s.duration_ns)).collect();
+    spans.sort();
+    let mut runs: Vec<(u64, u64)> = Vec::new();
+    for (a, b) in spans {
+        match runs.last_mut() {
+            Some(last) if a <= last.1 + 20_000_000 => last.1 = last.1.max(b),
+            _ => runs.push((a, b)),
+        }
+    }
+    let run = runs.iter().map(|(a, b)| b - a).max().unwrap_or(0).max(longest.duration_ns);
     assert!(
-        h.max_ns + 20_000_000 >= longest.duration_ns
-            && h.max_ns <= longest.duration_ns + 20_000_000,
-        "{h:?} vs {} ns",
+        h.max_ns + 20_000_000 >= longest.duration_ns && h.max_ns <= run + 20_000_000,
+        "{h:?} vs the loop's longest stall, {} ns, and the longest run of stalls, {run} ns: {runs:?}",
         longest.duration_ns
     );
     // Corrected: the missed ticks are there, one per 10 ms of the longest hiccup.
