@@ -520,7 +520,18 @@ fn wait_view(w: &KernelWait, kw: &StallKernelWaits, from: u64, to: u64) -> Kerne
             })
             .unwrap_or_default(),
         waker_chain: waker_chain(w, kw),
-        instead: (w.state == 'R').then(|| w.instead.as_ref().map(instead_of)).flatten(),
+        instead: (w.state == 'R')
+            .then(|| w.instead.as_ref().map(|i| instead_for(i, w.instead_ns)))
+            .flatten(),
+    }
+}
+
+/// [`instead_of`], with how long it held the CPU where the recording says (a thread that held
+/// it for a moment, a timer's wake-up, was named only until another held it longer).
+fn instead_for(i: &recording::KernelThread, ns: Option<u64>) -> String {
+    match ns {
+        Some(ns) => format!("{} for {:.1} ms", instead_of(i), ns as f64 / 1e6),
+        None => instead_of(i),
     }
 }
 
@@ -557,6 +568,8 @@ mod tests {
             "stallscope-hicc (tid 7, stallscope's own thread)"
         );
         assert_eq!(instead_of(&t("stallscoper")), "stallscoper (tid 7)");
+        assert_eq!(instead_for(&t("cpu-hog"), Some(2_460_000)), "cpu-hog (tid 7) for 2.5 ms");
+        assert_eq!(instead_for(&t("cpu-hog"), None), "cpu-hog (tid 7)");
     }
 
     #[test]
@@ -600,6 +613,7 @@ mod tests {
             stack: 0,
             waker: None,
             instead: None,
+            instead_ns: None,
         };
         assert_eq!(kind(&w, &inode), "kernel lock (rwsem)");
         let mm = st(&[
@@ -639,6 +653,7 @@ mod tests {
             stack,
             waker: None,
             instead: None,
+            instead_ns: None,
         }
     }
 

@@ -4,7 +4,7 @@
 //! threads of the target processes only, every interval a thread spends off a CPU that lasts at
 //! least `min_ns`: when it began and ended (CLOCK_MONOTONIC ns), the state it left in, its kernel
 //! stack, the thread that woke it (and that thread's kernel stack), and for a preempted thread
-//! who took the CPU. The filter is in the kernel (a map of tgids), so other processes pay only
+//! who held its CPU longest while it waited, and for how long. The filter is in the kernel (a map of tgids), so other processes pay only
 //! the tracepoints' hash lookup; every map and the ring buffer are bounded.
 //!
 //! The ring buffer does not wake the reader per record: a thread of ours empties it every
@@ -126,8 +126,11 @@ pub struct Wait {
     /// Its kernel stack where it left the CPU, innermost first.
     pub stack: Vec<String>,
     pub waker: Option<Waker>,
-    /// Who the CPU switched to as it left (for a preempted thread: who ran instead).
+    /// A preempted thread's: who held the CPU it left longest while it waited for one (at
+    /// first, who took it from it; see `held` in the program).
     pub instead: Option<(i32, String)>,
+    /// How long `instead` held that CPU (None: the wait ended before it left it).
+    pub instead_ns: Option<u64>,
 }
 
 /// A thread off a CPU now, not by its own choice: preempted (`R`, waiting for a CPU), in an
@@ -618,6 +621,7 @@ impl Reader {
                 stack: names(&w.frames),
             }),
             instead: r.instead,
+            instead_ns: r.instead_ns,
         }
     }
 }

@@ -5,7 +5,7 @@
 /// Frames per stack in the record (`MAX_FRAMES`).
 pub const MAX_FRAMES: usize = 32;
 const COMM: usize = 16;
-/// The record's size: 4 u64, 6 u32, 2 u16, 1 u32, 3 comms, 2 stacks.
+/// The record's size: 4 u64, 6 u32, 2 u16, 1 u32 (`instead_us`), 3 comms, 2 stacks.
 pub const SIZE: usize = 4 * 8 + 6 * 4 + 2 * 2 + 4 + 3 * COMM + 2 * MAX_FRAMES * 8;
 
 /// One wait as the program recorded it: kernel addresses, not yet named.
@@ -22,7 +22,10 @@ pub struct RawWait {
     pub comm: String,
     pub frames: Vec<u64>,
     pub waker: Option<RawWaker>,
+    /// Preempted: who held its CPU longest while it waited (at first, who took it).
     pub instead: Option<(i32, String)>,
+    /// How long `instead` held it (None: it had not left the CPU when the wait ended).
+    pub instead_ns: Option<u64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -81,6 +84,7 @@ struct Body {
     cpu: u32,
     nframes: u16,
     waker_nframes: u16,
+    instead_us: u32,
     comm: String,
     waker_comm: String,
     instead_comm: String,
@@ -91,7 +95,7 @@ impl Body {
         let (tid, tgid) = (c.u32() as i32, c.u32() as i32);
         let (waker_tid, waker_tgid) = (c.u32() as i32, c.u32() as i32);
         let (instead_tid, cpu) = (c.u32() as i32, c.u32());
-        let (nframes, waker_nframes, _pad) = (c.u16(), c.u16(), c.u32());
+        let (nframes, waker_nframes, instead_us) = (c.u16(), c.u16(), c.u32());
         let (comm, waker_comm, instead_comm) = (c.comm(), c.comm(), c.comm());
         Body {
             tid,
@@ -102,6 +106,7 @@ impl Body {
             cpu,
             nframes,
             waker_nframes,
+            instead_us,
             comm,
             waker_comm,
             instead_comm,
@@ -130,6 +135,7 @@ impl Body {
             }),
             instead: (self.instead_tid != 0 || !self.instead_comm.is_empty())
                 .then_some((self.instead_tid, self.instead_comm)),
+            instead_ns: (self.instead_us != 0).then_some(self.instead_us as u64 * 1000),
         }
     }
 }
@@ -217,6 +223,21 @@ mod tests {
         let r = parse_event(&record(999, 0)).unwrap();
         assert!(r.waker.is_none());
         assert_eq!(r.frames.len(), MAX_FRAMES);
+    }
+
+    #[test]
+    fn a_preempted_wait_names_who_held_its_cpu_longest_and_for_how_long() {
+        let mut b = record(0, 0);
+        b[24..32].copy_from_slice(&0x100i64.to_ne_bytes());
+        b[48..52].copy_from_slice(&42u32.to_ne_bytes());
+        b[60..64].copy_from_slice(&2_500u32.to_ne_bytes());
+        b[96..96 + 7].copy_from_slice(b"cpu-hog");
+        let r = parse_event(&b).unwrap();
+        assert_eq!(state_letter(r.state), 'R');
+        assert_eq!((r.instead, r.instead_ns), (Some((42, "cpu-hog".into())), Some(2_500_000)));
+        // Back before the one that took its CPU left it: named, for no time yet.
+        b[60..64].copy_from_slice(&0u32.to_ne_bytes());
+        assert_eq!(parse_event(&b).unwrap().instead_ns, None);
     }
 
     #[test]

@@ -428,6 +428,73 @@ fn unarmed_only_the_waits_a_thread_did_not_choose_are_recorded() {
     assert!(preempted.len() >= 5, "the preempted loop's waits are kept: {waits:#?}");
 }
 
+/// A thread preempted by a timer's wake-up waits while another task holds its CPU: that task is
+/// who ran instead, for most of the wait, not the timer thread that held the CPU for µs. Two busy
+/// loops and a thread of this test that wakes every millisecond for 20 µs at nice -15 share CPU 0.
+#[test]
+fn a_preempted_thread_s_cpu_went_to_who_held_it_longest_not_to_a_timer_s_wakeup() {
+    let busy = || {
+        Command::new("taskset")
+            .args(["-c", "0", "bash", "-c", "while :; do :; done"])
+            .spawn()
+            .unwrap()
+    };
+    let (mut a, mut b) = (busy(), busy());
+    let (pa, pb) = (a.id() as i32, b.id() as i32);
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let ticking = stop.clone();
+    let ticker = std::thread::spawn(move || {
+        // SAFETY: plain syscalls on this thread alone (affinity, niceness, its id).
+        let tid = unsafe {
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            libc::CPU_SET(0, &mut set);
+            libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+            let tid = libc::gettid();
+            libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, -15);
+            tid
+        };
+        while !ticking.load(std::sync::atomic::Ordering::Relaxed) {
+            std::thread::sleep(Duration::from_millis(1));
+            let t = Instant::now();
+            while t.elapsed() < Duration::from_micros(20) {}
+        }
+        tid
+    });
+    let oc = start(&[pa]);
+    let from = offcpu::now_ns();
+    std::thread::sleep(Duration::from_millis(800));
+    let waits = oc.waits(&[pa], from, offcpu::now_ns());
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let ticker = ticker.join().unwrap();
+    for c in [&mut a, &mut b] {
+        let _ = c.kill();
+        let _ = c.wait();
+    }
+    let preempted: Vec<_> =
+        waits.iter().filter(|w| w.end.is_some() && w.tid == pa && w.state == 'R').collect();
+    assert!(preempted.len() >= 20, "the loop waits for its CPU again and again: {waits:#?}");
+    let by =
+        |tid: i32| preempted.iter().filter(move |w| w.instead.as_ref().map(|i| i.0) == Some(tid));
+    eprintln!(
+        "preempted waits {}: the other loop named {}, the ticker {}",
+        preempted.len(),
+        by(pb).count(),
+        by(ticker).count()
+    );
+    // Each of its waits of a millisecond or more: the other loop held the CPU for most of it.
+    assert!(
+        by(pb).count() * 10 >= preempted.len() * 9 && by(ticker).count() * 10 <= preempted.len(),
+        "named the other loop ({pb}) {} times, the ticker ({ticker}) {}, of {}: {preempted:#?}",
+        by(pb).count(),
+        by(ticker).count(),
+        preempted.len()
+    );
+    for w in by(pb) {
+        let (held, wait) = (w.instead_ns.unwrap_or(0), w.end.unwrap() - w.start);
+        assert!(held > 0 && held <= wait + 1_000, "held {held} ns of a {wait} ns wait: {w:#?}");
+    }
+}
+
 /// What a stand-in meter does once it stops ticking.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Held {

@@ -449,9 +449,14 @@ pub struct KernelWait {
     /// Who woke it, and when (absent: preempted, or not woken while recorded).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub waker: Option<KernelWaker>,
-    /// Who the CPU went to as it left (for a preempted thread: who ran instead).
+    /// For a preempted thread, who ran instead: who held the CPU it left longest while it
+    /// waited for one (recordings before `instead_ns`: who took that CPU as it left).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub instead: Option<KernelThread>,
+    /// How long `instead` held that CPU (absent: the wait ended before it left the CPU, or a
+    /// recording made before this was kept).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instead_ns: Option<u64>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]

@@ -566,6 +566,7 @@ mod tests {
                 stack: 0,
                 waker: None,
                 instead: None,
+                instead_ns: None,
             }],
             stacks: vec![frames.iter().map(|f| f.to_string()).collect()],
             lost: 0,

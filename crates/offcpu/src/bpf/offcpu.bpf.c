@@ -78,11 +78,11 @@ struct offcpu_event {
 	__u32 tgid;
 	__u32 waker_tid;
 	__u32 waker_tgid;
-	__u32 instead_tid;  /* who the CPU switched to when this thread left it */
+	__u32 instead_tid;  /* preempted: who held its CPU longest while it waited (see `held`) */
 	__u32 cpu;
 	__u16 nframes;
 	__u16 waker_nframes;
-	__u32 pad;
+	__u32 instead_us;   /* how long that was, in µs (0: it had not left that CPU yet) */
 	char comm[TASK_COMM_LEN];
 	char waker_comm[TASK_COMM_LEN];
 	char instead_comm[TASK_COMM_LEN];
@@ -158,7 +158,7 @@ struct off_entry {
 	__u32 cpu;
 	__u16 nframes;      /* the stacks in `stacks` are this wait's */
 	__u16 waker_nframes;
-	__u32 pad;
+	__u32 instead_us;
 	char comm[TASK_COMM_LEN];
 	char waker_comm[TASK_COMM_LEN];
 	char instead_comm[TASK_COMM_LEN];
@@ -355,6 +355,59 @@ static __always_inline __s64 reported(_Bool preempt, unsigned int raw, struct ta
 	return 0;
 }
 
+/* Who ran instead of a preempted thread: the task that took its CPU as it left is often one that
+ * holds it for µs (a timer thread's wake-up preempts the running task, runs and sleeps again),
+ * while the CPU then goes for ms to others. So each CPU keeps the last target thread preempted
+ * there while it waits for a CPU, and since when the task now on the CPU has run; at each switch
+ * there the task leaving is named in the waiting thread's entry if it ran longer than the one
+ * named so far: `instead` is who held the CPU longest while it waited, for `instead_us`. One
+ * line per CPU. A waiting thread that another preemption on its CPU displaces from the slot keeps
+ * what it had; one that comes back on another CPU keeps the tasks that had left its own. The
+ * entry is written by this CPU while its thread may come back on another: a record may then
+ * name the one before (a race of a switch's length). */
+#define HELD_CPUS 1024
+
+struct held_cpu {
+	__u32 tid;   /* the waiting thread (0: none) */
+	__u32 pad;
+	__u64 since; /* when the task now on the CPU came on it */
+	__u8 line[48];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, HELD_CPUS);
+	__type(key, __u32);
+	__type(value, struct held_cpu);
+} held SEC(".maps");
+
+/* A switch on this CPU (`h`, its slot) from `prev` (current) while a preempted thread waits: the
+ * time `prev` ran counted for it. */
+static __always_inline void held_switch(struct held_cpu *h, __u32 prev, __u32 next, __u64 now)
+{
+	__u32 w = h->tid;
+	struct off_entry *e = entry_of(w);
+	/* Back on a CPU, or off it again by its own choice: nothing waits here. */
+	if (!e || !e->start || (e->state & 0xff) != 0) {
+		h->tid = 0;
+		return;
+	}
+	__u64 ran_us = (now - h->since) / 1000;
+	if (ran_us > 0xffffffffULL)
+		ran_us = 0xffffffffULL;
+	/* The idle task: the CPU was free, so the thread no longer waited for this one. */
+	if (prev != 0 && prev != w && ran_us >= e->instead_us) {
+		e->instead_tid = prev;
+		bpf_get_current_comm(e->instead_comm, TASK_COMM_LEN);
+		e->instead_us = ran_us;
+	}
+	/* Back on this CPU: its record is made next, from the entry as it stands now. */
+	if (next == w)
+		h->tid = 0;
+	else
+		h->since = now;
+}
+
 /* A switch: the names and the state are read only for a target's thread leaving (its own name
  * is current's; the next thread's from `next_comm`, else from `next_task`; the state `state`,
  * else reported from `prev`'s). `next_ours`: the next thread may be a target's (0 only where its
@@ -370,10 +423,19 @@ static __always_inline int switched(__u32 tgid, __u32 tid, __s64 state, __u32 ne
 	 * tell (the classic tracepoint); the clock only for ours. */
 	__u32 target = tid != 0 ? target_of(tgid) : 0;
 	int leaving = target != 0;
+	/* This CPU's preempted target thread, if one waits: one array line, for every switch. */
+	__u32 cpu = bpf_get_smp_processor_id();
+	struct held_cpu *h = cpu < HELD_CPUS ? bpf_map_lookup_elem(&held, &cpu) : 0;
+	__u64 now = 0;
+	if (h && h->tid) {
+		now = bpf_ktime_get_ns();
+		held_switch(h, tid, next, now);
+	}
 	struct off_entry *o = next_ours ? entry_of(next) : 0;
 	if (!leaving && !o)
 		return 0;
-	__u64 now = bpf_ktime_get_ns();
+	if (!now)
+		now = bpf_ktime_get_ns();
 
 	/* The thread leaving the CPU (current), if it is a target's: its entry, kept from its last
 	 * wait (only a thread's first wait makes one), is written in place. An entry made and
@@ -394,16 +456,24 @@ static __always_inline int switched(__u32 tgid, __u32 tid, __s64 state, __u32 ne
 			e->waker_tgid = 0;
 			e->waker_nframes = 0;
 			e->instead_tid = next;
-			e->cpu = bpf_get_smp_processor_id();
+			e->instead_us = 0;
+			e->cpu = cpu;
 			bpf_get_current_comm(e->comm, TASK_COMM_LEN);
-			/* Who ran instead matters to a preempted thread (R) alone. */
+			/* Who ran instead matters to a preempted thread (R) alone: first the task that
+			 * took its CPU, then whoever holds it longest while it waits (held_switch). */
 			if ((st & 0xff) != 0) {
 				e->instead_tid = 0;
 				e->instead_comm[0] = 0;
-			} else if (next_comm)
-				__builtin_memcpy(e->instead_comm, next_comm, TASK_COMM_LEN);
-			else
-				BPF_CORE_READ_STR_INTO(&e->instead_comm, next_task, comm);
+			} else {
+				if (next_comm)
+					__builtin_memcpy(e->instead_comm, next_comm, TASK_COMM_LEN);
+				else
+					BPF_CORE_READ_STR_INTO(&e->instead_comm, next_task, comm);
+				if (h) {
+					h->tid = tid;
+					h->since = now;
+				}
+			}
 			/* No stack here: most waits are short, and a stack walk in every switch is most of
 			 * the cost. A sleeping thread's stack does not change, so it is taken when it is
 			 * woken, for a wait long enough to be kept (on_waking). */
@@ -419,6 +489,13 @@ static __always_inline int switched(__u32 tgid, __u32 tid, __s64 state, __u32 ne
 	 * is of a thread not off a CPU). */
 	if (!o || !o->start)
 		return target;
+	/* Preempted on another CPU and back on this one: that CPU's slot is given up. */
+	if ((o->state & 0xff) == 0 && o->cpu != cpu && o->cpu < HELD_CPUS) {
+		__u32 other = o->cpu;
+		struct held_cpu *oh = bpf_map_lookup_elem(&held, &other);
+		if (oh && oh->tid == next)
+			__sync_val_compare_and_swap(&oh->tid, next, 0);
+	}
 	int keep = now - o->start >= min_ns;
 	/* TASK_INTERRUPTIBLE alone: a sleep the thread asked for (a futex, a socket, a timer). */
 	if (keep && (record_unarmed == 0 || (record_unarmed == 1 && o->state == 1)))
@@ -436,7 +513,7 @@ static __always_inline int switched(__u32 tgid, __u32 tid, __s64 state, __u32 ne
 			r->waker_tgid = o->waker_tgid;
 			r->instead_tid = o->instead_tid;
 			r->cpu = o->cpu;
-			r->pad = 0;
+			r->instead_us = o->instead_us;
 			__builtin_memcpy(r->comm, o->comm, 3 * TASK_COMM_LEN);
 			struct stacks *st = o->nframes || o->waker_nframes
 						? bpf_map_lookup_elem(&stacks, &next)

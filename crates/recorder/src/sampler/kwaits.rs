@@ -181,6 +181,7 @@ fn kept(mut waits: Vec<offcpu::Wait>, from: u64, to: u64) -> (Vec<KernelWait>, V
                 stack: (!k.stack.is_empty()).then(|| id(k.stack)),
             }),
             instead: w.instead.map(|(tid, comm)| KernelThread { tid, comm }),
+            instead_ns: w.instead_ns,
         })
         .collect();
     (kept, stacks)
@@ -203,6 +204,7 @@ mod tests {
             stack: stack.iter().map(|s| s.to_string()).collect(),
             waker: None,
             instead: None,
+            instead_ns: None,
         }
     }
 
