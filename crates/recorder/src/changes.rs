@@ -8,7 +8,7 @@
 //! forgotten by the guardian only then (or once the JVM is gone). A JVM that stops answering
 //! keeps its tokens: the guardian undoes what is left when stallscope exits.
 
-use super::{Settings, frames, staging};
+use super::{Settings, frames, jfr_repository, staging};
 use anyhow::{Context, Result};
 use guard::{Guard, Token, Undo};
 use hotspot_attach::Jvm;
@@ -181,16 +181,33 @@ impl Attachment {
                     let said = match started.join() {
                         Ok(Ok(out)) if out.contains("Started recording") => None,
                         Ok(Ok(out)) => Some(out.trim().to_string()),
-                        Ok(Err(e)) => Some(format!("{e:#}")),
+                        Ok(Err(e)) => {
+                            // Unanswered (a JVM held by a loop): the JVM may still start the
+                            // recording once it is free, and keep it until it exits. The stop
+                            // queued behind it ends it then.
+                            if running() {
+                                self.stop_unanswered();
+                            }
+                            Some(format!("{e:#}"))
+                        }
                         Err(_) => Some("the attach thread failed".to_string()),
                     };
                     match said {
                         None => {
                             flight = true;
-                            if running()
-                                && let Err(e) = self.jvm.jcmd(&frames::jcmd_stop())
-                            {
-                                self.s.notices.warn(format!("detaching: {e:#}"));
+                            if running() {
+                                match self.jvm.jcmd(&frames::jcmd_stop()) {
+                                    // Its repository, which a JVM killed later would leave.
+                                    Ok(_) => {
+                                        if let Err(e) = jfr_repository::remove_after_stop(&self.jvm)
+                                        {
+                                            self.s.notices.warn(format!(
+                                                "detaching: the flight recorder's repository was left: {e:#}"
+                                            ));
+                                        }
+                                    }
+                                    Err(e) => self.s.notices.warn(format!("detaching: {e:#}")),
+                                }
                             }
                         }
                         Some(said) => {
@@ -252,6 +269,19 @@ impl Attachment {
                 &self.s.notices,
             );
         }
+    }
+}
+
+impl Attachment {
+    /// Asks the JVM to stop stallscope's recording without waiting more than a moment for its
+    /// answer: the JVM that did not answer the start may not answer this either until it is
+    /// free, and then runs the two in turn (the request is in its socket by then).
+    fn stop_unanswered(&self) {
+        let (jvm, (tx, rx)) = (self.jvm.clone(), std::sync::mpsc::channel());
+        std::thread::spawn(move || {
+            let _ = tx.send(jvm.jcmd(&frames::jcmd_stop()));
+        });
+        let _ = rx.recv_timeout(Duration::from_secs(2));
     }
 }
 

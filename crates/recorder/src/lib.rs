@@ -21,6 +21,7 @@ pub mod control;
 mod dirs;
 pub mod dumps;
 pub mod frames;
+mod jfr_repository;
 mod launch;
 pub mod outside;
 pub mod pulse;

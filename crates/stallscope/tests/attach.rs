@@ -61,6 +61,16 @@ fn attach_watches_a_running_jvm_and_leaves_it_as_it_was() {
     let ours = list.lines().find(|l| l.contains("safepoint.log")).unwrap_or("");
     assert!(ours.is_empty() || ours.contains("all=off"), "our log output is switched off: {list}");
     assert!(Path::new(&format!("/proc/{pid}")).exists(), "the JVM keeps running");
+    // The flight recording `attach` started is stopped and its repository gone with it, so the
+    // JVM killed later leaves nothing in /tmp (JFR removes it only at a normal exit).
+    let list = Command::new(java17().parent().unwrap().join("jcmd"))
+        .args([&pid.to_string(), "JFR.check"])
+        .output()
+        .unwrap();
+    let list = String::from_utf8_lossy(&list.stdout);
+    assert!(list.contains("No available recordings"), "{list}");
+    let repositories = || jfr_repositories(|_, p| p == pid as u32);
+    assert_eq!(repositories(), Vec::<PathBuf>::new(), "the repository went at detach");
     drop(jvm);
 }
 

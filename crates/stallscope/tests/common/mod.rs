@@ -259,12 +259,12 @@ impl Drop for Reaper {
     }
 }
 
-/// Removes the repositories that JVMs killed during a flight recording left in /tmp (JFR names
-/// each `yyyy_MM_dd_HH_mm_ss_PID` and removes it only at a normal exit), those for which
-/// `whose(owner uid, pid)` holds.
-pub fn remove_jfr_repositories(whose: impl Fn(u32, u32) -> bool) {
+/// The flight recorder repositories in /tmp (JFR names each `yyyy_MM_dd_HH_mm_ss_PID` and
+/// removes it only at a normal exit), those for which `whose(owner uid, pid)` holds.
+pub fn jfr_repositories(whose: impl Fn(u32, u32) -> bool) -> Vec<PathBuf> {
     use std::os::unix::fs::MetadataExt;
-    let Ok(dir) = std::fs::read_dir("/tmp") else { return };
+    let Ok(dir) = std::fs::read_dir("/tmp") else { return vec![] };
+    let mut out = vec![];
     for e in dir.flatten() {
         let name = e.file_name().to_string_lossy().into_owned();
         let parts: Vec<&str> = name.split('_').collect();
@@ -278,8 +278,17 @@ pub fn remove_jfr_repositories(whose: impl Fn(u32, u32) -> bool) {
             && m.is_dir()
             && whose(m.uid(), pid)
         {
-            let _ = std::fs::remove_dir_all(e.path());
+            out.push(e.path());
         }
+    }
+    out
+}
+
+/// Removes the repositories that JVMs killed during a flight recording left in /tmp, those for
+/// which `whose(owner uid, pid)` holds.
+pub fn remove_jfr_repositories(whose: impl Fn(u32, u32) -> bool) {
+    for p in jfr_repositories(whose) {
+        let _ = std::fs::remove_dir_all(p);
     }
 }
 
