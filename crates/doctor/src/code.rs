@@ -165,13 +165,13 @@ fn words(event: &str) -> &str {
 }
 
 /// The event of a stack the stacks agent took of a thread the recorder signalled (`stacks.jsonl`).
-pub const SIGNAL: &str = "signal-sample";
+pub const SIGNAL: &str = recording::SIGNAL_SAMPLE;
 
 /// The event of a stack read from outside the JVM (`outside.jsonl`).
-pub const OUTSIDE: &str = "outside-sample";
+pub const OUTSIDE: &str = recording::OUTSIDE_SAMPLE;
 
 /// The event of a stack from the JVM's own thread dump (`dumps.jsonl`).
-pub const DUMP: &str = "thread-dump";
+pub const DUMP: &str = recording::THREAD_DUMP;
 
 /// How far inside a stall a sample must be to count as taken in it: stall edges are known to
 /// the meter's tick and JFR's stamps to about a millisecond, and a thread late to a safepoint is

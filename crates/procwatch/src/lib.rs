@@ -16,6 +16,7 @@ pub mod clock;
 pub mod codecache;
 pub mod cpuuse;
 pub mod heartbeat;
+pub mod jvm_threads;
 pub mod jvmcounters;
 pub mod jvms;
 pub mod maps;

@@ -181,7 +181,7 @@ impl Dumper {
 }
 
 /// The event name of a dump's stacks in `dumps.jsonl`.
-pub const EVENT: &str = "thread-dump";
+pub const EVENT: &str = recording::THREAD_DUMP;
 
 impl Drop for Dumper {
     fn drop(&mut self) {

@@ -5,9 +5,9 @@
 //! whatever ends the recording, the JVM is left as it was found (`attach` switches its logging
 //! off and stops the agent's meter).
 //!
-//! Depends on the doctor (to diagnose a stall as it ends), the recording (the writer), the log
-//! analysis, the guardian, the attach protocol and the readers; never on the lab or the fleet,
-//! which call it.
+//! Depends on the recording (the writer), the log analysis, the guardian, the attach protocol
+//! and the readers; never on the doctor (a stall is diagnosed by whoever reads what this
+//! records: `watch`'s fleet live, `report` later), the lab or the fleet, which call it.
 
 // Its docs are built with --document-private-items (make lint): module docs may name the
 // private constants their invariants are about.

@@ -31,7 +31,7 @@ const PER_STALL: u32 = 25;
 /// Frames walked per stack.
 const MAX_FRAMES: usize = 32;
 /// The event name of these stacks.
-pub const EVENT: &str = doctor::code::OUTSIDE;
+pub const EVENT: &str = recording::OUTSIDE_SAMPLE;
 
 /// What the naming thread is handed.
 enum Msg {
@@ -230,7 +230,7 @@ impl Drop for Outside {
 fn worth(t: &TaskSample) -> bool {
     super::stacks::worth_a_stack(t)
         || (matches!(t.syscall, Syscall::NotInSyscall { .. })
-            && !doctor::evidence::jvm_internal(&t.comm))
+            && !procwatch::jvm_threads::jvm_internal(&t.comm))
 }
 
 /// The Java frames of a raw sample, top first.

@@ -59,7 +59,7 @@ pub fn launch_option(lib: &Path, dir: &Path) -> String {
 /// `dumps::worth_a_dump`): an application thread on a CPU or in uninterruptible sleep.
 pub fn worth_a_stack(t: &TaskSample) -> bool {
     matches!(t.state, 'R' | 'D')
-        && !doctor::evidence::jvm_internal(&t.comm)
+        && !procwatch::jvm_threads::jvm_internal(&t.comm)
         && !t.comm.starts_with("JFR ")
         && t.comm != "Attach Listener"
 }

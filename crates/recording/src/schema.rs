@@ -362,6 +362,14 @@ pub struct StallContext {
     pub maps_t: Option<u64>,
 }
 
+/// [`FrameSample::event`] of a stack the stacks agent took of a thread the recorder signalled
+/// (`stacks.jsonl`).
+pub const SIGNAL_SAMPLE: &str = "signal-sample";
+/// [`FrameSample::event`] of a stack read from outside the JVM (`outside.jsonl`).
+pub const OUTSIDE_SAMPLE: &str = "outside-sample";
+/// [`FrameSample::event`] of a stack from the JVM's own thread dump (`dumps.jsonl`).
+pub const THREAD_DUMP: &str = "thread-dump";
+
 /// One stack of one thread as the JVM's flight recorder sampled it, near a stall.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct FrameSample {
