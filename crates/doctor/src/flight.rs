@@ -33,8 +33,6 @@ use std::collections::{BTreeMap, HashMap};
 
 /// A cause that explains at least this share of a stall is its main one.
 const MAIN_SHARE: f64 = 0.5;
-/// ... and is named with high confidence when the JVM's own timing covers this much of it.
-const HIGH_SHARE: f64 = 0.8;
 /// The machine's CPUs this busy, the JVM's share of it under half, is others taking them.
 const BUSY_MACHINE: f64 = 0.9;
 /// A collection's start this far before its operation's is the same instant (rounding).
@@ -635,11 +633,9 @@ fn diagnose_one(
             // which the file cannot see: medium at most. Other operations (a dump, a
             // redefinition) are what was asked.
             let collection = g.op.as_ref().is_some_and(|o| gc_operation(&o.op));
-            let conf = if share >= HIGH_SHARE && !collection {
-                Confidence::High
-            } else {
-                Confidence::Medium
-            };
+            // The JVM's own timing of its operation is direct evidence; of a collection, only
+            // indirect (the kernel's part in it cannot be told apart from the file).
+            let conf = crate::confidence::grade(share, (!collection).into());
             let mut x = finding(Cause::LongVmOperation, conf, share);
             x.evidence.push(ran);
             x.evidence.push(said_ttsp.clone());
@@ -1242,7 +1238,7 @@ mod tests {
                 prop_assert!(s.duration_ns >= (threshold * MS) as u64);
                 for f in &s.findings {
                     if f.confidence == Confidence::High {
-                        prop_assert!(f.share >= HIGH_SHARE, "{:?}", f);
+                        prop_assert!(f.share >= crate::confidence::HIGH_SHARE, "{:?}", f);
                     }
                     prop_assert!(matches!(
                         f.cause,

@@ -660,7 +660,8 @@ pub fn held_finding(inp: &WhoInputs, min_share: f64) -> Option<Finding> {
     Some(Finding {
         cause: Cause::Frozen,
         title: Cause::Frozen.title().into(),
-        confidence: crate::report::Confidence::High,
+        // The freezer's own state, read through the stall: of the cause's own kind.
+        confidence: crate::confidence::grade(share, crate::confidence::Strength::Direct),
         share: share.min(1.0),
         culprits: vec![],
         evidence: vec![

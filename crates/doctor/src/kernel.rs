@@ -313,7 +313,7 @@ pub fn held_finding(
     names: &HashMap<i32, String>,
     wchans: &HashMap<i32, String>,
 ) -> Option<crate::report::Finding> {
-    use crate::report::{Confidence, CulpritView, Finding};
+    use crate::report::{CulpritView, Finding};
     let span = to.saturating_sub(from);
     let mut per: HashMap<(i32, &'static str), (u64, bool)> = HashMap::new();
     let mut from_wchan: Option<(i32, &str)> = None;
@@ -365,7 +365,8 @@ pub fn held_finding(
     Some(Finding {
         cause,
         title: cause.title().into(),
-        confidence: if share >= 0.8 { Confidence::High } else { Confidence::Medium },
+        // The wait, with the stack that names what it waited for, is of the cause's own kind.
+        confidence: crate::confidence::grade(share, crate::confidence::Strength::Direct),
         share,
         culprits: vec![CulpritView {
             tid,

@@ -29,6 +29,7 @@
 pub mod causes;
 pub mod classify;
 pub mod code;
+pub mod confidence;
 mod diagnose;
 pub mod evidence;
 pub mod flight;

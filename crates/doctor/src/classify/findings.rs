@@ -3,17 +3,18 @@
 //! contributors, whatever no evidence covers as `unknown`, and the order a reader sees them in.
 //!
 //! Invariant: every finding lists the evidence it rests on; high confidence needs evidence of
-//! its kind covering at least [`HIGH_SHARE`] of the stall; stallscope's own threads are
+//! its kind covering at least [`crate::confidence::HIGH_SHARE`] of the stall; stallscope's own threads are
 //! culprits only when the JVM's SafepointTimeout named them.
 
+use super::UNKNOWN_SHARE;
 use super::activity::Activity;
 use super::attribute::{Held, Part};
 use super::evidence_kind::Evidence;
 use super::inputs::Inputs;
 use super::machine::{cold_files, cpu_pressure, reclaim_lines, tlb_storm, traced_fault};
 use super::words::{lines, plural};
-use super::{HIGH_SHARE, MEDIUM_SHARE, UNKNOWN_SHARE};
 use crate::causes::Cause;
+use crate::confidence::{Strength, grade};
 use crate::evidence::{ThreadEvidence, stallscope_own};
 use crate::report::{Confidence, CulpritView, Finding};
 use crate::wait::Wait;
@@ -267,17 +268,6 @@ fn module_of(pc: u64, maps: &[Mapping]) -> Option<String> {
     })
 }
 
-/// Confidence from the share a cause explains and whether its evidence is of its own kind.
-pub fn confidence(share: f64, strong: bool) -> Confidence {
-    if share >= HIGH_SHARE && strong {
-        Confidence::High
-    } else if share >= MEDIUM_SHARE {
-        Confidence::Medium
-    } else {
-        Confidence::Low
-    }
-}
-
 /// The recorder was held up too: why, before blaming the machine.
 pub(super) fn recorder_held(inp: &Inputs) -> Option<Draft> {
     let d = inp.duration_ns.max(1);
@@ -294,7 +284,7 @@ pub(super) fn recorder_held(inp: &Inputs) -> Option<Draft> {
         let share = own_throttled.max(shared_throttled) as f64 / d as f64;
         return Some(finding(
             Cause::CgroupThrottling,
-            confidence(share.max(late as f64 / d as f64), true),
+            grade(share.max(late as f64 / d as f64), Strength::Direct),
             share.min(1.0),
             vec![],
             evid,
@@ -308,7 +298,7 @@ pub(super) fn recorder_held(inp: &Inputs) -> Option<Draft> {
         let share = (rd as f64 / d as f64).min(1.0);
         return Some(finding(
             Cause::CpuStarvation,
-            confidence(share, contended),
+            grade(share, contended.into()),
             share,
             vec![],
             evid,
@@ -434,7 +424,8 @@ pub(super) fn of_cause(p: Part, inp: &Inputs) -> Draft {
     if cause == Cause::Unknown && held.iter().any(|h| h.named) {
         evidence.push(Evidence::NamedButParked);
     }
-    let conf = if cause == Cause::Unknown { Confidence::Low } else { confidence(share, p.strong) };
+    let conf =
+        if cause == Cause::Unknown { Confidence::Low } else { grade(share, p.strong.into()) };
     finding(cause, conf, share, culprits, evidence)
 }
 
@@ -461,7 +452,7 @@ pub(super) fn add_machine_wide(out: &mut Vec<Draft>, inp: &Inputs) {
         let share = (th as f64 / d as f64).min(1.0);
         out.push(finding(
             Cause::CgroupThrottling,
-            confidence(share, true),
+            grade(share, Strength::Direct),
             share,
             vec![],
             vec![Evidence::CgroupThrottled { ns: th }],

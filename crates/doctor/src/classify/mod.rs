@@ -34,18 +34,15 @@ mod words;
 pub use activity::{Activity, breakdown};
 pub use evidence_kind::{Evidence, Role, Swap};
 pub(crate) use findings::PERF_DATA_FIX;
-pub use findings::confidence;
 pub use inputs::Inputs;
 pub use segment::{Segment, SegmentKind, segments};
 
 use crate::report::Finding;
 use findings::Draft;
 
-/// A cause covering at least this share of the stall, with direct evidence, is named with high
-/// confidence (docs/causes/unknown.md says what "most" means).
-pub const HIGH_SHARE: f64 = 2.0 / 3.0;
-/// At least this share: medium; below it, low.
-pub const MEDIUM_SHARE: f64 = 1.0 / 3.0;
+/// The one confidence policy's shares (crate::confidence; docs/causes/unknown.md says what
+/// "most" means).
+pub use crate::confidence::{HIGH_SHARE, MEDIUM_SHARE};
 /// A part of the stall no evidence explains, at least this long relative to it, is reported as
 /// `unknown` beside the causes.
 pub const UNKNOWN_SHARE: f64 = 1.0 / 3.0;
