@@ -301,8 +301,8 @@ fn held_cause(kind: &str, fault: bool) -> Option<crate::Cause> {
 
 /// The finding of a stall of a process that is not a JVM (found by its threads held off a CPU,
 /// `StallTrigger::Kernel`), from its kernel account alone: the thread and kind of wait that held
-/// it longest within `[from, to]`. High confidence when that covers 80% of the stall or more,
-/// medium from half; none below half, or for a kind that names no cause. A wait whose kernel
+/// it longest within `[from, to]`, graded by the one policy (`crate::confidence`: high from two
+/// thirds of the stall); none below half, or for a kind that names no cause. A wait whose kernel
 /// stack was not taken (it is taken as the thread is woken, only while a stall is under way: a
 /// wait woken before the recorder armed it has none) is read by the `wchan` the stall's `/proc`
 /// samples saw for that thread most (`wchans`), and the finding says so.
