@@ -255,12 +255,15 @@ fn diagnose(
         m.dropped_samples.get_or_create(&o.labels).inc_by(dropped);
     }
     for s in &stalls {
-        let e = StallEvent::of(&o.jvm, &rec, s);
+        let mut e = StallEvent::of(&o.jvm, &rec, s);
+        e.url = events.url_of(&rec.dir, s.stall);
         let (culprit, code) = e.culprit.as_ref().map_or((String::new(), String::new()), |c| {
             (c.name.clone(), c.code.clone().unwrap_or_default())
         });
         let who = e.instigator.as_ref().map(|i| (i.kind.id(), i.name.as_str()));
-        m.stall_named(&o.labels, e.cause.id(), s.duration_ns, &culprit, &code, who);
+        let report = e.url.as_ref().and_then(|_| crate::pages::stall_path(&rec.dir, s.stall));
+        let named = (culprit.as_str(), code.as_str());
+        m.stall_named(&o.labels, e.cause.id(), s.duration_ns, named, who, report.as_deref());
         events.write(&e);
     }
     // A stall shorter than the threshold is no stall; one still open is left for later.

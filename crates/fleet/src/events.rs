@@ -82,6 +82,10 @@ pub struct StallEvent {
     pub fix: String,
     /// The recording holding the evidence (`stallscope report` reads it).
     pub recording: String,
+    /// The stall's report as `watch --metrics` serves it (`http://HOST:PORT/recordings/NAME/stalls/N`);
+    /// absent without `--metrics`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
 }
 
 fn host() -> String {
@@ -135,6 +139,7 @@ impl StallEvent {
             }),
             fix: f.map(|f| f.fix.clone()).unwrap_or_default(),
             recording: rec.dir.display().to_string(),
+            url: None,
         }
     }
 }
@@ -145,11 +150,24 @@ pub struct Events {
     what: String,
     /// Told when the events can no longer be written.
     notices: Notices,
+    /// `http://HOST:PORT` where the stalls' reports are served (`--metrics`), for their URLs.
+    base: Option<String>,
 }
 
 impl Events {
     pub fn none() -> Events {
-        Events { out: None, what: String::new(), notices: Notices::ignore() }
+        Events { out: None, what: String::new(), notices: Notices::ignore(), base: None }
+    }
+
+    /// The same, with each stall's report served under `base` (`http://HOST:PORT`).
+    pub fn serving(self, base: Option<String>) -> Events {
+        Events { base, ..self }
+    }
+
+    /// The URL of stall `stall`'s report, of the recording in `dir`, where reports are served.
+    pub fn url_of(&self, dir: &std::path::Path, stall: u32) -> Option<String> {
+        let base = self.base.as_ref()?;
+        crate::pages::stall_path(dir, stall).map(|p| format!("{base}{p}"))
     }
 
     /// `-` is stdout; a path is appended to (created 0640 when missing).
@@ -161,6 +179,7 @@ impl Events {
                 out: Some(Box::new(std::io::stdout())),
                 what: "stdout".into(),
                 notices,
+                base: None,
             });
         }
         let f = std::fs::OpenOptions::new()
@@ -170,7 +189,7 @@ impl Events {
             .custom_flags(libc::O_NOFOLLOW)
             .open(target)
             .with_context(|| format!("--events {target}: cannot append to it"))?;
-        Ok(Events { out: Some(Box::new(f)), what: target.to_string(), notices })
+        Ok(Events { out: Some(Box::new(f)), what: target.to_string(), notices, base: None })
     }
 
     pub fn write(&mut self, e: &StallEvent) {
@@ -248,6 +267,7 @@ mod tests {
             }),
             fix: String::new(),
             recording: String::new(),
+            url: Some(String::new()),
         };
         let mut fields = Vec::new();
         paths(&serde_json::to_value(&e).unwrap(), "", &mut fields);

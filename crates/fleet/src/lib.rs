@@ -24,6 +24,7 @@ pub mod beats;
 pub mod discover;
 pub mod events;
 pub mod metrics;
+pub mod pages;
 pub mod retain;
 
 use analyse::Note;
@@ -64,6 +65,9 @@ pub struct Config {
     pub notices: Notices,
     /// Load one BPF off-CPU recorder for every JVM guarded, when root (`--no-bpf`: not).
     pub bpf: bool,
+    /// How each recording's and stall's report is drawn, to be served beside `/metrics`
+    /// (None: only the metrics are served).
+    pub pages: Option<pages::Render>,
 }
 
 /// `--attach`: which JVMs `watch` escalates to a full recording (the agent, safepoint logging).
@@ -408,14 +412,24 @@ pub fn run(cfg: Config, stop: &AtomicBool) -> Result<()> {
     let out = own_out_dir(&cfg.out)?;
     check_named_pids(&cfg.selection)?;
     let metrics = Metrics::new();
+    // Where the stalls' reports are served, as events name them.
+    let mut base = None;
     if let Some(a) = cfg.metrics {
-        let bound = metrics.serve(a)?;
+        let pages = cfg.pages.clone().map(|render| pages::Pages { out: out.clone(), render });
+        let served = pages.is_some();
+        let bound = metrics.serve(a, pages)?;
         cfg.notices.progress(format!("metrics at http://{bound}/metrics"));
+        if served {
+            let b = pages::base_url(bound);
+            cfg.notices.progress(format!("each stall's report under {b}/recordings/"));
+            base = Some(b);
+        }
     }
     let events = match &cfg.events {
         Some(t) => Events::open(t, cfg.notices.clone())?,
         None => Events::none(),
-    };
+    }
+    .serving(base);
     let (notes_tx, notes_rx) = std::sync::mpsc::channel();
     let analysis = {
         let (m, keep, n) = (metrics.clone(), cfg.keep_exited, cfg.notices.clone());

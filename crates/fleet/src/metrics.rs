@@ -9,6 +9,7 @@
 use anyhow::{Context, Result};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::exemplar::CounterWithExemplar;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
@@ -17,6 +18,8 @@ use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener};
 use std::sync::Arc;
 use std::time::Duration;
+
+use crate::pages::Pages;
 
 /// What names a watched JVM in every series: the labels Kubernetes users group by (`namespace`,
 /// `pod`, `container`, and the pod's `workload`), its main class, and its `pid` only outside a
@@ -90,6 +93,12 @@ pub struct SkipLabels {
     pub reason: String,
 }
 
+/// A stall counter's exemplar: where its report is served (a path on the metrics' listener).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReportExemplar {
+    pub report: String,
+}
+
 type Hist = Family<JvmLabels, Histogram, fn() -> Histogram>;
 /// The (kind, name) pairs of the instigators a JVM has counters for.
 type KindsAndNames = std::collections::BTreeSet<(String, String)>;
@@ -104,7 +113,9 @@ fn seconds_buckets() -> Histogram {
 #[derive(Clone)]
 pub struct Metrics {
     pub jvms: Family<JvmInfoLabels, Gauge>,
-    pub stalls: Family<CauseLabels, Counter>,
+    /// Each carries, as its exemplar, the report of the last stall counted
+    /// (`report="/recordings/NAME/stalls/N"`, on the same listener) where reports are served.
+    pub stalls: Family<CauseLabels, CounterWithExemplar<ReportExemplar>>,
     pub stall_seconds: Hist,
     pub ttsp_seconds: Hist,
     pub safepoint_seconds: Hist,
@@ -144,7 +155,7 @@ impl Metrics {
     pub fn new() -> Metrics {
         let mut r = Registry::with_prefix("stallscope");
         let jvms = Family::<JvmInfoLabels, Gauge>::default();
-        let stalls = Family::<CauseLabels, Counter>::default();
+        let stalls = Family::<CauseLabels, CounterWithExemplar<ReportExemplar>>::default();
         let stall_seconds: Hist = Family::new_with_constructor(seconds_buckets);
         let ttsp_seconds: Hist = Family::new_with_constructor(seconds_buckets);
         let safepoint_seconds: Hist = Family::new_with_constructor(seconds_buckets);
@@ -353,16 +364,17 @@ impl Metrics {
     /// One diagnosed stall of `jvm`: its cause counted, its duration observed, who set it off
     /// counted (`instigator`: kind and name), and, when it is the JVM's longest so far, it named
     /// in `worst_stall_seconds` (its culprit, code and instigator).
+    /// `report`: where its report is served, as the stall counter's exemplar.
     pub fn stall_named(
         &self,
         jvm: &JvmLabels,
         cause: &str,
         duration_ns: u64,
-        culprit: &str,
-        code: &str,
+        (culprit, code): (&str, &str),
         instigator: Option<(&str, &str)>,
+        report: Option<&str>,
     ) {
-        self.stall(jvm, cause, duration_ns);
+        self.stall(jvm, cause, duration_ns, report);
         if let Some((kind, name)) = instigator {
             self.instigators
                 .lock()
@@ -396,8 +408,9 @@ impl Metrics {
         self.worst_stall_seconds.get_or_create(&l).set(duration_ns as f64 / 1e9);
     }
 
-    /// One diagnosed stall of `jvm`: its cause counted, its duration observed.
-    pub fn stall(&self, jvm: &JvmLabels, cause: &str, duration_ns: u64) {
+    /// One diagnosed stall of `jvm`: its cause counted (with where its report is served, when it
+    /// is, as the counter's exemplar), its duration observed.
+    pub fn stall(&self, jvm: &JvmLabels, cause: &str, duration_ns: u64, report: Option<&str>) {
         self.causes
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -406,7 +419,7 @@ impl Metrics {
             .insert(cause.to_string());
         self.stalls
             .get_or_create(&CauseLabels { jvm: jvm.clone(), cause: cause.to_string() })
-            .inc();
+            .inc_by(1, report.map(|r| ReportExemplar { report: r.to_string() }), None);
         self.stall_seconds.get_or_create(jvm).observe(duration_ns as f64 / 1e9);
     }
 
@@ -417,9 +430,10 @@ impl Metrics {
         out
     }
 
-    /// Serves `/metrics` on `addr` from a thread of its own; the address it bound (port 0 picks
-    /// one) is returned.
-    pub fn serve(&self, addr: SocketAddr) -> Result<SocketAddr> {
+    /// Serves `/metrics` on `addr` (and, given `pages`, each recording's and stall's report),
+    /// each connection on a thread of its own, at most [`MAX_CONNECTIONS`] at once; the address
+    /// it bound (port 0 picks one) is returned.
+    pub fn serve(&self, addr: SocketAddr, pages: Option<Pages>) -> Result<SocketAddr> {
         let listener = TcpListener::bind(addr).with_context(|| {
             format!(
                 "--metrics {addr}: cannot listen there (in use, or not an address of this host?)"
@@ -427,15 +441,37 @@ impl Metrics {
         })?;
         let bound = listener.local_addr()?;
         let me = self.clone();
+        let open = Arc::new(std::sync::atomic::AtomicUsize::new(0));
         std::thread::Builder::new().name("stallscope-metrics".into()).spawn(move || {
-            for conn in listener.incoming().flatten() {
-                let _ = me.answer(conn);
+            use std::sync::atomic::Ordering;
+            for mut conn in listener.incoming().flatten() {
+                // A slow or stuck client holds its own thread, never the next scrape; past the
+                // limit, a client is told to come back.
+                if open.fetch_add(1, Ordering::AcqRel) >= MAX_CONNECTIONS {
+                    open.fetch_sub(1, Ordering::AcqRel);
+                    // Its request read first (briefly): a reply over unread bytes is a reset.
+                    let _ = conn.set_read_timeout(Some(Duration::from_millis(50)));
+                    let _ = conn.set_write_timeout(Some(Duration::from_secs(1)));
+                    let _ = conn.read(&mut [0u8; 8192]);
+                    let _ = reply(&mut conn, "503 Service Unavailable", TEXT, b"busy: try again\n");
+                    let _ = conn.shutdown(std::net::Shutdown::Write);
+                    continue;
+                }
+                let (me, pages, held) = (me.clone(), pages.clone(), open.clone());
+                let spawned =
+                    std::thread::Builder::new().name("stallscope-http".into()).spawn(move || {
+                        let _ = me.answer(conn, pages.as_ref());
+                        held.fetch_sub(1, Ordering::AcqRel);
+                    });
+                if spawned.is_err() {
+                    open.fetch_sub(1, Ordering::AcqRel);
+                }
             }
         })?;
         Ok(bound)
     }
 
-    fn answer(&self, mut conn: std::net::TcpStream) -> std::io::Result<()> {
+    fn answer(&self, mut conn: std::net::TcpStream, pages: Option<&Pages>) -> std::io::Result<()> {
         conn.set_read_timeout(Some(Duration::from_secs(5)))?;
         conn.set_write_timeout(Some(Duration::from_secs(5)))?;
         let mut req = Vec::with_capacity(1024);
@@ -452,31 +488,53 @@ impl Metrics {
         let mut parts = first.split_whitespace();
         let (method, path) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
         let path = path.split('?').next().unwrap_or("");
-        let (status, ctype, body) = match (method, path) {
-            ("GET", "/metrics") => (
+        let served = if pages.is_some() {
+            "/metrics, and each recording's and stall's report under /recordings/"
+        } else {
+            "/metrics"
+        };
+        match (method, path, pages) {
+            ("GET", "/metrics", _) => reply(
+                &mut conn,
                 "200 OK",
                 "application/openmetrics-text; version=1.0.0; charset=utf-8",
-                self.encode(),
+                self.encode().as_bytes(),
             ),
-            ("GET", "/") => (
-                "200 OK",
-                "text/plain; charset=utf-8",
-                "stallscope watch: metrics at /metrics\n".to_string(),
-            ),
-            ("GET", _) => (
+            ("GET", "/", _) => {
+                reply(&mut conn, "200 OK", TEXT, format!("stallscope watch: {served}\n").as_bytes())
+            }
+            ("GET", p, Some(pages)) if p.starts_with("/recordings/") => {
+                let a = pages.answer(p);
+                reply(&mut conn, a.status, a.ctype, &a.body)
+            }
+            ("GET", _, _) => reply(
+                &mut conn,
                 "404 Not Found",
-                "text/plain; charset=utf-8",
-                "not found: try /metrics\n".to_string(),
+                TEXT,
+                format!("not found: served are {served}\n").as_bytes(),
             ),
-            _ => ("405 Method Not Allowed", "text/plain; charset=utf-8", "only GET\n".to_string()),
-        };
-        write!(
-            conn,
-            "HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-            body.len()
-        )?;
-        conn.flush()
+            _ => reply(&mut conn, "405 Method Not Allowed", TEXT, b"only GET\n"),
+        }
     }
+}
+
+/// Connections answered at once (each on its own thread); more are told to come back.
+pub const MAX_CONNECTIONS: usize = 8;
+const TEXT: &str = "text/plain; charset=utf-8";
+
+fn reply(
+    conn: &mut std::net::TcpStream,
+    status: &str,
+    ctype: &str,
+    body: &[u8],
+) -> std::io::Result<()> {
+    write!(
+        conn,
+        "HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    )?;
+    conn.write_all(body)?;
+    conn.flush()
 }
 
 #[cfg(test)]
@@ -507,9 +565,9 @@ mod tests {
                 &l,
                 "long-vm-operation",
                 500_000_000,
-                "VM Thread",
-                "",
+                ("VM Thread", ""),
                 Some(("attach-client", "jcmd")),
+                None,
             );
         }
         let text = m.encode();
@@ -537,10 +595,10 @@ mod tests {
         };
         let (old, new) = (info(&pod, "100"), info(&pod, "200"));
         m.watched(&old);
-        m.stall(&pod, "no-safepoint-poll", 1_000_000_000);
+        m.stall(&pod, "no-safepoint-poll", 1_000_000_000, None);
         m.exited(&old);
         m.watched(&new);
-        m.stall(&pod, "no-safepoint-poll", 1_000_000_000);
+        m.stall(&pod, "no-safepoint-poll", 1_000_000_000, None);
         m.forget(&old);
         let text = m.encode();
         assert!(text.contains("stallscope_stalls_total{namespace=\"shop\",pod=\"orders-7d4b9c6f5-x2k8q\",container=\"orders-api\",workload=\"orders\",main=\"Main\",pid=\"\",cause=\"no-safepoint-poll\"} 2"), "{text}");
@@ -554,22 +612,86 @@ mod tests {
     #[test]
     fn the_server_answers_metrics_and_refuses_the_rest() {
         let m = Metrics::new();
-        let addr = m.serve("127.0.0.1:0".parse().unwrap()).unwrap();
-        let get = |path: &str| {
-            let mut c = std::net::TcpStream::connect(addr).unwrap();
-            write!(c, "GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
-            let mut s = String::new();
-            c.read_to_string(&mut s).unwrap();
-            s
-        };
-        let ok = get("/metrics");
+        let addr = m.serve("127.0.0.1:0".parse().unwrap(), None).unwrap();
+        let ok = get(addr, "/metrics");
         assert!(
             ok.starts_with("HTTP/1.1 200 OK")
                 && ok.contains("application/openmetrics-text")
                 && ok.contains("# EOF"),
             "{ok}"
         );
-        assert!(get("/nope").starts_with("HTTP/1.1 404"));
+        assert!(get(addr, "/nope").starts_with("HTTP/1.1 404"));
+        // Without reports served, none is.
+        assert!(get(addr, "/recordings/x/stalls/1").starts_with("HTTP/1.1 404"));
+    }
+
+    fn get(addr: SocketAddr, path: &str) -> String {
+        let mut c = std::net::TcpStream::connect(addr).unwrap();
+        write!(c, "GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+        let mut s = String::new();
+        c.read_to_string(&mut s).unwrap();
+        s
+    }
+
+    /// A page is drawn by the renderer it is given, only for a recording right under the
+    /// directory served; clients that hold their connections take their own threads, up to the
+    /// limit, past which one is told to come back.
+    #[test]
+    fn reports_are_served_from_the_recordings_alone_and_slow_clients_hold_only_themselves() {
+        let out = std::env::temp_dir().join(format!("stallscope-pages-{}", std::process::id()));
+        let rec = out.join("42-Main-20261129-120102");
+        std::fs::create_dir_all(&rec).unwrap();
+        std::fs::write(rec.join(recording::files::META), "{}").unwrap();
+        std::fs::create_dir_all(out.join("not-a-recording")).unwrap();
+        std::os::unix::fs::symlink(&rec, out.join("a-link")).unwrap();
+        // Draws what it was asked, so that the test sees what reached it.
+        let render: crate::pages::Render = Arc::new(|r: &crate::pages::Request| {
+            Ok(match r.view {
+                crate::pages::View::Stall(9) => None,
+                v => Some(
+                    format!("{:?} {v:?} {:?}", r.dir.file_name().unwrap(), r.format).into_bytes(),
+                ),
+            })
+        });
+        let m = Metrics::new();
+        let addr = m
+            .serve("127.0.0.1:0".parse().unwrap(), Some(Pages { out: out.clone(), render }))
+            .unwrap();
+        let a = get(addr, "/recordings/42-Main-20261129-120102/stalls/3");
+        assert!(
+            a.starts_with("HTTP/1.1 200")
+                && a.contains("text/html")
+                && a.ends_with("\"42-Main-20261129-120102\" Stall(3) Html"),
+            "{a}"
+        );
+        let a = get(addr, "/recordings/42-Main-20261129-120102/report.json");
+        assert!(a.contains("application/json") && a.ends_with("Recording Json"), "{a}");
+        for bad in [
+            "/recordings/42-Main-20261129-120102/stalls/9",
+            "/recordings/not-a-recording/",
+            "/recordings/a-link/",
+            "/recordings/../42-Main-20261129-120102/",
+        ] {
+            let a = get(addr, bad);
+            assert!(a.starts_with("HTTP/1.1 404") && a.contains("served:"), "{bad}: {a}");
+        }
+        // Clients that connect and send nothing: each holds a thread of its own, up to the limit.
+        let idle: Vec<std::net::TcpStream> =
+            (0..MAX_CONNECTIONS).map(|_| std::net::TcpStream::connect(addr).unwrap()).collect();
+        let busy = get(addr, "/metrics");
+        assert!(busy.starts_with("HTTP/1.1 503"), "{busy}");
+        drop(idle);
+        // Once they are gone (their threads see the connection closed), /metrics again.
+        let mut ok = String::new();
+        for _ in 0..100 {
+            ok = get(addr, "/metrics");
+            if ok.starts_with("HTTP/1.1 200") {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        assert!(ok.starts_with("HTTP/1.1 200"), "{ok}");
+        let _ = std::fs::remove_dir_all(&out);
     }
 
     /// Every `stallscope_*` name the Grafana dashboard and the alerting rules in deploy/ use is a
@@ -583,9 +705,9 @@ mod tests {
             &l,
             "no-safepoint-poll",
             1_000_000_000,
-            "counted-loop",
-            "io.x.Loop.run",
+            ("counted-loop", "io.x.Loop.run"),
             Some(("java-thread", "safepoint-trigger")),
+            Some("/recordings/1-Main-20261129-120102/stalls/1"),
         );
         for h in [&m.ttsp_seconds, &m.safepoint_seconds, &m.hiccup_seconds] {
             h.get_or_create(&l).observe(0.001);

@@ -314,9 +314,14 @@ pub struct WatchArgs {
     /// Where the recordings go (default: $STATE_DIRECTORY under systemd, else ./stallscope-watch).
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
-    /// Serve OpenMetrics at http://ADDR/metrics, e.g. 127.0.0.1:9464 (off by default).
+    /// Serve OpenMetrics at http://ADDR/metrics, e.g. 127.0.0.1:9464 (off by default), and each
+    /// stall's report beside them: /recordings/NAME/stalls/N (HTML; .json for JSON), which
+    /// events and the metrics' exemplars link to.
     #[arg(long, value_name = "ADDR")]
     pub metrics: Option<std::net::SocketAddr>,
+    /// With --metrics, serve only /metrics, not the recordings' reports.
+    #[arg(long, requires = "metrics")]
+    pub no_reports: bool,
     /// Append one JSON line per diagnosed stall to FILE (`-`: stdout).
     #[arg(long, value_name = "FILE|-")]
     pub events: Option<String>,

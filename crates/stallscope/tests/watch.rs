@@ -658,15 +658,19 @@ fn many_jvms_watched_from_outside_hold_nothing_of_ours_and_the_stall_among_them_
 /// after it starts, then exits. It is watched from its first second, and its stall is still in
 /// the metrics after it exited, until its grace is over.
 #[test]
-fn a_short_lived_jvm_that_stalls_and_exits_is_still_scraped_after_it_exited() {
+fn a_short_lived_jvm_that_stalls_and_exits_is_still_scraped_after_it_exited_and_its_report_served()
+{
     let _x = exclusive();
     let d = scratch("watch-short-lived");
     let mark = "4500ms";
+    let events = d.join("events.jsonl");
     let (mut w, addr, _said) = start_watch(&[
         "--match",
         &format!("--duration {mark}"),
         "--out",
         d.join("rec").to_str().unwrap(),
+        "--events",
+        events.to_str().unwrap(),
         "--metrics",
         "127.0.0.1:0",
         "--keep-exited",
@@ -703,11 +707,71 @@ fn a_short_lived_jvm_that_stalls_and_exits_is_still_scraped_after_it_exited() {
             })
             .map(str::to_string)
     });
-    assert!(seen.is_some(), "the exited JVM's stall is in the metrics: {}", scrape(&addr));
+    let seen = seen
+        .unwrap_or_else(|| panic!("the exited JVM's stall is in the metrics: {}", scrape(&addr)));
+
+    // From the metric to the stall's report in one step: its exemplar names where watch serves
+    // it, and the event names the same page.
+    let report = seen
+        .split("# {report=\"")
+        .nth(1)
+        .and_then(|r| r.split('"').next())
+        .unwrap_or_else(|| panic!("the stall counter carries its report as an exemplar: {seen}"))
+        .to_string();
+    let (status, page) = get(&addr, &report);
+    assert!(status.contains("200") && page.contains("no-safepoint-poll"), "{status}: {report}");
+    assert!(
+        page.starts_with("<!DOCTYPE html>"),
+        "the HTML report: {}",
+        &page[..page.len().min(300)]
+    );
+    let (status, json) = get(&addr, &format!("{report}.json"));
+    assert!(status.contains("200"), "{status}: {json}");
+    let r: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let stall: u64 = report.rsplit('/').next().unwrap().parse().unwrap();
+    let stalls = r["stalls"].as_array().unwrap();
+    assert_eq!(stalls.len(), 1, "that stall alone: {json}");
+    assert_eq!(stalls[0]["stall"].as_u64(), Some(stall));
+    assert_eq!(stalls[0]["findings"][0]["cause"], "no-safepoint-poll");
+    let event = poll(Duration::from_secs(10), EVERY, || {
+        watch_events(&std::fs::read_to_string(&events).ok()?)
+            .into_iter()
+            .find(|e| e.jvm.pid == pid && e.stall as u64 == stall)
+    })
+    .expect("the stall's event");
+    assert_eq!(event.url.as_deref(), Some(format!("http://{addr}{report}").as_str()));
+    let recording = report.trim_end_matches(&format!("stalls/{stall}"));
+    let (status, whole) = get(&addr, recording);
+    assert!(status.contains("200") && whole.starts_with("<!DOCTYPE html>"), "{status}");
+    // Nothing else: not a file of the recording, not outside it, not a stall it does not have.
+    for bad in [
+        format!("{recording}meta.json"),
+        format!("{recording}stalls/4000000"),
+        "/recordings/../../etc/passwd".to_string(),
+        "/recordings/%2e%2e/".to_string(),
+        "/recordings/".to_string(),
+        format!("/recordings/{}/", "x".repeat(5000)),
+    ] {
+        let (status, body) = get(&addr, &bad);
+        assert!(status.contains("404"), "{bad}: {status}");
+        assert!(!body.contains("root:"), "{bad}: {body}");
+    }
     unsafe { libc::kill(w.id() as i32, libc::SIGTERM) };
     wait_exit(&mut w, Duration::from_secs(30));
     drop(jvm);
     let _ = std::fs::remove_dir_all(&d);
+}
+
+/// GET `path` from `watch --metrics` at `addr`: its status line and body.
+fn get(addr: &str, path: &str) -> (String, String) {
+    use std::io::{Read, Write};
+    let mut c = std::net::TcpStream::connect(addr).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    write!(c, "GET {path} HTTP/1.0\r\nHost: x\r\n\r\n").unwrap();
+    let mut s = String::new();
+    let _ = c.read_to_string(&mut s);
+    let (head, body) = s.split_once("\r\n\r\n").unwrap_or((&s, ""));
+    (head.lines().next().unwrap_or("").to_string(), body.to_string())
 }
 
 /// `--attach N/WINDOW`: a JVM watched from outside that stalls more than N times in the window

@@ -56,7 +56,30 @@ pub fn run(a: WatchArgs) -> Result<i32> {
         keep_exited: a.keep_exited.std(),
         notices: crate::output::notices(),
         bpf: !a.no_bpf,
+        pages: (!a.no_reports).then(|| std::sync::Arc::new(page) as fleet::pages::Render),
     };
     fleet::run(cfg, &stop)?;
     Ok(EXIT_OK)
+}
+
+/// A page `watch` serves: the report of a recording, or of one of its stalls (`Ok(None)`: no
+/// such stall), drawn as `stallscope report` draws it.
+fn page(req: &fleet::pages::Request) -> Result<Option<Vec<u8>>> {
+    use crate::output::Render;
+    use fleet::pages::{Format, View};
+    let rec = recording::Recording::read(&req.dir, Some(&logs::sandbox::FlightRecordings))?;
+    let mut r = doctor::diagnose(&rec);
+    if let View::Stall(n) = req.view {
+        if !r.stalls.iter().any(|s| s.stall == n) {
+            return Ok(None);
+        }
+        r.stalls.retain(|s| s.stall == n);
+    }
+    let mut out = Vec::new();
+    match req.format {
+        Format::Json => crate::output::json::Json(&mut out).finish(&r)?,
+        Format::Html => crate::output::html::Html(&mut out)
+            .finish(&crate::output::html::view::recording_view(&rec, &r))?,
+    }
+    Ok(Some(out))
 }
