@@ -64,6 +64,8 @@ fn prometheus(target: &str, dir: &Path) -> Prometheus {
         .arg(format!("--config.file={}", cfg.display()))
         .arg(format!("--storage.tsdb.path={}", dir.join("data").display()))
         .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+        // The stall counters' exemplars (each names its stall's report).
+        .arg("--enable-feature=exemplar-storage")
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -110,6 +112,33 @@ impl Prometheus {
             .unwrap_or_default()
             .into_iter()
             .map(|r| r["metric"].clone())
+            .collect()
+    }
+
+    /// The exemplars' label sets of the series `q` selects, over the last ten minutes.
+    fn exemplars(&self, q: &str) -> Vec<Value> {
+        let enc: String = q
+            .bytes()
+            .map(|b| {
+                if b.is_ascii_alphanumeric() || b"_.-".contains(&b) {
+                    (b as char).to_string()
+                } else {
+                    format!("%{b:02X}")
+                }
+            })
+            .collect();
+        let now =
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
+        let path =
+            format!("/api/v1/query_exemplars?query={enc}&start={}&end={}", now - 600, now + 60);
+        let v: Value =
+            serde_json::from_str(&self.get(&path).unwrap_or_default()).unwrap_or(Value::Null);
+        v["data"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .flat_map(|series| series["exemplars"].as_array().cloned().unwrap_or_default())
+            .map(|e| e["labels"].clone())
             .collect()
     }
 
@@ -273,6 +302,30 @@ fn watch_guards_three_jvms_one_contained_and_prometheus_sees_the_stall_under_its
         (!prom.pids("stallscope_watched_jvm").contains(&(quiet_pid as i64))).then_some(())
     });
     assert!(forgotten.is_some(), "the exited JVM's series are forgotten after its grace");
+
+    // From Prometheus to the stall's explanation: the loop's stall counter's exemplar names
+    // where watch serves its report, which says the cause.
+    let served_at = poll(Duration::from_secs(30), EVERY, || {
+        prom.exemplars(&format!(
+            "stallscope_stalls_total{{pid=\"{loop_pid}\",cause=\"no-safepoint-poll\"}}"
+        ))
+        .iter()
+        .find_map(|l| l["report"].as_str().map(str::to_string))
+    })
+    .unwrap_or_else(|| panic!("no exemplar of the loop's stalls in Prometheus"));
+    let served = addr.as_deref().unwrap();
+    let page = {
+        let mut c = std::net::TcpStream::connect(served).unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        write!(c, "GET {served_at}.json HTTP/1.0\r\nHost: x\r\n\r\n").unwrap();
+        let mut s = String::new();
+        let _ = c.read_to_string(&mut s);
+        s
+    };
+    assert!(page.starts_with("HTTP/1.1 200"), "{served_at}: {page}");
+    let (_, body) = page.split_once("\r\n\r\n").unwrap();
+    let r: Value = serde_json::from_str(body).unwrap();
+    assert_eq!(r["stalls"][0]["findings"][0]["cause"], "no-safepoint-poll", "{body}");
 
     // The events: one line per diagnosed stall, the loop's named with its culprit and fix.
     let text = std::fs::read_to_string(&events).unwrap();
