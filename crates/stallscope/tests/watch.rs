@@ -8,6 +8,8 @@
 //! JVM is left metering or logging. And retention holds its bound while stalls come faster than
 //! it allows.
 
+#[path = "common/browser.rs"]
+mod browser;
 mod common;
 
 use common::*;
@@ -778,6 +780,14 @@ fn a_short_lived_jvm_that_stalls_and_exits_is_still_scraped_after_it_exited_and_
         "the HTML report: {}",
         &page[..page.len().min(300)]
     );
+    // In a real browser, the page draws (its own health in the DOM) and names the cause.
+    let dom = browser::run_url(
+        &format!("http://{addr}{report}"),
+        &["--dump-dom", "--window-size=1400,1200"],
+    );
+    assert_eq!(browser::attr(&dom, "<body", "data-rendered").as_deref(), Some("ok"), "{dom}");
+    assert_eq!(browser::attr(&dom, "<body", "data-errors").as_deref(), Some("0"), "{dom}");
+    assert!(dom.contains("no-safepoint-poll"), "the cause on the page");
     let (status, json) = get(&addr, &format!("{report}.json"));
     assert!(status.contains("200"), "{status}: {json}");
     let r: serde_json::Value = serde_json::from_str(&json).unwrap();

@@ -21,8 +21,13 @@ pub fn chromium() -> PathBuf {
 /// Runs chromium headless on `page` with `extra` flags; returns its stdout. Fails the test on
 /// a non-zero exit or after 90 s.
 pub fn run(page: &Path, extra: &[&str]) -> String {
+    run_url(&format!("file://{}", page.canonicalize().unwrap().display()), extra)
+}
+
+/// [`run`] on any URL (a page `watch` serves).
+pub fn run_url(url: &str, extra: &[&str]) -> String {
     let profile = tempfile::tempdir().unwrap();
-    let url = format!("file://{}", page.canonicalize().unwrap().display());
+    let page = url;
     let mut child = Command::new(chromium())
         .args([
             "--headless",
@@ -37,7 +42,7 @@ pub fn run(page: &Path, extra: &[&str]) -> String {
         ])
         .arg(format!("--user-data-dir={}", profile.path().display()))
         .args(extra)
-        .arg(&url)
+        .arg(url)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -56,12 +61,12 @@ pub fn run(page: &Path, extra: &[&str]) -> String {
         if t0.elapsed() > Duration::from_secs(90) {
             let _ = child.kill();
             let _ = child.wait();
-            panic!("chromium did not finish with {page:?} within 90 s");
+            panic!("chromium did not finish with {page} within 90 s");
         }
         std::thread::sleep(Duration::from_millis(50));
     };
     let stdout = reader.join().unwrap();
-    assert!(status.success(), "chromium failed on {}: {status}", page.display());
+    assert!(status.success(), "chromium failed on {page}: {status}");
     stdout
 }
 
