@@ -74,6 +74,9 @@ pub struct WorstLabels {
     /// none was named.
     pub instigator_kind: String,
     pub instigator: String,
+    /// Where its report is served on this listener (`/recordings/NAME/stalls/N`), empty when
+    /// reports are not served.
+    pub report: String,
 }
 
 /// Stalls by who set them off: bounded labels (the instigator's kind and its name: a command, a
@@ -401,6 +404,7 @@ impl Metrics {
             code: code.into(),
             instigator_kind: instigator.map(|i| i.0).unwrap_or_default().into(),
             instigator: instigator.map(|i| i.1).unwrap_or_default().into(),
+            report: report.unwrap_or_default().into(),
         };
         if let Some((old, _)) = worst.insert(jvm.clone(), (l.clone(), duration_ns)) {
             self.worst_stall_seconds.remove(&old);

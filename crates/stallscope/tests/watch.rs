@@ -773,6 +773,13 @@ fn a_short_lived_jvm_that_stalls_and_exits_is_still_scraped_after_it_exited_and_
         .and_then(|r| r.split('"').next())
         .unwrap_or_else(|| panic!("the stall counter carries its report as an exemplar: {seen}"))
         .to_string();
+    // The JVM's worst stall names where its report is, for the dashboard's link.
+    let metrics = scrape(&addr);
+    let worst = metrics
+        .lines()
+        .find(|l| l.starts_with("stallscope_worst_stall_seconds{") && l.contains(&want))
+        .unwrap_or_else(|| panic!("{metrics}"));
+    assert!(worst.contains(",report=\"/recordings/"), "{worst}");
     let (status, page) = get(&addr, &report);
     assert!(status.contains("200") && page.contains("no-safepoint-poll"), "{status}: {report}");
     assert!(
