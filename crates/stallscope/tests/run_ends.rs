@@ -1,5 +1,6 @@
 //! `run` when its target dies inside a stall: the recording is finished and diagnosed all the
-//! same.
+//! same; and when `run` itself is killed outright inside one: the JVM runs on, and what was
+//! written is a recording `report` reads, the stall under way included.
 
 mod common;
 
@@ -22,10 +23,70 @@ fn a_target_that_dies_mid_stall_still_gets_its_diagnosis() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
+    wait_inside_a_long_stall(&dir);
+    let jvm = recording::read_meta(&dir).unwrap().pid;
+    unsafe { libc::kill(jvm, libc::SIGKILL) };
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(137), "the JVM's fate is the exit code");
+    let r = report(&dir);
+    let last = r.stalls.last().unwrap();
+    assert!(last.target_exited, "{last:?}");
+    assert_eq!(last.findings[0].cause, Cause::NoSafepointPoll, "{last:?}");
+    assert!(
+        !heartbeat(jvm).exists() || std::fs::metadata(heartbeat(jvm)).is_ok(),
+        "a stale heartbeat may remain; the reader checks liveness"
+    );
+}
+
+/// `run` killed with SIGKILL while the JVM is held by a loop: no cleanup of its own runs, yet the
+/// JVM runs on, and the lines written before the kill are a recording that `report` reads, its
+/// stall under way cut where the recording ends (issue 54: the files are still written for
+/// `report` later and after a crash).
+#[test]
+fn run_killed_outright_mid_stall_leaves_a_recording_report_reads() {
+    let _x = exclusive();
+    let dir = scratch("run-killed-mid-stall").join("rec");
+    let mut child = stallscope()
+        .args(["run", "--out", dir.to_str().unwrap(), "--"])
+        .arg(java17())
+        .args(["-XX:+UseParallelGC", "-XX:-UseCountedLoopSafepoints", "-jar"])
+        .arg(workloads_jar())
+        .args(["counted-loop", "--duration", "30s", "--rounds", "2000", "--trigger", "threaddump"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_inside_a_long_stall(&dir);
+    let jvm = recording::read_meta(&dir).unwrap().pid;
+    unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
+    let _ = child.wait();
+    // The observer's death is not the JVM's.
+    std::thread::sleep(Duration::from_millis(300));
+    let alive = std::fs::read_to_string(format!("/proc/{jvm}/stat"))
+        .is_ok_and(|s| !s.rsplit(')').next().unwrap_or("").trim_start().starts_with('Z'));
+    let o = stallscope().arg("report").arg(&dir).output().unwrap();
+    let text = String::from_utf8_lossy(&o.stdout).into_owned();
+    unsafe { libc::kill(jvm, libc::SIGKILL) };
+    remove_jfr_repositories(|_, pid| pid == jvm as u32);
+    let _ = std::fs::remove_file(format!("/tmp/.java_pid{jvm}"));
+    assert!(alive, "the JVM runs on after run was killed");
+    assert!(o.status.success(), "{text}{}", String::from_utf8_lossy(&o.stderr));
+    let r = report(&dir);
+    assert!(!r.stalls.is_empty(), "{text}");
+    // The loop's stalls before the kill are named as ever.
+    assert!(
+        r.stalls
+            .iter()
+            .any(|s| s.findings.first().is_some_and(|f| f.cause == Cause::NoSafepointPoll)),
+        "{text}"
+    );
+}
+
+/// Waits until the recording in `dir` has a stall still going on 300 ms after it began (the
+/// counted loop's, not a short one at start-up).
+fn wait_inside_a_long_stall(dir: &std::path::Path) {
     let events = dir.join("events.jsonl");
     let t0 = Instant::now();
-    // Kill it inside a long stall (the counted loop's), not a short one at start-up: wait for a
-    // stall that is still going on 300 ms after it began.
     let open_stall = || -> Option<String> {
         let text = std::fs::read_to_string(&events).unwrap_or_default();
         let n = text
@@ -51,16 +112,4 @@ fn a_target_that_dies_mid_stall_still_gets_its_diagnosis() {
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-    let jvm = recording::read_meta(&dir).unwrap().pid;
-    unsafe { libc::kill(jvm, libc::SIGKILL) };
-    let status = child.wait().unwrap();
-    assert_eq!(status.code(), Some(137), "the JVM's fate is the exit code");
-    let r = report(&dir);
-    let last = r.stalls.last().unwrap();
-    assert!(last.target_exited, "{last:?}");
-    assert_eq!(last.findings[0].cause, Cause::NoSafepointPoll, "{last:?}");
-    assert!(
-        !heartbeat(jvm).exists() || std::fs::metadata(heartbeat(jvm)).is_ok(),
-        "a stale heartbeat may remain; the reader checks liveness"
-    );
 }
