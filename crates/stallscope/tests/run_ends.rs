@@ -13,16 +13,7 @@ use std::time::{Duration, Instant};
 fn a_target_that_dies_mid_stall_still_gets_its_diagnosis() {
     let _x = exclusive();
     let dir = scratch("doctor-dies").join("rec");
-    let mut child = stallscope()
-        .args(["run", "--out", dir.to_str().unwrap(), "--"])
-        .arg(java17())
-        .args(["-XX:+UseParallelGC", "-XX:-UseCountedLoopSafepoints", "-jar"])
-        .arg(workloads_jar())
-        .args(["counted-loop", "--duration", "30s", "--rounds", "2000", "--trigger", "threaddump"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = run_counted_loop(&dir);
     wait_inside_a_long_stall(&dir);
     let jvm = recording::read_meta(&dir).unwrap().pid;
     unsafe { libc::kill(jvm, libc::SIGKILL) };
@@ -46,16 +37,7 @@ fn a_target_that_dies_mid_stall_still_gets_its_diagnosis() {
 fn run_killed_outright_mid_stall_leaves_a_recording_report_reads() {
     let _x = exclusive();
     let dir = scratch("run-killed-mid-stall").join("rec");
-    let mut child = stallscope()
-        .args(["run", "--out", dir.to_str().unwrap(), "--"])
-        .arg(java17())
-        .args(["-XX:+UseParallelGC", "-XX:-UseCountedLoopSafepoints", "-jar"])
-        .arg(workloads_jar())
-        .args(["counted-loop", "--duration", "30s", "--rounds", "2000", "--trigger", "threaddump"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = run_counted_loop(&dir);
     wait_inside_a_long_stall(&dir);
     let jvm = recording::read_meta(&dir).unwrap().pid;
     unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
@@ -80,6 +62,20 @@ fn run_killed_outright_mid_stall_leaves_a_recording_report_reads() {
             .any(|s| s.findings.first().is_some_and(|f| f.cause == Cause::NoSafepointPoll)),
         "{text}"
     );
+}
+
+/// `stallscope run` into `dir` of a JVM whose safepoints wait on a counted loop for 30 s.
+fn run_counted_loop(dir: &std::path::Path) -> std::process::Child {
+    stallscope()
+        .args(["run", "--out", dir.to_str().unwrap(), "--"])
+        .arg(java17())
+        .args(["-XX:+UseParallelGC", "-XX:-UseCountedLoopSafepoints", "-jar"])
+        .arg(workloads_jar())
+        .args(["counted-loop", "--duration", "30s", "--rounds", "2000", "--trigger", "threaddump"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap()
 }
 
 /// Waits until the recording in `dir` has a stall still going on 300 ms after it began (the

@@ -84,6 +84,19 @@ fn prometheus(target: &str, dir: &Path) -> Prometheus {
     p
 }
 
+/// `q` as a URL's query value (every byte but letters, digits and `_.-` percent-encoded).
+fn url_encoded(q: &str) -> String {
+    q.bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || b"_.-".contains(&b) {
+                (b as char).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect()
+}
+
 impl Prometheus {
     fn get(&self, path: &str) -> Option<String> {
         let mut c = std::net::TcpStream::connect(("127.0.0.1", self.port)).ok()?;
@@ -96,16 +109,7 @@ impl Prometheus {
 
     /// The series of an instant query: each one's labels.
     fn query(&self, q: &str) -> Vec<Value> {
-        let enc: String = q
-            .bytes()
-            .map(|b| {
-                if b.is_ascii_alphanumeric() || b"_.-".contains(&b) {
-                    (b as char).to_string()
-                } else {
-                    format!("%{b:02X}")
-                }
-            })
-            .collect();
+        let enc = url_encoded(q);
         let body = self.get(&format!("/api/v1/query?query={enc}")).unwrap_or_default();
         let v: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
         v["data"]["result"]
@@ -119,16 +123,7 @@ impl Prometheus {
 
     /// The exemplars' label sets of the series `q` selects, over the last ten minutes.
     fn exemplars(&self, q: &str) -> Vec<Value> {
-        let enc: String = q
-            .bytes()
-            .map(|b| {
-                if b.is_ascii_alphanumeric() || b"_.-".contains(&b) {
-                    (b as char).to_string()
-                } else {
-                    format!("%{b:02X}")
-                }
-            })
-            .collect();
+        let enc = url_encoded(q);
         let now =
             std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
         let path =
