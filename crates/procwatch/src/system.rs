@@ -77,10 +77,6 @@ pub fn psi_some_avg10(text: &str) -> Option<f64> {
     l.split_whitespace().find_map(|f| f.strip_prefix("avg10=")).and_then(|v| v.parse().ok())
 }
 
-pub fn read_psi_some_total_us(resource: &str) -> Option<u64> {
-    psi_some_total_us(&crate::procfile::read(format!("/proc/pressure/{resource}")).ok()?)
-}
-
 /// Memory-management counters from `/proc/vmstat` that say what the kernel did to make room:
 /// swapping, direct reclaim and compaction (machine-wide; a memory cgroup's own reclaim shows in
 /// its own stats instead), and how much is dirty or under writeback now.
@@ -124,11 +120,6 @@ pub fn vmstat(text: &str) -> VmStat {
 
 pub fn read_vmstat() -> Option<VmStat> {
     Some(vmstat(&crate::procfile::read("/proc/vmstat").ok()?))
-}
-
-/// PSI `full` of memory, machine-wide: the time every non-idle task waited for memory, µs.
-pub fn read_psi_memory_full_us() -> Option<u64> {
-    crate::cgroup::psi_total_us(&crate::procfile::read("/proc/pressure/memory").ok()?, "full")
 }
 
 #[cfg(test)]

@@ -83,18 +83,20 @@ pub fn shares(target: &Cgroups, own: &Cgroups) -> Shares {
 
 pub(super) fn system_sample(t: u64, stall: u32, baseline: bool, src: &Sources) -> SystemSample {
     let unified = src.target.unified.as_ref().filter(|g| g.path != "/");
+    // The machine's pressure: each of its three files read once (memory's two lines from one read).
+    let psi = cgroup::pressure_in(std::path::Path::new("/proc/pressure"));
     SystemSample {
         t,
         stall,
         baseline,
         tlb: system::read_tlb_shootdowns(),
         cpu: system::read_cpu_times().map(Into::into),
-        psi_cpu_us: system::read_psi_some_total_us("cpu"),
-        psi_io_us: system::read_psi_some_total_us("io"),
-        psi_memory_us: system::read_psi_some_total_us("memory"),
+        psi_cpu_us: psi.cpu_some_us,
+        psi_io_us: psi.io_some_us,
+        psi_memory_us: psi.memory_some_us,
         throttling: src.target.cpu.as_ref().and_then(|g| g.throttling()).map(Into::into),
         vmstat: system::read_vmstat().map(Into::into),
-        psi_memory_full_us: system::read_psi_memory_full_us(),
+        psi_memory_full_us: psi.memory_full_us,
         process: procwatch::task::process_memory(src.pid).map(Into::into),
         memcg: src
             .target
