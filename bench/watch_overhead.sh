@@ -18,6 +18,7 @@
 #   COUNTS=100 bench/watch_overhead.sh   # 100 small JVMs, if memory allows
 #   ATTACH=1 COUNTS=10 bench/watch_overhead.sh   # the agent in each JVM (watch --attach), as before
 #   STALLING=1 COUNTS=30 bench/watch_overhead.sh # 30 idle JVMs and one whose safepoints wait on a loop
+#   PERF_OUT=/tmp/watch.data ... bench/watch_overhead.sh  # and a perf profile of watch (dwarf stacks)
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 
@@ -139,7 +140,12 @@ for n in $counts; do
     done
     sleep 5
     c0=$(cpu_ns "$watch_pid"); w0=$(wakeups "$watch_pid"); j0=$(jvms_cpu_ns); b0=$(bpf_ns); t0=$(date +%s%N)
-    sleep "$window"
+    # PERF_OUT=FILE: a profile of watch over the window (perf's own cost then shows in the figures).
+    if [[ -n "${PERF_OUT:-}" ]]; then
+      perf record -q -F 999 --call-graph dwarf,16000 -p "$watch_pid" -o "$PERF_OUT" -- sleep "$window" > /dev/null 2>&1
+    else
+      sleep "$window"
+    fi
     c1=$(cpu_ns "$watch_pid"); w1=$(wakeups "$watch_pid"); j1=$(jvms_cpu_ns); b1=$(bpf_ns); t1=$(date +%s%N)
     inside=$(ours_inside)
     # Its peak resident memory, MiB: what a DaemonSet's memory request is set from.
