@@ -381,9 +381,11 @@ impl OffCpu {
         // Whether the program still runs: entries read after it is gone would say every thread
         // is still, forever.
         let live = Arc::new(std::sync::atomic::AtomicBool::new(true));
+        let registered = entries::Registered::default();
+        let registered2 = registered.clone();
         let thread = std::thread::Builder::new()
             .name("stallscope-bpf".into())
-            .spawn(move || run(first, opts, rx, ready_tx, lost2))
+            .spawn(move || run(first, opts, rx, ready_tx, lost2, registered2))
             .map_err(|e| format!("could not start the BPF reader thread: {e}"))?;
         match ready_rx.recv() {
             Ok(Ok((alarms, sp, tally, toff))) => {
@@ -392,7 +394,7 @@ impl OffCpu {
                 let tally = tally.map(CpuTally::new);
                 let ksyms = Arc::new(ksyms);
                 let entries = toff
-                    .and_then(|fd| Entries::open(&fd, entry_slots(&opts), live.clone()))
+                    .and_then(|fd| Entries::open(&fd, entry_slots(&opts), live.clone(), registered))
                     .map(Arc::new);
                 let reader = Reader { tx: tx.clone(), ksyms, lost, alarms, sp, tally, entries };
                 Ok(OffCpu { tx: Some(tx), thread: Some(thread), reader, live })
@@ -771,6 +773,7 @@ fn run(
     rx: mpsc::Receiver<Cmd>,
     ready: mpsc::Sender<Result<Ready, String>>,
     lost: Arc<std::sync::atomic::AtomicU64>,
+    registered: entries::Registered,
 ) {
     use libbpf_rs::MapCore;
     let mut storage = std::mem::MaybeUninit::uninit();
@@ -826,6 +829,9 @@ fn run(
     let set = |targets: &mut HashMap<i32, (u8, Option<usize>)>, tgid: i32, level: u8| {
         targets.entry(tgid).or_insert((0, None)).0 = level;
         put(targets, tgid);
+        // From now on the program makes an entry at each of its threads' first event: only
+        // the BTF switch program, which knows the next thread's process (Entries::still).
+        registered.set(tgid, level > 0 && btf);
     };
     for t in &first {
         set(&mut targets, *t, 1);

@@ -154,8 +154,9 @@ pub fn parse_event(b: &[u8]) -> Option<RawWait> {
 }
 
 /// The size of a thread's entry while it waits (`struct off_entry`): 3 u64, 6 u32, 2 u16, 1
-/// u32, 3 comms, 24 bytes spare (to 128: two whole cache lines).
-pub const ENTRY_SIZE: usize = 3 * 8 + 6 * 4 + 2 * 2 + 4 + 3 * COMM + 24;
+/// u32, 3 comms, the u64 `on` (read by entries.rs alone), 16 bytes spare (to 128: two whole
+/// cache lines).
+pub const ENTRY_SIZE: usize = 3 * 8 + 6 * 4 + 2 * 2 + 4 + 3 * COMM + 8 + 16;
 
 /// Reads a thread's entry (its wait going on: no end, no stacks yet); None if it is not one
 /// (wrong size).

@@ -802,15 +802,15 @@ fn a_thread_off_a_cpu_unwoken_since_a_moment_is_still_and_not_once_it_ran() {
     unsafe { libc::kill(pid, libc::SIGSTOP) };
     std::thread::sleep(Duration::from_millis(100));
     let stopped = offcpu::now_ns();
-    assert!(entries.still(pid, pid, stopped), "stopped since before then, nobody woke it");
-    assert!(!entries.still(pid, pid, before), "it ran after `before` (to stop)");
-    assert!(!entries.still(pid + 1, pid, stopped), "another process's thread");
-    assert!(!entries.still(1, 1, offcpu::now_ns()), "not a target");
+    assert!(entries.still(pid, pid, stopped, true), "stopped since before then, nobody woke it");
+    assert!(!entries.still(pid, pid, before, true), "it ran after `before` (to stop)");
+    assert!(!entries.still(pid + 1, pid, stopped, true), "another process's thread");
+    assert!(!entries.still(1, 1, offcpu::now_ns(), true), "not a target");
     // Continued: woken, it runs, and sleeps on in a new wait.
     unsafe { libc::kill(pid, libc::SIGCONT) };
     std::thread::sleep(Duration::from_millis(100));
-    assert!(!entries.still(pid, pid, stopped), "it ran since");
-    assert!(entries.still(pid, pid, offcpu::now_ns()), "asleep again since");
+    assert!(!entries.still(pid, pid, stopped, true), "it ran since");
+    assert!(entries.still(pid, pid, offcpu::now_ns(), true), "asleep again since");
     // A busy thread is not still since any moment it ran after. (At a given instant it may be
     // preempted, waiting for a CPU since a moment before: then it is still from that moment,
     // rightly, its files unchanged since.)
@@ -821,13 +821,13 @@ fn a_thread_off_a_cpu_unwoken_since_a_moment_is_still_and_not_once_it_ran() {
     let _ = oc.reader().held(spid);
     let added = offcpu::now_ns();
     std::thread::sleep(Duration::from_millis(300));
-    let still = entries.still(spid, spid, added);
+    let still = entries.still(spid, spid, added, false);
     // Once the recorder is dropped (the program detached), its entries say nothing of now.
     unsafe { libc::kill(pid, libc::SIGSTOP) };
     std::thread::sleep(Duration::from_millis(100));
-    let stopped_again = entries.still(pid, pid, offcpu::now_ns());
+    let stopped_again = entries.still(pid, pid, offcpu::now_ns(), true);
     drop(oc);
-    let after_drop = entries.still(pid, pid, offcpu::now_ns());
+    let after_drop = entries.still(pid, pid, offcpu::now_ns(), true);
     for c in [&mut child, &mut spin] {
         let _ = c.kill();
         let _ = c.wait();
@@ -835,4 +835,56 @@ fn a_thread_off_a_cpu_unwoken_since_a_moment_is_still_and_not_once_it_ran() {
     assert!(!still, "a spinning shell ran in the 300 ms since it was added");
     assert!(stopped_again, "stopped again: still");
     assert!(!after_drop, "the recorder dropped: nothing is still");
+}
+
+/// `Entries::still` of a thread asleep since before its process became a target (no entry yet):
+/// still from a read after that which found it asleep, until its first event (woken); never from
+/// a read that found it running. `Entries::on_cpu_since`: a spinning thread is on a CPU since a
+/// moment, a stopped one is not.
+#[test]
+fn a_thread_asleep_since_before_it_was_a_target_is_still_until_woken_and_a_spinner_is_on_a_cpu() {
+    let mut child = Command::new("sleep").arg("30").spawn().unwrap();
+    let pid = child.id() as i32;
+    std::thread::sleep(Duration::from_millis(100));
+    let oc = start(&[pid]);
+    let entries = oc.reader().entries().expect("the kernel maps the entries array");
+    let read = offcpu::now_ns();
+    std::thread::sleep(Duration::from_millis(50));
+    let untouched = entries.still(pid, pid, read, true);
+    let read_running = entries.still(pid, pid, read, false);
+    // Woken (to take the signal): its first event.
+    unsafe { libc::kill(pid, libc::SIGSTOP) };
+    std::thread::sleep(Duration::from_millis(100));
+    let after_wake = entries.still(pid, pid, read, true);
+    let stopped_on_cpu = entries.on_cpu_since(pid, pid, offcpu::now_ns());
+    let mut spin = Command::new("sh").args(["-c", "while :; do :; done"]).spawn().unwrap();
+    let spid = spin.id() as i32;
+    oc.reader().add(spid);
+    let _ = oc.reader().held(spid);
+    std::thread::sleep(Duration::from_millis(100));
+    // On a 2-CPU machine it may be preempted at a given instant: asked until it is seen on one.
+    let mut on = None;
+    for _ in 0..200 {
+        let now = offcpu::now_ns();
+        on = entries.on_cpu_since(spid, spid, now).map(|o| (o, now));
+        if on.is_some() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let other_process = on.and_then(|(_, now)| entries.on_cpu_since(spid + 1, spid, now));
+    drop(oc);
+    let after_drop = entries.on_cpu_since(spid, spid, offcpu::now_ns());
+    for c in [&mut child, &mut spin] {
+        let _ = c.kill();
+        let _ = c.wait();
+    }
+    assert!(untouched, "asleep since before it was a target, no event since the read");
+    assert!(!read_running, "a read that found it running says nothing without an entry");
+    assert!(!after_wake, "woken since the read");
+    assert_eq!(stopped_on_cpu, None, "a stopped process is on no CPU");
+    let (since, asked) = on.expect("a spinning shell is seen on a CPU in 1 s");
+    assert!(since > 0 && since < asked, "on since {since}, asked at {asked}");
+    assert_eq!(other_process, None, "another process's thread");
+    assert_eq!(after_drop, None, "the recorder dropped: nothing is on a CPU");
 }

@@ -199,10 +199,18 @@ struct TaskFiles {
 }
 
 /// Says whether thread `tid` (of the sampled process, `pid`) has not run, nor been woken, since
-/// `since` (CLOCK_MONOTONIC ns): `(pid, tid, since)`. Such a thread's files would read as they
-/// did then, so they are not read again (the kernel's scheduler events answer this, see
-/// `offcpu::Entries`). Must answer false whenever it cannot tell.
-pub type Still = Box<dyn Fn(i32, i32, u64) -> bool + Send>;
+/// `since` (CLOCK_MONOTONIC ns), when its last read began: `(pid, tid, since, asleep_then)`,
+/// the last saying whether that read found it off a CPU (not R). Such a thread's files would
+/// read as they did then, so they are not read again (the kernel's scheduler events answer this,
+/// see `offcpu::Entries`). Must answer false whenever it cannot tell.
+pub type Still = Box<dyn Fn(i32, i32, u64, bool) -> bool + Send>;
+
+/// Says since when thread `tid` (of the sampled process, `pid`) has been on a CPU without a
+/// break, if since before `since` (CLOCK_MONOTONIC ns): `(pid, tid, since)`. Such a thread has
+/// only run on since its read then: its CPU time grew by the time elapsed, and its state (R),
+/// CPU, run delay and switch count are as that read found them (the kernel's scheduler events
+/// answer this, see `offcpu::Entries::on_cpu_since`). Must answer None whenever it cannot tell.
+pub type OnCpu = Box<dyn Fn(i32, i32, u64) -> Option<u64> + Send>;
 
 /// How many thread reads a sampler made and how many it left out, the thread not having run
 /// since its last read ([`TaskSampler::set_still`]), since it was made.
@@ -210,6 +218,9 @@ pub type Still = Box<dyn Fn(i32, i32, u64) -> bool + Send>;
 pub struct Reads {
     pub read: u64,
     pub still: u64,
+    /// Left out because the thread was on a CPU without a break since its last read (only
+    /// where [`TaskSampler::carry_on_cpu`] is set).
+    pub on_cpu: u64,
 }
 
 /// Whether a thread has not moved since its `last` sample (same state, not running, its
@@ -240,6 +251,12 @@ pub struct TaskSampler {
     /// The slowest single read of the last sample: which file of which thread, and how long.
     pub slowest: Option<SlowRead>,
     still: Option<Still>,
+    on_cpu: Option<OnCpu>,
+    /// Whether a thread on a CPU without a break since its last read is carried on from that
+    /// read ([`OnCpu`]) rather than read: what its counters of faults and of user and kernel
+    /// time did meanwhile is then left to the next read. Set by the recorder between a stall's
+    /// first and last looks, which read every thread that ran.
+    pub carry_on_cpu: bool,
     pub reads: Reads,
 }
 
@@ -278,6 +295,8 @@ impl TaskSampler {
             rescan_every: 50,
             slowest: None,
             still: None,
+            on_cpu: None,
+            carry_on_cpu: false,
             reads: Reads::default(),
         };
         s.rescan()?;
@@ -328,6 +347,12 @@ impl TaskSampler {
         self.still = Some(still);
     }
 
+    /// What says a thread has been on a CPU since its last read (used where
+    /// [`Self::carry_on_cpu`] is set).
+    pub fn set_on_cpu(&mut self, on_cpu: OnCpu) {
+        self.on_cpu = Some(on_cpu);
+    }
+
     /// Samples every thread. A process that has exited gives an error; threads that exited
     /// since the last sample are dropped silently.
     pub fn sample(&mut self, out: &mut Vec<TaskSample>) -> io::Result<()> {
@@ -344,10 +369,25 @@ impl TaskSampler {
         for (&tid, files) in self.tasks.iter_mut() {
             let began = crate::clock::mono_ns();
             if let (Some(still), Some((at, last))) = (&self.still, &files.last)
-                && still(self.pid, tid, *at)
+                && still(self.pid, tid, *at, last.state != 'R')
             {
                 self.reads.still += 1;
                 out.push(last.clone());
+                continue;
+            }
+            if self.carry_on_cpu
+                && let (Some(on_cpu), Some((at, last))) = (&self.on_cpu, &files.last)
+                && last.state == 'R'
+                && on_cpu(self.pid, tid, *at).is_some()
+            {
+                self.reads.on_cpu += 1;
+                // On a CPU throughout: its CPU time grew by the time since that read began.
+                let carried = TaskSample {
+                    exec_ns: last.exec_ns + began.saturating_sub(*at),
+                    ..last.clone()
+                };
+                files.last = Some((began, carried.clone()));
+                out.push(carried);
                 continue;
             }
             self.reads.read += 1;
@@ -642,9 +682,9 @@ mod tests {
         // Asked about the sleeping thread only, with the moment its last read began.
         let asked = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
         let a = asked.clone();
-        s.set_still(Box::new(move |p, tid, since| {
+        s.set_still(Box::new(move |p, tid, since, asleep| {
             a.lock().unwrap().push((p, tid, since));
-            tid == sleepy
+            tid == sleepy && asleep
         }));
         let mut first = Vec::new();
         s.sample(&mut first).unwrap();
@@ -663,6 +703,57 @@ mod tests {
         assert!(asked.iter().all(|(p, _, since)| *p == pid && *since > 0), "{asked:?}");
         drop(asked);
         h.join().unwrap();
+    }
+
+    #[test]
+    fn a_thread_on_a_cpu_since_its_last_read_is_carried_on_only_where_asked() {
+        let pid = std::process::id() as i32;
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (tx, rx) = std::sync::mpsc::channel();
+        let s2 = stop.clone();
+        let h = std::thread::Builder::new()
+            .name("spinning".into())
+            .spawn(move || {
+                tx.send(unsafe { libc::gettid() }).unwrap();
+                while !s2.load(std::sync::atomic::Ordering::Relaxed) {
+                    std::hint::spin_loop();
+                }
+            })
+            .unwrap();
+        let spinner: i32 = rx.recv().unwrap();
+        let mut s = TaskSampler::new(pid).unwrap();
+        // Says the spinner has been on a CPU since time 1 (a mock of the kernel's events).
+        s.set_on_cpu(Box::new(move |_, tid, _| (tid == spinner).then_some(1)));
+        let of = |v: &[TaskSample]| v.iter().find(|t| t.tid == spinner).cloned();
+        let mut v = Vec::new();
+        // Until it is read once as running, it is read.
+        let mut first = None;
+        for _ in 0..200 {
+            s.sample(&mut v).unwrap();
+            first = of(&v).filter(|t| t.state == 'R');
+            if first.is_some() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        let first = first.expect("the spinning thread read as running");
+        // Not asked: read as before.
+        s.sample(&mut v).unwrap();
+        assert_eq!(s.reads.on_cpu, 0, "{:?}", s.reads);
+        let read = of(&v).unwrap();
+        // Asked: carried on from that read, its CPU time grown by the time since.
+        s.carry_on_cpu = true;
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        s.sample(&mut v).unwrap();
+        s.carry_on_cpu = false;
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        h.join().unwrap();
+        assert_eq!(s.reads.on_cpu, 1, "{:?}", s.reads);
+        let carried = of(&v).unwrap();
+        assert!(carried.exec_ns >= read.exec_ns + 20_000_000, "{read:?} then {carried:?}");
+        let same = TaskSample { exec_ns: read.exec_ns, ..carried.clone() };
+        assert_eq!(same, read, "all but its CPU time as that read found it");
+        assert!(first.exec_ns <= carried.exec_ns);
     }
 
     #[test]

@@ -216,11 +216,16 @@ impl Event {
 
 /// How a stall's looks at the target's threads were taken: `read` threads' `/proc` files read,
 /// `still` threads not read, the kernel's scheduler events showing they had not run nor been
-/// woken since their last read (their last sample stands).
+/// woken since their last read (their last sample stands), `on_cpu` threads not read between
+/// its first and last looks, the events showing they had been on a CPU without a break since
+/// their last read (that sample stands, its CPU time carried on by the time elapsed).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ThreadReads {
     pub read: u64,
     pub still: u64,
+    /// Absent before 2026-11-29's second change: none were carried.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub on_cpu: u64,
 }
 
 /// What showed a stall's begin.

@@ -162,7 +162,8 @@ struct off_entry {
 	char comm[TASK_COMM_LEN];
 	char waker_comm[TASK_COMM_LEN];
 	char instead_comm[TASK_COMM_LEN];
-	__u8 spare[24];
+	__u64 on;           /* when it came onto a CPU, while it is on one; 0 off a CPU */
+	__u8 spare[16];
 };
 
 /* The entries, found like the targets: in `toff`, an array indexed by the tid's low bits, whose
@@ -236,9 +237,15 @@ static __always_inline struct off_entry *entry_of(__u32 tid)
 	return bpf_map_lookup_elem(&off, &tid);
 }
 
-/* Thread `tid`'s entry, made if it has none: its index in `toff` taken if free (compare and
- * swap: two threads on one index may leave two CPUs at once), else in `off`. */
-static __always_inline struct off_entry *entry_made(__u32 tid)
+/* An index of `toff` given back by a thread that exited. An index never taken since the program
+ * was loaded holds 0: no thread with that index had an event since (entries.rs counts on it). */
+#define GONE 0xffffffffu
+
+/* Thread `tid`'s entry, made if it has none (its process's `tgid` written into a new one): its
+ * index in `toff` taken if free (compare and swap: two threads on one index may leave two CPUs at
+ * once), else in `off`. Made at a thread's first event: it leaves a CPU, comes onto one, or is
+ * woken. */
+static __always_inline struct off_entry *entry_made(__u32 tid, __u32 tgid)
 {
 	__u32 i = tid & toff_mask;
 	struct off_entry *e = bpf_map_lookup_elem(&toff, &i);
@@ -246,12 +253,15 @@ static __always_inline struct off_entry *entry_made(__u32 tid)
 		return 0;
 	if (e->tid == tid)
 		return e;
-	if (e->tid == 0 && __sync_val_compare_and_swap(&e->tid, 0, tid) == 0)
+	if ((e->tid == 0 && __sync_val_compare_and_swap(&e->tid, 0, tid) == 0) ||
+	    (e->tid == GONE && __sync_val_compare_and_swap(&e->tid, GONE, tid) == GONE)) {
+		e->tgid = tgid;
 		return e;
+	}
 	struct off_entry *h = bpf_map_lookup_elem(&off, &tid);
 	if (h)
 		return h;
-	struct off_entry blank = {.tid = tid};
+	struct off_entry blank = {.tid = tid, .tgid = tgid};
 	bpf_map_update_elem(&off, &tid, &blank, BPF_NOEXIST);
 	return bpf_map_lookup_elem(&off, &tid);
 }
@@ -262,9 +272,10 @@ static __always_inline void entry_gone(__u32 tid)
 	__u32 i = tid & toff_mask;
 	struct off_entry *e = bpf_map_lookup_elem(&toff, &i);
 	if (e && e->tid == tid) {
+		e->on = 0;
 		e->start = 0;
 		/* Given back last: a thread taking the index finds no wait under way in it. */
-		__sync_val_compare_and_swap(&e->tid, tid, 0);
+		__sync_val_compare_and_swap(&e->tid, tid, GONE);
 	}
 	/* An entry it had in the hash before its index was free. */
 	bpf_map_delete_elem(&off, &tid);
@@ -411,10 +422,11 @@ static __always_inline void held_switch(struct held_cpu *h, __u32 prev, __u32 ne
 /* A switch: the names and the state are read only for a target's thread leaving (its own name
  * is current's; the next thread's from `next_comm`, else from `next_task`; the state `state`,
  * else reported from `prev`'s). `next_ours`: the next thread may be a target's (0 only where its
- * process is known not to be: then its interval off a CPU is not looked up). The leaving
+ * process is known not to be: then its interval off a CPU is not looked up); `next_tgid` its
+ * process where known (0: not, the classic tracepoint: then no entry is made for it). The leaving
  * thread's process's `targets` value (0: not a target's). */
 static __always_inline int switched(__u32 tgid, __u32 tid, __s64 state, __u32 next, int next_ours,
-				    struct task_struct *next_task, const char *next_comm,
+				    __u32 next_tgid, struct task_struct *next_task, const char *next_comm,
 				    struct task_struct *prev, _Bool preempt, unsigned int raw)
 {
 	__u32 zero = 0;
@@ -431,7 +443,7 @@ static __always_inline int switched(__u32 tgid, __u32 tid, __s64 state, __u32 ne
 		now = bpf_ktime_get_ns();
 		held_switch(h, tid, next, now);
 	}
-	struct off_entry *o = next_ours ? entry_of(next) : 0;
+	struct off_entry *o = !next_ours ? 0 : next_tgid ? entry_made(next, next_tgid) : entry_of(next);
 	if (!leaving && !o)
 		return 0;
 	if (!now)
@@ -444,10 +456,14 @@ static __always_inline int switched(__u32 tgid, __u32 tid, __s64 state, __u32 ne
 		/* From the BTF tracepoint (state < 0): reported here, for a target only. */
 		__s64 st = state >= 0 ? state : reported(preempt, raw, prev);
 		/* Its last switch (X, Z: it exited): no wait begins; its entry goes. */
-		struct off_entry *e = st & 0x30 ? 0 : entry_made(tid);
+		struct off_entry *e = st & 0x30 ? 0 : entry_made(tid, tgid);
 		if (st & 0x30)
 			entry_gone(tid);
 		if (e) {
+			/* Off the CPU first: a reader that finds `on` unchanged around its read of
+			 * `start` knows the thread did not leave meanwhile (entries.rs). */
+			e->on = 0;
+			__asm__ __volatile__("" ::: "memory");
 			e->start = 0; /* not off a CPU until written whole (a waker may look meanwhile) */
 			e->woken = 0;
 			e->state = st;
@@ -486,8 +502,12 @@ static __always_inline int switched(__u32 tgid, __u32 tid, __s64 state, __u32 ne
 	}
 
 	/* The thread coming onto the CPU: its interval off it ends now (an entry whose start is 0
-	 * is of a thread not off a CPU). */
-	if (!o || !o->start)
+	 * is of a thread not off a CPU). From now it is on one, until it leaves: a thread on a CPU
+	 * without a break since its last read is not read again mid-stall (entries.rs). */
+	if (!o)
+		return target;
+	o->on = now;
+	if (!o->start)
 		return target;
 	/* Preempted on another CPU and back on this one: that CPU's slot is given up. */
 	if ((o->state & 0xff) == 0 && o->cpu != cpu && o->cpu < HELD_CPUS) {
@@ -638,7 +658,7 @@ int on_switch(struct sched_switch_args *ctx)
 	 * once it is handed on. The leaving thread's name is current's. */
 	char next_comm[TASK_COMM_LEN];
 	__builtin_memcpy(next_comm, ctx->next_comm, TASK_COMM_LEN);
-	switched(id >> 32, (__u32)id, ctx->prev_state, ctx->next_pid, 1, 0, next_comm, 0, 0, 0);
+	switched(id >> 32, (__u32)id, ctx->prev_state, ctx->next_pid, 1, 0, 0, next_comm, 0, 0, 0);
 	return 0;
 }
 
@@ -655,7 +675,7 @@ int BPF_PROG(on_switch_btf, _Bool preempt, struct task_struct *prev, struct task
 	int next_ours = next_pid != 0 && target_of(next->tgid) != 0;
 	/* Only a target's thread can be the meter watched, or show a safepoint begun. */
 	__u32 target =
-	    switched(id >> 32, tid, -1, next_pid, next_ours, next, 0, prev, preempt, prev_state);
+	    switched(id >> 32, tid, -1, next_pid, next_ours, next->tgid, next, 0, prev, preempt, prev_state);
 	tally(id >> 32, prev, next);
 	if (target) {
 		watchdog(tid, preempt, prev_state);
@@ -676,7 +696,9 @@ int BPF_PROG(on_waking, struct task_struct *p)
 	if (!armed)
 		return 0;
 	__u32 tid = p->pid;
-	struct off_entry *o = entry_of(tid);
+	/* Made if it has none (asleep since before its process became a target): from now on its
+	 * index says it had an event (entries.rs). */
+	struct off_entry *o = entry_made(tid, p->tgid);
 	/* Not off a CPU (start 0: its entry is kept from its last wait), or woken already. */
 	if (!o || !o->start || o->woken)
 		return 0;

@@ -266,11 +266,17 @@ impl<'a> Watcher<'a> {
         let mut sampler = TaskSampler::new(pid)?;
         // With the kernel's events, a thread is read again only once it ran or was woken since
         // its last read: a frozen JVM, or one whose threads are parked through a stall, is not
-        // polled (offcpu::Entries). Ids must number threads as the kernel does.
+        // polled (offcpu::Entries). Between a stall's first and last looks, a thread on a CPU
+        // without a break since its last read is not read either (see stall.rs). Ids must
+        // number threads as the kernel does.
         if let Some(entries) = offcpu.as_ref().and_then(offcpu::Reader::entries)
             && procwatch::ns::host_numbering()
         {
-            sampler.set_still(Box::new(move |pid, tid, since| entries.still(pid, tid, since)));
+            let on = std::sync::Arc::clone(&entries);
+            sampler.set_still(Box::new(move |pid, tid, since, asleep| {
+                entries.still(pid, tid, since, asleep)
+            }));
+            sampler.set_on_cpu(Box::new(move |pid, tid, since| on.on_cpu_since(pid, tid, since)));
         }
         // A sidecar starved of CPU sees nothing of the starvation it is there to explain: when
         // allowed (root, CAP_SYS_NICE), this thread runs at nice -10. It sleeps between looks, so

@@ -208,7 +208,7 @@ impl Watcher<'_> {
         loop {
             // No thread read at this look (each was still since its last read, see
             // TaskSampler::set_still) and none came or went: nothing changed since the last.
-            let reads_before = self.sampler.reads.read;
+            let reads_before = (self.sampler.reads.read, self.sampler.reads.on_cpu);
             let t = match first_taken.take() {
                 Some(t) => t,
                 None => {
@@ -235,7 +235,13 @@ impl Watcher<'_> {
                         }
                         continue;
                     }
-                    if self.sampler.sample(cur).is_err() {
+                    // Between the first and last looks, a thread on a CPU without a break since
+                    // its last read is carried on, not read (the kernel's events say so): what
+                    // its fault and mode counters did is left to the last look.
+                    self.sampler.carry_on_cpu = true;
+                    let sampled = self.sampler.sample(cur);
+                    self.sampler.carry_on_cpu = false;
+                    if sampled.is_err() {
                         out.exited = true;
                         return Ok(out);
                     }
@@ -253,7 +259,7 @@ impl Watcher<'_> {
                     .map(|c| c.tid),
             );
             let unread = !first
-                && self.sampler.reads.read == reads_before
+                && (self.sampler.reads.read, self.sampler.reads.on_cpu) == reads_before
                 && cur.len() == prev.len()
                 && cur.iter().all(|c| prev.contains_key(&c.tid));
             let (threads, gone) = if unread {
@@ -410,6 +416,7 @@ impl Watcher<'_> {
         let thread_reads = Some(recording::ThreadReads {
             read: reads.read - self.reads_from.read,
             still: reads.still - self.reads_from.still,
+            on_cpu: reads.on_cpu - self.reads_from.on_cpu,
         });
         let (control_max_late_ns, queued) = self.control.take_window();
         let exiting = self.pulse.exiting();
