@@ -60,6 +60,9 @@ pub enum Evidence {
     RunQueue {
         role: Role,
     },
+    /// An operation's thread waited on a run queue while its CPU went to the operation's own
+    /// other threads (the kernel's events): no neighbour took it.
+    CpuHeldByOwnThreads,
     /// Seen runnable, too briefly for the counters to say whether it ran.
     RunnableTooBriefly {
         role: Role,

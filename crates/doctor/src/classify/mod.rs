@@ -369,6 +369,80 @@ mod tests {
         );
     }
 
+    /// Issue 56, from the lab (JDK 17, a full GC of Parallel GC's two workers): each GC thread
+    /// waited 37 ms on a run queue, its CPU held by the other GC thread, while the machine's
+    /// other CPU idled and other processes took 1.1 ms. No neighbour took the CPUs: the
+    /// operation is the stall, not starvation. Without the kernel's account it reads as before.
+    #[test]
+    fn an_operation_whose_cpu_went_to_its_own_threads_is_the_operation_not_starvation() {
+        let vm = thread(1, "VM Thread", 'S', 25_000, 50_000);
+        let gc0 = thread(2, "GC Thread#0", 'R', 10 * MS, 11 * MS);
+        let gc1 = thread(3, "GC Thread#1", 'R', 10 * MS, 11 * MS);
+        let preempted =
+            |tid: i32, comm: &str, by: i32, by_comm: &str, start: u64| recording::KernelWait {
+                tid,
+                comm: comm.into(),
+                start,
+                end: Some(start + 5 * MS),
+                state: 'R',
+                cpu: 0,
+                stack: 0,
+                waker: None,
+                instead: Some(recording::KernelThread { tid: by, comm: by_comm.into() }),
+                instead_ns: Some(5 * MS),
+            };
+        let mut waits = Vec::new();
+        for k in 0..2u64 {
+            waits.push(preempted(2, "GC Thread#0", 3, "GC Thread#1", k * 10 * MS));
+            waits.push(preempted(3, "GC Thread#1", 2, "GC Thread#0", k * 10 * MS + 5 * MS));
+        }
+        let kw = |waits: Vec<recording::KernelWait>| recording::StallKernelWaits {
+            stall: 1,
+            from: 0,
+            to: 22 * MS,
+            since: Some(0),
+            waits,
+            stacks: vec![vec![]],
+            lost: 0,
+        };
+        let go = |kw: Option<&recording::StallKernelWaits>| {
+            let th = vec![vm.clone(), gc0.clone(), gc1.clone()];
+            run_seen_kernel(
+                None,
+                Some(th.clone()),
+                th,
+                safepoint("ParallelGCFailedAllocation", 36_000, 22 * MS),
+                22 * MS + 36_000,
+                psi(Some(0.97), None),
+                &[],
+                &[],
+                &[],
+                &[],
+                None,
+                kw,
+            )
+        };
+        let own = kw(waits.clone());
+        let f = go(Some(&own));
+        assert_eq!(f[0].cause, Cause::LongVmOperation, "{f:?}");
+        assert!(
+            f.iter().all(|x| x.cause != Cause::CpuStarvation),
+            "no neighbour took the CPUs: {f:?}"
+        );
+        assert!(f[0].evidence.contains(&Evidence::CpuHeldByOwnThreads), "{:?}", f[0].evidence);
+        // The same waits, the CPU going to another process's thread: starvation, as before.
+        let others: Vec<_> = waits
+            .into_iter()
+            .map(|mut w| {
+                w.instead = Some(recording::KernelThread { tid: 999, comm: "cpu-hog".into() });
+                w
+            })
+            .collect();
+        let hog = kw(others);
+        assert_eq!(go(Some(&hog))[0].cause, Cause::CpuStarvation);
+        assert_eq!(go(None)[0].cause, Cause::CpuStarvation, "without the kernel's account");
+    }
+
     #[test]
     fn a_partly_starved_operation_gets_both_causes_by_share() {
         let f = gc_pause(

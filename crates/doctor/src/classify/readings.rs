@@ -63,6 +63,11 @@ pub(super) fn cause_of(t: &ThreadEvidence, act: Activity, role: Role, inp: &Inpu
                     true,
                     vec![Evidence::JvmCgroupThrottled { ns: throttled }],
                 )
+            } else if role == Role::Operation && cpu_went_to_own(t, inp) {
+                // Its CPU went to the operation's own threads, not to any neighbour: the
+                // operation is what took the time, on fewer CPUs than it had threads (issue 56;
+                // who held it is in the kernel's lines).
+                (Cause::LongVmOperation, false, vec![Evidence::CpuHeldByOwnThreads])
             } else {
                 let (contended, psi) = cpu_pressure(inp);
                 let mut ev = vec![Evidence::RunQueue { role }];
@@ -181,6 +186,31 @@ pub(super) fn cause_of(t: &ThreadEvidence, act: Activity, role: Role, inp: &Inpu
 
 /// A thread on a CPU in the kernel: paging in from swap, reclaiming, or something the counters
 /// do not show.
+/// Whether the kernel's events show thread `t`'s CPU, while it waited preempted in the stall,
+/// going to other threads of the same JVM: at least two thirds of the time its CPU went to
+/// anyone, and half its run-queue time in the stall. False without the kernel's account (no
+/// BPF, or no holder recorded).
+fn cpu_went_to_own(t: &ThreadEvidence, inp: &Inputs) -> bool {
+    let Some(kw) = inp.kwaits else { return false };
+    let own: std::collections::HashSet<i32> =
+        inp.evidence.threads.iter().map(|x| x.tid).filter(|tid| *tid != t.tid).collect();
+    let (mut all, mut mine) = (0u64, 0u64);
+    let waits = kw.waits.iter().filter(|w| {
+        w.tid == t.tid
+            && w.state == 'R'
+            && w.start < inp.end_ns
+            && w.end.is_none_or(|e| e > inp.start_ns)
+    });
+    for w in waits {
+        let (Some(i), Some(ns)) = (&w.instead, w.instead_ns) else { continue };
+        all += ns;
+        if own.contains(&i.tid) {
+            mine += ns;
+        }
+    }
+    all > 0 && mine * 3 >= all * 2 && mine * 2 >= t.run_delay_ns.max(1)
+}
+
 fn kernel_cpu_cause(t: &ThreadEvidence, role: Role, inp: &Inputs) -> Reading {
     let mem = &inp.signals.memory;
     let faults = t.majflt_since_baseline;

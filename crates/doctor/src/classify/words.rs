@@ -91,6 +91,11 @@ impl fmt::Display for Evidence {
                 let sj = role.subject();
                 write!(f, "{} {} runnable but waited on a run queue", sj.who, sj.was)
             }
+            E::CpuHeldByOwnThreads => f.write_str(
+                "the operation's threads waited for CPUs held by the operation's own threads, \
+                 not by any other process (the kernel's events): it ran on fewer CPUs than it \
+                 had threads",
+            ),
             E::RunnableTooBriefly { role } => {
                 let sj = role.subject();
                 write!(
