@@ -58,6 +58,14 @@ pub struct Grade {
     pub instigator: Option<String>,
     pub stalls: usize,
     pub longest_stall_ns: u64,
+    /// Significant stalls left out of the grade: the doctor found the recorder's own control
+    /// meter, outside the experiment, held as long (a whole-machine pause no scenario makes).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub machine_pauses: usize,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

@@ -108,9 +108,7 @@ impl Scenario for CpuQuota {
         // A stall in which stallscope's own control meter, outside the cgroup, was held as long
         // is the whole machine's, not the quota's (CI on 2026-11-28: one mitigated run's only
         // stall, 104 ms, the control meter 94.5 ms late with it): left out, and counted.
-        let paused = |s: &&doctor::StallReport| {
-            s.findings.first().is_some_and(|f| f.cause == Cause::MachinePause)
-        };
+        let paused = |s: &&doctor::StallReport| crate::verdict::machine_paused(s);
         let longest = r.stalls.iter().filter(|s| !paused(s)).map(|s| s.duration_ns).max();
         let metrics = BTreeMap::from([
             ("metric".to_string(), longest.unwrap_or(0) as f64 / 1e6),

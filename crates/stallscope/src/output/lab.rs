@@ -116,6 +116,13 @@ fn scenario(out: &mut String, s: &ScenarioResult) {
                         v.id, r.rep, g.expected, g.diagnosed, g.stalls
                     );
                 }
+                if let Some(g) = r.grade.as_ref().filter(|g| g.machine_pauses > 0) {
+                    let _ = writeln!(
+                        out,
+                        "               {} run {}: {} whole-machine pause(s) left out of the grade",
+                        v.id, r.rep, g.machine_pauses
+                    );
+                }
                 if let Some(g) = r.grade.as_ref().filter(|g| g.instigator_named == Some(false)) {
                     let _ = writeln!(
                         out,
