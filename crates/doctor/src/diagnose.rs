@@ -217,7 +217,19 @@ fn diagnose_stall(
         && let Some(f) = kw.and_then(|k| {
             let (from, to) = (span.start_ns, span.end_ns.max(span.start_ns));
             let wchans = sampled_wchans(samples, from, to);
-            crate::kernel::held_finding(k, from, to, &names, &wchans)
+            let mut f = crate::kernel::held_finding(k, from, to, &names, &wchans)?;
+            // A fault's wait: the page, as the JVM's findings name it.
+            if matches!(f.cause, Cause::MajorFault | Cause::MappedWriteback)
+                && let Some(c) = f.culprits.first_mut()
+                && let Some((offset, path)) =
+                    crate::kernel::fault_at(k, c.tid, (from, to), trace, inputs.maps)
+            {
+                let line =
+                    Evidence::FaultAt { role: classify::Role::Late, offset, path: path.into() };
+                c.files.push(format!("offset {offset:#x} of {path} (page-fault tracepoint)"));
+                f.evidence.insert(1, line.to_string());
+            }
+            Some(f)
         })
     {
         findings = vec![f];

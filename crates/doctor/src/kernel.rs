@@ -13,6 +13,7 @@
 
 use crate::report::{KernelThreadView, KernelWaitView};
 use crate::wait;
+use recording::disk::{Mapping, TraceEvent};
 use recording::{KernelWait, Sample, StallKernelWaits};
 use std::collections::HashMap;
 
@@ -382,6 +383,35 @@ pub fn held_finding(
         doc: cause.doc(),
         instigator: None,
     })
+}
+
+/// Where a held thread's fault was, for a finding of a fault's wait: the last page fault the
+/// tracepoint saw `tid` take before its longest involuntary wait within `[from, to]` began, when
+/// it is in a file mapping: its offset in the file, and the file. (The tracepoint fires as the
+/// fault is taken, before the wait; its times are whole µs, hence the µs of slack.)
+pub fn fault_at<'m>(
+    kw: &StallKernelWaits,
+    tid: i32,
+    (from, to): (u64, u64),
+    trace: &[TraceEvent],
+    maps: &'m [Mapping],
+) -> Option<(u64, &'m str)> {
+    let longest = kw
+        .waits
+        .iter()
+        .filter(|w| w.tid == tid && involuntary(w.state))
+        .max_by_key(|w| within(w, from, to))
+        .filter(|w| within(w, from, to) > 0)?;
+    let addr = trace.iter().rev().find_map(|e| match e {
+        TraceEvent::PageFault { tid: t, t: at, address, .. }
+            if *t == tid && *at <= longest.start + 1_000 =>
+        {
+            Some(*address)
+        }
+        _ => None,
+    })?;
+    let m = recording::disk::lookup(maps, addr).filter(|m| m.is_file())?;
+    Some((addr - m.start + m.offset, m.path.as_str()))
 }
 
 /// Whether a wait that left a CPU in `state` was not the thread's choice.

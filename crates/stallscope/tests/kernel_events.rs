@@ -123,6 +123,51 @@ fn a_program_that_is_not_a_jvm_stalls_when_the_kernel_holds_it_and_is_told_what_
 }
 
 #[test]
+fn a_program_that_is_not_a_jvm_faulting_on_a_mapped_file_is_told_the_file_and_offset() {
+    let _x = exclusive();
+    assert_eq!(unsafe { libc::geteuid() }, 0, "this test needs root (BPF, the tracepoints)");
+    let d = scratch("kernel-mmap");
+    let (back, mnt) = (d.join("back"), d.join("mnt"));
+    std::fs::create_dir_all(&back).unwrap();
+    write_random(&back.join("data"), 4 << 20);
+    let _fs = Slowfs::start(&back, &mnt, &["--read-delay", "200ms"]);
+    evict(&back.join("data"));
+    // One byte read through a read-only shared mapping at 12345 past each MiB: each a fault
+    // waiting on the slow disk.
+    let script = "import mmap, sys\n\
+        f = open(sys.argv[1], 'rb')\n\
+        m = mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ)\n\
+        print(sum(m[off + 12345] for off in range(0, 4 << 20, 1 << 20)))\n";
+    let data = mnt.join("data");
+    let (r, meta) =
+        run_process("kernel-mmap-run", &[], &["python3", "-c", script, data.to_str().unwrap()]);
+    assert_eq!(meta["not_a_jvm"], true, "{meta}");
+    let long: Vec<_> = r.stalls.iter().filter(|s| s.duration_ns >= 150_000_000).collect();
+    assert!(
+        long.len() >= 2,
+        "four 200 ms faults, the first maybe before watching: {:?}",
+        causes(&r)
+    );
+    let pages: Vec<String> = (0..4u64)
+        .map(|mib| format!("offset {:#x} of {}", (mib << 20) + 12345, data.display()))
+        .collect();
+    for s in &long {
+        let f = &s.findings[0];
+        assert_eq!(f.cause, doctor::Cause::MajorFault, "{f:#?}");
+        assert_eq!(f.confidence, doctor::Confidence::High, "{f:#?}");
+        let named = &f.culprits[0].files;
+        assert!(
+            named.len() == 1 && pages.iter().any(|p| named[0].starts_with(p.as_str())),
+            "the page read is named, as for a JVM: {named:?} (one of {pages:?})"
+        );
+        let line = format!("its fault was at {}", named[0]);
+        assert!(f.evidence.contains(&line), "{line} in {:#?}", f.evidence);
+    }
+    drop(_fs);
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+#[test]
 fn a_program_starved_of_its_cpu_is_told_who_took_it() {
     let _x = exclusive();
     assert_eq!(unsafe { libc::geteuid() }, 0, "this test needs root (BPF)");
