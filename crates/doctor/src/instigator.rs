@@ -723,16 +723,22 @@ pub fn cpu_neighbours(inp: &WhoInputs) -> Option<Instigator> {
                 .filter(|c| c.as_str() != p.name)
                 .map(|c| format!(": {}", shorten(&program_named(c), 60)))
                 .unwrap_or_default();
-            let cg = p
-                .cgroup
-                .as_ref()
-                .filter(|c| *c != "/")
-                .map(|c| format!(", cgroup {c}"))
-                .unwrap_or_default();
+            // Where it runs: its pod and container where known, else its cgroup.
+            let cg = match (&p.container, &p.cgroup) {
+                (Some(c), _) => format!(", {c}"),
+                (None, Some(c)) if c != "/" => format!(", cgroup {c}"),
+                _ => String::new(),
+            };
             format!("{} (pid {}{cg}{cmd}) {:.0}%", p.name, p.pid, p.share * 100.0)
         })
         .collect();
-    let name = group.clone().unwrap_or_else(|| top.name.clone());
+    // The group named by its container (a pod's), where all of its takers share one.
+    let group_container = group.as_deref().and_then(|g| {
+        let mut of_group = takers.iter().filter(|t| t.named.cgroup == g).map(|t| &t.named.container);
+        let first = of_group.next()?.as_ref()?;
+        of_group.all(|c| c.as_ref() == Some(first)).then(|| first.clone())
+    });
+    let name = group_container.or_else(|| group.clone()).unwrap_or_else(|| top.name.clone());
     let keep = match &group {
         Some(g) => format!(
             "the cgroup {g}: cpu.idle=1 on it (cgroup v2) or a lower cpu.weight / cpu.shares"
@@ -1411,5 +1417,44 @@ mod tests {
             counted: String::new(),
         };
         assert!(cpu_neighbours(&inputs(vec![&idle], &names)).is_none());
+    }
+
+    #[test]
+    fn cpus_taken_by_a_pod_name_its_namespace_pod_and_container_not_its_cgroup_path() {
+        let names = HashMap::new();
+        let cgroup = "/kubepods/burstable/pod7a1e0c2d-4b5f-4c3a-9d8e-1f2a3b4c5d6e/58f8a1b2c3d4";
+        let pod = "pod batch/crunch-5f6d7c8b9-q4w2e, container crunch (containerd 58f8a1b2c3d4)";
+        let taker = |pid: i32, container: Option<&str>| recording::CpuTaker {
+            pid,
+            comm: "crunch".into(),
+            cpu_ns: 700_000_000,
+            children_ns: 0,
+            named: recording::Named {
+                cgroup: cgroup.into(),
+                cmdline: vec!["crunch".into()],
+                container: container.map(Into::into),
+                ..Default::default()
+            },
+        };
+        let took = |takers| Who::CpuUse {
+            stall: 1,
+            from: 0,
+            to: 1_000_000_000,
+            cpus: 2,
+            target_ns: 100_000_000,
+            others_ns: 1_400_000_000,
+            takers,
+            counted: "bpf".into(),
+        };
+        let both = took(vec![taker(20, Some(pod)), taker(21, Some(pod))]);
+        let i = cpu_neighbours(&inputs(vec![&both], &names)).unwrap();
+        assert_eq!(i.name, pod, "the label");
+        assert!(i.did.contains(&format!("crunch (pid 20, {pod}) 35%")), "{}", i.did);
+        assert!(!i.did.contains("kubepods"), "{}", i.did);
+        assert_eq!(i.cgroup.as_deref(), Some(cgroup), "the cgroup to act on is kept");
+        assert!(i.fix.contains(cgroup), "{}", i.fix);
+        // Not named by a bundle for every process of the group: the group is named by its path.
+        let mixed = took(vec![taker(20, Some(pod)), taker(21, None)]);
+        assert_eq!(cpu_neighbours(&inputs(vec![&mixed], &names)).unwrap().name, cgroup);
     }
 }

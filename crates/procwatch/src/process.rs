@@ -31,8 +31,9 @@ pub struct ProcessInfo {
     /// Its cgroup (the v2 group, or on a hybrid host the CPU controller's when the v2 group is
     /// the root), as `/proc/PID/cgroup` says it.
     pub cgroup: String,
-    /// The container its cgroup names (`docker 3f2a…`, `pod 5c1d…/cri-containerd 9e8b…`), when
-    /// it names one.
+    /// The container it runs in, when its cgroup names one: by its pod's names where the
+    /// runtime's bundle gives them (`pod shop/orders-7d4b…, container orders-api (containerd
+    /// 65d5a9da8c0f)`), else as the cgroup says it (`docker 3f2a…`, `pod 5c1d…, containerd 9e8b…`).
     pub container: Option<String>,
     /// Its start in clock ticks since boot: with the pid, it names this process and no later one.
     pub starttime: u64,
@@ -134,6 +135,13 @@ pub fn container_of(cgroup: &str) -> Option<String> {
     }
 }
 
+/// The container `pid` runs in, given its cgroup: named by its pod where the runtime's bundle
+/// names it (`crate::pods::of`, read once a process by a [`Describer`]), else [`container_of`].
+fn container_named(pid: i32, cgroup: &str) -> Option<String> {
+    let pod = crate::pods::of(pid, cgroup).filter(|p| !p.name.is_empty());
+    pod.map(|p| p.describe()).or_else(|| container_of(cgroup))
+}
+
 /// The command line of `pid`, its secrets hidden (before it is cut: a URL cut before its `@`
 /// would no longer read as one), shortened as [`ProcessInfo::cmdline`] is.
 fn short_cmdline(pid: i32) -> Vec<String> {
@@ -197,7 +205,7 @@ impl Describer {
             // read at each look.
             if p.comm == comm || comm == "exe" {
                 if p.cgroup != cgroup {
-                    p.container = container_of(&cgroup);
+                    p.container = container_named(pid, &cgroup);
                     p.cgroup = cgroup;
                 }
                 return Some(p.clone());
@@ -246,7 +254,7 @@ impl Describer {
             user,
             ppid: Some(ppid),
             ancestors,
-            container: container_of(&cgroup),
+            container: container_named(pid, &cgroup),
             cgroup,
             starttime,
         };

@@ -435,6 +435,12 @@ fn a_stall_in_a_pod_is_named_by_its_pod_namespace_and_container() {
         panic!("the container's JVM never ran: {}", rt.crictl(&["logs", &id]).unwrap_or_else(|e| e))
     });
 
+    // A process of the pod as a stall's instigator is named (a CPU neighbour, a stopper): by
+    // the pod's names, read from the runtime's bundle.
+    let line = format!("pod {NAMESPACE}/{POD}, container {CONTAINER} (containerd {})", &id[..12]);
+    let named = procwatch::process::describe(jvm).expect("the container's JVM is running");
+    assert_eq!(named.container.as_deref(), Some(line.as_str()), "{named:?}");
+
     // Its stall, under the pod's names, in the metrics.
     let want = format!(
         "namespace=\"{NAMESPACE}\",pod=\"{POD}\",container=\"{CONTAINER}\",workload=\"orders\",main=\"stallscope-workloads.jar\",pid=\"\",cause=\"no-safepoint-poll\""
@@ -498,7 +504,6 @@ fn a_stall_in_a_pod_is_named_by_its_pod_namespace_and_container() {
     let o = stallscope().arg("report").arg(&event.recording).output().unwrap();
     let text = String::from_utf8_lossy(&o.stdout);
     assert!(o.status.success(), "{text}{}", String::from_utf8_lossy(&o.stderr));
-    let line = format!("pod {NAMESPACE}/{POD}, container {CONTAINER} (containerd {})", &id[..12]);
     assert!(text.contains(&line), "report does not say {line:?}:\n{text}");
     println!("report, its first lines:");
     for l in text.lines().take(4) {
