@@ -202,6 +202,7 @@ impl Watcher<'_> {
         // When every thread was last read, and whether all were stopped then.
         let mut threads_at = 0u64;
         let mut all_stopped = false;
+        let mut told_storage = false;
         // Looks in a row at which nothing moved, where the stall's end is stamped (see stretched).
         let stamped = matches!(st.by, StallTrigger::Heartbeat | StallTrigger::SafepointProbe);
         let mut quiet = 0u32;
@@ -250,6 +251,13 @@ impl Watcher<'_> {
             };
             threads_at = t;
             all_stopped = !cur.is_empty() && cur.iter().all(|c| matches!(c.state, 'T' | 't'));
+            // A thread waiting uninterruptibly: who took storage is worth counting (who.rs).
+            if !told_storage && cur.iter().any(|c| c.state == 'D') {
+                told_storage = true;
+                if let Some(w) = &self.who {
+                    w.storage(stall);
+                }
+            }
             out.blocked.extend(
                 cur.iter()
                     .filter(|c| {

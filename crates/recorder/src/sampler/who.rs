@@ -16,8 +16,9 @@
 //!   on the host at most three times a stall (for CPU time, then storage too, then at the end),
 //!   and, unless the machine was contended as it began, only once the kernel's pressure shows
 //!   somebody waited ([`Pressure`]): its CPU time (read with every look) when somebody waited
-//!   for a CPU or memory, its storage I/O when somebody waited for storage or memory; every
-//!   line is written once per change.
+//!   for a CPU or memory, its storage I/O when memory was short or somebody waited for storage
+//!   while a thread of the target waited uninterruptibly (`D`); every line is written once per
+//!   change.
 
 use procwatch::clock::mono_ns;
 use procwatch::vmops::{VmOperation, VmOps};
@@ -81,12 +82,27 @@ const BUSY_AVG10: f64 = 1.0;
 /// Measured (`bench/watch_overhead.sh`, 30 idle JVMs and one whose safepoints wait on a loop, a
 /// stall every 300 ms on a machine short of CPUs): reading both files for every process twice a
 /// stall was 80% of this thread's time, 2% of a core.
+///
+/// Storage is asked of the target too: nobody took storage from it unless a thread of it waited
+/// uninterruptibly (`D`: a page read in, a writeback, an fsync) in the stall (`storage`, from the
+/// sampling loop's looks), or memory was short. Measured (`watch` over one JVM whose safepoints
+/// wait on a loop three times a second, the machine's storage pressure above 1% from the
+/// recording's own writes): both looks at every process's storage I/O were 30% of `watch`'s
+/// perf samples, for stalls in which the JVM waited for no storage.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Pressure {
     cpu_us: u64,
     io_us: u64,
     memory_us: u64,
-    busy: Wants,
+    busy: Busy,
+}
+
+/// Somebody waited this share of the last 10 s as a stall began ([`BUSY_AVG10`]), for each.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+struct Busy {
+    cpu: bool,
+    io: bool,
+    memory: bool,
 }
 
 /// What of every process is worth reading: its CPU time, its storage I/O.
@@ -115,21 +131,30 @@ impl Pressure {
             cpu_us: cpu.as_deref().map_or(Some(0), total)?,
             io_us: total(&io)?,
             memory_us: total(&memory)?,
-            busy: Wants {
-                cpu: cpu.as_deref().is_some_and(busy) || busy(&memory),
-                io: busy(&io) || busy(&memory),
+            busy: Busy {
+                cpu: cpu.as_deref().is_some_and(busy),
+                io: busy(&io),
+                memory: busy(&memory),
             },
         })
     }
 
+    /// What the machine was short of as the stall began: CPUs or memory (reclaim takes CPUs),
+    /// storage (where the target waited for it, `storage`) or memory (reclaim writes and reads
+    /// swap).
+    fn busy(self, storage: bool) -> Wants {
+        let b = self.busy;
+        Wants { cpu: b.cpu || b.memory, io: (b.io && storage) || b.memory }
+    }
+
     /// Somebody waited since `self` (read at a stall's begin) as `now` reads: for a CPU or
-    /// memory (reclaim takes CPUs), for storage or memory (reclaim writes and reads swap).
-    fn waited_by(self, now: Pressure) -> Wants {
+    /// memory, for storage (where the target waited for it, `storage`) or memory.
+    fn waited_by(self, now: Pressure, storage: bool) -> Wants {
         let grew = |a: u64, b: u64| b.saturating_sub(a) >= WAITED_US;
         let memory = grew(self.memory_us, now.memory_us);
         Wants {
             cpu: grew(self.cpu_us, now.cpu_us) || memory,
-            io: grew(self.io_us, now.io_us) || memory,
+            io: (grew(self.io_us, now.io_us) && storage) || memory,
         }
     }
 }
@@ -157,6 +182,8 @@ struct Baseline {
 
 enum Msg {
     Begin { stall: u32, t: u64 },
+    /// A thread of the target waits uninterruptibly in the stall (first seen by the loop).
+    Storage { stall: u32 },
     End { stall: u32, t: u64, done: Sender<()> },
 }
 
@@ -192,6 +219,14 @@ impl WhoWriter {
     pub(super) fn begin(&self, stall: u32) {
         if let Some(tx) = &self.tx {
             let _ = tx.send(Msg::Begin { stall, t: mono_ns() });
+        }
+    }
+
+    /// A thread of the target was seen waiting uninterruptibly (`D`) in stall `stall`: who
+    /// took storage is worth counting.
+    pub(super) fn storage(&self, stall: u32) {
+        if let Some(tx) = &self.tx {
+            let _ = tx.send(Msg::Storage { stall });
         }
     }
 
@@ -233,6 +268,8 @@ struct Open {
     /// The kernel's pressure at the stall's first look (None: not known, everything is looked
     /// at then).
     pressure: Option<Pressure>,
+    /// A thread of the target was seen waiting uninterruptibly (`Msg::Storage`).
+    storage: bool,
     /// The last VM operation written (its class and caller), and its caller's name; the last
     /// stop state.
     last_op: Option<(String, Option<i32>)>,
@@ -327,6 +364,7 @@ impl Looker {
                         io: None,
                         counted: None,
                         pressure: None,
+                        storage: false,
                         last_op: None,
                         last_caller_comm: String::new(),
                         cgroups: None,
@@ -347,7 +385,8 @@ impl Looker {
                     // what is wanted: one look at every process a stall, not two. Otherwise
                     // every process is looked at now only where the kernel's pressure cannot
                     // say later whether anybody waited (look_at_takers).
-                    let mut wants = pressure.map_or(Wants { cpu: true, io: true }, |p| p.busy);
+                    let mut wants =
+                        pressure.map_or(Wants { cpu: true, io: true }, |p| p.busy(false));
                     wants.cpu &= counted.is_none();
                     let recent = self.last_look.take().filter(|(b, with_io)| {
                         t.saturating_sub(b.from) < REUSE_LOOK_NS && (*with_io || !wants.io)
@@ -365,6 +404,12 @@ impl Looker {
                         // Counted by the BPF recorder: the look (taken for storage) not needed.
                         let cpu = cpu.filter(|_| counted.is_none());
                         (o.cpu, o.io, o.counted, o.pressure) = (cpu, io, counted, pressure);
+                    }
+                }
+                Some(Msg::Storage { stall }) => {
+                    if let Some(o) = self.open.as_mut().filter(|o| o.stall == stall) {
+                        o.storage = true;
+                        self.look_at_takers();
                     }
                 }
                 Some(Msg::End { stall, t, done }) => {
@@ -606,8 +651,15 @@ impl Looker {
             return;
         }
         let Some(now) = Pressure::now_of(!counted) else { return };
-        let waited = at_begin.waited_by(now);
-        let due = Wants { cpu: missing.cpu && waited.cpu, io: missing.io && waited.io };
+        let storage = open.storage;
+        // Storage first seen waited for now: if the machine was short of it as the stall began,
+        // counted from now.
+        let waited = at_begin.waited_by(now, storage);
+        let busy = at_begin.busy(storage);
+        let due = Wants {
+            cpu: missing.cpu && waited.cpu,
+            io: missing.io && (waited.io || busy.io),
+        };
         if !due.any() {
             return;
         }
@@ -631,7 +683,7 @@ impl Looker {
             let stall = open.stall;
             let counted = open.counted.is_some();
             let missed = open.pressure.zip(Pressure::now_of(!counted)).is_some_and(|(b, now)| {
-                let w = b.waited_by(now);
+                let w = b.waited_by(now, open.storage);
                 (w.cpu && open.cpu.is_none() && !counted) || (w.io && open.io.is_none())
             });
             if missed {
@@ -850,17 +902,28 @@ mod tests {
     #[test]
     fn somebody_waited_once_either_pressure_grew_by_a_millisecond() {
         let none = Wants::default();
-        let at = Pressure { cpu_us: 5_000, io_us: 9_000, memory_us: 100, busy: none };
-        let p = |cpu_us, io_us, memory_us| Pressure { cpu_us, io_us, memory_us, busy: none };
-        assert_eq!(at.waited_by(at), none);
-        assert_eq!(at.waited_by(p(5_999, 9_999, 1_099)), none);
+        let idle = Busy::default();
+        let at = Pressure { cpu_us: 5_000, io_us: 9_000, memory_us: 100, busy: idle };
+        let p = |cpu_us, io_us, memory_us| Pressure { cpu_us, io_us, memory_us, busy: idle };
+        assert_eq!(at.waited_by(at, true), none);
+        assert_eq!(at.waited_by(p(5_999, 9_999, 1_099), true), none);
         // A CPU wait asks for every process's CPU time, a storage wait for its storage I/O, a
         // memory wait (reclaim takes CPUs and storage) for both.
-        assert_eq!(at.waited_by(p(6_000, 9_000, 100)), Wants { cpu: true, io: false });
-        assert_eq!(at.waited_by(p(5_000, 10_000, 100)), Wants { cpu: false, io: true });
-        assert_eq!(at.waited_by(p(5_000, 9_000, 1_100)), Wants { cpu: true, io: true });
+        assert_eq!(at.waited_by(p(6_000, 9_000, 100), true), Wants { cpu: true, io: false });
+        assert_eq!(at.waited_by(p(5_000, 10_000, 100), true), Wants { cpu: false, io: true });
+        assert_eq!(at.waited_by(p(5_000, 9_000, 1_100), true), Wants { cpu: true, io: true });
+        // Storage others waited for, where the target waited for none: nobody took it from it.
+        assert_eq!(at.waited_by(p(5_000, 10_000, 100), false), none);
+        assert_eq!(at.waited_by(p(5_000, 9_000, 1_100), false), Wants { cpu: true, io: true });
         // Totals that went back (another pressure file, a reset) are no wait.
-        assert_eq!(at.waited_by(p(0, 0, 0)), none);
+        assert_eq!(at.waited_by(p(0, 0, 0), true), none);
+        // Short of storage as the stall began: worth reading only once the target waits for it;
+        // short of memory, at once.
+        let storage = Pressure { busy: Busy { io: true, ..idle }, ..at };
+        assert_eq!(storage.busy(false), none);
+        assert_eq!(storage.busy(true), Wants { cpu: false, io: true });
+        let memory = Pressure { busy: Busy { memory: true, ..idle }, ..at };
+        assert_eq!(memory.busy(false), Wants { cpu: true, io: true });
         // Read here: this kernel has pressure stall information.
         assert!(Pressure::now_of(true).is_some());
     }
