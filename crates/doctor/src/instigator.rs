@@ -734,7 +734,8 @@ pub fn cpu_neighbours(inp: &WhoInputs) -> Option<Instigator> {
         .collect();
     // The group named by its container (a pod's), where all of its takers share one.
     let group_container = group.as_deref().and_then(|g| {
-        let mut of_group = takers.iter().filter(|t| t.named.cgroup == g).map(|t| &t.named.container);
+        let mut of_group =
+            takers.iter().filter(|t| t.named.cgroup == g).map(|t| &t.named.container);
         let first = of_group.next()?.as_ref()?;
         of_group.all(|c| c.as_ref() == Some(first)).then(|| first.clone())
     });

@@ -181,10 +181,19 @@ struct Baseline {
 }
 
 enum Msg {
-    Begin { stall: u32, t: u64 },
+    Begin {
+        stall: u32,
+        t: u64,
+    },
     /// A thread of the target waits uninterruptibly in the stall (first seen by the loop).
-    Storage { stall: u32 },
-    End { stall: u32, t: u64, done: Sender<()> },
+    Storage {
+        stall: u32,
+    },
+    End {
+        stall: u32,
+        t: u64,
+        done: Sender<()>,
+    },
 }
 
 /// The thread, and what is sent to it.
@@ -656,10 +665,8 @@ impl Looker {
         // counted from now.
         let waited = at_begin.waited_by(now, storage);
         let busy = at_begin.busy(storage);
-        let due = Wants {
-            cpu: missing.cpu && waited.cpu,
-            io: missing.io && (waited.io || busy.io),
-        };
+        let due =
+            Wants { cpu: missing.cpu && waited.cpu, io: missing.io && (waited.io || busy.io) };
         if !due.any() {
             return;
         }
