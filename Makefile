@@ -4,7 +4,7 @@ CARGO ?= cargo
 MVN   ?= mvn
 JAVA_POM := $(wildcard java/pom.xml)
 
-.PHONY: setup build lint check test demo bench dist clean
+.PHONY: setup build lint check test demo bench dist image clean
 
 # What the tests and the demo need from the machine (fuse3, chromium, …): installed when
 # missing as root, else the one apt command to run is printed.
@@ -48,6 +48,10 @@ bench: setup build
 
 dist: build
 	scripts/dist.sh
+
+# An OCI image archive of the dist tree, for the DaemonSet (ctr/docker/podman load it).
+image: dist
+	scripts/image.sh
 
 clean:
 	$(CARGO) clean

@@ -2,7 +2,8 @@
 # make dist: a relocatable tree, dist/stallscope-<version>/{bin,lib,docs}, and its tarball.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-version=$(sed -n 's/^version = "\(.*\)"/\1/p' "$root/crates/stallscope/Cargo.toml" | head -1)
+# The workspace's version (the crates inherit it).
+version=$(sed -n 's/^version = "\(.*\)"/\1/p' "$root/Cargo.toml" | head -1)
 out="$root/dist/stallscope-$version"
 rm -rf "$out" && mkdir -p "$out/bin" "$out/lib" "$out/docs"
 cp "$root/target/release/stallscope" "$out/bin/"
@@ -13,6 +14,7 @@ for jar in "$root"/java/agent/target/stallscope-agent.jar "$root"/java/workloads
 done
 cp -r "$root/docs/." "$out/docs/"
 cp "$root/README.md" "$out/"
-mkdir -p "$out/deploy" && cp "$root"/deploy/* "$out/deploy/"
+# The unit, the alerts and the dashboard (not kubecheck, the tests' checker of the manifests).
+mkdir -p "$out/deploy" && find "$root/deploy" -maxdepth 1 -type f -exec cp {} "$out/deploy/" \;
 tar -C "$root/dist" -czf "$root/dist/stallscope-$version-linux-$(uname -m).tar.gz" "stallscope-$version"
 echo "dist/stallscope-$version-linux-$(uname -m).tar.gz"

@@ -7,6 +7,7 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -67,8 +68,12 @@ func decode[T any](where, what, doc string, check func(string, *T)) {
 }
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "-cri" {
+		criMain(os.Args[2:])
+		return
+	}
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: kubecheck FILE.yaml...")
+		fmt.Fprintln(os.Stderr, "usage: kubecheck FILE.yaml...\n       kubecheck -cri DAEMONSET.yaml HOSTDIR")
 		os.Exit(2)
 	}
 	kinds := map[string]int{}
@@ -246,4 +251,102 @@ func checkPodMonitor(where string, pm *monitoringv1.PodMonitor) {
 	if !e.HonorLabels {
 		fail(where, "honorLabels must be true: the JVMs' namespace, pod and container labels are watch's, not the scraped pod's")
 	}
+}
+
+// criMain prints the DaemonSet's pod as the CRI configs a kubelet would give its runtime, for
+// crictl (`runp`, `create`): {"pod": PodSandboxConfig, "container": ContainerConfig}, in the
+// CRI's JSON names. Its host paths and emptyDirs are put under HOSTDIR (a test's scratch), but
+// /sys/kernel/tracing, which is the node's own; the pod's network is the node's (a test node has
+// no CNI). Everything else (image, args, ports, the security context, hostPID) is as written.
+func criMain(args []string) {
+	if len(args) != 2 {
+		fmt.Fprintln(os.Stderr, "usage: kubecheck -cri DAEMONSET.yaml HOSTDIR")
+		os.Exit(2)
+	}
+	text, err := os.ReadFile(args[0])
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	var ds appsv1.DaemonSet
+	if err := strict([]byte(text), &ds); err != nil {
+		fmt.Fprintf(os.Stderr, "%s: not a valid DaemonSet: %v\n", args[0], err)
+		os.Exit(1)
+	}
+	host := args[1]
+	spec := ds.Spec.Template.Spec
+	if len(spec.Containers) != 1 {
+		fmt.Fprintln(os.Stderr, "want one container")
+		os.Exit(1)
+	}
+	c := spec.Containers[0]
+	pidMode := 0 // POD
+	if spec.HostPID {
+		pidMode = 2 // NODE
+	}
+	pod := map[string]any{
+		"metadata":    map[string]any{"name": ds.Name + "-test", "namespace": ds.Namespace, "uid": "kubecheck-" + ds.Name, "attempt": 0},
+		"labels":      ds.Spec.Template.Labels,
+		"annotations": ds.Spec.Template.Annotations,
+		"linux": map[string]any{
+			"security_context": map[string]any{
+				"namespace_options": map[string]any{"network": 2, "pid": pidMode, "ipc": 0},
+			},
+		},
+	}
+	volumes := map[string]string{}
+	for _, v := range spec.Volumes {
+		switch {
+		case v.HostPath != nil && v.HostPath.Path == "/sys/kernel/tracing":
+			volumes[v.Name] = v.HostPath.Path
+		case v.HostPath != nil:
+			volumes[v.Name] = host + "/hostpath" + v.HostPath.Path
+		case v.EmptyDir != nil:
+			volumes[v.Name] = host + "/emptydir/" + v.Name
+		default:
+			fmt.Fprintf(os.Stderr, "volume %s: only hostPath and emptyDir are translated\n", v.Name)
+			os.Exit(1)
+		}
+	}
+	mounts := []map[string]any{}
+	for _, m := range c.VolumeMounts {
+		mounts = append(mounts, map[string]any{
+			"container_path": m.MountPath, "host_path": volumes[m.Name], "readonly": m.ReadOnly,
+		})
+	}
+	sc := c.SecurityContext
+	security := map[string]any{
+		"namespace_options": map[string]any{"network": 2, "pid": pidMode, "ipc": 0},
+	}
+	if sc != nil {
+		if sc.Capabilities != nil {
+			add, drop := []string{}, []string{}
+			for _, cp := range sc.Capabilities.Add {
+				add = append(add, string(cp))
+			}
+			for _, cp := range sc.Capabilities.Drop {
+				drop = append(drop, string(cp))
+			}
+			security["capabilities"] = map[string]any{"add_capabilities": add, "drop_capabilities": drop}
+		}
+		security["privileged"] = sc.Privileged != nil && *sc.Privileged
+		security["readonly_rootfs"] = sc.ReadOnlyRootFilesystem != nil && *sc.ReadOnlyRootFilesystem
+		security["no_new_privs"] = sc.AllowPrivilegeEscalation != nil && !*sc.AllowPrivilegeEscalation
+		if sc.RunAsUser != nil {
+			security["run_as_user"] = map[string]any{"value": *sc.RunAsUser}
+		}
+	}
+	container := map[string]any{
+		"metadata": map[string]any{"name": c.Name},
+		"image":    map[string]any{"image": c.Image},
+		"args":     c.Args,
+		"mounts":   mounts,
+		"log_path": c.Name + ".log",
+		"linux":    map[string]any{"security_context": security},
+	}
+	if len(c.Command) > 0 {
+		container["command"] = c.Command
+	}
+	out, _ := json.Marshal(map[string]any{"pod": pod, "container": container, "volumes": volumes})
+	fmt.Println(string(out))
 }

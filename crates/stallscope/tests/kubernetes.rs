@@ -531,3 +531,173 @@ fn a_stall_in_a_pod_is_named_by_its_pod_namespace_and_container() {
     assert!(!Path::new(&format!("/proc/{jvm}")).exists(), "the container's JVM is left running");
     let _ = std::fs::remove_dir_all(&d);
 }
+
+/// The DaemonSet as written (docs/kubernetes/stallscope-daemonset.yaml), from the image `make
+/// image` builds: its pod spec translated to the CRI as a kubelet would (`deploy/kubecheck -cri`:
+/// the host's pids, exactly the listed capabilities, not privileged, a read-only root, its
+/// mounts, its args), run by containerd beside a JVM on the node whose safepoints wait on a loop.
+/// Its metrics are scraped where its port is, the stall's report fetched by its exemplar's link,
+/// its events read from the container's log. The image is built twice: the same digest. (The
+/// pod's network is the node's: no CNI here; its host paths are put in a scratch directory but
+/// tracefs, which is the node's own.)
+#[test]
+fn the_daemonset_runs_as_written_from_the_projects_image() {
+    assert_eq!(unsafe { libc::geteuid() }, 0, "this test runs a container runtime: run it as root");
+    let _x = exclusive();
+    remove_leftovers();
+    let d = scratch("kubernetes-daemonset");
+    let manifest = root().join("docs/kubernetes/stallscope-daemonset.yaml");
+    let text = std::fs::read_to_string(&manifest).unwrap();
+    let image = text
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("image: "))
+        .expect("the DaemonSet names its image")
+        .to_string();
+
+    // `make image`, twice: the same archive.
+    let o = Command::new("bash").arg(root().join("scripts/dist.sh")).output().unwrap();
+    assert!(o.status.success(), "make dist: {}", String::from_utf8_lossy(&o.stderr));
+    let build = |out: &Path| {
+        let o = Command::new("bash")
+            .arg(root().join("scripts/image.sh"))
+            .arg(out)
+            .env("IMAGE_NAME", &image)
+            .output()
+            .unwrap();
+        let said = String::from_utf8_lossy(&o.stdout).to_string();
+        assert!(o.status.success(), "make image: {said}{}", String::from_utf8_lossy(&o.stderr));
+        said.lines().last().unwrap_or("").to_string()
+    };
+    let (a, b) = (d.join("image-a.tar"), d.join("image-b.tar"));
+    let digest = build(&a);
+    assert!(digest.starts_with("sha256:") && digest.len() == 71, "{digest}");
+    assert_eq!(build(&b), digest, "the same dist tree gives the same image");
+    assert_eq!(std::fs::read(&a).unwrap(), std::fs::read(&b).unwrap(), "byte for byte");
+    let size = std::fs::metadata(&a).unwrap().len();
+    println!("image {image}: {digest}, {:.1} MB", size as f64 / 1e6);
+
+    let uid = format!("{UID_PREFIX}{:012x}", std::process::id() + 1);
+    let parent = format!("/kubepods/besteffort/pod{uid}");
+    let rt = Runtime::start(&d.join("containerd"), &parent);
+    let o = Command::new(tool("ctr"))
+        .arg("--address")
+        .arg(&rt.sock)
+        .args(["-n", "k8s.io", "images", "import"])
+        .arg(&a)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "ctr images import: {}", String::from_utf8_lossy(&o.stderr));
+
+    // The pod spec, as a kubelet gives it to the runtime.
+    let host = d.join("host");
+    let o = Command::new("go")
+        .args(["run", ".", "-cri"])
+        .arg(&manifest)
+        .arg(&host)
+        .current_dir(root().join("deploy/kubecheck"))
+        .output()
+        .unwrap_or_else(|e| panic!("go: {e}"));
+    assert!(o.status.success(), "kubecheck -cri: {}", String::from_utf8_lossy(&o.stderr));
+    let mut cri: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    for dir in cri["volumes"].as_object().unwrap().values() {
+        std::fs::create_dir_all(dir.as_str().unwrap()).unwrap();
+    }
+    let logs = d.join("logs");
+    cri["pod"]["log_directory"] = logs.to_str().unwrap().into();
+    cri["pod"]["metadata"]["uid"] = uid.clone().into();
+    cri["pod"]["linux"]["cgroup_parent"] = parent.clone().into();
+    let caps = &cri["container"]["linux"]["security_context"];
+    assert_eq!(caps["privileged"], false);
+    assert_eq!(caps["capabilities"]["drop_capabilities"], serde_json::json!(["ALL"]));
+    assert_eq!(caps["namespace_options"]["pid"], 2, "the node's pids");
+    let (pod_json, ctr_json) = (d.join("pod.json"), d.join("container.json"));
+    std::fs::write(&pod_json, cri["pod"].to_string()).unwrap();
+    std::fs::write(&ctr_json, cri["container"].to_string()).unwrap();
+
+    // A JVM on the node whose safepoints wait on a loop, then the DaemonSet's pod.
+    let jvm = Reaper(
+        Command::new(java17())
+            .args(["-Xmx64m", "-XX:+UseParallelGC", "-XX:-UseCountedLoopSafepoints", "-jar"])
+            .arg(workloads_jar())
+            .args(["counted-loop", "--duration", "120s", "--rounds", "20", "--every", "300ms"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let pid = jvm.0.id();
+    let sandbox = rt
+        .crictl(&["runp", pod_json.to_str().unwrap()])
+        .unwrap_or_else(|e| panic!("{e}\n{}", rt.log()));
+    let id = rt
+        .crictl(&["create", &sandbox, ctr_json.to_str().unwrap(), pod_json.to_str().unwrap()])
+        .unwrap_or_else(|e| panic!("{e}\n{}", rt.log()));
+    rt.crictl(&["start", &id]).unwrap_or_else(|e| panic!("{e}\n{}", rt.log()));
+    let log = logs.join(cri["container"]["log_path"].as_str().unwrap());
+    let said = || std::fs::read_to_string(&log).unwrap_or_default();
+
+    // Its metrics, where the container's port is (the node's network): the JVM's stall.
+    let addr = "127.0.0.1:9464";
+    let want = format!("pid=\"{pid}\",cause=\"no-safepoint-poll\"");
+    let seen = poll(Duration::from_secs(60), Duration::from_millis(500), || {
+        scrape(addr)
+            .lines()
+            .find(|l| l.starts_with("stallscope_stalls_total{") && l.contains(&want))
+            .map(str::to_string)
+    })
+    .unwrap_or_else(|| {
+        panic!(
+            "no stall of the JVM in the DaemonSet's metrics: {}\nits log:\n{}",
+            scrape(addr),
+            said()
+        )
+    });
+    // The stall's report by its exemplar's link.
+    let report = seen
+        .split("# {report=\"")
+        .nth(1)
+        .and_then(|r| r.split('"').next())
+        .unwrap_or_else(|| panic!("no exemplar: {seen}"))
+        .to_string();
+    let (status, page) = get(addr, &report);
+    assert!(status.contains("200") && page.contains("no-safepoint-poll"), "{status}: {report}");
+    // Its events, one JSON line per stall on its standard output (the container's log).
+    let events = poll(Duration::from_secs(10), Duration::from_millis(250), || {
+        let lines: Vec<String> = said()
+            .lines()
+            .filter_map(|l| l.split_once(" stdout F ").map(|(_, j)| j.to_string()))
+            .collect();
+        let e = watch_events(&lines.join("\n"));
+        e.iter()
+            .any(|e| e.jvm.pid == pid as i32 && e.cause == doctor::Cause::NoSafepointPoll)
+            .then_some(e)
+    });
+    assert!(events.is_some(), "no event of the stall in the container's log:\n{}", said());
+    // With the kernel's events from inside the container (its BPF, PERFMON and SYSLOG
+    // capabilities): the recording on the node's disk (its host path) says so. (`watch` takes
+    // no tracepoint evidence, inside a container or not.)
+    let recordings = cri["volumes"]["recordings"].as_str().unwrap();
+    let meta = walk_files(Path::new(recordings))
+        .into_iter()
+        .find(|p| p.ends_with("meta.json"))
+        .unwrap_or_else(|| panic!("no recording under {recordings}"));
+    let meta: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&meta).unwrap()).unwrap();
+    assert_eq!((meta["bpf"].as_bool(), meta["root"].as_bool()), (Some(true), Some(true)), "{meta}");
+    assert_eq!(meta["pid"].as_i64(), Some(pid as i64), "{meta}");
+
+    rt.crictl(&["stop", &id]).unwrap_or_else(|e| panic!("{e}\n{}", rt.log()));
+    drop(jvm);
+    drop(rt);
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+/// Every file under `dir`, at any depth.
+fn walk_files(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let p = e.path();
+        if p.is_dir() { out.extend(walk_files(&p)) } else { out.push(p) }
+    }
+    out
+}

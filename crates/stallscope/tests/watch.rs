@@ -829,18 +829,6 @@ fn a_short_lived_jvm_that_stalls_and_exits_is_still_scraped_after_it_exited_and_
     let _ = std::fs::remove_dir_all(&d);
 }
 
-/// GET `path` from `watch --metrics` at `addr`: its status line and body.
-fn get(addr: &str, path: &str) -> (String, String) {
-    use std::io::{Read, Write};
-    let mut c = std::net::TcpStream::connect(addr).unwrap();
-    c.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
-    write!(c, "GET {path} HTTP/1.0\r\nHost: x\r\n\r\n").unwrap();
-    let mut s = String::new();
-    let _ = c.read_to_string(&mut s);
-    let (head, body) = s.split_once("\r\n\r\n").unwrap_or((&s, ""));
-    (head.lines().next().unwrap_or("").to_string(), body.to_string())
-}
-
 /// `--attach N/WINDOW`: a JVM watched from outside that stalls more than N times in the window
 /// gets the agent and safepoint logging; at SIGTERM it is left as it was found. One that refuses
 /// the attach protocol stays watched from outside, and its later stalls are still named.

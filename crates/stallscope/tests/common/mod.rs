@@ -653,6 +653,18 @@ pub fn start_watch(args: &[&str]) -> (Child, Option<String>, std::sync::mpsc::Re
     (w, addr, rx)
 }
 
+/// GET `path` from `watch --metrics` at `addr`: its status line and body.
+pub fn get(addr: &str, path: &str) -> (String, String) {
+    use std::io::{Read, Write};
+    let mut c = std::net::TcpStream::connect(addr).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    write!(c, "GET {path} HTTP/1.0\r\nHost: x\r\n\r\n").unwrap();
+    let mut s = String::new();
+    let _ = c.read_to_string(&mut s);
+    let (head, body) = s.split_once("\r\n\r\n").unwrap_or((&s, ""));
+    (head.lines().next().unwrap_or("").to_string(), body.to_string())
+}
+
 /// The OpenMetrics text `watch --metrics` serves at `addr` (empty when it cannot be reached).
 pub fn scrape(addr: &str) -> String {
     use std::io::{Read, Write};
