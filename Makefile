@@ -4,14 +4,17 @@ CARGO ?= cargo
 MVN   ?= mvn
 JAVA_POM := $(wildcard java/pom.xml)
 
-.PHONY: setup build lint check test demo bench dist image clean
+.PHONY: setup compile build lint check test demo bench dist image clean
 
 # What the tests and the demo need from the machine (fuse3, chromium, …): installed when
 # missing as root, else the one apt command to run is printed.
 setup:
 	scripts/setup.sh
 
-build: setup
+build: setup compile
+
+# The build alone, after whichever setup asked for it.
+compile:
 	$(CARGO) build --release --workspace
 ifneq ($(JAVA_POM),)
 	$(MVN) -q -B -f java/pom.xml -DskipTests install
@@ -40,7 +43,10 @@ ifneq ($(JAVA_POM),)
 	$(MVN) -q -B -f java/pom.xml verify
 endif
 
-demo: setup build
+# Only what the build and the demo need is installed first (the tests' tools are make test's).
+demo:
+	scripts/setup.sh --demo
+	$(MAKE) compile
 	scripts/demo.sh
 
 bench: setup build

