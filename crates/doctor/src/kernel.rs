@@ -112,38 +112,100 @@ pub fn deciding_frame(stack: &[String]) -> Option<&str> {
     first
 }
 
-/// How the report names a wait's kind: by its state and deciding frame.
-pub fn kind(w: &KernelWait, stack: &[String]) -> &'static str {
+/// What a wait off a CPU was for, read from its state and kernel stack ([`kind`]). The report
+/// names each in words ([`WaitKind::words`]); [`held_cause`] says which cause each names, with
+/// no catch-all: a kind added must be given its cause (or none) there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum WaitKind {
+    Preempted,
+    Stopped,
+    Frozen,
+    SwapIn,
+    Reclaim,
+    MemoryHigh,
+    MmapLock,
+    Writeback,
+    Fuse,
+    PageCacheRead,
+    KernelRwsem,
+    KernelMutex,
+    Futex,
+    Sleep,
+    Poll,
+    Uninterruptible,
+    Sleeping,
+}
+
+impl WaitKind {
+    /// How the report names it (`page-cache read`, `mmap_lock` …).
+    pub fn words(self) -> &'static str {
+        match self {
+            WaitKind::Preempted => "waiting for a CPU (preempted)",
+            WaitKind::Stopped => "stopped",
+            WaitKind::Frozen => "frozen (cgroup freezer)",
+            WaitKind::SwapIn => "swap-in",
+            WaitKind::Reclaim => "reclaim",
+            WaitKind::MemoryHigh => "memory.high throttle",
+            WaitKind::MmapLock => "mmap_lock",
+            WaitKind::Writeback => "writeback",
+            WaitKind::Fuse => "FUSE",
+            WaitKind::PageCacheRead => "page-cache read",
+            WaitKind::KernelRwsem => "kernel lock (rwsem)",
+            WaitKind::KernelMutex => "kernel lock (mutex)",
+            WaitKind::Futex => "futex",
+            WaitKind::Sleep => "sleep",
+            WaitKind::Poll => "poll",
+            WaitKind::Uninterruptible => "uninterruptible",
+            WaitKind::Sleeping => "sleeping",
+        }
+    }
+
+    /// A wait the thread asked for (an interruptible sleep of its own: a futex, a sleep, a
+    /// poll), not one the kernel held it in.
+    pub fn chosen(self) -> bool {
+        matches!(self, WaitKind::Futex | WaitKind::Sleep | WaitKind::Poll | WaitKind::Sleeping)
+    }
+}
+
+impl std::fmt::Display for WaitKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.words())
+    }
+}
+
+/// What a wait was for: by its state and deciding frame.
+pub fn kind(w: &KernelWait, stack: &[String]) -> WaitKind {
+    use WaitKind as K;
     let f = deciding_frame(stack).unwrap_or("");
     match w.state {
-        'R' => "waiting for a CPU (preempted)",
-        'T' | 't' => "stopped",
-        _ if wait::freezer_wait(f) => "frozen (cgroup freezer)",
-        _ if stop_frame(f) => "stopped",
-        _ if stack.iter().any(|s| s.starts_with("swap_read") || s == "do_swap_page") => "swap-in",
-        _ if wait::reclaim_wait(f) => "reclaim",
-        _ if wait::memcg_high_wait(f) => "memory.high throttle",
-        _ if rwsem(f) || f.contains("mmap_lock") || f == "lock_mm_and_find_vma" => "mmap_lock",
+        'R' => K::Preempted,
+        'T' | 't' => K::Stopped,
+        _ if wait::freezer_wait(f) => K::Frozen,
+        _ if stop_frame(f) => K::Stopped,
+        _ if stack.iter().any(|s| s.starts_with("swap_read") || s == "do_swap_page") => K::SwapIn,
+        _ if wait::reclaim_wait(f) => K::Reclaim,
+        _ if wait::memcg_high_wait(f) => K::MemoryHigh,
+        _ if rwsem(f) || f.contains("mmap_lock") || f == "lock_mm_and_find_vma" => K::MmapLock,
         // A stack read while asleep skips the lock's slow path (the scheduler's own text, as
         // `wchan` does): asleep in D in a call that takes mmap_lock for write is that wait.
-        'D' if wait::mmap_write_caller(f) => "mmap_lock",
-        _ if wait::writeback_wait(f) => "writeback",
-        _ if f.starts_with("fuse_") || f == "request_wait_answer" => "FUSE",
-        _ if wait::fault_wait(f) => "page-cache read",
-        _ if stack.iter().any(|s| rwsem(s)) => "kernel lock (rwsem)",
+        'D' if wait::mmap_write_caller(f) => K::MmapLock,
+        _ if wait::writeback_wait(f) => K::Writeback,
+        _ if f.starts_with("fuse_") || f == "request_wait_answer" => K::Fuse,
+        _ if wait::fault_wait(f) => K::PageCacheRead,
+        _ if stack.iter().any(|s| rwsem(s)) => K::KernelRwsem,
         _ if stack.iter().any(|s| s.starts_with("__mutex_lock") || s.starts_with("mutex_lock")) => {
-            "kernel lock (mutex)"
+            K::KernelMutex
         }
-        _ if stack.iter().any(|s| s.starts_with("futex_")) => "futex",
-        _ if stack.iter().any(|s| s.contains("nanosleep") || s == "do_nanosleep") => "sleep",
+        _ if stack.iter().any(|s| s.starts_with("futex_")) => K::Futex,
+        _ if stack.iter().any(|s| s.contains("nanosleep") || s == "do_nanosleep") => K::Sleep,
         _ if stack.iter().any(|s| {
             s.starts_with("do_epoll") || s.starts_with("do_sys_poll") || s.starts_with("do_select")
         }) =>
         {
-            "poll"
+            K::Poll
         }
-        'D' => "uninterruptible",
-        _ => "sleeping",
+        'D' => K::Uninterruptible,
+        _ => K::Sleeping,
     }
 }
 
@@ -230,20 +292,18 @@ pub fn view(
         .into_iter()
         .filter_map(|(tid, ws)| {
             let off: u64 = ws.iter().map(|w| within(w, from, to)).sum();
-            let mut kinds: HashMap<&'static str, u64> = HashMap::new();
+            let mut kinds: HashMap<WaitKind, u64> = HashMap::new();
             for w in &ws {
                 *kinds.entry(kind(w, kw.stack(w.stack))).or_default() += within(w, from, to);
             }
-            let by_choice = ["futex", "sleep", "poll", "sleeping"];
-            let chosen: u64 =
-                kinds.iter().filter(|(k, _)| by_choice.contains(k)).map(|(_, v)| *v).sum();
+            let chosen: u64 = kinds.iter().filter(|(k, _)| k.chosen()).map(|(_, v)| *v).sum();
             let named = first.contains(&tid);
             if !named && chosen == off {
                 return None;
             }
             let longest = ws.iter().max_by_key(|w| within(w, from, to))?;
             let mut kinds: Vec<(String, u64)> =
-                kinds.into_iter().map(|(k, v)| (k.to_string(), v)).collect();
+                kinds.into_iter().map(|(k, v)| (k.words().to_string(), v)).collect();
             kinds.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
             let name = names.get(&tid).cloned().unwrap_or_else(|| longest.comm.clone());
             Some((
@@ -281,22 +341,29 @@ pub(crate) fn fault_frame(f: &str) -> bool {
 }
 
 /// The cause a held thread's kind of wait names, for a process that is not a JVM; `fault`: its
-/// stack runs through the page-fault path. None where the kind names no cause (a plain
-/// uninterruptible wait).
-fn held_cause(kind: &str, fault: bool) -> Option<crate::Cause> {
+/// stack runs through the page-fault path. None where the kind names no cause (a kernel lock, a
+/// plain uninterruptible wait, a sleep the thread chose).
+fn held_cause(kind: WaitKind, fault: bool) -> Option<crate::Cause> {
     use crate::Cause;
+    use WaitKind as K;
     Some(match kind {
-        "waiting for a CPU (preempted)" => Cause::CpuStarvation,
-        "stopped" | "frozen (cgroup freezer)" => Cause::Frozen,
-        "swap-in" => Cause::SwapIn,
-        "reclaim" => Cause::MemoryReclaim,
-        "memory.high throttle" => Cause::MemcgHigh,
-        "mmap_lock" => Cause::MmapLock,
-        "page-cache read" | "FUSE" if fault => Cause::MajorFault,
-        "page-cache read" | "FUSE" => Cause::BlockedIo,
-        "writeback" if fault => Cause::MappedWriteback,
-        "writeback" => Cause::BlockedIo,
-        _ => return None,
+        K::Preempted => Cause::CpuStarvation,
+        K::Stopped | K::Frozen => Cause::Frozen,
+        K::SwapIn => Cause::SwapIn,
+        K::Reclaim => Cause::MemoryReclaim,
+        K::MemoryHigh => Cause::MemcgHigh,
+        K::MmapLock => Cause::MmapLock,
+        K::PageCacheRead | K::Fuse if fault => Cause::MajorFault,
+        K::PageCacheRead | K::Fuse => Cause::BlockedIo,
+        K::Writeback if fault => Cause::MappedWriteback,
+        K::Writeback => Cause::BlockedIo,
+        K::KernelRwsem
+        | K::KernelMutex
+        | K::Uninterruptible
+        | K::Futex
+        | K::Sleep
+        | K::Poll
+        | K::Sleeping => return None,
     })
 }
 
@@ -316,7 +383,7 @@ pub fn held_finding(
 ) -> Option<crate::report::Finding> {
     use crate::report::{CulpritView, Finding};
     let span = to.saturating_sub(from);
-    let mut per: HashMap<(i32, &'static str), (u64, bool)> = HashMap::new();
+    let mut per: HashMap<(i32, WaitKind), (u64, bool)> = HashMap::new();
     let mut from_wchan: Option<(i32, &str)> = None;
     for w in kw.waits.iter().filter(|w| involuntary(w.state)) {
         let ns = within(w, from, to);
@@ -338,7 +405,7 @@ pub fn held_finding(
         e.1 |= stack.iter().any(|f| fault_frame(f));
     }
     let (&(tid, k), &(ns, fault)) =
-        per.iter().max_by_key(|((tid, k), (ns, _))| (*ns, std::cmp::Reverse((*tid, *k))))?;
+        per.iter().max_by_key(|((tid, k), (ns, _))| (*ns, std::cmp::Reverse((*tid, k.words()))))?;
     let share = if span > 0 { ns as f64 / span as f64 } else { 0.0 };
     if share < 0.5 {
         return None;
@@ -513,7 +580,7 @@ fn wait_view(w: &KernelWait, kw: &StallKernelWaits, from: u64, to: u64) -> Kerne
     let stack = kw.stack(w.stack);
     KernelWaitView {
         state: w.state,
-        kind: kind(w, stack).to_string(),
+        kind: kind(w, stack).words().to_string(),
         within_ns: within(w, from, to),
         whole_ns: w.end.map(|e| e.saturating_sub(w.start)),
         began_before: w.start < from,
@@ -646,7 +713,7 @@ mod tests {
             instead: None,
             instead_ns: None,
         };
-        assert_eq!(kind(&w, &inode), "kernel lock (rwsem)");
+        assert_eq!(kind(&w, &inode), WaitKind::KernelRwsem);
         let mm = st(&[
             "__schedule",
             "rwsem_down_read_slowpath",
@@ -654,8 +721,8 @@ mod tests {
             "do_user_addr_fault",
         ]);
         assert_eq!(deciding_frame(&mm), Some("rwsem_down_read_slowpath"));
-        assert_eq!(kind(&w, &mm), "mmap_lock");
-        assert_eq!(kind(&w, &wb), "writeback");
+        assert_eq!(kind(&w, &mm), WaitKind::MmapLock);
+        assert_eq!(kind(&w, &wb), WaitKind::Writeback);
         let swap = st(&[
             "__schedule",
             "io_schedule",
@@ -663,7 +730,7 @@ mod tests {
             "swap_read_folio",
             "do_swap_page",
         ]);
-        assert_eq!(kind(&w, &swap), "swap-in");
+        assert_eq!(kind(&w, &swap).words(), "swap-in");
         // Nothing known: the first frame not the scheduler's.
         assert_eq!(deciding_frame(&st(&["__schedule", "schedule", "do_wait"])), Some("do_wait"));
         assert_eq!(deciding_frame(&[]), None);

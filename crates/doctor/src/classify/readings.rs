@@ -349,10 +349,11 @@ fn kernel_read_fault(t: &ThreadEvidence, role: Role, inp: &Inputs) -> Option<Evi
         if !stack.iter().any(|f| crate::kernel::fault_frame(f)) {
             continue;
         }
+        use crate::kernel::WaitKind;
         match crate::kernel::kind(w, stack) {
             // A FUSE file's page comes from its daemon (`request_wait_answer`).
-            "page-cache read" | "FUSE" => longest = longest.max(ns),
-            "writeback" => return None,
+            WaitKind::PageCacheRead | WaitKind::Fuse => longest = longest.max(ns),
+            WaitKind::Writeback => return None,
             _ => {}
         }
     }
