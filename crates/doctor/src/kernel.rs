@@ -113,7 +113,7 @@ pub fn deciding_frame(stack: &[String]) -> Option<&str> {
 }
 
 /// What a wait off a CPU was for, read from its state and kernel stack ([`kind`]). The report
-/// names each in words ([`WaitKind::words`]); [`held_cause`] says which cause each names, with
+/// names each in words ([`WaitKind::words`]); `held_cause` says which cause each names, with
 /// no catch-all: a kind added must be given its cause (or none) there.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum WaitKind {

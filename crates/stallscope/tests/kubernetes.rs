@@ -687,6 +687,78 @@ fn the_daemonset_runs_as_written_from_the_projects_image() {
     assert_eq!(meta["pid"].as_i64(), Some(pid as i64), "{meta}");
 
     rt.crictl(&["stop", &id]).unwrap_or_else(|e| panic!("{e}\n{}", rt.log()));
+    rt.crictl(&["rm", &id]).unwrap_or_else(|e| panic!("{e}\n{}", rt.log()));
+
+    // Each capability dropped in turn, against the table of what each one buys
+    // (docs/kubernetes/README.md), for this JVM: root's, on the node. Without SYS_PTRACE it is
+    // not watched at all; without BPF, PERFMON or SYSLOG its stall is named from /proc. What a
+    // JVM of another user needs (DAC_READ_SEARCH) and what --attach needs (DAC_OVERRIDE, CHOWN,
+    // FOWNER, KILL, SETUID, SETGID) this does not reach: without them, this JVM's stalls are
+    // named as with them.
+    let all: Vec<String> =
+        cri["container"]["linux"]["security_context"]["capabilities"]["add_capabilities"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c.as_str().unwrap().to_string())
+            .collect();
+    let mut table = Vec::new();
+    for cap in &all {
+        let mut c = cri["container"].clone();
+        let name = format!("no-{}", cap.to_lowercase());
+        c["metadata"]["name"] = name.clone().into();
+        c["log_path"] = format!("{name}.log").into();
+        c["linux"]["security_context"]["capabilities"]["add_capabilities"] =
+            all.iter().filter(|x| *x != cap).cloned().collect::<Vec<_>>().into();
+        let out = host.join(&name);
+        std::fs::create_dir_all(&out).unwrap();
+        for m in c["mounts"].as_array_mut().unwrap() {
+            if m["container_path"] == "/var/lib/stallscope" {
+                m["host_path"] = out.to_str().unwrap().into();
+            }
+        }
+        let file = d.join(format!("{name}.json"));
+        std::fs::write(&file, c.to_string()).unwrap();
+        let id = rt
+            .crictl(&["create", &sandbox, file.to_str().unwrap(), pod_json.to_str().unwrap()])
+            .unwrap_or_else(|e| panic!("{e}\n{}", rt.log()));
+        rt.crictl(&["start", &id]).unwrap_or_else(|e| panic!("{e}\n{}", rt.log()));
+        let log = logs.join(format!("{name}.log"));
+        // Stalls come every 300 ms: 20 s without one named is none.
+        let named = poll(Duration::from_secs(20), Duration::from_millis(500), || {
+            scrape(addr)
+                .lines()
+                .any(|l| l.starts_with("stallscope_stalls_total{") && l.contains(&want))
+                .then_some(())
+        })
+        .is_some();
+        // Its recording's meta.json: `bpf` is left out of one made without the kernel's events.
+        let meta = walk_files(&out).into_iter().find(|p| p.ends_with("meta.json"));
+        let bpf = meta
+            .and_then(|m| {
+                serde_json::from_str::<serde_json::Value>(&std::fs::read_to_string(m).ok()?).ok()
+            })
+            .map(|m| m["bpf"].as_bool().unwrap_or(false));
+        println!("  without {cap:<16} stall named: {named:<5} with the kernel's events: {bpf:?}");
+        table.push((cap.clone(), named, bpf, std::fs::read_to_string(&log).unwrap_or_default()));
+        rt.crictl(&["stop", &id]).unwrap_or_else(|e| panic!("{e}\n{}", rt.log()));
+        rt.crictl(&["rm", &id]).unwrap_or_else(|e| panic!("{e}\n{}", rt.log()));
+    }
+    for (cap, named, bpf, log) in &table {
+        // SYS_PTRACE even for root's JVM: the JVM holds capabilities the container does not, so
+        // its /proc/PID/root (its perf counters, its libjvm.so) and maps are closed to it.
+        if cap == "SYS_PTRACE" {
+            assert!(!named && log.contains("Permission denied"), "without {cap}: {log}");
+            continue;
+        }
+        assert!(named, "without {cap}, root's JVM on the node is still watched: its log:\n{log}");
+        // SYSLOG too: /proc/kallsyms hides the kernel's addresses without it (where
+        // perf_event_paranoid is above 1, the default), and the off-CPU recorder does not start
+        // with stacks it cannot name.
+        let kernel = !matches!(cap.as_str(), "BPF" | "PERFMON" | "SYSLOG");
+        assert_eq!(*bpf, Some(kernel), "without {cap}: the kernel's events {kernel}\n{log}");
+    }
+
     drop(jvm);
     drop(rt);
     let _ = std::fs::remove_dir_all(&d);
