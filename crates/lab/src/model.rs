@@ -62,6 +62,10 @@ pub struct Grade {
     /// meter, outside the experiment, held as long (a whole-machine pause no scenario makes).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub machine_pauses: usize,
+    /// Significant stalls left out of the grade: under way before the recorder watched, judged
+    /// on the part it saw.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub unseen_starts: usize,
 }
 
 fn is_zero(n: &usize) -> bool {

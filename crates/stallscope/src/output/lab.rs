@@ -123,6 +123,13 @@ fn scenario(out: &mut String, s: &ScenarioResult) {
                         v.id, r.rep, g.machine_pauses
                     );
                 }
+                if let Some(g) = r.grade.as_ref().filter(|g| g.unseen_starts > 0) {
+                    let _ = writeln!(
+                        out,
+                        "               {} run {}: {} stall(s) under way before watching left out of the grade",
+                        v.id, r.rep, g.unseen_starts
+                    );
+                }
                 if let Some(g) = r.grade.as_ref().filter(|g| g.instigator_named == Some(false)) {
                     let _ = writeln!(
                         out,
