@@ -66,6 +66,19 @@ fn without_bpf_the_same_stall_is_explained_from_proc_and_the_report_says_so() {
     );
 }
 
+/// A scratch directory with a 4 MiB file of random bytes, evicted from the page cache, seen
+/// through `inject slowfs` with 200 ms reads at `MNT/data`: the directory, the mount, the
+/// running slowfs.
+fn slow_data(name: &str) -> (std::path::PathBuf, std::path::PathBuf, Slowfs) {
+    let d = scratch(name);
+    let (back, mnt) = (d.join("back"), d.join("mnt"));
+    std::fs::create_dir_all(&back).unwrap();
+    write_random(&back.join("data"), 4 << 20);
+    let fs = Slowfs::start(&back, &mnt, &["--read-delay", "200ms"]);
+    evict(&back.join("data"));
+    (d, mnt, fs)
+}
+
 /// `run --json` on a program that is not a JVM, after `setup`; its report and meta.
 fn run_process(name: &str, extra: &[&str], command: &[&str]) -> (doctor::Report, Value) {
     let rec = scratch(name).join("rec");
@@ -86,12 +99,7 @@ fn run_process(name: &str, extra: &[&str], command: &[&str]) -> (doctor::Report,
 fn a_program_that_is_not_a_jvm_stalls_when_the_kernel_holds_it_and_is_told_what_held_it() {
     let _x = exclusive();
     assert_eq!(unsafe { libc::geteuid() }, 0, "this test needs root (BPF)");
-    let d = scratch("kernel-dd");
-    let (back, mnt) = (d.join("back"), d.join("mnt"));
-    std::fs::create_dir_all(&back).unwrap();
-    write_random(&back.join("data"), 4 << 20);
-    let _fs = Slowfs::start(&back, &mnt, &["--read-delay", "200ms"]);
-    evict(&back.join("data"));
+    let (d, mnt, _fs) = slow_data("kernel-dd");
     // dd's reads through the slow disk: each one a wait in the kernel, woken by slowfs.
     let input = format!("if={}", mnt.join("data").display());
     let (r, meta) =
@@ -112,11 +120,20 @@ fn a_program_that_is_not_a_jvm_stalls_when_the_kernel_holds_it_and_is_told_what_
         let c = &f.culprits[0];
         assert_eq!(c.name, "dd", "{c:#?}");
         assert!(c.description.starts_with("state D for "), "{c:#?}");
+        assert!(!f.fix.contains("JVM") && !f.fix.contains("safepoint"), "{}", f.fix);
+        // dd's first read may begin before the kernel's events are recorded (`run` starts it
+        // first): that stall has no kernel account, and says so (1 run in 5 here).
+        if f.evidence
+            .iter()
+            .any(|e| e.contains("before the kernel's scheduler events were recorded"))
+        {
+            assert!(s.kernel.is_empty(), "{:#?}", s.kernel);
+            continue;
+        }
         // The waker is the filesystem's own thread that answered late.
         let k = s.kernel.iter().find(|t| t.name == "dd").expect("dd's kernel account");
         let waker = k.longest.waker.as_deref().unwrap_or("");
         assert!(waker.starts_with("slowfs"), "woken by the slow disk: {k:#?}");
-        assert!(!f.fix.contains("JVM") && !f.fix.contains("safepoint"), "{}", f.fix);
     }
     drop(_fs);
     let _ = std::fs::remove_dir_all(&d);
@@ -126,12 +143,7 @@ fn a_program_that_is_not_a_jvm_stalls_when_the_kernel_holds_it_and_is_told_what_
 fn a_program_that_is_not_a_jvm_faulting_on_a_mapped_file_is_told_the_file_and_offset() {
     let _x = exclusive();
     assert_eq!(unsafe { libc::geteuid() }, 0, "this test needs root (BPF, the tracepoints)");
-    let d = scratch("kernel-mmap");
-    let (back, mnt) = (d.join("back"), d.join("mnt"));
-    std::fs::create_dir_all(&back).unwrap();
-    write_random(&back.join("data"), 4 << 20);
-    let _fs = Slowfs::start(&back, &mnt, &["--read-delay", "200ms"]);
-    evict(&back.join("data"));
+    let (d, mnt, _fs) = slow_data("kernel-mmap");
     // One byte read through a read-only shared mapping at 12345 past each MiB: each a fault
     // waiting on the slow disk.
     let script = "import mmap, sys\n\
