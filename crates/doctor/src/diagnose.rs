@@ -226,7 +226,7 @@ fn diagnose_stall(
             {
                 let line =
                     Evidence::FaultAt { role: classify::Role::Late, offset, path: path.into() };
-                c.files.push(format!("offset {offset:#x} of {path} (page-fault tracepoint)"));
+                c.files.push(classify::fault_file(offset, path));
                 f.evidence.insert(1, line.to_string());
             }
             Some(f)

@@ -138,15 +138,20 @@ state = "{d}/state"
             .output()
             .unwrap();
         assert!(o.status.success(), "building the image: {}", String::from_utf8_lossy(&o.stderr));
+        rt.import(&image);
+        rt
+    }
+
+    /// Imports an OCI image archive into this runtime's `k8s.io` namespace (the CRI's).
+    fn import(&self, archive: &Path) {
         let o = Command::new(tool("ctr"))
             .arg("--address")
-            .arg(&rt.sock)
+            .arg(&self.sock)
             .args(["-n", "k8s.io", "images", "import"])
-            .arg(&image)
+            .arg(archive)
             .output()
             .unwrap();
         assert!(o.status.success(), "ctr images import: {}", String::from_utf8_lossy(&o.stderr));
-        rt
     }
 
     fn log(&self) -> String {
@@ -579,14 +584,7 @@ fn the_daemonset_runs_as_written_from_the_projects_image() {
     let uid = format!("{UID_PREFIX}{:012x}", std::process::id() + 1);
     let parent = format!("/kubepods/besteffort/pod{uid}");
     let rt = Runtime::start(&d.join("containerd"), &parent);
-    let o = Command::new(tool("ctr"))
-        .arg("--address")
-        .arg(&rt.sock)
-        .args(["-n", "k8s.io", "images", "import"])
-        .arg(&a)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "ctr images import: {}", String::from_utf8_lossy(&o.stderr));
+    rt.import(&a);
 
     // The pod spec, as a kubelet gives it to the runtime.
     let host = d.join("host");
@@ -653,12 +651,7 @@ fn the_daemonset_runs_as_written_from_the_projects_image() {
         )
     });
     // The stall's report by its exemplar's link.
-    let report = seen
-        .split("# {report=\"")
-        .nth(1)
-        .and_then(|r| r.split('"').next())
-        .unwrap_or_else(|| panic!("no exemplar: {seen}"))
-        .to_string();
+    let report = exemplar_report(&seen).unwrap_or_else(|| panic!("no exemplar: {seen}"));
     let (status, page) = get(addr, &report);
     assert!(status.contains("200") && page.contains("no-safepoint-poll"), "{status}: {report}");
     // Its events, one JSON line per stall on its standard output (the container's log).

@@ -764,12 +764,8 @@ fn a_short_lived_jvm_that_stalls_and_exits_is_still_scraped_after_it_exited_and_
 
     // From the metric to the stall's report in one step: its exemplar names where watch serves
     // it, and the event names the same page.
-    let report = seen
-        .split("# {report=\"")
-        .nth(1)
-        .and_then(|r| r.split('"').next())
-        .unwrap_or_else(|| panic!("the stall counter carries its report as an exemplar: {seen}"))
-        .to_string();
+    let report = exemplar_report(&seen)
+        .unwrap_or_else(|| panic!("the stall counter carries its report as an exemplar: {seen}"));
     // The JVM's worst stall names where its report is, for the dashboard's link.
     let metrics = scrape(&addr);
     let worst = metrics

@@ -224,13 +224,7 @@ fn culprit_view(t: &ThreadEvidence, held: &[&Held], cause: Cause, inp: &Inputs) 
     let place = if faulting {
         traced_fault(t.tid, t.first_blocked_t.unwrap_or(inp.end_ns), inp).and_then(|(addr, _)| {
             let m = recording::disk::lookup(inp.maps, addr)?;
-            m.is_file().then(|| {
-                format!(
-                    "offset {:#x} of {} (page-fault tracepoint)",
-                    addr - m.start + m.offset,
-                    m.path
-                )
-            })
+            m.is_file().then(|| fault_file(addr - m.start + m.offset, &m.path))
         })
     } else {
         None
@@ -266,6 +260,11 @@ fn module_of(pc: u64, maps: &[Mapping]) -> Option<String> {
     } else {
         m.path.rsplit('/').next().unwrap_or(&m.path).to_string()
     })
+}
+
+/// A culprit's mapped file where the page-fault tracepoint placed its fault, as its line says it.
+pub(crate) fn fault_file(offset: u64, path: &str) -> String {
+    format!("offset {offset:#x} of {path} (page-fault tracepoint)")
 }
 
 /// The recorder was held up too: why, before blaming the machine.

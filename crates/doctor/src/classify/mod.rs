@@ -33,7 +33,7 @@ mod words;
 
 pub use activity::{Activity, breakdown};
 pub use evidence_kind::{Evidence, Role, Swap};
-pub(crate) use findings::PERF_DATA_FIX;
+pub(crate) use findings::{PERF_DATA_FIX, fault_file};
 pub use inputs::Inputs;
 pub use segment::{Segment, SegmentKind, segments};
 

@@ -9,7 +9,7 @@ use super::common::{args, ms, quiet_launch, run_jvm};
 use crate::inject::temp_cgroup::TempCgroup;
 use crate::model::Published;
 use crate::scenario::{Ctx, Measured, Scenario, Spec, VariantSpec};
-use crate::verdict::Expect;
+use crate::verdict::{Expect, machine_paused};
 use anyhow::{Context, Result};
 use doctor::Cause;
 use std::collections::BTreeMap;
@@ -108,11 +108,13 @@ impl Scenario for CpuQuota {
         // A stall in which stallscope's own control meter, outside the cgroup, was held as long
         // is the whole machine's, not the quota's (CI on 2026-11-28: one mitigated run's only
         // stall, 104 ms, the control meter 94.5 ms late with it): left out, and counted.
-        let paused = |s: &&doctor::StallReport| crate::verdict::machine_paused(s);
-        let longest = r.stalls.iter().filter(|s| !paused(s)).map(|s| s.duration_ns).max();
+        let longest = r.stalls.iter().filter(|s| !machine_paused(s)).map(|s| s.duration_ns).max();
         let metrics = BTreeMap::from([
             ("metric".to_string(), longest.unwrap_or(0) as f64 / 1e6),
-            ("machine_pauses".to_string(), r.stalls.iter().filter(paused).count() as f64),
+            (
+                "machine_pauses".to_string(),
+                r.stalls.iter().filter(|s| machine_paused(s)).count() as f64,
+            ),
             ("ttsp_p90_ms".to_string(), ms(&j["ttsp"]["p90_ns"]).context("ttsp")?),
             ("ttsp_max_ms".to_string(), ms(&j["ttsp"]["max_ns"]).unwrap_or(0.0)),
         ]);

@@ -665,6 +665,11 @@ pub fn get(addr: &str, path: &str) -> (String, String) {
     (head.lines().next().unwrap_or("").to_string(), body.to_string())
 }
 
+/// The path of a stall's report in a stall counter's OpenMetrics exemplar (`# {report="…"}`).
+pub fn exemplar_report(series: &str) -> Option<String> {
+    series.split("# {report=\"").nth(1)?.split('"').next().map(str::to_string)
+}
+
 /// The OpenMetrics text `watch --metrics` serves at `addr` (empty when it cannot be reached).
 pub fn scrape(addr: &str) -> String {
     use std::io::{Read, Write};
