@@ -19,6 +19,7 @@ pub mod heartbeat;
 pub mod jvm_threads;
 pub mod jvmcounters;
 pub mod jvms;
+pub mod limits;
 pub mod maps;
 pub mod ns;
 pub mod pagecache;

@@ -314,13 +314,14 @@ impl TaskSampler {
 
     /// Lists the process's threads, opening files for new ones and forgetting gone ones.
     pub fn rescan(&mut self) -> io::Result<()> {
-        let mut seen = Vec::new();
+        // A set: a JVM of thousands of threads made this quadratic.
+        let mut seen = std::collections::HashSet::new();
         for e in std::fs::read_dir(format!("/proc/{}/task", self.pid))? {
             let Ok(e) = e else { continue };
             let Some(tid) = e.file_name().to_str().and_then(|t| t.parse::<i32>().ok()) else {
                 continue;
             };
-            seen.push(tid);
+            seen.insert(tid);
             if self.tasks.contains_key(&tid) {
                 continue;
             }

@@ -46,6 +46,8 @@ fn main() {
     unsafe {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
+    // Four files held open per sampled thread: a 1,024 soft limit is 256 threads (issue 58).
+    procwatch::limits::raise_open_files();
     let r = run(cli::Cli::parse().command);
     // An attach still waiting for a JVM that never answered (held at a safepoint, stopped)
     // leaves no trigger file behind (issue 58).
