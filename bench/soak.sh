@@ -1,0 +1,281 @@
+#!/usr/bin/env bash
+# `stallscope watch --all` soaked (issue 58): a population of JVMs that changes all the time on
+# this machine, faults on the way, and a row of figures every minute. Does anything watch holds
+# grow with time, is every stall a JVM's own safepoint log shows an event, and does watch leave
+# anything behind when it is killed?
+#
+# The population (every JVM logs its safepoints with -Xlog, the ground truth):
+#   loop     safepoints waiting on a counted loop (20 rounds every 3 s), the whole run
+#   gc       full GCs of a 64 MB heap every 20 s (Parallel), the whole run
+#   threads  2,000 threads that wake every second, asked for a thread dump by jcmd every minute
+#   churn    an idle JVM started every 20 s, living 5 s to 3 min (at most 6 at once); every
+#            second one in a cgroup of its own (v2), removed when it exits
+#   mapped   every 90 s a JVM that reads a mapped file through a slow FUSE mount (50 ms a
+#            read, the page cache evicted first) while asking for safepoints
+#   stops    every 2 min a churn JVM stopped 200 ms (SIGSTOP, SIGCONT)
+#   hogs     every 3 min two CPU-bound threads for 10 s
+# Faults, at fractions of the run:
+#   35%  the FUSE mount stops answering (reads take 60 s) for a minute while a mapped JVM reads
+#        through it: no other JVM's guarding may wait for it
+#   50%  watch is killed with SIGKILL, what it left is listed (BPF programs, tracefs instances,
+#        cgroups, processes), and it is started again on the same --out
+#   70%  the disk under --out (a tmpfs of the bench's own) is filled for a minute
+# Every minute: watch's CPU, RSS, descriptors, threads, its BPF maps' entries, the metric
+# series it serves, the disk under --out, events written, JVMs alive. At the end: the first and
+# last tenth of the run side by side (goal: within 10%), the disk's peak against --retain, the
+# safepoints of the JVMs' own logs above twice the threshold that no event covered (goal 0),
+# panics (goal 0), and what SIGTERM left (goal: nothing).
+#
+#   bench/soak.sh                  # 8 minutes (make bench)
+#   MINUTES=60 bench/soak.sh       # an hour; MINUTES=1440 a day
+#   KEEP=1 bench/soak.sh           # keep the work directory (recordings, logs, rows)
+# Needs root (BPF, cgroups, a tmpfs, FUSE), java, jcmd and python3.
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+
+minutes=${MINUTES:-8}
+java=${JAVA:-java}
+jcmd="$(dirname "$(readlink -f "$(command -v "$java")")")/jcmd"
+workloads="$root/java/workloads/target/stallscope-workloads.jar"
+[[ $(id -u) -eq 0 ]] || { echo "soak.sh: needs root (BPF, cgroups, a tmpfs mount, FUSE)" >&2; exit 1; }
+for need in "$bin" "$workloads" "$jcmd"; do
+  [[ -x "$need" || -f "$need" ]] || { echo "soak.sh: $need is missing; run make build first" >&2; exit 1; }
+done
+command -v python3 > /dev/null || { echo "soak.sh: python3 is missing" >&2; exit 1; }
+(( minutes >= 4 )) || { echo "soak.sh: MINUTES must be at least 4" >&2; exit 1; }
+
+secs=$((minutes * 60))
+retain_mb=48
+threshold_ns=5000000
+work=$(mktemp -d "${TMPDIR:-/tmp}/stallscope-soak.XXXXXX")
+out_dir="$work/out"
+cg2=$(findmnt -n -t cgroup2 -o TARGET | head -n 1)
+[[ -n "$cg2" ]] || { echo "soak.sh: cgroup v2 is not mounted (findmnt -t cgroup2 found none)" >&2; exit 1; }
+cg=$cg2/stallscope-soak-$$
+port=$((20000 + RANDOM % 20000))
+watch_pid=""
+slowfs_pid=""
+pids=()       # every JVM and helper started, killed at the end
+mkdir -p "$out_dir" "$work/back" "$work/logs"
+
+cleanup() {
+  set +e
+  [[ -n "$watch_pid" ]] && kill -TERM "$watch_pid" 2> /dev/null && wait "$watch_pid" 2> /dev/null
+  for p in "${pids[@]}"; do kill -CONT "$p" 2> /dev/null; kill -KILL "$p" 2> /dev/null; done
+  # (Not a bare `wait`: slowfs is a child too, and ends only below.)
+  wait "${pids[@]}" 2> /dev/null
+  # slowfs unmounts at SIGTERM once its delayed reads are answered; one held 60 s is not waited for.
+  if [[ -n "$slowfs_pid" ]]; then
+    kill -TERM "$slowfs_pid" 2> /dev/null
+    for _ in $(seq 50); do kill -0 "$slowfs_pid" 2> /dev/null || break; sleep 0.1; done
+    kill -KILL "$slowfs_pid" 2> /dev/null && wait "$slowfs_pid" 2> /dev/null
+    mountpoint -q "$work/slow" && fusermount3 -u -z "$work/slow"
+  fi
+  # A killed process leaves its cgroup a moment after it is reaped.
+  for d in "$cg"/j* "$cg"; do
+    for _ in $(seq 50); do [[ -d "$d" ]] || break; rmdir "$d" 2> /dev/null && break; sleep 0.1; done
+  done
+  mountpoint -q "$out_dir" && umount "$out_dir"
+  [[ -n "${KEEP:-}" ]] && echo "kept $work" || rm -rf "$work"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+mono_ns() { python3 -c 'import time; print(time.monotonic_ns())'; }
+log_opt() { echo "-Xlog:safepoint:file=$work/logs/sp-$1-%p.log:utctime,uptimenanos,timenanos"; }
+
+# The disk under --out: a tmpfs of the bench's own, so that filling it fills nothing else.
+mount -t tmpfs -o mode=0755,size=$((retain_mb * 3))m stallscope-soak "$out_dir"
+mkdir "$cg"
+
+# The slow disk: a 64 MB file behind a FUSE mount.
+dd if=/dev/urandom of="$work/back/data" bs=1M count=64 status=none
+"$bin" inject slowfs "$work/back" "$work/slow" --read-delay 50ms --max-delay 90s > "$work/slowfs.out" 2>&1 &
+slowfs_pid=$!
+until [[ -f "$work/slow/.stallscope-slowfs" ]]; do sleep 0.1; kill -0 "$slowfs_pid" || { cat "$work/slowfs.out"; exit 1; }; done
+
+watch_args=(watch --all --out "$out_dir" --retain "${retain_mb}M" --metrics "127.0.0.1:$port"
+  --events "$work/events.jsonl" --keep-exited 1m)
+down_since=$(mono_ns)
+start_watch() {
+  "$bin" "${watch_args[@]}" > /dev/null 2>> "$work/watch.err" &
+  watch_pid=$!
+  until curl -sf "http://127.0.0.1:$port/metrics" > /dev/null; do
+    sleep 0.2
+    kill -0 "$watch_pid" 2> /dev/null || { echo "soak.sh: watch ended; see $work/watch.err" >&2; tail "$work/watch.err" >&2; exit 1; }
+  done
+  echo "$down_since $(mono_ns) $1" >> "$work/down.txt"
+}
+
+# What stallscope has on the machine besides its own process: BPF programs and maps, tracefs
+# instances, cgroups, processes (the guardian).
+leftovers() {
+  local progs maps inst cgs procs
+  progs=$(bpftool prog show -j 2> /dev/null | jq '[.[] | select(.name | test("^on_"))] | length')
+  inst=$(ls /sys/kernel/tracing/instances 2> /dev/null | grep -c stallscope || true)
+  cgs=$(find /sys/fs/cgroup -maxdepth 3 -name '*stallscope*' ! -path "$cg*" 2> /dev/null | wc -l)
+  procs=$(pgrep -f "^$bin (watch|guard)" | grep -vx "${watch_pid:-0}" | wc -l || true)
+  maps=$(bpftool map show -j 2> /dev/null | jq '[.[] | select(.name | IN("targets", "off", "stacks", "cputime", "held", "spdog"))] | length')
+  echo "BPF programs $progs, maps $maps, tracefs instances $inst, cgroups $cgs, processes $procs"
+}
+
+start_watch "before it was ready"
+echo "$("$bin" --version), $("$java" -version 2>&1 | head -n 1), $(nproc) CPUs; ${minutes} minutes, --retain ${retain_mb}M"
+
+# The long-lived JVMs.
+"$java" -Xmx64m -XX:+UseParallelGC -XX:-UseCountedLoopSafepoints "$(log_opt loop)" -jar "$workloads" \
+  counted-loop --duration "$((secs + 60))s" --rounds 20 --every 3s > "$work/loop.out" 2>&1 &
+pids+=($!)
+"$java" -Xmx160m -XX:+UseParallelGC "$(log_opt gc)" -jar "$workloads" \
+  heap-gc --live 64 --gcs $((secs / 20 + 3)) --every 20s > "$work/gc.out" 2>&1 &
+pids+=($!)
+"$java" -Xmx64m -Xss256k -XX:+UseSerialGC "$(log_opt threads)" -jar "$workloads" \
+  idle --threads 2000 --every 1s --duration "$((secs + 60))s" > "$work/threads.out" 2>&1 &
+threads_jvm=$!
+pids+=($threads_jvm)
+
+churn=()      # live churn JVMs
+churn_n=0
+start_churn() {
+  local life=$((5 + RANDOM % 175)) name=churn$churn_n
+  if (( churn_n % 2 == 1 )); then
+    mkdir -p "$cg/j$churn_n"
+    # A cgroup of its own: the shell puts itself in, then becomes the JVM.
+    sh -c "echo \$\$ > $cg/j$churn_n/cgroup.procs && exec $java -Xmx16m -Xss256k -XX:+UseSerialGC -XX:TieredStopAtLevel=1 $(log_opt "$name") -jar $workloads idle --threads 4 --duration ${life}s" > /dev/null 2>&1 &
+  else
+    "$java" -Xmx16m -Xss256k -XX:+UseSerialGC -XX:TieredStopAtLevel=1 "$(log_opt "$name")" -jar "$workloads" \
+      idle --threads 4 --duration "${life}s" > /dev/null 2>&1 &
+  fi
+  churn+=($!); pids+=($!)
+  churn_n=$((churn_n + 1))
+}
+reap_churn() {
+  local alive=() p
+  for p in "${churn[@]}"; do kill -0 "$p" 2> /dev/null && alive+=("$p"); done
+  churn=("${alive[@]}")
+  local d
+  # (cgroup.procs reads as size 0 even when it lists processes: read it.)
+  for d in "$cg"/j*; do
+    [[ -d "$d" ]] && ! grep -q . "$d/cgroup.procs" 2> /dev/null && { rmdir "$d" 2> /dev/null || true; }
+  done
+  return 0
+}
+start_mapped() {
+  "$bin" inject evict "$work/back/data" > /dev/null 2>&1 || true
+  "$java" -Xmx32m "$(log_opt mapped)" -jar "$workloads" mapped-read --file "$work/slow/data" \
+    --stride 1m --reads "$1" --safepoint threaddump --every 50ms > /dev/null 2>&1 &
+  pids+=($!)
+}
+
+# A row every minute.
+rows="$work/rows"
+: > "$rows"
+cpu0=$(process_cpu_ns "$watch_pid"); t0=$(date +%s%N)
+row() {
+  local m=$1 cpu1 t1 rss fds thr maps series disk ev live
+  cpu1=$(process_cpu_ns "$watch_pid"); t1=$(date +%s%N)
+  rss=$(awk '/^VmRSS/ { printf "%.1f", $2 / 1024 }' /proc/"$watch_pid"/status)
+  thr=$(awk '/^Threads/ { print $2 }' /proc/"$watch_pid"/status)
+  fds=$(ls /proc/"$watch_pid"/fd | wc -l)
+  # Entries in the hash maps of watch's programs (arrays and rings have a fixed size).
+  maps=0
+  # (Named, not by owner: this bpftool does not say which process holds a map.)
+  for id in $(bpftool map show -j 2> /dev/null |
+      jq -r '.[] | select(.name | IN("targets", "off", "stacks", "cputime")) | .id'); do
+    maps=$((maps + $(bpftool map dump id "$id" -j 2> /dev/null | jq length)))
+  done
+  series=$(curl -sf "http://127.0.0.1:$port/metrics" | grep -c '^stallscope_' || true)
+  disk=$(du -sm --exclude=.fill "$out_dir" | awk '{ print $1 }')
+  ev=$(wc -l < "$work/events.jsonl" 2> /dev/null || echo 0)
+  live=$(pgrep -c -f "stallscope-workloads.jar" || true)
+  printf '%s %s %s %s %s %s %s %s %s %s\n' "$m" "$(pct $((cpu1 - cpu0)) $((t1 - t0)))" "$rss" "$fds" "$thr" \
+    "$maps" "$series" "$disk" "$ev" "$live" >> "$rows"
+  printf '  %4s %8s%% %8s %5s %6s %8s %7s %7s %7s %5s\n' "$m" "$(pct $((cpu1 - cpu0)) $((t1 - t0)))" "$rss" "$fds" \
+    "$thr" "$maps" "$series" "$disk" "$ev" "$live"
+  cpu0=$cpu1; t0=$t1
+}
+printf '  %4s %9s %8s %5s %6s %8s %7s %7s %7s %5s\n' min "CPU" "RSS MiB" fds threads "BPF ent" series "disk MB" events JVMs
+
+begin=$(date +%s)
+minute=0
+# The kill falls 30 s into the hang: the mapped JVM's stall is under way.
+hang_at=$((secs * 35 / 100)); kill_at=$((hang_at + 30)); fill_at=$((secs * 70 / 100))
+hang_done=""; kill_done=""; fill_done=""; hung=""
+next_churn=0; next_mapped=30; next_stop=60; next_hog=90; next_dump=45
+while :; do
+  now=$(( $(date +%s) - begin ))
+  (( now >= secs )) && break
+  reap_churn
+  if (( now >= next_churn )); then
+    (( ${#churn[@]} < 6 )) && start_churn
+    next_churn=$((now + 20))
+  fi
+  if (( now >= next_mapped )); then start_mapped 8; next_mapped=$((now + 90)); fi
+  if (( now >= next_dump )); then "$jcmd" "$threads_jvm" Thread.print > /dev/null 2>&1 & next_dump=$((now + 60)); fi
+  if (( now >= next_stop )) && (( ${#churn[@]} > 0 )); then
+    "$bin" inject freeze --for 200ms "${churn[0]}" > /dev/null 2>&1 &
+    next_stop=$((now + 120))
+  fi
+  if (( now >= next_hog )); then "$bin" inject cpu-hog --threads 2 --for 10s > /dev/null 2>&1 & next_hog=$((now + 180)); fi
+  if [[ -z "$hang_done" ]] && (( now >= hang_at )); then
+    hang_done=1
+    echo "  -- $((now / 60)) min: the FUSE mount stops answering (reads 60 s) for a minute, a mapped JVM reading through it"
+    "$bin" inject slowfs-set "$work/slow" --read-delay 60s > /dev/null
+    start_mapped 2
+    hung=${pids[-1]}
+    ( sleep 60; "$bin" inject slowfs-set "$work/slow" --read-delay 50ms > /dev/null ) &
+    pids+=($!)
+  fi
+  if [[ -z "$kill_done" ]] && (( now >= kill_at )); then
+    kill_done=1
+    kill -KILL "$watch_pid"; wait "$watch_pid" 2> /dev/null || true
+    down_since=$(mono_ns)
+    sleep 2
+    echo "  -- $((now / 60)) min: watch killed with SIGKILL, 30 s into the hung JVM's stall; left: $(leftovers)"
+    unread=0
+    for d in "$out_dir"/*/; do
+      [[ -f "$d/meta.json" ]] || continue
+      "$bin" report "$d" > /dev/null 2>> "$work/report.err" || unread=$((unread + 1))
+    done
+    echo "  -- its recordings: $(ls -d "$out_dir"/*/ 2> /dev/null | wc -l), $unread that report cannot read; the hung JVM's (pid $hung), as report reads it:"
+    for d in "$out_dir/$hung"-*/; do
+      [[ -d "$d" ]] || { echo "       none: watch had not found it"; continue; }
+      "$bin" report "$d" > "$work/hung-report.txt" 2>&1 || true
+      grep -E "^STALL|^  (cause|culprit) " "$work/hung-report.txt" | tail -n 3 | sed 's/^ */       /'
+    done
+    start_watch "killed and started again"
+    # The next row counts the new watch from here: its start-up, then the rest of the minute.
+    cpu0=$(process_cpu_ns "$watch_pid"); t0=$(date +%s%N)
+  fi
+  if [[ -z "$fill_done" ]] && (( now >= fill_at )); then
+    fill_done=1
+    echo "  -- $((now / 60)) min: the disk under --out filled for a minute"
+    dd if=/dev/zero of="$out_dir/.fill" bs=1M status=none 2> /dev/null || true
+    ( sleep 60; rm -f "$out_dir/.fill" ) &
+    pids+=($!)
+  fi
+  if (( now >= (minute + 1) * 60 )); then minute=$((minute + 1)); row "$minute"; fi
+  sleep 1
+done
+kill -0 "$watch_pid" 2> /dev/null || { echo "soak.sh: watch ended early; see $work/watch.err" >&2; tail "$work/watch.err" >&2; exit 1; }
+rm -f "$out_dir/.fill"
+kill -TERM "$watch_pid"; wait "$watch_pid" || echo "  watch exited $? at SIGTERM"
+down_since=$(mono_ns); echo "$down_since $((down_since + 3600000000000)) after it ended" >> "$work/down.txt"
+watch_pid=""
+sleep 1
+echo "  after SIGTERM: $(leftovers)"
+
+# The summary: the first tenth against the last, the disk, the ground truth, panics.
+n=$(wc -l < "$rows"); tenth=$(( (n + 9) / 10 ))
+echo "  first tenth (min 1-$tenth) against the last (min $((n - tenth + 1))-$n), medians:"
+# (Series grow with the JVMs alive and those exited within --keep-exited: per JVM alive too.)
+for col in "2 CPU %" "3 RSS MiB" "4 fds" "5 threads" "6 BPF entries" "7 series" "11 series/JVM"; do
+  c=${col%% *}; name=${col#* }
+  a=$(head -n "$tenth" "$rows" | awk -v c="$c" '{ $11 = $10 > 0 ? $7 / $10 : 0; print $c }' | median_spread | cut -d' ' -f1)
+  b=$(tail -n "$tenth" "$rows" | awk -v c="$c" '{ $11 = $10 > 0 ? $7 / $10 : 0; print $c }' | median_spread | cut -d' ' -f1)
+  printf '    %-12s %10s %10s   last / first %s   goal <= 1.10\n' "$name" "$a" "$b" "$(ratio "$b" "$a")"
+done
+echo "    disk under --out at most $(awk '{ if ($8 > m) m = $8 } END { print m + 0 }' "$rows") MB (the filled minute's row aside: see it), --retain ${retain_mb} MB"
+echo "    events $(wc -l < "$work/events.jsonl"), panics in watch's stderr: $(grep -c 'panicked' "$work/watch.err" || true)"
+echo "  the JVMs' own safepoint logs, each safepoint of at least $((2 * threshold_ns / 1000000)) ms against watch's events:"
+python3 "$(dirname "$0")/soak_truth.py" "$bin" "$work/events.jsonl" "$work/down.txt" $((2 * threshold_ns)) "$work"/logs/sp-*.log | sed 's/^/    /'
