@@ -20,6 +20,7 @@
 #![allow(rustdoc::private_intra_doc_links)]
 
 pub mod analyse;
+pub mod arrivals;
 pub mod beats;
 pub mod discover;
 pub mod events;
@@ -103,8 +104,12 @@ impl Attach {
 }
 
 /// How often new JVMs are looked for, exited ones closed and retention applied: a JVM is guarded
-/// within a second of its start (its counters exist from then).
+/// within a second of its start (its counters exist from then), at once when it makes its
+/// perf-data file in the host's `/tmp` ([`arrivals`]).
 const PASS_EVERY: Duration = Duration::from_secs(1);
+/// Where this host's JVMs make their perf-data files (a container's are in its own `/tmp`, found
+/// at the next pass).
+const HOST_TMP: &str = "/tmp";
 /// How often retention measures and trims what is kept.
 const RETAIN_EVERY: Duration = Duration::from_secs(2);
 /// How often a watched JVM's threads are looked at between stalls (the next stall's baseline).
@@ -495,6 +500,10 @@ pub fn run(cfg: Config, stop: &AtomicBool) -> Result<()> {
 
     let mut guarded: HashMap<(i32, u64), Guarded> = HashMap::new();
     let mut discovery = Discovery::default();
+    let mut arrivals = match cfg.selection {
+        Selection::Pids(_) => None,
+        _ => arrivals::Arrivals::new(Path::new(HOST_TMP)),
+    };
     let deadline = cfg.run_for.map(|d| Instant::now() + d);
     let mut ever = false;
     let mut last_retention = Instant::now() - RETAIN_EVERY;
@@ -546,7 +555,16 @@ pub fn run(cfg: Config, stop: &AtomicBool) -> Result<()> {
             && !stop.load(Ordering::Relaxed)
             && deadline.is_none_or(|d| Instant::now() < d)
         {
-            std::thread::sleep(Duration::from_millis(200));
+            // A JVM making its perf-data file starts the next pass now, not a second later.
+            let step = Duration::from_millis(200);
+            match arrivals.as_mut() {
+                Some(a) => {
+                    if a.wait(Path::new(HOST_TMP), step) {
+                        break;
+                    }
+                }
+                None => std::thread::sleep(step),
+            }
         }
     }
     // Detach from every JVM, then let the analysis finish what they wrote.

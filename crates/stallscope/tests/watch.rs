@@ -907,3 +907,78 @@ fn a_jvm_that_stalls_often_is_attached_to_and_left_as_found() {
     drop(jvm);
     let _ = std::fs::remove_dir_all(&d);
 }
+
+/// A JVM that stalls in its first second (full GCs as its heap is built) has those stalls
+/// explained: discovery wakes as the JVM makes its perf-data file, not at its next pass up to a
+/// second later (issue 58: a five-minute soak missed 7 of 114 stalls, each in its JVM's first
+/// half second). Three JVMs one after another, each living about a second.
+#[test]
+fn stalls_in_a_jvms_first_second_are_seen() {
+    let _x = exclusive();
+    let d = scratch("watch-young");
+    let events = d.join("events.jsonl");
+    let (mut w, _, said) = start_watch(&[
+        "--match",
+        "young61",
+        "--out",
+        d.join("rec").to_str().unwrap(),
+        "--events",
+        events.to_str().unwrap(),
+        "--for",
+        "120s",
+    ]);
+    let ready = poll(Duration::from_secs(20), Duration::from_millis(50), || {
+        said.try_iter().find(|l| l.starts_with("stallscope: watching"))
+    });
+    assert!(ready.is_some(), "watch said it was watching");
+    // Safepoints at least this long, begun in this first part of the JVM's life, must be stalls.
+    let (long_ns, young_ns) = (10_000_000u64, 1_000_000_000u64);
+    let mut early = Vec::new();
+    for i in 0..3 {
+        let log = d.join(format!("safepoints-{i}.log"));
+        let mut java = Command::new(java17());
+        java.args(["-Dyoung61", "-Xmx256m", "-XX:+UseParallelGC"])
+            .arg(format!("-Xlog:safepoint:file={}:uptimenanos", log.display()));
+        let (mut jvm, pid) = Jvm::start(workload(
+            java,
+            &[],
+            &["heap-gc", "--live", "96", "--gcs", "2", "--every", "50ms"],
+        ))
+        .into_parts();
+        let ended = poll(Duration::from_secs(30), EVERY, || jvm.0.try_wait().ok().flatten());
+        assert!(ended.is_some_and(|s| s.success()), "JVM {i} ran and exited");
+        // `[123456789ns] Safepoint "…", … Total: 34567890 ns`
+        let text = std::fs::read_to_string(&log).unwrap();
+        let n = text
+            .lines()
+            .filter_map(|l| {
+                let up = l.strip_prefix('[')?.split_once("ns]")?.0.parse::<u64>().ok()?;
+                let total =
+                    l.rsplit_once("Total: ")?.1.trim_end_matches(" ns").parse::<u64>().ok()?;
+                (total >= long_ns && up.saturating_sub(total) < young_ns).then_some(())
+            })
+            .count();
+        early.push((pid, n, text));
+    }
+    assert!(
+        early.iter().any(|(_, n, _)| *n > 0),
+        "the JVMs paused for at least 10 ms in their first second: {:?}",
+        early.iter().map(|e| &e.2).collect::<Vec<_>>()
+    );
+    let stalls_of = |pid: i32| {
+        std::fs::read_to_string(&events)
+            .map(|t| watch_events(&t).into_iter().filter(|e| e.jvm.pid == pid).count())
+            .unwrap_or(0)
+    };
+    let seen = poll(Duration::from_secs(20), EVERY, || {
+        early.iter().all(|(pid, n, _)| stalls_of(*pid) >= *n).then_some(())
+    });
+    let _ = w.kill();
+    let _ = w.wait();
+    assert!(
+        seen.is_some(),
+        "every JVM's early pauses are stalls: {:?}; their logs: {:?}",
+        early.iter().map(|(p, n, _)| (p, n, stalls_of(*p))).collect::<Vec<_>>(),
+        early.iter().map(|e| &e.2).collect::<Vec<_>>()
+    );
+}
