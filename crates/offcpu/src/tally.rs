@@ -100,7 +100,19 @@ impl CpuTally {
         st.0 = st.0.saturating_sub(1);
         if st.0 == 0 {
             let _ = self.inner.maps.on.update(&0u32.to_ne_bytes(), &[0u8; 16], MapFlags::ANY);
+            // Every entry is of an epoch now over: gone, or the map fills with every process
+            // that ever ran during a stall (8,192, the LRU's bound, in a day's soak), and each
+            // look reads them all (issue 58).
+            let keys: Vec<Vec<u8>> = self.inner.maps.cputime.keys().collect();
+            for k in keys {
+                let _ = self.inner.maps.cputime.delete(&k);
+            }
         }
+    }
+
+    /// How many processes' entries the program's map holds now (none once no counting is on).
+    pub fn held(&self) -> usize {
+        self.inner.maps.cputime.keys().count()
     }
 }
 

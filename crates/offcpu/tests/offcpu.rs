@@ -147,6 +147,8 @@ fn while_counting_every_process_s_cpu_time_is_tallied_as_the_kernel_accounts_it(
     assert!(cpu_ns > 20_000_000, "it ran: {cpu_ns} ns");
     // Counting off, the next one is not tallied: counting again is a new epoch, without it.
     drop(counting);
+    // Off, the map keeps no entry: a day's stalls do not fill it with every process that ran.
+    assert_eq!(tally.held(), 0, "entries kept once counting is off");
     let (off_pid, _) = spin_and_reap(50_000);
     let counting = tally.count().unwrap();
     let look = counting.look();
