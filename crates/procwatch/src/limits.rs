@@ -34,6 +34,20 @@ pub fn given_open_files() -> Option<libc::rlimit> {
     GIVEN.get().copied()
 }
 
+/// Makes `cmd` start with the limit this process was given (see [`given_open_files`]): a
+/// program stallscope starts for the user (`run`'s, `inject throttle`'s) runs as it would alone.
+pub fn give_back(cmd: &mut std::process::Command) {
+    if let Some(given) = given_open_files() {
+        // SAFETY: between fork and exec, one async-signal-safe call on the child itself.
+        unsafe {
+            std::os::unix::process::CommandExt::pre_exec(cmd, move || {
+                libc::setrlimit(libc::RLIMIT_NOFILE, &given);
+                Ok(())
+            });
+        }
+    }
+}
+
 /// This process's soft and hard limits now.
 pub fn open_files() -> Option<(u64, u64)> {
     let mut l = libc::rlimit { rlim_cur: 0, rlim_max: 0 };

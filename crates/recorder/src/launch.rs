@@ -364,15 +364,7 @@ fn configure(cmd: &mut std::process::Command, l: &Launch) -> Result<()> {
         cmd.stdout(std::process::Stdio::piped());
     }
     // The JVM starts with the open-files limit stallscope was given, not the one it raised.
-    if let Some(given) = procwatch::limits::given_open_files() {
-        // SAFETY: between fork and exec, one async-signal-safe call on ourselves.
-        unsafe {
-            std::os::unix::process::CommandExt::pre_exec(cmd, move || {
-                libc::setrlimit(libc::RLIMIT_NOFILE, &given);
-                Ok(())
-            });
-        }
-    }
+    procwatch::limits::give_back(cmd);
     if let Some(n) = l.nice {
         // SAFETY: between fork and exec, one async-signal-safe call on ourselves.
         unsafe {

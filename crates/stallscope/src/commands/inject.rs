@@ -155,6 +155,7 @@ fn throttle(a: ThrottleArgs) -> Result<i32> {
     let stop = super::stop_flag()?;
     let mut cmd = std::process::Command::new(program);
     cmd.args(args);
+    procwatch::limits::give_back(&mut cmd);
     // SAFETY: between fork and exec only async-signal-safe calls, and no allocation.
     unsafe {
         cmd.pre_exec(move || recorder::join_cgroup(&procs));
