@@ -241,7 +241,8 @@ while :; do
     for d in "$out_dir/$hung"-*/; do
       [[ -d "$d" ]] || { echo "       none: watch had not found it"; continue; }
       "$bin" report "$d" > "$work/hung-report.txt" 2>&1 || true
-      grep -E "^STALL|^  (cause|culprit) " "$work/hung-report.txt" | tail -n 3 | sed 's/^ */       /'
+      { grep -E "^STALL|^  (cause|culprit) |^  stalls " "$work/hung-report.txt" || echo "no stall in it"; } |
+        tail -n 3 | sed 's/^ */       /'
     done
     start_watch "killed and started again"
     # The next row counts the new watch from here: its start-up, then the rest of the minute.
