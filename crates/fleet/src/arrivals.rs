@@ -9,13 +9,15 @@
 
 use std::ffi::CString;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// inotify watches of `/tmp` (for new `hsperfdata_*` directories) and of each of those.
 pub struct Arrivals {
     fd: OwnedFd,
-    tmp: Option<i32>,
+    /// The `/tmp` watched, and its watch.
+    tmp: PathBuf,
+    tmp_wd: i32,
 }
 
 const PREFIX: &str = "hsperfdata_";
@@ -30,9 +32,8 @@ impl Arrivals {
         }
         // SAFETY: a descriptor just returned to us, owned from here.
         let fd = unsafe { OwnedFd::from_raw_fd(raw) };
-        let mut a = Arrivals { fd, tmp: None };
-        a.tmp = a.add(tmp, libc::IN_CREATE | libc::IN_MOVED_TO | libc::IN_ONLYDIR);
-        a.tmp?;
+        let mut a = Arrivals { fd, tmp: tmp.to_path_buf(), tmp_wd: -1 };
+        a.tmp_wd = a.add(tmp, libc::IN_CREATE | libc::IN_MOVED_TO | libc::IN_ONLYDIR)?;
         if let Ok(dir) = std::fs::read_dir(tmp) {
             for e in dir.flatten() {
                 if e.file_name().to_string_lossy().starts_with(PREFIX) {
@@ -52,7 +53,7 @@ impl Arrivals {
 
     /// Waits up to `timeout` for a perf-data file to be made; true when one was (or a new
     /// `hsperfdata_` directory, which is watched from then on).
-    pub fn wait(&mut self, tmp: &Path, timeout: Duration) -> bool {
+    pub fn wait(&mut self, timeout: Duration) -> bool {
         let mut p = libc::pollfd { fd: self.fd.as_raw_fd(), events: libc::POLLIN, revents: 0 };
         let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
         // SAFETY: one pollfd, valid for the call.
@@ -68,9 +69,9 @@ impl Arrivals {
                 break;
             }
             for (wd, name) in events(&buf[..n as usize]) {
-                if Some(wd) == self.tmp {
+                if wd == self.tmp_wd {
                     if name.starts_with(PREFIX) {
-                        self.add(&tmp.join(&name), libc::IN_CREATE | libc::IN_ONLYDIR);
+                        self.add(&self.tmp.join(&name), libc::IN_CREATE | libc::IN_ONLYDIR);
                         arrived = true;
                     }
                 } else if !name.is_empty() {
@@ -108,16 +109,16 @@ mod tests {
         std::fs::create_dir_all(tmp.join("hsperfdata_old")).unwrap();
         std::fs::create_dir_all(tmp.join("unrelated")).unwrap();
         let mut a = Arrivals::new(&tmp).expect("inotify");
-        assert!(!a.wait(&tmp, Duration::from_millis(10)), "nothing made yet");
+        assert!(!a.wait(Duration::from_millis(10)), "nothing made yet");
         std::fs::write(tmp.join("unrelated/42"), b"").unwrap();
         std::fs::write(tmp.join("not-a-jvm"), b"").unwrap();
-        assert!(!a.wait(&tmp, Duration::from_millis(10)), "not a perf-data file");
+        assert!(!a.wait(Duration::from_millis(10)), "not a perf-data file");
         std::fs::write(tmp.join("hsperfdata_old/4242"), b"").unwrap();
-        assert!(a.wait(&tmp, Duration::from_secs(5)), "a JVM's file in a known directory");
+        assert!(a.wait(Duration::from_secs(5)), "a JVM's file in a known directory");
         std::fs::create_dir(tmp.join("hsperfdata_new")).unwrap();
-        assert!(a.wait(&tmp, Duration::from_secs(5)), "a new user's directory");
+        assert!(a.wait(Duration::from_secs(5)), "a new user's directory");
         std::fs::write(tmp.join("hsperfdata_new/4343"), b"").unwrap();
-        assert!(a.wait(&tmp, Duration::from_secs(5)), "a JVM's file in the new directory");
+        assert!(a.wait(Duration::from_secs(5)), "a JVM's file in the new directory");
         std::fs::remove_dir_all(&tmp).unwrap();
     }
 

@@ -559,7 +559,7 @@ pub fn run(cfg: Config, stop: &AtomicBool) -> Result<()> {
             let step = Duration::from_millis(200);
             match arrivals.as_mut() {
                 Some(a) => {
-                    if a.wait(Path::new(HOST_TMP), step) {
+                    if a.wait(step) {
                         break;
                     }
                 }
