@@ -42,6 +42,17 @@ impl Group {
         Group { dir, root: root.to_path_buf(), path: format!("/{leaf}") }
     }
 
+    /// Four times the default CPU weight (`cpu.weight` in v2, `cpu.shares` in v1).
+    fn heavier(&self) {
+        let (file, value) = if self.dir.join("cpu.weight").exists() {
+            ("cpu.weight", "400")
+        } else {
+            ("cpu.shares", "4096")
+        };
+        std::fs::write(self.dir.join(file), value)
+            .unwrap_or_else(|e| panic!("{value} to {}/{file}: {e}", self.dir.display()));
+    }
+
     fn add(&self, pid: i32) {
         std::fs::write(self.dir.join("cgroup.procs"), pid.to_string())
             .unwrap_or_else(|e| panic!("moving {pid} into {}: {e}", self.dir.display()));
@@ -205,6 +216,10 @@ fn a_heap_dump_asked_with_jcmd_is_laid_at_jcmd_and_its_wait_for_cpus_at_the_hogs
             // In the group from its first instruction: a stall while it ran outside it would
             // rightly name it where it was then.
             let g = Group::new(&cpu_hierarchy(), "hogs");
+            // At the default weight their group takes one CPU at most, and the dump's threads
+            // (parallel from JDK 22) wait for each other on the other, as the report then says
+            // (seen once in CI): weighed heavier, the hogs take the JVM's CPUs too.
+            g.heavier();
             let hog = Reaper(
                 Command::new("sh")
                     .args(["-c", "echo $$ > \"$1/cgroup.procs\" && shift && exec \"$0\" \"$@\""])
