@@ -657,7 +657,7 @@ fn stalls_of(
         by_stall.entry(s.stall).or_default().push(s);
     }
     // The safepoint a JVM exits in never ends: a short stall the JVM exited in is its exit.
-    let mut spans: Vec<StallSpan> = stall_spans(&rec.events, rec.now)
+    let mut spans: Vec<StallSpan> = stall_spans(&rec.events, rec.now, rec.last_written_ns())
         .into_iter()
         .filter(|s| !(s.exiting && s.duration_ns() < EXIT_NS))
         .collect();
@@ -1070,8 +1070,12 @@ mod tests {
         };
         // Held 990 ms of a 1 s stall: said, with the step.
         let ev = vec![begin(1, 2000, 2006), held(2006, 990), end(1, 3000, true)];
-        let said =
-            recorder_blind(&ev, &stall_spans(&ev, None)[0], &stall_spans(&ev, None)[0], 5 * MS);
+        let said = recorder_blind(
+            &ev,
+            &stall_spans(&ev, None, None)[0],
+            &stall_spans(&ev, None, None)[0],
+            5 * MS,
+        );
         // (Noticed 1 ms after its threshold, too.)
         let steps = vec!["the first look".to_string()];
         assert_eq!(
@@ -1086,19 +1090,33 @@ mod tests {
         // Held before the stall began: only the part inside counts (50 of 1000 ms): not said.
         let ev = vec![held(1900, 150), begin(1, 2000, 2006), end(1, 3000, true)];
         assert_eq!(
-            recorder_blind(&ev, &stall_spans(&ev, None)[0], &stall_spans(&ev, None)[0], 5 * MS),
+            recorder_blind(
+                &ev,
+                &stall_spans(&ev, None, None)[0],
+                &stall_spans(&ev, None, None)[0],
+                5 * MS
+            ),
             None
         );
         // Noticed on time (a threshold after it began): nothing to say.
         let ev = vec![begin(1, 2000, 2006), end(1, 2030, true)];
         assert_eq!(
-            recorder_blind(&ev, &stall_spans(&ev, None)[0], &stall_spans(&ev, None)[0], 5 * MS),
+            recorder_blind(
+                &ev,
+                &stall_spans(&ev, None, None)[0],
+                &stall_spans(&ev, None, None)[0],
+                5 * MS
+            ),
             None
         );
         // Noticed 500 ms late.
         let ev = vec![begin(1, 2000, 2505), end(1, 3000, true)];
-        let said =
-            recorder_blind(&ev, &stall_spans(&ev, None)[0], &stall_spans(&ev, None)[0], 5 * MS);
+        let said = recorder_blind(
+            &ev,
+            &stall_spans(&ev, None, None)[0],
+            &stall_spans(&ev, None, None)[0],
+            5 * MS,
+        );
         assert_eq!(
             said,
             Some(Evidence::RecorderBlind {

@@ -50,9 +50,16 @@ pub fn end_of_recording(events: &[Event], now: Option<u64>) -> Option<u64> {
 
 /// Every stall the recorder saw, with its start and end; `now`: the recording is read as it
 /// stood then, while it was being made, and a stall with no end yet was under way (cut there,
-/// the JVM not gone).
-pub fn stall_spans(events: &[Event], now: Option<u64>) -> Vec<StallSpan> {
-    let end_of_recording = end_of_recording(events, now);
+/// the JVM not gone). `last_written`: when the recorder last wrote to the recording; one with
+/// no end record (its recorder was killed) ends there, and a stall open then is cut there, the
+/// JVM not known to be gone.
+pub fn stall_spans(
+    events: &[Event],
+    now: Option<u64>,
+    last_written: Option<u64>,
+) -> Vec<StallSpan> {
+    let ended = end_of_recording(events, now);
+    let end_of_recording = ended.or(last_written);
     let target_exited = events.iter().any(|x| matches!(x, Event::TargetExit { .. }));
     let mut out = Vec::new();
     for e in events {
@@ -76,7 +83,7 @@ pub fn stall_spans(events: &[Event], now: Option<u64>) -> Vec<StallSpan> {
             .iter()
             .any(|x| matches!(x, Event::StallEnd { stall: s, exiting: true, .. } if s == stall));
         let exited_during = match end {
-            None => now.is_none(),
+            None => ended.is_some() && now.is_none(),
             Some((_, _, _, resumed)) => !resumed && target_exited,
         };
         let (end_ns, control, queued, _) =
@@ -145,7 +152,7 @@ pub(crate) mod tests {
             begin(2, 3000, 3005),
             Event::TargetExit { t: 3500 * MS, code: Some(0), signal: None },
         ];
-        let s = stall_spans(&ev, None);
+        let s = stall_spans(&ev, None, None);
         assert_eq!(s.len(), 2);
         assert_eq!(
             (s[0].start_ns, s[0].end_ns, s[0].control_max_late_ns, s[0].exited_during),
@@ -158,7 +165,7 @@ pub(crate) mod tests {
 
     #[test]
     fn a_stall_cannot_end_before_it_was_noticed() {
-        let s = stall_spans(&[begin(1, 2000, 2010), end(1, 2004, true)], None);
+        let s = stall_spans(&[begin(1, 2000, 2010), end(1, 2004, true)], None, None);
         assert_eq!(
             s[0].end_ns,
             2010 * MS,
@@ -172,6 +179,7 @@ pub(crate) mod tests {
                 Event::Detach { t: 2200 * MS, reason: "x".into() },
             ],
             None,
+            None,
         );
         assert!(!s[0].exited_during);
     }
@@ -179,13 +187,18 @@ pub(crate) mod tests {
     #[test]
     fn a_recording_read_as_it_stood_cuts_the_stall_under_way_there_and_nobody_exited() {
         let ev = [begin(1, 2000, 2005), end(1, 2100, true), begin(2, 3000, 3005)];
-        let s = stall_spans(&ev, Some(3500 * MS));
+        let s = stall_spans(&ev, Some(3500 * MS), None);
         assert_eq!(s[1].end_ns, 3500 * MS);
         assert!(s[1].cut && !s[1].exited_during, "{:?}", s[1]);
         assert!(!s[0].cut);
-        // The same events read after the fact: a stall with no end ended with the JVM.
-        let s = stall_spans(&ev, None);
-        assert!(s[1].exited_during, "{:?}", s[1]);
+        // The same events read after the fact, with no end record: the recorder was killed.
+        // The stall lasted at least until it last wrote, and nothing says the JVM exited.
+        let s = stall_spans(&ev, None, Some(4200 * MS));
+        assert_eq!(s[1].end_ns, 4200 * MS);
+        assert!(s[1].cut && !s[1].exited_during, "{:?}", s[1]);
+        let s = stall_spans(&ev, None, None);
+        assert_eq!(s[1].end_ns, 3005 * MS, "nothing after it: it ends where it was noticed");
+        assert!(!s[1].exited_during, "{:?}", s[1]);
         assert_eq!(end_of_recording(&ev, Some(3500 * MS)), Some(3500 * MS));
         assert_eq!(end_of_recording(&ev, None), None);
     }

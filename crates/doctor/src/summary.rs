@@ -28,7 +28,9 @@ pub fn summarise(rec: &Recording, stalls: &[StallReport]) -> Summary {
         ttsp_max_ns: rec.safepoints.iter().filter_map(|s| s.ttsp_ns).max(),
         hiccups: rec.hiccups.as_ref().and_then(|h| h.summary()),
         control: rec.control.as_ref().and_then(|h| h.summary()),
+        // Without an end record (its recorder was killed): until it was last written.
         recorded_ns: end_of_recording(&rec.events, rec.now)
+            .or(rec.last_written_ns())
             .unwrap_or(meta.start_mono_ns)
             .saturating_sub(meta.start_mono_ns),
         recorder_pauses: recorder_pauses.len(),

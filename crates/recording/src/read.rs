@@ -290,6 +290,14 @@ impl Recording {
         }
     }
 
+    /// When its recorder last wrote to it, by what it wrote (its events, the stalls' samples, the
+    /// machine's counters): where a recording whose recorder was killed ends.
+    pub fn last_written_ns(&self) -> Option<u64> {
+        let events = self.events.iter().map(|e| e.t());
+        let samples = self.samples.iter().map(|s| s.t);
+        events.chain(samples).chain(self.system.iter().map(|s| s.t)).max()
+    }
+
     /// The recording as it stood at `t`, while it was being made: what was recorded after it
     /// left out, and [`Recording::now`] set.
     pub fn as_at(mut self, t: u64) -> Recording {

@@ -5,7 +5,7 @@
 //! many idle JVMs hold no thread of stallscope's; a short-lived JVM's stall is still scraped after
 //! it exited; a JVM without perf data is watched through /proc and said so. With `--attach`
 //! (every JVM, or those that stall often) the agent goes in, and after SIGTERM, or SIGKILL, no
-//! JVM is left metering or logging. And retention holds its bound while stalls come faster than
+//! JVM is left metering or logging; a stall under way at the SIGKILL stays in its recording. And retention holds its bound while stalls come faster than
 //! it allows.
 
 #[path = "common/browser.rs"]
@@ -456,6 +456,44 @@ fn watch_killed_outright_leaves_every_jvm_running_and_as_it_was() {
     let undone = poll(Duration::from_secs(20), EVERY, || left_in(pid).is_empty().then_some(()));
     assert!(undone.is_some(), "left behind: {:?}", left_in(pid));
     assert!(Path::new(&format!("/proc/{pid}")).exists(), "the JVM runs on");
+    drop(jvm);
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+#[test]
+fn watch_killed_outright_mid_stall_leaves_the_stall_in_its_recording_up_to_the_kill() {
+    let _x = exclusive();
+    let d = scratch("watch-sigkill-stall");
+    // Each thread dump waits seconds for a counted loop (3,000 rounds: about 13 s on JDK 17).
+    let (jvm, pid) = counted_loop_jvm("3000");
+    let rec = d.join("rec");
+    let (mut w, _, _said) = start_watch(&[&pid.to_string(), "--out", rec.to_str().unwrap()]);
+    let events = || {
+        let dir = std::fs::read_dir(&rec).ok()?.flatten().next()?.path();
+        std::fs::read_to_string(dir.join("events.jsonl")).ok().map(|e| (dir, e))
+    };
+    let begun = poll(Duration::from_secs(30), EVERY, || {
+        events().filter(|(_, e)| e.contains("stall-begin"))
+    });
+    let (dir, _) = begun.expect("watch saw no stall begin");
+    std::thread::sleep(Duration::from_secs(2));
+    w.kill().unwrap();
+    let _ = w.wait();
+    let (_, e) = events().unwrap();
+    assert!(!e.contains("stall-end"), "the stall ended before the kill; a longer loop is needed");
+    // Read as it was left: the stall lasted at least until the kill, and the JVM, which runs
+    // on, did not exit in it.
+    let r = report(&dir);
+    assert!(Path::new(&format!("/proc/{pid}")).exists(), "the JVM runs on");
+    let s = r.stalls.last().expect("the stall under way at the kill is in the report");
+    assert!(s.duration_ns >= 1_500_000_000, "cut at its begin: {} ns", s.duration_ns);
+    assert!(!s.target_exited, "the JVM did not exit: {s:?}");
+    assert_eq!(s.findings[0].cause, Cause::NoSafepointPoll, "{:?}", s.findings[0]);
+    assert!(
+        r.notes.iter().any(|n| n.contains("no end record")),
+        "the report says the recording was cut: {:?}",
+        r.notes
+    );
     drop(jvm);
     let _ = std::fs::remove_dir_all(&d);
 }
