@@ -228,8 +228,8 @@ while :; do
   fi
   if [[ -z "$kill_done" ]] && (( now >= kill_at )); then
     kill_done=1
-    kill -KILL "$watch_pid"; wait "$watch_pid" 2> /dev/null || true
     down_since=$(mono_ns)
+    kill -KILL "$watch_pid"; wait "$watch_pid" 2> /dev/null || true
     sleep 2
     echo "  -- $((now / 60)) min: watch killed with SIGKILL, 30 s into the hung JVM's stall; left: $(leftovers)"
     unread=0
@@ -260,8 +260,10 @@ while :; do
 done
 kill -0 "$watch_pid" 2> /dev/null || { echo "soak.sh: watch ended early; see $work/watch.err" >&2; tail "$work/watch.err" >&2; exit 1; }
 rm -f "$out_dir/.fill"
+# From SIGTERM on, watch closes its recordings (a second, with many JVMs): safepoints that begin
+# then are not watched for, and count as while it was down.
+down_since=$(mono_ns); echo "$down_since $((down_since + 3600000000000)) after SIGTERM" >> "$work/down.txt"
 kill -TERM "$watch_pid"; wait "$watch_pid" || echo "  watch exited $? at SIGTERM"
-down_since=$(mono_ns); echo "$down_since $((down_since + 3600000000000)) after it ended" >> "$work/down.txt"
 watch_pid=""
 sleep 1
 echo "  after SIGTERM: $(leftovers)"
