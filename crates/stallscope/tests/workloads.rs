@@ -25,6 +25,13 @@ fn every_workload_explains_itself() {
         .unwrap();
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("--rounds many is not a whole number"));
+    let o = Command::new(java17())
+        .args(["-jar", workloads_jar().to_str().unwrap(), "mapped-read", "--file", "/x"])
+        .args(["--map", "rw"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--map rw: use read-only or read-write"));
 }
 
 #[test]

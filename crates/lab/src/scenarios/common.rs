@@ -158,3 +158,48 @@ pub fn write_file(p: &Path, bytes: usize) -> Result<()> {
     f.sync_all()?;
     Ok(())
 }
+
+/// Pages under writeback beside a run, as on a server that writes its logs while it serves: a
+/// thread rewrites a file of `bytes` at `path` and syncs it, over and over, until dropped (the
+/// file then goes).
+pub struct WritebackBeside {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+    path: std::path::PathBuf,
+}
+
+impl WritebackBeside {
+    pub fn start(path: &Path, bytes: usize) -> Result<WritebackBeside> {
+        use std::io::Write;
+        use std::sync::atomic::Ordering;
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let mut f = std::fs::File::create(path)?;
+        let (flag, buf) = (std::sync::Arc::clone(&stop), vec![0x5au8; 1 << 20]);
+        let thread = std::thread::Builder::new().name("lab-writeback".into()).spawn(move || {
+            while !flag.load(Ordering::Relaxed) {
+                let mut written = 0;
+                while written < bytes && !flag.load(Ordering::Relaxed) {
+                    if f.write_all(&buf).is_err() {
+                        return;
+                    }
+                    written += buf.len();
+                }
+                use std::io::Seek;
+                if f.sync_all().is_err() || f.rewind().is_err() {
+                    return;
+                }
+            }
+        })?;
+        Ok(WritebackBeside { stop, thread: Some(thread), path: path.to_path_buf() })
+    }
+}
+
+impl Drop for WritebackBeside {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+        let _ = std::fs::remove_file(&self.path);
+    }
+}

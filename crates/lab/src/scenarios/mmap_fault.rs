@@ -1,7 +1,9 @@
 //! Seed 000 (LongTTSP): a MappedByteBuffer read on a slow disk holds the safepoint, because a
 //! page fault cannot be interrupted to reach it. The slow disk is slowfs, built into stallscope.
 
-use super::common::{Helper, args, me, mount_slowfs, ms, quiet_launch, run_jvm, write_file};
+use super::common::{
+    Helper, WritebackBeside, args, me, mount_slowfs, ms, quiet_launch, run_jvm, write_file,
+};
 use crate::model::Published;
 use crate::scenario::{Ctx, Measured, Scenario, Spec, VariantSpec};
 use crate::verdict::{Expect, ExpectWho};
@@ -16,6 +18,9 @@ pub struct MmapFault;
 #[derive(Debug, Clone, Copy)]
 pub enum Variant {
     Mmap,
+    /// The file mapped READ_WRITE and only read, with pages under writeback beside: a broker's
+    /// index files. Each fault is still a read (issue 56: read as a write fault under writeback).
+    MmapReadWrite,
     Pread,
     Prefault,
 }
@@ -24,9 +29,17 @@ impl Variant {
     /// The workload's `--mode`.
     fn mode(self) -> &'static str {
         match self {
-            Variant::Mmap => "mmap",
+            Variant::Mmap | Variant::MmapReadWrite => "mmap",
             Variant::Pread => "pread",
             Variant::Prefault => "prefault",
+        }
+    }
+
+    /// The workload's `--map`.
+    fn map(self) -> &'static str {
+        match self {
+            Variant::MmapReadWrite => "read-write",
+            _ => "read-only",
         }
     }
 }
@@ -36,6 +49,8 @@ pub struct Setup {
     _slowfs: Helper,
     file: PathBuf,
     delay_ms: u64,
+    /// Where the writes beside a READ_WRITE run go (the local disk, not the slow one).
+    beside: PathBuf,
 }
 
 impl Scenario for MmapFault {
@@ -81,6 +96,15 @@ impl Scenario for MmapFault {
             },
         ),
         (
+            Variant::MmapReadWrite,
+            VariantSpec {
+                id: "mmap-rw",
+                label: "the same mapped READ_WRITE and only read, writeback beside (a broker's index)",
+                expect: Expect::Cause(Cause::MajorFault),
+                culprit: Some("reader-thread"),
+            },
+        ),
+        (
             Variant::Pread,
             VariantSpec {
                 id: "pread",
@@ -113,7 +137,12 @@ impl Scenario for MmapFault {
         notes.push(format!(
             "slow disk: slowfs with a {delay_ms} ms read delay (the seed injected 5 s with ddi)"
         ));
-        Ok(Setup { _slowfs: slowfs, file: mnt.join("test.dat"), delay_ms })
+        Ok(Setup {
+            _slowfs: slowfs,
+            file: mnt.join("test.dat"),
+            delay_ms,
+            beside: dir.join("writeback-beside.dat"),
+        })
     }
 
     fn run(s: &mut Setup, v: Variant, ctx: &Ctx, rec: &Path) -> Result<Measured> {
@@ -129,6 +158,8 @@ impl Scenario for MmapFault {
             file,
             "--mode",
             v.mode(),
+            "--map",
+            v.map(),
             "--reads",
             p.pick("2", "3"),
             "--stride",
@@ -136,6 +167,11 @@ impl Scenario for MmapFault {
             "--every",
             "50ms",
         ]);
+        // 64 MB rewritten and synced without pause: pages under writeback all through the run.
+        let _beside = match v {
+            Variant::MmapReadWrite => Some(WritebackBeside::start(&s.beside, 64 << 20)?),
+            _ => None,
+        };
         let (j, r) = run_jvm(ctx, rec, &[], &workload, quiet_launch())?;
         let longest = ms(&j["safepoints"]["max_ns"]).context("safepoints")?;
         let metrics = BTreeMap::from([

@@ -21,19 +21,21 @@ import java.nio.file.StandardOpenOption;
  */
 public final class MappedRead {
     static final String USAGE = String.join("\n",
-            "usage: mapped-read --file PATH [--mode mmap|pread|prefault] [--stride 1m] [--reads 8] [--chunk 1]",
-            "                   [--safepoint threaddump|gc] [--every 50ms]",
+            "usage: mapped-read --file PATH [--mode mmap|pread|prefault] [--map read-only|read-write] [--stride 1m]",
+            "                   [--reads 8] [--chunk 1] [--safepoint threaddump|gc] [--every 50ms]",
             "  A reader thread reads --chunk bytes (1, as the seed; a bulk get of e.g. 512k is one copy that faults",
             "  once per readahead window, with no safepoint poll inside) every --stride bytes, --reads times, from",
             "  --file; meanwhile the main thread requests a safepoint every --every and times it. --mode prefault",
             "  first warms the regions to be read with native reads, off the critical path. Evict the file first",
             "  (stallscope inject evict) and put it on a slow disk (stallscope inject slowfs) to see the seed's stall.",
+            "  --map read-write maps the file READ_WRITE (a shared writable mapping, as a broker maps its indexes)",
+            "  and still only reads it: each fault is a read, not a write.",
             "  Prints a summary, then one JSON line.");
 
     static volatile long sink;
 
     public static void main(String[] args) throws Exception {
-        Options o = new Options("mapped-read", USAGE, args, "file", "mode", "stride", "reads", "safepoint", "every", "chunk");
+        Options o = new Options("mapped-read", USAGE, args, "file", "mode", "map", "stride", "reads", "safepoint", "every", "chunk");
         String file = o.string("file", null);
         if (file == null) {
             o.fail("--file is required");
@@ -42,6 +44,11 @@ public final class MappedRead {
         if (!mode.equals("mmap") && !mode.equals("pread") && !mode.equals("prefault")) {
             o.fail("--mode " + mode + ": use mmap, pread or prefault");
         }
+        String mapping = o.string("map", "read-only");
+        if (!mapping.equals("read-only") && !mapping.equals("read-write")) {
+            o.fail("--map " + mapping + ": use read-only or read-write");
+        }
+        boolean writable = mapping.equals("read-write");
         long stride = parseSize(o, o.string("stride", "1m"));
         int chunk = (int) parseSize(o, o.string("chunk", "1"));
         // (prefault warms chunk bytes at each read position, before the reads begin)
@@ -54,7 +61,10 @@ public final class MappedRead {
         Path path = Paths.get(file);
         Latencies readTimes = new Latencies();
         Latencies safepoints = new Latencies();
-        try (FileChannel ch = FileChannel.open(path, StandardOpenOption.READ)) {
+        StandardOpenOption[] open = writable
+                ? new StandardOpenOption[] {StandardOpenOption.READ, StandardOpenOption.WRITE}
+                : new StandardOpenOption[] {StandardOpenOption.READ};
+        try (FileChannel ch = FileChannel.open(path, open)) {
             long size = ch.size();
             if (size < stride * reads) {
                 o.fail(file + " has " + size + " bytes, fewer than --reads × --stride = " + stride * reads);
@@ -70,7 +80,7 @@ public final class MappedRead {
                     }
                 }
             }
-            MappedByteBuffer map = ch.map(FileChannel.MapMode.READ_ONLY, 0, size);
+            MappedByteBuffer map = ch.map(writable ? FileChannel.MapMode.READ_WRITE : FileChannel.MapMode.READ_ONLY, 0, size);
             Thread reader = new Thread(() -> {
                 ByteBuffer direct = ByteBuffer.allocateDirect(chunk);
                 byte[] heap = new byte[chunk];
@@ -112,10 +122,10 @@ public final class MappedRead {
             }
             reader.join();
         }
-        System.out.println("mapped-read (" + mode + "): " + reads + " reads of " + file + " every " + stride + " bytes");
+        System.out.println("mapped-read (" + mode + ", " + mapping + "): " + reads + " reads of " + file + " every " + stride + " bytes");
         System.out.println("  reads took:               " + readTimes.human());
         System.out.println("  safepoints (" + kind + ") took: " + safepoints.human());
-        System.out.println("{\"workload\":\"mapped-read\"," + Latencies.jvm() + ",\"mode\":\"" + mode + "\",\"file\":\"" + file.replace("\"", "\\\"") + "\",\"stride\":" + stride
+        System.out.println("{\"workload\":\"mapped-read\"," + Latencies.jvm() + ",\"mode\":\"" + mode + "\",\"map\":\"" + mapping + "\",\"file\":\"" + file.replace("\"", "\\\"") + "\",\"stride\":" + stride
                 + ",\"chunk\":" + chunk + ",\"reads\":" + readTimes.json() + ",\"safepoint\":\"" + kind + "\",\"safepoints\":" + safepoints.json() + "}");
     }
 
