@@ -89,7 +89,7 @@ pub struct StallEvent {
 }
 
 fn host() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
+    procwatch::procfile::read("/proc/sys/kernel/hostname")
         .map(|h| h.trim().to_string())
         .unwrap_or_default()
 }

@@ -6,8 +6,19 @@
 //! open, one read into a buffer large enough for nearly all of them, one read that finds the
 //! end (a short read is not the end: `seq_file` may stop early), and one close.
 
+//!
+//! The machine's own files under `/proc` (`vmstat`, `stat`, `interrupts`, `pressure/*`, `sys/…`:
+//! not a process's) are opened once and read again from their start (`pread` at 0 makes
+//! `seq_file` build them afresh): a stall's looks read a dozen of them, and each open walks the
+//! path. A process's files and cgroup files are opened at every read: kept open they would hold
+//! an exited process's or a removed cgroup's kernel objects, and grow with the churn.
+
+use std::collections::HashMap;
+use std::fs::File;
 use std::io::Read;
-use std::path::Path;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 /// Enough for `/proc/vmstat`, `/proc/interrupts` on a few dozen CPUs, a cgroup's `memory.stat`
 /// and a process's `status`; a larger file is read on into a buffer twice the size, and so on.
@@ -23,7 +34,26 @@ pub fn read(path: impl AsRef<Path>) -> std::io::Result<String> {
 /// The same into `buf` (its allocation kept from one file to the next: a look at every process
 /// reads hundreds), as text.
 pub fn read_into(path: impl AsRef<Path>, buf: &mut Vec<u8>) -> std::io::Result<&str> {
-    let mut f = std::fs::File::open(path)?;
+    let path = path.as_ref();
+    let kept = machine_file(path).then(|| kept_open(path)).flatten();
+    match kept {
+        Some(f) if whole(buf, |b, at| f.read_at(b, at)).is_ok() => {}
+        _ => {
+            if kept.is_some() {
+                forget(path);
+            }
+            let mut f = File::open(path)?;
+            whole(buf, |b, _| f.read(b))?;
+        }
+    }
+    std::str::from_utf8(buf).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
+}
+
+/// Reads a whole file into `buf` with `read(buf, offset)` until it gives no more.
+fn whole(
+    buf: &mut Vec<u8>,
+    mut read: impl FnMut(&mut [u8], u64) -> std::io::Result<usize>,
+) -> std::io::Result<()> {
     buf.clear();
     buf.resize(FIRST_READ.max(buf.capacity()), 0);
     let mut n = 0;
@@ -31,7 +61,7 @@ pub fn read_into(path: impl AsRef<Path>, buf: &mut Vec<u8>) -> std::io::Result<&
         if n == buf.len() {
             buf.resize(buf.len() * 2, 0);
         }
-        match f.read(&mut buf[n..]) {
+        match read(&mut buf[n..], n as u64) {
             Ok(0) => break,
             Ok(got) => n += got,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
@@ -39,8 +69,48 @@ pub fn read_into(path: impl AsRef<Path>, buf: &mut Vec<u8>) -> std::io::Result<&
         }
     }
     buf.truncate(n);
-    std::str::from_utf8(buf).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
+    Ok(())
 }
+
+/// The machine's files under `/proc` that are kept open: a fixed few, never a process's.
+fn machine_file(path: &Path) -> bool {
+    const KEPT: [&str; 9] = [
+        "vmstat",
+        "stat",
+        "interrupts",
+        "pressure",
+        "uptime",
+        "loadavg",
+        "meminfo",
+        "sys",
+        "diskstats",
+    ];
+    let mut parts = path.components().skip(1);
+    path.starts_with("/proc")
+        && parts.next().is_some_and(|c| c.as_os_str() == "proc")
+        && parts.next().and_then(|c| c.as_os_str().to_str()).is_some_and(|c| KEPT.contains(&c))
+}
+
+/// The open file kept for `path`, opened now if it is not yet.
+fn kept_open(path: &Path) -> Option<Arc<File>> {
+    let mut kept = KEPT_OPEN.lock().unwrap_or_else(|p| p.into_inner());
+    let kept = kept.get_or_insert_with(HashMap::new);
+    if let Some(f) = kept.get(path) {
+        return Some(Arc::clone(f));
+    }
+    let f = Arc::new(File::open(path).ok()?);
+    kept.insert(path.to_path_buf(), Arc::clone(&f));
+    Some(f)
+}
+
+/// Closes the file kept for `path` (a read of it failed: it is opened afresh).
+fn forget(path: &Path) {
+    if let Some(kept) = KEPT_OPEN.lock().unwrap_or_else(|p| p.into_inner()).as_mut() {
+        kept.remove(path);
+    }
+}
+
+static KEPT_OPEN: Mutex<Option<HashMap<PathBuf, Arc<File>>>> = Mutex::new(None);
 
 #[cfg(test)]
 mod tests {
@@ -60,5 +130,29 @@ mod tests {
         std::fs::remove_file(&big).unwrap();
         assert_eq!(got.unwrap(), text);
         assert_eq!(read("/nonexistent/file").unwrap_err().kind(), std::io::ErrorKind::NotFound);
+    }
+
+    #[test]
+    fn the_machines_files_are_kept_open_and_read_afresh_a_processs_are_not() {
+        assert!(machine_file(Path::new("/proc/vmstat")));
+        assert!(machine_file(Path::new("/proc/pressure/io")));
+        assert!(machine_file(Path::new("/proc/sys/kernel/hostname")));
+        for p in
+            ["/proc/self/stat", "/proc/1/status", "/proc", "/sys/fs/cgroup/cpu.stat", "/procx/stat"]
+        {
+            assert!(!machine_file(Path::new(p)), "{p}");
+        }
+        // Read twice through the same open file: the second is the file as it is now.
+        let count = |t: &str| -> u64 {
+            let l = t.lines().find(|l| l.starts_with("ctxt ")).unwrap();
+            l[5..].trim().parse().unwrap()
+        };
+        let first = count(&read("/proc/stat").unwrap());
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let second = count(&read("/proc/stat").unwrap());
+        assert!(second > first, "{first} then {second}");
+        assert!(kept_open(Path::new("/proc/stat")).is_some());
+        let uptime = read("/proc/uptime").unwrap();
+        assert!(uptime.ends_with('\n') && uptime.split_whitespace().count() == 2, "{uptime}");
     }
 }

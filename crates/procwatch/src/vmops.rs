@@ -239,7 +239,11 @@ impl VmOps {
                     // Not an object with a known vtable: the operation ended while we read.
                     return Ok(None);
                 };
-                let caller = (caller_ptr != 0).then(|| self.caller(caller_ptr)).flatten();
+                // The caller waits for its operation: its stack and the code it ran hold still,
+                // and are read a page at a time (the re-read below is not).
+                let caller = (caller_ptr != 0)
+                    .then(|| Memory::snapshot(|| self.caller(caller_ptr)))
+                    .flatten();
                 VmOperation { class, caller }
             }
         };

@@ -52,12 +52,90 @@ pub struct Memory {
     pub pid: i32,
 }
 
+/// A page of another process's memory, as [`Memory::snapshot`] reads them.
+const PAGE: u64 = 4096;
+/// Pages one snapshot keeps at most (1 MiB); reads past them go to the process.
+const SNAPSHOT_PAGES: usize = 256;
+/// Reads at most this long are served from a snapshot's pages; longer ones are one system call
+/// anyway.
+const SNAPSHOT_READ: usize = 256;
+
+/// Each page read whole while a snapshot lasts on this thread (None: not readable whole).
+type Pages = HashMap<(i32, u64), Option<Box<[u8]>>>;
+
+thread_local! {
+    static SNAPSHOT: std::cell::RefCell<Option<Pages>> = const { std::cell::RefCell::new(None) };
+}
+
 impl Memory {
+    /// Runs `f` with this thread's short reads of any process's memory served from whole pages,
+    /// each page read once (a walk of a stack and of the code cache reads hundreds of words,
+    /// one system call each, from a few pages). What `f` reads is each page as it was when first
+    /// read: for what holds still while `f` runs (a thread blocked in the VM, the code cache at
+    /// a safepoint). Nested, the outer snapshot serves.
+    pub fn snapshot<T>(f: impl FnOnce() -> T) -> T {
+        struct End(bool);
+        impl Drop for End {
+            fn drop(&mut self) {
+                if self.0 {
+                    SNAPSHOT.with(|s| *s.borrow_mut() = None);
+                }
+            }
+        }
+        let outer = SNAPSHOT.with(|s| {
+            let mut s = s.borrow_mut();
+            s.is_none().then(|| *s = Some(HashMap::new())).is_some()
+        });
+        let _end = End(outer);
+        f()
+    }
+
+    /// `buf` from the snapshot's pages, reading those it lacks; None without a snapshot, for a
+    /// long read, or where a page cannot be read whole (the caller then reads the process).
+    fn read_snapshot(&self, address: u64, buf: &mut [u8]) -> Option<()> {
+        if buf.len() > SNAPSHOT_READ {
+            return None;
+        }
+        let end = address.checked_add(buf.len() as u64)?;
+        SNAPSHOT.with(|s| {
+            let mut s = s.borrow_mut();
+            let pages = s.as_mut()?;
+            let mut at = address;
+            while at < end {
+                let page = at & !(PAGE - 1);
+                if !pages.contains_key(&(self.pid, page)) {
+                    if pages.len() >= SNAPSHOT_PAGES {
+                        return None;
+                    }
+                    let mut whole = vec![0u8; PAGE as usize];
+                    let read = self.read_process(page, &mut whole).ok();
+                    let data = (read == Some(whole.len())).then(|| whole.into_boxed_slice());
+                    pages.insert((self.pid, page), data);
+                }
+                let data = pages.get(&(self.pid, page))?.as_ref()?;
+                let from = (at - page) as usize;
+                let n = ((end - at) as usize).min(PAGE as usize - from);
+                let to = (at - address) as usize;
+                buf[to..to + n].copy_from_slice(&data[from..from + n]);
+                at += n as u64;
+            }
+            Some(())
+        })
+    }
+
     /// Reads up to `buf.len()` bytes at `address`, as many as are mapped from there on.
     pub fn read_some(&self, address: u64, buf: &mut [u8]) -> Result<usize, Error> {
         if buf.is_empty() {
             return Ok(0);
         }
+        if self.read_snapshot(address, buf).is_some() {
+            return Ok(buf.len());
+        }
+        self.read_process(address, buf)
+    }
+
+    /// One `process_vm_readv` of `buf.len()` bytes at `address`.
+    fn read_process(&self, address: u64, buf: &mut [u8]) -> Result<usize, Error> {
         let local =
             libc::iovec { iov_base: buf.as_mut_ptr() as *mut libc::c_void, iov_len: buf.len() };
         let remote = libc::iovec { iov_base: address as *mut libc::c_void, iov_len: buf.len() };
@@ -470,6 +548,34 @@ fn check_stride(stride: u64) -> Result<(), Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_snapshot_reads_each_page_once_and_holds_it_still() {
+        let mem = Memory { pid: std::process::id() as i32 };
+        // Two pages' worth, so that a read can span them.
+        let mut words: Vec<u64> = (0..1024).collect();
+        let at = |i: usize, w: &[u64]| w.as_ptr() as u64 + 8 * i as u64;
+        let straddling = {
+            let page_end = (at(0, &words) | (PAGE - 1)) + 1;
+            page_end - 4
+        };
+        let before = (mem.u64(at(3, &words)).unwrap(), mem.u64(straddling).unwrap());
+        Memory::snapshot(|| {
+            assert_eq!(mem.u64(at(3, &words)).unwrap(), 3);
+            assert_eq!(mem.u64(straddling).unwrap(), before.1, "across two pages");
+            words[3] = 99;
+            std::hint::black_box(&words);
+            assert_eq!(mem.u64(at(3, &words)).unwrap(), 3, "the page as first read");
+            // Nested: the outer snapshot still serves.
+            Memory::snapshot(|| assert_eq!(mem.u64(at(3, &words)).unwrap(), 3));
+            // What is not mapped fails as it does outside.
+            assert!(mem.u64(8).is_err());
+            let mut long = vec![0u8; 1024];
+            assert_eq!(mem.read_some(at(0, &words), &mut long).unwrap(), 1024, "a long read");
+        });
+        assert_eq!(mem.u64(at(3, &words)).unwrap(), 99, "after it, the process as it is");
+        assert_eq!(before.0, 3);
+    }
 
     #[test]
     fn our_own_memory_reads_back_and_an_unmapped_address_is_an_error() {

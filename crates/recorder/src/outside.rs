@@ -257,7 +257,9 @@ fn name(cc: &CodeCache, pid: i32, r: &Raw) -> Vec<JavaFrame> {
             None => mem.u64(addr).ok(),
         }
     };
-    cc.walk(r.pc, r.sp, r.fp, &word, MAX_FRAMES)
+    // The stack is a copy already; the code cache and the methods' names are read a page at a
+    // time.
+    procwatch::vmstructs::Memory::snapshot(|| cc.walk(r.pc, r.sp, r.fp, &word, MAX_FRAMES))
         .into_iter()
         .enumerate()
         // Below the top, a stub is the VM's way into Java (the call stub): no frame to show.
