@@ -161,7 +161,9 @@ reap_churn() {
   return 0
 }
 start_mapped() {
-  "$bin" inject evict "$work/back/data" > /dev/null 2>&1 || true
+  # The mount's own page cache too: evicting the backing file alone left the pages the last
+  # mapped JVM read cached in the FUSE inode, and the hung JVM's reads never reached the mount.
+  "$bin" inject evict "$work/back/data" "$work/slow/data" > /dev/null 2>&1 || true
   "$java" -Xmx32m "$(log_opt mapped)" -jar "$workloads" mapped-read --file "$work/slow/data" \
     --stride 1m --reads "$1" --safepoint threaddump --every 50ms > /dev/null 2>&1 &
   pids+=($!)
