@@ -5,7 +5,6 @@
 //! kernel's `seq_file` code. A stall's system sample reads a dozen of them every 50 ms. Here one
 //! open, one read into a buffer large enough for nearly all of them, one read that finds the
 //! end (a short read is not the end: `seq_file` may stop early), and one close.
-
 //!
 //! The machine's own files under `/proc` (`vmstat`, `stat`, `interrupts`, `pressure/*`, `sys/…`:
 //! not a process's) are opened once and read again from their start (`pread` at 0 makes
@@ -85,10 +84,8 @@ fn machine_file(path: &Path) -> bool {
         "sys",
         "diskstats",
     ];
-    let mut parts = path.components().skip(1);
-    path.starts_with("/proc")
-        && parts.next().is_some_and(|c| c.as_os_str() == "proc")
-        && parts.next().and_then(|c| c.as_os_str().to_str()).is_some_and(|c| KEPT.contains(&c))
+    let first = path.strip_prefix("/proc").ok().and_then(|rest| rest.components().next());
+    first.and_then(|c| c.as_os_str().to_str()).is_some_and(|c| KEPT.contains(&c))
 }
 
 /// The open file kept for `path`, opened now if it is not yet.

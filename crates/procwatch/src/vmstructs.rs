@@ -195,7 +195,7 @@ impl Memory {
         let mut out = Vec::new();
         let mut at = address;
         while out.len() < max {
-            let to_page = 4096 - (at % 4096) as usize;
+            let to_page = (PAGE - at % PAGE) as usize;
             let mut buf = vec![0u8; to_page.min(max - out.len()).min(256)];
             self.read(at, &mut buf)?;
             if let Some(nul) = buf.iter().position(|b| *b == 0) {
