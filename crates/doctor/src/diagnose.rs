@@ -208,6 +208,7 @@ fn diagnose_stall(
         meter_tid,
         trace,
         kwaits: kw,
+        cpu_use: rec.who.iter().filter(|w| w.stall() == stall).find_map(classify::CpuUse::of),
         clock_ticks: meta.clock_ticks,
     };
     let mut findings = classify::classify(&inputs);

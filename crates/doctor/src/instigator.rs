@@ -82,7 +82,9 @@ pub fn assign(findings: &mut [Finding], inp: &WhoInputs, safepoint: Option<&Safe
         };
         match found {
             Ok(i) => {
-                if answers(f.cause, &i) {
+                // An operation held up by its own threads' crowd is fixed there first; what set
+                // it off is the fix beside it.
+                if answers(f.cause, &i) && f.fix != crate::classify::OWN_THREADS_FIX {
                     f.fix = i.fix.clone();
                 }
                 f.instigator = Some(i);

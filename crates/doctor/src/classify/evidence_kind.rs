@@ -63,6 +63,13 @@ pub enum Evidence {
     /// An operation's thread waited on a run queue while its CPU went to the operation's own
     /// other threads (the kernel's events): no neighbour took it.
     CpuHeldByOwnThreads,
+    /// The JVM's own threads used `target` of the machine's `cpus` CPUs through the stall,
+    /// every other process `others` (shares of the whole, from the recorder's count).
+    CpusHeldByJvm {
+        cpus: usize,
+        target: f64,
+        others: f64,
+    },
     /// Seen runnable, too briefly for the counters to say whether it ran.
     RunnableTooBriefly {
         role: Role,

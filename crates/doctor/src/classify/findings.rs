@@ -80,6 +80,14 @@ fn fix_for(cause: Cause, evidence: &[Evidence]) -> String {
             _ => {}
         }
     }
+    // An operation that waited for CPUs its own threads held: more threads than CPUs.
+    if cause == Cause::LongVmOperation
+        && evidence
+            .iter()
+            .any(|e| matches!(e, Evidence::CpuHeldByOwnThreads | Evidence::CpusHeldByJvm { .. }))
+    {
+        return OWN_THREADS_FIX.to_string();
+    }
     if cause != Cause::MappedWriteback {
         return cause.fix().to_string();
     }
@@ -104,6 +112,9 @@ fn fix_for(cause: Cause, evidence: &[Evidence]) -> String {
         _ => cause.fix().to_string(),
     }
 }
+
+/// The fix when an operation's threads waited for CPUs held by the JVM's own threads.
+pub(crate) const OWN_THREADS_FIX: &str = "the operation ran more threads than the JVM had CPUs for, and they waited for each other: give a collection no more GC threads than the CPUs the JVM may use (-XX:ParallelGCThreads, -XX:ConcGCThreads; in a container whose CPU limit the JVM does not see, -XX:ActiveProcessorCount), keep other busy threads of the JVM off those CPUs, and then shorten the operation itself";
 
 /// The fix when a thread late to a safepoint spent it first-touching fresh memory in one call.
 pub(crate) const FRESH_MEMORY_CALL_FIX: &str = "the thread allocated, filled or copied memory it had never touched in one call that polls for no safepoint (a huge array zeroed as it is allocated, ByteBuffer.allocateDirect, Unsafe.setMemory or copyMemory): its pages' first touches are the cost, so allocate such arrays and buffers once, at start, off the latency-critical path (and reuse them), make fills in pieces of a few MiB, or have the heap touched at start (-XX:+AlwaysPreTouch with -Xms equal to -Xmx); a loop's safepoint poll (strip mining) does not help a single call";

@@ -41,7 +41,78 @@ pub struct Inputs<'a> {
     pub trace: &'a [recording::disk::TraceEvent],
     /// The kernel's waits of the JVM's threads in the stall (the BPF recorder, root only).
     pub kwaits: Option<&'a recording::StallKernelWaits>,
+    /// Every process's CPU time while the stall lasted, as the recorder counted it.
+    pub cpu_use: Option<CpuUse>,
     pub clock_ticks: u64,
+}
+
+/// The machine's CPU time while a stall lasted (`who`'s cpu-use line): how much of it the target
+/// used and how much every other process did.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CpuUse {
+    /// The time counted over, in ns.
+    pub over_ns: u64,
+    pub cpus: usize,
+    pub target_ns: u64,
+    pub others_ns: u64,
+    /// Counted to the ns by the kernel's switches (BPF), not in clock ticks from `/proc`.
+    pub exact: bool,
+}
+
+/// Below this share of the machine's CPUs other processes took, no neighbour starved the JVM
+/// (the instigator names none below it either).
+const OTHERS_AT_MOST: f64 = 0.25;
+/// At least this share of the machine's CPUs used by the target, and twice what others used: it
+/// was its own contention. (The count leaves stallscope out and begins when the stall is
+/// noticed: 8 GC threads on 2 CPUs with nothing else running counted 0.39–0.72 of them.)
+const TARGET_AT_LEAST: f64 = 0.3;
+/// Counted in clock ticks, a count over less than this is too coarse to say.
+const TICKED_AT_LEAST_NS: u64 = 200_000_000;
+
+impl CpuUse {
+    /// From a stall's cpu-use line, if it has one.
+    pub fn of(who: &recording::Who) -> Option<CpuUse> {
+        match who {
+            recording::Who::CpuUse { from, to, cpus, target_ns, others_ns, counted, .. } => {
+                Some(CpuUse {
+                    over_ns: to.saturating_sub(*from),
+                    cpus: *cpus,
+                    target_ns: *target_ns,
+                    others_ns: *others_ns,
+                    exact: counted == "bpf",
+                })
+            }
+            _ => None,
+        }
+    }
+
+    /// The machine's CPUs over the count, in ns.
+    fn capacity_ns(&self) -> f64 {
+        self.over_ns as f64 * self.cpus.max(1) as f64
+    }
+
+    /// (the target's share, other processes' share) of the machine's CPUs, where the count can
+    /// tell.
+    pub fn shares(&self) -> Option<(f64, f64)> {
+        if self.over_ns == 0 || (!self.exact && self.over_ns < TICKED_AT_LEAST_NS) {
+            return None;
+        }
+        let c = self.capacity_ns();
+        Some((self.target_ns as f64 / c, self.others_ns as f64 / c))
+    }
+
+    /// The target used more of the machine's CPUs than every other process together.
+    pub fn target_ahead(&self) -> bool {
+        self.shares().is_some_and(|(target, others)| target > others)
+    }
+
+    /// The target's own threads held the machine's CPUs through the stall, nobody else did:
+    /// a wait for a CPU in it was for the target's own threads.
+    pub fn held_by_target(&self) -> bool {
+        self.shares().is_some_and(|(target, others)| {
+            target >= TARGET_AT_LEAST && others < OTHERS_AT_MOST && target >= 2.0 * others
+        })
+    }
 }
 
 impl Inputs<'_> {

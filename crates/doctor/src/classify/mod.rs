@@ -33,8 +33,8 @@ mod words;
 
 pub use activity::{Activity, breakdown};
 pub use evidence_kind::{Evidence, Role, Swap};
-pub(crate) use findings::{PERF_DATA_FIX, fault_file};
-pub use inputs::Inputs;
+pub(crate) use findings::{OWN_THREADS_FIX, PERF_DATA_FIX, fault_file};
+pub use inputs::{CpuUse, Inputs};
 pub use segment::{Segment, SegmentKind, segments};
 
 use crate::report::Finding;
@@ -195,6 +195,7 @@ mod tests {
             mapped_files,
             meter_tid,
             None,
+            None,
         )
     }
 
@@ -213,6 +214,7 @@ mod tests {
         mapped_files: &[(String, u64, u64)],
         meter_tid: Option<i32>,
         kwaits: Option<&recording::StallKernelWaits>,
+        cpu_use: Option<CpuUse>,
     ) -> Vec<Draft> {
         let names = HashMap::new();
         let sps = vec![sp];
@@ -250,6 +252,7 @@ mod tests {
             meter_tid,
             trace,
             kwaits,
+            cpu_use,
             clock_ticks: 100,
         })
     }
@@ -420,6 +423,7 @@ mod tests {
                 &[],
                 None,
                 kw,
+                None,
             )
         };
         let own = kw(waits.clone());
@@ -441,6 +445,59 @@ mod tests {
         let hog = kw(others);
         assert_eq!(go(Some(&hog))[0].cause, Cause::CpuStarvation);
         assert_eq!(go(None)[0].cause, Cause::CpuStarvation, "without the kernel's account");
+    }
+
+    /// Issue 56: eight GC threads of a young collection on 2 CPUs, nothing else running. The
+    /// kernel's count of every process's CPU time says the JVM held the CPUs: the collection,
+    /// with the fix for its crowd, not a confident starvation. Where others took the CPUs, or
+    /// the count is too coarse to say, starvation as before.
+    #[test]
+    fn an_operation_waiting_for_cpus_the_jvm_itself_held_is_the_operation() {
+        let vm = thread(1, "VM Thread", 'S', 25_000, 50_000);
+        let gc0 = thread(2, "GC Thread#0", 'R', 2 * MS, 11 * MS);
+        let gc1 = thread(3, "GC Thread#1", 'R', 2 * MS, 10 * MS);
+        let go = |u: Option<CpuUse>| {
+            let th = vec![vm.clone(), gc0.clone(), gc1.clone()];
+            run_seen_kernel(
+                None,
+                Some(th.clone()),
+                th,
+                safepoint("ParallelGCFailedAllocation", 36_000, 14 * MS),
+                14 * MS + 36_000,
+                psi(Some(0.85), None),
+                &[],
+                &[],
+                &[],
+                &[],
+                None,
+                None,
+                u,
+            )
+        };
+        let used = |target_ms: u64, others_ms: u64, exact: bool| {
+            Some(CpuUse {
+                over_ns: 14 * MS,
+                cpus: 2,
+                target_ns: target_ms * MS,
+                others_ns: others_ms * MS,
+                exact,
+            })
+        };
+        let mut f = go(used(17, 0, true));
+        assert_eq!(f[0].cause, Cause::LongVmOperation, "{f:?}");
+        assert!(f.iter().all(|x| x.cause != Cause::CpuStarvation), "{f:?}");
+        assert!(
+            f[0].evidence.iter().any(|e| matches!(e, Evidence::CpusHeldByJvm { cpus: 2, .. })),
+            "{:?}",
+            f[0].evidence
+        );
+        assert_eq!(f.remove(0).into_finding().fix, super::findings::OWN_THREADS_FIX);
+        // Others took a third of the CPUs: starvation, confident, as before.
+        let f = go(used(10, 10, true));
+        assert_eq!((f[0].cause, f[0].confidence), (Cause::CpuStarvation, Confidence::High));
+        // Counted in clock ticks over 14 ms: too coarse to say; as before.
+        assert_eq!(go(used(17, 0, false))[0].cause, Cause::CpuStarvation);
+        assert_eq!(go(None)[0].cause, Cause::CpuStarvation, "without the count");
     }
 
     #[test]
@@ -606,6 +663,7 @@ mod tests {
             &[],
             None,
             kw,
+            None,
         )
     }
 
@@ -938,6 +996,7 @@ mod tests {
             meter_tid: Some(30),
             trace: &[],
             kwaits: None,
+            cpu_use: None,
             clock_ticks: 100,
         };
         let f = drafts(&inp);
@@ -1154,6 +1213,7 @@ mod tests {
             meter_tid: None,
             trace: &[],
             kwaits: None,
+            cpu_use: None,
             clock_ticks: 100,
         })
     }

@@ -63,11 +63,26 @@ pub(super) fn cause_of(t: &ThreadEvidence, act: Activity, role: Role, inp: &Inpu
                     true,
                     vec![Evidence::JvmCgroupThrottled { ns: throttled }],
                 )
-            } else if role == Role::Operation && cpu_went_to_own(t, inp) {
+            } else if role == Role::Operation && holders(t, inp).covered() {
                 // Its CPU went to the operation's own threads, not to any neighbour: the
                 // operation is what took the time, on fewer CPUs than it had threads (issue 56;
                 // who held it is in the kernel's lines).
                 (Cause::LongVmOperation, false, vec![Evidence::CpuHeldByOwnThreads])
+            } else if let Some(own) = inp.cpu_use.filter(|u| {
+                u.held_by_target() || (holders(t, inp).mostly_own() && u.target_ahead())
+            }) {
+                // The JVM's own threads held the machine's CPUs, no other process took a
+                // visible part: an operation's wait for a CPU is the operation itself (more GC
+                // threads than CPUs); a late thread's is the JVM's own crowd, never a confident
+                // starvation (issue 56: a 14 ms young GC of 8 GC threads on 2 CPUs read as
+                // `cpu-starvation` at high confidence, the CPU pressure its own).
+                let (target, others) = own.shares().unwrap_or_default();
+                let line = Evidence::CpusHeldByJvm { cpus: own.cpus, target, others };
+                if role == Role::Operation {
+                    (Cause::LongVmOperation, false, vec![line])
+                } else {
+                    (Cause::CpuStarvation, false, vec![Evidence::RunQueue { role }, line])
+                }
             } else {
                 let (contended, psi) = cpu_pressure(inp);
                 let mut ev = vec![Evidence::RunQueue { role }];
@@ -184,20 +199,38 @@ pub(super) fn cause_of(t: &ThreadEvidence, act: Activity, role: Role, inp: &Inpu
     }
 }
 
-/// A thread on a CPU in the kernel: paging in from swap, reclaiming, or something the counters
-/// do not show.
-/// Whether the kernel's events show thread `t`'s CPU, while it waited preempted in the stall,
-/// going to other threads of the same JVM: at least two thirds of the time its CPU went to
-/// anyone, and half its time preempted in the stall, both as the kernel's events count them.
-/// False without the kernel's account (no BPF, or no holder recorded). (The run-queue time of
-/// the thread's samples is no measure here: a thread on a CPU since its last read is not read
-/// again mid-stall. CI on 2026-11-29: a GC thread 16 ms preempted with holders counted for
-/// under 0.1 ms, beside four CPU hogs, was called the operation's own doing.)
-fn cpu_went_to_own(t: &ThreadEvidence, inp: &Inputs) -> bool {
-    let Some(kw) = inp.kwaits else { return false };
+/// Who held thread `t`'s CPU while it waited preempted in the stall, as the kernel's events
+/// count them (each wait's longest holder): in ns, held by anyone named, by the JVM's own other
+/// threads, and the thread's time preempted in the stall. All 0 without the kernel's account
+/// (no BPF, or no holder recorded).
+struct Holders {
+    all: u64,
+    own: u64,
+    queued: u64,
+    run_delay: u64,
+}
+
+impl Holders {
+    /// At least two thirds of the time a holder was named, it was one of the JVM's own threads.
+    fn mostly_own(&self) -> bool {
+        self.all > 0 && self.own * 3 >= self.all * 2
+    }
+
+    /// Mostly its own threads, and they held its CPU at least half its time preempted: the
+    /// holders alone say so. (The run-queue time of the thread's samples is no measure here: a
+    /// thread on a CPU since its last read is not read again mid-stall. CI on 2026-11-29: a GC
+    /// thread 16 ms preempted with holders counted for under 0.1 ms, beside four CPU hogs, was
+    /// called the operation's own doing.)
+    fn covered(&self) -> bool {
+        self.mostly_own() && self.own * 2 >= self.queued.max(self.run_delay).max(1)
+    }
+}
+
+fn holders(t: &ThreadEvidence, inp: &Inputs) -> Holders {
+    let mut h = Holders { all: 0, own: 0, queued: 0, run_delay: t.run_delay_ns };
+    let Some(kw) = inp.kwaits else { return h };
     let own: std::collections::HashSet<i32> =
         inp.evidence.threads.iter().map(|x| x.tid).filter(|tid| *tid != t.tid).collect();
-    let (mut all, mut mine, mut queued) = (0u64, 0u64, 0u64);
     let waits = kw.waits.iter().filter(|w| {
         w.tid == t.tid
             && w.state == 'R'
@@ -205,17 +238,19 @@ fn cpu_went_to_own(t: &ThreadEvidence, inp: &Inputs) -> bool {
             && w.end.is_none_or(|e| e > inp.start_ns)
     });
     for w in waits {
-        queued +=
+        h.queued +=
             w.end.unwrap_or(inp.end_ns).min(inp.end_ns).saturating_sub(w.start.max(inp.start_ns));
         let (Some(i), Some(ns)) = (&w.instead, w.instead_ns) else { continue };
-        all += ns;
+        h.all += ns;
         if own.contains(&i.tid) {
-            mine += ns;
+            h.own += ns;
         }
     }
-    all > 0 && mine * 3 >= all * 2 && mine * 2 >= queued.max(t.run_delay_ns).max(1)
+    h
 }
 
+/// A thread on a CPU in the kernel: paging in from swap, reclaiming, or something the counters
+/// do not show.
 fn kernel_cpu_cause(t: &ThreadEvidence, role: Role, inp: &Inputs) -> Reading {
     let mem = &inp.signals.memory;
     let faults = t.majflt_since_baseline;

@@ -96,6 +96,14 @@ impl fmt::Display for Evidence {
                  not by any other process (the kernel's events): it ran on fewer CPUs than it \
                  had threads",
             ),
+            E::CpusHeldByJvm { cpus, target, others } => write!(
+                f,
+                "the JVM's own threads used {:.0}% of the machine's {cpus} CPUs through the \
+                 stall, every other process {:.0}% (the recorder's count): it had more runnable \
+                 threads than CPUs, no neighbour took them",
+                target * 100.0,
+                others * 100.0
+            ),
             E::RunnableTooBriefly { role } => {
                 let sj = role.subject();
                 write!(
