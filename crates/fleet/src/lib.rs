@@ -294,10 +294,19 @@ fn guard_jvm(
     }
     let _filtered = Filtered(sh.offcpu.as_ref(), pid);
     let mut first = true;
+    // Said once per spell of a disk too full to record on, and when it is over.
+    let mut no_space_since: Option<Instant> = None;
     loop {
         let dir = recording_dir(&sh.out, &j);
         let made = recorder::own_empty_dir(&dir).and_then(|_| recorder::hand_to(&dir, jvm.uid));
         if let Err(e) = made {
+            if out_of_space(&e) {
+                let _ = std::fs::remove_dir(&dir);
+                if wait_for_space(&sh, pid, j.starttime, &e, &stop, &roll, &mut no_space_since) {
+                    continue;
+                }
+                return;
+            }
             return skip("refused", format!("{e:#}"));
         }
         let attached = escalate.load(Ordering::SeqCst);
@@ -358,8 +367,30 @@ fn guard_jvm(
             recorder::attach::record_outside(&s, pid, &stop, &drive)
         };
         *current.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        // Its disk full (a roll's new recording, or the first): nothing of it is kept when not
+        // even its meta.json was written (created empty, or not at all), and the JVM stays guarded: it is recorded again once
+        // there is room (issue 58: a full disk ended the guarding of every JVM rolled then, for
+        // good, and `watch PID` exited).
+        let no_space = r.as_ref().err().is_some_and(out_of_space);
+        let meta = std::fs::metadata(dir.join(recording::files::META));
+        if no_space && meta.as_ref().map_or(true, |m| m.len() == 0) {
+            let _ = std::fs::remove_dir_all(&dir);
+        }
         let _ = notes.send(Note::Closed { dir: dir.clone() });
         let alive = procwatch::task::process_starttime(pid) == Some(j.starttime);
+        if let (Err(e), true) = (&r, no_space && alive) {
+            roll.store(false, Ordering::SeqCst);
+            if wait_for_space(&sh, pid, j.starttime, e, &stop, &roll, &mut no_space_since) {
+                continue;
+            }
+            return;
+        }
+        if let Some(t) = no_space_since.take() {
+            sh.notices.warn(format!(
+                "JVM pid {pid}: recorded again, after {} without room on the disk",
+                recording::units::fmt_ns(t.elapsed().as_nanos() as u64)
+            ));
+        }
         let mut again = roll.swap(false, Ordering::SeqCst);
         if let Err(e) = r {
             if first {
@@ -390,6 +421,55 @@ fn guard_jvm(
             return;
         }
     }
+}
+
+/// Whether an error is the disk being full (or a quota reached): a spell that ends, unlike a
+/// refusal.
+fn out_of_space(e: &anyhow::Error) -> bool {
+    let full = |n: Option<i32>| matches!(n, Some(libc::ENOSPC) | Some(libc::EDQUOT));
+    e.chain().any(|c| c.downcast_ref::<std::io::Error>().is_some_and(|io| full(io.raw_os_error())))
+        || {
+            let text = format!("{e:#}");
+            [libc::ENOSPC, libc::EDQUOT].iter().any(|n| text.contains(&format!("(os error {n})")))
+        }
+}
+
+/// How often a JVM whose recording could not be written for want of room is tried again.
+const NO_SPACE_RETRY: Duration = Duration::from_secs(5);
+
+/// Waits to record the JVM again after its disk was full (said once a spell); false when it
+/// should not be: watch ends, the JVM was let go or exited.
+fn wait_for_space(
+    sh: &Shared,
+    pid: i32,
+    starttime: u64,
+    e: &anyhow::Error,
+    stop: &AtomicBool,
+    roll: &AtomicBool,
+    since: &mut Option<Instant>,
+) -> bool {
+    if since.is_none() {
+        *since = Some(Instant::now());
+        sh.notices.warn(format!(
+            "JVM pid {pid}: its recording cannot be written ({e:#}); still guarded, recorded \
+             again once there is room (tried every {} s)",
+            NO_SPACE_RETRY.as_secs()
+        ));
+    }
+    let t0 = Instant::now();
+    while t0.elapsed() < NO_SPACE_RETRY {
+        if sh.ending.load(Ordering::SeqCst) {
+            return false;
+        }
+        // A roll asked meanwhile is moot (nothing is being recorded); a stop without one lets
+        // the JVM go.
+        if stop.load(Ordering::SeqCst) && !roll.swap(false, Ordering::SeqCst) {
+            return false;
+        }
+        stop.store(false, Ordering::SeqCst);
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    procwatch::task::process_starttime(pid) == Some(starttime) && !sh.ending.load(Ordering::SeqCst)
 }
 
 /// The JVM `pid`'s safepoint probes, watched in a slot of their own by the one BPF recorder;

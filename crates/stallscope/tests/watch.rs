@@ -1020,3 +1020,109 @@ fn stalls_in_a_jvms_first_second_are_seen() {
         early.iter().map(|e| &e.2).collect::<Vec<_>>()
     );
 }
+
+/// A tmpfs of the test's own, unmounted when dropped (root only).
+struct SmallDisk(PathBuf);
+
+impl SmallDisk {
+    fn mount(at: &Path, size: &str) -> SmallDisk {
+        std::fs::create_dir_all(at).unwrap();
+        let ok = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(at)
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "mounting a tmpfs at {} needs root", at.display());
+        SmallDisk(at.to_path_buf())
+    }
+
+    /// Fills it to the last byte, as another program would; the file is removed when `fill`
+    /// returns false.
+    fn fill(&self, full: bool) {
+        let f = self.0.join(".fill");
+        if !full {
+            let _ = std::fs::remove_file(&f);
+            return;
+        }
+        use std::io::Write;
+        let mut out = std::fs::File::create(&f).unwrap();
+        let block = vec![0u8; 1 << 20];
+        while out.write_all(&block).is_ok() {}
+        let _ = out.write_all(&[0u8; 4096]);
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+    }
+}
+
+/// Issue 58, found by the soak: with the disk under `--out` full, retention rolled the live
+/// recording, the new one could not write its meta.json, and the JVM was guarded no more: for
+/// good under `--all`, and `watch PID` exited ("every JVM named has exited"). Now the JVM stays
+/// guarded, its stalls are events throughout, and it is recorded again once there is room.
+/// Needs root (the tmpfs).
+#[test]
+fn a_full_disk_under_out_leaves_every_jvm_guarded_and_its_stalls_events() {
+    let _x = exclusive();
+    let d = scratch("watch-full-disk");
+    let disk = SmallDisk::mount(&d.join("disk"), "16m");
+    // Safepoints held by a loop three times a second: an event each.
+    let mut java = Command::new(java17());
+    java.args(["-Xmx64m", "-XX:+UseParallelGC", "-XX:-UseCountedLoopSafepoints"]);
+    let args = [
+        "counted-loop",
+        "--duration",
+        MARK,
+        "--rounds",
+        "20",
+        "--trigger",
+        "gc",
+        "--every",
+        "300ms",
+    ];
+    let (jvm, pid) = Jvm::start(workload(java, &[], &args)).became_jvm().into_parts();
+    let (out, events) = (disk.0.join("rec"), d.join("events.jsonl"));
+    let (mut w, _, said) = start_watch(&[
+        &pid.to_string(),
+        "--out",
+        out.to_str().unwrap(),
+        "--events",
+        events.to_str().unwrap(),
+    ]);
+    let count = || std::fs::read_to_string(&events).map_or(0, |e| e.lines().count());
+    assert!(
+        poll(Duration::from_secs(30), EVERY, || (count() >= 3).then_some(())).is_some(),
+        "no stall became an event before the disk filled"
+    );
+    disk.fill(true);
+    let at_fill = count();
+    // Retention rolls the live recording within seconds (every 2 s), and its next one cannot
+    // be written: the JVM must stay guarded through it.
+    std::thread::sleep(Duration::from_secs(15));
+    assert!(w.try_wait().unwrap().is_none(), "watch exited with the disk full");
+    let while_full = count() - at_fill;
+    disk.fill(false);
+    std::thread::sleep(Duration::from_secs(8));
+    let after = count() - at_fill - while_full;
+    let _ = Command::new("kill").args(["-TERM", &w.id().to_string()]).status();
+    let _ = wait_exit(&mut w, Duration::from_secs(20));
+    let lines: Vec<String> = said.try_iter().collect();
+    assert!(!lines.iter().any(|l| l.contains("watching ended")), "{lines:#?}");
+    assert!(
+        lines.iter().any(|l| l.contains("cannot be written") && l.contains("still guarded")),
+        "the full disk did not hold up a roll: nothing tested: {lines:#?}"
+    );
+    assert!(!lines.iter().any(|l| l.contains("cannot diagnose")), "{lines:#?}");
+    assert!(while_full >= 10 && after >= 5, "events while full {while_full}, after {after}");
+    // Its recordings are whole: each has its meta.json and reads.
+    for e in std::fs::read_dir(&out).unwrap().flatten() {
+        let meta = std::fs::metadata(e.path().join("meta.json")).unwrap();
+        assert!(meta.len() > 0, "{}", e.path().display());
+    }
+    drop(jvm);
+    drop(disk);
+    let _ = std::fs::remove_dir_all(&d);
+}
