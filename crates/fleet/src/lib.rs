@@ -435,7 +435,7 @@ fn out_of_space(e: &anyhow::Error) -> bool {
 }
 
 /// How often a JVM whose recording could not be written for want of room is tried again.
-const NO_SPACE_RETRY: Duration = Duration::from_secs(5);
+const NO_SPACE_RETRY: Duration = Duration::from_secs(2);
 
 /// Waits to record the JVM again after its disk was full (said once a spell); false when it
 /// should not be: watch ends, the JVM was let go or exited.
