@@ -295,14 +295,24 @@ fn guard_jvm(
     let _filtered = Filtered(sh.offcpu.as_ref(), pid);
     let mut first = true;
     // Said once per spell of a disk too full to record on, and when it is over.
-    let mut no_space_since: Option<Instant> = None;
+    // Since when its recordings could not be written for want of room (said once a spell), and
+    // said over as the next recording starts.
+    let no_space_since = Mutex::new(None::<Instant>);
+    let recording_again = || {
+        if let Some(t) = no_space_since.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            sh.notices.warn(format!(
+                "JVM pid {pid}: recorded again, after {} without room on the disk",
+                recording::units::fmt_ns(t.elapsed().as_nanos() as u64)
+            ));
+        }
+    };
     loop {
         let dir = recording_dir(&sh.out, &j);
         let made = recorder::own_empty_dir(&dir).and_then(|_| recorder::hand_to(&dir, jvm.uid));
         if let Err(e) = made {
-            if out_of_space(&e) {
+            if out_of_space(&e, &sh.out) {
                 let _ = std::fs::remove_dir(&dir);
-                if wait_for_space(&sh, pid, j.starttime, &e, &stop, &roll, &mut no_space_since) {
+                if wait_for_space(&sh, pid, j.starttime, &e, &stop, &roll, &no_space_since) {
                     continue;
                 }
                 return;
@@ -350,6 +360,7 @@ fn guard_jvm(
         };
         let r = if attached {
             let drive = |p: i32, hb: &procwatch::heartbeat::Heartbeat| {
+                recording_again();
                 sh.beats.join(p, hb, IDLE_SAMPLE, ended())
             };
             recorder::attach::record_attached(&s, &jvm, None, &stop, Some(&drive), None)
@@ -361,6 +372,7 @@ fn guard_jvm(
                 )
             };
             let drive = |p: i32, jc: Option<procwatch::jvmcounters::JvmCounters>| {
+                recording_again();
                 let o = observer(&jc);
                 sh.beats.join_outside(p, jc, safepoint_probes(&sh, p), o, IDLE_SAMPLE, ended())
             };
@@ -371,25 +383,25 @@ fn guard_jvm(
         // even its meta.json was written (created empty, or not at all), and the JVM stays guarded: it is recorded again once
         // there is room (issue 58: a full disk ended the guarding of every JVM rolled then, for
         // good, and `watch PID` exited).
-        let no_space = r.as_ref().err().is_some_and(out_of_space);
+        let no_space = r.as_ref().err().is_some_and(|e| out_of_space(e, &sh.out));
         let meta = std::fs::metadata(dir.join(recording::files::META));
-        if no_space && meta.as_ref().map_or(true, |m| m.len() == 0) {
+        let whole = meta.is_ok_and(|m| m.len() > 0)
+            && std::fs::read(dir.join(recording::files::META))
+                .is_ok_and(|b| serde_json::from_slice::<serde_json::Value>(&b).is_ok());
+        if no_space && !whole {
             let _ = std::fs::remove_dir_all(&dir);
         }
         let _ = notes.send(Note::Closed { dir: dir.clone() });
         let alive = procwatch::task::process_starttime(pid) == Some(j.starttime);
         if let (Err(e), true) = (&r, no_space && alive) {
-            roll.store(false, Ordering::SeqCst);
-            if wait_for_space(&sh, pid, j.starttime, e, &stop, &roll, &mut no_space_since) {
+            // A roll or escalation asked meanwhile is for the next recording.
+            if roll.swap(false, Ordering::SeqCst) {
+                stop.store(false, Ordering::SeqCst);
+            }
+            if wait_for_space(&sh, pid, j.starttime, e, &stop, &roll, &no_space_since) {
                 continue;
             }
             return;
-        }
-        if let Some(t) = no_space_since.take() {
-            sh.notices.warn(format!(
-                "JVM pid {pid}: recorded again, after {} without room on the disk",
-                recording::units::fmt_ns(t.elapsed().as_nanos() as u64)
-            ));
         }
         let mut again = roll.swap(false, Ordering::SeqCst);
         if let Err(e) = r {
@@ -423,15 +435,21 @@ fn guard_jvm(
     }
 }
 
-/// Whether an error is the disk being full (or a quota reached): a spell that ends, unlike a
-/// refusal.
-fn out_of_space(e: &anyhow::Error) -> bool {
+/// Whether an error is `out`'s disk being full (or a quota reached there): a spell that ends,
+/// unlike a refusal. Not a full disk elsewhere (the JVM's own /tmp, which an attach writes to):
+/// the error names a path under `out`, or `out`'s disk is short of its reserve.
+fn out_of_space(e: &anyhow::Error, out: &Path) -> bool {
     let full = |n: Option<i32>| matches!(n, Some(libc::ENOSPC) | Some(libc::EDQUOT));
-    e.chain().any(|c| c.downcast_ref::<std::io::Error>().is_some_and(|io| full(io.raw_os_error())))
-        || {
-            let text = format!("{e:#}");
-            [libc::ENOSPC, libc::EDQUOT].iter().any(|n| text.contains(&format!("(os error {n})")))
-        }
+    let text = format!("{e:#}");
+    let space = e
+        .chain()
+        .any(|c| c.downcast_ref::<std::io::Error>().is_some_and(|io| full(io.raw_os_error())))
+        || [libc::ENOSPC, libc::EDQUOT].iter().any(|n| text.contains(&format!("(os error {n})")));
+    space
+        && (text.contains(&*out.to_string_lossy()) || {
+            let (free, reserve) = retain::free_space(out);
+            free < reserve
+        })
 }
 
 /// How often a JVM whose recording could not be written for want of room is tried again.
@@ -446,15 +464,18 @@ fn wait_for_space(
     e: &anyhow::Error,
     stop: &AtomicBool,
     roll: &AtomicBool,
-    since: &mut Option<Instant>,
+    since: &Mutex<Option<Instant>>,
 ) -> bool {
-    if since.is_none() {
-        *since = Some(Instant::now());
-        sh.notices.warn(format!(
-            "JVM pid {pid}: its recording cannot be written ({e:#}); still guarded, recorded \
-             again once there is room (tried every {} s)",
-            NO_SPACE_RETRY.as_secs()
-        ));
+    {
+        let mut since = since.lock().unwrap_or_else(|p| p.into_inner());
+        if since.is_none() {
+            *since = Some(Instant::now());
+            sh.notices.warn(format!(
+                "JVM pid {pid}: its recording cannot be written ({e:#}); still guarded, \
+                 recorded again once there is room (tried every {} s)",
+                NO_SPACE_RETRY.as_secs()
+            ));
+        }
     }
     let t0 = Instant::now();
     while t0.elapsed() < NO_SPACE_RETRY {
@@ -463,10 +484,12 @@ fn wait_for_space(
         }
         // A roll asked meanwhile is moot (nothing is being recorded); a stop without one lets
         // the JVM go.
-        if stop.load(Ordering::SeqCst) && !roll.swap(false, Ordering::SeqCst) {
-            return false;
+        if stop.load(Ordering::SeqCst) {
+            if !roll.swap(false, Ordering::SeqCst) {
+                return false;
+            }
+            stop.store(false, Ordering::SeqCst);
         }
-        stop.store(false, Ordering::SeqCst);
         std::thread::sleep(Duration::from_millis(200));
     }
     procwatch::task::process_starttime(pid) == Some(starttime) && !sh.ending.load(Ordering::SeqCst)

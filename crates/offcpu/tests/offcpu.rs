@@ -767,7 +767,8 @@ fn each_jvm_watched_beside_others_has_its_own_safepoints_and_its_own_alarm() {
             gaps[gaps.len() / 2]
         };
         let (ga, gb) = (median_gap(&ra), median_gap(&rb));
-        assert!(ga < 350_000_000 && gb > 400_000_000, "gaps {ga} and {gb}: A {ra:?}, B {rb:?}");
+        // About 250 and 500 ms apart; each ring's own, whatever a loaded machine adds to both.
+        assert!(ga > 150_000_000 && gb * 10 > ga * 14, "gaps {ga} and {gb}: A {ra:?}, B {rb:?}");
         // `run`'s slot is untouched; a slot let go reads no more.
         assert_eq!(r.safepoints(), None);
         drop(sa);

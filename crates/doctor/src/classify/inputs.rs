@@ -101,9 +101,10 @@ impl CpuUse {
         Some((self.target_ns as f64 / c, self.others_ns as f64 / c))
     }
 
-    /// The target used more of the machine's CPUs than every other process together.
+    /// The target used more of the machine's CPUs than every other process together, and those
+    /// others under a third of them.
     pub fn target_ahead(&self) -> bool {
-        self.shares().is_some_and(|(target, others)| target > others)
+        self.shares().is_some_and(|(target, others)| target > others && others < 1.0 / 3.0)
     }
 
     /// The target's own threads held the machine's CPUs through the stall, nobody else did:

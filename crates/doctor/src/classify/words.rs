@@ -100,7 +100,7 @@ impl fmt::Display for Evidence {
                 f,
                 "the JVM's own threads used {:.0}% of the machine's {cpus} CPUs through the \
                  stall, every other process {:.0}% (the recorder's count): it had more runnable \
-                 threads than CPUs, no neighbour took them",
+                 threads than CPUs, and they waited mostly for each other",
                 target * 100.0,
                 others * 100.0
             ),
