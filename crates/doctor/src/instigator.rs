@@ -18,7 +18,7 @@ use std::collections::{BTreeMap, HashMap};
 
 /// Others' CPU time, as a share of the CPUs over the stall, below which they did not take the
 /// CPUs (the JVM's own threads, or nobody, kept its threads waiting).
-const NEIGHBOURS_MIN_SHARE: f64 = 0.25;
+pub(crate) const NEIGHBOURS_MIN_SHARE: f64 = 0.25;
 /// Processes listed of those that took the CPUs.
 const MAX_PROCESSES: usize = 5;
 /// Those that took less than this share of the CPUs are left out of the words.

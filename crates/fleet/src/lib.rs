@@ -294,7 +294,6 @@ fn guard_jvm(
     }
     let _filtered = Filtered(sh.offcpu.as_ref(), pid);
     let mut first = true;
-    // Said once per spell of a disk too full to record on, and when it is over.
     // Since when its recordings could not be written for want of room (said once a spell), and
     // said over as the next recording starts.
     let no_space_since = Mutex::new(None::<Instant>);
@@ -379,15 +378,13 @@ fn guard_jvm(
             recorder::attach::record_outside(&s, pid, &stop, &drive)
         };
         *current.lock().unwrap_or_else(|p| p.into_inner()) = None;
-        // Its disk full (a roll's new recording, or the first): nothing of it is kept when not
-        // even its meta.json was written (created empty, or not at all), and the JVM stays guarded: it is recorded again once
-        // there is room (issue 58: a full disk ended the guarding of every JVM rolled then, for
-        // good, and `watch PID` exited).
+        // Its disk full (a roll's new recording, or the first): nothing of it is kept when its
+        // meta.json was not written whole (created empty, cut, or not at all), and the JVM stays
+        // guarded: it is recorded again once there is room (issue 58: a full disk ended the
+        // guarding of every JVM rolled then, for good, and `watch PID` exited).
         let no_space = r.as_ref().err().is_some_and(|e| out_of_space(e, &sh.out));
-        let meta = std::fs::metadata(dir.join(recording::files::META));
-        let whole = meta.is_ok_and(|m| m.len() > 0)
-            && std::fs::read(dir.join(recording::files::META))
-                .is_ok_and(|b| serde_json::from_slice::<serde_json::Value>(&b).is_ok());
+        let whole = std::fs::read(dir.join(recording::files::META))
+            .is_ok_and(|b| serde_json::from_slice::<serde::de::IgnoredAny>(&b).is_ok());
         if no_space && !whole {
             let _ = std::fs::remove_dir_all(&dir);
         }

@@ -59,9 +59,9 @@ pub struct CpuUse {
     pub exact: bool,
 }
 
-/// Below this share of the machine's CPUs other processes took, no neighbour starved the JVM
-/// (the instigator names none below it either).
-const OTHERS_AT_MOST: f64 = 0.25;
+/// Below this share of the machine's CPUs other processes took, no neighbour starved the JVM:
+/// the instigator names none below it either.
+const OTHERS_AT_MOST: f64 = crate::instigator::NEIGHBOURS_MIN_SHARE;
 /// At least this share of the machine's CPUs used by the target, and twice what others used: it
 /// was its own contention. (The count leaves stallscope out and begins when the stall is
 /// noticed: 8 GC threads on 2 CPUs with nothing else running counted 0.39–0.72 of them.)

@@ -57,23 +57,25 @@ pub(super) fn cause_of(t: &ThreadEvidence, act: Activity, role: Role, inp: &Inpu
         Activity::Kernel => kernel_cpu_cause(t, role, inp),
         Activity::RunQueue => {
             let throttled = inp.signals.throttled_ns.unwrap_or(0);
+            let held = holders(t, inp);
             if throttled > 0 {
                 (
                     Cause::CgroupThrottling,
                     true,
                     vec![Evidence::JvmCgroupThrottled { ns: throttled }],
                 )
-            } else if role == Role::Operation && holders(t, inp).covered() {
+            } else if role == Role::Operation && held.covered() {
                 // Its CPU went to the operation's own threads, not to any neighbour: the
                 // operation is what took the time, on fewer CPUs than it had threads (issue 56;
                 // who held it is in the kernel's lines). Said, and its fix given, only where the
                 // wait is a visible part of the stall: a GC thread queued a moment in a long
                 // collection leaves the fix to whoever asked for it.
                 let ev = vec![Evidence::CpuHeldByOwnThreads];
-                (Cause::LongVmOperation, false, if visible_wait(t, inp) { ev } else { vec![] })
-            } else if let Some(own) = inp.cpu_use.filter(|u| {
-                u.held_by_target() || (holders(t, inp).mostly_own_and_seen() && u.target_ahead())
-            }) {
+                (Cause::LongVmOperation, false, if held.visible(inp) { ev } else { vec![] })
+            } else if let Some(own) = inp
+                .cpu_use
+                .filter(|u| u.held_by_target() || (held.mostly_own_and_seen() && u.target_ahead()))
+            {
                 // The JVM's own threads held the machine's CPUs, no other process took a
                 // visible part: an operation's wait for a CPU is the operation itself (more GC
                 // threads than CPUs); a late thread's is the JVM's own crowd, which adds no
@@ -83,7 +85,7 @@ pub(super) fn cause_of(t: &ThreadEvidence, act: Activity, role: Role, inp: &Inpu
                 let line = Evidence::CpusHeldByJvm { cpus: own.cpus, target, others };
                 if role != Role::Operation {
                     (Cause::CpuStarvation, false, vec![Evidence::RunQueue { role }, line])
-                } else if visible_wait(t, inp) {
+                } else if held.visible(inp) {
                     (Cause::LongVmOperation, false, vec![line])
                 } else {
                     (Cause::LongVmOperation, false, vec![])
@@ -236,11 +238,11 @@ impl Holders {
     fn covered(&self) -> bool {
         self.mostly_own() && self.own * 2 >= self.queued.max(self.run_delay).max(1)
     }
-}
 
-/// The thread's wait for a CPU is a visible part of the stall: a fifth of it or more.
-fn visible_wait(t: &ThreadEvidence, inp: &Inputs) -> bool {
-    t.run_delay_ns.max(holders(t, inp).queued) * 5 >= inp.duration_ns
+    /// The thread's wait for a CPU is a visible part of the stall: a fifth of it or more.
+    fn visible(&self, inp: &Inputs) -> bool {
+        self.run_delay.max(self.queued) * 5 >= inp.duration_ns
+    }
 }
 
 fn holders(t: &ThreadEvidence, inp: &Inputs) -> Holders {
