@@ -10,15 +10,13 @@
 //! none, and where one was expected the evidence says why it is not known. Never a guess.
 
 use crate::causes::Cause;
+use crate::classify::NEIGHBOURS_MIN_SHARE;
 use crate::report::{CpuShare, Finding, Instigator, InstigatorKind, SafepointView};
 use recording::disk::Syscall;
 use recording::units::fmt_ns;
 use recording::{Sample, Who, WhoProcess, WhoThread};
 use std::collections::{BTreeMap, HashMap};
 
-/// Others' CPU time, as a share of the CPUs over the stall, below which they did not take the
-/// CPUs (the JVM's own threads, or nobody, kept its threads waiting).
-pub(crate) const NEIGHBOURS_MIN_SHARE: f64 = 0.25;
 /// Processes listed of those that took the CPUs.
 const MAX_PROCESSES: usize = 5;
 /// Those that took less than this share of the CPUs are left out of the words.

@@ -59,9 +59,11 @@ pub struct CpuUse {
     pub exact: bool,
 }
 
-/// Below this share of the machine's CPUs other processes took, no neighbour starved the JVM:
-/// the instigator names none below it either.
-const OTHERS_AT_MOST: f64 = crate::instigator::NEIGHBOURS_MIN_SHARE;
+/// Others' CPU time, as a share of the CPUs over the stall, below which they did not take the
+/// CPUs (the JVM's own threads, or nobody, kept its threads waiting): no neighbour starved the
+/// JVM, and the instigator names none either.
+pub(crate) const NEIGHBOURS_MIN_SHARE: f64 = 0.25;
+const OTHERS_AT_MOST: f64 = NEIGHBOURS_MIN_SHARE;
 /// At least this share of the machine's CPUs used by the target, and twice what others used: it
 /// was its own contention. (The count leaves stallscope out and begins when the stall is
 /// noticed: 8 GC threads on 2 CPUs with nothing else running counted 0.39–0.72 of them.)

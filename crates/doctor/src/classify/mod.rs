@@ -34,6 +34,7 @@ mod words;
 pub use activity::{Activity, breakdown};
 pub use evidence_kind::{Evidence, Role, Swap};
 pub(crate) use findings::{OWN_THREADS_FIX, PERF_DATA_FIX, fault_file};
+pub(crate) use inputs::NEIGHBOURS_MIN_SHARE;
 pub use inputs::{CpuUse, Inputs};
 pub use segment::{Segment, SegmentKind, segments};
 
