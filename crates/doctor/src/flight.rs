@@ -283,6 +283,7 @@ fn requester(
     let at = crate::instigator::app_frame(&stack).map(|f| format!(" in {f}")).unwrap_or_default();
     let kind = match gc_cause {
         Some("System.gc()") => crate::instigator::OpKind::ExplicitGc,
+        Some(GC_LOCKER_CAUSE) => crate::instigator::OpKind::GcLocker,
         _ => crate::instigator::op_kind(name_op, &stack),
     };
     let (did, fix) = crate::instigator::java_thread_words(kind, &name, &at, name_op, took);
@@ -333,6 +334,22 @@ fn gc_of<'a>(f: &'a FlightFile, g: &Gathered) -> Option<&'a FlightGc> {
     let to = gcs.partition_point(|c| c.start_epoch_ns <= b);
     gcs[from..to.max(from)].iter().min_by_key(|c| (c.start_epoch_ns - a).abs())
 }
+
+/// Why the stall's collection ran: the GC locker's, where any collection begun in the stall
+/// says so (Parallel's follows its young collection with a full one of another cause, in the
+/// same operation), else the nearest's.
+fn gc_cause<'a>(f: &'a FlightFile, g: &Gathered) -> Option<&'a str> {
+    let (a, b) = (g.start() - GC_START_SLACK_NS, g.end());
+    let locker = f
+        .data
+        .gcs
+        .iter()
+        .find(|c| c.start_epoch_ns >= a && c.start_epoch_ns <= b && c.cause == GC_LOCKER_CAUSE);
+    locker.or_else(|| gc_of(f, g)).map(|c| c.cause.as_str())
+}
+
+/// The GC's cause for the collection the GC locker held back (jdk.GarbageCollection).
+const GC_LOCKER_CAUSE: &str = "GCLocker Initiated GC";
 
 fn gc_words(f: &FlightFile, g: &Gathered) -> Option<String> {
     gc_of(f, g).map(|c| {
@@ -735,7 +752,7 @@ fn diagnose_one(
     }
     // Who asked for the operation.
     if let Some(op) = &g.op {
-        let who = requester(op, &f.data.samples, &took, gc_of(f, g).map(|c| c.cause.as_str()));
+        let who = requester(op, &f.data.samples, &took, gc_cause(f, g));
         let main = &mut findings[0];
         if main.cause == Cause::LongVmOperation
             && matches!(

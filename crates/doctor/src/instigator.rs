@@ -81,8 +81,11 @@ pub fn assign(findings: &mut [Finding], inp: &WhoInputs, safepoint: Option<&Safe
         match found {
             Ok(i) => {
                 // An operation held up by its own threads' crowd is fixed there first; what set
-                // it off is the fix beside it.
-                if answers(f.cause, &i) && f.fix != crate::classify::OWN_THREADS_FIX {
+                // it off is the fix beside it. But for the GC locker's: the collection, and the
+                // allocators' wait for it, are the critical region's doing.
+                if answers(f.cause, &i)
+                    && (f.fix != crate::classify::OWN_THREADS_FIX || i.fix.starts_with(GC_LOCKER))
+                {
                     f.fix = i.fix.clone();
                 }
                 f.instigator = Some(i);
@@ -184,8 +187,24 @@ pub(crate) enum OpKind {
     HeapDump,
     ExplicitGc,
     AllocationGc,
+    /// The collection the GC locker held back, run by the last thread to leave a JNI critical
+    /// region (`GetPrimitiveArrayCritical`, `GetStringCritical`).
+    GcLocker,
     Redefine,
     Other,
+}
+
+/// How the fix for the GC locker's holder begins.
+const GC_LOCKER: &str = "the GC locker: ";
+
+/// Whether a Java thread in JNI code (its top frame a `native` method) asking for `op` was the
+/// GC locker's last holder running the collection held back: a collection neither an allocation
+/// nor `System.gc()` asked for. JNI code can ask for no other collection: calling `System.gc()`
+/// leaves Java frames on top (`Runtime.gc` is itself native: checked by the stack), and an
+/// allocation from JNI asks for an allocation's collection, which the op's name says (G1 before
+/// JDK 22 names the locker's collection so too: that one is left to the GC's cause, where known).
+pub(crate) fn gc_locker_op(op: &str, stack: &[String], native: bool) -> bool {
+    native && (op.contains("GC") || op.contains("Collect")) && op_kind(op, stack) == OpKind::Other
 }
 
 pub(crate) fn op_kind(op: &str, stack: &[String]) -> OpKind {
@@ -258,8 +277,15 @@ fn from_caller(inp: &WhoInputs, op: &str, c: &WhoThread, sp: &SafepointView) -> 
             ..base
         };
     }
-    let at = app_frame(&c.frames).map(|f| format!(" in {f}")).unwrap_or_default();
-    let kind = op_kind(op, &c.frames);
+    let mut at = app_frame(&c.frames).map(|f| format!(" in {f}")).unwrap_or_default();
+    let kind = if gc_locker_op(op, &c.frames, c.native) {
+        if let Some(top) = c.frames.first().filter(|t| !at.ends_with(t.as_str())) {
+            at = format!(" in the native method {top} (called{at})");
+        }
+        OpKind::GcLocker
+    } else {
+        op_kind(op, &c.frames)
+    };
     let (did, fix) = java_thread_words(kind, &name, &at, op, &took);
 
     Instigator { did, fix, ..base }
@@ -429,6 +455,14 @@ pub(crate) fn java_thread_words(
             ),
             format!(
                 "a collection the allocation{at} asked for: allocate less there, or give the young generation room for the allocation rate"
+            ),
+        ),
+        OpKind::GcLocker => (
+            format!(
+                "thread \"{name}\" left a JNI critical region{at} and ran the collection the GC locker had held back while it was inside ({op})"
+            ),
+            format!(
+                "{GC_LOCKER}while \"{name}\" held a JNI critical region (GetPrimitiveArrayCritical or GetStringCritical){at}, no collection could run, so threads that needed memory waited, and the collection ran as it left ({took} here): keep critical regions short (hand the native code smaller arrays at a time; Deflater, Inflater and CRC32 also take direct ByteBuffers, which need no critical region), copy with Get<Type>ArrayRegion instead, or use a collector that pins regions instead of locking collections out (G1 on JDK 22 and later)"
             ),
         ),
         OpKind::Redefine => (
@@ -1153,8 +1187,73 @@ mod tests {
                 class: "JavaThread".into(),
                 vm_thread: false,
                 frames: frames.iter().map(|f| f.to_string()).collect(),
+                native: false,
             }),
         }
+    }
+
+    /// `op`, asked for by a thread whose top frame is a `native` method.
+    fn native_op(t: u64, class: &str, tid: i32, comm: &str, frames: &[&str]) -> Who {
+        let mut w = op(t, class, tid, comm, frames);
+        if let Who::VmOperation { caller: Some(c), .. } = &mut w {
+            c.native = true;
+        }
+        w
+    }
+
+    #[test]
+    fn a_collection_asked_for_from_jni_code_is_the_gc_locker_and_its_look_alikes_are_not() {
+        let names = HashMap::from([(21, "deflater".to_string())]);
+        let deflate = [
+            "java.util.zip.Deflater.deflateBytesBytes",
+            "java.util.zip.Deflater.deflate",
+            "com.acme.Archiver.pack",
+        ];
+        let one = |w: &Who, op: &str| {
+            let mut f = vec![finding(Cause::LongVmOperation)];
+            assign(&mut f, &inputs(vec![w], &names), Some(&sp(op, 1_000_000, 23_000_000)));
+            (f[0].instigator.clone().unwrap(), f[0].fix.clone())
+        };
+        // The last thread out of a JNI critical region runs the collection held back (JDK 11-21,
+        // Parallel and Serial name it as an explicit collection).
+        for op_name in ["ParallelGCSystemGC", "GenCollectFull", "G1CollectFull"] {
+            let (i, fix) = one(&native_op(2_000_000, op_name, 21, "deflater", &deflate), op_name);
+            assert_eq!((i.kind, i.tid), (InstigatorKind::JavaThread, Some(21)));
+            assert!(
+                i.did.starts_with("thread \"deflater\" left a JNI critical region in the native method java.util.zip.Deflater.deflateBytesBytes (called in com.acme.Archiver.pack)"),
+                "{}",
+                i.did
+            );
+            assert!(
+                fix.starts_with("the GC locker: while \"deflater\"")
+                    && fix.contains("23.0 ms here")
+                    && fix.contains("Get<Type>ArrayRegion"),
+                "{fix}"
+            );
+        }
+        // The same thread, not in native code: an explicit collection, not the locker.
+        let (i, _) = one(
+            &op(2_000_000, "ParallelGCSystemGC", 21, "deflater", &deflate),
+            "ParallelGCSystemGC",
+        );
+        assert!(!i.did.contains("critical"), "{}", i.did);
+        // System.gc() is native itself (Runtime.gc): still an explicit collection.
+        let gc = ["java.lang.Runtime.gc", "java.lang.System.gc", "com.acme.Job.run"];
+        let (i, _) = one(
+            &native_op(2_000_000, "ParallelGCSystemGC", 21, "deflater", &gc),
+            "ParallelGCSystemGC",
+        );
+        assert!(i.did.contains("System.gc()"), "{}", i.did);
+        // An allocation from JNI code asks for an allocation's collection.
+        let (i, _) = one(
+            &native_op(2_000_000, "ParallelGCFailedAllocation", 21, "deflater", &deflate),
+            "ParallelGCFailedAllocation",
+        );
+        assert!(i.did.contains("allocated"), "{}", i.did);
+        // A thread dump asked for from native code is a thread dump.
+        let (i, _) =
+            one(&native_op(2_000_000, "ThreadDump", 21, "deflater", &deflate), "ThreadDump");
+        assert!(i.did.contains("thread dump"), "{}", i.did);
     }
 
     #[test]

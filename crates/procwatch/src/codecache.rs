@@ -13,11 +13,12 @@ use crate::vmstructs::{Error, Memory, VmStructs};
 /// What a pc is in.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Code {
-    /// A method compiled by the JIT (`nmethod`): `Class.method`.
-    Compiled { method: String, frame_size: u64 },
+    /// A method compiled by the JIT (`nmethod`): `Class.method`; `native` when it is a native
+    /// method's wrapper (the method is declared `native`: JNI code runs below it).
+    Compiled { method: String, frame_size: u64, native: bool },
     /// The template interpreter running a method (named from its frame when a frame pointer is
-    /// known).
-    Interpreted { method: Option<String> },
+    /// known; `native` when that method is declared `native`).
+    Interpreted { method: Option<String>, native: bool },
     /// Another code blob: a stub, an adapter (its name as the JVM gives it).
     Stub { name: String, frame_size: u64 },
     /// The VM's own code in libjvm.so, at this offset.
@@ -57,7 +58,12 @@ struct Offsets {
     klass_name: u64,
     symbol_length: u64,
     symbol_body: u64,
+    /// `Method::_access_flags`, where this JVM describes it.
+    method_flags: Option<u64>,
 }
+
+/// `JVM_ACC_NATIVE`, the class file's flag of a method declared `native`.
+const ACC_NATIVE: u16 = 0x0100;
 
 fn first_field(vm: &VmStructs, names: &[(&str, &str)]) -> Result<u64, Error> {
     for (t, f) in names {
@@ -92,6 +98,7 @@ impl CodeCache {
             klass_name: f(&[("Klass", "_name")])?,
             symbol_length: f(&[("Symbol", "_length")])?,
             symbol_body: f(&[("Symbol", "_body")])?,
+            method_flags: f(&[("Method", "_access_flags")]).ok(),
         };
         let mut cc = CodeCache { vm, heaps: Vec::new(), off };
         cc.refresh()?;
@@ -181,6 +188,16 @@ impl CodeCache {
         Ok(format!("{}.{}", self.symbol(class_sym)?.replace('/', "."), self.symbol(name_sym)?))
     }
 
+    /// Whether the method at `Method*` `m` is declared `native`; false where it cannot be read.
+    pub fn is_native(&self, m: u64) -> bool {
+        // The flags are a u2 (JDK 22 on) or the low half of an int (before): the flag is in the
+        // low 16 bits either way.
+        self.off
+            .method_flags
+            .and_then(|o| self.mem().u16(m.wrapping_add(o)).ok())
+            .is_some_and(|f| f & ACC_NATIVE != 0)
+    }
+
     fn symbol(&self, sym: u64) -> Result<String, Error> {
         if sym == 0 {
             return Err(Error::Table { reason: "a null symbol".into() });
@@ -203,16 +220,21 @@ impl CodeCache {
                 });
             }
             return Ok(match name.as_str() {
-                "nmethod" => Code::Compiled {
-                    method: self
-                        .method_name(self.mem().u64(blob.wrapping_add(self.off.nmethod_method))?)?,
-                    frame_size,
-                },
-                "Interpreter" => Code::Interpreted {
-                    method: fp
-                        .and_then(|fp| self.mem().u64(fp.checked_sub(3 * 8)?).ok())
-                        .and_then(|m| self.method_name(m).ok()),
-                },
+                "nmethod" => {
+                    let m = self.mem().u64(blob.wrapping_add(self.off.nmethod_method))?;
+                    Code::Compiled {
+                        method: self.method_name(m)?,
+                        frame_size,
+                        native: self.is_native(m),
+                    }
+                }
+                "Interpreter" => {
+                    let m = fp.and_then(|fp| self.mem().u64(fp.checked_sub(3 * 8)?).ok());
+                    Code::Interpreted {
+                        method: m.and_then(|m| self.method_name(m).ok()),
+                        native: m.is_some_and(|m| self.is_native(m)),
+                    }
+                }
                 _ => Code::Stub { name, frame_size },
             });
         }

@@ -71,6 +71,9 @@ pub struct Caller {
     /// be read); empty for a thread running no Java code (the VM's own threads, the attach
     /// listener).
     pub frames: Vec<String>,
+    /// Its top Java frame is a method declared `native`: the thread was in JNI code when it
+    /// asked (leaving a JNI critical region runs the collection the GC locker held back).
+    pub native: bool,
 }
 
 /// What is read once per JVM to find its current VM operation.
@@ -274,19 +277,21 @@ impl VmOps {
         }
         let vm_thread =
             self.vm_thread_ptr.and_then(|p| self.mem().u64(p).ok()).is_some_and(|vt| vt == thread);
-        let frames = if vm_thread { Vec::new() } else { self.java_frames(thread) };
-        Some(Caller { tid, class, vm_thread, frames })
+        let (frames, native) =
+            if vm_thread { (Vec::new(), false) } else { self.java_frames(thread) };
+        Some(Caller { tid, class, vm_thread, frames, native })
     }
 
-    /// A Java thread's frames from its last Java frame, top first; empty when it has none (not
-    /// a Java thread, or running no Java code).
-    fn java_frames(&mut self, thread: u64) -> Vec<String> {
-        let (Some(a), Some(code)) = (self.anchor, self.code.as_mut()) else { return vec![] };
+    /// A Java thread's frames from its last Java frame, top first, and whether the top one is a
+    /// native method; empty when it has none (not a Java thread, or running no Java code).
+    fn java_frames(&mut self, thread: u64) -> (Vec<String>, bool) {
+        let none = (vec![], false);
+        let (Some(a), Some(code)) = (self.anchor, self.code.as_mut()) else { return none };
         let mem = self.vm.mem;
         let base = thread.wrapping_add(a.at);
-        let Ok(sp) = mem.u64(base.wrapping_add(a.sp)) else { return vec![] };
+        let Ok(sp) = mem.u64(base.wrapping_add(a.sp)) else { return none };
         if sp == 0 {
-            return vec![];
+            return none;
         }
         // The frame anchor is read as its own thread left it: its stack pointer must lie in
         // its stack (a non-Java thread has something else at that offset).
@@ -294,7 +299,7 @@ impl VmOps {
             let base = mem.u64(thread.wrapping_add(b)).unwrap_or(0);
             let size = mem.u64(thread.wrapping_add(s)).unwrap_or(0);
             if size == 0 || size > MAX_STACK || sp > base || sp < base.saturating_sub(size) {
-                return vec![];
+                return none;
             }
         }
         let fp = a.fp.and_then(|f| mem.u64(base.wrapping_add(f)).ok()).unwrap_or(0);
@@ -304,20 +309,27 @@ impl VmOps {
             pc = mem.u64(sp.wrapping_sub(8)).unwrap_or(0);
         }
         if pc == 0 {
-            return vec![];
+            return none;
         }
         let _ = code.refresh();
         let word = |a: u64| mem.u64(a).ok();
-        code.walk(pc, sp, fp, &word, MAX_FRAMES)
+        let mut native = None;
+        let frames = code
+            .walk(pc, sp, fp, &word, MAX_FRAMES)
             .into_iter()
-            .filter_map(|c| match c {
-                Code::Compiled { method, .. } => Some(method),
-                Code::Interpreted { method } => {
-                    Some(method.unwrap_or_else(|| "(interpreted)".into()))
-                }
-                _ => None,
+            .filter_map(|c| {
+                let (method, is_native) = match c {
+                    Code::Compiled { method, native, .. } => (method, native),
+                    Code::Interpreted { method, native } => {
+                        (method.unwrap_or_else(|| "(interpreted)".into()), native)
+                    }
+                    _ => return None,
+                };
+                native.get_or_insert(is_native);
+                Some(method)
             })
-            .collect()
+            .collect();
+        (frames, native.unwrap_or(false))
     }
 }
 

@@ -268,7 +268,7 @@ fn name(cc: &CodeCache, pid: i32, r: &Raw) -> Vec<JavaFrame> {
             Code::Compiled { method, .. } => {
                 Some(JavaFrame { method, line: None, kind: "JIT compiled".into() })
             }
-            Code::Interpreted { method } => Some(JavaFrame {
+            Code::Interpreted { method, .. } => Some(JavaFrame {
                 method: method.unwrap_or_else(|| "(interpreted)".into()),
                 line: None,
                 kind: "Interpreted".into(),

@@ -77,6 +77,9 @@ pub struct WhoThread {
     /// Its Java frames, top first (`Class.method`), read from its last Java frame.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub frames: Vec<String>,
+    /// Its top Java frame is a method declared `native` (it was in JNI code).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub native: bool,
 }
 
 /// A cgroup freezer holding the process.
@@ -246,6 +249,7 @@ mod tests {
                     class: "JavaThread".into(),
                     vm_thread: false,
                     frames: vec![],
+                    native: false,
                 }),
             },
             Who::AttachClient {

@@ -506,6 +506,7 @@ impl Looker {
                 class: c.class,
                 vm_thread: c.vm_thread,
                 frames: c.frames,
+                native: c.native,
             });
             let w = Who::VmOperation { t: mono_ns(), stall, op: op.class, caller };
             self.line(&w);
