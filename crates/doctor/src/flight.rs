@@ -26,7 +26,9 @@ use crate::report::{
     StallReport, Summary, TimeoutCulprit,
 };
 use hotspot_log::Safepoint;
-use hotspot_log::jfr::{FlightFile, FlightGc, FlightThread, FlightVmOperation, JfrStackSample};
+use hotspot_log::jfr::{
+    FlightFile, FlightGc, FlightGcLocker, FlightThread, FlightVmOperation, JfrStackSample,
+};
 use recording::units::fmt_ns;
 use recording::{FrameSample, Meta};
 use std::collections::{BTreeMap, HashMap};
@@ -223,6 +225,7 @@ fn requester(
     samples: &[JfrStackSample],
     took: &str,
     gc_cause: Option<&str>,
+    locker: Option<(&FlightGcLocker, i64)>,
 ) -> Instigator {
     let source = "jdk.ExecuteVMOperation's caller, as the JVM recorded it".to_string();
     let blank = |kind, name: &str| Instigator {
@@ -278,6 +281,9 @@ fn requester(
     }
     if name.starts_with("RMI TCP Connection") {
         return crate::instigator::remote_jmx(&name, name_op, took, base);
+    }
+    if let Some((l, held)) = locker {
+        return held_back(l, held, name_op, took, base);
     }
     let (stack, before) = caller_stack(c, op.start_epoch_ns, samples).unwrap_or_default();
     let at = crate::instigator::app_frame(&stack).map(|f| format!(" in {f}")).unwrap_or_default();
@@ -346,6 +352,75 @@ fn gc_cause<'a>(f: &'a FlightFile, g: &Gathered) -> Option<&'a str> {
         .iter()
         .find(|c| c.start_epoch_ns >= a && c.start_epoch_ns <= b && c.cause == GC_LOCKER_CAUSE);
     locker.or_else(|| gc_of(f, g)).map(|c| c.cause.as_str())
+}
+
+/// The GC locker's hold that `op` is the collection of, and how long the hold was: JDK 17 times
+/// the hold, which ends as `op` begins; JDK 21 writes an instant where the hold began, so `op` is
+/// the first operation its thread (the last out of a critical region) asked for after it.
+fn gc_locker_of<'a>(
+    f: &'a FlightFile,
+    op: &FlightVmOperation,
+) -> Option<(&'a FlightGcLocker, i64)> {
+    let caller = op.caller.as_ref()?;
+    let by_caller =
+        |l: &&FlightGcLocker| l.thread.as_ref().is_none_or(|t| t.os_tid == caller.os_tid);
+    if let Some(l) = f.data.gc_lockers.iter().filter(by_caller).find(|l| {
+        l.duration_ns > 0
+            && (op.start_epoch_ns - (l.start_epoch_ns + l.duration_ns)).abs() <= GC_LOCKER_SLACK_NS
+    }) {
+        return Some((l, l.duration_ns));
+    }
+    let l = f
+        .data
+        .gc_lockers
+        .iter()
+        .filter(by_caller)
+        .filter(|l| l.duration_ns == 0 && l.start_epoch_ns <= op.start_epoch_ns)
+        .max_by_key(|l| l.start_epoch_ns)?;
+    let held = op.start_epoch_ns - l.start_epoch_ns;
+    // No earlier operation of the same thread since: this one is the collection held back.
+    let earlier = f.data.vm_operations.iter().any(|o| {
+        o.start_epoch_ns >= l.start_epoch_ns
+            && o.start_epoch_ns < op.start_epoch_ns
+            && o.caller.as_ref().is_some_and(|c| c.os_tid == caller.os_tid)
+    });
+    (held <= GC_LOCKER_MAX_HOLD_NS && !earlier).then_some((l, held))
+}
+
+/// How far apart the GC locker's end and its collection's start may be recorded.
+const GC_LOCKER_SLACK_NS: i64 = 50_000_000;
+/// Past this, a hold's instant (JDK 21) and a collection are not taken to be one.
+const GC_LOCKER_MAX_HOLD_NS: i64 = 60_000_000_000;
+
+/// The collection `l` held back, laid at the thread that left the critical region last.
+fn held_back(l: &FlightGcLocker, held: i64, op: &str, took: &str, base: Instigator) -> Instigator {
+    let stack: Vec<String> = l.frames.iter().map(|f| f.method.clone()).collect();
+    let app = crate::instigator::app_frame(&stack).map(|f| format!(" in {f}")).unwrap_or_default();
+    let at = match stack.first() {
+        Some(top) if !app.ends_with(top.as_str()) => {
+            format!(" in the native method {top} (called{app})")
+        }
+        _ => app,
+    };
+    let kind = crate::instigator::OpKind::GcLocker;
+    let (did, fix) = crate::instigator::java_thread_words(kind, &base.name, &at, op, took);
+    let mut said = Vec::new();
+    if held > 0 {
+        said.push(format!("collections were held back for {}", fmt_ns(held as u64)));
+    }
+    match l.stall_count {
+        0 => {}
+        1 => said.push("1 thread waited to allocate".into()),
+        n => said.push(format!("{n} threads waited to allocate")),
+    }
+    let said = if said.is_empty() { String::new() } else { format!(": {}", said.join(", while ")) };
+    Instigator {
+        did: format!("{did}{said} (jdk.GCLocker)"),
+        fix,
+        java_stack: stack,
+        source: "jdk.GCLocker (the thread that ran the collection held back, its stack as it left the region) and jdk.ExecuteVMOperation's caller".into(),
+        ..base
+    }
 }
 
 /// The GC's cause for the collection the GC locker held back (jdk.GarbageCollection).
@@ -752,7 +827,7 @@ fn diagnose_one(
     }
     // Who asked for the operation.
     if let Some(op) = &g.op {
-        let who = requester(op, &f.data.samples, &took, gc_cause(f, g));
+        let who = requester(op, &f.data.samples, &took, gc_cause(f, g), gc_locker_of(f, op));
         let main = &mut findings[0];
         if main.cause == Cause::LongVmOperation
             && matches!(
@@ -1087,6 +1162,58 @@ mod tests {
         assert_eq!(f.fix, who.fix);
         assert_eq!(r.stalls[0].duration_ns, 302 * MS as u64);
         assert!(r.notes[0].contains("flight recording alone"), "{:?}", r.notes);
+    }
+
+    fn locker(at: i64, dur: i64) -> FlightGcLocker {
+        FlightGcLocker {
+            start_epoch_ns: T0 + at * MS,
+            duration_ns: dur * MS,
+            lock_count: 1,
+            stall_count: 2,
+            thread: Some(FlightThread {
+                os_tid: 77,
+                java_name: Some("deflater".into()),
+                os_name: "deflater".into(),
+            }),
+            frames: ["java.util.zip.Deflater.deflateBytesBytes", "io.app.Zip.pack"]
+                .map(|m| JavaFrame { method: m.into(), line: None, kind: "Native".into() })
+                .to_vec(),
+        }
+    }
+
+    #[test]
+    fn a_collection_the_gc_locker_held_back_is_laid_at_the_thread_last_out_of_the_region() {
+        let who = |lockers: Vec<FlightGcLocker>, ops: Vec<FlightVmOperation>| {
+            let mut c = chunk();
+            c.gc_lockers = lockers;
+            c.vm_operations = ops;
+            let r = diagnose_flight(&file(c), 10 * MS as u64, None);
+            let last = r.stalls.last().unwrap();
+            last.findings[0].instigator.clone().unwrap()
+        };
+        let gc = |id, at| op(id, "ParallelGCSystemGC", at, 25, Some(("deflater", true)));
+        // JDK 17: the hold is timed, and ends as the collection begins.
+        let i = who(vec![locker(1000, 650)], vec![gc(1, 1651)]);
+        assert!(
+            i.did.starts_with("thread \"deflater\" left a JNI critical region in the native method java.util.zip.Deflater.deflateBytesBytes (called in io.app.Zip.pack)")
+                && i.did.ends_with(": collections were held back for 650 ms, while 2 threads waited to allocate (jdk.GCLocker)"),
+            "{}",
+            i.did
+        );
+        assert!(i.fix.starts_with("the GC locker: "), "{}", i.fix);
+        // JDK 21: an instant where the hold began; the thread's next operation is its collection.
+        let i = who(vec![locker(1000, 0)], vec![gc(1, 1700)]);
+        assert!(i.did.contains("held back for 700 ms"), "{}", i.did);
+        // An operation of that thread came between: the later one is not the locker's.
+        let i = who(vec![locker(1000, 0)], vec![gc(1, 1700), gc(2, 3000)]);
+        assert!(!i.did.contains("JNI critical region"), "{}", i.did);
+        // Another thread's hold, or one that ended long before: not this collection's.
+        let other = FlightGcLocker {
+            thread: Some(FlightThread { os_tid: 78, java_name: None, os_name: "x".into() }),
+            ..locker(1000, 650)
+        };
+        assert!(!who(vec![other], vec![gc(1, 1651)]).did.contains("JNI critical region"));
+        assert!(!who(vec![locker(1000, 650)], vec![gc(1, 2651)]).did.contains("JNI critical"));
     }
 
     #[test]

@@ -557,6 +557,23 @@ pub struct FlightGc {
     pub cpu: Option<(i64, i64, i64)>,
 }
 
+/// `jdk.GCLocker` (JDK 17-21): collections were held back by JNI critical regions for
+/// `duration_ns`, from the first thread stalled by it to the collection the last thread out of
+/// them ran; that thread is the event's, its stack the one it left the region with.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FlightGcLocker {
+    pub start_epoch_ns: i64,
+    pub duration_ns: i64,
+    /// `lockCount`: threads in critical regions when the collection was first asked for.
+    pub lock_count: u32,
+    /// `stallCount`: threads stalled, waiting for the collection.
+    pub stall_count: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thread: Option<FlightThread>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub frames: Vec<JavaFrame>,
+}
+
 /// `jdk.CPULoad`: the CPUs' use over the period before `epoch_ns`, each a share of all CPUs.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct FlightCpuLoad {
@@ -598,6 +615,8 @@ pub struct FlightChunk {
     pub safepoint_events: Vec<FlightSafepointEvent>,
     pub vm_operations: Vec<FlightVmOperation>,
     pub gcs: Vec<FlightGc>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub gc_lockers: Vec<FlightGcLocker>,
     pub cpu_load: Vec<FlightCpuLoad>,
     pub throttling: Vec<FlightThrottling>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -663,6 +682,7 @@ impl FlightChunk {
         self.safepoint_events.extend(c.safepoint_events);
         self.vm_operations.extend(c.vm_operations);
         self.gcs.extend(c.gcs);
+        self.gc_lockers.extend(c.gc_lockers);
         self.cpu_load.extend(c.cpu_load);
         self.throttling.extend(c.throttling);
         self.jvm = self.jvm.take().or(c.jvm);
@@ -690,7 +710,7 @@ pub struct FlightFile {
 pub const FLIGHT_SAMPLE_MARGIN_NS: i64 = 1_000_000_000;
 
 /// The events [`read_chunk_flight`] reads.
-pub const FLIGHT_EVENTS: [&str; 15] = [
+pub const FLIGHT_EVENTS: [&str; 16] = [
     "jdk.GCCPUTime",
     "jdk.OSInformation",
     "profiler.Window",
@@ -699,6 +719,7 @@ pub const FLIGHT_EVENTS: [&str; 15] = [
     "jdk.SafepointEnd",
     "jdk.ExecuteVMOperation",
     "jdk.GarbageCollection",
+    "jdk.GCLocker",
     "jdk.CPULoad",
     "jdk.ContainerCPUThrottling",
     "jdk.JVMInformation",
@@ -820,6 +841,17 @@ pub fn read_chunk_flight(
                         sum_of_pauses_ns: long_of(&v, "sumOfPauses").map_or(0, |t| clock.to_ns(t)),
                         longest_pause_ns: long_of(&v, "longestPause").map_or(0, |t| clock.to_ns(t)),
                         cpu: None,
+                    });
+                }
+                "jdk.GCLocker" => {
+                    let (frames, _) = stack_of(&v);
+                    out.gc_lockers.push(FlightGcLocker {
+                        start_epoch_ns: at,
+                        duration_ns: dur_ns,
+                        lock_count: count("lockCount").unwrap_or(0),
+                        stall_count: count("stallCount").unwrap_or(0),
+                        thread: thread_of(&v, "eventThread"),
+                        frames,
                     });
                 }
                 // Its times are nanoseconds (contentType nanos), not ticks.

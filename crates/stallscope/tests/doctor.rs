@@ -970,62 +970,20 @@ fn stalls_at_the_safepoint_swap_slow_writes_and_reclaim_are_named_on_both_jdks()
     }
 }
 
-/// A thread deflating a large array holds a JNI critical region (`GetPrimitiveArrayCritical`)
-/// for hundreds of ms while another allocates: the GC locker holds the collection back, and the
-/// last thread out of the region runs it (JDK 11-21; JDK 22 on, G1 pins regions instead, and
-/// Parallel's new locker blocks the allocator before any safepoint, which `who` cannot see).
-const GC_LOCKER: &str = r#"import java.util.Random;
-import java.util.zip.Deflater;
-public class Crit {
-    static volatile Object sink;
-    public static void main(String[] a) throws Exception {
-        byte[] in = new byte[24 << 20];
-        Random r = new Random(1);
-        for (int i = 0; i < in.length; i++) in[i] = (byte) (r.nextInt(16) + 'a');
-        byte[] out = new byte[in.length + 1024];
-        Thread d = new Thread(() -> {
-            while (true) {
-                Deflater z = new Deflater(9);
-                z.setInput(in);
-                z.finish();
-                z.deflate(out);
-                z.end();
-                try { Thread.sleep(200); } catch (InterruptedException e) { return; }
-            }
-        }, "deflater");
-        d.setDaemon(true);
-        d.start();
-        Thread al = new Thread(() -> { while (true) sink = new byte[4096]; }, "allocator");
-        al.setDaemon(true);
-        al.start();
-        Thread.sleep(4000);
-    }
-}
-"#;
-
+/// The `gc-locker` workload: a thread deflating a 24 MB array holds a JNI critical region
+/// (`GetPrimitiveArrayCritical`) for about 650 ms while another allocates; the GC locker holds the
+/// collection back, and the last thread out of the region runs it (JDK 11-21; JDK 22 on, G1 pins
+/// regions instead, and Parallel's new locker blocks the allocator before any safepoint, which
+/// `who` cannot see).
 #[test]
 fn a_collection_held_back_by_a_jni_critical_region_names_the_thread_in_it() {
     let _x = exclusive();
     let d = scratch("doctor-gc-locker");
-    let src = d.join("Crit.java");
-    std::fs::write(&src, GC_LOCKER).unwrap();
-    // Compiled once by JDK 17's javac: JDK 21 here is a runtime without the compiler.
-    let javac = java17().with_file_name("javac");
-    let o = std::process::Command::new(&javac)
-        .args(["--release", "11", "-d"])
-        .arg(&d)
-        .arg(&src)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}: {}", javac.display(), String::from_utf8_lossy(&o.stderr));
     for (jdk, java) in [(17, java17()), (21, java21())] {
         let rec = d.join(format!("rec{jdk}"));
-        let o = stallscope()
-            .args(["run", "--out", rec.to_str().unwrap(), "--"])
-            .arg(java)
-            .args(["-XX:+UseParallelGC", "-Xmn16m", "-Xmx256m", "-cp"])
-            .arg(&d)
-            .arg("Crit")
+        let mut run = stallscope();
+        run.args(["run", "--out", rec.to_str().unwrap(), "--"]).arg(java);
+        let o = workload(run, &["-XX:+UseParallelGC", "-Xmn16m", "-Xmx256m"], &["gc-locker"])
             .output()
             .unwrap();
         assert!(o.status.success(), "JDK {jdk}: {}", String::from_utf8_lossy(&o.stderr));

@@ -38,3 +38,53 @@ fn a_fresh_recording_of_jdk17_and_25_is_explained() {
     }
     std::fs::remove_dir_all(&d).unwrap();
 }
+
+/// A JNI critical region held for hundreds of ms (the `gc-locker` workload) under JDK 17's and
+/// 21's JFR with stallscope's stalls.jfc: the collection held back is laid at the thread that left
+/// the region, from jdk.GCLocker, with how long collections were kept out.
+#[test]
+fn a_collection_the_gc_locker_held_back_names_the_thread_in_the_region() {
+    let _x = exclusive();
+    let d = scratch("report-jfr-gc-locker");
+    let settings = root().join("docs/formats/stalls.jfc");
+    for (jdk, java) in [("17", java17()), ("21", java21())] {
+        let file = d.join(format!("jdk{jdk}.jfr"));
+        let flag = format!(
+            "-XX:StartFlightRecording=filename={},settings={}",
+            file.display(),
+            settings.display()
+        );
+        let o = workload(
+            std::process::Command::new(&java),
+            &["-XX:+UseParallelGC", "-Xmn16m", "-Xmx256m", &flag],
+            &["gc-locker", "--for", "3s"],
+        )
+        .output()
+        .unwrap();
+        assert!(o.status.success(), "JDK {jdk}: {}", String::from_utf8_lossy(&o.stderr));
+        let o = stallscope().args(["report", "--json"]).arg(&file).output().unwrap();
+        assert!(o.status.success(), "JDK {jdk}: {}", String::from_utf8_lossy(&o.stderr));
+        let r: doctor::Report = serde_json::from_slice(&o.stdout).unwrap();
+        let held: Vec<&doctor::Instigator> = r
+            .stalls
+            .iter()
+            .flat_map(|s| &s.findings)
+            .filter_map(|f| f.instigator.as_ref())
+            .filter(|i| i.did.contains("(jdk.GCLocker)"))
+            .collect();
+        assert!(!held.is_empty(), "JDK {jdk}: {:?}", r.stalls);
+        for i in held {
+            assert_eq!(i.name, "deflater", "JDK {jdk}: {}", i.did);
+            assert!(
+                i.did.contains("the native method java.util.zip.Deflater.deflateBytesBytes")
+                    && i.did.contains("collections were held back for")
+                    && i.did.contains("1 thread waited to allocate")
+                    && i.fix.starts_with("the GC locker: "),
+                "JDK {jdk}: {} / {}",
+                i.did,
+                i.fix
+            );
+        }
+    }
+    std::fs::remove_dir_all(&d).unwrap();
+}

@@ -11,7 +11,7 @@ use std::time::Duration;
 fn every_workload_explains_itself() {
     // Five JVM starts would disturb the measuring tests beside it.
     let _x = exclusive();
-    for w in ["counted-loop", "mapped-read", "tlb-readers", "safepoint-storm"] {
+    for w in ["counted-loop", "mapped-read", "tlb-readers", "safepoint-storm", "gc-locker"] {
         let o = Command::new(java17())
             .args(["-jar", workloads_jar().to_str().unwrap(), w, "--help"])
             .output()

@@ -19,6 +19,7 @@ public final class Main {
             System.out.println("  memory-squeeze  fresh memory needed while the page cache fills (the memory-pressure scenario)");
             System.out.println("  set-memory      a huge Unsafe.setMemory that holds every safepoint (the frames benchmark)");
             System.out.println("  jmx-dump        a remote JMX client asking another JVM for thread dumps");
+            System.out.println("  gc-locker       a JNI critical region (Deflater) held while another thread allocates");
             return;
         }
         String[] rest = Arrays.copyOfRange(args, 1, args.length);
@@ -33,8 +34,9 @@ public final class Main {
             case "memory-squeeze": MemorySqueeze.main(rest); break;
             case "set-memory": SetMemory.main(rest); break;
             case "jmx-dump": JmxDump.main(rest); break;
+            case "gc-locker": GcLocker.main(rest); break;
             default:
-                System.err.println("unknown workload '" + args[0] + "' (counted-loop, mapped-read, mapped-write, tlb-readers, safepoint-storm, idle, heap-gc, memory-squeeze, set-memory, jmx-dump)");
+                System.err.println("unknown workload '" + args[0] + "' (counted-loop, mapped-read, mapped-write, tlb-readers, safepoint-storm, idle, heap-gc, memory-squeeze, set-memory, jmx-dump, gc-locker)");
                 System.exit(2);
         }
     }
