@@ -465,6 +465,7 @@ fn instigators(
         samples: w.samples,
         trace: w.trace,
         not_a_jvm: rec.meta.not_a_jvm,
+        kwaits: rec.kwaits.iter().find(|k| k.stall == stall),
     };
     // Frozen in place by a cgroup freezer: its threads' states do not say it, its file does.
     if findings.first().is_none_or(|f| f.cause != Cause::Frozen)

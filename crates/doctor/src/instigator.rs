@@ -49,6 +49,8 @@ pub struct WhoInputs<'a> {
     pub trace: &'a [recording::disk::TraceEvent],
     /// The target is not a JVM (no safepoints to boost it through).
     pub not_a_jvm: bool,
+    /// The stall's kernel waits with their wakers (BPF), where recorded.
+    pub kwaits: Option<&'a recording::StallKernelWaits>,
 }
 
 /// Gives each finding its instigator (where one is known), and where one is expected and none
@@ -286,10 +288,56 @@ fn from_caller(inp: &WhoInputs, op: &str, c: &WhoThread, sp: &SafepointView) -> 
     } else {
         op_kind(op, &c.frames)
     };
-    let (did, fix) = java_thread_words(kind, &name, &at, op, &took);
+    let (mut did, fix) = java_thread_words(kind, &name, &at, op, &took);
+    if kind == OpKind::GcLocker {
+        did.push_str(&locker_waiters(inp, c.tid, &name));
+    }
 
     Instigator { did, fix, ..base }
 }
+
+/// `: "allocator" waited 574 ms for it, …, each woken by "deflater" as it left the region (the
+/// kernel's events)`: the Java threads the GC locker's last holder woke about the stall, each
+/// after a wait of at least [`LOCKER_WAIT_MIN_NS`] (those that needed memory while it held the
+/// region); empty without the kernel's waits or with none such.
+fn locker_waiters(inp: &WhoInputs, holder: i32, name: &str) -> String {
+    let Some(kw) = inp.kwaits else { return String::new() };
+    let mut waits: Vec<(u64, &str)> = kw
+        .waits
+        .iter()
+        .filter(|w| w.tid != holder && w.waker.as_ref().is_some_and(|k| k.tid == holder))
+        .filter_map(|w| {
+            let end = w.end?;
+            let woke = end >= inp.start_ns.saturating_sub(LOCKER_WOKE_NEAR_NS)
+                && end <= inp.end_ns.saturating_add(LOCKER_WOKE_NEAR_NS);
+            let waited = end.saturating_sub(w.start);
+            let java = inp.names.get(&w.tid)?;
+            (woke && waited >= LOCKER_WAIT_MIN_NS).then_some((waited, java.as_str()))
+        })
+        .collect();
+    if waits.is_empty() {
+        return String::new();
+    }
+    waits.sort_by(|a, b| b.0.cmp(&a.0));
+    let n = waits.len();
+    let named: Vec<String> = waits
+        .iter()
+        .take(3)
+        .map(|(ns, t)| format!("\"{t}\" waited {} for it", fmt_ns(*ns)))
+        .collect();
+    let more = if n > 3 { format!(" and {} more threads", n - 3) } else { String::new() };
+    let each = if n > 1 { "each " } else { "" };
+    format!(
+        ": {}{more}, {each}woken by \"{name}\" as it left the region (the kernel's events)",
+        named.join(", ")
+    )
+}
+
+/// A wait this long, ended by the GC locker's holder, was for the collection it held back.
+const LOCKER_WAIT_MIN_NS: u64 = 10_000_000;
+/// How far from the stall the holder may have woken them: JDK 17's wakes them after the
+/// collection it ran, as it leaves the operation.
+const LOCKER_WOKE_NEAR_NS: u64 = 100_000_000;
 
 /// A remote JMX client behind an RMI connection thread (`RMI TCP Connection(N)-addr`): its
 /// address, and the words.
@@ -1159,6 +1207,7 @@ mod tests {
             samples: &[],
             trace: &[],
             not_a_jvm: false,
+            kwaits: None,
         }
     }
 

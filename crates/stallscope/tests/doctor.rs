@@ -1007,6 +1007,15 @@ fn a_collection_held_back_by_a_jni_critical_region_names_the_thread_in_it() {
                 i.did
             );
         }
+        // The allocator's wait for the collection, from the kernel's wakers (root with BPF).
+        assert!(
+            locker.iter().any(|f| {
+                let did = &f.instigator.as_ref().unwrap().did;
+                did.contains("\"allocator\" waited") && did.contains("woken by \"deflater\"")
+            }),
+            "JDK {jdk}: {:?}",
+            locker.iter().map(|f| &f.instigator.as_ref().unwrap().did).collect::<Vec<_>>()
+        );
         // The operation's finding is the locker's to fix (a finding beside it keeps its own).
         let operation: Vec<&&&doctor::Finding> =
             locker.iter().filter(|f| f.cause == Cause::LongVmOperation).collect();
