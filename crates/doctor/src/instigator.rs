@@ -318,7 +318,7 @@ fn locker_waiters(inp: &WhoInputs, holder: i32, name: &str) -> String {
     if waits.is_empty() {
         return String::new();
     }
-    waits.sort_by(|a, b| b.0.cmp(&a.0));
+    waits.sort_by_key(|w| std::cmp::Reverse(w.0));
     let n = waits.len();
     let named: Vec<String> = waits
         .iter()
