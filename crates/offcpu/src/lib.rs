@@ -19,6 +19,7 @@ mod alarm;
 mod entries;
 mod ksyms;
 mod raw;
+mod said;
 mod slots;
 mod tally;
 
@@ -716,6 +717,7 @@ fn load(
     classic: bool,
 ) -> Result<skel::OffcpuSkel<'_>, String> {
     use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
+    said::keep();
     let mut open = skel::OffcpuSkelBuilder::default()
         .open(storage)
         .map_err(|e| format!("could not open the BPF program: {e}"))?;
@@ -754,10 +756,13 @@ fn load(
     open.progs.on_switch.set_autoload(classic);
     let mut sk = open.load().map_err(|e| {
         format!(
-            "the kernel refused the BPF program ({e}); it needs root, or CAP_BPF and CAP_PERFMON"
+            "the kernel refused the BPF program ({e}); it needs root, or CAP_BPF and CAP_PERFMON{}",
+            said::words(20)
         )
     })?;
-    sk.attach().map_err(|e| format!("could not attach to the scheduler tracepoints: {e}"))?;
+    sk.attach().map_err(|e| {
+        format!("could not attach to the scheduler tracepoints: {e}{}", said::words(5))
+    })?;
     Ok(sk)
 }
 
@@ -882,8 +887,9 @@ fn run(
     let attach = |prog: &libbpf_rs::ProgramMut, pid: i32, libjvm: &std::path::Path, name: &str| {
         prog.attach_usdt(pid, libjvm, "hs_private", name).map_err(|e| {
             format!(
-                "could not attach the JVM's safepoint probe hs_private:{name} in {} (pid {pid}): {e}",
-                libjvm.display()
+                "could not attach the JVM's safepoint probe hs_private:{name} in {} (pid {pid}): {e}{}",
+                libjvm.display(),
+                said::words(3)
             )
         })
     };
