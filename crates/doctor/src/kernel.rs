@@ -190,6 +190,11 @@ pub fn kind(w: &KernelWait, stack: &[String]) -> WaitKind {
         // `wchan` does): asleep in D in a call that takes mmap_lock for write is that wait.
         'D' if wait::mmap_write_caller(f) => K::MmapLock,
         _ if wait::writeback_wait(f) => K::Writeback,
+        // A write fault on a page already there (do_wp_page, the file system's page_mkwrite)
+        // waiting for the page's lock: its holder is writing the page back, or waiting for that
+        // (`__folio_lock < fuse_page_mkwrite < do_page_mkwrite < do_wp_page`, the holder in
+        // folio_wait_writeback under its own page_mkwrite). Not a page read in.
+        _ if wait::page_lock_wait(f) && wait::write_fault(stack) => K::Writeback,
         _ if f.starts_with("fuse_") || f == "request_wait_answer" => K::Fuse,
         _ if wait::fault_wait(f) => K::PageCacheRead,
         _ if stack.iter().any(|s| rwsem(s)) => K::KernelRwsem,
@@ -753,6 +758,34 @@ mod tests {
             instead: None,
             instead_ns: None,
         }
+    }
+
+    #[test]
+    fn a_write_fault_waiting_for_the_page_lock_is_writeback_and_a_read_fault_is_a_read() {
+        // As seen with the perf counters' file on a slow disk: the VM thread's write fault
+        // waits for the lock of a page whose holder waits for its writeback.
+        let write = st(&[
+            "__schedule",
+            "io_schedule",
+            "folio_wait_bit_common",
+            "__folio_lock",
+            "fuse_page_mkwrite",
+            "do_page_mkwrite",
+            "do_wp_page",
+            "__handle_mm_fault",
+        ]);
+        let w = wait(1, 0, Some(10), 'D', 0);
+        assert_eq!(kind(&w, &write), WaitKind::Writeback);
+        // The same lock taken reading a page in: a read.
+        let read = st(&[
+            "__schedule",
+            "io_schedule",
+            "folio_wait_bit_common",
+            "__folio_lock",
+            "filemap_fault",
+            "__do_fault",
+        ]);
+        assert_eq!(kind(&w, &read), WaitKind::PageCacheRead);
     }
 
     #[test]

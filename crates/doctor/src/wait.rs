@@ -150,6 +150,18 @@ pub fn memcg_high_wait(wchan: &str) -> bool {
         || wchan.starts_with("__mem_cgroup_handle_over_high")
 }
 
+/// A sleep for a page's lock.
+pub fn page_lock_wait(wchan: &str) -> bool {
+    ["__folio_lock", "folio_lock", "__lock_page", "lock_page"].iter().any(|p| wchan.starts_with(p))
+}
+
+/// A kernel stack (innermost first) in a write fault on a page already mapped: the write
+/// protection fault and the file system's `page_mkwrite` (`do_page_mkwrite`, `fuse_page_mkwrite`,
+/// `ext4_page_mkwrite`, `filemap_page_mkwrite` …).
+pub fn write_fault(stack: &[String]) -> bool {
+    stack.iter().any(|s| s == "do_wp_page" || s.ends_with("page_mkwrite"))
+}
+
 /// Writeback and dirty-page throttling, and the journal waits a write can sit in.
 pub fn writeback_wait(wchan: &str) -> bool {
     [
