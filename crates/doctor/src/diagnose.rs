@@ -289,9 +289,17 @@ fn diagnose_stall(
     // A stall that began before the target's waits were recorded (the recorder started during
     // it) has no whole kernel account: its waits from before are not seen.
     let began_unseen = kw.and_then(|k| k.since).filter(|&s| s > full.start_ns);
+    // Outside any safepoint the meter is the thread that was held: its waits (a lock's futex,
+    // with who woke it) are shown even where they are of the kinds left out for others.
+    let mut shown = culprits.clone();
+    if safepoint.is_none()
+        && let Some(m) = meter_tid.filter(|m| !shown.contains(m))
+    {
+        shown.push(m);
+    }
     let kernel = kw
         .filter(|_| began_unseen.is_none())
-        .map(|k| crate::kernel::view(k, span.start_ns, span.end_ns, &names, &culprits, 6))
+        .map(|k| crate::kernel::view(k, span.start_ns, span.end_ns, &names, &shown, 6))
         .unwrap_or_default();
     if let (Some(f), Some(since)) = (findings.first_mut(), began_unseen) {
         f.evidence.push(format!(

@@ -1032,4 +1032,41 @@ fn a_collection_held_back_by_a_jni_critical_region_names_the_thread_in_it() {
             "JDK {jdk}"
         );
     }
+    // JDK 25, Parallel: the new locker blocks the allocator before any safepoint (holding the
+    // heap's lock), and the meter with it. Nothing stallscope reads names the region's thread:
+    // unknown, saying the meter was parked outside any safepoint, its kernel line naming who
+    // woke it.
+    let rec = d.join("rec25");
+    let mut run = stallscope();
+    run.args(["run", "--out", rec.to_str().unwrap(), "--"]).arg(java25());
+    let o = workload(run, &["-XX:+UseParallelGC", "-Xmn16m", "-Xmx256m"], &["gc-locker"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "JDK 25: {}", String::from_utf8_lossy(&o.stderr));
+    let r = report(&rec);
+    let longest = r.stalls.iter().max_by_key(|s| s.duration_ns).unwrap();
+    assert!(longest.duration_ns >= 200_000_000, "JDK 25: {}", longest.duration_ns);
+    let f = &longest.findings[0];
+    assert_eq!((f.cause, f.confidence), (Cause::Unknown, Confidence::Low), "JDK 25: {f:?}");
+    assert!(
+        f.evidence
+            .iter()
+            .any(|e| e.starts_with("the agent's meter thread was parked in the kernel")),
+        "JDK 25: {:?}",
+        f.evidence
+    );
+    // Woken by the allocator, or by a thread the allocator woke (the agent's own, sharing the
+    // lock): the chain says so.
+    let meter = longest.kernel.iter().find(|k| k.name.contains("hiccup-meter"));
+    assert!(
+        meter.is_some_and(|k| {
+            let w = &k.longest;
+            w.waker
+                .iter()
+                .chain(&w.waker_chain)
+                .any(|x| x.contains("woken by allocator") || x.starts_with("allocator"))
+        }),
+        "JDK 25: {:?}",
+        longest.kernel
+    );
 }

@@ -88,6 +88,24 @@ fn parts_of(
         let a = t.account(inp.tick_ns());
         for (act, ns) in breakdown(&a) {
             if act == Activity::Waiting(Wait::Parked) {
+                // A stall with no safepoint in it at all, the meter parked through most of it:
+                // that is what the stall was. Said, not explained (what held it is in its
+                // kernel line). (Before a safepoint, the meter parked is its own sleep.)
+                if role == Role::Meter
+                    && inp.safepoints.is_empty()
+                    && ns.saturating_mul(2) >= len_ns
+                {
+                    let ev = vec![Evidence::MeterParked { ms: ns / 1_000_000 }];
+                    let held = Held { tid: t.tid, activity: act, ns, named: *named };
+                    raw.push((Cause::Unknown, ns, false, held, ev));
+                }
+                continue;
+            }
+            // A moment on a CPU does not hold the meter for a stall ten times as long.
+            if role == Role::Meter
+                && matches!(act, Activity::User | Activity::Cpu | Activity::Kernel)
+                && ns.saturating_mul(10) < len_ns
+            {
                 continue;
             }
             if !cpu_is_evidence && matches!(act, Activity::User | Activity::Cpu | Activity::Kernel)

@@ -57,6 +57,11 @@ pub enum Evidence {
     },
     /// The meter thread on a CPU, yet its tick overdue.
     MeterOnCpuNoTick,
+    /// The meter thread parked in the kernel (a futex: a lock or condition of the JVM's) outside
+    /// any safepoint, for this long.
+    MeterParked {
+        ms: u64,
+    },
     RunQueue {
         role: Role,
     },

@@ -87,6 +87,10 @@ impl fmt::Display for Evidence {
             E::MeterOnCpuNoTick => {
                 f.write_str("the agent's meter thread was on a CPU but did not tick")
             }
+            E::MeterParked { ms } => write!(
+                f,
+                "the agent's meter thread was parked in the kernel for {ms} ms outside any safepoint: held by a lock or condition of the JVM's (the kernel's line for it names who woke it, where recorded)"
+            ),
             E::RunQueue { role } => {
                 let sj = role.subject();
                 write!(f, "{} {} runnable but waited on a run queue", sj.who, sj.was)
