@@ -74,6 +74,10 @@ impl Scenario for LongGc {
         let (_, r) = run_jvm(ctx, rec, &jvm, &workload, quiet_launch())?;
         let metrics =
             BTreeMap::from([("metric".to_string(), r.summary.longest_stall_ns as f64 / 1e6)]);
-        Ok(Measured { metrics, report: Some(r), min_stall_ns: 60_000_000 })
+        // The quick profile's full GC of 384 MB takes 50-65 ms here (CI on 2026-11-30: 53 ms in
+        // one run, graded "no stall" against 60): graded from 30 ms, where the concurrent
+        // variant still has none (it had no stall of 5 ms or more).
+        let min_stall_ns = ctx.profile.pick(30_000_000, 60_000_000);
+        Ok(Measured { metrics, report: Some(r), min_stall_ns })
     }
 }
