@@ -419,6 +419,75 @@ fn retention_holds_its_bound_while_stalls_come_faster_than_it_allows() {
     let _ = std::fs::remove_dir_all(&d);
 }
 
+/// `watch` restarted over the same `--out` with a lower `--retain`: the first pass removes the
+/// earlier run's finished recordings, oldest first, down to three quarters of the new bound, and
+/// keeps the newest and the live one. (A higher bound removes none of them.)
+#[test]
+fn a_lower_retain_after_a_restart_removes_the_oldest_recordings_first() {
+    let _x = exclusive();
+    let d = scratch("watch-retain-lowered");
+    let out = d.join("rec");
+    std::fs::create_dir_all(&out).unwrap();
+    // Five finished recordings of an earlier run (a stored one, 1.8 MB each), a day apart: a
+    // recording's age is its meta.json's.
+    let stored = root().join("tests/fixtures/recordings/jdk17-safepoint-storm-cpu-hog4");
+    let day = Duration::from_secs(86_400);
+    let old: Vec<PathBuf> = (1..=5)
+        .map(|i| {
+            let dir = out.join(format!("4242-Old-20261120-00000{i}"));
+            std::fs::create_dir_all(&dir).unwrap();
+            for f in std::fs::read_dir(&stored).unwrap().flatten() {
+                std::fs::copy(f.path(), dir.join(f.file_name())).unwrap();
+            }
+            let at = std::time::SystemTime::now() - day * (6 - i);
+            std::fs::File::options()
+                .write(true)
+                .open(dir.join("meta.json"))
+                .unwrap()
+                .set_modified(at)
+                .unwrap();
+            dir
+        })
+        .collect();
+    let each = du(&old[0]);
+    assert!(each > 1 << 20, "{each}");
+    let (jvm, pid) = idle_jvm(&java17());
+    let watch_for = |retain: &str| {
+        let (mut w, _, said) = start_watch(&[
+            &pid.to_string(),
+            "--out",
+            out.to_str().unwrap(),
+            "--retain",
+            retain,
+            "--for",
+            "6s",
+        ]);
+        let st = wait_exit(&mut w, Duration::from_secs(60));
+        let said: Vec<String> = said.try_iter().collect();
+        assert!(st.is_some_and(|s| s.success()), "--retain {retain}: {st:?} {said:#?}");
+    };
+    watch_for("1G");
+    assert!(old.iter().all(|o| o.exists()), "1G removed some of 9 MB");
+    // Lowered to 4M: three quarters is 3M, so four of the five old ones go, oldest first.
+    watch_for("4M");
+    let gone: Vec<bool> = old.iter().map(|o| !o.exists()).collect();
+    assert_eq!(gone, [true, true, true, true, false], "oldest first");
+    let live: Vec<PathBuf> = std::fs::read_dir(&out)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| !old.contains(p))
+        .collect();
+    assert_eq!(live.len(), 2, "each run's own recording is kept: {live:?}");
+    let used: u64 = std::fs::read_dir(&out).unwrap().flatten().map(|e| du(&e.path())).sum();
+    assert!(used <= 4 << 20, "{used} bytes kept over the 4M bound");
+    let o = stallscope().args(["report", "--json"]).arg(&old[4]).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    drop(jvm);
+    assert!(left_in(pid).is_empty(), "{:?}", left_in(pid));
+    let _ = std::fs::remove_dir_all(&d);
+}
+
 fn du(p: &Path) -> u64 {
     use std::os::unix::fs::MetadataExt;
     let Ok(m) = std::fs::symlink_metadata(p) else { return 0 };
