@@ -189,6 +189,17 @@ fn diagnose_stall(
     let signals = system_signals(meta, &sys);
     let trace = rec.trace.iter().find(|t| t.stall == stall).map_or(&[][..], |t| &t.events[..]);
     let duration = span.duration_ns();
+    // Outside any safepoint for certain: the JVM's safepoints are known (its log, its counters),
+    // none is the stall's, and none was under way as it began (one given to the stall before,
+    // the tick resumed inside it). One that ends it (a collection the held thread asked for) is
+    // not the stall's beginning.
+    let outside_safepoints = spanned.is_empty()
+        && (rec.has_safepoint_log || !rec.safepoints.is_empty())
+        && !rec.safepoints.iter().any(|s| {
+            s.end.mono_ns.is_some_and(|end| {
+                end > full.start_ns && end.saturating_sub(s.total_ns) <= full.start_ns
+            })
+        });
     let inputs = classify::Inputs {
         duration_ns: duration,
         start_ns: span.start_ns,
@@ -210,6 +221,7 @@ fn diagnose_stall(
         kwaits: kw,
         cpu_use: rec.who.iter().filter(|w| w.stall() == stall).find_map(classify::CpuUse::of),
         clock_ticks: meta.clock_ticks,
+        outside_safepoints,
     };
     let mut findings = classify::classify(&inputs);
     // A process that is not a JVM stalls when the kernel holds a thread of it: what held it is
@@ -292,9 +304,7 @@ fn diagnose_stall(
     // Outside any safepoint the meter is the thread that was held: its waits (a lock's futex,
     // with who woke it) are shown even where they are of the kinds left out for others.
     let mut shown = culprits.clone();
-    if safepoint.is_none()
-        && let Some(m) = meter_tid.filter(|m| !shown.contains(m))
-    {
+    if outside_safepoints && let Some(m) = meter_tid.filter(|m| !shown.contains(m)) {
         shown.push(m);
     }
     let kernel = kw

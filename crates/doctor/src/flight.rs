@@ -336,21 +336,26 @@ fn gc_of<'a>(f: &'a FlightFile, g: &Gathered) -> Option<&'a FlightGc> {
     // nearest its start.
     let (a, b) = (g.start(), g.end());
     let gcs = &f.data.gcs;
-    let from = gcs.partition_point(|c| c.start_epoch_ns < a - GC_START_SLACK_NS);
+    let from = gcs.partition_point(|c| c.start_epoch_ns < a.saturating_sub(GC_START_SLACK_NS));
     let to = gcs.partition_point(|c| c.start_epoch_ns <= b);
-    gcs[from..to.max(from)].iter().min_by_key(|c| (c.start_epoch_ns - a).abs())
+    gcs[from..to.max(from)].iter().min_by_key(|c| c.start_epoch_ns.abs_diff(a))
 }
 
 /// Why the stall's collection ran: the GC locker's, where any collection begun in the stall
 /// says so (Parallel's follows its young collection with a full one of another cause, in the
 /// same operation), else the nearest's.
 fn gc_cause<'a>(f: &'a FlightFile, g: &Gathered) -> Option<&'a str> {
-    let (a, b) = (g.start() - GC_START_SLACK_NS, g.end());
-    let locker = f
-        .data
-        .gcs
-        .iter()
-        .find(|c| c.start_epoch_ns >= a && c.start_epoch_ns <= b && c.cause == GC_LOCKER_CAUSE);
+    // Within the operation's own run (the stall's, where it has none): another thread's
+    // collection in the same stall is not this one's.
+    let (a, b) = match &g.op {
+        Some(op) => (op.start_epoch_ns, op.start_epoch_ns.saturating_add(op.duration_ns.max(0))),
+        None => (g.start(), g.end()),
+    };
+    let locker = f.data.gcs.iter().find(|c| {
+        c.start_epoch_ns >= a.saturating_sub(GC_START_SLACK_NS)
+            && c.start_epoch_ns <= b
+            && c.cause == GC_LOCKER_CAUSE
+    });
     locker.or_else(|| gc_of(f, g)).map(|c| c.cause.as_str())
 }
 
@@ -361,13 +366,25 @@ fn gc_locker_of<'a>(
     f: &'a FlightFile,
     op: &FlightVmOperation,
 ) -> Option<(&'a FlightGcLocker, i64)> {
+    // Only a collection is one the locker held back.
+    if !collection(&op.op) {
+        return None;
+    }
     let caller = op.caller.as_ref()?;
     let by_caller =
         |l: &&FlightGcLocker| l.thread.as_ref().is_none_or(|t| t.os_tid == caller.os_tid);
-    if let Some(l) = f.data.gc_lockers.iter().filter(by_caller).find(|l| {
-        l.duration_ns > 0
-            && (op.start_epoch_ns - (l.start_epoch_ns + l.duration_ns)).abs() <= GC_LOCKER_SLACK_NS
-    }) {
+    // The file's values are whatever it says: sums and differences saturate.
+    let end_of = |l: &FlightGcLocker| l.start_epoch_ns.saturating_add(l.duration_ns);
+    if let Some(l) = f
+        .data
+        .gc_lockers
+        .iter()
+        .filter(by_caller)
+        .filter(|l| {
+            l.duration_ns > 0 && op.start_epoch_ns.abs_diff(end_of(l)) <= GC_LOCKER_SLACK_NS
+        })
+        .min_by_key(|l| op.start_epoch_ns.abs_diff(end_of(l)))
+    {
         return Some((l, l.duration_ns));
     }
     let l = f
@@ -377,18 +394,29 @@ fn gc_locker_of<'a>(
         .filter(by_caller)
         .filter(|l| l.duration_ns == 0 && l.start_epoch_ns <= op.start_epoch_ns)
         .max_by_key(|l| l.start_epoch_ns)?;
-    let held = op.start_epoch_ns - l.start_epoch_ns;
-    // No earlier operation of the same thread since: this one is the collection held back.
-    let earlier = f.data.vm_operations.iter().any(|o| {
+    let held = op.start_epoch_ns.saturating_sub(l.start_epoch_ns);
+    // No earlier operation of the same thread since, and no collection of anyone's: this one
+    // is the collection held back (a short one the file left out is not mistaken for a later
+    // operation of that thread).
+    let between = f.data.vm_operations.iter().any(|o| {
         o.start_epoch_ns >= l.start_epoch_ns
             && o.start_epoch_ns < op.start_epoch_ns
-            && o.caller.as_ref().is_some_and(|c| c.os_tid == caller.os_tid)
+            && (o.caller.as_ref().is_some_and(|c| c.os_tid == caller.os_tid) || collection(&o.op))
+    }) || f.data.gcs.iter().any(|c| {
+        c.start_epoch_ns >= l.start_epoch_ns
+            && c.start_epoch_ns < op.start_epoch_ns.saturating_sub(GC_START_SLACK_NS)
     });
-    (held <= GC_LOCKER_MAX_HOLD_NS && !earlier).then_some((l, held))
+    ((0..=GC_LOCKER_MAX_HOLD_NS).contains(&held) && !between).then_some((l, held))
+}
+
+/// Whether a VM operation is a collection (`ParallelGCSystemGC`, `G1CollectForAllocation`,
+/// `GenCollectFull` …), by its name.
+fn collection(op: &str) -> bool {
+    op.contains("GC") || op.contains("Collect")
 }
 
 /// How far apart the GC locker's end and its collection's start may be recorded.
-const GC_LOCKER_SLACK_NS: i64 = 50_000_000;
+const GC_LOCKER_SLACK_NS: u64 = 50_000_000;
 /// Past this, a hold's instant (JDK 21) and a collection are not taken to be one.
 const GC_LOCKER_MAX_HOLD_NS: i64 = 60_000_000_000;
 
@@ -1214,6 +1242,28 @@ mod tests {
         };
         assert!(!who(vec![other], vec![gc(1, 1651)]).did.contains("JNI critical region"));
         assert!(!who(vec![locker(1000, 650)], vec![gc(1, 2651)]).did.contains("JNI critical"));
+        // A thread dump after the hold is not the locker's collection.
+        let dump = op(1, "ThreadDump", 1700, 25, Some(("deflater", true)));
+        assert!(!who(vec![locker(1000, 0)], vec![dump]).did.contains("JNI critical"));
+        // A collection of anyone's between the hold and this one: the hold ended before.
+        let mut c = chunk();
+        c.gc_lockers = vec![locker(1000, 0)];
+        c.gcs = vec![self::gc(1200, 5, "Allocation Failure", None)];
+        c.vm_operations = vec![gc(1, 1700)];
+        let i = |c: &FlightChunk| {
+            let r = diagnose_flight(&file(c.clone()), 10 * MS as u64, None);
+            r.stalls.last().unwrap().findings[0].instigator.clone().unwrap()
+        };
+        assert!(!i(&c).did.contains("JNI critical"), "{}", i(&c).did);
+        // Values no JVM writes do not overflow the matching (a file is whatever it says).
+        for (at, dur) in [(i64::MAX, i64::MAX), (i64::MIN, i64::MAX), (i64::MIN, 0), (i64::MAX, 0)]
+        {
+            let l = FlightGcLocker { start_epoch_ns: at, duration_ns: dur, ..locker(0, 0) };
+            let o = gc(1, 1651);
+            assert!(
+                gc_locker_of(&file(FlightChunk { gc_lockers: vec![l], ..chunk() }), &o).is_none()
+            );
+        }
     }
 
     #[test]

@@ -200,13 +200,18 @@ pub(crate) enum OpKind {
 const GC_LOCKER: &str = "the GC locker: ";
 
 /// Whether a Java thread in JNI code (its top frame a `native` method) asking for `op` was the
-/// GC locker's last holder running the collection held back: a collection neither an allocation
-/// nor `System.gc()` asked for. JNI code can ask for no other collection: calling `System.gc()`
-/// leaves Java frames on top (`Runtime.gc` is itself native: checked by the stack), and an
-/// allocation from JNI asks for an allocation's collection, which the op's name says (G1 before
-/// JDK 22 names the locker's collection so too: that one is left to the GC's cause, where known).
+/// GC locker's last holder running the collection held back: Parallel's and Serial's operation
+/// for it (`ParallelGCSystemGC`, `GenCollectFull`), neither `System.gc()` (`Runtime.gc` is
+/// itself native: the stack says so) nor a diagnostic command run through the management
+/// beans' native code (`GC.run` over JMX), which ask for the same operations. An allocation
+/// from JNI asks for an allocation's collection; G1 before JDK 22 names the locker's collection
+/// so too, and it is left to the GC's cause where that is known (a flight recording).
 pub(crate) fn gc_locker_op(op: &str, stack: &[String], native: bool) -> bool {
-    native && (op.contains("GC") || op.contains("Collect")) && op_kind(op, stack) == OpKind::Other
+    const MANAGEMENT: [&str; 3] = ["sun.management.", "com.sun.management.", "jdk.management."];
+    native
+        && matches!(op, "ParallelGCSystemGC" | "GenCollectFull")
+        && op_kind(op, stack) == OpKind::Other
+        && !stack.iter().any(|f| MANAGEMENT.iter().any(|m| f.starts_with(m)))
 }
 
 pub(crate) fn op_kind(op: &str, stack: &[String]) -> OpKind {
@@ -306,6 +311,9 @@ fn locker_waiters(inp: &WhoInputs, holder: i32, name: &str) -> String {
         .waits
         .iter()
         .filter(|w| w.tid != holder && w.waker.as_ref().is_some_and(|k| k.tid == holder))
+        // Waiting already when the collection was asked for (the stall began), and woken about
+        // it: a thread waiting for the holder's result or a lock of its own waits otherwise.
+        .filter(|w| w.start < inp.start_ns)
         .filter_map(|w| {
             let end = w.end?;
             let woke = end >= inp.start_ns.saturating_sub(LOCKER_WOKE_NEAR_NS)
@@ -1265,7 +1273,7 @@ mod tests {
         };
         // The last thread out of a JNI critical region runs the collection held back (JDK 11-21,
         // Parallel and Serial name it as an explicit collection).
-        for op_name in ["ParallelGCSystemGC", "GenCollectFull", "G1CollectFull"] {
+        for op_name in ["ParallelGCSystemGC", "GenCollectFull"] {
             let (i, fix) = one(&native_op(2_000_000, op_name, 21, "deflater", &deflate), op_name);
             assert_eq!((i.kind, i.tid), (InstigatorKind::JavaThread, Some(21)));
             assert!(
@@ -1299,6 +1307,21 @@ mod tests {
             "ParallelGCFailedAllocation",
         );
         assert!(i.did.contains("allocated"), "{}", i.did);
+        // G1's full collection from native code is not the locker's (G1 names that one an
+        // allocation's); nor is GC.run asked for over JMX, through the beans' native code.
+        let (i, _) =
+            one(&native_op(2_000_000, "G1CollectFull", 21, "deflater", &deflate), "G1CollectFull");
+        assert!(!i.did.contains("critical"), "{}", i.did);
+        let jmx = [
+            "sun.management.DiagnosticCommandImpl.executeDiagnosticCommand",
+            "sun.management.DiagnosticCommandImpl.invoke",
+            "com.acme.Ops.gc",
+        ];
+        let (i, _) = one(
+            &native_op(2_000_000, "ParallelGCSystemGC", 21, "deflater", &jmx),
+            "ParallelGCSystemGC",
+        );
+        assert!(!i.did.contains("critical"), "{}", i.did);
         // A thread dump asked for from native code is a thread dump.
         let (i, _) =
             one(&native_op(2_000_000, "ThreadDump", 21, "deflater", &deflate), "ThreadDump");

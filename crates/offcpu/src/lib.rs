@@ -718,6 +718,7 @@ fn load(
 ) -> Result<skel::OffcpuSkel<'_>, String> {
     use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
     said::keep();
+    said::forget();
     let mut open = skel::OffcpuSkelBuilder::default()
         .open(storage)
         .map_err(|e| format!("could not open the BPF program: {e}"))?;
@@ -885,6 +886,7 @@ fn run(
     // The last generation handed out (slots watched, one after the other).
     let mut gens = 0u64;
     let attach = |prog: &libbpf_rs::ProgramMut, pid: i32, libjvm: &std::path::Path, name: &str| {
+        said::forget();
         prog.attach_usdt(pid, libjvm, "hs_private", name).map_err(|e| {
             format!(
                 "could not attach the JVM's safepoint probe hs_private:{name} in {} (pid {pid}): {e}{}",

@@ -31,6 +31,13 @@ fn kept(_: PrintLevel, msg: String) {
     }
 }
 
+/// Forgets what libbpf said so far: what follows is about the next call alone.
+pub(crate) fn forget() {
+    if let Ok(mut s) = SAID.lock() {
+        s.clear();
+    }
+}
+
 /// `; libbpf said: …` with the last `n` lines libbpf said since the last call (all are
 /// forgotten), or nothing when it said none.
 pub(crate) fn words(n: usize) -> String {
@@ -57,5 +64,8 @@ mod tests {
             kept(PrintLevel::Warn, format!("{i}"));
         }
         assert_eq!(words(1), format!("; libbpf said: {}", KEPT + 4));
+        kept(PrintLevel::Warn, "stale".into());
+        forget();
+        assert_eq!(words(3), "");
     }
 }

@@ -88,13 +88,11 @@ fn parts_of(
         let a = t.account(inp.tick_ns());
         for (act, ns) in breakdown(&a) {
             if act == Activity::Waiting(Wait::Parked) {
-                // A stall with no safepoint in it at all, the meter parked through most of it:
-                // that is what the stall was. Said, not explained (what held it is in its
-                // kernel line). (Before a safepoint, the meter parked is its own sleep.)
-                if role == Role::Meter
-                    && inp.safepoints.is_empty()
-                    && ns.saturating_mul(2) >= len_ns
-                {
+                // A stall outside any safepoint for certain, the meter parked through most of
+                // it: that is what the stall was. Said, not explained (what held it is in its
+                // kernel line). (Near a safepoint, the meter parked is its own sleep or the
+                // safepoint's wait.)
+                if role == Role::Meter && inp.outside_safepoints && ns.saturating_mul(2) >= len_ns {
                     let ev = vec![Evidence::MeterParked { ms: ns / 1_000_000 }];
                     let held = Held { tid: t.tid, activity: act, ns, named: *named };
                     raw.push((Cause::Unknown, ns, false, held, ev));
@@ -316,7 +314,12 @@ fn segment_parts(seg: &Segment, inp: &Inputs, out: &mut Vec<Part>) {
                     held: vec![],
                     evidence: evid,
                 });
-            } else if covered == 0 {
+            } else if covered == 0
+                && !out[before..]
+                    .iter()
+                    .any(|p| p.evidence.iter().any(|e| matches!(e, Evidence::MeterParked { .. })))
+            {
+                // (A meter parked is held by a lock, not by the CPUs: said as such, alone.)
                 let (contended, psi) = cpu_pressure(inp);
                 if contended {
                     let mut evid: Vec<Evidence> = psi.into_iter().collect();

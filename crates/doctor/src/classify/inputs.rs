@@ -44,6 +44,10 @@ pub struct Inputs<'a> {
     /// Every process's CPU time while the stall lasted, as the recorder counted it.
     pub cpu_use: Option<CpuUse>,
     pub clock_ticks: u64,
+    /// The recording knows the JVM's safepoints (its log, its counters) and none of them
+    /// overlaps the stall: it was outside any safepoint for certain (not one unseen, nor one
+    /// given to the stall before).
+    pub outside_safepoints: bool,
 }
 
 /// The machine's CPU time while a stall lasted (`who`'s cpu-use line): how much of it the target

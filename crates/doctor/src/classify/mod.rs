@@ -255,6 +255,7 @@ mod tests {
             kwaits,
             cpu_use,
             clock_ticks: 100,
+            outside_safepoints: false,
         })
     }
 
@@ -999,6 +1000,7 @@ mod tests {
             kwaits: None,
             cpu_use: None,
             clock_ticks: 100,
+            outside_safepoints: false,
         };
         let f = drafts(&inp);
         assert_eq!(f[0].cause, Cause::MappedWriteback, "{f:?}");
@@ -1216,6 +1218,7 @@ mod tests {
             kwaits: None,
             cpu_use: None,
             clock_ticks: 100,
+            outside_safepoints: false,
         })
     }
 
