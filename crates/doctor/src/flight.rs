@@ -423,13 +423,7 @@ const GC_LOCKER_MAX_HOLD_NS: i64 = 60_000_000_000;
 /// The collection `l` held back, laid at the thread that left the critical region last.
 fn held_back(l: &FlightGcLocker, held: i64, op: &str, took: &str, base: Instigator) -> Instigator {
     let stack: Vec<String> = l.frames.iter().map(|f| f.method.clone()).collect();
-    let app = crate::instigator::app_frame(&stack).map(|f| format!(" in {f}")).unwrap_or_default();
-    let at = match stack.first() {
-        Some(top) if !app.ends_with(top.as_str()) => {
-            format!(" in the native method {top} (called{app})")
-        }
-        _ => app,
-    };
+    let at = crate::instigator::in_native_method(&stack);
     let kind = crate::instigator::OpKind::GcLocker;
     let (did, fix) = crate::instigator::java_thread_words(kind, &base.name, &at, op, took);
     let mut said = Vec::new();

@@ -244,6 +244,18 @@ pub(crate) fn app_frame(stack: &[String]) -> Option<&str> {
         .map(String::as_str)
 }
 
+/// ` in the native method T (called in A)`: a stack's top frame, a native method, and the
+/// application's frame that called it (only ` in A` where the two are one).
+pub(crate) fn in_native_method(stack: &[String]) -> String {
+    let app = app_frame(stack).map(|f| format!(" in {f}")).unwrap_or_default();
+    match stack.first() {
+        Some(top) if !app.ends_with(top.as_str()) => {
+            format!(" in the native method {top} (called{app})")
+        }
+        _ => app,
+    }
+}
+
 /// The instigator behind a calling thread: the thread itself, the JVM, the tool at the other end
 /// of the attach listener, or a remote JMX client.
 fn from_caller(inp: &WhoInputs, op: &str, c: &WhoThread, sp: &SafepointView) -> Instigator {
@@ -284,14 +296,13 @@ fn from_caller(inp: &WhoInputs, op: &str, c: &WhoThread, sp: &SafepointView) -> 
             ..base
         };
     }
-    let mut at = app_frame(&c.frames).map(|f| format!(" in {f}")).unwrap_or_default();
-    let kind = if gc_locker_op(op, &c.frames, c.native) {
-        if let Some(top) = c.frames.first().filter(|t| !at.ends_with(t.as_str())) {
-            at = format!(" in the native method {top} (called{at})");
-        }
-        OpKind::GcLocker
+    let (kind, at) = if gc_locker_op(op, &c.frames, c.native) {
+        (OpKind::GcLocker, in_native_method(&c.frames))
     } else {
-        op_kind(op, &c.frames)
+        (
+            op_kind(op, &c.frames),
+            app_frame(&c.frames).map(|f| format!(" in {f}")).unwrap_or_default(),
+        )
     };
     let (mut did, fix) = java_thread_words(kind, &name, &at, op, &took);
     if kind == OpKind::GcLocker {
