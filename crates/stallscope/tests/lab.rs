@@ -50,7 +50,15 @@ fn leftovers() -> Vec<String> {
         }
     }
     let swaps = std::fs::read_to_string("/proc/swaps").unwrap_or_default();
-    v.extend(swaps.lines().skip(1).map(|l| format!("swap: {l}")));
+    // A swap file is named by its path alone: its used column moves while another lab's swap
+    // is in use, and a moved count is not a new leftover (CI failed on that once).
+    v.extend(
+        swaps
+            .lines()
+            .skip(1)
+            .filter_map(|l| l.split_whitespace().next())
+            .map(|p| format!("swap: {p}")),
+    );
     if let Ok(d) = std::fs::read_dir("/dev/shm") {
         for e in d.flatten() {
             let n = e.file_name().to_string_lossy().into_owned();
