@@ -307,7 +307,13 @@ fn guard_jvm(
     };
     loop {
         let dir = recording_dir(&sh.out, &j);
-        let made = recorder::own_empty_dir(&dir).and_then(|_| recorder::hand_to(&dir, jvm.uid));
+        let attached = escalate.load(Ordering::SeqCst);
+        // Handed to the JVM's user only where the JVM writes into it (the agent, its logs):
+        // watched from outside, nothing but stallscope writes there, and a directory handed
+        // over would need DAC_OVERRIDE for stallscope's own files (the DaemonSet run without
+        // CHOWN or DAC_OVERRIDE skipped every JVM not root's).
+        let made = recorder::own_empty_dir(&dir)
+            .and_then(|_| if attached { recorder::hand_to(&dir, jvm.uid) } else { Ok(()) });
         if let Err(e) = made {
             if out_of_space(&e, &sh.out) {
                 let _ = std::fs::remove_dir(&dir);
@@ -318,7 +324,6 @@ fn guard_jvm(
             }
             return skip("refused", format!("{e:#}"));
         }
-        let attached = escalate.load(Ordering::SeqCst);
         // From outside, the culprits' code is read by the kernel's sampling, at no cost to the
         // JVM between stalls.
         let s = Settings {
