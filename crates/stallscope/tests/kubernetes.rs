@@ -624,6 +624,22 @@ fn the_daemonset_runs_as_written_from_the_projects_image() {
             .unwrap(),
     );
     let pid = jvm.0.id();
+    // And one of another user (nobody's), its perf counters under /tmp/hsperfdata_nobody, mode
+    // 0600: what DAC_READ_SEARCH and DAC_OVERRIDE are for.
+    let other = Reaper(
+        Command::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+            .arg(java17())
+            .args(["-Xmx64m", "-XX:+UseParallelGC", "-XX:-UseCountedLoopSafepoints", "-jar"])
+            .arg(workloads_jar())
+            .args(["counted-loop", "--duration", "120s", "--rounds", "20", "--every", "300ms"])
+            .current_dir("/")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let other_pid = other.0.id();
     let sandbox = rt
         .crictl(&["runp", pod_json.to_str().unwrap()])
         .unwrap_or_else(|e| panic!("{e}\n{}", rt.log()));
@@ -637,19 +653,28 @@ fn the_daemonset_runs_as_written_from_the_projects_image() {
     // Its metrics, where the container's port is (the node's network): the JVM's stall.
     let addr = "127.0.0.1:9464";
     let want = format!("pid=\"{pid}\",cause=\"no-safepoint-poll\"");
-    let seen = poll(Duration::from_secs(60), Duration::from_millis(500), || {
-        scrape(addr)
+    let want_other = format!("pid=\"{other_pid}\",cause=\"no-safepoint-poll\"");
+    let stall_of = |metrics: &str, want: &str| {
+        metrics
             .lines()
-            .find(|l| l.starts_with("stallscope_stalls_total{") && l.contains(&want))
+            .find(|l| l.starts_with("stallscope_stalls_total{") && l.contains(want))
             .map(str::to_string)
+    };
+    let seen = poll(Duration::from_secs(60), Duration::from_millis(500), || {
+        let m = scrape(addr);
+        stall_of(&m, &want_other)?;
+        stall_of(&m, &want)
     })
     .unwrap_or_else(|| {
         panic!(
-            "no stall of the JVM in the DaemonSet's metrics: {}\nits log:\n{}",
+            "no stall of both JVMs (root's {pid}, nobody's {other_pid}) in the DaemonSet's \
+             metrics: {}\nits log:\n{}",
             scrape(addr),
             said()
         )
     });
+    // With SYS_NICE, its watch loop runs at nice -10.
+    assert_eq!(least_nice(container_pid(&rt, &id)), -10, "{}", said());
     // The stall's report by its exemplar's link.
     let report = exemplar_report(&seen).unwrap_or_else(|| panic!("no exemplar: {seen}"));
     let (status, page) = get(addr, &report);
@@ -670,24 +695,18 @@ fn the_daemonset_runs_as_written_from_the_projects_image() {
     // capabilities): the recording on the node's disk (its host path) says so. (`watch` takes
     // no tracepoint evidence, inside a container or not.)
     let recordings = cri["volumes"]["recordings"].as_str().unwrap();
-    let meta = walk_files(Path::new(recordings))
-        .into_iter()
-        .find(|p| p.ends_with("meta.json"))
-        .unwrap_or_else(|| panic!("no recording under {recordings}"));
-    let meta: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&meta).unwrap()).unwrap();
+    let meta = meta_of(Path::new(recordings), pid)
+        .unwrap_or_else(|| panic!("no recording of {pid} under {recordings}"));
     assert_eq!((meta["bpf"].as_bool(), meta["root"].as_bool()), (Some(true), Some(true)), "{meta}");
     assert_eq!(meta["pid"].as_i64(), Some(pid as i64), "{meta}");
 
     rt.crictl(&["stop", &id]).unwrap_or_else(|e| panic!("{e}\n{}", rt.log()));
     rt.crictl(&["rm", &id]).unwrap_or_else(|e| panic!("{e}\n{}", rt.log()));
 
-    // Each capability dropped in turn, against the table of what each one buys
-    // (docs/kubernetes/README.md), for this JVM: root's, on the node. Without SYS_PTRACE it is
-    // not watched at all; without BPF, PERFMON or SYSLOG its stall is named from /proc. What a
-    // JVM of another user needs (DAC_READ_SEARCH) and what --attach needs (DAC_OVERRIDE, CHOWN,
-    // FOWNER, KILL, SETUID, SETGID) this does not reach: without them, this JVM's stalls are
-    // named as with them.
+    // Each capability dropped in turn, and the two that read other users' files together,
+    // against the table of what each one buys (docs/kubernetes/README.md), for two JVMs on the
+    // node: root's and nobody's. What --attach needs (DAC_OVERRIDE, CHOWN, FOWNER, KILL,
+    // SETUID, SETGID) this does not reach: the manifest does not attach.
     let all: Vec<String> =
         cri["container"]["linux"]["security_context"]["capabilities"]["add_capabilities"]
             .as_array()
@@ -695,14 +714,25 @@ fn the_daemonset_runs_as_written_from_the_projects_image() {
             .iter()
             .map(|c| c.as_str().unwrap().to_string())
             .collect();
+    let mut drops: Vec<Vec<String>> = all.iter().map(|c| vec![c.clone()]).collect();
+    drops.push(vec!["DAC_READ_SEARCH".into(), "DAC_OVERRIDE".into()]);
+    struct Row {
+        dropped: Vec<String>,
+        roots: bool,
+        others: bool,
+        bpf: Option<bool>,
+        nice: i64,
+        unreadable: bool,
+        log: String,
+    }
     let mut table = Vec::new();
-    for cap in &all {
+    for dropped in drops {
         let mut c = cri["container"].clone();
-        let name = format!("no-{}", cap.to_lowercase());
+        let name = format!("no-{}", dropped.join("-").to_lowercase());
         c["metadata"]["name"] = name.clone().into();
         c["log_path"] = format!("{name}.log").into();
         c["linux"]["security_context"]["capabilities"]["add_capabilities"] =
-            all.iter().filter(|x| *x != cap).cloned().collect::<Vec<_>>().into();
+            all.iter().filter(|x| !dropped.contains(x)).cloned().collect::<Vec<_>>().into();
         let out = host.join(&name);
         std::fs::create_dir_all(&out).unwrap();
         for m in c["mounts"].as_array_mut().unwrap() {
@@ -718,43 +748,101 @@ fn the_daemonset_runs_as_written_from_the_projects_image() {
         rt.crictl(&["start", &id]).unwrap_or_else(|e| panic!("{e}\n{}", rt.log()));
         let log = logs.join(format!("{name}.log"));
         // Stalls come every 300 ms: 20 s without one named is none.
-        let named = poll(Duration::from_secs(20), Duration::from_millis(500), || {
-            scrape(addr)
-                .lines()
-                .any(|l| l.starts_with("stallscope_stalls_total{") && l.contains(&want))
-                .then_some(())
-        })
-        .is_some();
-        // Its recording's meta.json: `bpf` is left out of one made without the kernel's events.
-        let meta = walk_files(&out).into_iter().find(|p| p.ends_with("meta.json"));
-        let bpf = meta
-            .and_then(|m| {
-                serde_json::from_str::<serde_json::Value>(&std::fs::read_to_string(m).ok()?).ok()
-            })
-            .map(|m| m["bpf"].as_bool().unwrap_or(false));
-        println!("  without {cap:<16} stall named: {named:<5} with the kernel's events: {bpf:?}");
-        table.push((cap.clone(), named, bpf, std::fs::read_to_string(&log).unwrap_or_default()));
+        let (mut roots, mut others, mut unreadable) = (false, false, false);
+        poll(Duration::from_secs(20), Duration::from_millis(500), || {
+            let m = scrape(addr);
+            roots |= stall_of(&m, &want).is_some();
+            others |= stall_of(&m, &want_other).is_some();
+            unreadable |= m.lines().any(|l| {
+                l.starts_with("stallscope_skipped_jvms_total{")
+                    && l.contains("reason=\"unreadable\"")
+                    && !l.ends_with(" 0")
+            });
+            (roots && others).then_some(())
+        });
+        let nice = least_nice(container_pid(&rt, &id));
+        // Root's JVM's recording's meta.json: `bpf` is left out of one made without the
+        // kernel's events.
+        let bpf = meta_of(&out, pid).map(|m| m["bpf"].as_bool().unwrap_or(false));
+        println!(
+            "  without {:<30} root's named: {roots:<5} nobody's named: {others:<5} with the \
+             kernel's events: {bpf:?} least nice: {nice} unreadable counted: {unreadable}",
+            dropped.join(", ")
+        );
+        let log = std::fs::read_to_string(&log).unwrap_or_default();
+        // What it said of nobody's JVM, other than its stalls' events.
+        for l in
+            log.lines().filter(|l| l.contains(" stderr F ") && l.contains(&format!("{other_pid}")))
+        {
+            println!("    {}", l.split(" stderr F ").nth(1).unwrap_or(l));
+        }
+        table.push(Row { dropped, roots, others, bpf, nice, unreadable, log });
         rt.crictl(&["stop", &id]).unwrap_or_else(|e| panic!("{e}\n{}", rt.log()));
         rt.crictl(&["rm", &id]).unwrap_or_else(|e| panic!("{e}\n{}", rt.log()));
     }
-    for (cap, named, bpf, log) in &table {
+    for r in &table {
+        let without = |c: &str| r.dropped.iter().any(|d| d == c);
+        let what = format!("without {:?}: {}", r.dropped, r.log);
         // SYS_PTRACE even for root's JVM: the JVM holds capabilities the container does not, so
         // its /proc/PID/root (its perf counters, its libjvm.so) and maps are closed to it.
-        if cap == "SYS_PTRACE" {
-            assert!(!named && log.contains("Permission denied"), "without {cap}: {log}");
+        if without("SYS_PTRACE") {
+            assert!(!r.roots && !r.others && r.log.contains("Permission denied"), "{what}");
             continue;
         }
-        assert!(named, "without {cap}, root's JVM on the node is still watched: its log:\n{log}");
+        assert!(r.roots, "root's JVM on the node is still watched, {what}");
+        // Another user's perf counters (mode 0600) are read with either of the two; without
+        // both, that JVM is watched through /proc alone, which sees a stall only where the JVM
+        // stops (a safepoint's wait is not one): not skipped, and said so.
+        let readable = !(without("DAC_READ_SEARCH") && without("DAC_OVERRIDE"));
+        assert_eq!(r.others, readable, "nobody's JVM's stalls named: {readable}, {what}");
+        if !readable {
+            let said = format!("hsperfdata_nobody/{other_pid}: Permission denied");
+            assert!(r.log.contains(&said) && r.log.contains("through /proc alone"), "{what}");
+        }
+        assert!(!r.unreadable, "no JVM is skipped as unreadable, {what}");
         // SYSLOG too: /proc/kallsyms hides the kernel's addresses without it (where
         // perf_event_paranoid is above 1, the default), and the off-CPU recorder does not start
         // with stacks it cannot name.
-        let kernel = !matches!(cap.as_str(), "BPF" | "PERFMON" | "SYSLOG");
-        assert_eq!(*bpf, Some(kernel), "without {cap}: the kernel's events {kernel}\n{log}");
+        let kernel = !(without("BPF") || without("PERFMON") || without("SYSLOG"));
+        assert_eq!(r.bpf, Some(kernel), "the kernel's events {kernel}, {what}");
+        let nice = if without("SYS_NICE") { 0 } else { -10 };
+        assert_eq!(r.nice, nice, "its least nice, {what}");
     }
 
     drop(jvm);
+    drop(other);
     drop(rt);
     let _ = std::fs::remove_dir_all(&d);
+}
+
+/// The meta.json of `pid`'s recording under `dir`, if there is one.
+fn meta_of(dir: &Path, pid: u32) -> Option<serde_json::Value> {
+    walk_files(dir).into_iter().filter(|p| p.ends_with("meta.json")).find_map(|p| {
+        let m: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(p).ok()?).ok()?;
+        (m["pid"].as_i64() == Some(pid as i64)).then_some(m)
+    })
+}
+
+/// A container's first process, on the host, as the runtime says.
+fn container_pid(rt: &Runtime, id: &str) -> i32 {
+    let said = rt.crictl(&["inspect", id]).unwrap_or_else(|e| panic!("{e}\n{}", rt.log()));
+    let v: serde_json::Value = serde_json::from_str(&said).unwrap();
+    v["info"]["pid"].as_i64().unwrap_or_else(|| panic!("no pid in crictl inspect: {said}")) as i32
+}
+
+/// The least nice value among a process's threads: `watch`'s heartbeat loop and its guards
+/// raise themselves to -10 where SYS_NICE allows, as each starts (read once a stall was named).
+fn least_nice(pid: i32) -> i64 {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .unwrap_or_else(|e| panic!("/proc/{pid}/task: {e}"))
+        .flatten()
+        .filter_map(|t| {
+            let stat = std::fs::read_to_string(t.path().join("stat")).ok()?;
+            // After the comm's ')': state is field 3, nice field 19.
+            stat.rsplit_once(')')?.1.split_whitespace().nth(16)?.parse().ok()
+        })
+        .min()
+        .unwrap_or_else(|| panic!("no thread of {pid} read"))
 }
 
 /// Every file under `dir`, at any depth.
