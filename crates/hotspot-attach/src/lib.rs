@@ -133,7 +133,17 @@ impl Jvm {
             ));
         }
         // SAFETY: plain kill; SIGQUIT makes HotSpot look for the trigger file.
-        unsafe { libc::kill(self.pid, libc::SIGQUIT) };
+        if unsafe { libc::kill(self.pid, libc::SIGQUIT) } != 0 {
+            let e = std::io::Error::last_os_error();
+            drop(placed);
+            // Said at once, not as a socket that never opened (the DaemonSet run without KILL
+            // waited 10 s and blamed -XX:+DisableAttachMechanism).
+            return Err(anyhow::anyhow!(
+                "JVM pid {}: cannot send it SIGQUIT, which starts its attach listener: {e}; another user's JVM needs CAP_KILL (or run stallscope as uid {})",
+                self.pid,
+                self.uid
+            ));
+        }
         let t0 = Instant::now();
         let found = loop {
             if sock.exists() {
