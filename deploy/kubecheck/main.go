@@ -25,7 +25,7 @@ import (
 // The capabilities watch may hold, each for one reason (docs/kubernetes/README.md says which).
 var allowedCaps = map[string]bool{
 	"SYS_PTRACE": true, "DAC_READ_SEARCH": true, "DAC_OVERRIDE": true, "CHOWN": true,
-	"FOWNER": true, "KILL": true, "SETUID": true, "SETGID": true, "SYS_NICE": true,
+	"FOWNER": true, "KILL": true, "SYS_NICE": true,
 	"BPF": true, "PERFMON": true, "SYSLOG": true,
 }
 

@@ -613,32 +613,11 @@ fn the_daemonset_runs_as_written_from_the_projects_image() {
     std::fs::write(&ctr_json, cri["container"].to_string()).unwrap();
 
     // A JVM on the node whose safepoints wait on a loop, then the DaemonSet's pod.
-    let jvm = Reaper(
-        Command::new(java17())
-            .args(["-Xmx64m", "-XX:+UseParallelGC", "-XX:-UseCountedLoopSafepoints", "-jar"])
-            .arg(workloads_jar())
-            .args(["counted-loop", "--duration", "120s", "--rounds", "20", "--every", "300ms"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
+    let jvm = loop_jvm(false);
     let pid = jvm.0.id();
     // And one of another user (nobody's), its perf counters under /tmp/hsperfdata_nobody, mode
     // 0600: what DAC_READ_SEARCH and DAC_OVERRIDE are for.
-    let other = Reaper(
-        Command::new("setpriv")
-            .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
-            .arg(java17())
-            .args(["-Xmx64m", "-XX:+UseParallelGC", "-XX:-UseCountedLoopSafepoints", "-jar"])
-            .arg(workloads_jar())
-            .args(["counted-loop", "--duration", "120s", "--rounds", "20", "--every", "300ms"])
-            .current_dir("/")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
+    let other = loop_jvm(true);
     let other_pid = other.0.id();
     let sandbox = rt
         .crictl(&["runp", pod_json.to_str().unwrap()])
@@ -705,8 +684,7 @@ fn the_daemonset_runs_as_written_from_the_projects_image() {
 
     // Each capability dropped in turn, and the two that read other users' files together,
     // against the table of what each one buys (docs/kubernetes/README.md), for two JVMs on the
-    // node: root's and nobody's. What --attach needs (DAC_OVERRIDE, CHOWN, FOWNER, KILL,
-    // SETUID, SETGID) this does not reach: the manifest does not attach.
+    // node: root's and nobody's. What only --attach needs is tried after, with --attach.
     let all: Vec<String> =
         cri["container"]["linux"]["security_context"]["capabilities"]["add_capabilities"]
             .as_array()
@@ -811,8 +789,101 @@ fn the_daemonset_runs_as_written_from_the_projects_image() {
 
     drop(jvm);
     drop(other);
+
+    // `--attach` added to the manifest's arguments, against a fresh JVM of nobody's each time (an
+    // agent, once loaded, stays): with every capability, then without each that the table says
+    // only `--attach` needs.
+    let mut attach_table = Vec::new();
+    for dropped in ["", "DAC_OVERRIDE", "CHOWN", "FOWNER", "KILL"] {
+        let victim = loop_jvm(true);
+        let vpid = victim.0.id();
+        let mut c = cri["container"].clone();
+        let name = format!("attach-no-{}", dropped.to_lowercase());
+        c["metadata"]["name"] = name.clone().into();
+        c["log_path"] = format!("{name}.log").into();
+        c["args"].as_array_mut().unwrap().push("--attach".into());
+        c["linux"]["security_context"]["capabilities"]["add_capabilities"] =
+            all.iter().filter(|x| *x != dropped).cloned().collect::<Vec<_>>().into();
+        let out = host.join(&name);
+        std::fs::create_dir_all(&out).unwrap();
+        for m in c["mounts"].as_array_mut().unwrap() {
+            if m["container_path"] == "/var/lib/stallscope" {
+                m["host_path"] = out.to_str().unwrap().into();
+            }
+        }
+        let file = d.join(format!("{name}.json"));
+        std::fs::write(&file, c.to_string()).unwrap();
+        let id = rt
+            .crictl(&["create", &sandbox, file.to_str().unwrap(), pod_json.to_str().unwrap()])
+            .unwrap_or_else(|e| panic!("{e}\n{}", rt.log()));
+        rt.crictl(&["start", &id]).unwrap_or_else(|e| panic!("{e}\n{}", rt.log()));
+        let log = logs.join(format!("{name}.log"));
+        let about = format!("pid {vpid}");
+        // Attached: a recording of its made by `attach` whose first stall is named; not: a line
+        // that says why.
+        let outcome = poll(Duration::from_secs(40), Duration::from_millis(500), || {
+            let said = std::fs::read_to_string(&log).unwrap_or_default();
+            let refused = said
+                .lines()
+                .filter(|l| l.contains(" stderr F ") && l.contains(&about))
+                .find(|l| l.contains("not watched") || l.contains("not attached"))
+                .map(|l| l.split(" stderr F ").nth(1).unwrap_or(l).to_string());
+            if let Some(why) = refused {
+                return Some(Err(why));
+            }
+            let m = meta_of(&out, vpid)?;
+            let named =
+                stall_of(&scrape(addr), &format!("pid=\"{vpid}\",cause=\"no-safepoint-poll\""));
+            (m["mode"] == "attach" && named.is_some()).then_some(Ok(()))
+        });
+        let said = std::fs::read_to_string(&log).unwrap_or_default();
+        println!("  --attach without {dropped:<14} {outcome:?}");
+        attach_table.push((dropped, outcome, said));
+        rt.crictl(&["stop", &id]).unwrap_or_else(|e| panic!("{e}\n{}", rt.log()));
+        rt.crictl(&["rm", &id]).unwrap_or_else(|e| panic!("{e}\n{}", rt.log()));
+        drop(victim);
+    }
+    for (dropped, outcome, said) in &attach_table {
+        // Each refusal says why, at once (no attach socket waited for).
+        let why = match *dropped {
+            "DAC_OVERRIDE" => "meta.json: cannot create it: Permission denied",
+            "CHOWN" => "cannot hand the recording directory to uid 65534",
+            "KILL" => "cannot send it SIGQUIT",
+            _ => {
+                assert_eq!(outcome, &Some(Ok(())), "attached without {dropped:?}:\n{said}");
+                continue;
+            }
+        };
+        assert!(
+            matches!(outcome, Some(Err(w)) if w.contains(why)),
+            "--attach without {dropped}: refused, saying {why:?}: {outcome:?}\n{said}"
+        );
+    }
+
     drop(rt);
     let _ = std::fs::remove_dir_all(&d);
+}
+
+/// A JVM whose safepoints wait on a counted loop, 20 rounds every 300 ms for two minutes:
+/// root's, or nobody's (its perf counters then under /tmp/hsperfdata_nobody, mode 0600).
+fn loop_jvm(nobody: bool) -> Reaper {
+    let mut c = if nobody {
+        let mut c = Command::new("setpriv");
+        c.args(["--reuid=65534", "--regid=65534", "--clear-groups"]).arg(java17());
+        c
+    } else {
+        Command::new(java17())
+    };
+    Reaper(
+        c.args(["-Xmx64m", "-XX:+UseParallelGC", "-XX:-UseCountedLoopSafepoints", "-jar"])
+            .arg(workloads_jar())
+            .args(["counted-loop", "--duration", "120s", "--rounds", "20", "--every", "300ms"])
+            .current_dir("/")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    )
 }
 
 /// The meta.json of `pid`'s recording under `dir`, if there is one.
