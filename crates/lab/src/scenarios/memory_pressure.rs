@@ -132,6 +132,11 @@ impl Scenario for MemoryPressure {
         if let Some(h) = hits {
             metrics.insert("limit_hits".into(), h as f64);
         }
-        Ok(Measured { metrics, report: Some(r), min_stall_ns: 40_000_000 })
+        // Graded from 40 ms in the full profile. The quick profile's shorter stream squeezes
+        // less: one CI rehearsal's squeezed runs peaked at 27-33 ms, each diagnosed memory
+        // reclaim with file-writer named, and none was graded (the headroom runs peak under
+        // 8 ms).
+        let min_stall_ns = p.pick(20_000_000, 40_000_000);
+        Ok(Measured { metrics, report: Some(r), min_stall_ns })
     }
 }
