@@ -550,6 +550,9 @@ fn the_daemonset_runs_as_written_from_the_projects_image() {
     assert_eq!(unsafe { libc::geteuid() }, 0, "this test runs a container runtime: run it as root");
     let _x = exclusive();
     remove_leftovers();
+    // nobody's JVMs make /tmp/hsperfdata_nobody; removed at the end if this test made it.
+    let nobodys = Path::new("/tmp/hsperfdata_nobody");
+    let nobodys_before = nobodys.exists();
     let d = scratch("kubernetes-daemonset");
     let manifest = root().join("docs/kubernetes/stallscope-daemonset.yaml");
     let text = std::fs::read_to_string(&manifest).unwrap();
@@ -862,6 +865,9 @@ fn the_daemonset_runs_as_written_from_the_projects_image() {
 
     drop(rt);
     let _ = std::fs::remove_dir_all(&d);
+    if !nobodys_before {
+        let _ = std::fs::remove_dir_all(nobodys);
+    }
 }
 
 /// A JVM whose safepoints wait on a counted loop, 20 rounds every 300 ms for two minutes:
