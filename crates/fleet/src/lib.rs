@@ -322,6 +322,16 @@ fn guard_jvm(
                 }
                 return;
             }
+            let _ = std::fs::remove_dir(&dir);
+            // Escalating: the directory could not be handed over (no CAP_CHOWN, say). Watched
+            // from outside again, and not escalated again, as when the attach itself fails.
+            if attached && !first && sh.attach != Attach::All {
+                sh.notices
+                    .warn(format!("JVM pid {pid}: not attached ({e:#}); watched from outside"));
+                escalate.store(false, Ordering::SeqCst);
+                refused.store(true, Ordering::SeqCst);
+                continue;
+            }
             return skip("refused", format!("{e:#}"));
         }
         // From outside, the culprits' code is read by the kernel's sampling, at no cost to the
