@@ -138,10 +138,17 @@ impl Jvm {
             drop(placed);
             // Said at once, not as a socket that never opened (the DaemonSet run without KILL
             // waited 10 s and blamed -XX:+DisableAttachMechanism).
+            let what = if e.raw_os_error() == Some(libc::EPERM) {
+                format!(
+                    "; another user's JVM needs CAP_KILL (or run stallscope as uid {})",
+                    self.uid
+                )
+            } else {
+                String::new()
+            };
             return Err(anyhow::anyhow!(
-                "JVM pid {}: cannot send it SIGQUIT, which starts its attach listener: {e}; another user's JVM needs CAP_KILL (or run stallscope as uid {})",
-                self.pid,
-                self.uid
+                "JVM pid {}: cannot send it SIGQUIT, which starts its attach listener: {e}{what}",
+                self.pid
             ));
         }
         let t0 = Instant::now();

@@ -278,6 +278,9 @@ fn ask(
             Err(e) => Some(Asked { joined_at: None, refused: Some((mono_ns(), format!("{e:#}"))) }),
         };
         *o.lock().unwrap_or_else(|p| p.into_inner()) = asked;
+        // Nothing more will be sent: a loop waiting to be joined learns of a refusal now, not
+        // at its timeout (30 s in `watch`).
+        drop(joined);
         // Hold the changes until watching ends, then undo them.
         while !d.load(Ordering::Relaxed) {
             std::thread::sleep(Duration::from_millis(20));
