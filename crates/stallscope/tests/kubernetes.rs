@@ -821,14 +821,14 @@ fn the_daemonset_runs_as_written_from_the_projects_image() {
             .unwrap_or_else(|e| panic!("{e}\n{}", rt.log()));
         rt.crictl(&["start", &id]).unwrap_or_else(|e| panic!("{e}\n{}", rt.log()));
         let log = logs.join(format!("{name}.log"));
-        let about = format!("pid {vpid}");
+        let about = [format!("pid {vpid} "), format!("pid {vpid}:")];
         // Attached: a recording of its made by `attach` whose first stall is named; not: a line
         // that says why.
         let outcome = poll(Duration::from_secs(40), Duration::from_millis(500), || {
             let said = std::fs::read_to_string(&log).unwrap_or_default();
             let refused = said
                 .lines()
-                .filter(|l| l.contains(" stderr F ") && l.contains(&about))
+                .filter(|l| l.contains(" stderr F ") && about.iter().any(|a| l.contains(a)))
                 .find(|l| l.contains("not watched") || l.contains("not attached"))
                 .map(|l| l.split(" stderr F ").nth(1).unwrap_or(l).to_string());
             if let Some(why) = refused {
@@ -863,6 +863,55 @@ fn the_daemonset_runs_as_written_from_the_projects_image() {
         );
     }
 
+    // `--attach 2/10m` without CHOWN: nobody's JVM, watched from outside, stalls more than
+    // twice and is escalated; its recording's directory cannot be handed over, so it stays
+    // watched from outside, its later stalls still named (it was dropped from guarding once).
+    {
+        let victim = loop_jvm(true);
+        let vpid = victim.0.id();
+        let mut c = cri["container"].clone();
+        let name = "escalate-no-chown";
+        c["metadata"]["name"] = name.into();
+        c["log_path"] = format!("{name}.log").into();
+        c["args"].as_array_mut().unwrap().push("--attach=2/10m".into());
+        c["linux"]["security_context"]["capabilities"]["add_capabilities"] =
+            all.iter().filter(|x| *x != "CHOWN").cloned().collect::<Vec<_>>().into();
+        let file = d.join(format!("{name}.json"));
+        std::fs::write(&file, c.to_string()).unwrap();
+        let id = rt
+            .crictl(&["create", &sandbox, file.to_str().unwrap(), pod_json.to_str().unwrap()])
+            .unwrap_or_else(|e| panic!("{e}\n{}", rt.log()));
+        rt.crictl(&["start", &id]).unwrap_or_else(|e| panic!("{e}\n{}", rt.log()));
+        let log = logs.join(format!("{name}.log"));
+        let said = || std::fs::read_to_string(&log).unwrap_or_default();
+        let refused = format!("JVM pid {vpid}: not attached (");
+        let want = format!("pid=\"{vpid}\",cause=\"no-safepoint-poll\"");
+        let count = || {
+            stall_of(&scrape(addr), &want)
+                .and_then(|l| l.split(' ').nth(1).and_then(|n| n.parse::<f64>().ok()))
+                .unwrap_or(0.0)
+        };
+        let at_refusal = poll(Duration::from_secs(40), Duration::from_millis(500), || {
+            said().contains(&refused).then(count)
+        })
+        .unwrap_or_else(|| panic!("escalating without CHOWN was not refused:\n{}", said()));
+        assert!(said().contains("cannot hand the recording directory"), "{}", said());
+        let later = poll(Duration::from_secs(20), Duration::from_millis(500), || {
+            let n = count();
+            (n > at_refusal).then_some(n)
+        });
+        println!(
+            "  --attach=2/10m without CHOWN: refused, stalls named {at_refusal} then {later:?}"
+        );
+        assert!(later.is_some(), "stalls named after the refusal:\n{}", said());
+        assert!(
+            !said().contains(&format!("JVM pid {vpid} (stallscope-workloads.jar): not watched"))
+        );
+        rt.crictl(&["stop", &id]).unwrap_or_else(|e| panic!("{e}\n{}", rt.log()));
+        rt.crictl(&["rm", &id]).unwrap_or_else(|e| panic!("{e}\n{}", rt.log()));
+        drop(victim);
+    }
+
     drop(rt);
     let _ = std::fs::remove_dir_all(&d);
     if !nobodys_before {
@@ -870,7 +919,8 @@ fn the_daemonset_runs_as_written_from_the_projects_image() {
     }
 }
 
-/// A JVM whose safepoints wait on a counted loop, 20 rounds every 300 ms for two minutes:
+/// A JVM whose safepoints wait on a counted loop, 20 rounds every 300 ms, for longer than the
+/// test (killed by its `Reaper`):
 /// root's, or nobody's (its perf counters then under /tmp/hsperfdata_nobody, mode 0600).
 fn loop_jvm(nobody: bool) -> Reaper {
     let mut c = if nobody {
@@ -883,7 +933,7 @@ fn loop_jvm(nobody: bool) -> Reaper {
     Reaper(
         c.args(["-Xmx64m", "-XX:+UseParallelGC", "-XX:-UseCountedLoopSafepoints", "-jar"])
             .arg(workloads_jar())
-            .args(["counted-loop", "--duration", "120s", "--rounds", "20", "--every", "300ms"])
+            .args(["counted-loop", "--duration", "600s", "--rounds", "20", "--every", "300ms"])
             .current_dir("/")
             .stdout(Stdio::null())
             .stderr(Stdio::null())
