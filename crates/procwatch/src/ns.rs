@@ -49,6 +49,14 @@ fn other_ns(pid: i32, kind: &str) -> bool {
     theirs.is_some() && theirs != ns("self")
 }
 
+/// Whether `/proc` is our pid namespace's: our own `NSpid` there has one entry (read once).
+fn proc_numbers_as_we_do() -> bool {
+    static OURS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *OURS.get_or_init(|| {
+        std::fs::read_to_string("/proc/self/status").is_ok_and(|s| nspids(&s).len() == 1)
+    })
+}
+
 /// Whether `pid` is known to be in our namespace of this kind (its link read, and ours).
 fn same_ns(pid: i32, kind: &str) -> bool {
     let ns = |p: &str| std::fs::read_link(format!("/proc/{p}/ns/{kind}")).ok();
@@ -139,8 +147,10 @@ pub fn open_reached(path: &Path, flags: i32) -> std::io::Result<File> {
 pub fn host_tids(pid: i32) -> HashMap<i32, i32> {
     let mut out = HashMap::new();
     // Two links compared first: a process's `status` is the dearer read (measured: 3% of
-    // `watch`'s CPU while one JVM stalled, read at every stall's start).
-    if same_ns(pid, "pid") {
+    // `watch`'s CPU while one JVM stalled, read at every stall's start). Only where `/proc`
+    // numbers as our namespace does: NSpid counts from the namespace `/proc` was mounted in,
+    // and under `unshare -p -f` without a `/proc` of its own, its ids are the parent's.
+    if proc_numbers_as_we_do() && same_ns(pid, "pid") {
         return out;
     }
     // In our pid namespace NSpid has one entry; the inner id can equal ours by chance.
