@@ -728,9 +728,10 @@ fn the_daemonset_runs_as_written_from_the_projects_image() {
             .unwrap_or_else(|e| panic!("{e}\n{}", rt.log()));
         rt.crictl(&["start", &id]).unwrap_or_else(|e| panic!("{e}\n{}", rt.log()));
         let log = logs.join(format!("{name}.log"));
-        // Stalls come every 300 ms: 20 s without one named is none.
+        // Stalls come every 300 ms: 30 s without one named is none (the container starts, finds
+        // both JVMs and loads its BPF program first).
         let (mut roots, mut others, mut unreadable) = (false, false, false);
-        poll(Duration::from_secs(20), Duration::from_millis(500), || {
+        poll(Duration::from_secs(30), Duration::from_millis(500), || {
             let m = scrape(addr);
             roots |= stall_of(&m, &want).is_some();
             others |= stall_of(&m, &want_other).is_some();
@@ -774,9 +775,12 @@ fn the_daemonset_runs_as_written_from_the_projects_image() {
         // Another user's perf counters (mode 0600) are read with either of the two; without
         // both, that JVM is watched through /proc alone, which sees a stall only where the JVM
         // stops (a safepoint's wait is not one): not skipped, and said so.
+        // (Whether any of its stalls is named then is not asserted: BPF's safepoint probes in
+        // its libjvm.so may still see its safepoints.)
         let readable = !(without("DAC_READ_SEARCH") && without("DAC_OVERRIDE"));
-        assert_eq!(r.others, readable, "nobody's JVM's stalls named: {readable}, {what}");
-        if !readable {
+        if readable {
+            assert!(r.others, "nobody's JVM's stalls named, {what}");
+        } else {
             let said = format!("hsperfdata_nobody/{other_pid}: Permission denied");
             assert!(r.log.contains(&said) && r.log.contains("through /proc alone"), "{what}");
         }

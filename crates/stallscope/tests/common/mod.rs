@@ -255,6 +255,12 @@ impl Drop for Reaper {
         // A JVM killed leaves its attach socket, which the next process with its pid would meet,
         // and the repository of a flight recording (`attach` starts one) it was making.
         let _ = std::fs::remove_file(format!("/tmp/.java_pid{}", self.0.id()));
+        // And its perf counters file, which only a JVM that exits normally removes.
+        for d in std::fs::read_dir("/tmp").into_iter().flatten().flatten() {
+            if d.file_name().to_string_lossy().starts_with("hsperfdata_") {
+                let _ = std::fs::remove_file(d.path().join(self.0.id().to_string()));
+            }
+        }
         remove_jfr_repositories(|_, pid| pid == self.0.id());
     }
 }
