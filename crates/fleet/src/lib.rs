@@ -305,6 +305,13 @@ fn guard_jvm(
             ));
         }
     };
+    // An escalation refused (the directory not handed over, the attach refused, the agent not
+    // started): watched from outside again, and not escalated again.
+    let outside_again = |e: &anyhow::Error| {
+        sh.notices.warn(format!("JVM pid {pid}: not attached ({e:#}); watched from outside"));
+        escalate.store(false, Ordering::SeqCst);
+        refused.store(true, Ordering::SeqCst);
+    };
     loop {
         let dir = recording_dir(&sh.out, &j);
         let attached = escalate.load(Ordering::SeqCst);
@@ -323,13 +330,9 @@ fn guard_jvm(
                 return;
             }
             let _ = std::fs::remove_dir(&dir);
-            // Escalating: the directory could not be handed over (no CAP_CHOWN, say). Watched
-            // from outside again, and not escalated again, as when the attach itself fails.
+            // Escalating: the directory could not be handed over (no CAP_CHOWN, say).
             if attached && !first && sh.attach != Attach::All {
-                sh.notices
-                    .warn(format!("JVM pid {pid}: not attached ({e:#}); watched from outside"));
-                escalate.store(false, Ordering::SeqCst);
-                refused.store(true, Ordering::SeqCst);
+                outside_again(&e);
                 continue;
             }
             return skip("refused", format!("{e:#}"));
@@ -426,11 +429,9 @@ fn guard_jvm(
                 return;
             }
             // Escalating failed (the JVM refuses the attach protocol, or the agent did not
-            // start): it is watched from outside again, and not escalated again.
+            // start).
             let _ = std::fs::remove_dir_all(&dir);
-            sh.notices.warn(format!("JVM pid {pid}: not attached ({e:#}); watched from outside"));
-            escalate.store(false, Ordering::SeqCst);
-            refused.store(true, Ordering::SeqCst);
+            outside_again(&e);
             again = true;
         }
         first = false;

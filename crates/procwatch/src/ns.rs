@@ -44,9 +44,7 @@ pub fn host_numbering() -> bool {
 
 /// Whether `pid` is in another namespace of this kind (`mnt`, `pid`) than ours.
 fn other_ns(pid: i32, kind: &str) -> bool {
-    let ns = |p: &str| std::fs::read_link(format!("/proc/{p}/ns/{kind}")).ok();
-    let theirs = ns(&pid.to_string());
-    theirs.is_some() && theirs != ns("self")
+    ns_links(pid, kind).is_some_and(|(theirs, ours)| Some(theirs) != ours)
 }
 
 /// Whether `/proc` is our pid namespace's: our own `NSpid` there has one entry (read once).
@@ -57,10 +55,15 @@ fn proc_numbers_as_we_do() -> bool {
     })
 }
 
+/// `pid`'s namespace link of this kind (`mnt`, `pid`), and ours, when theirs can be read.
+fn ns_links(pid: i32, kind: &str) -> Option<(PathBuf, Option<PathBuf>)> {
+    let ns = |p: &str| std::fs::read_link(format!("/proc/{p}/ns/{kind}")).ok();
+    Some((ns(&pid.to_string())?, ns("self")))
+}
+
 /// Whether `pid` is known to be in our namespace of this kind (its link read, and ours).
 fn same_ns(pid: i32, kind: &str) -> bool {
-    let ns = |p: &str| std::fs::read_link(format!("/proc/{p}/ns/{kind}")).ok();
-    ns(&pid.to_string()).is_some_and(|theirs| Some(theirs) == ns("self"))
+    ns_links(pid, kind).is_some_and(|(theirs, ours)| Some(theirs) == ours)
 }
 
 /// Whether `pid` sees another filesystem than ours (another mount namespace).
