@@ -171,9 +171,7 @@ impl ThreadSampler {
         let size = (PAGE * RING_PAGES) as u64;
         // SAFETY: the data pages follow the control page.
         let data = unsafe { std::slice::from_raw_parts(self.ring.add(PAGE), size as usize) };
-        let byte = |at: u64| data[(at % size) as usize];
-        let copy =
-            |at: u64, len: usize| -> Vec<u8> { (0..len as u64).map(|i| byte(at + i)).collect() };
+        let copy = |at: u64, len: usize| ring_copy(data, at, len);
         let word = |at: u64| u64::from_le_bytes(copy(at, 8).try_into().unwrap_or_default());
         let mut out = Vec::new();
         let mut at = self.tail;
@@ -215,6 +213,56 @@ impl ThreadSampler {
         // SAFETY: data_tail in the control page: tells the kernel the space is free again.
         unsafe { std::ptr::write_volatile(self.ring.add(1032) as *mut u64, at) };
         out
+    }
+}
+
+/// `len` bytes of `ring` from position `at` on, around its end (at most the whole ring): two
+/// slices copied, not byte by byte (a sample carries a 16 KiB stack).
+fn ring_copy(ring: &[u8], at: u64, len: usize) -> Vec<u8> {
+    if ring.is_empty() {
+        return Vec::new();
+    }
+    let len = len.min(ring.len());
+    let start = (at % ring.len() as u64) as usize;
+    let first = len.min(ring.len() - start);
+    let mut v = Vec::with_capacity(len);
+    v.extend_from_slice(&ring[start..start + first]);
+    v.extend_from_slice(&ring[..len - first]);
+    v
+}
+
+/// `PERF_EVENT_IOC_ENABLE` and `PERF_EVENT_IOC_DISABLE` (`_IO('$', 0)`, `_IO('$', 1)`).
+const PERF_EVENT_IOC_ENABLE: libc::c_ulong = 0x2400;
+const PERF_EVENT_IOC_DISABLE: libc::c_ulong = 0x2401;
+
+impl ThreadSampler {
+    /// Stops sampling, keeping the event and its ring for [`ThreadSampler::resume`] (opening a
+    /// sampler costs a system call, a mapping and its teardown); what was taken is dropped.
+    pub fn pause(&mut self) {
+        // SAFETY: an ioctl without argument on our own perf descriptor.
+        unsafe { libc::ioctl(self.fd, PERF_EVENT_IOC_DISABLE, 0) };
+        self.skip();
+    }
+
+    /// Samples again after [`ThreadSampler::pause`]. An error when the kernel refuses (the
+    /// thread is gone): open another.
+    pub fn resume(&mut self) -> io::Result<()> {
+        self.skip();
+        // SAFETY: as in pause.
+        if unsafe { libc::ioctl(self.fd, PERF_EVENT_IOC_ENABLE, 0) } < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    }
+
+    /// Marks everything in the ring as read.
+    fn skip(&mut self) {
+        // SAFETY: data_head and data_tail in the mapped control page, as in drain.
+        let head = unsafe { std::ptr::read_volatile(self.ring.add(1024) as *const u64) };
+        std::sync::atomic::fence(std::sync::atomic::Ordering::AcqRel);
+        self.tail = head;
+        // SAFETY: as in drain.
+        unsafe { std::ptr::write_volatile(self.ring.add(1032) as *mut u64, head) };
     }
 }
 
@@ -277,5 +325,54 @@ mod tests {
             "ips in this binary"
         );
         assert!(s.drain().len() < got.len(), "drained samples are not read twice");
+    }
+
+    #[test]
+    fn a_copy_from_the_ring_wraps_around_its_end() {
+        let ring: Vec<u8> = (0..16).collect();
+        assert_eq!(ring_copy(&ring, 3, 4), vec![3, 4, 5, 6]);
+        assert_eq!(ring_copy(&ring, 14, 4), vec![14, 15, 0, 1]);
+        assert_eq!(ring_copy(&ring, 16 * 5 + 15, 2), vec![15, 0], "positions grow past the ring");
+        assert_eq!(ring_copy(&ring, 8, 40).len(), 16, "never more than the ring");
+        assert_eq!(ring_copy(&ring, 0, 0), Vec::<u8>::new());
+        assert_eq!(ring_copy(&[], 5, 3), Vec::<u8>::new());
+    }
+
+    #[test]
+    fn a_paused_sampler_takes_nothing_and_samples_again_once_resumed() {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let s2 = stop.clone();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let spinner = std::thread::spawn(move || {
+            // SAFETY: gettid has no preconditions.
+            tx.send(unsafe { libc::gettid() }).unwrap();
+            let mut x = 0u64;
+            while !s2.load(std::sync::atomic::Ordering::Relaxed) {
+                x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
+            }
+            x
+        });
+        let tid = rx.recv().unwrap();
+        let mut s = ThreadSampler::open(tid, 1_000_000).unwrap_or_else(|e| panic!("{e}"));
+        let wait_for = |s: &mut ThreadSampler| {
+            let mut got = Vec::new();
+            let t0 = std::time::Instant::now();
+            while got.is_empty() && t0.elapsed() < std::time::Duration::from_secs(10) {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+                got.extend(s.drain());
+            }
+            got
+        };
+        assert!(!wait_for(&mut s).is_empty(), "sampled before the pause");
+        s.pause();
+        let paused_at = crate::clock::mono_ns();
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        assert!(s.drain().is_empty(), "nothing taken while paused, the spinner on a CPU");
+        s.resume().unwrap();
+        let again = wait_for(&mut s);
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        spinner.join().unwrap();
+        assert!(!again.is_empty(), "sampled again once resumed");
+        assert!(again.iter().all(|g| g.t > paused_at + 150_000_000), "none from before the pause");
     }
 }

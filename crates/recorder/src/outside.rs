@@ -22,6 +22,10 @@ use std::sync::mpsc::{Receiver, Sender};
 
 /// Threads sampled at once.
 const MAX_THREADS: usize = 4;
+/// Samplers kept paused between stalls, for the threads that run in the next (the same few,
+/// a loop or a collector, stall after stall): opening one costs a system call, a ring mapping
+/// and its teardown at the stall's end.
+const MAX_PAUSED: usize = 4 * MAX_THREADS;
 /// How often, in a thread's CPU time, the kernel samples it.
 const PERIOD_NS: u64 = 5_000_000;
 /// A stack per thread at most this often (on the recording's clock).
@@ -59,6 +63,8 @@ pub struct Outside {
     tx: Option<Sender<Msg>>,
     thread: Option<std::thread::JoinHandle<()>>,
     samplers: HashMap<i32, ThreadSampler>,
+    /// Samplers of the last stalls' threads, paused: resumed if the thread runs again.
+    paused: HashMap<i32, ThreadSampler>,
     /// Per thread: when its last stack was handed over, and how many this stall.
     last: HashMap<i32, (u64, u32)>,
     stall: u32,
@@ -110,6 +116,7 @@ impl Outside {
             tx: Some(tx),
             thread: Some(thread),
             samplers: HashMap::new(),
+            paused: HashMap::new(),
             last: HashMap::new(),
             stall: 0,
             refused: false,
@@ -123,6 +130,9 @@ impl Outside {
         if stall != self.stall {
             self.stall = stall;
             self.last.clear();
+            // A paused sampler's thread that is gone is not coming back.
+            let alive: std::collections::HashSet<i32> = cur.iter().map(|th| th.tid).collect();
+            self.paused.retain(|tid, _| alive.contains(tid));
         }
         for th in cur.iter().filter(|th| worth(th)) {
             let (last_t, n) = self.last.get(&th.tid).copied().unwrap_or((0, 0));
@@ -152,6 +162,12 @@ impl Outside {
                         && self.samplers.len() < MAX_THREADS
                         && !self.refused =>
                 {
+                    let resumed =
+                        self.paused.remove(&th.tid).and_then(|mut s| s.resume().ok().map(|()| s));
+                    if let Some(s) = resumed {
+                        self.samplers.insert(th.tid, s);
+                        continue;
+                    }
                     match ThreadSampler::open(th.tid, PERIOD_NS) {
                         Ok(s) => {
                             self.samplers.insert(th.tid, s);
@@ -209,15 +225,21 @@ impl Outside {
         }
     }
 
-    /// The stall is over: stop sampling its threads.
+    /// The stall is over: stop sampling its threads, keeping a few samplers paused.
     pub fn over(&mut self) {
-        self.samplers.clear();
+        for (tid, mut s) in self.samplers.drain() {
+            if self.paused.len() < MAX_PAUSED {
+                s.pause();
+                self.paused.insert(tid, s);
+            }
+        }
     }
 }
 
 impl Drop for Outside {
     fn drop(&mut self) {
         self.samplers.clear();
+        self.paused.clear();
         drop(self.tx.take());
         if let Some(t) = self.thread.take() {
             let _ = t.join();
