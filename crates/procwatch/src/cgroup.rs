@@ -6,6 +6,7 @@
 //! mountinfo; reading a sample is a few small file reads, and a file a kernel lacks is `None`
 //! or zero, never an error.
 
+use crate::procfile::Kept;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
@@ -181,11 +182,19 @@ fn field(text: &str, key: &str) -> Option<u64> {
 }
 
 fn read(dir: &Path, file: &str) -> Option<String> {
-    crate::procfile::read(dir.join(file)).ok()
+    read_via(None, dir, file)
 }
 
-fn number(dir: &Path, file: &str) -> Option<u64> {
-    let t = read(dir, file)?;
+/// A group file's text, through descriptors kept open by the caller when it gives some.
+fn read_via(kept: Option<&Kept>, dir: &Path, file: &str) -> Option<String> {
+    match kept {
+        Some(k) => k.read(dir.join(file)).ok(),
+        None => crate::procfile::read(dir.join(file)).ok(),
+    }
+}
+
+fn number(kept: Option<&Kept>, dir: &Path, file: &str) -> Option<u64> {
+    let t = read_via(kept, dir, file)?;
     let t = t.trim();
     // v2 writes "max" for no limit; v1 writes a huge number.
     if t == "max" { None } else { t.parse().ok().filter(|v| *v < (1u64 << 62)) }
@@ -239,12 +248,24 @@ pub struct Memory {
 impl Group {
     /// The `cpu.stat` throttling counters.
     pub fn throttling(&self) -> Option<Throttling> {
-        read(&self.dir, "cpu.stat").map(|s| throttling(&s))
+        self.throttling_via(None)
+    }
+
+    /// The same, read through descriptors `kept` open.
+    pub fn throttling_via(&self, kept: Option<&Kept>) -> Option<Throttling> {
+        read_via(kept, &self.dir, "cpu.stat").map(|s| throttling(&s))
     }
 
     /// The memory controller's state (for a memory cgroup).
     pub fn memory(&self) -> Option<Memory> {
+        self.memory_via(None)
+    }
+
+    /// The same, read through descriptors `kept` open.
+    pub fn memory_via(&self, kept: Option<&Kept>) -> Option<Memory> {
         let d = &self.dir;
+        let read = |d: &Path, f: &str| read_via(kept, d, f);
+        let number = |d: &Path, f: &str| number(kept, d, f);
         let stat = read(d, "memory.stat")?;
         let s = |k: &str| field(&stat, k).unwrap_or(0);
         Some(match self.version {
@@ -290,7 +311,12 @@ impl Group {
 
     /// The cgroup's pressure stall totals (v2 only).
     pub fn pressure(&self) -> Option<Pressure> {
-        (self.version == Version::V2).then(|| pressure_in(&self.dir))
+        self.pressure_via(None)
+    }
+
+    /// The same, read through descriptors `kept` open.
+    pub fn pressure_via(&self, kept: Option<&Kept>) -> Option<Pressure> {
+        (self.version == Version::V2).then(|| pressure_of(kept, &self.dir))
     }
 }
 
@@ -314,10 +340,14 @@ pub fn psi_total_us(text: &str, line: &str) -> Option<u64> {
 /// The PSI files of a v2 cgroup (`cpu.pressure` …), or of the machine when `dir` is
 /// `/proc/pressure` (`cpu` …).
 pub fn pressure_in(dir: &Path) -> Pressure {
+    pressure_of(None, dir)
+}
+
+fn pressure_of(kept: Option<&Kept>, dir: &Path) -> Pressure {
     let suffix = if dir == Path::new("/proc/pressure") { "" } else { ".pressure" };
-    let cpu = read(dir, &format!("cpu{suffix}")).unwrap_or_default();
-    let mem = read(dir, &format!("memory{suffix}")).unwrap_or_default();
-    let io = read(dir, &format!("io{suffix}")).unwrap_or_default();
+    let cpu = read_via(kept, dir, &format!("cpu{suffix}")).unwrap_or_default();
+    let mem = read_via(kept, dir, &format!("memory{suffix}")).unwrap_or_default();
+    let io = read_via(kept, dir, &format!("io{suffix}")).unwrap_or_default();
     Pressure {
         cpu_some_us: psi_total_us(&cpu, "some"),
         memory_some_us: psi_total_us(&mem, "some"),

@@ -34,6 +34,9 @@ pub struct Sources {
     own_cpu: Option<cgroup::Group>,
     /// The watch thread's schedstat.
     own_schedstat: Option<std::path::PathBuf>,
+    /// The target's cgroup files and our own, kept open while it is watched (each stall reads
+    /// them at its first and last looks).
+    kept: procwatch::procfile::Kept,
 }
 
 impl Sources {
@@ -47,11 +50,12 @@ impl Sources {
             target: cgroup::of(pid),
             own_cpu,
             own_schedstat: Some(format!("/proc/self/task/{tid}/schedstat").into()),
+            kept: procwatch::procfile::Kept::default(),
         }
     }
 
     fn recorder(&self) -> Option<RecorderSelf> {
-        let text = procwatch::procfile::read(self.own_schedstat.as_ref()?).ok()?;
+        let text = self.kept.read(self.own_schedstat.as_ref()?).ok()?;
         let mut it = text.split_whitespace().map(|v| v.parse::<u64>().unwrap_or(0));
         Some(RecorderSelf {
             exec_ns: it.next()?,
@@ -59,7 +63,7 @@ impl Sources {
             throttled_ns: self
                 .own_cpu
                 .as_ref()
-                .and_then(|g| g.throttling())
+                .and_then(|g| g.throttling_via(Some(&self.kept)))
                 .map(|t| t.throttled_ns),
         })
     }
@@ -94,7 +98,12 @@ pub(super) fn system_sample(t: u64, stall: u32, baseline: bool, src: &Sources) -
         psi_cpu_us: psi.cpu_some_us,
         psi_io_us: psi.io_some_us,
         psi_memory_us: psi.memory_some_us,
-        throttling: src.target.cpu.as_ref().and_then(|g| g.throttling()).map(Into::into),
+        throttling: src
+            .target
+            .cpu
+            .as_ref()
+            .and_then(|g| g.throttling_via(Some(&src.kept)))
+            .map(Into::into),
         vmstat: system::read_vmstat().map(Into::into),
         psi_memory_full_us: psi.memory_full_us,
         process: procwatch::task::process_memory(src.pid).map(Into::into),
@@ -103,9 +112,9 @@ pub(super) fn system_sample(t: u64, stall: u32, baseline: bool, src: &Sources) -
             .memory
             .as_ref()
             .filter(|g| g.path != "/")
-            .and_then(|g| g.memory())
+            .and_then(|g| g.memory_via(Some(&src.kept)))
             .map(Into::into),
-        cgroup_pressure: unified.and_then(|g| g.pressure()).map(Into::into),
+        cgroup_pressure: unified.and_then(|g| g.pressure_via(Some(&src.kept))).map(Into::into),
         recorder: src.recorder(),
         jvm: None,
     }
