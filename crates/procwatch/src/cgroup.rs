@@ -130,6 +130,16 @@ pub fn frozen(pid: i32) -> Option<Frozen> {
 
 /// [`frozen`] from a `/proc/PID/cgroup` text and the mounts.
 pub fn frozen_in(proc_cgroup: &str, mounts: &[(String, String, PathBuf)]) -> Option<Frozen> {
+    frozen_in_via(proc_cgroup, mounts, None)
+}
+
+/// The same, its files read through descriptors `kept` open (a stall looks several times).
+pub fn frozen_in_via(
+    proc_cgroup: &str,
+    mounts: &[(String, String, PathBuf)],
+    kept: Option<&Kept>,
+) -> Option<Frozen> {
+    let read = |d: &Path, f: &str| read_via(kept, d, f);
     let up = |path: &str| -> Vec<String> {
         // The group and its ancestors, nearest first.
         let mut v = vec![path.to_string()];
@@ -179,10 +189,6 @@ pub fn frozen_in(proc_cgroup: &str, mounts: &[(String, String, PathBuf)]) -> Opt
 /// `key value` lines (`cpu.stat`, `memory.stat`, `memory.events`) as a lookup.
 fn field(text: &str, key: &str) -> Option<u64> {
     text.lines().find_map(|l| l.strip_prefix(key)?.strip_prefix(' ')?.trim().parse().ok())
-}
-
-fn read(dir: &Path, file: &str) -> Option<String> {
-    read_via(None, dir, file)
 }
 
 /// A group file's text, through descriptors kept open by the caller when it gives some.

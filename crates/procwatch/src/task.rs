@@ -162,7 +162,16 @@ pub fn stopped(pid: i32) -> bool {
 
 /// A process's state letter and its tracer's pid (0: none), from its `status`.
 pub fn state_and_tracer(pid: i32) -> Option<(char, i32)> {
-    let s = crate::procfile::read(format!("/proc/{pid}/status")).ok()?;
+    state_and_tracer_via(pid, None)
+}
+
+/// The same, its `status` read through a descriptor `kept` open.
+pub fn state_and_tracer_via(pid: i32, kept: Option<&crate::procfile::Kept>) -> Option<(char, i32)> {
+    let path = format!("/proc/{pid}/status");
+    let s = match kept {
+        Some(k) => k.read(path).ok()?,
+        None => crate::procfile::read(path).ok()?,
+    };
     let state = s.lines().find_map(|l| l.strip_prefix("State:"))?.trim().chars().next()?;
     let tracer =
         s.lines().find_map(|l| l.strip_prefix("TracerPid:")).and_then(|v| v.trim().parse().ok());

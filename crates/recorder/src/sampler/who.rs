@@ -312,6 +312,9 @@ struct Looker {
     /// The CPUs the takers' time is a share of, read once (std reads the cgroup's quota files
     /// at each call: a tenth of this thread's time a stall, in a profile of `watch`).
     cpus: usize,
+    /// The process's `status` and its cgroups' freezer files, kept open while it is watched:
+    /// each of a stall's looks reads them.
+    kept: procwatch::procfile::Kept,
 }
 
 impl Looker {
@@ -333,6 +336,7 @@ impl Looker {
             last_look: None,
             tally,
             cpus: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
+            kept: procwatch::procfile::Kept::default(),
         }
     }
 
@@ -552,7 +556,11 @@ impl Looker {
     /// The process's state, tracer and freezer, written when it is stopped or frozen and that
     /// changed; the senders of signals then, while they may still be there to be named.
     fn stop_state(&mut self, stall: u32) {
-        let Some((state, tracer)) = procwatch::task::state_and_tracer(self.pid) else { return };
+        let Some((state, tracer)) =
+            procwatch::task::state_and_tracer_via(self.pid, Some(&self.kept))
+        else {
+            return;
+        };
         let pid = self.pid;
         let Some(open) = self.open.as_mut() else { return };
         // Kept for the stall once read (a failed read is tried again at the next look).
@@ -560,7 +568,7 @@ impl Looker {
             open.cgroups = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok();
         }
         let text = open.cgroups.as_deref().unwrap_or_default();
-        let frozen = procwatch::cgroup::frozen_in(text, &self.mounts);
+        let frozen = procwatch::cgroup::frozen_in_via(text, &self.mounts, Some(&self.kept));
         let stopped = matches!(state, 'T' | 't') || tracer > 0;
         if !stopped && frozen.is_none() {
             // Running again after a stop or freeze this stall: when it ended.
