@@ -12,6 +12,7 @@
 #   bench/watch_long.sh --quick     # 3 windows of 20 s
 #   WINDOWS=10 WINDOW=60 bench/watch_long.sh
 #   BIN=/path/to/an/older/stallscope bench/watch_long.sh   # the same, for another build
+# Then a stall's own cost: the same JVM watched stalling and idle, alternated (PAIRS, PAIR_WINDOW).
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 
@@ -62,3 +63,52 @@ for w in $(seq "$windows"); do
 done
 first=$(head -n 1 "$work/per"); last=$(tail -n 1 "$work/per")
 echo "  watch's CPU per stall, last window / first: $(ratio "$last" "$first")x   goal: about 1 (flat as the recording grows)"
+kill -TERM "$watch_pid" 2> /dev/null; wait "$watch_pid" 2> /dev/null || true; watch_pid=""
+kill "$jvm" 2> /dev/null; wait "$jvm" 2> /dev/null || true; jvm=""
+
+# What a stall itself costs: the same JVM watched stalling and watched idle (its loop running, no
+# safepoint asked for: no stall at all, checked with the same JVM here), a window of each,
+# alternated PAIRS times (the machine drifts over minutes). Per stall: watch's CPU (every
+# thread), its context switches (wake-ups, from each thread's status) and its system calls
+# (perf's raw_syscalls tracepoint, when perf is here), less the idle window's at the same length.
+ctx_switches() { cat /proc/"$1"/task/*/status 2> /dev/null | awk '/ctxt_switches/ { s += $2 } END { print s + 0 }'; }
+one_window() { # MODE (stall|idle): "cpu_ns stalls wall_ns switches syscalls"
+  local args=(--rounds 20 --every 300ms) ev="$work/pair-events.jsonl" c0 c1 x0 x1 s0 s1 t0 t1 sc=0
+  [[ $1 == idle ]] && args=(--rounds 20 --trigger none)
+  "$java" -Xmx64m -XX:+UseParallelGC -XX:-UseCountedLoopSafepoints -jar "$workloads" counted-loop \
+    --duration "$((pair_window + 30))s" "${args[@]}" > "$work/pair-jvm.out" 2>&1 &
+  jvm=$!
+  until "$bin" counters "$jvm" sun.rt.safepoints > /dev/null 2>&1; do sleep 0.1; done
+  rm -rf "$work/pair-rec" "$ev"
+  "$bin" watch "$jvm" --out "$work/pair-rec" --events "$ev" > /dev/null 2> "$work/watch.err" &
+  watch_pid=$!
+  sleep 5
+  c0=$(threads_cpu_ns "$watch_pid"); x0=$(ctx_switches "$watch_pid"); s0=$(cat "$ev" 2> /dev/null | wc -l); t0=$(date +%s%N)
+  if command -v perf > /dev/null && perf stat -x, -e raw_syscalls:sys_enter -p "$watch_pid" -o "$work/perf.csv" -- sleep "$pair_window" 2> /dev/null; then
+    sc=$(awk -F, '/sys_enter/ { print $1 }' "$work/perf.csv")
+  else
+    sleep "$pair_window"; sc=""
+  fi
+  c1=$(threads_cpu_ns "$watch_pid"); x1=$(ctx_switches "$watch_pid"); s1=$(cat "$ev" 2> /dev/null | wc -l); t1=$(date +%s%N)
+  kill -TERM "$watch_pid"; wait "$watch_pid" 2> /dev/null || true; watch_pid=""
+  kill "$jvm"; wait "$jvm" 2> /dev/null || true; jvm=""
+  echo "$((c1 - c0)) $((s1 - s0)) $((t1 - t0)) $((x1 - x0)) ${sc:-0}"
+}
+pair_window=${PAIR_WINDOW:-20}
+pairs=${PAIRS:-3}
+[[ "${1:-}" == "--quick" ]] && pairs=${PAIRS:-2}
+echo "-- a stall's own cost: the same JVM watched stalling, then idle (no safepoint held), ${pairs} pairs of ${pair_window}s windows"
+: > "$work/pairs"
+for _ in $(seq "$pairs"); do
+  read -r sc_ sn_ st_ sx_ ss_ < <(one_window stall)
+  read -r ic_ _ it_ ix_ is_ < <(one_window idle)
+  awk -v sc="$sc_" -v sn="$sn_" -v st="$st_" -v sx="$sx_" -v ss="$ss_" -v ic="$ic_" -v it="$it_" -v ix="$ix_" -v is="$is_" \
+    'BEGIN { f = st / it; if (sn > 0) printf "%.3f %.1f %.0f %.3f %.3f %d\n", (sc - ic * f) / sn / 1e6, (sx - ix * f) / sn, (ss - is * f) / sn, 100 * sc / st, 100 * ic / it, sn }' >> "$work/pairs"
+done
+read -r p_med p_min p_max < <(awk '{ print $1 }' "$work/pairs" | median_spread)
+read -r x_med x_min x_max < <(awk '{ print $2 }' "$work/pairs" | median_spread)
+read -r y_med y_min y_max < <(awk '{ print $3 }' "$work/pairs" | median_spread)
+read -r w_med _ _ < <(awk '{ print $4 }' "$work/pairs" | median_spread)
+read -r i_med _ _ < <(awk '{ print $5 }' "$work/pairs" | median_spread)
+echo "  watch stalling: $w_med% of a core; the same JVM idle: $i_med% (the reference, same run); stalls a window: $(awk '{ print $6 }' "$work/pairs" | median_spread | cut -d' ' -f1)"
+echo "  per stall beyond watching it idle: CPU $p_med ms ($p_min-$p_max), context switches $x_med ($x_min-$x_max), system calls $y_med ($y_min-$y_max)   goal: CPU <= 1 ms"
