@@ -244,9 +244,15 @@ impl ThreadSampler {
         self.skip();
     }
 
-    /// Samples again after [`ThreadSampler::pause`]. An error when the kernel refuses (the
-    /// thread is gone): open another.
+    /// Samples again after [`ThreadSampler::pause`]. An error when its thread is gone (the
+    /// event then reports a hang-up; its id may be another thread's now): open another.
     pub fn resume(&mut self) -> io::Result<()> {
+        let mut p = libc::pollfd { fd: self.fd, events: libc::POLLIN, revents: 0 };
+        // SAFETY: one valid pollfd, no wait.
+        let n = unsafe { libc::poll(&mut p, 1, 0) };
+        if n > 0 && p.revents & (libc::POLLHUP | libc::POLLERR | libc::POLLNVAL) != 0 {
+            return Err(io::Error::other(format!("thread {} is gone", self.tid)));
+        }
         self.skip();
         // SAFETY: as in pause.
         if unsafe { libc::ioctl(self.fd, PERF_EVENT_IOC_ENABLE, 0) } < 0 {
@@ -374,5 +380,8 @@ mod tests {
         spinner.join().unwrap();
         assert!(!again.is_empty(), "sampled again once resumed");
         assert!(again.iter().all(|g| g.t > paused_at + 150_000_000), "none from before the pause");
+        // Its thread gone, a paused sampler is not resumed (a reused id would get a dead one).
+        s.pause();
+        assert!(s.resume().is_err(), "the spinner has exited");
     }
 }

@@ -9,8 +9,10 @@
 //! The machine's own files under `/proc` (`vmstat`, `stat`, `interrupts`, `pressure/*`, `sys/…`:
 //! not a process's) are opened once and read again from their start (`pread` at 0 makes
 //! `seq_file` build them afresh): a stall's looks read a dozen of them, and each open walks the
-//! path. A process's files and cgroup files are opened at every read: kept open they would hold
-//! an exited process's or a removed cgroup's kernel objects, and grow with the churn.
+//! path. A process's files and cgroup files are opened at every read: kept open for good they
+//! would hold an exited process's or a removed cgroup's kernel objects, and grow with the churn.
+//! Only an owner that lives as long as one watched process keeps its files open ([`Kept`]),
+//! and closes them with it.
 
 use std::collections::HashMap;
 use std::fs::File;

@@ -24,8 +24,10 @@ use std::sync::mpsc::{Receiver, Sender};
 const MAX_THREADS: usize = 4;
 /// Samplers kept paused between stalls, for the threads that run in the next (the same few,
 /// a loop or a collector, stall after stall): opening one costs a system call, a ring mapping
-/// and its teardown at the stall's end.
-const MAX_PAUSED: usize = 4 * MAX_THREADS;
+/// and its teardown at the stall's end. No more than are sampled at once: each holds its ring's
+/// locked pages, which the kernel counts against the user's `perf_event_mlock_kb` and
+/// `RLIMIT_MEMLOCK`.
+const MAX_PAUSED: usize = MAX_THREADS;
 /// How often, in a thread's CPU time, the kernel samples it.
 const PERIOD_NS: u64 = 5_000_000;
 /// A stack per thread at most this often (on the recording's clock).
@@ -168,7 +170,16 @@ impl Outside {
                         self.samplers.insert(th.tid, s);
                         continue;
                     }
-                    match ThreadSampler::open(th.tid, PERIOD_NS) {
+                    let mut opened = ThreadSampler::open(th.tid, PERIOD_NS);
+                    // The paused samplers' rings may be what the kernel's lock limit refused:
+                    // give them up, and try once more.
+                    if matches!(&opened, Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied)
+                        && !self.paused.is_empty()
+                    {
+                        self.paused.clear();
+                        opened = ThreadSampler::open(th.tid, PERIOD_NS);
+                    }
+                    match opened {
                         Ok(s) => {
                             self.samplers.insert(th.tid, s);
                         }

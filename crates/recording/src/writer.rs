@@ -12,6 +12,7 @@ use serde::Serialize;
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// An append-only JSON Lines file. Written directly, or (for the recorder) from a thread of its
@@ -44,6 +45,10 @@ enum Sink {
         dropped: u64,
         /// Whether lines may be dropped (samples) or must wait for room (events).
         lossy: bool,
+        /// Lossy lines queued now, against [`Lines::lossy_max`]: they never take the room the
+        /// others wait for.
+        lossy_queued: Arc<AtomicUsize>,
+        lossy_max: usize,
     },
 }
 
@@ -51,6 +56,10 @@ enum Sink {
 struct Lines {
     tx: std::sync::mpsc::SyncSender<Queued>,
     thread: Arc<Mutex<Option<std::thread::JoinHandle<()>>>>,
+    /// Lossy lines queued now: past half the queue they are dropped, so that a disk that blocks
+    /// never leaves events waiting behind samples.
+    lossy_queued: Arc<AtomicUsize>,
+    lossy_max: usize,
 }
 
 impl Lines {
@@ -58,11 +67,18 @@ impl Lines {
     /// `capacity` lines.
     fn start(files: Vec<File>, capacity: usize, name: &str, at: &Path) -> Result<Lines, Error> {
         let (tx, rx) = std::sync::mpsc::sync_channel::<Queued>(capacity);
+        let lossy_queued = Arc::new(AtomicUsize::new(0));
+        let counted = Arc::clone(&lossy_queued);
         let thread = std::thread::Builder::new()
             .name(format!("stallscope-write-{name}"))
-            .spawn(move || write_lines(files, rx))
+            .spawn(move || write_lines(files, rx, &counted))
             .map_err(|e| Error::io(at, "cannot start its writer thread", e))?;
-        Ok(Lines { tx, thread: Arc::new(Mutex::new(Some(thread))) })
+        Ok(Lines {
+            tx,
+            thread: Arc::new(Mutex::new(Some(thread))),
+            lossy_queued,
+            lossy_max: (capacity / 2).max(1),
+        })
     }
 
     /// An appender of file number `file` of this thread's files.
@@ -76,6 +92,8 @@ impl Lines {
                 thread: Some(Arc::clone(&self.thread)),
                 dropped: 0,
                 lossy,
+                lossy_queued: Arc::clone(&self.lossy_queued),
+                lossy_max: self.lossy_max,
             },
             keep: None,
             lines: std::marker::PhantomData,
@@ -87,7 +105,11 @@ impl Lines {
 /// then the thread pauses ([`GATHER`]), so that the lines of a stall's next looks, to every
 /// file, gather for it instead of each waking it (and each costing the sampling loop a
 /// wake-up). Whole lines in each write: a killed writer leaves at most one partial line.
-fn write_lines(mut files: Vec<File>, rx: std::sync::mpsc::Receiver<Queued>) {
+fn write_lines(
+    mut files: Vec<File>,
+    rx: std::sync::mpsc::Receiver<Queued>,
+    lossy_queued: &AtomicUsize,
+) {
     idle_priority();
     let mut batches: Vec<Vec<u8>> = files.iter().map(|_| Vec::new()).collect();
     let flush = |files: &mut Vec<File>, batches: &mut Vec<Vec<u8>>| {
@@ -100,9 +122,21 @@ fn write_lines(mut files: Vec<File>, rx: std::sync::mpsc::Receiver<Queued>) {
     };
     while let Ok(q) = rx.recv() {
         let mut next = Some(q);
-        while let Some(q) = next.take().or_else(|| rx.try_recv().ok()) {
+        let mut closed = false;
+        loop {
+            let q = match next.take().map(Ok).unwrap_or_else(|| rx.try_recv()) {
+                Ok(q) => q,
+                Err(std::sync::mpsc::TryRecvError::Empty) => break,
+                Err(std::sync::mpsc::TryRecvError::Disconnected) => {
+                    closed = true;
+                    break;
+                }
+            };
             match q {
-                Queued::Line(file, line) => {
+                Queued::Line(file, line, lossy) => {
+                    if lossy {
+                        lossy_queued.fetch_sub(1, Ordering::AcqRel);
+                    }
                     let Some(b) = batches.get_mut(file) else { continue };
                     b.extend_from_slice(&line);
                     if b.len() >= BATCH_MAX {
@@ -117,6 +151,9 @@ fn write_lines(mut files: Vec<File>, rx: std::sync::mpsc::Receiver<Queued>) {
             }
         }
         flush(&mut files, &mut batches);
+        if closed {
+            return;
+        }
         // Cut short when the last appender is dropped (see Drop): closing waits for no pause.
         std::thread::park_timeout(GATHER);
     }
@@ -186,13 +223,19 @@ impl<T: Serialize> Appender<T> {
             Sink::File(f) => {
                 f.write_all(&self.buf).map_err(|e| Error::io(&self.path, "cannot append to it", e))
             }
-            Sink::Queue { tx, file, dropped, lossy, .. } => {
+            Sink::Queue { tx, file, dropped, lossy, lossy_queued, lossy_max, .. } => {
                 let tx = tx.as_ref().expect("open until dropped");
-                let line = Queued::Line(*file, std::mem::take(&mut self.buf));
+                let line = Queued::Line(*file, std::mem::take(&mut self.buf), *lossy);
                 let sent = if *lossy {
+                    if lossy_queued.fetch_add(1, Ordering::AcqRel) >= *lossy_max {
+                        lossy_queued.fetch_sub(1, Ordering::AcqRel);
+                        *dropped += 1;
+                        return Ok(());
+                    }
                     match tx.try_send(line) {
                         Ok(()) => Ok(()),
                         Err(std::sync::mpsc::TrySendError::Full(_)) => {
+                            lossy_queued.fetch_sub(1, Ordering::AcqRel);
                             *dropped += 1;
                             Ok(())
                         }
@@ -226,7 +269,7 @@ impl<T> Drop for Appender<T> {
         if let Sink::Queue { tx, thread, .. } = &mut self.to {
             drop(tx.take());
             // The last appender of the thread's files joins it, once every line is written.
-            if let Some(t) = thread.take().and_then(|t| Arc::try_unwrap(t).ok()) {
+            if let Some(t) = thread.take().and_then(Arc::into_inner) {
                 let t = t.into_inner().unwrap_or_else(|p| p.into_inner());
                 if let Some(t) = t {
                     t.thread().unpark();
@@ -258,8 +301,8 @@ const BATCH_MAX: usize = 1 << 20;
 /// What a background appender's thread is handed: a line, or a barrier to answer once every
 /// line before it is written.
 enum Queued {
-    /// A line of file number `.0` of the thread's files.
-    Line(usize, Vec<u8>),
+    /// A line of file number `.0` of the thread's files, lossy or not (`.2`).
+    Line(usize, Vec<u8>, bool),
     Barrier(std::sync::mpsc::SyncSender<()>),
 }
 

@@ -315,6 +315,8 @@ struct Looker {
     /// The process's `status` and its cgroups' freezer files, kept open while it is watched:
     /// each of a stall's looks reads them.
     kept: procwatch::procfile::Kept,
+    /// The cgroups (`/proc/PID/cgroup`) whose files `kept` holds.
+    kept_for: Option<String>,
 }
 
 impl Looker {
@@ -337,6 +339,7 @@ impl Looker {
             tally,
             cpus: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
             kept: procwatch::procfile::Kept::default(),
+            kept_for: None,
         }
     }
 
@@ -566,7 +569,13 @@ impl Looker {
         // Kept for the stall once read (a failed read is tried again at the next look).
         if open.cgroups.is_none() {
             open.cgroups = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok();
+            // Moved to other cgroups: the old groups' files are closed, not kept.
+            if open.cgroups.is_some() && open.cgroups != self.kept_for {
+                self.kept_for.clone_from(&open.cgroups);
+                self.kept = procwatch::procfile::Kept::default();
+            }
         }
+        let Some(open) = self.open.as_ref() else { return };
         let text = open.cgroups.as_deref().unwrap_or_default();
         let frozen = procwatch::cgroup::frozen_in_via(text, &self.mounts, Some(&self.kept));
         let stopped = matches!(state, 'T' | 't') || tracer > 0;
