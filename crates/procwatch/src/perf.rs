@@ -286,8 +286,9 @@ impl Drop for ThreadSampler {
 mod tests {
     use super::*;
 
-    #[test]
-    fn a_spinning_thread_of_ours_is_sampled_in_its_own_code() {
+    /// A thread of ours spinning on a CPU until its flag is set: its id, the flag, its handle.
+    fn spinner()
+    -> (i32, std::sync::Arc<std::sync::atomic::AtomicBool>, std::thread::JoinHandle<u64>) {
         let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         let s2 = stop.clone();
         let (tx, rx) = std::sync::mpsc::channel();
@@ -300,7 +301,12 @@ mod tests {
             }
             x
         });
-        let tid = rx.recv().unwrap();
+        (rx.recv().unwrap(), stop, spinner)
+    }
+
+    #[test]
+    fn a_spinning_thread_of_ours_is_sampled_in_its_own_code() {
+        let (tid, stop, spinner) = spinner();
         let mut s = match ThreadSampler::open(tid, 1_000_000) {
             Ok(s) => s,
             Err(e) => panic!("{e}"),
@@ -346,19 +352,7 @@ mod tests {
 
     #[test]
     fn a_paused_sampler_takes_nothing_and_samples_again_once_resumed() {
-        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let s2 = stop.clone();
-        let (tx, rx) = std::sync::mpsc::channel();
-        let spinner = std::thread::spawn(move || {
-            // SAFETY: gettid has no preconditions.
-            tx.send(unsafe { libc::gettid() }).unwrap();
-            let mut x = 0u64;
-            while !s2.load(std::sync::atomic::Ordering::Relaxed) {
-                x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
-            }
-            x
-        });
-        let tid = rx.recv().unwrap();
+        let (tid, stop, spinner) = spinner();
         let mut s = ThreadSampler::open(tid, 1_000_000).unwrap_or_else(|e| panic!("{e}"));
         let wait_for = |s: &mut ThreadSampler| {
             let mut got = Vec::new();
