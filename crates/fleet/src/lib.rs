@@ -291,6 +291,13 @@ fn guard_jvm(
     }
     if let Some(r) = &sh.offcpu {
         r.add(pid);
+        // Attached while its recording opens and its counters are made (a young JVM's first
+        // GC may come 50 ms after its perf-data file; see `safepoint_probes`).
+        if sh.probes
+            && let Some(lib) = offcpu::libjvm_of(pid)
+        {
+            r.prepare_safepoints(&lib);
+        }
     }
     let _filtered = Filtered(sh.offcpu.as_ref(), pid);
     let mut first = true;

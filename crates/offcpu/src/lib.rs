@@ -189,6 +189,9 @@ enum Cmd {
         after_ns: u64,
         reply: mpsc::Sender<Result<(usize, u64), String>>,
     },
+    /// Attach the probes of this libjvm.so in every process now, if not yet (no answer: a
+    /// later [`Cmd::SafepointsOf`] says why they could not be).
+    Prepare(std::path::PathBuf),
     /// Stop watching this JVM's safepoints in this slot (free again, unless the JVM has another
     /// slot by now: watched again).
     Unslot(i32, usize, u64),
@@ -522,6 +525,17 @@ impl Reader {
             .map_err(|_| "the BPF reader did not answer".to_string())??;
         sp.word(0, SP_AFTER).store(after_ns, std::sync::atomic::Ordering::Relaxed);
         Ok(())
+    }
+
+    /// Starts attaching the probes of `libjvm` (see [`libjvm_of`]) in every process that maps
+    /// it, without waiting: the first JVM of a libjvm.so takes some 15 ms to attach (its notes
+    /// read twice), which a JVM just started should not spend unwatched. Asked as a JVM is
+    /// found, so that they are attached while its counters are still being made; a later
+    /// [`Reader::watch_safepoints_of`] then finds them attached (or says why they are not).
+    pub fn prepare_safepoints(&self, libjvm: &std::path::Path) {
+        if self.sp.is_some() {
+            let _ = self.tx.send(Cmd::Prepare(libjvm.to_path_buf()));
+        }
     }
 
     /// Watches the safepoints of the JVM `pid` (one of the processes recorded, [`Reader::add`])
@@ -895,6 +909,22 @@ fn run(
             )
         })
     };
+    // Once per libjvm.so file (its device and inode): the end probe first, as a begin seen
+    // without its end would hold a safepoint open until the next one.
+    let attach_everywhere = |everywhere: &mut HashMap<(u64, u64), Vec<libbpf_rs::Link>>,
+                             meta: &std::fs::Metadata,
+                             libjvm: &std::path::Path|
+     -> Result<(), String> {
+        use std::os::unix::fs::MetadataExt;
+        if let std::collections::hash_map::Entry::Vacant(v) =
+            everywhere.entry((meta.dev(), meta.ino()))
+        {
+            let e = attach(&sk.progs.on_sp_end, -1, libjvm, "safepoint__end")?;
+            let b = attach(&sk.progs.on_sp_begin, -1, libjvm, "safepoint__begin")?;
+            v.insert(vec![e, b]);
+        }
+        Ok(())
+    };
     let drain = |window: &Mutex<VecDeque<RawWait>>| {
         let _ = ring.consume();
         let now = now_ns();
@@ -952,7 +982,6 @@ fn run(
                     if level == 0 {
                         return Err(format!("pid {pid} is not recorded"));
                     }
-                    use std::os::unix::fs::MetadataExt;
                     let meta = std::fs::metadata(&libjvm)
                         .map_err(|e| format!("{}: {e}", libjvm.display()))?;
                     // A fresh slot, also for a JVM watched again (its old handle, until dropped,
@@ -961,14 +990,7 @@ fn run(
                     let slot = (1..SP_SLOTS).find(|s| !used.contains(s)).ok_or_else(|| {
                         format!("{} JVMs' safepoints are watched already", SP_SLOTS - 1)
                     })?;
-                    let file = (meta.dev(), meta.ino());
-                    if let std::collections::hash_map::Entry::Vacant(v) = everywhere.entry(file) {
-                        // The end probe first: a begin seen without its end would hold a
-                        // safepoint open until the next one.
-                        let e = attach(&sk.progs.on_sp_end, -1, &libjvm, "safepoint__end")?;
-                        let b = attach(&sk.progs.on_sp_begin, -1, &libjvm, "safepoint__begin")?;
-                        v.insert(vec![e, b]);
-                    }
+                    attach_everywhere(&mut everywhere, &meta, &libjvm)?;
                     m.clear(slot);
                     gens += 1;
                     m.word(slot, SP_GEN).store(gens, std::sync::atomic::Ordering::Release);
@@ -982,6 +1004,11 @@ fn run(
                     Ok((slot, gens))
                 })();
                 let _ = reply.send(r);
+            }
+            Ok(Cmd::Prepare(libjvm)) => {
+                if let Ok(meta) = std::fs::metadata(&libjvm) {
+                    let _ = attach_everywhere(&mut everywhere, &meta, &libjvm);
+                }
             }
             Ok(Cmd::Watch(tid, after_ns, tick_addr)) => {
                 let mut v = [0u8; 24];

@@ -375,7 +375,9 @@ pub(crate) fn open_counters(
     pid: i32,
     w: &mut Writer,
 ) -> Result<Option<procwatch::jvmcounters::JvmCounters>> {
-    // A JVM just started may still be creating them: a moment's patience.
+    // A JVM just started may still be creating them: a moment's patience. Looked at often at
+    // first: `watch` finds a JVM as it makes the file, some 20 ms before its counters are
+    // ready, and its first GC may follow them by as little as 30 ms (issue 58).
     let t0 = Instant::now();
     let opened = loop {
         match procwatch::jvmcounters::JvmCounters::of_pid(pid) {
@@ -383,7 +385,8 @@ pub(crate) fn open_counters(
                 procwatch::perfdata::Error::NotReady { .. }
                 | procwatch::perfdata::Error::Truncated { .. },
             ) if t0.elapsed() < Duration::from_secs(3) => {
-                std::thread::sleep(Duration::from_millis(20));
+                let soon = t0.elapsed() < Duration::from_millis(200);
+                std::thread::sleep(Duration::from_millis(if soon { 2 } else { 20 }));
             }
             other => break other,
         }
