@@ -312,8 +312,20 @@ fn a_thread_of_the_jvm_asking_for_a_full_gc_is_named_with_its_code() {
         let d = scratch(&format!("who-gc-{}", jdk.feature()));
         let (ready, go) = (d.join("ready"), d.join("go"));
         let rec = d.join("rec");
-        std::fs::write(&go, "").unwrap();
         let (r, _) = run(&rec, &java, &heap_args("300", &ready, &go, "5"));
+        // Only the first System.gc() holds the JVM 10 ms or more (50-70 ms; the later ones
+        // find the live set compacted, 1-10 ms), and `run` begins looking once the agent's
+        // meter runs, some 400 ms into the JVM's life: asked before that (the heap built
+        // first), it went unseen in one CI run. The GCs wait for the heap, and for the
+        // recorder to be looking (its meter running).
+        wait_for(&ready);
+        let events = rec.join(recording::files::EVENTS);
+        poll(Duration::from_secs(30), Duration::from_millis(20), || {
+            let t = std::fs::read_to_string(&events).unwrap_or_default();
+            t.contains("\"event\":\"meter-running\"").then_some(())
+        })
+        .unwrap_or_else(|| panic!("{jdk:?}: the recorder never looked: {}", rec.display()));
+        std::fs::write(&go, "").unwrap();
         finish(r);
         let report = report(&rec);
         let who: Vec<_> = instigators(&report)
