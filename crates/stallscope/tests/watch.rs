@@ -573,6 +573,66 @@ fn watch_killed_outright_mid_stall_leaves_the_stall_in_its_recording_up_to_the_k
     let _ = std::fs::remove_dir_all(&d);
 }
 
+/// What `watch` says of each stall as it ends is what `report` says of the same recording later:
+/// one input type, one doctor (issue 54). The tally of stalls the same instigator set off counts
+/// those seen so far in an event, and the whole recording's in a report, so it is left out of
+/// the comparison; every other field of the event is the report's own.
+#[test]
+fn each_stall_watch_explains_live_is_explained_the_same_by_report_from_its_recording() {
+    let _x = exclusive();
+    let d = scratch("watch-live-report");
+    let (jvm, pid) = counted_loop_jvm("20");
+    let (rec, events) = (d.join("rec"), d.join("events.jsonl"));
+    let (mut w, _, _said) = start_watch(&[
+        &pid.to_string(),
+        "--out",
+        rec.to_str().unwrap(),
+        "--events",
+        events.to_str().unwrap(),
+        "--for",
+        "8s",
+    ]);
+    let ended = wait_exit(&mut w, Duration::from_secs(60));
+    assert!(ended.is_some_and(|s| s.success()), "watch --for 8s ended by itself: {ended:?}");
+    let live = watch_events(&std::fs::read_to_string(&events).unwrap_or_default());
+    assert!(live.len() >= 3, "a stall a second or so for 8 s: {live:?}");
+    let dir = PathBuf::from(&live[0].recording);
+    let later = report(&dir);
+    let tally =
+        regex::Regex::new(r" \(the same set off \d+ stalls of this recording[^)]*\)").unwrap();
+    let plain = |t: &str| tally.replace_all(t, "").into_owned();
+    for e in &live {
+        let s = later.stalls.iter().find(|s| s.stall == e.stall);
+        let s = s.unwrap_or_else(|| {
+            panic!("stall {} is not in the report of {}", e.stall, dir.display())
+        });
+        let f = &s.findings[0];
+        let what = format!("stall {} of {}", e.stall, dir.display());
+        assert_eq!(
+            (e.cause, e.confidence, &e.title, e.share, &e.fix, e.duration_ns),
+            (f.cause, f.confidence, &f.title, f.share, &f.fix, s.duration_ns),
+            "{what}"
+        );
+        assert_eq!(
+            e.safepoint.as_ref().map(|p| (&p.op, p.ttsp_ns, p.total_ns)),
+            s.safepoint.as_ref().map(|p| (&p.op, p.ttsp_ns, p.total_ns)),
+            "{what}"
+        );
+        assert_eq!(
+            e.culprit.as_ref().map(|c| (c.tid, &c.name, &c.description)),
+            f.culprits.first().map(|c| (c.tid, &c.name, &c.description)),
+            "{what}"
+        );
+        assert_eq!(
+            e.instigator.as_ref().map(|i| (i.kind, &i.name, plain(&i.did), i.pid, i.tid)),
+            f.instigator.as_ref().map(|i| (i.kind, &i.name, plain(&i.did), i.pid, i.tid)),
+            "{what}"
+        );
+    }
+    drop(jvm);
+    let _ = std::fs::remove_dir_all(&d);
+}
+
 #[test]
 fn a_jvm_that_refuses_the_attach_or_is_recorded_already_is_skipped_with_one_line_each() {
     let _x = exclusive();
