@@ -5,9 +5,15 @@
 //! guardian to forget it; when the owner dies by any means, SIGKILL included, the pipe closes and
 //! the guardian undoes what is left, newest first.
 //!
+//! A guardian killed together with its owner leaves its pending undos in a [`journal`] on disk;
+//! the next stallscope that changes the machine (or `stallscope undo`) undoes them as it starts
+//! ([`replay_orphans`]).
+//!
 //! Invariant: the guardian outlives its owner by the time the undo takes, and no longer; it
 //! ignores the terminal's signals (Ctrl-C reaches the owner, which cleans up itself), and every
-//! undo step is one that is harmless when already done.
+//! undo step is one that is harmless when already done. An undo replayed from a journal is made
+//! only while what it names is the same (a thread or process by its start time), never on a
+//! reused pid.
 //!
 //! Depends on the attach protocol (to switch a JVM's logging off) and procwatch; every crate
 //! that changes the machine depends on it.
@@ -15,6 +21,8 @@
 // Its docs are built with --document-private-items (make lint): module docs may name the
 // private constants their invariants are about.
 #![allow(rustdoc::private_intra_doc_links)]
+
+pub mod journal;
 
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
@@ -77,6 +85,10 @@ impl Guard {
             .context("finding stallscope's own executable for its guardian")?;
         let mut cmd = Command::new(me);
         cmd.arg("guard").stdin(Stdio::piped()).stdout(Stdio::null());
+        // SAFETY: getpid has no preconditions.
+        if let Some(o) = journal::Proc::of(unsafe { libc::getpid() }) {
+            cmd.env(OWNER_ENV, format!("{}:{}", o.pid, o.starttime));
+        }
         // Its own process group: Ctrl-C in a terminal reaches the owner, not the guardian.
         std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
         let mut child =
@@ -150,9 +162,35 @@ impl Drop for Guard {
     }
 }
 
+/// How [`Guard::start`] tells its guardian who its owner is (`PID:STARTTIME`).
+const OWNER_ENV: &str = "STALLSCOPE_GUARD_OWNER";
+
+/// A change pending in a guardian's journal, with what it acts on where that is a process or a
+/// thread (by start time, so that a replay never acts on a reused pid).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Pending {
+    change: Undo,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    on: Option<journal::Proc>,
+}
+
+impl Pending {
+    fn of(change: Undo) -> Pending {
+        let on = match &change {
+            Undo::Reschedule { tid: p, .. }
+            | Undo::Unboost { pid: p, .. }
+            | Undo::Continue { pid: p }
+            | Undo::JvmCommand { pid: p, .. } => journal::Proc::of(*p),
+            _ => None,
+        };
+        Pending { change, on }
+    }
+}
+
 /// The guardian: reads changes until its owner closes the pipe (or dies), then undoes the ones
 /// left, newest first. `stallscope guard`, started by [`Guard::start`]; what it could not do goes
-/// to `say`, one line each.
+/// to `say`, one line each. What is pending is kept in its [`journal`] too, written once the
+/// owner's lines of a moment are read.
 pub fn run_guardian(say: &dyn Fn(String)) -> Result<i32> {
     // SAFETY: ignoring the terminal's signals in this process only.
     unsafe {
@@ -160,21 +198,101 @@ pub fn run_guardian(say: &dyn Fn(String)) -> Result<i32> {
         libc::signal(libc::SIGHUP, libc::SIG_IGN);
         libc::signal(libc::SIGTERM, libc::SIG_IGN);
     }
-    let mut pending: Vec<(u64, Undo)> = Vec::new();
-    for line in std::io::stdin().lock().lines() {
-        let Ok(line) = line else { break };
-        match serde_json::from_str::<Message>(&line) {
-            Ok(Message::Add { id, change }) => pending.push((id, change)),
-            Ok(Message::Forget { id }) => pending.retain(|(i, _)| *i != id),
+    let owner = std::env::var(OWNER_ENV).ok().and_then(|v| {
+        let (pid, start) = v.split_once(':')?;
+        Some(journal::Proc { pid: pid.parse().ok()?, starttime: start.parse().ok()? })
+    });
+    let mut book = journal::Journal::of_this_guardian(owner);
+    let mut pending: Vec<(u64, Pending)> = Vec::new();
+    let mut input = std::io::BufReader::new(std::io::stdin().lock());
+    let mut changed = false;
+    loop {
+        let mut line = String::new();
+        match input.read_line(&mut line) {
+            Ok(0) | Err(_) => break,
+            Ok(_) => {}
+        }
+        let line = line.trim_end();
+        match serde_json::from_str::<Message>(line) {
+            Ok(Message::Add { id, change }) => {
+                pending.push((id, Pending::of(change)));
+                changed = true;
+            }
+            Ok(Message::Forget { id }) => {
+                pending.retain(|(i, _)| *i != id);
+                changed = true;
+            }
             Err(e) => say(format!("stallscope guard: ignoring '{line}': {e}")),
         }
-    }
-    for (_, change) in pending.into_iter().rev() {
-        if let Err(e) = undo(&change) {
-            say(format!("stallscope guard: could not undo {change:?}: {e:#}"));
+        // The owner's lines of a moment (one batch, a boost's threads) make one write.
+        if changed && input.buffer().is_empty() {
+            if let Some(b) = book.as_mut() {
+                b.keep(&pending.iter().map(|(_, p)| p).collect::<Vec<_>>());
+            }
+            changed = false;
         }
     }
+    for (_, p) in pending.into_iter().rev() {
+        if let Err(e) = undo(&p.change) {
+            say(format!("stallscope guard: could not undo {:?}: {e:#}", p.change));
+        }
+    }
+    if let Some(b) = book.as_mut() {
+        b.remove();
+    }
     Ok(0)
+}
+
+/// Undoes what guardians killed together with their owners left in their journals (each once
+/// both are gone), newest first; says each change undone, and returns how many there were.
+pub fn replay_orphans(say: &dyn Fn(String)) -> usize {
+    let Some(dir) = journal::dir() else { return 0 };
+    let mut n = 0;
+    for o in journal::orphans::<Pending>(&dir) {
+        let by =
+            o.owner.map(|p| format!("stallscope pid {}", p.pid)).unwrap_or("a stallscope".into());
+        for p in o.pending.iter().rev() {
+            // A thread or process that is no more (or a pid reused since) needs nothing.
+            if p.on.is_some_and(|on| !on.runs()) {
+                continue;
+            }
+            n += 1;
+            match undo(&p.change) {
+                Ok(()) => say(format!(
+                    "undid what {by} left when it was killed with its guardian: {}",
+                    describe(&p.change)
+                )),
+                Err(e) => say(format!(
+                    "could not undo what {by} left when it was killed with its guardian ({}): {e:#}",
+                    describe(&p.change)
+                )),
+            }
+        }
+        o.done();
+    }
+    n
+}
+
+/// A change in words, for a user told it was undone.
+pub fn describe(change: &Undo) -> String {
+    match change {
+        Undo::Swapoff { path } => format!("swap file {} turned off and removed", path.display()),
+        Undo::RemoveCgroup { dir } => {
+            format!("cgroup {} removed (and what still ran in it killed)", dir.display())
+        }
+        Undo::Reschedule { tid, nice, .. } => format!("thread {tid} put back at nice {nice}"),
+        Undo::Unboost { pid, nice, .. } => {
+            format!("the threads of pid {pid} still raised put back at nice {nice}")
+        }
+        Undo::Continue { pid } => format!("pid {pid} continued (SIGCONT)"),
+        Undo::Unmount { path } => format!("{} unmounted", path.display()),
+        Undo::RemoveFile { path } => format!("{} removed", path.display()),
+        Undo::RemoveDir { path, .. } => format!("directory {} removed", path.display()),
+        Undo::RemoveTraceInstance { dir } => format!("trace instance {} removed", dir.display()),
+        Undo::JvmCommand { pid, command, args } => {
+            format!("JVM pid {pid} told `{command} {}`", args.join(" "))
+        }
+    }
 }
 
 /// Undoes one change. Each is harmless when already undone.

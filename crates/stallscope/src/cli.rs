@@ -58,6 +58,10 @@ pub enum Command {
     /// and one JSON line.
     #[command(subcommand, hide = true)]
     Workload(WorkloadCommand),
+    /// Undo what a stallscope killed together with its guardian left on this machine (a swap
+    /// file, a cgroup, a mount, raised threads, a JVM's logging), from the guardian's journal.
+    /// Any stallscope that changes the machine does this first as it starts.
+    Undo,
     /// The guardian that undoes stallscope's changes if it dies (started by stallscope itself).
     #[command(hide = true)]
     Guard,

@@ -20,11 +20,29 @@ mod output;
 /// Runs one command, as `stallscope` does with its command line: the exit code on success (for
 /// `run`, the JVM's own), or the error [`failure::exit_code`] maps to one.
 fn run(command: cli::Command) -> anyhow::Result<i32> {
+    // What a stallscope killed together with its guardian left, first: a command that changes
+    // the machine may be about to make the same changes (a swap file of the same name, a cgroup).
+    if matches!(
+        command,
+        cli::Command::Inject(_)
+            | cli::Command::Run(_)
+            | cli::Command::Attach(_)
+            | cli::Command::Watch(_)
+            | cli::Command::Lab(cli::LabCommand::Run(_))
+    ) {
+        guard::replay_orphans(&|line| eprintln!("stallscope: {line}"));
+    }
     match command {
         cli::Command::Logs(a) => commands::logs::run(a),
         cli::Command::Inject(c) => commands::inject::run(c),
         cli::Command::Workload(c) => commands::workload::run(c),
         cli::Command::Guard => guard::run_guardian(&|line| eprintln!("{line}")),
+        cli::Command::Undo => {
+            if guard::replay_orphans(&|line| println!("{line}")) == 0 {
+                println!("nothing left behind by a stallscope killed with its guardian");
+            }
+            Ok(0)
+        }
         cli::Command::JfrChunks { file, samples, flight } => {
             commands::jfr_chunks::run(&file, samples.as_deref(), flight)
         }

@@ -371,6 +371,89 @@ fn throttle_killed_at_any_moment_leaves_no_cgroup_and_no_command() {
     assert!(failures.is_empty(), "left behind:\n{}", failures.join("\n"));
 }
 
+/// The guardian `stallscope` started for itself: its child running `guard`.
+fn guardian_of(owner: u32) -> Option<i32> {
+    std::fs::read_to_string(format!("/proc/{owner}/task/{owner}/children"))
+        .ok()?
+        .split_whitespace()
+        .filter_map(|p| p.parse::<i32>().ok())
+        .find(|p| {
+            std::fs::read(format!("/proc/{p}/cmdline"))
+                .is_ok_and(|c| c.split(|b| *b == 0).nth(1) == Some(b"guard".as_slice()))
+        })
+}
+
+/// `inject throttle` killed together with its guardian (a session's end, `kill -9` of every
+/// stallscope): nothing undoes the cgroup then, until the next stallscope reads the guardian's
+/// journal. Once by `stallscope undo`, once by the next command that starts a guardian.
+#[test]
+fn throttle_killed_with_its_guardian_is_undone_by_the_next_stallscope() {
+    root_only();
+    let _x = exclusive();
+    let d = scratch("sigkill-guardian");
+    for next in ["undo", "another throttle"] {
+        let secs = format!("30.{}{}", std::process::id(), next.len());
+        let mut t = stallscope()
+            .args(["inject", "throttle", "--riops", "20", "--", "sleep", &secs])
+            .current_dir(&d)
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let sleeper = poll(Duration::from_secs(10), Duration::from_millis(5), || {
+            pid_with("sleep", &format!("sleep {secs}"))
+        })
+        .expect("the throttled command started");
+        let guardian = guardian_of(t.id()).expect("throttle started a guardian");
+        // The guardian first: killed with its owner, it undoes nothing.
+        unsafe { libc::kill(guardian, libc::SIGKILL) };
+        unsafe { libc::kill(t.id() as i32, libc::SIGKILL) };
+        let _ = t.wait();
+        std::thread::sleep(Duration::from_millis(300));
+        let left = throttle_cgroups();
+        assert!(
+            !left.is_empty() && alive(sleeper),
+            "{next}: the kill left the cgroup and its command"
+        );
+        let said = if next == "undo" {
+            let o = stallscope().arg("undo").output().unwrap();
+            assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+            String::from_utf8_lossy(&o.stdout).into_owned()
+        } else {
+            let o = stallscope()
+                .args(["inject", "throttle", "--riops", "20", "--", "true"])
+                .current_dir(&d)
+                .output()
+                .unwrap();
+            assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+            String::from_utf8_lossy(&o.stderr).into_owned()
+        };
+        for cg in &left {
+            assert!(
+                said.contains(&format!("cgroup {} removed", cg.display())),
+                "{next}: says what it undid: {said}"
+            );
+        }
+        let gone = poll(Duration::from_secs(10), Duration::from_millis(20), || {
+            (throttle_cgroups().is_empty() && !alive(sleeper)).then_some(())
+        });
+        if gone.is_none() {
+            repair(&Watched { jvm: None, logging_into: None, others: vec![sleeper], mount: None });
+            unsafe { libc::kill(sleeper, libc::SIGKILL) };
+            panic!(
+                "{next}: still there: {:?}, the command alive: {}",
+                throttle_cgroups(),
+                alive(sleeper)
+            );
+        }
+    }
+    // Nothing is left to undo, and saying so.
+    let o = stallscope().arg("undo").output().unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout).trim(),
+        "nothing left behind by a stallscope killed with its guardian"
+    );
+}
+
 #[test]
 fn slowfs_killed_at_any_moment_leaves_no_mount() {
     assert!(
