@@ -14,6 +14,9 @@
 #            read, the page cache evicted first) while asking for safepoints
 #   stops    every 2 min a churn JVM stopped 200 ms (SIGSTOP, SIGCONT)
 #   hogs     every 3 min two CPU-bound threads for 10 s
+#   pods     every 4 min a Kubernetes pod (a containerd of the bench's own with its CRI plugin,
+#            driven by crictl, as tests/kubernetes.rs runs it) whose JVM (Temurin 25) waits on a
+#            counted loop for thread dumps, living 2-3 min; PODS=0 leaves them out
 # Faults, at fractions of the run:
 #   35%  the FUSE mount stops answering (reads take 60 s) for a minute while a mapped JVM reads
 #        through it: no other JVM's guarding may wait for it
@@ -29,7 +32,8 @@
 #   bench/soak.sh                  # 8 minutes (make bench)
 #   MINUTES=60 bench/soak.sh       # an hour; MINUTES=1440 a day
 #   KEEP=1 bench/soak.sh           # keep the work directory (recordings, logs, rows)
-# Needs root (BPF, cgroups, a tmpfs, FUSE), java, jcmd and python3.
+# Needs root (BPF, cgroups, a tmpfs, FUSE), java, jcmd and python3; for pods also containerd,
+# runc, ctr, gcc and crictl (scripts/setup.sh builds it into target/tools) and Temurin 25.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 
@@ -43,6 +47,17 @@ for need in "$bin" "$workloads" "$jcmd"; do
 done
 command -v python3 > /dev/null || { echo "soak.sh: python3 is missing" >&2; exit 1; }
 (( minutes >= 4 )) || { echo "soak.sh: MINUTES must be at least 4" >&2; exit 1; }
+pods=${PODS:-1}
+java25=${JAVA25:-/usr/lib/jvm/temurin-25-jdk-amd64/bin/java}
+crictl_bin=$root/target/tools/crictl
+[[ -x "$crictl_bin" ]] || crictl_bin=$(command -v crictl || true)
+if [[ "$pods" != 0 ]]; then
+  for need in containerd runc ctr gcc; do
+    command -v "$need" > /dev/null || { echo "soak.sh: $need is missing for the pods (scripts/setup.sh; PODS=0 leaves them out)" >&2; exit 1; }
+  done
+  [[ -x "$crictl_bin" ]] || { echo "soak.sh: crictl is missing (scripts/setup.sh builds it; PODS=0 leaves pods out)" >&2; exit 1; }
+  [[ -x "$java25" && "$java25" == /usr/* ]] || { echo "soak.sh: the pods' JDK ($java25) must be under /usr (bind-mounted); set JAVA25" >&2; exit 1; }
+fi
 
 secs=$((minutes * 60))
 retain_mb=48
@@ -57,6 +72,21 @@ watch_pid=""
 slowfs_pid=""
 pids=()       # every JVM and helper started, killed at the end
 mkdir -p "$out_dir" "$work/back" "$work/logs"
+# The pods' runtime: its directory, its daemon, and the kubepods levels it made in each cgroup
+# hierarchy (removed after, where they did not exist before).
+cri="$work/cri"
+ctrd_pid=""
+pod_uid_prefix="5c1d2e3f-50a6-4c7d-8e9f-$(printf '%06x' $$)"
+pod_parent=kubepods/besteffort
+made_parents=()
+hierarchies() {
+  if [[ -f /sys/fs/cgroup/cgroup.controllers ]]; then echo /sys/fs/cgroup; else
+    find /sys/fs/cgroup -mindepth 1 -maxdepth 1 -type d; fi
+}
+crictl() {
+  timeout 60 "$crictl_bin" --runtime-endpoint "unix://$cri/containerd.sock" \
+    --image-endpoint "unix://$cri/containerd.sock" --timeout 30s "$@"
+}
 
 cleanup() {
   set +e
@@ -70,6 +100,31 @@ cleanup() {
     for _ in $(seq 50); do kill -0 "$slowfs_pid" 2> /dev/null || break; sleep 0.1; done
     kill -KILL "$slowfs_pid" 2> /dev/null && wait "$slowfs_pid" 2> /dev/null
     mountpoint -q "$work/slow" && fusermount3 -u -z "$work/slow"
+  fi
+  if [[ -n "$ctrd_pid" ]]; then
+    crictl rmp --force --all > /dev/null 2>&1
+    # Its shims, by the socket their command lines name; then the daemon.
+    for p in $(pgrep -f -- "$cri/containerd.sock"); do kill -KILL "$p" 2> /dev/null; done
+    kill -KILL "$ctrd_pid" 2> /dev/null; wait "$ctrd_pid" 2> /dev/null
+    # Each pod's cgroups, deepest first, after what is left in them.
+    for h in $(hierarchies); do
+      for d in $(find "$h/$pod_parent" -mindepth 1 -maxdepth 1 -type d -name "pod$pod_uid_prefix*" 2> /dev/null); do
+        for g in $(find "$d" -depth -type d); do
+          for p in $(cat "$g/cgroup.procs" 2> /dev/null); do kill -KILL "$p" 2> /dev/null; done
+          for _ in $(seq 50); do [[ -d "$g" ]] || break; rmdir "$g" 2> /dev/null && break; sleep 0.1; done
+        done
+      done
+    done
+    for ((i = ${#made_parents[@]} - 1; i >= 0; i--)); do rmdir "${made_parents[i]}" 2> /dev/null; done
+    # What the runtime mounted under its directory (a sandbox's shm, a rootfs), deepest first.
+    awk -v d="$cri" 'index($5, d) == 1 { print length($5), $5 }' /proc/self/mountinfo | sort -rn |
+      cut -d' ' -f2- | while read -r m; do umount -l "$m"; done
+    # containerd 1.6 puts its shims' sockets in the host's /run/containerd/s: those no process
+    # holds any more go (a host's own containerd keeps its own).
+    for f in /run/containerd/s/*; do
+      [[ -e "$f" ]] && ! grep -qF "$f" /proc/net/unix && rm -f "$f"
+    done
+    rmdir /run/containerd/s /run/containerd 2> /dev/null
   fi
   # A killed process leaves its cgroup a moment after it is reaped.
   for d in "$cg"/j* "$cg"; do
@@ -93,6 +148,45 @@ dd if=/dev/urandom of="$work/back/data" bs=1M count=64 status=none
 "$bin" inject slowfs "$work/back" "$work/slow" --read-delay 50ms --max-delay 90s > "$work/slowfs.out" 2>&1 &
 slowfs_pid=$!
 until [[ -f "$work/slow/.stallscope-slowfs" ]]; do sleep 0.1; kill -0 "$slowfs_pid" || { cat "$work/slowfs.out"; exit 1; }; done
+
+# The pods' runtime: containerd with its CRI plugin, its state in the bench's directory, the
+# cgroupfs driver's layout, and the one image (built here: no registry is reachable).
+if [[ "$pods" != 0 ]]; then
+  mkdir -p "$cri"
+  for h in $(hierarchies); do
+    p=$h
+    for part in kubepods besteffort; do p=$p/$part; [[ -d "$p" ]] || made_parents+=("$p"); done
+  done
+  cat > "$cri/config.toml" << TOML
+version = 2
+root = "$cri/root"
+state = "$cri/state"
+[grpc]
+  address = "$cri/containerd.sock"
+[ttrpc]
+  address = "$cri/containerd.sock.ttrpc"
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = "stallscope.test/pause:1"
+  restrict_oom_score_adj = true
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    snapshotter = "overlayfs"
+    default_runtime_name = "runc"
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+        SystemdCgroup = false
+        Root = "$cri/runc"
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = "$cri/cni/bin"
+    conf_dir = "$cri/cni/conf"
+TOML
+  containerd --config "$cri/config.toml" > /dev/null 2> "$cri/containerd.log" &
+  ctrd_pid=$!
+  for _ in $(seq 150); do crictl version > /dev/null 2>&1 && break; sleep 0.2; done
+  crictl version > /dev/null 2>&1 || { echo "soak.sh: containerd did not answer; see $cri/containerd.log" >&2; exit 1; }
+  bash "$root/crates/stallscope/tests/kubernetes/pause-image.sh" "$cri/pause.tar" stallscope.test/pause:1
+  ctr --address "$cri/containerd.sock" -n k8s.io images import "$cri/pause.tar" > /dev/null
+fi
 
 watch_args=(watch --all --out "$out_dir" --retain "${retain_mb}M" --metrics "127.0.0.1:$port"
   --events "$work/events.jsonl" --keep-exited 1m)
@@ -169,6 +263,56 @@ start_mapped() {
   pids+=($!)
 }
 
+pod_n=0
+pod_sandbox=""; pod_until=0
+# A pod whose JVM waits on a counted loop for thread dumps, living $1 s. Its safepoint log is
+# written under its pid in the pod (the pod's pause process is 1), then named by its pid on the
+# host once that is known.
+start_pod() {
+  local life=$1 uid dir=$cri/pods/$pod_n name=soak-$pod_n n=$pod_n pid="" id
+  uid=$pod_uid_prefix$(printf '%06x' "$pod_n")
+  pod_n=$((pod_n + 1))
+  mkdir -p "$dir"
+  cat > "$dir/pod.json" << JSON
+{"metadata": {"name": "$name", "namespace": "soak", "uid": "$uid", "attempt": 0},
+ "log_directory": "$dir/logs",
+ "linux": {"cgroup_parent": "/$pod_parent/pod$uid",
+           "security_context": {"namespace_options": {"network": 2, "pid": 0, "ipc": 0}}}}
+JSON
+  cat > "$dir/ctr.json" << JSON
+{"metadata": {"name": "loop"}, "image": {"image": "stallscope.test/pause:1"},
+ "command": ["$java25", "-Xmx64m", "-XX:+UseParallelGC", "-XX:-UseCountedLoopSafepoints",
+   "-Xlog:safepoint:file=/logs/sp-pod$n-%p.log:utctime,uptimenanos,timenanos",
+   "-jar", "/work/$(basename "$workloads")", "counted-loop", "--duration", "${life}s",
+   "--rounds", "20", "--every", "3s", "--trigger", "threaddump"],
+ "log_path": "loop.log",
+ "mounts": [{"container_path": "/usr", "host_path": "/usr", "readonly": true},
+            {"container_path": "/work", "host_path": "$(dirname "$workloads")", "readonly": true},
+            {"container_path": "/logs", "host_path": "$work/logs"}],
+ "linux": {}}
+JSON
+  pod_sandbox=$(crictl runp "$dir/pod.json" 2>> "$cri/crictl.err") || { pod_sandbox=""; return 0; }
+  pod_until=$(( $(date +%s) - begin + life + 10 ))
+  id=$(crictl create "$pod_sandbox" "$dir/ctr.json" "$dir/pod.json" 2>> "$cri/crictl.err") || return 0
+  crictl start "$id" > /dev/null 2>> "$cri/crictl.err" || return 0
+  local log=""
+  for _ in $(seq 100); do
+    pid=$(crictl inspect -o go-template --template '{{.info.pid}}' "$id" 2> /dev/null || true)
+    log=$(compgen -G "$work/logs/sp-pod$n-*.log" | head -n 1 || true)
+    [[ -n "$pid" && "$pid" != 0 && -n "$log" ]] && break
+    sleep 0.1
+  done
+  if [[ -n "$pid" && "$pid" != 0 && -n "$log" ]]; then
+    mv "$log" "$work/logs/sp-pod$n-$pid.log" 2> /dev/null || true
+  fi
+  return 0
+}
+stop_pod() {
+  [[ -n "$pod_sandbox" ]] && crictl rmp --force "$pod_sandbox" > /dev/null 2>> "$cri/crictl.err"
+  pod_sandbox=""
+  return 0
+}
+
 # A row every minute.
 rows="$work/rows"
 : > "$rows"
@@ -203,7 +347,7 @@ minute=0
 # The kill falls 30 s into the hang: the mapped JVM's stall is under way.
 hang_at=$((secs * 35 / 100)); kill_at=$((hang_at + 30)); fill_at=$((secs * 70 / 100))
 hang_done=""; kill_done=""; fill_done=""; hung=""
-next_churn=0; next_mapped=30; next_stop=60; next_hog=90; next_dump=45
+next_churn=0; next_mapped=30; next_stop=60; next_hog=90; next_dump=45; next_pod=120
 while :; do
   now=$(( $(date +%s) - begin ))
   (( now >= secs )) && break
@@ -217,6 +361,12 @@ while :; do
   if (( now >= next_stop )) && (( ${#churn[@]} > 0 )); then
     "$bin" inject freeze --for 200ms "${churn[0]}" > /dev/null 2>&1 &
     next_stop=$((now + 120))
+  fi
+  if [[ "$pods" != 0 ]]; then
+    if [[ -n "$pod_sandbox" ]] && (( now >= pod_until )); then stop_pod; fi
+    if [[ -z "$pod_sandbox" ]] && (( now >= next_pod )); then
+      start_pod $((120 + RANDOM % 60)); next_pod=$((now + 240))
+    fi
   fi
   if (( now >= next_hog )); then "$bin" inject cpu-hog --threads 2 --for 10s > /dev/null 2>&1 & next_hog=$((now + 180)); fi
   if [[ -z "$hang_done" ]] && (( now >= hang_at )); then
@@ -261,6 +411,7 @@ while :; do
   sleep 1
 done
 kill -0 "$watch_pid" 2> /dev/null || { echo "soak.sh: watch ended early; see $work/watch.err" >&2; tail "$work/watch.err" >&2; exit 1; }
+[[ "$pods" != 0 ]] && stop_pod
 rm -f "$out_dir/.fill"
 # From SIGTERM on, watch closes its recordings (a second, with many JVMs): safepoints that begin
 # then are not watched for, and count as while it was down.
@@ -282,5 +433,8 @@ for col in "2 CPU %" "3 RSS MiB" "4 fds" "5 threads" "6 BPF entries" "7 series" 
 done
 echo "    disk under --out at most $(awk '{ if ($8 > m) m = $8 } END { print m + 0 }' "$rows") MB (the filled minute's row aside: see it), --retain ${retain_mb} MB"
 echo "    events $(wc -l < "$work/events.jsonl"), panics in watch's stderr: $(grep -c 'panicked' "$work/watch.err" || true)"
+if [[ "$pods" != 0 ]]; then
+  echo "    pods started $pod_n; events naming a pod of theirs: $(grep -c '"namespace":"soak"' "$work/events.jsonl" || true); crictl's complaints: $(grep -vc 'level=warning' "$cri/crictl.err" 2> /dev/null || true)"
+fi
 echo "  the JVMs' own safepoint logs, each safepoint of at least $((2 * threshold_ns / 1000000)) ms against watch's events:"
 python3 "$(dirname "$0")/soak_truth.py" "$bin" "$work/events.jsonl" "$work/down.txt" $((2 * threshold_ns)) "$work"/logs/sp-*.log | sed 's/^/    /'
