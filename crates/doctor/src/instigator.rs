@@ -9,7 +9,7 @@
 //! operation seen running, a signal traced, a freezer read, CPU time counted); otherwise there is
 //! none, and where one was expected the evidence says why it is not known. Never a guess.
 
-use crate::causes::Cause;
+use crate::causes::{Cause, Search};
 use crate::classify::NEIGHBOURS_MIN_SHARE;
 use crate::report::{CpuShare, Finding, Instigator, InstigatorKind, SafepointView};
 use recording::disk::Syscall;
@@ -60,22 +60,16 @@ pub fn assign(findings: &mut [Finding], inp: &WhoInputs, safepoint: Option<&Safe
     let requester = safepoint.map(|sp| requester(inp, sp));
     for f in findings.iter_mut() {
         let culprits: Vec<i32> = f.culprits.iter().map(|c| c.tid).collect();
-        let found = match f.cause {
-            Cause::Frozen => stopper(inp),
-            Cause::CpuStarvation => {
-                cpu_neighbours(inp).or_else(|| requester.clone().and_then(Result::ok)).ok_or(None)
+        let fallback = || requester.clone().and_then(Result::ok);
+        let found = match f.cause.spec().instigator {
+            Search::Stopper => stopper(inp),
+            Search::CpuNeighbours => cpu_neighbours(inp).or_else(fallback).ok_or(None),
+            Search::MemoryMapper => {
+                memory_mapper(inp, &culprits, f.cause).or_else(fallback).ok_or(None)
             }
-            Cause::MmapLock | Cause::TlbShootdown => memory_mapper(inp, &culprits, f.cause)
-                .or_else(|| requester.clone().and_then(Result::ok))
-                .ok_or(None),
-            Cause::MappedWriteback
-            | Cause::MemoryReclaim
-            | Cause::MemcgHigh
-            | Cause::VmThreadIo => writer(inp, &culprits, f.cause)
-                .or_else(|| requester.clone().and_then(Result::ok))
-                .ok_or(None),
-            Cause::MachinePause => Err(None),
-            _ => match &requester {
+            Search::Writer => writer(inp, &culprits, f.cause).or_else(fallback).ok_or(None),
+            Search::Nobody => Err(None),
+            Search::Requester => match &requester {
                 Some(r) => r.clone().map_err(Some),
                 None => Err(None),
             },
@@ -85,7 +79,7 @@ pub fn assign(findings: &mut [Finding], inp: &WhoInputs, safepoint: Option<&Safe
                 // An operation held up by its own threads' crowd is fixed there first; what set
                 // it off is the fix beside it. But for the GC locker's: the collection, and the
                 // allocators' wait for it, are the critical region's doing.
-                if answers(f.cause, &i)
+                if f.cause.spec().answered_by(i.kind)
                     && (f.fix != crate::classify::OWN_THREADS_FIX || i.fix.starts_with(GC_LOCKER))
                 {
                     f.fix = i.fix.clone();
@@ -93,28 +87,11 @@ pub fn assign(findings: &mut [Finding], inp: &WhoInputs, safepoint: Option<&Safe
                 f.instigator = Some(i);
             }
             // Said where the instigator is the answer the user came for.
-            Err(Some(why)) if matches!(f.cause, Cause::LongVmOperation | Cause::Frozen) => {
+            Err(Some(why)) if f.cause.spec().says_why_no_instigator => {
                 f.evidence.push(why);
             }
             Err(_) => {}
         }
-    }
-}
-
-/// Whether the instigator's fix is the finding's: the operation was long because someone asked
-/// for it, the process was stopped by someone, the CPUs were taken by others, or memory was
-/// mapped by a thread of its own. A writer's or flusher's fix is shown beside the cause's, which
-/// names the file and the mechanism.
-fn answers(cause: Cause, i: &Instigator) -> bool {
-    match cause {
-        Cause::LongVmOperation => matches!(
-            i.kind,
-            InstigatorKind::JavaThread | InstigatorKind::AttachClient | InstigatorKind::RemoteJmx
-        ),
-        Cause::Frozen => true,
-        Cause::CpuStarvation => i.kind == InstigatorKind::CpuNeighbours,
-        Cause::MmapLock | Cause::TlbShootdown => i.kind == InstigatorKind::MemoryMapper,
-        _ => false,
     }
 }
 

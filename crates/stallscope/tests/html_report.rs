@@ -130,6 +130,12 @@ fn a_recording_renders_with_timeline_percentiles_and_drilldown() {
         }
         let cause = &longest.findings[0].title;
         assert!(dom.contains(&format!("cause: {cause}")), "{name}: the cause in words");
+        // In the colour its module gives it.
+        let colour = longest.findings[0].cause.spec().colour;
+        assert!(
+            dom.contains(&format!("class=\"cause-dot\" data-colour=\"{colour}\"")),
+            "{name}: the cause's colour, {colour}"
+        );
         // The culprit's code, as a stack trace, when the JVM's stacks were recorded.
         if let Some(top) = longest.findings[0]
             .culprits

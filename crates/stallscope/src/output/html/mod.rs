@@ -12,6 +12,7 @@ use super::Render;
 use anyhow::Context as _;
 use lab::model::LabResult;
 use serde::Serialize;
+use std::collections::BTreeMap;
 use std::io;
 use std::path::{Path, PathBuf};
 use view::RecordingView;
@@ -31,6 +32,12 @@ struct Page<'a> {
     version: &'static str,
     recording: Option<&'a RecordingView>,
     lab: Option<&'a LabResult>,
+    /// Each cause's colour (a stylesheet variable), from its module (`doctor::causes`).
+    cause_colours: BTreeMap<&'static str, &'static str>,
+}
+
+fn cause_colours() -> BTreeMap<&'static str, &'static str> {
+    doctor::Cause::ALL.iter().map(|c| (c.id(), c.spec().colour)).collect()
 }
 
 /// Escapes text for an HTML text node or attribute.
@@ -85,6 +92,7 @@ fn recording_page(view: &RecordingView) -> anyhow::Result<String> {
         version: env!("CARGO_PKG_VERSION"),
         recording: Some(view),
         lab: None,
+        cause_colours: cause_colours(),
     })
 }
 
@@ -98,6 +106,7 @@ fn lab_page(lab: &LabResult) -> anyhow::Result<String> {
         version: env!("CARGO_PKG_VERSION"),
         recording: None,
         lab: Some(lab),
+        cause_colours: cause_colours(),
     })
 }
 

@@ -93,13 +93,12 @@
     if (!(name in cssCache)) cssCache[name] = getComputedStyle(document.documentElement).getPropertyValue("--" + name).trim() || "#888";
     return cssCache[name];
   }
-  var CAUSE_COLOR = {
-    "no-safepoint-poll": "--ttsp", "major-fault": "--D", "swap-in": "--D", "mmap-lock": "--tlb",
-    "cpu-starvation": "--psi", "cgroup-throttling": "--steal", "frozen": "--T", "machine-pause": "--control",
-    "long-vm-operation": "--at", "vm-thread-io": "--D", "tlb-shootdown": "--tlb", "unknown": "--muted"
-  };
+  // Each cause's colour comes with the data, from the cause's own module.
+  function causeVar(c) {
+    return (D.cause_colours || {})[c] || "muted";
+  }
   function causeColor(c) {
-    return css((CAUSE_COLOR[c] || "--muted").slice(2));
+    return css(causeVar(c));
   }
 
   // ---------------------------------------------------------------- canvas helpers
@@ -713,7 +712,7 @@
       detail.appendChild(el("h3", { text: "Stall " + s.stall + " at " + s.start_wall + ": " + fmtNs(s.duration_ns) + (sp ? " — safepoint \"" + sp.op + "\": reaching " + fmtNs(sp.ttsp_ns) + " (TTSP), at safepoint " + fmtNs(sp.at_safepoint_ns) : " — a hiccup outside any safepoint") }));
       s.findings.forEach(function (f, i) {
         var box = el("div", { cls: "finding" + (i === 0 ? " main" : "") }, [
-          el("div", null, [el("span", { cls: "cause-dot", style: "background:" + causeColor(f.cause) }), el("strong", { text: (i === 0 ? "cause: " : "also: ") + f.title + " " }),
+          el("div", null, [el("span", { cls: "cause-dot", "data-colour": causeVar(f.cause), style: "background:" + causeColor(f.cause) }), el("strong", { text: (i === 0 ? "cause: " : "also: ") + f.title + " " }),
             el("span", { cls: "badge " + f.confidence, text: f.confidence + " confidence" }), f.share > 0 ? el("span", { cls: "muted", text: "  " + Math.round(f.share * 100) + "% of the stall" }) : null])
         ]);
         if (f.culprits.length) {
