@@ -11,6 +11,7 @@
 //! Invariant: a wait is counted only for the part of it inside the stall (cut at both edges);
 //! a stack that says nothing the `/proc` sample did not leaves the sample as it was.
 
+use crate::causes::{self, Cause};
 use crate::report::{KernelThreadView, KernelWaitView};
 use crate::wait;
 use recording::disk::{Mapping, TraceEvent};
@@ -91,6 +92,11 @@ fn stop_frame(f: &str) -> bool {
 /// that one of the doctor's wait tables knows (an rwsem slow path only under a path that takes
 /// `mmap_lock`), else the innermost that is not the scheduler's. None for an empty stack.
 pub fn deciding_frame(stack: &[String]) -> Option<&str> {
+    // A frame a cause's module names decides wherever it is (a compaction waits on a page's lock
+    // like a page read does).
+    if let Some((_, f)) = causes::of_kernel_frames(stack.iter().map(String::as_str)) {
+        return Some(f);
+    }
     let mm = stack.iter().any(|f| MM_PATHS.contains(&f.as_str()));
     let mut first = None;
     for f in stack.iter().map(String::as_str).filter(|f| !generic(f)) {
@@ -117,6 +123,9 @@ pub fn deciding_frame(stack: &[String]) -> Option<&str> {
 /// no catch-all: a kind added must be given its cause (or none) there.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum WaitKind {
+    /// Under a kernel function a cause's module names as its own
+    /// (`crate::causes::Spec::kernel_frames`).
+    Named(Cause),
     Preempted,
     Stopped,
     Frozen,
@@ -140,6 +149,7 @@ impl WaitKind {
     /// How the report names it (`page-cache read`, `mmap_lock` …).
     pub fn words(self) -> &'static str {
         match self {
+            WaitKind::Named(c) => c.spec().kernel_words,
             WaitKind::Preempted => "waiting for a CPU (preempted)",
             WaitKind::Stopped => "stopped",
             WaitKind::Frozen => "frozen (cgroup freezer)",
@@ -177,6 +187,13 @@ impl std::fmt::Display for WaitKind {
 pub fn kind(w: &KernelWait, stack: &[String]) -> WaitKind {
     use WaitKind as K;
     let f = deciding_frame(stack).unwrap_or("");
+    let held_otherwise =
+        matches!(w.state, 'R' | 'T' | 't') || wait::freezer_wait(f) || stop_frame(f);
+    if !held_otherwise
+        && let Some((c, _)) = causes::of_kernel_frames(stack.iter().map(String::as_str))
+    {
+        return K::Named(c);
+    }
     match w.state {
         'R' => K::Preempted,
         'T' | 't' => K::Stopped,
@@ -348,10 +365,10 @@ pub(crate) fn fault_frame(f: &str) -> bool {
 /// The cause a held thread's kind of wait names, for a process that is not a JVM; `fault`: its
 /// stack runs through the page-fault path. None where the kind names no cause (a kernel lock, a
 /// plain uninterruptible wait, a sleep the thread chose).
-fn held_cause(kind: WaitKind, fault: bool) -> Option<crate::Cause> {
-    use crate::Cause;
+fn held_cause(kind: WaitKind, fault: bool) -> Option<Cause> {
     use WaitKind as K;
     Some(match kind {
+        K::Named(c) => c,
         K::Preempted => Cause::CpuStarvation,
         K::Stopped | K::Frozen => Cause::Frozen,
         K::SwapIn => Cause::SwapIn,

@@ -7,6 +7,7 @@
 //! Invariant: a pure function of one sample; when nothing says what the thread waited for, the
 //! answer is `Other`, never a guess.
 
+use crate::causes::{self, Cause};
 use recording::disk::{Syscall, TaskSample};
 use serde::Serialize;
 
@@ -34,6 +35,8 @@ pub enum Wait {
     /// Parked by choice: a futex (a lock, a condition, or idle), a sleep, a poll, a socket or a
     /// pipe. Safe for a safepoint, and holding nothing up by itself.
     Parked,
+    /// In a kernel function a cause's module names as its own (`crate::causes::Spec::kernel_frames`).
+    Named(Cause),
     /// Blocked somewhere else in the kernel.
     Other,
 }
@@ -50,6 +53,7 @@ impl Wait {
             Wait::FileWrite => "writing to a file",
             Wait::FileRead => "reading a file",
             Wait::Parked => "parked",
+            Wait::Named(c) => c.spec().wait_words,
             Wait::Other => "blocked in the kernel",
         }
     }
@@ -240,6 +244,9 @@ pub fn wait_of(t: &TaskSample) -> Wait {
     let w = t.wchan.as_str();
     // The wchan of a thread that woke between reading its state and its wchan is "0".
     let known = !w.is_empty() && w != "0";
+    if known && let Some((c, _)) = causes::of_kernel_frames([w]) {
+        return Wait::Named(c);
+    }
     if known && reclaim_wait(w) {
         return Wait::Reclaim;
     }

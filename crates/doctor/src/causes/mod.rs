@@ -7,6 +7,8 @@
 mod instigator_kind;
 
 pub use instigator_kind::InstigatorKind;
+
+use crate::signals::MemorySignals;
 use serde::{Deserialize, Serialize};
 
 /// The registry: one line per cause, `Variant => module`. It declares the modules, the enum,
@@ -93,6 +95,20 @@ pub struct Spec {
     /// Where no instigator is found, the finding says why (the instigator is the answer the
     /// user came for).
     pub says_why_no_instigator: bool,
+    /// Kernel functions (each a prefix) that name this cause wherever they are in a waiting
+    /// thread's kernel stack, or as its `wchan`: a wait under one is this cause's, before the
+    /// general readings (a page's lock, a lock's slow path) that such a wait also passes through.
+    /// The `/proc` samples ([`crate::wait`]) and the kernel's waits ([`crate::kernel`]) both read
+    /// them through [`of_kernel_frames`].
+    pub kernel_frames: &'static [&'static str],
+    /// How a wait under one of `kernel_frames` is named in the kernel's account of a stall
+    /// (`compaction`), and in a thread's samples (`compacting memory`).
+    pub kernel_words: &'static str,
+    pub wait_words: &'static str,
+    /// Whether a thread that ran in the kernel through the stall, no stack read, is this cause's
+    /// by what memory management counted over the stall (the `/proc` path's reading); asked
+    /// before the general readings of kernel time (reclaim, first touches).
+    pub kernel_cpu: Option<fn(&MemorySignals) -> bool>,
 }
 
 impl Spec {
@@ -107,12 +123,33 @@ impl Spec {
         answered_by: &[],
         answered_by_any: false,
         says_why_no_instigator: false,
+        kernel_frames: &[],
+        kernel_words: "",
+        wait_words: "",
+        kernel_cpu: None,
     };
 
     /// Whether an instigator of `kind` answers a finding of this cause: its fix is the finding's.
     pub fn answered_by(&self, kind: InstigatorKind) -> bool {
         self.answered_by_any || self.answered_by.contains(&kind)
     }
+}
+
+/// The cause one of `frames` (a kernel stack, innermost first, or a lone `wchan`) names by its
+/// module's `kernel_frames`, and the innermost such frame.
+pub fn of_kernel_frames<'a>(frames: impl IntoIterator<Item = &'a str>) -> Option<(Cause, &'a str)> {
+    frames.into_iter().find_map(|f| {
+        Cause::ALL
+            .into_iter()
+            .find(|c| c.spec().kernel_frames.iter().any(|k| f.starts_with(k)))
+            .map(|c| (c, f))
+    })
+}
+
+/// The cause whose module reads a thread's time in the kernel, no stack read, from what memory
+/// management counted over the stall.
+pub fn of_kernel_cpu(memory: &MemorySignals) -> Option<Cause> {
+    Cause::ALL.into_iter().find(|c| c.spec().kernel_cpu.is_some_and(|reads| reads(memory)))
 }
 
 impl Cause {

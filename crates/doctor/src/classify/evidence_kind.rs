@@ -5,6 +5,7 @@
 //! Invariant: a variant holds what was measured or found, never its wording; times are in ns,
 //! sizes in bytes, shares as fractions, exactly as read.
 
+use crate::causes::Cause;
 use crate::wait::Wait;
 
 /// The tracepoint that named a file.
@@ -141,7 +142,8 @@ pub enum Evidence {
     LongestMmapLockWait {
         ns: u64,
     },
-    /// Waiting in the kernel for something no cause explains (`wchan` as sampled).
+    /// Waiting in the kernel (`wchan` as sampled): for something no cause explains, or in a
+    /// function a cause's module names as its own (`Wait::Named`).
     Waited {
         role: Role,
         wait: Wait,
@@ -153,6 +155,12 @@ pub enum Evidence {
     },
     KernelUnderReclaim {
         role: Role,
+    },
+    /// In the kernel while memory management counted what a cause's module reads as its own
+    /// (`crate::causes::Spec::kernel_cpu`).
+    KernelInCause {
+        role: Role,
+        cause: Cause,
     },
     /// In the kernel, taking minor faults: first touches of fresh memory.
     KernelFreshMemory {

@@ -197,6 +197,10 @@ pub(super) fn cause_of(t: &ThreadEvidence, act: Activity, role: Role, inp: &Inpu
                     vec![Evidence::MmapLock { role }, Evidence::LongestMmapLockWait { ns }],
                 )
             }
+            // In a kernel function a cause's module names: that cause, directly.
+            Wait::Named(cause) => {
+                (cause, true, vec![Evidence::Waited { role, wait: w, wchan: t.wchan.clone() }])
+            }
             Wait::FileWrite | Wait::FileRead | Wait::Parked | Wait::Other => (
                 Cause::Unknown,
                 false,
@@ -277,6 +281,13 @@ fn kernel_cpu_cause(t: &ThreadEvidence, role: Role, inp: &Inputs) -> Reading {
         let mut ev = vec![Evidence::KernelSwapFaults { role }];
         ev.extend(swap(inp).evidence());
         return (Cause::SwapIn, true, ev);
+    }
+    // A cause whose module reads kernel time by the memory counters (compaction and nothing
+    // else of reclaim): before reclaim, which those counters would also show.
+    if let Some(cause) = crate::causes::of_kernel_cpu(mem) {
+        let mut ev = vec![Evidence::KernelInCause { role, cause }];
+        ev.extend(reclaim_lines(inp));
+        return (cause, false, ev);
     }
     if mem.reclaiming() {
         let mut ev = vec![Evidence::KernelUnderReclaim { role }];

@@ -253,6 +253,12 @@ impl fmt::Display for Evidence {
                 "{} ran mostly in the kernel while memory was being reclaimed",
                 role.subject().who
             ),
+            E::KernelInCause { role, cause } => write!(
+                f,
+                "{} ran mostly in the kernel, and of memory management's counters only those of {} rose",
+                role.subject().who,
+                cause.spec().kernel_words
+            ),
             E::KernelFreshMemory { role, minor_faults } => {
                 let where_ = match role {
                     Role::Operation => {
