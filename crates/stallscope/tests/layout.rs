@@ -34,11 +34,22 @@ fn module_of(src: &Path, file: &Path) -> Vec<String> {
 }
 
 /// The modules a file refers to through `crate::` and `super::` paths (comments left out),
-/// each resolved to the longest prefix that is a module of the crate.
+/// each resolved to the longest prefix that is a module of the crate. The layout is that of the
+/// code that ships: a file's module of tests (`#[cfg(test)]` then `mod tests`, at its end) is
+/// left out, so a cause's tests may use the classifier's test helpers.
 fn references(text: &str, me: &[String], modules: &BTreeSet<Vec<String>>) -> BTreeSet<Vec<String>> {
     let mut out = BTreeSet::new();
-    let code: String =
-        text.lines().filter(|l| !l.trim_start().starts_with("//")).collect::<Vec<_>>().join("\n");
+    let lines: Vec<&str> = text.lines().collect();
+    let tests = lines
+        .windows(2)
+        .position(|w| w[0].starts_with("#[cfg(test)]") && w[1].contains("mod tests"))
+        .unwrap_or(lines.len());
+    let code: String = lines[..tests]
+        .iter()
+        .filter(|l| !l.trim_start().starts_with("//"))
+        .copied()
+        .collect::<Vec<_>>()
+        .join("\n");
     let ident = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == ':';
     let mut resolve = |base: Vec<String>, rest: &str| {
         let mut path = base;
