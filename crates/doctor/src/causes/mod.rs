@@ -50,6 +50,7 @@ registry! {
     VmThreadIo => vm_thread_io,
     MappedWriteback => mapped_writeback,
     MemoryReclaim => memory_reclaim,
+    DirectCompaction => direct_compaction,
     MemcgHigh => memcg_high,
     TlbShootdown => tlb_shootdown,
     BlockedIo => blocked_io,

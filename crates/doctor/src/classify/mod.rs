@@ -74,8 +74,9 @@ fn drafts(inp: &Inputs) -> Vec<Draft> {
     out
 }
 
+/// The classifier's tests, and their helpers for the tests of each cause's module.
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::causes::Cause;
     use crate::evidence::{StallEvidence, ThreadEvidence};
@@ -85,10 +86,16 @@ mod tests {
     use recording::Shares;
     use std::collections::{BTreeMap, HashMap};
 
-    const MS: u64 = 1_000_000;
+    pub(crate) const MS: u64 = 1_000_000;
 
     /// A thread seen in `state` throughout `span`, with the given counters.
-    fn thread(tid: i32, comm: &str, state: char, cpu_ns: u64, run_delay_ns: u64) -> ThreadEvidence {
+    pub(crate) fn thread(
+        tid: i32,
+        comm: &str,
+        state: char,
+        cpu_ns: u64,
+        run_delay_ns: u64,
+    ) -> ThreadEvidence {
         let span = 22 * MS;
         let seen = match state {
             'R' => Seen::Runnable,
@@ -121,7 +128,7 @@ mod tests {
         }
     }
 
-    fn safepoint(op: &str, ttsp_ns: u64, at_safepoint_ns: u64) -> SafepointView {
+    pub(crate) fn safepoint(op: &str, ttsp_ns: u64, at_safepoint_ns: u64) -> SafepointView {
         SafepointView {
             op: op.into(),
             ttsp_ns,
@@ -150,6 +157,17 @@ mod tests {
         signals: SystemSignals,
     ) -> Vec<Draft> {
         run_seen(reaching, at, whole, sp, duration_ns, signals, &[], &[])
+    }
+
+    /// As [`run`], the findings as a report gives them (for the tests of the causes' modules).
+    pub(crate) fn findings_of(
+        one: ThreadEvidence,
+        sp: SafepointView,
+        duration_ns: u64,
+        signals: SystemSignals,
+    ) -> Vec<Finding> {
+        let f = run(Some(vec![one.clone()]), None, vec![one], sp, duration_ns, signals);
+        f.into_iter().map(Draft::into_finding).collect()
     }
 
     /// As [`run`], with the target's maps and the tracepoints' events.
