@@ -126,7 +126,8 @@ pub fn mmap_write_caller(wchan: &str) -> bool {
     .contains(&wchan)
 }
 
-/// Kernel functions of memory reclaim and compaction, and the throttles reclaim sleeps in.
+/// Kernel functions of memory reclaim, and the throttles reclaim sleeps in. (Compaction's are
+/// its own cause's: `crate::causes::Spec::kernel_frames`, read first.)
 pub fn reclaim_wait(wchan: &str) -> bool {
     [
         "shrink_",
@@ -135,8 +136,6 @@ pub fn reclaim_wait(wchan: &str) -> bool {
         "throttle_direct_reclaim",
         "__alloc_pages_slowpath",
         "__perform_reclaim",
-        "compact_",
-        "kcompactd",
         "wait_iff_congested",
         "try_charge",
         "mem_cgroup_reclaim",

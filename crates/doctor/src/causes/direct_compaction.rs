@@ -29,8 +29,7 @@ pub(super) const SPEC: Spec = Spec {
     kernel_frames: &[
         "__alloc_pages_direct_compact",
         "try_to_compact_pages",
-        "compact_zone",
-        "compact_node",
+        "compact_",
         "compaction_alloc",
         "isolate_migratepages",
         "isolate_freepages",
