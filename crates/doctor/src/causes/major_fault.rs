@@ -12,5 +12,6 @@ pub(super) const SPEC: Spec = Spec {
         resident (mlock, memory headroom), or read it with pread on another thread; or put the \
         file on faster storage"),
     colour: "D",
+    code_lead: Some("the read in"),
     ..Spec::DEFAULT
 };

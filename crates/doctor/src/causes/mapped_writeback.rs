@@ -1,6 +1,6 @@
 //! `mapped-writeback`: write fault on a shared file mapping under writeback ([docs/causes/mapped-writeback.md](../../../../docs/causes/mapped-writeback.md)).
 
-use super::{Search, Spec};
+use super::{Search, Spec, Writer};
 
 pub(super) const SPEC: Spec = Spec {
     id: "mapped-writeback",
@@ -11,6 +11,11 @@ pub(super) const SPEC: Spec = Spec {
         counters (hsperfdata), -XX:+PerfDisableSharedMem or /tmp on tmpfs",
     fix_for_process: Some("a write to a file mapped shared waited for that page's writeback to a \
         slow disk: keep such files on tmpfs or a fast local disk, or write them with write(2)"),
-    instigator: Search::Writer,
+    instigator: Search::Writer(Writer {
+        why: "dirtying the pages whose writeback the stores waited for",
+        flusher_first: true,
+        cgroup_fix: false,
+    }),
+    code_lead: Some("the write in"),
     ..Spec::DEFAULT
 };

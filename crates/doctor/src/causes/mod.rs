@@ -69,9 +69,22 @@ pub enum Search {
     /// The thread that mapped, unmapped or protected memory, else the requester.
     MemoryMapper,
     /// Who wrote, read or flushed the storage waited for, else the requester.
-    Writer,
+    Writer(Writer),
     /// Nobody can be named (the whole machine stopped).
     Nobody,
+}
+
+/// How a cause's writer is looked for and told (`Search::Writer`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Writer {
+    /// What the writer's I/O did to the stall, in words (`filling the page cache the kernel
+    /// then had to reclaim memory from`).
+    pub why: &'static str,
+    /// A thread that flushed (msync, fsync) started the writeback waited for: named first.
+    pub flusher_first: bool,
+    /// A thread of the JVM that wrote is told to keep its data out of the JVM's memory cgroup
+    /// (its page cache was charged there).
+    pub cgroup_fix: bool,
 }
 
 /// One cause, as its module describes it.
@@ -96,6 +109,9 @@ pub struct Spec {
     /// Where no instigator is found, the finding says why (the instigator is the answer the
     /// user came for).
     pub says_why_no_instigator: bool,
+    /// Where the culprit's code is known, how its fix begins at that line (`the loop in`); none:
+    /// the cause has no fix at the level of the code.
+    pub code_lead: Option<&'static str>,
     /// Kernel functions (each a prefix) that name this cause wherever they are in a waiting
     /// thread's kernel stack, or as its `wchan`: a wait under one is this cause's, before the
     /// general readings (a page's lock, a lock's slow path) that such a wait also passes through.
@@ -124,6 +140,7 @@ impl Spec {
         answered_by: &[],
         answered_by_any: false,
         says_why_no_instigator: false,
+        code_lead: None,
         kernel_frames: &[],
         kernel_words: "",
         wait_words: "",

@@ -9,5 +9,6 @@ pub(super) const SPEC: Spec = Spec {
         mining on (G1, ZGC and Shenandoah do by default; -XX:+UseCountedLoopSafepoints \
         elsewhere), or give the loop a long index or a call out",
     colour: "ttsp",
+    code_lead: Some("the loop in"),
     ..Spec::DEFAULT
 };

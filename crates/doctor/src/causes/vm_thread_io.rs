@@ -1,6 +1,6 @@
 //! `vm-thread-io`: VM or GC thread blocked in I/O at a safepoint ([docs/causes/vm-thread-io.md](../../../../docs/causes/vm-thread-io.md)).
 
-use super::{Search, Spec};
+use super::{Search, Spec, Writer};
 
 pub(super) const SPEC: Spec = Spec {
     id: "vm-thread-io",
@@ -9,6 +9,10 @@ pub(super) const SPEC: Spec = Spec {
         asynchronously (-Xlog:async, JDK 17+), put GC and safepoint logs on a fast local disk or \
         tmpfs, and -XX:+PerfDisableSharedMem for hsperfdata",
     colour: "D",
-    instigator: Search::Writer,
+    instigator: Search::Writer(Writer {
+        why: "keeping busy the storage the VM thread waited on",
+        flusher_first: false,
+        cgroup_fix: false,
+    }),
     ..Spec::DEFAULT
 };

@@ -175,10 +175,7 @@ pub(crate) fn fix_in_code(
             format!("split the call to {} in", short_method(&t.method)),
             " into calls of a few MiB each",
         ),
-        (Cause::NoSafepointPoll, _) => ("the loop in".to_string(), ""),
-        (Cause::MajorFault, _) => ("the read in".to_string(), ""),
-        (Cause::MappedWriteback, _) => ("the write in".to_string(), ""),
-        _ => return None,
+        _ => (cause.spec().code_lead?.to_string(), ""),
     };
     let frame = code.fix_frame()?;
     Some(format!("{lead} {}{tail}: {fix}", describe_frame(frame)))

@@ -9,7 +9,7 @@
 //! operation seen running, a signal traced, a freezer read, CPU time counted); otherwise there is
 //! none, and where one was expected the evidence says why it is not known. Never a guess.
 
-use crate::causes::{Cause, Search};
+use crate::causes::{Cause, Search, Writer};
 use crate::classify::NEIGHBOURS_MIN_SHARE;
 use crate::report::{CpuShare, Finding, Instigator, InstigatorKind, SafepointView};
 use recording::disk::Syscall;
@@ -71,7 +71,7 @@ pub fn assign(findings: &mut [Finding], inp: &WhoInputs, safepoint: Option<&Safe
             Search::MemoryMapper => {
                 memory_mapper(inp, &culprits, f.cause).or_else(fallback).ok_or(None)
             }
-            Search::Writer => writer(inp, &culprits, f.cause).or_else(fallback).ok_or(None),
+            Search::Writer(w) => writer(inp, &culprits, w).or_else(fallback).ok_or(None),
             Search::Nobody => Err(None),
             Search::Requester => match &requester {
                 Some(r) => r.clone().map_err(Some),
@@ -182,6 +182,14 @@ fn shorten(text: &str, max: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// How a cause's writer is looked for.
+    fn search_of(c: Cause) -> Writer {
+        match c.spec().instigator {
+            Search::Writer(w) => w,
+            other => panic!("{c:?} looks for {other:?}, not a writer"),
+        }
+    }
     use crate::report::Confidence;
 
     fn sp(op: &str, start: u64, total: u64) -> SafepointView {
@@ -508,7 +516,7 @@ mod tests {
         };
         let samples = [&sample];
         let inp = WhoInputs { samples: &samples, ..inputs(vec![], &names) };
-        let w = writer(&inp, &[], Cause::MappedWriteback).unwrap();
+        let w = writer(&inp, &[], search_of(Cause::MappedWriteback)).unwrap();
         assert_eq!(
             (w.kind, w.name.as_str(), w.tid),
             (InstigatorKind::Writer, "journal-flusher", Some(30))
@@ -528,7 +536,7 @@ mod tests {
             to: 1,
             takers: vec![io(Some(31), "file-writer", 30), io(None, "rsync", 2)],
         };
-        let w = writer(&inputs(vec![&one], &names), &[], Cause::MemoryReclaim).unwrap();
+        let w = writer(&inputs(vec![&one], &names), &[], search_of(Cause::MemoryReclaim)).unwrap();
         assert_eq!((w.name.as_str(), w.tid), ("file-writer", Some(31)));
         assert!(w.did.contains("31.5 MB (pages dirtied)"), "{}", w.did);
         let many = Who::IoUse {
@@ -538,7 +546,7 @@ mod tests {
             takers: vec![io(None, "a", 10), io(None, "b", 9)],
         };
         assert!(
-            writer(&inputs(vec![&many], &names), &[], Cause::MemoryReclaim).is_none(),
+            writer(&inputs(vec![&many], &names), &[], search_of(Cause::MemoryReclaim)).is_none(),
             "none did most"
         );
     }

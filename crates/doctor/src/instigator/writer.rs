@@ -13,7 +13,7 @@ pub(super) const WRITER_MIN_BYTES: u64 = 1 << 20;
 /// fsync …: it started the writeback a store to a shared mapping then waits for), else the
 /// thread or process that read or wrote the most storage during the stall (dirtying the pages
 /// that were written back, or filling the page cache the kernel had to reclaim).
-pub fn writer(inp: &WhoInputs, culprits: &[i32], cause: Cause) -> Option<Instigator> {
+pub fn writer(inp: &WhoInputs, culprits: &[i32], search: Writer) -> Option<Instigator> {
     let base = |name: String| blank(InstigatorKind::Writer, name);
     let mut flushing: HashMap<i32, (usize, String, i64)> = HashMap::new();
     for s in inp.samples.iter().filter(|s| !s.baseline && s.t >= inp.start_ns && s.t <= inp.end_ns)
@@ -27,7 +27,7 @@ pub fn writer(inp: &WhoInputs, culprits: &[i32], cause: Cause) -> Option<Instiga
             }
         }
     }
-    if cause == Cause::MappedWriteback
+    if search.flusher_first
         && let Some((tid, (n, comm, nr))) =
             flushing.into_iter().max_by_key(|(tid, (n, _, _))| (*n, -*tid))
     {
@@ -63,13 +63,7 @@ pub fn writer(inp: &WhoInputs, culprits: &[i32], cause: Cause) -> Option<Instiga
         (true, false) => format!("wrote {} (pages dirtied)", mb(t.write_bytes)),
         _ => format!("read {}", mb(t.read_bytes)),
     };
-    let why = match cause {
-        Cause::MemoryReclaim | Cause::MemcgHigh => {
-            "filling the page cache the kernel then had to reclaim memory from"
-        }
-        Cause::VmThreadIo => "keeping busy the storage the VM thread waited on",
-        _ => "dirtying the pages whose writeback the stores waited for",
-    };
+    let why = search.why;
     let (name, who) = match t.tid {
         Some(tid) => {
             let n = inp.names.get(&tid).cloned().unwrap_or_else(|| t.comm.clone());
@@ -77,11 +71,11 @@ pub fn writer(inp: &WhoInputs, culprits: &[i32], cause: Cause) -> Option<Instiga
         }
         None => (t.comm.clone(), format!("{} (pid {})", t.comm, t.pid)),
     };
-    let fix = match (t.tid, cause) {
-        (Some(_), Cause::MemoryReclaim | Cause::MemcgHigh) => format!(
+    let fix = match t.tid {
+        Some(_) if search.cgroup_fix => format!(
             "\"{name}\" streams file data through the JVM's memory cgroup: write it with O_DIRECT or drop what it wrote from the page cache (posix_fadvise DONTNEED, or FileChannel and no caching library), or give the cgroup headroom for it"
         ),
-        (None, _) => format!(
+        None => format!(
             "{name} (pid {}) {what} during the stall: keep its I/O off the JVM's disk and memory cgroup (another disk, io.weight or io.max for its cgroup, a memory cgroup of its own)",
             t.pid
         ),
