@@ -45,7 +45,7 @@ pub mod wait;
 pub use causes::Cause;
 pub use classify::segments;
 pub use diagnose::{Carry, diagnose, diagnose_stalls, wall_of};
-pub use flight::{GcLog, diagnose_flight};
+pub use flight::{GcLog, diagnose_flight, flight_safepoints};
 pub use report::{
     Confidence, CpuShare, CulpritView, Finding, Instigator, InstigatorKind, Report, SafepointView,
     StallReport, Summary, ThreadLine, TimeoutCulprit,

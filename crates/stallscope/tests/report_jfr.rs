@@ -331,6 +331,19 @@ fn gzip_plain_and_a_chunk_directory_give_the_same_stalls() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let page = std::fs::read_to_string(&html).unwrap();
     assert!(page.contains("long VM operation"), "the page names the cause");
+    // Its timeline and table of operations are the file's every safepoint, as the report
+    // counts them.
+    let report: serde_json::Value = serde_json::from_slice(
+        &stallscope().args(["report", "--json", plain.to_str().unwrap()]).output().unwrap().stdout,
+    )
+    .unwrap();
+    let data = page.split("id=\"stallscope-data\"").nth(1).unwrap();
+    let data = &data[data.find('>').unwrap() + 1..data.find("</script>").unwrap()];
+    let data: serde_json::Value = serde_json::from_str(data).unwrap();
+    let drawn = data["recording"]["safepoints"]["total_ns"].as_array().unwrap().len();
+    assert!(drawn > 0, "no safepoint drawn");
+    assert_eq!(drawn as u64, report["summary"]["safepoints"].as_u64().unwrap());
+    assert!(!data["recording"]["ops"].as_array().unwrap().is_empty(), "no operation in the table");
     std::fs::remove_dir_all(&d).unwrap();
 }
 

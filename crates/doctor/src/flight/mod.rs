@@ -115,6 +115,49 @@ impl Gathered {
     fn op_ns(&self) -> Option<u64> {
         self.op.as_ref().map(|o| o.duration_ns.max(0) as u64)
     }
+
+    /// Its operation's name, as `jdk.ExecuteVMOperation` gives it.
+    fn op_name(&self) -> String {
+        self.op.as_ref().map_or_else(|| "unknown".to_string(), |o| o.op.clone())
+    }
+
+    /// Its time at the safepoint: the operation's, else from the end of its begin event to its
+    /// end event.
+    fn at_safepoint_ns(&self) -> u64 {
+        self.op_ns().unwrap_or_else(|| match (self.begin, self.end) {
+            (Some(b), Some(e)) => (e.0 - (b.0 + b.1)).max(0) as u64,
+            _ => 0,
+        })
+    }
+
+    /// As the logs' parser gives a safepoint, its end on the report's clock (`meta`).
+    fn as_safepoint(&self, meta: &Meta) -> Safepoint {
+        let mut end = hotspot_log::jfr::wall_stamps(self.end());
+        end.mono_ns = meta.mono_of_epoch_ns(self.end());
+        Safepoint {
+            op: self.op_name().into(),
+            ttsp_ns: self.ttsp_ns().map(|t| t.0),
+            cleanup_ns: None,
+            at_safepoint_ns: Some(self.at_safepoint_ns()),
+            leaving_ns: None,
+            total_ns: self.total_ns(),
+            since_last_ns: None,
+            threads_total: self.begin.and_then(|b| b.2),
+            threads_running: self.sync.and_then(|s| s.2),
+            page_traps: None,
+            end,
+            format: hotspot_log::Format::Jfr,
+            source: hotspot_log::Source { file: 0, line: 0 },
+            culprits: Vec::new(),
+        }
+    }
+}
+
+/// Every safepoint of a flight recording (not only its stalls), as the logs' parser gives a
+/// log's, placed on the clock of its report (`meta`, [`Report::meta`]): what a recording's
+/// view draws its timeline, its time-to-safepoint percentiles and its operations from.
+pub fn flight_safepoints(f: &FlightFile, meta: &Meta) -> Vec<Safepoint> {
+    gather(f).iter().map(|g| g.as_safepoint(meta)).collect()
 }
 
 fn gather(f: &FlightFile) -> Vec<Gathered> {

@@ -25,11 +25,8 @@ pub(super) fn diagnose_one(
         .map(|t| (t, "the GC log's safepoint record"))
         .or_else(|| g.ttsp_ns());
     let op_ns = g.op_ns();
-    let op_name = g.op.as_ref().map_or_else(|| "unknown".to_string(), |o| o.op.clone());
-    let at_safepoint = op_ns.unwrap_or_else(|| match (g.begin, g.end) {
-        (Some(b), Some(e)) => (e.0 - (b.0 + b.1)).max(0) as u64,
-        _ => 0,
-    });
+    let op_name = g.op_name();
+    let at_safepoint = g.at_safepoint_ns();
     let took = fmt_ns(total);
     let mut findings = Vec::new();
     let share_of = |ns: u64| (ns as f64 / total as f64).min(1.0);

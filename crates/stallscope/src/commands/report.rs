@@ -155,7 +155,11 @@ fn flight_report(path: &Path, a: &ReportArgs, html: Option<Option<&Path>>) -> Re
     let r = doctor::diagnose_flight(&file, threshold, log.as_ref());
     match html {
         Some(out) => {
-            let rec = recording::Recording::of_report(path, &r.meta);
+            // The file's every safepoint, for the timeline, the percentiles and the operations.
+            let rec = recording::Recording {
+                safepoints: doctor::flight_safepoints(&file, &r.meta),
+                ..recording::Recording::of_report(path, &r.meta)
+            };
             // Beside the file (`app.html`), or in the chunk directory.
             let at = match out {
                 Some(o) => o.to_path_buf(),
