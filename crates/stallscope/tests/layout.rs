@@ -35,19 +35,18 @@ fn module_of(src: &Path, file: &Path) -> Vec<String> {
 
 /// The modules a file refers to through `crate::` and `super::` paths (comments left out),
 /// each resolved to the longest prefix that is a module of the crate. The layout is that of the
-/// code that ships: a file's module of tests (`#[cfg(test)]` then `mod tests`, at its end) is
-/// left out, so a cause's tests may use the classifier's test helpers.
+/// code that ships: a file's module of tests (`#[cfg(test)]` then `mod tests {`, to its closing
+/// brace) is left out, so a cause's tests may use the classifier's test helpers; what follows it
+/// counts.
 fn references(text: &str, me: &[String], modules: &BTreeSet<Vec<String>>) -> BTreeSet<Vec<String>> {
     let mut out = BTreeSet::new();
     let lines: Vec<&str> = text.lines().collect();
-    let tests = lines
-        .windows(2)
-        .position(|w| w[0].starts_with("#[cfg(test)]") && w[1].contains("mod tests"))
-        .unwrap_or(lines.len());
-    let code: String = lines[..tests]
+    let tests = test_module(&lines);
+    let code: String = lines
         .iter()
-        .filter(|l| !l.trim_start().starts_with("//"))
-        .copied()
+        .enumerate()
+        .filter(|(i, l)| !tests.contains(i) && !l.trim_start().starts_with("//"))
+        .map(|(_, l)| *l)
         .collect::<Vec<_>>()
         .join("\n");
     let ident = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == ':';
@@ -85,6 +84,26 @@ fn references(text: &str, me: &[String], modules: &BTreeSet<Vec<String>>) -> BTr
     // A module's own items are no import.
     out.remove(me);
     out
+}
+
+/// The lines of a file's module of tests: from `#[cfg(test)]` above `mod tests {` to the line
+/// that closes its braces (counted outside comments); empty when it has none.
+fn test_module(lines: &[&str]) -> std::ops::Range<usize> {
+    let Some(start) = lines
+        .windows(2)
+        .position(|w| w[0].starts_with("#[cfg(test)]") && w[1].contains("mod tests {"))
+    else {
+        return 0..0;
+    };
+    let mut depth = 0i64;
+    for (i, l) in lines.iter().enumerate().skip(start + 1) {
+        let code = l.split("//").next().unwrap_or("");
+        depth += code.matches('{').count() as i64 - code.matches('}').count() as i64;
+        if depth <= 0 {
+            return start..i + 1;
+        }
+    }
+    start..lines.len()
 }
 
 /// Every module of a crate and what it imports.
