@@ -22,7 +22,8 @@ pub enum Wait {
     /// fault on a shared file mapping (hsperfdata), or reclaim waiting for dirty pages to be
     /// written back.
     Writeback,
-    /// Reclaiming memory itself: direct reclaim, compaction, or throttled by reclaim.
+    /// Reclaiming memory itself: direct reclaim, compaction other than direct compaction (its own
+    /// cause, `Named`), or throttled by reclaim.
     Reclaim,
     /// Throttled because its memory cgroup is over `memory.high`.
     MemcgHigh,
@@ -126,8 +127,9 @@ pub fn mmap_write_caller(wchan: &str) -> bool {
     .contains(&wchan)
 }
 
-/// Kernel functions of memory reclaim, and the throttles reclaim sleeps in. (Compaction's are
-/// its own cause's: `crate::causes::Spec::kernel_frames`, read first.)
+/// Kernel functions of memory reclaim and of compaction asked for or done by `kcompactd`, and the
+/// throttles reclaim sleeps in. (Direct compaction's are its own cause's,
+/// `crate::causes::Spec::kernel_frames`, read first.)
 pub fn reclaim_wait(wchan: &str) -> bool {
     [
         "shrink_",
@@ -136,6 +138,8 @@ pub fn reclaim_wait(wchan: &str) -> bool {
         "throttle_direct_reclaim",
         "__alloc_pages_slowpath",
         "__perform_reclaim",
+        "compact_",
+        "kcompactd",
         "wait_iff_congested",
         "try_charge",
         "mem_cgroup_reclaim",

@@ -1,10 +1,11 @@
 //! `direct-compaction`: the thread compacted memory itself before a large page could be had
 //! ([docs/causes/direct-compaction.md](../../../../docs/causes/direct-compaction.md)).
 //!
-//! Read from the kernel's stacks (a wait under the compaction functions, whatever it waits on
-//! inside them: a migrating page's lock looks like a page read), from a sample's `wchan` in
-//! them, and, where no stack was read, from a thread's kernel time over a stall in which the
-//! machine counted compaction stalls and nothing else of reclaim.
+//! Read from the kernel's stacks of a thread's waits (a wait under the compaction functions,
+//! whatever it waits on inside them: a migrating page's lock looks like a page read), from a
+//! sample's `wchan` in them (rare: compaction's own functions seldom sleep themselves), and,
+//! where no stack was read, from a thread's kernel time over a stall in which the machine
+//! counted compaction stalls and nothing else of reclaim.
 
 use super::Spec;
 use crate::signals::MemorySignals;
@@ -26,14 +27,13 @@ pub(super) const SPEC: Spec = Spec {
         reserved at boot (hugetlbfs)",
     ),
     colour: "D",
+    // Direct compaction only: compaction asked for (compact_memory, a node's compact file) or by
+    // kcompactd, and alloc_contig_range's isolation, stay memory reclaim's (`wait::reclaim_wait`).
     kernel_frames: &[
         "__alloc_pages_direct_compact",
         "try_to_compact_pages",
-        "compact_",
+        "compact_zone",
         "compaction_alloc",
-        "isolate_migratepages",
-        "isolate_freepages",
-        "sysctl_compaction_handler",
     ],
     kernel_words: "compaction",
     wait_words: "compacting memory for a large page",
@@ -138,6 +138,8 @@ mod tests {
         assert!(f.evidence[0].contains("compaction"), "{:?}", f.evidence);
     }
 
+    /// A `wchan` in compaction's own code: rare (its waits are mostly on pages' locks, which only
+    /// the kernel's stacks place), but a sample showing one is read so.
     #[test]
     fn a_sample_asleep_in_compaction_is_compaction() {
         let t = TaskSample {
@@ -160,13 +162,49 @@ mod tests {
         t.wchan = "compaction_alloc".into();
         t.seen_ns = [(Seen::Waiting(Wait::Named(Cause::DirectCompaction)), t.span_ns)].into();
         let sp = safepoint("G1CollectForAllocation", 20 * MS, 2 * MS);
-        let f = findings_of(t, sp, 22 * MS, SystemSignals::default());
+        let f = findings_of(t, sp, 22 * MS, SystemSignals::default(), None);
         assert_eq!(f[0].cause, Cause::DirectCompaction, "{f:?}");
         assert_eq!(f[0].confidence, Confidence::High, "{f:?}");
         let said = &f[0].evidence;
         assert!(
             said.iter().any(|e| e.ends_with("compacting memory for a large page (in compaction_alloc)")),
             "{said:?}"
+        );
+    }
+
+    #[test]
+    fn a_jvm_thread_whose_kernel_stacks_wait_in_compaction_holds_the_safepoint_by_it() {
+        use crate::classify::tests::{MS, findings_of, safepoint, thread};
+        use crate::signals::SystemSignals;
+        use crate::wait::Seen;
+        // As /proc sees it: blocked for a page outside any system call, its wchan the page
+        // lock's; the machine counted a compaction stall, which reads as reclaim without the
+        // kernel's stacks.
+        let mut t = thread(7, "allocator", 'D', MS, 0);
+        t.wchan = "folio_wait_bit_common".into();
+        t.seen_ns = [(Seen::Waiting(Wait::PageIn), t.span_ns)].into();
+        let mut sig = SystemSignals::default();
+        sig.memory.compact_stall = Some(1);
+        let sp = || safepoint("G1CollectForAllocation", 20 * MS, 2 * MS);
+        let f = findings_of(t.clone(), sp(), 22 * MS, sig.clone(), None);
+        assert_eq!(f[0].cause, Cause::MemoryReclaim, "{f:?}");
+        // The kernel's stacks of its waits say where: compaction.
+        let kw = StallKernelWaits {
+            stall: 1,
+            from: 0,
+            to: 22 * MS,
+            since: None,
+            waits: vec![KernelWait { tid: 7, end: Some(21 * MS), ..wait('D') }],
+            stacks: vec![thp_fault()],
+            lost: 0,
+        };
+        let f = findings_of(t, sp(), 22 * MS, sig, Some(&kw));
+        assert_eq!(f[0].cause, Cause::DirectCompaction, "{f:?}");
+        assert_eq!(f[0].confidence, Confidence::High, "{f:?}");
+        assert!(
+            f[0].evidence.iter().any(|e| e.contains("off a CPU in compaction for 21.0 ms")),
+            "{:?}",
+            f[0].evidence
         );
     }
 

@@ -1,8 +1,9 @@
 //! The stall causes stallscope tells apart (see `docs/causes/`). Each is one module here, whose
 //! [`Spec`] says its name, title and fix, its documentation page, its colour in the HTML report,
 //! and where its instigator is looked for; the registry below is the one list of them. A cause
-//! added to the registry without its module, or a module's spec missing a field the doctor needs,
-//! does not compile; a cause's page missing from `docs/causes/` fails a test.
+//! added to the registry without its module does not compile; a spec with no id, title or fix
+//! (they default to empty) or an id that is not the cause's name, or a cause without its page in
+//! `docs/causes/`, fails a test.
 
 mod instigator_kind;
 
@@ -156,12 +157,20 @@ impl Spec {
 /// The cause one of `frames` (a kernel stack, innermost first, or a lone `wchan`) names by its
 /// module's `kernel_frames`, and the innermost such frame.
 pub fn of_kernel_frames<'a>(frames: impl IntoIterator<Item = &'a str>) -> Option<(Cause, &'a str)> {
-    frames.into_iter().find_map(|f| {
+    // Every wait's stack is read through here: the few prefixes any cause names, gathered once.
+    static NAMED: std::sync::OnceLock<Vec<(&'static str, Cause)>> = std::sync::OnceLock::new();
+    let named = NAMED.get_or_init(|| {
         Cause::ALL
             .into_iter()
-            .find(|c| c.spec().kernel_frames.iter().any(|k| f.starts_with(k)))
-            .map(|c| (c, f))
-    })
+            .flat_map(|c| c.spec().kernel_frames.iter().map(move |k| (*k, c)))
+            .collect()
+    });
+    if named.is_empty() {
+        return None;
+    }
+    frames
+        .into_iter()
+        .find_map(|f| named.iter().find(|(k, _)| f.starts_with(k)).map(|(_, c)| (*c, f)))
 }
 
 /// The cause whose module reads a thread's time in the kernel, no stack read, from what memory

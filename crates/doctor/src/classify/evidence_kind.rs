@@ -162,6 +162,13 @@ pub enum Evidence {
         role: Role,
         cause: Cause,
     },
+    /// Off a CPU mostly under kernel functions a cause's module names, by the kernel's stacks of
+    /// its waits (BPF), for `ns` of the stall.
+    KernelWaitedIn {
+        role: Role,
+        cause: Cause,
+        ns: u64,
+    },
     /// In the kernel, taking minor faults: first touches of fresh memory.
     KernelFreshMemory {
         role: Role,

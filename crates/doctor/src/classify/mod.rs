@@ -160,13 +160,30 @@ pub(crate) mod tests {
     }
 
     /// As [`run`], the findings as a report gives them (for the tests of the causes' modules).
+    /// With the kernel's waits in the stall, where given.
     pub(crate) fn findings_of(
         one: ThreadEvidence,
         sp: SafepointView,
         duration_ns: u64,
         signals: SystemSignals,
+        kwaits: Option<&recording::StallKernelWaits>,
     ) -> Vec<Finding> {
-        let f = run(Some(vec![one.clone()]), None, vec![one], sp, duration_ns, signals);
+        let (th, whole) = (Some(vec![one.clone()]), vec![one]);
+        let f = run_seen_kernel(
+            th,
+            None,
+            whole,
+            sp,
+            duration_ns,
+            signals,
+            &[],
+            &[],
+            &[],
+            &[],
+            None,
+            kwaits,
+            None,
+        );
         f.into_iter().map(Draft::into_finding).collect()
     }
 

@@ -29,6 +29,13 @@ pub(super) type Reading = (Cause, bool, Vec<Evidence>);
 /// The cause of a thread's stretch of time, given what it is in the stall (late to a safepoint,
 /// running its operation, or the meter outside one).
 pub(super) fn cause_of(t: &ThreadEvidence, act: Activity, role: Role, inp: &Inputs) -> Reading {
+    // Its kernel stacks (BPF) waited mostly under functions a cause's module names (a compaction
+    // waits on a page's lock, which its wchan shows alone): that cause.
+    if matches!(act, Activity::Waiting(_))
+        && let Some(named) = kernel_named(t, role, inp)
+    {
+        return named;
+    }
     let mem = &inp.signals.memory;
     match act {
         Activity::User | Activity::Cpu => match role {
@@ -428,6 +435,26 @@ fn kernel_read_fault(t: &ThreadEvidence, role: Role, inp: &Inputs) -> Option<Evi
         }
     }
     (longest > 0).then_some(Evidence::KernelReadFault { role, ms: longest / 1_000_000 })
+}
+
+/// The cause a thread's waits in the stall name by their kernel stacks (`WaitKind::Named`), where
+/// the BPF recorder kept them and such waits are most of the thread's time off a CPU in it.
+fn kernel_named(t: &ThreadEvidence, role: Role, inp: &Inputs) -> Option<Reading> {
+    use crate::kernel::WaitKind;
+    let kw = inp.kwaits?;
+    let (mut off, mut named) = (0, std::collections::BTreeMap::<Cause, u64>::new());
+    for w in kw.waits.iter().filter(|w| w.tid == t.tid && w.state != 'R') {
+        let end = w.end.unwrap_or(inp.end_ns).min(inp.end_ns);
+        let ns = end.saturating_sub(w.start.max(inp.start_ns));
+        off += ns;
+        let stack = kw.stacks.get(w.stack).map_or(&[][..], |s| &s[..]);
+        if let WaitKind::Named(c) = crate::kernel::kind(w, stack) {
+            *named.entry(c).or_default() += ns;
+        }
+    }
+    let (cause, ns) = named.into_iter().max_by_key(|(c, ns)| (*ns, std::cmp::Reverse(*c)))?;
+    (ns > 0 && ns * 2 > off)
+        .then(|| (cause, true, vec![Evidence::KernelWaitedIn { role, cause, ns }]))
 }
 
 /// The files a write fault with no tracepoint can have waited on, when pages were under

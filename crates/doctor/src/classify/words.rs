@@ -255,10 +255,21 @@ impl fmt::Display for Evidence {
             ),
             E::KernelInCause { role, cause } => write!(
                 f,
-                "{} ran mostly in the kernel, and of memory management's counters only those of {} rose",
+                "{} ran mostly in the kernel while the machine counted {} stalls and no direct reclaim, scanning or swap-out",
                 role.subject().who,
                 cause.spec().kernel_words
             ),
+            E::KernelWaitedIn { role, cause, ns } => {
+                let sj = role.subject();
+                write!(
+                    f,
+                    "{} {} off a CPU in {} for {} of the stall (the kernel's stacks of its waits)",
+                    sj.who,
+                    sj.was,
+                    cause.spec().kernel_words,
+                    fmt_ns(*ns)
+                )
+            }
             E::KernelFreshMemory { role, minor_faults } => {
                 let where_ = match role {
                     Role::Operation => {
