@@ -243,7 +243,7 @@ static __always_inline struct off_entry *entry_of(__u32 tid)
 
 /* Thread `tid`'s entry, made if it has none (its process's `tgid` written into a new one): its
  * index in `toff` taken if free (compare and swap: two threads on one index may leave two CPUs at
- * once), else in `off`. Made at a thread's first event: it leaves a CPU, comes onto one, or is
+ * once) and it has no entry in `off` already, else in `off`. Made at a thread's first event: it leaves a CPU, comes onto one, or is
  * woken. */
 static __always_inline struct off_entry *entry_made(__u32 tid, __u32 tgid)
 {
@@ -253,14 +253,17 @@ static __always_inline struct off_entry *entry_made(__u32 tid, __u32 tgid)
 		return 0;
 	if (e->tid == tid)
 		return e;
+	/* A thread already in the hash stays there: its wait under way is there. Had it taken an
+	 * index given back meanwhile (its holder exited), its wake-up would land on a blank entry
+	 * and the wait in the hash would lose its waker and stack (seen in tests/offcpu.rs). */
+	struct off_entry *h = bpf_map_lookup_elem(&off, &tid);
+	if (h)
+		return h;
 	if ((e->tid == 0 && __sync_val_compare_and_swap(&e->tid, 0, tid) == 0) ||
 	    (e->tid == GONE && __sync_val_compare_and_swap(&e->tid, GONE, tid) == GONE)) {
 		e->tgid = tgid;
 		return e;
 	}
-	struct off_entry *h = bpf_map_lookup_elem(&off, &tid);
-	if (h)
-		return h;
 	struct off_entry blank = {.tid = tid, .tgid = tgid};
 	bpf_map_update_elem(&off, &tid, &blank, BPF_NOEXIST);
 	return bpf_map_lookup_elem(&off, &tid);
