@@ -187,10 +187,9 @@ impl std::fmt::Display for WaitKind {
 pub fn kind(w: &KernelWait, stack: &[String]) -> WaitKind {
     use WaitKind as K;
     let f = deciding_frame(stack).unwrap_or("");
-    let held_otherwise =
-        matches!(w.state, 'R' | 'T' | 't') || wait::freezer_wait(f) || stop_frame(f);
-    if !held_otherwise
-        && let Some((c, _)) = causes::of_kernel_frames(stack.iter().map(String::as_str))
+    // The deciding frame is a cause's own wherever the stack holds one (`deciding_frame`).
+    if !matches!(w.state, 'R' | 'T' | 't')
+        && let Some((c, _)) = causes::of_kernel_frames([f])
     {
         return K::Named(c);
     }
@@ -283,7 +282,7 @@ pub fn refine(samples: &[&Sample], kw: &StallKernelWaits) -> Vec<Sample> {
 }
 
 /// The part of `w` inside `[from, to]`, in ns.
-fn within(w: &KernelWait, from: u64, to: u64) -> u64 {
+pub(crate) fn within(w: &KernelWait, from: u64, to: u64) -> u64 {
     w.end.unwrap_or(to).min(to).saturating_sub(w.start.max(from))
 }
 

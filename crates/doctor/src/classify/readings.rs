@@ -417,8 +417,7 @@ fn kernel_read_fault(t: &ThreadEvidence, role: Role, inp: &Inputs) -> Option<Evi
     let kw = inp.kwaits?;
     let mut longest = 0;
     for w in kw.waits.iter().filter(|w| w.tid == t.tid) {
-        let end = w.end.unwrap_or(inp.end_ns).min(inp.end_ns);
-        let ns = end.saturating_sub(w.start.max(inp.start_ns));
+        let ns = crate::kernel::within(w, inp.start_ns, inp.end_ns);
         if ns == 0 {
             continue;
         }
@@ -444,8 +443,7 @@ fn kernel_named(t: &ThreadEvidence, role: Role, inp: &Inputs) -> Option<Reading>
     let kw = inp.kwaits?;
     let (mut off, mut named) = (0, std::collections::BTreeMap::<Cause, u64>::new());
     for w in kw.waits.iter().filter(|w| w.tid == t.tid && w.state != 'R') {
-        let end = w.end.unwrap_or(inp.end_ns).min(inp.end_ns);
-        let ns = end.saturating_sub(w.start.max(inp.start_ns));
+        let ns = crate::kernel::within(w, inp.start_ns, inp.end_ns);
         off += ns;
         let stack = kw.stacks.get(w.stack).map_or(&[][..], |s| &s[..]);
         if let WaitKind::Named(c) = crate::kernel::kind(w, stack) {
