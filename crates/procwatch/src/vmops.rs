@@ -84,6 +84,9 @@ pub struct VmOps {
     vm_thread_ptr: Option<u64>,
     /// `SafepointSynchronize::_state`, where the symbol table has it.
     sync_state: Option<u64>,
+    /// The GC locker's flag for a collection held back until the JNI critical regions are left
+    /// (a byte), where the symbol table has it: see [`GC_LOCKER_FLAGS`].
+    gc_locker: Option<u64>,
     /// Vtables by their address range in the process, sorted: (start, end, class).
     vtables: Vec<(u64, u64, String)>,
     osthread: u64,
@@ -95,6 +98,15 @@ pub struct VmOps {
     /// those stay, it is not walked again (its caller's frames cost dozens of reads).
     last: Option<((u64, u64, u64), VmOperation)>,
 }
+
+/// The GC locker's flag that a collection waits for the threads in JNI critical regions
+/// (`GetPrimitiveArrayCritical`, `GetStringCritical`) to leave them, by JDK: `GCLocker::_needs_gc`
+/// (JDK 8 to 21: set by a thread that found the locker active; the allocators that need memory
+/// wait until the last thread out runs the collection), `GCLocker::_is_gc_request_pending` (JDK
+/// 22 on: set by the thread asking for a collection, which holds `Heap_lock` and spins until
+/// every thread is out; cleared once the collection ran). A `bool` in both.
+pub const GC_LOCKER_FLAGS: [&str; 2] =
+    ["_ZN8GCLocker22_is_gc_request_pendingE", "_ZN8GCLocker9_needs_gcE"];
 
 /// Where a Java thread's last Java frame is kept.
 #[derive(Debug, Clone, Copy)]
@@ -142,6 +154,7 @@ impl VmOps {
             n == "_ZN8VMThread17_cur_vm_operationE"
                 || n == "_ZN8VMThread10_vm_threadE"
                 || n == "_ZN20SafepointSynchronize6_stateE"
+                || GC_LOCKER_FLAGS.contains(&n)
                 || (n.starts_with("_ZTV") && (n.contains("VM_") || n.contains("Thread")))
         })?;
         let cur_op = syms
@@ -159,6 +172,9 @@ impl VmOps {
             .iter()
             .find(|s| s.name == "_ZN20SafepointSynchronize6_stateE")
             .map(|s| s.value.wrapping_add(bias));
+        let gc_locker = GC_LOCKER_FLAGS.iter().find_map(|flag| {
+            syms.iter().find(|s| s.name == *flag).map(|s| s.value.wrapping_add(bias))
+        });
         let mut vtables: Vec<(u64, u64, String)> = syms
             .iter()
             .filter(|s| s.size > 0)
@@ -189,6 +205,7 @@ impl VmOps {
             cur_op,
             vm_thread_ptr,
             sync_state,
+            gc_locker,
             vtables,
             osthread,
             thread_id,
@@ -221,6 +238,12 @@ impl VmOps {
             2 => SafepointState::Synchronized,
             _ => return None,
         })
+    }
+
+    /// Whether the GC locker holds a collection back now ([`GC_LOCKER_FLAGS`]): `None` when
+    /// this `libjvm.so` does not say, or the read failed.
+    pub fn gc_held_back(&self) -> Option<bool> {
+        Some(self.mem().u8(self.gc_locker?).ok()? != 0)
     }
 
     /// The operation the VM thread runs now; `Ok(None)` when it runs none. The same operation

@@ -167,6 +167,11 @@ pub enum Who {
     /// `synchronized`: every thread stopped; `not-synchronized`), seen at `t`
     /// (`SafepointSynchronize::_state`, read from the JVM's memory every 10 ms of a stall).
     Safepoint { t: u64, stall: u32, state: String },
+    /// Whether the JVM's GC locker held a collection back (a thread in a JNI critical region
+    /// kept it from running), seen at `t` and written when it changed (`GCLocker::_needs_gc`,
+    /// JDK 8 to 21; `GCLocker::_is_gc_request_pending`, JDK 22 on; read from the JVM's memory
+    /// with the safepoint state).
+    GcLocker { t: u64, stall: u32, held_back: bool },
     /// A process connected to the JVM's attach listener at `t`, and what it asked for in its own
     /// words (from its command line).
     AttachClient { t: u64, stall: u32, client: WhoProcess, asked: String },
@@ -226,6 +231,7 @@ impl Who {
             | Who::Note { stall, .. }
             | Who::Resumed { stall, .. }
             | Who::Safepoint { stall, .. }
+            | Who::GcLocker { stall, .. }
             | Who::IoUse { stall, .. }
             | Who::CpuUse { stall, .. } => *stall,
         }

@@ -16,6 +16,19 @@ impl Looker {
         self.line(&Who::Safepoint { t: mono_ns(), stall, state: state.id().into() });
     }
 
+    /// Whether the GC locker holds a collection back, written when it changed (the first look
+    /// of a stall writes it too).
+    pub(super) fn gc_locker(&mut self, stall: u32) {
+        let Some(Ok(ops)) = self.ops.as_ref() else { return };
+        let Some(held_back) = ops.gc_held_back() else { return };
+        let Some(open) = self.open.as_mut() else { return };
+        if open.last_gc_locker == Some(held_back) {
+            return;
+        }
+        open.last_gc_locker = Some(held_back);
+        self.line(&Who::GcLocker { t: mono_ns(), stall, held_back });
+    }
+
     pub(super) fn vm_operation(&mut self, stall: u32, op: VmOperation) {
         let key = (op.class.clone(), op.caller.as_ref().map(|c| c.tid));
         let Some(open) = self.open.as_mut() else { return };

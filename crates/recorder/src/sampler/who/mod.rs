@@ -292,6 +292,8 @@ struct Open {
     cgroups: Option<String>,
     last_stop: Option<(char, i32, Option<String>)>,
     last_sync: Option<procwatch::vmops::SafepointState>,
+    /// Whether the GC locker held a collection back at the last look.
+    last_gc_locker: Option<bool>,
     /// It was seen stopped or frozen at some look.
     saw_stop: bool,
     attach_tries: u32,
@@ -391,6 +393,7 @@ impl Looker {
                         cgroups: None,
                         last_stop: None,
                         last_sync: None,
+                        last_gc_locker: None,
                         saw_stop: false,
                         attach_tries: 0,
                         attach_found: false,
@@ -465,7 +468,8 @@ impl Looker {
         }
     }
 
-    /// One look: the VM operation, and the process's stop state.
+    /// One look: the VM operation, where the safepoint stands, the GC locker, and the process's
+    /// stop state.
     fn look(&mut self) {
         let Some(stall) = self.open.as_ref().map(|o| o.stall) else { return };
         let op = match self.ops.as_mut() {
@@ -481,6 +485,7 @@ impl Looker {
             self.vm_operation(stall, op);
         }
         self.safepoint_state(stall);
+        self.gc_locker(stall);
         self.stop_state(stall);
     }
 }
