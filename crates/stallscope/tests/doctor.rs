@@ -979,8 +979,8 @@ fn stalls_at_the_safepoint_swap_slow_writes_and_reclaim_are_named_on_both_jdks()
 /// The `gc-locker` workload: a thread deflating a 24 MB array holds a JNI critical region
 /// (`GetPrimitiveArrayCritical`) for about 650 ms while another allocates; the GC locker holds the
 /// collection back, and the last thread out of the region runs it (JDK 11-21; JDK 22 on, G1 pins
-/// regions instead, and Parallel's new locker blocks the allocator before any safepoint, which
-/// `who` cannot see).
+/// regions instead, and Parallel's new locker blocks the allocator before any safepoint: the
+/// `gc-locker` cause, from the locker's flag).
 #[test]
 fn a_collection_held_back_by_a_jni_critical_region_names_the_thread_in_it() {
     let _x = exclusive();
@@ -1039,9 +1039,9 @@ fn a_collection_held_back_by_a_jni_critical_region_names_the_thread_in_it() {
         );
     }
     // JDK 25, Parallel: the new locker blocks the allocator before any safepoint (holding the
-    // heap's lock), and the meter with it. Nothing stallscope reads names the region's thread:
-    // unknown, saying the meter was parked outside any safepoint, its kernel line naming who
-    // woke it.
+    // heap's lock), and the meter with it. The locker's flag, read from the JVM's memory at each
+    // look, names the cause; the one thread on a CPU through the hold is the culprit, its code
+    // the native method it was in.
     let rec = d.join("rec25");
     let mut run = stallscope();
     run.args(["run", "--out", rec.to_str().unwrap(), "--"]).arg(java25());
@@ -1049,30 +1049,22 @@ fn a_collection_held_back_by_a_jni_critical_region_names_the_thread_in_it() {
         .output()
         .unwrap();
     assert!(o.status.success(), "JDK 25: {}", String::from_utf8_lossy(&o.stderr));
+    let who = std::fs::read_to_string(rec.join("who.jsonl")).unwrap();
+    assert!(who.contains(r#""seen":"gc-locker""#), "JDK 25: the flag is read: {who}");
     let r = report(&rec);
     let longest = r.stalls.iter().max_by_key(|s| s.duration_ns).unwrap();
     assert!(longest.duration_ns >= 200_000_000, "JDK 25: {}", longest.duration_ns);
     let f = &longest.findings[0];
-    assert_eq!((f.cause, f.confidence), (Cause::Unknown, Confidence::Low), "JDK 25: {f:?}");
+    assert_eq!((f.cause, f.confidence), (Cause::GcLocker, Confidence::High), "JDK 25: {f:?}");
     assert!(
-        f.evidence
-            .iter()
-            .any(|e| e.starts_with("the agent's meter thread was parked in the kernel")),
+        f.evidence.iter().any(|e| e.starts_with("the JVM's GC locker held a collection back")),
         "JDK 25: {:?}",
         f.evidence
     );
-    // Woken by the allocator, or by a thread the allocator woke (the agent's own, sharing the
-    // lock): the chain says so.
-    let meter = longest.kernel.iter().find(|k| k.name.contains("hiccup-meter"));
-    assert!(
-        meter.is_some_and(|k| {
-            let w = &k.longest;
-            w.waker
-                .iter()
-                .chain(&w.waker_chain)
-                .any(|x| x.contains("woken by allocator") || x.starts_with("allocator"))
-        }),
-        "JDK 25: {:?}",
-        longest.kernel
-    );
+    let culprit = f.culprits.first().unwrap_or_else(|| panic!("JDK 25: no culprit: {f:?}"));
+    assert_eq!(culprit.name, "deflater", "JDK 25: {f:?}");
+    let code = culprit.code.as_ref().map(|c| format!("{c:?}")).unwrap_or_default();
+    assert!(code.contains("java.util.zip.Deflater.deflateBytesBytes"), "JDK 25: {code}");
+    // The allocator asked for the collection: spinning and napping, it is no culprit.
+    assert!(f.culprits.iter().all(|c| c.name != "allocator"), "JDK 25: {f:?}");
 }

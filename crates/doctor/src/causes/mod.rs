@@ -7,6 +7,7 @@
 
 mod instigator_kind;
 
+pub use gc_locker::held_back_ns as gc_locker_held_back_ns;
 pub use instigator_kind::InstigatorKind;
 
 use crate::signals::MemorySignals;
@@ -55,6 +56,7 @@ registry! {
     MemcgHigh => memcg_high,
     TlbShootdown => tlb_shootdown,
     BlockedIo => blocked_io,
+    GcLocker => gc_locker,
     Unknown => unknown,
 }
 

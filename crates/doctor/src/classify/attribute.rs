@@ -337,16 +337,19 @@ fn segment_parts(seg: &Segment, inp: &Inputs, out: &mut Vec<Part>) {
             for p in out[before..].iter_mut() {
                 p.held.clear();
             }
-            // The meter parked (on a lock, or in the JVM's own wait) while threads of the JVM
-            // were held in write faults on a shared mapping: what it waited behind, most likely.
+            // The meter parked (on a lock, or in the JVM's own wait) while the GC locker held
+            // a collection back (its own flag: the heap's lock is held until it runs), else
+            // while threads of the JVM were held in write faults on a shared mapping: what it
+            // waited behind, most likely.
             let explained: u64 =
                 out[before..].iter().filter(|p| p.cause != Cause::Unknown).map(|p| p.ns).sum();
-            if explained < len / 2
-                && meter.share('S') >= 0.5
-                && let Some(p) = write_faults_beside(ev, meter.tid, len, inp)
-            {
-                out.truncate(before);
-                out.push(p);
+            if explained < len / 2 && meter.share('S') >= 0.5 {
+                let beside = gc_locker_beside(ev, meter.tid, len, inp)
+                    .or_else(|| write_faults_beside(ev, meter.tid, len, inp));
+                if let Some(p) = beside {
+                    out.truncate(before);
+                    out.push(p);
+                }
             }
         }
     }
@@ -376,6 +379,45 @@ fn held_in_page_waits(ev: &StallEvidence, len_ns: u64, inp: &Inputs, out: &mut V
         p.held.retain(|h| Some(h.tid) != inp.meter_tid);
         out.push(p);
     }
+}
+
+/// The GC locker held a collection back for at least half of a segment of `len_ns` outside any
+/// safepoint while the meter (`meter`) was parked: one part, strong (the locker's own flag), its
+/// culprit the one application thread on a CPU for at least half of the hold, where there was
+/// exactly one (the JVM does not say which thread is in a critical region).
+fn gc_locker_beside(ev: &StallEvidence, meter: i32, len_ns: u64, inp: &Inputs) -> Option<Part> {
+    let held_ns = inp.gc_locker_held_ns.min(len_ns);
+    if held_ns == 0 || held_ns.saturating_mul(2) < len_ns {
+        return None;
+    }
+    let running: Vec<(&ThreadEvidence, u64)> = ev
+        .threads
+        .iter()
+        .filter(|t| t.tid != meter)
+        .filter(|t| {
+            let name = inp.name_of(t);
+            !stallscope_own(&name) && !jvm_internal(&name)
+        })
+        .filter_map(|t| {
+            // Its CPU time as its counters moved (not the samples' R, which a thread spinning
+            // and yielding shows too: the requester, on JDK 22 and later).
+            let ran = t.cpu_ns.min(t.span_ns);
+            (ran.saturating_mul(2) >= held_ns).then_some((t, ran))
+        })
+        .collect();
+    let holder = match running.as_slice() {
+        [(t, ran)] => Some((*t, *ran)),
+        _ => None,
+    };
+    let held = holder
+        .map(|(t, ran)| Held { tid: t.tid, activity: Activity::User, ns: ran, named: false })
+        .into_iter()
+        .collect();
+    let evidence = vec![Evidence::GcLockerHeldBack {
+        ms: held_ns / 1_000_000,
+        holder: holder.map(|(t, ran)| (inp.name_of(t), ran / 1_000_000)),
+    }];
+    Some(Part { cause: Cause::GcLocker, ns: held_ns, strong: true, held, evidence })
 }
 
 /// Threads of the JVM (stallscope's own left out) held in write faults on a shared mapping for

@@ -131,6 +131,14 @@ pub enum Evidence {
     MeterParkedBesideWriteFaults {
         threads: usize,
     },
+    /// The meter parked outside any safepoint while the JVM's GC locker held a collection back
+    /// for `ms` of the stall (its flag, read from the JVM's memory); `holder`: the one thread of
+    /// the application on a CPU through the hold (most likely the one in the critical region)
+    /// and its time on a CPU in ms, where one was.
+    GcLockerHeldBack {
+        ms: u64,
+        holder: Option<(String, u64)>,
+    },
     /// Its major-fault count did not move: no page was read in.
     NoMajorFault {
         role: Role,

@@ -48,6 +48,9 @@ pub struct Inputs<'a> {
     /// overlaps the stall: it was outside any safepoint for certain (not one unseen, nor one
     /// given to the stall before).
     pub outside_safepoints: bool,
+    /// How long in the stall the JVM's GC locker held a collection back (its flag, read at the
+    /// recorder's looks; 0: never seen set, or not read).
+    pub gc_locker_held_ns: u64,
 }
 
 /// The machine's CPU time while a stall lasted (`who`'s cpu-use line): how much of it the target

@@ -291,6 +291,7 @@ pub(crate) mod tests {
             cpu_use,
             clock_ticks: 100,
             outside_safepoints: false,
+            gc_locker_held_ns: 0,
         })
     }
 
@@ -1036,6 +1037,7 @@ pub(crate) mod tests {
             cpu_use: None,
             clock_ticks: 100,
             outside_safepoints: false,
+            gc_locker_held_ns: 0,
         };
         let f = drafts(&inp);
         assert_eq!(f[0].cause, Cause::MappedWriteback, "{f:?}");
@@ -1254,6 +1256,7 @@ pub(crate) mod tests {
             cpu_use: None,
             clock_ticks: 100,
             outside_safepoints: false,
+            gc_locker_held_ns: 0,
         })
     }
 

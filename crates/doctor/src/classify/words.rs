@@ -228,6 +228,21 @@ impl fmt::Display for Evidence {
                 plural(*threads as u64, "thread"),
                 if *threads == 1 { "was" } else { "were" }
             ),
+            E::GcLockerHeldBack { ms, holder } => {
+                write!(
+                    f,
+                    "the JVM's GC locker held a collection back for {ms} ms of the stall (its flag, read from the JVM's memory at each look): a thread in a JNI critical region kept it from running, and the agent's meter thread, needing memory, was parked until it ran; "
+                )?;
+                match holder {
+                    Some((name, ran)) => write!(
+                        f,
+                        "\"{name}\" was the one thread of the application on a CPU for most of it ({ran} ms), most likely inside the region"
+                    ),
+                    None => f.write_str(
+                        "the thread inside the region is not told apart (the JVM does not list it; no one thread of the application ran through the hold)",
+                    ),
+                }
+            }
             E::NoMajorFault { role } => {
                 write!(f, "{} major-fault count did not move", role.subject().its)
             }

@@ -79,6 +79,11 @@ pub(super) fn diagnose_stall(
         cpu_use: rec.who.iter().filter(|w| w.stall() == stall).find_map(classify::CpuUse::of),
         clock_ticks: meta.clock_ticks,
         outside_safepoints,
+        gc_locker_held_ns: crate::causes::gc_locker_held_back_ns(
+            rec.who.iter().filter(|w| w.stall() == stall),
+            span.start_ns,
+            span.end_ns,
+        ),
     };
     let mut findings = classify::classify(&inputs);
     // A process that is not a JVM stalls when the kernel holds a thread of it: what held it is
