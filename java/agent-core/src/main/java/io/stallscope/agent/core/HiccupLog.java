@@ -44,8 +44,12 @@ final class HiccupLog implements Runnable {
     private long intervalStartNs;
     private Histogram recycled;
     // The interval line's buffers, kept from one interval to the next (guarded by this).
+    // Direct buffers in and out: a Deflater fed heap arrays holds them in a JNI critical region
+    // (GetPrimitiveArrayCritical) for the whole call, and no collection can run meanwhile (the
+    // GC locker): the observer must not hold the observed's collections back, even for µs.
     private final Deflater deflater = new Deflater(Deflater.BEST_SPEED);
     private ByteBuffer plain;
+    private ByteBuffer deflated = ByteBuffer.allocateDirect(1024);
     private byte[] packed = new byte[1024];
     private final StringBuilder line = new StringBuilder(256);
 
@@ -150,20 +154,30 @@ final class HiccupLog implements Runnable {
     String intervalLine(double startS, double lengthS, Histogram h) {
         int need = h.getNeededByteBufferCapacity();
         if (plain == null || plain.capacity() < need) {
-            plain = ByteBuffer.allocate(need);
+            plain = ByteBuffer.allocateDirect(need);
         }
         plain.clear();
         int n = h.encodeIntoByteBuffer(plain);
+        plain.position(0).limit(n);
         deflater.reset();
-        deflater.setInput(plain.array(), 0, n);
+        deflater.setInput(plain);
         deflater.finish();
-        int len = 8;
+        deflated.clear();
         while (!deflater.finished()) {
-            if (len == packed.length) {
-                packed = Arrays.copyOf(packed, packed.length * 2);
+            if (!deflated.hasRemaining()) {
+                ByteBuffer bigger = ByteBuffer.allocateDirect(deflated.capacity() * 2);
+                deflated.flip();
+                bigger.put(deflated);
+                deflated = bigger;
             }
-            len += deflater.deflate(packed, len, packed.length - len);
+            deflater.deflate(deflated);
         }
+        deflated.flip();
+        int len = 8 + deflated.remaining();
+        if (packed.length < len) {
+            packed = new byte[Math.max(len, packed.length * 2)];
+        }
+        deflated.get(packed, 8, len - 8);
         ByteBuffer.wrap(packed, 0, 8).putInt(V2_COMPRESSED_COOKIE).putInt(len - 8);
         line.setLength(0);
         fixed3(line, startS);
