@@ -192,11 +192,11 @@ const MAX_KNOWN: usize = 512;
 impl Describer {
     /// Who `pid` is now; `None` only when it is gone.
     pub fn describe(&mut self, pid: i32) -> Option<ProcessInfo> {
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        let stat = crate::procfile::read(format!("/proc/{pid}/stat")).ok()?;
         let (comm, _, ppid, starttime) = parse_stat_head(&stat)?;
         let mounts = self.mounts.get_or_insert_with(crate::cgroup::mounts);
         let cgroup = cgroup_path(&crate::cgroup::parse(
-            &std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap_or_default(),
+            &crate::procfile::read(format!("/proc/{pid}/cgroup")).unwrap_or_default(),
             mounts,
         ));
         if let Some(p) = self.known.get_mut(&(pid, starttime)) {
@@ -222,11 +222,11 @@ impl Describer {
             comm
         };
         let uid =
-            std::fs::read_to_string(format!("/proc/{pid}/status")).ok().and_then(|s| uid_of(&s));
+            crate::procfile::read(format!("/proc/{pid}/status")).ok().and_then(|s| uid_of(&s));
         let mut ancestors = Vec::new();
         let mut up = ppid;
         while up > 0 && ancestors.len() < MAX_ANCESTORS {
-            let Some((c, _, p, _)) = std::fs::read_to_string(format!("/proc/{up}/stat"))
+            let Some((c, _, p, _)) = crate::procfile::read(format!("/proc/{up}/stat"))
                 .ok()
                 .and_then(|s| parse_stat_head(&s))
             else {

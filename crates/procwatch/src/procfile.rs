@@ -3,8 +3,17 @@
 //! `std::fs::read_to_string` asks such a file its size (`statx`: 0), then reads it in small
 //! probes that double from 32 bytes: nine reads for `/proc/vmstat`, each one a pass of the
 //! kernel's `seq_file` code. A stall's system sample reads a dozen of them every 50 ms. Here one
-//! open, one read into a buffer large enough for nearly all of them, one read that finds the
-//! end (a short read is not the end: `seq_file` may stop early), and one close.
+//! open, one read into a buffer large enough for nearly all of them, and one close; a second
+//! read to find the end only where a short read may not be the end.
+//!
+//! When is a short read the end? `seq_file` stops a read early only when its own buffer (a page,
+//! grown for one record larger than that) cannot take the next record: a file that lists records
+//! (`/proc/vmstat`, `/proc/interrupts`, a cgroup's `cgroup.procs`) may give less than asked
+//! before its end. A file whose text is made by one `show` (`single_open`: a process's `stat`,
+//! `status`, `schedstat`, `wchan`, `cgroup`, `io`; `/proc/stat`, `pressure/*`, `meminfo`; a
+//! cgroup's control files) comes whole in a read large enough, and the read that would find its
+//! end costs as much as the first: at an offset past 0, `seq_file` runs `show` again from the
+//! start to find its place (for `memory.stat`, flushing the cgroup's counters once more).
 //!
 //! The machine's own files under `/proc` (`vmstat`, `stat`, `interrupts`, `pressure/*`, `sys/…`:
 //! not a process's) are opened once and read again from their start (`pread` at 0 makes
@@ -37,22 +46,51 @@ pub fn read(path: impl AsRef<Path>) -> std::io::Result<String> {
 pub fn read_into(path: impl AsRef<Path>, buf: &mut Vec<u8>) -> std::io::Result<&str> {
     let path = path.as_ref();
     let kept = machine_file(path).then(|| kept_open(path)).flatten();
+    let once = made_whole(path);
     match kept {
-        Some(f) if whole(buf, |b, at| f.read_at(b, at)).is_ok() => {}
+        Some(f) if whole(buf, once, |b, at| f.read_at(b, at)).is_ok() => {}
         _ => {
             if kept.is_some() {
                 forget(path);
             }
             let mut f = File::open(path)?;
-            whole(buf, |b, _| f.read(b))?;
+            whole(buf, once, |b, _| f.read(b))?;
         }
     }
     std::str::from_utf8(buf).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
 }
 
-/// Reads a whole file into `buf` with `read(buf, offset)` until it gives no more.
+/// Whether `path` is a file whose text one `show` makes (see the module's notes): a read shorter
+/// than asked for is its end. A file not known to be is read until a read gives nothing.
+fn made_whole(path: &Path) -> bool {
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+    if let Ok(rest) = path.strip_prefix("/sys/fs/cgroup") {
+        // Control files, each one value or one table; the lists of members iterate.
+        return rest.components().count() > 0
+            && !matches!(name, "cgroup.procs" | "cgroup.threads" | "tasks");
+    }
+    let Ok(rest) = path.strip_prefix("/proc") else { return false };
+    let parts: Vec<&str> = rest.iter().filter_map(|c| c.to_str()).collect();
+    match parts.as_slice() {
+        ["stat" | "uptime" | "loadavg" | "meminfo"] | ["pressure", _] => true,
+        // A process's or a thread's own files (`/proc/PID/…`, `/proc/PID/task/TID/…`).
+        [pid, file] | [pid, "task", _, file]
+            if pid.bytes().all(|b| b.is_ascii_digit()) || *pid == "self" =>
+        {
+            matches!(
+                *file,
+                "stat" | "status" | "schedstat" | "wchan" | "cgroup" | "io" | "statm" | "comm"
+            )
+        }
+        _ => false,
+    }
+}
+
+/// Reads a whole file into `buf` with `read(buf, offset)` until it gives no more, or, for a file
+/// one `show` makes (`once`), until a read gives less than asked.
 fn whole(
     buf: &mut Vec<u8>,
+    once: bool,
     mut read: impl FnMut(&mut [u8], u64) -> std::io::Result<usize>,
 ) -> std::io::Result<()> {
     buf.clear();
@@ -62,8 +100,13 @@ fn whole(
         if n == buf.len() {
             buf.resize(buf.len() * 2, 0);
         }
+        let asked = buf.len() - n;
         match read(&mut buf[n..], n as u64) {
             Ok(0) => break,
+            Ok(got) if once && got < asked => {
+                n += got;
+                break;
+            }
             Ok(got) => n += got,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
             Err(e) => return Err(e),
@@ -127,11 +170,12 @@ impl Kept {
         let path = path.as_ref();
         let mut files = self.files.lock().unwrap_or_else(|p| p.into_inner());
         let mut buf = Vec::new();
-        let through_kept = files.get(path).map(|f| whole(&mut buf, |b, at| f.read_at(b, at)));
+        let once = made_whole(path);
+        let through_kept = files.get(path).map(|f| whole(&mut buf, once, |b, at| f.read_at(b, at)));
         if !matches!(through_kept, Some(Ok(()))) {
             files.remove(path);
             let f = File::open(path)?;
-            whole(&mut buf, |b, at| f.read_at(b, at))?;
+            whole(&mut buf, once, |b, at| f.read_at(b, at))?;
             files.insert(path.to_path_buf(), f);
         }
         String::from_utf8(buf).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
@@ -220,5 +264,55 @@ mod tests {
         assert!(kept_open(Path::new("/proc/stat")).is_some());
         let uptime = read("/proc/uptime").unwrap();
         assert!(uptime.ends_with('\n') && uptime.split_whitespace().count() == 2, "{uptime}");
+    }
+
+    #[test]
+    fn a_file_one_show_makes_is_read_once_and_a_list_of_records_to_its_end() {
+        for p in [
+            "/proc/self/status",
+            "/proc/self/task/1/schedstat",
+            "/proc/42/stat",
+            "/proc/stat",
+            "/proc/pressure/memory",
+            "/sys/fs/cgroup/memory/memory.stat",
+            "/sys/fs/cgroup/cpu.stat",
+        ] {
+            assert!(made_whole(Path::new(p)), "{p}");
+        }
+        for p in [
+            "/proc/vmstat",
+            "/proc/interrupts",
+            "/proc/self/maps",
+            "/proc/diskstats",
+            "/sys/fs/cgroup/memory/cgroup.procs",
+            "/sys/fs/cgroup/pids/tasks",
+            "/proc/self/task",
+            "/tmp/stat",
+        ] {
+            assert!(!made_whole(Path::new(p)), "{p}");
+        }
+        // Counted: one read for a file one show makes, where the loop takes two; the same text.
+        let reads = |path: &str, once: bool| {
+            let f = File::open(path).unwrap();
+            let (mut buf, mut n) = (Vec::new(), 0);
+            whole(&mut buf, once, |b, at| {
+                n += 1;
+                f.read_at(b, at)
+            })
+            .unwrap();
+            (String::from_utf8(buf).unwrap(), n)
+        };
+        let (once, n) = reads("/proc/self/cgroup", true);
+        let (looped, m) = reads("/proc/self/cgroup", false);
+        assert_eq!((n, m), (1, 2));
+        assert_eq!(once, looped);
+        let (status, _) = reads("/proc/self/status", true);
+        assert!(status.contains("\nnonvoluntary_ctxt_switches:"), "read to its end: {status}");
+        // A file larger than the first read is read on, even when one show makes it.
+        let dir = std::env::temp_dir().join(format!("procfile-{}", std::process::id()));
+        std::fs::write(&dir, "x".repeat(FIRST_READ * 3 + 7)).unwrap();
+        let (big, _) = reads(dir.to_str().unwrap(), true);
+        std::fs::remove_file(&dir).unwrap();
+        assert_eq!(big.len(), FIRST_READ * 3 + 7);
     }
 }

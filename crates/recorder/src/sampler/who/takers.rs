@@ -238,7 +238,7 @@ pub(super) fn io_taker(
 
 /// A thread's `comm` in process `pid` (empty when gone).
 pub(super) fn comm(pid: i32, tid: i32) -> String {
-    std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/comm"))
+    procwatch::procfile::read(format!("/proc/{pid}/task/{tid}/comm"))
         .map(|c| c.trim_end().to_string())
         .unwrap_or_default()
 }
@@ -248,13 +248,14 @@ pub(super) fn comm(pid: i32, tid: i32) -> String {
 /// nor the program it has since exec'd: a shell's `kill -3 $P; sleep 1` is `sleep` a moment
 /// later); else only what the trace said.
 pub(super) fn sender_of(d: &mut procwatch::process::Describer, tid: i32, comm: &str) -> WhoProcess {
-    let named =
-        || std::fs::read_to_string(format!("/proc/{tid}/comm")).is_ok_and(|c| c.trim_end() == comm);
+    let named = || {
+        procwatch::procfile::read(format!("/proc/{tid}/comm")).is_ok_and(|c| c.trim_end() == comm)
+    };
     let traced = WhoProcess { pid: tid, comm: comm.to_string(), ..Default::default() };
     if !named() {
         return traced;
     }
-    let tgid: Option<i32> = std::fs::read_to_string(format!("/proc/{tid}/status"))
+    let tgid: Option<i32> = procwatch::procfile::read(format!("/proc/{tid}/status"))
         .ok()
         .and_then(|s| s.lines().find_map(|l| l.strip_prefix("Tgid:"))?.trim().parse().ok());
     let Some(tgid) = tgid else { return traced };
