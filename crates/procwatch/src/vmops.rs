@@ -58,6 +58,27 @@ impl SafepointState {
     }
 }
 
+/// What one look at the JVM's statics read ([`VmOps::look`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Look {
+    /// The address of the operation the VM thread runs (0: none).
+    pub op: u64,
+    /// Where the safepoint stands, where this `libjvm.so` says.
+    pub sync: Option<SafepointState>,
+    /// Whether the GC locker holds a collection back, where this `libjvm.so` says.
+    pub gc_held_back: Option<bool>,
+}
+
+/// `SafepointSynchronize::_state`'s value, read.
+fn sync_state_of(v: u32) -> Option<SafepointState> {
+    Some(match v {
+        0 => SafepointState::NotSynchronized,
+        1 => SafepointState::Synchronizing,
+        2 => SafepointState::Synchronized,
+        _ => return None,
+    })
+}
+
 /// The thread that asked for a VM operation.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Caller {
@@ -231,12 +252,33 @@ impl VmOps {
     /// Where the JVM's safepoint stands now (`SafepointSynchronize::_state`): `None` when this
     /// `libjvm.so` does not say, or the read failed.
     pub fn safepoint_state(&self) -> Option<SafepointState> {
-        let v = self.mem().u32(self.sync_state?).ok()?;
-        Some(match v {
-            0 => SafepointState::NotSynchronized,
-            1 => SafepointState::Synchronizing,
-            2 => SafepointState::Synchronized,
-            _ => return None,
+        sync_state_of(self.mem().u32(self.sync_state?).ok()?)
+    }
+
+    /// The statics a look at the JVM reads, together in one system call: the VM thread's
+    /// operation (its address), where the safepoint stands, and the GC locker's flag. `None`
+    /// where the operation's address cannot be read (the process is gone).
+    pub fn look(&self) -> Option<Look> {
+        let (mut op, mut sync, mut gc) = ([0u8; 8], [0u8; 4], [0u8; 1]);
+        let mut reads: Vec<(u64, &mut [u8])> = vec![(self.cur_op, &mut op)];
+        if let Some(a) = self.sync_state {
+            reads.push((a, &mut sync));
+        }
+        if let Some(a) = self.gc_locker {
+            reads.push((a, &mut gc));
+        }
+        if !self.mem().read_each(&mut reads) {
+            // One of them unreadable: each on its own, the others still told.
+            return Some(Look {
+                op: self.mem().u64(self.cur_op).ok()?,
+                sync: self.safepoint_state(),
+                gc_held_back: self.gc_held_back(),
+            });
+        }
+        Some(Look {
+            op: u64::from_le_bytes(op),
+            sync: self.sync_state.and_then(|_| sync_state_of(u32::from_le_bytes(sync))),
+            gc_held_back: self.gc_locker.map(|_| gc[0] != 0),
         })
     }
 
@@ -251,11 +293,19 @@ impl VmOps {
     /// call [`Self::forget`] where a new operation at the same address must be read afresh.
     pub fn current(&mut self) -> Result<Option<VmOperation>, Error> {
         let op = self.mem().u64(self.cur_op)?;
+        self.current_at(op)
+    }
+
+    /// [`Self::current`] from the operation's address as a [`Look`] read it.
+    pub fn current_at(&mut self, op: u64) -> Result<Option<VmOperation>, Error> {
         if op == 0 {
             return Ok(None);
         }
-        let vtable = self.mem().u64(op)?;
-        let caller_ptr = self.mem().u64(op.wrapping_add(CALLING_THREAD))?;
+        // Its vtable and its caller, side by side at its start: one read.
+        let mut head = [0u8; 16];
+        self.mem().read(op, &mut head)?;
+        let word = |i: usize| u64::from_le_bytes(head[i..i + 8].try_into().expect("8 bytes"));
+        let (vtable, caller_ptr) = (word(0), word(CALLING_THREAD as usize));
         let key = (op, vtable, caller_ptr);
         let known = self.last.as_ref().filter(|(k, _)| *k == key).map(|(_, o)| o.clone());
         let read = match known {

@@ -149,6 +149,37 @@ impl Memory {
         Ok(n as usize)
     }
 
+    /// Reads each `(address, buf)` whole, all in one `process_vm_readv` (a look at a few of the
+    /// JVM's statics, each in a page of its own); false unless every one was read whole.
+    pub fn read_each(&self, reads: &mut [(u64, &mut [u8])]) -> bool {
+        let mut local = Vec::with_capacity(reads.len());
+        let mut remote = Vec::with_capacity(reads.len());
+        let mut want = 0;
+        for (address, buf) in reads.iter_mut() {
+            want += buf.len();
+            local.push(libc::iovec {
+                iov_base: buf.as_mut_ptr() as *mut libc::c_void,
+                iov_len: buf.len(),
+            });
+            remote
+                .push(libc::iovec { iov_base: *address as *mut libc::c_void, iov_len: buf.len() });
+        }
+        // SAFETY: local buffers we own, each of its length, alive through the call; the remote
+        // ranges are only read by the kernel, which checks them (a transfer stops at the first
+        // that faults: then fewer bytes than asked).
+        let n = unsafe {
+            libc::process_vm_readv(
+                self.pid,
+                local.as_ptr(),
+                local.len() as libc::c_ulong,
+                remote.as_ptr(),
+                remote.len() as libc::c_ulong,
+                0,
+            )
+        };
+        n >= 0 && n as usize == want
+    }
+
     /// Reads `buf.len()` bytes at `address`; a short read is an error.
     pub fn read(&self, address: u64, buf: &mut [u8]) -> Result<(), Error> {
         let n = self.read_some(address, buf)?;
@@ -575,6 +606,22 @@ mod tests {
         });
         assert_eq!(mem.u64(at(3, &words)).unwrap(), 99, "after it, the process as it is");
         assert_eq!(before.0, 3);
+    }
+
+    #[test]
+    fn scattered_reads_are_read_together_or_not_at_all() {
+        let me = Memory { pid: std::process::id() as i32 };
+        let a: u64 = 0x0123_4567_89ab_cdef;
+        let b = Box::new([7u8; 3]);
+        let (mut x, mut y) = ([0u8; 8], [0u8; 3]);
+        let mut reads: Vec<(u64, &mut [u8])> =
+            vec![(&a as *const u64 as u64, &mut x), (b.as_ptr() as u64, &mut y)];
+        assert!(me.read_each(&mut reads));
+        assert_eq!((u64::from_le_bytes(x), y), (a, [7, 7, 7]));
+        // One unmapped: not whole.
+        let mut z = [0u8; 4];
+        let mut reads: Vec<(u64, &mut [u8])> = vec![(&a as *const u64 as u64, &mut x), (8, &mut z)];
+        assert!(!me.read_each(&mut reads));
     }
 
     #[test]

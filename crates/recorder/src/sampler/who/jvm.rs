@@ -2,12 +2,12 @@
 //! and who asked for it, the attach clients, whether it is stopped and by which signal.
 
 use super::*;
+use procwatch::vmops::SafepointState;
 
 impl Looker {
     /// Where the safepoint stands, written when it changed: whether the world is stopped yet.
-    pub(super) fn safepoint_state(&mut self, stall: u32) {
-        let Some(Ok(ops)) = self.ops.as_ref() else { return };
-        let Some(state) = ops.safepoint_state() else { return };
+    pub(super) fn safepoint_state(&mut self, stall: u32, state: Option<SafepointState>) {
+        let Some(state) = state else { return };
         let Some(open) = self.open.as_mut() else { return };
         if open.last_sync == Some(state) {
             return;
@@ -18,9 +18,8 @@ impl Looker {
 
     /// Whether the GC locker holds a collection back, written when it changed (the first look
     /// of a stall writes it too).
-    pub(super) fn gc_locker(&mut self, stall: u32) {
-        let Some(Ok(ops)) = self.ops.as_ref() else { return };
-        let Some(held_back) = ops.gc_held_back() else { return };
+    pub(super) fn gc_locker(&mut self, stall: u32, held_back: Option<bool>) {
+        let Some(held_back) = held_back else { return };
         let Some(open) = self.open.as_mut() else { return };
         if open.last_gc_locker == Some(held_back) {
             return;
@@ -106,7 +105,7 @@ impl Looker {
         let Some(open) = self.open.as_mut() else { return };
         // Kept for the stall once read (a failed read is tried again at the next look).
         if open.cgroups.is_none() {
-            open.cgroups = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok();
+            open.cgroups = procwatch::procfile::read(format!("/proc/{pid}/cgroup")).ok();
             // Moved to other cgroups: the old groups' files are closed, not kept.
             if open.cgroups.is_some() && open.cgroups != self.kept_for {
                 self.kept_for.clone_from(&open.cgroups);

@@ -472,8 +472,13 @@ impl Looker {
     /// stop state.
     fn look(&mut self) {
         let Some(stall) = self.open.as_ref().map(|o| o.stall) else { return };
+        // The JVM's statics together (one system call), then the operation they point at.
+        let look = match self.ops.as_ref() {
+            Some(Ok(ops)) => ops.look(),
+            _ => None,
+        };
         let op = match self.ops.as_mut() {
-            Some(Ok(ops)) => ops.current().ok().flatten(),
+            Some(Ok(ops)) => look.and_then(|l| ops.current_at(l.op).ok().flatten()),
             Some(Err(e)) => {
                 let e = e.clone();
                 self.note(stall, format!("the VM operation and who asked for it cannot be read from the JVM's memory: {e}"));
@@ -484,8 +489,10 @@ impl Looker {
         if let Some(op) = op {
             self.vm_operation(stall, op);
         }
-        self.safepoint_state(stall);
-        self.gc_locker(stall);
+        if let Some(l) = look {
+            self.safepoint_state(stall, l.sync);
+            self.gc_locker(stall, l.gc_held_back);
+        }
         self.stop_state(stall);
     }
 }
