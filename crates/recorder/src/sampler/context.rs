@@ -12,6 +12,12 @@
 //!   older read still names the file a fault was on.
 //! - Between stalls, the maps are read again once [`REFRESH`] has passed (the JVM runs then,
 //!   and the read does not wait): the first stall after a file is mapped has it.
+//! - A stall's read lists the maps afresh unless the process's virtual size (`statm`) is what it
+//!   was at a listing less than [`REUSE`] old: a mapping made or removed since changes it. The
+//!   files' pages (residency, dirty, under writeback) are read afresh at every stall either way.
+//!   A listing costs the kernel a walk of every mapping and its path, under the target's
+//!   mmap_lock; in a storm of stalls (a loop holding safepoints three times a second) it was a
+//!   tenth of `watch`'s CPU.
 //! - Every stall's context is written once.
 //! - The target's files are looked at through descriptors opened once and kept (closed when
 //!   watching ends), with `cachestat`: never mapped (mapping a FUSE file can wait for its
@@ -46,6 +52,29 @@ struct Read {
     mapped_files: Vec<(String, u64, u64)>,
     in_memory_files: Vec<String>,
     writeback_files: Vec<(String, u64, u64)>,
+}
+
+/// How old a listing of the maps may be and still serve a stall, the process's virtual size
+/// unchanged since.
+pub(super) const REUSE: Duration = Duration::from_secs(5);
+
+/// The last listing of the maps: the process's virtual size then (in pages), when, and what it
+/// said (with the files among them that live in memory).
+struct Listed {
+    size: u64,
+    at: Instant,
+    maps: Vec<maps::Mapping>,
+    in_memory_files: Vec<String>,
+}
+
+/// The process's virtual size in pages (`statm`'s first field).
+fn vm_pages(pid: i32) -> Option<u64> {
+    procwatch::procfile::read(format!("/proc/{pid}/statm"))
+        .ok()?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
 }
 
 /// Data files mapped, and files mapped shared and writable, looked at per read (at most).
@@ -122,9 +151,32 @@ impl OpenFiles {
 
 /// One read: the open shared files' pages first (that cannot wait), then the maps (which wait
 /// behind the target's mmap_lock), then the files newly mapped.
-fn read(pid: i32, files: &mut OpenFiles, shared_before: &mut Vec<(String, u64)>) -> Read {
+fn read(
+    pid: i32,
+    files: &mut OpenFiles,
+    shared_before: &mut Vec<(String, u64)>,
+    listed: &mut Option<Listed>,
+) -> Read {
     let early = files.pages_if_open(shared_before);
-    let m = maps::read(pid).unwrap_or_default();
+    let size = vm_pages(pid);
+    let reused = listed
+        .as_ref()
+        .filter(|l| Some(l.size) == size && l.at.elapsed() < REUSE)
+        .map(|l| (l.maps.clone(), l.in_memory_files.clone()));
+    let (m, in_memory_files) = match reused {
+        Some(r) => r,
+        None => {
+            let m = maps::read(pid).unwrap_or_default();
+            let in_memory = in_memory_files(pid, &m);
+            *listed = size.filter(|_| !m.is_empty()).map(|size| Listed {
+                size,
+                at: Instant::now(),
+                maps: m.clone(),
+                in_memory_files: in_memory.clone(),
+            });
+            (m, in_memory)
+        }
+    };
     let mut mapped_files: Vec<(String, u64, u64)> = Vec::new();
     for x in m.iter().filter(|x| data_file(x)) {
         if mapped_files.len() >= MAX_DATA_FILES || mapped_files.iter().any(|(p, _, _)| *p == x.path)
@@ -135,7 +187,6 @@ fn read(pid: i32, files: &mut OpenFiles, shared_before: &mut Vec<(String, u64)>)
             mapped_files.push((x.path.clone(), p.cached, p.total));
         }
     }
-    let in_memory_files = in_memory_files(pid, &m);
     let mut shared: Vec<&maps::Mapping> = Vec::new();
     for x in m.iter().filter(|x| x.is_shared_writable_file() && !x.path.starts_with("/dev/")) {
         if shared.len() < MAX_SHARED_FILES
@@ -182,8 +233,9 @@ impl ContextReader {
         std::thread::Builder::new().name("stallscope-maps".into()).spawn(move || {
             let mut files = OpenFiles { pid, open: HashMap::new() };
             let mut shared = Vec::new();
+            let mut listed = None;
             while rx.recv().is_ok() {
-                if tx.send(read(pid, &mut files, &mut shared)).is_err() {
+                if tx.send(read(pid, &mut files, &mut shared, &mut listed)).is_err() {
                     return;
                 }
             }
@@ -394,7 +446,7 @@ mod tests {
         let me = std::process::id() as i32;
         let mut files = OpenFiles { pid: me, open: HashMap::new() };
         let mut shared = Vec::new();
-        let r = read(me, &mut files, &mut shared);
+        let r = read(me, &mut files, &mut shared, &mut None);
         let name = path.display().to_string();
         let found = r.writeback_files.iter().find(|(f, _, _)| *f == name).cloned();
         // SAFETY: the mapping made above.
@@ -407,8 +459,80 @@ mod tests {
         assert_eq!(files.open.len(), files.open.values().flatten().count(), "every file opened");
         // A second read opens nothing new: the descriptor is kept.
         let before = files.open.len();
-        let _ = read(me, &mut files, &mut shared);
+        let _ = read(me, &mut files, &mut shared, &mut None);
         assert_eq!(files.open.len(), before);
+    }
+
+    #[test]
+    fn a_listing_serves_the_next_stalls_until_the_process_maps_or_unmaps_or_it_is_old() {
+        let me = std::process::id() as i32;
+        let mut files = OpenFiles { pid: me, open: HashMap::new() };
+        let mut shared = Vec::new();
+        let mut listed = None;
+        let first = read(me, &mut files, &mut shared, &mut listed);
+        assert!(!first.maps.is_empty() && listed.is_some());
+        // Marked, to tell a listing served again from one made anew.
+        let marker = maps::Mapping {
+            start: 1 << 12,
+            end: 2 << 12,
+            perms: "r-xp".into(),
+            offset: 0,
+            dev: "00:00".into(),
+            inode: 1,
+            path: "/listed/before".into(),
+        };
+        let size = listed.as_ref().unwrap().size;
+        let mark = |l: &mut Option<Listed>, size: u64, age: Duration| {
+            *l = Some(Listed {
+                size,
+                at: Instant::now() - age,
+                maps: vec![marker.clone()],
+                in_memory_files: vec![],
+            });
+        };
+        let has_marker = |r: &Read| r.maps.iter().any(|m| m.path == "/listed/before");
+        // The same size, lately: served again, its files' pages read afresh. (The other tests'
+        // threads come and go in this process, changing its size: tried a few times.)
+        let served = (0..20).any(|_| {
+            mark(&mut listed, vm_pages(me).unwrap(), Duration::ZERO);
+            has_marker(&read(me, &mut files, &mut shared, &mut listed))
+        });
+        assert!(served, "a listing of the same size, lately, is served again");
+        // Another size (a mapping made or removed since): listed anew.
+        mark(&mut listed, size + 1, Duration::ZERO);
+        let r = read(me, &mut files, &mut shared, &mut listed);
+        assert!(!has_marker(&r) && !r.maps.is_empty());
+        assert!(
+            listed.as_ref().is_some_and(|l| !l.maps.iter().any(|m| m.path == "/listed/before"))
+        );
+        // The same size but old: listed anew.
+        mark(&mut listed, size, REUSE);
+        assert!(!has_marker(&read(me, &mut files, &mut shared, &mut listed)));
+        // A file mapped now changes the size: the next read lists it.
+        let path = std::env::temp_dir().join(format!("context-listing-{}.dat", std::process::id()));
+        std::fs::write(&path, vec![1u8; 16 * 4096]).unwrap();
+        let file = std::fs::File::open(&path).unwrap();
+        let _ = read(me, &mut files, &mut shared, &mut listed);
+        use std::os::fd::AsRawFd;
+        // SAFETY: a private read-only mapping of an open file of this length, unmapped below.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                16 * 4096,
+                libc::PROT_READ,
+                libc::MAP_PRIVATE,
+                file.as_raw_fd(),
+                0,
+            )
+        };
+        assert_ne!(p, libc::MAP_FAILED);
+        let r = read(me, &mut files, &mut shared, &mut listed);
+        // SAFETY: the mapping made above.
+        unsafe { libc::munmap(p, 16 * 4096) };
+        drop(file);
+        let _ = std::fs::remove_file(&path);
+        let name = path.display().to_string();
+        assert!(r.maps.iter().any(|m| m.path == name), "the new mapping is listed");
     }
 
     #[test]
