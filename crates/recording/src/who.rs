@@ -168,9 +168,10 @@ pub enum Who {
     /// (`SafepointSynchronize::_state`, read from the JVM's memory every 10 ms of a stall).
     Safepoint { t: u64, stall: u32, state: String },
     /// Whether the JVM's GC locker held a collection back (a thread in a JNI critical region
-    /// kept it from running), seen at `t` and written when it changed (`GCLocker::_needs_gc`,
-    /// JDK 8 to 21; `GCLocker::_is_gc_request_pending`, JDK 22 on; read from the JVM's memory
-    /// with the safepoint state).
+    /// kept it from running), seen at `t` and written when it changed, not at a stall's first
+    /// look when it is not set (`GCLocker::_needs_gc`, JDK 8 to 21;
+    /// `GCLocker::_is_gc_request_pending`, JDK 22 on; read from the JVM's memory with the
+    /// safepoint state).
     GcLocker { t: u64, stall: u32, held_back: bool },
     /// A process connected to the JVM's attach listener at `t`, and what it asked for in its own
     /// words (from its command line).

@@ -17,14 +17,20 @@ impl Looker {
     }
 
     /// Whether the GC locker holds a collection back, written when it changed (the first look
-    /// of a stall writes it too).
+    /// of a stall writes it only when it is set).
     pub(super) fn gc_locker(&mut self, stall: u32, held_back: Option<bool>) {
         let Some(held_back) = held_back else { return };
         let Some(open) = self.open.as_mut() else { return };
+        let first = open.last_gc_locker.is_none();
         if open.last_gc_locker == Some(held_back) {
             return;
         }
         open.last_gc_locker = Some(held_back);
+        // Not set at the stall's first look: nothing to say (a line a stall costs a writer's
+        // wake-up, and nearly every stall has none).
+        if first && !held_back {
+            return;
+        }
         self.line(&Who::GcLocker { t: mono_ns(), stall, held_back });
     }
 
