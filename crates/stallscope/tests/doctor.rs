@@ -1038,6 +1038,27 @@ fn a_collection_held_back_by_a_jni_critical_region_names_the_thread_in_it() {
             "JDK {jdk}"
         );
     }
+    // JDK 11: the same locker as 17's; the collection it held back is laid at the thread that
+    // left the region, in its native method. (Which stalls the waits for it make varies on
+    // this JDK: the instigator is what is checked.)
+    let rec = d.join("rec11");
+    let mut run = stallscope();
+    run.args(["run", "--out", rec.to_str().unwrap(), "--"]).arg(java11());
+    let o = workload(run, &["-XX:+UseParallelGC", "-Xmn16m", "-Xmx256m"], &["gc-locker"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "JDK 11: {}", String::from_utf8_lossy(&o.stderr));
+    let r = report(&rec);
+    let dids: Vec<&String> = r
+        .stalls
+        .iter()
+        .flat_map(|s| &s.findings)
+        .filter_map(|f| f.instigator.as_ref().map(|i| &i.did))
+        .collect();
+    assert!(
+        dids.iter().any(|d| d.starts_with("thread \"deflater\" left a JNI critical region in the native method java.util.zip.Deflater.deflateBytesBytes")),
+        "JDK 11: {dids:?}"
+    );
     // JDK 25, Parallel: the new locker blocks the allocator before any safepoint (holding the
     // heap's lock), and the meter with it. The locker's flag, read from the JVM's memory at each
     // look, names the cause; the one thread on a CPU through the hold is the culprit, its code
