@@ -70,15 +70,19 @@ fn made_whole(path: &Path) -> bool {
             && !matches!(name, "cgroup.procs" | "cgroup.threads" | "tasks");
     }
     let Ok(rest) = path.strip_prefix("/proc") else { return false };
-    let parts: Vec<&str> = rest.iter().filter_map(|c| c.to_str()).collect();
-    match parts.as_slice() {
-        ["stat" | "uptime" | "loadavg" | "meminfo"] | ["pressure", _] => true,
+    // Its first components, the rest none (no allocation: the sampler reads through here).
+    let mut it = rest.iter().map(|c| c.to_str().unwrap_or("\0"));
+    let parts: [Option<&str>; 5] = std::array::from_fn(|_| it.next());
+    match parts {
+        [Some("stat" | "uptime" | "loadavg" | "meminfo"), None, ..]
+        | [Some("pressure"), Some(_), None, ..] => true,
         // A process's or a thread's own files (`/proc/PID/…`, `/proc/PID/task/TID/…`).
-        [pid, file] | [pid, "task", _, file]
-            if pid.bytes().all(|b| b.is_ascii_digit()) || *pid == "self" =>
+        [Some(pid), Some(file), None, ..]
+        | [Some(pid), Some("task"), Some(_), Some(file), None]
+            if pid.bytes().all(|b| b.is_ascii_digit()) || pid == "self" =>
         {
             matches!(
-                *file,
+                file,
                 "stat" | "status" | "schedstat" | "wchan" | "cgroup" | "io" | "statm" | "comm"
             )
         }

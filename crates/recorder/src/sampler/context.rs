@@ -59,7 +59,7 @@ struct Read {
 pub(super) const REUSE: Duration = Duration::from_secs(5);
 
 /// The last listing of the maps: the process's virtual size then (in pages), when, and what it
-/// said (with the files among them that live in memory).
+/// said of code and files (with the files among them that live in memory).
 struct Listed {
     size: u64,
     at: Instant,
@@ -166,7 +166,12 @@ fn read(
     let (m, in_memory_files) = match reused {
         Some(r) => r,
         None => {
-            let m = maps::read(pid).unwrap_or_default();
+            // What a stall's context keeps of them: code and files (anonymous memory aside).
+            let m: Vec<maps::Mapping> = maps::read(pid)
+                .unwrap_or_default()
+                .into_iter()
+                .filter(|x| x.perms.contains('x') || x.is_file())
+                .collect();
             let in_memory = in_memory_files(pid, &m);
             *listed = size.filter(|_| !m.is_empty()).map(|size| Listed {
                 size,
@@ -206,8 +211,7 @@ fn read(
         .collect();
     let shared: Vec<(String, u64)> = shared.iter().map(|x| (x.path.clone(), x.inode)).collect();
     *shared_before = shared;
-    let maps = m.into_iter().filter(|x| x.perms.contains('x') || x.is_file()).collect();
-    Read { t: procwatch::clock::mono_ns(), maps, mapped_files, in_memory_files, writeback_files }
+    Read { t: procwatch::clock::mono_ns(), maps: m, mapped_files, in_memory_files, writeback_files }
 }
 
 /// What went out to the reader thread: a stall's read, or a refresh between stalls (`None`).
