@@ -985,7 +985,8 @@ fn stalls_at_the_safepoint_swap_slow_writes_and_reclaim_are_named_on_both_jdks()
 fn a_collection_held_back_by_a_jni_critical_region_names_the_thread_in_it() {
     let _x = exclusive();
     let d = scratch("doctor-gc-locker");
-    for (jdk, java) in [(17, java17()), (21, java21())] {
+    // The workload under `run` on one JDK: its recording.
+    let recorded = |jdk: u32, java: std::path::PathBuf| {
         let rec = d.join(format!("rec{jdk}"));
         let mut run = stallscope();
         run.args(["run", "--out", rec.to_str().unwrap(), "--"]).arg(java);
@@ -993,7 +994,10 @@ fn a_collection_held_back_by_a_jni_critical_region_names_the_thread_in_it() {
             .output()
             .unwrap();
         assert!(o.status.success(), "JDK {jdk}: {}", String::from_utf8_lossy(&o.stderr));
-        let r = report(&rec);
+        rec
+    };
+    for (jdk, java) in [(17, java17()), (21, java21())] {
+        let r = report(&recorded(jdk, java));
         let findings: Vec<&doctor::Finding> = r.stalls.iter().flat_map(|s| &s.findings).collect();
         let locker: Vec<&&doctor::Finding> = findings
             .iter()
@@ -1041,14 +1045,7 @@ fn a_collection_held_back_by_a_jni_critical_region_names_the_thread_in_it() {
     // JDK 11: the same locker as 17's; the collection it held back is laid at the thread that
     // left the region, in its native method. (Which stalls the waits for it make varies on
     // this JDK: the instigator is what is checked.)
-    let rec = d.join("rec11");
-    let mut run = stallscope();
-    run.args(["run", "--out", rec.to_str().unwrap(), "--"]).arg(java11());
-    let o = workload(run, &["-XX:+UseParallelGC", "-Xmn16m", "-Xmx256m"], &["gc-locker"])
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "JDK 11: {}", String::from_utf8_lossy(&o.stderr));
-    let r = report(&rec);
+    let r = report(&recorded(11, java11()));
     let dids: Vec<&String> = r
         .stalls
         .iter()
@@ -1063,13 +1060,7 @@ fn a_collection_held_back_by_a_jni_critical_region_names_the_thread_in_it() {
     // heap's lock), and the meter with it. The locker's flag, read from the JVM's memory at each
     // look, names the cause; the one thread on a CPU through the hold is the culprit, its code
     // the native method it was in.
-    let rec = d.join("rec25");
-    let mut run = stallscope();
-    run.args(["run", "--out", rec.to_str().unwrap(), "--"]).arg(java25());
-    let o = workload(run, &["-XX:+UseParallelGC", "-Xmn16m", "-Xmx256m"], &["gc-locker"])
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "JDK 25: {}", String::from_utf8_lossy(&o.stderr));
+    let rec = recorded(25, java25());
     let who = std::fs::read_to_string(rec.join("who.jsonl")).unwrap();
     assert!(who.contains(r#""seen":"gc-locker""#), "JDK 25: the flag is read: {who}");
     let r = report(&rec);

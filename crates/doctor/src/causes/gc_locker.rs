@@ -60,13 +60,13 @@ pub fn held_back_ns<'a>(lines: impl IntoIterator<Item = &'a Who>, from: u64, to:
 mod tests {
     use super::held_back_ns;
     use crate::Cause;
-    use crate::classify::tests::{MS, thread};
+    use crate::classify::tests::{MS, inputs, thread};
     use crate::classify::{Inputs, Segment, SegmentKind, classify};
     use crate::evidence::{StallEvidence, ThreadEvidence};
     use crate::wait::{Seen, Wait};
     use crate::report::Confidence;
     use crate::signals::SystemSignals;
-    use recording::{Shares, Who};
+    use recording::Who;
     use std::collections::{BTreeMap, HashMap};
 
     fn line(t: u64, held_back: bool) -> Who {
@@ -118,28 +118,10 @@ mod tests {
         let names = HashMap::new();
         let signals = SystemSignals::default();
         classify(&Inputs {
-            duration_ns: span,
-            start_ns: 0,
-            end_ns: span,
-            evidence: &whole,
-            segments: &segments,
-            safepoints: &[],
-            control_max_late_ns: 0,
-            control_queued_ns: None,
-            signals: &signals,
-            shares: Shares::default(),
-            names: &names,
-            maps: &[],
-            mapped_files: &[],
-            in_memory_files: &[],
-            writeback_files: &[],
             meter_tid: Some(30),
-            trace: &[],
-            kwaits: None,
-            cpu_use: None,
-            clock_ticks: 100,
             outside_safepoints: true,
             gc_locker_held_ns: held_back_ns,
+            ..inputs(span, &whole, &segments, &signals, &names)
         })
     }
 

@@ -142,6 +142,41 @@ pub(crate) mod tests {
         }
     }
 
+    /// A stall of `duration_ns` from 0 with this evidence, nothing else known (no safepoint, no
+    /// maps, no kernel events, the meter not named): a test sets its own fields on top.
+    pub(crate) fn inputs<'a>(
+        duration_ns: u64,
+        evidence: &'a StallEvidence,
+        segments: &'a [Segment],
+        signals: &'a SystemSignals,
+        names: &'a HashMap<i32, String>,
+    ) -> Inputs<'a> {
+        Inputs {
+            duration_ns,
+            start_ns: 0,
+            end_ns: duration_ns,
+            evidence,
+            segments,
+            safepoints: &[],
+            control_max_late_ns: 0,
+            control_queued_ns: None,
+            signals,
+            shares: Shares::default(),
+            names,
+            maps: &[],
+            mapped_files: &[],
+            in_memory_files: &[],
+            writeback_files: &[],
+            meter_tid: None,
+            trace: &[],
+            kwaits: None,
+            cpu_use: None,
+            clock_ticks: 100,
+            outside_safepoints: false,
+            gc_locker_held_ns: 0,
+        }
+    }
+
     fn evidence(threads: Vec<ThreadEvidence>) -> StallEvidence {
         StallEvidence { threads, sample_times: vec![0, 11 * MS, 22 * MS], stopped_share: vec![] }
     }
@@ -1016,28 +1051,9 @@ pub(crate) mod tests {
         let mut signals = SystemSignals::default();
         signals.memory.writeback_pages = Some(4);
         let inp = Inputs {
-            duration_ns: 311 * MS,
-            start_ns: 0,
-            end_ns: 311 * MS,
-            evidence: &whole,
-            segments: &segments,
-            safepoints: &[],
-            control_max_late_ns: 0,
-            control_queued_ns: None,
-            signals: &signals,
-            shares: Shares::default(),
-            names: &names,
             maps: &maps,
-            mapped_files: &[],
-            in_memory_files: &[],
-            writeback_files: &[],
             meter_tid: Some(30),
-            trace: &[],
-            kwaits: None,
-            cpu_use: None,
-            clock_ticks: 100,
-            outside_safepoints: false,
-            gc_locker_held_ns: 0,
+            ..inputs(311 * MS, &whole, &segments, &signals, &names)
         };
         let f = drafts(&inp);
         assert_eq!(f[0].cause, Cause::MappedWriteback, "{f:?}");
@@ -1235,28 +1251,10 @@ pub(crate) mod tests {
         let names = HashMap::new();
         let ev = StallEvidence::default();
         drafts(&Inputs {
-            duration_ns: 100 * MS,
-            start_ns: 0,
-            end_ns: 100 * MS,
-            evidence: &ev,
-            segments: &[],
-            safepoints: &[],
             control_max_late_ns: 90 * MS,
             control_queued_ns: queued_ns,
-            signals: &signals,
             shares,
-            names: &names,
-            maps: &[],
-            mapped_files: &[],
-            in_memory_files: &[],
-            writeback_files: &[],
-            meter_tid: None,
-            trace: &[],
-            kwaits: None,
-            cpu_use: None,
-            clock_ticks: 100,
-            outside_safepoints: false,
-            gc_locker_held_ns: 0,
+            ..inputs(100 * MS, &ev, &[], &signals, &names)
         })
     }
 
