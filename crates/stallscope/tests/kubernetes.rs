@@ -821,7 +821,8 @@ fn the_daemonset_runs_as_written_from_the_projects_image() {
         let about = [format!("pid {vpid} "), format!("pid {vpid}:")];
         // Attached: a recording of its made by `attach` whose first stall is named; not: a line
         // that says why.
-        let outcome = poll(Duration::from_secs(40), Duration::from_millis(500), || {
+        let t0 = std::time::Instant::now();
+        let outcome = poll(Duration::from_secs(60), Duration::from_millis(500), || {
             let said = std::fs::read_to_string(&log).unwrap_or_default();
             let refused = said
                 .lines()
@@ -836,8 +837,26 @@ fn the_daemonset_runs_as_written_from_the_projects_image() {
                 stall_of(&scrape(addr), &format!("pid=\"{vpid}\",cause=\"no-safepoint-poll\""));
             (m["mode"] == "attach" && named.is_some()).then_some(Ok(()))
         });
+        let took = t0.elapsed().as_secs_f64();
         let said = std::fs::read_to_string(&log).unwrap_or_default();
-        println!("  --attach without {dropped:<14} {outcome:?}");
+        // The victim's stalls by cause, with their longest time to safepoint: what its events
+        // said, in a line a truncated log cannot hide.
+        let mut causes = std::collections::BTreeMap::<String, (u32, u64)>::new();
+        for l in said.lines().filter_map(|l| l.split_once(" stdout F ").map(|(_, j)| j)) {
+            let Ok(e) = serde_json::from_str::<fleet::events::StallEvent>(l) else { continue };
+            if e.jvm.pid == vpid as i32 {
+                let c = causes.entry(e.cause.id().to_string()).or_default();
+                c.0 += 1;
+                c.1 = c.1.max(e.safepoint.map_or(0, |s| s.ttsp_ns) / 1_000_000);
+            }
+        }
+        println!(
+            "  --attach without {dropped:<14} {outcome:?} after {took:.1} s; its stalls' causes \
+             (count, longest time to safepoint in ms): {causes:?}"
+        );
+        let said = format!(
+            "its stalls' causes (count, longest time to safepoint in ms): {causes:?}\n{said}"
+        );
         attach_table.push((dropped, outcome, said));
         stop(&id);
         drop(victim);
