@@ -309,17 +309,22 @@ fn a_target_sharing_its_index_with_others_is_recorded_all_the_same() {
 /// threads, each sleeping 50 ms over and over, are all recorded, each wait with its own thread.
 #[test]
 fn threads_that_share_an_index_are_each_recorded() {
-    let script = "import threading, time\n\
+    // The threads start once the recorder is armed (a line on its standard input): loading the
+    // programs can take longer than the first batch's naps on a busy machine.
+    let script = "import sys, threading, time\n\
         def nap():\n    for _ in range(6): time.sleep(0.05)\n\
+        sys.stdin.readline()\n\
         for batch in range(2):\n\
         \x20   ts = [threading.Thread(target=nap) for _ in range(4)]\n\
         \x20   [t.start() for t in ts]; [t.join() for t in ts]\n";
     let mut py = Command::new("python3")
         .args(["-c", script])
+        .stdin(Stdio::piped())
         .stdout(Stdio::null())
         .spawn()
         .expect("python3 runs here");
     let pid = py.id() as i32;
+    let mut go = py.stdin.take().expect("its standard input");
     let opts =
         Options { entry_slots: 1, record_unarmed: Unarmed::Everything, ..Default::default() };
     let oc = OffCpu::start(&[pid], opts).unwrap_or_else(|e| panic!("the recorder loads: {e}"));
@@ -327,6 +332,8 @@ fn threads_that_share_an_index_are_each_recorded() {
     // A round trip through the reader: the arm is in before the window opens.
     let _ = oc.reader().held(pid);
     let from = offcpu::now_ns();
+    std::io::Write::write_all(&mut go, b"go\n").expect("python3 reads its start");
+    drop(go);
     let _ = py.wait();
     let waits = oc.waits(&[pid], from, offcpu::now_ns());
     let naps: Vec<_> = waits
@@ -336,10 +343,7 @@ fn threads_that_share_an_index_are_each_recorded() {
     let mut tids: Vec<i32> = naps.iter().map(|w| w.tid).collect();
     tids.sort_unstable();
     tids.dedup();
-    assert!(
-        tids.len() >= 7,
-        "eight threads' naps (the first may start before the recorder): {naps:#?}"
-    );
+    assert!(tids.len() == 8, "eight threads' naps: {naps:#?}");
     for t in &tids {
         let mine: Vec<_> = naps.iter().filter(|w| w.tid == *t).collect();
         assert!(mine.len() >= 4, "thread {t}: {mine:#?}");
