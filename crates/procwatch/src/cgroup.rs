@@ -156,7 +156,8 @@ pub fn frozen_in_via(
         let (Some(_), Some(ctrls), Some(path)) = (f.next(), f.next(), f.next()) else { continue };
         if ctrls.is_empty() {
             let Some((_, _, mp)) = mounts.iter().find(|(t, _, _)| t == "cgroup2") else { continue };
-            for p in up(path) {
+            // The root group has no cgroup.freeze (it cannot be frozen): not looked for.
+            for p in up(path).into_iter().filter(|p| p != "/") {
                 if read(&join(mp, &p), "cgroup.freeze").is_some_and(|v| v.trim() == "1") {
                     return Some(Frozen { version: Version::V2, path: p, state: "1".into() });
                 }
@@ -168,7 +169,10 @@ pub fn frozen_in_via(
             else {
                 continue;
             };
-            // The root group has no freezer.state: it is never frozen.
+            // The root group has no freezer.state: it is never frozen (nor looked at).
+            if path == "/" {
+                continue;
+            }
             let Some(state) = read(&join(mp, path), "freezer.state") else { continue };
             let state = state.trim().to_string();
             if state == "THAWED" {
@@ -407,6 +411,10 @@ mod tests {
             })
         );
         assert_eq!(frozen_in("garbage", &mounts), None);
+        // The root group is never frozen: its files (none in the kernel's) are not read.
+        std::fs::write(v2.join("cgroup.freeze"), "1\n").unwrap();
+        std::fs::write(v1.join("freezer.state"), "FROZEN\n").unwrap();
+        assert_eq!(frozen_in("6:freezer:/\n0::/\n", &mounts), None);
         std::fs::remove_dir_all(&root).unwrap();
     }
 
