@@ -278,7 +278,10 @@ impl Recording {
             open_sync_ns: log.open_sync_ns,
         };
         drop(l);
-        r.fill_when_no_log(jfr);
+        // The one flight recording a recorder writes here is its own `frames.jfr` (at the
+        // recording's end); without it, the directory is not listed and every file in it opened
+        // to look for one at each stall (`watch` from outside has no safepoint log).
+        r.fill_when_no_log(jfr.filter(|_| dir.join(files::FRAMES_JFR).exists()));
         Ok(r)
     }
 }
