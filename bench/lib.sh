@@ -43,6 +43,15 @@ process_cpu_ns() {
   sed 's/.*) //' /proc/"$1"/stat 2> /dev/null | awk -v hz="$hz" '{ printf "%.0f\n", ($12 + $13) * 1e9 / hz }'
 }
 
+# cpu_by_thread_name PID: "name ns" lines, the CPU time so far of PID's live threads summed by
+# thread name (spaces in names become _), sorted by name.
+cpu_by_thread_name() {
+  local t
+  for t in /proc/"$1"/task/*; do
+    printf '%s %s\n' "$(tr ' ' _ < "$t/comm" 2> /dev/null)" "$(cut -d' ' -f1 "$t/schedstat" 2> /dev/null)"
+  done | awk 'NF == 2 { s[$1] += $2 } END { for (k in s) printf "%s %.0f\n", k, s[k] }' | sort
+}
+
 # named_threads_cpu_ns PID REGEX: the CPU time so far of PID's threads whose name matches REGEX.
 named_threads_cpu_ns() {
   local t s=0 c

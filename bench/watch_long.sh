@@ -83,6 +83,7 @@ one_window() { # MODE (stall|idle): "cpu_ns stalls wall_ns switches syscalls"
   "$bin" watch "$jvm" --out "$work/pair-rec" --events "$ev" > /dev/null 2> "$work/watch.err" &
   watch_pid=$!
   sleep 5
+  cpu_by_thread_name "$watch_pid" > "$work/names-$1.0"
   c0=$(threads_cpu_ns "$watch_pid"); x0=$(ctx_switches "$watch_pid"); s0=$(cat "$ev" 2> /dev/null | wc -l); t0=$(date +%s%N)
   if command -v perf > /dev/null && perf stat -x, -e raw_syscalls:sys_enter -p "$watch_pid" -o "$work/perf.csv" -- sleep "$pair_window" 2> /dev/null; then
     sc=$(awk -F, '/sys_enter/ { print $1 }' "$work/perf.csv")
@@ -90,6 +91,8 @@ one_window() { # MODE (stall|idle): "cpu_ns stalls wall_ns switches syscalls"
     sleep "$pair_window"; sc=""
   fi
   c1=$(threads_cpu_ns "$watch_pid"); x1=$(ctx_switches "$watch_pid"); s1=$(cat "$ev" 2> /dev/null | wc -l); t1=$(date +%s%N)
+  cpu_by_thread_name "$watch_pid" > "$work/names-$1.1"
+  join "$work/names-$1.0" "$work/names-$1.1" | awk '{ print $1, $3 - $2 }' > "$work/names-$1"
   kill -TERM "$watch_pid"; wait "$watch_pid" 2> /dev/null || true; watch_pid=""
   kill "$jvm"; wait "$jvm" 2> /dev/null || true; jvm=""
   echo "$((c1 - c0)) $((s1 - s0)) $((t1 - t0)) $((x1 - x0)) ${sc:-0}"
@@ -98,12 +101,16 @@ pair_window=${PAIR_WINDOW:-20}
 pairs=${PAIRS:-3}
 [[ "${1:-}" == "--quick" ]] && pairs=${PAIRS:-2}
 echo "-- a stall's own cost: the same JVM watched stalling, then idle (no safepoint held), ${pairs} pairs of ${pair_window}s windows"
-: > "$work/pairs"
+: > "$work/pairs"; : > "$work/names-pairs"
 for _ in $(seq "$pairs"); do
   read -r sc_ sn_ st_ sx_ ss_ < <(one_window stall)
   read -r ic_ _ it_ ix_ is_ < <(one_window idle)
   awk -v sc="$sc_" -v sn="$sn_" -v st="$st_" -v sx="$sx_" -v ss="$ss_" -v ic="$ic_" -v it="$it_" -v ix="$ix_" -v is="$is_" \
     'BEGIN { f = st / it; if (sn > 0) printf "%.3f %.1f %.0f %.3f %.3f %d\n", (sc - ic * f) / sn / 1e6, (sx - ix * f) / sn, (ss - is * f) / sn, 100 * sc / st, 100 * ic / it, sn }' >> "$work/pairs"
+  # The same by thread name: where a stall's CPU goes.
+  join -a 1 -e 0 -o 0,1.2,2.2 "$work/names-stall" "$work/names-idle" |
+    awk -v sn="$sn_" -v f="$(awk -v st="$st_" -v it="$it_" 'BEGIN { print st / it }')" \
+      'sn > 0 { printf "%s %.3f\n", $1, ($2 - $3 * f) / sn / 1e6 }' >> "$work/names-pairs"
 done
 read -r p_med p_min p_max < <(awk '{ print $1 }' "$work/pairs" | median_spread)
 read -r x_med x_min x_max < <(awk '{ print $2 }' "$work/pairs" | median_spread)
@@ -112,3 +119,8 @@ read -r w_med _ _ < <(awk '{ print $4 }' "$work/pairs" | median_spread)
 read -r i_med _ _ < <(awk '{ print $5 }' "$work/pairs" | median_spread)
 echo "  watch stalling: $w_med% of a core; the same JVM idle: $i_med% (the reference, same run); stalls a window: $(awk '{ print $6 }' "$work/pairs" | median_spread | cut -d' ' -f1)"
 echo "  per stall beyond watching it idle: CPU $p_med ms ($p_min-$p_max), context switches $x_med ($x_min-$x_max), system calls $y_med ($y_min-$y_max)   goal: CPU <= 1 ms"
+echo "  of which, by thread of watch (ms of CPU per stall, median and spread over the pairs):"
+for name in $(awk '{ print $1 }' "$work/names-pairs" | sort -u); do
+  read -r n_med n_min n_max < <(awk -v n="$name" '$1 == n { print $2 }' "$work/names-pairs" | median_spread)
+  printf '    %-18s %7s (%s to %s)\n' "$name" "$n_med" "$n_min" "$n_max"
+done
