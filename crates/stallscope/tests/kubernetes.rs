@@ -934,7 +934,10 @@ fn loop_jvm(nobody: bool) -> Reaper {
     Reaper(
         c.args(["-Xmx64m", "-XX:+UseParallelGC", "-XX:-UseCountedLoopSafepoints", "-jar"])
             .arg(workloads_jar())
-            .args(["counted-loop", "--duration", "600s", "--rounds", "20", "--every", "300ms"])
+            // 100 rounds: each safepoint held 100 ms or so. At 20 (about 20 ms), a JVM just
+            // attached had most stalls `unknown` (10 of 15 in one run, 1 `no-safepoint-poll`),
+            // and CI once saw no `no-safepoint-poll` in 40 s.
+            .args(["counted-loop", "--duration", "600s", "--rounds", "100", "--every", "300ms"])
             .current_dir("/")
             .stdout(Stdio::null())
             .stderr(Stdio::null())
