@@ -151,7 +151,19 @@ fn the_quick_lab_runs_every_scenario_and_cleans_up() {
                 );
             }
         }
-        println!("{id}: {} ({})", s["verdict"], s["reason"]);
+        // Each variant's metric run by run: what a verdict was made of, in CI's log.
+        let metrics: Vec<String> = s["variants"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| {
+                let runs = v["runs"].as_array().unwrap();
+                let m: Vec<String> =
+                    runs.iter().map(|r| format!("{}", r["metrics"]["metric"])).collect();
+                format!("{} [{}]", v["id"].as_str().unwrap_or("?"), m.join(", "))
+            })
+            .collect();
+        println!("{id}: {} ({}); {}", s["verdict"], s["reason"], metrics.join("; "));
     }
     // The robust ones: the effect must show on any machine of this kind.
     for id in [
@@ -167,7 +179,7 @@ fn the_quick_lab_runs_every_scenario_and_cleans_up() {
         "long-gc",
     ] {
         let s = scenarios.iter().find(|s| s["id"] == id).unwrap();
-        assert_eq!(s["verdict"], "reproduced", "{id}: {}", s["reason"]);
+        assert_eq!(s["verdict"], "reproduced", "{id}: {}: {}", s["reason"], s["variants"]);
         for v in s["variants"].as_array().unwrap().iter().filter(|v| v["baseline"] == true) {
             let runs = v["runs"].as_array().unwrap();
             // Three scenarios are graded with tolerance: at least one run names the known cause,
