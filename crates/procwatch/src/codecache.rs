@@ -9,6 +9,8 @@
 //! gives a wrong-looking answer or an error, never a crash of ours; every walk is bounded.
 
 use crate::vmstructs::{Error, Memory, VmStructs};
+use std::cell::RefCell;
+use std::collections::HashMap;
 
 /// What a pc is in.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -32,7 +34,17 @@ pub struct CodeCache {
     vm: VmStructs,
     heaps: Vec<Heap>,
     off: Offsets,
+    /// Methods named before, by what identifies them: see [`CodeCache::method_name`].
+    names: RefCell<HashMap<MethodKey, String>>,
 }
+
+/// A method as its `Method*`, `ConstMethod*`, `ConstantPool*` and name index: read from the
+/// method's two own structures, where its name takes six reads more (the pool's entry, its
+/// class, two symbols). All four stay together only while the method lives.
+type MethodKey = (u64, u64, u64, u16);
+
+/// The most methods kept named: past it the names start again (a walk names a few dozen).
+const MAX_NAMES: usize = 4096;
 
 #[derive(Debug, Clone, Copy)]
 struct Heap {
@@ -100,7 +112,7 @@ impl CodeCache {
             symbol_body: f(&[("Symbol", "_body")])?,
             method_flags: f(&[("Method", "_access_flags")]).ok(),
         };
-        let mut cc = CodeCache { vm, heaps: Vec::new(), off };
+        let mut cc = CodeCache { vm, heaps: Vec::new(), off, names: RefCell::default() };
         cc.refresh()?;
         Ok(cc)
     }
@@ -176,16 +188,30 @@ impl CodeCache {
         Ok(Some(block.wrapping_add(self.off.heap_block_size)))
     }
 
-    /// The method named `Class.method` (the class's dotted name) at `Method*` `m`.
+    /// The method named `Class.method` (the class's dotted name) at `Method*` `m`. A method
+    /// named before is known again by its pointers and name index (the same thread asking for
+    /// the same safepoint from the same frames, stall after stall): its name is not read again.
     pub fn method_name(&self, m: u64) -> Result<String, Error> {
         let o = &self.off;
         let cm = self.mem().u64(m.wrapping_add(o.method_const))?;
         let cp = self.mem().u64(cm.wrapping_add(o.const_constants))?;
-        let name_index = self.mem().u16(cm.wrapping_add(o.const_name_index))? as u64;
-        let name_sym = self.mem().u64(cp.wrapping_add(o.cp_size).wrapping_add(name_index * 8))?;
+        let name_index = self.mem().u16(cm.wrapping_add(o.const_name_index))?;
+        let key = (m, cm, cp, name_index);
+        if let Some(name) = self.names.borrow().get(&key) {
+            return Ok(name.clone());
+        }
+        let name_sym =
+            self.mem().u64(cp.wrapping_add(o.cp_size).wrapping_add(name_index as u64 * 8))?;
         let holder = self.mem().u64(cp.wrapping_add(o.cp_holder))?;
         let class_sym = self.mem().u64(holder.wrapping_add(o.klass_name))?;
-        Ok(format!("{}.{}", self.symbol(class_sym)?.replace('/', "."), self.symbol(name_sym)?))
+        let name =
+            format!("{}.{}", self.symbol(class_sym)?.replace('/', "."), self.symbol(name_sym)?);
+        let mut names = self.names.borrow_mut();
+        if names.len() >= MAX_NAMES {
+            names.clear();
+        }
+        names.insert(key, name.clone());
+        Ok(name)
     }
 
     /// Whether the method at `Method*` `m` is declared `native`; false where it cannot be read.
