@@ -154,7 +154,7 @@ impl Dumper {
                             name: t.name,
                             event: EVENT.into(),
                             latency_ns: Some(answered.saturating_sub(asked)),
-                            frames: recording::disk::all(t.frames),
+                            frames: crate::to_disk::all(t.frames),
                             truncated: false,
                             agct: None,
                         });

@@ -233,7 +233,7 @@ pub fn extract(dir: &Path, host_tid: &dyn Fn(i64) -> i32) -> Result<usize> {
                             name: s.java_name,
                             event: s.event,
                             latency_ns,
-                            frames: recording::disk::all(s.frames),
+                            frames: crate::to_disk::all(s.frames),
                             truncated: s.truncated,
                             agct: None,
                         }))?;

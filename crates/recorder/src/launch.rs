@@ -8,6 +8,7 @@
 use super::frames::{NO_JFR, has_jfr};
 use super::sampler::Ending;
 use super::sampler::SamplerOptions;
+use super::to_disk::ToDisk;
 use super::{
     Settings, Stacks, frames, meta, open_counters, outside_stacks, process_target, sampler, stacks,
     start_tracer, watch_options,
@@ -301,7 +302,7 @@ fn record_child(s: &Settings, child: Spawn, l: &Launch, stop: &AtomicBool) -> Re
         }
         let jc = match jc {
             Some(c) => {
-                w.events.line(&Event::Counters { t: mono_ns(), info: c.info.clone().into() })?;
+                w.events.line(&Event::Counters { t: mono_ns(), info: c.info.clone().to_disk() })?;
                 Some(c)
             }
             None => open_counters(pid, &mut w)?,

@@ -30,6 +30,7 @@ pub mod safepoint_boost;
 pub mod sampler;
 pub mod stacks;
 pub mod staging;
+pub mod to_disk;
 
 use anyhow::{Result, bail};
 use procwatch::clock::mono_ns;
@@ -38,6 +39,7 @@ use recording::{Event, Meta, Notices, Writer};
 use sampler::SamplerOptions;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
+use to_disk::ToDisk;
 
 pub use dirs::{hand_to, option_safe, own_dir, own_empty_dir, unused_name};
 pub use launch::{Launch, join_cgroup, record_jvm, record_native};
@@ -320,12 +322,12 @@ pub(crate) fn meta(
         threshold_ns: s.threshold_ns,
         sample_interval_ns: s.sample_interval_ns,
         safepoint_timeout_ms: timeout_ms,
-        cgroups: Some(procwatch::cgroup::of(pid).into()),
+        cgroups: Some(procwatch::cgroup::of(pid).to_disk()),
         recorder_shares: Some(sampler::shares(
             &procwatch::cgroup::of(pid),
             &procwatch::cgroup::of(0),
         )),
-        pod: procwatch::pods::of_pid(pid),
+        pod: procwatch::pods::of_pid(pid).map(ToDisk::to_disk),
     }
 }
 
@@ -393,7 +395,7 @@ pub(crate) fn open_counters(
     };
     match opened {
         Ok(c) => {
-            w.events.line(&Event::Counters { t: mono_ns(), info: c.info.clone().into() })?;
+            w.events.line(&Event::Counters { t: mono_ns(), info: c.info.clone().to_disk() })?;
             Ok(Some(c))
         }
         Err(e) => {

@@ -47,8 +47,8 @@ fn cause_between(looks: &[CounterLook], from: u64, to: u64) -> Option<&str> {
 
 /// The safepoints the looks saw begin and end, as safepoint records on the recording's clock.
 pub fn safepoints(looks: &[CounterLook], info: &CountersInfo) -> Vec<Safepoint> {
-    let theirs: Vec<procwatch::jvmcounters::CounterLook> = looks.iter().map(Into::into).collect();
-    procwatch::jvmcounters::safepoints(&theirs, info.safepoint_time_includes_sync)
+    let read: Vec<procwatch::jvmcounters::CounterLook> = looks.iter().map(theirs).collect();
+    procwatch::jvmcounters::safepoints(&read, info.safepoint_time_includes_sync)
         .into_iter()
         .map(|c| {
             let end = c.end_ns();
@@ -135,6 +135,32 @@ pub struct Unended {
     /// When it was reached and its time to reach, as the sync time rose.
     pub reached: Option<(u64, u64)>,
     pub op: String,
+}
+
+/// A look as the reader's type, for its analysis of a sequence of looks
+/// (`procwatch::jvmcounters::safepoints`), which the live recorder runs too.
+fn theirs(v: &CounterLook) -> procwatch::jvmcounters::CounterLook {
+    procwatch::jvmcounters::CounterLook {
+        t: v.t,
+        prev_t: v.prev_t,
+        safepoints: v.safepoints,
+        sync_ns: v.sync_ns,
+        safepoint_ns: v.safepoint_ns,
+        application_ns: v.application_ns,
+        hrt_ns: v.hrt_ns,
+        gcs: v
+            .gcs
+            .iter()
+            .map(|g| procwatch::jvmcounters::GcLook {
+                invocations: g.invocations,
+                last_entry_ns: g.last_entry_ns,
+                last_exit_ns: g.last_exit_ns,
+                cycle: g.cycle,
+            })
+            .collect(),
+        gc_cause: v.gc_cause.clone(),
+        gap: v.gap,
+    }
 }
 
 #[cfg(test)]

@@ -1,8 +1,9 @@
 //! What a recording holds of the `/proc` readers' and the JFR reader's results, as the recording
-//! format's own types. The recorder converts at the boundary (`From` each reader's type), so a
-//! field renamed, added or retyped in `procwatch` or `hotspot-log` changes nothing on disk until
-//! it is added here too, documented in docs/formats/recording.md, and, when it changes what an
-//! older reader would make of a file, [`crate::FORMAT`] is raised.
+//! format's own types. The recorder converts at the boundary (`recorder::to_disk`, which names both
+//! sides; here only the JFR reader's frame has a `From`), so a field renamed, added or retyped in
+//! `procwatch` or `hotspot-log` changes nothing on disk until it is added here too, documented in
+//! docs/formats/recording.md, and, when it changes what an older reader would make of a file,
+//! [`crate::FORMAT`] is raised.
 //!
 //! Invariant: each type here serialises exactly as the reader's type did when recordings of
 //! format 0 were made (`tests/format.rs` reads every stored recording back through them).
@@ -219,33 +220,12 @@ pub struct JavaFrame {
     pub kind: String,
 }
 
-impl From<procwatch::task::Syscall> for Syscall {
-    fn from(v: procwatch::task::Syscall) -> Syscall {
-        use procwatch::task::Syscall as S;
-        match v {
-            S::Running => Syscall::Running,
-            S::In { nr, arg0, sp, pc } => Syscall::In { nr, arg0, sp, pc },
-            S::NotInSyscall { sp, pc } => Syscall::NotInSyscall { sp, pc },
-            S::Unknown => Syscall::Unknown,
-        }
-    }
-}
-
 /// Which cgroup interface a controller is used through.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Version {
     V1,
     V2,
-}
-
-impl From<procwatch::cgroup::Version> for Version {
-    fn from(v: procwatch::cgroup::Version) -> Version {
-        match v {
-            procwatch::cgroup::Version::V1 => Version::V1,
-            procwatch::cgroup::Version::V2 => Version::V2,
-        }
-    }
 }
 
 impl Mapping {
@@ -280,167 +260,6 @@ impl TraceEvent {
 
 fn is_zero(v: &u64) -> bool {
     *v == 0
-}
-
-impl From<procwatch::task::TaskSample> for TaskSample {
-    fn from(v: procwatch::task::TaskSample) -> TaskSample {
-        TaskSample {
-            tid: v.tid,
-            comm: v.comm,
-            state: v.state,
-            utime_ticks: v.utime_ticks,
-            stime_ticks: v.stime_ticks,
-            minflt: v.minflt,
-            majflt: v.majflt,
-            processor: v.processor,
-            exec_ns: v.exec_ns,
-            run_delay_ns: v.run_delay_ns,
-            timeslices: v.timeslices,
-            wchan: v.wchan,
-            syscall: v.syscall.into(),
-            file: v.file,
-        }
-    }
-}
-
-impl From<procwatch::task::ProcessMemory> for ProcessMemory {
-    fn from(v: procwatch::task::ProcessMemory) -> ProcessMemory {
-        ProcessMemory { rss_kb: v.rss_kb, swap_kb: v.swap_kb }
-    }
-}
-
-impl From<procwatch::system::CpuTimes> for CpuTimes {
-    fn from(v: procwatch::system::CpuTimes) -> CpuTimes {
-        CpuTimes {
-            user: v.user,
-            nice: v.nice,
-            system: v.system,
-            idle: v.idle,
-            iowait: v.iowait,
-            irq: v.irq,
-            softirq: v.softirq,
-            steal: v.steal,
-        }
-    }
-}
-
-impl From<procwatch::system::VmStat> for VmStat {
-    fn from(v: procwatch::system::VmStat) -> VmStat {
-        VmStat {
-            pswpin: v.pswpin,
-            pswpout: v.pswpout,
-            pgmajfault: v.pgmajfault,
-            allocstall: v.allocstall,
-            pgscan_direct: v.pgscan_direct,
-            compact_stall: v.compact_stall,
-            refault_anon: v.refault_anon,
-            refault_file: v.refault_file,
-            nr_dirty: v.nr_dirty,
-            nr_writeback: v.nr_writeback,
-        }
-    }
-}
-
-impl From<procwatch::cgroup::Cgroups> for Cgroups {
-    fn from(v: procwatch::cgroup::Cgroups) -> Cgroups {
-        Cgroups {
-            cpu: v.cpu.map(Into::into),
-            memory: v.memory.map(Into::into),
-            unified: v.unified.map(Into::into),
-        }
-    }
-}
-
-impl From<procwatch::cgroup::Group> for Group {
-    fn from(v: procwatch::cgroup::Group) -> Group {
-        Group { dir: v.dir, version: v.version.into(), path: v.path }
-    }
-}
-
-impl From<procwatch::cgroup::Throttling> for Throttling {
-    fn from(v: procwatch::cgroup::Throttling) -> Throttling {
-        Throttling {
-            nr_periods: v.nr_periods,
-            nr_throttled: v.nr_throttled,
-            throttled_ns: v.throttled_ns,
-        }
-    }
-}
-
-impl From<procwatch::cgroup::Memory> for Memory {
-    fn from(v: procwatch::cgroup::Memory) -> Memory {
-        Memory {
-            usage: v.usage,
-            limit: v.limit,
-            high: v.high,
-            swap: v.swap,
-            limit_hits: v.limit_hits,
-            high_events: v.high_events,
-            oom_kills: v.oom_kills,
-            pgmajfault: v.pgmajfault,
-            refault_anon: v.refault_anon,
-            refault_file: v.refault_file,
-            pgscan: v.pgscan,
-            dirty: v.dirty,
-            writeback: v.writeback,
-        }
-    }
-}
-
-impl From<procwatch::cgroup::Pressure> for Pressure {
-    fn from(v: procwatch::cgroup::Pressure) -> Pressure {
-        Pressure {
-            cpu_some_us: v.cpu_some_us,
-            memory_some_us: v.memory_some_us,
-            memory_full_us: v.memory_full_us,
-            io_some_us: v.io_some_us,
-            io_full_us: v.io_full_us,
-        }
-    }
-}
-
-impl From<procwatch::heartbeat::JavaThread> for JavaThread {
-    fn from(v: procwatch::heartbeat::JavaThread) -> JavaThread {
-        JavaThread {
-            tid: v.tid,
-            java_id: v.java_id,
-            matched: v.matched,
-            daemon: v.daemon,
-            name: v.name,
-        }
-    }
-}
-
-impl From<procwatch::maps::Mapping> for Mapping {
-    fn from(v: procwatch::maps::Mapping) -> Mapping {
-        Mapping {
-            start: v.start,
-            end: v.end,
-            perms: v.perms,
-            offset: v.offset,
-            dev: v.dev,
-            inode: v.inode,
-            path: v.path,
-        }
-    }
-}
-
-impl From<procwatch::trace::TraceEvent> for TraceEvent {
-    fn from(v: procwatch::trace::TraceEvent) -> TraceEvent {
-        use procwatch::trace::TraceEvent as E;
-        match v {
-            E::PageFault { t, tid, address, ip, error_code } => {
-                TraceEvent::PageFault { t, tid, address, ip, error_code }
-            }
-            E::MmapLockStart { t, tid, write } => TraceEvent::MmapLockStart { t, tid, write },
-            E::MmapLockAcquired { t, tid, write, success } => {
-                TraceEvent::MmapLockAcquired { t, tid, write, success }
-            }
-            E::WritebackWait { t, tid, ino, index, bdi } => {
-                TraceEvent::WritebackWait { t, tid, ino, index, bdi }
-            }
-        }
-    }
 }
 
 impl From<hotspot_log::jfr::JavaFrame> for JavaFrame {
@@ -511,76 +330,6 @@ impl CounterLook {
         procwatch::jvmcounters::pause_under_way(
             self.gcs.iter().map(|g| (g.cycle, g.invocations, g.last_entry_ns, g.last_exit_ns)),
         )
-    }
-}
-
-impl From<procwatch::jvmcounters::CounterLook> for CounterLook {
-    fn from(v: procwatch::jvmcounters::CounterLook) -> CounterLook {
-        CounterLook {
-            t: v.t,
-            prev_t: v.prev_t,
-            safepoints: v.safepoints,
-            sync_ns: v.sync_ns,
-            safepoint_ns: v.safepoint_ns,
-            application_ns: v.application_ns,
-            hrt_ns: v.hrt_ns,
-            gcs: all(v.gcs),
-            gc_cause: v.gc_cause,
-            gap: v.gap,
-        }
-    }
-}
-
-impl From<procwatch::jvmcounters::GcLook> for GcLook {
-    fn from(v: procwatch::jvmcounters::GcLook) -> GcLook {
-        GcLook {
-            invocations: v.invocations,
-            last_entry_ns: v.last_entry_ns,
-            last_exit_ns: v.last_exit_ns,
-            cycle: v.cycle,
-        }
-    }
-}
-
-impl From<procwatch::jvmcounters::CountersInfo> for CountersInfo {
-    fn from(v: procwatch::jvmcounters::CountersInfo) -> CountersInfo {
-        CountersInfo {
-            path: v.path,
-            java_version: v.java_version,
-            major: v.major,
-            safepoint_time_includes_sync: v.safepoint_time_includes_sync,
-            collectors: v.collectors,
-            frequency: v.frequency,
-            vm_start_epoch_ms: v.vm_start_epoch_ms,
-        }
-    }
-}
-
-/// Back to the reader's type, for its analysis of a sequence of looks
-/// (`procwatch::jvmcounters::safepoints`), which the live recorder runs too.
-impl From<&CounterLook> for procwatch::jvmcounters::CounterLook {
-    fn from(v: &CounterLook) -> procwatch::jvmcounters::CounterLook {
-        procwatch::jvmcounters::CounterLook {
-            t: v.t,
-            prev_t: v.prev_t,
-            safepoints: v.safepoints,
-            sync_ns: v.sync_ns,
-            safepoint_ns: v.safepoint_ns,
-            application_ns: v.application_ns,
-            hrt_ns: v.hrt_ns,
-            gcs: v
-                .gcs
-                .iter()
-                .map(|g| procwatch::jvmcounters::GcLook {
-                    invocations: g.invocations,
-                    last_entry_ns: g.last_entry_ns,
-                    last_exit_ns: g.last_exit_ns,
-                    cycle: g.cycle,
-                })
-                .collect(),
-            gc_cause: v.gc_cause.clone(),
-            gap: v.gap,
-        }
     }
 }
 

@@ -23,7 +23,9 @@
 //! else, so every command (`report`, `watch`, `attach`, the lab) diagnoses the same recording
 //! from the same input.
 //!
-//! Depends on procwatch and hotspot-log (the readers whose values it converts and stores) only.
+//! Depends on procwatch and hotspot-log only, and names none of their types in its own: the
+//! recorder converts the readers' values (`recorder::to_disk`). It calls a few of procwatch's
+//! functions on plain values (a mapping's kind, a process's label, the counters' safepoints).
 
 pub mod counters;
 pub mod disk;

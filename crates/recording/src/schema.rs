@@ -58,7 +58,26 @@ pub struct Meta {
     /// The Kubernetes pod and container the target runs in, when its cgroup names a container
     /// (names from the runtime's bundle, docs/kubernetes).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pod: Option<procwatch::pods::Pod>,
+    pub pod: Option<Pod>,
+}
+
+/// The Kubernetes pod and container a process runs in, as far as the node told (empty fields
+/// where it did not: see `procwatch::pods`, which reads them).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Pod {
+    /// The pod's namespace and name, empty when no bundle named them.
+    pub namespace: String,
+    pub name: String,
+    /// The pod's UID, empty when neither the cgroup nor the bundle gave it.
+    pub uid: String,
+    /// The container's name in the pod spec, empty when no bundle named it.
+    pub container: String,
+    /// The runtime's full id of the container.
+    pub container_id: String,
+    /// `containerd`, `cri-o`, `docker`, `podman`, or empty when the cgroup does not say.
+    pub runtime: String,
+    /// Where the names were read (the bundle's `config.json`), empty when only the cgroup spoke.
+    pub source: String,
 }
 
 impl Meta {

@@ -5,7 +5,7 @@
 //! finding's instigator.
 //!
 //! Invariant: these types are the recording's own (the on-disk format), converted from
-//! `procwatch`'s readers where the recorder writes them; a field added later is optional on
+//! `procwatch`'s readers where the recorder writes them (`recorder::to_disk`); a field added later is optional on
 //! reading, so an older recording still reads.
 
 use serde::{Deserialize, Serialize};
@@ -30,22 +30,6 @@ pub struct WhoProcess {
     pub cgroup: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub container: Option<String>,
-}
-
-impl From<procwatch::process::ProcessInfo> for WhoProcess {
-    fn from(p: procwatch::process::ProcessInfo) -> WhoProcess {
-        WhoProcess {
-            pid: p.pid,
-            comm: p.comm,
-            cmdline: p.cmdline,
-            uid: p.uid,
-            user: p.user,
-            ppid: p.ppid,
-            ancestors: p.ancestors,
-            cgroup: p.cgroup,
-            container: p.container,
-        }
-    }
 }
 
 impl WhoProcess {
@@ -109,12 +93,6 @@ pub struct Named {
     pub cmdline: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub container: Option<String>,
-}
-
-impl From<procwatch::process::ProcessInfo> for Named {
-    fn from(p: procwatch::process::ProcessInfo) -> Named {
-        Named { cgroup: p.cgroup, user: p.user, cmdline: p.cmdline, container: p.container }
-    }
 }
 
 /// A process that ran while the target stalled, and how much.

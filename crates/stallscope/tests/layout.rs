@@ -388,3 +388,41 @@ fn only_the_binary_prints_and_parses_options() {
     let p = prints(&d.join("src"));
     assert_eq!(p.len(), 1, "{p:?}");
 }
+
+/// Lines of a crate's shipped code (tests and comments left out) that name `reader`'s types in
+/// the crate's own API: a `pub` item, field or signature, or an `impl` of a trait for or from
+/// them.
+fn api_naming(src: &Path, reader: &str) -> Vec<String> {
+    let mut files = Vec::new();
+    sources(src, &mut files);
+    let mut out = Vec::new();
+    for f in files {
+        let text = std::fs::read_to_string(&f).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        let tests = test_module(&lines);
+        for (i, l) in lines.iter().enumerate() {
+            let code = l.split("//").next().unwrap_or("").trim();
+            let api = code.starts_with("pub ") || code.starts_with("impl");
+            if !tests.contains(&i) && api && code.contains(&format!("{reader}::")) {
+                out.push(format!("{}:{}: {}", f.display(), i + 1, l.trim()));
+            }
+        }
+    }
+    out
+}
+
+/// Issue 55: the format crate describes the format; the readers' types stay out of its API (the
+/// recorder converts them, `recorder::to_disk`).
+#[test]
+fn the_recording_format_names_no_reader_type_in_its_api() {
+    let found = api_naming(&common::root().join("crates/recording/src"), "procwatch");
+    assert!(found.is_empty(), "recording's API names procwatch's types:\n{}", found.join("\n"));
+    // The check finds one when there is one.
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("lib.rs"),
+        "pub struct M {\n    pub pod: Option<procwatch::pods::Pod>,\n}\nimpl From<procwatch::task::TaskSample> for T {}\nfn private(x: procwatch::A) {}\n#[cfg(test)]\nmod tests {\n    pub fn t(x: procwatch::B) {}\n}\n",
+    )
+    .unwrap();
+    assert_eq!(api_naming(dir.path(), "procwatch").len(), 2);
+}

@@ -314,7 +314,7 @@ impl ContextReader {
             None => StallContext {
                 t: procwatch::clock::mono_ns(),
                 stall,
-                java_threads: recording::disk::all(java_threads),
+                java_threads: crate::to_disk::all(java_threads),
                 maps: vec![],
                 mapped_files: vec![],
                 in_memory_files: vec![],
@@ -330,8 +330,8 @@ fn context(stall: u32, java_threads: Vec<JavaThread>, r: Read, earlier: bool) ->
     StallContext {
         t: if earlier { procwatch::clock::mono_ns() } else { r.t },
         stall,
-        java_threads: recording::disk::all(java_threads),
-        maps: recording::disk::all(r.maps),
+        java_threads: crate::to_disk::all(java_threads),
+        maps: crate::to_disk::all(r.maps),
         mapped_files: r.mapped_files,
         in_memory_files: r.in_memory_files,
         writeback_files: r.writeback_files,

@@ -22,6 +22,7 @@ mod who;
 
 pub use sources::{Sources, shares};
 
+use crate::to_disk::ToDisk;
 use context::ContextReader;
 use kwaits::KwaitsWriter;
 use sources::{system_sample, totals};
@@ -264,7 +265,7 @@ impl<'a> Watcher<'a> {
         let mut looked = Vec::new();
         let c = self.pulse.check(now, self.opts.threshold_ns, &mut |l| looked.push(l.clone()));
         for l in looked {
-            self.w.counters.line(&recording::disk::CounterLook::from(l))?;
+            self.w.counters.line(&l.to_disk())?;
         }
         if let Some(a) = &self.hooks.askable {
             a.store(matches!(c, Check::Quiet { .. }), Ordering::Relaxed);
@@ -531,7 +532,7 @@ pub fn run(
     if let Some(l) = wt.pulse.counters.as_ref().and_then(|c| c.last()) {
         // The last look closes the last window the doctor reads.
         let l = l.clone();
-        wt.w.counters.line(&recording::disk::CounterLook::from(l))?;
+        wt.w.counters.line(&l.to_disk())?;
     }
     if let (Ending::TargetExited, false, Some(hb)) = (&end, (until.alive)(), &wt.pulse.hb) {
         // A JVM that died without its shutdown hooks (SIGKILL, the OOM killer, a crash) leaves
@@ -559,13 +560,13 @@ impl Watcher<'_> {
                     for (i, l) in looks.iter().enumerate() {
                         self.w.counters.line(&recording::disk::CounterLook {
                             gap: i == 0,
-                            ..l.clone().into()
+                            ..l.clone().to_disk()
                         })?;
                     }
                     let mut looked = Vec::new();
                     self.pulse.adopt(&st, now, looks.last(), &mut |l| looked.push(l.clone()));
                     for l in looked {
-                        self.w.counters.line(&recording::disk::CounterLook::from(l))?;
+                        self.w.counters.line(&l.to_disk())?;
                     }
                     Check::Stalled(st)
                 }

@@ -5,6 +5,7 @@
 //! Invariant: every source is read without blocking on the target (no signal, no ptrace), and
 //! one that cannot be read is left out of the sample, never guessed.
 
+use crate::to_disk::ToDisk;
 use procwatch::cgroup::{self, Cgroups};
 use procwatch::task::TaskSample;
 use procwatch::{maps, system};
@@ -94,7 +95,7 @@ pub(super) fn system_sample(t: u64, stall: u32, baseline: bool, src: &Sources) -
         stall,
         baseline,
         tlb: system::read_tlb_shootdowns(),
-        cpu: system::read_cpu_times().map(Into::into),
+        cpu: system::read_cpu_times().map(ToDisk::to_disk),
         psi_cpu_us: psi.cpu_some_us,
         psi_io_us: psi.io_some_us,
         psi_memory_us: psi.memory_some_us,
@@ -103,18 +104,18 @@ pub(super) fn system_sample(t: u64, stall: u32, baseline: bool, src: &Sources) -
             .cpu
             .as_ref()
             .and_then(|g| g.throttling_via(Some(&src.kept)))
-            .map(Into::into),
-        vmstat: system::read_vmstat().map(Into::into),
+            .map(ToDisk::to_disk),
+        vmstat: system::read_vmstat().map(ToDisk::to_disk),
         psi_memory_full_us: psi.memory_full_us,
-        process: procwatch::task::process_memory(src.pid).map(Into::into),
+        process: procwatch::task::process_memory(src.pid).map(ToDisk::to_disk),
         memcg: src
             .target
             .memory
             .as_ref()
             .filter(|g| g.path != "/")
             .and_then(|g| g.memory_via(Some(&src.kept)))
-            .map(Into::into),
-        cgroup_pressure: unified.and_then(|g| g.pressure_via(Some(&src.kept))).map(Into::into),
+            .map(ToDisk::to_disk),
+        cgroup_pressure: unified.and_then(|g| g.pressure_via(Some(&src.kept))).map(ToDisk::to_disk),
         recorder: src.recorder(),
         jvm: None,
     }

@@ -13,6 +13,7 @@ use super::traces::TraceRequest;
 use super::{ALIVE_CHECK, MAX_BACKLOG, Until, Watcher, settle};
 use crate::dumps::DumpDue;
 use crate::pulse::Still;
+use crate::to_disk::ToDisk;
 use anyhow::Result;
 use procwatch::clock::mono_ns;
 use procwatch::heartbeat;
@@ -150,7 +151,7 @@ impl Watcher<'_> {
                 stall,
                 full: true,
                 baseline: true,
-                threads: recording::disk::all(self.idle.threads.clone()),
+                threads: crate::to_disk::all(self.idle.threads.clone()),
                 gone: vec![],
             })?;
         }
@@ -282,7 +283,7 @@ impl Watcher<'_> {
                 stall,
                 full: first,
                 baseline: false,
-                threads: recording::disk::all(threads),
+                threads: crate::to_disk::all(threads),
                 gone,
             })?;
             first = false;
@@ -358,7 +359,7 @@ impl Watcher<'_> {
         let mut counted = Vec::new();
         out.still = self.pulse.still(st, looked, &mut |l| counted.push(l.clone()));
         for l in counted {
-            self.w.counters.line(&recording::disk::CounterLook::from(l))?;
+            self.w.counters.line(&l.to_disk())?;
         }
         if out.still != Still::Stalled || until.stop.load(Ordering::Relaxed) {
             return Ok(true);
@@ -394,7 +395,7 @@ impl Watcher<'_> {
                 stall,
                 full: true,
                 baseline: false,
-                threads: recording::disk::all(cur.clone()),
+                threads: crate::to_disk::all(cur.clone()),
                 gone: vec![],
             })?;
         }

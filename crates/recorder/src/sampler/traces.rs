@@ -68,11 +68,7 @@ impl TraceWriter {
                             .collect();
                         let _ = out.line(&StallTrace {
                             stall: r.stall,
-                            events: recording::disk::all(keep_recent(
-                                mine,
-                                &r.blocked,
-                                r.lock_from,
-                            )),
+                            events: crate::to_disk::all(keep_recent(mine, &r.blocked, r.lock_from)),
                         });
                     }
                 }

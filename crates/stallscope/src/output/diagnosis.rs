@@ -336,7 +336,7 @@ fn render(r: &Report) -> String {
         fmt_ns(m.threshold_ns)
     );
     if let Some(p) = &m.pod {
-        let _ = writeln!(out, "{}", p.describe());
+        let _ = writeln!(out, "{}", super::pod_line(p));
     }
     for n in &r.notes {
         let _ = writeln!(out, "note: {n}");

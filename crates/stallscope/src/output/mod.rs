@@ -19,6 +19,15 @@ pub mod logs;
 
 use std::io;
 
+/// Where a recorded process ran, in one line (`pod shop/orders-…, container orders-api (…)`), as
+/// the node's reader says it of a live one.
+pub fn pod_line(p: &recording::Pod) -> String {
+    let recording::Pod { namespace, name, uid, container, container_id, runtime, source } =
+        p.clone();
+    procwatch::pods::Pod { namespace, name, uid, container, container_id, runtime, source }
+        .describe()
+}
+
 /// The sink the libraries tell what they noticed (progress, warnings): stderr, one line each,
 /// `source: text`, as stallscope has always printed them.
 pub fn notices() -> recording::Notices {

@@ -2,6 +2,7 @@
 //! and who asked for it, the attach clients, whether it is stopped and by which signal.
 
 use super::*;
+use crate::to_disk::ToDisk;
 use procwatch::vmops::SafepointState;
 
 impl Looker {
@@ -88,7 +89,7 @@ impl Looker {
                     }
                     let asked =
                         procwatch::attachers::asked(&p.cmdline, &[pid, procwatch::ns::nspid(pid)]);
-                    let w = Who::AttachClient { t: mono_ns(), stall, client: p.into(), asked };
+                    let w = Who::AttachClient { t: mono_ns(), stall, client: p.to_disk(), asked };
                     self.line(&w);
                 }
             }
@@ -146,7 +147,7 @@ impl Looker {
             state: f.state,
         });
         let tracer =
-            (tracer > 0).then(|| self.describer.describe(tracer)).flatten().map(Into::into);
+            (tracer > 0).then(|| self.describer.describe(tracer)).flatten().map(ToDisk::to_disk);
         self.line(&Who::Stopped { t: mono_ns(), stall, state, tracer, freezer });
         self.signals(mono_ns());
     }

@@ -3,6 +3,7 @@
 //! start and end.
 
 use super::*;
+use crate::to_disk::ToDisk;
 
 impl Looker {
     /// Every process (and the target's threads' storage use) looked at, at the first look after
@@ -166,7 +167,7 @@ impl Looker {
                     comm: p.as_ref().map_or(u.comm, |p| p.comm.clone()),
                     cpu_ns: u.own_ns,
                     children_ns: u.children_ns,
-                    named: p.map(Into::into).unwrap_or_default(),
+                    named: p.map(crate::to_disk::named).unwrap_or_default(),
                 });
             }
         }
@@ -212,7 +213,7 @@ impl Looker {
         for t in takers.iter_mut().filter(|t| t.tid.is_none()) {
             if let Some(p) = self.describer.describe(t.pid) {
                 t.comm = p.comm.clone();
-                t.named = p.into();
+                t.named = crate::to_disk::named(p);
             }
         }
         let w = Who::IoUse { stall: open.stall, from: before.from, to, takers };
@@ -260,7 +261,7 @@ pub(super) fn sender_of(d: &mut procwatch::process::Describer, tid: i32, comm: &
         .and_then(|s| s.lines().find_map(|l| l.strip_prefix("Tgid:"))?.trim().parse().ok());
     let Some(tgid) = tgid else { return traced };
     match d.describe(tgid) {
-        Some(p) if named() && (tgid != tid || p.comm == comm || comm == "exe") => p.into(),
+        Some(p) if named() && (tgid != tid || p.comm == comm || comm == "exe") => p.to_disk(),
         _ => WhoProcess { pid: tgid, ..traced },
     }
 }

@@ -486,7 +486,7 @@ pub fn recording_view(l: &Recording, report: &Report) -> RecordingView {
             start_wall: wall_of(meta, meta.start_mono_ns),
             recorded_s: report.summary.recorded_ns as f64 / 1e9,
             tracepoints: meta.tracepoints,
-            pod: meta.pod.as_ref().map(procwatch::pods::Pod::describe),
+            pod: meta.pod.as_ref().map(crate::output::pod_line),
         },
         summary: report.summary.clone(),
         notes: report.notes.clone(),
