@@ -281,6 +281,10 @@ pub(crate) fn run(
             {
                 w.pop_front();
             }
+            if shrunk(&mut w) {
+                drop(w);
+                give_back_freed_memory();
+            }
         }
         let zero = 0u32.to_ne_bytes();
         if let Ok(Some(v)) = sk.maps.lost.lookup_percpu(&zero, libbpf_rs::MapFlags::ANY) {
@@ -493,4 +497,65 @@ pub fn now_ns() -> u64 {
     // SAFETY: ts is a valid timespec to write into.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// Below this many waits' room the window is never shrunk (a few hundred kB).
+const SHRINK_FLOOR: usize = 4096;
+
+/// Gives back the room a long stall's waits took once the window holds a quarter of it: a 15 s
+/// stall of one JVM grew it to 32,768 waits (7 MB, with their stacks 19 MB), and a deque keeps
+/// its room when emptied, so `watch` stayed that much larger for good. True when it shrank.
+fn shrunk(w: &mut VecDeque<RawWait>) -> bool {
+    if w.capacity() <= SHRINK_FLOOR || w.len() * 4 > w.capacity() {
+        return false;
+    }
+    w.shrink_to((w.len() * 2).max(SHRINK_FLOOR));
+    true
+}
+
+/// Returns what the allocator holds free to the system (glibc keeps it in its arenas: the
+/// stacks of the waits dropped with the room above, small blocks among others).
+fn give_back_freed_memory() {
+    #[cfg(target_env = "gnu")]
+    // SAFETY: malloc_trim takes a padding and only releases free memory of the allocator's own.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn wait(start: u64) -> RawWait {
+        RawWait {
+            start,
+            end: Some(start + 1),
+            woken: None,
+            state: 1,
+            tid: 1,
+            tgid: 1,
+            cpu: 0,
+            comm: String::new(),
+            frames: vec![],
+            waker: None,
+            instead: None,
+            instead_ns: None,
+        }
+    }
+
+    #[test]
+    fn the_window_gives_back_a_long_stalls_room_once_it_drained() {
+        let mut w: VecDeque<RawWait> = (0..32_768).map(wait).collect();
+        assert!(!shrunk(&mut w), "full: kept");
+        w.drain(..32_000);
+        assert!(shrunk(&mut w));
+        assert!(w.capacity() < 8_192, "room for {} waits left", w.capacity());
+        assert_eq!(w.len(), 768);
+        assert_eq!(w.front().map(|r| r.start), Some(32_000), "the newest waits stay, in order");
+        assert!(!shrunk(&mut w), "once");
+        let mut small: VecDeque<RawWait> = (0..1_000).map(wait).collect();
+        small.clear();
+        assert!(!shrunk(&mut small), "a window this small is left as it is");
+    }
 }
