@@ -336,18 +336,24 @@ fn threads_that_share_an_index_are_each_recorded() {
     drop(go);
     let _ = py.wait();
     let waits = oc.waits(&[pid], from, offcpu::now_ns());
+    // The naps: long sleeps (a thread preempted for 40 ms on a busy machine is not one).
     let naps: Vec<_> = waits
         .iter()
-        .filter(|w| w.tid != pid && w.end.is_some_and(|e| e - w.start >= 40_000_000))
+        .filter(|w| w.tid != pid && w.state == 'S')
+        .filter(|w| w.end.is_some_and(|e| e - w.start >= 40_000_000))
         .collect();
     let mut tids: Vec<i32> = naps.iter().map(|w| w.tid).collect();
     tids.sort_unstable();
     tids.dedup();
     assert!(tids.len() == 8, "eight threads' naps: {naps:#?}");
+    // A nap whose wake-up the program missed still has its stack (taken as the thread comes
+    // back) but no waker: about one nap in 1,500 here, cause not found (docs/kernel-events.md).
+    let unwoken = naps.iter().filter(|w| w.woken.is_none()).count();
+    assert!(unwoken <= 1, "{unwoken} naps without their waker: {naps:#?}");
     for t in &tids {
         let mine: Vec<_> = naps.iter().filter(|w| w.tid == *t).collect();
         assert!(mine.len() >= 4, "thread {t}: {mine:#?}");
-        assert!(mine.iter().all(|w| w.state == 'S' && w.comm.starts_with("python")), "{mine:#?}");
+        assert!(mine.iter().all(|w| w.comm.starts_with("python")), "{mine:#?}");
         assert!(mine.iter().all(|w| !w.stack.is_empty()), "armed, with stacks: {mine:#?}");
         // Its waits one after the other: none overlaps the next (no entry written by two).
         for pair in mine.windows(2) {

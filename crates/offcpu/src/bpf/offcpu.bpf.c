@@ -259,10 +259,17 @@ static __always_inline struct off_entry *entry_made(__u32 tid, __u32 tgid)
 	struct off_entry *h = bpf_map_lookup_elem(&off, &tid);
 	if (h)
 		return h;
-	if ((e->tid == 0 && __sync_val_compare_and_swap(&e->tid, 0, tid) == 0) ||
-	    (e->tid == GONE && __sync_val_compare_and_swap(&e->tid, GONE, tid) == GONE)) {
-		e->tgid = tgid;
-		return e;
+	__u32 was = e->tid;
+	if (was == 0 || was == GONE) {
+		__u32 got = __sync_val_compare_and_swap(&e->tid, was, tid);
+		if (got == was) {
+			e->tgid = tgid;
+			return e;
+		}
+		/* Taken on another CPU by this same thread's other event (its switch and a wake-up
+		 * that raced it): one entry, not a second in the hash that the index would hide. */
+		if (got == tid)
+			return e;
 	}
 	struct off_entry blank = {.tid = tid, .tgid = tgid};
 	bpf_map_update_elem(&off, &tid, &blank, BPF_NOEXIST);
@@ -550,6 +557,15 @@ static __always_inline int switched(__u32 tgid, __u32 tid, __s64 state, __u32 ne
 			} else {
 				r->nframes = 0;
 				r->waker_nframes = 0;
+				/* A sleep whose wake-up the program did not see (woken 0) has no stack yet:
+				 * the thread's stack is still the wait's as it comes back (it has not run),
+				 * taken now where on_waking would have. Not for a preempted thread, whose
+				 * stack on_waking never takes. */
+				if (next_task && !o->woken && (o->state & 0xff) != 0 &&
+				    now - o->start >= stack_ns && LEVEL(target_of(o->tgid)) >= 2) {
+					long n = bpf_get_task_stack(next_task, r->frames, sizeof(r->frames), 0);
+					r->nframes = n > 0 ? (__u64)n >> 3 : 0;
+				}
 			}
 			bpf_ringbuf_submit(r, BPF_RB_NO_WAKEUP);
 		} else {
