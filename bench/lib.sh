@@ -83,5 +83,5 @@ cyclictest_cpu() {
 bpf_ns() {
   command -v jq > /dev/null || { echo 0; return; }
   { bpftool prog show -j 2> /dev/null || /usr/sbin/bpftool prog show -j 2> /dev/null || echo '[]'; } |
-    jq '[.[] | select(.name == "on_switch" or .name == "on_switch_btf" or .name == "on_waking" or .name == "on_sp_begin" or .name == "on_sp_end") | .run_time_ns // 0] | add // 0'
+    jq '[.[] | select(.name == "on_switch" or .name == "on_switch_btf" or .name == "on_waking" or .name == "on_sp_begin" or .name == "on_sp_end" or .name == "on_csd") | .run_time_ns // 0] | add // 0'
 }

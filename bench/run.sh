@@ -2,7 +2,7 @@
 # make bench: every benchmark, each printing its reference measured in the same run.
 set -euo pipefail
 cd "$(dirname "$0")"
-for b in logs_throughput.sh logs_gcviewer.sh jfr_vs_jmc.sh report_html.sh culprit_frames.sh watch_overhead.sh watch_long.sh boost_overhead.sh who_overhead.sh bpf_overhead.sh neighbours.sh soak.sh; do
+for b in logs_throughput.sh logs_gcviewer.sh jfr_vs_jmc.sh report_html.sh culprit_frames.sh watch_overhead.sh watch_long.sh boost_overhead.sh who_overhead.sh machine_counters.sh bpf_overhead.sh neighbours.sh soak.sh; do
   echo "== $b"
   "./$b"
   echo

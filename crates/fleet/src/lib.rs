@@ -180,6 +180,7 @@ pub fn run(cfg: Config, stop: &AtomicBool) -> Result<()> {
     let only_armed = offcpu::Options {
         record_unarmed: offcpu::Unarmed::Nothing,
         watchdog: true,
+        tlb_row: Some(procwatch::system::read_tlb_shootdowns),
         ..Default::default()
     };
     let bpf = match (cfg.bpf, root) {

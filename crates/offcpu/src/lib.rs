@@ -16,6 +16,7 @@
 //! process exits, even by SIGKILL (tests/offcpu.rs checks with the kernel's list of programs).
 
 mod alarm;
+mod counters;
 mod entries;
 mod ksyms;
 mod program;
@@ -26,6 +27,7 @@ mod slots;
 mod tally;
 
 pub use alarm::{Alarm, Woke};
+pub use counters::{Counters, TlbRow, cpu_list};
 pub use entries::Entries;
 
 pub use ksyms::Ksyms;
@@ -85,6 +87,9 @@ pub struct Options {
     /// power of two; a thread whose index another holds is kept in a hash instead). 1: every
     /// thread but one in the hash, for the tests of that path.
     pub entry_slots: u32,
+    /// Count TLB shootdowns in the kernel ([`Counters`]), aligned to the `TLB` row this reads,
+    /// once the programs are loaded (None: not counted; the file is read).
+    pub tlb_row: Option<TlbRow>,
 }
 
 /// Which finished waits of a process not armed go through the ring buffer.
@@ -112,6 +117,7 @@ impl Default for Options {
             watchdog: false,
             classic_switch: false,
             entry_slots: 16384,
+            tlb_row: None,
         }
     }
 }

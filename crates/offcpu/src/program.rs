@@ -240,6 +240,11 @@ pub(crate) fn run(
         sk.maps.toff.as_fd().try_clone_to_owned().ok()
     };
     let _ = ready.send(Ok((alarms, sp, tally.flatten(), toff)));
+    // The machine's counters, loaded once per process (after the readers were let go: a
+    // sample before then reads the file).
+    if let Some(row) = opts.tlb_row {
+        let _ = crate::Counters::shared(row);
+    }
     // The safepoint probes' links, while attached: slot 0's (one process), and those attached
     // in every process, once per libjvm.so (its device and inode).
     let mut probes: Vec<libbpf_rs::Link> = Vec::new();

@@ -220,7 +220,11 @@ pub(crate) fn start_tracer(
         None
     } else {
         // The watchdog lets the loop sleep between stalls while the agent's meter ticks.
-        let opts = offcpu::Options { watchdog, ..Default::default() };
+        let opts = offcpu::Options {
+            watchdog,
+            tlb_row: Some(procwatch::system::read_tlb_shootdowns),
+            ..Default::default()
+        };
         match offcpu::OffCpu::start(&[pid], opts) {
             Ok(o) => {
                 if watchdog && o.reader().alarm().is_err() {
