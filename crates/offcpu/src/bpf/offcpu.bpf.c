@@ -255,7 +255,7 @@ static __always_inline struct off_entry *entry_made(__u32 tid, __u32 tgid)
 		return e;
 	/* A thread already in the hash stays there: its wait under way is there. Had it taken an
 	 * index given back meanwhile (its holder exited), its wake-up would land on a blank entry
-	 * and the wait in the hash would lose its waker and stack (seen in tests/offcpu.rs). */
+	 * and the wait in the hash would lose its waker and stack (seen in tests/naps.rs). */
 	struct off_entry *h = bpf_map_lookup_elem(&off, &tid);
 	if (h)
 		return h;
