@@ -410,12 +410,23 @@ fn a_remote_jmx_client_asking_for_thread_dumps_is_named_with_its_address() {
         // dump took 9-15 ms on JDK 17, and in one run beside the client JVM's start none of 8
         // was caught; 800 make each some 20-30 ms. (1500 made the client's eight remote dumps
         // outlast the JVM's 10 s.)
-        // The JVM lives until the client is done (--until), at most a minute.
+        // The JVM lives until the client is done (--until), at most three minutes: a minute was
+        // too short once in a CI rehearsal (2026-12-02, a slow day), where the JVM went away
+        // under the first client's dumps and the next two were refused.
         let done = d.join("client-done");
         let until = done.to_str().unwrap();
-        args.extend(["-jar", workloads_jar_str(), "idle", "--duration", "60s", "--threads", "800"]);
+        args.extend([
+            "-jar",
+            workloads_jar_str(),
+            "idle",
+            "--duration",
+            "180s",
+            "--threads",
+            "800",
+        ]);
         args.extend(["--until", until]);
         let (r, pid) = run(&rec, &jdk.java(), &args);
+        let began = std::time::Instant::now();
         jvm_started(pid);
         // The JMX agent listens once the JVM has started it; under load that can take seconds.
         let listening = poll(Duration::from_secs(40), Duration::from_millis(100), || {
@@ -433,7 +444,16 @@ fn a_remote_jmx_client_asking_for_thread_dumps_is_named_with_its_address() {
             if o.status.success() {
                 return Some(o);
             }
-            said.push(format!("{}: {}", o.status, String::from_utf8_lossy(&o.stderr)));
+            // Whether the JVM still lived, and for how long: a refused client beside a JVM gone
+            // is the JVM's end, not the client's fault.
+            let alive = std::path::Path::new(&format!("/proc/{pid}")).exists();
+            said.push(format!(
+                "{:.1} s after the JVM's start, the JVM {}: {}: {}",
+                began.elapsed().as_secs_f64(),
+                if alive { "alive" } else { "gone" },
+                o.status,
+                String::from_utf8_lossy(&o.stderr)
+            ));
             None
         });
         std::fs::write(&done, "").unwrap();
