@@ -88,6 +88,51 @@ pub const PROBED_LOOK_NS: u64 = 50_000_000;
 /// oldest go (its begin is then placed less closely).
 const MAX_LOOKS: usize = 4096;
 
+/// What became of a wake-up handed to a watcher.
+#[derive(Debug, PartialEq, Eq)]
+enum Handed {
+    /// The watcher has it, and is busy until it says it is not.
+    Sent,
+    /// A wake-up is still pending (the queue holds one): this one is left for the next pass.
+    Pending,
+    /// The watcher has ended.
+    Gone,
+}
+
+/// Where a watcher's wake-ups go (its channel; a test's stand-in).
+trait WakeQueue {
+    fn try_send(&self, w: Wake) -> Result<(), TrySendError<Wake>>;
+}
+
+impl WakeQueue for SyncSender<Wake> {
+    fn try_send(&self, w: Wake) -> Result<(), TrySendError<Wake>> {
+        SyncSender::try_send(self, w)
+    }
+}
+
+/// Hands `wake` to a watcher, marking it busy *before* it can have it: a watcher woken at once
+/// (on the other CPU, or preempting this thread) may take a short stall, end it and say it is
+/// idle again before this thread runs on; marked busy after that, it would stay busy, and its
+/// JVM's stalls go unseen until its next idle look (issue 58's missed dumps: seconds of them
+/// after each stall barely over the threshold).
+fn hand_over(queue: &impl WakeQueue, busy: &AtomicBool, wake: Wake) -> Handed {
+    let was = busy.swap(true, Ordering::AcqRel);
+    match queue.try_send(wake) {
+        Ok(()) => Handed::Sent,
+        Err(e) => {
+            // Not handed: as it was. Only ever set back to idle (which the watcher alone says
+            // otherwise), so a watcher that said so meanwhile is not overruled.
+            if !was {
+                busy.store(false, Ordering::Release);
+            }
+            match e {
+                TrySendError::Full(_) => Handed::Pending,
+                TrySendError::Disconnected(_) => Handed::Gone,
+            }
+        }
+    }
+}
+
 impl Beats {
     pub fn new(threshold_ns: u64, notices: Notices) -> Beats {
         Beats { entries: Arc::new(Mutex::new(Vec::new())), threshold_ns, notices }
@@ -315,18 +360,15 @@ impl Beats {
                     }
                 }
             };
-            // Busy only once the watcher has it: a wake-up still pending (the queue holds one)
-            // leaves this one for the next pass.
-            match e.wake.try_send(wake) {
-                Ok(()) => {
-                    e.busy.store(true, Ordering::Release);
+            match hand_over(&e.wake, &e.busy, wake) {
+                Handed::Sent => {
                     if let (Some(b), Source::Outside { handed, .. }) = (hand, &mut e.source) {
                         *handed = b;
                     }
                     true
                 }
-                Err(TrySendError::Full(_)) => true,
-                Err(TrySendError::Disconnected(_)) => false,
+                Handed::Pending => true,
+                Handed::Gone => false,
             }
         });
         due
@@ -352,5 +394,63 @@ impl Beats {
             }
         }
         self.wake_all();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::cell::RefCell;
+
+    /// A watcher on the other CPU (or one that preempts the loop as it is woken): it takes the
+    /// wake-up, deals with a stall that is already over and says it is idle again, all before
+    /// the loop's thread runs on from its send.
+    struct AtOnce<'a> {
+        busy: &'a AtomicBool,
+        taken: RefCell<u32>,
+    }
+
+    impl WakeQueue for AtOnce<'_> {
+        fn try_send(&self, _: Wake) -> Result<(), TrySendError<Wake>> {
+            assert!(self.busy.load(Ordering::Acquire), "handed over before it was marked busy");
+            *self.taken.borrow_mut() += 1;
+            self.busy.store(false, Ordering::Release);
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_watcher_done_before_the_loop_runs_on_is_not_left_busy() {
+        let busy = AtomicBool::new(false);
+        let q = AtOnce { busy: &busy, taken: RefCell::new(0) };
+        assert_eq!(hand_over(&q, &busy, Wake::Look), Handed::Sent);
+        // Still idle: the next stall of its JVM is handed over too.
+        assert!(!busy.load(Ordering::Acquire));
+        assert_eq!(hand_over(&q, &busy, Wake::Look), Handed::Sent);
+        assert_eq!(*q.taken.borrow(), 2);
+    }
+
+    #[test]
+    fn a_wake_up_not_taken_leaves_the_watcher_as_it_was() {
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        let busy = AtomicBool::new(false);
+        assert_eq!(hand_over(&tx, &busy, Wake::Look), Handed::Sent);
+        assert!(busy.load(Ordering::Acquire));
+        // The watcher took it, and said it was idle before its next wait: one pending now.
+        assert!(rx.try_recv().is_ok());
+        busy.store(false, Ordering::Release);
+        assert_eq!(hand_over(&tx, &busy, Wake::Look), Handed::Sent);
+        assert_eq!(hand_over(&tx, &busy, Wake::Look), Handed::Pending);
+        assert!(busy.load(Ordering::Acquire), "the pending one keeps it busy");
+        // Busy mid-stall, and the queue full: left busy.
+        assert_eq!(hand_over(&tx, &busy, Wake::Look), Handed::Pending);
+        assert!(busy.load(Ordering::Acquire));
+        // Idle, and the queue full: left idle.
+        busy.store(false, Ordering::Release);
+        assert_eq!(hand_over(&tx, &busy, Wake::Look), Handed::Pending);
+        assert!(!busy.load(Ordering::Acquire));
+        drop(rx);
+        assert_eq!(hand_over(&tx, &busy, Wake::Look), Handed::Gone);
+        assert!(!busy.load(Ordering::Acquire));
     }
 }
