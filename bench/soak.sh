@@ -323,19 +323,32 @@ row() {
   rss=$(awk '/^VmRSS/ { printf "%.1f", $2 / 1024 }' /proc/"$watch_pid"/status)
   thr=$(awk '/^Threads/ { print $2 }' /proc/"$watch_pid"/status)
   fds=$(ls /proc/"$watch_pid"/fd | wc -l)
-  # Entries in the hash maps of watch's programs (arrays and rings have a fixed size).
-  maps=0
+  # Entries in the hash maps of watch's programs (arrays and rings have a fixed size), each map
+  # apart in bpf_rows: targets (a guarded JVM whose index in the targets array, its pid's low 16
+  # bits, another holds: nearly always none), off (a thread's wait whose index in the waits
+  # array another thread holds), stacks (a thread's last wait's kernel stacks), cputime (each
+  # process's CPU time while a stall is under way, emptied after). The last three are LRU maps:
+  # bounded by their size whatever happens; a leak would show as a floor that rises.
   # (Named, not by owner: this bpftool does not say which process holds a map.)
-  for id in $(bpftool map show -j 2> /dev/null |
-      jq -r '.[] | select(.name | IN("targets", "off", "stacks", "cputime")) | .id'); do
-    maps=$((maps + $(bpftool map dump id "$id" -j 2> /dev/null | jq length)))
+  local name id k per=() caps=()
+  maps=0
+  for name in targets off stacks cputime; do
+    k=0
+    for id in $(bpftool map show -j 2> /dev/null | jq -r --arg n "$name" '.[] | select(.name == $n) | .id'); do
+      k=$((k + $(bpftool map dump id "$id" -j 2> /dev/null | jq length)))
+    done
+    per+=("$k"); maps=$((maps + k))
+    [[ -s "$work/bpf_caps" ]] || caps+=("$(bpftool map show -j 2> /dev/null |
+      jq -r --arg n "$name" '[.[] | select(.name == $n) | .max_entries] | first // 0')")
   done
+  [[ -s "$work/bpf_caps" || ${#caps[@]} -ne 4 || ${caps[0]} == 0 ]] || echo "${caps[*]}" > "$work/bpf_caps"
   series=$(curl -sf "http://127.0.0.1:$port/metrics" | grep -c '^stallscope_' || true)
   disk=$(du -sm --exclude=.fill "$out_dir" | awk '{ print $1 }')
   ev=$(wc -l < "$work/events.jsonl" 2> /dev/null || echo 0)
   live=$(pgrep -c -f "stallscope-workloads.jar" || true)
   printf '%s %s %s %s %s %s %s %s %s %s\n' "$m" "$(pct $((cpu1 - cpu0)) $((t1 - t0)))" "$rss" "$fds" "$thr" \
     "$maps" "$series" "$disk" "$ev" "$live" >> "$rows"
+  echo "$m ${per[*]} $live" >> "$work/bpf_rows"
   printf '  %4s %8s%% %8s %5s %6s %8s %7s %7s %7s %5s\n' "$m" "$(pct $((cpu1 - cpu0)) $((t1 - t0)))" "$rss" "$fds" \
     "$thr" "$maps" "$series" "$disk" "$ev" "$live"
   cpu0=$cpu1; t0=$t1
@@ -431,6 +444,24 @@ for col in "2 CPU %" "3 RSS MiB" "4 fds" "5 threads" "6 BPF entries" "7 series" 
   b=$(tail -n "$tenth" "$rows" | awk -v c="$c" '{ $11 = $10 > 0 ? $7 / $10 : 0; print $c }' | median_spread | cut -d' ' -f1)
   printf '    %-12s %10s %10s   last / first %s   goal <= 1.10\n' "$name" "$a" "$b" "$(ratio "$b" "$a")"
 done
+# The BPF maps one by one: a median that rises and falls with the stalls and threads of the
+# moment says little as a ratio of small numbers; what matters is that none approaches its size
+# and that none keeps a floor that rises (the least of each tenth, first against last).
+if [[ -s "$work/bpf_rows" ]]; then
+  read -r -a caps < "$work/bpf_caps" 2> /dev/null || caps=(? ? ? ?)
+  echo "    BPF map entries, each map (first tenth's median, last tenth's, each tenth's least, the peak, the map's size):"
+  i=0
+  for name in targets off stacks cputime; do
+    c=$((i + 2))
+    a=$(head -n "$tenth" "$work/bpf_rows" | awk -v c="$c" '{ print $c }' | median_spread | cut -d' ' -f1)
+    b=$(tail -n "$tenth" "$work/bpf_rows" | awk -v c="$c" '{ print $c }' | median_spread | cut -d' ' -f1)
+    peak=$(awk -v c="$c" '{ if ($c > m) m = $c } END { print m + 0 }' "$work/bpf_rows")
+    floors=$(awk -v c="$c" -v t="$tenth" '{ k = int((NR - 1) / t); if (!(k in m) || $c < m[k]) m[k] = $c }
+      END { for (i = 0; i in m; i++) printf "%s%s", (i ? " " : ""), m[i] }' "$work/bpf_rows")
+    printf '      %-8s %6s %6s   least by tenth: %s   peak %5s of %s\n' "$name" "$a" "$b" "$floors" "$peak" "${caps[$i]:-?}"
+    i=$((i + 1))
+  done
+fi
 echo "    disk under --out at most $(awk '{ if ($8 > m) m = $8 } END { print m + 0 }' "$rows") MB (the filled minute's row aside: see it), --retain ${retain_mb} MB"
 echo "    events $(wc -l < "$work/events.jsonl"), panics in watch's stderr: $(grep -c 'panicked' "$work/watch.err" || true)"
 if [[ "$pods" != 0 ]]; then
