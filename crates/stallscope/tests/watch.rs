@@ -1156,26 +1156,10 @@ fn stalls_in_a_jvms_first_second_are_seen() {
     );
 }
 
-/// Milliseconds since the epoch of a wall time `YYYY-MM-DD?HH:MM:SS.mmm`, then an optional
-/// offset (`+HH:MM`, `-HH:MM`, `Z`): the JVM's `utctime` and watch's events' `time`.
+/// Milliseconds since the epoch of a wall time, as the JVM's `utctime` and watch's events'
+/// `time` write it (the safepoint log parser's own reading).
 fn wall_ms(s: &str) -> Option<i64> {
-    let n = |a: usize, b: usize| s.get(a..b)?.parse::<i64>().ok();
-    let (y, m, d) = (n(0, 4)?, n(5, 7)?, n(8, 10)?);
-    let (hh, mm, ss, ms) = (n(11, 13)?, n(14, 16)?, n(17, 19)?, n(20, 23)?);
-    // Days from the civil date (Howard Hinnant's algorithm).
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let doy = (153 * (m + if m > 2 { -3 } else { 9 }) + 2) / 5 + d - 1;
-    let days = era * 146_097 + yoe * 365 + yoe / 4 - yoe / 100 + doy - 719_468;
-    let offset = match s.get(23..) {
-        Some(o) if o.len() >= 6 && (o.starts_with('+') || o.starts_with('-')) => {
-            let sign = if o.starts_with('-') { -1 } else { 1 };
-            sign * (o[1..3].parse::<i64>().ok()? * 60 + o[4..6].parse::<i64>().ok()?)
-        }
-        _ => 0,
-    };
-    Some((((days * 24 + hh) * 60 + mm) * 60 + ss) * 1000 + ms - offset * 60_000)
+    hotspot_log::stamps::parse_iso_time(s.as_bytes()).map(|w| w.epoch_ms)
 }
 
 /// Issue 58, found by the soak (a pod's 17 ms thread dump, never an event) and then in minutes
