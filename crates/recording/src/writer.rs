@@ -148,6 +148,10 @@ fn write_lines(
                     flush(&mut files, &mut batches);
                     let _ = done.send(());
                 }
+                Queued::Close => {
+                    closed = true;
+                    break;
+                }
             }
         }
         flush(&mut files, &mut batches);
@@ -267,11 +271,21 @@ impl<T: Serialize> Appender<T> {
 impl<T> Drop for Appender<T> {
     fn drop(&mut self) {
         if let Sink::Queue { tx, thread, .. } = &mut self.to {
-            drop(tx.take());
-            // The last appender of the thread's files joins it, once every line is written.
-            if let Some(t) = thread.take().and_then(Arc::into_inner) {
+            // The last appender of the thread's files closes it and joins it, once every line is
+            // written.
+            let last = thread.take().and_then(Arc::into_inner);
+            let tx = tx.take();
+            if let Some(t) = last {
+                if let Some(tx) = &tx {
+                    let _ = tx.send(Queued::Close);
+                }
+                drop(tx);
                 let t = t.into_inner().unwrap_or_else(|p| p.into_inner());
                 if let Some(t) = t {
+                    // Its lines written at the CPU's usual share, not at SCHED_IDLE's: whoever
+                    // closes a recording waits for them (a roll's next recording does, and a JVM
+                    // that keeps the CPUs busy held it up to a second, its stalls then unseen).
+                    normal_priority(&t);
                     t.thread().unpark();
                     let _ = t.join();
                 }
@@ -290,6 +304,15 @@ pub fn idle_priority() {
     unsafe { libc::sched_setscheduler(0, libc::SCHED_IDLE, &p) };
 }
 
+/// The thread `t` back from [`idle_priority`] to the usual policy (SCHED_OTHER).
+fn normal_priority(t: &std::thread::JoinHandle<()>) {
+    use std::os::unix::thread::JoinHandleExt;
+    let p = libc::sched_param { sched_priority: 0 };
+    // SAFETY: the thread is not joined yet, so its pthread_t is valid; the parameter is valid
+    // for SCHED_OTHER.
+    unsafe { libc::pthread_setschedparam(t.as_pthread_t(), libc::SCHED_OTHER, &p) };
+}
+
 /// How long a background appender's thread pauses after writing what was queued, so that the
 /// lines of a stall's next looks are written together: at most this much of a recording is
 /// lost when the recorder is killed outright. Measured (`watch` over one JVM stalling three
@@ -304,6 +327,10 @@ enum Queued {
     /// A line of file number `.0` of the thread's files, lossy or not (`.2`).
     Line(usize, Vec<u8>, bool),
     Barrier(std::sync::mpsc::SyncSender<()>),
+    /// The last appender is gone: write what is queued and end. Not left to the queue's
+    /// disconnection, which a barrier still held elsewhere (a stall's, waiting in `watch`'s
+    /// analysis queue for up to a second) would put off, and the recording's closing with it.
+    Close,
 }
 
 /// Waits, on another thread than the writer's, until the lines appended before it was taken are
@@ -547,6 +574,39 @@ mod tests {
         a.barrier().unwrap().also(unanswered).wait();
         other.join().unwrap();
         drop(a);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// Issue 58: a roll closes a recording while stalls' barriers wait in `watch`'s analysis
+    /// queue. Closing waited for every barrier to be dropped (the queue's disconnection), so the
+    /// next recording began up to a second later, its stalls unseen. Closing now writes every
+    /// line and ends at once; a barrier waited on afterwards returns.
+    #[test]
+    fn closing_writes_every_line_and_waits_for_no_barrier_held_elsewhere() {
+        let dir = std::env::temp_dir().join(format!("stallscope-close-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("lines.jsonl");
+        let mut a: Appender<u32> = Appender::background(&path, 16, false).unwrap();
+        for i in 0..100 {
+            a.line(&i).unwrap();
+        }
+        let held = a.barrier().unwrap();
+        // The barrier is held by another thread until the appender is closed, or a minute.
+        let (closed_tx, closed) = std::sync::mpsc::channel::<()>();
+        let holder = std::thread::spawn(move || {
+            let told = closed.recv_timeout(std::time::Duration::from_secs(60)).is_ok();
+            held.wait();
+            told
+        });
+        drop(a);
+        let _ = closed_tx.send(());
+        assert!(
+            holder.join().unwrap(),
+            "closing returned while another thread held a barrier, and the barrier then returned"
+        );
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(text.lines().count(), 100, "every line is written by the time closing returns");
         let _ = std::fs::remove_dir_all(&dir);
     }
 }
