@@ -199,14 +199,13 @@ impl Beats {
         &self,
         pid: i32,
         jc: Option<JvmCounters>,
-        probes: Option<offcpu::SafepointSlot>,
+        probes: Option<Arc<offcpu::SafepointSlot>>,
         observe: Observer,
         idle_sample: Duration,
         ended: Box<dyn FnMut(u32, recording::Barrier) + Send>,
     ) -> Driven {
         let includes_sync = jc.as_ref().is_some_and(|c| c.info.safepoint_time_includes_sync);
         let pulse = Pulse::counters(pid, jc).stopped_every(STOPPED_EVERY_NS);
-        let probes = probes.map(Arc::new);
         let theirs = probes.clone();
         self.driven(
             Source::Outside {

@@ -168,6 +168,10 @@ pub(crate) fn guard_jvm(
         }
     }
     let _filtered = Filtered(sh.offcpu.as_ref(), pid);
+    // Its safepoint probes' slot, made with its first recording from outside and kept for the
+    // next ones: a safepoint begun as a recording is rolled is still seen begin by the next
+    // (a slot of its own would see none of it, and a stall then under way would be missed).
+    let probes = std::sync::OnceLock::new();
     let mut first = true;
     // Since when its recordings could not be written for want of room (said once a spell), and
     // said over as the next recording starts.
@@ -266,7 +270,8 @@ pub(crate) fn guard_jvm(
             let drive = |p: i32, jc: Option<procwatch::jvmcounters::JvmCounters>| {
                 recording_again();
                 let o = observer(&jc);
-                sh.beats.join_outside(p, jc, safepoint_probes(&sh, p), o, IDLE_SAMPLE, ended())
+                let slot = probes.get_or_init(|| safepoint_probes(&sh, p).map(Arc::new)).clone();
+                sh.beats.join_outside(p, jc, slot, o, IDLE_SAMPLE, ended())
             };
             recorder::attach::record_outside(&s, pid, &stop, &drive)
         };

@@ -1170,38 +1170,71 @@ fn wall_ms(s: &str) -> Option<i64> {
 /// twice the threshold their own logs show (after their first 2 s) is an event.
 #[test]
 fn every_safepoint_of_a_jvm_that_stalls_many_times_a_second_is_an_event() {
+    every_safepoint_is_an_event("every61", 2, 60, &[], &mut |_| {});
+}
+
+/// Issue 58, found by the soak (a 2,000-thread JVM's thread dump, never an event, its recording
+/// rolled about once a minute) and then in minutes here: a roll closed the recording by joining
+/// its writer thread, which waited for every barrier of its stalls, some held for up to a second
+/// in `watch`'s analysis queue (16 of 263 safepoints missed in 60 s, in bursts right after each
+/// roll); and the next recording's safepoint probes saw nothing begun before them. A JVM whose
+/// thread dumps wait on a counted loop many times a second, its recording rolled every few
+/// seconds by a small `--retain`: every safepoint of twice the threshold is an event.
+#[test]
+fn no_safepoint_is_missed_while_a_recording_is_rolled() {
+    let mut rolled = std::collections::HashSet::new();
+    every_safepoint_is_an_event("rolled62", 1, 40, &["--retain", "4M"], &mut |rec| {
+        for e in std::fs::read_dir(rec).into_iter().flatten().flatten() {
+            rolled.insert(e.file_name());
+        }
+    });
+    assert!(rolled.len() >= 3, "its recording was rolled at least twice: {rolled:?}");
+}
+
+/// `jvms` JVMs tagged `tag` whose thread dumps wait on a counted loop every 150 ms for `secs`,
+/// watched with `args` beside the usual ones: every safepoint of at least 10 ms their own logs
+/// show (after their first 2 s) must be an event. `during` is shown the recordings' directory
+/// while they run.
+fn every_safepoint_is_an_event(
+    tag: &str,
+    jvms: usize,
+    secs: u64,
+    args: &[&str],
+    during: &mut dyn FnMut(&Path),
+) {
     let _x = exclusive();
-    let d = scratch("watch-every");
+    let d = scratch(&format!("watch-{tag}"));
     let events = d.join("events.jsonl");
-    let (mut w, _, said) = start_watch(&[
+    let rec = d.join("rec");
+    let for_secs = format!("{}s", secs + 90);
+    let mut watch_args = vec![
         "--match",
-        "every61",
+        tag,
         "--out",
-        d.join("rec").to_str().unwrap(),
+        rec.to_str().unwrap(),
         "--events",
         events.to_str().unwrap(),
         "--for",
-        "150s",
-    ]);
+        &for_secs,
+    ];
+    watch_args.extend_from_slice(args);
+    let (mut w, _, said) = start_watch(&watch_args);
     let ready = poll(Duration::from_secs(20), Duration::from_millis(50), || {
         said.try_iter().find(|l| l.starts_with("stallscope: watching"))
     });
     assert!(ready.is_some(), "watch said it was watching");
-    let jvms: Vec<(Reaper, i32, PathBuf)> = (0..2)
+    let duration = format!("{secs}s");
+    let jvms: Vec<(Reaper, i32, PathBuf)> = (0..jvms)
         .map(|i| {
             let log = d.join(format!("safepoints-{i}.log"));
             let mut java = Command::new(java25());
-            java.args([
-                "-Devery61",
-                "-Xmx64m",
-                "-XX:+UseParallelGC",
-                "-XX:-UseCountedLoopSafepoints",
-            ])
-            .arg(format!("-Xlog:safepoint:file={}:utctime,uptime", log.display()));
+            java.arg(format!("-D{tag}"))
+                .args(["-Xmx64m", "-XX:+UseParallelGC", "-XX:-UseCountedLoopSafepoints"])
+                .arg(format!("-Xlog:safepoint:file={}:utctime,uptime", log.display()));
             let args = [
                 "counted-loop",
                 "--duration",
-                "60s",
+                &duration,
                 "--rounds",
                 "20",
                 "--every",
@@ -1217,7 +1250,10 @@ fn every_safepoint_of_a_jvm_that_stalls_many_times_a_second_is_an_event() {
     // end in wall ms, total ns).
     let mut truth = Vec::new();
     for (mut jvm, pid, log) in jvms {
-        let ended = poll(Duration::from_secs(120), EVERY, || jvm.0.try_wait().ok().flatten());
+        let ended = poll(Duration::from_secs(secs + 60), EVERY, || {
+            during(&rec);
+            jvm.0.try_wait().ok().flatten()
+        });
         assert!(ended.is_some_and(|s| s.success()), "JVM {pid} ran and exited");
         let out = stallscope().args(["logs", "--csv", "--no-rotation"]).arg(&log).output().unwrap();
         let csv = String::from_utf8_lossy(&out.stdout).into_owned();
