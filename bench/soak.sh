@@ -130,6 +130,9 @@ cleanup() {
   for d in "$cg"/j* "$cg"; do
     for _ in $(seq 50); do [[ -d "$d" ]] || break; rmdir "$d" 2> /dev/null && break; sleep 0.1; done
   done
+  # The recordings live on the bench's own tmpfs: KEEP=1 copies them out before it goes, so that
+  # a miss can be looked into afterwards.
+  [[ -n "${KEEP:-}" ]] && mountpoint -q "$out_dir" && cp -a "$out_dir" "$work/recordings"
   mountpoint -q "$out_dir" && umount "$out_dir"
   [[ -n "${KEEP:-}" ]] && echo "kept $work" || rm -rf "$work"
 }

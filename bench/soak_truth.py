@@ -17,6 +17,10 @@ those that began within STARTING s after watch was ready again (it finds and ope
 then), and those that ended within STARTING s before watch was killed (their diagnosis under
 way; `report` reads them from the recording).
 
+A safepoint found is also checked for being **split**: overlapped, without slack, by two or more
+events of its pid by at least SPLIT_NS each (a stall cut in two, as a recording's roll under way
+could do). Each is listed and counted.
+
 Prints each miss, then a summary line `truth N found F missed M …`, and a JSON line of the same
 for the bench. Exit status 0 unless the inputs cannot be read.
 """
@@ -32,6 +36,7 @@ import time
 
 SLACK = 50_000_000
 STARTING = 2_000_000_000
+SPLIT_NS = 1_000_000
 
 
 def main():
@@ -64,8 +69,9 @@ def main():
                 if len(parts) >= 2:
                     down.append((int(parts[0]), int(parts[1]), parts[2].strip() if len(parts) > 2 else ""))
 
-    truth = found = missed = in_down = young = restarting = in_flight = 0
+    truth = found = missed = in_down = young = restarting = in_flight = split = 0
     misses = []
+    splits = []
     for log in logs:
         m = re.search(r"-(\d+)\.log$", log)
         if not m or os.path.getsize(log) == 0:
@@ -90,6 +96,12 @@ def main():
             truth += 1
             if any(b - SLACK <= end and begin <= e + SLACK for b, e in events.get(pid, [])):
                 found += 1
+                parts = sum(1 for b, e in events.get(pid, []) if min(e, end) - max(b, begin) >= SPLIT_NS)
+                if parts >= 2:
+                    split += 1
+                    splits.append(f"  split into {parts} events: pid {pid} ({os.path.basename(log)} line "
+                                  f"{row['line']}): {row['operation']} {total / 1e6:.1f} ms, ending at "
+                                  f"monotonic {end / 1e9:.3f} s")
                 continue
             uptime = int(row["start_uptime_ns"] or STARTING)
             if uptime < STARTING:
@@ -107,16 +119,17 @@ def main():
             misses.append(f"  {kind}: pid {pid} ({os.path.basename(log)} line {row['line']}): "
                           f"{row['operation']} {total / 1e6:.1f} ms at uptime {uptime / 1e9:.3f} s, "
                           f"ending at monotonic {end / 1e9:.3f} s")
-    for m in misses[:20]:
-        print(m)
-    if len(misses) > 20:
-        print(f"  … and {len(misses) - 20} more")
+    for lines in (misses, splits):
+        for m in lines[:20]:
+            print(m)
+        if len(lines) > 20:
+            print(f"  … and {len(lines) - 20} more")
     print(f"truth {truth} found {found} missed {missed}; apart: in a JVM's first 2 s {young}, "
           f"in watch's first 2 s {restarting}, ended in the 2 s before watch was killed {in_flight}, "
-          f"while watch was down {in_down}")
+          f"while watch was down {in_down}; found split into two events or more {split}")
     print(json.dumps({"truth": truth, "found": found, "missed": missed, "jvm_first_2s": young,
                       "watch_first_2s": restarting, "before_kill": in_flight,
-                      "while_down": in_down}))
+                      "while_down": in_down, "split": split}))
 
 
 if __name__ == "__main__":
