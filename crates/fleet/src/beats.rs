@@ -153,7 +153,7 @@ impl Beats {
             wake: tx,
             busy: Arc::clone(&busy),
         });
-        Driven { wake: rx, busy, idle_sample, ended, probes }
+        Driven { wake: rx, busy, idle_sample, ended, probes, roll: None }
     }
 
     /// Adds the JVM `pid`'s heartbeat (opened again here: the watcher keeps its own mapping)
@@ -187,6 +187,7 @@ impl Beats {
                     idle_sample,
                     ended,
                     probes: None,
+                    roll: None,
                 }
             }
         }

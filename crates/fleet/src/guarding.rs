@@ -257,7 +257,10 @@ pub(crate) fn guard_jvm(
         let r = if attached {
             let drive = |p: i32, hb: &procwatch::heartbeat::Heartbeat| {
                 recording_again();
-                sh.beats.join(p, hb, IDLE_SAMPLE, ended())
+                recorder::sampler::Driven {
+                    roll: Some(Arc::clone(&roll)),
+                    ..sh.beats.join(p, hb, IDLE_SAMPLE, ended())
+                }
             };
             recorder::attach::record_attached(&s, &jvm, None, &stop, Some(&drive), None)
         } else {
@@ -271,7 +274,10 @@ pub(crate) fn guard_jvm(
                 recording_again();
                 let o = observer(&jc);
                 let slot = probes.get_or_init(|| safepoint_probes(&sh, p).map(Arc::new)).clone();
-                sh.beats.join_outside(p, jc, slot, o, IDLE_SAMPLE, ended())
+                recorder::sampler::Driven {
+                    roll: Some(Arc::clone(&roll)),
+                    ..sh.beats.join_outside(p, jc, slot, o, IDLE_SAMPLE, ended())
+                }
             };
             recorder::attach::record_outside(&s, pid, &stop, &drive)
         };

@@ -309,6 +309,8 @@ pub fn run(cfg: Config, stop: &AtomicBool) -> Result<()> {
     }
     shared.ending.store(true, Ordering::SeqCst);
     for g in guarded.values() {
+        // Not a roll (were one asked): a stall under way is cut at once, not followed.
+        g.flags.roll.store(false, Ordering::SeqCst);
         g.flags.stop.store(true, Ordering::SeqCst);
     }
     beats.wake_all();

@@ -1311,6 +1311,25 @@ fn every_safepoint_is_an_event(
         truth.len(),
         missed(&evs)
     );
+    // And one event, not two: a stall cut (by a roll of its recording) and seen again by the
+    // next recording would be two events overlapping it, each by more than the times' rounding.
+    let split: Vec<String> = truth
+        .iter()
+        .filter_map(|(pid, line, begin, end, total)| {
+            let parts = evs
+                .iter()
+                .filter(|e| {
+                    let t = wall_ms(&e.time).unwrap();
+                    let t_end = t + (e.duration_ns / 1_000_000) as i64;
+                    e.jvm.pid == *pid && (*end).min(t_end) - (*begin).max(t) >= 2
+                })
+                .count();
+            (parts > 1).then(|| {
+                format!("pid {pid} line {line}: {:.1} ms, {parts} events", *total as f64 / 1e6)
+            })
+        })
+        .collect();
+    assert!(split.is_empty(), "each safepoint is one event, not two: {split:?}");
 }
 
 /// A tmpfs of the test's own, unmounted when dropped (root only).

@@ -71,6 +71,11 @@ pub struct Driven {
     /// The JVM's safepoint probes, as the loop reads them: the stalls they found are followed
     /// to their ends with them.
     pub probes: Option<std::sync::Arc<offcpu::SafepointSlot>>,
+    /// Set with `stop` when the recording is rolled (`watch --retain`, or escalated): a stall
+    /// under way then is followed to its end, for [`ROLL_WAIT`] at most, before watching ends.
+    /// Cut at the roll, it would be two events: its first part here, and the rest in the next
+    /// recording, whose loop finds the safepoint still open.
+    pub roll: Option<std::sync::Arc<AtomicBool>>,
 }
 
 /// What the driving loop wakes a watcher for.
@@ -182,6 +187,8 @@ struct Watcher<'a> {
     probe_reader: Option<offcpu::Reader>,
     /// `--for`'s end.
     deadline: Option<Instant>,
+    /// When a roll was first seen asked during the stall under way ([`Driven::roll`]).
+    roll_asked: Option<Instant>,
 }
 
 struct Watchdog {
@@ -249,6 +256,8 @@ const WATCHDOG_SLEEP_NS: u64 = 250_000_000;
 /// The longest a driven watcher waits for its loop before it looks for itself whether watching
 /// should end (the target gone).
 const DRIVEN_MAX_WAIT: Duration = Duration::from_secs(1);
+/// The longest a roll waits for the stall under way to end ([`Driven::roll`]).
+pub const ROLL_WAIT: Duration = Duration::from_secs(10);
 /// How often the loop checks that the target is still there.
 const ALIVE_CHECK: Duration = Duration::from_millis(100);
 /// How often, between stalls, the baseline sample and the system timeline are taken.

@@ -361,7 +361,8 @@ impl Watcher<'_> {
         for l in counted {
             self.w.counters.line(&l.to_disk())?;
         }
-        if out.still != Still::Stalled || until.stop.load(Ordering::Relaxed) {
+        if out.still != Still::Stalled || (until.stop.load(Ordering::Relaxed) && !self.roll_waits())
+        {
             return Ok(true);
         }
         out.unchanged_at = looked;
@@ -377,6 +378,21 @@ impl Watcher<'_> {
             }
         }
         Ok(false)
+    }
+
+    /// Whether the stop asked is a roll that waits for the stall under way to end: a roll is
+    /// told from watch's end by `Driven::roll`, set with `stop` for a roll alone.
+    fn roll_waits(&mut self) -> bool {
+        let rolling = self
+            .driven
+            .as_ref()
+            .and_then(|d| d.roll.as_ref())
+            .is_some_and(|r| r.load(Ordering::SeqCst));
+        if !rolling {
+            self.roll_asked = None;
+            return false;
+        }
+        self.roll_asked.get_or_insert_with(Instant::now).elapsed() < super::ROLL_WAIT
     }
 
     /// The last look, at the moment of resumption; tracepoint evidence; the stall's end event.

@@ -92,6 +92,7 @@ impl<'a> Watcher<'a> {
             watchdog,
             probe_reader,
             deadline,
+            roll_asked: None,
         };
         if wt.pulse.hb.is_some() {
             wt.meter_running()?;
