@@ -17,9 +17,9 @@ those that began within STARTING s after watch was ready again (it finds and ope
 then), and those that ended within STARTING s before watch was killed (their diagnosis under
 way; `report` reads them from the recording).
 
-A safepoint found is also checked for being **split**: overlapped, without slack, by two or more
-events of its pid by at least SPLIT_NS each (a stall cut in two, as a recording's roll under way
-could do). Each is listed and counted.
+A safepoint found is also checked for being **split**: overlapped, without slack, by events of two
+or more of its pid's recordings by at least SPLIT_NS each (a stall cut by a roll of its
+recording and seen again by the next). Each is listed and counted.
 
 Prints each miss, then a summary line `truth N found F missed M …`, and a JSON line of the same
 for the bench. Exit status 0 unless the inputs cannot be read.
@@ -36,7 +36,7 @@ import time
 
 SLACK = 50_000_000
 STARTING = 2_000_000_000
-SPLIT_NS = 1_000_000
+SPLIT_NS = 2_000_000
 
 
 def main():
@@ -57,7 +57,8 @@ def main():
                 e = json.loads(line)
                 t = datetime.datetime.fromisoformat(e["time"]).timestamp()
                 start = int(t * 1e9) - offset
-                events.setdefault(e["jvm"]["pid"], []).append((start, start + int(e["duration_ns"])))
+                events.setdefault(e["jvm"]["pid"], []).append(
+                    (start, start + int(e["duration_ns"]), e.get("recording", "")))
             except (ValueError, KeyError, TypeError) as err:
                 sys.exit(f"{events_path}:{n}: not a watch event ({err})")
 
@@ -94,12 +95,12 @@ def main():
                 in_down += 1
                 continue
             truth += 1
-            if any(b - SLACK <= end and begin <= e + SLACK for b, e in events.get(pid, [])):
+            if any(b - SLACK <= end and begin <= e + SLACK for b, e, _ in events.get(pid, [])):
                 found += 1
-                parts = sum(1 for b, e in events.get(pid, []) if min(e, end) - max(b, begin) >= SPLIT_NS)
+                parts = len({r for b, e, r in events.get(pid, []) if min(e, end) - max(b, begin) >= SPLIT_NS})
                 if parts >= 2:
                     split += 1
-                    splits.append(f"  split into {parts} events: pid {pid} ({os.path.basename(log)} line "
+                    splits.append(f"  split across {parts} recordings: pid {pid} ({os.path.basename(log)} line "
                                   f"{row['line']}): {row['operation']} {total / 1e6:.1f} ms, ending at "
                                   f"monotonic {end / 1e9:.3f} s")
                 continue
@@ -126,7 +127,7 @@ def main():
             print(f"  … and {len(lines) - 20} more")
     print(f"truth {truth} found {found} missed {missed}; apart: in a JVM's first 2 s {young}, "
           f"in watch's first 2 s {restarting}, ended in the 2 s before watch was killed {in_flight}, "
-          f"while watch was down {in_down}; found split into two events or more {split}")
+          f"while watch was down {in_down}; found split across recordings {split}")
     print(json.dumps({"truth": truth, "found": found, "missed": missed, "jvm_first_2s": young,
                       "watch_first_2s": restarting, "before_kill": in_flight,
                       "while_down": in_down, "split": split}))

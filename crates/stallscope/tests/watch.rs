@@ -1311,8 +1311,9 @@ fn every_safepoint_is_an_event(
         truth.len(),
         missed(&evs)
     );
-    // And one event, not two: a stall cut (by a roll of its recording) and seen again by the
-    // next recording would be two events overlapping it, each by more than the times' rounding.
+    // And one event, not two: a stall cut by a roll of its recording and seen again by the next
+    // recording would be events of two recordings overlapping it, each by more than the
+    // times' rounding (two safepoints back to back are one recording's).
     let split: Vec<String> = truth
         .iter()
         .filter_map(|(pid, line, begin, end, total)| {
@@ -1323,9 +1324,14 @@ fn every_safepoint_is_an_event(
                     let t_end = t + (e.duration_ns / 1_000_000) as i64;
                     e.jvm.pid == *pid && (*end).min(t_end) - (*begin).max(t) >= 2
                 })
-                .count();
+                .map(|e| e.recording.as_str())
+                .collect::<std::collections::HashSet<_>>()
+                .len();
             (parts > 1).then(|| {
-                format!("pid {pid} line {line}: {:.1} ms, {parts} events", *total as f64 / 1e6)
+                format!(
+                    "pid {pid} line {line}: {:.1} ms, in {parts} recordings",
+                    *total as f64 / 1e6
+                )
             })
         })
         .collect();

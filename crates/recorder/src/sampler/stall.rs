@@ -121,6 +121,7 @@ impl Watcher<'_> {
     ) -> Result<Option<u64>> {
         self.stall += 1;
         let stall = self.stall;
+        self.roll_asked = None;
         if let Some(k) = &self.kwaits {
             k.begin(stall);
         }
@@ -361,7 +362,7 @@ impl Watcher<'_> {
         for l in counted {
             self.w.counters.line(&l.to_disk())?;
         }
-        if out.still != Still::Stalled || (until.stop.load(Ordering::Relaxed) && !self.roll_waits())
+        if out.still != Still::Stalled || (until.stop.load(Ordering::SeqCst) && !self.roll_waits())
         {
             return Ok(true);
         }
