@@ -145,11 +145,15 @@ fn a_program_that_is_not_a_jvm_faulting_on_a_mapped_file_is_told_the_file_and_of
     assert_eq!(unsafe { libc::geteuid() }, 0, "this test needs root (BPF, the tracepoints)");
     let (d, mnt, _fs) = slow_data("kernel-mmap");
     // One byte read through a read-only shared mapping at 12345 past each MiB: each a fault
-    // waiting on the slow disk.
-    let script = "import mmap, sys\n\
+    // waiting on the slow disk. A pause between them keeps them four stalls: back to back, the
+    // microseconds run between two faults may go unseen, and the four are one stall of 800 ms
+    // (one fresh-clone run in several, on a loaded machine).
+    let script = "import mmap, sys, time\n\
         f = open(sys.argv[1], 'rb')\n\
         m = mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ)\n\
-        print(sum(m[off + 12345] for off in range(0, 4 << 20, 1 << 20)))\n";
+        total = 0\n\
+        for off in range(0, 4 << 20, 1 << 20):\n    total += m[off + 12345]\n    time.sleep(0.3)\n\
+        print(total)\n";
     let data = mnt.join("data");
     let (r, meta) =
         run_process("kernel-mmap-run", &[], &["python3", "-c", script, data.to_str().unwrap()]);
