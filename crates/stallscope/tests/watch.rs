@@ -1280,13 +1280,17 @@ fn every_safepoint_is_an_event(
         }
     }
     assert!(truth.len() >= 100, "the JVMs stalled at least 100 times for 10 ms: {}", truth.len());
+    // An event's begin and end, wall ms.
+    let span = |e: &StallEvent| {
+        let t = wall_ms(&e.time).unwrap();
+        (t, t + (e.duration_ns / 1_000_000) as i64)
+    };
     let missed = |evs: &[StallEvent]| {
         truth
             .iter()
             .filter(|(pid, _, begin, end, _)| {
                 !evs.iter().any(|e| {
-                    let t = wall_ms(&e.time).unwrap();
-                    let t_end = t + (e.duration_ns / 1_000_000) as i64;
+                    let (t, t_end) = span(e);
                     e.jvm.pid == *pid && t - 50 <= *end && *begin <= t_end + 50
                 })
             })
@@ -1320,8 +1324,7 @@ fn every_safepoint_is_an_event(
             let parts = evs
                 .iter()
                 .filter(|e| {
-                    let t = wall_ms(&e.time).unwrap();
-                    let t_end = t + (e.duration_ns / 1_000_000) as i64;
+                    let (t, t_end) = span(e);
                     e.jvm.pid == *pid && (*end).min(t_end) - (*begin).max(t) >= 2
                 })
                 .map(|e| e.recording.as_str())

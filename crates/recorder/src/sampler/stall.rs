@@ -382,18 +382,11 @@ impl Watcher<'_> {
     }
 
     /// Whether the stop asked is a roll that waits for the stall under way to end: a roll is
-    /// told from watch's end by `Driven::roll`, set with `stop` for a roll alone.
+    /// told from watch's end by `Driven::roll`, set with `stop` for a roll alone. The wait is
+    /// timed from the first look that saw it (reset as each stall begins).
     fn roll_waits(&mut self) -> bool {
-        let rolling = self
-            .driven
-            .as_ref()
-            .and_then(|d| d.roll.as_ref())
-            .is_some_and(|r| r.load(Ordering::SeqCst));
-        if !rolling {
-            self.roll_asked = None;
-            return false;
-        }
-        self.roll_asked.get_or_insert_with(Instant::now).elapsed() < super::ROLL_WAIT
+        self.driven.as_ref().and_then(|d| d.roll.as_ref()).is_some_and(|r| r.load(Ordering::SeqCst))
+            && self.roll_asked.get_or_insert_with(Instant::now).elapsed() < super::ROLL_WAIT
     }
 
     /// The last look, at the moment of resumption; tracepoint evidence; the stall's end event.
