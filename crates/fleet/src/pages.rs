@@ -147,8 +147,10 @@ impl Pages {
             return not_found(&format!("no recording {name} here"));
         }
         let req = Request { dir, view, format };
-        // Drawn at idle priority: a page never takes a CPU from a JVM (or from the guarding).
-        recording::writer::idle_priority();
+        // Drawn at the helpers' priority: level with a JVM's threads, below the guarding's
+        // loops, and never below them (see `helper_priority`: a page drawn at SCHED_IDLE could
+        // hold them on a lock it took).
+        recording::writer::helper_priority();
         match (self.render)(&req) {
             Ok(Some(body)) => Answer {
                 status: "200 OK",

@@ -110,7 +110,7 @@ fn write_lines(
     rx: std::sync::mpsc::Receiver<Queued>,
     lossy_queued: &AtomicUsize,
 ) {
-    idle_priority();
+    helper_priority();
     let mut batches: Vec<Vec<u8>> = files.iter().map(|_| Vec::new()).collect();
     let flush = |files: &mut Vec<File>, batches: &mut Vec<Vec<u8>>| {
         for (f, b) in files.iter_mut().zip(batches.iter_mut()) {
@@ -282,10 +282,6 @@ impl<T> Drop for Appender<T> {
                 drop(tx);
                 let t = t.into_inner().unwrap_or_else(|p| p.into_inner());
                 if let Some(t) = t {
-                    // Its lines written at the CPU's usual share, not at SCHED_IDLE's: whoever
-                    // closes a recording waits for them (a roll's next recording does, and a JVM
-                    // that keeps the CPUs busy held it up to a second, its stalls then unseen).
-                    normal_priority(&t);
                     t.thread().unpark();
                     let _ = t.join();
                 }
@@ -294,23 +290,23 @@ impl<T> Drop for Appender<T> {
     }
 }
 
-/// The calling thread runs only on a CPU nothing else wants (SCHED_IDLE): a writer never takes
-/// a CPU from the JVM's threads (issue 54). Only for a thread that takes no lock the JVM's
-/// threads could wait for (none of their `/proc` files that take their mmap_lock: `maps`,
-/// `cmdline`, `environ`), which starved would hold them up.
-pub fn idle_priority() {
+/// The calling thread, one of the recorder's helpers, runs at the usual policy and weight
+/// (`SCHED_OTHER`, nice 0): below the sampling loop's nice -10, level with the JVM's threads,
+/// never below them. Not `SCHED_IDLE`, as the writers ran before: a helper shares locks with the
+/// loop that the kernel does not see (the C library's malloc arenas: a line is allocated by the
+/// loop and freed by its writer), and one preempted while it holds one waits until the CPUs
+/// are idle. Beside two CPU hogs a writer preempted inside malloc for 1,045 ms held both JVMs'
+/// watchers on the arena's lock, and their safepoints of that second were never events
+/// (`tests/watch.rs`, `every_safepoint_of_a_jvm_that_stalls_many_times_a_second_is_an_event`).
+/// At nice 0 the wait is the fair scheduler's, a few slices.
+pub fn helper_priority() {
     let p = libc::sched_param { sched_priority: 0 };
-    // SAFETY: sched_setscheduler on the calling thread (0) with a valid parameter.
-    unsafe { libc::sched_setscheduler(0, libc::SCHED_IDLE, &p) };
-}
-
-/// The thread `t` back from [`idle_priority`] to the usual policy (SCHED_OTHER).
-fn normal_priority(t: &std::thread::JoinHandle<()>) {
-    use std::os::unix::thread::JoinHandleExt;
-    let p = libc::sched_param { sched_priority: 0 };
-    // SAFETY: the thread is not joined yet, so its pthread_t is valid; the parameter is valid
-    // for SCHED_OTHER.
-    unsafe { libc::pthread_setschedparam(t.as_pthread_t(), libc::SCHED_OTHER, &p) };
+    // SAFETY: sched_setscheduler and setpriority on the calling thread (0, its own tid) with
+    // valid parameters; failure leaves it as it was.
+    unsafe {
+        libc::sched_setscheduler(0, libc::SCHED_OTHER, &p);
+        libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, 0);
+    }
 }
 
 /// How long a background appender's thread pauses after writing what was queued, so that the
