@@ -108,6 +108,20 @@ fn a_thread_off_a_cpu_now_is_returned_as_going_on() {
     );
 }
 
+/// The time the hypervisor took from every CPU of the machine so far (`/proc/stat`, in ticks).
+fn machine_steal_ns() -> u64 {
+    let stat = std::fs::read_to_string("/proc/stat").unwrap();
+    let cpu = stat.lines().next().unwrap();
+    let steal: u64 = cpu.split_whitespace().nth(8).unwrap().parse().unwrap();
+    steal * tick_ns()
+}
+
+/// One clock tick (`/proc/stat`'s unit).
+fn tick_ns() -> u64 {
+    // SAFETY: sysconf reads a constant.
+    1_000_000_000 / unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as u64
+}
+
 /// A shell that counts to `n` (its own loop, no children) and ends; reaped with its CPU time.
 fn spin_and_reap(n: u32) -> (i32, u64) {
     let mut child = Command::new("sh")
@@ -132,15 +146,25 @@ fn while_counting_every_process_s_cpu_time_is_tallied_as_the_kernel_accounts_it(
     let tally = oc.reader().cpu_tally().expect("this kernel's BTF sched_switch counts CPU time");
     let counting = tally.count().unwrap();
     let before = counting.look();
+    let steal_before = machine_steal_ns();
     let (pid, cpu_ns) = spin_and_reap(200_000);
+    let steal = machine_steal_ns() - steal_before;
     let after = counting.look();
     let taken = offcpu::tally_taken(&before, &after);
     let p = taken.iter().find(|p| p.tgid == pid).unwrap_or_else(|| panic!("{pid}: {taken:#?}"));
     // The kernel's own account of it (rusage: utime + stime sum to the time it ran, to the µs)
-    // against the switches': the same time, but for what each rounds.
-    let diff = p.ns.abs_diff(cpu_ns);
-    println!("tallied {} ns, rusage {cpu_ns} ns", p.ns);
-    assert!(diff <= 1_000_000 + cpu_ns / 50, "tallied {} ns, rusage {cpu_ns} ns", p.ns);
+    // against the switches': the same time, but for what each rounds, and for the time the
+    // hypervisor took from its CPU while it ran. The switches count that (they time the CPU's
+    // holder by the clock); the kernel's account leaves it out (PARAVIRT_TIME_ACCOUNTING, on
+    // here). Measured in a fresh-clone rehearsal: tallied 340.9 ms, rusage 320.2 ms. The
+    // machine's steal over the run bounds it, in ticks (one more for the two reads' rounding).
+    let slack = 1_000_000 + cpu_ns / 50;
+    println!("tallied {} ns, rusage {cpu_ns} ns, the machine's steal {steal} ns", p.ns);
+    assert!(
+        p.ns + slack >= cpu_ns && p.ns <= cpu_ns + slack + steal + tick_ns(),
+        "tallied {} ns, rusage {cpu_ns} ns, the machine's steal meanwhile {steal} ns",
+        p.ns
+    );
     assert_eq!(p.ptgid, std::process::id() as i32, "{p:?}");
     assert!(p.ended, "it exited while counted: {p:?}");
     assert!(!taken.iter().any(|q| q.tgid == std::process::id() as i32 && q.ended), "we did not");
