@@ -59,6 +59,8 @@ enum Source {
         handed: u64,
         /// With probes: when its counters are looked at next.
         next_look: u64,
+        /// When its watcher joined the loop (its recording began).
+        joined: u64,
     },
 }
 
@@ -131,6 +133,30 @@ fn hand_over(queue: &impl WakeQueue, busy: &AtomicBool, wake: Wake) -> Handed {
             }
         }
     }
+}
+
+/// The oldest safepoint of `sp` that lasted `threshold` and is over, but was never handed to
+/// its watcher: begun after the last one handed (`handed`), and ended after the watcher joined
+/// the loop (`joined`: one that ended before is the recording's before a roll, or no
+/// recording's). The loop, or the watcher, was held until it had ended (beside two CPU hogs: a
+/// watcher held a second on a lock, the loop late by more than the rest of an 11 ms
+/// safepoint): still a stall, from its begin to its end as the probes stamped them, its
+/// threads' waits from the kernel's events; handed over as soon as the watcher is idle, while
+/// the probes still hold it (the last [`offcpu::Safepoints::recent`]).
+fn missed_safepoint(
+    sp: &offcpu::Safepoints,
+    handed: u64,
+    joined: u64,
+    threshold: u64,
+) -> Option<u64> {
+    let n = usize::try_from(sp.count).unwrap_or(usize::MAX).min(sp.recent.len());
+    sp.recent[..n]
+        .iter()
+        .filter_map(|&(b, e)| {
+            let e = e?;
+            (b > handed && e > joined && e >= b + threshold).then_some(b)
+        })
+        .min()
 }
 
 impl Beats {
@@ -217,6 +243,7 @@ impl Beats {
                 probes,
                 handed: 0,
                 next_look: 0,
+                joined: mono_ns(),
             },
             idle_sample,
             ended,
@@ -273,6 +300,7 @@ impl Beats {
                     probes,
                     handed,
                     next_look,
+                    joined,
                 } => {
                     // Its probes, while they read (the BPF recorder may be gone: the counters
                     // alone then, as without BPF).
@@ -284,7 +312,8 @@ impl Beats {
                     let probes_since = probes.as_ref().map_or(0, |p| p.since());
                     let open = sp.and_then(|s| s.open_since).filter(|b| *b != *handed);
                     let probe_due = open.map_or(u64::MAX, |b| b + threshold);
-                    if sp.is_some() && now < probe_due && now < *next_look {
+                    let missed = sp.and_then(|s| missed_safepoint(&s, *handed, *joined, threshold));
+                    if missed.is_none() && sp.is_some() && now < probe_due && now < *next_look {
                         due = due.min(probe_due).min(*next_look);
                         return true;
                     }
@@ -328,14 +357,17 @@ impl Beats {
                             c if guess(c) => Some(now),
                             _ => None,
                         };
-                        match expected {
-                            Some(_) if now >= probe_due => Check::Stalled(
+                        match (expected, missed) {
+                            (Some(_), Some(b)) => {
+                                Check::Stalled(recorder::pulse::Stall::by_probe(b))
+                            }
+                            (Some(_), None) if now >= probe_due => Check::Stalled(
                                 recorder::pulse::Stall::by_probe(probe_due - threshold),
                             ),
-                            Some(expected) => {
+                            (Some(expected), None) => {
                                 Check::Quiet { expected, due: probe_due.min(*next_look) }
                             }
-                            None => c,
+                            (None, _) => c,
                         }
                     } else {
                         c
@@ -417,6 +449,41 @@ mod tests {
             self.busy.store(false, Ordering::Release);
             Ok(())
         }
+    }
+
+    /// The probes' record of the last safepoints, newest first: (begin, end) in ms.
+    fn recorded(open: Option<u64>, recent: &[(u64, Option<u64>)]) -> offcpu::Safepoints {
+        let ms = 1_000_000;
+        let mut sp = offcpu::Safepoints {
+            open_since: open.map(|b| b * ms),
+            count: recent.len() as u64,
+            recent: Default::default(),
+        };
+        for (slot, (b, e)) in sp.recent.iter_mut().zip(recent) {
+            *slot = (b * ms, e.map(|e| e * ms));
+        }
+        sp
+    }
+
+    #[test]
+    fn a_safepoint_over_before_the_loop_looked_is_still_handed_over_once() {
+        let ms = 1_000_000;
+        let threshold = 5 * ms;
+        // 100-111 ms, never handed: the oldest such, before 300-320; 200-203 is too short; the
+        // one under way (400) is the loop's as usual.
+        let sp = recorded(
+            Some(400),
+            &[(400, None), (300, Some(320)), (200, Some(203)), (100, Some(111))],
+        );
+        assert_eq!(missed_safepoint(&sp, 0, 0, threshold), Some(100 * ms));
+        // Handed (as it began, or as missed): the next.
+        assert_eq!(missed_safepoint(&sp, 100 * ms, 0, threshold), Some(300 * ms));
+        assert_eq!(missed_safepoint(&sp, 300 * ms, 0, threshold), None);
+        // Ended before its watcher joined (a roll's recording before): not this one's.
+        assert_eq!(missed_safepoint(&sp, 0, 150 * ms, threshold), Some(300 * ms));
+        assert_eq!(missed_safepoint(&sp, 0, 320 * ms, threshold), None);
+        // A ring not yet full: its empty slots are nothing.
+        assert_eq!(missed_safepoint(&recorded(None, &[]), 0, 0, threshold), None);
     }
 
     #[test]
