@@ -374,8 +374,17 @@ impl Beats {
                     };
                     match c {
                         Check::Stalled(st) if !busy => {
-                            if st.by == recording::StallTrigger::SafepointProbe {
-                                hand = Some(st.since);
+                            // The safepoint under way is this stall's, whatever found it (a
+                            // process stopped inside one): not handed again as missed.
+                            hand = if st.by == recording::StallTrigger::SafepointProbe {
+                                Some(st.since)
+                            } else {
+                                sp.and_then(|s| s.open_since)
+                            };
+                            // One handed over as missed may leave another, or one under way
+                            // and due, whose alarm has rung already: look again soon.
+                            if missed.is_some() {
+                                due = due.min(now + MIN_SLEEP_NS);
                             }
                             Wake::Stall(st, looks.clone())
                         }
@@ -395,7 +404,7 @@ impl Beats {
             match hand_over(&e.wake, &e.busy, wake) {
                 Handed::Sent => {
                     if let (Some(b), Source::Outside { handed, .. }) = (hand, &mut e.source) {
-                        *handed = b;
+                        *handed = (*handed).max(b);
                     }
                     true
                 }

@@ -104,8 +104,15 @@ impl CounterWatch {
     }
 
     /// Takes over a safepoint another loop saw open since `since` (`watch`'s one loop hands its
-    /// stalls to each JVM's watcher): a first look, then that safepoint followed to its end.
-    fn adopt(&mut self, t: u64, since: u64, after: Option<&CounterLook>) -> Option<CounterLook> {
+    /// stalls to each JVM's watcher): a first look, then that safepoint followed to its end;
+    /// or, when it is `over` already, followed no further.
+    fn adopt(
+        &mut self,
+        t: u64,
+        since: u64,
+        after: Option<&CounterLook>,
+        over: bool,
+    ) -> Option<CounterLook> {
         if let Some(a) = after {
             // The loop's last look is the one before this (written just before it).
             self.last = Some(a.clone());
@@ -116,7 +123,8 @@ impl CounterWatch {
         if look.gc_in_progress().is_some() {
             look.gc_cause = self.jc.gc_cause();
         }
-        self.state = self.tracker.adopt_open(&look, since);
+        self.state =
+            if over { self.tracker.update(&look) } else { self.tracker.adopt_open(&look, since) };
         self.last = Some(look.clone());
         let changed = self.written.as_ref().is_none_or(|w| !w.same_as(&look));
         changed.then(|| {
@@ -384,9 +392,13 @@ impl Pulse {
         after: Option<&CounterLook>,
         out: &mut dyn FnMut(&CounterLook),
     ) {
+        // A safepoint over already (handed late, or as missed) is not followed as open: its
+        // counters have moved, and would read as open until the next one ended.
+        let over = s.by == StallTrigger::SafepointProbe
+            && self.probes.as_ref().and_then(|p| p.read()?.end_of(s.probe_begin)).is_some();
         if matches!(s.by, StallTrigger::Safepoint | StallTrigger::SafepointProbe)
             && let Some(c) = self.counters.as_mut()
-            && let Some(l) = c.adopt(now, s.since, after)
+            && let Some(l) = c.adopt(now, s.since, after, over)
         {
             out(&l);
         }
