@@ -1170,7 +1170,7 @@ fn wall_ms(s: &str) -> Option<i64> {
 /// twice the threshold their own logs show (after their first 2 s) is an event.
 #[test]
 fn every_safepoint_of_a_jvm_that_stalls_many_times_a_second_is_an_event() {
-    every_safepoint_is_an_event("every61", 2, 60, &[], &mut |_| {});
+    every_safepoint_is_an_event("every61", 2, 60, 20, &[], &mut |_| {});
 }
 
 /// Issue 58, found by the soak (a 2,000-thread JVM's thread dump, never an event, its recording
@@ -1180,10 +1180,14 @@ fn every_safepoint_of_a_jvm_that_stalls_many_times_a_second_is_an_event() {
 /// roll); and the next recording's safepoint probes saw nothing begun before them. A JVM whose
 /// thread dumps wait on a counted loop many times a second, its recording rolled every few
 /// seconds by a small `--retain`: every safepoint of twice the threshold is an event.
+///
+/// One JVM alone must stall often enough for the count below: 40 rounds a call, not 20. At 20,
+/// a call lasted 21 to 100 ms from run to run, and CI's run saw 96 safepoints of 10 ms where
+/// the test asks for 100; at 40 a call lasts 46 ms here, and 51 of 56 waits reach 10 ms.
 #[test]
 fn no_safepoint_is_missed_while_a_recording_is_rolled() {
     let mut rolled = std::collections::HashSet::new();
-    every_safepoint_is_an_event("rolled62", 1, 40, &["--retain", "4M"], &mut |rec| {
+    every_safepoint_is_an_event("rolled62", 1, 40, 40, &["--retain", "4M"], &mut |rec| {
         for e in std::fs::read_dir(rec).into_iter().flatten().flatten() {
             rolled.insert(e.file_name());
         }
@@ -1191,14 +1195,15 @@ fn no_safepoint_is_missed_while_a_recording_is_rolled() {
     assert!(rolled.len() >= 3, "its recording was rolled at least twice: {rolled:?}");
 }
 
-/// `jvms` JVMs tagged `tag` whose thread dumps wait on a counted loop every 150 ms for `secs`,
-/// watched with `args` beside the usual ones: every safepoint of at least 10 ms their own logs
+/// `jvms` JVMs tagged `tag` whose thread dumps wait on a counted loop of `rounds` sums every
+/// 150 ms for `secs`, watched with `args` beside the usual ones: every safepoint of at least 10 ms their own logs
 /// show (after their first 2 s) must be an event. `during` is shown the recordings' directory
 /// while they run.
 fn every_safepoint_is_an_event(
     tag: &str,
     jvms: usize,
     secs: u64,
+    rounds: u32,
     args: &[&str],
     during: &mut dyn FnMut(&Path),
 ) {
@@ -1224,6 +1229,7 @@ fn every_safepoint_is_an_event(
     });
     assert!(ready.is_some(), "watch said it was watching");
     let duration = format!("{secs}s");
+    let rounds = rounds.to_string();
     let jvms: Vec<(Reaper, i32, PathBuf)> = (0..jvms)
         .map(|i| {
             let log = d.join(format!("safepoints-{i}.log"));
@@ -1236,7 +1242,7 @@ fn every_safepoint_is_an_event(
                 "--duration",
                 &duration,
                 "--rounds",
-                "20",
+                &rounds,
                 "--every",
                 "150ms",
                 "--trigger",
