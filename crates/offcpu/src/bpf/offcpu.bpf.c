@@ -526,6 +526,8 @@ static __always_inline int switched(__u32 tgid, __u32 tid, __s64 state, __u32 ne
 		if (oh && oh->tid == next)
 			__sync_val_compare_and_swap(&oh->tid, next, 0);
 	}
+	/* Its stacks in `stacks`, taken as it was woken, until a record takes them. */
+	int stacked = o->nframes || o->waker_nframes;
 	int keep = now - o->start >= min_ns;
 	/* TASK_INTERRUPTIBLE alone: a sleep the thread asked for (a futex, a socket, a timer). */
 	if (keep && (record_unarmed == 0 || (record_unarmed == 1 && o->state == 1)))
@@ -545,15 +547,11 @@ static __always_inline int switched(__u32 tgid, __u32 tid, __s64 state, __u32 ne
 			r->cpu = o->cpu;
 			r->instead_us = o->instead_us;
 			__builtin_memcpy(r->comm, o->comm, 3 * TASK_COMM_LEN);
-			struct stacks *st = o->nframes || o->waker_nframes
-						? bpf_map_lookup_elem(&stacks, &next)
-						: 0;
+			struct stacks *st = stacked ? bpf_map_lookup_elem(&stacks, &next) : 0;
 			if (st) {
 				__builtin_memcpy(r->frames, st->frames, sizeof(*st));
 				r->nframes = o->nframes;
 				r->waker_nframes = o->waker_nframes;
-				/* Used: its LRU node is free for another thread's. */
-				bpf_map_delete_elem(&stacks, &next);
 			} else {
 				r->nframes = 0;
 				r->waker_nframes = 0;
@@ -573,6 +571,14 @@ static __always_inline int switched(__u32 tgid, __u32 tid, __s64 state, __u32 ne
 			if (l)
 				*l += 1;
 		}
+	}
+	/* Used, or not kept (its process disarmed between its wake-up and now, the ring full):
+	 * either way its LRU node is free for another thread's. Left, it stayed until the thread
+	 * exited: the soak's `stacks` map kept 54 such entries at its end. */
+	if (stacked) {
+		bpf_map_delete_elem(&stacks, &next);
+		o->nframes = 0;
+		o->waker_nframes = 0;
 	}
 	o->start = 0;
 	return target;
