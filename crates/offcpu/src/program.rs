@@ -313,7 +313,7 @@ pub(crate) fn run(
                 if let (Some(slot), Some(m)) = (slot, sp_map.as_ref()) {
                     m.clear(slot);
                 }
-                forget_waits(&sk.maps.toff, &sk.maps.off, toff_mask, t);
+                forget_waits(&sk.maps.toff, &sk.maps.off, &sk.maps.stacks, toff_mask, t);
             }
             Ok(Cmd::Unslot(t, held, generation)) => {
                 let current = sp_map.as_ref().is_some_and(|m| {
@@ -469,10 +469,12 @@ pub(crate) fn off_now<'a>(
 /// were added again, as one wait over the whole time between. Their indexes in `toff` stay
 /// held until they exit unseen (a thread that is not a target's is not seen exiting): others
 /// on those indexes are kept in the hash. The entry is rewritten with its own tid, so no thread
-/// can take the index meanwhile.
+/// can take the index meanwhile. The stacks a wait woken just before took are let go too: the
+/// program, seeing the thread no more, would not free them at its switch back in.
 pub(crate) fn forget_waits(
     toff: &impl libbpf_rs::MapCore,
     off: &impl libbpf_rs::MapCore,
+    stacks: &impl libbpf_rs::MapCore,
     toff_mask: u32,
     tgid: i32,
 ) {
@@ -486,6 +488,7 @@ pub(crate) fn forget_waits(
             let _ = toff.update(&index, &v, any);
         }
         let _ = off.delete(&tid.to_ne_bytes());
+        let _ = stacks.delete(&tid.to_ne_bytes());
     }
 }
 

@@ -12,17 +12,20 @@ fn start(tgids: &[i32]) -> OffCpu {
     })
 }
 
-/// A shell spinning on CPU 0 at `SCHED_FIFO` 1 for at most 3 s (the kernel's real-time
-/// throttling leaves the CPU's other tasks 5% meanwhile, and the other CPU is untouched), killed
-/// with its `timeout` when dropped.
+/// A shell spinning on CPU 0 at `SCHED_FIFO` 1 for at most 3 s, whatever becomes of the test: its
+/// `timeout` runs at the usual policy on any CPU (at `SCHED_FIFO` on CPU 0 it would never run
+/// behind the spinner), and the kernel ends the spinner after 2 s of real-time CPU without a
+/// blocking call (`RLIMIT_RTTIME`: `SIGXCPU`, then `SIGKILL` at 3 s). Meanwhile the kernel's
+/// real-time throttling leaves CPU 0's other tasks 5%, and the other CPU is untouched. Killed with
+/// its process group when dropped.
 struct Hog(std::process::Child);
 
 impl Hog {
     fn on_cpu0() -> Hog {
         use std::os::unix::process::CommandExt;
-        let child = Command::new("chrt")
-            .args(["-f", "1", "taskset", "-c", "0", "timeout", "-s", "KILL", "3"])
-            .args(["sh", "-c", "while :; do :; done"])
+        let child = Command::new("timeout")
+            .args(["-s", "KILL", "3", "prlimit", "--rttime=2000000:3000000"])
+            .args(["chrt", "-f", "1", "taskset", "-c", "0", "sh", "-c", "while :; do :; done"])
             .process_group(0)
             .spawn()
             .unwrap();
@@ -95,10 +98,12 @@ fn state_of(tid: i32) -> char {
 /// LRU `stacks` map until the thread is back on a CPU. Disarmed in between (a stall over before
 /// its woken threads got a CPU, common beside CPU hogs), the wait is not kept, and its stacks
 /// must be let go all the same: the hour's soak ended with 54 such entries, each held until its
-/// thread exited. Here the woken thread, on CPU 0, waits behind a real-time spinner there (the
-/// fair server defers it for most of a second) while the test disarms it. Tried and refused:
-/// a throttled cgroup (since Linux 6.18 a throttled task runs until it returns to user space,
-/// so it came back at once), and `SCHED_IDLE` behind a spinner at nice 0 (on a CPU in 1-8 ms).
+/// thread exited. So too when its process is taken out of the targets in between (`watch`
+/// ending a JVM's guarding): the program sees its thread no more. Here the woken thread, on CPU
+/// 0, waits behind a real-time spinner there (the fair server defers it for most of a second)
+/// while the test disarms or removes its process. Tried and refused: a throttled cgroup (since
+/// Linux 6.18 a throttled task runs until it returns to user space, so it came back at once),
+/// and `SCHED_IDLE` behind a spinner at nice 0 (on a CPU in 1-8 ms).
 #[test]
 fn a_wait_woken_armed_but_not_kept_leaves_no_stacks_behind() {
     let mut reader = Command::new("taskset")
@@ -127,44 +132,59 @@ fn a_wait_woken_armed_but_not_kept_leaves_no_stacks_behind() {
             std::thread::sleep(Duration::from_millis(5));
         }
     };
-    // Its first read under the program: from its next wait on, it has an entry.
-    let r = runs(pid);
-    line(&mut pipe);
-    assert!(ran_since(r), "the reader ran");
+    // A read under the program: from its next wait on, it has an entry.
+    let read_once = |pipe: &mut std::process::ChildStdin| {
+        let r = runs(pid);
+        line(pipe);
+        assert!(ran_since(r), "the reader ran");
+        asleep();
+    };
+    read_once(&mut pipe);
     // The recorder's `stacks` map.
     let stacks = held_maps("stacks");
     assert!(!stacks.is_empty(), "the recorder's `stacks` map");
-    let mut held = 0;
-    for _ in 0..5 {
-        oc.arm(pid, true);
-        let _ = oc.reader().held(pid);
-        asleep();
-        let hog = Hog::on_cpu0();
-        // Asleep long enough for its stacks to be taken as it is woken, the spinner on CPU 0.
-        std::thread::sleep(Duration::from_millis(50));
-        let before = runs(pid);
-        line(&mut pipe);
-        let taken = maps_have(&stacks, pid as u32);
-        oc.arm(pid, false);
-        // A round trip through the reader: disarmed from here.
-        let _ = oc.reader().held(pid);
-        let off_cpu_throughout = runs(pid) == before;
-        drop(hog);
-        assert!(ran_since(before), "the reader ran once the spinner was gone");
-        asleep();
-        if !(taken && off_cpu_throughout) {
-            // It got CPU 0 before the test looked: try again.
-            continue;
+    for removed in [false, true] {
+        let mut held = 0;
+        for _ in 0..5 {
+            oc.arm(pid, true);
+            let _ = oc.reader().held(pid);
+            asleep();
+            let hog = Hog::on_cpu0();
+            // Asleep long enough for its stacks to be taken as it is woken, the spinner on CPU 0.
+            std::thread::sleep(Duration::from_millis(50));
+            let before = runs(pid);
+            line(&mut pipe);
+            let taken = maps_have(&stacks, pid as u32);
+            if removed {
+                oc.reader().remove(pid);
+            } else {
+                oc.arm(pid, false);
+            }
+            // A round trip through the reader: disarmed or removed from here.
+            let _ = oc.reader().held(pid);
+            let off_cpu_throughout = runs(pid) == before;
+            drop(hog);
+            assert!(ran_since(before), "the reader ran once the spinner was gone");
+            asleep();
+            let left = maps_have(&stacks, pid as u32);
+            if removed {
+                // A target again, with a wait under the program for the next round.
+                oc.reader().add(pid);
+                let _ = oc.reader().held(pid);
+                read_once(&mut pipe);
+            }
+            if !(taken && off_cpu_throughout) {
+                // It got CPU 0 before the test looked: try again.
+                continue;
+            }
+            held += 1;
+            let how = if removed { "removed" } else { "disarmed" };
+            assert!(!left, "the stacks of a wait woken, then {how}, are let go");
         }
-        held += 1;
-        assert!(
-            !maps_have(&stacks, pid as u32),
-            "the stacks of a wait not kept are let go once its thread is on a CPU"
-        );
+        println!("removed {removed}: the reader waited behind the spinner {held} times in 5");
+        assert!(held > 0, "the woken reader waited behind the spinner at least once in 5");
     }
     drop(pipe);
     let _ = reader.kill();
     let _ = reader.wait();
-    println!("the reader waited behind the spinner {held} times in 5");
-    assert!(held > 0, "the woken reader waited behind the spinner at least once in 5");
 }

@@ -1195,10 +1195,10 @@ fn no_safepoint_is_missed_while_a_recording_is_rolled() {
     assert!(rolled.len() >= 3, "its recording was rolled at least twice: {rolled:?}");
 }
 
-/// `jvms` JVMs tagged `tag` whose thread dumps wait on a counted loop of `rounds` sums every
-/// 150 ms for `secs`, watched with `args` beside the usual ones: every safepoint of at least 10 ms their own logs
-/// show (after their first 2 s) must be an event. `during` is shown the recordings' directory
-/// while they run.
+/// `jvms` JVMs tagged `tag` whose thread dumps wait on a counted loop of `rounds` sums every 150 ms
+/// for `secs`, watched with `args` beside the usual ones: every safepoint of at least 10 ms their
+/// own logs show (after their first 2 s) must be an event. `during` is shown the recordings'
+/// directory while they run.
 fn every_safepoint_is_an_event(
     tag: &str,
     jvms: usize,

@@ -470,6 +470,11 @@ static __always_inline int switched(__u32 tgid, __u32 tid, __s64 state, __u32 ne
 		if (st & 0x30)
 			entry_gone(tid);
 		if (e) {
+			/* Stacks its last wait still holds: taken by a wake-up that raced its switch
+			 * back in (after that read its frame counts), or before its process was taken
+			 * out of the targets and added again. This wait's are taken afresh. */
+			if (e->nframes || e->waker_nframes)
+				bpf_map_delete_elem(&stacks, &tid);
 			/* Off the CPU first: a reader that finds `on` unchanged around its read of
 			 * `start` knows the thread did not leave meanwhile (entries.rs). */
 			e->on = 0;
