@@ -1,6 +1,8 @@
 //! The BPF off-CPU recorder on this machine's kernel (root needed: run by `make test` as root;
 //! without root or BPF these fail, never skip).
 
+mod common;
+
 use offcpu::{OffCpu, Options, Unarmed};
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
@@ -206,20 +208,7 @@ fn holder() {
 
 /// The ids of the BPF programs `pid` holds open (from its descriptors' fdinfo).
 fn programs_of(pid: u32) -> Vec<u32> {
-    let mut ids = vec![];
-    for fd in std::fs::read_dir(format!("/proc/{pid}/fd")).into_iter().flatten().flatten() {
-        let is_prog = std::fs::read_link(fd.path())
-            .is_ok_and(|l| l.to_string_lossy() == "anon_inode:bpf-prog");
-        let info = format!("/proc/{pid}/fdinfo/{}", fd.file_name().to_string_lossy());
-        if let (true, Ok(text)) = (is_prog, std::fs::read_to_string(info)) {
-            ids.extend(
-                text.lines()
-                    .filter_map(|l| l.strip_prefix("prog_id:"))
-                    .filter_map(|v| v.trim().parse::<u32>().ok()),
-            );
-        }
-    }
-    ids
+    common::bpf_ids(pid, "prog")
 }
 
 /// Whether the kernel still has program `id` (loaded by anyone).

@@ -2,6 +2,8 @@
 //! as root; without root or BPF this fails, never skips). A test binary of its own: it holds
 //! CPU 0 with a real-time spinner for a moment, which no other test should have beside it.
 
+mod common;
+
 use offcpu::{OffCpu, Options};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -48,20 +50,7 @@ fn runs(tid: i32) -> u64 {
 
 /// The ids of the BPF maps named `name` that this process holds (from its descriptors' fdinfo).
 fn held_maps(name: &str) -> Vec<u32> {
-    let me = std::process::id();
-    let mut ids = vec![];
-    for fd in std::fs::read_dir(format!("/proc/{me}/fd")).into_iter().flatten().flatten() {
-        let is_map = std::fs::read_link(fd.path())
-            .is_ok_and(|l| l.to_string_lossy() == "anon_inode:bpf-map");
-        let info = format!("/proc/{me}/fdinfo/{}", fd.file_name().to_string_lossy());
-        if let (true, Ok(text)) = (is_map, std::fs::read_to_string(info)) {
-            ids.extend(
-                text.lines()
-                    .filter_map(|l| l.strip_prefix("map_id:"))
-                    .filter_map(|v| v.trim().parse::<u32>().ok()),
-            );
-        }
-    }
+    let mut ids = common::bpf_ids(std::process::id(), "map");
     ids.sort_unstable();
     ids.dedup();
     ids.retain(|id| {
